@@ -1,0 +1,327 @@
+"""Shared helpers for the SDK compatibility suite (standard library + `anthropic` only).
+
+Test modules import from here; `run.py` imports the server-configuration table and the
+`Fixture` class.  Nothing in this module talks to the server by itself except through the
+objects a test hands it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import datetime, timedelta
+from typing import Any, Callable, Dict, List, Optional, Type
+
+import anthropic
+
+# --------------------------------------------------------------------------------------
+# Server configurations.  A test (or a whole module) names the configuration it needs; the
+# runner starts at most one server per configuration, lazily.
+# --------------------------------------------------------------------------------------
+
+DEFAULT = "default"
+CAPACITY5 = "capacity5"
+
+SERVER_CONFIGS: Dict[str, List[str]] = {
+    DEFAULT: [],
+    CAPACITY5: ["--max-memories-per-store", "5"],
+}
+
+
+def server(config: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: run this test against the server started with configuration `config`."""
+    if config not in SERVER_CONFIGS:
+        raise ValueError(f"unknown server configuration {config!r}")
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.mnemo_server = config  # type: ignore[attr-defined]
+        return fn
+
+    return wrap
+
+
+# --------------------------------------------------------------------------------------
+# Constants from the contract.
+# --------------------------------------------------------------------------------------
+
+MEMORY_BETA = "agent-memory-2026-07-22"
+AGENTS_BETA = "managed-agents-2026-04-01"
+ANTHROPIC_VERSION = "2026-10-21"
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+MAX_CONTENT_BYTES = 102_400
+
+RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+# --------------------------------------------------------------------------------------
+# Assertions.  Plain functions that raise AssertionError with a readable message, so the
+# runner's one-line failure report says what was expected and what came back.
+# --------------------------------------------------------------------------------------
+
+
+def check(cond: Any, msg: str) -> None:
+    if not cond:
+        raise AssertionError(msg)
+
+
+def eq(actual: Any, expected: Any, what: str) -> None:
+    if actual != expected:
+        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def ne(actual: Any, unexpected: Any, what: str) -> None:
+    if actual == unexpected:
+        raise AssertionError(f"{what}: expected something other than {unexpected!r}")
+
+
+def has_prefix(value: Any, prefix: str, what: str) -> None:
+    if not isinstance(value, str) or not value.startswith(prefix):
+        raise AssertionError(f"{what}: expected a string starting with {prefix!r}, got {value!r}")
+
+
+def is_utc(dt: Any, what: str) -> None:
+    check(isinstance(dt, datetime), f"{what}: expected a datetime, got {dt!r}")
+    check(dt.tzinfo is not None and dt.utcoffset() == timedelta(0), f"{what}: expected UTC, got {dt!r}")
+
+
+def rfc3339(value: Any, what: str) -> None:
+    check(
+        isinstance(value, str) and RFC3339_UTC.match(value) is not None,
+        f"{what}: expected an RFC 3339 UTC timestamp ending in Z, got {value!r}",
+    )
+
+
+def body_of(err: anthropic.APIStatusError) -> Dict[str, Any]:
+    body = err.body
+    if not isinstance(body, dict):
+        try:
+            body = err.response.json()
+        except Exception:  # noqa: BLE001
+            raise AssertionError(f"error body is not JSON: {err.response.text[:300]!r}") from None
+    return body
+
+
+def check_error_envelope(err: anthropic.APIStatusError, error_type: Optional[str] = None) -> Dict[str, Any]:
+    """Checks `{"type":"error","error":{"type","message"},"request_id"}` and the request-id
+    header; returns the `error` object."""
+    status = err.status_code
+    raw = err.response.json()  # must be JSON
+    check(isinstance(raw, dict), f"{status} body must be a JSON object, got {raw!r}")
+    eq(raw.get("type"), "error", f"{status} body.type")
+    inner = raw.get("error")
+    check(isinstance(inner, dict), f"{status} body.error must be an object, got {inner!r}")
+    check(isinstance(inner.get("type"), str) and inner["type"], f"{status} body.error.type missing: {raw!r}")
+    check(isinstance(inner.get("message"), str) and inner["message"], f"{status} body.error.message missing: {raw!r}")
+    if error_type is not None:
+        eq(inner["type"], error_type, f"{status} body.error.type")
+        eq(err.type, error_type, f"{status} SDK exception .type")
+    header_id = err.response.headers.get("request-id")
+    has_prefix(header_id, "req_", f"{status} request-id header")
+    eq(raw.get("request_id"), header_id, f"{status} body.request_id vs request-id header")
+    eq(err.request_id, header_id, f"{status} SDK exception .request_id")
+    return inner
+
+
+def expect_error(
+    call: Callable[[], Any],
+    status: int,
+    exc: Type[BaseException] = anthropic.APIStatusError,
+    error_type: Optional[str] = None,
+    what: str = "call",
+) -> anthropic.APIStatusError:
+    """Runs `call`, which must fail with an APIStatusError of `status` (and class `exc`)."""
+    try:
+        result = call()
+    except anthropic.APIStatusError as err:
+        if err.status_code != status:
+            raise AssertionError(
+                f"{what}: expected HTTP {status}, got {err.status_code}: {err.response.text[:300]}"
+            ) from None
+        check(isinstance(err, exc), f"{what}: expected {exc.__name__}, got {type(err).__name__}")
+        check_error_envelope(err, error_type)
+        return err
+    raise AssertionError(f"{what}: expected HTTP {status}, but the call succeeded with {short(result)}")
+
+
+def short(value: Any, limit: int = 300) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def no_retry_header(err: anthropic.APIStatusError, what: str) -> None:
+    eq(err.response.headers.get("x-should-retry"), "false", f"{what}: x-should-retry header")
+
+
+# --------------------------------------------------------------------------------------
+# Shape checks for the three object kinds.
+# --------------------------------------------------------------------------------------
+
+
+def check_store_shape(store: Any, what: str = "store") -> None:
+    eq(store.type, "memory_store", f"{what}.type")
+    has_prefix(store.id, "memstore_", f"{what}.id")
+    check(isinstance(store.description, str), f"{what}.description must be a string, got {store.description!r}")
+    check(isinstance(store.metadata, dict), f"{what}.metadata must be an object, got {store.metadata!r}")
+    is_utc(store.created_at, f"{what}.created_at")
+    is_utc(store.updated_at, f"{what}.updated_at")
+    if store.archived_at is not None:
+        is_utc(store.archived_at, f"{what}.archived_at")
+
+
+def check_memory_shape(mem: Any, content: Optional[str], full: bool, what: str = "memory") -> None:
+    """`content` is the expected text (always known by the test); `full` says whether the
+    response should include it."""
+    eq(mem.type, "memory", f"{what}.type")
+    has_prefix(mem.id, "mem_", f"{what}.id")
+    check(not mem.id.startswith("memstore_") and not mem.id.startswith("memver_"), f"{what}.id prefix: {mem.id}")
+    has_prefix(mem.memory_store_id, "memstore_", f"{what}.memory_store_id")
+    has_prefix(mem.memory_version_id, "memver_", f"{what}.memory_version_id")
+    is_utc(mem.created_at, f"{what}.created_at")
+    is_utc(mem.updated_at, f"{what}.updated_at")
+    if content is not None:
+        eq(mem.content_sha256, sha256_hex(content), f"{what}.content_sha256")
+        eq(mem.content_size_bytes, len(content.encode("utf-8")), f"{what}.content_size_bytes")
+        eq(mem.content, content if full else None, f"{what}.content ({'full' if full else 'basic'} view)")
+
+
+def check_version_shape(ver: Any, what: str = "version") -> None:
+    eq(ver.type, "memory_version", f"{what}.type")
+    has_prefix(ver.id, "memver_", f"{what}.id")
+    has_prefix(ver.memory_id, "mem_", f"{what}.memory_id")
+    has_prefix(ver.memory_store_id, "memstore_", f"{what}.memory_store_id")
+    check(ver.operation in ("created", "modified", "deleted"), f"{what}.operation: {ver.operation!r}")
+    is_utc(ver.created_at, f"{what}.created_at")
+
+
+def check_api_actor(actor: Any, what: str) -> str:
+    check(actor is not None, f"{what}: expected an api_actor, got None")
+    eq(actor.type, "api_actor", f"{what}.type")
+    has_prefix(actor.api_key_id, "apikey_", f"{what}.api_key_id")
+    return actor.api_key_id
+
+
+# --------------------------------------------------------------------------------------
+# Plain HTTP (urllib), for what the SDK cannot express: other credential headers, health.
+# --------------------------------------------------------------------------------------
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class HttpResult:
+    def __init__(self, status: int, headers: Dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+    def __repr__(self) -> str:
+        return f"HttpResult({self.status}, {self.body[:200]!r})"
+
+
+def http(
+    method: str,
+    url: str,
+    headers: Optional[Dict[str, str]] = None,
+    body: Optional[bytes] = None,
+    timeout: float = 30.0,
+) -> HttpResult:
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            return HttpResult(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
+    except urllib.error.HTTPError as err:
+        return HttpResult(err.code, {k.lower(): v for k, v in err.headers.items()}, err.read())
+
+
+# --------------------------------------------------------------------------------------
+# The fixture every test receives.
+# --------------------------------------------------------------------------------------
+
+
+class Fixture:
+    def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.client = self.make_client()
+        self.stores_created: List[str] = []
+
+    def make_client(self, api_key: Optional[str] = None, **kwargs: Any) -> anthropic.Anthropic:
+        """An SDK client for this server: only base_url and api_key differ from the defaults
+        (plus a request timeout, so a hung server fails a test instead of the CI job)."""
+        kwargs.setdefault("timeout", self.timeout)
+        return anthropic.Anthropic(base_url=self.base_url, api_key=api_key or self.api_key, **kwargs)
+
+    @property
+    def stores(self) -> Any:
+        return self.client.beta.memory_stores
+
+    @property
+    def memories(self) -> Any:
+        return self.client.beta.memory_stores.memories
+
+    @property
+    def versions(self) -> Any:
+        return self.client.beta.memory_stores.memory_versions
+
+    def new_store(self, name: Optional[str] = None, **kwargs: Any) -> Any:
+        store = self.stores.create(name=name or unique("compat"), **kwargs)
+        self.stores_created.append(store.id)
+        return store
+
+    def new_memory(self, store_id: str, path: str, content: str = "x", **kwargs: Any) -> Any:
+        return self.memories.create(store_id, path=path, content=content, **kwargs)
+
+    def list_all_memories(self, store_id: str, **kwargs: Any) -> List[Any]:
+        return list(self.memories.list(store_id, **kwargs))
+
+    def list_all_versions(self, store_id: str, **kwargs: Any) -> List[Any]:
+        return list(self.versions.list(memory_store_id=store_id, **kwargs))
+
+    def auth_headers(self) -> Dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.api_key}",
+            "anthropic-version": ANTHROPIC_VERSION,
+            "anthropic-beta": MEMORY_BETA,
+        }
+
+
+def pages(first_page: Any) -> List[Any]:
+    """All pages of a cursor listing, following the SDK's own iter_pages()."""
+    return list(first_page.iter_pages())
+
+
+def pages_by_hand(fetch: Callable[[Optional[str]], Any], max_pages: int = 10_000) -> List[Any]:
+    """All pages, passing each `next_page` back explicitly as `page=`."""
+    out = []
+    cursor: Optional[str] = None
+    while True:
+        page = fetch(cursor)
+        out.append(page)
+        if not page.next_page:
+            return out
+        check(page.next_page != cursor, f"next_page did not advance (stuck at {cursor!r})")
+        cursor = page.next_page
+        check(len(out) < max_pages, f"more than {max_pages} pages; pagination does not terminate")
+
+
+def tick() -> None:
+    """Sleeps long enough that the next write gets a strictly later timestamp even if the
+    server stores whole seconds."""
+    time.sleep(1.1)

@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""mnemo <-> official Python SDK compatibility suite runner.
+
+Usage:
+    MNEMO_BIN=target/debug/mnemo python compat/run.py [SUBSTRING ...]
+
+Starts `$MNEMO_BIN serve` on a free port with a throw-away SQLite database (one server per
+configuration a selected test needs), discovers `test_*` functions in `compat/test_*.py`, runs
+them against the server through `anthropic.Anthropic(base_url=..., api_key=...)`, and prints
+one line per test.  The last line of output is always `N passed, M failed`; the exit code is 0
+iff no test failed.  Positional arguments keep only tests whose `module::function` name
+contains one of the substrings.
+
+Environment:
+    MNEMO_BIN               path to the mnemo binary (required)
+    MNEMO_COMPAT_TIMEOUT    per-request SDK timeout in seconds (default 60)
+    MNEMO_COMPAT_START_TIMEOUT  seconds to wait for the `listening on` line (default 30)
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+LISTEN_LINE = re.compile(r"^listening on (http://127\.0\.0\.1:(\d+))$")
+
+
+def log(line: str = "") -> None:
+    print(line, flush=True)
+
+
+# The SDK reads credentials, base URL, extra headers and proxies from the environment; none
+# of that may leak into the suite.
+for _name in list(os.environ):
+    if _name.startswith("ANTHROPIC_"):
+        del os.environ[_name]
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+sys.path.insert(0, str(HERE))
+import compat_lib  # noqa: E402
+
+
+class ServerStartError(Exception):
+    pass
+
+
+class Server:
+    """One `mnemo serve` subprocess."""
+
+    def __init__(self, binary: str, config: str, workdir: Path, api_key: str) -> None:
+        self.binary = binary
+        self.config = config
+        self.workdir = workdir
+        self.api_key = api_key
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.base_url = ""
+        self.stderr_path = workdir / "server.stderr.log"
+        self._stderr_file: Any = None
+        self.reported_death = False
+
+    def argv(self) -> List[str]:
+        db = f"sqlite://{self.workdir / 'mnemo.sqlite'}"
+        return [
+            self.binary,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            db,
+            "--api-key",
+            self.api_key,
+            *compat_lib.SERVER_CONFIGS[self.config],
+        ]
+
+    def start(self, timeout: float) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._stderr_file = open(self.stderr_path, "w", encoding="utf-8")
+        argv = self.argv()
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr_file,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                start_new_session=True,  # Ctrl-C reaches us only; we stop the server ourselves
+            )
+        except OSError as err:
+            raise ServerStartError(f"cannot execute {self.binary}: {err}") from None
+
+        lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        stdout = self.proc.stdout
+        assert stdout is not None
+
+        def pump() -> None:
+            # First line to the queue; the rest is drained so the pipe never fills up.
+            first = True
+            for line in stdout:
+                if first:
+                    lines.put(line)
+                    first = False
+            if first:
+                lines.put(None)
+
+        threading.Thread(target=pump, name=f"stdout-{self.config}", daemon=True).start()
+        try:
+            first_line = lines.get(timeout=timeout)
+        except queue.Empty:
+            raise ServerStartError(
+                f"no `listening on` line on stdout within {timeout:.0f}s\n  command: {' '.join(argv)}"
+            ) from None
+        if first_line is None:
+            code = self.proc.wait(timeout=5)
+            raise ServerStartError(f"server exited with status {code} before printing `listening on`\n  command: {' '.join(argv)}")
+        first_line = first_line.rstrip("\r\n")
+        match = LISTEN_LINE.match(first_line)
+        if not match:
+            raise ServerStartError(
+                f"first stdout line must be `listening on http://127.0.0.1:PORT`, got {first_line!r}\n"
+                f"  command: {' '.join(argv)}"
+            )
+        self.base_url = match.group(1)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr_tail(self, lines: int = 40) -> str:
+        try:
+            if self._stderr_file is not None:
+                self._stderr_file.flush()
+            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no server log)"
+        tail = text.splitlines()[-lines:]
+        return "\n".join("    | " + line for line in tail) if tail else "    | (server log is empty)"
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.terminate()
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        if self._stderr_file is not None:
+            self._stderr_file.close()
+            self._stderr_file = None
+
+
+TestFn = Callable[[compat_lib.Fixture], Any]
+
+
+def discover(filters: List[str]) -> List[Tuple[str, TestFn, str]]:
+    """(name, function, server configuration) for every selected test, in file then source order."""
+    found = []
+    for path in sorted(HERE.glob("test_*.py")):
+        module = importlib.import_module(path.stem)
+        module_config = getattr(module, "SERVER", compat_lib.DEFAULT)
+        functions = [
+            fn
+            for attr, fn in vars(module).items()
+            if attr.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__
+        ]
+        functions.sort(key=lambda fn: fn.__code__.co_firstlineno)
+        for fn in functions:
+            name = f"{path.stem}::{fn.__name__}"
+            if filters and not any(f in name for f in filters):
+                continue
+            config = getattr(fn, "mnemo_server", module_config)
+            if config not in compat_lib.SERVER_CONFIGS:
+                raise SystemExit(f"{name}: unknown server configuration {config!r}")
+            found.append((name, fn, config))
+    return found
+
+
+def short_traceback(err: BaseException) -> str:
+    """The frames inside compat/ (test code and helpers), most recent last."""
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if Path(f.filename).resolve().parent == HERE and Path(f.filename).name != "run.py"
+    ]
+    lines = traceback.format_list(frames[-6:])
+    return "".join("    " + line.replace("\n", "\n    ").rstrip() + "\n" for line in lines).rstrip()
+
+
+def describe(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    if not isinstance(err, AssertionError):
+        text = f"{type(err).__name__}: {text}"
+    text = " ".join(text.split())
+    return text if len(text) <= 600 else text[:600] + "..."
+
+
+def main(argv: List[str]) -> int:
+    filters = [a for a in argv if not a.startswith("-")]
+    if any(a in ("-h", "--help") for a in argv):
+        log(__doc__ or "")
+        return 0
+
+    binary = os.environ.get("MNEMO_BIN", "").strip()
+    if not binary:
+        log("error: set MNEMO_BIN to the mnemo server binary, e.g. MNEMO_BIN=target/debug/mnemo")
+        log("0 passed, 1 failed")
+        return 2
+    binary_path = Path(binary)
+    if not binary_path.is_file() or not os.access(binary_path, os.X_OK):
+        found = shutil.which(binary)
+        if found is None:
+            log(f"error: MNEMO_BIN={binary!r} is not an executable file")
+            log("0 passed, 1 failed")
+            return 2
+        binary_path = Path(found)
+    binary = str(binary_path.resolve())
+
+    request_timeout = float(os.environ.get("MNEMO_COMPAT_TIMEOUT", "60"))
+    start_timeout = float(os.environ.get("MNEMO_COMPAT_START_TIMEOUT", "30"))
+
+    tests = discover(filters)
+    if not tests:
+        log(f"no tests match {filters!r}")
+        log("0 passed, 0 failed")
+        return 0
+
+    # SIGTERM (e.g. from CI cancelling the job) takes the same clean-up path as Ctrl-C.
+    def on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    tmpdir = Path(tempfile.mkdtemp(prefix="mnemo-compat-"))
+    servers: Dict[str, Server] = {}
+    start_errors: Dict[str, str] = {}
+    passed = failed = 0
+    interrupted = False
+    started_at = time.monotonic()
+    try:
+        for name, fn, config in tests:
+            if config in start_errors:
+                failed += 1
+                log(f"FAIL {name}: server `{config}` did not start")
+                continue
+            srv = servers.get(config)
+            if srv is None:
+                srv = Server(binary, config, tmpdir / config, "sk-compat-" + secrets.token_hex(16))
+                servers[config] = srv
+                try:
+                    srv.start(start_timeout)
+                    log(f"# server `{config}` at {srv.base_url} (log: {srv.stderr_path})")
+                except ServerStartError as err:
+                    start_errors[config] = str(err)
+                    log(f"# server `{config}` failed to start: {err}")
+                    log("#   last lines of its stderr:")
+                    log(srv.stderr_tail())
+                    srv.stop()
+                    failed += 1
+                    log(f"FAIL {name}: server `{config}` did not start")
+                    continue
+
+            fixture = compat_lib.Fixture(srv.base_url, srv.api_key, request_timeout)
+            t0 = time.monotonic()
+            try:
+                fn(fixture)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:  # noqa: BLE001 — a test may raise anything
+                failed += 1
+                log(f"FAIL {name}: {describe(err)}")
+                tb = short_traceback(err)
+                if tb:
+                    log(tb)
+                if not srv.alive() and not srv.reported_death:
+                    srv.reported_death = True
+                    log(f"# server `{config}` is no longer running (exit status {srv.proc.returncode if srv.proc else '?'}); last lines of its stderr:")
+                    log(srv.stderr_tail())
+            else:
+                passed += 1
+                log(f"PASS {name} ({time.monotonic() - t0:.1f}s)")
+            finally:
+                try:
+                    fixture.client.close()
+                except Exception:  # noqa: BLE001
+                    pass
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for srv in servers.values():
+            srv.stop()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+    if interrupted:
+        not_run = len(tests) - passed - failed
+        log(f"# interrupted; {not_run} test(s) not run (counted as failed)")
+        failed += not_run
+    log(f"# {len(tests)} test(s) in {time.monotonic() - started_at:.1f}s")
+    log(f"{passed} passed, {failed} failed")
+    if interrupted:
+        return 130
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,26 @@
+//! Limits of the memory-stores API, as documented by the reference client.
+
+/// Largest memory content, in UTF-8 bytes.
+pub const MAX_CONTENT_BYTES: usize = 102_400;
+/// Largest memory path, in UTF-8 bytes.
+pub const MAX_PATH_BYTES: usize = 1_024;
+/// Most segments in a memory path.
+pub const MAX_PATH_SEGMENTS: usize = 20;
+/// Default cap on live memories per store (the current hosted documentation's figure).
+pub const DEFAULT_MAX_MEMORIES_PER_STORE: u32 = 10_000;
+/// Longest store name, in characters.
+pub const MAX_STORE_NAME_CHARS: usize = 255;
+/// Longest store description, in characters.
+pub const MAX_STORE_DESCRIPTION_CHARS: usize = 1_024;
+/// Most metadata pairs on a store.
+pub const MAX_METADATA_PAIRS: usize = 16;
+/// Longest metadata key, in characters.
+pub const MAX_METADATA_KEY_CHARS: usize = 64;
+/// Longest metadata value, in characters.
+pub const MAX_METADATA_VALUE_CHARS: usize = 512;
+/// Default page size of every list.
+pub const DEFAULT_PAGE_LIMIT: u32 = 20;
+/// Largest page size of every list.
+pub const MAX_PAGE_LIMIT: u32 = 100;
+/// Largest page when items carry their content (`view=full`).
+pub const MAX_FULL_VIEW_PAGE_LIMIT: u32 = 20;

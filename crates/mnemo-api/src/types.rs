@@ -1,0 +1,377 @@
+//! JSON shapes of the memory-stores API: objects, pages, request bodies and their validation.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ApiKeyId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId};
+use crate::limits::*;
+
+/// A point in time, always rendered as RFC 3339 in UTC (`…Z`).
+pub type Timestamp = DateTime<Utc>;
+
+/// A server-side collection of memories (`type: "memory_store"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "memory_store")]
+pub struct MemoryStore {
+    pub id: MemoryStoreId,
+    pub name: String,
+    /// Empty when unset, never null.
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub archived_at: Option<Timestamp>,
+}
+
+/// A text document at a path inside a store (`type: "memory"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "memory")]
+pub struct Memory {
+    pub id: MemoryId,
+    pub memory_store_id: MemoryStoreId,
+    pub path: String,
+    /// Null under `view=basic`.
+    pub content: Option<String>,
+    pub content_sha256: String,
+    pub content_size_bytes: u64,
+    pub memory_version_id: MemoryVersionId,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A directory marker in a depth-limited listing (`type: "memory_prefix"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "memory_prefix")]
+pub struct MemoryPrefix {
+    /// The rolled-up prefix, trailing `/` included.
+    pub path: String,
+}
+
+/// One item of a memory listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MemoryListItem {
+    Memory(Memory),
+    Prefix(MemoryPrefix),
+}
+
+/// The kind of change a version records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    Created,
+    Modified,
+    Deleted,
+}
+
+impl Operation {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Modified => "modified",
+            Self::Deleted => "deleted",
+        }
+    }
+
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "created" => Some(Self::Created),
+            "modified" => Some(Self::Modified),
+            "deleted" => Some(Self::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// Who made a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Actor {
+    /// An agent writing through a session (the worker's sync with a sessions token).
+    SessionActor { session_id: SessionId },
+    /// A direct API caller, identified by its key's id.
+    ApiActor { api_key_id: ApiKeyId },
+    /// A human, e.g. through a console.
+    UserActor { user_id: String },
+    /// A workload authenticated as a service account.
+    ServiceAccountActor { service_account_id: String },
+}
+
+/// One immutable entry in a memory's history (`type: "memory_version"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "memory_version")]
+pub struct MemoryVersion {
+    pub id: MemoryVersionId,
+    pub memory_id: MemoryId,
+    pub memory_store_id: MemoryStoreId,
+    pub operation: Operation,
+    /// Null if and only if redacted.
+    pub path: Option<String>,
+    /// Null under `view=basic`, for `deleted` versions and when redacted.
+    pub content: Option<String>,
+    pub content_sha256: Option<String>,
+    pub content_size_bytes: Option<u64>,
+    pub created_at: Timestamp,
+    pub created_by: Option<Actor>,
+    pub redacted_at: Option<Timestamp>,
+    pub redacted_by: Option<Actor>,
+}
+
+/// Confirmation of a memory deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "memory_deleted")]
+pub struct MemoryDeleted {
+    pub id: MemoryId,
+}
+
+/// Confirmation of a store deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "memory_store_deleted")]
+pub struct MemoryStoreDeleted {
+    pub id: MemoryStoreId,
+}
+
+/// One page of a cursor-paginated list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    /// Pass back as `page` to get the next page; null on the last page.
+    pub next_page: Option<String>,
+}
+
+/// Whether memories and versions carry their content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum View {
+    Basic,
+    Full,
+}
+
+impl View {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Basic => "basic",
+            Self::Full => "full",
+        }
+    }
+}
+
+/// A condition an update must meet to apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Precondition {
+    /// The stored content must currently hash to this value.
+    ContentSha256 { content_sha256: String },
+}
+
+/// Body of `POST /v1/memory_stores`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateMemoryStore {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// Body of `POST /v1/memory_stores/{id}`: only the given keys change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateMemoryStore {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A patch: a string upserts the key, `null` removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+/// Body of `POST /v1/memory_stores/{id}/memories`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateMemory {
+    pub path: String,
+    /// Required; the reference client types it as nullable, so a null is refused explicitly.
+    pub content: Option<String>,
+}
+
+/// Body of `POST /v1/memory_stores/{id}/memories/{memory_id}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateMemory {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Precondition>,
+}
+
+/// A request field that breaks a documented rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(char::is_control)
+}
+
+/// Checks a store name: 1–255 characters, no control characters.
+pub fn validate_store_name(name: &str) -> Result<(), Invalid> {
+    let n = name.chars().count();
+    if n == 0 || n > MAX_STORE_NAME_CHARS {
+        return Err(Invalid(format!(
+            "name must be 1 to {MAX_STORE_NAME_CHARS} characters long (got {n})"
+        )));
+    }
+    if has_control(name) {
+        return Err(Invalid("name must not contain control characters".into()));
+    }
+    Ok(())
+}
+
+/// Checks a store description: at most 1,024 characters.
+pub fn validate_store_description(description: &str) -> Result<(), Invalid> {
+    let n = description.chars().count();
+    if n > MAX_STORE_DESCRIPTION_CHARS {
+        return Err(Invalid(format!(
+            "description must be at most {MAX_STORE_DESCRIPTION_CHARS} characters long (got {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks one metadata pair: key 1–64 characters, value at most 512.
+pub fn validate_metadata_pair(key: &str, value: &str) -> Result<(), Invalid> {
+    let k = key.chars().count();
+    if k == 0 || k > MAX_METADATA_KEY_CHARS {
+        return Err(Invalid(format!(
+            "metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long (got {k})"
+        )));
+    }
+    let v = value.chars().count();
+    if v > MAX_METADATA_VALUE_CHARS {
+        return Err(Invalid(format!(
+            "metadata value for `{key}` must be at most {MAX_METADATA_VALUE_CHARS} characters long (got {v})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a whole metadata map: at most 16 valid pairs.
+pub fn validate_metadata(metadata: &BTreeMap<String, String>) -> Result<(), Invalid> {
+    if metadata.len() > MAX_METADATA_PAIRS {
+        return Err(Invalid(format!(
+            "metadata may hold at most {MAX_METADATA_PAIRS} pairs (got {})",
+            metadata.len()
+        )));
+    }
+    metadata
+        .iter()
+        .try_for_each(|(k, v)| validate_metadata_pair(k, v))
+}
+
+/// Applies a metadata patch (`null` removes a key) and checks the result.
+pub fn apply_metadata_patch(
+    current: &BTreeMap<String, String>,
+    patch: &BTreeMap<String, Option<String>>,
+) -> Result<BTreeMap<String, String>, Invalid> {
+    let mut out = current.clone();
+    for (key, value) in patch {
+        match value {
+            Some(v) => {
+                validate_metadata_pair(key, v)?;
+                out.insert(key.clone(), v.clone());
+            }
+            None => {
+                out.remove(key);
+            }
+        }
+    }
+    validate_metadata(&out)?;
+    Ok(out)
+}
+
+/// Checks memory content against the size limit; the error carries the size.
+pub fn validate_content_size(content: &str) -> Result<(), usize> {
+    if content.len() > MAX_CONTENT_BYTES {
+        Err(content.len())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn objects_carry_their_type_tag() {
+        let deleted = MemoryDeleted {
+            id: MemoryId::generate(),
+        };
+        let v = serde_json::to_value(&deleted).unwrap();
+        assert_eq!(v["type"], "memory_deleted");
+        let actor: Actor =
+            serde_json::from_value(json!({"type":"api_actor","api_key_id":"apikey_x1"})).unwrap();
+        assert!(matches!(actor, Actor::ApiActor { .. }));
+        let p: Precondition =
+            serde_json::from_value(json!({"type":"content_sha256","content_sha256":"ab"})).unwrap();
+        assert_eq!(
+            p,
+            Precondition::ContentSha256 {
+                content_sha256: "ab".into()
+            }
+        );
+    }
+
+    #[test]
+    fn list_items_are_told_apart_by_type() {
+        let item: MemoryListItem =
+            serde_json::from_value(json!({"type":"memory_prefix","path":"/a/"})).unwrap();
+        assert_eq!(
+            item,
+            MemoryListItem::Prefix(MemoryPrefix { path: "/a/".into() })
+        );
+    }
+
+    #[test]
+    fn metadata_patch_removes_with_null_and_enforces_limits() {
+        let current: BTreeMap<_, _> = [("a".to_owned(), "1".to_owned())].into();
+        let patch: BTreeMap<_, _> = [
+            ("a".to_owned(), None),
+            ("b".to_owned(), Some("2".to_owned())),
+        ]
+        .into();
+        let out = apply_metadata_patch(&current, &patch).unwrap();
+        assert_eq!(out, [("b".to_owned(), "2".to_owned())].into());
+
+        let many: BTreeMap<_, _> = (0..17)
+            .map(|i| (format!("k{i}"), Some("v".to_owned())))
+            .collect();
+        assert!(apply_metadata_patch(&BTreeMap::new(), &many).is_err());
+        let long_key: BTreeMap<_, _> = [("k".repeat(65), Some(String::new()))].into();
+        assert!(apply_metadata_patch(&BTreeMap::new(), &long_key).is_err());
+        let empty_key: BTreeMap<_, _> = [(String::new(), Some(String::new()))].into();
+        assert!(apply_metadata_patch(&BTreeMap::new(), &empty_key).is_err());
+        let long_value: BTreeMap<_, _> = [("k".into(), Some("v".repeat(513)))].into();
+        assert!(apply_metadata_patch(&BTreeMap::new(), &long_value).is_err());
+    }
+
+    #[test]
+    fn store_names() {
+        assert!(validate_store_name("User Preferences").is_ok());
+        assert!(validate_store_name("").is_err());
+        assert!(validate_store_name(&"n".repeat(256)).is_err());
+        assert!(validate_store_name(&"é".repeat(255)).is_ok());
+        assert!(validate_store_name("a\tb").is_err());
+        assert!(validate_store_description(&"d".repeat(1024)).is_ok());
+        assert!(validate_store_description(&"d".repeat(1025)).is_err());
+    }
+}

@@ -1,0 +1,125 @@
+//! The one error type of every handler, rendered as Anthropic's error envelope.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use mnemo_api::{ErrorBody, ErrorEnvelope, ErrorType, limits::MAX_CONTENT_BYTES};
+use mnemo_store::StoreError;
+use serde_json::{Map, Value};
+
+use crate::request::current_request_id;
+
+/// A failed request: an error type, a message for humans, and type-specific fields.
+#[derive(Debug)]
+pub struct ApiError {
+    kind: ErrorType,
+    message: String,
+    extra: Map<String, Value>,
+    /// The real cause of a 5xx, for the log only; clients see a generic message.
+    internal: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn new(kind: ErrorType, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            extra: Map::new(),
+            internal: None,
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorType::InvalidRequest, message)
+    }
+
+    pub(crate) fn authentication(message: impl Into<String>) -> Self {
+        Self::new(ErrorType::Authentication, message)
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorType::NotFound, message)
+    }
+
+    pub(crate) fn content_too_large(size: usize) -> Self {
+        Self::new(
+            ErrorType::RequestTooLarge,
+            format!("content is {size} bytes; a memory holds at most {MAX_CONTENT_BYTES} bytes"),
+        )
+    }
+
+    fn internal(cause: String) -> Self {
+        Self {
+            internal: Some(cause),
+            ..Self::new(ErrorType::Api, "internal server error")
+        }
+    }
+
+    /// The `error.type` this error renders with.
+    pub fn kind(&self) -> ErrorType {
+        self.kind
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        let message = e.to_string();
+        match e {
+            StoreError::NotFound { .. } => Self::not_found(message),
+            StoreError::PathConflict {
+                conflicting_memory_id,
+                conflicting_path,
+                ..
+            } => {
+                let mut err = Self::new(ErrorType::MemoryPathConflict, message);
+                let id = conflicting_memory_id
+                    .map(|id| id.to_string())
+                    .unwrap_or_default();
+                err.extra
+                    .insert("conflicting_memory_id".into(), Value::String(id));
+                err.extra
+                    .insert("conflicting_path".into(), Value::String(conflicting_path));
+                err
+            }
+            StoreError::PreconditionFailed { .. } => {
+                Self::new(ErrorType::MemoryPreconditionFailed, message)
+            }
+            StoreError::Archived(_)
+            | StoreError::StoreFull { .. }
+            | StoreError::RedactCurrentVersion { .. }
+            | StoreError::Invalid(_)
+            | StoreError::InvalidCursor => Self::invalid(message),
+            StoreError::Backend(cause) => Self::internal(cause),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let request_id = current_request_id();
+        if let Some(cause) = &self.internal {
+            tracing::error!(error = %cause, "request failed");
+        }
+        let status =
+            StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = ErrorEnvelope {
+            error: ErrorBody {
+                kind: self.kind.as_str().to_owned(),
+                message: self.message,
+                extra: self.extra,
+            },
+            request_id: request_id.map(|id| id.to_string()),
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        // These conflicts answer the same on every retry; tell clients not to back off and
+        // try again (the reference client retries every 409 otherwise).
+        if matches!(
+            self.kind,
+            ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict
+        ) {
+            response
+                .headers_mut()
+                .insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        response
+    }
+}

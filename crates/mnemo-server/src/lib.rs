@@ -1,0 +1,67 @@
+//! The mnemo HTTP server: Anthropic's memory-stores API on top of any [`Store`].
+//!
+//! [`router`] builds the axum [`Router`] (handy for in-process tests); [`serve`] runs it on a
+//! bound listener until a shutdown future completes. Handlers parse every input into the types
+//! of `mnemo-api` at the edge, call the [`Store`], and turn failures into Anthropic's error
+//! envelope in one place ([`ApiError`]).
+//!
+//! This crate never touches the local filesystem beyond the listener, and never depends on a
+//! particular database: the binary picks the backend.
+
+mod auth;
+mod error;
+mod extract;
+mod request;
+mod routes;
+
+use std::sync::Arc;
+
+use axum::Router;
+use mnemo_store::Store;
+use tokio::net::TcpListener;
+
+pub use auth::hash_credential;
+pub use error::ApiError;
+
+/// Largest request body accepted. Content is capped at 100 kB, but JSON escaping can
+/// inflate it up to six-fold.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Everything a handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    store: Arc<dyn Store>,
+    auth: Arc<auth::Authenticator>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// State over `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            auth: Arc::new(auth::Authenticator::new(Arc::clone(&store))),
+            store,
+        }
+    }
+}
+
+/// The whole HTTP API.
+pub fn router(state: AppState) -> Router {
+    routes::router(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,49 @@
+//! Per-request plumbing: the request id and the request log line.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use mnemo_api::RequestId;
+use tracing::Instrument;
+
+tokio::task_local! {
+    static REQUEST_ID: RequestId;
+}
+
+/// The id of the request being served, if any.
+pub(crate) fn current_request_id() -> Option<RequestId> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// Gives every request an id (echoed as `request-id` and in error bodies) and a span named after
+/// its route template, and logs it once it is answered.
+pub(crate) async fn track(req: Request, next: Next) -> Response {
+    let id = RequestId::generate();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().clone();
+    let span = tracing::info_span!("request", %method, %route, request_id = %id);
+    let started = Instant::now();
+    let mut response = REQUEST_ID
+        .scope(id.clone(), next.run(req))
+        .instrument(span.clone())
+        .await;
+    let status = response.status().as_u16();
+    let elapsed_us = started.elapsed().as_micros() as u64;
+    span.in_scope(|| {
+        if route == "/healthz" {
+            tracing::trace!(status, elapsed_us, "answered");
+        } else {
+            tracing::debug!(status, elapsed_us, "answered");
+        }
+    });
+    if let Ok(value) = HeaderValue::from_str(id.as_str()) {
+        response.headers_mut().insert("request-id", value);
+    }
+    response
+}

@@ -1,0 +1,184 @@
+//! `/v1/memory_stores/{store}/memories`: create, retrieve, update, delete, list.
+
+use axum::extract::{Path, State};
+use mnemo_api::{
+    CreateMemory, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, Page,
+    PathPrefix, Precondition, UpdateMemory, View, is_sha256_hex, validate_content_size,
+};
+use mnemo_store::{ListMemories, MemoryChange};
+use serde::Deserialize;
+
+use super::{page_cursor, page_limit, path_id, view};
+use crate::auth::Caller;
+use crate::extract::{Json, Query};
+use crate::{ApiError, AppState};
+
+type Reply<T> = Result<axum::Json<T>, ApiError>;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ViewParam {
+    view: Option<String>,
+}
+
+fn memory_path(raw: &str) -> Result<MemoryPath, ApiError> {
+    MemoryPath::parse(raw)
+        .map_err(|e| ApiError::invalid(format!("invalid path `{}`: {e}", raw.escape_debug())))
+}
+
+fn sha(name: &str, raw: &str) -> Result<String, ApiError> {
+    if is_sha256_hex(raw) {
+        Ok(raw.to_owned())
+    } else {
+        Err(ApiError::invalid(format!(
+            "{name} must be 64 lowercase hexadecimal characters"
+        )))
+    }
+}
+
+/// Drops the content unless the caller asked for it.
+fn shaped(mut memory: Memory, view: View) -> Memory {
+    if view == View::Basic {
+        memory.content = None;
+    }
+    memory
+}
+
+fn ids(store: &str, memory: &str) -> Result<(MemoryStoreId, MemoryId), ApiError> {
+    Ok((path_id("memory store", store)?, path_id("memory", memory)?))
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(store): Path<String>,
+    Query(q): Query<ViewParam>,
+    Json(body): Json<CreateMemory>,
+) -> Reply<Memory> {
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let view = view(q.view.as_deref(), View::Basic)?;
+    let path = memory_path(&body.path)?;
+    let content = body
+        .content
+        .ok_or_else(|| ApiError::invalid("content is required (use \"\" for an empty memory)"))?;
+    validate_content_size(&content).map_err(ApiError::content_too_large)?;
+    let memory = state
+        .store
+        .create_memory(&store, path, content, caller.actor())
+        .await?;
+    Ok(axum::Json(shaped(memory, view)))
+}
+
+pub(crate) async fn retrieve(
+    State(state): State<AppState>,
+    _: Caller,
+    Path((store, memory)): Path<(String, String)>,
+    Query(q): Query<ViewParam>,
+) -> Reply<Memory> {
+    let (store, id) = ids(&store, &memory)?;
+    let view = view(q.view.as_deref(), View::Full)?;
+    Ok(axum::Json(shaped(
+        state.store.get_memory(&store, &id).await?,
+        view,
+    )))
+}
+
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((store, memory)): Path<(String, String)>,
+    Query(q): Query<ViewParam>,
+    Json(body): Json<UpdateMemory>,
+) -> Reply<Memory> {
+    let (store, id) = ids(&store, &memory)?;
+    let view = view(q.view.as_deref(), View::Basic)?;
+    if let Some(content) = &body.content {
+        validate_content_size(content).map_err(ApiError::content_too_large)?;
+    }
+    let path = body.path.as_deref().map(memory_path).transpose()?;
+    let expected_sha256 = match &body.precondition {
+        None => None,
+        Some(Precondition::ContentSha256 { content_sha256 }) => {
+            Some(sha("precondition.content_sha256", content_sha256)?)
+        }
+    };
+    let change = MemoryChange {
+        content: body.content,
+        path,
+        expected_sha256,
+    };
+    let memory = state
+        .store
+        .update_memory(&store, &id, change, caller.actor())
+        .await?;
+    Ok(axum::Json(shaped(memory, view)))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct DeleteParams {
+    expected_content_sha256: Option<String>,
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((store, memory)): Path<(String, String)>,
+    Query(q): Query<DeleteParams>,
+) -> Reply<MemoryDeleted> {
+    let (store, id) = ids(&store, &memory)?;
+    let expected = q
+        .expected_content_sha256
+        .as_deref()
+        .map(|s| sha("expected_content_sha256", s))
+        .transpose()?;
+    state
+        .store
+        .delete_memory(&store, &id, expected, caller.actor())
+        .await?;
+    Ok(axum::Json(MemoryDeleted { id }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListParams {
+    limit: Option<String>,
+    page: Option<String>,
+    view: Option<String>,
+    path_prefix: Option<String>,
+    depth: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    _: Caller,
+    Path(store): Path<String>,
+    Query(q): Query<ListParams>,
+) -> Reply<Page<MemoryListItem>> {
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let view = view(q.view.as_deref(), View::Basic)?;
+    let prefix = match q.path_prefix.as_deref() {
+        None => PathPrefix::root(),
+        Some(p) => PathPrefix::parse(p).map_err(|e| {
+            ApiError::invalid(format!("invalid path_prefix `{}`: {e}", p.escape_debug()))
+        })?,
+    };
+    let depth = match q.depth.as_deref() {
+        None | Some("0") => 0,
+        Some("1") => 1,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "depth must be 0 or 1 (got `{other}`)"
+            )));
+        }
+    };
+    let query = ListMemories {
+        prefix,
+        depth,
+        limit: page_limit(q.limit.as_deref(), view)?,
+        view,
+        after: page_cursor(q.page.as_deref())?,
+    };
+    let listing = state.store.list_memories(&store, query).await?;
+    Ok(axum::Json(Page {
+        data: listing.items,
+        next_page: listing.next.map(|c| c.encode()),
+    }))
+}

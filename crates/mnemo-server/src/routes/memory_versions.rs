@@ -1,0 +1,113 @@
+//! `/v1/memory_stores/{store}/memory_versions`: list, retrieve, redact.
+
+use axum::extract::{Path, State};
+use mnemo_api::{MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, Page, View};
+use mnemo_store::ListMemoryVersions;
+use serde::Deserialize;
+
+use super::{page_cursor, page_limit, path_id, timestamp, view};
+use crate::auth::Caller;
+use crate::extract::Query;
+use crate::{ApiError, AppState};
+
+type Reply<T> = Result<axum::Json<T>, ApiError>;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListParams {
+    limit: Option<String>,
+    page: Option<String>,
+    view: Option<String>,
+    memory_id: Option<String>,
+    operation: Option<String>,
+    session_id: Option<String>,
+    api_key_id: Option<String>,
+    service_account_id: Option<String>,
+    #[serde(rename = "created_at[gte]")]
+    created_at_gte: Option<String>,
+    #[serde(rename = "created_at[lte]")]
+    created_at_lte: Option<String>,
+}
+
+/// A filter id of the wrong shape matches nothing; it is still refused so typos surface.
+fn filter_id<T: std::str::FromStr>(name: &str, raw: Option<&str>) -> Result<Option<T>, ApiError>
+where
+    T::Err: std::fmt::Display,
+{
+    raw.map(|s| {
+        s.parse()
+            .map_err(|e| ApiError::invalid(format!("{name}: {e}")))
+    })
+    .transpose()
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    _: Caller,
+    Path(store): Path<String>,
+    Query(q): Query<ListParams>,
+) -> Reply<Page<MemoryVersion>> {
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let view = view(q.view.as_deref(), View::Basic)?;
+    let operation = q
+        .operation
+        .as_deref()
+        .map(|s| {
+            Operation::parse(s).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "operation must be created, modified or deleted (got `{s}`)"
+                ))
+            })
+        })
+        .transpose()?;
+    let query = ListMemoryVersions {
+        memory_id: filter_id("memory_id", q.memory_id.as_deref())?,
+        operation,
+        session_id: filter_id("session_id", q.session_id.as_deref())?,
+        api_key_id: filter_id("api_key_id", q.api_key_id.as_deref())?,
+        service_account_id: q.service_account_id,
+        created_at_gte: timestamp("created_at[gte]", q.created_at_gte.as_deref())?,
+        created_at_lte: timestamp("created_at[lte]", q.created_at_lte.as_deref())?,
+        limit: page_limit(q.limit.as_deref(), view)?,
+        view,
+        after: page_cursor(q.page.as_deref())?,
+    };
+    let listing = state.store.list_memory_versions(&store, query).await?;
+    Ok(axum::Json(Page {
+        data: listing.items,
+        next_page: listing.next.map(|c| c.encode()),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ViewParam {
+    view: Option<String>,
+}
+
+pub(crate) async fn retrieve(
+    State(state): State<AppState>,
+    _: Caller,
+    Path((store, version)): Path<(String, String)>,
+    Query(q): Query<ViewParam>,
+) -> Reply<MemoryVersion> {
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let id: MemoryVersionId = path_id("memory version", &version)?;
+    let view = view(q.view.as_deref(), View::Full)?;
+    Ok(axum::Json(
+        state.store.get_memory_version(&store, &id, view).await?,
+    ))
+}
+
+pub(crate) async fn redact(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((store, version)): Path<(String, String)>,
+) -> Reply<MemoryVersion> {
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let id: MemoryVersionId = path_id("memory version", &version)?;
+    let version = state
+        .store
+        .redact_memory_version(&store, &id, caller.actor())
+        .await?;
+    tracing::info!(store.id = %store, version.id = %id, "redacted memory version");
+    Ok(axum::Json(version))
+}

@@ -1,0 +1,186 @@
+//! The route table and the helpers every resource shares.
+
+mod memories;
+mod memory_stores;
+mod memory_versions;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mnemo_api::View;
+use mnemo_api::limits::{DEFAULT_PAGE_LIMIT, MAX_FULL_VIEW_PAGE_LIMIT, MAX_PAGE_LIMIT};
+use mnemo_store::Cursor;
+
+use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
+
+const MEMORY_BETA: &str = "agent-memory-2026-07-22";
+const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
+
+pub(crate) fn router(state: AppState) -> Router {
+    let memory = Router::new()
+        .route(
+            "/v1/memory_stores",
+            post(memory_stores::create).get(memory_stores::list),
+        )
+        .route(
+            "/v1/memory_stores/{store}",
+            get(memory_stores::retrieve)
+                .post(memory_stores::update)
+                .delete(memory_stores::delete),
+        )
+        .route(
+            "/v1/memory_stores/{store}/archive",
+            post(memory_stores::archive),
+        )
+        .route(
+            "/v1/memory_stores/{store}/memories",
+            post(memories::create).get(memories::list),
+        )
+        .route(
+            "/v1/memory_stores/{store}/memories/{memory}",
+            get(memories::retrieve)
+                .post(memories::update)
+                .delete(memories::delete),
+        )
+        .route(
+            "/v1/memory_stores/{store}/memory_versions",
+            get(memory_versions::list),
+        )
+        .route(
+            "/v1/memory_stores/{store}/memory_versions/{version}",
+            get(memory_versions::retrieve),
+        )
+        .route(
+            "/v1/memory_stores/{store}/memory_versions/{version}/redact",
+            post(memory_versions::redact),
+        )
+        .route_layer(middleware::from_fn(memory_betas));
+    Router::new()
+        .merge(memory)
+        .route("/healthz", get(healthz))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(request::track))
+        .with_state(state)
+}
+
+async fn healthz() -> impl IntoResponse {
+    axum::Json(serde_json::json!({"status": "ok"}))
+}
+
+async fn unknown_route(req: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no such endpoint: {} {}",
+        req.method(),
+        req.uri().path()
+    ))
+}
+
+async fn method_not_allowed(req: Request) -> Response {
+    let err = ApiError::invalid(format!(
+        "{} is not allowed on {}",
+        req.method(),
+        req.uri().path()
+    ));
+    let mut response = err.into_response();
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
+/// The hosted API refuses memory requests that opt into both the memory beta and the managed
+/// agents beta at once; so does mnemo. Neither is required.
+async fn memory_betas(headers: HeaderMap, req: Request, next: Next) -> Response {
+    let betas: Vec<&str> = headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    if betas.contains(&MEMORY_BETA) && betas.contains(&MANAGED_AGENTS_BETA) {
+        return ApiError::invalid(format!(
+            "send either `{MEMORY_BETA}` or `{MANAGED_AGENTS_BETA}` in anthropic-beta for memory endpoints, not both"
+        ))
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Parses an id from the URL; an id that cannot exist is simply not found.
+pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, ApiError> {
+    raw.parse()
+        .map_err(|_| ApiError::not_found(format!("{kind} `{raw}` not found")))
+}
+
+/// `limit`: 1–100, default 20; under `view=full` silently capped at 20.
+pub(crate) fn page_limit(raw: Option<&str>, view: View) -> Result<u32, ApiError> {
+    let limit = match raw {
+        None => DEFAULT_PAGE_LIMIT,
+        Some(s) => s
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "limit must be an integer from 1 to {MAX_PAGE_LIMIT} (got `{s}`)"
+                ))
+            })?,
+    };
+    Ok(if view == View::Full {
+        limit.min(MAX_FULL_VIEW_PAGE_LIMIT)
+    } else {
+        limit
+    })
+}
+
+/// `view`: `basic` or `full`, with a per-endpoint default.
+pub(crate) fn view(raw: Option<&str>, default: View) -> Result<View, ApiError> {
+    match raw {
+        None => Ok(default),
+        Some("basic") => Ok(View::Basic),
+        Some("full") => Ok(View::Full),
+        Some(other) => Err(ApiError::invalid(format!(
+            "view must be `basic` or `full` (got `{other}`)"
+        ))),
+    }
+}
+
+/// `page`: a cursor handed out by a previous page.
+pub(crate) fn page_cursor(raw: Option<&str>) -> Result<Option<Cursor>, ApiError> {
+    raw.filter(|s| !s.is_empty())
+        .map(Cursor::decode)
+        .transpose()
+        .map_err(ApiError::from)
+}
+
+/// A boolean query flag.
+pub(crate) fn flag(name: &str, raw: Option<&str>) -> Result<bool, ApiError> {
+    match raw {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(ApiError::invalid(format!(
+            "{name} must be `true` or `false` (got `{other}`)"
+        ))),
+    }
+}
+
+/// An RFC 3339 timestamp filter (`Z` or an offset).
+pub(crate) fn timestamp(
+    name: &str,
+    raw: Option<&str>,
+) -> Result<Option<mnemo_api::Timestamp>, ApiError> {
+    raw.map(|s| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .map(|t| t.to_utc())
+            .map_err(|e| {
+                ApiError::invalid(format!(
+                    "{name} must be an RFC 3339 timestamp (got `{s}`: {e})"
+                ))
+            })
+    })
+    .transpose()
+}

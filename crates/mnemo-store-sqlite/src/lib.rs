@@ -1,0 +1,337 @@
+//! The embedded SQLite backend of [`mnemo_store::Store`].
+//!
+//! One database file in write-ahead-logging mode. Writes run on one thread and are group
+//! committed (see [`engine`]); reads run on a small pool of read-only connections. The schema
+//! lives in `migrations/` and is applied on open.
+
+mod engine;
+mod memories;
+mod schema;
+mod stores;
+mod versions;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use mnemo_api::{
+    Actor, ApiKeyId, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId,
+    MemoryVersion, MemoryVersionId, Timestamp, View,
+};
+use mnemo_store::{
+    CredentialHash, Limits, ListMemories, ListMemoryStores, ListMemoryVersions, Listing,
+    MemoryChange, MemoryStorePatch, NewMemoryStore, Result, Store, StoreError,
+};
+use rusqlite::{OptionalExtension, params};
+
+use crate::engine::{Engine, backend};
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit survives power loss (the default).
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: a commit survives a process crash but possibly not power loss.
+    Normal,
+}
+
+/// Where and how to open the database.
+#[derive(Debug, Clone)]
+pub struct SqliteSettings {
+    pub path: PathBuf,
+    pub durability: Durability,
+    pub limits: Limits,
+}
+
+impl SqliteSettings {
+    /// Parses `sqlite://PATH`, `sqlite:PATH` or `sqlite:///ABS/PATH`, optionally followed by
+    /// `?synchronous=full|normal`.
+    pub fn from_url(url: &str) -> Result<Self, String> {
+        let rest = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .ok_or_else(|| format!("`{url}` is not an sqlite:// URL"))?;
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if path.is_empty() {
+            return Err("the sqlite:// URL names no file (use sqlite://PATH)".into());
+        }
+        let mut durability = Durability::Full;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("synchronous", v)) if v.eq_ignore_ascii_case("full") => {
+                    durability = Durability::Full
+                }
+                Some(("synchronous", v)) if v.eq_ignore_ascii_case("normal") => {
+                    durability = Durability::Normal;
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown sqlite:// option `{pair}` (known: synchronous=full|normal)"
+                    ));
+                }
+            }
+        }
+        Ok(Self {
+            path: PathBuf::from(path),
+            durability,
+            limits: Limits::default(),
+        })
+    }
+}
+
+/// A [`Store`] in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    engine: Arc<Engine>,
+    limits: Limits,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) and migrates the database.
+    pub fn open(settings: &SqliteSettings) -> Result<Self> {
+        if let Some(parent) = settings.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::Backend(format!("create {}: {e}", parent.display())))?;
+        }
+        let engine = Engine::start(&settings.path, settings.durability)?;
+        Ok(Self {
+            engine,
+            limits: settings.limits,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Finishes queued writes and closes the database.
+    pub fn close(&self) {
+        self.engine.shutdown();
+    }
+}
+
+pub(crate) fn now_micros() -> i64 {
+    Utc::now().timestamp_micros()
+}
+
+pub(crate) fn ts(micros: i64) -> Timestamp {
+    DateTime::from_timestamp_micros(micros).unwrap_or_default()
+}
+
+pub(crate) fn ts_opt(micros: Option<i64>) -> Option<Timestamp> {
+    micros.map(ts)
+}
+
+/// An actor as the two columns `(kind, id)`.
+pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
+    match actor {
+        Actor::SessionActor { session_id } => ("session_actor", session_id.as_str()),
+        Actor::ApiActor { api_key_id } => ("api_actor", api_key_id.as_str()),
+        Actor::UserActor { user_id } => ("user_actor", user_id),
+        Actor::ServiceAccountActor { service_account_id } => {
+            ("service_account_actor", service_account_id)
+        }
+    }
+}
+
+/// Reads an actor back from its two columns; unknown shapes read as "not recorded".
+pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Option<Actor> {
+    let id = id?;
+    Some(match kind?.as_str() {
+        "session_actor" => Actor::SessionActor {
+            session_id: id.parse().ok()?,
+        },
+        "api_actor" => Actor::ApiActor {
+            api_key_id: id.parse().ok()?,
+        },
+        "user_actor" => Actor::UserActor { user_id: id },
+        "service_account_actor" => Actor::ServiceAccountActor {
+            service_account_id: id,
+        },
+        _ => return None,
+    })
+}
+
+pub(crate) fn parse_id<T: std::str::FromStr>(s: String) -> Result<T> {
+    s.parse()
+        .map_err(|_| StoreError::Backend(format!("malformed id `{s}` in the database")))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
+        self.engine
+            .read(move |c| {
+                let id: Option<String> = c
+                    .prepare_cached(
+                        "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
+                    )
+                    .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
+                    .map_err(backend)?;
+                id.map(parse_id).transpose()
+            })
+            .await
+    }
+
+    async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
+        let label = label.to_owned();
+        self.engine
+            .write(move |c| {
+                let fresh = ApiKeyId::generate();
+                c.execute(
+                    "INSERT INTO api_keys (id, secret_hash, label, created_at) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (secret_hash) DO NOTHING",
+                    params![fresh.as_str(), &hash[..], label, now_micros()],
+                )
+                .map_err(backend)?;
+                let id: String = c
+                    .query_row("SELECT id FROM api_keys WHERE secret_hash = ?1", [&hash[..]], |r| r.get(0))
+                    .map_err(backend)?;
+                parse_id(id)
+            })
+            .await
+    }
+
+    async fn count_api_keys(&self) -> Result<u64> {
+        self.engine
+            .read(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(backend)
+            })
+            .await
+    }
+
+    async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
+        self.engine.write(move |c| stores::create(c, new)).await
+    }
+
+    async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        let id = id.clone();
+        self.engine.read(move |c| stores::get(c, &id)).await
+    }
+
+    async fn update_memory_store(
+        &self,
+        id: &MemoryStoreId,
+        patch: MemoryStorePatch,
+    ) -> Result<MemoryStore> {
+        let id = id.clone();
+        self.engine
+            .write(move |c| stores::update(c, &id, patch))
+            .await
+    }
+
+    async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
+        self.engine.read(move |c| stores::list(c, &query)).await
+    }
+
+    async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        let id = id.clone();
+        self.engine.write(move |c| stores::archive(c, &id)).await
+    }
+
+    async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
+        let id = id.clone();
+        self.engine.write(move |c| stores::delete(c, &id)).await
+    }
+
+    async fn create_memory(
+        &self,
+        store: &MemoryStoreId,
+        path: MemoryPath,
+        content: String,
+        actor: Actor,
+    ) -> Result<Memory> {
+        let store = store.clone();
+        let limit = self.limits.max_memories_per_store;
+        self.engine
+            .write(move |c| memories::create(c, &store, &path, content, &actor, limit))
+            .await
+    }
+
+    async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+        let (store, id) = (store.clone(), id.clone());
+        self.engine
+            .read(move |c| memories::get(c, &store, &id))
+            .await
+    }
+
+    async fn update_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        change: MemoryChange,
+        actor: Actor,
+    ) -> Result<Memory> {
+        let (store, id) = (store.clone(), id.clone());
+        self.engine
+            .write(move |c| memories::update(c, &store, &id, change, &actor))
+            .await
+    }
+
+    async fn delete_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        expected_sha256: Option<String>,
+        actor: Actor,
+    ) -> Result<()> {
+        let (store, id) = (store.clone(), id.clone());
+        self.engine
+            .write(move |c| memories::delete(c, &store, &id, expected_sha256.as_deref(), &actor))
+            .await
+    }
+
+    async fn list_memories(
+        &self,
+        store: &MemoryStoreId,
+        query: ListMemories,
+    ) -> Result<Listing<MemoryListItem>> {
+        let store = store.clone();
+        self.engine
+            .read(move |c| memories::list(c, &store, &query))
+            .await
+    }
+
+    async fn get_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        view: View,
+    ) -> Result<MemoryVersion> {
+        let (store, id) = (store.clone(), id.clone());
+        self.engine
+            .read(move |c| versions::get(c, &store, &id, view))
+            .await
+    }
+
+    async fn list_memory_versions(
+        &self,
+        store: &MemoryStoreId,
+        query: ListMemoryVersions,
+    ) -> Result<Listing<MemoryVersion>> {
+        let store = store.clone();
+        self.engine
+            .read(move |c| versions::list(c, &store, &query))
+            .await
+    }
+
+    async fn redact_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        actor: Actor,
+    ) -> Result<MemoryVersion> {
+        let (store, id) = (store.clone(), id.clone());
+        self.engine
+            .write(move |c| versions::redact(c, &store, &id, &actor))
+            .await
+    }
+}

@@ -1,0 +1,409 @@
+//! Memories: create, read, update (content and rename), delete, list.
+
+use mnemo_api::{
+    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryPrefix, MemoryStoreId,
+    MemoryVersionId, Operation, View, content_sha256,
+};
+use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::engine::backend;
+use crate::{actor_columns, now_micros, parse_id, stores, ts};
+
+/// A memory row with the bookkeeping a write needs.
+struct Current {
+    memory: Memory,
+    seq: i64,
+}
+
+const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
+                       m.created_at, m.updated_at, m.seq";
+
+fn from_row(
+    store: &MemoryStoreId,
+    r: &Row<'_>,
+    with_content: bool,
+) -> rusqlite::Result<(Memory, i64)> {
+    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+    Ok((
+        Memory {
+            id: parse_id(r.get(0)?).map_err(bad)?,
+            memory_store_id: store.clone(),
+            path: r.get(1)?,
+            content_sha256: r.get(2)?,
+            content_size_bytes: r.get(3)?,
+            memory_version_id: parse_id(r.get(4)?).map_err(bad)?,
+            created_at: ts(r.get(5)?),
+            updated_at: ts(r.get(6)?),
+            content: if with_content { Some(r.get(8)?) } else { None },
+        },
+        r.get(7)?,
+    ))
+}
+
+fn load(c: &Connection, store: &MemoryStoreId, store_seq: i64, id: &MemoryId) -> Result<Current> {
+    c.prepare_cached(&format!(
+        "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
+         WHERE m.id = ?1 AND m.store_seq = ?2"
+    ))
+    .and_then(|mut s| s.query_row(params![id.as_str(), store_seq], |r| from_row(store, r, true)).optional())
+    .map_err(backend)?
+    .map(|(memory, seq)| Current { memory, seq })
+    .ok_or_else(|| StoreError::not_found("memory", id))
+}
+
+/// The first memory (other than `except`) whose path equals, is an ancestor of, or lies below
+/// `path`: the one that blocks `path` from existing.
+fn blocker(
+    c: &Connection,
+    store_seq: i64,
+    path: &MemoryPath,
+    except: Option<i64>,
+) -> Result<Option<(String, String)>> {
+    let except = except.unwrap_or(-1);
+    let mut exact = c
+        .prepare_cached(
+            "SELECT id, path FROM memories WHERE store_seq = ?1 AND path = ?2 AND seq != ?3",
+        )
+        .map_err(backend)?;
+    for candidate in std::iter::once(path.as_str()).chain(path.ancestors()) {
+        let hit = exact
+            .query_row(params![store_seq, candidate, except], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+            .map_err(backend)?;
+        if hit.is_some() {
+            return Ok(hit);
+        }
+    }
+    let (lo, hi) = path.descendant_range();
+    c.prepare_cached(
+        "SELECT id, path FROM memories WHERE store_seq = ?1 AND path >= ?2 AND path < ?3 AND seq != ?4 \
+         ORDER BY path LIMIT 1",
+    )
+    .and_then(|mut s| s.query_row(params![store_seq, lo, hi, except], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+    .map_err(backend)
+}
+
+fn check_path_free(
+    c: &Connection,
+    store_seq: i64,
+    path: &MemoryPath,
+    except: Option<i64>,
+) -> Result<()> {
+    match blocker(c, store_seq, path, except)? {
+        None => Ok(()),
+        Some((id, conflicting_path)) => Err(StoreError::PathConflict {
+            requested: path.to_string(),
+            conflicting_memory_id: id.parse().ok(),
+            conflicting_path,
+        }),
+    }
+}
+
+/// Appends a version and returns its id and row number.
+#[allow(clippy::too_many_arguments)]
+fn insert_version(
+    c: &Connection,
+    store_seq: i64,
+    memory_id: &MemoryId,
+    operation: Operation,
+    path: &str,
+    content: Option<(&str, &str)>,
+    actor: &Actor,
+    now: i64,
+) -> Result<(MemoryVersionId, i64)> {
+    let id = MemoryVersionId::generate();
+    let (kind, actor_id) = actor_columns(actor);
+    c.prepare_cached(
+        "INSERT INTO memory_versions (id, store_seq, memory_id, operation, path, content_sha256, \
+         content_size_bytes, created_at, actor_kind, actor_id, content) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            id.as_str(),
+            store_seq,
+            memory_id.as_str(),
+            operation.as_str(),
+            path,
+            content.map(|(_, sha)| sha),
+            content.map(|(text, _)| text.len() as i64),
+            now,
+            kind,
+            actor_id,
+            content.map(|(text, _)| text),
+        ])
+    })
+    .map_err(backend)?;
+    Ok((id, c.last_insert_rowid()))
+}
+
+pub(crate) fn create(
+    c: &Connection,
+    store: &MemoryStoreId,
+    path: &MemoryPath,
+    content: String,
+    actor: &Actor,
+    limit: u32,
+) -> Result<Memory> {
+    let (s, store_seq) = stores::get_with_seq(c, store)?;
+    if s.archived_at.is_some() {
+        return Err(StoreError::Archived(store.to_string()));
+    }
+    check_path_free(c, store_seq, path, None)?;
+    let count: i64 = c
+        .prepare_cached("SELECT memory_count FROM memory_stores WHERE seq = ?1")
+        .and_then(|mut st| st.query_row([store_seq], |r| r.get(0)))
+        .map_err(backend)?;
+    if count >= i64::from(limit) {
+        return Err(StoreError::StoreFull {
+            store: store.to_string(),
+            limit,
+        });
+    }
+    let id = MemoryId::generate();
+    let sha = content_sha256(content.as_bytes());
+    let now = now_micros();
+    let (version_id, version_seq) = insert_version(
+        c,
+        store_seq,
+        &id,
+        Operation::Created,
+        path.as_str(),
+        Some((&content, &sha)),
+        actor,
+        now,
+    )?;
+    c.prepare_cached(
+        "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
+         version_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            id.as_str(),
+            store_seq,
+            path.as_str(),
+            sha,
+            content.len() as i64,
+            version_seq,
+            version_id.as_str(),
+            now
+        ])
+    })
+    .map_err(backend)?;
+    c.prepare_cached("UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = ?1")
+        .and_then(|mut st| st.execute([store_seq]))
+        .map_err(backend)?;
+    Ok(Memory {
+        id,
+        memory_store_id: store.clone(),
+        path: path.to_string(),
+        content_size_bytes: content.len() as u64,
+        content: Some(content),
+        content_sha256: sha,
+        memory_version_id: version_id,
+        created_at: ts(now),
+        updated_at: ts(now),
+    })
+}
+
+pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    load(c, store, store_seq, id).map(|cur| cur.memory)
+}
+
+pub(crate) fn update(
+    c: &Connection,
+    store: &MemoryStoreId,
+    id: &MemoryId,
+    change: MemoryChange,
+    actor: &Actor,
+) -> Result<Memory> {
+    let (s, store_seq) = stores::get_with_seq(c, store)?;
+    if s.archived_at.is_some() {
+        return Err(StoreError::Archived(store.to_string()));
+    }
+    let Current { mut memory, seq } = load(c, store, store_seq, id)?;
+    let current_content = memory.content.clone().unwrap_or_default();
+    let content = change.content.unwrap_or(current_content);
+    let path = change
+        .path
+        .map_or_else(|| memory.path.clone(), |p| p.to_string());
+    let sha = content_sha256(content.as_bytes());
+    // Already in the requested state: a retry of an update that was applied. Answer with the
+    // memory as it is, whatever the precondition says, and write no version.
+    if sha == memory.content_sha256 && path == memory.path {
+        return Ok(memory);
+    }
+    if let Some(expected) = change.expected_sha256
+        && expected != memory.content_sha256
+    {
+        return Err(StoreError::PreconditionFailed {
+            expected,
+            actual: memory.content_sha256,
+        });
+    }
+    if path != memory.path {
+        let parsed = MemoryPath::parse(&path).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        check_path_free(c, store_seq, &parsed, Some(seq))?;
+    }
+    let now = now_micros();
+    let (version_id, version_seq) = insert_version(
+        c,
+        store_seq,
+        id,
+        Operation::Modified,
+        &path,
+        Some((&content, &sha)),
+        actor,
+        now,
+    )?;
+    c.prepare_cached(
+        "UPDATE memories SET path = ?1, content_sha256 = ?2, content_size_bytes = ?3, version_seq = ?4, \
+         version_id = ?5, updated_at = ?6 WHERE seq = ?7",
+    )
+    .and_then(|mut st| {
+        st.execute(params![path, sha, content.len() as i64, version_seq, version_id.as_str(), now, seq])
+    })
+    .map_err(backend)?;
+    memory.path = path;
+    memory.content_sha256 = sha;
+    memory.content_size_bytes = content.len() as u64;
+    memory.content = Some(content);
+    memory.memory_version_id = version_id;
+    memory.updated_at = ts(now);
+    Ok(memory)
+}
+
+pub(crate) fn delete(
+    c: &Connection,
+    store: &MemoryStoreId,
+    id: &MemoryId,
+    expected_sha256: Option<&str>,
+    actor: &Actor,
+) -> Result<()> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let row: Option<(i64, String, String)> = c
+        .prepare_cached(
+            "SELECT seq, path, content_sha256 FROM memories WHERE id = ?1 AND store_seq = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![id.as_str(), store_seq], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(backend)?;
+    let (seq, path, sha) = row.ok_or_else(|| StoreError::not_found("memory", id))?;
+    if let Some(expected) = expected_sha256
+        && expected != sha
+    {
+        return Err(StoreError::PreconditionFailed {
+            expected: expected.to_owned(),
+            actual: sha,
+        });
+    }
+    insert_version(
+        c,
+        store_seq,
+        id,
+        Operation::Deleted,
+        &path,
+        None,
+        actor,
+        now_micros(),
+    )?;
+    c.execute("DELETE FROM memories WHERE seq = ?1", [seq])
+        .map_err(backend)?;
+    c.execute(
+        "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = ?1",
+        [store_seq],
+    )
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Lists in byte order of path with keyset pagination. With a depth, each run of memories
+/// below a rolled-up prefix becomes one `memory_prefix` item and the scan seeks past the
+/// prefix's subtree, so a page costs O(limit) index seeks however many memories hide below.
+pub(crate) fn list(
+    c: &Connection,
+    store: &MemoryStoreId,
+    q: &ListMemories,
+) -> Result<Listing<MemoryListItem>> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let full = q.view == View::Full;
+    let (lo, hi) = q.prefix.range();
+    // The scan position: paths >= `from` and > `after`.
+    let (mut from, mut after) = match &q.after {
+        None => (lo, String::new()),
+        Some(Cursor::AfterPath(p)) => (lo, p.clone()),
+        Some(Cursor::FromPath(p)) => (lo.max(p.clone()), String::new()),
+        Some(Cursor::Before(_)) => return Err(StoreError::InvalidCursor),
+    };
+    let sql = if full {
+        format!(
+            "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
+             WHERE m.store_seq = ?1 AND m.path >= ?2 AND m.path > ?3 AND m.path < ?4 ORDER BY m.path LIMIT ?5"
+        )
+    } else {
+        format!(
+            "SELECT {COLUMNS} FROM memories m \
+             WHERE m.store_seq = ?1 AND m.path >= ?2 AND m.path > ?3 AND m.path < ?4 ORDER BY m.path LIMIT ?5"
+        )
+    };
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let want = q.limit as usize + 1;
+    let mut items: Vec<(MemoryListItem, Cursor)> = Vec::with_capacity(want);
+    'scan: while items.len() < want {
+        let batch = (want - items.len()) as i64;
+        let mut rows = stmt
+            .query(params![store_seq, from, after, hi, batch])
+            .map_err(backend)?;
+        let mut seen = 0;
+        while let Some(row) = rows.next().map_err(backend)? {
+            seen += 1;
+            let (memory, _) = from_row(store, row, full).map_err(backend)?;
+            match rollup(&q.prefix, q.depth, &memory.path) {
+                None => {
+                    let cursor = Cursor::AfterPath(memory.path.clone());
+                    items.push((MemoryListItem::Memory(memory), cursor));
+                }
+                Some(dir) => {
+                    // Skip the whole subtree: the next candidate is >= dir with its `/` bumped.
+                    let mut skip = dir[..dir.len() - 1].to_owned();
+                    skip.push('0');
+                    let item = MemoryListItem::Prefix(MemoryPrefix {
+                        path: dir.to_owned(),
+                    });
+                    items.push((item, Cursor::FromPath(skip.clone())));
+                    from = skip;
+                    after = String::new();
+                    continue 'scan;
+                }
+            }
+            if items.len() == want {
+                break 'scan;
+            }
+        }
+        if seen < batch {
+            break;
+        }
+        if let Some((_, Cursor::AfterPath(p))) = items.last() {
+            after = p.clone();
+        }
+    }
+    let more = items.len() > q.limit as usize;
+    items.truncate(q.limit as usize);
+    let next = if more {
+        items.last().map(|(_, c)| c.clone())
+    } else {
+        None
+    };
+    Ok(Listing {
+        items: items.into_iter().map(|(i, _)| i).collect(),
+        next,
+    })
+}

@@ -1,0 +1,32 @@
+//! Schema migrations, tracked in `PRAGMA user_version`.
+
+use mnemo_store::StoreError;
+use rusqlite::Connection;
+
+use crate::engine::backend;
+
+/// Every migration in order; the schema version is the count applied.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_initial.sql")];
+
+/// Brings the database up to the newest schema, one transaction per migration.
+pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let current: usize = conn
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .map_err(backend)?
+        .try_into()
+        .map_err(backend)?;
+    if current > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "the database has schema version {current}, newer than this mnemo knows ({}); upgrade mnemo",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;",
+            i + 1
+        ))
+        .map_err(|e| StoreError::Backend(format!("migration {}: {e}", i + 1)))?;
+    }
+    Ok(())
+}

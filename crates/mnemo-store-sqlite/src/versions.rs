@@ -1,0 +1,175 @@
+//! Memory versions: the immutable audit trail, and its one mutation, redaction.
+
+use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_store::{Cursor, ListMemoryVersions, Listing, Result, StoreError};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::engine::backend;
+use crate::stores::{self, page};
+use crate::{actor_columns, actor_from_columns, now_micros, parse_id, ts, ts_opt};
+
+const COLUMNS: &str = "id, memory_id, operation, path, content_sha256, content_size_bytes, created_at, \
+                       actor_kind, actor_id, redacted_at, redactor_kind, redactor_id, seq";
+
+fn from_row(
+    store: &MemoryStoreId,
+    r: &Row<'_>,
+    with_content: bool,
+) -> rusqlite::Result<(MemoryVersion, i64)> {
+    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+    let operation: String = r.get(2)?;
+    Ok((
+        MemoryVersion {
+            id: parse_id(r.get(0)?).map_err(bad)?,
+            memory_id: parse_id(r.get(1)?).map_err(bad)?,
+            memory_store_id: store.clone(),
+            operation: Operation::parse(&operation).ok_or_else(|| {
+                rusqlite::Error::InvalidColumnName(format!("operation {operation}"))
+            })?,
+            path: r.get(3)?,
+            content_sha256: r.get(4)?,
+            content_size_bytes: r.get(5)?,
+            created_at: ts(r.get(6)?),
+            created_by: actor_from_columns(r.get(7)?, r.get(8)?),
+            redacted_at: ts_opt(r.get(9)?),
+            redacted_by: actor_from_columns(r.get(10)?, r.get(11)?),
+            content: if with_content { r.get(13)? } else { None },
+        },
+        r.get(12)?,
+    ))
+}
+
+fn load(
+    c: &Connection,
+    store: &MemoryStoreId,
+    store_seq: i64,
+    id: &MemoryVersionId,
+    view: View,
+) -> Result<(MemoryVersion, i64)> {
+    c.prepare_cached(&format!(
+        "SELECT {COLUMNS}, content FROM memory_versions WHERE id = ?1 AND store_seq = ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_row(params![id.as_str(), store_seq], |r| {
+            from_row(store, r, view == View::Full)
+        })
+        .optional()
+    })
+    .map_err(backend)?
+    .ok_or_else(|| StoreError::not_found("memory version", id))
+}
+
+pub(crate) fn get(
+    c: &Connection,
+    store: &MemoryStoreId,
+    id: &MemoryVersionId,
+    view: View,
+) -> Result<MemoryVersion> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    load(c, store, store_seq, id, view).map(|(v, _)| v)
+}
+
+pub(crate) fn list(
+    c: &Connection,
+    store: &MemoryStoreId,
+    q: &ListMemoryVersions,
+) -> Result<Listing<MemoryVersion>> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let before = match &q.after {
+        None => i64::MAX,
+        Some(Cursor::Before(seq)) => *seq,
+        Some(_) => return Err(StoreError::InvalidCursor),
+    };
+    // One actor filter at most applies to the `created_by` columns; combining two different
+    // actor kinds can match nothing.
+    let actors: Vec<(&str, &str)> = [
+        q.session_id.as_ref().map(|s| ("session_actor", s.as_str())),
+        q.api_key_id.as_ref().map(|k| ("api_actor", k.as_str())),
+        q.service_account_id
+            .as_deref()
+            .map(|s| ("service_account_actor", s)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if actors.len() > 1 {
+        return Ok(Listing {
+            items: Vec::new(),
+            next: None,
+        });
+    }
+    let (actor_kind, actor_id) = actors.first().copied().unzip();
+    let with_content = q.view == View::Full;
+    let sql = format!(
+        "SELECT {COLUMNS}{} FROM memory_versions \
+         WHERE store_seq = ?1 AND seq < ?2 \
+           AND (?3 IS NULL OR memory_id = ?3) AND (?4 IS NULL OR operation = ?4) \
+           AND (?5 IS NULL OR (actor_kind = ?5 AND actor_id = ?6)) \
+           AND created_at >= ?7 AND created_at <= ?8 \
+         ORDER BY seq DESC LIMIT ?9",
+        if with_content { ", content" } else { "" }
+    );
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query_map(
+            params![
+                store_seq,
+                before,
+                q.memory_id.as_ref().map(|m| m.as_str()),
+                q.operation.map(Operation::as_str),
+                actor_kind,
+                actor_id,
+                q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+                i64::from(q.limit) + 1,
+            ],
+            |r| from_row(store, r, with_content),
+        )
+        .map_err(backend)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(backend)?;
+    Ok(page(rows, q.limit))
+}
+
+pub(crate) fn redact(
+    c: &Connection,
+    store: &MemoryStoreId,
+    id: &MemoryVersionId,
+    actor: &Actor,
+) -> Result<MemoryVersion> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let (version, seq) = load(c, store, store_seq, id, View::Full)?;
+    if version.redacted_at.is_some() {
+        return Ok(version);
+    }
+    let live: Option<i64> = c
+        .prepare_cached("SELECT version_seq FROM memories WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row([version.memory_id.as_str()], |r| r.get(0))
+                .optional()
+        })
+        .map_err(backend)?;
+    if live == Some(seq) {
+        return Err(StoreError::RedactCurrentVersion {
+            version: id.to_string(),
+            memory: version.memory_id.to_string(),
+        });
+    }
+    let now = now_micros();
+    let (kind, redactor) = actor_columns(actor);
+    c.execute(
+        "UPDATE memory_versions SET content = NULL, path = NULL, content_sha256 = NULL, \
+         content_size_bytes = NULL, redacted_at = ?1, redactor_kind = ?2, redactor_id = ?3 WHERE seq = ?4",
+        params![now, kind, redactor, seq],
+    )
+    .map_err(backend)?;
+    Ok(MemoryVersion {
+        path: None,
+        content: None,
+        content_sha256: None,
+        content_size_bytes: None,
+        redacted_at: Some(ts(now)),
+        redacted_by: Some(actor.clone()),
+        ..version
+    })
+}

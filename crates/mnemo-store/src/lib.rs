@@ -1,0 +1,233 @@
+//! The storage boundary of mnemo: the [`Store`] trait and the types it speaks.
+//!
+//! The HTTP server is written against [`Store`] only; each backend (`mnemo-store-sqlite` now,
+//! PostgreSQL later) lives in its own crate and implements every rule that needs the stored
+//! state — path overlaps, preconditions, the per-store cap, archived stores — inside one
+//! transaction, so two writers racing on one memory can never both win.
+//!
+//! Request-shape rules (path syntax, sizes, names) are checked before a call reaches the store,
+//! by the types of `mnemo-api`.
+//!
+//! This crate must not depend on any database driver or HTTP framework.
+
+mod cursor;
+mod error;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use mnemo_api::{
+    Actor, ApiKeyId, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId,
+    MemoryVersion, MemoryVersionId, Operation, PathPrefix, SessionId, Timestamp, View,
+};
+
+pub use cursor::Cursor;
+pub use error::StoreError;
+
+/// Result of every store call.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Rules that a deployment may tune.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Creating a memory beyond this many live memories in one store fails.
+    pub max_memories_per_store: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_memories_per_store: mnemo_api::limits::DEFAULT_MAX_MEMORIES_PER_STORE,
+        }
+    }
+}
+
+/// The SHA-256 of a bearer credential: stores never see the secret itself.
+pub type CredentialHash = [u8; 32];
+
+/// Fields of a new store, already validated.
+#[derive(Debug, Clone)]
+pub struct NewMemoryStore {
+    pub name: String,
+    pub description: String,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A store update, already validated; `None` keeps a field. The metadata patch is applied by
+/// the backend inside its transaction with [`mnemo_api::apply_metadata_patch`].
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStorePatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+/// Filters of the store listing.
+#[derive(Debug, Clone)]
+pub struct ListMemoryStores {
+    pub include_archived: bool,
+    pub created_at_gte: Option<Timestamp>,
+    pub created_at_lte: Option<Timestamp>,
+    pub limit: u32,
+    pub after: Option<Cursor>,
+}
+
+/// A content or path change to a memory.
+#[derive(Debug, Clone)]
+pub struct MemoryChange {
+    pub content: Option<String>,
+    pub path: Option<MemoryPath>,
+    /// The `content_sha256` the memory must hold for the change to apply.
+    pub expected_sha256: Option<String>,
+}
+
+/// Filters of the memory listing.
+#[derive(Debug, Clone)]
+pub struct ListMemories {
+    pub prefix: PathPrefix,
+    /// 0 lists everything below the prefix; `n` rolls deeper memories up into prefixes.
+    pub depth: u32,
+    pub limit: u32,
+    pub view: View,
+    pub after: Option<Cursor>,
+}
+
+/// Filters of the version listing.
+#[derive(Debug, Clone)]
+pub struct ListMemoryVersions {
+    pub memory_id: Option<MemoryId>,
+    pub operation: Option<Operation>,
+    pub session_id: Option<SessionId>,
+    pub api_key_id: Option<ApiKeyId>,
+    pub service_account_id: Option<String>,
+    pub created_at_gte: Option<Timestamp>,
+    pub created_at_lte: Option<Timestamp>,
+    pub limit: u32,
+    pub view: View,
+    pub after: Option<Cursor>,
+}
+
+/// One page of results and where the next one starts.
+#[derive(Debug, Clone)]
+pub struct Listing<T> {
+    pub items: Vec<T>,
+    pub next: Option<Cursor>,
+}
+
+/// Persistent state of a mnemo server.
+///
+/// Every mutating call commits before it returns: an acknowledged write survives a crash.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The API key whose secret hashes to `hash`, unless revoked.
+    async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>>;
+    /// Records an API key by the hash of its secret; an already known hash is left alone.
+    /// Returns the key's id.
+    async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
+    /// How many unrevoked API keys exist.
+    async fn count_api_keys(&self) -> Result<u64>;
+
+    async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore>;
+    async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
+    async fn update_memory_store(
+        &self,
+        id: &MemoryStoreId,
+        patch: MemoryStorePatch,
+    ) -> Result<MemoryStore>;
+    async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
+    /// Archives a store; archiving an archived store returns it unchanged.
+    async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
+    /// Deletes a store with all its memories and versions.
+    async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()>;
+
+    /// Creates a memory and its `created` version. Returns it with content.
+    async fn create_memory(
+        &self,
+        store: &MemoryStoreId,
+        path: MemoryPath,
+        content: String,
+        actor: Actor,
+    ) -> Result<Memory>;
+    /// A memory with its content.
+    async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory>;
+    /// Changes content and/or path and writes a `modified` version; a change to the state the
+    /// memory already holds writes nothing. Returns the memory with content.
+    async fn update_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        change: MemoryChange,
+        actor: Actor,
+    ) -> Result<Memory>;
+    /// Deletes a memory and writes its `deleted` version.
+    async fn delete_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        expected_sha256: Option<String>,
+        actor: Actor,
+    ) -> Result<()>;
+    async fn list_memories(
+        &self,
+        store: &MemoryStoreId,
+        query: ListMemories,
+    ) -> Result<Listing<MemoryListItem>>;
+
+    async fn get_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        view: View,
+    ) -> Result<MemoryVersion>;
+    async fn list_memory_versions(
+        &self,
+        store: &MemoryStoreId,
+        query: ListMemoryVersions,
+    ) -> Result<Listing<MemoryVersion>>;
+    /// Clears a version's content, digest, size and path; redacting twice is a no-op.
+    async fn redact_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        actor: Actor,
+    ) -> Result<MemoryVersion>;
+}
+
+/// Splits a listed path below `prefix` into what a `depth`-limited listing shows: `None` for
+/// the memory itself, or the rolled-up prefix (trailing `/` included) it hides under.
+pub fn rollup<'a>(prefix: &PathPrefix, depth: u32, path: &'a str) -> Option<&'a str> {
+    if depth == 0 {
+        return None;
+    }
+    let base = prefix.as_str().len();
+    let rest = &path[base..];
+    let mut seen = 0;
+    for (i, _) in rest.match_indices('/') {
+        seen += 1;
+        if seen == depth {
+            return Some(&path[..base + i + 1]);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rollup_keeps_direct_children_and_folds_deeper_ones() {
+        let root = PathPrefix::root();
+        assert_eq!(rollup(&root, 0, "/a/b/c"), None);
+        assert_eq!(rollup(&root, 1, "/a"), None);
+        assert_eq!(rollup(&root, 1, "/a/b/c"), Some("/a/"));
+        assert_eq!(rollup(&root, 2, "/a/b"), None);
+        assert_eq!(rollup(&root, 2, "/a/b/c"), Some("/a/b/"));
+        let notes = PathPrefix::parse("/notes/").unwrap();
+        assert_eq!(rollup(&notes, 1, "/notes/todo.md"), None);
+        assert_eq!(
+            rollup(&notes, 1, "/notes/2026/jan.md"),
+            Some("/notes/2026/")
+        );
+    }
+}

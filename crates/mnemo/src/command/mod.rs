@@ -1,0 +1,33 @@
+//! The subcommands, one file each.
+
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+use crate::logging::LogFormat;
+
+/// mnemo: memory that survives agent sessions.
+#[derive(Debug, Parser)]
+#[command(name = "mnemo", version, about)]
+pub(crate) struct Cli {
+    /// Log line format (logs go to stderr).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "MNEMO_LOG_FORMAT")]
+    pub(crate) log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the API server (memory stores, memories, versions).
+    Serve(serve::Serve),
+}
+
+impl Command {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Self::Serve(cmd) => cmd.run().await,
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `mnemo serve`: the HTTP API on an embedded SQLite database.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use mnemo_server::{AppState, hash_credential};
+use mnemo_store::{Limits, Store};
+use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
+
+#[derive(Debug, Args)]
+pub(crate) struct Serve {
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080", env = "MNEMO_LISTEN")]
+    listen: SocketAddr,
+
+    /// Database URL: `sqlite://PATH` (add `?synchronous=normal` to trade power-loss
+    /// durability for speed). Defaults to mnemo.sqlite in the platform data directory.
+    #[arg(long, env = "MNEMO_DATABASE")]
+    database: Option<String>,
+
+    /// An API key to accept (repeatable). Keys are stored hashed; with none given and none in
+    /// the database, one is created and printed once on stderr.
+    #[arg(
+        long = "api-key",
+        env = "MNEMO_API_KEY",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    api_keys: Vec<String>,
+
+    /// Most live memories a store may hold.
+    #[arg(long, default_value_t = mnemo_api::limits::DEFAULT_MAX_MEMORIES_PER_STORE, env = "MNEMO_MAX_MEMORIES_PER_STORE")]
+    max_memories_per_store: u32,
+}
+
+fn default_database() -> anyhow::Result<String> {
+    let dir: PathBuf = dirs::data_dir()
+        .context("cannot find the platform data directory; pass --database sqlite://PATH")?
+        .join("mnemo");
+    Ok(format!("sqlite://{}", dir.join("mnemo.sqlite").display()))
+}
+
+impl Serve {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        let url = match self.database {
+            Some(url) => url,
+            None => default_database()?,
+        };
+        if !url.starts_with("sqlite:") {
+            bail!("unsupported database URL `{url}`: this build supports sqlite://PATH");
+        }
+        let mut settings = SqliteSettings::from_url(&url).map_err(anyhow::Error::msg)?;
+        settings.limits = Limits {
+            max_memories_per_store: self.max_memories_per_store,
+        };
+        let sqlite = SqliteStore::open(&settings)
+            .with_context(|| format!("open {}", settings.path.display()))?;
+        tracing::info!(database = %settings.path.display(), "opened database");
+        let store: Arc<dyn Store> = Arc::new(sqlite.clone());
+
+        for key in self
+            .api_keys
+            .iter()
+            .map(|k| k.trim())
+            .filter(|k| !k.is_empty())
+        {
+            let id = store
+                .ensure_api_key(hash_credential(key), "command line")
+                .await?;
+            tracing::info!(api_key.id = %id, "accepting API key from the command line");
+        }
+        if self.api_keys.is_empty() && store.count_api_keys().await? == 0 {
+            let key = mnemo_api::generate_secret("sk-mnemo-");
+            let id = store
+                .ensure_api_key(hash_credential(&key), "generated on first start")
+                .await?;
+            eprintln!(
+                "Created API key {id} (shown once; only its hash is stored):\n\n    {key}\n\n\
+                 Use it as `Authorization: Bearer <key>` or `x-api-key: <key>`."
+            );
+        }
+
+        let listener = tokio::net::TcpListener::bind(self.listen)
+            .await
+            .with_context(|| format!("listen on {}", self.listen))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, "listening");
+        // One machine-readable line on stdout for scripts and tests.
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on http://{addr}")?;
+        stdout.flush()?;
+        drop(stdout);
+
+        let router = mnemo_server::router(AppState::new(store));
+        mnemo_server::serve(listener, router, shutdown_signal()).await?;
+        tracing::info!("shutting down");
+        sqlite.close();
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,39 @@
+//! `mnemo`: the memory server, the worker and the command line, in one binary.
+//!
+//! This crate is thin glue: clap parsing, logging set-up and exit codes. The work happens in
+//! the library crates.
+
+mod command;
+mod logging;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = command::Cli::parse();
+    logging::init(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli.command.run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
