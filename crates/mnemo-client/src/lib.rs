@@ -1,1 +1,435 @@
-//! placeholder
+//! A typed async client for the memory-stores API, used by the worker and the CLI.
+//!
+//! It speaks to `mnemo serve` and to the hosted API alike: bearer authentication, the
+//! `anthropic-version`/`anthropic-beta` headers, the error envelope decoded into
+//! [`ClientError::Api`], and the reference client's retry policy (connection errors, 408, 409,
+//! 429 and 5xx are retried with capped exponential back-off unless the server says
+//! `x-should-retry: false`).
+
+mod error;
+
+use std::time::Duration;
+
+use mnemo_api::{
+    CreateMemory, CreateMemoryStore, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore,
+    MemoryStoreDeleted, MemoryStoreId, MemoryVersion, MemoryVersionId, Page, UpdateMemory,
+    UpdateMemoryStore, View,
+};
+use rand::Rng;
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use error::ClientError;
+
+/// The `anthropic-version` sent on every request.
+pub const API_VERSION: &str = "2026-10-21";
+/// The beta the memory endpoints are called under.
+pub const MEMORY_BETA: &str = "agent-memory-2026-07-22";
+
+/// Result of every client call.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// A connection to one server with one credential.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    max_retries: u32,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the credential.
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+/// Query of [`Client::list_memories`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ListMemoriesParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub view: Option<View>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
+}
+
+/// Query of [`Client::list_memory_stores`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ListMemoryStoresParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_archived: Option<bool>,
+    #[serde(rename = "created_at[gte]", skip_serializing_if = "Option::is_none")]
+    pub created_at_gte: Option<String>,
+    #[serde(rename = "created_at[lte]", skip_serializing_if = "Option::is_none")]
+    pub created_at_lte: Option<String>,
+}
+
+/// Query of [`Client::list_memory_versions`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ListMemoryVersionsParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_id: Option<String>,
+    #[serde(rename = "created_at[gte]", skip_serializing_if = "Option::is_none")]
+    pub created_at_gte: Option<String>,
+    #[serde(rename = "created_at[lte]", skip_serializing_if = "Option::is_none")]
+    pub created_at_lte: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub view: Option<View>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ViewQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    view: Option<View>,
+}
+
+#[derive(Serialize)]
+struct DeleteQuery<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_content_sha256: Option<&'a str>,
+}
+
+impl Client {
+    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`) authenticating with `token`.
+    pub fn new(base_url: &str, token: &str) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(600))
+            .build()
+            .map_err(ClientError::Transport)?;
+        Ok(Self {
+            http,
+            base: base_url.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            max_retries: 2,
+        })
+    }
+
+    /// Sets how many times a retryable failure is retried (default 2).
+    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .header("anthropic-version", API_VERSION)
+            .header("anthropic-beta", MEMORY_BETA)
+    }
+
+    /// Sends with the retry policy and decodes a 2xx body, or the error envelope.
+    async fn send<T: DeserializeOwned>(&self, build: impl Fn() -> RequestBuilder) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            let outcome = build().send().await;
+            let retry_after = match &outcome {
+                Ok(resp) if resp.status().is_success() => None,
+                Ok(resp) => should_retry(resp).then(|| server_delay(resp)),
+                Err(e) => (e.is_connect() || e.is_timeout() || e.is_request()).then_some(None),
+            };
+            match (retry_after, attempt < self.max_retries) {
+                (Some(delay), true) => {
+                    let delay = delay.unwrap_or_else(|| backoff(attempt));
+                    tracing::debug!(attempt, ?delay, "retrying request");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                _ => return decode(outcome.map_err(ClientError::Transport)?).await,
+            }
+        }
+    }
+
+    // ---- memory stores -------------------------------------------------------------------
+
+    pub async fn create_memory_store(&self, body: &CreateMemoryStore) -> Result<MemoryStore> {
+        self.send(|| self.request(Method::POST, "/v1/memory_stores").json(body))
+            .await
+    }
+
+    pub async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{id}")))
+            .await
+    }
+
+    pub async fn update_memory_store(
+        &self,
+        id: &MemoryStoreId,
+        body: &UpdateMemoryStore,
+    ) -> Result<MemoryStore> {
+        self.send(|| {
+            self.request(Method::POST, &format!("/v1/memory_stores/{id}"))
+                .json(body)
+        })
+        .await
+    }
+
+    pub async fn list_memory_stores(
+        &self,
+        params: &ListMemoryStoresParams,
+    ) -> Result<Page<MemoryStore>> {
+        self.send(|| self.request(Method::GET, "/v1/memory_stores").query(params))
+            .await
+    }
+
+    pub async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{id}/archive")))
+            .await
+    }
+
+    pub async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStoreDeleted> {
+        self.send(|| self.request(Method::DELETE, &format!("/v1/memory_stores/{id}")))
+            .await
+    }
+
+    // ---- memories ------------------------------------------------------------------------
+
+    pub async fn create_memory(
+        &self,
+        store: &MemoryStoreId,
+        path: &str,
+        content: &str,
+        view: Option<View>,
+    ) -> Result<Memory> {
+        let body = CreateMemory {
+            path: path.to_owned(),
+            content: Some(content.to_owned()),
+        };
+        self.send(|| {
+            self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories"))
+                .query(&ViewQuery { view })
+                .json(&body)
+        })
+        .await
+    }
+
+    pub async fn get_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        view: Option<View>,
+    ) -> Result<Memory> {
+        self.send(|| {
+            self.request(
+                Method::GET,
+                &format!("/v1/memory_stores/{store}/memories/{id}"),
+            )
+            .query(&ViewQuery { view })
+        })
+        .await
+    }
+
+    pub async fn update_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        body: &UpdateMemory,
+        view: Option<View>,
+    ) -> Result<Memory> {
+        self.send(|| {
+            self.request(
+                Method::POST,
+                &format!("/v1/memory_stores/{store}/memories/{id}"),
+            )
+            .query(&ViewQuery { view })
+            .json(body)
+        })
+        .await
+    }
+
+    pub async fn delete_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        expected_content_sha256: Option<&str>,
+    ) -> Result<MemoryDeleted> {
+        self.send(|| {
+            self.request(
+                Method::DELETE,
+                &format!("/v1/memory_stores/{store}/memories/{id}"),
+            )
+            .query(&DeleteQuery {
+                expected_content_sha256,
+            })
+        })
+        .await
+    }
+
+    pub async fn list_memories(
+        &self,
+        store: &MemoryStoreId,
+        params: &ListMemoriesParams,
+    ) -> Result<Page<MemoryListItem>> {
+        self.send(|| {
+            self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories"))
+                .query(params)
+        })
+        .await
+    }
+
+    /// Every memory of a store (prefix items skipped), following `next_page` to the end.
+    pub async fn list_all_memories(
+        &self,
+        store: &MemoryStoreId,
+        view: View,
+    ) -> Result<Vec<Memory>> {
+        let limit = if view == View::Full { 20 } else { 100 };
+        let mut params = ListMemoriesParams {
+            limit: Some(limit),
+            view: Some(view),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        loop {
+            let page = self.list_memories(store, &params).await?;
+            out.extend(page.data.into_iter().filter_map(|item| match item {
+                MemoryListItem::Memory(m) => Some(m),
+                MemoryListItem::Prefix(_) => None,
+            }));
+            match page.next_page.filter(|p| !p.is_empty()) {
+                Some(next) => params.page = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    // ---- memory versions -----------------------------------------------------------------
+
+    pub async fn list_memory_versions(
+        &self,
+        store: &MemoryStoreId,
+        params: &ListMemoryVersionsParams,
+    ) -> Result<Page<MemoryVersion>> {
+        self.send(|| {
+            self.request(
+                Method::GET,
+                &format!("/v1/memory_stores/{store}/memory_versions"),
+            )
+            .query(params)
+        })
+        .await
+    }
+
+    pub async fn get_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        view: Option<View>,
+    ) -> Result<MemoryVersion> {
+        self.send(|| {
+            self.request(
+                Method::GET,
+                &format!("/v1/memory_stores/{store}/memory_versions/{id}"),
+            )
+            .query(&ViewQuery { view })
+        })
+        .await
+    }
+
+    pub async fn redact_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+    ) -> Result<MemoryVersion> {
+        self.send(|| {
+            self.request(
+                Method::POST,
+                &format!("/v1/memory_stores/{store}/memory_versions/{id}/redact"),
+            )
+        })
+        .await
+    }
+}
+
+/// The reference client's rule: the server's `x-should-retry` wins; otherwise 408, 409, 429
+/// and 5xx are retried.
+fn should_retry(resp: &Response) -> bool {
+    match resp
+        .headers()
+        .get("x-should-retry")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some("true") => true,
+        Some("false") => false,
+        _ => {
+            let s = resp.status();
+            s == StatusCode::REQUEST_TIMEOUT
+                || s == StatusCode::CONFLICT
+                || s == StatusCode::TOO_MANY_REQUESTS
+                || s.is_server_error()
+        }
+    }
+}
+
+/// A delay the server asked for with `retry-after-ms` or `retry-after` (seconds), if sane.
+fn server_delay(resp: &Response) -> Option<Duration> {
+    let header = |name| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let secs = header("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| header("retry-after"))?;
+    (secs > 0.0 && secs <= 60.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// `min(0.5 s × 2^attempt, 8 s)` with up to 25 % jitter off.
+fn backoff(attempt: u32) -> Duration {
+    let base = (0.5 * f64::from(2u32.saturating_pow(attempt))).min(8.0);
+    let jitter = 1.0 - rand::rng().random_range(0.0..0.25);
+    Duration::from_secs_f64(base * jitter)
+}
+
+async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
+    let status = resp.status();
+    let request_id = resp
+        .headers()
+        .get("request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = resp.bytes().await.map_err(ClientError::Transport)?;
+    if status.is_success() {
+        return serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            status: status.as_u16(),
+            message: e.to_string(),
+        });
+    }
+    Err(ClientError::from_response(
+        status.as_u16(),
+        request_id,
+        &bytes,
+    ))
+}

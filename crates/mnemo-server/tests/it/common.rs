@@ -1,0 +1,77 @@
+use std::sync::Arc;
+
+use mnemo_api::{CreateMemoryStore, MemoryStore};
+use mnemo_client::Client;
+use mnemo_server::{AppState, hash_credential};
+use mnemo_store::{Limits, Store};
+use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
+use tokio::sync::oneshot;
+
+pub(crate) const KEY: &str = "sk-test-key";
+
+/// A server on 127.0.0.1 with its own database, stopped on drop.
+pub(crate) struct TestServer {
+    pub(crate) client: Client,
+    pub(crate) base: String,
+    _stop: oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub(crate) async fn start() -> Self {
+        Self::with_limits(Limits::default()).await
+    }
+
+    pub(crate) async fn with_limits(limits: Limits) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings =
+            SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display()))
+                .unwrap();
+        settings.limits = limits;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&settings).unwrap());
+        store
+            .ensure_api_key(hash_credential(KEY), "test")
+            .await
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let router = mnemo_server::router(AppState::new(Arc::clone(&store)));
+        tokio::spawn(mnemo_server::serve(listener, router, async {
+            let _ = stopped.await;
+        }));
+        let client = Client::new(&base, KEY).unwrap().with_max_retries(0);
+        Self {
+            client,
+            base,
+            _stop: stop,
+            _dir: dir,
+        }
+    }
+
+    pub(crate) async fn new_store(&self, name: &str) -> MemoryStore {
+        self.client
+            .create_memory_store(&CreateMemoryStore {
+                name: name.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
+
+    /// A raw request, for what the typed client cannot express.
+    pub(crate) fn raw(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        reqwest::Client::new().request(method, format!("{}{path}", self.base))
+    }
+}
+
+/// The error type of a failed call.
+pub(crate) fn error_type<T: std::fmt::Debug>(
+    r: Result<T, mnemo_client::ClientError>,
+) -> (u16, String) {
+    let e = r.expect_err("the call should fail");
+    (
+        e.status().unwrap_or(0),
+        e.error_type().unwrap_or("").to_owned(),
+    )
+}

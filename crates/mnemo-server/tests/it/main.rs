@@ -1,0 +1,9 @@
+//! End-to-end tests of the HTTP API: a real server on an ephemeral port, driven by the
+//! project's own typed client.
+
+mod auth;
+mod common;
+mod concurrency;
+mod memories;
+mod memory_stores;
+mod memory_versions;
