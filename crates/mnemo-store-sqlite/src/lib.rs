@@ -155,7 +155,7 @@ pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Op
     })
 }
 
-pub(crate) fn parse_id<T: std::str::FromStr>(s: String) -> Result<T> {
+pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T> {
     s.parse()
         .map_err(|_| StoreError::Backend(format!("malformed id `{s}` in the database")))
 }
@@ -171,7 +171,7 @@ impl Store for SqliteStore {
                     )
                     .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
                     .map_err(backend)?;
-                id.map(parse_id).transpose()
+                id.as_deref().map(parse_id).transpose()
             })
             .await
     }
@@ -190,7 +190,7 @@ impl Store for SqliteStore {
                 let id: String = c
                     .query_row("SELECT id FROM api_keys WHERE secret_hash = ?1", [&hash[..]], |r| r.get(0))
                     .map_err(backend)?;
-                parse_id(id)
+                parse_id(&id)
             })
             .await
     }

@@ -27,12 +27,12 @@ fn from_row(
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
     Ok((
         Memory {
-            id: parse_id(r.get(0)?).map_err(bad)?,
+            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
             memory_store_id: store.clone(),
             path: r.get(1)?,
             content_sha256: r.get(2)?,
             content_size_bytes: r.get(3)?,
-            memory_version_id: parse_id(r.get(4)?).map_err(bad)?,
+            memory_version_id: parse_id(&r.get::<_, String>(4)?).map_err(bad)?,
             created_at: ts(r.get(5)?),
             updated_at: ts(r.get(6)?),
             content: if with_content { Some(r.get(8)?) } else { None },

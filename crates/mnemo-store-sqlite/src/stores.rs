@@ -18,7 +18,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(MemoryStore, i64)> {
     let metadata: String = r.get(3)?;
     Ok((
         MemoryStore {
-            id: parse_id(id).map_err(|e| rusqlite::Error::InvalidColumnName(e.to_string()))?,
+            id: parse_id(&id).map_err(|e| rusqlite::Error::InvalidColumnName(e.to_string()))?,
             name: r.get(1)?,
             description: r.get(2)?,
             metadata: serde_json::from_str(&metadata).unwrap_or_default(),

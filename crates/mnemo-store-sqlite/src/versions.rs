@@ -20,8 +20,8 @@ fn from_row(
     let operation: String = r.get(2)?;
     Ok((
         MemoryVersion {
-            id: parse_id(r.get(0)?).map_err(bad)?,
-            memory_id: parse_id(r.get(1)?).map_err(bad)?,
+            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
+            memory_id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
             memory_store_id: store.clone(),
             operation: Operation::parse(&operation).ok_or_else(|| {
                 rusqlite::Error::InvalidColumnName(format!("operation {operation}"))

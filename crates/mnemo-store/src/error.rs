@@ -61,7 +61,7 @@ fn path_conflict_message(requested: &str, conflicting: &str) -> String {
 
 impl StoreError {
     /// A not-found error for an object kind and id.
-    pub fn not_found(kind: &'static str, id: impl ToString) -> Self {
+    pub fn not_found(kind: &'static str, id: &impl ToString) -> Self {
         Self::NotFound {
             kind,
             id: id.to_string(),

@@ -1,0 +1,221 @@
+//! End-to-end tests of `mnemo serve` as a real process on an ephemeral port.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mnemo_api::{CreateMemoryStore, View};
+use mnemo_client::Client;
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    /// Starts the binary and waits for its `listening on` line.
+    fn start(db: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
+            .arg(format!("sqlite://{}", db.display()))
+            .args(extra)
+            .env_remove("MNEMO_API_KEY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mnemo serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, base }
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn first_start_creates_and_prints_one_key_that_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let mut server = Server::start(&db, &[]);
+    server.signal("-TERM");
+    assert!(
+        server.child.wait().unwrap().success(),
+        "SIGTERM shuts down cleanly"
+    );
+    let err = server.stderr();
+    let key = err
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sk-mnemo-"))
+        .expect("the key is printed once")
+        .to_owned();
+
+    let mut again = Server::start(&db, &[]);
+    let client = Client::new(&again.base, &key).unwrap();
+    client
+        .create_memory_store(&CreateMemoryStore {
+            name: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    again.signal("-INT");
+    assert!(again.child.wait().unwrap().success());
+    assert!(
+        !again.stderr().contains("sk-mnemo-"),
+        "no new key once one exists"
+    );
+}
+
+#[tokio::test]
+async fn api_keys_from_flags_work_and_are_never_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(
+        &dir.path().join("db.sqlite"),
+        &["--api-key", "sk-flag-one", "--api-key", "sk-flag-two"],
+    );
+    for key in ["sk-flag-one", "sk-flag-two"] {
+        let client = Client::new(&server.base, key).unwrap();
+        client
+            .list_memory_stores(&Default::default())
+            .await
+            .unwrap();
+    }
+    let wrong = Client::new(&server.base, "sk-wrong").unwrap();
+    assert_eq!(
+        wrong
+            .list_memory_stores(&Default::default())
+            .await
+            .unwrap_err()
+            .status(),
+        Some(401)
+    );
+    server.signal("-TERM");
+    server.child.wait().unwrap();
+    let log = server.stderr();
+    assert!(
+        !log.contains("sk-flag") && !log.contains("sk-wrong"),
+        "{log}"
+    );
+}
+
+#[test]
+fn bad_database_urls_fail_with_a_clear_message() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            "mysql://nope",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported database URL"));
+}
+
+/// Writers hammer the server; it is killed with SIGKILL mid-flight; every write it had
+/// acknowledged is there after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_never_loses_an_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let mut server = Server::start(&db, &["--api-key", "k"]);
+    let client = Client::new(&server.base, "k").unwrap().with_max_retries(0);
+    let store = client
+        .create_memory_store(&CreateMemoryStore {
+            name: "crash".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (client, store, stop) = (client.clone(), store.id.clone(), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let path = format!("/w{w}/m{i}");
+                    match client
+                        .create_memory(&store, &path, &format!("content {w} {i}"), None)
+                        .await
+                    {
+                        Ok(m) => acked.push((path, m.content_sha256)),
+                        Err(_) => break,
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = Vec::new();
+    for w in writers {
+        acked.extend(w.await.unwrap());
+    }
+    assert!(
+        acked.len() > 8,
+        "the writers made progress before the kill ({})",
+        acked.len()
+    );
+
+    let server = Server::start(&db, &["--api-key", "k"]);
+    let client = Client::new(&server.base, "k").unwrap();
+    let stored = client
+        .list_all_memories(&store.id, View::Basic)
+        .await
+        .unwrap();
+    let stored: std::collections::HashMap<_, _> = stored
+        .into_iter()
+        .map(|m| (m.path, m.content_sha256))
+        .collect();
+    for (path, sha) in &acked {
+        assert_eq!(
+            stored.get(path),
+            Some(sha),
+            "acknowledged write {path} was lost"
+        );
+    }
+}
