@@ -157,7 +157,7 @@ def expect_error(
     raise AssertionError(f"{what}: expected HTTP {status}, but the call succeeded with {short(result)}")
 
 
-def short(value: Any, limit: int = 300) -> str:
+def short(value: Any, limit: int = 200) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
 

@@ -152,16 +152,25 @@ class Server:
         return "\n".join("    | " + line for line in tail) if tail else "    | (server log is empty)"
 
     def stop(self) -> None:
+        # The server runs in its own session (process group) that we created; signal the whole
+        # group so helper children (e.g. of a wrapper script) go too.
         proc = self.proc
-        if proc is not None and proc.poll() is None:
-            try:
-                proc.terminate()
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        if proc is not None:
+            for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    break
+                try:
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    continue
+                # The leader is gone; make sure no straggler in its group survives.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                break
         if self._stderr_file is not None:
             self._stderr_file.close()
             self._stderr_file = None
@@ -170,11 +179,17 @@ class Server:
 TestFn = Callable[[compat_lib.Fixture], Any]
 
 
-def discover(filters: List[str]) -> List[Tuple[str, TestFn, str]]:
-    """(name, function, server configuration) for every selected test, in file then source order."""
+def discover(filters: List[str]) -> Tuple[List[Tuple[str, TestFn, str]], List[Tuple[str, str]]]:
+    """(name, function, server configuration) for every selected test, in file then source
+    order; plus (module, error) for every test module that failed to import."""
     found = []
+    broken = []
     for path in sorted(HERE.glob("test_*.py")):
-        module = importlib.import_module(path.stem)
+        try:
+            module = importlib.import_module(path.stem)
+        except Exception as err:  # noqa: BLE001 — a broken module is a failure, not a crash
+            broken.append((path.stem, "".join(traceback.format_exception_only(type(err), err)).strip()))
+            continue
         module_config = getattr(module, "SERVER", compat_lib.DEFAULT)
         functions = [
             fn
@@ -190,7 +205,7 @@ def discover(filters: List[str]) -> List[Tuple[str, TestFn, str]]:
             if config not in compat_lib.SERVER_CONFIGS:
                 raise SystemExit(f"{name}: unknown server configuration {config!r}")
             found.append((name, fn, config))
-    return found
+    return found, broken
 
 
 def short_traceback(err: BaseException) -> str:
@@ -200,8 +215,12 @@ def short_traceback(err: BaseException) -> str:
         for f in traceback.extract_tb(err.__traceback__)
         if Path(f.filename).resolve().parent == HERE and Path(f.filename).name != "run.py"
     ]
-    lines = traceback.format_list(frames[-6:])
-    return "".join("    " + line.replace("\n", "\n    ").rstrip() + "\n" for line in lines).rstrip()
+    out = []
+    for chunk in traceback.format_list(frames[-6:]):
+        for line in chunk.splitlines():
+            if line.strip() and set(line.strip()) - set("^~"):  # drop 3.11+ caret markers
+                out.append("    " + line)
+    return "\n".join(out)
 
 
 def describe(err: BaseException) -> str:
@@ -236,22 +255,26 @@ def main(argv: List[str]) -> int:
     request_timeout = float(os.environ.get("MNEMO_COMPAT_TIMEOUT", "60"))
     start_timeout = float(os.environ.get("MNEMO_COMPAT_START_TIMEOUT", "30"))
 
-    tests = discover(filters)
+    tests, broken = discover(filters)
+    for module_name, error in broken:
+        log(f"FAIL {module_name}: cannot import: {error}")
     if not tests:
         log(f"no tests match {filters!r}")
-        log("0 passed, 0 failed")
-        return 0
+        log(f"0 passed, {len(broken)} failed")
+        return 1 if broken else 0
 
     # SIGTERM (e.g. from CI cancelling the job) takes the same clean-up path as Ctrl-C.
     def on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    # Ctrl-C raises KeyboardInterrupt even if we were started with SIGINT ignored (`cmd &`).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     tmpdir = Path(tempfile.mkdtemp(prefix="mnemo-compat-"))
     servers: Dict[str, Server] = {}
     start_errors: Dict[str, str] = {}
-    passed = failed = 0
+    passed, failed = 0, len(broken)
     interrupted = False
     started_at = time.monotonic()
     try:
@@ -278,7 +301,6 @@ def main(argv: List[str]) -> int:
                     continue
 
             fixture = compat_lib.Fixture(srv.base_url, srv.api_key, request_timeout)
-            t0 = time.monotonic()
             try:
                 fn(fixture)
             except KeyboardInterrupt:
@@ -295,7 +317,7 @@ def main(argv: List[str]) -> int:
                     log(srv.stderr_tail())
             else:
                 passed += 1
-                log(f"PASS {name} ({time.monotonic() - t0:.1f}s)")
+                log(f"PASS {name}")
             finally:
                 try:
                     fixture.client.close()
@@ -309,7 +331,7 @@ def main(argv: List[str]) -> int:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
     if interrupted:
-        not_run = len(tests) - passed - failed
+        not_run = len(tests) + len(broken) - passed - failed
         log(f"# interrupted; {not_run} test(s) not run (counted as failed)")
         failed += not_run
     log(f"# {len(tests)} test(s) in {time.monotonic() - started_at:.1f}s")

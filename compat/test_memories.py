@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import anthropic
 
 from compat_lib import (
@@ -266,6 +268,126 @@ def test_create_overlapping_paths_conflict(fx):
         sorted(["/a", "/ab", "/a.md", "/x/y/z.md", "/x/y2/z.md"]),
         "store holds exactly the non-conflicting memories",
     )
+
+
+def test_create_requires_string_content_and_path(fx):
+    store = fx.new_store()
+    expect_error(
+        lambda: fx.memories.create(store.id, path="/null.md", content=None),
+        400,
+        anthropic.BadRequestError,
+        "invalid_request_error",
+        "create with content null",
+    )
+    expect_error(
+        lambda: fx.memories.create(store.id, path="/num.md", content="x", extra_body={"content": 42}),
+        400,
+        anthropic.BadRequestError,
+        "invalid_request_error",
+        "create with numeric content",
+    )
+    expect_error(
+        lambda: fx.memories.create(store.id, path="/x.md", content="x", extra_body={"path": None}),
+        400,
+        anthropic.BadRequestError,
+        "invalid_request_error",
+        "create with path null",
+    )
+    eq(fx.list_all_memories(store.id), [], "nothing created")
+
+
+def test_concurrent_creates_on_one_path(fx):
+    """Exactly one of 16 simultaneous creates on one path wins; the rest get 409."""
+    store = fx.new_store()
+
+    def attempt(i):
+        try:
+            return ("ok", fx.memories.create(store.id, path="/race/same.md", content=f"writer {i}"))
+        except anthropic.APIStatusError as err:
+            return (err.status_code, err)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(attempt, range(16)))
+    winners = [r[1] for r in results if r[0] == "ok"]
+    losers = [r for r in results if r[0] != "ok"]
+    eq(len(winners), 1, f"winning creates (statuses {[r[0] for r in results]})")
+    for status, err in losers:
+        eq(status, 409, "losing create status")
+        eq(err.type, "memory_path_conflict_error", "losing create error type")
+        eq(err.body["error"].get("conflicting_memory_id"), winners[0].id, "losers name the winner")
+    listed = fx.list_all_memories(store.id, view="full")
+    eq([m.id for m in listed], [winners[0].id], "exactly the winner's memory exists")
+    eq(listed[0].content_sha256, winners[0].content_sha256, "stored content is the winner's")
+    eq(len(fx.list_all_versions(store.id)), 1, "one version")
+
+
+def test_concurrent_conditional_updates_compare_and_set(fx):
+    """16 writers share one precondition: exactly one update applies, the rest get 409."""
+    store = fx.new_store()
+    mem = fx.new_memory(store.id, "/cas.md", "base")
+    pre = {"type": "content_sha256", "content_sha256": sha256_hex("base")}
+
+    def attempt(i):
+        try:
+            return ("ok", fx.memories.update(mem.id, memory_store_id=store.id, content=f"writer {i}", precondition=pre))
+        except anthropic.APIStatusError as err:
+            return (err.status_code, err)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(attempt, range(16)))
+    winners = [r[1] for r in results if r[0] == "ok"]
+    eq(len(winners), 1, f"applied conditional updates (statuses {[r[0] for r in results]})")
+    for status, err in (r for r in results if r[0] != "ok"):
+        eq(status, 409, "losing update status")
+        eq(err.type, "memory_precondition_failed_error", "losing update error type")
+    got = fx.memories.retrieve(mem.id, memory_store_id=store.id)
+    eq(got.content_sha256, winners[0].content_sha256, "stored content is the winner's")
+    eq(got.memory_version_id, winners[0].memory_version_id, "current version is the winner's")
+    eq([v.operation for v in fx.list_all_versions(store.id)], ["modified", "created"], "exactly one modified version")
+
+
+def test_concurrent_conditional_deletes(fx):
+    store = fx.new_store()
+    mem = fx.new_memory(store.id, "/del.md", "d")
+
+    def attempt(_):
+        try:
+            fx.memories.delete(mem.id, memory_store_id=store.id, expected_content_sha256=sha256_hex("d"))
+            return "ok"
+        except anthropic.APIStatusError as err:
+            return err.status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(attempt, range(8)))
+    eq(results.count("ok"), 1, f"successful deletes (results {results})")
+    check(all(r in ("ok", 404, 409) for r in results), f"losing deletes are 404 or 409: {results}")
+    eq([v.operation for v in fx.list_all_versions(store.id)], ["deleted", "created"], "exactly one deleted version")
+
+
+def test_malformed_preconditions_rejected(fx):
+    store = fx.new_store()
+    mem = fx.new_memory(store.id, "/m.md", "m")
+    for what, pre in [
+        ("unknown precondition type", {"type": "etag", "content_sha256": sha256_hex("m")}),
+        ("missing type", {"content_sha256": sha256_hex("m")}),
+    ]:
+        expect_error(
+            lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="n", precondition=pre),
+            400,
+            anthropic.BadRequestError,
+            "invalid_request_error",
+            f"update with {what}",
+        )
+    # A malformed expected hash never deletes; 400 (malformed) or 409 (no match) are both fine.
+    for bad in ("ab", sha256_hex("m").upper(), "z" * 64):
+        try:
+            fx.memories.delete(mem.id, memory_store_id=store.id, expected_content_sha256=bad)
+        except anthropic.APIStatusError as err:
+            check(err.status_code in (400, 409), f"delete with expected_content_sha256={bad!r}: got {err.status_code}")
+        else:
+            raise AssertionError(f"delete with malformed expected_content_sha256={bad!r} succeeded")
+    got = fx.memories.retrieve(mem.id, memory_store_id=store.id)
+    eq((got.content, got.memory_version_id), ("m", mem.memory_version_id), "memory unchanged")
 
 
 # ------------------------------------------------------------------------------ retrieve
@@ -636,7 +758,6 @@ def test_list_pagination_stable(fx):
     eq(len(seen), len(set(seen)), f"no path repeated across pages: {seen}")
     eq(seen, sorted(seen, key=lambda s: s.encode()), "pages are in order across a concurrent insert")
     check(set(paths) <= set(seen), "every path present before the listing started was listed")
-    check("/p/99/late.md" in seen, "a path inserted after the cursor is listed")
 
     # Pagination with a prefix keeps the prefix.
     pref = [m.path for m in fx.list_all_memories(store.id, path_prefix="/p/03/", limit=1)]

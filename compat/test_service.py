@@ -135,6 +135,17 @@ def test_request_id_header_on_every_success(fx):
         ("archive store", fx.stores.with_raw_response.archive(store.id)),
         ("delete store", fx.stores.with_raw_response.delete(store.id)),
     ]
+    # Timestamps on the wire are RFC 3339 UTC with Z, for every object kind.
+    mem_json = mem_raw.json()
+    rfc3339(mem_json.get("created_at"), "memory created_at on the wire")
+    rfc3339(mem_json.get("updated_at"), "memory updated_at on the wire")
+    ver_json = calls[-5][1].json()
+    rfc3339(ver_json.get("created_at"), "version created_at on the wire")
+    red_json = calls[-4][1].json()
+    rfc3339(red_json.get("redacted_at"), "version redacted_at on the wire")
+    rfc3339(calls[-2][1].json().get("archived_at"), "store archived_at on the wire")
+    eq(mem_json.get("content"), None, "basic memory on the wire has content: null")
+    check("content" in mem_json, "memory on the wire carries the content key")
     for what, response in calls:
         eq(response.status_code, 200, f"{what} status")
         rid = response.headers.get("request-id")
@@ -243,23 +254,53 @@ def test_objects_of_another_store_are_not_found(fx):
     eq(got.content, "a", "memory untouched in store a")
 
 
-def test_beta_header_with_extra_managed_agents_beta(fx):
-    """`betas=[...]` makes the SDK send `managed-agents-2026-04-01,agent-memory-2026-07-22`.
+def test_any_anthropic_version_accepted(fx):
+    for version in ("2023-06-01", "2099-01-01"):
+        res = http(
+            "GET",
+            f"{fx.base_url}/v1/memory_stores?limit=1",
+            {"Authorization": f"Bearer {fx.api_key}", "anthropic-version": version, "anthropic-beta": MEMORY_BETA},
+        )
+        eq(res.status, 200, f"anthropic-version: {version} ({res.body[:200]!r})")
 
-    The spec (§1.2) says memory endpoints accept either value and must parse the header as a
-    comma-separated set, leniently; so a header carrying both must be accepted.
-    """
-    store = fx.stores.create(name=unique("betas"), betas=[AGENTS_BETA])
-    check_store_shape(store)
-    mem = fx.memories.create(store.id, path="/b.md", content="beta", betas=[AGENTS_BETA])
-    eq(
-        fx.memories.retrieve(mem.id, memory_store_id=store.id, betas=[AGENTS_BETA]).content,
-        "beta",
-        "retrieve with betas=[managed-agents]",
-    )
-    items = list(fx.memories.list(store.id, betas=[AGENTS_BETA]))
-    eq([m.path for m in items], ["/b.md"], "list with betas=[managed-agents]")
-    # Each beta value alone is accepted as well (urllib, so exactly one value is sent).
+
+def test_empty_body_posts_accepted(fx):
+    """The SDK sends archive/redact with Content-Type: application/json and no body."""
+    store = fx.new_store()
+    mem = fx.new_memory(store.id, "/e.md", "1")
+    fx.memories.update(mem.id, memory_store_id=store.id, content="2")
+    headers = dict(fx.auth_headers(), **{"Content-Type": "application/json", "Content-Length": "0"})
+    res = http("POST", f"{fx.base_url}/v1/memory_stores/{store.id}/memory_versions/{mem.memory_version_id}/redact", headers, b"")
+    eq(res.status, 200, f"redact with an empty JSON body ({res.body[:200]!r})")
+    eq(res.json().get("path"), None, "redacted")
+    res = http("POST", f"{fx.base_url}/v1/memory_stores/{store.id}/archive", headers, b"")
+    eq(res.status, 200, f"archive with an empty JSON body ({res.body[:200]!r})")
+    check(res.json().get("archived_at"), "archived")
+
+
+def test_malformed_query_parameters_rejected(fx):
+    store = fx.new_store()
+    mem = fx.new_memory(store.id, "/q.md", "q")
+    cases = [
+        ("stores page=garbage", lambda: fx.stores.list(page="garbage")),
+        ("memories page=garbage", lambda: fx.memories.list(store.id, page="garbage")),
+        ("versions page=garbage", lambda: fx.versions.list(memory_store_id=store.id, page="garbage")),
+        ("include_archived=maybe", lambda: fx.stores.list(extra_query={"include_archived": "maybe"})),
+        ("stores created_at[gte]=notadate", lambda: fx.stores.list(created_at_gte="notadate")),
+        ("versions created_at[lte]=notadate", lambda: fx.versions.list(memory_store_id=store.id, created_at_lte="notadate")),
+        ("limit=abc", lambda: fx.memories.list(store.id, extra_query={"limit": "abc"})),
+        ("create view=bogus", lambda: fx.memories.create(store.id, path="/v.md", content="v", view="bogus")),
+        ("retrieve view=bogus", lambda: fx.memories.retrieve(mem.id, memory_store_id=store.id, view="bogus")),
+        ("version retrieve view=bogus", lambda: fx.versions.retrieve(mem.memory_version_id, memory_store_id=store.id, view="bogus")),
+    ]
+    for what, call in cases:
+        expect_error(call, 400, anthropic.BadRequestError, "invalid_request_error", what)
+    eq([m.path for m in fx.list_all_memories(store.id)], ["/q.md"], "nothing created by rejected calls")
+
+
+def test_beta_header_either_value_accepted(fx):
+    """Memory endpoints accept `agent-memory-2026-07-22` or `managed-agents-2026-04-01` (spec §1.2)."""
+    store = fx.new_store()
     for beta in (AGENTS_BETA, MEMORY_BETA):
         res = http(
             "GET",
@@ -267,3 +308,31 @@ def test_beta_header_with_extra_managed_agents_beta(fx):
             {"Authorization": f"Bearer {fx.api_key}", "anthropic-version": ANTHROPIC_VERSION, "anthropic-beta": beta},
         )
         eq(res.status, 200, f"retrieve with anthropic-beta: {beta} ({res.body[:200]!r})")
+        eq(res.json().get("id"), store.id, f"retrieve with anthropic-beta: {beta}")
+
+
+def test_sdk_betas_parameter_sends_both_betas_and_is_rejected(fx):
+    """`betas=["managed-agents-2026-04-01"]` makes the SDK send
+    `anthropic-beta: managed-agents-2026-04-01,agent-memory-2026-07-22`.
+
+    The public memory docs (platform.claude.com/docs/en/managed-agents/memory, "supported
+    platforms" notes) say that sending both betas on a memory-store call returns a 400; mnemo
+    does the same.  (Spec §1.2's "be lenient" is an inference that the docs override.)
+    """
+    store = fx.new_store()
+    mem = fx.new_memory(store.id, "/b.md", "beta")
+    name = unique("betas")
+    calls = [
+        ("create store", lambda: fx.stores.create(name=name, betas=[AGENTS_BETA])),
+        ("list stores", lambda: fx.stores.list(betas=[AGENTS_BETA])),
+        ("create memory", lambda: fx.memories.create(store.id, path="/c.md", content="c", betas=[AGENTS_BETA])),
+        ("retrieve memory", lambda: fx.memories.retrieve(mem.id, memory_store_id=store.id, betas=[AGENTS_BETA])),
+        ("list memories", lambda: fx.memories.list(store.id, betas=[AGENTS_BETA])),
+        ("list versions", lambda: fx.versions.list(memory_store_id=store.id, betas=[AGENTS_BETA])),
+    ]
+    for what, call in calls:
+        err = expect_error(call, 400, anthropic.BadRequestError, "invalid_request_error", f"{what} with both betas")
+        sent = err.response.request.headers.get("anthropic-beta", "")
+        eq(sorted(b.strip() for b in sent.split(",")), sorted([AGENTS_BETA, MEMORY_BETA]), f"{what}: beta header the SDK sent")
+    check(name not in {s.name for s in fx.stores.list(limit=100, include_archived=True)}, "no store created")
+    eq([m.path for m in fx.list_all_memories(store.id)], ["/b.md"], "no memory created")

@@ -111,6 +111,16 @@ def test_update_name_description_metadata(fx):
     eq((upd.name, upd.description), ("again", "new desc"), "name and description together")
 
 
+def test_memory_changes_do_not_touch_store_updated_at(fx):
+    store = fx.new_store()
+    tick()
+    mem = fx.new_memory(store.id, "/m.md", "1")
+    fx.memories.update(mem.id, memory_store_id=store.id, content="2")
+    fx.memories.delete(mem.id, memory_store_id=store.id)
+    got = fx.stores.retrieve(store.id)
+    eq(got.updated_at, store.updated_at, "store updated_at after memory create/update/delete")
+
+
 def test_update_metadata_pair_limit(fx):
     store = fx.new_store(metadata={f"k{i:02d}": "v" for i in range(15)})
     upd = fx.stores.update(store.id, metadata={"k15": "v"})
