@@ -1,69 +1,15 @@
 //! End-to-end tests of `mnemo serve` as a real process on an ephemeral port.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mnemo_api::{CreateMemoryStore, View};
 use mnemo_client::Client;
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    /// Starts the binary and waits for its `listening on` line.
-    fn start(db: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
-            .arg(format!("sqlite://{}", db.display()))
-            .args(extra)
-            .env_remove("MNEMO_API_KEY")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn mnemo serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, base }
-    }
-
-    fn stderr(&mut self) -> String {
-        let mut s = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Server;
 
 #[tokio::test]
 async fn first_start_creates_and_prints_one_key_that_works() {

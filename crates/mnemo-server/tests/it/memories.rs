@@ -57,6 +57,24 @@ async fn create_and_retrieve_in_both_views() {
     assert_eq!(light.content, None);
     assert_eq!(light.content_sha256, basic.content_sha256);
 
+    // Content is kept byte for byte: NUL, CRLF, emoji, combining marks (no normalisation).
+    let odd = "nul\0 crlf\r\n emoji \u{1F600} e\u{301}";
+    let m = s
+        .client
+        .create_memory(&store.id, "/odd", odd, Some(View::Full))
+        .await
+        .unwrap();
+    assert_eq!(m.content_sha256, content_sha256(odd.as_bytes()));
+    assert_eq!(
+        s.client
+            .get_memory(&store.id, &m.id, None)
+            .await
+            .unwrap()
+            .content
+            .as_deref(),
+        Some(odd)
+    );
+
     let empty = s
         .client
         .create_memory(&store.id, "/empty", "", Some(View::Full))

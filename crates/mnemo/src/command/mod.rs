@@ -1,6 +1,8 @@
 //! The subcommands, one file each.
 
+mod mount;
 mod serve;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -22,12 +24,15 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run the API server (memory stores, memories, versions).
     Serve(serve::Serve),
+    /// Mount one memory store as a local folder and keep it in sync until SIGINT/SIGTERM.
+    Mount(mount::Mount),
 }
 
 impl Command {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
             Self::Serve(cmd) => cmd.run().await,
+            Self::Mount(cmd) => cmd.run().await,
         }
     }
 }

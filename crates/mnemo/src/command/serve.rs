@@ -11,6 +11,9 @@ use mnemo_server::{AppState, hash_credential};
 use mnemo_store::{Limits, Store};
 use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 
+/// How long in-flight requests may run after SIGTERM/SIGINT.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[derive(Debug, Args)]
 pub(crate) struct Serve {
     /// Address to listen on (`127.0.0.1:0` picks a free port).
@@ -96,9 +99,31 @@ impl Serve {
         drop(stdout);
 
         let router = mnemo_server::router(AppState::new(store));
-        mnemo_server::serve(listener, router, shutdown_signal()).await?;
-        tracing::info!("shutting down");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let mut server = tokio::spawn(mnemo_server::serve(listener, router, async {
+            let _ = stopped.await;
+        }));
+        let served = tokio::select! {
+            served = &mut server => served,
+            () = shutdown_signal() => {
+                tracing::info!("shutting down: finishing in-flight requests");
+                let _ = stop.send(());
+                match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+                    Ok(served) => served,
+                    Err(_) => {
+                        tracing::warn!("requests still running after {SHUTDOWN_GRACE:?}; closing anyway");
+                        server.abort();
+                        Ok(Ok(()))
+                    }
+                }
+            }
+        };
+        // Every acknowledged write is already committed; this only finishes queued ones.
         sqlite.close();
+        served
+            .context("the server task failed")?
+            .context("serve HTTP")?;
+        tracing::info!("stopped");
         Ok(())
     }
 }

@@ -1,0 +1,13 @@
+//! The sync engine: one memory store as a local folder, kept in sync both ways.
+//!
+//! - [`fs`] — the confined local folder: relative paths that cannot escape, no-follow opens,
+//!   atomic writes, a stat cache for hashing.
+//!
+//! This is the only crate that touches memory folders on disk.
+
+pub mod fs;
+pub mod sync;
+
+pub use sync::{
+    DeletionMode, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport,
+};

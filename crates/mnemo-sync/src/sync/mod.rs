@@ -1,0 +1,412 @@
+//! The engine that keeps one memory store and one local folder in sync.
+//!
+//! [`StoreSync::mount`] creates the folder and downloads the store; [`StoreSync::sync`] runs one
+//! reconciliation (scan, list, decide with [`plan::decide`], then upload, pull, delete);
+//! [`StoreSync::flush`] is the push-only pass of a teardown; [`StoreSync::dispose`] removes the
+//! folder if this engine created it. The rules are those of `worker-behaviour.md` §6.
+
+mod flush;
+pub mod journal;
+pub mod plan;
+mod run;
+mod upload;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mnemo_api::{Memory, MemoryListItem, MemoryStoreId, View};
+use mnemo_client::{Client, ClientError, ListMemoriesParams};
+
+use crate::fs::{FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
+
+pub use run::SyncReport;
+
+/// How long a file must stay missing before its deletion is sent to the server.
+pub const DELETE_WINDOW: Duration = Duration::from_secs(30);
+/// Content fetches in flight per store during a sync.
+pub const FETCH_CONCURRENCY: usize = 16;
+/// Uploads in flight per store.
+pub const UPLOAD_CONCURRENCY: usize = 32;
+/// Memories per page of a content-free listing.
+pub const BASIC_PAGE: u32 = 100;
+/// Memories per page of a listing with content.
+pub const FULL_PAGE: u32 = 20;
+
+/// What a sync does with local deletions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeletionMode {
+    /// Corroborated local deletions are sent to the server.
+    #[default]
+    Enabled,
+    /// The same checks run, but the deletion is only logged.
+    LogOnly,
+    /// Local deletions never reach the server.
+    Disabled,
+}
+
+/// One store attached to a folder.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub store_id: MemoryStoreId,
+    pub root: PathBuf,
+    pub read_only: bool,
+    pub deletions: DeletionMode,
+    /// Keep a durable journal beside the folder so `resume` works after a crash.
+    pub journal: bool,
+}
+
+/// Why a store could not be mounted. The messages are the documented ones operators search for.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error(
+        "something already exists at the memory store's path: {path} (memory_store_id={store}); it must not exist when the session starts"
+    )]
+    AlreadyExists { path: PathBuf, store: MemoryStoreId },
+    #[error(
+        "cannot create the memory store's folder: {path} (memory_store_id={store}): {source}; the worker host must make this mount path writable"
+    )]
+    CannotCreate {
+        path: PathBuf,
+        store: MemoryStoreId,
+        source: FsError,
+    },
+    #[error("failed to download memory store memory_store_id={store}: {source}")]
+    Download {
+        store: MemoryStoreId,
+        source: SyncError,
+    },
+    #[error(
+        "cannot resume the memory store folder {path} (memory_store_id={store}): {reason}; a folder is only resumed with its own journal and marker"
+    )]
+    CannotResume {
+        path: PathBuf,
+        store: MemoryStoreId,
+        reason: String,
+    },
+}
+
+/// A failure of a whole sync step (individual files failing are logged, not returned).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("the final sync already ran")]
+    FinalTwice,
+    #[error("a blocking task failed: {0}")]
+    Task(String),
+}
+
+/// What the engine remembers between syncs.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct State {
+    /// Per path, the digest both sides agreed on at the last successful sync.
+    pub(crate) baseline: BTreeMap<RelPath, String>,
+    /// Digests sent in uploads whose answer never arrived; settled by the next listing.
+    pub(crate) unsettled: HashMap<RelPath, String>,
+    /// Per path, the local digest the server refused; not retried until the file changes.
+    pub(crate) refused: HashMap<RelPath, String>,
+    /// Per path, when the file was first seen missing.
+    pub(crate) pending_deletes: HashMap<RelPath, Instant>,
+}
+
+/// Called with the number of memories written so far during a download.
+pub type ProgressFn = Box<dyn Fn(usize) + Send + Sync>;
+
+/// One store kept in sync with one folder.
+pub struct StoreSync {
+    client: Client,
+    cfg: StoreConfig,
+    files: Arc<FileStore>,
+    created_root: bool,
+    state: State,
+    final_done: bool,
+    on_progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for StoreSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSync")
+            .field("cfg", &self.cfg)
+            .field("paths", &self.state.baseline.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs blocking filesystem work off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SyncError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SyncError::Task(e.to_string()))
+}
+
+impl StoreSync {
+    /// Creates the folder (which must not exist yet) and downloads the store into it.
+    pub async fn mount(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
+        Self::mount_with_progress(client, cfg, None).await
+    }
+
+    /// [`mount`](Self::mount), reporting the number of memories written as pages land.
+    pub async fn mount_with_progress(
+        client: Client,
+        cfg: StoreConfig,
+        on_progress: Option<ProgressFn>,
+    ) -> Result<Self, MountError> {
+        // Content is checked for UTF-8 here, after hashing, so a refusal can name the digest.
+        let files = Arc::new(FileStore::new(&cfg.root).with_utf8_only(false));
+        if std::fs::symlink_metadata(&cfg.root).is_ok() {
+            return Err(MountError::AlreadyExists {
+                path: cfg.root.clone(),
+                store: cfg.store_id.clone(),
+            });
+        }
+        if let Err(source) = files.create_root() {
+            return Err(MountError::CannotCreate {
+                path: cfg.root.clone(),
+                store: cfg.store_id.clone(),
+                source,
+            });
+        }
+        let mut engine = Self {
+            client,
+            cfg,
+            files,
+            created_root: true,
+            state: State::default(),
+            final_done: false,
+            on_progress,
+        };
+        if let Err(source) = engine.stamp_and_pull().await {
+            let store = engine.cfg.store_id.clone();
+            engine.dispose().await;
+            return Err(MountError::Download { store, source });
+        }
+        engine.save_journal().await;
+        Ok(engine)
+    }
+
+    /// Takes over a folder left by a mount that died (kill -9, power cut), with the state its
+    /// journal recorded. The folder must carry this store's marker and its own journal; then the
+    /// first [`sync`](Self::sync) uploads edits made meanwhile and pulls remote changes.
+    pub async fn resume(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
+        let files = Arc::new(FileStore::new(&cfg.root).with_utf8_only(false));
+        let refuse = |reason: String| MountError::CannotResume {
+            path: cfg.root.clone(),
+            store: cfg.store_id.clone(),
+            reason,
+        };
+        if !files.root_exists() {
+            return Err(refuse(
+                "the folder does not exist (mount it without --resume)".into(),
+            ));
+        }
+        let marker = files.check_marker(cfg.store_id.as_str());
+        if marker != MarkerState::Matches {
+            return Err(refuse(marker_reason(marker).into()));
+        }
+        let state =
+            journal::load(&cfg.root, cfg.store_id.as_str()).map_err(|e| refuse(e.to_string()))?;
+        tracing::info!(memory_store_id = %cfg.store_id, root = %cfg.root.display(), paths = state.baseline.len(), "resuming from the journal");
+        Ok(Self {
+            client,
+            cfg,
+            files,
+            created_root: true,
+            state,
+            final_done: false,
+            on_progress: None,
+        })
+    }
+
+    /// Persists the state beside the folder; a failure is logged, never fatal.
+    async fn save_journal(&self) {
+        if !self.cfg.journal {
+            return;
+        }
+        let (root, id, state) = (
+            self.cfg.root.clone(),
+            self.cfg.store_id.to_string(),
+            self.state.clone(),
+        );
+        match blocking(move || journal::save(&root, &id, &state)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(memory_store_id = %self.cfg.store_id, "{e}"),
+            Err(e) => {
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot write the journal: {e}")
+            }
+        }
+    }
+
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.cfg.root
+    }
+
+    /// The store.
+    pub fn store_id(&self) -> &MemoryStoreId {
+        &self.cfg.store_id
+    }
+
+    /// How many paths both sides currently agree on.
+    pub fn baseline_len(&self) -> usize {
+        self.state.baseline.len()
+    }
+
+    /// Resets the state, stamps the marker and writes every memory of the store. Pages are
+    /// fetched while the previous page is being written.
+    async fn stamp_and_pull(&mut self) -> Result<usize, SyncError> {
+        self.state = State::default();
+        let files = Arc::clone(&self.files);
+        let id = self.cfg.store_id.to_string();
+        blocking(move || files.write_marker(&id)).await??;
+        let mut params = ListMemoriesParams {
+            limit: Some(FULL_PAGE),
+            view: Some(View::Full),
+            ..Default::default()
+        };
+        let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, String)>>> = None;
+        let mut written = 0;
+        loop {
+            let page = self
+                .client
+                .list_memories(&self.cfg.store_id, &params)
+                .await?;
+            let batch: Vec<(RelPath, Memory)> = page
+                .data
+                .into_iter()
+                .filter_map(|item| match item {
+                    MemoryListItem::Memory(m) => self.local_path(&m).map(|rel| (rel, m)),
+                    MemoryListItem::Prefix(_) => None,
+                })
+                .collect();
+            if let Some(previous) = writing.take() {
+                let done = previous.await.map_err(|e| SyncError::Task(e.to_string()))?;
+                written += done.len();
+                self.state.baseline.extend(done);
+                self.progress(written);
+            }
+            let (files, store) = (Arc::clone(&self.files), self.cfg.store_id.clone());
+            writing = Some(tokio::task::spawn_blocking(move || {
+                let mut done = Vec::with_capacity(batch.len());
+                for (rel, memory) in batch {
+                    let content = memory.content.unwrap_or_default();
+                    match files.write(&rel, content.as_bytes()) {
+                        Ok(()) => done.push((rel, memory.content_sha256)),
+                        Err(e) => {
+                            tracing::warn!(path = %rel, memory_store_id = %store, "failed to write memory: {e}")
+                        }
+                    }
+                }
+                done
+            }));
+            match page.next_page.filter(|p| !p.is_empty()) {
+                Some(next) => params.page = Some(next),
+                None => break,
+            }
+        }
+        if let Some(last) = writing {
+            let done = last.await.map_err(|e| SyncError::Task(e.to_string()))?;
+            written += done.len();
+            self.state.baseline.extend(done);
+            self.progress(written);
+        }
+        Ok(written)
+    }
+
+    fn progress(&self, written: usize) {
+        if let Some(report) = &self.on_progress {
+            report(written);
+        }
+    }
+
+    /// The local path of a listed memory, unless it must be skipped (the reserved marker path,
+    /// a path that cannot live in a folder).
+    fn local_path(&self, memory: &Memory) -> Option<RelPath> {
+        if memory.path.trim_start_matches('/') == MARKER_NAME {
+            tracing::warn!(path = %memory.path, memory_store_id = %self.cfg.store_id, "the server listed the reserved marker path; skipping");
+            return None;
+        }
+        RelPath::from_memory_path(&memory.path)
+            .inspect_err(|e| tracing::warn!(path = %memory.path, memory_store_id = %self.cfg.store_id, "skipping memory: {e}"))
+            .ok()
+    }
+
+    /// Every memory of the store by local path, content-free.
+    async fn list(&self, view: View) -> Result<BTreeMap<RelPath, Memory>, SyncError> {
+        let all = self
+            .client
+            .list_all_memories(&self.cfg.store_id, view)
+            .await?;
+        Ok(all
+            .into_iter()
+            .filter_map(|m| self.local_path(&m).map(|rel| (rel, m)))
+            .collect())
+    }
+
+    async fn marker(&self) -> Result<MarkerState, SyncError> {
+        let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
+        blocking(move || files.check_marker(&id)).await
+    }
+
+    /// Re-downloads after the folder or its marker vanished with no files left, or after every
+    /// file vanished at once. Sends nothing: a local wipe never reaches the server.
+    async fn recover(&mut self, reason: &str) -> Result<(), SyncError> {
+        tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; re-downloading the memory store folder instead of syncing");
+        let files = Arc::clone(&self.files);
+        blocking(move || files.create_root()).await??;
+        self.stamp_and_pull().await.map(|_| ())
+    }
+
+    /// Removes the folder if this engine created it and it still carries this store's marker
+    /// (or holds no files). A folder that fails the marker check but holds files is left as found.
+    pub async fn dispose(self) {
+        let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
+        let created = self.created_root;
+        let journal = self.cfg.journal;
+        let store = self.cfg.store_id.clone();
+        let root = self.cfg.root.clone();
+        let outcome = blocking(move || {
+            let marker = files.check_marker(&id);
+            let has_files = files.scan().map(|f| !f.is_empty()).unwrap_or(false);
+            if marker != MarkerState::Matches && has_files {
+                let reason = marker_reason(marker);
+                tracing::warn!(memory_store_id = %id, root = %files.root().display(), "{reason}; leaving the memory store folder on disk");
+                return Ok(false);
+            }
+            if created && files.root_exists() {
+                let removed = files.remove_root().map(|()| true);
+                if journal && removed.is_ok() {
+                    journal::remove(files.root());
+                }
+                removed
+            } else {
+                Ok(false)
+            }
+        })
+        .await;
+        match outcome {
+            Ok(Ok(true)) => {
+                tracing::info!(memory_store_id = %store, root = %root.display(), "removed memory store dir")
+            }
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(memory_store_id = %store, "failed to remove memory store dir: {e}")
+            }
+            Err(e) => {
+                tracing::warn!(memory_store_id = %store, "failed to remove memory store dir: {e}")
+            }
+        }
+    }
+}
+
+pub(crate) fn marker_reason(marker: MarkerState) -> &'static str {
+    match marker {
+        MarkerState::Missing => "the marker file is gone",
+        MarkerState::Mismatch | MarkerState::Matches => "the marker file does not match this store",
+    }
+}

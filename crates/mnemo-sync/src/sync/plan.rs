@@ -1,0 +1,559 @@
+//! The reconciliation rules as one pure function: no I/O, no engine state.
+//!
+//! For each path the engine gathers what the server lists (**R**), what the file holds now
+//! (**L**), what both sides agreed on at the last successful sync (**B**, the baseline), whether
+//! the store is read-only and which local content the server already refused. [`decide`] turns
+//! that into one [`Decision`]: what to do, which warning to log, and the baseline to keep when
+//! the action does not produce a new one. The engine performs the I/O afterwards.
+//!
+//! The row numbers refer to the table in `worker-behaviour.md` §6.7.
+
+/// What the engine knows about one path at the start of a sync.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PathState<'a> {
+    /// `content_sha256` of the memory the listing shows at this path.
+    pub remote: Option<&'a str>,
+    /// SHA-256 of the local file now.
+    pub local: Option<&'a str>,
+    /// The digest both sides agreed on at the last successful sync of this path.
+    pub baseline: Option<&'a str>,
+    /// The store is attached read-only: pull, never push.
+    pub read_only: bool,
+    /// The local digest the server (or a local check) refused for this path, if any.
+    pub refused: Option<&'a str>,
+}
+
+/// Something worth telling the operator about a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Warning {
+    /// Row 5 (info level): the server deleted a memory whose file holds an un-pushed edit.
+    RecreatingDeletedRemotely,
+    /// Row 6: as row 5, but a read-only store cannot push the edit.
+    KeepingDeletedRemotelyReadOnly,
+    /// Row 9: deleted here, changed there — the remote version comes back.
+    RestoringDeletedLocally,
+    /// Row 13: changed on both sides — the store wins.
+    BothChanged,
+}
+
+impl Warning {
+    /// The log message, as the reference worker words it.
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::RecreatingDeletedRemotely => {
+                "memory deleted remotely but edited locally; re-creating it from the file"
+            }
+            Self::KeepingDeletedRemotelyReadOnly => {
+                "memory deleted remotely but edited locally; keeping the file, which a read-only store cannot push"
+            }
+            Self::RestoringDeletedLocally => {
+                "memory deleted locally but changed remotely; restoring the remote version"
+            }
+            Self::BothChanged => {
+                "memory changed both locally and remotely; keeping the remote version"
+            }
+        }
+    }
+}
+
+/// What to do with a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing to send or fetch; the baseline becomes [`Decision::baseline`].
+    Keep,
+    /// Upload the file as a new memory (`POST …/memories`); the baseline becomes the digest the
+    /// server returns, or none if the upload fails.
+    Create,
+    /// Upload the file over the memory, conditional on the remote digest (row 15); the baseline
+    /// becomes the returned digest, or stays at the remote digest if the upload fails.
+    Update { precondition: String },
+    /// Fetch the memory's content and write it, after re-checking that the file still holds
+    /// [`Decision::baseline`]'s counterpart (`expect_local`); the baseline advances when the
+    /// write lands.
+    Pull { expect_local: Option<String> },
+    /// The server deleted an unchanged memory: remove the file if it still holds this digest
+    /// (row 4). If it changed since the scan, decide again with the fresh digest.
+    RemoveLocal { expect_local: String },
+    /// A local deletion of an unchanged memory: a candidate for a corroborated remote delete
+    /// (row 7); the baseline stays until the delete lands.
+    DeleteCandidate,
+}
+
+/// The outcome for one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub action: Action,
+    /// The baseline to keep unless the action replaces it (see [`Action`]).
+    pub baseline: Option<String>,
+    pub warning: Option<Warning>,
+    /// Forget any pending-delete record for this path.
+    pub clear_pending_delete: bool,
+}
+
+impl Decision {
+    fn new(action: Action, baseline: Option<&str>) -> Self {
+        Self {
+            action,
+            baseline: baseline.map(str::to_owned),
+            warning: None,
+            clear_pending_delete: false,
+        }
+    }
+
+    fn warn(mut self, warning: Warning) -> Self {
+        self.warning = Some(warning);
+        self
+    }
+
+    fn clearing(mut self) -> Self {
+        self.clear_pending_delete = true;
+        self
+    }
+}
+
+/// Applies the reconciliation table to one path.
+pub fn decide(s: &PathState<'_>) -> Decision {
+    let refused = |sha: &str| s.refused == Some(sha);
+    let decision = match (s.remote, s.local, s.baseline) {
+        // Row 1: gone on both sides.
+        (None, None, _) => Decision::new(Action::Keep, None).clearing(),
+        // Rows 2–3: a new local file.
+        (None, Some(l), None) => {
+            if s.read_only || refused(l) {
+                Decision::new(Action::Keep, None)
+            } else {
+                Decision::new(Action::Create, None)
+            }
+        }
+        // Row 4: the server deleted a memory the file still holds unchanged.
+        (None, Some(l), Some(b)) if l == b => Decision::new(
+            Action::RemoveLocal {
+                expect_local: l.to_owned(),
+            },
+            Some(b),
+        ),
+        // Rows 5–6: deleted remotely, edited locally.
+        (None, Some(l), Some(_)) => {
+            if s.read_only {
+                Decision::new(Action::Keep, None).warn(Warning::KeepingDeletedRemotelyReadOnly)
+            } else if refused(l) {
+                Decision::new(Action::Keep, None)
+            } else {
+                Decision::new(Action::Create, None).warn(Warning::RecreatingDeletedRemotely)
+            }
+        }
+        // Row 10: a new remote memory.
+        (Some(_), None, None) => Decision::new(Action::Pull { expect_local: None }, None),
+        (Some(r), None, Some(b)) => {
+            if r != b {
+                // Row 9: deleted here, changed there.
+                Decision::new(Action::Pull { expect_local: None }, Some(b))
+                    .warn(Warning::RestoringDeletedLocally)
+                    .clearing()
+            } else if s.read_only {
+                // Row 8: a read-only store neither pushes nor undoes the local deletion.
+                Decision::new(Action::Keep, Some(b))
+            } else {
+                // Row 7.
+                Decision::new(Action::DeleteCandidate, Some(b))
+            }
+        }
+        (Some(r), Some(l), b) => {
+            if Some(r) != b {
+                if l == r {
+                    // Row 11: the file already holds the remote bytes.
+                    Decision::new(Action::Keep, Some(r))
+                } else if Some(l) == b {
+                    // Row 12: remote-only change.
+                    Decision::new(
+                        Action::Pull {
+                            expect_local: Some(l.to_owned()),
+                        },
+                        b,
+                    )
+                } else {
+                    // Row 13: both changed; the store wins (read-only too).
+                    Decision::new(
+                        Action::Pull {
+                            expect_local: Some(l.to_owned()),
+                        },
+                        b,
+                    )
+                    .warn(Warning::BothChanged)
+                }
+            } else if l == r {
+                // Row 14: in sync.
+                Decision::new(Action::Keep, Some(r))
+            } else if s.read_only || refused(l) {
+                // Row 16, or a refused row 15.
+                Decision::new(Action::Keep, Some(r))
+            } else {
+                // Row 15: local-only change.
+                Decision::new(
+                    Action::Update {
+                        precondition: r.to_owned(),
+                    },
+                    Some(r),
+                )
+            }
+        }
+    };
+    // Whenever a file exists locally, any pending delete of its path is void.
+    if s.local.is_some() {
+        decision.clearing()
+    } else {
+        decision
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "aaaa";
+    const B: &str = "bbbb";
+    const C: &str = "cccc";
+
+    struct Row {
+        n: u8,
+        remote: Option<&'static str>,
+        local: Option<&'static str>,
+        baseline: Option<&'static str>,
+        read_only: bool,
+        refused: Option<&'static str>,
+        action: Action,
+        baseline_after: Option<&'static str>,
+        warning: Option<Warning>,
+    }
+
+    fn pull(expect: Option<&str>) -> Action {
+        Action::Pull {
+            expect_local: expect.map(str::to_owned),
+        }
+    }
+
+    /// One row per rule of the table (and the refusal variants of the upload rows).
+    fn rows() -> Vec<Row> {
+        use Warning::*;
+        let r = |n, remote, local, baseline, read_only, action, baseline_after, warning| Row {
+            n,
+            remote,
+            local,
+            baseline,
+            read_only,
+            refused: None,
+            action,
+            baseline_after,
+            warning,
+        };
+        vec![
+            r(1, None, None, None, false, Action::Keep, None, None),
+            r(1, None, None, Some(A), false, Action::Keep, None, None),
+            r(2, None, Some(A), None, false, Action::Create, None, None),
+            Row {
+                refused: Some(A),
+                ..r(2, None, Some(A), None, false, Action::Keep, None, None)
+            },
+            r(3, None, Some(A), None, true, Action::Keep, None, None),
+            r(
+                4,
+                None,
+                Some(A),
+                Some(A),
+                false,
+                Action::RemoveLocal {
+                    expect_local: A.into(),
+                },
+                Some(A),
+                None,
+            ),
+            r(
+                4,
+                None,
+                Some(A),
+                Some(A),
+                true,
+                Action::RemoveLocal {
+                    expect_local: A.into(),
+                },
+                Some(A),
+                None,
+            ),
+            r(
+                5,
+                None,
+                Some(B),
+                Some(A),
+                false,
+                Action::Create,
+                None,
+                Some(RecreatingDeletedRemotely),
+            ),
+            Row {
+                refused: Some(B),
+                ..r(5, None, Some(B), Some(A), false, Action::Keep, None, None)
+            },
+            r(
+                6,
+                None,
+                Some(B),
+                Some(A),
+                true,
+                Action::Keep,
+                None,
+                Some(KeepingDeletedRemotelyReadOnly),
+            ),
+            r(
+                7,
+                Some(A),
+                None,
+                Some(A),
+                false,
+                Action::DeleteCandidate,
+                Some(A),
+                None,
+            ),
+            r(8, Some(A), None, Some(A), true, Action::Keep, Some(A), None),
+            r(
+                9,
+                Some(B),
+                None,
+                Some(A),
+                false,
+                pull(None),
+                Some(A),
+                Some(RestoringDeletedLocally),
+            ),
+            r(
+                9,
+                Some(B),
+                None,
+                Some(A),
+                true,
+                pull(None),
+                Some(A),
+                Some(RestoringDeletedLocally),
+            ),
+            r(10, Some(A), None, None, false, pull(None), None, None),
+            r(
+                11,
+                Some(B),
+                Some(B),
+                Some(A),
+                false,
+                Action::Keep,
+                Some(B),
+                None,
+            ),
+            r(
+                11,
+                Some(B),
+                Some(B),
+                None,
+                false,
+                Action::Keep,
+                Some(B),
+                None,
+            ),
+            r(
+                12,
+                Some(B),
+                Some(A),
+                Some(A),
+                false,
+                pull(Some(A)),
+                Some(A),
+                None,
+            ),
+            r(
+                12,
+                Some(B),
+                Some(A),
+                Some(A),
+                true,
+                pull(Some(A)),
+                Some(A),
+                None,
+            ),
+            r(
+                13,
+                Some(B),
+                Some(C),
+                Some(A),
+                false,
+                pull(Some(C)),
+                Some(A),
+                Some(BothChanged),
+            ),
+            r(
+                13,
+                Some(B),
+                Some(C),
+                Some(A),
+                true,
+                pull(Some(C)),
+                Some(A),
+                Some(BothChanged),
+            ),
+            r(
+                13,
+                Some(B),
+                Some(C),
+                None,
+                false,
+                pull(Some(C)),
+                None,
+                Some(BothChanged),
+            ),
+            r(
+                14,
+                Some(A),
+                Some(A),
+                Some(A),
+                false,
+                Action::Keep,
+                Some(A),
+                None,
+            ),
+            r(
+                15,
+                Some(A),
+                Some(B),
+                Some(A),
+                false,
+                Action::Update {
+                    precondition: A.into(),
+                },
+                Some(A),
+                None,
+            ),
+            Row {
+                refused: Some(B),
+                ..r(
+                    15,
+                    Some(A),
+                    Some(B),
+                    Some(A),
+                    false,
+                    Action::Keep,
+                    Some(A),
+                    None,
+                )
+            },
+            // A refusal of older content does not block the new content.
+            Row {
+                refused: Some(C),
+                ..r(
+                    15,
+                    Some(A),
+                    Some(B),
+                    Some(A),
+                    false,
+                    Action::Update {
+                        precondition: A.into(),
+                    },
+                    Some(A),
+                    None,
+                )
+            },
+            r(
+                16,
+                Some(A),
+                Some(B),
+                Some(A),
+                true,
+                Action::Keep,
+                Some(A),
+                None,
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_rule_of_the_table() {
+        for row in rows() {
+            let state = PathState {
+                remote: row.remote,
+                local: row.local,
+                baseline: row.baseline,
+                read_only: row.read_only,
+                refused: row.refused,
+            };
+            let d = decide(&state);
+            assert_eq!(d.action, row.action, "row {}: {state:?}", row.n);
+            assert_eq!(
+                d.baseline.as_deref(),
+                row.baseline_after,
+                "row {} baseline: {state:?}",
+                row.n
+            );
+            assert_eq!(d.warning, row.warning, "row {} warning: {state:?}", row.n);
+        }
+    }
+
+    #[test]
+    fn a_present_file_always_voids_a_pending_delete() {
+        for row in rows() {
+            let state = PathState {
+                remote: row.remote,
+                local: row.local,
+                baseline: row.baseline,
+                read_only: row.read_only,
+                refused: row.refused,
+            };
+            let d = decide(&state);
+            if row.local.is_some() {
+                assert!(d.clear_pending_delete, "row {}", row.n);
+            }
+            if row.n == 7 || row.n == 8 {
+                assert!(
+                    !d.clear_pending_delete,
+                    "row {} keeps its pending record",
+                    row.n
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn read_only_stores_never_upload_or_delete_remotely() {
+        let shas = [None, Some(A), Some(B), Some(C)];
+        for remote in shas {
+            for local in shas {
+                for baseline in shas {
+                    for refused in shas {
+                        let d = decide(&PathState {
+                            remote,
+                            local,
+                            baseline,
+                            read_only: true,
+                            refused,
+                        });
+                        assert!(
+                            !matches!(
+                                d.action,
+                                Action::Create | Action::Update { .. } | Action::DeleteCandidate
+                            ),
+                            "{remote:?} {local:?} {baseline:?}: {:?}",
+                            d.action
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_agreed_state_is_stable() {
+        // After a sync in which both sides agree, deciding again changes nothing.
+        for sha in [A, B] {
+            let d = decide(&PathState {
+                remote: Some(sha),
+                local: Some(sha),
+                baseline: Some(sha),
+                ..Default::default()
+            });
+            assert_eq!((d.action, d.baseline.as_deref()), (Action::Keep, Some(sha)));
+        }
+    }
+}

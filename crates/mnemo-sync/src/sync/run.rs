@@ -1,0 +1,402 @@
+//! One reconciliation pass: scan, list, decide per path, then upload, pull and delete.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::stream::{self, StreamExt};
+use mnemo_api::{Memory, View};
+
+use super::plan::{Action, PathState, Warning, decide};
+use super::upload::{Upload, UploadOutcome};
+use super::{
+    DELETE_WINDOW, DeletionMode, FETCH_CONCURRENCY, StoreSync, SyncError, UPLOAD_CONCURRENCY,
+    blocking, marker_reason,
+};
+use crate::fs::{LocalFile, MarkerState, RelPath};
+
+/// What one sync changed, for the one-line summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub pulled: usize,
+    pub uploaded: usize,
+    pub removed_locally: usize,
+    pub deleted_remotely: usize,
+    pub conflicts: usize,
+    pub refused: usize,
+    pub failed: usize,
+    /// The folder was re-downloaded (marker/folder gone, or a wipe).
+    pub recovered: bool,
+    /// The folder failed the marker check while holding files: nothing was synced.
+    pub skipped: bool,
+}
+
+impl SyncReport {
+    /// Whether anything changed on either side.
+    pub fn changed(&self) -> bool {
+        self.pulled + self.uploaded + self.removed_locally + self.deleted_remotely > 0
+            || self.recovered
+    }
+}
+
+impl std::fmt::Display for SyncReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pulled {}, uploaded {}, removed locally {}, deleted remotely {}, conflicts {}, refused {}, failed {}",
+            self.pulled,
+            self.uploaded,
+            self.removed_locally,
+            self.deleted_remotely,
+            self.conflicts,
+            self.refused,
+            self.failed
+        )?;
+        if self.recovered {
+            f.write_str(" (re-downloaded)")?;
+        }
+        Ok(())
+    }
+}
+
+/// A fetch scheduled for the content pass.
+struct Pull {
+    rel: RelPath,
+    memory: Memory,
+    expect_local: Option<String>,
+}
+
+/// The per-sync allowance of remote deletions.
+struct DeleteCap {
+    left: usize,
+    held: usize,
+    sent: usize,
+    suppressed: usize,
+}
+
+impl StoreSync {
+    /// One sync. `final_sync` waives the deletion window (the cap still applies) and may run once.
+    /// Failures of single files are logged and retried later; an error means the whole store
+    /// could not be synced this time.
+    pub async fn sync(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
+        if final_sync {
+            if self.final_done {
+                return Err(SyncError::FinalTwice);
+            }
+            self.final_done = true;
+        }
+        let mut report = SyncReport::default();
+        let files = Arc::clone(&self.files);
+        let local = blocking(move || files.scan()).await?;
+        let marker = self.marker().await?;
+        let local = match (marker, local) {
+            (MarkerState::Matches, Ok(local)) => local,
+            (marker, local) => {
+                let local = local.unwrap_or_default();
+                if local.is_empty() {
+                    self.recover("the folder or its marker is gone").await?;
+                    self.save_journal().await;
+                    report.recovered = true;
+                } else {
+                    let reason = marker_reason(marker);
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; leaving the memory store folder as found and not syncing");
+                    report.skipped = true;
+                }
+                return Ok(report);
+            }
+        };
+        let remote = self.list(View::Basic).await?;
+        self.settle(&remote);
+        if local.is_empty() && self.state.baseline.len() > 1 {
+            self.recover("every memory file is gone at once").await?;
+            self.save_journal().await;
+            report.recovered = true;
+            return Ok(report);
+        }
+
+        let paths: BTreeSet<&RelPath> = remote
+            .keys()
+            .chain(local.keys())
+            .chain(self.state.baseline.keys())
+            .collect();
+        let baseline_before = self.state.baseline.len();
+        let mut cap = DeleteCap {
+            left: (baseline_before / 4).clamp(8, 50),
+            held: 0,
+            sent: 0,
+            suppressed: 0,
+        };
+        let mut next: BTreeMap<RelPath, String> = BTreeMap::new();
+        let mut uploads: Vec<Upload> = Vec::new();
+        let mut pulls: Vec<Pull> = Vec::new();
+        let mut candidates: Vec<(RelPath, String, Memory)> = Vec::new();
+
+        for rel in paths {
+            let r = remote.get(rel);
+            let mut local_sha = local.get(rel).map(|f: &LocalFile| f.sha256.clone());
+            loop {
+                let d = decide(&PathState {
+                    remote: r.map(|m| m.content_sha256.as_str()),
+                    local: local_sha.as_deref(),
+                    baseline: self.state.baseline.get(rel).map(String::as_str),
+                    read_only: self.cfg.read_only,
+                    refused: self.state.refused.get(rel).map(String::as_str),
+                });
+                if d.clear_pending_delete {
+                    self.state.pending_deletes.remove(rel);
+                }
+                if let Some(w) = d.warning {
+                    self.log_warning(rel, w);
+                    if w == Warning::BothChanged {
+                        report.conflicts += 1;
+                    }
+                }
+                let keep = |next: &mut BTreeMap<RelPath, String>, b: Option<String>| {
+                    if let Some(b) = b {
+                        next.insert(rel.clone(), b);
+                    }
+                };
+                match d.action {
+                    Action::Keep => keep(&mut next, d.baseline),
+                    Action::Create => uploads.push(Upload {
+                        rel: rel.clone(),
+                        existing: None,
+                        fallback: None,
+                    }),
+                    Action::Update { precondition } => {
+                        let existing = r.expect("an update has a remote memory").clone();
+                        uploads.push(Upload {
+                            rel: rel.clone(),
+                            existing: Some((existing, precondition.clone())),
+                            fallback: Some(precondition),
+                        });
+                    }
+                    Action::Pull { expect_local } => {
+                        keep(&mut next, d.baseline);
+                        let memory = r.expect("a pull has a remote memory").clone();
+                        pulls.push(Pull {
+                            rel: rel.clone(),
+                            memory,
+                            expect_local,
+                        });
+                    }
+                    Action::DeleteCandidate => {
+                        keep(&mut next, d.baseline.clone());
+                        let memory = r.expect("a delete candidate has a remote memory").clone();
+                        candidates.push((
+                            rel.clone(),
+                            d.baseline.expect("a candidate has a baseline"),
+                            memory,
+                        ));
+                    }
+                    Action::RemoveLocal { expect_local } => {
+                        let (files, path) = (Arc::clone(&self.files), rel.clone());
+                        let removed = blocking(
+                            move || -> Result<Option<Option<String>>, crate::fs::FsError> {
+                                if files.remove_if_unchanged(&path, &expect_local)? {
+                                    Ok(None)
+                                } else {
+                                    // Edited since the scan: decide again with the fresh digest.
+                                    Ok(Some(files.hash_now(&path)?))
+                                }
+                            },
+                        )
+                        .await?;
+                        match removed {
+                            Ok(None) => report.removed_locally += 1,
+                            Ok(Some(fresh)) if fresh.is_some() => {
+                                local_sha = fresh;
+                                continue;
+                            }
+                            Ok(Some(_)) => {}
+                            Err(e) => {
+                                tracing::warn!(path = %rel, memory_store_id = %self.cfg.store_id, "failed to remove memory deleted remotely: {e}");
+                                keep(&mut next, d.baseline);
+                                report.failed += 1;
+                            }
+                        }
+                    }
+                }
+                break;
+            }
+        }
+
+        // Uploads, concurrently: each one's outcome sets its path's baseline.
+        for (upload, outcome) in self.run_uploads(uploads).await {
+            self.apply_upload(&upload, outcome, &mut next, &mut report);
+        }
+
+        // Corroborated deletions, in path order, within the cap.
+        for (rel, base, memory) in candidates {
+            if self
+                .corroborated_delete(&rel, &base, &memory, final_sync, &mut cap)
+                .await
+            {
+                next.remove(&rel);
+                report.deleted_remotely += 1;
+            }
+        }
+        if cap.suppressed > 0 {
+            tracing::debug!(memory_store_id = %self.cfg.store_id, count = cap.suppressed, "local deletions not propagated (deletions disabled)");
+        }
+        if cap.held > 0 {
+            let verb = if self.cfg.deletions == DeletionMode::LogOnly {
+                "would send"
+            } else {
+                "sent"
+            };
+            tracing::warn!(memory_store_id = %self.cfg.store_id, "delete cap reached: {verb} {} deletes, held {} for later syncs", cap.sent, cap.held);
+        }
+
+        self.state.baseline = next;
+        self.content_pass(pulls, &mut report).await;
+        self.save_journal().await;
+        Ok(report)
+    }
+
+    /// An upload whose answer never arrived may have landed: if the listing shows exactly the
+    /// bytes sent, adopt them. Then forget every unsettled send.
+    pub(crate) fn settle(&mut self, remote: &BTreeMap<RelPath, Memory>) {
+        for (rel, sent) in self.state.unsettled.drain() {
+            if remote.get(&rel).is_some_and(|m| m.content_sha256 == sent) {
+                self.state.baseline.insert(rel, sent);
+            }
+        }
+    }
+
+    fn log_warning(&self, rel: &RelPath, w: Warning) {
+        if w == Warning::RecreatingDeletedRemotely {
+            tracing::info!(path = %rel, memory_store_id = %self.cfg.store_id, "{}", w.message());
+        } else {
+            tracing::warn!(path = %rel, memory_store_id = %self.cfg.store_id, "{}", w.message());
+        }
+    }
+
+    /// Fetches and writes what the table decided to pull, [`FETCH_CONCURRENCY`] at a time. A
+    /// write happens only if the file still holds what the scan saw; otherwise it waits for the
+    /// next sync.
+    async fn content_pass(&mut self, pulls: Vec<Pull>, report: &mut SyncReport) {
+        let client = &self.client;
+        let store = &self.cfg.store_id;
+        let files = &self.files;
+        let results: Vec<(RelPath, Option<String>)> = stream::iter(pulls)
+            .map(|pull| async move {
+                let fetched = match client.get_memory(store, &pull.memory.id, Some(View::Full)).await {
+                    Ok(m) => m,
+                    Err(e) if e.is_not_found() => return (pull.rel, None),
+                    Err(e) => {
+                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to fetch memory content: {e}");
+                        return (pull.rel, None);
+                    }
+                };
+                let (files, rel) = (Arc::clone(files), pull.rel.clone());
+                let content = fetched.content.unwrap_or_default();
+                let written = blocking(move || files.write_if_unchanged(&rel, pull.expect_local.as_deref(), content.as_bytes())).await;
+                match written {
+                    Ok(Ok(true)) => (pull.rel, Some(fetched.content_sha256)),
+                    Ok(Ok(false)) => {
+                        tracing::debug!(path = %pull.rel, memory_store_id = %store, "file changed during the sync; pulling it next time");
+                        (pull.rel, None)
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to write memory: {e}");
+                        (pull.rel, None)
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to write memory: {e}");
+                        (pull.rel, None)
+                    }
+                }
+            })
+            .buffer_unordered(FETCH_CONCURRENCY)
+            .collect()
+            .await;
+        for (rel, sha) in results {
+            if let Some(sha) = sha {
+                self.state.baseline.insert(rel, sha);
+                report.pulled += 1;
+            }
+        }
+    }
+
+    /// The deletion discipline of a row-7 candidate. Returns whether the remote memory is gone.
+    async fn corroborated_delete(
+        &mut self,
+        rel: &RelPath,
+        base: &str,
+        memory: &Memory,
+        final_sync: bool,
+        cap: &mut DeleteCap,
+    ) -> bool {
+        let store = self.cfg.store_id.clone();
+        if self.cfg.deletions == DeletionMode::Disabled {
+            cap.suppressed += 1;
+            return false;
+        }
+        let first_missing = *self
+            .state
+            .pending_deletes
+            .entry(rel.clone())
+            .or_insert_with(Instant::now);
+        if !final_sync && first_missing.elapsed() < DELETE_WINDOW {
+            return false;
+        }
+        // Re-check now: the marker still matches and the file is still gone.
+        let (files, path, id) = (Arc::clone(&self.files), rel.clone(), store.to_string());
+        let recheck = blocking(move || (files.check_marker(&id), files.hash_now(&path))).await;
+        match recheck {
+            Ok((MarkerState::Matches, Ok(None))) => {}
+            Ok((MarkerState::Matches, Ok(Some(_)))) => {
+                self.state.pending_deletes.remove(rel);
+                return false;
+            }
+            _ => return false,
+        }
+        if cap.left == 0 {
+            cap.held += 1;
+            return false;
+        }
+        cap.left -= 1;
+        cap.sent += 1;
+        if self.cfg.deletions == DeletionMode::LogOnly {
+            tracing::info!(path = %rel, memory_store_id = %store, "log-only: sync would delete this memory on the server");
+            return false;
+        }
+        match self
+            .client
+            .delete_memory(&store, &memory.id, Some(base))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) if matches!(e.status(), Some(409 | 412)) => {
+                tracing::warn!(path = %rel, memory_store_id = %store, "memory deleted locally but changed remotely; keeping the remote version");
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(path = %rel, memory_store_id = %store, "failed to delete memory: {e}");
+                return false;
+            }
+        }
+        tracing::info!(path = %rel, memory_store_id = %store, "propagated local deletion");
+        self.state.pending_deletes.remove(rel);
+        true
+    }
+
+    /// Runs uploads [`UPLOAD_CONCURRENCY`] at a time.
+    pub(crate) async fn run_uploads(
+        &mut self,
+        uploads: Vec<Upload>,
+    ) -> Vec<(Upload, UploadOutcome)> {
+        let this = &*self;
+        let results: Vec<_> = stream::iter(uploads)
+            .map(|u| async move {
+                let outcome = this.upload(&u).await;
+                (u, outcome)
+            })
+            .buffer_unordered(UPLOAD_CONCURRENCY)
+            .collect()
+            .await;
+        results
+    }
+}

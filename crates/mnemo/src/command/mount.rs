@@ -1,0 +1,187 @@
+//! `mnemo mount`: one memory store as a local folder, kept in sync until a signal.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use mnemo_api::MemoryStoreId;
+use mnemo_client::Client;
+use mnemo_sync::{DeletionMode, StoreConfig, StoreSync};
+use tokio::time::MissedTickBehavior;
+
+use super::signals::Signals;
+
+/// The bound on the final sync and on the flush.
+const TEARDOWN_BOUND: Duration = Duration::from_secs(30);
+/// The reference worker's default sync interval.
+const DEFAULT_INTERVAL: &str = "15";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum Deletions {
+    Enabled,
+    LogOnly,
+    Disabled,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Mount {
+    /// The memory store to mount (`memstore_…`).
+    store_id: MemoryStoreId,
+
+    /// The folder to create; it must not exist yet.
+    dir: PathBuf,
+
+    /// API base URL (`mnemo serve` or the hosted API).
+    #[arg(
+        long,
+        env = "ANTHROPIC_BASE_URL",
+        default_value = "https://api.anthropic.com"
+    )]
+    base_url: String,
+
+    /// API key.
+    #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
+    api_key: String,
+
+    /// Seconds between syncs (at least 5).
+    #[arg(long, default_value = DEFAULT_INTERVAL, value_parser = parse_interval)]
+    interval: Duration,
+
+    /// Whether local deletions reach the server.
+    #[arg(long, value_enum, default_value_t = Deletions::Enabled)]
+    deletions: Deletions,
+
+    /// Pull changes but never push.
+    #[arg(long)]
+    read_only: bool,
+
+    /// Leave the folder (and its journal) in place on exit.
+    #[arg(long)]
+    keep: bool,
+
+    /// Take over DIR as left by a mount that was killed, using the journal beside it: edits
+    /// made meanwhile are uploaded, nothing is re-downloaded over them.
+    #[arg(long)]
+    resume: bool,
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    // NaN is not finite, so it is refused too.
+    if !secs.is_finite() || secs < 5.0 {
+        return Err(format!(
+            "the sync interval must be at least 5 seconds (got {s})"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl Mount {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        let root = std::path::absolute(&self.dir)
+            .with_context(|| format!("resolve {}", self.dir.display()))?;
+        let client = Client::new(&self.base_url, &self.api_key)?;
+        let cfg = StoreConfig {
+            store_id: self.store_id.clone(),
+            root,
+            read_only: self.read_only,
+            journal: true,
+            deletions: match self.deletions {
+                Deletions::Enabled => DeletionMode::Enabled,
+                Deletions::LogOnly => DeletionMode::LogOnly,
+                Deletions::Disabled => DeletionMode::Disabled,
+            },
+        };
+        let mut signals = Signals::install()?;
+        let started = std::time::Instant::now();
+        let resume = self.resume;
+        let open = async move {
+            if resume {
+                let mut engine = StoreSync::resume(client, cfg).await?;
+                let report = engine.sync(false).await?;
+                tracing::info!(memory_store_id = %engine.store_id(), "resumed: {report}");
+                Ok::<_, anyhow::Error>(engine)
+            } else {
+                Ok(StoreSync::mount(client, cfg).await?)
+            }
+        };
+        let mut engine = tokio::select! {
+            opened = open => opened?,
+            () = signals.next() => anyhow::bail!("interrupted during the initial download"),
+        };
+        tracing::info!(
+            memory_store_id = %engine.store_id(),
+            root = %engine.root().display(),
+            memories = engine.baseline_len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "mounted memory store"
+        );
+
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => match engine.sync(false).await {
+                    Ok(report) if report.changed() => tracing::info!(memory_store_id = %engine.store_id(), "synced: {report}"),
+                    Ok(_) => tracing::debug!(memory_store_id = %engine.store_id(), "synced: no changes"),
+                    Err(e) => tracing::warn!(memory_store_id = %engine.store_id(), "memory sync failed: {e}"),
+                },
+                () = signals.next() => break,
+            }
+        }
+
+        // A second signal from here on aborts at once.
+        signals.abort_on_next();
+        tracing::info!(memory_store_id = %engine.store_id(), "stopping: final sync, flush, then cleanup");
+        match tokio::time::timeout(TEARDOWN_BOUND, engine.sync(true)).await {
+            Ok(Ok(report)) => {
+                tracing::info!(memory_store_id = %engine.store_id(), "final sync: {report}")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(memory_store_id = %engine.store_id(), "final memory sync failed: {e}")
+            }
+            Err(_) => {
+                tracing::warn!(memory_store_id = %engine.store_id(), "final memory sync cut off after 30s; the flush that follows still uploads changed files")
+            }
+        }
+        match tokio::time::timeout(TEARDOWN_BOUND, engine.flush()).await {
+            Ok(Ok(report)) if report.uploaded > 0 => {
+                tracing::info!(memory_store_id = %engine.store_id(), "flush: {report}")
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(memory_store_id = %engine.store_id(), "memory flush failed: {e}")
+            }
+            Err(_) => {
+                tracing::warn!(memory_store_id = %engine.store_id(), "memory flush cut off after 30s; changed files it had not uploaded yet are not saved")
+            }
+        }
+        if self.keep {
+            tracing::info!(root = %engine.root().display(), "keeping the folder (--keep)");
+        } else {
+            engine.dispose().await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_below_five_seconds_or_nan_are_refused() {
+        assert_eq!(parse_interval("15").unwrap(), Duration::from_secs(15));
+        assert_eq!(parse_interval("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_interval("7.5").unwrap(), Duration::from_millis(7500));
+        for bad in ["4.99", "0", "-1", "NaN", "nan", "inf", "soon", ""] {
+            assert!(parse_interval(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Shared helpers of the binary's end-to-end tests: real `mnemo` processes on 127.0.0.1.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const KEY: &str = "sk-e2e-key";
+
+/// A `mnemo serve` process with its own database, killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Server {
+    /// Starts the binary and waits for its `listening on` line.
+    pub fn start(db: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
+            .arg(format!("sqlite://{}", db.display()))
+            .args(extra)
+            .env_remove("MNEMO_API_KEY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mnemo serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, base }
+    }
+
+    /// A server accepting [`KEY`].
+    pub fn with_key(dir: &Path) -> Self {
+        Self::start(&dir.join("db.sqlite"), &["--api-key", KEY])
+    }
+
+    pub fn client(&self) -> mnemo_client::Client {
+        mnemo_client::Client::new(&self.base, KEY)
+            .unwrap()
+            .with_max_retries(0)
+    }
+
+    pub fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    }
+
+    pub fn signal(&self, sig: &str) {
+        signal(&self.child, sig);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn signal(child: &Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The `mnemo` binary.
+pub fn mnemo() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    cmd.env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env("RUST_LOG", "info,mnemo_sync=debug");
+    cmd
+}
+
+/// Polls `cond` every 50 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Async flavour of [`wait_until`].
+pub async fn wait_until_async<F, Fut>(timeout: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,415 @@
+//! End-to-end tests of `mnemo mount` against a real `mnemo serve`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use mnemo_api::{CreateMemoryStore, MemoryStoreId, UpdateMemory, View};
+use mnemo_client::Client;
+
+use common::{KEY, Server, mnemo, signal, wait_until, wait_until_async};
+
+const MARKER: &str = ".anthropic-memory-store";
+
+/// Starts `mnemo mount` and waits until the download finished (the marker appears).
+fn mount(server: &Server, store: &MemoryStoreId, dir: &Path, extra: &[&str]) -> Child {
+    let child = mnemo()
+        .args(["mount", store.as_str()])
+        .arg(dir)
+        .args(["--base-url", &server.base, "--api-key", KEY])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || dir.join(MARKER).exists()),
+        "the mount never finished downloading"
+    );
+    child
+}
+
+fn finish(mut child: Child, sig: &str) -> (bool, String) {
+    signal(&child, sig);
+    child.wait_with_output_stderr()
+}
+
+trait WaitStderr {
+    fn wait_with_output_stderr(&mut self) -> (bool, String);
+}
+
+impl WaitStderr for Child {
+    fn wait_with_output_stderr(&mut self) -> (bool, String) {
+        use std::io::Read;
+        let mut err = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            e.read_to_string(&mut err).unwrap();
+        }
+        (self.wait().unwrap().success(), err)
+    }
+}
+
+async fn remote_files(client: &Client, store: &MemoryStoreId) -> BTreeMap<String, String> {
+    client
+        .list_all_memories(store, View::Full)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.path, m.content.unwrap_or_default()))
+        .collect()
+}
+
+async fn new_store(client: &Client, memories: &[(&str, &str)]) -> MemoryStoreId {
+    let store = client
+        .create_memory_store(&CreateMemoryStore {
+            name: "e2e".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for (path, content) in memories {
+        client
+            .create_memory(&store.id, path, content, None)
+            .await
+            .unwrap();
+    }
+    store.id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn download_edit_and_teardown_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(
+        &client,
+        &[
+            ("/notes/todo.md", "- ship\n"),
+            ("/prefs.md", "vim"),
+            ("/gone.md", "bye"),
+            ("/ünï/cödé.md", "ok"),
+        ],
+    )
+    .await;
+    let dir = tmp.path().join("mnt/prefs");
+    let child = mount(&server, &store, &dir, &[]);
+
+    // Downloaded: contents, marker, modes.
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes/todo.md")).unwrap(),
+        "- ship\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ünï/cödé.md")).unwrap(),
+        "ok"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(MARKER)).unwrap(),
+        format!("version 1\n{store}")
+    );
+    assert_eq!(
+        std::fs::metadata(dir.join("prefs.md"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(dir.join("notes"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+
+    // Local edits of every kind, plus files that must never be uploaded.
+    std::fs::write(dir.join("prefs.md"), "emacs").unwrap();
+    std::fs::write(dir.join("notes/new.md"), "fresh").unwrap();
+    std::fs::remove_file(dir.join("gone.md")).unwrap();
+    std::fs::write(tmp.path().join("secret.txt"), "TOP SECRET").unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("secret.txt"), dir.join("link.md")).unwrap();
+    std::fs::write(dir.join("big.md"), "x".repeat(102_401)).unwrap();
+    std::fs::write(dir.join("binary.md"), [0xff, 0xfe, 0x00, 0x80]).unwrap();
+
+    let (ok, log) = finish(child, "-TERM");
+    assert!(ok, "SIGTERM ends cleanly: {log}");
+    assert!(!dir.exists(), "the folder is removed on exit");
+
+    let remote = remote_files(&client, &store).await;
+    let want: BTreeMap<String, String> = [
+        ("/notes/todo.md", "- ship\n"),
+        ("/notes/new.md", "fresh"),
+        ("/prefs.md", "emacs"),
+        ("/ünï/cödé.md", "ok"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect();
+    assert_eq!(remote, want, "log:\n{log}");
+    assert!(!log.contains("TOP SECRET"));
+    assert!(
+        log.contains("big.md") && log.contains("binary.md"),
+        "refusals are logged: {log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_sync_pulls_remote_changes_and_pushes_local_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[("/a.md", "one")]).await;
+    let dir = tmp.path().join("store");
+    let child = mount(&server, &store, &dir, &["--interval", "5"]);
+
+    let a = client
+        .list_all_memories(&store, View::Basic)
+        .await
+        .unwrap()
+        .remove(0);
+    client
+        .update_memory(
+            &store,
+            &a.id,
+            &UpdateMemory {
+                content: Some("two".into()),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    client
+        .create_memory(&store, "/b/new.md", "remote", None)
+        .await
+        .unwrap();
+    std::fs::write(dir.join("local.md"), "mine").unwrap();
+
+    assert!(
+        wait_until(Duration::from_secs(30), || std::fs::read_to_string(
+            dir.join("a.md")
+        )
+        .is_ok_and(|s| s == "two")
+            && std::fs::read_to_string(dir.join("b/new.md"))
+                .is_ok_and(|s| s == "remote")),
+        "remote changes arrive"
+    );
+    let pushed = wait_until_async(Duration::from_secs(30), || async {
+        remote_files(&client, &store)
+            .await
+            .get("/local.md")
+            .is_some_and(|c| c == "mine")
+    })
+    .await;
+    assert!(pushed, "local files are uploaded");
+    let (ok, _) = finish(child, "-INT");
+    assert!(ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mounts_pull_but_never_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[("/a.md", "one"), ("/b.md", "two")]).await;
+    let dir = tmp.path().join("ro");
+    let child = mount(&server, &store, &dir, &["--read-only"]);
+    std::fs::write(dir.join("a.md"), "edited").unwrap();
+    std::fs::write(dir.join("c.md"), "new").unwrap();
+    std::fs::remove_file(dir.join("b.md")).unwrap();
+    let (ok, log) = finish(child, "-TERM");
+    assert!(ok, "{log}");
+    let remote = remote_files(&client, &store).await;
+    assert_eq!(remote.len(), 2);
+    assert_eq!(remote["/a.md"], "one");
+    assert_eq!(remote["/b.md"], "two");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_whose_marker_is_gone_is_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[("/a.md", "one"), ("/b.md", "two")]).await;
+    let dir = tmp.path().join("m");
+    let child = mount(&server, &store, &dir, &[]);
+    std::fs::remove_file(dir.join(MARKER)).unwrap();
+    std::fs::write(dir.join("a.md"), "changed without a marker").unwrap();
+    std::fs::remove_file(dir.join("b.md")).unwrap();
+    let (ok, log) = finish(child, "-TERM");
+    assert!(ok, "{log}");
+    assert!(log.contains("the marker file is gone"), "{log}");
+    assert!(
+        dir.join("a.md").exists(),
+        "a folder failing the marker check is kept on disk"
+    );
+    let remote = remote_files(&client, &store).await;
+    assert_eq!(
+        (remote["/a.md"].as_str(), remote["/b.md"].as_str()),
+        ("one", "two"),
+        "nothing was synced"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_wipe_never_propagates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[("/a.md", "one"), ("/b/c.md", "two")]).await;
+    let dir = tmp.path().join("wipe");
+    let child = mount(&server, &store, &dir, &["--keep"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (ok, log) = finish(child, "-TERM");
+    assert!(ok, "{log}");
+    assert_eq!(remote_files(&client, &store).await.len(), 2, "{log}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b/c.md")).unwrap(),
+        "two",
+        "re-downloaded and kept (--keep)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_kill_9_uploads_edits_made_while_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[("/a.md", "one"), ("/b.md", "two")]).await;
+    let dir = tmp.path().join("crash");
+    let mut child = mount(&server, &store, &dir, &[]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // While nothing runs: edit a file; meanwhile the store changes another one.
+    std::fs::write(dir.join("a.md"), "edited while down").unwrap();
+    let b = client
+        .list_all_memories(&store, View::Basic)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|m| m.path == "/b.md")
+        .unwrap();
+    client
+        .update_memory(
+            &store,
+            &b.id,
+            &UpdateMemory {
+                content: Some("remote".into()),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+
+    // A plain mount refuses the leftover folder with the documented message.
+    let refused = mnemo()
+        .args(["mount", store.as_str()])
+        .arg(&dir)
+        .args(["--base-url", &server.base, "--api-key", KEY])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("something already exists at the memory store's path")
+    );
+
+    let child = mnemo()
+        .args(["mount", store.as_str()])
+        .arg(&dir)
+        .args(["--base-url", &server.base, "--api-key", KEY, "--resume"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pulled = wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(dir.join("b.md")).is_ok_and(|s| s == "remote")
+    });
+    let (ok, log) = finish(child, "-TERM");
+    assert!(pulled && ok, "{log}");
+    let remote = remote_files(&client, &store).await;
+    assert_eq!(remote["/a.md"], "edited while down", "{log}");
+    assert_eq!(remote["/b.md"], "remote");
+    assert!(!dir.exists());
+
+    // A folder without its journal is refused by --resume.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(MARKER), format!("version 1\n{store}")).unwrap();
+    let out = mnemo()
+        .args(["mount", store.as_str()])
+        .arg(&dir)
+        .args(["--base-url", &server.base, "--api-key", KEY, "--resume"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot resume"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn bad_invocations_fail_with_the_documented_messages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[]).await;
+    let run_as = |dir: &Path, key: &str, extra: &[&str]| {
+        let out = mnemo()
+            .args(["mount", store.as_str()])
+            .arg(dir)
+            .args(["--base-url", &server.base, "--api-key", key])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let run = |dir: &Path, extra: &[&str]| run_as(dir, KEY, extra);
+    let existing = tmp.path().join("exists");
+    std::fs::create_dir(&existing).unwrap();
+    let (ok, err) = run(&existing, &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("something already exists at the memory store's path")
+            && err.contains("it must not exist when the session starts"),
+        "{err}"
+    );
+
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let (ok, err) = run(&file.join("below"), &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot create the memory store's folder"),
+        "{err}"
+    );
+
+    for bad in ["4", "NaN"] {
+        let (ok, err) = run(&tmp.path().join("x"), &["--interval", bad]);
+        assert!(!ok && err.contains("at least 5 seconds"), "{err}");
+    }
+    let (ok, err) = run_as(&tmp.path().join("y"), "sk-wrong-key", &[]);
+    assert!(
+        !ok && err.contains("failed to download memory store"),
+        "{err}"
+    );
+    assert!(
+        !tmp.path().join("y").exists(),
+        "a failed download leaves no folder"
+    );
+    assert!(
+        !err.contains("sk-wrong-key"),
+        "the key is not echoed: {err}"
+    );
+}
