@@ -55,6 +55,23 @@ pub struct StoreConfig {
     pub deletions: DeletionMode,
     /// Keep a durable journal beside the folder so `resume` works after a crash.
     pub journal: bool,
+    /// How long a file must stay missing before its deletion reaches the server
+    /// ([`DELETE_WINDOW`] unless a test needs otherwise).
+    pub delete_window: Duration,
+}
+
+impl StoreConfig {
+    /// A read-write store with deletions enabled, a journal and the standard window.
+    pub fn new(store_id: MemoryStoreId, root: impl Into<PathBuf>) -> Self {
+        Self {
+            store_id,
+            root: root.into(),
+            read_only: false,
+            deletions: DeletionMode::Enabled,
+            journal: true,
+            delete_window: DELETE_WINDOW,
+        }
+    }
 }
 
 /// Why a store could not be mounted. The messages are the documented ones operators search for.

@@ -338,7 +338,7 @@ impl StoreSync {
             .pending_deletes
             .entry(rel.clone())
             .or_insert_with(Instant::now);
-        if !final_sync && first_missing.elapsed() < DELETE_WINDOW {
+        if !final_sync && first_missing.elapsed() < self.cfg.delete_window {
             return false;
         }
         // Re-check now: the marker still matches and the file is still gone.

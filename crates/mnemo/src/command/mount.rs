@@ -87,15 +87,13 @@ impl Mount {
             .with_context(|| format!("resolve {}", self.dir.display()))?;
         let client = Client::new(&self.base_url, &self.api_key)?;
         let cfg = StoreConfig {
-            store_id: self.store_id.clone(),
-            root,
             read_only: self.read_only,
-            journal: true,
             deletions: match self.deletions {
                 Deletions::Enabled => DeletionMode::Enabled,
                 Deletions::LogOnly => DeletionMode::LogOnly,
                 Deletions::Disabled => DeletionMode::Disabled,
             },
+            ..StoreConfig::new(self.store_id.clone(), root)
         };
         let mut signals = Signals::install()?;
         let started = std::time::Instant::now();
