@@ -10,8 +10,8 @@ use mnemo_api::{Memory, View};
 use super::plan::{Action, PathState, Warning, decide};
 use super::upload::{Upload, UploadOutcome};
 use super::{
-    DELETE_WINDOW, DeletionMode, FETCH_CONCURRENCY, StoreSync, SyncError, UPLOAD_CONCURRENCY,
-    blocking, marker_reason,
+    DeletionMode, FETCH_CONCURRENCY, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking,
+    marker_reason,
 };
 use crate::fs::{LocalFile, MarkerState, RelPath};
 
