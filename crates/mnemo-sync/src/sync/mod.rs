@@ -10,6 +10,7 @@ pub mod journal;
 pub mod plan;
 mod run;
 mod upload;
+mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -33,6 +34,10 @@ pub const UPLOAD_CONCURRENCY: usize = 32;
 pub const BASIC_PAGE: u32 = 100;
 /// Memories per page of a listing with content.
 pub const FULL_PAGE: u32 = 20;
+/// With a watcher, the tree is still walked in full at least every this many syncs…
+pub const FULL_WALK_EVERY: u32 = 20;
+/// …and whenever the last full walk is older than this.
+pub const FULL_WALK_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// What a sync does with local deletions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,6 +63,8 @@ pub struct StoreConfig {
     /// How long a file must stay missing before its deletion reaches the server
     /// ([`DELETE_WINDOW`] unless a test needs otherwise).
     pub delete_window: Duration,
+    /// Use a filesystem watcher so syncs only re-read changed paths.
+    pub watch: bool,
 }
 
 impl StoreConfig {
@@ -70,6 +77,7 @@ impl StoreConfig {
             deletions: DeletionMode::Enabled,
             journal: true,
             delete_window: DELETE_WINDOW,
+            watch: true,
         }
     }
 }
@@ -142,6 +150,12 @@ pub struct StoreSync {
     state: State,
     final_done: bool,
     on_progress: Option<ProgressFn>,
+    /// Change hints, when the config asks for them and the platform provides them.
+    watch: Option<watch::Watch>,
+    /// The local files as of the last sync, patched with the watcher's hints.
+    last_local: Option<BTreeMap<RelPath, crate::fs::LocalFile>>,
+    syncs_since_walk: u32,
+    last_walk: Instant,
 }
 
 impl std::fmt::Debug for StoreSync {
@@ -189,15 +203,7 @@ impl StoreSync {
                 source,
             });
         }
-        let mut engine = Self {
-            client,
-            cfg,
-            files,
-            created_root: true,
-            state: State::default(),
-            final_done: false,
-            on_progress,
-        };
+        let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
         if let Err(source) = engine.stamp_and_pull().await {
             let store = engine.cfg.store_id.clone();
             engine.dispose().await;
@@ -229,15 +235,30 @@ impl StoreSync {
         let state =
             journal::load(&cfg.root, cfg.store_id.as_str()).map_err(|e| refuse(e.to_string()))?;
         tracing::info!(memory_store_id = %cfg.store_id, root = %cfg.root.display(), paths = state.baseline.len(), "resuming from the journal");
-        Ok(Self {
+        Ok(Self::build(client, cfg, files, state, None))
+    }
+
+    /// An engine over a folder it owns (created by it, or resumed from its journal).
+    fn build(
+        client: Client,
+        cfg: StoreConfig,
+        files: Arc<FileStore>,
+        state: State,
+        on_progress: Option<ProgressFn>,
+    ) -> Self {
+        Self {
             client,
             cfg,
             files,
             created_root: true,
             state,
             final_done: false,
-            on_progress: None,
-        })
+            on_progress,
+            watch: None,
+            last_local: None,
+            syncs_since_walk: 0,
+            last_walk: Instant::now(),
+        }
     }
 
     /// Persists the state beside the folder; a failure is logged, never fatal.
@@ -278,6 +299,7 @@ impl StoreSync {
     /// fetched while the previous page is being written.
     async fn stamp_and_pull(&mut self) -> Result<usize, SyncError> {
         self.state = State::default();
+        self.last_local = None;
         let files = Arc::clone(&self.files);
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;

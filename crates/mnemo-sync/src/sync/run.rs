@@ -29,6 +29,8 @@ pub struct SyncReport {
     pub recovered: bool,
     /// The folder failed the marker check while holding files: nothing was synced.
     pub skipped: bool,
+    /// The whole tree was walked and hashed (rather than only the paths the watcher flagged).
+    pub walked: bool,
 }
 
 impl SyncReport {
@@ -86,11 +88,14 @@ impl StoreSync {
             self.final_done = true;
         }
         let mut report = SyncReport::default();
-        let files = Arc::clone(&self.files);
-        let local = blocking(move || files.scan()).await?;
+        let (local, walked) = self.local_files(final_sync).await?;
+        report.walked = walked;
         let marker = self.marker().await?;
         let local = match (marker, local) {
-            (MarkerState::Matches, Ok(local)) => local,
+            (MarkerState::Matches, Ok(local)) => {
+                self.last_local = Some(local.clone());
+                local
+            }
             (marker, local) => {
                 let local = local.unwrap_or_default();
                 if local.is_empty() {
@@ -252,6 +257,80 @@ impl StoreSync {
         self.content_pass(pulls, &mut report).await;
         self.save_journal().await;
         Ok(report)
+    }
+
+    /// The local files: patched from the watcher's hints when they can be trusted, else a full
+    /// walk (which also restarts the watcher, first, so no change slips between the two).
+    async fn local_files(
+        &mut self,
+        force_walk: bool,
+    ) -> Result<
+        (
+            Result<BTreeMap<RelPath, LocalFile>, crate::fs::FsError>,
+            bool,
+        ),
+        SyncError,
+    > {
+        let fresh_enough = self.syncs_since_walk < super::FULL_WALK_EVERY
+            && self.last_walk.elapsed() < super::FULL_WALK_MAX_AGE;
+        if let (false, true, Some(watch), Some(previous)) =
+            (force_walk, fresh_enough, &self.watch, &self.last_local)
+            && let super::watch::Changes::Paths(paths) = watch.take()
+        {
+            let (files, mut local) = (Arc::clone(&self.files), previous.clone());
+            let patched = blocking(move || {
+                for rel in paths {
+                    match files.hash_now(&rel) {
+                        Ok(Some(sha256)) => {
+                            let size = std::fs::symlink_metadata(files.root().join(rel.as_str()))
+                                .map_or(0, |m| m.len());
+                            local.insert(rel, LocalFile { sha256, size });
+                        }
+                        Ok(None) => {
+                            // A vanished directory takes its files with it: walk.
+                            let below = format!("{rel}/");
+                            if local.keys().any(|k| k.as_str().starts_with(&below)) {
+                                return None;
+                            }
+                            local.remove(&rel);
+                        }
+                        Err(e) if e.is_refusal() => {
+                            // A new directory may hold files created before it was watched.
+                            if files
+                                .root()
+                                .join(rel.as_str())
+                                .symlink_metadata()
+                                .is_ok_and(|m| m.is_dir())
+                            {
+                                return None;
+                            }
+                            local.remove(&rel);
+                        }
+                        Err(_) => return None,
+                    }
+                }
+                Some(local)
+            })
+            .await?;
+            if let Some(local) = patched {
+                self.syncs_since_walk += 1;
+                return Ok((Ok(local), false));
+            }
+        }
+        if self.cfg.watch && self.files.root_exists() {
+            self.watch = match super::watch::Watch::start(&self.cfg.root) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::debug!(memory_store_id = %self.cfg.store_id, "no filesystem watch, walking every sync: {e}");
+                    None
+                }
+            };
+        }
+        let files = Arc::clone(&self.files);
+        let local = blocking(move || files.scan()).await?;
+        self.syncs_since_walk = 0;
+        self.last_walk = Instant::now();
+        Ok((local, true))
     }
 
     /// An upload whose answer never arrived may have landed: if the listing shows exactly the

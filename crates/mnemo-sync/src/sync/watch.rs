@@ -1,0 +1,188 @@
+//! Change hints from the filesystem, so a sync with no local change neither walks nor hashes
+//! the tree.
+//!
+//! The watcher (inotify through `notify`) only ever *narrows* what a sync re-reads: it records
+//! which paths changed. Anything it cannot vouch for — a queue overflow, a watcher error, an
+//! event on the root or on a directory — asks for a full walk, and the engine walks the whole
+//! tree anyway every few syncs as a safety net.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+
+use crate::fs::{MARKER_NAME, RelPath};
+
+/// What changed since the last [`Watch::take`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Changes {
+    /// Walk everything: the hints are incomplete.
+    Rescan,
+    /// Only these paths (files or directories) may have changed.
+    Paths(BTreeSet<RelPath>),
+}
+
+#[derive(Debug, Default)]
+struct Dirty {
+    paths: BTreeSet<RelPath>,
+    rescan: bool,
+}
+
+impl Dirty {
+    fn record(&mut self, root: &Path, event: notify::Result<notify::Event>) {
+        let event = match event {
+            Ok(event) if !event.need_rescan() => event,
+            _ => {
+                self.rescan = true;
+                return;
+            }
+        };
+        // Opening and reading (our own scans included) change nothing; a close after writing does.
+        if let EventKind::Access(kind) = event.kind
+            && kind != AccessKind::Close(AccessMode::Write)
+        {
+            return;
+        }
+        for path in &event.paths {
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            if rel.as_os_str().is_empty() {
+                // The root itself changed (removed, renamed, re-created).
+                self.rescan = true;
+                continue;
+            }
+            if rel == Path::new(MARKER_NAME) {
+                continue; // checked on every sync anyway
+            }
+            // Names a scan skips anyway (not UTF-8, …) are not worth a walk.
+            if let Some(Ok(rel)) = rel.to_str().map(RelPath::parse) {
+                self.paths.insert(rel);
+            }
+        }
+    }
+}
+
+/// A recursive watch on one store folder.
+pub(crate) struct Watch {
+    _watcher: RecommendedWatcher,
+    dirty: Arc<Mutex<Dirty>>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch").finish_non_exhaustive()
+    }
+}
+
+impl Watch {
+    /// Starts watching `root` and everything below it.
+    pub(crate) fn start(root: &Path) -> notify::Result<Self> {
+        let dirty = Arc::new(Mutex::new(Dirty::default()));
+        let sink = Arc::clone(&dirty);
+        let base: PathBuf = root.to_owned();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            sink.lock()
+                .expect("watch state poisoned")
+                .record(&base, event);
+        })?;
+        watcher.watch(root, RecursiveMode::Recursive)?;
+        Ok(Self {
+            _watcher: watcher,
+            dirty,
+        })
+    }
+
+    /// Hands over what changed since the last call.
+    pub(crate) fn take(&self) -> Changes {
+        let mut dirty = self.dirty.lock().expect("watch state poisoned");
+        let taken = std::mem::take(&mut *dirty);
+        if taken.rescan {
+            Changes::Rescan
+        } else {
+            Changes::Paths(taken.paths)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, Flag};
+
+    fn event(paths: &[&str]) -> notify::Result<notify::Event> {
+        let mut e = notify::Event::new(EventKind::Create(CreateKind::File));
+        for p in paths {
+            e = e.add_path(PathBuf::from(p));
+        }
+        Ok(e)
+    }
+
+    #[test]
+    fn events_become_relative_paths_and_anything_doubtful_a_rescan() {
+        let root = Path::new("/mnt/memory/prefs");
+        let mut d = Dirty::default();
+        d.record(
+            root,
+            event(&[
+                "/mnt/memory/prefs/a.md",
+                "/mnt/memory/prefs/d/b.md",
+                "/elsewhere/x",
+            ]),
+        );
+        d.record(root, event(&["/mnt/memory/prefs/.anthropic-memory-store"]));
+        assert!(!d.rescan);
+        let got: Vec<_> = d.paths.iter().map(RelPath::as_str).collect();
+        assert_eq!(got, ["a.md", "d/b.md"]);
+
+        let mut overflow = Dirty::default();
+        overflow.record(
+            root,
+            Ok(notify::Event::new(EventKind::Other).set_flag(Flag::Rescan)),
+        );
+        assert!(overflow.rescan);
+        let mut failed = Dirty::default();
+        failed.record(root, Err(notify::Error::generic("boom")));
+        assert!(failed.rescan);
+        let mut on_root = Dirty::default();
+        on_root.record(root, event(&["/mnt/memory/prefs"]));
+        assert!(on_root.rescan);
+
+        let mut reads = Dirty::default();
+        let open = notify::Event::new(EventKind::Access(AccessKind::Open(AccessMode::Read)))
+            .add_path(PathBuf::from("/mnt/memory/prefs/d"));
+        reads.record(root, Ok(open));
+        assert!(
+            reads.paths.is_empty() && !reads.rescan,
+            "reads are not changes"
+        );
+    }
+
+    #[test]
+    fn a_real_watch_reports_a_written_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let watch = Watch::start(dir.path()).unwrap();
+        std::fs::write(dir.path().join("sub/x.md"), "x").unwrap();
+        // A new directory is reported itself (files created in it before its watch exists may
+        // not be, which is why the engine walks when it sees a directory).
+        std::fs::create_dir(dir.path().join("new")).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut seen = BTreeSet::new();
+        while std::time::Instant::now() < deadline {
+            match watch.take() {
+                Changes::Rescan => panic!("no rescan expected"),
+                Changes::Paths(p) => seen.extend(p),
+            }
+            if seen.iter().any(|p| p.as_str() == "sub/x.md")
+                && seen.iter().any(|p| p.as_str() == "new")
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the write was never reported: {seen:?}");
+    }
+}
