@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::Client;
-use mnemo_sync::{DeletionMode, StoreConfig, StoreSync};
+use mnemo_sync::{DeletionMode, ProgressFn, StoreConfig, StoreSync};
 use tokio::time::MissedTickBehavior;
 
 use super::signals::Signals;
@@ -105,7 +105,15 @@ impl Mount {
                 tracing::info!(memory_store_id = %engine.store_id(), "resumed: {report}");
                 Ok::<_, anyhow::Error>(engine)
             } else {
-                Ok(StoreSync::mount(client, cfg).await?)
+                let bar = download_progress();
+                let report = bar
+                    .clone()
+                    .map(|bar| -> ProgressFn { Box::new(move |n| bar.set_position(n as u64)) });
+                let engine = StoreSync::mount_with_progress(client, cfg, report).await;
+                if let Some(bar) = bar {
+                    bar.finish_and_clear();
+                }
+                Ok(engine?)
             }
         };
         let mut engine = tokio::select! {
@@ -167,6 +175,23 @@ impl Mount {
         }
         Ok(())
     }
+}
+
+/// A counter of downloaded memories on stderr, when stderr is a terminal.
+fn download_progress() -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} downloading memory store: {pos} memories ({elapsed})",
+        )
+        .expect("the template is valid"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    Some(bar)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use mnemo_server::{AppState, hash_credential};
 use mnemo_store::{Limits, Store};
 use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 
+use super::signals::Signals;
+
 /// How long in-flight requests may run after SIGTERM/SIGINT.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -103,9 +105,10 @@ impl Serve {
         let mut server = tokio::spawn(mnemo_server::serve(listener, router, async {
             let _ = stopped.await;
         }));
+        let mut signals = Signals::install()?;
         let served = tokio::select! {
             served = &mut server => served,
-            () = shutdown_signal() => {
+            () = signals.next() => {
                 tracing::info!("shutting down: finishing in-flight requests");
                 let _ = stop.send(());
                 match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
@@ -125,26 +128,5 @@ impl Serve {
             .context("serve HTTP")?;
         tracing::info!("stopped");
         Ok(())
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
     }
 }
