@@ -144,6 +144,26 @@ prefixed_id!(
     SessionId, "sesn_", "session"
 );
 prefixed_id!(
+    /// Identifies an environment (`env_…`).
+    EnvironmentId, "env_", "environment"
+);
+prefixed_id!(
+    /// Identifies an environment key, never the secret itself (`envkey_…`).
+    EnvironmentKeyId, "envkey_", "environment key"
+);
+prefixed_id!(
+    /// Identifies a work item of a self-hosted environment's queue (`work_…`).
+    WorkId, "work_", "work item"
+);
+prefixed_id!(
+    /// Identifies an agent (`agent_…`).
+    AgentId, "agent_", "agent"
+);
+prefixed_id!(
+    /// Identifies a session event; tool-call ids are event ids (`sevt_…`).
+    EventId, "sevt_", "session event"
+);
+prefixed_id!(
     /// Identifies one HTTP request, echoed in the `request-id` header (`req_…`).
     RequestId, "req_", "request"
 );

@@ -8,16 +8,18 @@
 //! It knows nothing about HTTP frameworks, databases or the local filesystem, so every other
 //! crate can depend on it.
 
+mod environments;
 mod error;
 mod ids;
 pub mod limits;
 mod path;
 mod types;
 
+pub use environments::*;
 pub use error::{ErrorBody, ErrorEnvelope, ErrorType};
 pub use ids::{
-    ApiKeyId, IdError, MemoryId, MemoryStoreId, MemoryVersionId, RequestId, SessionId,
-    generate_secret,
+    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId,
+    MemoryVersionId, RequestId, SessionId, WorkId, generate_secret,
 };
 pub use path::{MemoryPath, PathError, PathPrefix};
 pub use types::*;

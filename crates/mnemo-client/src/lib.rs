@@ -11,9 +11,10 @@ mod error;
 use std::time::Duration;
 
 use mnemo_api::{
-    CreateMemory, CreateMemoryStore, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore,
-    MemoryStoreDeleted, MemoryStoreId, MemoryVersion, MemoryVersionId, Page, UpdateMemory,
-    UpdateMemoryStore, View,
+    CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted,
+    EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory, MemoryDeleted, MemoryId,
+    MemoryListItem, MemoryStore, MemoryStoreDeleted, MemoryStoreId, MemoryVersion, MemoryVersionId,
+    Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View,
 };
 use rand::Rng;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -322,6 +323,89 @@ impl Client {
                 None => return Ok(out),
             }
         }
+    }
+
+    // ---- environments ------------------------------------------------------------------
+
+    pub async fn create_environment(&self, body: &CreateEnvironment) -> Result<Environment> {
+        self.send(|| self.request(Method::POST, "/v1/environments").json(body))
+            .await
+    }
+
+    pub async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+        self.send(|| self.request(Method::GET, &format!("/v1/environments/{id}")))
+            .await
+    }
+
+    pub async fn update_environment(
+        &self,
+        id: &EnvironmentId,
+        body: &UpdateEnvironment,
+    ) -> Result<Environment> {
+        self.send(|| {
+            self.request(Method::POST, &format!("/v1/environments/{id}"))
+                .json(body)
+        })
+        .await
+    }
+
+    pub async fn list_environments(
+        &self,
+        include_archived: bool,
+        limit: Option<u32>,
+        page: Option<&str>,
+    ) -> Result<Page<Environment>> {
+        #[derive(Serialize)]
+        struct Q<'a> {
+            include_archived: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            limit: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            page: Option<&'a str>,
+        }
+        self.send(|| {
+            self.request(Method::GET, "/v1/environments").query(&Q {
+                include_archived,
+                limit,
+                page,
+            })
+        })
+        .await
+    }
+
+    pub async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/archive")))
+            .await
+    }
+
+    pub async fn delete_environment(&self, id: &EnvironmentId) -> Result<EnvironmentDeleted> {
+        self.send(|| self.request(Method::DELETE, &format!("/v1/environments/{id}")))
+            .await
+    }
+
+    /// Mints an environment key (a mnemo extension); the answer carries the secret once.
+    pub async fn create_environment_key(&self, id: &EnvironmentId) -> Result<EnvironmentKey> {
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/keys")))
+            .await
+    }
+
+    pub async fn list_environment_keys(&self, id: &EnvironmentId) -> Result<Page<EnvironmentKey>> {
+        self.send(|| self.request(Method::GET, &format!("/v1/environments/{id}/keys")))
+            .await
+    }
+
+    pub async fn revoke_environment_key(
+        &self,
+        id: &EnvironmentId,
+        key: &EnvironmentKeyId,
+    ) -> Result<EnvironmentKey> {
+        self.send(|| {
+            self.request(
+                Method::POST,
+                &format!("/v1/environments/{id}/keys/{key}/revoke"),
+            )
+        })
+        .await
     }
 
     // ---- memory versions -----------------------------------------------------------------

@@ -3,14 +3,17 @@
 //! Every credential kind (API key, environment key, sessions token) can arrive as
 //! `Authorization: Bearer`, so the kind is decided by the lookup, never by the header. When
 //! both headers are present, `x-api-key` wins: it can only ever carry an API key.
+//!
+//! Handlers say what they accept through the extractor they take: [`Caller`] (anything),
+//! [`MemoryCaller`] (not an environment key) or [`ApiKeyCaller`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use mnemo_api::{Actor, ApiKeyId};
-use mnemo_store::{CredentialHash, Store};
+use mnemo_api::{Actor, ApiKeyId, EnvironmentId, EnvironmentKeyId};
+use mnemo_store::{Credential, CredentialHash, Store};
 use sha2::{Digest, Sha256};
 
 use crate::{ApiError, AppState};
@@ -23,7 +26,7 @@ pub fn hash_credential(secret: &str) -> CredentialHash {
 /// Resolves credentials, remembering the ones it has seen.
 pub(crate) struct Authenticator {
     store: Arc<dyn Store>,
-    known: RwLock<HashMap<CredentialHash, ApiKeyId>>,
+    known: RwLock<HashMap<CredentialHash, Credential>>,
 }
 
 impl Authenticator {
@@ -34,47 +37,83 @@ impl Authenticator {
         }
     }
 
-    async fn resolve(&self, secret: &str) -> Result<ApiKeyId, ApiError> {
+    async fn resolve(&self, secret: &str) -> Result<Credential, ApiError> {
         let hash = hash_credential(secret);
-        if let Some(id) = self
+        if let Some(found) = self
             .known
             .read()
             .expect("credential cache poisoned")
             .get(&hash)
         {
-            return Ok(id.clone());
+            return Ok(found.clone());
         }
-        match self.store.find_api_key(hash).await? {
-            Some(id) => {
+        match self.store.resolve_credential(hash).await? {
+            Some(found) => {
                 self.known
                     .write()
                     .expect("credential cache poisoned")
-                    .insert(hash, id.clone());
-                Ok(id)
+                    .insert(hash, found.clone());
+                Ok(found)
             }
             None => Err(ApiError::authentication(
                 "invalid x-api-key or bearer token",
             )),
         }
     }
+
+    /// Forgets every remembered credential (after a revocation).
+    pub(crate) fn forget_all(&self) {
+        self.known
+            .write()
+            .expect("credential cache poisoned")
+            .clear();
+    }
 }
 
-/// An authenticated caller.
+/// An authenticated caller, whatever its credential.
 #[derive(Debug, Clone)]
 pub(crate) enum Caller {
     ApiKey(ApiKeyId),
+    #[expect(
+        dead_code,
+        reason = "read by the work-queue routes that scope calls to the key's environment"
+    )]
+    EnvironmentKey {
+        id: EnvironmentKeyId,
+        environment: EnvironmentId,
+    },
 }
 
-impl Caller {
-    /// The actor recorded on the versions this caller writes.
-    pub(crate) fn actor(&self) -> Actor {
-        match self {
-            Self::ApiKey(id) => Actor::ApiActor {
-                api_key_id: id.clone(),
-            },
+impl From<Credential> for Caller {
+    fn from(c: Credential) -> Self {
+        match c {
+            Credential::ApiKey(id) => Self::ApiKey(id),
+            Credential::EnvironmentKey { id, environment } => {
+                Self::EnvironmentKey { id, environment }
+            }
         }
     }
 }
+
+/// A caller allowed on the memory endpoints: anything but an environment key, which the hosted
+/// API refuses there too.
+#[derive(Debug, Clone)]
+pub(crate) struct MemoryCaller {
+    actor: Actor,
+}
+
+impl MemoryCaller {
+    /// The actor recorded on the versions this caller writes.
+    pub(crate) fn actor(&self) -> Actor {
+        self.actor.clone()
+    }
+}
+
+/// A caller holding an API key (administration: environments, keys, agents).
+#[derive(Debug, Clone)]
+pub(crate) struct ApiKeyCaller(
+    #[expect(dead_code, reason = "kept for audit logs of administrative calls")] pub(crate) ApiKeyId,
+);
 
 fn credential(parts: &Parts) -> Option<&str> {
     if let Some(key) = parts.headers.get("x-api-key") {
@@ -98,6 +137,34 @@ impl FromRequestParts<AppState> for Caller {
                 "missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`",
             )
         })?;
-        state.auth.resolve(secret).await.map(Caller::ApiKey)
+        state.auth.resolve(secret).await.map(Caller::from)
+    }
+}
+
+impl FromRequestParts<AppState> for MemoryCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match Caller::from_request_parts(parts, state).await? {
+            Caller::ApiKey(id) => Ok(Self {
+                actor: Actor::ApiActor { api_key_id: id },
+            }),
+            Caller::EnvironmentKey { .. } => Err(ApiError::permission(
+                "the memory endpoints do not accept an environment key; use an API key or the work item's sessions token",
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for ApiKeyCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match Caller::from_request_parts(parts, state).await? {
+            Caller::ApiKey(id) => Ok(Self(id)),
+            Caller::EnvironmentKey { .. } => Err(ApiError::permission(
+                "this endpoint needs an API key; an environment key is not accepted here",
+            )),
+        }
     }
 }

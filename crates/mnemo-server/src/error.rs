@@ -36,6 +36,22 @@ impl ApiError {
         Self::new(ErrorType::Authentication, message)
     }
 
+    pub(crate) fn permission(message: impl Into<String>) -> Self {
+        Self::new(ErrorType::Permission, message)
+    }
+
+    /// Adds `error.details.error_code`, which the reference client maps to typed exceptions.
+    pub(crate) fn with_code(mut self, code: &str) -> Self {
+        let details = self
+            .extra
+            .entry("details")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(details) = details {
+            details.insert("error_code".into(), Value::String(code.to_owned()));
+        }
+        self
+    }
+
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorType::NotFound, message)
     }
@@ -88,6 +104,14 @@ impl From<StoreError> for ApiError {
             | StoreError::RedactCurrentVersion { .. }
             | StoreError::Invalid(_)
             | StoreError::InvalidCursor => Self::invalid(message),
+            StoreError::Coded { code, .. } => {
+                let kind = if code.ends_with("_not_found") {
+                    ErrorType::NotFound
+                } else {
+                    ErrorType::InvalidRequest
+                };
+                Self::new(kind, message).with_code(code)
+            }
             StoreError::Backend(cause) => Self::internal(cause),
         }
     }

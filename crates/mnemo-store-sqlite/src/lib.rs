@@ -5,6 +5,7 @@
 //! lives in `migrations/` and is applied on open.
 
 mod engine;
+mod environments;
 mod memories;
 mod schema;
 mod stores;
@@ -16,12 +17,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemo_api::{
-    Actor, ApiKeyId, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId,
-    MemoryVersion, MemoryVersionId, Timestamp, View,
+    Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory,
+    MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
+    MemoryVersionId, Timestamp, View,
 };
 use mnemo_store::{
-    CredentialHash, Limits, ListMemories, ListMemoryStores, ListMemoryVersions, Listing,
-    MemoryChange, MemoryStorePatch, NewMemoryStore, Result, Store, StoreError,
+    Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
+    ListMemoryVersions, Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore,
+    Result, Store, StoreError,
 };
 use rusqlite::{OptionalExtension, params};
 
@@ -125,6 +128,15 @@ pub(crate) fn ts_opt(micros: Option<i64>) -> Option<Timestamp> {
     micros.map(ts)
 }
 
+/// RFC 3339 text in UTC with microseconds, for the API's string-typed timestamps.
+pub(crate) fn rfc3339(micros: i64) -> String {
+    ts(micros).to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+pub(crate) fn rfc3339_opt(micros: Option<i64>) -> Option<String> {
+    micros.map(rfc3339)
+}
+
 /// An actor as the two columns `(kind, id)`.
 pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
     match actor {
@@ -205,6 +217,101 @@ impl Store for SqliteStore {
                 )
                 .map_err(backend)
             })
+            .await
+    }
+
+    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
+        self.engine
+            .read(move |c| {
+                let api: Option<String> = c
+                    .prepare_cached(
+                        "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
+                    )
+                    .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
+                    .map_err(backend)?;
+                if let Some(id) = api {
+                    return Ok(Some(Credential::ApiKey(parse_id(&id)?)));
+                }
+                Ok(environments::find_key(c, &hash)?
+                    .map(|(id, environment)| Credential::EnvironmentKey { id, environment }))
+            })
+            .await
+    }
+
+    async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
+        self.engine
+            .write(move |c| environments::create(c, &new))
+            .await
+    }
+
+    async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+        let id = id.clone();
+        self.engine
+            .read(move |c| environments::get_with_seq(c, &id).map(|(e, _)| e))
+            .await
+    }
+
+    async fn update_environment(
+        &self,
+        id: &EnvironmentId,
+        patch: EnvironmentPatch,
+    ) -> Result<Environment> {
+        let id = id.clone();
+        self.engine
+            .write(move |c| environments::update(c, &id, patch))
+            .await
+    }
+
+    async fn list_environments(
+        &self,
+        include_archived: bool,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Environment>> {
+        self.engine
+            .read(move |c| environments::list(c, include_archived, limit, after.as_ref()))
+            .await
+    }
+
+    async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+        let id = id.clone();
+        self.engine
+            .write(move |c| environments::archive(c, &id))
+            .await
+    }
+
+    async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
+        let id = id.clone();
+        self.engine
+            .write(move |c| environments::delete(c, &id))
+            .await
+    }
+
+    async fn create_environment_key(
+        &self,
+        environment: &EnvironmentId,
+        hash: CredentialHash,
+    ) -> Result<EnvironmentKey> {
+        let environment = environment.clone();
+        self.engine
+            .write(move |c| environments::create_key(c, &environment, hash))
+            .await
+    }
+
+    async fn revoke_environment_key(&self, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
+        let id = id.clone();
+        self.engine
+            .write(move |c| environments::revoke_key(c, &id))
+            .await
+    }
+
+    async fn list_environment_keys(
+        &self,
+        environment: &EnvironmentId,
+    ) -> Result<Vec<EnvironmentKey>> {
+        let environment = environment.clone();
+        self.engine
+            .read(move |c| environments::list_keys(c, &environment))
             .await
     }
 

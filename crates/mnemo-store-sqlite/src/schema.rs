@@ -6,7 +6,10 @@ use rusqlite::Connection;
 use crate::engine::backend;
 
 /// Every migration in order; the schema version is the count applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_initial.sql"),
+    include_str!("../migrations/0002_environments.sql"),
+];
 
 /// Brings the database up to the newest schema, one transaction per migration.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {

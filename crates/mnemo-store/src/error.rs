@@ -37,6 +37,10 @@ pub enum StoreError {
     /// that would leave more than 16 pairs).
     #[error("{0}")]
     Invalid(String),
+    /// The request breaks a rule with a stable machine-readable code (`error.details.error_code`),
+    /// such as `environment_archived` or `invalid_config_type_change`.
+    #[error("{message}")]
+    Coded { code: &'static str, message: String },
     /// A `page` value that this server did not hand out.
     #[error(
         "`page` is not a cursor returned by this list; pass the `next_page` value of the previous response"

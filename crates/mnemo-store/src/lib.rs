@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Actor, ApiKeyId, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId,
-    MemoryVersion, MemoryVersionId, Operation, PathPrefix, SessionId, Timestamp, View,
+    Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory,
+    MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
+    MemoryVersionId, Operation, PathPrefix, SessionId, Timestamp, View,
 };
 
 pub use cursor::Cursor;
@@ -107,6 +108,38 @@ pub struct ListMemoryVersions {
     pub after: Option<Cursor>,
 }
 
+/// Fields of a new environment, already validated.
+#[derive(Debug, Clone)]
+pub struct NewEnvironment {
+    pub name: String,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub config: serde_json::Value,
+    pub scope: Option<String>,
+}
+
+/// An environment update, already validated; `None` keeps a field.
+#[derive(Debug, Clone, Default)]
+pub struct EnvironmentPatch {
+    pub name: Option<String>,
+    /// `Some(None)` clears the description.
+    pub description: Option<Option<String>>,
+    pub config: Option<serde_json::Value>,
+    /// `None` values (and empty strings) remove keys.
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    pub scope: Option<String>,
+}
+
+/// What a bearer credential turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    ApiKey(ApiKeyId),
+    EnvironmentKey {
+        id: EnvironmentKeyId,
+        environment: EnvironmentId,
+    },
+}
+
 /// One page of results and where the next one starts.
 #[derive(Debug, Clone)]
 pub struct Listing<T> {
@@ -126,6 +159,38 @@ pub trait Store: Send + Sync + 'static {
     async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
     /// How many unrevoked API keys exist.
     async fn count_api_keys(&self) -> Result<u64>;
+    /// Whatever unrevoked credential hashes to `hash`: an API key or an environment key.
+    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>>;
+
+    async fn create_environment(&self, new: NewEnvironment) -> Result<Environment>;
+    async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment>;
+    /// Updates an environment; an archived one, or a change of `config.type`, is refused.
+    async fn update_environment(
+        &self,
+        id: &EnvironmentId,
+        patch: EnvironmentPatch,
+    ) -> Result<Environment>;
+    async fn list_environments(
+        &self,
+        include_archived: bool,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Environment>>;
+    async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment>;
+    /// Deletes an environment with its keys.
+    async fn delete_environment(&self, id: &EnvironmentId) -> Result<()>;
+    /// Records a new key for an environment by the hash of its secret.
+    async fn create_environment_key(
+        &self,
+        environment: &EnvironmentId,
+        hash: CredentialHash,
+    ) -> Result<EnvironmentKey>;
+    /// Revokes a key; revoking twice returns it unchanged.
+    async fn revoke_environment_key(&self, id: &EnvironmentKeyId) -> Result<EnvironmentKey>;
+    async fn list_environment_keys(
+        &self,
+        environment: &EnvironmentId,
+    ) -> Result<Vec<EnvironmentKey>>;
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore>;
     async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;

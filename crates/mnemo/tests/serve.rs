@@ -165,3 +165,78 @@ async fn kill_9_never_loses_an_acknowledged_write() {
         );
     }
 }
+
+#[tokio::test]
+async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db.sqlite"), &["--api-key", "admin"]);
+    let client = Client::new(&server.base, "admin").unwrap();
+    let env = client
+        .create_environment(&mnemo_api::CreateEnvironment {
+            name: "e".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "env-key",
+            "create",
+            env.id.as_str(),
+            "--base-url",
+            &server.base,
+            "--api-key",
+            "admin",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<_> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout:?}");
+    assert!(lines[0].starts_with("sk-mnemo-env-"));
+
+    let keys = client.list_environment_keys(&env.id).await.unwrap().data;
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "env-key",
+            "revoke",
+            env.id.as_str(),
+            keys[0].id.as_str(),
+            "--base-url",
+            &server.base,
+            "--api-key",
+            "admin",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        client.list_environment_keys(&env.id).await.unwrap().data[0]
+            .revoked_at
+            .is_some()
+    );
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "env-key",
+            "create",
+            "env_doesnotexist",
+            "--base-url",
+            &server.base,
+            "--api-key",
+            "admin",
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not found"));
+}

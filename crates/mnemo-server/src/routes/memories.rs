@@ -9,7 +9,7 @@ use mnemo_store::{ListMemories, MemoryChange};
 use serde::Deserialize;
 
 use super::{page_cursor, page_limit, path_id, view};
-use crate::auth::Caller;
+use crate::auth::MemoryCaller;
 use crate::extract::{Json, Query};
 use crate::{ApiError, AppState};
 
@@ -49,7 +49,7 @@ fn ids(store: &str, memory: &str) -> Result<(MemoryStoreId, MemoryId), ApiError>
 
 pub(crate) async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: MemoryCaller,
     Path(store): Path<String>,
     Query(q): Query<ViewParam>,
     Json(body): Json<CreateMemory>,
@@ -70,7 +70,7 @@ pub(crate) async fn create(
 
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path((store, memory)): Path<(String, String)>,
     Query(q): Query<ViewParam>,
 ) -> Reply<Memory> {
@@ -84,7 +84,7 @@ pub(crate) async fn retrieve(
 
 pub(crate) async fn update(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: MemoryCaller,
     Path((store, memory)): Path<(String, String)>,
     Query(q): Query<ViewParam>,
     Json(body): Json<UpdateMemory>,
@@ -120,7 +120,7 @@ pub(crate) struct DeleteParams {
 
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: MemoryCaller,
     Path((store, memory)): Path<(String, String)>,
     Query(q): Query<DeleteParams>,
 ) -> Reply<MemoryDeleted> {
@@ -148,7 +148,7 @@ pub(crate) struct ListParams {
 
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path(store): Path<String>,
     Query(q): Query<ListParams>,
 ) -> Reply<Page<MemoryListItem>> {

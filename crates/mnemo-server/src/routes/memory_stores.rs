@@ -9,7 +9,7 @@ use mnemo_store::{ListMemoryStores, MemoryStorePatch, NewMemoryStore};
 use serde::Deserialize;
 
 use super::{flag, page_cursor, page_limit, path_id, timestamp};
-use crate::auth::Caller;
+use crate::auth::MemoryCaller;
 use crate::extract::{Json, Query};
 use crate::{ApiError, AppState};
 
@@ -21,7 +21,7 @@ fn invalid(e: mnemo_api::Invalid) -> ApiError {
 
 pub(crate) async fn create(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Json(body): Json<CreateMemoryStore>,
 ) -> Reply<MemoryStore> {
     validate_store_name(&body.name).map_err(invalid)?;
@@ -43,7 +43,7 @@ pub(crate) async fn create(
 
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path(store): Path<String>,
 ) -> Reply<MemoryStore> {
     let id: MemoryStoreId = path_id("memory store", &store)?;
@@ -52,7 +52,7 @@ pub(crate) async fn retrieve(
 
 pub(crate) async fn update(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path(store): Path<String>,
     Json(body): Json<UpdateMemoryStore>,
 ) -> Reply<MemoryStore> {
@@ -86,7 +86,7 @@ pub(crate) struct ListParams {
 
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Query(q): Query<ListParams>,
 ) -> Reply<Page<MemoryStore>> {
     let query = ListMemoryStores {
@@ -105,7 +105,7 @@ pub(crate) async fn list(
 
 pub(crate) async fn archive(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path(store): Path<String>,
 ) -> Reply<MemoryStore> {
     let id: MemoryStoreId = path_id("memory store", &store)?;
@@ -116,7 +116,7 @@ pub(crate) async fn archive(
 
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path(store): Path<String>,
 ) -> Reply<MemoryStoreDeleted> {
     let id: MemoryStoreId = path_id("memory store", &store)?;

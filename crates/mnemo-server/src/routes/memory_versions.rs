@@ -6,7 +6,7 @@ use mnemo_store::ListMemoryVersions;
 use serde::Deserialize;
 
 use super::{page_cursor, page_limit, path_id, timestamp, view};
-use crate::auth::Caller;
+use crate::auth::MemoryCaller;
 use crate::extract::Query;
 use crate::{ApiError, AppState};
 
@@ -42,7 +42,7 @@ where
 
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path(store): Path<String>,
     Query(q): Query<ListParams>,
 ) -> Reply<Page<MemoryVersion>> {
@@ -85,7 +85,7 @@ pub(crate) struct ViewParam {
 
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: Caller,
+    _: MemoryCaller,
     Path((store, version)): Path<(String, String)>,
     Query(q): Query<ViewParam>,
 ) -> Reply<MemoryVersion> {
@@ -99,7 +99,7 @@ pub(crate) async fn retrieve(
 
 pub(crate) async fn redact(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: MemoryCaller,
     Path((store, version)): Path<(String, String)>,
 ) -> Reply<MemoryVersion> {
     let store: MemoryStoreId = path_id("memory store", &store)?;

@@ -1,5 +1,6 @@
 //! The route table and the helpers every resource shares.
 
+mod environments;
 mod memories;
 mod memory_stores;
 mod memory_versions;
@@ -58,8 +59,32 @@ pub(crate) fn router(state: AppState) -> Router {
             post(memory_versions::redact),
         )
         .route_layer(middleware::from_fn(memory_betas));
+    let environments = Router::new()
+        .route(
+            "/v1/environments",
+            post(environments::create).get(environments::list),
+        )
+        .route(
+            "/v1/environments/{environment}",
+            get(environments::retrieve)
+                .post(environments::update)
+                .delete(environments::delete),
+        )
+        .route(
+            "/v1/environments/{environment}/archive",
+            post(environments::archive),
+        )
+        .route(
+            "/v1/environments/{environment}/keys",
+            post(environments::create_key).get(environments::list_keys),
+        )
+        .route(
+            "/v1/environments/{environment}/keys/{key}/revoke",
+            post(environments::revoke_key),
+        );
     Router::new()
         .merge(memory)
+        .merge(environments)
         .route("/healthz", get(healthz))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)

@@ -4,6 +4,7 @@
 mod auth;
 mod common;
 mod concurrency;
+mod environments;
 mod memories;
 mod memory_stores;
 mod memory_versions;

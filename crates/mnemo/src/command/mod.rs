@@ -1,5 +1,6 @@
 //! The subcommands, one file each.
 
+mod env_key;
 mod mount;
 mod serve;
 mod signals;
@@ -24,6 +25,9 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run the API server (memory stores, memories, versions).
     Serve(serve::Serve),
+    /// Mint, list and revoke environment keys (workers authenticate with them).
+    #[command(subcommand)]
+    EnvKey(env_key::EnvKey),
     /// Mount one memory store as a local folder and keep it in sync until SIGINT/SIGTERM.
     Mount(mount::Mount),
 }
@@ -33,6 +37,7 @@ impl Command {
         match self {
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
+            Self::EnvKey(cmd) => cmd.run().await,
         }
     }
 }

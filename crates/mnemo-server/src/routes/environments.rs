@@ -1,0 +1,226 @@
+//! `/v1/environments`: create, retrieve, update, list, archive, delete — and environment keys,
+//! a mnemo extension (the hosted product mints them in its console).
+
+use axum::extract::{Path, State};
+use mnemo_api::{
+    CreateEnvironment, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
+    EnvironmentKeyId, Page, UpdateEnvironment, View, config_type, generate_secret,
+    validate_metadata, validate_store_description, validate_store_name,
+};
+use mnemo_store::{EnvironmentPatch, NewEnvironment};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{flag, page_cursor, page_limit, path_id};
+use crate::auth::ApiKeyCaller;
+use crate::extract::{Json, Query};
+use crate::{ApiError, AppState, hash_credential};
+
+type Reply<T> = Result<axum::Json<T>, ApiError>;
+
+/// The prefix of environment keys minted by mnemo.
+const ENVIRONMENT_KEY_PREFIX: &str = "sk-mnemo-env-";
+
+fn invalid(e: mnemo_api::Invalid) -> ApiError {
+    ApiError::invalid(e.0)
+}
+
+fn check_config(config: &Value) -> Result<(), ApiError> {
+    match config_type(config) {
+        Some("self_hosted" | "cloud") => Ok(()),
+        Some(other) => Err(ApiError::invalid(format!(
+            "config.type must be `self_hosted` or `cloud` (got `{other}`)"
+        ))),
+        None => Err(ApiError::invalid(
+            "config must be an object with a `type` (`self_hosted` or `cloud`)",
+        )),
+    }
+}
+
+fn check_scope(scope: Option<&str>) -> Result<(), ApiError> {
+    match scope {
+        None | Some("organization" | "account") => Ok(()),
+        Some(other) => Err(ApiError::invalid(format!(
+            "scope must be `organization` or `account` (got `{other}`)"
+        ))),
+    }
+}
+
+fn environment_id(raw: &str) -> Result<EnvironmentId, ApiError> {
+    raw.parse().map_err(|_| {
+        ApiError::not_found(format!("environment `{raw}` not found"))
+            .with_code("environment_not_found")
+    })
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Json(body): Json<CreateEnvironment>,
+) -> Reply<Environment> {
+    validate_store_name(&body.name).map_err(invalid)?;
+    if let Some(d) = &body.description {
+        validate_store_description(d).map_err(invalid)?;
+    }
+    let metadata = body.metadata.unwrap_or_default();
+    validate_metadata(&metadata)
+        .map_err(|e| ApiError::invalid(e.0).with_code("invalid_metadata"))?;
+    // mnemo serves self-hosted environments; that is also the default.
+    let config = body
+        .config
+        .unwrap_or_else(|| serde_json::json!({"type": "self_hosted"}));
+    check_config(&config)?;
+    check_scope(body.scope.as_deref())?;
+    let new = NewEnvironment {
+        name: body.name,
+        description: body.description,
+        metadata,
+        config,
+        scope: Some(body.scope.unwrap_or_else(|| "organization".into())),
+    };
+    let env = state.store.create_environment(new).await?;
+    tracing::info!(environment.id = %env.id, "created environment");
+    Ok(axum::Json(env))
+}
+
+pub(crate) async fn retrieve(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+) -> Reply<Environment> {
+    Ok(axum::Json(
+        state.store.get_environment(&environment_id(&id)?).await?,
+    ))
+}
+
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+    Json(body): Json<UpdateEnvironment>,
+) -> Reply<Environment> {
+    let id = environment_id(&id)?;
+    if let Some(name) = &body.name {
+        validate_store_name(name).map_err(invalid)?;
+    }
+    if let Some(Some(d)) = &body.description {
+        validate_store_description(d).map_err(invalid)?;
+    }
+    if let Some(config) = &body.config {
+        check_config(config)?;
+    }
+    check_scope(body.scope.as_deref())?;
+    let patch = EnvironmentPatch {
+        name: body.name,
+        description: body.description,
+        config: body.config,
+        metadata: body.metadata,
+        scope: body.scope,
+    };
+    Ok(axum::Json(
+        state.store.update_environment(&id, patch).await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListParams {
+    limit: Option<String>,
+    page: Option<String>,
+    include_archived: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Query(q): Query<ListParams>,
+) -> Reply<Page<Environment>> {
+    let listing = state
+        .store
+        .list_environments(
+            flag("include_archived", q.include_archived.as_deref())?,
+            page_limit(q.limit.as_deref(), View::Basic)?,
+            page_cursor(q.page.as_deref())?,
+        )
+        .await?;
+    Ok(axum::Json(Page {
+        data: listing.items,
+        next_page: listing.next.map(|c| c.encode()),
+    }))
+}
+
+pub(crate) async fn archive(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+) -> Reply<Environment> {
+    let env = state
+        .store
+        .archive_environment(&environment_id(&id)?)
+        .await?;
+    tracing::info!(environment.id = %env.id, "archived environment");
+    Ok(axum::Json(env))
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+) -> Reply<EnvironmentDeleted> {
+    let id = environment_id(&id)?;
+    state.store.delete_environment(&id).await?;
+    state.auth.forget_all();
+    tracing::info!(environment.id = %id, "deleted environment");
+    Ok(axum::Json(EnvironmentDeleted { id }))
+}
+
+/// Mints a key; the answer is the only place the secret ever appears.
+pub(crate) async fn create_key(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+) -> Reply<EnvironmentKey> {
+    let id = environment_id(&id)?;
+    let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
+    let mut key = state
+        .store
+        .create_environment_key(&id, hash_credential(&secret))
+        .await?;
+    tracing::info!(environment.id = %id, environment_key.id = %key.id, "created environment key");
+    key.key = Some(secret);
+    Ok(axum::Json(key))
+}
+
+pub(crate) async fn list_keys(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+) -> Reply<Page<EnvironmentKey>> {
+    let keys = state
+        .store
+        .list_environment_keys(&environment_id(&id)?)
+        .await?;
+    Ok(axum::Json(Page {
+        data: keys,
+        next_page: None,
+    }))
+}
+
+pub(crate) async fn revoke_key(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path((env, key)): Path<(String, String)>,
+) -> Reply<EnvironmentKey> {
+    let env = environment_id(&env)?;
+    let key_id: EnvironmentKeyId = path_id("environment key", &key)?;
+    let keys = state.store.list_environment_keys(&env).await?;
+    if !keys.iter().any(|k| k.id == key_id) {
+        return Err(ApiError::not_found(format!(
+            "environment key `{key_id}` not found in environment `{env}`"
+        )));
+    }
+    let key = state.store.revoke_environment_key(&key_id).await?;
+    // Cached lookups must not outlive the revocation.
+    state.auth.forget_all();
+    tracing::info!(environment.id = %env, environment_key.id = %key_id, "revoked environment key");
+    Ok(axum::Json(key))
+}
