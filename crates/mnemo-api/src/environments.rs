@@ -58,11 +58,7 @@ pub struct CreateEnvironment {
 pub struct UpdateEnvironment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
     pub description: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,
@@ -126,15 +122,9 @@ impl WorkState {
 
     /// Parses the wire name.
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Queued,
-            Self::Starting,
-            Self::Active,
-            Self::Stopping,
-            Self::Stopped,
-        ]
-        .into_iter()
-        .find(|w| w.as_str() == s)
+        [Self::Queued, Self::Starting, Self::Active, Self::Stopping, Self::Stopped]
+            .into_iter()
+            .find(|w| w.as_str() == s)
     }
 }
 
@@ -150,10 +140,7 @@ pub struct WorkData {
 impl WorkData {
     /// Work for one session.
     pub fn session(id: &SessionId) -> Self {
-        Self {
-            kind: "session".into(),
-            id: id.to_string(),
-        }
+        Self { kind: "session".into(), id: id.to_string() }
     }
 }
 
@@ -224,16 +211,13 @@ impl WorkSecret {
     /// URL-safe base64 of the JSON payload, as the queue hands it out.
     pub fn encode(&self) -> String {
         use base64::Engine;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(serde_json::to_vec(self).expect("a secret serialises"))
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).expect("a secret serialises"))
     }
 
     /// Reads a secret back, with or without padding.
     pub fn decode(secret: &str) -> Option<Self> {
         use base64::Engine;
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(secret.trim().trim_end_matches('='))
-            .ok()?;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(secret.trim().trim_end_matches('=')).ok()?;
         let parsed: Self = serde_json::from_slice(&raw).ok()?;
         (!parsed.sessions_token.is_empty()).then_some(parsed)
     }
@@ -245,9 +229,7 @@ mod tests {
 
     #[test]
     fn secrets_round_trip_with_or_without_padding() {
-        let s = WorkSecret {
-            sessions_token: "sk-sess-abc".into(),
-        };
+        let s = WorkSecret { sessions_token: "sk-sess-abc".into() };
         let enc = s.encode();
         assert_eq!(WorkSecret::decode(&enc), Some(s.clone()));
         assert_eq!(WorkSecret::decode(&format!("{enc}==")), Some(s));

@@ -24,11 +24,9 @@ pub struct IdError {
 
 /// A fresh 22-character body: time-ordered prefix, random remainder.
 fn new_body() -> String {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-        & 0xFFFF_FFFF_FFFF;
+    let millis =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+            & 0xFFFF_FFFF_FFFF;
     let mut random = [0u8; 10];
     rand::rng().fill_bytes(&mut random);
     let mut n: u128 = u128::from(millis) << 80;
@@ -186,11 +184,7 @@ mod tests {
         assert!(err.to_string().contains("memory store"));
         assert!("memstore_".parse::<MemoryStoreId>().is_err());
         assert!("memstore_a/b".parse::<MemoryStoreId>().is_err());
-        assert!(
-            "memstore_011CZkZaBF1tNoB5wlCeusgy"
-                .parse::<MemoryStoreId>()
-                .is_ok()
-        );
+        assert!("memstore_011CZkZaBF1tNoB5wlCeusgy".parse::<MemoryStoreId>().is_ok());
     }
 
     #[test]

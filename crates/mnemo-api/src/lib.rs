@@ -8,20 +8,24 @@
 //! It knows nothing about HTTP frameworks, databases or the local filesystem, so every other
 //! crate can depend on it.
 
+mod agents;
 mod environments;
 mod error;
 mod ids;
 pub mod limits;
 mod path;
+mod sessions;
 mod types;
 
+pub use agents::*;
 pub use environments::*;
 pub use error::{ErrorBody, ErrorEnvelope, ErrorType};
 pub use ids::{
-    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId,
-    MemoryVersionId, RequestId, SessionId, WorkId, generate_secret,
+    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,
+    RequestId, SessionId, WorkId, generate_secret,
 };
 pub use path::{MemoryPath, PathError, PathPrefix};
+pub use sessions::*;
 pub use types::*;
 
 use sha2::{Digest, Sha256};
@@ -42,10 +46,7 @@ mod tests {
 
     #[test]
     fn empty_content_has_the_well_known_digest() {
-        assert_eq!(
-            content_sha256(b""),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
+        assert_eq!(content_sha256(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
         assert!(is_sha256_hex(&content_sha256(b"x")));
         assert!(!is_sha256_hex(&content_sha256(b"x").to_uppercase()));
         assert!(!is_sha256_hex("abc"));

@@ -33,10 +33,7 @@ pub enum PathError {
 
 fn forbidden(c: char) -> bool {
     matches!(c, '\u{2028}' | '\u{2029}')
-        || matches!(
-            c.general_category(),
-            GeneralCategory::Control | GeneralCategory::Format
-        )
+        || matches!(c.general_category(), GeneralCategory::Control | GeneralCategory::Format)
 }
 
 /// An absolute memory path such as `/projects/foo/notes.md`.
@@ -199,14 +196,7 @@ mod tests {
 
     #[test]
     fn valid_paths() {
-        for p in [
-            "/a",
-            "/projects/foo/notes.md",
-            "/Ünïcödé/ok",
-            "/a b/c",
-            "/.hidden",
-            "/a..b",
-        ] {
+        for p in ["/a", "/projects/foo/notes.md", "/Ünïcödé/ok", "/a b/c", "/.hidden", "/a..b"] {
             assert!(MemoryPath::parse(p).is_ok(), "{p}");
         }
         let deepest = "/s".repeat(MAX_PATH_SEGMENTS);
@@ -239,10 +229,7 @@ mod tests {
             assert_eq!(MemoryPath::parse(p).unwrap_err(), *want, "{p:?}");
         }
         let too_deep = "/s".repeat(MAX_PATH_SEGMENTS + 1);
-        assert_eq!(
-            MemoryPath::parse(&too_deep).unwrap_err(),
-            TooManySegments(21)
-        );
+        assert_eq!(MemoryPath::parse(&too_deep).unwrap_err(), TooManySegments(21));
         let too_long = format!("/{}", "x".repeat(MAX_PATH_BYTES));
         assert_eq!(MemoryPath::parse(&too_long).unwrap_err(), TooLong(1025));
     }
@@ -267,17 +254,8 @@ mod tests {
         assert!(!("/notes-archive/x" >= lo.as_str() && "/notes-archive/x" < hi.as_str()));
         assert_eq!(p.depth(), 1);
         assert_eq!(PathPrefix::root().depth(), 0);
-        assert_eq!(
-            PathPrefix::parse("/notes").unwrap_err(),
-            PathError::PrefixWithoutTrailingSlash
-        );
-        assert_eq!(
-            PathPrefix::parse("notes/").unwrap_err(),
-            PathError::NotAbsolute
-        );
-        assert_eq!(
-            PathPrefix::parse("/a//").unwrap_err(),
-            PathError::EmptySegment
-        );
+        assert_eq!(PathPrefix::parse("/notes").unwrap_err(), PathError::PrefixWithoutTrailingSlash);
+        assert_eq!(PathPrefix::parse("notes/").unwrap_err(), PathError::NotAbsolute);
+        assert_eq!(PathPrefix::parse("/a//").unwrap_err(), PathError::EmptySegment);
     }
 }

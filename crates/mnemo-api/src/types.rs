@@ -225,9 +225,7 @@ fn has_control(s: &str) -> bool {
 pub fn validate_store_name(name: &str) -> Result<(), Invalid> {
     let n = name.chars().count();
     if n == 0 || n > MAX_STORE_NAME_CHARS {
-        return Err(Invalid(format!(
-            "name must be 1 to {MAX_STORE_NAME_CHARS} characters long (got {n})"
-        )));
+        return Err(Invalid(format!("name must be 1 to {MAX_STORE_NAME_CHARS} characters long (got {n})")));
     }
     if has_control(name) {
         return Err(Invalid("name must not contain control characters".into()));
@@ -250,9 +248,7 @@ pub fn validate_store_description(description: &str) -> Result<(), Invalid> {
 pub fn validate_metadata_pair(key: &str, value: &str) -> Result<(), Invalid> {
     let k = key.chars().count();
     if k == 0 || k > MAX_METADATA_KEY_CHARS {
-        return Err(Invalid(format!(
-            "metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long (got {k})"
-        )));
+        return Err(Invalid(format!("metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long (got {k})")));
     }
     let v = value.chars().count();
     if v > MAX_METADATA_VALUE_CHARS {
@@ -266,14 +262,9 @@ pub fn validate_metadata_pair(key: &str, value: &str) -> Result<(), Invalid> {
 /// Checks a whole metadata map: at most 16 valid pairs.
 pub fn validate_metadata(metadata: &BTreeMap<String, String>) -> Result<(), Invalid> {
     if metadata.len() > MAX_METADATA_PAIRS {
-        return Err(Invalid(format!(
-            "metadata may hold at most {MAX_METADATA_PAIRS} pairs (got {})",
-            metadata.len()
-        )));
+        return Err(Invalid(format!("metadata may hold at most {MAX_METADATA_PAIRS} pairs (got {})", metadata.len())));
     }
-    metadata
-        .iter()
-        .try_for_each(|(k, v)| validate_metadata_pair(k, v))
+    metadata.iter().try_for_each(|(k, v)| validate_metadata_pair(k, v))
 }
 
 /// Applies a metadata patch (`null` removes a key) and checks the result.
@@ -299,11 +290,7 @@ pub fn apply_metadata_patch(
 
 /// Checks memory content against the size limit; the error carries the size.
 pub fn validate_content_size(content: &str) -> Result<(), usize> {
-    if content.len() > MAX_CONTENT_BYTES {
-        Err(content.len())
-    } else {
-        Ok(())
-    }
+    if content.len() > MAX_CONTENT_BYTES { Err(content.len()) } else { Ok(()) }
 }
 
 #[cfg(test)]
@@ -313,48 +300,29 @@ mod tests {
 
     #[test]
     fn objects_carry_their_type_tag() {
-        let deleted = MemoryDeleted {
-            id: MemoryId::generate(),
-        };
+        let deleted = MemoryDeleted { id: MemoryId::generate() };
         let v = serde_json::to_value(&deleted).unwrap();
         assert_eq!(v["type"], "memory_deleted");
-        let actor: Actor =
-            serde_json::from_value(json!({"type":"api_actor","api_key_id":"apikey_x1"})).unwrap();
+        let actor: Actor = serde_json::from_value(json!({"type":"api_actor","api_key_id":"apikey_x1"})).unwrap();
         assert!(matches!(actor, Actor::ApiActor { .. }));
-        let p: Precondition =
-            serde_json::from_value(json!({"type":"content_sha256","content_sha256":"ab"})).unwrap();
-        assert_eq!(
-            p,
-            Precondition::ContentSha256 {
-                content_sha256: "ab".into()
-            }
-        );
+        let p: Precondition = serde_json::from_value(json!({"type":"content_sha256","content_sha256":"ab"})).unwrap();
+        assert_eq!(p, Precondition::ContentSha256 { content_sha256: "ab".into() });
     }
 
     #[test]
     fn list_items_are_told_apart_by_type() {
-        let item: MemoryListItem =
-            serde_json::from_value(json!({"type":"memory_prefix","path":"/a/"})).unwrap();
-        assert_eq!(
-            item,
-            MemoryListItem::Prefix(MemoryPrefix { path: "/a/".into() })
-        );
+        let item: MemoryListItem = serde_json::from_value(json!({"type":"memory_prefix","path":"/a/"})).unwrap();
+        assert_eq!(item, MemoryListItem::Prefix(MemoryPrefix { path: "/a/".into() }));
     }
 
     #[test]
     fn metadata_patch_removes_with_null_and_enforces_limits() {
         let current: BTreeMap<_, _> = [("a".to_owned(), "1".to_owned())].into();
-        let patch: BTreeMap<_, _> = [
-            ("a".to_owned(), None),
-            ("b".to_owned(), Some("2".to_owned())),
-        ]
-        .into();
+        let patch: BTreeMap<_, _> = [("a".to_owned(), None), ("b".to_owned(), Some("2".to_owned()))].into();
         let out = apply_metadata_patch(&current, &patch).unwrap();
         assert_eq!(out, [("b".to_owned(), "2".to_owned())].into());
 
-        let many: BTreeMap<_, _> = (0..17)
-            .map(|i| (format!("k{i}"), Some("v".to_owned())))
-            .collect();
+        let many: BTreeMap<_, _> = (0..17).map(|i| (format!("k{i}"), Some("v".to_owned()))).collect();
         assert!(apply_metadata_patch(&BTreeMap::new(), &many).is_err());
         let long_key: BTreeMap<_, _> = [("k".repeat(65), Some(String::new()))].into();
         assert!(apply_metadata_patch(&BTreeMap::new(), &long_key).is_err());

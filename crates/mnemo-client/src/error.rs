@@ -7,11 +7,7 @@ use mnemo_api::{ErrorBody, ErrorEnvelope};
 pub enum ClientError {
     /// The server answered with an error status.
     #[error("{status} {}: {}{}", .error.kind, .error.message, .request_id.as_deref().map(|r| format!(" (request {r})")).unwrap_or_default())]
-    Api {
-        status: u16,
-        error: ErrorBody,
-        request_id: Option<String>,
-    },
+    Api { status: u16, error: ErrorBody, request_id: Option<String> },
     /// The request never got an answer (connection refused, timeout, …).
     #[error("request failed: {0}")]
     Transport(#[source] reqwest::Error),
@@ -30,11 +26,7 @@ impl ClientError {
                 extra: Default::default(),
             },
         };
-        Self::Api {
-            status,
-            error,
-            request_id,
-        }
+        Self::Api { status, error, request_id }
     }
 
     /// The HTTP status, when the server answered.

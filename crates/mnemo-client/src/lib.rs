@@ -11,10 +11,9 @@ mod error;
 use std::time::Duration;
 
 use mnemo_api::{
-    CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted,
-    EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory, MemoryDeleted, MemoryId,
-    MemoryListItem, MemoryStore, MemoryStoreDeleted, MemoryStoreId, MemoryVersion, MemoryVersionId,
-    Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View,
+    CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
+    EnvironmentKeyId, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted, MemoryStoreId,
+    MemoryVersion, MemoryVersionId, Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View,
 };
 use rand::Rng;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -43,10 +42,7 @@ pub struct Client {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the credential.
-        f.debug_struct("Client")
-            .field("base", &self.base)
-            .field("max_retries", &self.max_retries)
-            .finish()
+        f.debug_struct("Client").field("base", &self.base).field("max_retries", &self.max_retries).finish()
     }
 }
 
@@ -123,12 +119,7 @@ impl Client {
             .timeout(Duration::from_secs(600))
             .build()
             .map_err(ClientError::Transport)?;
-        Ok(Self {
-            http,
-            base: base_url.trim_end_matches('/').to_owned(),
-            token: token.to_owned(),
-            max_retries: 2,
-        })
+        Ok(Self { http, base: base_url.trim_end_matches('/').to_owned(), token: token.to_owned(), max_retries: 2 })
     }
 
     /// Sets how many times a retryable failure is retried (default 2).
@@ -175,43 +166,27 @@ impl Client {
     // ---- memory stores -------------------------------------------------------------------
 
     pub async fn create_memory_store(&self, body: &CreateMemoryStore) -> Result<MemoryStore> {
-        self.send(|| self.request(Method::POST, "/v1/memory_stores").json(body))
-            .await
+        self.send(|| self.request(Method::POST, "/v1/memory_stores").json(body)).await
     }
 
     pub async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{id}")))
-            .await
+        self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{id}"))).await
     }
 
-    pub async fn update_memory_store(
-        &self,
-        id: &MemoryStoreId,
-        body: &UpdateMemoryStore,
-    ) -> Result<MemoryStore> {
-        self.send(|| {
-            self.request(Method::POST, &format!("/v1/memory_stores/{id}"))
-                .json(body)
-        })
-        .await
+    pub async fn update_memory_store(&self, id: &MemoryStoreId, body: &UpdateMemoryStore) -> Result<MemoryStore> {
+        self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{id}")).json(body)).await
     }
 
-    pub async fn list_memory_stores(
-        &self,
-        params: &ListMemoryStoresParams,
-    ) -> Result<Page<MemoryStore>> {
-        self.send(|| self.request(Method::GET, "/v1/memory_stores").query(params))
-            .await
+    pub async fn list_memory_stores(&self, params: &ListMemoryStoresParams) -> Result<Page<MemoryStore>> {
+        self.send(|| self.request(Method::GET, "/v1/memory_stores").query(params)).await
     }
 
     pub async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{id}/archive")))
-            .await
+        self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{id}/archive"))).await
     }
 
     pub async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStoreDeleted> {
-        self.send(|| self.request(Method::DELETE, &format!("/v1/memory_stores/{id}")))
-            .await
+        self.send(|| self.request(Method::DELETE, &format!("/v1/memory_stores/{id}"))).await
     }
 
     // ---- memories ------------------------------------------------------------------------
@@ -223,10 +198,7 @@ impl Client {
         content: &str,
         view: Option<View>,
     ) -> Result<Memory> {
-        let body = CreateMemory {
-            path: path.to_owned(),
-            content: Some(content.to_owned()),
-        };
+        let body = CreateMemory { path: path.to_owned(), content: Some(content.to_owned()) };
         self.send(|| {
             self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories"))
                 .query(&ViewQuery { view })
@@ -235,18 +207,9 @@ impl Client {
         .await
     }
 
-    pub async fn get_memory(
-        &self,
-        store: &MemoryStoreId,
-        id: &MemoryId,
-        view: Option<View>,
-    ) -> Result<Memory> {
+    pub async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId, view: Option<View>) -> Result<Memory> {
         self.send(|| {
-            self.request(
-                Method::GET,
-                &format!("/v1/memory_stores/{store}/memories/{id}"),
-            )
-            .query(&ViewQuery { view })
+            self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories/{id}")).query(&ViewQuery { view })
         })
         .await
     }
@@ -259,12 +222,9 @@ impl Client {
         view: Option<View>,
     ) -> Result<Memory> {
         self.send(|| {
-            self.request(
-                Method::POST,
-                &format!("/v1/memory_stores/{store}/memories/{id}"),
-            )
-            .query(&ViewQuery { view })
-            .json(body)
+            self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories/{id}"))
+                .query(&ViewQuery { view })
+                .json(body)
         })
         .await
     }
@@ -276,13 +236,8 @@ impl Client {
         expected_content_sha256: Option<&str>,
     ) -> Result<MemoryDeleted> {
         self.send(|| {
-            self.request(
-                Method::DELETE,
-                &format!("/v1/memory_stores/{store}/memories/{id}"),
-            )
-            .query(&DeleteQuery {
-                expected_content_sha256,
-            })
+            self.request(Method::DELETE, &format!("/v1/memory_stores/{store}/memories/{id}"))
+                .query(&DeleteQuery { expected_content_sha256 })
         })
         .await
     }
@@ -292,25 +247,13 @@ impl Client {
         store: &MemoryStoreId,
         params: &ListMemoriesParams,
     ) -> Result<Page<MemoryListItem>> {
-        self.send(|| {
-            self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories"))
-                .query(params)
-        })
-        .await
+        self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories")).query(params)).await
     }
 
     /// Every memory of a store (prefix items skipped), following `next_page` to the end.
-    pub async fn list_all_memories(
-        &self,
-        store: &MemoryStoreId,
-        view: View,
-    ) -> Result<Vec<Memory>> {
+    pub async fn list_all_memories(&self, store: &MemoryStoreId, view: View) -> Result<Vec<Memory>> {
         let limit = if view == View::Full { 20 } else { 100 };
-        let mut params = ListMemoriesParams {
-            limit: Some(limit),
-            view: Some(view),
-            ..Default::default()
-        };
+        let mut params = ListMemoriesParams { limit: Some(limit), view: Some(view), ..Default::default() };
         let mut out = Vec::new();
         loop {
             let page = self.list_memories(store, &params).await?;
@@ -328,25 +271,15 @@ impl Client {
     // ---- environments ------------------------------------------------------------------
 
     pub async fn create_environment(&self, body: &CreateEnvironment) -> Result<Environment> {
-        self.send(|| self.request(Method::POST, "/v1/environments").json(body))
-            .await
+        self.send(|| self.request(Method::POST, "/v1/environments").json(body)).await
     }
 
     pub async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        self.send(|| self.request(Method::GET, &format!("/v1/environments/{id}")))
-            .await
+        self.send(|| self.request(Method::GET, &format!("/v1/environments/{id}"))).await
     }
 
-    pub async fn update_environment(
-        &self,
-        id: &EnvironmentId,
-        body: &UpdateEnvironment,
-    ) -> Result<Environment> {
-        self.send(|| {
-            self.request(Method::POST, &format!("/v1/environments/{id}"))
-                .json(body)
-        })
-        .await
+    pub async fn update_environment(&self, id: &EnvironmentId, body: &UpdateEnvironment) -> Result<Environment> {
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}")).json(body)).await
     }
 
     pub async fn list_environments(
@@ -363,49 +296,28 @@ impl Client {
             #[serde(skip_serializing_if = "Option::is_none")]
             page: Option<&'a str>,
         }
-        self.send(|| {
-            self.request(Method::GET, "/v1/environments").query(&Q {
-                include_archived,
-                limit,
-                page,
-            })
-        })
-        .await
+        self.send(|| self.request(Method::GET, "/v1/environments").query(&Q { include_archived, limit, page })).await
     }
 
     pub async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/archive")))
-            .await
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/archive"))).await
     }
 
     pub async fn delete_environment(&self, id: &EnvironmentId) -> Result<EnvironmentDeleted> {
-        self.send(|| self.request(Method::DELETE, &format!("/v1/environments/{id}")))
-            .await
+        self.send(|| self.request(Method::DELETE, &format!("/v1/environments/{id}"))).await
     }
 
     /// Mints an environment key (a mnemo extension); the answer carries the secret once.
     pub async fn create_environment_key(&self, id: &EnvironmentId) -> Result<EnvironmentKey> {
-        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/keys")))
-            .await
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/keys"))).await
     }
 
     pub async fn list_environment_keys(&self, id: &EnvironmentId) -> Result<Page<EnvironmentKey>> {
-        self.send(|| self.request(Method::GET, &format!("/v1/environments/{id}/keys")))
-            .await
+        self.send(|| self.request(Method::GET, &format!("/v1/environments/{id}/keys"))).await
     }
 
-    pub async fn revoke_environment_key(
-        &self,
-        id: &EnvironmentId,
-        key: &EnvironmentKeyId,
-    ) -> Result<EnvironmentKey> {
-        self.send(|| {
-            self.request(
-                Method::POST,
-                &format!("/v1/environments/{id}/keys/{key}/revoke"),
-            )
-        })
-        .await
+    pub async fn revoke_environment_key(&self, id: &EnvironmentId, key: &EnvironmentKeyId) -> Result<EnvironmentKey> {
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/keys/{key}/revoke"))).await
     }
 
     // ---- memory versions -----------------------------------------------------------------
@@ -415,14 +327,8 @@ impl Client {
         store: &MemoryStoreId,
         params: &ListMemoryVersionsParams,
     ) -> Result<Page<MemoryVersion>> {
-        self.send(|| {
-            self.request(
-                Method::GET,
-                &format!("/v1/memory_stores/{store}/memory_versions"),
-            )
-            .query(params)
-        })
-        .await
+        self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{store}/memory_versions")).query(params))
+            .await
     }
 
     pub async fn get_memory_version(
@@ -432,38 +338,22 @@ impl Client {
         view: Option<View>,
     ) -> Result<MemoryVersion> {
         self.send(|| {
-            self.request(
-                Method::GET,
-                &format!("/v1/memory_stores/{store}/memory_versions/{id}"),
-            )
-            .query(&ViewQuery { view })
+            self.request(Method::GET, &format!("/v1/memory_stores/{store}/memory_versions/{id}"))
+                .query(&ViewQuery { view })
         })
         .await
     }
 
-    pub async fn redact_memory_version(
-        &self,
-        store: &MemoryStoreId,
-        id: &MemoryVersionId,
-    ) -> Result<MemoryVersion> {
-        self.send(|| {
-            self.request(
-                Method::POST,
-                &format!("/v1/memory_stores/{store}/memory_versions/{id}/redact"),
-            )
-        })
-        .await
+    pub async fn redact_memory_version(&self, store: &MemoryStoreId, id: &MemoryVersionId) -> Result<MemoryVersion> {
+        self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{store}/memory_versions/{id}/redact")))
+            .await
     }
 }
 
 /// The reference client's rule: the server's `x-should-retry` wins; otherwise 408, 409, 429
 /// and 5xx are retried.
 fn should_retry(resp: &Response) -> bool {
-    match resp
-        .headers()
-        .get("x-should-retry")
-        .and_then(|v| v.to_str().ok())
-    {
+    match resp.headers().get("x-should-retry").and_then(|v| v.to_str().ok()) {
         Some("true") => true,
         Some("false") => false,
         _ => {
@@ -478,15 +368,9 @@ fn should_retry(resp: &Response) -> bool {
 
 /// A delay the server asked for with `retry-after-ms` or `retry-after` (seconds), if sane.
 fn server_delay(resp: &Response) -> Option<Duration> {
-    let header = |name| {
-        resp.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    };
-    let secs = header("retry-after-ms")
-        .map(|ms| ms / 1000.0)
-        .or_else(|| header("retry-after"))?;
+    let header =
+        |name| resp.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
+    let secs = header("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| header("retry-after"))?;
     (secs > 0.0 && secs <= 60.0).then(|| Duration::from_secs_f64(secs))
 }
 
@@ -499,21 +383,11 @@ fn backoff(attempt: u32) -> Duration {
 
 async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
     let status = resp.status();
-    let request_id = resp
-        .headers()
-        .get("request-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let request_id = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let bytes = resp.bytes().await.map_err(ClientError::Transport)?;
     if status.is_success() {
-        return serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
-            status: status.as_u16(),
-            message: e.to_string(),
-        });
+        return serde_json::from_slice(&bytes)
+            .map_err(|e| ClientError::Decode { status: status.as_u16(), message: e.to_string() });
     }
-    Err(ClientError::from_response(
-        status.as_u16(),
-        request_id,
-        &bytes,
-    ))
+    Err(ClientError::from_response(status.as_u16(), request_id, &bytes))
 }

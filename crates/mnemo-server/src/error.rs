@@ -16,16 +16,13 @@ pub struct ApiError {
     extra: Map<String, Value>,
     /// The real cause of a 5xx, for the log only; clients see a generic message.
     internal: Option<String>,
+    /// A status other than the error type's usual one (a `412` that is an invalid request).
+    status_override: Option<u16>,
 }
 
 impl ApiError {
     pub(crate) fn new(kind: ErrorType, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            extra: Map::new(),
-            internal: None,
-        }
+        Self { kind, message: message.into(), extra: Map::new(), internal: None, status_override: None }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -42,14 +39,24 @@ impl ApiError {
 
     /// Adds `error.details.error_code`, which the reference client maps to typed exceptions.
     pub(crate) fn with_code(mut self, code: &str) -> Self {
-        let details = self
-            .extra
-            .entry("details")
-            .or_insert_with(|| Value::Object(Map::new()));
+        let details = self.extra.entry("details").or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(details) = details {
             details.insert("error_code".into(), Value::String(code.to_owned()));
         }
         self
+    }
+
+    /// A `412` whose `error.details` carry a code and more.
+    pub(crate) fn precondition_failed(message: &str, code: &str, details: Value) -> Self {
+        let mut err = Self::new(ErrorType::InvalidRequest, message);
+        err.status_override = Some(412);
+        let mut d = match details {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        d.insert("error_code".into(), Value::String(code.to_owned()));
+        err.extra.insert("details".into(), Value::Object(d));
+        err
     }
 
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
@@ -64,10 +71,7 @@ impl ApiError {
     }
 
     fn internal(cause: String) -> Self {
-        Self {
-            internal: Some(cause),
-            ..Self::new(ErrorType::Api, "internal server error")
-        }
+        Self { internal: Some(cause), ..Self::new(ErrorType::Api, "internal server error") }
     }
 
     /// The `error.type` this error renders with.
@@ -81,35 +85,23 @@ impl From<StoreError> for ApiError {
         let message = e.to_string();
         match e {
             StoreError::NotFound { .. } => Self::not_found(message),
-            StoreError::PathConflict {
-                conflicting_memory_id,
-                conflicting_path,
-                ..
-            } => {
+            StoreError::PathConflict { conflicting_memory_id, conflicting_path, .. } => {
                 let mut err = Self::new(ErrorType::MemoryPathConflict, message);
-                let id = conflicting_memory_id
-                    .map(|id| id.to_string())
-                    .unwrap_or_default();
-                err.extra
-                    .insert("conflicting_memory_id".into(), Value::String(id));
-                err.extra
-                    .insert("conflicting_path".into(), Value::String(conflicting_path));
+                let id = conflicting_memory_id.map(|id| id.to_string()).unwrap_or_default();
+                err.extra.insert("conflicting_memory_id".into(), Value::String(id));
+                err.extra.insert("conflicting_path".into(), Value::String(conflicting_path));
                 err
             }
-            StoreError::PreconditionFailed { .. } => {
-                Self::new(ErrorType::MemoryPreconditionFailed, message)
-            }
+            StoreError::PreconditionFailed { .. } => Self::new(ErrorType::MemoryPreconditionFailed, message),
             StoreError::Archived(_)
             | StoreError::StoreFull { .. }
             | StoreError::RedactCurrentVersion { .. }
             | StoreError::Invalid(_)
             | StoreError::InvalidCursor => Self::invalid(message),
+            StoreError::Conflict(_) => Self::new(ErrorType::Conflict, message),
+            StoreError::Forbidden(_) => Self::permission(message),
             StoreError::Coded { code, .. } => {
-                let kind = if code.ends_with("_not_found") {
-                    ErrorType::NotFound
-                } else {
-                    ErrorType::InvalidRequest
-                };
+                let kind = if code.ends_with("_not_found") { ErrorType::NotFound } else { ErrorType::InvalidRequest };
                 Self::new(kind, message).with_code(code)
             }
             StoreError::Backend(cause) => Self::internal(cause),
@@ -123,14 +115,10 @@ impl IntoResponse for ApiError {
         if let Some(cause) = &self.internal {
             tracing::error!(error = %cause, "request failed");
         }
-        let status =
-            StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.status_override.unwrap_or_else(|| self.kind.status()))
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = ErrorEnvelope {
-            error: ErrorBody {
-                kind: self.kind.as_str().to_owned(),
-                message: self.message,
-                extra: self.extra,
-            },
+            error: ErrorBody { kind: self.kind.as_str().to_owned(), message: self.message, extra: self.extra },
             request_id: request_id.map(|id| id.to_string()),
         };
         let mut response = (status, axum::Json(body)).into_response();
@@ -138,11 +126,9 @@ impl IntoResponse for ApiError {
         // try again (the reference client retries every 409 otherwise).
         if matches!(
             self.kind,
-            ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict
+            ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict
         ) {
-            response
-                .headers_mut()
-                .insert("x-should-retry", HeaderValue::from_static("false"));
+            response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
         }
         response
     }

@@ -26,14 +26,8 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
                 ApiError::invalid(format!("could not read the request body: {e}"))
             }
         })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
-        serde_json::from_slice(bytes)
-            .map(Json)
-            .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        serde_json::from_slice(bytes).map(Json).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
     }
 }
 
@@ -49,5 +43,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
         serde_urlencoded::from_str(query)
             .map(Query)
             .map_err(|e| ApiError::invalid(format!("invalid query string: {e}")))
+    }
+}
+
+/// The query string as decoded pairs, for array parameters (`statuses[]=a&statuses[]=b`).
+#[derive(Debug)]
+pub(crate) struct RawQuery(pub(crate) Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for RawQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        Ok(Self(form_urlencoded::parse(query.as_bytes()).into_owned().collect()))
     }
 }

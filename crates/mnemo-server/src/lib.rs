@@ -32,6 +32,10 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct AppState {
     store: Arc<dyn Store>,
     auth: Arc<auth::Authenticator>,
+    /// Wakes long polls when work is queued.
+    work_signal: Arc<tokio::sync::Notify>,
+    /// Where sessions' memory stores are mounted on workers.
+    memory_mount_root: Arc<str>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -46,7 +50,15 @@ impl AppState {
         Self {
             auth: Arc::new(auth::Authenticator::new(Arc::clone(&store))),
             store,
+            work_signal: Arc::default(),
+            memory_mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
         }
+    }
+
+    /// Mounts sessions' memory stores under `root` instead of `/mnt/memory`.
+    pub fn with_memory_mount_root(mut self, root: &str) -> Self {
+        self.memory_mount_root = root.trim_end_matches('/').into();
+        self
     }
 }
 
@@ -61,7 +73,5 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }

@@ -22,17 +22,11 @@ pub(crate) fn current_request_id() -> Option<RequestId> {
 /// its route template, and logs it once it is answered.
 pub(crate) async fn track(req: Request, next: Next) -> Response {
     let id = RequestId::generate();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().clone();
     let span = tracing::info_span!("request", %method, %route, request_id = %id);
     let started = Instant::now();
-    let mut response = REQUEST_ID
-        .scope(id.clone(), next.run(req))
-        .instrument(span.clone())
-        .await;
+    let mut response = REQUEST_ID.scope(id.clone(), next.run(req)).instrument(span.clone()).await;
     let status = response.status().as_u16();
     let elapsed_us = started.elapsed().as_micros() as u64;
     span.in_scope(|| {

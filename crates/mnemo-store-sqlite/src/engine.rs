@@ -44,8 +44,7 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
     } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| StoreError::Backend(format!("open {}: {e}", path.display())))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(backend)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
     let sync = match durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
@@ -62,9 +61,7 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
 impl Engine {
     pub(crate) fn start(path: &Path, durability: Durability) -> Result<Arc<Self>, StoreError> {
         let conn = open(path, true, durability)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(backend)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Backend(format!(
                 "{} cannot use write-ahead logging (journal mode is {mode})",
@@ -108,16 +105,10 @@ impl Engine {
         });
         {
             let jobs = self.jobs.lock().expect("job queue lock poisoned");
-            let sender = jobs
-                .as_ref()
-                .ok_or_else(|| backend("the store is shut down"))?;
-            sender
-                .send(job)
-                .map_err(|_| backend("the writer thread has stopped"))?;
+            let sender = jobs.as_ref().ok_or_else(|| backend("the store is shut down"))?;
+            sender.send(job).map_err(|_| backend("the writer thread has stopped"))?;
         }
-        result
-            .await
-            .map_err(|_| backend("the writer thread dropped a write"))?
+        result.await.map_err(|_| backend("the writer thread dropped a write"))?
     }
 
     /// Runs `f` on a pooled read connection on the blocking thread pool.
@@ -128,12 +119,7 @@ impl Engine {
     {
         let this = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            let conn = match this
-                .readers
-                .lock()
-                .expect("reader pool lock poisoned")
-                .pop()
-            {
+            let conn = match this.readers.lock().expect("reader pool lock poisoned").pop() {
                 Some(c) => c,
                 None => open(&this.path, false, Durability::Normal)?,
             };
@@ -159,10 +145,7 @@ impl Engine {
         if let Some(handle) = self.writer.lock().expect("writer lock poisoned").take() {
             let _ = handle.join();
         }
-        self.readers
-            .lock()
-            .expect("reader pool lock poisoned")
-            .clear();
+        self.readers.lock().expect("reader pool lock poisoned").clear();
     }
 }
 
@@ -172,17 +155,10 @@ impl Drop for Engine {
     }
 }
 
-fn in_savepoint<T>(
-    conn: &Connection,
-    f: impl FnOnce(&Connection) -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
+fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
     conn.execute_batch("SAVEPOINT job").map_err(backend)?;
     let out = f(conn);
-    let end = if out.is_ok() {
-        "RELEASE job"
-    } else {
-        "ROLLBACK TO job; RELEASE job"
-    };
+    let end = if out.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
     conn.execute_batch(end).map_err(backend)?;
     out
 }

@@ -2,20 +2,15 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{
-    Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, config_type, validate_metadata,
-};
-use mnemo_store::{
-    CredentialHash, Cursor, EnvironmentPatch, Listing, NewEnvironment, Result, StoreError,
-};
+use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, config_type, validate_metadata};
+use mnemo_store::{CredentialHash, Cursor, EnvironmentPatch, Listing, NewEnvironment, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::engine::backend;
 use crate::stores::page;
 use crate::{now_micros, parse_id, rfc3339, rfc3339_opt};
 
-const COLUMNS: &str =
-    "id, name, description, metadata, config, scope, created_at, updated_at, archived_at, seq";
+const COLUMNS: &str = "id, name, description, metadata, config, scope, created_at, updated_at, archived_at, seq";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Environment, i64)> {
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
@@ -67,11 +62,7 @@ pub(crate) fn create(c: &Connection, new: &NewEnvironment) -> Result<Environment
     get_with_seq(c, &id).map(|(e, _)| e)
 }
 
-pub(crate) fn update(
-    c: &Connection,
-    id: &EnvironmentId,
-    patch: EnvironmentPatch,
-) -> Result<Environment> {
+pub(crate) fn update(c: &Connection, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
     let (mut env, seq) = get_with_seq(c, id)?;
     if env.archived_at.is_some() {
         return Err(StoreError::Coded {
@@ -109,10 +100,7 @@ pub(crate) fn update(
                 None => metadata.remove(&k),
             };
         }
-        validate_metadata(&metadata).map_err(|e| StoreError::Coded {
-            code: "invalid_metadata",
-            message: e.0,
-        })?;
+        validate_metadata(&metadata).map_err(|e| StoreError::Coded { code: "invalid_metadata", message: e.0 })?;
         env.metadata = metadata;
     }
     c.execute(
@@ -149,10 +137,7 @@ pub(crate) fn list(
         ))
         .map_err(backend)?;
     let rows = stmt
-        .query_map(
-            params![before, include_archived, i64::from(limit) + 1],
-            from_row,
-        )
+        .query_map(params![before, include_archived, i64::from(limit) + 1], from_row)
         .map_err(backend)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?;
@@ -173,13 +158,8 @@ pub(crate) fn archive(c: &Connection, id: &EnvironmentId) -> Result<Environment>
 
 pub(crate) fn delete(c: &Connection, id: &EnvironmentId) -> Result<()> {
     let (_, seq) = get_with_seq(c, id)?;
-    c.execute(
-        "DELETE FROM environment_keys WHERE environment_seq = ?1",
-        [seq],
-    )
-    .map_err(backend)?;
-    c.execute("DELETE FROM environments WHERE seq = ?1", [seq])
-        .map_err(backend)?;
+    c.execute("DELETE FROM environment_keys WHERE environment_seq = ?1", [seq]).map_err(backend)?;
+    c.execute("DELETE FROM environments WHERE seq = ?1", [seq]).map_err(backend)?;
     Ok(())
 }
 
@@ -196,11 +176,7 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
     })
 }
 
-pub(crate) fn create_key(
-    c: &Connection,
-    environment: &EnvironmentId,
-    hash: CredentialHash,
-) -> Result<EnvironmentKey> {
+pub(crate) fn create_key(c: &Connection, environment: &EnvironmentId, hash: CredentialHash) -> Result<EnvironmentKey> {
     let (env, seq) = get_with_seq(c, environment)?;
     if env.archived_at.is_some() {
         return Err(StoreError::Coded {
@@ -236,10 +212,7 @@ pub(crate) fn revoke_key(c: &Connection, id: &EnvironmentKeyId) -> Result<Enviro
     get_key(c, id)
 }
 
-pub(crate) fn list_keys(
-    c: &Connection,
-    environment: &EnvironmentId,
-) -> Result<Vec<EnvironmentKey>> {
+pub(crate) fn list_keys(c: &Connection, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
     let (_, seq) = get_with_seq(c, environment)?;
     let mut stmt = c
         .prepare_cached(&format!(
@@ -247,17 +220,11 @@ pub(crate) fn list_keys(
              WHERE k.environment_seq = ?1 ORDER BY k.seq"
         ))
         .map_err(backend)?;
-    stmt.query_map([seq], key_from_row)
-        .map_err(backend)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(backend)
+    stmt.query_map([seq], key_from_row).map_err(backend)?.collect::<rusqlite::Result<Vec<_>>>().map_err(backend)
 }
 
 /// The environment key hashing to `hash`, unless revoked, with its environment.
-pub(crate) fn find_key(
-    c: &Connection,
-    hash: &CredentialHash,
-) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
+pub(crate) fn find_key(c: &Connection, hash: &CredentialHash) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
     let row: Option<(String, String)> = c
         .prepare_cached(
             "SELECT k.id, e.id FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
@@ -265,6 +232,5 @@ pub(crate) fn find_key(
         )
         .and_then(|mut s| s.query_row([&hash[..]], |r| Ok((r.get(0)?, r.get(1)?))).optional())
         .map_err(backend)?;
-    row.map(|(k, e)| Ok((parse_id(&k)?, parse_id(&e)?)))
-        .transpose()
+    row.map(|(k, e)| Ok((parse_id(&k)?, parse_id(&e)?))).transpose()
 }

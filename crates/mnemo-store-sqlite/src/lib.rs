@@ -4,12 +4,15 @@
 //! committed (see [`engine`]); reads run on a small pool of read-only connections. The schema
 //! lives in `migrations/` and is applied on open.
 
+mod agents;
 mod engine;
 mod environments;
 mod memories;
 mod schema;
+mod sessions;
 mod stores;
 mod versions;
+mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,15 +20,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemo_api::{
-    Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory,
-    MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
-    MemoryVersionId, Timestamp, View,
+    Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory, MemoryId, MemoryListItem,
+    MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, Timestamp, View,
 };
+use std::collections::BTreeMap;
+
+use mnemo_api::{Access, Agent, AgentId, AgentParams, AgentSpec, Session, SessionId, Work, WorkId, WorkQueueStats};
 use mnemo_store::{
-    Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
-    ListMemoryVersions, Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore,
-    Result, Store, StoreError,
+    Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores, ListMemoryVersions,
+    Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store, StoreError,
 };
+use mnemo_store::{HeartbeatOutcome, ListSessions, NewSession};
 use rusqlite::{OptionalExtension, params};
 
 use crate::engine::{Engine, backend};
@@ -63,24 +68,16 @@ impl SqliteSettings {
         let mut durability = Durability::Full;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
-                Some(("synchronous", v)) if v.eq_ignore_ascii_case("full") => {
-                    durability = Durability::Full
-                }
+                Some(("synchronous", v)) if v.eq_ignore_ascii_case("full") => durability = Durability::Full,
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("normal") => {
                     durability = Durability::Normal;
                 }
                 _ => {
-                    return Err(format!(
-                        "unknown sqlite:// option `{pair}` (known: synchronous=full|normal)"
-                    ));
+                    return Err(format!("unknown sqlite:// option `{pair}` (known: synchronous=full|normal)"));
                 }
             }
         }
-        Ok(Self {
-            path: PathBuf::from(path),
-            durability,
-            limits: Limits::default(),
-        })
+        Ok(Self { path: PathBuf::from(path), durability, limits: Limits::default() })
     }
 }
 
@@ -99,10 +96,7 @@ impl SqliteStore {
                 .map_err(|e| StoreError::Backend(format!("create {}: {e}", parent.display())))?;
         }
         let engine = Engine::start(&settings.path, settings.durability)?;
-        Ok(Self {
-            engine,
-            limits: settings.limits,
-        })
+        Ok(Self { engine, limits: settings.limits })
     }
 
     /// The database file.
@@ -143,9 +137,7 @@ pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
         Actor::SessionActor { session_id } => ("session_actor", session_id.as_str()),
         Actor::ApiActor { api_key_id } => ("api_actor", api_key_id.as_str()),
         Actor::UserActor { user_id } => ("user_actor", user_id),
-        Actor::ServiceAccountActor { service_account_id } => {
-            ("service_account_actor", service_account_id)
-        }
+        Actor::ServiceAccountActor { service_account_id } => ("service_account_actor", service_account_id),
     }
 }
 
@@ -153,23 +145,16 @@ pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
 pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Option<Actor> {
     let id = id?;
     Some(match kind?.as_str() {
-        "session_actor" => Actor::SessionActor {
-            session_id: id.parse().ok()?,
-        },
-        "api_actor" => Actor::ApiActor {
-            api_key_id: id.parse().ok()?,
-        },
+        "session_actor" => Actor::SessionActor { session_id: id.parse().ok()? },
+        "api_actor" => Actor::ApiActor { api_key_id: id.parse().ok()? },
         "user_actor" => Actor::UserActor { user_id: id },
-        "service_account_actor" => Actor::ServiceAccountActor {
-            service_account_id: id,
-        },
+        "service_account_actor" => Actor::ServiceAccountActor { service_account_id: id },
         _ => return None,
     })
 }
 
 pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T> {
-    s.parse()
-        .map_err(|_| StoreError::Backend(format!("malformed id `{s}` in the database")))
+    s.parse().map_err(|_| StoreError::Backend(format!("malformed id `{s}` in the database")))
 }
 
 #[async_trait]
@@ -178,9 +163,7 @@ impl Store for SqliteStore {
         self.engine
             .read(move |c| {
                 let id: Option<String> = c
-                    .prepare_cached(
-                        "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
-                    )
+                    .prepare_cached("SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL")
                     .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
                     .map_err(backend)?;
                 id.as_deref().map(parse_id).transpose()
@@ -210,12 +193,7 @@ impl Store for SqliteStore {
     async fn count_api_keys(&self) -> Result<u64> {
         self.engine
             .read(|c| {
-                c.query_row(
-                    "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(backend)
+                c.query_row("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", [], |r| r.get(0)).map_err(backend)
             })
             .await
     }
@@ -224,42 +202,36 @@ impl Store for SqliteStore {
         self.engine
             .read(move |c| {
                 let api: Option<String> = c
-                    .prepare_cached(
-                        "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
-                    )
+                    .prepare_cached("SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL")
                     .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
                     .map_err(backend)?;
                 if let Some(id) = api {
                     return Ok(Some(Credential::ApiKey(parse_id(&id)?)));
                 }
-                Ok(environments::find_key(c, &hash)?
-                    .map(|(id, environment)| Credential::EnvironmentKey { id, environment }))
+                if let Some((id, environment)) = environments::find_key(c, &hash)? {
+                    return Ok(Some(Credential::EnvironmentKey { id, environment }));
+                }
+                Ok(work::find_token(c, &hash)?.map(|(work, session, environment)| Credential::SessionToken {
+                    work,
+                    session,
+                    environment,
+                }))
             })
             .await
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        self.engine
-            .write(move |c| environments::create(c, &new))
-            .await
+        self.engine.write(move |c| environments::create(c, &new)).await
     }
 
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         let id = id.clone();
-        self.engine
-            .read(move |c| environments::get_with_seq(c, &id).map(|(e, _)| e))
-            .await
+        self.engine.read(move |c| environments::get_with_seq(c, &id).map(|(e, _)| e)).await
     }
 
-    async fn update_environment(
-        &self,
-        id: &EnvironmentId,
-        patch: EnvironmentPatch,
-    ) -> Result<Environment> {
+    async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
         let id = id.clone();
-        self.engine
-            .write(move |c| environments::update(c, &id, patch))
-            .await
+        self.engine.write(move |c| environments::update(c, &id, patch)).await
     }
 
     async fn list_environments(
@@ -268,23 +240,17 @@ impl Store for SqliteStore {
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Environment>> {
-        self.engine
-            .read(move |c| environments::list(c, include_archived, limit, after.as_ref()))
-            .await
+        self.engine.read(move |c| environments::list(c, include_archived, limit, after.as_ref())).await
     }
 
     async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         let id = id.clone();
-        self.engine
-            .write(move |c| environments::archive(c, &id))
-            .await
+        self.engine.write(move |c| environments::archive(c, &id)).await
     }
 
     async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
         let id = id.clone();
-        self.engine
-            .write(move |c| environments::delete(c, &id))
-            .await
+        self.engine.write(move |c| environments::delete(c, &id)).await
     }
 
     async fn create_environment_key(
@@ -293,26 +259,126 @@ impl Store for SqliteStore {
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
         let environment = environment.clone();
-        self.engine
-            .write(move |c| environments::create_key(c, &environment, hash))
-            .await
+        self.engine.write(move |c| environments::create_key(c, &environment, hash)).await
     }
 
     async fn revoke_environment_key(&self, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
         let id = id.clone();
-        self.engine
-            .write(move |c| environments::revoke_key(c, &id))
-            .await
+        self.engine.write(move |c| environments::revoke_key(c, &id)).await
     }
 
-    async fn list_environment_keys(
+    async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
+        let environment = environment.clone();
+        self.engine.read(move |c| environments::list_keys(c, &environment)).await
+    }
+
+    async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
+        self.engine.write(move |c| agents::create(c, &spec)).await
+    }
+
+    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        let id = id.clone();
+        self.engine.read(move |c| agents::get(c, &id, version)).await
+    }
+
+    async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
+        let id = id.clone();
+        self.engine.write(move |c| agents::update(c, &id, base, &params)).await
+    }
+
+    async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>> {
+        self.engine.read(move |c| agents::list(c, include_archived, limit, after.as_ref())).await
+    }
+
+    async fn archive_agent(&self, id: &AgentId) -> Result<Agent> {
+        let id = id.clone();
+        self.engine.write(move |c| agents::archive(c, &id)).await
+    }
+
+    async fn create_session(&self, new: NewSession) -> Result<Session> {
+        let ttl = self.limits.work_lease_ttl_seconds;
+        self.engine.write(move |c| sessions::create(c, &new, ttl)).await
+    }
+
+    async fn get_session(&self, id: &SessionId) -> Result<Session> {
+        let id = id.clone();
+        self.engine.read(move |c| sessions::get_with_seq(c, &id).map(|(s, _)| s)).await
+    }
+
+    async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
+        self.engine.read(move |c| sessions::list(c, &query)).await
+    }
+
+    async fn archive_session(&self, id: &SessionId) -> Result<Session> {
+        let id = id.clone();
+        self.engine.write(move |c| sessions::archive(c, &id)).await
+    }
+
+    async fn delete_session(&self, id: &SessionId) -> Result<()> {
+        let id = id.clone();
+        self.engine.write(move |c| sessions::delete(c, &id)).await
+    }
+
+    async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+        let (session, store) = (session.clone(), store.clone());
+        self.engine.read(move |c| sessions::store_access(c, &session, &store)).await
+    }
+
+    async fn poll_work(
         &self,
         environment: &EnvironmentId,
-    ) -> Result<Vec<EnvironmentKey>> {
+        worker_id: Option<String>,
+        reclaim_ms: u64,
+        token_hash: CredentialHash,
+    ) -> Result<Option<Work>> {
         let environment = environment.clone();
-        self.engine
-            .read(move |c| environments::list_keys(c, &environment))
-            .await
+        self.engine.write(move |c| work::poll(c, &environment, worker_id.as_deref(), reclaim_ms, &token_hash)).await
+    }
+
+    async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        let (environment, id) = (environment.clone(), id.clone());
+        self.engine.write(move |c| work::ack(c, &environment, &id)).await
+    }
+
+    async fn heartbeat_work(
+        &self,
+        environment: &EnvironmentId,
+        id: &WorkId,
+        expected_last_heartbeat: &str,
+        desired_ttl_seconds: Option<u64>,
+    ) -> Result<HeartbeatOutcome> {
+        let (environment, id, expected) = (environment.clone(), id.clone(), expected_last_heartbeat.to_owned());
+        self.engine.write(move |c| work::heartbeat(c, &environment, &id, &expected, desired_ttl_seconds)).await
+    }
+
+    async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
+        let (environment, id) = (environment.clone(), id.clone());
+        self.engine.write(move |c| work::stop(c, &environment, &id, force)).await
+    }
+
+    async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        let (environment, id) = (environment.clone(), id.clone());
+        self.engine.read(move |c| work::get(c, &environment, &id)).await
+    }
+
+    async fn update_work_metadata(
+        &self,
+        environment: &EnvironmentId,
+        id: &WorkId,
+        patch: BTreeMap<String, Option<String>>,
+    ) -> Result<Work> {
+        let (environment, id) = (environment.clone(), id.clone());
+        self.engine.write(move |c| work::update_metadata(c, &environment, &id, &patch)).await
+    }
+
+    async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>> {
+        let environment = environment.clone();
+        self.engine.read(move |c| work::list(c, &environment, limit, after.as_ref())).await
+    }
+
+    async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats> {
+        let environment = environment.clone();
+        self.engine.read(move |c| work::stats(c, &environment)).await
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
@@ -324,15 +390,9 @@ impl Store for SqliteStore {
         self.engine.read(move |c| stores::get(c, &id)).await
     }
 
-    async fn update_memory_store(
-        &self,
-        id: &MemoryStoreId,
-        patch: MemoryStorePatch,
-    ) -> Result<MemoryStore> {
+    async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
         let id = id.clone();
-        self.engine
-            .write(move |c| stores::update(c, &id, patch))
-            .await
+        self.engine.write(move |c| stores::update(c, &id, patch)).await
     }
 
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
@@ -358,16 +418,12 @@ impl Store for SqliteStore {
     ) -> Result<Memory> {
         let store = store.clone();
         let limit = self.limits.max_memories_per_store;
-        self.engine
-            .write(move |c| memories::create(c, &store, &path, content, &actor, limit))
-            .await
+        self.engine.write(move |c| memories::create(c, &store, &path, content, &actor, limit)).await
     }
 
     async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
         let (store, id) = (store.clone(), id.clone());
-        self.engine
-            .read(move |c| memories::get(c, &store, &id))
-            .await
+        self.engine.read(move |c| memories::get(c, &store, &id)).await
     }
 
     async fn update_memory(
@@ -378,9 +434,7 @@ impl Store for SqliteStore {
         actor: Actor,
     ) -> Result<Memory> {
         let (store, id) = (store.clone(), id.clone());
-        self.engine
-            .write(move |c| memories::update(c, &store, &id, change, &actor))
-            .await
+        self.engine.write(move |c| memories::update(c, &store, &id, change, &actor)).await
     }
 
     async fn delete_memory(
@@ -391,20 +445,12 @@ impl Store for SqliteStore {
         actor: Actor,
     ) -> Result<()> {
         let (store, id) = (store.clone(), id.clone());
-        self.engine
-            .write(move |c| memories::delete(c, &store, &id, expected_sha256.as_deref(), &actor))
-            .await
+        self.engine.write(move |c| memories::delete(c, &store, &id, expected_sha256.as_deref(), &actor)).await
     }
 
-    async fn list_memories(
-        &self,
-        store: &MemoryStoreId,
-        query: ListMemories,
-    ) -> Result<Listing<MemoryListItem>> {
+    async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
         let store = store.clone();
-        self.engine
-            .read(move |c| memories::list(c, &store, &query))
-            .await
+        self.engine.read(move |c| memories::list(c, &store, &query)).await
     }
 
     async fn get_memory_version(
@@ -414,9 +460,7 @@ impl Store for SqliteStore {
         view: View,
     ) -> Result<MemoryVersion> {
         let (store, id) = (store.clone(), id.clone());
-        self.engine
-            .read(move |c| versions::get(c, &store, &id, view))
-            .await
+        self.engine.read(move |c| versions::get(c, &store, &id, view)).await
     }
 
     async fn list_memory_versions(
@@ -425,9 +469,7 @@ impl Store for SqliteStore {
         query: ListMemoryVersions,
     ) -> Result<Listing<MemoryVersion>> {
         let store = store.clone();
-        self.engine
-            .read(move |c| versions::list(c, &store, &query))
-            .await
+        self.engine.read(move |c| versions::list(c, &store, &query)).await
     }
 
     async fn redact_memory_version(
@@ -437,8 +479,6 @@ impl Store for SqliteStore {
         actor: Actor,
     ) -> Result<MemoryVersion> {
         let (store, id) = (store.clone(), id.clone());
-        self.engine
-            .write(move |c| versions::redact(c, &store, &id, &actor))
-            .await
+        self.engine.write(move |c| versions::redact(c, &store, &id, &actor)).await
     }
 }

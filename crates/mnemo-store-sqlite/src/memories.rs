@@ -1,8 +1,8 @@
 //! Memories: create, read, update (content and rename), delete, list.
 
 use mnemo_api::{
-    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryPrefix, MemoryStoreId,
-    MemoryVersionId, Operation, View, content_sha256,
+    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryPrefix, MemoryStoreId, MemoryVersionId, Operation, View,
+    content_sha256,
 };
 use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -19,11 +19,7 @@ struct Current {
 const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
                        m.created_at, m.updated_at, m.seq";
 
-fn from_row(
-    store: &MemoryStoreId,
-    r: &Row<'_>,
-    with_content: bool,
-) -> rusqlite::Result<(Memory, i64)> {
+fn from_row(store: &MemoryStoreId, r: &Row<'_>, with_content: bool) -> rusqlite::Result<(Memory, i64)> {
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
     Ok((
         Memory {
@@ -54,23 +50,14 @@ fn load(c: &Connection, store: &MemoryStoreId, store_seq: i64, id: &MemoryId) ->
 
 /// The first memory (other than `except`) whose path equals, is an ancestor of, or lies below
 /// `path`: the one that blocks `path` from existing.
-fn blocker(
-    c: &Connection,
-    store_seq: i64,
-    path: &MemoryPath,
-    except: Option<i64>,
-) -> Result<Option<(String, String)>> {
+fn blocker(c: &Connection, store_seq: i64, path: &MemoryPath, except: Option<i64>) -> Result<Option<(String, String)>> {
     let except = except.unwrap_or(-1);
     let mut exact = c
-        .prepare_cached(
-            "SELECT id, path FROM memories WHERE store_seq = ?1 AND path = ?2 AND seq != ?3",
-        )
+        .prepare_cached("SELECT id, path FROM memories WHERE store_seq = ?1 AND path = ?2 AND seq != ?3")
         .map_err(backend)?;
     for candidate in std::iter::once(path.as_str()).chain(path.ancestors()) {
         let hit = exact
-            .query_row(params![store_seq, candidate, except], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(params![store_seq, candidate, except], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(backend)?;
         if hit.is_some() {
@@ -86,12 +73,7 @@ fn blocker(
     .map_err(backend)
 }
 
-fn check_path_free(
-    c: &Connection,
-    store_seq: i64,
-    path: &MemoryPath,
-    except: Option<i64>,
-) -> Result<()> {
+fn check_path_free(c: &Connection, store_seq: i64, path: &MemoryPath, except: Option<i64>) -> Result<()> {
     match blocker(c, store_seq, path, except)? {
         None => Ok(()),
         Some((id, conflicting_path)) => Err(StoreError::PathConflict {
@@ -158,24 +140,13 @@ pub(crate) fn create(
         .and_then(|mut st| st.query_row([store_seq], |r| r.get(0)))
         .map_err(backend)?;
     if count >= i64::from(limit) {
-        return Err(StoreError::StoreFull {
-            store: store.to_string(),
-            limit,
-        });
+        return Err(StoreError::StoreFull { store: store.to_string(), limit });
     }
     let id = MemoryId::generate();
     let sha = content_sha256(content.as_bytes());
     let now = now_micros();
-    let (version_id, version_seq) = insert_version(
-        c,
-        store_seq,
-        &id,
-        Operation::Created,
-        path.as_str(),
-        Some((&content, &sha)),
-        actor,
-        now,
-    )?;
+    let (version_id, version_seq) =
+        insert_version(c, store_seq, &id, Operation::Created, path.as_str(), Some((&content, &sha)), actor, now)?;
     c.prepare_cached(
         "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
          version_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
@@ -228,9 +199,7 @@ pub(crate) fn update(
     let Current { mut memory, seq } = load(c, store, store_seq, id)?;
     let current_content = memory.content.clone().unwrap_or_default();
     let content = change.content.unwrap_or(current_content);
-    let path = change
-        .path
-        .map_or_else(|| memory.path.clone(), |p| p.to_string());
+    let path = change.path.map_or_else(|| memory.path.clone(), |p| p.to_string());
     let sha = content_sha256(content.as_bytes());
     // Already in the requested state: a retry of an update that was applied. Answer with the
     // memory as it is, whatever the precondition says, and write no version.
@@ -240,33 +209,20 @@ pub(crate) fn update(
     if let Some(expected) = change.expected_sha256
         && expected != memory.content_sha256
     {
-        return Err(StoreError::PreconditionFailed {
-            expected,
-            actual: memory.content_sha256,
-        });
+        return Err(StoreError::PreconditionFailed { expected, actual: memory.content_sha256 });
     }
     if path != memory.path {
         let parsed = MemoryPath::parse(&path).map_err(|e| StoreError::Invalid(e.to_string()))?;
         check_path_free(c, store_seq, &parsed, Some(seq))?;
     }
     let now = now_micros();
-    let (version_id, version_seq) = insert_version(
-        c,
-        store_seq,
-        id,
-        Operation::Modified,
-        &path,
-        Some((&content, &sha)),
-        actor,
-        now,
-    )?;
+    let (version_id, version_seq) =
+        insert_version(c, store_seq, id, Operation::Modified, &path, Some((&content, &sha)), actor, now)?;
     c.prepare_cached(
         "UPDATE memories SET path = ?1, content_sha256 = ?2, content_size_bytes = ?3, version_seq = ?4, \
          version_id = ?5, updated_at = ?6 WHERE seq = ?7",
     )
-    .and_then(|mut st| {
-        st.execute(params![path, sha, content.len() as i64, version_seq, version_id.as_str(), now, seq])
-    })
+    .and_then(|mut st| st.execute(params![path, sha, content.len() as i64, version_seq, version_id.as_str(), now, seq]))
     .map_err(backend)?;
     memory.path = path;
     memory.content_sha256 = sha;
@@ -286,53 +242,28 @@ pub(crate) fn delete(
 ) -> Result<()> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     let row: Option<(i64, String, String)> = c
-        .prepare_cached(
-            "SELECT seq, path, content_sha256 FROM memories WHERE id = ?1 AND store_seq = ?2",
-        )
+        .prepare_cached("SELECT seq, path, content_sha256 FROM memories WHERE id = ?1 AND store_seq = ?2")
         .and_then(|mut s| {
-            s.query_row(params![id.as_str(), store_seq], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .optional()
+            s.query_row(params![id.as_str(), store_seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()
         })
         .map_err(backend)?;
     let (seq, path, sha) = row.ok_or_else(|| StoreError::not_found("memory", id))?;
     if let Some(expected) = expected_sha256
         && expected != sha
     {
-        return Err(StoreError::PreconditionFailed {
-            expected: expected.to_owned(),
-            actual: sha,
-        });
+        return Err(StoreError::PreconditionFailed { expected: expected.to_owned(), actual: sha });
     }
-    insert_version(
-        c,
-        store_seq,
-        id,
-        Operation::Deleted,
-        &path,
-        None,
-        actor,
-        now_micros(),
-    )?;
-    c.execute("DELETE FROM memories WHERE seq = ?1", [seq])
+    insert_version(c, store_seq, id, Operation::Deleted, &path, None, actor, now_micros())?;
+    c.execute("DELETE FROM memories WHERE seq = ?1", [seq]).map_err(backend)?;
+    c.execute("UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = ?1", [store_seq])
         .map_err(backend)?;
-    c.execute(
-        "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = ?1",
-        [store_seq],
-    )
-    .map_err(backend)?;
     Ok(())
 }
 
 /// Lists in byte order of path with keyset pagination. With a depth, each run of memories
 /// below a rolled-up prefix becomes one `memory_prefix` item and the scan seeks past the
 /// prefix's subtree, so a page costs O(limit) index seeks however many memories hide below.
-pub(crate) fn list(
-    c: &Connection,
-    store: &MemoryStoreId,
-    q: &ListMemories,
-) -> Result<Listing<MemoryListItem>> {
+pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> Result<Listing<MemoryListItem>> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     let full = q.view == View::Full;
     let (lo, hi) = q.prefix.range();
@@ -359,9 +290,7 @@ pub(crate) fn list(
     let mut items: Vec<(MemoryListItem, Cursor)> = Vec::with_capacity(want);
     'scan: while items.len() < want {
         let batch = (want - items.len()) as i64;
-        let mut rows = stmt
-            .query(params![store_seq, from, after, hi, batch])
-            .map_err(backend)?;
+        let mut rows = stmt.query(params![store_seq, from, after, hi, batch]).map_err(backend)?;
         let mut seen = 0;
         while let Some(row) = rows.next().map_err(backend)? {
             seen += 1;
@@ -375,9 +304,7 @@ pub(crate) fn list(
                     // Skip the whole subtree: the next candidate is >= dir with its `/` bumped.
                     let mut skip = dir[..dir.len() - 1].to_owned();
                     skip.push('0');
-                    let item = MemoryListItem::Prefix(MemoryPrefix {
-                        path: dir.to_owned(),
-                    });
+                    let item = MemoryListItem::Prefix(MemoryPrefix { path: dir.to_owned() });
                     items.push((item, Cursor::FromPath(skip.clone())));
                     from = skip;
                     after = String::new();
@@ -397,13 +324,6 @@ pub(crate) fn list(
     }
     let more = items.len() > q.limit as usize;
     items.truncate(q.limit as usize);
-    let next = if more {
-        items.last().map(|(_, c)| c.clone())
-    } else {
-        None
-    };
-    Ok(Listing {
-        items: items.into_iter().map(|(i, _)| i).collect(),
-        next,
-    })
+    let next = if more { items.last().map(|(_, c)| c.clone()) } else { None };
+    Ok(Listing { items: items.into_iter().map(|(i, _)| i).collect(), next })
 }

@@ -9,6 +9,7 @@ use crate::engine::backend;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_initial.sql"),
     include_str!("../migrations/0002_environments.sql"),
+    include_str!("../migrations/0003_agents_sessions_work.sql"),
 ];
 
 /// Brings the database up to the newest schema, one transaction per migration.
@@ -25,11 +26,8 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         )));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;",
-            i + 1
-        ))
-        .map_err(|e| StoreError::Backend(format!("migration {}: {e}", i + 1)))?;
+        conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;", i + 1))
+            .map_err(|e| StoreError::Backend(format!("migration {}: {e}", i + 1)))?;
     }
     Ok(())
 }

@@ -3,9 +3,7 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{MemoryStore, MemoryStoreId, apply_metadata_patch};
-use mnemo_store::{
-    Cursor, ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError,
-};
+use mnemo_store::{Cursor, ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::engine::backend;
@@ -32,12 +30,10 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(MemoryStore, i64)> {
 
 /// The store and its row number, or not-found.
 pub(crate) fn get_with_seq(c: &Connection, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
-    c.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM memory_stores WHERE id = ?1"
-    ))
-    .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
-    .map_err(backend)?
-    .ok_or_else(|| StoreError::not_found("memory store", id))
+    c.prepare_cached(&format!("SELECT {COLUMNS} FROM memory_stores WHERE id = ?1"))
+        .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
+        .map_err(backend)?
+        .ok_or_else(|| StoreError::not_found("memory store", id))
 }
 
 pub(crate) fn get(c: &Connection, id: &MemoryStoreId) -> Result<MemoryStore> {
@@ -55,15 +51,7 @@ pub(crate) fn create(c: &Connection, new: NewMemoryStore) -> Result<MemoryStore>
         "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
     )
-    .and_then(|mut s| {
-        s.execute(params![
-            id.as_str(),
-            new.name,
-            new.description,
-            metadata_json(&new.metadata),
-            now
-        ])
-    })
+    .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
     .map_err(backend)?;
     Ok(MemoryStore {
         id,
@@ -76,11 +64,7 @@ pub(crate) fn create(c: &Connection, new: NewMemoryStore) -> Result<MemoryStore>
     })
 }
 
-pub(crate) fn update(
-    c: &Connection,
-    id: &MemoryStoreId,
-    patch: MemoryStorePatch,
-) -> Result<MemoryStore> {
+pub(crate) fn update(c: &Connection, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
     let (mut store, seq) = get_with_seq(c, id)?;
     if store.archived_at.is_some() {
         return Err(StoreError::Archived(id.to_string()));
@@ -92,8 +76,7 @@ pub(crate) fn update(
         store.description = description;
     }
     if let Some(changes) = &patch.metadata {
-        store.metadata =
-            apply_metadata_patch(&store.metadata, changes).map_err(|e| StoreError::Invalid(e.0))?;
+        store.metadata = apply_metadata_patch(&store.metadata, changes).map_err(|e| StoreError::Invalid(e.0))?;
     }
     let now = now_micros();
     c.execute(
@@ -109,11 +92,8 @@ pub(crate) fn archive(c: &Connection, id: &MemoryStoreId) -> Result<MemoryStore>
     let (mut store, seq) = get_with_seq(c, id)?;
     if store.archived_at.is_none() {
         let now = now_micros();
-        c.execute(
-            "UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2",
-            params![now, seq],
-        )
-        .map_err(backend)?;
+        c.execute("UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
+            .map_err(backend)?;
         store.archived_at = Some(ts(now));
         store.updated_at = ts(now);
     }
@@ -123,12 +103,9 @@ pub(crate) fn archive(c: &Connection, id: &MemoryStoreId) -> Result<MemoryStore>
 pub(crate) fn delete(c: &Connection, id: &MemoryStoreId) -> Result<()> {
     let (_, seq) = get_with_seq(c, id)?;
     // Children first: cheaper than cascading through foreign keys row by row.
-    c.execute("DELETE FROM memories WHERE store_seq = ?1", [seq])
-        .map_err(backend)?;
-    c.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq])
-        .map_err(backend)?;
-    c.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq])
-        .map_err(backend)?;
+    c.execute("DELETE FROM memories WHERE store_seq = ?1", [seq]).map_err(backend)?;
+    c.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq]).map_err(backend)?;
+    c.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq]).map_err(backend)?;
     Ok(())
 }
 
@@ -167,13 +144,6 @@ pub(crate) fn list(c: &Connection, q: &ListMemoryStores) -> Result<Listing<Memor
 pub(crate) fn page<T>(mut rows: Vec<(T, i64)>, limit: u32) -> Listing<T> {
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
-    let next = if more {
-        rows.last().map(|(_, seq)| Cursor::Before(*seq))
-    } else {
-        None
-    };
-    Listing {
-        items: rows.into_iter().map(|(item, _)| item).collect(),
-        next,
-    }
+    let next = if more { rows.last().map(|(_, seq)| Cursor::Before(*seq)) } else { None };
+    Listing { items: rows.into_iter().map(|(item, _)| item).collect(), next }
 }

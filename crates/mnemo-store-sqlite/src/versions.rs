@@ -11,11 +11,7 @@ use crate::{actor_columns, actor_from_columns, now_micros, parse_id, ts, ts_opt}
 const COLUMNS: &str = "id, memory_id, operation, path, content_sha256, content_size_bytes, created_at, \
                        actor_kind, actor_id, redacted_at, redactor_kind, redactor_id, seq";
 
-fn from_row(
-    store: &MemoryStoreId,
-    r: &Row<'_>,
-    with_content: bool,
-) -> rusqlite::Result<(MemoryVersion, i64)> {
+fn from_row(store: &MemoryStoreId, r: &Row<'_>, with_content: bool) -> rusqlite::Result<(MemoryVersion, i64)> {
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
     let operation: String = r.get(2)?;
     Ok((
@@ -23,9 +19,8 @@ fn from_row(
             id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
             memory_id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
             memory_store_id: store.clone(),
-            operation: Operation::parse(&operation).ok_or_else(|| {
-                rusqlite::Error::InvalidColumnName(format!("operation {operation}"))
-            })?,
+            operation: Operation::parse(&operation)
+                .ok_or_else(|| rusqlite::Error::InvalidColumnName(format!("operation {operation}")))?,
             path: r.get(3)?,
             content_sha256: r.get(4)?,
             content_size_bytes: r.get(5)?,
@@ -46,34 +41,20 @@ fn load(
     id: &MemoryVersionId,
     view: View,
 ) -> Result<(MemoryVersion, i64)> {
-    c.prepare_cached(&format!(
-        "SELECT {COLUMNS}, content FROM memory_versions WHERE id = ?1 AND store_seq = ?2"
-    ))
-    .and_then(|mut s| {
-        s.query_row(params![id.as_str(), store_seq], |r| {
-            from_row(store, r, view == View::Full)
+    c.prepare_cached(&format!("SELECT {COLUMNS}, content FROM memory_versions WHERE id = ?1 AND store_seq = ?2"))
+        .and_then(|mut s| {
+            s.query_row(params![id.as_str(), store_seq], |r| from_row(store, r, view == View::Full)).optional()
         })
-        .optional()
-    })
-    .map_err(backend)?
-    .ok_or_else(|| StoreError::not_found("memory version", id))
+        .map_err(backend)?
+        .ok_or_else(|| StoreError::not_found("memory version", id))
 }
 
-pub(crate) fn get(
-    c: &Connection,
-    store: &MemoryStoreId,
-    id: &MemoryVersionId,
-    view: View,
-) -> Result<MemoryVersion> {
+pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryVersionId, view: View) -> Result<MemoryVersion> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     load(c, store, store_seq, id, view).map(|(v, _)| v)
 }
 
-pub(crate) fn list(
-    c: &Connection,
-    store: &MemoryStoreId,
-    q: &ListMemoryVersions,
-) -> Result<Listing<MemoryVersion>> {
+pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     let before = match &q.after {
         None => i64::MAX,
@@ -85,18 +66,13 @@ pub(crate) fn list(
     let actors: Vec<(&str, &str)> = [
         q.session_id.as_ref().map(|s| ("session_actor", s.as_str())),
         q.api_key_id.as_ref().map(|k| ("api_actor", k.as_str())),
-        q.service_account_id
-            .as_deref()
-            .map(|s| ("service_account_actor", s)),
+        q.service_account_id.as_deref().map(|s| ("service_account_actor", s)),
     ]
     .into_iter()
     .flatten()
     .collect();
     if actors.len() > 1 {
-        return Ok(Listing {
-            items: Vec::new(),
-            next: None,
-        });
+        return Ok(Listing { items: Vec::new(), next: None });
     }
     let (actor_kind, actor_id) = actors.first().copied().unzip();
     let with_content = q.view == View::Full;
@@ -144,10 +120,7 @@ pub(crate) fn redact(
     }
     let live: Option<i64> = c
         .prepare_cached("SELECT version_seq FROM memories WHERE id = ?1")
-        .and_then(|mut s| {
-            s.query_row([version.memory_id.as_str()], |r| r.get(0))
-                .optional()
-        })
+        .and_then(|mut s| s.query_row([version.memory_id.as_str()], |r| r.get(0)).optional())
         .map_err(backend)?;
     if live == Some(seq) {
         return Err(StoreError::RedactCurrentVersion {

@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{
-    Actor, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, PathPrefix, View, content_sha256,
-};
+use mnemo_api::{Actor, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, PathPrefix, View, content_sha256};
 use mnemo_store::{ListMemories, Listing, MemoryChange, NewMemoryStore, Store, StoreError, rollup};
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 use proptest::prelude::*;
@@ -14,22 +12,9 @@ use proptest::prelude::*;
 #[derive(Debug, Clone)]
 enum Op {
     Create(String, String),
-    Update {
-        pick: usize,
-        content: Option<String>,
-        rename: Option<String>,
-        fresh_sha: Option<bool>,
-    },
-    Delete {
-        pick: usize,
-        fresh_sha: Option<bool>,
-    },
-    List {
-        prefix: String,
-        depth: u32,
-        limit: u32,
-        full: bool,
-    },
+    Update { pick: usize, content: Option<String>, rename: Option<String>, fresh_sha: Option<bool> },
+    Delete { pick: usize, fresh_sha: Option<bool> },
+    List { prefix: String, depth: u32, limit: u32, full: bool },
 }
 
 fn path() -> impl Strategy<Value = String> {
@@ -38,13 +23,8 @@ fn path() -> impl Strategy<Value = String> {
 }
 
 fn prefix() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(vec!["a", "b"]), 0..3).prop_map(|s| {
-        if s.is_empty() {
-            "/".to_owned()
-        } else {
-            format!("/{}/", s.join("/"))
-        }
-    })
+    prop::collection::vec(prop::sample::select(vec!["a", "b"]), 0..3)
+        .prop_map(|s| if s.is_empty() { "/".to_owned() } else { format!("/{}/", s.join("/")) })
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -70,11 +50,7 @@ impl Model {
             .iter()
             .filter(|(_, (id, _))| Some(id) != except)
             .map(|(p, _)| p)
-            .find(|p| {
-                *p == path
-                    || path.starts_with(&format!("{p}/"))
-                    || p.starts_with(&format!("{path}/"))
-            })
+            .find(|p| *p == path || path.starts_with(&format!("{p}/")) || p.starts_with(&format!("{path}/")))
             .cloned()
     }
 
@@ -102,15 +78,12 @@ impl Model {
 }
 
 fn actor() -> Actor {
-    Actor::ApiActor {
-        api_key_id: "apikey_model".parse().unwrap(),
-    }
+    Actor::ApiActor { api_key_id: "apikey_model".parse().unwrap() }
 }
 
 async fn run(ops: Vec<Op>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut settings =
-        SqliteSettings::from_url(&format!("sqlite://{}/m.sqlite", dir.path().display())).unwrap();
+    let mut settings = SqliteSettings::from_url(&format!("sqlite://{}/m.sqlite", dir.path().display())).unwrap();
     settings.durability = Durability::Normal;
     let db = SqliteStore::open(&settings).unwrap();
     let store: MemoryStoreId = db
@@ -126,19 +99,10 @@ async fn run(ops: Vec<Op>) {
     for op in ops {
         match op {
             Op::Create(path, content) => {
-                let got = db
-                    .create_memory(
-                        &store,
-                        MemoryPath::parse(&path).unwrap(),
-                        content.clone(),
-                        actor(),
-                    )
-                    .await;
+                let got = db.create_memory(&store, MemoryPath::parse(&path).unwrap(), content.clone(), actor()).await;
                 match model.blocker(&path, None) {
                     Some(b) => match got {
-                        Err(StoreError::PathConflict {
-                            conflicting_path, ..
-                        }) => assert_eq!(conflicting_path, b),
+                        Err(StoreError::PathConflict { conflicting_path, .. }) => assert_eq!(conflicting_path, b),
                         other => {
                             panic!("create {path}: expected a conflict with {b}, got {other:?}")
                         }
@@ -150,22 +114,12 @@ async fn run(ops: Vec<Op>) {
                     }
                 }
             }
-            Op::Update {
-                pick,
-                content,
-                rename,
-                fresh_sha,
-            } => {
+            Op::Update { pick, content, rename, fresh_sha } => {
                 let Some((old_path, id, old_content)) = model.pick(pick) else {
                     continue;
                 };
-                let expected = fresh_sha.map(|fresh| {
-                    if fresh {
-                        content_sha256(old_content.as_bytes())
-                    } else {
-                        content_sha256(b"stale")
-                    }
-                });
+                let expected = fresh_sha
+                    .map(|fresh| if fresh { content_sha256(old_content.as_bytes()) } else { content_sha256(b"stale") });
                 let change = MemoryChange {
                     content: content.clone(),
                     path: rename.as_deref().map(|p| MemoryPath::parse(p).unwrap()),
@@ -179,15 +133,9 @@ async fn run(ops: Vec<Op>) {
                 if noop {
                     got.unwrap();
                 } else if stale {
-                    assert!(
-                        matches!(got, Err(StoreError::PreconditionFailed { .. })),
-                        "{got:?}"
-                    );
+                    assert!(matches!(got, Err(StoreError::PreconditionFailed { .. })), "{got:?}");
                 } else if new_path != old_path && model.blocker(&new_path, Some(&id)).is_some() {
-                    assert!(
-                        matches!(got, Err(StoreError::PathConflict { .. })),
-                        "{got:?}"
-                    );
+                    assert!(matches!(got, Err(StoreError::PathConflict { .. })), "{got:?}");
                 } else {
                     let m = got.unwrap();
                     assert_eq!(
@@ -202,43 +150,24 @@ async fn run(ops: Vec<Op>) {
                 let Some((path, id, content)) = model.pick(pick) else {
                     continue;
                 };
-                let expected = fresh_sha.map(|fresh| {
-                    if fresh {
-                        content_sha256(content.as_bytes())
-                    } else {
-                        content_sha256(b"stale")
-                    }
-                });
+                let expected = fresh_sha
+                    .map(|fresh| if fresh { content_sha256(content.as_bytes()) } else { content_sha256(b"stale") });
                 let stale = fresh_sha == Some(false);
                 let got = db.delete_memory(&store, &id, expected, actor()).await;
                 if stale {
-                    assert!(
-                        matches!(got, Err(StoreError::PreconditionFailed { .. })),
-                        "{got:?}"
-                    );
+                    assert!(matches!(got, Err(StoreError::PreconditionFailed { .. })), "{got:?}");
                 } else {
                     got.unwrap();
                     model.by_path.remove(&path);
                 }
             }
-            Op::List {
-                prefix,
-                depth,
-                limit,
-                full,
-            } => {
+            Op::List { prefix, depth, limit, full } => {
                 let prefix = PathPrefix::parse(&prefix).unwrap();
                 let view = if full { View::Full } else { View::Basic };
                 let mut after = None;
                 let mut got = Vec::new();
                 loop {
-                    let q = ListMemories {
-                        prefix: prefix.clone(),
-                        depth,
-                        limit,
-                        view,
-                        after: after.take(),
-                    };
+                    let q = ListMemories { prefix: prefix.clone(), depth, limit, view, after: after.take() };
                     let Listing { items, next } = db.list_memories(&store, q).await.unwrap();
                     assert!(items.len() <= limit as usize);
                     for item in items {
@@ -259,11 +188,7 @@ async fn run(ops: Vec<Op>) {
                         None => break,
                     }
                 }
-                assert_eq!(
-                    got,
-                    model.listing(&prefix, depth),
-                    "prefix {prefix} depth {depth} limit {limit}"
-                );
+                assert_eq!(got, model.listing(&prefix, depth), "prefix {prefix} depth {depth} limit {limit}");
             }
         }
     }

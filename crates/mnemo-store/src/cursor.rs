@@ -33,9 +33,7 @@ impl Cursor {
     /// Parses a `page` value received from a client.
     pub fn decode(s: &str) -> Result<Self, StoreError> {
         let bad = || StoreError::InvalidCursor;
-        let raw = URL_SAFE_NO_PAD
-            .decode(s.trim_end_matches('='))
-            .map_err(|_| bad())?;
+        let raw = URL_SAFE_NO_PAD.decode(s.trim_end_matches('=')).map_err(|_| bad())?;
         let raw = String::from_utf8(raw).map_err(|_| bad())?;
         let (tag, rest) = raw.split_at_checked(1).ok_or_else(bad)?;
         match tag {
@@ -53,24 +51,14 @@ mod tests {
 
     #[test]
     fn cursors_round_trip() {
-        for c in [
-            Cursor::Before(42),
-            Cursor::AfterPath("/a/ü b".into()),
-            Cursor::FromPath("/a0".into()),
-        ] {
+        for c in [Cursor::Before(42), Cursor::AfterPath("/a/ü b".into()), Cursor::FromPath("/a0".into())] {
             assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
         }
     }
 
     #[test]
     fn garbage_is_refused() {
-        for s in [
-            "",
-            "!!",
-            "eHl6",
-            &URL_SAFE_NO_PAD.encode("snope"),
-            &URL_SAFE_NO_PAD.encode("anopath"),
-        ] {
+        for s in ["", "!!", "eHl6", &URL_SAFE_NO_PAD.encode("snope"), &URL_SAFE_NO_PAD.encode("anopath")] {
             assert!(Cursor::decode(s).is_err(), "{s}");
         }
     }

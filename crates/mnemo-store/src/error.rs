@@ -10,11 +10,7 @@ pub enum StoreError {
     NotFound { kind: &'static str, id: String },
     /// Another memory holds the path, or a path overlapping it.
     #[error("{}", path_conflict_message(.requested, .conflicting_path))]
-    PathConflict {
-        requested: String,
-        conflicting_memory_id: Option<MemoryId>,
-        conflicting_path: String,
-    },
+    PathConflict { requested: String, conflicting_memory_id: Option<MemoryId>, conflicting_path: String },
     /// The memory's stored `content_sha256` differs from the expected one.
     #[error("content_sha256 precondition failed: the memory's content is {actual}, not {expected}")]
     PreconditionFailed { expected: String, actual: String },
@@ -41,10 +37,15 @@ pub enum StoreError {
     /// such as `environment_archived` or `invalid_config_type_change`.
     #[error("{message}")]
     Coded { code: &'static str, message: String },
+    /// A state conflict that retrying cannot fix (`409 conflict_error`), e.g. stopping a stopped
+    /// work item or acknowledging one that is not pending.
+    #[error("{0}")]
+    Conflict(String),
+    /// The caller's credential does not reach this object (`403 permission_error`).
+    #[error("{0}")]
+    Forbidden(String),
     /// A `page` value that this server did not hand out.
-    #[error(
-        "`page` is not a cursor returned by this list; pass the `next_page` value of the previous response"
-    )]
+    #[error("`page` is not a cursor returned by this list; pass the `next_page` value of the previous response")]
     InvalidCursor,
     /// The database failed; the message is for logs only.
     #[error("storage failure: {0}")]
@@ -55,9 +56,7 @@ fn path_conflict_message(requested: &str, conflicting: &str) -> String {
     if requested == conflicting {
         format!("a memory already exists at {requested}")
     } else if conflicting.len() < requested.len() {
-        format!(
-            "{requested} overlaps the memory at {conflicting}, which would have to be a directory"
-        )
+        format!("{requested} overlaps the memory at {conflicting}, which would have to be a directory")
     } else {
         format!("{requested} overlaps the memory at {conflicting}, which lies below it")
     }
@@ -66,9 +65,6 @@ fn path_conflict_message(requested: &str, conflicting: &str) -> String {
 impl StoreError {
     /// A not-found error for an object kind and id.
     pub fn not_found(kind: &'static str, id: &impl ToString) -> Self {
-        Self::NotFound {
-            kind,
-            id: id.to_string(),
-        }
+        Self::NotFound { kind, id: id.to_string() }
     }
 }

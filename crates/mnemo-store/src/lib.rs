@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory,
-    MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
-    MemoryVersionId, Operation, PathPrefix, SessionId, Timestamp, View,
+    Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
+    EnvironmentKeyId, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
+    MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View, Work, WorkHeartbeat, WorkId,
+    WorkQueueStats,
 };
 
 pub use cursor::Cursor;
@@ -33,14 +34,73 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub struct Limits {
     /// Creating a memory beyond this many live memories in one store fails.
     pub max_memories_per_store: u32,
+    /// Lease of an acknowledged work item without heartbeats, unless a heartbeat asks otherwise.
+    pub work_lease_ttl_seconds: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_memories_per_store: mnemo_api::limits::DEFAULT_MAX_MEMORIES_PER_STORE,
+            work_lease_ttl_seconds: DEFAULT_WORK_LEASE_TTL_SECONDS,
         }
     }
+}
+
+/// The lease TTL the reference runner calls the server's default.
+pub const DEFAULT_WORK_LEASE_TTL_SECONDS: u64 = 300;
+
+/// Which agent a session runs.
+#[derive(Debug, Clone)]
+pub struct AgentRef {
+    pub id: AgentId,
+    /// `None`: the latest version.
+    pub version: Option<u32>,
+    /// `agent_with_overrides` fields (`model`, `system`, `tools`, `mcp_servers`, `skills`), each
+    /// replacing the agent's value.
+    pub overrides: Option<AgentParams>,
+}
+
+/// A memory store to attach to a new session.
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    pub store: MemoryStoreId,
+    pub access: Access,
+    pub instructions: Option<String>,
+}
+
+/// A new session, validated for shape; the backend checks what needs stored state.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub agent: AgentRef,
+    pub environment: EnvironmentId,
+    pub attachments: Vec<Attachment>,
+    pub title: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub budget: Option<serde_json::Value>,
+    /// `user.message` / `user.define_outcome` events to record first.
+    pub initial_events: Vec<serde_json::Value>,
+    /// Where mount paths are rooted (`/mnt/memory` by default).
+    pub mount_root: String,
+}
+
+/// Filters of the session listing.
+#[derive(Debug, Clone, Default)]
+pub struct ListSessions {
+    pub agent_id: Option<AgentId>,
+    pub memory_store_id: Option<MemoryStoreId>,
+    pub statuses: Vec<String>,
+    pub include_archived: bool,
+    pub limit: u32,
+    pub after: Option<Cursor>,
+}
+
+/// What happened to a heartbeat.
+#[derive(Debug, Clone)]
+pub enum HeartbeatOutcome {
+    Beat(WorkHeartbeat),
+    /// The expectation was stale or the lease is gone: the lease as it stands.
+    PreconditionFailed(mnemo_api::WorkLeaseState),
 }
 
 /// The SHA-256 of a bearer credential: stores never see the secret itself.
@@ -138,6 +198,12 @@ pub enum Credential {
         id: EnvironmentKeyId,
         environment: EnvironmentId,
     },
+    /// Minted for one delivery of one work item; dies when the item stops or its lease is lost.
+    SessionToken {
+        work: WorkId,
+        session: SessionId,
+        environment: EnvironmentId,
+    },
 }
 
 /// One page of results and where the next one starts.
@@ -165,11 +231,7 @@ pub trait Store: Send + Sync + 'static {
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment>;
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment>;
     /// Updates an environment; an archived one, or a change of `config.type`, is refused.
-    async fn update_environment(
-        &self,
-        id: &EnvironmentId,
-        patch: EnvironmentPatch,
-    ) -> Result<Environment>;
+    async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment>;
     async fn list_environments(
         &self,
         include_archived: bool,
@@ -180,25 +242,60 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes an environment with its keys.
     async fn delete_environment(&self, id: &EnvironmentId) -> Result<()>;
     /// Records a new key for an environment by the hash of its secret.
-    async fn create_environment_key(
-        &self,
-        environment: &EnvironmentId,
-        hash: CredentialHash,
-    ) -> Result<EnvironmentKey>;
+    async fn create_environment_key(&self, environment: &EnvironmentId, hash: CredentialHash)
+    -> Result<EnvironmentKey>;
     /// Revokes a key; revoking twice returns it unchanged.
     async fn revoke_environment_key(&self, id: &EnvironmentKeyId) -> Result<EnvironmentKey>;
-    async fn list_environment_keys(
+    async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>>;
+
+    async fn create_agent(&self, spec: AgentSpec) -> Result<Agent>;
+    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent>;
+    /// Applies `params` on top of version `base`, which must be the latest: a new version.
+    async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent>;
+    async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>>;
+    async fn archive_agent(&self, id: &AgentId) -> Result<Agent>;
+
+    /// Creates a session (and, on a self-hosted environment, its work item).
+    async fn create_session(&self, new: NewSession) -> Result<Session>;
+    async fn get_session(&self, id: &SessionId) -> Result<Session>;
+    async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>>;
+    /// Archives (and so terminates) a session, stopping its live work item.
+    async fn archive_session(&self, id: &SessionId) -> Result<Session>;
+    async fn delete_session(&self, id: &SessionId) -> Result<()>;
+    /// How a session may use a store, if it has it attached.
+    async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
+
+    /// Claims the oldest deliverable item of a self-hosted environment, hiding it from other
+    /// polls for `reclaim_ms`, and binds a fresh sessions token (by its hash) to it.
+    async fn poll_work(
         &self,
         environment: &EnvironmentId,
-    ) -> Result<Vec<EnvironmentKey>>;
+        worker_id: Option<String>,
+        reclaim_ms: u64,
+        token_hash: CredentialHash,
+    ) -> Result<Option<Work>>;
+    async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
+    async fn heartbeat_work(
+        &self,
+        environment: &EnvironmentId,
+        id: &WorkId,
+        expected_last_heartbeat: &str,
+        desired_ttl_seconds: Option<u64>,
+    ) -> Result<HeartbeatOutcome>;
+    async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work>;
+    async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
+    async fn update_work_metadata(
+        &self,
+        environment: &EnvironmentId,
+        id: &WorkId,
+        patch: BTreeMap<String, Option<String>>,
+    ) -> Result<Work>;
+    async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>>;
+    async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats>;
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore>;
     async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
-    async fn update_memory_store(
-        &self,
-        id: &MemoryStoreId,
-        patch: MemoryStorePatch,
-    ) -> Result<MemoryStore>;
+    async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore>;
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
     /// Archives a store; archiving an archived store returns it unchanged.
     async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
@@ -232,11 +329,7 @@ pub trait Store: Send + Sync + 'static {
         expected_sha256: Option<String>,
         actor: Actor,
     ) -> Result<()>;
-    async fn list_memories(
-        &self,
-        store: &MemoryStoreId,
-        query: ListMemories,
-    ) -> Result<Listing<MemoryListItem>>;
+    async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>>;
 
     async fn get_memory_version(
         &self,
@@ -290,9 +383,6 @@ mod tests {
         assert_eq!(rollup(&root, 2, "/a/b/c"), Some("/a/b/"));
         let notes = PathPrefix::parse("/notes/").unwrap();
         assert_eq!(rollup(&notes, 1, "/notes/todo.md"), None);
-        assert_eq!(
-            rollup(&notes, 1, "/notes/2026/jan.md"),
-            Some("/notes/2026/")
-        );
+        assert_eq!(rollup(&notes, 1, "/notes/2026/jan.md"), Some("/notes/2026/"));
     }
 }

@@ -8,6 +8,4 @@
 pub mod fs;
 pub mod sync;
 
-pub use sync::{
-    DeletionMode, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport,
-};
+pub use sync::{DeletionMode, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport};

@@ -23,46 +23,23 @@ struct Env {
 impl Env {
     async fn new(memories: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut settings =
-            SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display()))
-                .unwrap();
+        let mut settings = SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).unwrap();
         settings.durability = Durability::Normal;
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&settings).unwrap());
-        store
-            .ensure_api_key(hash_credential(KEY), "test")
-            .await
-            .unwrap();
+        store.ensure_api_key(hash_credential(KEY), "test").await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(mnemo_server::serve(
-            listener,
-            mnemo_server::router(AppState::new(store)),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(mnemo_server::serve(listener, mnemo_server::router(AppState::new(store)), async {
+            let _ = stopped.await;
+        }));
         let client = Client::new(&base, KEY).unwrap().with_max_retries(0);
-        let id = client
-            .create_memory_store(&CreateMemoryStore {
-                name: "t".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .id;
+        let id =
+            client.create_memory_store(&CreateMemoryStore { name: "t".into(), ..Default::default() }).await.unwrap().id;
         for (path, content) in memories {
-            client
-                .create_memory(&id, path, content, None)
-                .await
-                .unwrap();
+            client.create_memory(&id, path, content, None).await.unwrap();
         }
-        Self {
-            client,
-            store: id,
-            dir,
-            _stop: stop,
-        }
+        Self { client, store: id, dir, _stop: stop }
     }
 
     fn root(&self) -> PathBuf {
@@ -70,10 +47,7 @@ impl Env {
     }
 
     fn cfg(&self) -> StoreConfig {
-        StoreConfig {
-            journal: false,
-            ..StoreConfig::new(self.store.clone(), self.root())
-        }
+        StoreConfig { journal: false, ..StoreConfig::new(self.store.clone(), self.root()) }
     }
 
     async fn mount(&self, cfg: StoreConfig) -> StoreSync {
@@ -99,14 +73,8 @@ impl Env {
             .into_iter()
             .find(|m| m.path == path)
             .unwrap();
-        let body = UpdateMemory {
-            content: Some(content.into()),
-            ..Default::default()
-        };
-        self.client
-            .update_memory(&self.store, &m.id, &body, None)
-            .await
-            .unwrap();
+        let body = UpdateMemory { content: Some(content.into()), ..Default::default() };
+        self.client.update_memory(&self.store, &m.id, &body, None).await.unwrap();
     }
 
     async fn remote_delete(&self, path: &str) {
@@ -118,10 +86,7 @@ impl Env {
             .into_iter()
             .find(|m| m.path == path)
             .unwrap();
-        self.client
-            .delete_memory(&self.store, &m.id, None)
-            .await
-            .unwrap();
+        self.client.delete_memory(&self.store, &m.id, None).await.unwrap();
     }
 }
 
@@ -130,9 +95,7 @@ fn read(root: &Path, rel: &str) -> Option<String> {
 }
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-    v.iter()
-        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
-        .collect()
+    v.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
 }
 
 /// Gives the watcher time to deliver its events.
@@ -143,12 +106,7 @@ async fn settle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_sync_with_the_watcher_neither_walks_nor_changes_anything() {
     let env = Env::new(&[("/a.md", "a"), ("/d/b.md", "b")]).await;
-    let mut engine = env
-        .mount(StoreConfig {
-            delete_window: Duration::ZERO,
-            ..env.cfg()
-        })
-        .await;
+    let mut engine = env.mount(StoreConfig { delete_window: Duration::ZERO, ..env.cfg() }).await;
     let first = engine.sync(false).await.unwrap();
     assert!(first.walked, "the first sync walks and starts the watcher");
     settle().await;
@@ -166,10 +124,7 @@ async fn a_quiet_sync_with_the_watcher_neither_walks_nor_changes_anything() {
     settle().await;
     let renamed = engine.sync(false).await.unwrap();
     assert!(renamed.walked, "{renamed:?}");
-    assert_eq!(
-        env.remote().await,
-        pairs(&[("/a.md", "a"), ("/e/b.md", "b2")])
-    );
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "a"), ("/e/b.md", "b2")]));
     engine.dispose().await;
 }
 
@@ -179,37 +134,21 @@ async fn local_deletions_wait_out_the_window_unless_final() {
     let mut engine = env.mount(env.cfg()).await;
     std::fs::remove_file(env.root().join("a.md")).unwrap();
     let first = engine.sync(false).await.unwrap();
-    assert_eq!(
-        first.deleted_remotely, 0,
-        "the first sync that sees a file missing never deletes"
-    );
+    assert_eq!(first.deleted_remotely, 0, "the first sync that sees a file missing never deletes");
     assert_eq!(env.remote().await.len(), 2);
     let last = engine.sync(true).await.unwrap();
     assert_eq!(last.deleted_remotely, 1, "the final sync waives the window");
     assert_eq!(env.remote().await, pairs(&[("/b.md", "b")]));
-    assert!(
-        engine.sync(true).await.is_err(),
-        "a second final sync is refused"
-    );
+    assert!(engine.sync(true).await.is_err(), "a second final sync is refused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_modes_and_the_per_sync_cap() {
-    let many: Vec<(String, String)> = (0..12)
-        .map(|i| (format!("/m{i:02}.md"), format!("{i}")))
-        .collect();
+    let many: Vec<(String, String)> = (0..12).map(|i| (format!("/m{i:02}.md"), format!("{i}"))).collect();
     let many_ref: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    for (mode, expect_left) in [
-        (DeletionMode::Disabled, 12),
-        (DeletionMode::LogOnly, 12),
-        (DeletionMode::Enabled, 4),
-    ] {
+    for (mode, expect_left) in [(DeletionMode::Disabled, 12), (DeletionMode::LogOnly, 12), (DeletionMode::Enabled, 4)] {
         let env = Env::new(&many_ref).await;
-        let cfg = StoreConfig {
-            deletions: mode,
-            delete_window: Duration::ZERO,
-            ..env.cfg()
-        };
+        let cfg = StoreConfig { deletions: mode, delete_window: Duration::ZERO, ..env.cfg() };
         let mut engine = env.mount(cfg).await;
         for i in 0..12 {
             std::fs::remove_file(env.root().join(format!("m{i:02}.md"))).unwrap();
@@ -217,23 +156,12 @@ async fn deletion_modes_and_the_per_sync_cap() {
         // Keep one file so this is not a wipe (which would re-download instead).
         std::fs::write(env.root().join("keep.md"), "k").unwrap();
         let report = engine.sync(false).await.unwrap();
-        let remaining = env
-            .remote()
-            .await
-            .into_iter()
-            .filter(|(p, _)| p != "/keep.md")
-            .count();
-        assert_eq!(
-            remaining, expect_left,
-            "{mode:?}: cap max(8, min(50, 12/4)) = 8"
-        );
+        let remaining = env.remote().await.into_iter().filter(|(p, _)| p != "/keep.md").count();
+        assert_eq!(remaining, expect_left, "{mode:?}: cap max(8, min(50, 12/4)) = 8");
         if mode == DeletionMode::Enabled {
             assert_eq!(report.deleted_remotely, 8);
             let next = engine.sync(false).await.unwrap();
-            assert_eq!(
-                next.deleted_remotely, 4,
-                "held deletions go out at the next sync"
-            );
+            assert_eq!(next.deleted_remotely, 4, "held deletions go out at the next sync");
         }
     }
 }
@@ -241,21 +169,12 @@ async fn deletion_modes_and_the_per_sync_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrent_remote_edit_beats_a_local_deletion() {
     let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
-    let mut engine = env
-        .mount(StoreConfig {
-            delete_window: Duration::ZERO,
-            ..env.cfg()
-        })
-        .await;
+    let mut engine = env.mount(StoreConfig { delete_window: Duration::ZERO, ..env.cfg() }).await;
     std::fs::remove_file(env.root().join("a.md")).unwrap();
     env.remote_update("/a.md", "edited remotely").await;
     let report = engine.sync(false).await.unwrap();
     assert_eq!(report.deleted_remotely, 0);
-    assert_eq!(
-        read(&env.root(), "a.md").as_deref(),
-        Some("edited remotely"),
-        "restored"
-    );
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("edited remotely"), "restored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,10 +187,7 @@ async fn remote_deletions_remove_unchanged_files_and_recreate_edited_ones() {
     let report = engine.sync(false).await.unwrap();
     assert_eq!(report.removed_locally, 1);
     assert_eq!(read(&env.root(), "a.md"), None);
-    assert_eq!(
-        env.remote().await,
-        pairs(&[("/b.md", "edited locally"), ("/c.md", "c")])
-    );
+    assert_eq!(env.remote().await, pairs(&[("/b.md", "edited locally"), ("/c.md", "c")]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,44 +212,25 @@ async fn refused_files_wait_for_a_change_while_siblings_sync() {
     let first = engine.sync(false).await.unwrap();
     assert_eq!((first.uploaded, first.refused), (1, 2), "{first:?}");
     let again = engine.sync(false).await.unwrap();
-    assert_eq!(
-        (again.uploaded, again.refused, again.failed),
-        (0, 0, 0),
-        "not retried while unchanged"
-    );
+    assert_eq!((again.uploaded, again.refused, again.failed), (0, 0, 0), "not retried while unchanged");
     std::fs::write(env.root().join("big.md"), "small now").unwrap();
     settle().await;
     let fixed = engine.sync(false).await.unwrap();
     assert_eq!(fixed.uploaded, 1);
-    assert_eq!(
-        env.remote().await,
-        pairs(&[("/big.md", "small now"), ("/ok.md", "fine")])
-    );
+    assert_eq!(env.remote().await, pairs(&[("/big.md", "small now"), ("/ok.md", "fine")]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_stores_pull_and_never_push() {
     let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
-    let mut engine = env
-        .mount(StoreConfig {
-            read_only: true,
-            delete_window: Duration::ZERO,
-            ..env.cfg()
-        })
-        .await;
+    let mut engine = env.mount(StoreConfig { read_only: true, delete_window: Duration::ZERO, ..env.cfg() }).await;
     std::fs::write(env.root().join("a.md"), "local").unwrap();
     std::fs::write(env.root().join("new.md"), "new").unwrap();
     std::fs::remove_file(env.root().join("b.md")).unwrap();
-    env.client
-        .create_memory(&env.store, "/remote.md", "r", None)
-        .await
-        .unwrap();
+    env.client.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
     engine.sync(true).await.unwrap();
     engine.flush().await.unwrap();
-    assert_eq!(
-        env.remote().await,
-        pairs(&[("/a.md", "a"), ("/b.md", "b"), ("/remote.md", "r")])
-    );
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "a"), ("/b.md", "b"), ("/remote.md", "r")]));
     assert_eq!(read(&env.root(), "remote.md").as_deref(), Some("r"));
 }
 
@@ -350,12 +247,7 @@ async fn flush_pushes_changes_but_leaves_remote_edits_and_deletes_nothing() {
     assert_eq!((report.uploaded, report.conflicts), (2, 1));
     assert_eq!(
         env.remote().await,
-        pairs(&[
-            ("/a.md", "local a"),
-            ("/b.md", "remote b"),
-            ("/c.md", "c"),
-            ("/n.md", "new")
-        ])
+        pairs(&[("/a.md", "local a"), ("/b.md", "remote b"), ("/c.md", "c"), ("/n.md", "new")])
     );
 }
 
@@ -368,14 +260,7 @@ async fn dispose_removes_only_a_trusted_folder() {
 
     let env = Env::new(&[("/a.md", "a")]).await;
     let engine = env.mount(env.cfg()).await;
-    std::fs::write(
-        env.root().join(".anthropic-memory-store"),
-        "version 1\nmemstore_someoneelse",
-    )
-    .unwrap();
+    std::fs::write(env.root().join(".anthropic-memory-store"), "version 1\nmemstore_someoneelse").unwrap();
     engine.dispose().await;
-    assert!(
-        env.root().join("a.md").exists(),
-        "a folder naming another store is left as found"
-    );
+    assert!(env.root().join("a.md").exists(), "a folder naming another store is left as found");
 }

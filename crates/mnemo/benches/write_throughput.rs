@@ -21,48 +21,28 @@ use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 const CLIENTS: usize = 16;
 
 fn content(i: usize) -> String {
-    format!(
-        "memory {i}: {}",
-        "the agent noted something worth keeping. ".repeat(5)
-    )
+    format!("memory {i}: {}", "the agent noted something worth keeping. ".repeat(5))
 }
 
 fn settings(dir: &std::path::Path, name: &str, durability: Durability) -> SqliteSettings {
-    let mut s =
-        SqliteSettings::from_url(&format!("sqlite://{}/{name}.sqlite", dir.display())).unwrap();
+    let mut s = SqliteSettings::from_url(&format!("sqlite://{}/{name}.sqlite", dir.display())).unwrap();
     s.durability = durability;
     s
 }
 
-async fn server_rate(
-    dir: &std::path::Path,
-    durability: Durability,
-    writes: usize,
-) -> (f64, Duration, Duration) {
+async fn server_rate(dir: &std::path::Path, durability: Durability, writes: usize) -> (f64, Duration, Duration) {
     let sqlite = SqliteStore::open(&settings(dir, "server", durability)).unwrap();
     let store: Arc<dyn Store> = Arc::new(sqlite.clone());
-    store
-        .ensure_api_key(hash_credential("bench"), "bench")
-        .await
-        .unwrap();
+    store.ensure_api_key(hash_credential("bench"), "bench").await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(mnemo_server::serve(
-        listener,
-        mnemo_server::router(AppState::new(store)),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let server = tokio::spawn(mnemo_server::serve(listener, mnemo_server::router(AppState::new(store)), async {
+        let _ = stopped.await;
+    }));
     let client = Client::new(&base, "bench").unwrap();
-    let ms = client
-        .create_memory_store(&CreateMemoryStore {
-            name: "bench".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let ms =
+        client.create_memory_store(&CreateMemoryStore { name: "bench".into(), ..Default::default() }).await.unwrap();
 
     let run = |offset: usize, count: usize| {
         let tasks: Vec<_> = (0..CLIENTS)
@@ -73,10 +53,7 @@ async fn server_rate(
                     for i in (c..count).step_by(CLIENTS) {
                         let n = offset + i;
                         let started = Instant::now();
-                        client
-                            .create_memory(&id, &format!("/bench/{n:07}.md"), &content(n), None)
-                            .await
-                            .unwrap();
+                        client.create_memory(&id, &format!("/bench/{n:07}.md"), &content(n), None).await.unwrap();
                         latencies.push(started.elapsed());
                     }
                     latencies
@@ -99,26 +76,16 @@ async fn server_rate(
     let _ = stop.send(());
     let _ = server.await;
     sqlite.close();
-    (
-        writes as f64 / elapsed.as_secs_f64(),
-        latencies[latencies.len() / 2],
-        latencies[latencies.len() * 99 / 100],
-    )
+    (writes as f64 / elapsed.as_secs_f64(), latencies[latencies.len() / 2], latencies[latencies.len() * 99 / 100])
 }
 
 fn raw_rate(dir: &std::path::Path, durability: Durability, writes: usize) -> f64 {
     let s = settings(dir, "raw", durability);
     SqliteStore::open(&s).unwrap().close(); // create the schema
     let conn = rusqlite::Connection::open(&s.path).unwrap();
-    let sync = if durability == Durability::Full {
-        "FULL"
-    } else {
-        "NORMAL"
-    };
-    conn.execute_batch(&format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"
-    ))
-    .unwrap();
+    let sync = if durability == Durability::Full { "FULL" } else { "NORMAL" };
+    conn.execute_batch(&format!("PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"))
+        .unwrap();
     conn.execute(
         "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) VALUES ('memstore_raw', 'raw', '', '{}', 0, 0)",
         [],
@@ -144,38 +111,37 @@ fn raw_rate(dir: &std::path::Path, durability: Durability, writes: usize) -> f64
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, 0)",
         )
         .unwrap()
-        .execute(rusqlite::params![format!("mem_{n}"), store_seq, path, sha, text.len() as i64, version_seq, format!("memver_{n}")])
+        .execute(rusqlite::params![
+            format!("mem_{n}"),
+            store_seq,
+            path,
+            sha,
+            text.len() as i64,
+            version_seq,
+            format!("memver_{n}")
+        ])
         .unwrap();
-        conn.prepare_cached(
-            "UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = ?1",
-        )
-        .unwrap()
-        .execute([store_seq])
-        .unwrap();
+        conn.prepare_cached("UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = ?1")
+            .unwrap()
+            .execute([store_seq])
+            .unwrap();
         conn.execute_batch("COMMIT").unwrap();
     }
     writes as f64 / started.elapsed().as_secs_f64()
 }
 
 fn main() {
-    let writes: usize = std::env::var("MNEMO_BENCH_WRITES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let writes: usize = std::env::var("MNEMO_BENCH_WRITES").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
         "writes per measurement: {writes}; HTTP clients: {CLIENTS}; cores: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!("| durability | raw SQLite tx/s | server writes/s | server / raw | p50 | p99 |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (name, durability) in [
-        ("synchronous=FULL (default)", Durability::Full),
-        ("synchronous=NORMAL", Durability::Normal),
-    ] {
+    for (name, durability) in
+        [("synchronous=FULL (default)", Durability::Full), ("synchronous=NORMAL", Durability::Normal)]
+    {
         let dir = tempfile::tempdir().unwrap();
         let raw = raw_rate(dir.path(), durability, writes);
         let (server, p50, p99) = rt.block_on(server_rate(dir.path(), durability, writes));

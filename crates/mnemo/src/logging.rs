@@ -15,9 +15,7 @@ pub(crate) enum LogFormat {
 
 pub(crate) fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => {
             let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();

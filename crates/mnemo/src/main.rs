@@ -13,10 +13,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = command::Cli::parse();
     logging::init(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -26,10 +23,10 @@ fn main() -> ExitCode {
     match runtime.block_on(cli.command.run()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            if err.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>()
-                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
+            if err
+                .chain()
+                .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+            {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {err:#}");

@@ -26,10 +26,7 @@ fn mount(server: &Server, store: &MemoryStoreId, dir: &Path, extra: &[&str]) -> 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || dir.join(MARKER).exists()),
-        "the mount never finished downloading"
-    );
+    assert!(wait_until(Duration::from_secs(20), || dir.join(MARKER).exists()), "the mount never finished downloading");
     child
 }
 
@@ -64,18 +61,10 @@ async fn remote_files(client: &Client, store: &MemoryStoreId) -> BTreeMap<String
 }
 
 async fn new_store(client: &Client, memories: &[(&str, &str)]) -> MemoryStoreId {
-    let store = client
-        .create_memory_store(&CreateMemoryStore {
-            name: "e2e".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let store =
+        client.create_memory_store(&CreateMemoryStore { name: "e2e".into(), ..Default::default() }).await.unwrap();
     for (path, content) in memories {
-        client
-            .create_memory(&store.id, path, content, None)
-            .await
-            .unwrap();
+        client.create_memory(&store.id, path, content, None).await.unwrap();
     }
     store.id
 }
@@ -87,46 +76,18 @@ async fn download_edit_and_teardown_round_trip() {
     let client = server.client();
     let store = new_store(
         &client,
-        &[
-            ("/notes/todo.md", "- ship\n"),
-            ("/prefs.md", "vim"),
-            ("/gone.md", "bye"),
-            ("/ünï/cödé.md", "ok"),
-        ],
+        &[("/notes/todo.md", "- ship\n"), ("/prefs.md", "vim"), ("/gone.md", "bye"), ("/ünï/cödé.md", "ok")],
     )
     .await;
     let dir = tmp.path().join("mnt/prefs");
     let child = mount(&server, &store, &dir, &[]);
 
     // Downloaded: contents, marker, modes.
-    assert_eq!(
-        std::fs::read_to_string(dir.join("notes/todo.md")).unwrap(),
-        "- ship\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("ünï/cödé.md")).unwrap(),
-        "ok"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join(MARKER)).unwrap(),
-        format!("version 1\n{store}")
-    );
-    assert_eq!(
-        std::fs::metadata(dir.join("prefs.md"))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
-        0o600
-    );
-    assert_eq!(
-        std::fs::metadata(dir.join("notes"))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
-        0o700
-    );
+    assert_eq!(std::fs::read_to_string(dir.join("notes/todo.md")).unwrap(), "- ship\n");
+    assert_eq!(std::fs::read_to_string(dir.join("ünï/cödé.md")).unwrap(), "ok");
+    assert_eq!(std::fs::read_to_string(dir.join(MARKER)).unwrap(), format!("version 1\n{store}"));
+    assert_eq!(std::fs::metadata(dir.join("prefs.md")).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(dir.join("notes")).unwrap().permissions().mode() & 0o777, 0o700);
 
     // Local edits of every kind, plus files that must never be uploaded.
     std::fs::write(dir.join("prefs.md"), "emacs").unwrap();
@@ -142,21 +103,14 @@ async fn download_edit_and_teardown_round_trip() {
     assert!(!dir.exists(), "the folder is removed on exit");
 
     let remote = remote_files(&client, &store).await;
-    let want: BTreeMap<String, String> = [
-        ("/notes/todo.md", "- ship\n"),
-        ("/notes/new.md", "fresh"),
-        ("/prefs.md", "emacs"),
-        ("/ünï/cödé.md", "ok"),
-    ]
-    .into_iter()
-    .map(|(a, b)| (a.to_owned(), b.to_owned()))
-    .collect();
+    let want: BTreeMap<String, String> =
+        [("/notes/todo.md", "- ship\n"), ("/notes/new.md", "fresh"), ("/prefs.md", "emacs"), ("/ünï/cödé.md", "ok")]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
     assert_eq!(remote, want, "log:\n{log}");
     assert!(!log.contains("TOP SECRET"));
-    assert!(
-        log.contains("big.md") && log.contains("binary.md"),
-        "refusals are logged: {log}"
-    );
+    assert!(log.contains("big.md") && log.contains("binary.md"), "refusals are logged: {log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,43 +122,21 @@ async fn periodic_sync_pulls_remote_changes_and_pushes_local_ones() {
     let dir = tmp.path().join("store");
     let child = mount(&server, &store, &dir, &["--interval", "5"]);
 
-    let a = client
-        .list_all_memories(&store, View::Basic)
-        .await
-        .unwrap()
-        .remove(0);
+    let a = client.list_all_memories(&store, View::Basic).await.unwrap().remove(0);
     client
-        .update_memory(
-            &store,
-            &a.id,
-            &UpdateMemory {
-                content: Some("two".into()),
-                ..Default::default()
-            },
-            None,
-        )
+        .update_memory(&store, &a.id, &UpdateMemory { content: Some("two".into()), ..Default::default() }, None)
         .await
         .unwrap();
-    client
-        .create_memory(&store, "/b/new.md", "remote", None)
-        .await
-        .unwrap();
+    client.create_memory(&store, "/b/new.md", "remote", None).await.unwrap();
     std::fs::write(dir.join("local.md"), "mine").unwrap();
 
     assert!(
-        wait_until(Duration::from_secs(30), || std::fs::read_to_string(
-            dir.join("a.md")
-        )
-        .is_ok_and(|s| s == "two")
-            && std::fs::read_to_string(dir.join("b/new.md"))
-                .is_ok_and(|s| s == "remote")),
+        wait_until(Duration::from_secs(30), || std::fs::read_to_string(dir.join("a.md")).is_ok_and(|s| s == "two")
+            && std::fs::read_to_string(dir.join("b/new.md")).is_ok_and(|s| s == "remote")),
         "remote changes arrive"
     );
     let pushed = wait_until_async(Duration::from_secs(30), || async {
-        remote_files(&client, &store)
-            .await
-            .get("/local.md")
-            .is_some_and(|c| c == "mine")
+        remote_files(&client, &store).await.get("/local.md").is_some_and(|c| c == "mine")
     })
     .await;
     assert!(pushed, "local files are uploaded");
@@ -245,16 +177,9 @@ async fn a_folder_whose_marker_is_gone_is_left_alone() {
     let (ok, log) = finish(child, "-TERM");
     assert!(ok, "{log}");
     assert!(log.contains("the marker file is gone"), "{log}");
-    assert!(
-        dir.join("a.md").exists(),
-        "a folder failing the marker check is kept on disk"
-    );
+    assert!(dir.join("a.md").exists(), "a folder failing the marker check is kept on disk");
     let remote = remote_files(&client, &store).await;
-    assert_eq!(
-        (remote["/a.md"].as_str(), remote["/b.md"].as_str()),
-        ("one", "two"),
-        "nothing was synced"
-    );
+    assert_eq!((remote["/a.md"].as_str(), remote["/b.md"].as_str()), ("one", "two"), "nothing was synced");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,11 +194,7 @@ async fn a_local_wipe_never_propagates() {
     let (ok, log) = finish(child, "-TERM");
     assert!(ok, "{log}");
     assert_eq!(remote_files(&client, &store).await.len(), 2, "{log}");
-    assert_eq!(
-        std::fs::read_to_string(dir.join("b/c.md")).unwrap(),
-        "two",
-        "re-downloaded and kept (--keep)"
-    );
+    assert_eq!(std::fs::read_to_string(dir.join("b/c.md")).unwrap(), "two", "re-downloaded and kept (--keep)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,23 +210,10 @@ async fn resume_after_kill_9_uploads_edits_made_while_down() {
 
     // While nothing runs: edit a file; meanwhile the store changes another one.
     std::fs::write(dir.join("a.md"), "edited while down").unwrap();
-    let b = client
-        .list_all_memories(&store, View::Basic)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|m| m.path == "/b.md")
-        .unwrap();
+    let b =
+        client.list_all_memories(&store, View::Basic).await.unwrap().into_iter().find(|m| m.path == "/b.md").unwrap();
     client
-        .update_memory(
-            &store,
-            &b.id,
-            &UpdateMemory {
-                content: Some("remote".into()),
-                ..Default::default()
-            },
-            None,
-        )
+        .update_memory(&store, &b.id, &UpdateMemory { content: Some("remote".into()), ..Default::default() }, None)
         .await
         .unwrap();
 
@@ -317,10 +225,7 @@ async fn resume_after_kill_9_uploads_edits_made_while_down() {
         .output()
         .unwrap();
     assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr)
-            .contains("something already exists at the memory store's path")
-    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("something already exists at the memory store's path"));
 
     let child = mnemo()
         .args(["mount", store.as_str()])
@@ -329,9 +234,8 @@ async fn resume_after_kill_9_uploads_edits_made_while_down() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pulled = wait_until(Duration::from_secs(20), || {
-        std::fs::read_to_string(dir.join("b.md")).is_ok_and(|s| s == "remote")
-    });
+    let pulled =
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(dir.join("b.md")).is_ok_and(|s| s == "remote"));
     let (ok, log) = finish(child, "-TERM");
     assert!(pulled && ok, "{log}");
     let remote = remote_files(&client, &store).await;
@@ -349,11 +253,7 @@ async fn resume_after_kill_9_uploads_edits_made_while_down() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot resume"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot resume"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[tokio::test]
@@ -370,10 +270,7 @@ async fn bad_invocations_fail_with_the_documented_messages() {
             .args(extra)
             .output()
             .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let run = |dir: &Path, extra: &[&str]| run_as(dir, KEY, extra);
     let existing = tmp.path().join("exists");
@@ -390,26 +287,14 @@ async fn bad_invocations_fail_with_the_documented_messages() {
     std::fs::write(&file, "").unwrap();
     let (ok, err) = run(&file.join("below"), &[]);
     assert!(!ok);
-    assert!(
-        err.contains("cannot create the memory store's folder"),
-        "{err}"
-    );
+    assert!(err.contains("cannot create the memory store's folder"), "{err}");
 
     for bad in ["4", "NaN"] {
         let (ok, err) = run(&tmp.path().join("x"), &["--interval", bad]);
         assert!(!ok && err.contains("at least 5 seconds"), "{err}");
     }
     let (ok, err) = run_as(&tmp.path().join("y"), "sk-wrong-key", &[]);
-    assert!(
-        !ok && err.contains("failed to download memory store"),
-        "{err}"
-    );
-    assert!(
-        !tmp.path().join("y").exists(),
-        "a failed download leaves no folder"
-    );
-    assert!(
-        !err.contains("sk-wrong-key"),
-        "the key is not echoed: {err}"
-    );
+    assert!(!ok && err.contains("failed to download memory store"), "{err}");
+    assert!(!tmp.path().join("y").exists(), "a failed download leaves no folder");
+    assert!(!err.contains("sk-wrong-key"), "the key is not echoed: {err}");
 }

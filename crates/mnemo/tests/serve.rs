@@ -17,77 +17,40 @@ async fn first_start_creates_and_prints_one_key_that_works() {
     let db = dir.path().join("db.sqlite");
     let mut server = Server::start(&db, &[]);
     server.signal("-TERM");
-    assert!(
-        server.child.wait().unwrap().success(),
-        "SIGTERM shuts down cleanly"
-    );
+    assert!(server.child.wait().unwrap().success(), "SIGTERM shuts down cleanly");
     let err = server.stderr();
-    let key = err
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("sk-mnemo-"))
-        .expect("the key is printed once")
-        .to_owned();
+    let key =
+        err.lines().map(str::trim).find(|l| l.starts_with("sk-mnemo-")).expect("the key is printed once").to_owned();
 
     let mut again = Server::start(&db, &[]);
     let client = Client::new(&again.base, &key).unwrap();
-    client
-        .create_memory_store(&CreateMemoryStore {
-            name: "x".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    client.create_memory_store(&CreateMemoryStore { name: "x".into(), ..Default::default() }).await.unwrap();
     again.signal("-INT");
     assert!(again.child.wait().unwrap().success());
-    assert!(
-        !again.stderr().contains("sk-mnemo-"),
-        "no new key once one exists"
-    );
+    assert!(!again.stderr().contains("sk-mnemo-"), "no new key once one exists");
 }
 
 #[tokio::test]
 async fn api_keys_from_flags_work_and_are_never_logged() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(
-        &dir.path().join("db.sqlite"),
-        &["--api-key", "sk-flag-one", "--api-key", "sk-flag-two"],
-    );
+    let mut server =
+        Server::start(&dir.path().join("db.sqlite"), &["--api-key", "sk-flag-one", "--api-key", "sk-flag-two"]);
     for key in ["sk-flag-one", "sk-flag-two"] {
         let client = Client::new(&server.base, key).unwrap();
-        client
-            .list_memory_stores(&Default::default())
-            .await
-            .unwrap();
+        client.list_memory_stores(&Default::default()).await.unwrap();
     }
     let wrong = Client::new(&server.base, "sk-wrong").unwrap();
-    assert_eq!(
-        wrong
-            .list_memory_stores(&Default::default())
-            .await
-            .unwrap_err()
-            .status(),
-        Some(401)
-    );
+    assert_eq!(wrong.list_memory_stores(&Default::default()).await.unwrap_err().status(), Some(401));
     server.signal("-TERM");
     server.child.wait().unwrap();
     let log = server.stderr();
-    assert!(
-        !log.contains("sk-flag") && !log.contains("sk-wrong"),
-        "{log}"
-    );
+    assert!(!log.contains("sk-flag") && !log.contains("sk-wrong"), "{log}");
 }
 
 #[test]
 fn bad_database_urls_fail_with_a_clear_message() {
     let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "mysql://nope",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0", "--database", "mysql://nope"])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -102,13 +65,8 @@ async fn kill_9_never_loses_an_acknowledged_write() {
     let db = dir.path().join("db.sqlite");
     let mut server = Server::start(&db, &["--api-key", "k"]);
     let client = Client::new(&server.base, "k").unwrap().with_max_retries(0);
-    let store = client
-        .create_memory_store(&CreateMemoryStore {
-            name: "crash".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let store =
+        client.create_memory_store(&CreateMemoryStore { name: "crash".into(), ..Default::default() }).await.unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..8)
@@ -121,10 +79,7 @@ async fn kill_9_never_loses_an_acknowledged_write() {
                         break;
                     }
                     let path = format!("/w{w}/m{i}");
-                    match client
-                        .create_memory(&store, &path, &format!("content {w} {i}"), None)
-                        .await
-                    {
+                    match client.create_memory(&store, &path, &format!("content {w} {i}"), None).await {
                         Ok(m) => acked.push((path, m.content_sha256)),
                         Err(_) => break,
                     }
@@ -141,28 +96,14 @@ async fn kill_9_never_loses_an_acknowledged_write() {
     for w in writers {
         acked.extend(w.await.unwrap());
     }
-    assert!(
-        acked.len() > 8,
-        "the writers made progress before the kill ({})",
-        acked.len()
-    );
+    assert!(acked.len() > 8, "the writers made progress before the kill ({})", acked.len());
 
     let server = Server::start(&db, &["--api-key", "k"]);
     let client = Client::new(&server.base, "k").unwrap();
-    let stored = client
-        .list_all_memories(&store.id, View::Basic)
-        .await
-        .unwrap();
-    let stored: std::collections::HashMap<_, _> = stored
-        .into_iter()
-        .map(|m| (m.path, m.content_sha256))
-        .collect();
+    let stored = client.list_all_memories(&store.id, View::Basic).await.unwrap();
+    let stored: std::collections::HashMap<_, _> = stored.into_iter().map(|m| (m.path, m.content_sha256)).collect();
     for (path, sha) in &acked {
-        assert_eq!(
-            stored.get(path),
-            Some(sha),
-            "acknowledged write {path} was lost"
-        );
+        assert_eq!(stored.get(path), Some(sha), "acknowledged write {path} was lost");
     }
 }
 
@@ -172,29 +113,14 @@ async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
     let server = Server::start(&dir.path().join("db.sqlite"), &["--api-key", "admin"]);
     let client = Client::new(&server.base, "admin").unwrap();
     let env = client
-        .create_environment(&mnemo_api::CreateEnvironment {
-            name: "e".into(),
-            ..Default::default()
-        })
+        .create_environment(&mnemo_api::CreateEnvironment { name: "e".into(), ..Default::default() })
         .await
         .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args([
-            "env-key",
-            "create",
-            env.id.as_str(),
-            "--base-url",
-            &server.base,
-            "--api-key",
-            "admin",
-        ])
+        .args(["env-key", "create", env.id.as_str(), "--base-url", &server.base, "--api-key", "admin"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<_> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{stdout:?}");
@@ -214,27 +140,11 @@ async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        client.list_environment_keys(&env.id).await.unwrap().data[0]
-            .revoked_at
-            .is_some()
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(client.list_environment_keys(&env.id).await.unwrap().data[0].revoked_at.is_some());
 
     let bad = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args([
-            "env-key",
-            "create",
-            "env_doesnotexist",
-            "--base-url",
-            &server.base,
-            "--api-key",
-            "admin",
-        ])
+        .args(["env-key", "create", "env_doesnotexist", "--base-url", &server.base, "--api-key", "admin"])
         .output()
         .unwrap();
     assert!(!bad.status.success());

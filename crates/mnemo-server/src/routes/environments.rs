@@ -3,9 +3,9 @@
 
 use axum::extract::{Path, State};
 use mnemo_api::{
-    CreateEnvironment, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Page, UpdateEnvironment, View, config_type, generate_secret,
-    validate_metadata, validate_store_description, validate_store_name,
+    CreateEnvironment, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Page,
+    UpdateEnvironment, View, config_type, generate_secret, validate_metadata, validate_store_description,
+    validate_store_name,
 };
 use mnemo_store::{EnvironmentPatch, NewEnvironment};
 use serde::Deserialize;
@@ -28,29 +28,21 @@ fn invalid(e: mnemo_api::Invalid) -> ApiError {
 fn check_config(config: &Value) -> Result<(), ApiError> {
     match config_type(config) {
         Some("self_hosted" | "cloud") => Ok(()),
-        Some(other) => Err(ApiError::invalid(format!(
-            "config.type must be `self_hosted` or `cloud` (got `{other}`)"
-        ))),
-        None => Err(ApiError::invalid(
-            "config must be an object with a `type` (`self_hosted` or `cloud`)",
-        )),
+        Some(other) => Err(ApiError::invalid(format!("config.type must be `self_hosted` or `cloud` (got `{other}`)"))),
+        None => Err(ApiError::invalid("config must be an object with a `type` (`self_hosted` or `cloud`)")),
     }
 }
 
 fn check_scope(scope: Option<&str>) -> Result<(), ApiError> {
     match scope {
         None | Some("organization" | "account") => Ok(()),
-        Some(other) => Err(ApiError::invalid(format!(
-            "scope must be `organization` or `account` (got `{other}`)"
-        ))),
+        Some(other) => Err(ApiError::invalid(format!("scope must be `organization` or `account` (got `{other}`)"))),
     }
 }
 
 fn environment_id(raw: &str) -> Result<EnvironmentId, ApiError> {
-    raw.parse().map_err(|_| {
-        ApiError::not_found(format!("environment `{raw}` not found"))
-            .with_code("environment_not_found")
-    })
+    raw.parse()
+        .map_err(|_| ApiError::not_found(format!("environment `{raw}` not found")).with_code("environment_not_found"))
 }
 
 pub(crate) async fn create(
@@ -63,12 +55,9 @@ pub(crate) async fn create(
         validate_store_description(d).map_err(invalid)?;
     }
     let metadata = body.metadata.unwrap_or_default();
-    validate_metadata(&metadata)
-        .map_err(|e| ApiError::invalid(e.0).with_code("invalid_metadata"))?;
+    validate_metadata(&metadata).map_err(|e| ApiError::invalid(e.0).with_code("invalid_metadata"))?;
     // mnemo serves self-hosted environments; that is also the default.
-    let config = body
-        .config
-        .unwrap_or_else(|| serde_json::json!({"type": "self_hosted"}));
+    let config = body.config.unwrap_or_else(|| serde_json::json!({"type": "self_hosted"}));
     check_config(&config)?;
     check_scope(body.scope.as_deref())?;
     let new = NewEnvironment {
@@ -88,9 +77,7 @@ pub(crate) async fn retrieve(
     _: ApiKeyCaller,
     Path(id): Path<String>,
 ) -> Reply<Environment> {
-    Ok(axum::Json(
-        state.store.get_environment(&environment_id(&id)?).await?,
-    ))
+    Ok(axum::Json(state.store.get_environment(&environment_id(&id)?).await?))
 }
 
 pub(crate) async fn update(
@@ -117,9 +104,7 @@ pub(crate) async fn update(
         metadata: body.metadata,
         scope: body.scope,
     };
-    Ok(axum::Json(
-        state.store.update_environment(&id, patch).await?,
-    ))
+    Ok(axum::Json(state.store.update_environment(&id, patch).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,10 +127,7 @@ pub(crate) async fn list(
             page_cursor(q.page.as_deref())?,
         )
         .await?;
-    Ok(axum::Json(Page {
-        data: listing.items,
-        next_page: listing.next.map(|c| c.encode()),
-    }))
+    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
 pub(crate) async fn archive(
@@ -153,10 +135,7 @@ pub(crate) async fn archive(
     _: ApiKeyCaller,
     Path(id): Path<String>,
 ) -> Reply<Environment> {
-    let env = state
-        .store
-        .archive_environment(&environment_id(&id)?)
-        .await?;
+    let env = state.store.archive_environment(&environment_id(&id)?).await?;
     tracing::info!(environment.id = %env.id, "archived environment");
     Ok(axum::Json(env))
 }
@@ -181,10 +160,7 @@ pub(crate) async fn create_key(
 ) -> Reply<EnvironmentKey> {
     let id = environment_id(&id)?;
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
-    let mut key = state
-        .store
-        .create_environment_key(&id, hash_credential(&secret))
-        .await?;
+    let mut key = state.store.create_environment_key(&id, hash_credential(&secret)).await?;
     tracing::info!(environment.id = %id, environment_key.id = %key.id, "created environment key");
     key.key = Some(secret);
     Ok(axum::Json(key))
@@ -195,14 +171,8 @@ pub(crate) async fn list_keys(
     _: ApiKeyCaller,
     Path(id): Path<String>,
 ) -> Reply<Page<EnvironmentKey>> {
-    let keys = state
-        .store
-        .list_environment_keys(&environment_id(&id)?)
-        .await?;
-    Ok(axum::Json(Page {
-        data: keys,
-        next_page: None,
-    }))
+    let keys = state.store.list_environment_keys(&environment_id(&id)?).await?;
+    Ok(axum::Json(Page { data: keys, next_page: None }))
 }
 
 pub(crate) async fn revoke_key(
@@ -214,9 +184,7 @@ pub(crate) async fn revoke_key(
     let key_id: EnvironmentKeyId = path_id("environment key", &key)?;
     let keys = state.store.list_environment_keys(&env).await?;
     if !keys.iter().any(|k| k.id == key_id) {
-        return Err(ApiError::not_found(format!(
-            "environment key `{key_id}` not found in environment `{env}`"
-        )));
+        return Err(ApiError::not_found(format!("environment key `{key_id}` not found in environment `{env}`")));
     }
     let key = state.store.revoke_environment_key(&key_id).await?;
     // Cached lookups must not outlive the revocation.

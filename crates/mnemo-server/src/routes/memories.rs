@@ -2,8 +2,8 @@
 
 use axum::extract::{Path, State};
 use mnemo_api::{
-    CreateMemory, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, Page,
-    PathPrefix, Precondition, UpdateMemory, View, is_sha256_hex, validate_content_size,
+    CreateMemory, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, Page, PathPrefix,
+    Precondition, UpdateMemory, View, is_sha256_hex, validate_content_size,
 };
 use mnemo_store::{ListMemories, MemoryChange};
 use serde::Deserialize;
@@ -21,17 +21,14 @@ pub(crate) struct ViewParam {
 }
 
 fn memory_path(raw: &str) -> Result<MemoryPath, ApiError> {
-    MemoryPath::parse(raw)
-        .map_err(|e| ApiError::invalid(format!("invalid path `{}`: {e}", raw.escape_debug())))
+    MemoryPath::parse(raw).map_err(|e| ApiError::invalid(format!("invalid path `{}`: {e}", raw.escape_debug())))
 }
 
 fn sha(name: &str, raw: &str) -> Result<String, ApiError> {
     if is_sha256_hex(raw) {
         Ok(raw.to_owned())
     } else {
-        Err(ApiError::invalid(format!(
-            "{name} must be 64 lowercase hexadecimal characters"
-        )))
+        Err(ApiError::invalid(format!("{name} must be 64 lowercase hexadecimal characters")))
     }
 }
 
@@ -57,14 +54,10 @@ pub(crate) async fn create(
     let store: MemoryStoreId = path_id("memory store", &store)?;
     let view = view(q.view.as_deref(), View::Basic)?;
     let path = memory_path(&body.path)?;
-    let content = body
-        .content
-        .ok_or_else(|| ApiError::invalid("content is required (use \"\" for an empty memory)"))?;
+    let content =
+        body.content.ok_or_else(|| ApiError::invalid("content is required (use \"\" for an empty memory)"))?;
     validate_content_size(&content).map_err(ApiError::content_too_large)?;
-    let memory = state
-        .store
-        .create_memory(&store, path, content, caller.actor())
-        .await?;
+    let memory = state.store.create_memory(&store, path, content, caller.actor()).await?;
     Ok(axum::Json(shaped(memory, view)))
 }
 
@@ -76,10 +69,7 @@ pub(crate) async fn retrieve(
 ) -> Reply<Memory> {
     let (store, id) = ids(&store, &memory)?;
     let view = view(q.view.as_deref(), View::Full)?;
-    Ok(axum::Json(shaped(
-        state.store.get_memory(&store, &id).await?,
-        view,
-    )))
+    Ok(axum::Json(shaped(state.store.get_memory(&store, &id).await?, view)))
 }
 
 pub(crate) async fn update(
@@ -101,15 +91,8 @@ pub(crate) async fn update(
             Some(sha("precondition.content_sha256", content_sha256)?)
         }
     };
-    let change = MemoryChange {
-        content: body.content,
-        path,
-        expected_sha256,
-    };
-    let memory = state
-        .store
-        .update_memory(&store, &id, change, caller.actor())
-        .await?;
+    let change = MemoryChange { content: body.content, path, expected_sha256 };
+    let memory = state.store.update_memory(&store, &id, change, caller.actor()).await?;
     Ok(axum::Json(shaped(memory, view)))
 }
 
@@ -125,15 +108,8 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteParams>,
 ) -> Reply<MemoryDeleted> {
     let (store, id) = ids(&store, &memory)?;
-    let expected = q
-        .expected_content_sha256
-        .as_deref()
-        .map(|s| sha("expected_content_sha256", s))
-        .transpose()?;
-    state
-        .store
-        .delete_memory(&store, &id, expected, caller.actor())
-        .await?;
+    let expected = q.expected_content_sha256.as_deref().map(|s| sha("expected_content_sha256", s)).transpose()?;
+    state.store.delete_memory(&store, &id, expected, caller.actor()).await?;
     Ok(axum::Json(MemoryDeleted { id }))
 }
 
@@ -156,17 +132,14 @@ pub(crate) async fn list(
     let view = view(q.view.as_deref(), View::Basic)?;
     let prefix = match q.path_prefix.as_deref() {
         None => PathPrefix::root(),
-        Some(p) => PathPrefix::parse(p).map_err(|e| {
-            ApiError::invalid(format!("invalid path_prefix `{}`: {e}", p.escape_debug()))
-        })?,
+        Some(p) => PathPrefix::parse(p)
+            .map_err(|e| ApiError::invalid(format!("invalid path_prefix `{}`: {e}", p.escape_debug())))?,
     };
     let depth = match q.depth.as_deref() {
         None | Some("0") => 0,
         Some("1") => 1,
         Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "depth must be 0 or 1 (got `{other}`)"
-            )));
+            return Err(ApiError::invalid(format!("depth must be 0 or 1 (got `{other}`)")));
         }
     };
     let query = ListMemories {
@@ -177,8 +150,5 @@ pub(crate) async fn list(
         after: page_cursor(q.page.as_deref())?,
     };
     let listing = state.store.list_memories(&store, query).await?;
-    Ok(axum::Json(Page {
-        data: listing.items,
-        next_page: listing.next.map(|c| c.encode()),
-    }))
+    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }

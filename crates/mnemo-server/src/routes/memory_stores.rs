@@ -2,8 +2,8 @@
 
 use axum::extract::{Path, State};
 use mnemo_api::{
-    CreateMemoryStore, MemoryStore, MemoryStoreDeleted, MemoryStoreId, Page, UpdateMemoryStore,
-    View, validate_metadata, validate_store_description, validate_store_name,
+    CreateMemoryStore, MemoryStore, MemoryStoreDeleted, MemoryStoreId, Page, UpdateMemoryStore, View,
+    validate_metadata, validate_store_description, validate_store_name,
 };
 use mnemo_store::{ListMemoryStores, MemoryStorePatch, NewMemoryStore};
 use serde::Deserialize;
@@ -29,14 +29,7 @@ pub(crate) async fn create(
     validate_store_description(&description).map_err(invalid)?;
     let metadata = body.metadata.unwrap_or_default();
     validate_metadata(&metadata).map_err(invalid)?;
-    let store = state
-        .store
-        .create_memory_store(NewMemoryStore {
-            name: body.name,
-            description,
-            metadata,
-        })
-        .await?;
+    let store = state.store.create_memory_store(NewMemoryStore { name: body.name, description, metadata }).await?;
     tracing::info!(store.id = %store.id, "created memory store");
     Ok(axum::Json(store))
 }
@@ -63,14 +56,8 @@ pub(crate) async fn update(
     if let Some(description) = &body.description {
         validate_store_description(description).map_err(invalid)?;
     }
-    let patch = MemoryStorePatch {
-        name: body.name,
-        description: body.description,
-        metadata: body.metadata,
-    };
-    Ok(axum::Json(
-        state.store.update_memory_store(&id, patch).await?,
-    ))
+    let patch = MemoryStorePatch { name: body.name, description: body.description, metadata: body.metadata };
+    Ok(axum::Json(state.store.update_memory_store(&id, patch).await?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -97,10 +84,7 @@ pub(crate) async fn list(
         after: page_cursor(q.page.as_deref())?,
     };
     let listing = state.store.list_memory_stores(query).await?;
-    Ok(axum::Json(Page {
-        data: listing.items,
-        next_page: listing.next.map(|c| c.encode()),
-    }))
+    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
 pub(crate) async fn archive(

@@ -33,11 +33,7 @@ fn filter_id<T: std::str::FromStr>(name: &str, raw: Option<&str>) -> Result<Opti
 where
     T::Err: std::fmt::Display,
 {
-    raw.map(|s| {
-        s.parse()
-            .map_err(|e| ApiError::invalid(format!("{name}: {e}")))
-    })
-    .transpose()
+    raw.map(|s| s.parse().map_err(|e| ApiError::invalid(format!("{name}: {e}")))).transpose()
 }
 
 pub(crate) async fn list(
@@ -52,11 +48,8 @@ pub(crate) async fn list(
         .operation
         .as_deref()
         .map(|s| {
-            Operation::parse(s).ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "operation must be created, modified or deleted (got `{s}`)"
-                ))
-            })
+            Operation::parse(s)
+                .ok_or_else(|| ApiError::invalid(format!("operation must be created, modified or deleted (got `{s}`)")))
         })
         .transpose()?;
     let query = ListMemoryVersions {
@@ -72,10 +65,7 @@ pub(crate) async fn list(
         after: page_cursor(q.page.as_deref())?,
     };
     let listing = state.store.list_memory_versions(&store, query).await?;
-    Ok(axum::Json(Page {
-        data: listing.items,
-        next_page: listing.next.map(|c| c.encode()),
-    }))
+    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,9 +82,7 @@ pub(crate) async fn retrieve(
     let store: MemoryStoreId = path_id("memory store", &store)?;
     let id: MemoryVersionId = path_id("memory version", &version)?;
     let view = view(q.view.as_deref(), View::Full)?;
-    Ok(axum::Json(
-        state.store.get_memory_version(&store, &id, view).await?,
-    ))
+    Ok(axum::Json(state.store.get_memory_version(&store, &id, view).await?))
 }
 
 pub(crate) async fn redact(
@@ -104,10 +92,7 @@ pub(crate) async fn redact(
 ) -> Reply<MemoryVersion> {
     let store: MemoryStoreId = path_id("memory store", &store)?;
     let id: MemoryVersionId = path_id("memory version", &version)?;
-    let version = state
-        .store
-        .redact_memory_version(&store, &id, caller.actor())
-        .await?;
+    let version = state.store.redact_memory_version(&store, &id, caller.actor()).await?;
     tracing::info!(store.id = %store, version.id = %id, "redacted memory version");
     Ok(axum::Json(version))
 }

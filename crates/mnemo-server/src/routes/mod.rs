@@ -1,9 +1,12 @@
 //! The route table and the helpers every resource shares.
 
+mod agents;
 mod environments;
 mod memories;
 mod memory_stores;
 mod memory_versions;
+mod sessions;
+mod work;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -22,69 +25,52 @@ const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
 
 pub(crate) fn router(state: AppState) -> Router {
     let memory = Router::new()
-        .route(
-            "/v1/memory_stores",
-            post(memory_stores::create).get(memory_stores::list),
-        )
+        .route("/v1/memory_stores", post(memory_stores::create).get(memory_stores::list))
         .route(
             "/v1/memory_stores/{store}",
-            get(memory_stores::retrieve)
-                .post(memory_stores::update)
-                .delete(memory_stores::delete),
+            get(memory_stores::retrieve).post(memory_stores::update).delete(memory_stores::delete),
         )
-        .route(
-            "/v1/memory_stores/{store}/archive",
-            post(memory_stores::archive),
-        )
-        .route(
-            "/v1/memory_stores/{store}/memories",
-            post(memories::create).get(memories::list),
-        )
+        .route("/v1/memory_stores/{store}/archive", post(memory_stores::archive))
+        .route("/v1/memory_stores/{store}/memories", post(memories::create).get(memories::list))
         .route(
             "/v1/memory_stores/{store}/memories/{memory}",
-            get(memories::retrieve)
-                .post(memories::update)
-                .delete(memories::delete),
+            get(memories::retrieve).post(memories::update).delete(memories::delete),
         )
-        .route(
-            "/v1/memory_stores/{store}/memory_versions",
-            get(memory_versions::list),
-        )
-        .route(
-            "/v1/memory_stores/{store}/memory_versions/{version}",
-            get(memory_versions::retrieve),
-        )
-        .route(
-            "/v1/memory_stores/{store}/memory_versions/{version}/redact",
-            post(memory_versions::redact),
-        )
+        .route("/v1/memory_stores/{store}/memory_versions", get(memory_versions::list))
+        .route("/v1/memory_stores/{store}/memory_versions/{version}", get(memory_versions::retrieve))
+        .route("/v1/memory_stores/{store}/memory_versions/{version}/redact", post(memory_versions::redact))
         .route_layer(middleware::from_fn(memory_betas));
     let environments = Router::new()
-        .route(
-            "/v1/environments",
-            post(environments::create).get(environments::list),
-        )
+        .route("/v1/environments", post(environments::create).get(environments::list))
         .route(
             "/v1/environments/{environment}",
-            get(environments::retrieve)
-                .post(environments::update)
-                .delete(environments::delete),
+            get(environments::retrieve).post(environments::update).delete(environments::delete),
         )
-        .route(
-            "/v1/environments/{environment}/archive",
-            post(environments::archive),
-        )
-        .route(
-            "/v1/environments/{environment}/keys",
-            post(environments::create_key).get(environments::list_keys),
-        )
-        .route(
-            "/v1/environments/{environment}/keys/{key}/revoke",
-            post(environments::revoke_key),
-        );
+        .route("/v1/environments/{environment}/archive", post(environments::archive))
+        .route("/v1/environments/{environment}/keys", post(environments::create_key).get(environments::list_keys))
+        .route("/v1/environments/{environment}/keys/{key}/revoke", post(environments::revoke_key));
+    let work = Router::new()
+        .route("/v1/environments/{environment}/work", get(work::list))
+        .route("/v1/environments/{environment}/work/poll", get(work::poll))
+        .route("/v1/environments/{environment}/work/stats", get(work::stats))
+        .route("/v1/environments/{environment}/work/{work}", get(work::retrieve).post(work::update))
+        .route("/v1/environments/{environment}/work/{work}/ack", post(work::ack))
+        .route("/v1/environments/{environment}/work/{work}/heartbeat", post(work::heartbeat))
+        .route("/v1/environments/{environment}/work/{work}/stop", post(work::stop));
+    let agents = Router::new()
+        .route("/v1/agents", post(agents::create).get(agents::list))
+        .route("/v1/agents/{agent}", get(agents::retrieve).post(agents::update))
+        .route("/v1/agents/{agent}/archive", post(agents::archive));
+    let sessions = Router::new()
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route("/v1/sessions/{session}", get(sessions::retrieve).delete(sessions::delete))
+        .route("/v1/sessions/{session}/archive", post(sessions::archive));
     Router::new()
         .merge(memory)
         .merge(environments)
+        .merge(work)
+        .merge(agents)
+        .merge(sessions)
         .route("/healthz", get(healthz))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
@@ -98,19 +84,11 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn unknown_route(req: Request) -> ApiError {
-    ApiError::not_found(format!(
-        "no such endpoint: {} {}",
-        req.method(),
-        req.uri().path()
-    ))
+    ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
 }
 
 async fn method_not_allowed(req: Request) -> Response {
-    let err = ApiError::invalid(format!(
-        "{} is not allowed on {}",
-        req.method(),
-        req.uri().path()
-    ));
+    let err = ApiError::invalid(format!("{} is not allowed on {}", req.method(), req.uri().path()));
     let mut response = err.into_response();
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response
@@ -137,29 +115,18 @@ async fn memory_betas(headers: HeaderMap, req: Request, next: Next) -> Response 
 
 /// Parses an id from the URL; an id that cannot exist is simply not found.
 pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, ApiError> {
-    raw.parse()
-        .map_err(|_| ApiError::not_found(format!("{kind} `{raw}` not found")))
+    raw.parse().map_err(|_| ApiError::not_found(format!("{kind} `{raw}` not found")))
 }
 
 /// `limit`: 1–100, default 20; under `view=full` silently capped at 20.
 pub(crate) fn page_limit(raw: Option<&str>, view: View) -> Result<u32, ApiError> {
     let limit = match raw {
         None => DEFAULT_PAGE_LIMIT,
-        Some(s) => s
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "limit must be an integer from 1 to {MAX_PAGE_LIMIT} (got `{s}`)"
-                ))
-            })?,
+        Some(s) => s.parse::<u32>().ok().filter(|n| (1..=MAX_PAGE_LIMIT).contains(n)).ok_or_else(|| {
+            ApiError::invalid(format!("limit must be an integer from 1 to {MAX_PAGE_LIMIT} (got `{s}`)"))
+        })?,
     };
-    Ok(if view == View::Full {
-        limit.min(MAX_FULL_VIEW_PAGE_LIMIT)
-    } else {
-        limit
-    })
+    Ok(if view == View::Full { limit.min(MAX_FULL_VIEW_PAGE_LIMIT) } else { limit })
 }
 
 /// `view`: `basic` or `full`, with a per-endpoint default.
@@ -168,18 +135,13 @@ pub(crate) fn view(raw: Option<&str>, default: View) -> Result<View, ApiError> {
         None => Ok(default),
         Some("basic") => Ok(View::Basic),
         Some("full") => Ok(View::Full),
-        Some(other) => Err(ApiError::invalid(format!(
-            "view must be `basic` or `full` (got `{other}`)"
-        ))),
+        Some(other) => Err(ApiError::invalid(format!("view must be `basic` or `full` (got `{other}`)"))),
     }
 }
 
 /// `page`: a cursor handed out by a previous page.
 pub(crate) fn page_cursor(raw: Option<&str>) -> Result<Option<Cursor>, ApiError> {
-    raw.filter(|s| !s.is_empty())
-        .map(Cursor::decode)
-        .transpose()
-        .map_err(ApiError::from)
+    raw.filter(|s| !s.is_empty()).map(Cursor::decode).transpose().map_err(ApiError::from)
 }
 
 /// A boolean query flag.
@@ -187,25 +149,16 @@ pub(crate) fn flag(name: &str, raw: Option<&str>) -> Result<bool, ApiError> {
     match raw {
         None | Some("false" | "0") => Ok(false),
         Some("true" | "1") => Ok(true),
-        Some(other) => Err(ApiError::invalid(format!(
-            "{name} must be `true` or `false` (got `{other}`)"
-        ))),
+        Some(other) => Err(ApiError::invalid(format!("{name} must be `true` or `false` (got `{other}`)"))),
     }
 }
 
 /// An RFC 3339 timestamp filter (`Z` or an offset).
-pub(crate) fn timestamp(
-    name: &str,
-    raw: Option<&str>,
-) -> Result<Option<mnemo_api::Timestamp>, ApiError> {
+pub(crate) fn timestamp(name: &str, raw: Option<&str>) -> Result<Option<mnemo_api::Timestamp>, ApiError> {
     raw.map(|s| {
         chrono::DateTime::parse_from_rfc3339(s)
             .map(|t| t.to_utc())
-            .map_err(|e| {
-                ApiError::invalid(format!(
-                    "{name} must be an RFC 3339 timestamp (got `{s}`: {e})"
-                ))
-            })
+            .map_err(|e| ApiError::invalid(format!("{name} must be an RFC 3339 timestamp (got `{s}`: {e})")))
     })
     .transpose()
 }

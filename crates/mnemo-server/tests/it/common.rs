@@ -24,15 +24,10 @@ impl TestServer {
 
     pub(crate) async fn with_limits(limits: Limits) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut settings =
-            SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display()))
-                .unwrap();
+        let mut settings = SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).unwrap();
         settings.limits = limits;
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&settings).unwrap());
-        store
-            .ensure_api_key(hash_credential(KEY), "test")
-            .await
-            .unwrap();
+        store.ensure_api_key(hash_credential(KEY), "test").await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -41,22 +36,29 @@ impl TestServer {
             let _ = stopped.await;
         }));
         let client = Client::new(&base, KEY).unwrap().with_max_retries(0);
-        Self {
-            client,
-            base,
-            _stop: stop,
-            _dir: dir,
-        }
+        Self { client, base, _stop: stop, _dir: dir }
     }
 
     pub(crate) async fn new_store(&self, name: &str) -> MemoryStore {
-        self.client
-            .create_memory_store(&CreateMemoryStore {
-                name: name.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
+        self.client.create_memory_store(&CreateMemoryStore { name: name.into(), ..Default::default() }).await.unwrap()
+    }
+
+    /// A JSON call with a bearer token: the status and the body.
+    pub(crate) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = self.raw(method, path).bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
     }
 
     /// A raw request, for what the typed client cannot express.
@@ -66,12 +68,7 @@ impl TestServer {
 }
 
 /// The error type of a failed call.
-pub(crate) fn error_type<T: std::fmt::Debug>(
-    r: Result<T, mnemo_client::ClientError>,
-) -> (u16, String) {
+pub(crate) fn error_type<T: std::fmt::Debug>(r: Result<T, mnemo_client::ClientError>) -> (u16, String) {
     let e = r.expect_err("the call should fail");
-    (
-        e.status().unwrap_or(0),
-        e.error_type().unwrap_or("").to_owned(),
-    )
+    (e.status().unwrap_or(0), e.error_type().unwrap_or("").to_owned())
 }

@@ -11,11 +11,7 @@ async fn concurrent_preconditions_have_exactly_one_winner() {
     let s = TestServer::start().await;
     let store = s.new_store("race").await;
     for round in 0..5 {
-        let m = s
-            .client
-            .create_memory(&store.id, &format!("/race{round}"), "base", None)
-            .await
-            .unwrap();
+        let m = s.client.create_memory(&store.id, &format!("/race{round}"), "base", None).await.unwrap();
         let tasks: Vec<_> = (0..16)
             .map(|i| {
                 let client = s.client.clone();
@@ -23,9 +19,7 @@ async fn concurrent_preconditions_have_exactly_one_winner() {
                 tokio::spawn(async move {
                     let body = UpdateMemory {
                         content: Some(format!("writer {i}")),
-                        precondition: Some(Precondition::ContentSha256 {
-                            content_sha256: sha,
-                        }),
+                        precondition: Some(Precondition::ContentSha256 { content_sha256: sha }),
                         ..Default::default()
                     };
                     client.update_memory(&store, &id, &body, None).await
@@ -40,11 +34,7 @@ async fn concurrent_preconditions_have_exactly_one_winner() {
             }
         }
         assert_eq!(winners.len(), 1, "round {round}");
-        let stored = s
-            .client
-            .get_memory(&store.id, &m.id, Some(View::Full))
-            .await
-            .unwrap();
+        let stored = s.client.get_memory(&store.id, &m.id, Some(View::Full)).await.unwrap();
         assert_eq!(stored.content_sha256, winners[0].content_sha256);
     }
 }
@@ -68,19 +58,12 @@ async fn concurrent_creates_never_leave_overlapping_paths() {
             assert_eq!(e.error_type(), Some("memory_path_conflict_error"));
         }
     }
-    let all = s
-        .client
-        .list_all_memories(&store.id, View::Basic)
-        .await
-        .unwrap();
+    let all = s.client.list_all_memories(&store.id, View::Basic).await.unwrap();
     let stored: HashSet<_> = all.iter().map(|m| m.path.clone()).collect();
     assert_eq!(stored.len(), all.len());
     for a in &stored {
         for b in &stored {
-            assert!(
-                a == b || !b.starts_with(&format!("{a}/")),
-                "{a} overlaps {b}"
-            );
+            assert!(a == b || !b.starts_with(&format!("{a}/")), "{a} overlaps {b}");
         }
     }
     assert!(!stored.is_empty());

@@ -8,3 +8,4 @@ mod environments;
 mod memories;
 mod memory_stores;
 mod memory_versions;
+mod work;

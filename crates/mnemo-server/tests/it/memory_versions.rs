@@ -7,153 +7,54 @@ use crate::common::{TestServer, error_type};
 async fn every_mutation_writes_one_version_with_its_actor() {
     let s = TestServer::start().await;
     let store = s.new_store("v").await;
-    let m = s
-        .client
-        .create_memory(&store.id, "/a", "1", None)
-        .await
-        .unwrap();
-    let upd = UpdateMemory {
-        content: Some("2".into()),
-        ..Default::default()
-    };
-    s.client
-        .update_memory(&store.id, &m.id, &upd, None)
-        .await
-        .unwrap();
-    s.client
-        .delete_memory(&store.id, &m.id, None)
-        .await
-        .unwrap();
-    let other = s
-        .client
-        .create_memory(&store.id, "/b", "b", None)
-        .await
-        .unwrap();
+    let m = s.client.create_memory(&store.id, "/a", "1", None).await.unwrap();
+    let upd = UpdateMemory { content: Some("2".into()), ..Default::default() };
+    s.client.update_memory(&store.id, &m.id, &upd, None).await.unwrap();
+    s.client.delete_memory(&store.id, &m.id, None).await.unwrap();
+    let other = s.client.create_memory(&store.id, "/b", "b", None).await.unwrap();
 
     let page = s
         .client
         .list_memory_versions(
             &store.id,
-            &ListMemoryVersionsParams {
-                memory_id: Some(m.id.to_string()),
-                ..Default::default()
-            },
+            &ListMemoryVersionsParams { memory_id: Some(m.id.to_string()), ..Default::default() },
         )
         .await
         .unwrap();
     let ops: Vec<_> = page.data.iter().map(|v| v.operation).collect();
-    assert_eq!(
-        ops,
-        [Operation::Deleted, Operation::Modified, Operation::Created],
-        "newest first, after deletion too"
-    );
+    assert_eq!(ops, [Operation::Deleted, Operation::Modified, Operation::Created], "newest first, after deletion too");
     let deleted = &page.data[0];
     assert_eq!(
-        (
-            deleted.path.as_deref(),
-            deleted.content_sha256.as_deref(),
-            deleted.content_size_bytes
-        ),
+        (deleted.path.as_deref(), deleted.content_sha256.as_deref(), deleted.content_size_bytes),
         (Some("/a"), None, None)
     );
-    let Some(Actor::ApiActor { api_key_id }) = &page.data[2].created_by else {
-        panic!("api actor expected")
-    };
+    let Some(Actor::ApiActor { api_key_id }) = &page.data[2].created_by else { panic!("api actor expected") };
     assert!(api_key_id.as_str().starts_with("apikey_"));
-    assert!(
-        page.data.iter().all(|v| v.content.is_none()),
-        "basic view by default"
-    );
-    assert_eq!(
-        page.data[1].content_sha256.as_deref(),
-        Some(mnemo_api::content_sha256(b"2").as_str())
-    );
+    assert!(page.data.iter().all(|v| v.content.is_none()), "basic view by default");
+    assert_eq!(page.data[1].content_sha256.as_deref(), Some(mnemo_api::content_sha256(b"2").as_str()));
 
-    let by_key = ListMemoryVersionsParams {
-        api_key_id: Some(api_key_id.to_string()),
-        ..Default::default()
-    };
-    assert_eq!(
-        s.client
-            .list_memory_versions(&store.id, &by_key)
-            .await
-            .unwrap()
-            .data
-            .len(),
-        4
-    );
-    let by_session = ListMemoryVersionsParams {
-        session_id: Some("sesn_nobody".into()),
-        ..Default::default()
-    };
-    assert!(
-        s.client
-            .list_memory_versions(&store.id, &by_session)
-            .await
-            .unwrap()
-            .data
-            .is_empty()
-    );
-    let created = ListMemoryVersionsParams {
-        operation: Some("created".into()),
-        view: Some(View::Full),
-        ..Default::default()
-    };
-    let created = s
-        .client
-        .list_memory_versions(&store.id, &created)
-        .await
-        .unwrap();
-    assert_eq!(
-        created
-            .data
-            .iter()
-            .map(|v| v.content.as_deref())
-            .collect::<Vec<_>>(),
-        [Some("b"), Some("1")]
-    );
-    let bad_op = ListMemoryVersionsParams {
-        operation: Some("renamed".into()),
-        ..Default::default()
-    };
-    assert_eq!(
-        error_type(s.client.list_memory_versions(&store.id, &bad_op).await).0,
-        400
-    );
+    let by_key = ListMemoryVersionsParams { api_key_id: Some(api_key_id.to_string()), ..Default::default() };
+    assert_eq!(s.client.list_memory_versions(&store.id, &by_key).await.unwrap().data.len(), 4);
+    let by_session = ListMemoryVersionsParams { session_id: Some("sesn_nobody".into()), ..Default::default() };
+    assert!(s.client.list_memory_versions(&store.id, &by_session).await.unwrap().data.is_empty());
+    let created =
+        ListMemoryVersionsParams { operation: Some("created".into()), view: Some(View::Full), ..Default::default() };
+    let created = s.client.list_memory_versions(&store.id, &created).await.unwrap();
+    assert_eq!(created.data.iter().map(|v| v.content.as_deref()).collect::<Vec<_>>(), [Some("b"), Some("1")]);
+    let bad_op = ListMemoryVersionsParams { operation: Some("renamed".into()), ..Default::default() };
+    assert_eq!(error_type(s.client.list_memory_versions(&store.id, &bad_op).await).0, 400);
 
-    let newest = s
-        .client
-        .get_memory_version(&store.id, &other.memory_version_id, None)
-        .await
-        .unwrap();
-    assert_eq!(
-        newest.content.as_deref(),
-        Some("b"),
-        "retrieve defaults to full"
-    );
-    let since = ListMemoryVersionsParams {
-        created_at_gte: Some(newest.created_at.to_rfc3339()),
-        ..Default::default()
-    };
-    let since = s
-        .client
-        .list_memory_versions(&store.id, &since)
-        .await
-        .unwrap();
-    assert_eq!(
-        since.data.iter().map(|v| &v.id).collect::<Vec<_>>(),
-        [&newest.id]
-    );
+    let newest = s.client.get_memory_version(&store.id, &other.memory_version_id, None).await.unwrap();
+    assert_eq!(newest.content.as_deref(), Some("b"), "retrieve defaults to full");
+    let since = ListMemoryVersionsParams { created_at_gte: Some(newest.created_at.to_rfc3339()), ..Default::default() };
+    let since = s.client.list_memory_versions(&store.id, &since).await.unwrap();
+    assert_eq!(since.data.iter().map(|v| &v.id).collect::<Vec<_>>(), [&newest.id]);
     let until = ListMemoryVersionsParams {
         created_at_lte: Some(newest.created_at.to_rfc3339()),
         limit: Some(2),
         ..Default::default()
     };
-    let until = s
-        .client
-        .list_memory_versions(&store.id, &until)
-        .await
-        .unwrap();
+    let until = s.client.list_memory_versions(&store.id, &until).await.unwrap();
     assert_eq!(until.data.len(), 2);
     assert!(until.next_page.is_some());
 }
@@ -162,91 +63,40 @@ async fn every_mutation_writes_one_version_with_its_actor() {
 async fn redaction_clears_content_but_keeps_the_record() {
     let s = TestServer::start().await;
     let store = s.new_store("r").await;
-    let m = s
-        .client
-        .create_memory(&store.id, "/secret", "password=hunter2", None)
-        .await
-        .unwrap();
-    let e = s
-        .client
-        .redact_memory_version(&store.id, &m.memory_version_id)
-        .await
-        .unwrap_err();
+    let m = s.client.create_memory(&store.id, "/secret", "password=hunter2", None).await.unwrap();
+    let e = s.client.redact_memory_version(&store.id, &m.memory_version_id).await.unwrap_err();
     assert_eq!(e.status(), Some(400), "the live version cannot be redacted");
 
-    let upd = UpdateMemory {
-        content: Some("password=<removed>".into()),
-        ..Default::default()
-    };
-    s.client
-        .update_memory(&store.id, &m.id, &upd, None)
-        .await
-        .unwrap();
-    let before = s
-        .client
-        .get_memory_version(&store.id, &m.memory_version_id, None)
-        .await
-        .unwrap();
-    let redacted = s
-        .client
-        .redact_memory_version(&store.id, &m.memory_version_id)
-        .await
-        .unwrap();
-    assert_eq!(
-        (redacted.content.as_deref(), redacted.path.as_deref()),
-        (None, None)
-    );
-    assert_eq!(
-        (
-            redacted.content_sha256.as_deref(),
-            redacted.content_size_bytes
-        ),
-        (None, None)
-    );
+    let upd = UpdateMemory { content: Some("password=<removed>".into()), ..Default::default() };
+    s.client.update_memory(&store.id, &m.id, &upd, None).await.unwrap();
+    let before = s.client.get_memory_version(&store.id, &m.memory_version_id, None).await.unwrap();
+    let redacted = s.client.redact_memory_version(&store.id, &m.memory_version_id).await.unwrap();
+    assert_eq!((redacted.content.as_deref(), redacted.path.as_deref()), (None, None));
+    assert_eq!((redacted.content_sha256.as_deref(), redacted.content_size_bytes), (None, None));
     assert!(redacted.redacted_at.is_some());
     assert!(matches!(redacted.redacted_by, Some(Actor::ApiActor { .. })));
     assert_eq!(redacted.created_by, before.created_by);
     assert_eq!(redacted.created_at, before.created_at);
     assert_eq!(redacted.operation, Operation::Created);
 
-    let fetched = s
-        .client
-        .get_memory_version(&store.id, &m.memory_version_id, Some(View::Full))
-        .await
-        .unwrap();
+    let fetched = s.client.get_memory_version(&store.id, &m.memory_version_id, Some(View::Full)).await.unwrap();
     assert_eq!(fetched, redacted);
-    let twice = s
-        .client
-        .redact_memory_version(&store.id, &m.memory_version_id)
-        .await
-        .unwrap();
+    let twice = s.client.redact_memory_version(&store.id, &m.memory_version_id).await.unwrap();
     assert_eq!(twice, redacted, "redaction is idempotent");
 
     // A deleted version can be redacted once the memory is gone.
-    s.client
-        .delete_memory(&store.id, &m.id, None)
-        .await
-        .unwrap();
+    s.client.delete_memory(&store.id, &m.id, None).await.unwrap();
     let versions = s
         .client
         .list_memory_versions(
             &store.id,
-            &ListMemoryVersionsParams {
-                memory_id: Some(m.id.to_string()),
-                ..Default::default()
-            },
+            &ListMemoryVersionsParams { memory_id: Some(m.id.to_string()), ..Default::default() },
         )
         .await
         .unwrap();
     for v in &versions.data {
-        s.client
-            .redact_memory_version(&store.id, &v.id)
-            .await
-            .unwrap();
+        s.client.redact_memory_version(&store.id, &v.id).await.unwrap();
     }
     let unknown = "memver_doesnotexist".parse().unwrap();
-    assert_eq!(
-        error_type(s.client.redact_memory_version(&store.id, &unknown).await).0,
-        404
-    );
+    assert_eq!(error_type(s.client.redact_memory_version(&store.id, &unknown).await).0, 404);
 }

@@ -76,9 +76,7 @@ pub enum FsError {
     RootMissing(PathBuf),
     /// A symlink, FIFO, socket, device or directory is where a regular file (or, for a parent
     /// component, a real directory) was expected; it is refused rather than followed.
-    #[error(
-        "`{0}` is not a regular file in the store: a symlink, fifo, device or directory is in the way"
-    )]
+    #[error("`{0}` is not a regular file in the store: a symlink, fifo, device or directory is in the way")]
     NotRegular(String),
     /// The store only holds text and these bytes are not valid UTF-8.
     #[error("`{0}` is not valid utf-8 text; only text files can be synced")]
@@ -104,9 +102,6 @@ impl FsError {
     /// Whether the file itself can never be synced as it is: a bad path, something other than a
     /// regular file, or content that is not UTF-8. Retrying will not help until the file changes.
     pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            Self::InvalidPath { .. } | Self::NotRegular(_) | Self::NotUtf8(_)
-        )
+        matches!(self, Self::InvalidPath { .. } | Self::NotRegular(_) | Self::NotUtf8(_))
     }
 }

@@ -15,10 +15,7 @@ pub struct RelPath(String);
 impl RelPath {
     /// Parses a root-relative path such as `notes/todo.md`.
     pub fn parse(s: &str) -> Result<Self, FsError> {
-        check(s).map_err(|reason| FsError::InvalidPath {
-            path: s.to_owned(),
-            reason,
-        })?;
+        check(s).map_err(|reason| FsError::InvalidPath { path: s.to_owned(), reason })?;
         Ok(Self(s.to_owned()))
     }
 
@@ -26,10 +23,7 @@ impl RelPath {
     /// the rest must be a valid [`RelPath`]. The error names the memory path as given.
     pub fn from_memory_path(path: &str) -> Result<Self, FsError> {
         let rel = path.strip_prefix('/').unwrap_or(path);
-        check(rel).map_err(|reason| FsError::InvalidPath {
-            path: path.to_owned(),
-            reason,
-        })?;
+        check(rel).map_err(|reason| FsError::InvalidPath { path: path.to_owned(), reason })?;
         Ok(Self(rel.to_owned()))
     }
 
@@ -48,15 +42,12 @@ impl RelPath {
     pub(super) fn parents(&self) -> impl Iterator<Item = (&str, &str)> {
         let mut end = 0;
         let (dirs, _) = self.split_last();
-        dirs.map(|dirs| dirs.split('/'))
-            .into_iter()
-            .flatten()
-            .map(move |seg| {
-                end += seg.len();
-                let prefix = &self.0[..end];
-                end += 1;
-                (seg, prefix)
-            })
+        dirs.map(|dirs| dirs.split('/')).into_iter().flatten().map(move |seg| {
+            end += seg.len();
+            let prefix = &self.0[..end];
+            end += 1;
+            (seg, prefix)
+        })
     }
 
     /// The last segment: the file's own name inside its parent folder.
@@ -190,19 +181,13 @@ mod tests {
         assert!(RelPath::from_memory_path("//a").is_err());
         assert!(RelPath::from_memory_path("/").is_err());
         let err = RelPath::from_memory_path("/a/../../etc/passwd").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "path `/a/../../etc/passwd` escapes the store root"
-        );
+        assert_eq!(err.to_string(), "path `/a/../../etc/passwd` escapes the store root");
     }
 
     #[test]
     fn segments_are_split_for_walking() {
         let p = RelPath::parse("a/bb/c.md").unwrap();
-        assert_eq!(
-            p.parents().collect::<Vec<_>>(),
-            [("a", "a"), ("bb", "a/bb")]
-        );
+        assert_eq!(p.parents().collect::<Vec<_>>(), [("a", "a"), ("bb", "a/bb")]);
         assert_eq!(p.file_name(), "c.md");
         assert_eq!(p.first_segment(), "a");
         let top = RelPath::parse("x").unwrap();

@@ -93,8 +93,7 @@ impl FileStore {
             Err(e) => return Err(io_err("create the folder", shown, e)),
         }
         let root = sys::open_root(&self.root)?;
-        rustix::fs::fchmod(&root, sys::DIR_MODE)
-            .map_err(|e| io_err("set the mode of the folder", shown, e))
+        rustix::fs::fchmod(&root, sys::DIR_MODE).map_err(|e| io_err("set the mode of the folder", shown, e))
     }
 
     /// Every regular file below the root except the root's marker, with its hash.
@@ -112,17 +111,10 @@ impl FileStore {
         let shown = self.root.display().to_string();
         walk::walk_files(root.as_fd(), None, &shown, 0, &mut |dir, name, rel, st| {
             let key = StatKey::of(st);
-            if let Some(entry) = cache
-                .get(&rel)
-                .filter(|e| e.key == key && settled(key, now))
-            {
+            if let Some(entry) = cache.get(&rel).filter(|e| e.key == key && settled(key, now)) {
                 #[cfg(test)]
-                self.cache_hits
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let file = LocalFile {
-                    sha256: entry.sha256.clone(),
-                    size: key.size,
-                };
+                self.cache_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let file = LocalFile { sha256: entry.sha256.clone(), size: key.size };
                 next.insert(rel.clone(), entry.clone());
                 out.insert(rel, file);
                 return Ok(());
@@ -139,10 +131,7 @@ impl FileStore {
             // Only a hash of a file that stood still while read, and had already settled, can be
             // trusted later on the strength of its stat alone.
             if key == StatKey::of(&after) && settled(key, now) {
-                let entry = CacheEntry {
-                    key,
-                    sha256: sha256.clone(),
-                };
+                let entry = CacheEntry { key, sha256: sha256.clone() };
                 next.insert(rel.clone(), entry);
             }
             out.insert(rel, LocalFile { sha256, size });
@@ -166,10 +155,8 @@ impl FileStore {
     /// [`FsError::is_not_found`] holds; non-UTF-8 content is [`FsError::NotUtf8`] in UTF-8 mode.
     pub fn read(&self, rel: &RelPath) -> Result<Vec<u8>, FsError> {
         let not_found = || io_err("open", rel.as_str(), Errno::NOENT);
-        let parent =
-            sys::open_parent(sys::open_root(&self.root)?, rel, false)?.ok_or_else(not_found)?;
-        let (file, st) = sys::open_regular(parent.as_fd(), rel.file_name(), rel.as_str())?
-            .ok_or_else(not_found)?;
+        let parent = sys::open_parent(sys::open_root(&self.root)?, rel, false)?.ok_or_else(not_found)?;
+        let (file, st) = sys::open_regular(parent.as_fd(), rel.file_name(), rel.as_str())?.ok_or_else(not_found)?;
         let bytes = sys::read_all(file, StatKey::of(&st).size, rel.as_str())?;
         self.check_utf8(rel, &bytes)?;
         Ok(bytes)
@@ -181,9 +168,7 @@ impl FileStore {
     pub fn write(&self, rel: &RelPath, bytes: &[u8]) -> Result<(), FsError> {
         self.check_writable(rel, bytes)?;
         let parent = self.open_parent_creating(rel)?;
-        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, || {
-            Ok(true)
-        })?;
+        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, || Ok(true))?;
         Ok(())
     }
 
@@ -193,12 +178,7 @@ impl FileStore {
     ///
     /// The re-check happens after the new content is on disk in a temp file, so the window in
     /// which a concurrent edit can be overwritten is as short as the hash of the current file.
-    pub fn write_if_unchanged(
-        &self,
-        rel: &RelPath,
-        expected: Option<&str>,
-        bytes: &[u8],
-    ) -> Result<bool, FsError> {
+    pub fn write_if_unchanged(&self, rel: &RelPath, expected: Option<&str>, bytes: &[u8]) -> Result<bool, FsError> {
         self.check_writable(rel, bytes)?;
         let existing = sys::open_parent(sys::open_root(&self.root)?, rel, false)?;
         let parent = match existing {
@@ -247,13 +227,7 @@ impl FileStore {
     pub fn write_marker(&self, store_id: &str) -> Result<(), FsError> {
         let root = sys::open_root(&self.root)?;
         let text = marker_text(store_id);
-        sys::write_atomic(
-            root.as_fd(),
-            MARKER_NAME,
-            MARKER_NAME,
-            text.as_bytes(),
-            || Ok(true),
-        )?;
+        sys::write_atomic(root.as_fd(), MARKER_NAME, MARKER_NAME, text.as_bytes(), || Ok(true))?;
         Ok(())
     }
 
@@ -271,11 +245,8 @@ impl FileStore {
             }
         };
         let want = mnemo_api::content_sha256(marker_text(store_id).as_bytes());
-        let found = sys::open_regular(root.as_fd(), MARKER_NAME, MARKER_NAME).and_then(|opened| {
-            opened
-                .map(|(mut f, _)| hash(&mut f, MARKER_NAME))
-                .transpose()
-        });
+        let found = sys::open_regular(root.as_fd(), MARKER_NAME, MARKER_NAME)
+            .and_then(|opened| opened.map(|(mut f, _)| hash(&mut f, MARKER_NAME)).transpose());
         match found {
             Ok(None) => MarkerState::Missing,
             Ok(Some(got)) if got == want => MarkerState::Matches,
@@ -345,10 +316,7 @@ impl FileStore {
     /// Overwrites the cached hash of `rel`, so a test can tell a cached answer from a re-read.
     #[cfg(test)]
     pub(super) fn poison_cache(&self, rel: &RelPath, sha256: &str) -> bool {
-        self.lock_cache()
-            .get_mut(rel)
-            .map(|e| e.sha256 = sha256.to_owned())
-            .is_some()
+        self.lock_cache().get_mut(rel).map(|e| e.sha256 = sha256.to_owned()).is_some()
     }
 }
 
@@ -361,10 +329,7 @@ fn check_not_reserved(rel: &RelPath) -> Result<(), FsError> {
         } else {
             "is inside the store's reserved marker file"
         };
-        return Err(FsError::InvalidPath {
-            path: rel.as_str().to_owned(),
-            reason,
-        });
+        return Err(FsError::InvalidPath { path: rel.as_str().to_owned(), reason });
     }
     Ok(())
 }
@@ -386,9 +351,7 @@ fn settled(key: StatKey, now: i128) -> bool {
 }
 
 fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }
 
 /// Creates `dir` and its missing ancestors with mode `0700`. These are the host's mount path, so
@@ -410,8 +373,7 @@ fn create_ancestors(dir: &Path) -> Result<(), FsError> {
     match rustix::fs::mkdirat(CWD, dir, sys::DIR_MODE) {
         Ok(()) => {
             let fd = sys::open_root(dir)?;
-            rustix::fs::fchmod(&fd, sys::DIR_MODE)
-                .map_err(|e| io_err("set the mode of the folder", shown(), e))
+            rustix::fs::fchmod(&fd, sys::DIR_MODE).map_err(|e| io_err("set the mode of the folder", shown(), e))
         }
         Err(Errno::EXIST) => Ok(()),
         Err(e) => Err(io_err("create the folder", shown(), e)),

@@ -17,24 +17,16 @@ use sha2::{Digest, Sha256};
 use super::{FsError, RelPath};
 
 /// Flags for opening a directory to walk through: never a symlink, never inherited by children.
-pub(super) const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
+pub(super) const DIR_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// Flags for opening a file to read: no symlink, and no blocking on a FIFO's writer.
-const READ_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::NONBLOCK)
-    .union(OFlags::NOCTTY)
-    .union(OFlags::CLOEXEC);
+const READ_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
 /// Flags for creating a temp file: it must be new, so nothing planted there can be written through.
-const TEMP_FLAGS: OFlags = OFlags::WRONLY
-    .union(OFlags::CREATE)
-    .union(OFlags::EXCL)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
+const TEMP_FLAGS: OFlags =
+    OFlags::WRONLY.union(OFlags::CREATE).union(OFlags::EXCL).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// `rwx------`: folders created below the root are private to the worker.
 pub(super) const DIR_MODE: Mode = Mode::RWXU;
@@ -47,11 +39,7 @@ const TEMP_ATTEMPTS: usize = 8;
 
 /// Builds an [`FsError::Io`] from an errno.
 pub(super) fn io_err(op: &'static str, path: impl Into<String>, e: Errno) -> FsError {
-    FsError::Io {
-        op,
-        path: path.into(),
-        source: e.into(),
-    }
+    FsError::Io { op, path: path.into(), source: e.into() }
 }
 
 /// The identity and timestamps of a file, as far as the stat cache cares.
@@ -84,14 +72,8 @@ pub(super) fn file_type(st: &Stat) -> FileType {
 pub(super) fn open_root(root: &Path) -> Result<OwnedFd, FsError> {
     match rustix::fs::openat(CWD, root, DIR_FLAGS, Mode::empty()) {
         Ok(fd) => Ok(fd),
-        Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
-            Err(FsError::RootMissing(root.to_path_buf()))
-        }
-        Err(e) => Err(io_err(
-            "open the store folder",
-            root.display().to_string(),
-            e,
-        )),
+        Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => Err(FsError::RootMissing(root.to_path_buf())),
+        Err(e) => Err(io_err("open the store folder", root.display().to_string(), e)),
     }
 }
 
@@ -117,8 +99,7 @@ pub(super) fn open_subdir(
         None => match rustix::fs::mkdirat(dir, name, DIR_MODE) {
             Ok(()) => {
                 let fd = open()?.ok_or_else(|| io_err("open the folder", shown, Errno::NOENT))?;
-                rustix::fs::fchmod(&fd, DIR_MODE)
-                    .map_err(|e| io_err("set the mode of the folder", shown, e))?;
+                rustix::fs::fchmod(&fd, DIR_MODE).map_err(|e| io_err("set the mode of the folder", shown, e))?;
                 Ok(Some(fd))
             }
             // Someone else created it between our open and mkdir; use theirs if it is a directory.
@@ -131,11 +112,7 @@ pub(super) fn open_subdir(
 /// Walks from the root to the folder holding `rel`, creating missing folders when `create`.
 ///
 /// `Ok(None)` means a folder on the way does not exist (only without `create`).
-pub(super) fn open_parent(
-    root: OwnedFd,
-    rel: &RelPath,
-    create: bool,
-) -> Result<Option<OwnedFd>, FsError> {
+pub(super) fn open_parent(root: OwnedFd, rel: &RelPath, create: bool) -> Result<Option<OwnedFd>, FsError> {
     let mut dir = root;
     for (seg, shown) in rel.parents() {
         match open_subdir(dir.as_fd(), seg, shown, create)? {
@@ -147,11 +124,7 @@ pub(super) fn open_parent(
 }
 
 /// `lstat` of `name` in `dir`; `Ok(None)` if it does not exist.
-pub(super) fn stat_entry(
-    dir: BorrowedFd<'_>,
-    name: &CStr,
-    shown: &str,
-) -> Result<Option<Stat>, FsError> {
+pub(super) fn stat_entry(dir: BorrowedFd<'_>, name: &CStr, shown: &str) -> Result<Option<Stat>, FsError> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(Some(st)),
         Err(Errno::NOENT) => Ok(None),
@@ -164,15 +137,9 @@ pub(super) fn stat_entry(
 /// It is checked with `lstat` before opening (so a device is never even opened) and with `fstat`
 /// after (so a swap between the two is caught); anything but a regular file is
 /// [`FsError::NotRegular`].
-pub(super) fn open_regular(
-    dir: BorrowedFd<'_>,
-    name: &str,
-    shown: &str,
-) -> Result<Option<(File, Stat)>, FsError> {
-    let cname = CString::new(name).map_err(|_| FsError::InvalidPath {
-        path: shown.to_owned(),
-        reason: "contains a NUL byte",
-    })?;
+pub(super) fn open_regular(dir: BorrowedFd<'_>, name: &str, shown: &str) -> Result<Option<(File, Stat)>, FsError> {
+    let cname = CString::new(name)
+        .map_err(|_| FsError::InvalidPath { path: shown.to_owned(), reason: "contains a NUL byte" })?;
     match stat_entry(dir, &cname, shown)? {
         None => return Ok(None),
         Some(st) if file_type(&st) != FileType::RegularFile => {
@@ -200,11 +167,7 @@ pub(super) fn read_all(mut file: File, size_hint: u64, shown: &str) -> Result<Ve
     // The hint only sizes the first allocation; a file that grows while read is still read whole.
     let cap = usize::try_from(size_hint.min(64 << 20)).unwrap_or(0);
     let mut buf = Vec::with_capacity(cap);
-    file.read_to_end(&mut buf).map_err(|source| FsError::Io {
-        op: "read",
-        path: shown.to_owned(),
-        source,
-    })?;
+    file.read_to_end(&mut buf).map_err(|source| FsError::Io { op: "read", path: shown.to_owned(), source })?;
     Ok(buf)
 }
 
@@ -220,11 +183,7 @@ pub(super) fn hash_stream(file: &mut File, shown: &str) -> Result<(String, u64),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(source) => {
-                return Err(FsError::Io {
-                    op: "read",
-                    path: shown.to_owned(),
-                    source,
-                });
+                return Err(FsError::Io { op: "read", path: shown.to_owned(), source });
             }
         };
         hasher.update(&buf[..n]);
@@ -266,21 +225,11 @@ pub(super) fn write_atomic(
     proceed: impl FnOnce() -> Result<bool, FsError>,
 ) -> Result<bool, FsError> {
     let (temp, fd) = create_temp(dir, shown)?;
-    let mut temp = TempFile {
-        dir,
-        name: temp,
-        armed: true,
-    };
+    let mut temp = TempFile { dir, name: temp, armed: true };
     // The creation mode went through the umask; set it exactly.
     rustix::fs::fchmod(&fd, FILE_MODE).map_err(|e| io_err("set the mode of", shown, e))?;
     let mut file = File::from(fd);
-    let io = |op: &'static str| {
-        move |source| FsError::Io {
-            op,
-            path: shown.to_owned(),
-            source,
-        }
-    };
+    let io = |op: &'static str| move |source| FsError::Io { op, path: shown.to_owned(), source };
     file.write_all(bytes).map_err(io("write"))?;
     file.sync_all().map_err(io("sync"))?;
     drop(file);

@@ -29,12 +29,7 @@ impl Fixture {
         std::fs::create_dir(&outside).unwrap();
         std::fs::write(outside.join("secret.txt"), "secret").unwrap();
         let store = FileStore::new(&root);
-        Self {
-            _tmp: tmp,
-            root,
-            outside,
-            store,
-        }
+        Self { _tmp: tmp, root, outside, store }
     }
 
     fn secret(&self) -> PathBuf {
@@ -56,29 +51,18 @@ fn sha(bytes: &[u8]) -> String {
 }
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o7777
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
 fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     names
 }
 
 fn scanned(store: &FileStore) -> Vec<String> {
-    store
-        .scan()
-        .unwrap()
-        .into_keys()
-        .map(|p| p.as_str().to_owned())
-        .collect()
+    store.scan().unwrap().into_keys().map(|p| p.as_str().to_owned()).collect()
 }
 
 fn set_mtime(path: &Path, at: SystemTime) {
@@ -91,8 +75,7 @@ fn set_mtime(path: &Path, at: SystemTime) {
 fn within_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || tx.send(f()).unwrap());
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("the operation blocked")
+    rx.recv_timeout(Duration::from_secs(10)).expect("the operation blocked")
 }
 
 #[test]
@@ -119,11 +102,7 @@ fn write_creates_private_parents_and_files() {
     assert_eq!(names(&f.root.join("a/b")), ["c.md"], "no temp file is left");
 
     // Overwriting replaces the file, so a looser mode set by the agent does not survive.
-    std::fs::set_permissions(
-        f.root.join("a/b/c.md"),
-        std::fs::Permissions::from_mode(0o644),
-    )
-    .unwrap();
+    std::fs::set_permissions(f.root.join("a/b/c.md"), std::fs::Permissions::from_mode(0o644)).unwrap();
     f.store.write(&rel("a/b/c.md"), b"again").unwrap();
     assert_eq!(mode(&f.root.join("a/b/c.md")), 0o600);
     assert_eq!(f.store.read(&rel("a/b/c.md")).unwrap(), b"again");
@@ -136,10 +115,7 @@ fn failed_writes_leave_the_old_content_and_no_temp_file() {
     f.store.write(&rel("x.md"), b"old").unwrap();
 
     // The re-check fails after the temp file is written: it must be removed again.
-    let wrote = f
-        .store
-        .write_if_unchanged(&rel("x.md"), Some(&sha(b"other")), b"new")
-        .unwrap();
+    let wrote = f.store.write_if_unchanged(&rel("x.md"), Some(&sha(b"other")), b"new").unwrap();
     assert!(!wrote);
     // Refused content never reaches the disk.
     let err = f.store.write(&rel("x.md"), b"\xff\xfe").unwrap_err();
@@ -161,23 +137,14 @@ fn write_never_creates_the_root() {
     std::fs::remove_dir(&f.root).unwrap();
     let err = f.store.write(&rel("a/b.md"), b"x").unwrap_err();
     assert!(matches!(err, FsError::RootMissing(_)), "{err}");
-    let err = f
-        .store
-        .write_if_unchanged(&rel("b.md"), None, b"x")
-        .unwrap_err();
+    let err = f.store.write_if_unchanged(&rel("b.md"), None, b"x").unwrap_err();
     assert!(matches!(err, FsError::RootMissing(_)), "{err}");
     assert!(!f.root.exists());
     assert!(!f.store.root_exists());
     assert!(matches!(f.store.scan(), Err(FsError::RootMissing(_))));
-    assert!(matches!(
-        f.store.hash_now(&rel("b.md")),
-        Err(FsError::RootMissing(_))
-    ));
+    assert!(matches!(f.store.hash_now(&rel("b.md")), Err(FsError::RootMissing(_))));
     assert_eq!(f.store.check_marker("memstore_1"), MarkerState::Missing);
-    assert!(
-        err.to_string()
-            .contains("is missing or is not a real directory")
-    );
+    assert!(err.to_string().contains("is missing or is not a real directory"));
 }
 
 #[test]
@@ -187,22 +154,10 @@ fn a_root_that_is_a_symlink_is_missing() {
     symlink(&f.outside, &f.root).unwrap();
     assert!(!f.store.root_exists());
     assert!(matches!(f.store.scan(), Err(FsError::RootMissing(_))));
-    assert!(matches!(
-        f.store.read(&rel("secret.txt")),
-        Err(FsError::RootMissing(_))
-    ));
-    assert!(matches!(
-        f.store.write(&rel("new.md"), b"x"),
-        Err(FsError::RootMissing(_))
-    ));
-    assert!(matches!(
-        f.store.write_marker("memstore_1"),
-        Err(FsError::RootMissing(_))
-    ));
-    assert!(matches!(
-        f.store.create_root(),
-        Err(FsError::RootMissing(_))
-    ));
+    assert!(matches!(f.store.read(&rel("secret.txt")), Err(FsError::RootMissing(_))));
+    assert!(matches!(f.store.write(&rel("new.md"), b"x"), Err(FsError::RootMissing(_))));
+    assert!(matches!(f.store.write_marker("memstore_1"), Err(FsError::RootMissing(_))));
+    assert!(matches!(f.store.create_root(), Err(FsError::RootMissing(_))));
     f.assert_outside_untouched();
 }
 
@@ -234,36 +189,19 @@ fn symlinked_files_are_skipped_refused_and_never_written_through() {
     assert!(matches!(err, FsError::NotRegular(_)), "{err}");
     assert!(err.is_refusal());
     assert!(err.to_string().contains("`link.md`"), "{err}");
-    assert!(matches!(
-        f.store.hash_now(&rel("link.md")),
-        Err(FsError::NotRegular(_))
-    ));
+    assert!(matches!(f.store.hash_now(&rel("link.md")), Err(FsError::NotRegular(_))));
 
     // A plain write replaces the symlink itself; the target is untouched.
     f.store.write(&rel("link.md"), b"mine").unwrap();
-    assert!(
-        std::fs::symlink_metadata(f.root.join("link.md"))
-            .unwrap()
-            .is_file()
-    );
+    assert!(std::fs::symlink_metadata(f.root.join("link.md")).unwrap().is_file());
     assert_eq!(f.store.read(&rel("link.md")).unwrap(), b"mine");
 
     // The checked operations refuse to act on a symlink at all.
-    let err = f
-        .store
-        .write_if_unchanged(&rel("link2.md"), None, b"x")
-        .unwrap_err();
+    let err = f.store.write_if_unchanged(&rel("link2.md"), None, b"x").unwrap_err();
     assert!(matches!(err, FsError::NotRegular(_)), "{err}");
-    let err = f
-        .store
-        .remove_if_unchanged(&rel("link2.md"), &sha(b"secret"))
-        .unwrap_err();
+    let err = f.store.remove_if_unchanged(&rel("link2.md"), &sha(b"secret")).unwrap_err();
     assert!(matches!(err, FsError::NotRegular(_)), "{err}");
-    assert!(
-        std::fs::symlink_metadata(f.root.join("link2.md"))
-            .unwrap()
-            .is_symlink()
-    );
+    assert!(std::fs::symlink_metadata(f.root.join("link2.md")).unwrap().is_symlink());
     f.assert_outside_untouched();
 }
 
@@ -281,12 +219,8 @@ fn a_folder_swapped_for_a_symlink_is_never_entered() {
         f.store.write(&rel("sub/secret.txt"), b"pwned"),
         f.store.write(&rel("sub/new.md"), b"pwned"),
         f.store.write(&rel("sub/deeper/new.md"), b"pwned"),
-        f.store
-            .write_if_unchanged(&rel("sub/new.md"), None, b"pwned")
-            .map(|_| ()),
-        f.store
-            .remove_if_unchanged(&rel("sub/secret.txt"), &sha(b"secret"))
-            .map(|_| ()),
+        f.store.write_if_unchanged(&rel("sub/new.md"), None, b"pwned").map(|_| ()),
+        f.store.remove_if_unchanged(&rel("sub/secret.txt"), &sha(b"secret")).map(|_| ()),
     ] {
         let err = op.unwrap_err();
         assert!(matches!(err, FsError::NotRegular(_)), "{err}");
@@ -335,10 +269,7 @@ fn utf8_mode_refuses_binary_content_both_ways() {
     std::fs::write(f.root.join("bin.dat"), b"\xff\x00\xfe").unwrap();
     let err = f.store.read(&rel("bin.dat")).unwrap_err();
     assert!(matches!(err, FsError::NotUtf8(_)), "{err}");
-    assert_eq!(
-        err.to_string(),
-        "`bin.dat` is not valid utf-8 text; only text files can be synced"
-    );
+    assert_eq!(err.to_string(), "`bin.dat` is not valid utf-8 text; only text files can be synced");
     // A scan still lists and hashes it, so the engine can see it and refuse it by hash.
     let listing = f.store.scan().unwrap();
     assert_eq!(listing[&rel("bin.dat")].sha256, sha(b"\xff\x00\xfe"));
@@ -355,10 +286,7 @@ fn marker_write_and_check() {
     assert_eq!(f.store.check_marker("memstore_1"), MarkerState::Missing);
     f.store.write_marker("memstore_1").unwrap();
     let marker = f.root.join(MARKER_NAME);
-    assert_eq!(
-        std::fs::read_to_string(&marker).unwrap(),
-        "version 1\nmemstore_1"
-    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "version 1\nmemstore_1");
     assert_eq!(mode(&marker), 0o600);
     assert_eq!(f.store.check_marker("memstore_1"), MarkerState::Matches);
     assert_eq!(f.store.check_marker("memstore_2"), MarkerState::Mismatch);
@@ -384,38 +312,21 @@ fn scan_hides_the_root_marker_and_temp_files_only() {
     let f = Fixture::new();
     f.store.write_marker("memstore_1").unwrap();
     f.store.write(&rel("a.md"), b"aa").unwrap();
-    f.store
-        .write(&rel("sub/.anthropic-memory-store"), b"nested")
-        .unwrap();
+    f.store.write(&rel("sub/.anthropic-memory-store"), b"nested").unwrap();
     std::fs::write(f.root.join(".fs-0123456789abcdef.tmp"), "half").unwrap();
     std::fs::write(f.root.join(".fs-not-a-temp.tmp"), "real").unwrap();
 
     let listing = f.store.scan().unwrap();
     let keys: Vec<&str> = listing.keys().map(RelPath::as_str).collect();
-    assert_eq!(
-        keys,
-        [".fs-not-a-temp.tmp", "a.md", "sub/.anthropic-memory-store"]
-    );
-    assert_eq!(
-        listing[&rel("a.md")],
-        LocalFile {
-            sha256: sha(b"aa"),
-            size: 2
-        }
-    );
+    assert_eq!(keys, [".fs-not-a-temp.tmp", "a.md", "sub/.anthropic-memory-store"]);
+    assert_eq!(listing[&rel("a.md")], LocalFile { sha256: sha(b"aa"), size: 2 });
 
     // The marker cannot be written or removed through the file API.
     for path in [MARKER_NAME, ".anthropic-memory-store/x"] {
         let err = f.store.write(&rel(path), b"x").unwrap_err();
         assert!(matches!(err, FsError::InvalidPath { .. }), "{err}");
     }
-    let err = f
-        .store
-        .remove_if_unchanged(
-            &rel(MARKER_NAME),
-            &sha(marker_text("memstore_1").as_bytes()),
-        )
-        .unwrap_err();
+    let err = f.store.remove_if_unchanged(&rel(MARKER_NAME), &sha(marker_text("memstore_1").as_bytes())).unwrap_err();
     assert!(err.to_string().contains("reserved marker"), "{err}");
     assert_eq!(f.store.check_marker("memstore_1"), MarkerState::Matches);
 }
@@ -449,10 +360,7 @@ fn settled_files_are_served_from_the_stat_cache() {
     assert_eq!(f.store.cache_hits(), 2);
     // `hash_now` never trusts the cache.
     assert!(!f.store.poison_cache(&rel("old.md"), "cached"));
-    assert_eq!(
-        f.store.hash_now(&rel("old.md")).unwrap(),
-        Some(sha(b"bbbb"))
-    );
+    assert_eq!(f.store.hash_now(&rel("old.md")).unwrap(), Some(sha(b"bbbb")));
 }
 
 #[test]
@@ -460,21 +368,12 @@ fn recently_modified_files_are_rehashed_every_scan() {
     let f = Fixture::new();
     f.store.write(&rel("fresh.md"), b"one").unwrap();
     for _ in 0..3 {
-        assert_eq!(
-            f.store.scan().unwrap()[&rel("fresh.md")].sha256,
-            sha(b"one")
-        );
+        assert_eq!(f.store.scan().unwrap()[&rel("fresh.md")].sha256, sha(b"one"));
     }
     assert_eq!(f.store.cache_hits(), 0);
-    assert!(
-        !f.store.poison_cache(&rel("fresh.md"), "cached"),
-        "a file inside the 2 s window is not even cached"
-    );
+    assert!(!f.store.poison_cache(&rel("fresh.md"), "cached"), "a file inside the 2 s window is not even cached");
     // A future mtime (a skewed clock, or an agent's `touch`) never counts as settled either.
-    set_mtime(
-        &f.root.join("fresh.md"),
-        SystemTime::now() + Duration::from_secs(3600),
-    );
+    set_mtime(&f.root.join("fresh.md"), SystemTime::now() + Duration::from_secs(3600));
     f.store.scan().unwrap();
     f.store.scan().unwrap();
     assert_eq!(f.store.cache_hits(), 0);
@@ -484,28 +383,13 @@ fn recently_modified_files_are_rehashed_every_scan() {
 fn checked_write_refuses_when_the_file_changed() {
     let f = Fixture::new();
     let p = rel("n/a.md");
-    assert!(
-        !f.store
-            .write_if_unchanged(&p, Some(&sha(b"v1")), b"v2")
-            .unwrap()
-    );
-    assert!(
-        !f.root.join("n").exists(),
-        "no folder for a file that is not there"
-    );
+    assert!(!f.store.write_if_unchanged(&p, Some(&sha(b"v1")), b"v2").unwrap());
+    assert!(!f.root.join("n").exists(), "no folder for a file that is not there");
 
     assert!(f.store.write_if_unchanged(&p, None, b"v1").unwrap());
     assert!(!f.store.write_if_unchanged(&p, None, b"other").unwrap());
-    assert!(
-        f.store
-            .write_if_unchanged(&p, Some(&sha(b"v1")), b"v2")
-            .unwrap()
-    );
-    assert!(
-        !f.store
-            .write_if_unchanged(&p, Some(&sha(b"v1")), b"v3")
-            .unwrap()
-    );
+    assert!(f.store.write_if_unchanged(&p, Some(&sha(b"v1")), b"v2").unwrap());
+    assert!(!f.store.write_if_unchanged(&p, Some(&sha(b"v1")), b"v3").unwrap());
     assert_eq!(f.store.read(&p).unwrap(), b"v2");
     assert_eq!(names(&f.root.join("n")), ["a.md"]);
 }
@@ -514,10 +398,7 @@ fn checked_write_refuses_when_the_file_changed() {
 fn checked_remove_refuses_when_the_file_changed() {
     let f = Fixture::new();
     let p = rel("n/a.md");
-    assert!(
-        f.store.remove_if_unchanged(&p, &sha(b"v1")).unwrap(),
-        "already gone"
-    );
+    assert!(f.store.remove_if_unchanged(&p, &sha(b"v1")).unwrap(), "already gone");
     f.store.write(&p, b"v2").unwrap();
     assert!(!f.store.remove_if_unchanged(&p, &sha(b"v1")).unwrap());
     assert_eq!(f.store.read(&p).unwrap(), b"v2");
@@ -538,10 +419,7 @@ fn missing_files_are_not_found_not_refused() {
         assert!(err.to_string().contains(&format!("`{p}`")), "{err}");
     }
     let dir = f.store.read(&rel("nope.md")).unwrap_err();
-    assert!(
-        dir.to_string().starts_with("cannot open `nope.md`: "),
-        "{dir}"
-    );
+    assert!(dir.to_string().starts_with("cannot open `nope.md`: "), "{dir}");
     std::fs::create_dir(f.root.join("dir.md")).unwrap();
     let err = f.store.read(&rel("dir.md")).unwrap_err();
     assert!(matches!(err, FsError::NotRegular(_)), "{err}");
@@ -583,11 +461,7 @@ fn prune_removes_empty_folders_but_never_the_root() {
     assert_eq!(names(&f.root), ["keep", "link"]);
     assert!(empty_outside.is_dir());
 
-    assert!(
-        f.store
-            .remove_if_unchanged(&rel("keep/d.md"), &sha(b"d"))
-            .unwrap()
-    );
+    assert!(f.store.remove_if_unchanged(&rel("keep/d.md"), &sha(b"d")).unwrap());
     std::fs::remove_file(f.root.join("link")).unwrap();
     f.store.prune_empty_dirs();
     assert!(f.root.is_dir());

@@ -59,9 +59,7 @@ where
             FileType::RegularFile => on_file(dir, name, rel, &st)?,
             FileType::Directory if depth < SCAN_MAX_DEPTH => {
                 match sys::open_subdir(dir, name, rel.as_str(), false) {
-                    Ok(Some(sub)) => {
-                        walk_files(sub.as_fd(), Some(&rel), rel.as_str(), depth + 1, on_file)?
-                    }
+                    Ok(Some(sub)) => walk_files(sub.as_fd(), Some(&rel), rel.as_str(), depth + 1, on_file)?,
                     // Gone, or swapped for a symlink since the lstat: not descended.
                     Ok(None) | Err(FsError::NotRegular(_)) => {}
                     Err(e) => return Err(e),
@@ -78,17 +76,9 @@ where
 
 /// Removes everything inside `dir` without following a symlink: a symlink is unlinked itself,
 /// whatever it points to.
-pub(super) fn remove_contents(
-    dir: BorrowedFd<'_>,
-    shown: &str,
-    depth: usize,
-) -> Result<(), FsError> {
+pub(super) fn remove_contents(dir: BorrowedFd<'_>, shown: &str, depth: usize) -> Result<(), FsError> {
     if depth > REMOVE_MAX_DEPTH {
-        return Err(io_err(
-            "remove the deeply nested folder",
-            shown,
-            Errno::LOOP,
-        ));
+        return Err(io_err("remove the deeply nested folder", shown, Errno::LOOP));
     }
     for name in sys::list_names(dir, shown)? {
         let child = format!("{shown}/{}", name.to_string_lossy());

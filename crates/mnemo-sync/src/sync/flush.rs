@@ -31,8 +31,8 @@ impl StoreSync {
         let dirty: Vec<_> = local
             .iter()
             .filter(|(rel, f)| {
-                let changed = self.state.baseline.get(*rel) != Some(&f.sha256)
-                    || self.state.unsettled.contains_key(*rel);
+                let changed =
+                    self.state.baseline.get(*rel) != Some(&f.sha256) || self.state.unsettled.contains_key(*rel);
                 changed && self.state.refused.get(*rel) != Some(&f.sha256)
             })
             .map(|(rel, f)| (rel.clone(), f.sha256.clone()))
@@ -61,11 +61,7 @@ impl StoreSync {
                     existing: Some((m.clone(), m.content_sha256.clone())),
                     fallback: base.cloned(),
                 }),
-                None => uploads.push(Upload {
-                    rel,
-                    existing: None,
-                    fallback: base.cloned(),
-                }),
+                None => uploads.push(Upload { rel, existing: None, fallback: base.cloned() }),
             }
         }
         let mut next = self.state.baseline.clone();

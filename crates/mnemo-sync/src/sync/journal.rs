@@ -29,10 +29,7 @@ pub enum JournalError {
     #[error("the journal {path} belongs to {other}, not to this store and folder")]
     Foreign { path: PathBuf, other: String },
     #[error("cannot write the journal {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,17 +46,12 @@ struct OnDisk {
 
 /// Where the journal of the folder `root` lives: `.<folder name>.mnemo-journal` beside it.
 pub fn journal_path(root: &Path) -> PathBuf {
-    let name = root
-        .file_name()
-        .map_or_else(|| "root".into(), |n| n.to_string_lossy().into_owned());
+    let name = root.file_name().map_or_else(|| "root".into(), |n| n.to_string_lossy().into_owned());
     root.with_file_name(format!(".{name}.mnemo-journal"))
 }
 
-fn rel_map(
-    map: impl IntoIterator<Item = (String, String)>,
-) -> impl Iterator<Item = (RelPath, String)> {
-    map.into_iter()
-        .filter_map(|(k, v)| RelPath::parse(&k).ok().map(|k| (k, v)))
+fn rel_map(map: impl IntoIterator<Item = (String, String)>) -> impl Iterator<Item = (RelPath, String)> {
+    map.into_iter().filter_map(|(k, v)| RelPath::parse(&k).ok().map(|k| (k, v)))
 }
 
 /// Writes the state durably.
@@ -71,43 +63,22 @@ pub(crate) fn save(root: &Path, store_id: &str, state: &State) -> Result<(), Jou
         format: FORMAT,
         memory_store_id: store_id.to_owned(),
         root: root.to_owned(),
-        baseline: state
-            .baseline
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        unsettled: state
-            .unsettled
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        refused: state
-            .refused
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
+        baseline: state.baseline.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        unsettled: state.unsettled.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        refused: state.refused.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
         pending_deletes: state
             .pending_deletes
             .iter()
             .map(|(k, since)| {
                 let wall = now_wall - now.saturating_duration_since(*since);
-                (
-                    k.to_string(),
-                    wall.duration_since(UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_millis() as u64,
-                )
+                (k.to_string(), wall.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64)
             })
             .collect(),
     };
     let bytes = serde_json::to_vec(&on_disk).expect("the journal serialises");
     let write = || -> std::io::Result<()> {
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
         drop(f);
@@ -117,10 +88,7 @@ pub(crate) fn save(root: &Path, store_id: &str, state: &State) -> Result<(), Jou
         }
         Ok(())
     };
-    write().map_err(|source| JournalError::Write {
-        path: path.clone(),
-        source,
-    })
+    write().map_err(|source| JournalError::Write { path: path.clone(), source })
 }
 
 /// Reads the state of `root` back, if the journal names this store and folder.
@@ -132,21 +100,13 @@ pub(crate) fn load(root: &Path, store_id: &str) -> Result<State, JournalError> {
             return Err(JournalError::Missing(path));
         }
         Err(e) => {
-            return Err(JournalError::Unreadable {
-                path,
-                reason: e.to_string(),
-            });
+            return Err(JournalError::Unreadable { path, reason: e.to_string() });
         }
     };
-    let on_disk: OnDisk = serde_json::from_slice(&bytes).map_err(|e| JournalError::Unreadable {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
+    let on_disk: OnDisk = serde_json::from_slice(&bytes)
+        .map_err(|e| JournalError::Unreadable { path: path.clone(), reason: e.to_string() })?;
     if on_disk.format != FORMAT {
-        return Err(JournalError::Unreadable {
-            path,
-            reason: format!("unknown format {}", on_disk.format),
-        });
+        return Err(JournalError::Unreadable { path, reason: format!("unknown format {}", on_disk.format) });
     }
     if on_disk.memory_store_id != store_id || on_disk.root != root {
         let other = format!("{} at {}", on_disk.memory_store_id, on_disk.root.display());

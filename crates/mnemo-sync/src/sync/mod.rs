@@ -92,24 +92,13 @@ pub enum MountError {
     #[error(
         "cannot create the memory store's folder: {path} (memory_store_id={store}): {source}; the worker host must make this mount path writable"
     )]
-    CannotCreate {
-        path: PathBuf,
-        store: MemoryStoreId,
-        source: FsError,
-    },
+    CannotCreate { path: PathBuf, store: MemoryStoreId, source: FsError },
     #[error("failed to download memory store memory_store_id={store}: {source}")]
-    Download {
-        store: MemoryStoreId,
-        source: SyncError,
-    },
+    Download { store: MemoryStoreId, source: SyncError },
     #[error(
         "cannot resume the memory store folder {path} (memory_store_id={store}): {reason}; a folder is only resumed with its own journal and marker"
     )]
-    CannotResume {
-        path: PathBuf,
-        store: MemoryStoreId,
-        reason: String,
-    },
+    CannotResume { path: PathBuf, store: MemoryStoreId, reason: String },
 }
 
 /// A failure of a whole sync step (individual files failing are logged, not returned).
@@ -168,12 +157,8 @@ impl std::fmt::Debug for StoreSync {
 }
 
 /// Runs blocking filesystem work off the async runtime.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, SyncError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| SyncError::Task(e.to_string()))
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, SyncError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| SyncError::Task(e.to_string()))
 }
 
 impl StoreSync {
@@ -191,17 +176,10 @@ impl StoreSync {
         // Content is checked for UTF-8 here, after hashing, so a refusal can name the digest.
         let files = Arc::new(FileStore::new(&cfg.root).with_utf8_only(false));
         if std::fs::symlink_metadata(&cfg.root).is_ok() {
-            return Err(MountError::AlreadyExists {
-                path: cfg.root.clone(),
-                store: cfg.store_id.clone(),
-            });
+            return Err(MountError::AlreadyExists { path: cfg.root.clone(), store: cfg.store_id.clone() });
         }
         if let Err(source) = files.create_root() {
-            return Err(MountError::CannotCreate {
-                path: cfg.root.clone(),
-                store: cfg.store_id.clone(),
-                source,
-            });
+            return Err(MountError::CannotCreate { path: cfg.root.clone(), store: cfg.store_id.clone(), source });
         }
         let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
         if let Err(source) = engine.stamp_and_pull().await {
@@ -218,22 +196,16 @@ impl StoreSync {
     /// first [`sync`](Self::sync) uploads edits made meanwhile and pulls remote changes.
     pub async fn resume(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
         let files = Arc::new(FileStore::new(&cfg.root).with_utf8_only(false));
-        let refuse = |reason: String| MountError::CannotResume {
-            path: cfg.root.clone(),
-            store: cfg.store_id.clone(),
-            reason,
-        };
+        let refuse =
+            |reason: String| MountError::CannotResume { path: cfg.root.clone(), store: cfg.store_id.clone(), reason };
         if !files.root_exists() {
-            return Err(refuse(
-                "the folder does not exist (mount it without --resume)".into(),
-            ));
+            return Err(refuse("the folder does not exist (mount it without --resume)".into()));
         }
         let marker = files.check_marker(cfg.store_id.as_str());
         if marker != MarkerState::Matches {
             return Err(refuse(marker_reason(marker).into()));
         }
-        let state =
-            journal::load(&cfg.root, cfg.store_id.as_str()).map_err(|e| refuse(e.to_string()))?;
+        let state = journal::load(&cfg.root, cfg.store_id.as_str()).map_err(|e| refuse(e.to_string()))?;
         tracing::info!(memory_store_id = %cfg.store_id, root = %cfg.root.display(), paths = state.baseline.len(), "resuming from the journal");
         Ok(Self::build(client, cfg, files, state, None))
     }
@@ -266,11 +238,7 @@ impl StoreSync {
         if !self.cfg.journal {
             return;
         }
-        let (root, id, state) = (
-            self.cfg.root.clone(),
-            self.cfg.store_id.to_string(),
-            self.state.clone(),
-        );
+        let (root, id, state) = (self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
         match blocking(move || journal::save(&root, &id, &state)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(memory_store_id = %self.cfg.store_id, "{e}"),
@@ -303,18 +271,11 @@ impl StoreSync {
         let files = Arc::clone(&self.files);
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
-        let mut params = ListMemoriesParams {
-            limit: Some(FULL_PAGE),
-            view: Some(View::Full),
-            ..Default::default()
-        };
+        let mut params = ListMemoriesParams { limit: Some(FULL_PAGE), view: Some(View::Full), ..Default::default() };
         let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, String)>>> = None;
         let mut written = 0;
         loop {
-            let page = self
-                .client
-                .list_memories(&self.cfg.store_id, &params)
-                .await?;
+            let page = self.client.list_memories(&self.cfg.store_id, &params).await?;
             let batch: Vec<(RelPath, Memory)> = page
                 .data
                 .into_iter()
@@ -371,20 +332,16 @@ impl StoreSync {
             return None;
         }
         RelPath::from_memory_path(&memory.path)
-            .inspect_err(|e| tracing::warn!(path = %memory.path, memory_store_id = %self.cfg.store_id, "skipping memory: {e}"))
+            .inspect_err(
+                |e| tracing::warn!(path = %memory.path, memory_store_id = %self.cfg.store_id, "skipping memory: {e}"),
+            )
             .ok()
     }
 
     /// Every memory of the store by local path, content-free.
     async fn list(&self, view: View) -> Result<BTreeMap<RelPath, Memory>, SyncError> {
-        let all = self
-            .client
-            .list_all_memories(&self.cfg.store_id, view)
-            .await?;
-        Ok(all
-            .into_iter()
-            .filter_map(|m| self.local_path(&m).map(|rel| (rel, m)))
-            .collect())
+        let all = self.client.list_all_memories(&self.cfg.store_id, view).await?;
+        Ok(all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect())
     }
 
     async fn marker(&self) -> Result<MarkerState, SyncError> {

@@ -49,9 +49,7 @@ impl Warning {
             Self::RestoringDeletedLocally => {
                 "memory deleted locally but changed remotely; restoring the remote version"
             }
-            Self::BothChanged => {
-                "memory changed both locally and remotely; keeping the remote version"
-            }
+            Self::BothChanged => "memory changed both locally and remotely; keeping the remote version",
         }
     }
 }
@@ -92,12 +90,7 @@ pub struct Decision {
 
 impl Decision {
     fn new(action: Action, baseline: Option<&str>) -> Self {
-        Self {
-            action,
-            baseline: baseline.map(str::to_owned),
-            warning: None,
-            clear_pending_delete: false,
-        }
+        Self { action, baseline: baseline.map(str::to_owned), warning: None, clear_pending_delete: false }
     }
 
     fn warn(mut self, warning: Warning) -> Self {
@@ -126,12 +119,9 @@ pub fn decide(s: &PathState<'_>) -> Decision {
             }
         }
         // Row 4: the server deleted a memory the file still holds unchanged.
-        (None, Some(l), Some(b)) if l == b => Decision::new(
-            Action::RemoveLocal {
-                expect_local: l.to_owned(),
-            },
-            Some(b),
-        ),
+        (None, Some(l), Some(b)) if l == b => {
+            Decision::new(Action::RemoveLocal { expect_local: l.to_owned() }, Some(b))
+        }
         // Rows 5–6: deleted remotely, edited locally.
         (None, Some(l), Some(_)) => {
             if s.read_only {
@@ -165,21 +155,10 @@ pub fn decide(s: &PathState<'_>) -> Decision {
                     Decision::new(Action::Keep, Some(r))
                 } else if Some(l) == b {
                     // Row 12: remote-only change.
-                    Decision::new(
-                        Action::Pull {
-                            expect_local: Some(l.to_owned()),
-                        },
-                        b,
-                    )
+                    Decision::new(Action::Pull { expect_local: Some(l.to_owned()) }, b)
                 } else {
                     // Row 13: both changed; the store wins (read-only too).
-                    Decision::new(
-                        Action::Pull {
-                            expect_local: Some(l.to_owned()),
-                        },
-                        b,
-                    )
-                    .warn(Warning::BothChanged)
+                    Decision::new(Action::Pull { expect_local: Some(l.to_owned()) }, b).warn(Warning::BothChanged)
                 }
             } else if l == r {
                 // Row 14: in sync.
@@ -189,21 +168,12 @@ pub fn decide(s: &PathState<'_>) -> Decision {
                 Decision::new(Action::Keep, Some(r))
             } else {
                 // Row 15: local-only change.
-                Decision::new(
-                    Action::Update {
-                        precondition: r.to_owned(),
-                    },
-                    Some(r),
-                )
+                Decision::new(Action::Update { precondition: r.to_owned() }, Some(r))
             }
         }
     };
     // Whenever a file exists locally, any pending delete of its path is void.
-    if s.local.is_some() {
-        decision.clearing()
-    } else {
-        decision
-    }
+    if s.local.is_some() { decision.clearing() } else { decision }
 }
 
 #[cfg(test)]
@@ -227,9 +197,7 @@ mod tests {
     }
 
     fn pull(expect: Option<&str>) -> Action {
-        Action::Pull {
-            expect_local: expect.map(str::to_owned),
-        }
+        Action::Pull { expect_local: expect.map(str::to_owned) }
     }
 
     /// One row per rule of the table (and the refusal variants of the upload rows).
@@ -250,222 +218,34 @@ mod tests {
             r(1, None, None, None, false, Action::Keep, None, None),
             r(1, None, None, Some(A), false, Action::Keep, None, None),
             r(2, None, Some(A), None, false, Action::Create, None, None),
-            Row {
-                refused: Some(A),
-                ..r(2, None, Some(A), None, false, Action::Keep, None, None)
-            },
+            Row { refused: Some(A), ..r(2, None, Some(A), None, false, Action::Keep, None, None) },
             r(3, None, Some(A), None, true, Action::Keep, None, None),
-            r(
-                4,
-                None,
-                Some(A),
-                Some(A),
-                false,
-                Action::RemoveLocal {
-                    expect_local: A.into(),
-                },
-                Some(A),
-                None,
-            ),
-            r(
-                4,
-                None,
-                Some(A),
-                Some(A),
-                true,
-                Action::RemoveLocal {
-                    expect_local: A.into(),
-                },
-                Some(A),
-                None,
-            ),
-            r(
-                5,
-                None,
-                Some(B),
-                Some(A),
-                false,
-                Action::Create,
-                None,
-                Some(RecreatingDeletedRemotely),
-            ),
-            Row {
-                refused: Some(B),
-                ..r(5, None, Some(B), Some(A), false, Action::Keep, None, None)
-            },
-            r(
-                6,
-                None,
-                Some(B),
-                Some(A),
-                true,
-                Action::Keep,
-                None,
-                Some(KeepingDeletedRemotelyReadOnly),
-            ),
-            r(
-                7,
-                Some(A),
-                None,
-                Some(A),
-                false,
-                Action::DeleteCandidate,
-                Some(A),
-                None,
-            ),
+            r(4, None, Some(A), Some(A), false, Action::RemoveLocal { expect_local: A.into() }, Some(A), None),
+            r(4, None, Some(A), Some(A), true, Action::RemoveLocal { expect_local: A.into() }, Some(A), None),
+            r(5, None, Some(B), Some(A), false, Action::Create, None, Some(RecreatingDeletedRemotely)),
+            Row { refused: Some(B), ..r(5, None, Some(B), Some(A), false, Action::Keep, None, None) },
+            r(6, None, Some(B), Some(A), true, Action::Keep, None, Some(KeepingDeletedRemotelyReadOnly)),
+            r(7, Some(A), None, Some(A), false, Action::DeleteCandidate, Some(A), None),
             r(8, Some(A), None, Some(A), true, Action::Keep, Some(A), None),
-            r(
-                9,
-                Some(B),
-                None,
-                Some(A),
-                false,
-                pull(None),
-                Some(A),
-                Some(RestoringDeletedLocally),
-            ),
-            r(
-                9,
-                Some(B),
-                None,
-                Some(A),
-                true,
-                pull(None),
-                Some(A),
-                Some(RestoringDeletedLocally),
-            ),
+            r(9, Some(B), None, Some(A), false, pull(None), Some(A), Some(RestoringDeletedLocally)),
+            r(9, Some(B), None, Some(A), true, pull(None), Some(A), Some(RestoringDeletedLocally)),
             r(10, Some(A), None, None, false, pull(None), None, None),
-            r(
-                11,
-                Some(B),
-                Some(B),
-                Some(A),
-                false,
-                Action::Keep,
-                Some(B),
-                None,
-            ),
-            r(
-                11,
-                Some(B),
-                Some(B),
-                None,
-                false,
-                Action::Keep,
-                Some(B),
-                None,
-            ),
-            r(
-                12,
-                Some(B),
-                Some(A),
-                Some(A),
-                false,
-                pull(Some(A)),
-                Some(A),
-                None,
-            ),
-            r(
-                12,
-                Some(B),
-                Some(A),
-                Some(A),
-                true,
-                pull(Some(A)),
-                Some(A),
-                None,
-            ),
-            r(
-                13,
-                Some(B),
-                Some(C),
-                Some(A),
-                false,
-                pull(Some(C)),
-                Some(A),
-                Some(BothChanged),
-            ),
-            r(
-                13,
-                Some(B),
-                Some(C),
-                Some(A),
-                true,
-                pull(Some(C)),
-                Some(A),
-                Some(BothChanged),
-            ),
-            r(
-                13,
-                Some(B),
-                Some(C),
-                None,
-                false,
-                pull(Some(C)),
-                None,
-                Some(BothChanged),
-            ),
-            r(
-                14,
-                Some(A),
-                Some(A),
-                Some(A),
-                false,
-                Action::Keep,
-                Some(A),
-                None,
-            ),
-            r(
-                15,
-                Some(A),
-                Some(B),
-                Some(A),
-                false,
-                Action::Update {
-                    precondition: A.into(),
-                },
-                Some(A),
-                None,
-            ),
-            Row {
-                refused: Some(B),
-                ..r(
-                    15,
-                    Some(A),
-                    Some(B),
-                    Some(A),
-                    false,
-                    Action::Keep,
-                    Some(A),
-                    None,
-                )
-            },
+            r(11, Some(B), Some(B), Some(A), false, Action::Keep, Some(B), None),
+            r(11, Some(B), Some(B), None, false, Action::Keep, Some(B), None),
+            r(12, Some(B), Some(A), Some(A), false, pull(Some(A)), Some(A), None),
+            r(12, Some(B), Some(A), Some(A), true, pull(Some(A)), Some(A), None),
+            r(13, Some(B), Some(C), Some(A), false, pull(Some(C)), Some(A), Some(BothChanged)),
+            r(13, Some(B), Some(C), Some(A), true, pull(Some(C)), Some(A), Some(BothChanged)),
+            r(13, Some(B), Some(C), None, false, pull(Some(C)), None, Some(BothChanged)),
+            r(14, Some(A), Some(A), Some(A), false, Action::Keep, Some(A), None),
+            r(15, Some(A), Some(B), Some(A), false, Action::Update { precondition: A.into() }, Some(A), None),
+            Row { refused: Some(B), ..r(15, Some(A), Some(B), Some(A), false, Action::Keep, Some(A), None) },
             // A refusal of older content does not block the new content.
             Row {
                 refused: Some(C),
-                ..r(
-                    15,
-                    Some(A),
-                    Some(B),
-                    Some(A),
-                    false,
-                    Action::Update {
-                        precondition: A.into(),
-                    },
-                    Some(A),
-                    None,
-                )
+                ..r(15, Some(A), Some(B), Some(A), false, Action::Update { precondition: A.into() }, Some(A), None)
             },
-            r(
-                16,
-                Some(A),
-                Some(B),
-                Some(A),
-                true,
-                Action::Keep,
-                Some(A),
-                None,
-            ),
+            r(16, Some(A), Some(B), Some(A), true, Action::Keep, Some(A), None),
         ]
     }
 
@@ -481,12 +261,7 @@ mod tests {
             };
             let d = decide(&state);
             assert_eq!(d.action, row.action, "row {}: {state:?}", row.n);
-            assert_eq!(
-                d.baseline.as_deref(),
-                row.baseline_after,
-                "row {} baseline: {state:?}",
-                row.n
-            );
+            assert_eq!(d.baseline.as_deref(), row.baseline_after, "row {} baseline: {state:?}", row.n);
             assert_eq!(d.warning, row.warning, "row {} warning: {state:?}", row.n);
         }
     }
@@ -506,11 +281,7 @@ mod tests {
                 assert!(d.clear_pending_delete, "row {}", row.n);
             }
             if row.n == 7 || row.n == 8 {
-                assert!(
-                    !d.clear_pending_delete,
-                    "row {} keeps its pending record",
-                    row.n
-                );
+                assert!(!d.clear_pending_delete, "row {} keeps its pending record", row.n);
             }
         }
     }
@@ -522,18 +293,9 @@ mod tests {
             for local in shas {
                 for baseline in shas {
                     for refused in shas {
-                        let d = decide(&PathState {
-                            remote,
-                            local,
-                            baseline,
-                            read_only: true,
-                            refused,
-                        });
+                        let d = decide(&PathState { remote, local, baseline, read_only: true, refused });
                         assert!(
-                            !matches!(
-                                d.action,
-                                Action::Create | Action::Update { .. } | Action::DeleteCandidate
-                            ),
+                            !matches!(d.action, Action::Create | Action::Update { .. } | Action::DeleteCandidate),
                             "{remote:?} {local:?} {baseline:?}: {:?}",
                             d.action
                         );
@@ -547,12 +309,8 @@ mod tests {
     fn an_agreed_state_is_stable() {
         // After a sync in which both sides agree, deciding again changes nothing.
         for sha in [A, B] {
-            let d = decide(&PathState {
-                remote: Some(sha),
-                local: Some(sha),
-                baseline: Some(sha),
-                ..Default::default()
-            });
+            let d =
+                decide(&PathState { remote: Some(sha), local: Some(sha), baseline: Some(sha), ..Default::default() });
             assert_eq!((d.action, d.baseline.as_deref()), (Action::Keep, Some(sha)));
         }
     }

@@ -9,10 +9,7 @@ use mnemo_api::{Memory, View};
 
 use super::plan::{Action, PathState, Warning, decide};
 use super::upload::{Upload, UploadOutcome};
-use super::{
-    DeletionMode, FETCH_CONCURRENCY, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking,
-    marker_reason,
-};
+use super::{DeletionMode, FETCH_CONCURRENCY, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking, marker_reason};
 use crate::fs::{LocalFile, MarkerState, RelPath};
 
 /// What one sync changed, for the one-line summary.
@@ -36,8 +33,7 @@ pub struct SyncReport {
 impl SyncReport {
     /// Whether anything changed on either side.
     pub fn changed(&self) -> bool {
-        self.pulled + self.uploaded + self.removed_locally + self.deleted_remotely > 0
-            || self.recovered
+        self.pulled + self.uploaded + self.removed_locally + self.deleted_remotely > 0 || self.recovered
     }
 }
 
@@ -119,18 +115,9 @@ impl StoreSync {
             return Ok(report);
         }
 
-        let paths: BTreeSet<&RelPath> = remote
-            .keys()
-            .chain(local.keys())
-            .chain(self.state.baseline.keys())
-            .collect();
+        let paths: BTreeSet<&RelPath> = remote.keys().chain(local.keys()).chain(self.state.baseline.keys()).collect();
         let baseline_before = self.state.baseline.len();
-        let mut cap = DeleteCap {
-            left: (baseline_before / 4).clamp(8, 50),
-            held: 0,
-            sent: 0,
-            suppressed: 0,
-        };
+        let mut cap = DeleteCap { left: (baseline_before / 4).clamp(8, 50), held: 0, sent: 0, suppressed: 0 };
         let mut next: BTreeMap<RelPath, String> = BTreeMap::new();
         let mut uploads: Vec<Upload> = Vec::new();
         let mut pulls: Vec<Pull> = Vec::new();
@@ -163,11 +150,7 @@ impl StoreSync {
                 };
                 match d.action {
                     Action::Keep => keep(&mut next, d.baseline),
-                    Action::Create => uploads.push(Upload {
-                        rel: rel.clone(),
-                        existing: None,
-                        fallback: None,
-                    }),
+                    Action::Create => uploads.push(Upload { rel: rel.clone(), existing: None, fallback: None }),
                     Action::Update { precondition } => {
                         let existing = r.expect("an update has a remote memory").clone();
                         uploads.push(Upload {
@@ -179,33 +162,23 @@ impl StoreSync {
                     Action::Pull { expect_local } => {
                         keep(&mut next, d.baseline);
                         let memory = r.expect("a pull has a remote memory").clone();
-                        pulls.push(Pull {
-                            rel: rel.clone(),
-                            memory,
-                            expect_local,
-                        });
+                        pulls.push(Pull { rel: rel.clone(), memory, expect_local });
                     }
                     Action::DeleteCandidate => {
                         keep(&mut next, d.baseline.clone());
                         let memory = r.expect("a delete candidate has a remote memory").clone();
-                        candidates.push((
-                            rel.clone(),
-                            d.baseline.expect("a candidate has a baseline"),
-                            memory,
-                        ));
+                        candidates.push((rel.clone(), d.baseline.expect("a candidate has a baseline"), memory));
                     }
                     Action::RemoveLocal { expect_local } => {
                         let (files, path) = (Arc::clone(&self.files), rel.clone());
-                        let removed = blocking(
-                            move || -> Result<Option<Option<String>>, crate::fs::FsError> {
-                                if files.remove_if_unchanged(&path, &expect_local)? {
-                                    Ok(None)
-                                } else {
-                                    // Edited since the scan: decide again with the fresh digest.
-                                    Ok(Some(files.hash_now(&path)?))
-                                }
-                            },
-                        )
+                        let removed = blocking(move || -> Result<Option<Option<String>>, crate::fs::FsError> {
+                            if files.remove_if_unchanged(&path, &expect_local)? {
+                                Ok(None)
+                            } else {
+                                // Edited since the scan: decide again with the fresh digest.
+                                Ok(Some(files.hash_now(&path)?))
+                            }
+                        })
                         .await?;
                         match removed {
                             Ok(None) => report.removed_locally += 1,
@@ -233,10 +206,7 @@ impl StoreSync {
 
         // Corroborated deletions, in path order, within the cap.
         for (rel, base, memory) in candidates {
-            if self
-                .corroborated_delete(&rel, &base, &memory, final_sync, &mut cap)
-                .await
-            {
+            if self.corroborated_delete(&rel, &base, &memory, final_sync, &mut cap).await {
                 next.remove(&rel);
                 report.deleted_remotely += 1;
             }
@@ -245,11 +215,7 @@ impl StoreSync {
             tracing::debug!(memory_store_id = %self.cfg.store_id, count = cap.suppressed, "local deletions not propagated (deletions disabled)");
         }
         if cap.held > 0 {
-            let verb = if self.cfg.deletions == DeletionMode::LogOnly {
-                "would send"
-            } else {
-                "sent"
-            };
+            let verb = if self.cfg.deletions == DeletionMode::LogOnly { "would send" } else { "sent" };
             tracing::warn!(memory_store_id = %self.cfg.store_id, "delete cap reached: {verb} {} deletes, held {} for later syncs", cap.sent, cap.held);
         }
 
@@ -264,17 +230,10 @@ impl StoreSync {
     async fn local_files(
         &mut self,
         force_walk: bool,
-    ) -> Result<
-        (
-            Result<BTreeMap<RelPath, LocalFile>, crate::fs::FsError>,
-            bool,
-        ),
-        SyncError,
-    > {
-        let fresh_enough = self.syncs_since_walk < super::FULL_WALK_EVERY
-            && self.last_walk.elapsed() < super::FULL_WALK_MAX_AGE;
-        if let (false, true, Some(watch), Some(previous)) =
-            (force_walk, fresh_enough, &self.watch, &self.last_local)
+    ) -> Result<(Result<BTreeMap<RelPath, LocalFile>, crate::fs::FsError>, bool), SyncError> {
+        let fresh_enough =
+            self.syncs_since_walk < super::FULL_WALK_EVERY && self.last_walk.elapsed() < super::FULL_WALK_MAX_AGE;
+        if let (false, true, Some(watch), Some(previous)) = (force_walk, fresh_enough, &self.watch, &self.last_local)
             && let super::watch::Changes::Paths(paths) = watch.take()
         {
             let (files, mut local) = (Arc::clone(&self.files), previous.clone());
@@ -282,8 +241,8 @@ impl StoreSync {
                 for rel in paths {
                     match files.hash_now(&rel) {
                         Ok(Some(sha256)) => {
-                            let size = std::fs::symlink_metadata(files.root().join(rel.as_str()))
-                                .map_or(0, |m| m.len());
+                            let size =
+                                std::fs::symlink_metadata(files.root().join(rel.as_str())).map_or(0, |m| m.len());
                             local.insert(rel, LocalFile { sha256, size });
                         }
                         Ok(None) => {
@@ -296,12 +255,7 @@ impl StoreSync {
                         }
                         Err(e) if e.is_refusal() => {
                             // A new directory may hold files created before it was watched.
-                            if files
-                                .root()
-                                .join(rel.as_str())
-                                .symlink_metadata()
-                                .is_ok_and(|m| m.is_dir())
-                            {
+                            if files.root().join(rel.as_str()).symlink_metadata().is_ok_and(|m| m.is_dir()) {
                                 return None;
                             }
                             local.remove(&rel);
@@ -412,11 +366,7 @@ impl StoreSync {
             cap.suppressed += 1;
             return false;
         }
-        let first_missing = *self
-            .state
-            .pending_deletes
-            .entry(rel.clone())
-            .or_insert_with(Instant::now);
+        let first_missing = *self.state.pending_deletes.entry(rel.clone()).or_insert_with(Instant::now);
         if !final_sync && first_missing.elapsed() < self.cfg.delete_window {
             return false;
         }
@@ -441,11 +391,7 @@ impl StoreSync {
             tracing::info!(path = %rel, memory_store_id = %store, "log-only: sync would delete this memory on the server");
             return false;
         }
-        match self
-            .client
-            .delete_memory(&store, &memory.id, Some(base))
-            .await
-        {
+        match self.client.delete_memory(&store, &memory.id, Some(base)).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) if matches!(e.status(), Some(409 | 412)) => {
@@ -463,10 +409,7 @@ impl StoreSync {
     }
 
     /// Runs uploads [`UPLOAD_CONCURRENCY`] at a time.
-    pub(crate) async fn run_uploads(
-        &mut self,
-        uploads: Vec<Upload>,
-    ) -> Vec<(Upload, UploadOutcome)> {
+    pub(crate) async fn run_uploads(&mut self, uploads: Vec<Upload>) -> Vec<(Upload, UploadOutcome)> {
         let this = &*self;
         let results: Vec<_> = stream::iter(uploads)
             .map(|u| async move {

@@ -31,10 +31,7 @@ pub(crate) enum UploadOutcome {
     /// The precondition lost a race with another writer; the next sync pulls the winner.
     LostRace { sent: String },
     /// Anything else; retried at the next sync.
-    Failed {
-        sent: Option<String>,
-        reason: String,
-    },
+    Failed { sent: Option<String>, reason: String },
 }
 
 impl StoreSync {
@@ -47,35 +44,20 @@ impl StoreSync {
             Ok(Err(e)) if e.is_refusal() => {
                 let (files, rel) = (Arc::clone(&self.files), u.rel.clone());
                 return match blocking(move || files.hash_now(&rel)).await {
-                    Ok(Ok(Some(sha))) => UploadOutcome::Refused {
-                        sha,
-                        reason: e.to_string(),
-                    },
-                    _ => UploadOutcome::Failed {
-                        sent: None,
-                        reason: e.to_string(),
-                    },
+                    Ok(Ok(Some(sha))) => UploadOutcome::Refused { sha, reason: e.to_string() },
+                    _ => UploadOutcome::Failed { sent: None, reason: e.to_string() },
                 };
             }
             Ok(Err(e)) => {
-                return UploadOutcome::Failed {
-                    sent: None,
-                    reason: e.to_string(),
-                };
+                return UploadOutcome::Failed { sent: None, reason: e.to_string() };
             }
             Err(e) => {
-                return UploadOutcome::Failed {
-                    sent: None,
-                    reason: e.to_string(),
-                };
+                return UploadOutcome::Failed { sent: None, reason: e.to_string() };
             }
         };
         let sha = content_sha256(&bytes);
         let Ok(text) = String::from_utf8(bytes) else {
-            return UploadOutcome::Refused {
-                sha,
-                reason: "the file is not valid UTF-8 text".into(),
-            };
+            return UploadOutcome::Refused { sha, reason: "the file is not valid UTF-8 text".into() };
         };
         let store = &self.cfg.store_id;
         let path = u.rel.to_memory_path();
@@ -83,20 +65,12 @@ impl StoreSync {
             Some((memory, precondition)) => {
                 let body = UpdateMemory {
                     content: Some(text.clone()),
-                    precondition: Some(Precondition::ContentSha256 {
-                        content_sha256: precondition.clone(),
-                    }),
+                    precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.clone() }),
                     ..Default::default()
                 };
-                match self
-                    .client
-                    .update_memory(store, &memory.id, &body, None)
-                    .await
-                {
+                match self.client.update_memory(store, &memory.id, &body, None).await {
                     // Deleted remotely since the listing: create it again.
-                    Err(e) if e.is_not_found() => {
-                        self.client.create_memory(store, &path, &text, None).await
-                    }
+                    Err(e) if e.is_not_found() => self.client.create_memory(store, &path, &text, None).await,
                     Err(e) if e.is_conflict() => return UploadOutcome::LostRace { sent: sha },
                     other => other,
                 }
@@ -105,14 +79,8 @@ impl StoreSync {
         };
         match result {
             Ok(memory) => UploadOutcome::Uploaded(memory.content_sha256),
-            Err(e) if matches!(e.status(), Some(400 | 413)) => UploadOutcome::Refused {
-                sha,
-                reason: e.to_string(),
-            },
-            Err(e) => UploadOutcome::Failed {
-                sent: Some(sha),
-                reason: e.to_string(),
-            },
+            Err(e) if matches!(e.status(), Some(400 | 413)) => UploadOutcome::Refused { sha, reason: e.to_string() },
+            Err(e) => UploadOutcome::Failed { sent: Some(sha), reason: e.to_string() },
         }
     }
 

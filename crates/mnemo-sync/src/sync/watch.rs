@@ -84,26 +84,17 @@ impl Watch {
         let sink = Arc::clone(&dirty);
         let base: PathBuf = root.to_owned();
         let mut watcher = notify::recommended_watcher(move |event| {
-            sink.lock()
-                .expect("watch state poisoned")
-                .record(&base, event);
+            sink.lock().expect("watch state poisoned").record(&base, event);
         })?;
         watcher.watch(root, RecursiveMode::Recursive)?;
-        Ok(Self {
-            _watcher: watcher,
-            dirty,
-        })
+        Ok(Self { _watcher: watcher, dirty })
     }
 
     /// Hands over what changed since the last call.
     pub(crate) fn take(&self) -> Changes {
         let mut dirty = self.dirty.lock().expect("watch state poisoned");
         let taken = std::mem::take(&mut *dirty);
-        if taken.rescan {
-            Changes::Rescan
-        } else {
-            Changes::Paths(taken.paths)
-        }
+        if taken.rescan { Changes::Rescan } else { Changes::Paths(taken.paths) }
     }
 }
 
@@ -124,24 +115,14 @@ mod tests {
     fn events_become_relative_paths_and_anything_doubtful_a_rescan() {
         let root = Path::new("/mnt/memory/prefs");
         let mut d = Dirty::default();
-        d.record(
-            root,
-            event(&[
-                "/mnt/memory/prefs/a.md",
-                "/mnt/memory/prefs/d/b.md",
-                "/elsewhere/x",
-            ]),
-        );
+        d.record(root, event(&["/mnt/memory/prefs/a.md", "/mnt/memory/prefs/d/b.md", "/elsewhere/x"]));
         d.record(root, event(&["/mnt/memory/prefs/.anthropic-memory-store"]));
         assert!(!d.rescan);
         let got: Vec<_> = d.paths.iter().map(RelPath::as_str).collect();
         assert_eq!(got, ["a.md", "d/b.md"]);
 
         let mut overflow = Dirty::default();
-        overflow.record(
-            root,
-            Ok(notify::Event::new(EventKind::Other).set_flag(Flag::Rescan)),
-        );
+        overflow.record(root, Ok(notify::Event::new(EventKind::Other).set_flag(Flag::Rescan)));
         assert!(overflow.rescan);
         let mut failed = Dirty::default();
         failed.record(root, Err(notify::Error::generic("boom")));
@@ -154,10 +135,7 @@ mod tests {
         let open = notify::Event::new(EventKind::Access(AccessKind::Open(AccessMode::Read)))
             .add_path(PathBuf::from("/mnt/memory/prefs/d"));
         reads.record(root, Ok(open));
-        assert!(
-            reads.paths.is_empty() && !reads.rescan,
-            "reads are not changes"
-        );
+        assert!(reads.paths.is_empty() && !reads.rescan, "reads are not changes");
     }
 
     #[test]
@@ -176,9 +154,7 @@ mod tests {
                 Changes::Rescan => panic!("no rescan expected"),
                 Changes::Paths(p) => seen.extend(p),
             }
-            if seen.iter().any(|p| p.as_str() == "sub/x.md")
-                && seen.iter().any(|p| p.as_str() == "new")
-            {
+            if seen.iter().any(|p| p.as_str() == "sub/x.md") && seen.iter().any(|p| p.as_str() == "new") {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -9,11 +9,7 @@ use mnemo_client::Client;
 #[derive(Debug, Args)]
 pub(crate) struct Server {
     /// The mnemo server.
-    #[arg(
-        long,
-        env = "ANTHROPIC_BASE_URL",
-        default_value = "http://127.0.0.1:8080"
-    )]
+    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "http://127.0.0.1:8080")]
     base_url: String,
 
     /// An API key of that server.
@@ -53,45 +49,18 @@ pub(crate) enum EnvKey {
 impl EnvKey {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
-            Self::Create {
-                environment_id,
-                server,
-            } => {
-                let key = server
-                    .client()?
-                    .create_environment_key(&environment_id)
-                    .await?;
+            Self::Create { environment_id, server } => {
+                let key = server.client()?.create_environment_key(&environment_id).await?;
                 tracing::info!(environment_key.id = %key.id, "created environment key");
                 println!("{}", key.key.context("the server returned no secret")?);
             }
-            Self::Revoke {
-                environment_id,
-                key_id,
-                server,
-            } => {
-                let key = server
-                    .client()?
-                    .revoke_environment_key(&environment_id, &key_id)
-                    .await?;
-                println!(
-                    "{} revoked at {}",
-                    key.id,
-                    key.revoked_at.unwrap_or_default()
-                );
+            Self::Revoke { environment_id, key_id, server } => {
+                let key = server.client()?.revoke_environment_key(&environment_id, &key_id).await?;
+                println!("{} revoked at {}", key.id, key.revoked_at.unwrap_or_default());
             }
-            Self::List {
-                environment_id,
-                server,
-            } => {
-                for key in server
-                    .client()?
-                    .list_environment_keys(&environment_id)
-                    .await?
-                    .data
-                {
-                    let state = key
-                        .revoked_at
-                        .map_or_else(|| "active".to_owned(), |at| format!("revoked {at}"));
+            Self::List { environment_id, server } => {
+                for key in server.client()?.list_environment_keys(&environment_id).await?.data {
+                    let state = key.revoked_at.map_or_else(|| "active".to_owned(), |at| format!("revoked {at}"));
                     println!("{}\t{}\t{state}", key.id, key.created_at);
                 }
             }

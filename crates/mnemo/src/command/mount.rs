@@ -34,11 +34,7 @@ pub(crate) struct Mount {
     dir: PathBuf,
 
     /// API base URL (`mnemo serve` or the hosted API).
-    #[arg(
-        long,
-        env = "ANTHROPIC_BASE_URL",
-        default_value = "https://api.anthropic.com"
-    )]
+    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
     base_url: String,
 
     /// API key.
@@ -68,23 +64,17 @@ pub(crate) struct Mount {
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let secs: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
     // NaN is not finite, so it is refused too.
     if !secs.is_finite() || secs < 5.0 {
-        return Err(format!(
-            "the sync interval must be at least 5 seconds (got {s})"
-        ));
+        return Err(format!("the sync interval must be at least 5 seconds (got {s})"));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 impl Mount {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
-        let root = std::path::absolute(&self.dir)
-            .with_context(|| format!("resolve {}", self.dir.display()))?;
+        let root = std::path::absolute(&self.dir).with_context(|| format!("resolve {}", self.dir.display()))?;
         let client = Client::new(&self.base_url, &self.api_key)?;
         let cfg = StoreConfig {
             read_only: self.read_only,
@@ -106,9 +96,7 @@ impl Mount {
                 Ok::<_, anyhow::Error>(engine)
             } else {
                 let bar = download_progress();
-                let report = bar
-                    .clone()
-                    .map(|bar| -> ProgressFn { Box::new(move |n| bar.set_position(n as u64)) });
+                let report = bar.clone().map(|bar| -> ProgressFn { Box::new(move |n| bar.set_position(n as u64)) });
                 let engine = StoreSync::mount_with_progress(client, cfg, report).await;
                 if let Some(bar) = bar {
                     bar.finish_and_clear();
@@ -128,8 +116,7 @@ impl Mount {
             "mounted memory store"
         );
 
-        let mut ticker =
-            tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -185,10 +172,8 @@ fn download_progress() -> Option<indicatif::ProgressBar> {
     }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} downloading memory store: {pos} memories ({elapsed})",
-        )
-        .expect("the template is valid"),
+        indicatif::ProgressStyle::with_template("{spinner} downloading memory store: {pos} memories ({elapsed})")
+            .expect("the template is valid"),
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     Some(bar)

@@ -29,17 +29,20 @@ pub(crate) struct Serve {
 
     /// An API key to accept (repeatable). Keys are stored hashed; with none given and none in
     /// the database, one is created and printed once on stderr.
-    #[arg(
-        long = "api-key",
-        env = "MNEMO_API_KEY",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
+    #[arg(long = "api-key", env = "MNEMO_API_KEY", value_delimiter = ',', hide_env_values = true)]
     api_keys: Vec<String>,
 
     /// Most live memories a store may hold.
     #[arg(long, default_value_t = mnemo_api::limits::DEFAULT_MAX_MEMORIES_PER_STORE, env = "MNEMO_MAX_MEMORIES_PER_STORE")]
     max_memories_per_store: u32,
+
+    /// Where workers mount sessions' memory stores (a folder per store, named after it).
+    #[arg(long, default_value = mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT, env = "MNEMO_MEMORY_MOUNT_ROOT")]
+    memory_mount_root: String,
+
+    /// Seconds an acknowledged work item's lease lasts without a heartbeat.
+    #[arg(long, default_value_t = mnemo_store::DEFAULT_WORK_LEASE_TTL_SECONDS, env = "MNEMO_WORK_LEASE_TTL")]
+    work_lease_ttl: u64,
 }
 
 fn default_database() -> anyhow::Result<String> {
@@ -61,37 +64,27 @@ impl Serve {
         let mut settings = SqliteSettings::from_url(&url).map_err(anyhow::Error::msg)?;
         settings.limits = Limits {
             max_memories_per_store: self.max_memories_per_store,
+            work_lease_ttl_seconds: self.work_lease_ttl.max(1),
         };
-        let sqlite = SqliteStore::open(&settings)
-            .with_context(|| format!("open {}", settings.path.display()))?;
+        let sqlite = SqliteStore::open(&settings).with_context(|| format!("open {}", settings.path.display()))?;
         tracing::info!(database = %settings.path.display(), "opened database");
         let store: Arc<dyn Store> = Arc::new(sqlite.clone());
 
-        for key in self
-            .api_keys
-            .iter()
-            .map(|k| k.trim())
-            .filter(|k| !k.is_empty())
-        {
-            let id = store
-                .ensure_api_key(hash_credential(key), "command line")
-                .await?;
+        for key in self.api_keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
+            let id = store.ensure_api_key(hash_credential(key), "command line").await?;
             tracing::info!(api_key.id = %id, "accepting API key from the command line");
         }
         if self.api_keys.is_empty() && store.count_api_keys().await? == 0 {
             let key = mnemo_api::generate_secret("sk-mnemo-");
-            let id = store
-                .ensure_api_key(hash_credential(&key), "generated on first start")
-                .await?;
+            let id = store.ensure_api_key(hash_credential(&key), "generated on first start").await?;
             eprintln!(
                 "Created API key {id} (shown once; only its hash is stored):\n\n    {key}\n\n\
                  Use it as `Authorization: Bearer <key>` or `x-api-key: <key>`."
             );
         }
 
-        let listener = tokio::net::TcpListener::bind(self.listen)
-            .await
-            .with_context(|| format!("listen on {}", self.listen))?;
+        let listener =
+            tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, "listening");
         // One machine-readable line on stdout for scripts and tests.
@@ -100,7 +93,10 @@ impl Serve {
         stdout.flush()?;
         drop(stdout);
 
-        let router = mnemo_server::router(AppState::new(store));
+        if !self.memory_mount_root.starts_with('/') || self.memory_mount_root.split('/').any(|s| s == "..") {
+            bail!("--memory-mount-root must be an absolute path without `..` (got {})", self.memory_mount_root);
+        }
+        let router = mnemo_server::router(AppState::new(store).with_memory_mount_root(&self.memory_mount_root));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let mut server = tokio::spawn(mnemo_server::serve(listener, router, async {
             let _ = stopped.await;
@@ -123,9 +119,7 @@ impl Serve {
         };
         // Every acknowledged write is already committed; this only finishes queued ones.
         sqlite.close();
-        served
-            .context("the server task failed")?
-            .context("serve HTTP")?;
+        served.context("the server task failed")?.context("serve HTTP")?;
         tracing::info!("stopped");
         Ok(())
     }

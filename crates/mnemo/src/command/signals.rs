@@ -19,10 +19,7 @@ impl std::fmt::Debug for Signals {
 
 impl Signals {
     pub(crate) fn install() -> std::io::Result<Self> {
-        Ok(Self {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-        })
+        Ok(Self { int: signal(SignalKind::interrupt())?, term: signal(SignalKind::terminate())? })
     }
 
     /// Waits for the next SIGINT or SIGTERM.

@@ -27,9 +27,7 @@ impl Server {
             .spawn()
             .expect("spawn mnemo serve");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let base = line
             .trim()
             .strip_prefix("listening on ")
@@ -44,19 +42,12 @@ impl Server {
     }
 
     pub fn client(&self) -> mnemo_client::Client {
-        mnemo_client::Client::new(&self.base, KEY)
-            .unwrap()
-            .with_max_retries(0)
+        mnemo_client::Client::new(&self.base, KEY).unwrap().with_max_retries(0)
     }
 
     pub fn stderr(&mut self) -> String {
         let mut s = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut s)
-            .unwrap();
+        self.child.stderr.take().unwrap().read_to_string(&mut s).unwrap();
         s
     }
 
@@ -73,19 +64,14 @@ impl Drop for Server {
 }
 
 pub fn signal(child: &Child, sig: &str) {
-    let status = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .unwrap();
+    let status = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
     assert!(status.success());
 }
 
 /// The `mnemo` binary.
 pub fn mnemo() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
-    cmd.env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .env("RUST_LOG", "info,mnemo_sync=debug");
+    cmd.env_remove("ANTHROPIC_API_KEY").env_remove("ANTHROPIC_BASE_URL").env("RUST_LOG", "info,mnemo_sync=debug");
     cmd
 }
 

@@ -1,0 +1,192 @@
+//! Agents: the versioned configuration a session runs (mnemo runs no model; it keeps the
+//! configuration so sessions and workers see what the reference client expects).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::ids::AgentId;
+use crate::types::{Invalid, Timestamp, validate_metadata, validate_store_name};
+
+/// The versioned part of an agent, normalised (defaults filled in).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub name: String,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    /// `{id, effort, inference_geo, speed}`.
+    pub model: Value,
+    pub tools: Vec<Value>,
+    pub mcp_servers: Vec<Value>,
+    pub skills: Vec<Value>,
+    pub execution_identity: Value,
+    pub multiagent: Option<Value>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// An agent as the API returns it (`type: "agent"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "agent")]
+pub struct Agent {
+    pub id: AgentId,
+    pub version: u32,
+    #[serde(flatten)]
+    pub spec: AgentSpec,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub archived_at: Option<Timestamp>,
+}
+
+/// Body of `POST /v1/agents` (and, with `version`, of an update).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Option<Vec<Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Option<Vec<Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Option<Vec<Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_identity: Option<Option<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiagent: Option<Option<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    /// On update: the version the change is based on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+}
+
+/// Fills the defaults of a model given as a bare id or an object.
+pub fn normalize_model(model: &Value) -> Result<Value, Invalid> {
+    let mut out = match model {
+        Value::String(id) if !id.is_empty() => json!({"id": id}),
+        Value::Object(m) if m.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) => {
+            Value::Object(m.clone())
+        }
+        _ => return Err(Invalid("model must be a model id or an object with an `id`".into())),
+    };
+    for key in ["effort", "inference_geo", "speed"] {
+        out.as_object_mut().expect("an object").entry(key).or_insert(Value::Null);
+    }
+    Ok(out)
+}
+
+/// Fills the defaults of a tool definition (the agent toolset's `default_config` and `configs`).
+pub fn normalize_tool(tool: &Value) -> Result<Value, Invalid> {
+    let kind = tool.get("type").and_then(Value::as_str).ok_or_else(|| Invalid("every tool needs a `type`".into()))?;
+    let mut out = tool.clone();
+    let obj = out.as_object_mut().ok_or_else(|| Invalid("a tool must be an object".into()))?;
+    match kind {
+        "agent_toolset_20260401" | "mcp_toolset" => {
+            let default = obj.entry("default_config").or_insert_with(|| json!({}));
+            if let Some(d) = default.as_object_mut() {
+                d.entry("enabled").or_insert(Value::Bool(true));
+                d.entry("permission_policy").or_insert_with(|| json!({"type": "always_allow"}));
+            }
+            obj.entry("configs").or_insert_with(|| json!([]));
+        }
+        "custom" => {
+            if obj.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                return Err(Invalid("a custom tool needs a `name`".into()));
+            }
+        }
+        other => return Err(Invalid(format!("unknown tool type `{other}`"))),
+    }
+    Ok(out)
+}
+
+impl AgentSpec {
+    /// A new agent's spec from creation parameters.
+    pub fn from_params(p: &AgentParams) -> Result<Self, Invalid> {
+        let name = p.name.clone().ok_or_else(|| Invalid("name is required".into()))?;
+        let model = p.model.as_ref().ok_or_else(|| Invalid("model is required".into()))?;
+        let mut spec = Self {
+            name,
+            description: None,
+            system: None,
+            model: normalize_model(model)?,
+            tools: Vec::new(),
+            mcp_servers: Vec::new(),
+            skills: Vec::new(),
+            execution_identity: json!({"type": "service_account"}),
+            multiagent: None,
+            metadata: BTreeMap::new(),
+        };
+        spec.apply(p)?;
+        Ok(spec)
+    }
+
+    /// Applies an update (or the optional part of a creation) and re-validates.
+    pub fn apply(&mut self, p: &AgentParams) -> Result<(), Invalid> {
+        if let Some(name) = &p.name {
+            self.name.clone_from(name);
+        }
+        if let Some(model) = &p.model {
+            self.model = normalize_model(model)?;
+        }
+        if let Some(d) = &p.description {
+            self.description.clone_from(d);
+        }
+        if let Some(s) = &p.system {
+            self.system.clone_from(s);
+        }
+        if let Some(tools) = &p.tools {
+            self.tools = tools.iter().flatten().map(normalize_tool).collect::<Result<_, _>>()?;
+        }
+        if let Some(m) = &p.mcp_servers {
+            self.mcp_servers = m.clone().unwrap_or_default();
+        }
+        if let Some(s) = &p.skills {
+            self.skills = s.clone().unwrap_or_default();
+        }
+        if let Some(e) = &p.execution_identity {
+            self.execution_identity = e.clone().unwrap_or_else(|| json!({"type": "service_account"}));
+        }
+        if let Some(m) = &p.multiagent {
+            self.multiagent.clone_from(m);
+        }
+        if let Some(patch) = &p.metadata {
+            for (k, v) in patch {
+                match v {
+                    Some(v) => self.metadata.insert(k.clone(), v.clone()),
+                    None => self.metadata.remove(k),
+                };
+            }
+        }
+        validate_store_name(&self.name)?;
+        validate_metadata(&self.metadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creation_fills_defaults() {
+        let p: AgentParams = serde_json::from_value(json!({
+            "name": "Support", "model": "claude-opus-4-6", "tools": [{"type": "agent_toolset_20260401"}]
+        }))
+        .unwrap();
+        let spec = AgentSpec::from_params(&p).unwrap();
+        assert_eq!(spec.model["id"], "claude-opus-4-6");
+        assert!(spec.model.get("speed").is_some());
+        assert_eq!(spec.tools[0]["default_config"]["permission_policy"]["type"], "always_allow");
+        assert_eq!(spec.execution_identity["type"], "service_account");
+        assert!(AgentSpec::from_params(&AgentParams { name: Some("x".into()), ..Default::default() }).is_err());
+        let bad_tool: AgentParams =
+            serde_json::from_value(json!({"name": "a", "model": "m", "tools": [{"type": "laser"}]})).unwrap();
+        assert!(AgentSpec::from_params(&bad_tool).is_err());
+    }
+}

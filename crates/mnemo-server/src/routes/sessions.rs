@@ -1,0 +1,199 @@
+//! `/v1/sessions`: create (with memory-store resources and, on a self-hosted environment, a
+//! work item), retrieve, list, archive, delete.
+
+use axum::extract::{Path, State};
+use mnemo_api::{
+    AgentParams, CreateSession, EnvironmentId, MAX_MEMORY_INSTRUCTIONS_CHARS, MAX_SESSION_MEMORY_STORES, MemoryStoreId,
+    Session, SessionDeleted, SessionId, View, validate_metadata,
+};
+use mnemo_store::{AgentRef, Attachment, ListSessions, NewSession};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{flag, page_cursor, page_limit, path_id};
+use crate::auth::{ApiKeyCaller, Caller};
+use crate::extract::{Json, RawQuery};
+use crate::{ApiError, AppState};
+
+type Reply<T> = Result<axum::Json<T>, ApiError>;
+
+/// Most events a session may be created with.
+const MAX_INITIAL_EVENTS: usize = 50;
+
+fn agent_ref(agent: &Value) -> Result<AgentRef, ApiError> {
+    let parse_id = |s: &str| s.parse().map_err(|_| ApiError::invalid(format!("agent `{s}` not found")));
+    match agent {
+        Value::String(id) => Ok(AgentRef { id: parse_id(id)?, version: None, overrides: None }),
+        Value::Object(o) => {
+            let id = o.get("id").and_then(Value::as_str).ok_or_else(|| ApiError::invalid("agent.id is required"))?;
+            let version = match o.get("version") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .filter(|n| *n >= 1)
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| ApiError::invalid("agent.version must be a positive integer"))?,
+                ),
+            };
+            let overrides = match o.get("type").and_then(Value::as_str) {
+                Some("agent") => None,
+                Some("agent_with_overrides") => Some(
+                    serde_json::from_value::<AgentParams>(Value::Object(o.clone()))
+                        .map_err(|e| ApiError::invalid(format!("invalid agent overrides: {e}")))?,
+                ),
+                other => {
+                    return Err(ApiError::invalid(format!(
+                        "agent.type must be `agent` or `agent_with_overrides` (got {other:?})"
+                    )));
+                }
+            };
+            Ok(AgentRef { id: parse_id(id)?, version, overrides })
+        }
+        _ => Err(ApiError::invalid("agent must be an agent id or an object")),
+    }
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Json(body): Json<CreateSession>,
+) -> Reply<Session> {
+    let environment: EnvironmentId = body
+        .environment_id
+        .parse()
+        .map_err(|_| ApiError::invalid(format!("environment `{}` not found", body.environment_id)))?;
+    let mut attachments = Vec::new();
+    for r in &body.resources {
+        if r.kind != "memory_store" {
+            return Err(ApiError::invalid(format!(
+                "Environment {environment} is a self-hosted environment. `resources` are not supported with self-hosted environments."
+            )));
+        }
+        let raw = r.memory_store_id.as_deref().ok_or_else(|| ApiError::invalid("memory_store_id is required"))?;
+        let store: MemoryStoreId =
+            raw.parse().map_err(|_| ApiError::invalid(format!("memory store `{raw}` not found")))?;
+        if let Some(i) = &r.instructions
+            && i.chars().count() > MAX_MEMORY_INSTRUCTIONS_CHARS
+        {
+            return Err(ApiError::invalid(format!(
+                "instructions for memory store `{store}` exceed {MAX_MEMORY_INSTRUCTIONS_CHARS} characters"
+            )));
+        }
+        attachments.push(Attachment {
+            store,
+            access: r.access.unwrap_or_default(),
+            instructions: r.instructions.clone(),
+        });
+    }
+    if attachments.len() > MAX_SESSION_MEMORY_STORES {
+        return Err(ApiError::invalid(format!(
+            "a session accepts at most {MAX_SESSION_MEMORY_STORES} memory stores (got {})",
+            attachments.len()
+        )));
+    }
+    let metadata = body.metadata.unwrap_or_default();
+    validate_metadata(&metadata).map_err(|e| ApiError::invalid(e.0))?;
+    if body.initial_events.len() > MAX_INITIAL_EVENTS {
+        return Err(ApiError::invalid(format!("at most {MAX_INITIAL_EVENTS} initial_events are accepted")));
+    }
+    for e in &body.initial_events {
+        match e.get("type").and_then(Value::as_str) {
+            Some("user.message" | "user.define_outcome") => {}
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "initial_events accept only user.message and user.define_outcome (got {other:?})"
+                )));
+            }
+        }
+    }
+    let new = NewSession {
+        agent: agent_ref(&body.agent)?,
+        environment,
+        attachments,
+        title: body.title,
+        metadata,
+        budget: body.budget,
+        initial_events: body.initial_events,
+        mount_root: state.memory_mount_root.to_string(),
+    };
+    let session = state.store.create_session(new).await?;
+    tracing::info!(session.id = %session.id, environment.id = %session.environment_id, "created session");
+    state.work_signal.notify_waiters();
+    Ok(axum::Json(session))
+}
+
+/// A session, if the caller may see it: API keys see every session, environment keys those of
+/// their environment, sessions tokens their own session.
+pub(crate) async fn visible_session(state: &AppState, caller: &Caller, id: &SessionId) -> Result<Session, ApiError> {
+    let session = state.store.get_session(id).await?;
+    let allowed = match caller {
+        Caller::ApiKey(_) => true,
+        Caller::EnvironmentKey { environment, .. } => *environment == session.environment_id,
+        Caller::SessionToken { session: own, .. } => own == id,
+    };
+    if allowed {
+        Ok(session)
+    } else {
+        Err(ApiError::permission(format!("this credential does not reach session `{id}`")))
+    }
+}
+
+pub(crate) async fn retrieve(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Reply<Session> {
+    let id: SessionId = path_id("session", &id)?;
+    Ok(axum::Json(visible_session(&state, &caller, &id).await?))
+}
+
+/// A page of sessions (the sessions list is bidirectional: `prev_page` too).
+#[derive(Debug, Serialize)]
+pub(crate) struct SessionPage {
+    data: Vec<Session>,
+    next_page: Option<String>,
+    prev_page: Option<String>,
+}
+
+pub(crate) async fn list(State(state): State<AppState>, _: ApiKeyCaller, RawQuery(q): RawQuery) -> Reply<SessionPage> {
+    let one = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let statuses: Vec<String> =
+        q.iter().filter(|(k, _)| k == "statuses[]" || k == "statuses").map(|(_, v)| v.clone()).collect();
+    for s in &statuses {
+        if !matches!(s.as_str(), "idle" | "running" | "rescheduling" | "terminated") {
+            return Err(ApiError::invalid(format!(
+                "statuses accepts idle, running, rescheduling and terminated (got `{s}`)"
+            )));
+        }
+    }
+    let query = ListSessions {
+        agent_id: one("agent_id")
+            .map(|a| a.parse())
+            .transpose()
+            .map_err(|e| ApiError::invalid(format!("agent_id: {e}")))?,
+        memory_store_id: one("memory_store_id")
+            .map(|m| m.parse())
+            .transpose()
+            .map_err(|e| ApiError::invalid(format!("memory_store_id: {e}")))?,
+        statuses,
+        include_archived: flag("include_archived", one("include_archived"))?,
+        limit: page_limit(one("limit"), View::Basic)?,
+        after: page_cursor(one("page"))?,
+    };
+    let listing = state.store.list_sessions(query).await?;
+    Ok(axum::Json(SessionPage { data: listing.items, next_page: listing.next.map(|c| c.encode()), prev_page: None }))
+}
+
+pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Session> {
+    let id: SessionId = path_id("session", &id)?;
+    let session = state.store.archive_session(&id).await?;
+    state.auth.forget_all();
+    Ok(axum::Json(session))
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+) -> Reply<SessionDeleted> {
+    let id: SessionId = path_id("session", &id)?;
+    state.store.delete_session(&id).await?;
+    state.auth.forget_all();
+    Ok(axum::Json(SessionDeleted { id }))
+}

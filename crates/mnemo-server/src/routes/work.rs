@@ -1,0 +1,229 @@
+//! `/v1/environments/{environment}/work`: the self-hosted work queue.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use mnemo_api::{
+    EnvironmentId, Page, StopWork, View, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkSecret, generate_secret,
+};
+use mnemo_store::HeartbeatOutcome;
+use serde::Deserialize;
+
+use super::{page_cursor, page_limit, path_id};
+use crate::auth::Caller;
+use crate::extract::{Json, Query};
+use crate::{ApiError, AppState, hash_credential};
+
+type Reply<T> = Result<axum::Json<T>, ApiError>;
+
+/// The prefix of sessions tokens.
+const SESSIONS_TOKEN_PREFIX: &str = "sk-mnemo-sess-";
+/// How long a polled but unacknowledged item stays hidden by default.
+const DEFAULT_RECLAIM_MS: u64 = 5_000;
+
+fn ids(env: &str, work: Option<&str>) -> Result<(EnvironmentId, Option<WorkId>), ApiError> {
+    let env = env.parse().map_err(|_| {
+        ApiError::not_found(format!("environment `{env}` not found")).with_code("environment_not_found")
+    })?;
+    Ok((env, work.map(|w| path_id("work item", w)).transpose()?))
+}
+
+/// Who may do what on the queue. `work`: the item the call is about, if any.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Allow {
+    /// The environment's own key only (poll, ack).
+    EnvironmentKey,
+    /// The environment key, or the sessions token of this very item (heartbeat).
+    Worker,
+    /// Any of the above, or an API key (stop, stats, list).
+    Anyone,
+    /// An API key only (retrieve, update).
+    ApiKey,
+}
+
+fn check(caller: &Caller, allow: Allow, env: &EnvironmentId, work: Option<&WorkId>) -> Result<(), ApiError> {
+    let ok = match caller {
+        Caller::ApiKey(_) => matches!(allow, Allow::Anyone | Allow::ApiKey),
+        Caller::EnvironmentKey { environment, .. } => environment == env && allow != Allow::ApiKey,
+        Caller::SessionToken { work: own, environment, .. } => {
+            matches!(allow, Allow::Worker | Allow::Anyone) && environment == env && work == Some(own)
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        let need = match allow {
+            Allow::EnvironmentKey => "this environment's key",
+            Allow::Worker => "this environment's key or this work item's sessions token",
+            Allow::Anyone => "an API key, this environment's key or this work item's sessions token",
+            Allow::ApiKey => "an API key",
+        };
+        Err(ApiError::permission(format!("this call needs {need}")))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PollParams {
+    block_ms: Option<String>,
+    reclaim_older_than_ms: Option<String>,
+}
+
+fn positive(name: &str, raw: Option<&str>, max: Option<u64>) -> Result<Option<u64>, ApiError> {
+    raw.map(|s| {
+        s.parse::<u64>().ok().filter(|n| *n >= 1 && max.is_none_or(|m| *n <= m)).ok_or_else(|| {
+            let range = max.map_or_else(|| "at least 1".to_owned(), |m| format!("from 1 to {m}"));
+            ApiError::invalid(format!("{name} must be an integer {range} (got `{s}`)"))
+        })
+    })
+    .transpose()
+}
+
+/// Claims the oldest deliverable item, holding an empty poll open up to `block_ms`. An empty
+/// answer is the JSON `null` (the reference poller cannot read a 204 or an empty body).
+pub(crate) async fn poll(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    Path(env): Path<String>,
+    Query(q): Query<PollParams>,
+) -> Result<Response, ApiError> {
+    let (env, _) = ids(&env, None)?;
+    check(&caller, Allow::EnvironmentKey, &env, None)?;
+    let block = positive("block_ms", q.block_ms.as_deref(), Some(999))?.unwrap_or(0);
+    let reclaim =
+        positive("reclaim_older_than_ms", q.reclaim_older_than_ms.as_deref(), None)?.unwrap_or(DEFAULT_RECLAIM_MS);
+    let worker = headers.get("anthropic-worker-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(block);
+    loop {
+        // Register for a wake-up before looking, so an item queued in between is not missed.
+        let notified = state.work_signal.notified();
+        let token = generate_secret(SESSIONS_TOKEN_PREFIX);
+        if let Some(mut work) = state.store.poll_work(&env, worker.clone(), reclaim, hash_credential(&token)).await? {
+            work.secret = Some(WorkSecret { sessions_token: token }.encode());
+            if let Caller::EnvironmentKey { id, .. } = &caller {
+                tracing::info!(work.id = %work.id, environment.id = %env, environment_key.id = %id, "delivered work item");
+            }
+            return Ok(axum::Json(work).into_response());
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return Ok(axum::Json(serde_json::Value::Null).into_response());
+        }
+    }
+}
+
+pub(crate) async fn ack(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((env, work)): Path<(String, String)>,
+) -> Reply<Work> {
+    let (env, work) = ids(&env, Some(&work))?;
+    let work = work.expect("a work id");
+    check(&caller, Allow::EnvironmentKey, &env, Some(&work))?;
+    Ok(axum::Json(state.store.ack_work(&env, &work).await?))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HeartbeatParams {
+    expected_last_heartbeat: Option<String>,
+    desired_ttl_seconds: Option<String>,
+}
+
+pub(crate) async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((env, work)): Path<(String, String)>,
+    Query(q): Query<HeartbeatParams>,
+) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
+    let (env, work) = ids(&env, Some(&work))?;
+    let work = work.expect("a work id");
+    check(&caller, Allow::Worker, &env, Some(&work))?;
+    let expected = q.expected_last_heartbeat.as_deref().ok_or_else(|| {
+        ApiError::invalid("expected_last_heartbeat is required (`NO_HEARTBEAT` for the first heartbeat)")
+    })?;
+    let ttl = positive("desired_ttl_seconds", q.desired_ttl_seconds.as_deref(), None)?;
+    match state.store.heartbeat_work(&env, &work, expected, ttl).await? {
+        HeartbeatOutcome::Beat(beat) => Ok(axum::Json(beat)),
+        HeartbeatOutcome::PreconditionFailed(current) => Err(ApiError::precondition_failed(
+            "expected_last_heartbeat does not match; another worker may hold the lease",
+            "heartbeat_precondition_failed",
+            serde_json::json!({ "current_state": current }),
+        )),
+    }
+}
+
+pub(crate) async fn stop(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((env, work)): Path<(String, String)>,
+    Json(body): Json<StopWork>,
+) -> Reply<Work> {
+    let (env, work) = ids(&env, Some(&work))?;
+    let work = work.expect("a work id");
+    check(&caller, Allow::Anyone, &env, Some(&work))?;
+    let stopped = state.store.stop_work(&env, &work, body.force.unwrap_or(false)).await?;
+    tracing::info!(work.id = %work, state = stopped.state.as_str(), "stopped work item");
+    Ok(axum::Json(stopped))
+}
+
+pub(crate) async fn retrieve(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((env, work)): Path<(String, String)>,
+) -> Reply<Work> {
+    let (env, work) = ids(&env, Some(&work))?;
+    let work = work.expect("a work id");
+    check(&caller, Allow::ApiKey, &env, Some(&work))?;
+    Ok(axum::Json(state.store.get_work(&env, &work).await?))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct UpdateWork {
+    metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((env, work)): Path<(String, String)>,
+    Json(body): Json<UpdateWork>,
+) -> Reply<Work> {
+    let (env, work) = ids(&env, Some(&work))?;
+    let work = work.expect("a work id");
+    check(&caller, Allow::ApiKey, &env, Some(&work))?;
+    let patch = body.metadata.ok_or_else(|| ApiError::invalid("metadata is required"))?;
+    Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListParams {
+    limit: Option<String>,
+    page: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(env): Path<String>,
+    Query(q): Query<ListParams>,
+) -> Reply<Page<Work>> {
+    let (env, _) = ids(&env, None)?;
+    check(&caller, Allow::Anyone, &env, None)?;
+    let listing = state
+        .store
+        .list_work(&env, page_limit(q.limit.as_deref(), View::Basic)?, page_cursor(q.page.as_deref())?)
+        .await?;
+    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+}
+
+pub(crate) async fn stats(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(env): Path<String>,
+) -> Reply<WorkQueueStats> {
+    let (env, _) = ids(&env, None)?;
+    check(&caller, Allow::Anyone, &env, None)?;
+    Ok(axum::Json(state.store.work_stats(&env).await?))
+}

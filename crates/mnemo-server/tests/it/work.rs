@@ -1,0 +1,404 @@
+//! Sessions, the work queue and the credential matrix.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::{KEY, TestServer};
+
+/// An agent, a self-hosted environment with a key, and two memory stores.
+struct World {
+    s: TestServer,
+    env: String,
+    env_key: String,
+    agent: String,
+    rw_store: String,
+    ro_store: String,
+}
+
+async fn world(ttl: u64) -> World {
+    let s = TestServer::with_limits(mnemo_store::Limits { work_lease_ttl_seconds: ttl, ..Default::default() }).await;
+    let (_, agent) = s
+        .call(
+            Method::POST,
+            "/v1/agents",
+            KEY,
+            Some(json!({"name": "a", "model": "claude-opus-4-6", "tools": [{"type": "agent_toolset_20260401"}]})),
+        )
+        .await;
+    let (_, env) = s
+        .call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e", "config": {"type": "self_hosted"}})))
+        .await;
+    let env = env["id"].as_str().unwrap().to_owned();
+    let (_, key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+    let (_, rw) = s
+        .call(Method::POST, "/v1/memory_stores", KEY, Some(json!({"name": "User Preferences", "description": "prefs"})))
+        .await;
+    let (_, ro) = s.call(Method::POST, "/v1/memory_stores", KEY, Some(json!({"name": "user preferences!"}))).await;
+    World {
+        env,
+        env_key: key["key"].as_str().unwrap().to_owned(),
+        agent: agent["id"].as_str().unwrap().to_owned(),
+        rw_store: rw["id"].as_str().unwrap().to_owned(),
+        ro_store: ro["id"].as_str().unwrap().to_owned(),
+        s,
+    }
+}
+
+impl World {
+    async fn session(&self) -> Value {
+        let (status, session) = self
+            .s
+            .call(
+                Method::POST,
+                "/v1/sessions",
+                KEY,
+                Some(json!({
+                    "agent": self.agent,
+                    "environment_id": self.env,
+                    "resources": [
+                        {"type": "memory_store", "memory_store_id": self.rw_store, "instructions": "keep it tidy"},
+                        {"type": "memory_store", "memory_store_id": self.ro_store, "access": "read_only"}
+                    ]
+                })),
+            )
+            .await;
+        assert_eq!(status, 200, "{session}");
+        session
+    }
+
+    fn work(&self, suffix: &str) -> String {
+        format!("/v1/environments/{}/work{suffix}", self.env)
+    }
+
+    async fn poll(&self) -> Value {
+        self.s.call(Method::GET, &self.work("/poll?block_ms=50"), &self.env_key, None).await.1
+    }
+
+    fn token(work: &Value) -> String {
+        mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token
+    }
+}
+
+#[tokio::test]
+async fn sessions_snapshot_their_stores_with_distinct_mount_paths() {
+    let w = world(300).await;
+    let session = w.session().await;
+    assert_eq!(session["status"], "idle");
+    assert_eq!(session["agent"]["tools"][0]["default_config"]["permission_policy"]["type"], "always_allow");
+    let r = &session["resources"];
+    assert_eq!(r[0]["mount_path"], "/mnt/memory/user-preferences");
+    assert_eq!(r[1]["mount_path"], "/mnt/memory/user-preferences-2", "colliding slugs get distinct paths");
+    assert_eq!((r[0]["access"].as_str(), r[1]["access"].as_str()), (Some("read_write"), Some("read_only")));
+    assert_eq!((r[0]["name"].as_str(), r[0]["description"].as_str()), (Some("User Preferences"), Some("prefs")));
+    let prompt = session["memory_prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("/mnt/memory/user-preferences")
+            && prompt.contains("keep it tidy")
+            && prompt.contains("read-only")
+    );
+
+    // Refusals: other resource types, too many stores, archived stores, unknown agents.
+    let bad = |resources: Value| json!({"agent": w.agent, "environment_id": w.env, "resources": resources});
+    let (st, body) =
+        w.s.call(Method::POST, "/v1/sessions", KEY, Some(bad(json!([{"type": "file", "file_id": "f"}])))).await;
+    assert_eq!(st, 400);
+    assert!(body["error"]["message"].as_str().unwrap().contains("self-hosted environment"));
+    let nine: Vec<Value> = (0..9).map(|_| json!({"type": "memory_store", "memory_store_id": w.rw_store})).collect();
+    assert_eq!(w.s.call(Method::POST, "/v1/sessions", KEY, Some(bad(Value::Array(nine)))).await.0, 400);
+    w.s.call(Method::POST, &format!("/v1/memory_stores/{}/archive", w.ro_store), KEY, None).await;
+    let archived = bad(json!([{"type": "memory_store", "memory_store_id": w.ro_store}]));
+    assert_eq!(w.s.call(Method::POST, "/v1/sessions", KEY, Some(archived)).await.0, 400);
+    let unknown = json!({"agent": "agent_nope", "environment_id": w.env});
+    assert_eq!(w.s.call(Method::POST, "/v1/sessions", KEY, Some(unknown)).await.0, 400);
+
+    let id = session["id"].as_str().unwrap();
+    let (_, listed) =
+        w.s.call(Method::GET, &format!("/v1/sessions?memory_store_id={}&statuses[]=idle", w.rw_store), KEY, None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["data"][0]["id"], id);
+    let (_, none) = w.s.call(Method::GET, "/v1/sessions?statuses[]=running", KEY, None).await;
+    assert!(none["data"].as_array().unwrap().is_empty());
+    let (_, archived) = w.s.call(Method::POST, &format!("/v1/sessions/{id}/archive"), KEY, None).await;
+    assert_eq!(archived["status"], "terminated");
+}
+
+#[tokio::test]
+async fn the_lease_state_machine() {
+    let w = world(300).await;
+    let session = w.session().await;
+
+    let empty_stats = w.s.call(Method::GET, &w.work("/stats"), &w.env_key, None).await.1;
+    assert_eq!((empty_stats["depth"].as_u64(), empty_stats["pending"].as_u64()), (Some(1), Some(0)));
+
+    let work = w.poll().await;
+    assert_eq!(work["type"], "work");
+    assert_eq!(work["data"], json!({"type": "session", "id": session["id"]}));
+    let id = work["id"].as_str().unwrap().to_owned();
+    assert_eq!(w.poll().await, Value::Null, "a delivered item is hidden from other polls");
+    let stats = w.s.call(Method::GET, &w.work("/stats"), &w.env_key, None).await.1;
+    assert_eq!((stats["depth"].as_u64(), stats["pending"].as_u64()), (Some(0), Some(1)));
+
+    let (st, acked) = w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await;
+    assert_eq!((st, acked["state"].as_str(), acked["secret"].as_str()), (200, Some("starting"), None));
+    assert_eq!(w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await.0, 409);
+
+    let token = World::token(&work);
+    let hb = |expected: &str| format!("/{id}/heartbeat?expected_last_heartbeat={}", urlencode(expected));
+    let (st, first) = w.s.call(Method::POST, &w.work(&hb("NO_HEARTBEAT")), &token, None).await;
+    assert_eq!(st, 200, "{first}");
+    assert_eq!(
+        (first["state"].as_str(), first["lease_extended"].as_bool(), first["ttl_seconds"].as_u64()),
+        (Some("active"), Some(true), Some(300))
+    );
+    let last = first["last_heartbeat"].as_str().unwrap().to_owned();
+    let (st, stale) = w.s.call(Method::POST, &w.work(&hb("NO_HEARTBEAT")), &w.env_key, None).await;
+    assert_eq!(st, 412);
+    assert_eq!(stale["error"]["details"]["error_code"], "heartbeat_precondition_failed");
+    assert_eq!(stale["error"]["details"]["current_state"]["last_heartbeat"], last.as_str());
+    let (st, second) = w.s.call(Method::POST, &w.work(&hb(&last)), &token, None).await;
+    assert_eq!(st, 200);
+    assert_ne!(second["last_heartbeat"], first["last_heartbeat"]);
+
+    // A graceful stop is learned through a normal heartbeat; the forced stop ends it.
+    let (_, stopping) = w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), KEY, Some(json!({}))).await;
+    assert_eq!(stopping["state"], "stopping");
+    let (st, told) = w.s.call(Method::POST, &w.work(&hb("whatever")), &token, None).await;
+    assert_eq!((st, told["state"].as_str(), told["lease_extended"].as_bool()), (200, Some("stopping"), Some(false)));
+    let (_, stopped) =
+        w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), &token, Some(json!({"force": true}))).await;
+    assert_eq!(stopped["state"], "stopped");
+    let resp =
+        w.s.raw(Method::POST, &w.work(&format!("/{id}/stop")))
+            .bearer_auth(KEY)
+            .json(&json!({"force": true}))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(resp.status(), 409);
+    assert_eq!(resp.headers()["x-should-retry"], "false");
+    // The sessions token died with the item.
+    assert_eq!(
+        w.s.call(Method::GET, &format!("/v1/sessions/{}", session["id"].as_str().unwrap()), &token, None).await.0,
+        401
+    );
+    let (_, listed) = w.s.call(Method::GET, &w.work(""), &w.env_key, None).await;
+    assert_eq!(listed["data"][0]["state"], "stopped");
+    assert_eq!(listed["data"][0]["secret"], Value::Null);
+}
+
+fn urlencode(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+#[tokio::test]
+async fn unacknowledged_deliveries_and_lapsed_leases_return_to_the_queue() {
+    let w = world(1).await;
+    w.session().await;
+    let (_, first) =
+        w.s.call(Method::GET, &w.work("/poll?block_ms=10&reclaim_older_than_ms=1"), &w.env_key, None).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (_, again) =
+        w.s.call(Method::GET, &w.work("/poll?block_ms=10&reclaim_older_than_ms=60000"), &w.env_key, None).await;
+    assert_eq!(again["id"], first["id"], "redelivered after the reclaim window");
+    assert_ne!(again["secret"], first["secret"], "with a fresh secret");
+    let old_token = World::token(&first);
+    let id = again["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        w.s.call(Method::GET, &format!("/v1/sessions/{}", again["data"]["id"].as_str().unwrap()), &old_token, None)
+            .await
+            .0,
+        401
+    );
+
+    assert_eq!(w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await.0, 200);
+    let token = World::token(&again);
+    let (st, _) =
+        w.s.call(Method::POST, &w.work(&format!("/{id}/heartbeat?expected_last_heartbeat=NO_HEARTBEAT")), &token, None)
+            .await;
+    assert_eq!(st, 200);
+    // No heartbeat for longer than the 1 s TTL: the item is queued again for another worker.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let reclaimed = w.poll().await;
+    assert_eq!(reclaimed["id"], id.as_str());
+    assert_eq!(reclaimed["state"], "queued");
+    let (st, _) =
+        w.s.call(Method::POST, &w.work(&format!("/{id}/heartbeat?expected_last_heartbeat=NO_HEARTBEAT")), &token, None)
+            .await;
+    assert_eq!(st, 401, "the lapsed lease's token is dead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_pollers_never_share_an_item() {
+    let w = world(300).await;
+    for _ in 0..20 {
+        w.session().await;
+    }
+    let base = w.s.base.clone();
+    let tasks: Vec<_> = (0..12)
+        .map(|i| {
+            let (base, key, path) = (base.clone(), w.env_key.clone(), w.work("/poll?block_ms=100"));
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut got = Vec::new();
+                for _ in 0..6 {
+                    let v: Value = client
+                        .get(format!("{base}{path}"))
+                        .bearer_auth(&key)
+                        .header("anthropic-worker-id", format!("worker-{i}"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    if let Some(id) = v["id"].as_str() {
+                        got.push(id.to_owned());
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let unique: HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), unique.len(), "an item was delivered twice");
+    assert_eq!(unique.len(), 20, "every item was delivered");
+    let stats = w.s.call(Method::GET, &w.work("/stats"), &w.env_key, None).await.1;
+    assert_eq!(stats["workers_polling"], 12);
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_when_work_arrives() {
+    let w = world(300).await;
+    let (base, key, path) = (w.s.base.clone(), w.env_key.clone(), w.work("/poll?block_ms=999"));
+    let poller = tokio::spawn(async move {
+        reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    w.session().await;
+    let got = poller.await.unwrap();
+    assert_eq!(got["type"], "work", "{got}");
+    assert_eq!(w.s.call(Method::GET, &w.work("/poll?block_ms=0"), &w.env_key, None).await.0, 400);
+}
+
+#[tokio::test]
+async fn the_credential_matrix() {
+    let w = world(300).await;
+    let session = w.session().await;
+    let sid = session["id"].as_str().unwrap().to_owned();
+    let other_session = w.session().await;
+    let work = w.poll().await;
+    let id = work["id"].as_str().unwrap().to_owned();
+    let token = World::token(&work);
+    let (_, other_env) = w.s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "other"}))).await;
+    let (_, other_key) =
+        w.s.call(Method::POST, &format!("/v1/environments/{}/keys", other_env["id"].as_str().unwrap()), KEY, None)
+            .await;
+    let other_key = other_key["key"].as_str().unwrap().to_owned();
+
+    let expect = |what: &str, got: u16, want: u16| assert_eq!(got, want, "{what}");
+    // The work queue.
+    expect("poll with an API key", w.s.call(Method::GET, &w.work("/poll"), KEY, None).await.0, 403);
+    expect(
+        "poll with another environment's key",
+        w.s.call(Method::GET, &w.work("/poll"), &other_key, None).await.0,
+        403,
+    );
+    expect("poll with a sessions token", w.s.call(Method::GET, &w.work("/poll"), &token, None).await.0, 403);
+    expect(
+        "retrieve with the environment key",
+        w.s.call(Method::GET, &w.work(&format!("/{id}")), &w.env_key, None).await.0,
+        403,
+    );
+    expect("retrieve with an API key", w.s.call(Method::GET, &w.work(&format!("/{id}")), KEY, None).await.0, 200);
+    expect("stats with an API key", w.s.call(Method::GET, &w.work("/stats"), KEY, None).await.0, 200);
+    // Sessions.
+    let other_sid = other_session["id"].as_str().unwrap();
+    expect(
+        "own session with its token",
+        w.s.call(Method::GET, &format!("/v1/sessions/{sid}"), &token, None).await.0,
+        200,
+    );
+    expect(
+        "another session with a token",
+        w.s.call(Method::GET, &format!("/v1/sessions/{other_sid}"), &token, None).await.0,
+        403,
+    );
+    expect(
+        "session with the environment key",
+        w.s.call(Method::GET, &format!("/v1/sessions/{sid}"), &w.env_key, None).await.0,
+        200,
+    );
+    expect(
+        "session with another environment's key",
+        w.s.call(Method::GET, &format!("/v1/sessions/{sid}"), &other_key, None).await.0,
+        403,
+    );
+    expect(
+        "create a session with a token",
+        w.s.call(Method::POST, "/v1/sessions", &token, Some(json!({}))).await.0,
+        403,
+    );
+    // Memory: the environment key is refused; the token reaches only its session's stores.
+    let mem = |store: &str| format!("/v1/memory_stores/{store}/memories");
+    expect(
+        "memories with the environment key",
+        w.s.call(Method::GET, &mem(&w.rw_store), &w.env_key, None).await.0,
+        403,
+    );
+    expect("list stores with a token", w.s.call(Method::GET, "/v1/memory_stores", &token, None).await.0, 403);
+    let (st, created) =
+        w.s.call(Method::POST, &mem(&w.rw_store), &token, Some(json!({"path": "/a.md", "content": "x"}))).await;
+    expect("write an attached read_write store", st, 200);
+    expect("read a read_only store", w.s.call(Method::GET, &mem(&w.ro_store), &token, None).await.0, 200);
+    let (st, refused) =
+        w.s.call(Method::POST, &mem(&w.ro_store), &token, Some(json!({"path": "/b.md", "content": "x"}))).await;
+    assert_eq!((st, refused["error"]["type"].as_str()), (403, Some("permission_error")));
+    let (_, foreign) = w.s.call(Method::POST, "/v1/memory_stores", KEY, Some(json!({"name": "foreign"}))).await;
+    expect(
+        "an unattached store",
+        w.s.call(Method::GET, &mem(foreign["id"].as_str().unwrap()), &token, None).await.0,
+        403,
+    );
+    expect(
+        "redact with a token",
+        w.s.call(
+            Method::POST,
+            &format!(
+                "/v1/memory_stores/{}/memory_versions/{}/redact",
+                w.rw_store,
+                created["memory_version_id"].as_str().unwrap()
+            ),
+            &token,
+            None,
+        )
+        .await
+        .0,
+        403,
+    );
+    // Versions written with the token name the session.
+    let (_, versions) =
+        w.s.call(Method::GET, &format!("/v1/memory_stores/{}/memory_versions?session_id={sid}", w.rw_store), KEY, None)
+            .await;
+    assert_eq!(versions["data"][0]["created_by"], json!({"type": "session_actor", "session_id": sid}));
+    // Administration needs an API key.
+    expect("agents with the environment key", w.s.call(Method::GET, "/v1/agents", &w.env_key, None).await.0, 403);
+    expect("environments with a token", w.s.call(Method::GET, "/v1/environments", &token, None).await.0, 403);
+    // The token dies when its item stops.
+    w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), KEY, Some(json!({"force": true}))).await;
+    expect("token after stop", w.s.call(Method::GET, &mem(&w.rw_store), &token, None).await.0, 401);
+}

@@ -1,0 +1,266 @@
+//! Sessions: creation (snapshots, mount paths, the work item), reads, archive, delete.
+
+use std::collections::{BTreeMap, HashSet};
+
+use mnemo_api::{
+    Access, EventId, MemoryStoreId, MemoryStoreResource, Session, SessionId, WorkData, mount_paths,
+    render_memory_prompt,
+};
+use mnemo_store::{Cursor, ListSessions, Listing, NewSession, Result, StoreError};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::engine::backend;
+use crate::stores::page;
+use crate::{agents, environments, now_micros, parse_id, stores, ts, ts_opt, work};
+
+/// The JSON part of a session row.
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    title: Option<String>,
+    metadata: BTreeMap<String, String>,
+    agent: Value,
+    resources: Vec<MemoryStoreResource>,
+    budget: Option<Value>,
+    stop_reason: Option<Value>,
+    memory_prompt: Option<String>,
+}
+
+const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
+    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+    let body: String = r.get(2)?;
+    let body: Body = serde_json::from_str(&body).map_err(|e| rusqlite::Error::InvalidColumnName(e.to_string()))?;
+    Ok((
+        Session {
+            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
+            environment_id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
+            status: r.get(3)?,
+            title: body.title,
+            metadata: body.metadata,
+            agent: body.agent,
+            resources: body.resources,
+            budget: body.budget,
+            outcome_evaluations: Vec::new(),
+            stats: json!({"active_seconds": 0.0, "duration_seconds": 0.0}),
+            usage: json!({"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}),
+            vault_ids: Vec::new(),
+            deployment_id: None,
+            created_at: ts(r.get(4)?),
+            updated_at: ts(r.get(5)?),
+            archived_at: ts_opt(r.get(6)?),
+            stop_reason: body.stop_reason,
+            memory_prompt: body.memory_prompt,
+        },
+        r.get(7)?,
+    ))
+}
+
+pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {
+    c.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))
+        .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
+        .map_err(backend)?
+        .ok_or_else(|| StoreError::not_found("session", id))
+}
+
+/// The agent snapshot a session keeps: the agent's fields, with overrides replacing values.
+fn snapshot(agent: &mnemo_api::Agent, overrides: Option<&mnemo_api::AgentParams>) -> Result<Value> {
+    let mut spec = agent.spec.clone();
+    if let Some(o) = overrides {
+        let only = mnemo_api::AgentParams {
+            model: o.model.clone(),
+            system: o.system.clone(),
+            tools: o.tools.clone(),
+            mcp_servers: o.mcp_servers.clone(),
+            skills: o.skills.clone(),
+            ..Default::default()
+        };
+        spec.apply(&only).map_err(|e| StoreError::Invalid(e.0))?;
+    }
+    Ok(json!({
+        "type": "agent",
+        "id": agent.id,
+        "version": agent.version,
+        "name": spec.name,
+        "description": spec.description,
+        "system": spec.system,
+        "model": spec.model,
+        "tools": spec.tools,
+        "mcp_servers": spec.mcp_servers,
+        "skills": spec.skills,
+        "execution_identity": spec.execution_identity,
+        "multiagent": spec.multiagent,
+    }))
+}
+
+pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result<Session> {
+    let (env, env_seq) = environments::get_with_seq(c, &new.environment)
+        .map_err(|_| StoreError::Invalid(format!("environment `{}` not found", new.environment)))?;
+    if env.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!("environment `{}` is archived; it takes no new sessions", env.id)));
+    }
+    let agent = agents::get(c, &new.agent.id, new.agent.version).map_err(|e| match e {
+        StoreError::NotFound { kind, id } => StoreError::Invalid(format!("{kind} `{id}` not found")),
+        other => other,
+    })?;
+    if agent.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!("agent `{}` is archived; it takes no new sessions", agent.id)));
+    }
+    let agent_json = snapshot(&agent, new.agent.overrides.as_ref())?;
+
+    let mut seen = HashSet::new();
+    let mut stores_found = Vec::with_capacity(new.attachments.len());
+    for a in &new.attachments {
+        if !seen.insert(a.store.clone()) {
+            return Err(StoreError::Invalid(format!("memory store `{}` is attached twice", a.store)));
+        }
+        let store = stores::get(c, &a.store).map_err(|e| match e {
+            StoreError::NotFound { .. } => StoreError::Invalid(format!("memory store `{}` not found", a.store)),
+            other => other,
+        })?;
+        if store.archived_at.is_some() {
+            return Err(StoreError::Invalid(format!("memory store `{}` is archived and cannot be attached", a.store)));
+        }
+        stores_found.push(store);
+    }
+    let names: Vec<&str> = stores_found.iter().map(|s| s.name.as_str()).collect();
+    let paths = mount_paths(&new.mount_root, &names);
+    let resources: Vec<MemoryStoreResource> = new
+        .attachments
+        .iter()
+        .zip(stores_found.iter().zip(paths))
+        .map(|(a, (store, path))| MemoryStoreResource {
+            memory_store_id: a.store.clone(),
+            access: a.access,
+            instructions: a.instructions.clone(),
+            name: Some(store.name.clone()),
+            description: Some(store.description.clone()),
+            mount_path: Some(path),
+        })
+        .collect();
+
+    let id = SessionId::generate();
+    let now = now_micros();
+    let body = Body {
+        title: new.title.clone(),
+        metadata: new.metadata.clone(),
+        agent: agent_json,
+        memory_prompt: render_memory_prompt(&resources),
+        resources,
+        budget: new.budget.clone(),
+        stop_reason: None,
+    };
+    c.execute(
+        "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, 'idle', ?5, ?5)",
+        params![id.as_str(), env.id.as_str(), agent.id.as_str(), serde_json::to_string(&body).map_err(backend)?, now],
+    )
+    .map_err(backend)?;
+    let seq = c.last_insert_rowid();
+    for a in &new.attachments {
+        c.execute(
+            "INSERT INTO session_memory_stores (session_seq, memory_store_id, read_only) VALUES (?1, ?2, ?3)",
+            params![seq, a.store.as_str(), a.access == Access::ReadOnly],
+        )
+        .map_err(backend)?;
+    }
+    for event in &new.initial_events {
+        insert_event(c, seq, event, Some(now))?;
+    }
+    if env.is_self_hosted() {
+        work::enqueue(c, env_seq, &WorkData::session(&id), lease_ttl)?;
+    }
+    get_with_seq(c, &id).map(|(s, _)| s)
+}
+
+/// Records one event (with a fresh id) and returns it as listed.
+pub(crate) fn insert_event(
+    c: &Connection,
+    session_seq: i64,
+    event: &Value,
+    processed_at: Option<i64>,
+) -> Result<Value> {
+    let id = EventId::generate();
+    let mut event = event.clone();
+    let obj = event.as_object_mut().ok_or_else(|| StoreError::Invalid("an event must be an object".into()))?;
+    obj.insert("id".into(), Value::String(id.to_string()));
+    obj.insert("processed_at".into(), processed_at.map_or(Value::Null, |t| Value::String(crate::rfc3339(t))));
+    let kind = obj.get("type").and_then(Value::as_str).unwrap_or("").to_owned();
+    c.execute(
+        "INSERT INTO session_events (id, session_seq, type, body, processed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id.as_str(), session_seq, kind, event.to_string(), processed_at],
+    )
+    .map_err(backend)?;
+    Ok(event)
+}
+
+pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>> {
+    let before = match &q.after {
+        None => i64::MAX,
+        Some(Cursor::Before(seq)) => *seq,
+        Some(_) => return Err(StoreError::InvalidCursor),
+    };
+    let statuses = serde_json::to_string(&q.statuses).map_err(backend)?;
+    let mut stmt = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM sessions s WHERE seq < ?1 AND (?2 OR archived_at IS NULL) \
+               AND (?3 IS NULL OR agent_id = ?3) \
+               AND (?4 IS NULL OR EXISTS (SELECT 1 FROM session_memory_stores m WHERE m.session_seq = s.seq AND m.memory_store_id = ?4)) \
+               AND (?5 = '[]' OR status IN (SELECT value FROM json_each(?5))) \
+             ORDER BY seq DESC LIMIT ?6"
+        ))
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(
+            params![
+                before,
+                q.include_archived,
+                q.agent_id.as_ref().map(|a| a.as_str()),
+                q.memory_store_id.as_ref().map(MemoryStoreId::as_str),
+                statuses,
+                i64::from(q.limit) + 1
+            ],
+            from_row,
+        )
+        .map_err(backend)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(backend)?;
+    Ok(page(rows, q.limit))
+}
+
+pub(crate) fn archive(c: &Connection, id: &SessionId) -> Result<Session> {
+    let (session, seq) = get_with_seq(c, id)?;
+    if session.archived_at.is_none() {
+        let now = now_micros();
+        c.execute(
+            "UPDATE sessions SET archived_at = ?1, updated_at = ?1, status = 'terminated' WHERE seq = ?2",
+            params![now, seq],
+        )
+        .map_err(backend)?;
+        insert_event(c, seq, &json!({"type": "session.status_terminated"}), Some(now))?;
+        work::stop_session_work(c, id)?;
+    }
+    get_with_seq(c, id).map(|(s, _)| s)
+}
+
+pub(crate) fn delete(c: &Connection, id: &SessionId) -> Result<()> {
+    let (_, seq) = get_with_seq(c, id)?;
+    work::stop_session_work(c, id)?;
+    c.execute("DELETE FROM session_events WHERE session_seq = ?1", [seq]).map_err(backend)?;
+    c.execute("DELETE FROM session_memory_stores WHERE session_seq = ?1", [seq]).map_err(backend)?;
+    c.execute("DELETE FROM sessions WHERE seq = ?1", [seq]).map_err(backend)?;
+    Ok(())
+}
+
+pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+    let read_only: Option<bool> = c
+        .prepare_cached(
+            "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
+             WHERE s.id = ?1 AND m.memory_store_id = ?2",
+        )
+        .and_then(|mut s| s.query_row(params![id.as_str(), store.as_str()], |r| r.get(0)).optional())
+        .map_err(backend)?;
+    Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
+}
