@@ -11,6 +11,7 @@
 mod auth;
 mod error;
 mod extract;
+mod hub;
 mod request;
 mod routes;
 
@@ -36,6 +37,8 @@ pub struct AppState {
     work_signal: Arc<tokio::sync::Notify>,
     /// Where sessions' memory stores are mounted on workers.
     memory_mount_root: Arc<str>,
+    /// Open event streams.
+    hub: Arc<hub::EventHub>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -52,6 +55,7 @@ impl AppState {
             store,
             work_signal: Arc::default(),
             memory_mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
+            hub: Arc::default(),
         }
     }
 

@@ -7,6 +7,7 @@
 mod agents;
 mod engine;
 mod environments;
+mod events;
 mod memories;
 mod schema;
 mod sessions;
@@ -26,11 +27,11 @@ use mnemo_api::{
 use std::collections::BTreeMap;
 
 use mnemo_api::{Access, Agent, AgentId, AgentParams, AgentSpec, Session, SessionId, Work, WorkId, WorkQueueStats};
+use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{
     Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores, ListMemoryVersions,
     Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store, StoreError,
 };
-use mnemo_store::{HeartbeatOutcome, ListSessions, NewSession};
 use rusqlite::{OptionalExtension, params};
 
 use crate::engine::{Engine, backend};
@@ -317,6 +318,27 @@ impl Store for SqliteStore {
     async fn delete_session(&self, id: &SessionId) -> Result<()> {
         let id = id.clone();
         self.engine.write(move |c| sessions::delete(c, &id)).await
+    }
+
+    async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>> {
+        let session = session.clone();
+        self.engine.read(move |c| events::list(c, &session, &query)).await
+    }
+
+    async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>> {
+        let session = session.clone();
+        self.engine.read(move |c| events::after(c, &session, seq)).await
+    }
+
+    async fn append_events(
+        &self,
+        session: &SessionId,
+        events: Vec<serde_json::Value>,
+        author: EventAuthor,
+    ) -> Result<Appended> {
+        let session = session.clone();
+        let ttl = self.limits.work_lease_ttl_seconds;
+        self.engine.write(move |c| events::append(c, &session, &events, author, ttl)).await
     }
 
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {

@@ -272,7 +272,7 @@ pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> R
         None => (lo, String::new()),
         Some(Cursor::AfterPath(p)) => (lo, p.clone()),
         Some(Cursor::FromPath(p)) => (lo.max(p.clone()), String::new()),
-        Some(Cursor::Before(_)) => return Err(StoreError::InvalidCursor),
+        Some(Cursor::Before(_) | Cursor::After(_)) => return Err(StoreError::InvalidCursor),
     };
     let sql = if full {
         format!(

@@ -264,3 +264,19 @@ pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId
         .map_err(backend)?;
     Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
 }
+
+/// Sets a session's status (and the reason it went idle, kept in its body).
+pub(crate) fn set_status(c: &Connection, session_seq: i64, status: &str, stop_reason: Option<Value>) -> Result<()> {
+    let body: String =
+        c.query_row("SELECT body FROM sessions WHERE seq = ?1", [session_seq], |r| r.get(0)).map_err(backend)?;
+    let mut body: Body = serde_json::from_str(&body).map_err(backend)?;
+    if status == "idle" {
+        body.stop_reason = stop_reason;
+    }
+    c.execute(
+        "UPDATE sessions SET status = ?1, body = ?2, updated_at = ?3 WHERE seq = ?4",
+        params![status, serde_json::to_string(&body).map_err(backend)?, now_micros(), session_seq],
+    )
+    .map_err(backend)?;
+    Ok(())
+}

@@ -374,3 +374,13 @@ pub(crate) fn find_token(c: &Connection, hash: &CredentialHash) -> Result<Option
         .map_err(backend)?;
     row.map(|(w, s, e)| Ok((parse_id(&w)?, parse_id(&s)?, parse_id(&e)?))).transpose()
 }
+
+/// Whether a session has an item that is not stopped.
+pub(crate) fn has_live_work(c: &Connection, session: &SessionId) -> Result<bool> {
+    c.query_row(
+        "SELECT EXISTS (SELECT 1 FROM work_items WHERE session_id = ?1 AND state != 'stopped')",
+        [session.as_str()],
+        |r| r.get(0),
+    )
+    .map_err(backend)
+}

@@ -13,6 +13,8 @@ use crate::StoreError;
 pub enum Cursor {
     /// Rows older than this insertion sequence number (newest-first lists).
     Before(i64),
+    /// Rows newer than this insertion sequence number (oldest-first lists).
+    After(i64),
     /// Paths strictly greater than this one (path-ordered lists).
     AfterPath(String),
     /// Paths greater than or equal to this one (after a rolled-up prefix, skip its subtree).
@@ -24,6 +26,7 @@ impl Cursor {
     pub fn encode(&self) -> String {
         let raw = match self {
             Self::Before(seq) => format!("s{seq}"),
+            Self::After(seq) => format!("n{seq}"),
             Self::AfterPath(p) => format!("a{p}"),
             Self::FromPath(p) => format!("f{p}"),
         };
@@ -38,6 +41,7 @@ impl Cursor {
         let (tag, rest) = raw.split_at_checked(1).ok_or_else(bad)?;
         match tag {
             "s" => rest.parse().map(Self::Before).map_err(|_| bad()),
+            "n" => rest.parse().map(Self::After).map_err(|_| bad()),
             "a" if rest.starts_with('/') => Ok(Self::AfterPath(rest.to_owned())),
             "f" if rest.starts_with('/') => Ok(Self::FromPath(rest.to_owned())),
             _ => Err(bad()),

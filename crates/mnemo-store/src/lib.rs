@@ -95,6 +95,41 @@ pub struct ListSessions {
     pub after: Option<Cursor>,
 }
 
+/// One stored session event: its position in the session's log and its JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionEvent {
+    pub seq: i64,
+    pub body: serde_json::Value,
+}
+
+/// Who appends events: the agent side (an API key driving the session) may post `agent.*`
+/// events and end turns; clients (and workers) post `user.*` and `system.message` events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventAuthor {
+    Agent,
+    Client,
+}
+
+/// Filters of the event listing.
+#[derive(Debug, Clone, Default)]
+pub struct ListEvents {
+    pub descending: bool,
+    pub limit: u32,
+    pub types: Vec<String>,
+    pub after: Option<Cursor>,
+}
+
+/// What an append recorded.
+#[derive(Debug, Clone, Default)]
+pub struct Appended {
+    /// The request's events as recorded (an idempotent duplicate returns the original).
+    pub recorded: Vec<SessionEvent>,
+    /// Every event written, server-emitted status changes included, in log order.
+    pub written: Vec<SessionEvent>,
+    /// A work item was queued for the session.
+    pub enqueued_work: bool,
+}
+
 /// What happened to a heartbeat.
 #[derive(Debug, Clone)]
 pub enum HeartbeatOutcome {
@@ -262,6 +297,19 @@ pub trait Store: Send + Sync + 'static {
     /// Archives (and so terminates) a session, stopping its live work item.
     async fn archive_session(&self, id: &SessionId) -> Result<Session>;
     async fn delete_session(&self, id: &SessionId) -> Result<()>;
+    /// A page of a session's events in log order (or reversed).
+    async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>>;
+    /// Every event after position `seq` (for resuming streams).
+    async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>>;
+    /// Appends events in one transaction, applying the session's rules (results answer exactly
+    /// one open tool call; tool calls move the session to `running` and then `idle` with
+    /// `requires_action`; …).
+    async fn append_events(
+        &self,
+        session: &SessionId,
+        events: Vec<serde_json::Value>,
+        author: EventAuthor,
+    ) -> Result<Appended>;
     /// How a session may use a store, if it has it attached.
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
 

@@ -2,6 +2,7 @@
 
 mod agents;
 mod environments;
+mod events;
 mod memories;
 mod memory_stores;
 mod memory_versions;
@@ -64,7 +65,9 @@ pub(crate) fn router(state: AppState) -> Router {
     let sessions = Router::new()
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
         .route("/v1/sessions/{session}", get(sessions::retrieve).delete(sessions::delete))
-        .route("/v1/sessions/{session}/archive", post(sessions::archive));
+        .route("/v1/sessions/{session}/archive", post(sessions::archive))
+        .route("/v1/sessions/{session}/events", get(events::list).post(events::send))
+        .route("/v1/sessions/{session}/events/stream", get(events::stream));
     Router::new()
         .merge(memory)
         .merge(environments)

@@ -5,6 +5,7 @@ mod auth;
 mod common;
 mod concurrency;
 mod environments;
+mod events;
 mod memories;
 mod memory_stores;
 mod memory_versions;

@@ -1,0 +1,207 @@
+//! Events: the external agent driver, tool results, idempotent retries, and the SSE stream.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::{KEY, TestServer};
+
+async fn setup(tools: Value) -> (TestServer, String, String, String) {
+    let s = TestServer::start().await;
+    let (_, agent) =
+        s.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m", "tools": tools}))).await;
+    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
+    let env = env["id"].as_str().unwrap().to_owned();
+    let (_, key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+    let (_, session) =
+        s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent["id"], "environment_id": env}))).await;
+    let (_, work) =
+        s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), key["key"].as_str().unwrap(), None).await;
+    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token;
+    (s, session["id"].as_str().unwrap().to_owned(), token, env)
+}
+
+fn toolset() -> Value {
+    json!([{"type": "agent_toolset_20260401"}])
+}
+
+#[tokio::test]
+async fn the_external_driver_round_trip() {
+    let (s, sid, token, _) = setup(toolset()).await;
+    let events = format!("/v1/sessions/{sid}/events");
+    let (st, sent) = s
+        .call(
+            Method::POST,
+            &events,
+            KEY,
+            Some(json!({"events": [
+                {"type": "agent.message", "content": [{"type": "text", "text": "writing a note"}]},
+                {"type": "agent.tool_use", "name": "write", "input": {"file_path": "/mnt/memory/n/a.md", "content": "hi"}}
+            ]})),
+        )
+        .await;
+    assert_eq!(st, 200, "{sent}");
+    let tool_use = sent["data"][1].clone();
+    assert_eq!(tool_use["evaluated_permission"], "allow");
+    let call_id = tool_use["id"].as_str().unwrap().to_owned();
+    assert!(call_id.starts_with("sevt_"));
+
+    let (_, session) = s.call(Method::GET, &format!("/v1/sessions/{sid}"), KEY, None).await;
+    assert_eq!(session["status"], "idle");
+    assert_eq!(session["stop_reason"], json!({"type": "requires_action", "event_ids": [call_id]}));
+
+    // The worker (sessions token) may not speak for the agent, and may not end the turn.
+    let forged = json!({"events": [{"type": "agent.message", "content": []}]});
+    assert_eq!(s.call(Method::POST, &events, &token, Some(forged)).await.0, 403);
+    // A turn cannot end while a call waits.
+    let end = json!({"events": [{"type": "session.status_idle"}]});
+    assert_eq!(s.call(Method::POST, &events, KEY, Some(end.clone())).await.0, 400);
+
+    let result = json!({"events": [{"type": "user.tool_result", "tool_use_id": call_id, "is_error": false, "content": [{"type": "text", "text": "wrote 2 bytes"}]}]});
+    let (st, first) = s.call(Method::POST, &events, &token, Some(result.clone())).await;
+    assert_eq!(st, 200, "{first}");
+    let (st, again) = s.call(Method::POST, &events, &token, Some(result)).await;
+    assert_eq!((st, &again["data"][0]["id"]), (200, &first["data"][0]["id"]), "a retried result is accepted once");
+    let different = json!({"events": [{"type": "user.tool_result", "tool_use_id": call_id, "is_error": true, "content": [{"type": "text", "text": "other"}]}]});
+    let resp = s.raw(Method::POST, &events).bearer_auth(&token).json(&different).send().await.unwrap();
+    assert_eq!(resp.status(), 409);
+    assert_eq!(resp.headers()["x-should-retry"], "false");
+    let unknown = json!({"events": [{"type": "user.tool_result", "tool_use_id": "sevt_nope", "content": []}]});
+    assert_eq!(s.call(Method::POST, &events, &token, Some(unknown)).await.0, 400);
+
+    let (_, running) = s.call(Method::GET, &format!("/v1/sessions/{sid}"), KEY, None).await;
+    assert_eq!(running["status"], "running");
+    assert_eq!(s.call(Method::POST, &events, KEY, Some(end)).await.0, 200);
+    let (_, idle) = s.call(Method::GET, &format!("/v1/sessions/{sid}"), KEY, None).await;
+    assert_eq!((idle["status"].as_str(), &idle["stop_reason"]), (Some("idle"), &json!({"type": "end_turn"})));
+
+    let (_, log) = s.call(Method::GET, &format!("{events}?limit=1000"), &token, None).await;
+    let types: Vec<_> = log["data"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "session.status_running",
+            "agent.message",
+            "agent.tool_use",
+            "session.status_idle",
+            "user.tool_result",
+            "session.status_running",
+            "session.status_idle"
+        ]
+    );
+    let (_, only) =
+        s.call(Method::GET, &format!("{events}?types[]=user.tool_result&types[]=agent.tool_use"), KEY, None).await;
+    assert_eq!(only["data"].as_array().unwrap().len(), 2);
+    let (_, page) = s.call(Method::GET, &format!("{events}?limit=3&order=desc"), KEY, None).await;
+    assert_eq!(page["data"][0]["type"], "session.status_idle");
+    assert!(page["next_page"].is_string());
+}
+
+#[tokio::test]
+async fn ask_policies_wait_for_confirmation_and_denials_resolve_calls() {
+    let tools = json!([{"type": "agent_toolset_20260401", "default_config": {"permission_policy": {"type": "always_ask"}},
+                        "configs": [{"type": "bash", "name": "bash", "enabled": false}]}]);
+    let (s, sid, token, _) = setup(tools).await;
+    let events = format!("/v1/sessions/{sid}/events");
+    let (_, sent) = s
+        .call(
+            Method::POST,
+            &events,
+            KEY,
+            Some(json!({"events": [
+                {"type": "agent.tool_use", "name": "read", "input": {"file_path": "/x"}},
+                {"type": "agent.tool_use", "name": "bash", "input": {"command": "ls"}}
+            ]})),
+        )
+        .await;
+    assert_eq!(sent["data"][0]["evaluated_permission"], "ask");
+    assert_eq!(sent["data"][1]["evaluated_permission"], "deny", "a disabled tool is denied");
+    let read_id = sent["data"][0]["id"].as_str().unwrap();
+    let (_, session) = s.call(Method::GET, &format!("/v1/sessions/{sid}"), KEY, None).await;
+    assert_eq!(session["stop_reason"]["event_ids"], json!([read_id]), "only the undecided call blocks");
+    let deny = json!({"events": [{"type": "user.tool_confirmation", "tool_use_id": read_id, "result": "deny", "deny_message": "no"}]});
+    assert_eq!(s.call(Method::POST, &events, &token, Some(deny)).await.0, 200);
+    let (_, session) = s.call(Method::GET, &format!("/v1/sessions/{sid}"), KEY, None).await;
+    assert_eq!(session["status"], "running");
+}
+
+async fn next_sse(
+    body: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    buf: &mut String,
+) -> (String, Value) {
+    loop {
+        if let Some(end) = buf.find("\n\n") {
+            let message: String = buf.drain(..end + 2).collect();
+            let event = message.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or("").to_owned();
+            let data = message.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or("null");
+            if event == "ping" || event.is_empty() {
+                continue;
+            }
+            return (event, serde_json::from_str(data).unwrap());
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+            .await
+            .expect("a message in time")
+            .unwrap()
+            .unwrap();
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test]
+async fn the_stream_carries_event_lines_and_resumes_after_an_id() {
+    let (s, sid, token, _) = setup(toolset()).await;
+    let stream_url = format!("/v1/sessions/{sid}/events/stream");
+    let resp =
+        s.raw(Method::GET, &stream_url).bearer_auth(&token).header("accept", "application/json").send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut body = resp.bytes_stream();
+    let mut buf = String::new();
+    let events = format!("/v1/sessions/{sid}/events");
+    s.call(
+        Method::POST,
+        &events,
+        KEY,
+        Some(json!({"events": [{"type": "agent.message", "content": [{"type": "text", "text": "hello"}]}]})),
+    )
+    .await;
+    let (first, data) = next_sse(&mut body, &mut buf).await;
+    assert_eq!((first.as_str(), data["type"].as_str()), ("session.status_running", Some("session.status_running")));
+    let (second, message) = next_sse(&mut body, &mut buf).await;
+    assert_eq!(second, "agent.message");
+    assert_eq!(message["content"][0]["text"], "hello");
+
+    // Resume after the first event: the second comes again, then live ones.
+    let resumed = s
+        .raw(Method::GET, &stream_url)
+        .bearer_auth(&token)
+        .header("last-event-id", data["id"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut body2 = resumed.bytes_stream();
+    let mut buf2 = String::new();
+    let (replayed, again) = next_sse(&mut body2, &mut buf2).await;
+    assert_eq!((replayed.as_str(), &again["id"]), ("agent.message", &message["id"]));
+
+    // Archiving terminates the session and ends the stream.
+    s.call(Method::POST, &format!("/v1/sessions/{sid}/archive"), KEY, None).await;
+}
+
+#[tokio::test]
+async fn input_to_a_session_without_live_work_queues_work_again() {
+    let (s, sid, token, env) = setup(toolset()).await;
+    let work_list = format!("/v1/environments/{env}/work");
+    let (_, listed) = s.call(Method::GET, &work_list, KEY, None).await;
+    let work_id = listed["data"][0]["id"].as_str().unwrap().to_owned();
+    s.call(Method::POST, &format!("{work_list}/{work_id}/stop"), KEY, Some(json!({"force": true}))).await;
+    let msg = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "again"}]}]});
+    assert_eq!(s.call(Method::POST, &format!("/v1/sessions/{sid}/events"), KEY, Some(msg)).await.0, 200);
+    let (_, listed) = s.call(Method::GET, &work_list, KEY, None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["data"][0]["state"], "queued");
+    assert_eq!(s.call(Method::GET, &format!("/v1/sessions/{sid}"), &token, None).await.0, 401, "the old token is dead");
+}
