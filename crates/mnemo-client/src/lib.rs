@@ -16,7 +16,8 @@ use mnemo_api::{
     MemoryVersion, MemoryVersionId, Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View,
 };
 use rand::Rng;
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
+pub use reqwest::Method;
+use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -266,6 +267,24 @@ impl Client {
                 None => return Ok(out),
             }
         }
+    }
+
+    /// Any JSON call, for endpoints without a typed method: the same headers, retries and
+    /// error decoding as the typed ones.
+    pub async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<serde_json::Value> {
+        self.send(|| {
+            let req = self.request(method.clone(), path);
+            match body {
+                Some(b) => req.json(b),
+                None => req,
+            }
+        })
+        .await
     }
 
     // ---- environments ------------------------------------------------------------------

@@ -3,6 +3,7 @@
 mod env_key;
 mod mount;
 mod serve;
+mod session;
 mod signals;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,9 @@ pub(crate) enum Command {
     /// Mint, list and revoke environment keys (workers authenticate with them).
     #[command(subcommand)]
     EnvKey(env_key::EnvKey),
+    /// Drive sessions as their agent (the external agent driver).
+    #[command(subcommand)]
+    Session(session::Session),
     /// Mount one memory store as a local folder and keep it in sync until SIGINT/SIGTERM.
     Mount(mount::Mount),
 }
@@ -38,6 +42,7 @@ impl Command {
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
+            Self::Session(cmd) => cmd.run().await,
         }
     }
 }
