@@ -306,6 +306,16 @@ impl Store for SqliteStore {
         self.engine.read(move |c| sessions::get_with_seq(c, &id).map(|(s, _)| s)).await
     }
 
+    async fn update_session(
+        &self,
+        id: &SessionId,
+        title: Option<Option<String>>,
+        metadata: Option<BTreeMap<String, Option<String>>>,
+    ) -> Result<Session> {
+        let id = id.clone();
+        self.engine.write(move |c| sessions::update(c, &id, title, metadata.as_ref())).await
+    }
+
     async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
         self.engine.read(move |c| sessions::list(c, &query)).await
     }

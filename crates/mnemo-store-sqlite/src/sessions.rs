@@ -280,3 +280,35 @@ pub(crate) fn set_status(c: &Connection, session_seq: i64, status: &str, stop_re
     .map_err(backend)?;
     Ok(())
 }
+
+pub(crate) fn update(
+    c: &Connection,
+    id: &SessionId,
+    title: Option<Option<String>>,
+    metadata: Option<&BTreeMap<String, Option<String>>>,
+) -> Result<Session> {
+    let (session, seq) = get_with_seq(c, id)?;
+    if session.archived_at.is_some() {
+        return Err(StoreError::Invalid(format!("session `{id}` is archived and cannot be updated")));
+    }
+    let body: String = c.query_row("SELECT body FROM sessions WHERE seq = ?1", [seq], |r| r.get(0)).map_err(backend)?;
+    let mut body: Body = serde_json::from_str(&body).map_err(backend)?;
+    if let Some(title) = title {
+        body.title = title;
+    }
+    if let Some(patch) = metadata {
+        for (k, v) in patch {
+            match v {
+                Some(v) => body.metadata.insert(k.clone(), v.clone()),
+                None => body.metadata.remove(k),
+            };
+        }
+        mnemo_api::validate_metadata(&body.metadata).map_err(|e| StoreError::Invalid(e.0))?;
+    }
+    c.execute(
+        "UPDATE sessions SET body = ?1, updated_at = ?2 WHERE seq = ?3",
+        params![serde_json::to_string(&body).map_err(backend)?, now_micros(), seq],
+    )
+    .map_err(backend)?;
+    get_with_seq(c, id).map(|(s, _)| s)
+}

@@ -293,6 +293,13 @@ pub trait Store: Send + Sync + 'static {
     /// Creates a session (and, on a self-hosted environment, its work item).
     async fn create_session(&self, new: NewSession) -> Result<Session>;
     async fn get_session(&self, id: &SessionId) -> Result<Session>;
+    /// Changes a session's title (`Some(None)` clears it) and patches its metadata.
+    async fn update_session(
+        &self,
+        id: &SessionId,
+        title: Option<Option<String>>,
+        metadata: Option<BTreeMap<String, Option<String>>>,
+    ) -> Result<Session>;
     async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>>;
     /// Archives (and so terminates) a session, stopping its live work item.
     async fn archive_session(&self, id: &SessionId) -> Result<Session>;

@@ -64,7 +64,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/agents/{agent}/archive", post(agents::archive));
     let sessions = Router::new()
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
-        .route("/v1/sessions/{session}", get(sessions::retrieve).delete(sessions::delete))
+        .route("/v1/sessions/{session}", get(sessions::retrieve).post(sessions::update).delete(sessions::delete))
         .route("/v1/sessions/{session}/archive", post(sessions::archive))
         .route("/v1/sessions/{session}/events", get(events::list).post(events::send))
         .route("/v1/sessions/{session}/events/stream", get(events::stream));

@@ -180,6 +180,34 @@ pub(crate) async fn list(State(state): State<AppState>, _: ApiKeyCaller, RawQuer
     Ok(axum::Json(SessionPage { data: listing.items, next_page: listing.next.map(|c| c.encode()), prev_page: None }))
 }
 
+/// Body of `POST /v1/sessions/{id}`: `title` (`null` clears it) and a `metadata` patch.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct UpdateSession {
+    #[serde(default, deserialize_with = "some")]
+    title: Option<Option<String>>,
+    #[serde(default)]
+    metadata: Option<std::collections::BTreeMap<String, Option<String>>>,
+    #[serde(default)]
+    vault_ids: Option<Value>,
+}
+
+fn some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}
+
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+    Json(body): Json<UpdateSession>,
+) -> Reply<Session> {
+    let id: SessionId = path_id("session", &id)?;
+    if body.vault_ids.is_some() {
+        return Err(ApiError::invalid("vault_ids cannot be changed"));
+    }
+    Ok(axum::Json(state.store.update_session(&id, body.title, body.metadata).await?))
+}
+
 pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Session> {
     let id: SessionId = path_id("session", &id)?;
     let session = state.store.archive_session(&id).await?;

@@ -121,6 +121,15 @@ async fn sessions_snapshot_their_stores_with_distinct_mount_paths() {
     assert_eq!(listed["data"][0]["id"], id);
     let (_, none) = w.s.call(Method::GET, "/v1/sessions?statuses[]=running", KEY, None).await;
     assert!(none["data"].as_array().unwrap().is_empty());
+    let (st, updated) =
+        w.s.call(Method::POST, &format!("/v1/sessions/{id}"), KEY, Some(json!({"title": "t", "metadata": {"a": "1"}})))
+            .await;
+    assert_eq!((st, updated["title"].as_str(), updated["metadata"]["a"].as_str()), (200, Some("t"), Some("1")));
+    let (_, cleared) = w
+        .s
+        .call(Method::POST, &format!("/v1/sessions/{id}"), KEY, Some(json!({"title": null, "metadata": {"a": null}})))
+        .await;
+    assert_eq!((&cleared["title"], cleared["metadata"].as_object().unwrap().len()), (&Value::Null, 0));
     let (_, archived) = w.s.call(Method::POST, &format!("/v1/sessions/{id}/archive"), KEY, None).await;
     assert_eq!(archived["status"], "terminated");
 }
