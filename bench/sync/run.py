@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: mnemo's sync engine vs the official SDK's (`anthropic==2.10.0`).
+
+    python3 bench/sync/run.py [--rounds 3] [--memories 2000] [--size 4096] [--edits 50]
+                              [--reps 5] [--edit-pause-ms 0] [--no-build] [--no-breakdown]
+                              [--out FILE] [--keep]
+
+1. Builds `target/release/mnemo` and the `sync_engine` bench target (`cargo build --release`),
+   and creates `target/compat-venv` with `anthropic==2.10.0` if it is missing.
+2. Starts `mnemo serve` on 127.0.0.1 with a throw-away SQLite database and seeds one store with
+   `--memories` memories of `--size` bytes at `/notes/dNN/mNNNN.md`.
+3. Runs both engines `--rounds` times, alternating which goes first, each in a fresh process
+   mounting into a fresh folder: download, no-op syncs, `--edits` edits + one sync (verified on
+   the server, by the engine and again here), peak RSS.
+4. Runs the Rust side once more in `breakdown` mode (where mnemo's time goes).
+5. Prints a Markdown table (medians over the rounds, ratios, goals) and the raw numbers.
+
+Exit code 1 if an engine's edits did not all land on the server (the table still prints, with
+the shortfall marked); 0 otherwise.
+
+Standard library only; everything talks to 127.0.0.1 and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import platform
+import queue
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import urlencode, urlparse
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+VENV = REPO / "target" / "compat-venv"
+SDK_VERSION = "2.10.0"
+MEMORY_BETA = "agent-memory-2026-07-22"
+API_VERSION = "2026-10-21"
+
+GOALS = {  # metric -> (what the ratio is, minimum or maximum)
+    "download_ms": ("speed-up", 5.0),
+    "noop_ms": ("speed-up", 20.0),
+    "edit_sync_ms": ("speed-up", 5.0),
+    "peak_rss_kib": ("fraction", 0.25),
+}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building.
+# ---------------------------------------------------------------------------------------------
+
+
+def cargo_build() -> Path:
+    log("building target/release/mnemo ...")
+    subprocess.run(["cargo", "build", "--release", "-p", "mnemo"], cwd=REPO, check=True)
+    log("building the sync_engine bench target ...")
+    proc = subprocess.run(
+        ["cargo", "build", "--release", "-p", "mnemo-sync", "--benches", "--message-format=json"],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return bench_executable(proc.stdout)
+
+
+def bench_executable(cargo_json: str) -> Path:
+    found = None
+    for line in cargo_json.splitlines():
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        target = msg.get("target") or {}
+        if msg.get("reason") == "compiler-artifact" and target.get("name") == "sync_engine" and msg.get("executable"):
+            found = Path(msg["executable"])
+    if found is None:
+        raise SystemExit("cargo did not report the sync_engine bench executable")
+    return found
+
+
+def find_bench_without_building() -> Path:
+    proc = subprocess.run(
+        ["cargo", "build", "--release", "-p", "mnemo-sync", "--benches", "--message-format=json", "--offline"],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return bench_executable(proc.stdout)
+
+
+def ensure_venv() -> Path:
+    python = VENV / "bin" / "python"
+    ok = python.exists() and subprocess.run(
+        [str(python), "-c", f"import anthropic, sys; sys.exit(anthropic.__version__ != '{SDK_VERSION}')"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).returncode == 0
+    if not ok:
+        log(f"creating {VENV} with anthropic=={SDK_VERSION} ...")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", f"anthropic=={SDK_VERSION}"], check=True)
+    return python
+
+
+# ---------------------------------------------------------------------------------------------
+# The server and a minimal HTTP client for seeding and checking.
+# ---------------------------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(self, binary: Path, workdir: Path, api_key: str) -> None:
+        self.workdir = workdir
+        self.stderr = open(workdir / "server.stderr.log", "w", encoding="utf-8")
+        argv = [
+            str(binary), "serve", "--listen", "127.0.0.1:0",
+            "--database", f"sqlite://{workdir / 'db.sqlite'}", "--api-key", api_key,
+        ]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.stderr,
+            text=True, start_new_session=True,
+        )
+        lines: "queue.Queue[Optional[str]]" = queue.Queue()
+
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            first = True
+            for line in self.proc.stdout:
+                if first:
+                    lines.put(line)
+                    first = False
+            if first:
+                lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            line = lines.get(timeout=30)
+        except queue.Empty:
+            line = None
+        prefix = "listening on "
+        if not line or not line.startswith(prefix):
+            self.stop()
+            raise SystemExit(f"mnemo serve did not start (first line {line!r}); see {workdir}/server.stderr.log")
+        self.base_url = line[len(prefix):].strip()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
+
+
+class Api:
+    """One keep-alive connection per thread."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        u = urlparse(base_url)
+        assert u.hostname in ("127.0.0.1", "localhost"), "the benchmark only talks to loopback"
+        self.host, self.port, self.key = u.hostname, u.port, api_key
+        self.local = threading.local()
+
+    def call(self, method: str, path: str, body: Any = None, query: Optional[dict] = None) -> Any:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        if query:
+            path = f"{path}?{urlencode(query)}"
+        headers = {
+            "authorization": f"Bearer {self.key}",
+            "anthropic-version": API_VERSION,
+            "anthropic-beta": MEMORY_BETA,
+        }
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["content-type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {path}: {resp.status} {raw[:300]!r}")
+        return json.loads(raw)
+
+    def list_all(self, store: str) -> Dict[str, str]:
+        """path -> content_sha256 of every memory (basic view)."""
+        out, page = {}, None
+        while True:
+            q = {"limit": 100}
+            if page:
+                q["page"] = page
+            resp = self.call("GET", f"/v1/memory_stores/{store}/memories", query=q)
+            for item in resp["data"]:
+                if item.get("type") == "memory":
+                    out[item["path"]] = item["content_sha256"]
+            page = resp.get("next_page")
+            if not page:
+                return out
+
+
+def seed_content(i: int, size: int) -> str:
+    head = f"# memory {i}\n"
+    line = f"note {i:04d}: " + hashlib.sha256(str(i).encode()).hexdigest() + "\n"
+    s = head
+    while len(s) < size:
+        s += line
+    return s[:size]
+
+
+def seed(api: Api, memories: int, size: int) -> str:
+    store = api.call("POST", "/v1/memory_stores", {"name": f"sync-bench-{secrets.token_hex(4)}"})["id"]
+
+    def create(i: int) -> None:
+        api.call("POST", f"/v1/memory_stores/{store}/memories",
+                 {"path": f"/notes/d{i // 100:02d}/m{i:04d}.md", "content": seed_content(i, size)})
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, range(memories)))
+    listed = api.list_all(store)
+    if len(listed) != memories:
+        raise SystemExit(f"seeding: the server lists {len(listed)} memories, expected {memories}")
+    log(f"seeded {store}: {memories} x {size} B in {time.perf_counter() - t:.1f} s")
+    return store
+
+
+# The edit a given engine makes, rebuilt here to check the server independently.
+def edited_content(engine: str, tag: str, i: int) -> str:
+    s = f"edited by {engine} run {tag} file {i}\n"
+    filler = "the quick brown fox jumps over the lazy dog 0123456789\n"
+    while len(s) < 4096:
+        s += filler
+    return s[:4096]
+
+
+def check_edits(before: Dict[str, str], after: Dict[str, str], engine: str, tag: str, edits: int) -> int:
+    paths = sorted(p.lstrip("/") for p in before)
+    count = min(edits, len(paths))
+    chosen = [paths[i * len(paths) // count] for i in range(count)]
+    ok = 0
+    for i, rel in enumerate(chosen):
+        want = hashlib.sha256(edited_content(engine, tag, i).encode()).hexdigest()
+        ok += after.get("/" + rel) == want
+    changed = sum(1 for p in after if after[p] != before.get(p))
+    if changed != ok:
+        log(f"warning: {changed} memories changed on the server, {ok} of them the expected edits")
+    return ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the engines.
+# ---------------------------------------------------------------------------------------------
+
+
+def run_engine(argv: List[str], env: Dict[str, str], log_path: Path) -> Dict[str, Any]:
+    with open(log_path, "w", encoding="utf-8") as err:
+        t = time.perf_counter()
+        proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=err, text=True, timeout=1800)
+        wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}); see {log_path}:\n{log_path.read_text()[-2000:]}")
+    lines = [l for l in proc.stdout.splitlines() if l.strip()]
+    result = json.loads(lines[-1])
+    result["process_wall_ms"] = round(wall * 1000, 1)
+    return result
+
+
+def fmt_ms(v: float) -> str:
+    return f"{v:,.0f} ms" if v >= 100 else f"{v:,.1f} ms"
+
+
+def fmt_mib(kib: float) -> str:
+    return f"{kib / 1024:,.1f} MiB"
+
+
+def machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kib / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{os.cpu_count()} cores ({model}){mem}, Linux {platform.release()}, load average {os.getloadavg()[0]:.2f} at start"
+
+
+def fs_type(path: Path) -> str:
+    best, kind = "", "unknown filesystem"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            dev, mnt, fstype = line.split()[:3]
+            if str(path.resolve()).startswith(mnt) and len(mnt) > len(best):
+                best, kind = mnt, f"{fstype} on {dev}"
+    except OSError:
+        pass
+    return kind
+
+
+def git_revision() -> str:
+    if os.environ.get("MNEMO_BENCH_SOURCE"):  # e.g. when run from an exported tree without .git
+        return os.environ["MNEMO_BENCH_SOURCE"]
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"],
+                               cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n")
+        dirty = [l for l in dirty if l.strip()]
+        return f"git {rev}" + (f" with {len(dirty)} uncommitted change(s) under crates/ ({'; '.join(l.strip() for l in dirty[:6])})" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return f"{REPO} (not a git checkout)"
+
+
+def table(results: Dict[str, List[Dict[str, Any]]], memories: int, size: int, edits: int) -> str:
+    med = {e: {k: statistics.median(r[k] for r in rs) for k in rs[0] if isinstance(rs[0][k], (int, float)) and not isinstance(rs[0][k], bool)} for e, rs in results.items()}
+    m, s = med["mnemo"], med["sdk"]
+    rows = [
+        ("download_ms", f"initial download (mount), {memories:,} × {size // 1024} KB"),
+        ("noop_ms", "no-op sync (files settled, median)"),
+        ("edit_sync_ms", f"sync after {edits} local edits"),
+        ("peak_rss_kib", "peak RSS of the process (VmHWM)"),
+    ]
+    info = [
+        ("noop_fresh_ms", "no-op sync right after the download (files < 2 s old: re-hashed by both)"),
+        ("noop_first_settled_ms", "first no-op sync once settled (hashes every file, fills the stat cache)"),
+        ("process_wall_ms", "whole process, start to exit"),
+    ]
+    out = [
+        "| measurement | mnemo | SDK 2.10.0 | ratio | goal | met |",
+        "|---|---:|---:|---:|---:|:---:|",
+    ]
+    for key, label in rows:
+        kind, goal = GOALS[key]
+        if key == "peak_rss_kib":
+            ratio = m[key] / s[key]
+            met = ratio <= goal
+            out.append(f"| {label} | {fmt_mib(m[key])} | {fmt_mib(s[key])} | mnemo/SDK **{ratio:.2f}** | ≤ {goal:g} | {'yes' if met else 'NO'} |")
+        else:
+            ratio = s[key] / m[key]
+            verdict = "yes" if ratio >= goal else "NO"
+            if key == "edit_sync_ms" and any(r["edits_verified_on_server"] != r["edits"] for rs in results.values() for r in rs):
+                verdict = "invalid: edits missing"
+            out.append(f"| {label} | {fmt_ms(m[key])} | {fmt_ms(s[key])} | SDK/mnemo **{ratio:.1f}×** | ≥ {goal:g}× | {verdict} |")
+    # Checked by each engine right after its timed sync (before any diagnostic follow-up sync).
+    landed = {e: (sum(r["edits_verified_on_server"] for r in rs), sum(r["edits"] for r in rs)) for e, rs in results.items()}
+    out.append(f"| edits on the server right after the edit sync, all rounds | {landed['mnemo'][0]}/{landed['mnemo'][1]} | "
+               f"{landed['sdk'][0]}/{landed['sdk'][1]} | – | all | {'yes' if all(a == b for a, b in landed.values()) else 'NO'} |")
+    for key, label in info:
+        ratio = s[key] / m[key]
+        out.append(f"| {label} | {fmt_ms(m[key])} | {fmt_ms(s[key])} | SDK/mnemo {ratio:.1f}× | – | – |")
+    return "\n".join(out)
+
+
+def raw_table(results: Dict[str, List[Dict[str, Any]]]) -> str:
+    out = [
+        "| round | engine | order | download | no-op fresh | no-op first settled | no-op settled | edit sync | edits on server after it | peak RSS |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = sorted((r["round"], r["order"], e, r) for e, rs in results.items() for r in rs)
+    for rnd, order, e, r in rows:
+        out.append(
+            f"| {rnd} | {e} | {order} | {fmt_ms(r['download_ms'])} | {fmt_ms(r['noop_fresh_ms'])} | "
+            f"{fmt_ms(r['noop_first_settled_ms'])} | {fmt_ms(r['noop_ms'])} | {fmt_ms(r['edit_sync_ms'])} | "
+            f"{r['edits_verified_on_server']}/{r['edits']}{'' if r['edits_verified_on_server'] == r['edits'] else ' ⚠'} (at exit: {r['verified_by_runner']}) | {fmt_mib(r['peak_rss_kib'])} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--memories", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--edits", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=5, help="no-op syncs per measurement (median)")
+    ap.add_argument("--edit-pause-ms", type=int, default=0,
+                    help="untimed wait between the last local edit and the sync that uploads the edits")
+    ap.add_argument("--no-build", action="store_true", help="use the binaries already built")
+    ap.add_argument("--no-breakdown", action="store_true")
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help="parent of the throw-away work folder (database, mount folders, logs); default: the system "
+                         "temp dir. File creation costs depend heavily on where this is, so the report names it.")
+    ap.add_argument("--out", type=Path, help="also write the Markdown report here")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (database, logs)")
+    args = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the `finally` below always stops the server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    bench = find_bench_without_building() if args.no_build else cargo_build()
+    mnemo_bin = REPO / "target" / "release" / "mnemo"
+    python = ensure_venv()
+    log(f"bench target: {bench}")
+
+    work = Path(tempfile.mkdtemp(prefix="mnemo-sync-bench-", dir=args.workdir))
+    key = "sk-bench-" + secrets.token_hex(16)
+    server = Server(mnemo_bin, work, key)
+    results: Dict[str, List[Dict[str, Any]]] = {"mnemo": [], "sdk": []}
+    breakdown: Optional[Dict[str, Any]] = None
+    shortfalls: List[str] = []
+    header = machine()
+    revision = git_revision()
+    try:
+        log(f"server at {server.base_url}; work folder {work}")
+        api = Api(server.base_url, key)
+        store = seed(api, args.memories, args.size)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        base_env.update({
+            "MNEMO_BENCH_URL": server.base_url, "MNEMO_BENCH_KEY": key, "MNEMO_BENCH_STORE": store,
+            "MNEMO_BENCH_EDITS": str(args.edits), "MNEMO_BENCH_REPS": str(args.reps),
+            "MNEMO_BENCH_PAUSE_MS": str(args.edit_pause_ms),
+            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        })
+        commands = {"mnemo": [str(bench)], "sdk": [str(python), str(HERE / "sdk_engine.py")]}
+        for rnd in range(1, args.rounds + 1):
+            order = ["mnemo", "sdk"] if rnd % 2 else ["sdk", "mnemo"]
+            for pos, engine in enumerate(order, 1):
+                tag = f"r{rnd}"
+                folder = work / f"r{rnd}-{engine}" / "store"
+                folder.parent.mkdir()
+                env = dict(base_env, MNEMO_BENCH_DIR=str(folder), MNEMO_BENCH_TAG=tag)
+                before = api.list_all(store)
+                log(f"round {rnd}: {engine} ...")
+                r = run_engine(commands[engine], env, work / f"r{rnd}-{engine}.stderr.log")
+                r["verified_by_runner"] = check_edits(before, api.list_all(store), engine, tag, args.edits)
+                r["round"], r["order"] = rnd, pos
+                if r["memories_downloaded"] != args.memories:
+                    raise SystemExit(f"{engine} downloaded {r['memories_downloaded']} memories, expected {args.memories}")
+                if r["verified_by_runner"] != r["edits"] or r["edits_verified_on_server"] != r["edits"]:
+                    follow = r.get("followup_sync") or {}
+                    later = (f"; a sync {follow['after_ms']} ms later uploaded {follow['report']['uploaded']}, "
+                             f"{follow['still_missing']} still missing") if follow else ""
+                    shortfalls.append(f"round {rnd}, {engine}: {r['edits_verified_on_server']}/{r['edits']} edits on the server "
+                                      f"right after the sync{later}; {r['verified_by_runner']}/{r['edits']} when the process exited")
+                    log("  WARNING: " + shortfalls[-1])
+                log(f"  download {fmt_ms(r['download_ms'])}, no-op {fmt_ms(r['noop_ms'])}, "
+                    f"edits {fmt_ms(r['edit_sync_ms'])}, peak RSS {fmt_mib(r['peak_rss_kib'])}")
+                results[engine].append(r)
+        if not args.no_breakdown:
+            log("breakdown of mnemo's time ...")
+            env = dict(base_env, MNEMO_BENCH_DIR=str(work / "breakdown"), MNEMO_BENCH_MODE="breakdown")
+            breakdown = run_engine(commands["mnemo"], env, work / "breakdown.stderr.log")
+    finally:
+        server.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    cmd = "python3 bench/sync/run.py " + " ".join(sys.argv[1:])
+    report = [
+        f"Machine: {header}. Server, engines and anything else running share the cores.",
+        f"Source: {revision}. Work folder (database and mount folders): {work.parent}, {fs_type(work.parent)}.",
+        f"Command: `{cmd.strip()}`; {args.rounds} rounds, engines alternating first; medians over rounds.",
+        "",
+        table(results, args.memories, args.size, args.edits),
+        "",
+        "Per round:",
+        "",
+        raw_table(results),
+    ]
+    if shortfalls:
+        report += ["", "**Edits that did not land with the sync that should have uploaded them:**", ""]
+        report += [f"- {s}" for s in shortfalls]
+    if breakdown:
+        report += ["", "Breakdown of mnemo's time (one process, `MNEMO_BENCH_MODE=breakdown`):", "", "```json",
+                   json.dumps(breakdown, indent=1), "```"]
+    text = "\n".join(report) + "\n"
+    print(text)
+    raw = {"results": results, "breakdown": breakdown}
+    print("<!-- raw: " + json.dumps(raw) + " -->")
+    if args.out:
+        args.out.write_text(text + "\n<!-- raw: " + json.dumps(raw) + " -->\n", encoding="utf-8")
+    if shortfalls:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
