@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Type
 
 import anthropic
@@ -26,10 +29,19 @@ import anthropic
 
 DEFAULT = "default"
 CAPACITY5 = "capacity5"
+WORKER = "worker"
+
+# The `worker` configuration mounts sessions' memory stores under a directory the test process
+# can also use as the SDK worker's area.  The path is fixed at import (one per runner process);
+# the runner never creates it: `test_worker.py` creates `WORKER_MOUNT_ROOT` (but none of the
+# per-store folders under it) and removes `WORKER_AREA` when it is done.
+WORKER_AREA = Path(tempfile.gettempdir()).resolve() / f"mnemo-compat-worker-{os.getpid()}"
+WORKER_MOUNT_ROOT = WORKER_AREA / "mnt" / "memory"
 
 SERVER_CONFIGS: Dict[str, List[str]] = {
     DEFAULT: [],
     CAPACITY5: ["--max-memories-per-store", "5"],
+    WORKER: ["--memory-mount-root", str(WORKER_MOUNT_ROOT)],
 }
 
 

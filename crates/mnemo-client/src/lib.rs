@@ -251,6 +251,51 @@ impl Client {
         self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories")).query(params)).await
     }
 
+    /// Every memory of a store, content-free, unless the store is unchanged since the listing
+    /// that returned `etag` (`Ok(None)`). Servers that do not tag listings (the hosted API)
+    /// simply always list. Returns the memories and the new tag, if any.
+    pub async fn list_all_memories_if_changed(
+        &self,
+        store: &MemoryStoreId,
+        etag: Option<&str>,
+    ) -> Result<Option<(Vec<Memory>, Option<String>)>> {
+        let path = format!("/v1/memory_stores/{store}/memories");
+        let first = ListMemoriesParams { limit: Some(100), view: Some(View::Basic), ..Default::default() };
+        let mut req = self.request(Method::GET, &path).query(&first);
+        if let Some(tag) = etag {
+            req = req.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
+        let resp = req.send().await.map_err(ClientError::Transport)?;
+        if resp.status() == StatusCode::NOT_MODIFIED {
+            return Ok(None);
+        }
+        let tag = resp.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let page: Page<MemoryListItem> = decode(resp).await?;
+        let mut out: Vec<Memory> = page
+            .data
+            .into_iter()
+            .filter_map(|item| match item {
+                MemoryListItem::Memory(m) => Some(m),
+                MemoryListItem::Prefix(_) => None,
+            })
+            .collect();
+        if let Some(next) = page.next_page.filter(|p| !p.is_empty()) {
+            let mut params = ListMemoriesParams { page: Some(next), ..first };
+            loop {
+                let page = self.list_memories(store, &params).await?;
+                out.extend(page.data.into_iter().filter_map(|item| match item {
+                    MemoryListItem::Memory(m) => Some(m),
+                    MemoryListItem::Prefix(_) => None,
+                }));
+                match page.next_page.filter(|p| !p.is_empty()) {
+                    Some(next) => params.page = Some(next),
+                    None => break,
+                }
+            }
+        }
+        Ok(Some((out, tag)))
+    }
+
     /// Every memory of a store (prefix items skipped), following `next_page` to the end.
     pub async fn list_all_memories(&self, store: &MemoryStoreId, view: View) -> Result<Vec<Memory>> {
         let limit = if view == View::Full { 20 } else { 100 };

@@ -480,6 +480,18 @@ impl Store for SqliteStore {
         self.engine.write(move |c| memories::delete(c, &store, &id, expected_sha256.as_deref(), &actor)).await
     }
 
+    async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64> {
+        let store = store.clone();
+        self.engine
+            .read(move |c| {
+                let (_, seq) = stores::get_with_seq(c, &store)?;
+                c.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = ?1")
+                    .and_then(|mut s| s.query_row([seq], |r| r.get(0)))
+                    .map_err(backend)
+            })
+            .await
+    }
+
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
         let store = store.clone();
         self.engine.read(move |c| memories::list(c, &store, &query)).await

@@ -384,6 +384,9 @@ pub trait Store: Send + Sync + 'static {
         expected_sha256: Option<String>,
         actor: Actor,
     ) -> Result<()>;
+    /// A number that changes whenever any memory of the store is created, changed or deleted
+    /// (the newest version's position): the store's listing ETag.
+    async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64>;
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>>;
 
     async fn get_memory_version(

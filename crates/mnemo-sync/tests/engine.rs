@@ -112,6 +112,15 @@ async fn a_quiet_sync_with_the_watcher_neither_walks_nor_changes_anything() {
     settle().await;
     let quiet = engine.sync(false).await.unwrap();
     assert!(!quiet.walked && !quiet.changed(), "{quiet:?}");
+    assert!(!quiet.listed, "an unchanged store is confirmed by one conditional request");
+    // A remote change is seen at once.
+    env.client.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
+    let pulled = engine.sync(false).await.unwrap();
+    assert!(pulled.listed && pulled.pulled == 1, "{pulled:?}");
+    std::fs::remove_file(env.root().join("remote.md")).unwrap();
+    env.remote_delete("/remote.md").await;
+    settle().await;
+    engine.sync(false).await.unwrap();
 
     // A change is still seen through the watcher's hint…
     std::fs::write(env.root().join("d/b.md"), "b2").unwrap();
@@ -263,4 +272,23 @@ async fn dispose_removes_only_a_trusted_folder() {
     std::fs::write(env.root().join(".anthropic-memory-store"), "version 1\nmemstore_someoneelse").unwrap();
     engine.dispose().await;
     assert!(env.root().join("a.md").exists(), "a folder naming another store is left as found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_made_right_before_a_hinted_sync_are_not_missed() {
+    let memories: Vec<(String, String)> =
+        (0..60).map(|i| (format!("/d{}/m{i:02}.md", i % 3), "v0".to_owned())).collect();
+    let refs: Vec<(&str, &str)> = memories.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let env = Env::new(&refs).await;
+    let mut engine = env.mount(env.cfg()).await;
+    assert!(engine.sync(false).await.unwrap().walked);
+    for round in 1..=3 {
+        for i in 0..50 {
+            std::fs::write(env.root().join(format!("d{}/m{i:02}.md", i % 3)), format!("v{round}")).unwrap();
+        }
+        // No pause: the sync must wait for the watcher to catch up by itself.
+        let report = engine.sync(false).await.unwrap();
+        assert_eq!(report.uploaded, 50, "round {round}: {report:?}");
+        assert!(!report.walked, "round {round}: the hints were used, not a walk");
+    }
 }

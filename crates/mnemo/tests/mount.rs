@@ -26,7 +26,9 @@ fn mount(server: &Server, store: &MemoryStoreId, dir: &Path, extra: &[&str]) -> 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(20), || dir.join(MARKER).exists()), "the mount never finished downloading");
+    // The journal beside the folder is written once the download is complete.
+    let journal = dir.with_file_name(format!(".{}.mnemo-journal", dir.file_name().unwrap().to_string_lossy()));
+    assert!(wait_until(Duration::from_secs(20), || journal.exists()), "the mount never finished downloading");
     child
 }
 

@@ -1,6 +1,9 @@
 //! `/v1/memory_stores/{store}/memories`: create, retrieve, update, delete, list.
 
 use axum::extract::{Path, State};
+use axum::http::header::{ETAG, IF_NONE_MATCH};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use mnemo_api::{
     CreateMemory, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, Page, PathPrefix,
     Precondition, UpdateMemory, View, is_sha256_hex, validate_content_size,
@@ -122,12 +125,16 @@ pub(crate) struct ListParams {
     depth: Option<String>,
 }
 
+/// Lists memories. The answer carries an `ETag` naming the store's state; a first-page request
+/// with a matching `If-None-Match` is answered `304` without a body (a mnemo extension that lets
+/// a sync skip re-listing an unchanged store; clients that never send it see no difference).
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: MemoryCaller,
+    headers: HeaderMap,
     Path(store): Path<String>,
     Query(q): Query<ListParams>,
-) -> Reply<Page<MemoryListItem>> {
+) -> Result<Response, ApiError> {
     let store: MemoryStoreId = path_id("memory store", &store)?;
     let view = view(q.view.as_deref(), View::Basic)?;
     let prefix = match q.path_prefix.as_deref() {
@@ -138,10 +145,15 @@ pub(crate) async fn list(
     let depth = match q.depth.as_deref() {
         None | Some("0") => 0,
         Some("1") => 1,
-        Some(other) => {
-            return Err(ApiError::invalid(format!("depth must be 0 or 1 (got `{other}`)")));
-        }
+        Some(other) => return Err(ApiError::invalid(format!("depth must be 0 or 1 (got `{other}`)"))),
     };
+    // Read before the listing: if a write lands in between, the tag is older than the data and
+    // the next conditional request simply lists again.
+    let etag = format!("\"m{}\"", state.store.memory_change_seq(&store).await?);
+    let first_page = q.page.as_deref().is_none_or(str::is_empty);
+    if first_page && headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+        return Ok((StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
+    }
     let query = ListMemories {
         prefix,
         depth,
@@ -150,5 +162,6 @@ pub(crate) async fn list(
         after: page_cursor(q.page.as_deref())?,
     };
     let listing = state.store.list_memories(&store, query).await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    let page: Page<MemoryListItem> = Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) };
+    Ok(([(ETAG, etag)], axum::Json(page)).into_response())
 }

@@ -363,3 +363,32 @@ async fn full_listings_carry_content_in_pages_of_at_most_twenty() {
     let basic = s.client.list_all_memories(&store.id, View::Basic).await.unwrap();
     assert!(basic.iter().all(|m| m.content.is_none() && m.content_size_bytes > 0));
 }
+
+#[tokio::test]
+async fn listings_carry_an_etag_and_answer_304_while_the_store_is_unchanged() {
+    let s = TestServer::start().await;
+    let store = s.new_store("etag").await;
+    s.client.create_memory(&store.id, "/a", "a", None).await.unwrap();
+    let path = format!("/v1/memory_stores/{}/memories", store.id);
+    let first = s.raw(reqwest::Method::GET, &path).bearer_auth(crate::common::KEY).send().await.unwrap();
+    let tag = first.headers()["etag"].to_str().unwrap().to_owned();
+    let same = s
+        .raw(reqwest::Method::GET, &path)
+        .bearer_auth(crate::common::KEY)
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same.status(), 304);
+    assert!(same.bytes().await.unwrap().is_empty());
+    s.client.create_memory(&store.id, "/b", "b", None).await.unwrap();
+    let changed = s
+        .raw(reqwest::Method::GET, &path)
+        .bearer_auth(crate::common::KEY)
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), 200);
+    assert_ne!(changed.headers()["etag"].to_str().unwrap(), tag);
+}

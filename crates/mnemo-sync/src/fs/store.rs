@@ -168,8 +168,29 @@ impl FileStore {
     pub fn write(&self, rel: &RelPath, bytes: &[u8]) -> Result<(), FsError> {
         self.check_writable(rel, bytes)?;
         let parent = self.open_parent_creating(rel)?;
-        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, || Ok(true))?;
+        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, true, || Ok(true))?;
         Ok(())
+    }
+
+    /// Writes like [`FileStore::write`] (atomic, confined, same modes) but without fsyncing the
+    /// file and its folder: for bulk downloads that end with one [`FileStore::sync_filesystem`]
+    /// before anything records the files as synced.
+    pub fn write_deferred(&self, rel: &RelPath, bytes: &[u8]) -> Result<(), FsError> {
+        self.check_writable(rel, bytes)?;
+        let parent = self.open_parent_creating(rel)?;
+        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, false, || Ok(true))?;
+        Ok(())
+    }
+
+    /// Flushes everything written on the root's filesystem to disk (`syncfs`): one flush for a
+    /// batch of [`FileStore::write_deferred`] writes.
+    pub fn sync_filesystem(&self) -> Result<(), FsError> {
+        let root = sys::open_root(&self.root)?;
+        rustix::fs::syncfs(&root).map_err(|e| FsError::Io {
+            op: "sync the filesystem of",
+            path: self.root.display().to_string(),
+            source: e.into(),
+        })
     }
 
     /// Writes like [`FileStore::write`], but only if the file's hash right before the rename still
@@ -188,7 +209,7 @@ impl FileStore {
             None => self.open_parent_creating(rel)?,
         };
         let dir = parent.as_fd();
-        sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, || {
+        sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, true, || {
             Ok(current_hash(dir, rel)?.as_deref() == expected)
         })
     }
@@ -227,7 +248,7 @@ impl FileStore {
     pub fn write_marker(&self, store_id: &str) -> Result<(), FsError> {
         let root = sys::open_root(&self.root)?;
         let text = marker_text(store_id);
-        sys::write_atomic(root.as_fd(), MARKER_NAME, MARKER_NAME, text.as_bytes(), || Ok(true))?;
+        sys::write_atomic(root.as_fd(), MARKER_NAME, MARKER_NAME, text.as_bytes(), true, || Ok(true))?;
         Ok(())
     }
 

@@ -211,7 +211,7 @@ impl Drop for TempFile<'_> {
 }
 
 /// Writes `bytes` to `name` in `dir` atomically: a new temp file `.fs-<16 hex>.tmp` (mode `0600`)
-/// is written and fsynced, `proceed` is asked whether to go on, the temp file is renamed over
+/// is written and (when `durable`) fsynced, `proceed` is asked whether to go on, the temp file is renamed over
 /// `name`, and the directory is fsynced.
 ///
 /// `proceed` runs as late as possible, right before the rename, so a re-check it makes leaves the
@@ -222,6 +222,7 @@ pub(super) fn write_atomic(
     name: &str,
     shown: &str,
     bytes: &[u8],
+    durable: bool,
     proceed: impl FnOnce() -> Result<bool, FsError>,
 ) -> Result<bool, FsError> {
     let (temp, fd) = create_temp(dir, shown)?;
@@ -231,7 +232,9 @@ pub(super) fn write_atomic(
     let mut file = File::from(fd);
     let io = |op: &'static str| move |source| FsError::Io { op, path: shown.to_owned(), source };
     file.write_all(bytes).map_err(io("write"))?;
-    file.sync_all().map_err(io("sync"))?;
+    if durable {
+        file.sync_all().map_err(io("sync"))?;
+    }
     drop(file);
     if !proceed()? {
         return Ok(false);
@@ -243,7 +246,9 @@ pub(super) fn write_atomic(
         }
         Err(e) => return Err(io_err("rename a temp file over", shown, e)),
     }
-    rustix::fs::fsync(dir).map_err(|e| io_err("sync the folder of", shown, e))?;
+    if durable {
+        rustix::fs::fsync(dir).map_err(|e| io_err("sync the folder of", shown, e))?;
+    }
     Ok(true)
 }
 

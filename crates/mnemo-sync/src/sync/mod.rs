@@ -130,6 +130,26 @@ pub(crate) struct State {
 /// Called with the number of memories written so far during a download.
 pub type ProgressFn = Box<dyn Fn(usize) + Send + Sync>;
 
+impl State {
+    /// A hash of everything the journal records (pending deletes by path only: their times
+    /// only matter once they exist).
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.baseline.hash(&mut h);
+        let mut unsettled: Vec<_> = self.unsettled.iter().collect();
+        unsettled.sort();
+        unsettled.hash(&mut h);
+        let mut refused: Vec<_> = self.refused.iter().collect();
+        refused.sort();
+        refused.hash(&mut h);
+        let mut pending: Vec<_> = self.pending_deletes.keys().collect();
+        pending.sort();
+        pending.hash(&mut h);
+        h.finish()
+    }
+}
+
 /// One store kept in sync with one folder.
 pub struct StoreSync {
     client: Client,
@@ -140,11 +160,15 @@ pub struct StoreSync {
     final_done: bool,
     on_progress: Option<ProgressFn>,
     /// Change hints, when the config asks for them and the platform provides them.
-    watch: Option<watch::Watch>,
+    watch: Option<Arc<watch::Watch>>,
     /// The local files as of the last sync, patched with the watcher's hints.
     last_local: Option<BTreeMap<RelPath, crate::fs::LocalFile>>,
     syncs_since_walk: u32,
     last_walk: Instant,
+    /// Fingerprint of the state last written to the journal.
+    journaled: Option<u64>,
+    /// The last content-free listing and the server's tag for it, if it gave one.
+    remote_cache: Option<(String, BTreeMap<RelPath, Memory>)>,
 }
 
 impl std::fmt::Debug for StoreSync {
@@ -230,17 +254,24 @@ impl StoreSync {
             last_local: None,
             syncs_since_walk: 0,
             last_walk: Instant::now(),
+            journaled: None,
+            remote_cache: None,
         }
     }
 
     /// Persists the state beside the folder; a failure is logged, never fatal.
-    async fn save_journal(&self) {
+    async fn save_journal(&mut self) {
         if !self.cfg.journal {
+            return;
+        }
+        // Quiet syncs change nothing: skip the write and its two fsyncs.
+        let fingerprint = self.state.fingerprint();
+        if self.journaled == Some(fingerprint) {
             return;
         }
         let (root, id, state) = (self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
         match blocking(move || journal::save(&root, &id, &state)).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => self.journaled = Some(fingerprint),
             Ok(Err(e)) => tracing::warn!(memory_store_id = %self.cfg.store_id, "{e}"),
             Err(e) => {
                 tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot write the journal: {e}")
@@ -295,7 +326,8 @@ impl StoreSync {
                 let mut done = Vec::with_capacity(batch.len());
                 for (rel, memory) in batch {
                     let content = memory.content.unwrap_or_default();
-                    match files.write(&rel, content.as_bytes()) {
+                    // Flushed once for the whole download below, before the journal names it.
+                    match files.write_deferred(&rel, content.as_bytes()) {
                         Ok(()) => done.push((rel, memory.content_sha256)),
                         Err(e) => {
                             tracing::warn!(path = %rel, memory_store_id = %store, "failed to write memory: {e}")
@@ -315,6 +347,10 @@ impl StoreSync {
             self.state.baseline.extend(done);
             self.progress(written);
         }
+        // One flush for every file written, before any journal records them as synced: a power
+        // cut can never leave a baseline entry pointing at a torn file.
+        let files = Arc::clone(&self.files);
+        blocking(move || files.sync_filesystem()).await??;
         Ok(written)
     }
 
@@ -344,6 +380,21 @@ impl StoreSync {
         Ok(all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect())
     }
 
+    /// The store's memories for a sync: the previous listing again when the server says the
+    /// store is unchanged since (a conditional request on a tagged listing), else a fresh one.
+    async fn list_for_sync(&mut self) -> Result<(BTreeMap<RelPath, Memory>, bool), SyncError> {
+        let tag = self.remote_cache.as_ref().map(|(t, _)| t.as_str());
+        match self.client.list_all_memories_if_changed(&self.cfg.store_id, tag).await? {
+            None => Ok((self.remote_cache.as_ref().map(|(_, m)| m.clone()).unwrap_or_default(), false)),
+            Some((all, tag)) => {
+                let map: BTreeMap<RelPath, Memory> =
+                    all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect();
+                self.remote_cache = tag.map(|t| (t, map.clone()));
+                Ok((map, true))
+            }
+        }
+    }
+
     async fn marker(&self) -> Result<MarkerState, SyncError> {
         let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
         blocking(move || files.check_marker(&id)).await
@@ -355,6 +406,10 @@ impl StoreSync {
         tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; re-downloading the memory store folder instead of syncing");
         let files = Arc::clone(&self.files);
         blocking(move || files.create_root()).await??;
+        // Forget the old baseline durably first: files re-downloaded below are flushed only at
+        // the end, and a crash in between must not find them named by a journal.
+        self.state = State::default();
+        self.save_journal().await;
         self.stamp_and_pull().await.map(|_| ())
     }
 

@@ -28,6 +28,8 @@ pub struct SyncReport {
     pub skipped: bool,
     /// The whole tree was walked and hashed (rather than only the paths the watcher flagged).
     pub walked: bool,
+    /// The store was listed afresh (rather than confirmed unchanged by the server).
+    pub listed: bool,
 }
 
 impl SyncReport {
@@ -106,7 +108,8 @@ impl StoreSync {
                 return Ok(report);
             }
         };
-        let remote = self.list(View::Basic).await?;
+        let (remote, listed) = self.list_for_sync().await?;
+        report.listed = listed;
         self.settle(&remote);
         if local.is_empty() && self.state.baseline.len() > 1 {
             self.recover("every memory file is gone at once").await?;
@@ -234,7 +237,10 @@ impl StoreSync {
         let fresh_enough =
             self.syncs_since_walk < super::FULL_WALK_EVERY && self.last_walk.elapsed() < super::FULL_WALK_MAX_AGE;
         if let (false, true, Some(watch), Some(previous)) = (force_walk, fresh_enough, &self.watch, &self.last_local)
-            && let super::watch::Changes::Paths(paths) = watch.take()
+            && let super::watch::Changes::Paths(paths) = {
+                let (watch_files, watch) = (Arc::clone(&self.files), watch.clone());
+                blocking(move || watch.take_settled(&watch_files)).await?
+            }
         {
             let (files, mut local) = (Arc::clone(&self.files), previous.clone());
             let patched = blocking(move || {
@@ -273,7 +279,7 @@ impl StoreSync {
         }
         if self.cfg.watch && self.files.root_exists() {
             self.watch = match super::watch::Watch::start(&self.cfg.root) {
-                Ok(w) => Some(w),
+                Ok(w) => Some(Arc::new(w)),
                 Err(e) => {
                     tracing::debug!(memory_store_id = %self.cfg.store_id, "no filesystem watch, walking every sync: {e}");
                     None

@@ -13,7 +13,12 @@ use std::sync::{Arc, Mutex};
 use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
-use crate::fs::{MARKER_NAME, RelPath};
+use std::time::{Duration, Instant};
+
+use crate::fs::{FileStore, MARKER_NAME, RelPath};
+
+/// How long a sync waits for the watcher to catch up before walking instead.
+const BARRIER_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// What changed since the last [`Watch::take`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +33,16 @@ pub(crate) enum Changes {
 struct Dirty {
     paths: BTreeSet<RelPath>,
     rescan: bool,
+    /// The barrier file being waited for, and whether its event has arrived.
+    barrier: Option<String>,
+    barrier_seen: bool,
+}
+
+/// Our own temp files (`.fs-<16 hex>.tmp`): scans skip them, so their events mean nothing.
+fn is_temp_name(name: &str) -> bool {
+    name.strip_prefix(".fs-")
+        .and_then(|r| r.strip_suffix(".tmp"))
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 impl Dirty {
@@ -56,6 +71,15 @@ impl Dirty {
             }
             if rel == Path::new(MARKER_NAME) {
                 continue; // checked on every sync anyway
+            }
+            if let Some(name) = rel.to_str() {
+                if self.barrier.as_deref() == Some(name) {
+                    self.barrier_seen = true;
+                    continue;
+                }
+                if is_temp_name(name.rsplit('/').next().unwrap_or(name)) {
+                    continue;
+                }
             }
             // Names a scan skips anyway (not UTF-8, …) are not worth a walk.
             if let Some(Ok(rel)) = rel.to_str().map(RelPath::parse) {
@@ -95,6 +119,40 @@ impl Watch {
         let mut dirty = self.dirty.lock().expect("watch state poisoned");
         let taken = std::mem::take(&mut *dirty);
         if taken.rescan { Changes::Rescan } else { Changes::Paths(taken.paths) }
+    }
+
+    /// Hands over what changed up to *now*. Events reach the watcher a little after the writes
+    /// that cause them, so a write made just before a sync could be missed; a barrier file is
+    /// written into the root and its event awaited first (inotify reports events in order).
+    /// If the barrier does not come back in time, the answer is "walk everything".
+    pub(crate) fn take_settled(&self, files: &FileStore) -> Changes {
+        let name = format!(".fs-{:016x}.tmp", rand::random::<u64>());
+        let Ok(rel) = RelPath::parse(&name) else { return Changes::Rescan };
+        {
+            let mut dirty = self.dirty.lock().expect("watch state poisoned");
+            dirty.barrier = Some(name);
+            dirty.barrier_seen = false;
+        }
+        if files.write_deferred(&rel, b"").is_err() {
+            return Changes::Rescan;
+        }
+        let _ = files.remove_if_unchanged(&rel, &mnemo_api::content_sha256(b""));
+        let deadline = Instant::now() + BARRIER_TIMEOUT;
+        loop {
+            {
+                let mut dirty = self.dirty.lock().expect("watch state poisoned");
+                if dirty.barrier_seen {
+                    dirty.barrier = None;
+                    drop(dirty);
+                    return self.take();
+                }
+            }
+            if Instant::now() > deadline {
+                self.dirty.lock().expect("watch state poisoned").barrier = None;
+                return Changes::Rescan;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 }
 
