@@ -92,11 +92,7 @@ pub(crate) fn list(
     limit: u32,
     after: Option<&Cursor>,
 ) -> Result<Listing<Agent>> {
-    let before = match after {
-        None => i64::MAX,
-        Some(Cursor::Before(seq)) => *seq,
-        Some(_) => return Err(StoreError::InvalidCursor),
-    };
+    let before = crate::stores::before(after)?;
     let ids: Vec<(String, i64)> = c
         .prepare_cached(
             "SELECT id, seq FROM agents WHERE seq < ?1 AND (?2 OR archived_at IS NULL) ORDER BY seq DESC LIMIT ?3",

@@ -126,11 +126,7 @@ pub(crate) fn list(
     limit: u32,
     after: Option<&Cursor>,
 ) -> Result<Listing<Environment>> {
-    let before = match after {
-        None => i64::MAX,
-        Some(Cursor::Before(seq)) => *seq,
-        Some(_) => return Err(StoreError::InvalidCursor),
-    };
+    let before = crate::stores::before(after)?;
     let mut stmt = c
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM environments WHERE seq < ?1 AND (?2 OR archived_at IS NULL) ORDER BY seq DESC LIMIT ?3"

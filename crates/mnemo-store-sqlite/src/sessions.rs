@@ -6,7 +6,7 @@ use mnemo_api::{
     Access, EventId, MemoryStoreId, MemoryStoreResource, Session, SessionId, WorkData, mount_paths,
     render_memory_prompt,
 };
-use mnemo_store::{Cursor, ListSessions, Listing, NewSession, Result, StoreError};
+use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -197,11 +197,7 @@ pub(crate) fn insert_event(
 }
 
 pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>> {
-    let before = match &q.after {
-        None => i64::MAX,
-        Some(Cursor::Before(seq)) => *seq,
-        Some(_) => return Err(StoreError::InvalidCursor),
-    };
+    let before = crate::stores::before(q.after.as_ref())?;
     let statuses = serde_json::to_string(&q.statuses).map_err(backend)?;
     let mut stmt = c
         .prepare_cached(&format!(

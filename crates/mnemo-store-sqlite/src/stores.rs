@@ -110,11 +110,7 @@ pub(crate) fn delete(c: &Connection, id: &MemoryStoreId) -> Result<()> {
 }
 
 pub(crate) fn list(c: &Connection, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {
-    let before = match &q.after {
-        None => i64::MAX,
-        Some(Cursor::Before(seq)) => *seq,
-        Some(_) => return Err(StoreError::InvalidCursor),
-    };
+    let before = crate::stores::before(q.after.as_ref())?;
     let mut stmt = c
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM memory_stores \
@@ -138,6 +134,15 @@ pub(crate) fn list(c: &Connection, q: &ListMemoryStores) -> Result<Listing<Memor
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?;
     Ok(page(rows, q.limit))
+}
+
+/// The exclusive upper bound of a newest-first page: rows older than the cursor.
+pub(crate) fn before(after: Option<&Cursor>) -> Result<i64> {
+    match after {
+        None => Ok(i64::MAX),
+        Some(Cursor::Before(seq)) => Ok(*seq),
+        Some(_) => Err(StoreError::InvalidCursor),
+    }
 }
 
 /// Cuts `limit + 1` newest-first rows into a page and its cursor.

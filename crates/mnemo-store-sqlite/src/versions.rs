@@ -1,7 +1,7 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
 use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
-use mnemo_store::{Cursor, ListMemoryVersions, Listing, Result, StoreError};
+use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::engine::backend;
@@ -56,11 +56,7 @@ pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryVersionId, v
 
 pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
-    let before = match &q.after {
-        None => i64::MAX,
-        Some(Cursor::Before(seq)) => *seq,
-        Some(_) => return Err(StoreError::InvalidCursor),
-    };
+    let before = crate::stores::before(q.after.as_ref())?;
     // One actor filter at most applies to the `created_by` columns; combining two different
     // actor kinds can match nothing.
     let actors: Vec<(&str, &str)> = [

@@ -321,11 +321,7 @@ pub(crate) fn update_metadata(
 
 pub(crate) fn list(c: &Connection, env: &EnvironmentId, limit: u32, after: Option<&Cursor>) -> Result<Listing<Work>> {
     let (_, env_seq) = environments::get_with_seq(c, env)?;
-    let before = match after {
-        None => i64::MAX,
-        Some(Cursor::Before(seq)) => *seq,
-        Some(_) => return Err(StoreError::InvalidCursor),
-    };
+    let before = crate::stores::before(after)?;
     let rows = c
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq \

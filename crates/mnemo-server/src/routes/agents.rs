@@ -60,17 +60,10 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_agent(&id, base, body).await?))
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListParams {
-    limit: Option<String>,
-    page: Option<String>,
-    include_archived: Option<String>,
-}
-
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Query(q): Query<ListParams>,
+    Query(q): Query<super::ArchivableListParams>,
 ) -> Reply<Page<Agent>> {
     let listing = state
         .store

@@ -8,7 +8,6 @@ use mnemo_api::{
     validate_store_name,
 };
 use mnemo_store::{EnvironmentPatch, NewEnvironment};
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::{flag, page_cursor, page_limit, path_id};
@@ -107,17 +106,10 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_environment(&id, patch).await?))
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListParams {
-    limit: Option<String>,
-    page: Option<String>,
-    include_archived: Option<String>,
-}
-
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Query(q): Query<ListParams>,
+    Query(q): Query<super::ArchivableListParams>,
 ) -> Reply<Page<Environment>> {
     let listing = state
         .store

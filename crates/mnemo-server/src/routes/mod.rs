@@ -116,6 +116,14 @@ async fn memory_betas(headers: HeaderMap, req: Request, next: Next) -> Response 
     next.run(req).await
 }
 
+/// Query of the lists of archivable resources (environments, agents).
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ArchivableListParams {
+    pub(crate) limit: Option<String>,
+    pub(crate) page: Option<String>,
+    pub(crate) include_archived: Option<String>,
+}
+
 /// Parses an id from the URL; an id that cannot exist is simply not found.
 pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, ApiError> {
     raw.parse().map_err(|_| ApiError::not_found(format!("{kind} `{raw}` not found")))

@@ -31,6 +31,11 @@ fn ids(env: &str, work: Option<&str>) -> Result<(EnvironmentId, Option<WorkId>),
     Ok((env, work.map(|w| path_id("work item", w)).transpose()?))
 }
 
+fn work_ids(env: &str, work: &str) -> Result<(EnvironmentId, WorkId), ApiError> {
+    let (env, work) = ids(env, Some(work))?;
+    Ok((env, work.expect("a work id was given")))
+}
+
 /// Who may do what on the queue. `work`: the item the call is about, if any.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Allow {
@@ -119,8 +124,7 @@ pub(crate) async fn ack(
     caller: Caller,
     Path((env, work)): Path<(String, String)>,
 ) -> Reply<Work> {
-    let (env, work) = ids(&env, Some(&work))?;
-    let work = work.expect("a work id");
+    let (env, work) = work_ids(&env, &work)?;
     check(&caller, Allow::EnvironmentKey, &env, Some(&work))?;
     Ok(axum::Json(state.store.ack_work(&env, &work).await?))
 }
@@ -137,8 +141,7 @@ pub(crate) async fn heartbeat(
     Path((env, work)): Path<(String, String)>,
     Query(q): Query<HeartbeatParams>,
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
-    let (env, work) = ids(&env, Some(&work))?;
-    let work = work.expect("a work id");
+    let (env, work) = work_ids(&env, &work)?;
     check(&caller, Allow::Worker, &env, Some(&work))?;
     let expected = q.expected_last_heartbeat.as_deref().ok_or_else(|| {
         ApiError::invalid("expected_last_heartbeat is required (`NO_HEARTBEAT` for the first heartbeat)")
@@ -160,8 +163,7 @@ pub(crate) async fn stop(
     Path((env, work)): Path<(String, String)>,
     Json(body): Json<StopWork>,
 ) -> Reply<Work> {
-    let (env, work) = ids(&env, Some(&work))?;
-    let work = work.expect("a work id");
+    let (env, work) = work_ids(&env, &work)?;
     check(&caller, Allow::Anyone, &env, Some(&work))?;
     let stopped = state.store.stop_work(&env, &work, body.force.unwrap_or(false)).await?;
     tracing::info!(work.id = %work, state = stopped.state.as_str(), "stopped work item");
@@ -173,8 +175,7 @@ pub(crate) async fn retrieve(
     caller: Caller,
     Path((env, work)): Path<(String, String)>,
 ) -> Reply<Work> {
-    let (env, work) = ids(&env, Some(&work))?;
-    let work = work.expect("a work id");
+    let (env, work) = work_ids(&env, &work)?;
     check(&caller, Allow::ApiKey, &env, Some(&work))?;
     Ok(axum::Json(state.store.get_work(&env, &work).await?))
 }
@@ -190,8 +191,7 @@ pub(crate) async fn update(
     Path((env, work)): Path<(String, String)>,
     Json(body): Json<UpdateWork>,
 ) -> Reply<Work> {
-    let (env, work) = ids(&env, Some(&work))?;
-    let work = work.expect("a work id");
+    let (env, work) = work_ids(&env, &work)?;
     check(&caller, Allow::ApiKey, &env, Some(&work))?;
     let patch = body.metadata.ok_or_else(|| ApiError::invalid("metadata is required"))?;
     Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
