@@ -34,9 +34,17 @@ pub(crate) fn list(c: &Connection, session: &SessionId, q: &ListEvents) -> Resul
         c,
         &format!(
             "SELECT seq, body FROM session_events WHERE session_seq = ?1 AND seq {cmp} ?2 \
-             AND (?3 = '[]' OR type IN (SELECT value FROM json_each(?3))) ORDER BY seq {order} LIMIT ?4"
+             AND (?3 = '[]' OR type IN (SELECT value FROM json_each(?3))) \
+             AND COALESCE(processed_at, 0) >= ?5 AND COALESCE(processed_at, 0) <= ?6 ORDER BY seq {order} LIMIT ?4"
         ),
-        params![seq, bound, types, i64::from(q.limit) + 1],
+        params![
+            seq,
+            bound,
+            types,
+            i64::from(q.limit) + 1,
+            q.processed_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+            q.processed_lte.map_or(i64::MAX, |t| t.timestamp_micros())
+        ],
     )?;
     let more = events.len() > q.limit as usize;
     events.truncate(q.limit as usize);

@@ -367,6 +367,12 @@ impl Store for SqliteStore {
         self.engine.write(move |c| work::poll(c, &environment, worker_id.as_deref(), reclaim_ms, &token_hash)).await
     }
 
+    async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {
+        let environment = environment.clone();
+        let ttl = self.limits.work_lease_ttl_seconds;
+        self.engine.write(move |c| work::enqueue_healthcheck(c, &environment, ttl)).await
+    }
+
     async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
         let (environment, id) = (environment.clone(), id.clone());
         self.engine.write(move |c| work::ack(c, &environment, &id)).await

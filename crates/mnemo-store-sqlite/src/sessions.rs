@@ -205,6 +205,7 @@ pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>>
                AND (?3 IS NULL OR agent_id = ?3) \
                AND (?4 IS NULL OR EXISTS (SELECT 1 FROM session_memory_stores m WHERE m.session_seq = s.seq AND m.memory_store_id = ?4)) \
                AND (?5 = '[]' OR status IN (SELECT value FROM json_each(?5))) \
+               AND created_at >= ?7 AND created_at <= ?8 \
              ORDER BY seq DESC LIMIT ?6"
         ))
         .map_err(backend)?;
@@ -216,7 +217,9 @@ pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>>
                 q.agent_id.as_ref().map(|a| a.as_str()),
                 q.memory_store_id.as_ref().map(MemoryStoreId::as_str),
                 statuses,
-                i64::from(q.limit) + 1
+                i64::from(q.limit) + 1,
+                q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros())
             ],
             from_row,
         )

@@ -380,3 +380,16 @@ pub(crate) fn has_live_work(c: &Connection, session: &SessionId) -> Result<bool>
     )
     .map_err(backend)
 }
+
+pub(crate) fn enqueue_healthcheck(c: &Connection, env: &EnvironmentId, ttl: u64) -> Result<Work> {
+    let (environment, env_seq) = environments::get_with_seq(c, env)?;
+    if !environment.is_self_hosted() {
+        return Err(StoreError::Invalid(format!("environment `{env}` is not self-hosted; it has no work queue")));
+    }
+    let data = WorkData {
+        kind: "healthcheck".into(),
+        id: format!("hc_{}", WorkId::generate().as_str().trim_start_matches("work_")),
+    };
+    let id = enqueue(c, env_seq, &data, ttl)?;
+    get(c, env, &id)
+}

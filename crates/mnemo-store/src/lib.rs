@@ -87,6 +87,8 @@ pub struct NewSession {
 /// Filters of the session listing.
 #[derive(Debug, Clone, Default)]
 pub struct ListSessions {
+    pub created_at_gte: Option<Timestamp>,
+    pub created_at_lte: Option<Timestamp>,
     pub agent_id: Option<AgentId>,
     pub memory_store_id: Option<MemoryStoreId>,
     pub statuses: Vec<String>,
@@ -113,6 +115,9 @@ pub enum EventAuthor {
 /// Filters of the event listing.
 #[derive(Debug, Clone, Default)]
 pub struct ListEvents {
+    /// Bounds on `processed_at`, inclusive.
+    pub processed_gte: Option<Timestamp>,
+    pub processed_lte: Option<Timestamp>,
     pub descending: bool,
     pub limit: u32,
     pub types: Vec<String>,
@@ -329,6 +334,8 @@ pub trait Store: Send + Sync + 'static {
         reclaim_ms: u64,
         token_hash: CredentialHash,
     ) -> Result<Option<Work>>;
+    /// Queues a `healthcheck` item (workers ack and stop it without touching any session).
+    async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work>;
     async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
     async fn heartbeat_work(
         &self,

@@ -56,8 +56,9 @@ pub(crate) async fn list(
         Some(other) => return Err(ApiError::invalid(format!("order must be `asc` or `desc` (got `{other}`)"))),
     };
     let types = q.iter().filter(|(k, _)| k == "types[]" || k == "types").map(|(_, v)| v.clone()).collect();
-    let listing =
-        state.store.list_events(&id, ListEvents { descending, limit, types, after: page_cursor(one("page"))? }).await?;
+    let (processed_gte, processed_lte) = super::time_range("created_at", &one)?;
+    let query = ListEvents { processed_gte, processed_lte, descending, limit, types, after: page_cursor(one("page"))? };
+    let listing = state.store.list_events(&id, query).await?;
     Ok(axum::Json(EventPage {
         data: listing.items.into_iter().map(|e| e.body).collect(),
         next_page: listing.next.map(|c| c.encode()),

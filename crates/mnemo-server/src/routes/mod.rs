@@ -54,6 +54,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/environments/{environment}/work", get(work::list))
         .route("/v1/environments/{environment}/work/poll", get(work::poll))
         .route("/v1/environments/{environment}/work/stats", get(work::stats))
+        .route("/v1/environments/{environment}/work/healthcheck", post(work::healthcheck))
         .route("/v1/environments/{environment}/work/{work}", get(work::retrieve).post(work::update))
         .route("/v1/environments/{environment}/work/{work}/ack", post(work::ack))
         .route("/v1/environments/{environment}/work/{work}/heartbeat", post(work::heartbeat))
@@ -172,4 +173,26 @@ pub(crate) fn timestamp(name: &str, raw: Option<&str>) -> Result<Option<mnemo_ap
             .map_err(|e| ApiError::invalid(format!("{name} must be an RFC 3339 timestamp (got `{s}`: {e})")))
     })
     .transpose()
+}
+
+/// `name[gte]`, `name[gt]`, `name[lte]`, `name[lt]` as one inclusive range (timestamps have
+/// microsecond resolution, so a strict bound is the inclusive one a microsecond inside).
+pub(crate) fn time_range<'a>(
+    name: &str,
+    one: &impl Fn(&str) -> Option<&'a str>,
+) -> Result<(Option<mnemo_api::Timestamp>, Option<mnemo_api::Timestamp>), ApiError> {
+    let micro = chrono::Duration::microseconds(1);
+    let get = |op: &str| {
+        let key = format!("{name}[{op}]");
+        timestamp(&key, one(&key))
+    };
+    let gte = match (get("gte")?, get("gt")?) {
+        (a, Some(b)) => Some(a.map_or(b + micro, |a: mnemo_api::Timestamp| a.max(b + micro))),
+        (a, None) => a,
+    };
+    let lte = match (get("lte")?, get("lt")?) {
+        (a, Some(b)) => Some(a.map_or(b - micro, |a: mnemo_api::Timestamp| a.min(b - micro))),
+        (a, None) => a,
+    };
+    Ok((gte, lte))
 }

@@ -162,7 +162,10 @@ pub(crate) async fn list(State(state): State<AppState>, _: ApiKeyCaller, RawQuer
             )));
         }
     }
+    let (created_at_gte, created_at_lte) = super::time_range("created_at", &one)?;
     let query = ListSessions {
+        created_at_gte,
+        created_at_lte,
         agent_id: one("agent_id")
             .map(|a| a.parse())
             .transpose()

@@ -227,3 +227,13 @@ pub(crate) async fn stats(
     check(&caller, Allow::Anyone, &env, None)?;
     Ok(axum::Json(state.store.work_stats(&env).await?))
 }
+
+/// Queues a `healthcheck` item (a mnemo extension; API key): a way to check that a worker is
+/// polling and acknowledging.
+pub(crate) async fn healthcheck(State(state): State<AppState>, caller: Caller, Path(env): Path<String>) -> Reply<Work> {
+    let (env, _) = ids(&env, None)?;
+    check(&caller, Allow::ApiKey, &env, None)?;
+    let work = state.store.enqueue_healthcheck(&env).await?;
+    state.work_signal.notify_waiters();
+    Ok(axum::Json(work))
+}

@@ -411,3 +411,26 @@ async fn the_credential_matrix() {
     w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), KEY, Some(json!({"force": true}))).await;
     expect("token after stop", w.s.call(Method::GET, &mem(&w.rw_store), &token, None).await.0, 401);
 }
+
+#[tokio::test]
+async fn healthchecks_and_time_filters() {
+    let w = world(300).await;
+    let (st, hc) = w.s.call(Method::POST, &w.work("/healthcheck"), KEY, None).await;
+    assert_eq!((st, hc["data"]["type"].as_str(), hc["state"].as_str()), (200, Some("healthcheck"), Some("queued")));
+    assert_eq!(w.s.call(Method::POST, &w.work("/healthcheck"), &w.env_key, None).await.0, 403);
+    let polled = w.poll().await;
+    assert_eq!(polled["id"], hc["id"]);
+
+    let first = w.session().await;
+    let created = first["created_at"].as_str().unwrap();
+    let enc = |t: &str| form_urlencoded::byte_serialize(t.as_bytes()).collect::<String>();
+    let (_, at) = w
+        .s
+        .call(Method::GET, &format!("/v1/sessions?created_at[gte]={0}&created_at[lte]={0}", enc(created)), KEY, None)
+        .await;
+    assert_eq!(at["data"].as_array().unwrap().len(), 1);
+    let (_, after) = w.s.call(Method::GET, &format!("/v1/sessions?created_at[gt]={}", enc(created)), KEY, None).await;
+    assert!(after["data"].as_array().unwrap().is_empty());
+    let (st, _) = w.s.call(Method::GET, "/v1/sessions?created_at[gte]=yesterday", KEY, None).await;
+    assert_eq!(st, 400);
+}
