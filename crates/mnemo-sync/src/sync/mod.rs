@@ -169,6 +169,8 @@ pub struct StoreSync {
     journaled: Option<u64>,
     /// The last content-free listing and the server's tag for it, if it gave one.
     remote_cache: Option<(String, BTreeMap<RelPath, Memory>)>,
+    /// A re-download is in progress (writes must not overwrite files).
+    recovering: bool,
 }
 
 impl std::fmt::Debug for StoreSync {
@@ -256,6 +258,7 @@ impl StoreSync {
             last_walk: Instant::now(),
             journaled: None,
             remote_cache: None,
+            recovering: false,
         }
     }
 
@@ -322,12 +325,20 @@ impl StoreSync {
                 self.progress(written);
             }
             let (files, store) = (Arc::clone(&self.files), self.cfg.store_id.clone());
+            let recovering = self.recovering;
             writing = Some(tokio::task::spawn_blocking(move || {
                 let mut done = Vec::with_capacity(batch.len());
                 for (rel, memory) in batch {
                     let content = memory.content.unwrap_or_default();
-                    // Flushed once for the whole download below, before the journal names it.
-                    match files.write_deferred(&rel, content.as_bytes()) {
+                    // A first download fills a folder that did not exist: flushed once below,
+                    // before the journal names it. A re-download never overwrites a file that
+                    // appeared meanwhile (it is reconciled by the next sync).
+                    let written = if recovering {
+                        files.write_if_unchanged(&rel, None, content.as_bytes()).map(|_| ())
+                    } else {
+                        files.write_deferred(&rel, content.as_bytes())
+                    };
+                    match written {
                         Ok(()) => done.push((rel, memory.content_sha256)),
                         Err(e) => {
                             tracing::warn!(path = %rel, memory_store_id = %store, "failed to write memory: {e}")
@@ -410,7 +421,10 @@ impl StoreSync {
         // the end, and a crash in between must not find them named by a journal.
         self.state = State::default();
         self.save_journal().await;
-        self.stamp_and_pull().await.map(|_| ())
+        self.recovering = true;
+        let pulled = self.stamp_and_pull().await.map(|_| ());
+        self.recovering = false;
+        pulled
     }
 
     /// Removes the folder if this engine created it and it still carries this store's marker

@@ -86,31 +86,47 @@ impl StoreSync {
             self.final_done = true;
         }
         let mut report = SyncReport::default();
+        // The marker first: an untrusted folder is judged on a real scan, and its change hints
+        // are dropped (the next trusted sync walks), so nothing seen while it was untrusted is lost.
+        let marker = self.marker().await?;
+        if marker != MarkerState::Matches {
+            self.forget_local_view();
+            let files = Arc::clone(&self.files);
+            let local = blocking(move || files.scan()).await?.unwrap_or_default();
+            report.walked = true;
+            if local.is_empty() {
+                self.recover("the folder or its marker is gone").await?;
+                self.save_journal().await;
+                report.recovered = true;
+            } else {
+                let reason = marker_reason(marker);
+                tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; leaving the memory store folder as found and not syncing");
+                report.skipped = true;
+            }
+            return Ok(report);
+        }
         let (local, walked) = self.local_files(final_sync).await?;
         report.walked = walked;
-        let marker = self.marker().await?;
-        let local = match (marker, local) {
-            (MarkerState::Matches, Ok(local)) => {
-                self.last_local = Some(local.clone());
-                local
-            }
-            (marker, local) => {
-                let local = local.unwrap_or_default();
-                if local.is_empty() {
-                    self.recover("the folder or its marker is gone").await?;
-                    self.save_journal().await;
-                    report.recovered = true;
-                } else {
-                    let reason = marker_reason(marker);
-                    tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; leaving the memory store folder as found and not syncing");
-                    report.skipped = true;
-                }
-                return Ok(report);
+        let mut local = match local {
+            Ok(local) => local,
+            // The root vanished between the marker check and the scan: the next sync recovers.
+            Err(e) => {
+                self.forget_local_view();
+                return Err(e.into());
             }
         };
+        // Keep the view now: the hints it consumed must survive a failure of what follows.
+        self.last_local = Some(local.clone());
         let (remote, listed) = self.list_for_sync().await?;
         report.listed = listed;
         self.settle(&remote);
+        if local.is_empty() && self.state.baseline.len() > 1 && !walked {
+            // A wipe is only ever decided on a real scan, never on the watcher's view.
+            let files = Arc::clone(&self.files);
+            local = blocking(move || files.scan()).await??;
+            report.walked = true;
+            self.last_local = Some(local.clone());
+        }
         if local.is_empty() && self.state.baseline.len() > 1 {
             self.recover("every memory file is gone at once").await?;
             self.save_journal().await;
@@ -291,6 +307,12 @@ impl StoreSync {
         self.syncs_since_walk = 0;
         self.last_walk = Instant::now();
         Ok((local, true))
+    }
+
+    /// Drops the watcher and the patched view: the next sync walks the whole tree.
+    pub(crate) fn forget_local_view(&mut self) {
+        self.watch = None;
+        self.last_local = None;
     }
 
     /// An upload whose answer never arrived may have landed: if the listing shows exactly the

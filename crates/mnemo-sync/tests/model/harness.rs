@@ -1,0 +1,396 @@
+//! The machinery of the model test: an in-process server whose engine-facing listener can lose
+//! requests or responses on demand, a capture of the engine's log lines, and snapshots of folders.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use mnemo_api::{MemoryStoreId, UpdateMemory};
+use mnemo_client::Client;
+use mnemo_server::{AppState, hash_credential};
+use mnemo_store::Store;
+use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
+use tracing::field::{Field, Visit};
+use tracing::span;
+
+pub(crate) const KEY: &str = "sk-model-test";
+
+/// How an injected fault loses one engine request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum FaultKind {
+    /// Answered `502` before the server saw it: nothing was applied.
+    LoseRequest,
+    /// The server applied and committed it, then the answer was replaced by a `502`.
+    LoseResponse,
+    /// Just before the request reaches the server, another writer updates the memory it targets
+    /// to [`RACED`] (for a creation: creates that path with [`RACED`] first).
+    RaceUpdate,
+    /// Just before the request reaches the server, another writer deletes the memory it targets
+    /// (nothing for a creation).
+    RaceDelete,
+}
+
+/// What the other writer of a race writes.
+pub(crate) const RACED: &str = "raced by another writer\n";
+
+/// What the other writer of a race did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Raced {
+    Updated,
+    Created,
+    Deleted,
+}
+
+/// One request the engine made, as the fault layer saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: String,
+    /// The `path` field of a JSON body (a memory creation).
+    pub(crate) body_path: Option<String>,
+    /// The `content` field of a JSON body (an upload).
+    pub(crate) body_content: Option<String>,
+    pub(crate) fault: Option<FaultKind>,
+    /// What a race fault's other writer did (nothing for a listing).
+    pub(crate) raced: Option<Raced>,
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    /// The other writer of races (the test's own, unfaulted listener).
+    racer: Option<Client>,
+    /// One slot per coming engine request: `None` lets it through.
+    schedule: VecDeque<Option<FaultKind>>,
+    seen: Vec<Seen>,
+}
+
+/// The fault schedule of the engine's listener and the log of what went through it.
+#[derive(Debug, Default)]
+pub(crate) struct Faults(Mutex<FaultState>);
+
+impl Faults {
+    fn lock(&self) -> MutexGuard<'_, FaultState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lets `skip` more engine requests through (after those already scheduled), then loses one.
+    pub(crate) fn arm(&self, skip: usize, kind: FaultKind) {
+        let mut s = self.lock();
+        s.schedule.extend(std::iter::repeat_n(None, skip));
+        s.schedule.push_back(Some(kind));
+    }
+
+    fn set_racer(&self, racer: Client) {
+        self.lock().racer = Some(racer);
+    }
+
+    pub(crate) fn disarm(&self) {
+        self.lock().schedule.clear();
+    }
+
+    /// The engine requests since the last call, in arrival order.
+    pub(crate) fn take_seen(&self) -> Vec<Seen> {
+        std::mem::take(&mut self.lock().seen)
+    }
+}
+
+/// The middleware in front of the engine's listener.
+async fn inject(State(faults): State<Arc<Faults>>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default();
+    let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+    let field = |name: &str| json.as_ref().and_then(|v| v.get(name)).and_then(|p| p.as_str()).map(str::to_owned);
+    let (body_path, body_content) = (field("path"), field("content"));
+    let (fault, racer) = {
+        let mut s = faults.lock();
+        (s.schedule.pop_front().flatten(), s.racer.clone())
+    };
+    let raced = match (fault, racer) {
+        (Some(kind @ (FaultKind::RaceUpdate | FaultKind::RaceDelete)), Some(racer)) => {
+            race(&racer, kind, &parts.method, parts.uri.path(), body_path.as_deref()).await
+        }
+        _ => None,
+    };
+    faults.lock().seen.push(Seen {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().unwrap_or("").to_owned(),
+        body_path,
+        body_content,
+        fault,
+        raced,
+    });
+    let req = Request::from_parts(parts, Body::from(bytes));
+    match fault {
+        None | Some(FaultKind::RaceUpdate | FaultKind::RaceDelete) => next.run(req).await,
+        Some(FaultKind::LoseRequest) => lost(),
+        Some(FaultKind::LoseResponse) => {
+            // The handler has committed by the time it returns its response.
+            drop(next.run(req).await);
+            lost()
+        }
+    }
+}
+
+/// The other writer's move before an engine request on `/v1/memory_stores/{store}/memories[/{id}]`.
+async fn race(racer: &Client, kind: FaultKind, method: &Method, path: &str, body_path: Option<&str>) -> Option<Raced> {
+    let rest = path.strip_prefix("/v1/memory_stores/")?;
+    let (store, rest) = rest.split_once("/memories")?;
+    let store: MemoryStoreId = store.parse().ok()?;
+    match (rest.strip_prefix('/'), kind) {
+        (Some(id), FaultKind::RaceUpdate) => {
+            let body = UpdateMemory { content: Some(RACED.to_owned()), ..Default::default() };
+            racer.update_memory(&store, &id.parse().ok()?, &body, None).await.ok().map(|_| Raced::Updated)
+        }
+        (Some(id), _) => racer.delete_memory(&store, &id.parse().ok()?, None).await.ok().map(|_| Raced::Deleted),
+        (None, FaultKind::RaceUpdate) if *method == Method::POST => {
+            racer.create_memory(&store, body_path?, RACED, None).await.ok().map(|_| Raced::Created)
+        }
+        (None, _) => None,
+    }
+}
+
+fn lost() -> Response {
+    (StatusCode::BAD_GATEWAY, "injected fault: lost in transit").into_response()
+}
+
+/// One server (SQLite in a scratch folder) on two listeners sharing the database: one for the
+/// test's own API calls, one with the fault layer for the engine.
+#[derive(Debug)]
+pub(crate) struct Harness {
+    /// The test's own client (never faulted, no retries).
+    pub(crate) api: Client,
+    engine_base: String,
+    pub(crate) faults: Arc<Faults>,
+    /// Scratch space for the database and the per-case folders (tmpfs when available).
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub(crate) async fn start() -> Self {
+        capture_logs();
+        let dir = scratch_dir();
+        let mut settings =
+            SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).expect("sqlite url");
+        settings.durability = Durability::Normal;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&settings).expect("open the database"));
+        store.ensure_api_key(hash_credential(KEY), "model").await.expect("api key");
+        let faults = Arc::new(Faults::default());
+        let api_base = listen(mnemo_server::router(AppState::new(Arc::clone(&store)))).await;
+        faults.set_racer(Client::new(&api_base, KEY).expect("client").with_max_retries(0));
+        let engine_router = mnemo_server::router(AppState::new(store))
+            .layer(axum::middleware::from_fn_with_state(Arc::clone(&faults), inject));
+        let engine_base = listen(engine_router).await;
+        Self { api: Client::new(&api_base, KEY).expect("client").with_max_retries(0), engine_base, faults, dir }
+    }
+
+    /// A client for the engine: through the fault layer, and a `502` is final.
+    pub(crate) fn engine_client(&self) -> Client {
+        Client::new(&self.engine_base, KEY).expect("client").with_max_retries(0)
+    }
+}
+
+async fn listen(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(mnemo_server::serve(listener, router, std::future::pending()));
+    base
+}
+
+/// A scratch folder, on tmpfs when there is one (fsyncs are free there).
+fn scratch_dir() -> tempfile::TempDir {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("mnemo-model-");
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = builder.tempdir_in(shm)
+    {
+        return dir;
+    }
+    builder.tempdir().expect("scratch dir")
+}
+
+// ---- log capture -----------------------------------------------------------------------------
+
+/// A debug-or-louder event of the engine about one store.
+#[derive(Debug, Clone)]
+pub(crate) struct LogLine {
+    pub(crate) store: String,
+    pub(crate) path: Option<String>,
+    pub(crate) message: String,
+}
+
+static LOGS: Mutex<Vec<LogLine>> = Mutex::new(Vec::new());
+
+/// Installs the capturing subscriber (once per test binary).
+pub(crate) fn capture_logs() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = tracing::subscriber::set_global_default(Capture);
+    });
+}
+
+/// The captured lines about `store` since the last call.
+pub(crate) fn take_logs(store: &str) -> Vec<LogLine> {
+    let mut all = LOGS.lock().unwrap_or_else(PoisonError::into_inner);
+    let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *all).into_iter().partition(|l| l.store == store);
+    *all = rest;
+    mine
+}
+
+struct Capture;
+
+#[derive(Default)]
+struct Fields {
+    store: Option<String>,
+    path: Option<String>,
+    message: String,
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "memory_store_id" => self.store = Some(format!("{value:?}")),
+            "path" => self.path = Some(format!("{value:?}")),
+            _ => {}
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => value.clone_into(&mut self.message),
+            "memory_store_id" => self.store = Some(value.to_owned()),
+            "path" => self.path = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        meta.target().starts_with("mnemo_sync") && *meta.level() <= tracing::Level::DEBUG
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::DEBUG)
+    }
+
+    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if let Some(store) = fields.store {
+            LOGS.lock().unwrap_or_else(PoisonError::into_inner).push(LogLine {
+                store,
+                path: fields.path,
+                message: fields.message,
+            });
+        }
+    }
+
+    fn enter(&self, _: &span::Id) {}
+
+    fn exit(&self, _: &span::Id) {}
+}
+
+// ---- folders ---------------------------------------------------------------------------------
+
+/// What a folder holds at one path: a regular file or a symlink (to a file or a folder).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Entry {
+    File(Vec<u8>),
+    Link,
+}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => write!(f, "{text:?}"),
+                Err(_) => write!(f, "bytes{bytes:?}"),
+            },
+            Self::Link => f.write_str("symlink"),
+        }
+    }
+}
+
+/// Every file and symlink below `root` except the marker (folders are implied by their
+/// contents); `Ok(None)` if `root` does not exist. Engine temp files left behind, or anything
+/// that is neither a file, a folder nor a symlink, are errors.
+pub(crate) fn snapshot(root: &Path, marker: &str) -> Result<Option<BTreeMap<String, Entry>>, String> {
+    if std::fs::symlink_metadata(root).is_err() {
+        return Ok(None);
+    }
+    let mut out = BTreeMap::new();
+    walk(root, "", marker, &mut out)?;
+    Ok(Some(out))
+}
+
+fn walk(dir: &Path, prefix: &str, marker: &str, out: &mut BTreeMap<String, Entry>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("read {}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = format!("{prefix}{name}");
+        if rel == marker {
+            continue;
+        }
+        if name.starts_with(".fs-") && name.ends_with(".tmp") {
+            return Err(format!("the engine left a temp file behind: {rel}"));
+        }
+        let meta = std::fs::symlink_metadata(entry.path()).map_err(|e| format!("{rel}: {e}"))?;
+        if meta.file_type().is_symlink() {
+            out.insert(rel, Entry::Link);
+        } else if meta.is_dir() {
+            walk(&entry.path(), &format!("{rel}/"), marker, out)?;
+        } else if meta.is_file() {
+            let bytes = std::fs::read(entry.path()).map_err(|e| format!("{rel}: {e}"))?;
+            out.insert(rel, Entry::File(bytes));
+        } else {
+            return Err(format!("unexpected file type at {rel}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every file below `dir` with its bytes, symlinks as their targets, following nothing.
+pub(crate) fn tree_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn go(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let rel = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap_or_default();
+                out.insert(format!("{rel} -> symlink"), target.to_string_lossy().into_owned().into_bytes());
+            } else if meta.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                go(&entry.path(), &format!("{rel}/"), out);
+            } else {
+                out.insert(rel, std::fs::read(entry.path()).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    go(dir, "", &mut out);
+    out
+}
