@@ -54,8 +54,36 @@ fn rel_map(map: impl IntoIterator<Item = (String, String)>) -> impl Iterator<Ite
     map.into_iter().filter_map(|(k, v)| RelPath::parse(&k).ok().map(|k| (k, v)))
 }
 
-/// Writes the state durably.
+/// Writes the state durably: temp file, fsync, rename, fsync of the parent.
 pub(crate) fn save(root: &Path, store_id: &str, state: &State) -> Result<(), JournalError> {
+    let pending = prepare(root, store_id, state, true)?;
+    pending.commit()
+}
+
+/// A journal written to its temp file but not yet in place.
+pub(crate) struct Pending {
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl Pending {
+    /// Renames the temp file into place and fsyncs the parent. The temp file's content must
+    /// already be on disk (fsynced by `prepare`, or flushed with the filesystem since).
+    pub(crate) fn commit(self) -> Result<(), JournalError> {
+        let commit = || -> std::io::Result<()> {
+            std::fs::rename(&self.tmp, &self.path)?;
+            if let Some(parent) = self.path.parent() {
+                std::fs::File::open(parent)?.sync_all()?;
+            }
+            Ok(())
+        };
+        commit().map_err(|source| JournalError::Write { path: self.path.clone(), source })
+    }
+}
+
+/// Writes the state to the journal's temp file (fsynced when `durable`; otherwise the caller
+/// flushes the filesystem before [`Pending::commit`]).
+pub(crate) fn prepare(root: &Path, store_id: &str, state: &State, durable: bool) -> Result<Pending, JournalError> {
     let path = journal_path(root);
     let now_wall = SystemTime::now();
     let now = Instant::now();
@@ -76,19 +104,17 @@ pub(crate) fn save(root: &Path, store_id: &str, state: &State) -> Result<(), Jou
             .collect(),
     };
     let bytes = serde_json::to_vec(&on_disk).expect("the journal serialises");
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let write = || -> std::io::Result<()> {
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(&bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, &path)?;
-        if let Some(parent) = path.parent() {
-            std::fs::File::open(parent)?.sync_all()?;
+        if durable {
+            f.sync_all()?;
         }
         Ok(())
     };
-    write().map_err(|source| JournalError::Write { path: path.clone(), source })
+    write().map_err(|source| JournalError::Write { path: path.clone(), source })?;
+    Ok(Pending { tmp, path })
 }
 
 /// Reads the state of `root` back, if the journal names this store and folder.

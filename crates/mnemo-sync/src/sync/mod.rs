@@ -208,12 +208,15 @@ impl StoreSync {
             return Err(MountError::CannotCreate { path: cfg.root.clone(), store: cfg.store_id.clone(), source });
         }
         let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
-        if let Err(source) = engine.stamp_and_pull().await {
+        let downloaded = match engine.stamp_and_pull(false).await {
+            Ok(_) => engine.first_journal().await,
+            Err(e) => Err(e),
+        };
+        if let Err(source) = downloaded {
             let store = engine.cfg.store_id.clone();
             engine.dispose().await;
             return Err(MountError::Download { store, source });
         }
-        engine.save_journal().await;
         Ok(engine)
     }
 
@@ -262,6 +265,33 @@ impl StoreSync {
         }
     }
 
+    /// After the first download: the files and the journal's temp file are flushed together by
+    /// one `syncfs`, then the journal is renamed into place (a crash before the rename leaves no
+    /// journal, so the folder is refused rather than trusted).
+    async fn first_journal(&mut self) -> Result<(), SyncError> {
+        let (files, root, id, state) =
+            (Arc::clone(&self.files), self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
+        let journal = self.cfg.journal;
+        let fingerprint = self.state.fingerprint();
+        let committed = blocking(move || -> Result<bool, SyncError> {
+            let pending = journal.then(|| journal::prepare(&root, &id, &state, false)).transpose();
+            files.sync_filesystem()?;
+            let outcome = pending.and_then(|p| p.map(journal::Pending::commit).transpose());
+            Ok(match outcome {
+                Ok(committed) => committed.is_some(),
+                Err(e) => {
+                    tracing::warn!(memory_store_id = %id, "{e}");
+                    false
+                }
+            })
+        })
+        .await??;
+        if committed {
+            self.journaled = Some(fingerprint);
+        }
+        Ok(())
+    }
+
     /// Persists the state beside the folder; a failure is logged, never fatal.
     async fn save_journal(&mut self) {
         if !self.cfg.journal {
@@ -299,7 +329,7 @@ impl StoreSync {
 
     /// Resets the state, stamps the marker and writes every memory of the store. Pages are
     /// fetched while the previous page is being written.
-    async fn stamp_and_pull(&mut self) -> Result<usize, SyncError> {
+    async fn stamp_and_pull(&mut self, flush: bool) -> Result<usize, SyncError> {
         self.state = State::default();
         self.last_local = None;
         let files = Arc::clone(&self.files);
@@ -360,8 +390,10 @@ impl StoreSync {
         }
         // One flush for every file written, before any journal records them as synced: a power
         // cut can never leave a baseline entry pointing at a torn file.
-        let files = Arc::clone(&self.files);
-        blocking(move || files.sync_filesystem()).await??;
+        if flush {
+            let files = Arc::clone(&self.files);
+            blocking(move || files.sync_filesystem()).await??;
+        }
         Ok(written)
     }
 
@@ -422,7 +454,7 @@ impl StoreSync {
         self.state = State::default();
         self.save_journal().await;
         self.recovering = true;
-        let pulled = self.stamp_and_pull().await.map(|_| ());
+        let pulled = self.stamp_and_pull(true).await.map(|_| ());
         self.recovering = false;
         pulled
     }
