@@ -300,3 +300,23 @@ async fn bad_invocations_fail_with_the_documented_messages() {
     assert!(!tmp.path().join("y").exists(), "a failed download leaves no folder");
     assert!(!err.contains("sk-wrong-key"), "the key is not echoed: {err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_aborts_a_stuck_teardown_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, &[("/a.md", "a")]).await;
+    let dir = tmp.path().join("stuck");
+    let mut child = mount(&server, &store, &dir, &[]);
+    // Freeze the server: the final sync's requests now wait for an answer that never comes.
+    server.signal("-STOP");
+    signal(&child, "-TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "the teardown is waiting on the frozen server");
+    signal(&child, "-TERM");
+    let exited = wait_until(Duration::from_secs(5), || child.try_wait().unwrap().is_some());
+    server.signal("-CONT");
+    assert!(exited, "the second signal ends the process at once");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
