@@ -64,29 +64,19 @@ impl Env {
             .collect()
     }
 
+    /// The id of the memory at `path`.
+    async fn memory_id(&self, path: &str) -> mnemo_api::MemoryId {
+        let all = self.client.list_all_memories(&self.store, View::Basic).await.unwrap();
+        all.into_iter().find(|m| m.path == path).unwrap().id
+    }
+
     async fn remote_update(&self, path: &str, content: &str) {
-        let m = self
-            .client
-            .list_all_memories(&self.store, View::Basic)
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|m| m.path == path)
-            .unwrap();
         let body = UpdateMemory { content: Some(content.into()), ..Default::default() };
-        self.client.update_memory(&self.store, &m.id, &body, None).await.unwrap();
+        self.client.update_memory(&self.store, &self.memory_id(path).await, &body, None).await.unwrap();
     }
 
     async fn remote_delete(&self, path: &str) {
-        let m = self
-            .client
-            .list_all_memories(&self.store, View::Basic)
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|m| m.path == path)
-            .unwrap();
-        self.client.delete_memory(&self.store, &m.id, None).await.unwrap();
+        self.client.delete_memory(&self.store, &self.memory_id(path).await, None).await.unwrap();
     }
 }
 

@@ -10,20 +10,20 @@ use serde_json::{Value, json};
 
 use common::{KEY, Server, mnemo};
 
+/// An agent with the built-in toolset and a self-hosted environment.
+async fn agent_and_environment(api: &Client) -> (Value, Value) {
+    let agent = json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]});
+    let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
+    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    (agent, env)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_posts_each_step_prints_each_result_and_waits_for_the_worker() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::with_key(tmp.path());
     let api = Client::new(&server.base, KEY).unwrap();
-    let agent = api
-        .json(
-            Method::POST,
-            "/v1/agents",
-            Some(&json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]})),
-        )
-        .await
-        .unwrap();
-    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let (agent, env) = agent_and_environment(&api).await;
     let env_id = env["id"].as_str().unwrap().to_owned();
     let key = api.json(Method::POST, &format!("/v1/environments/{env_id}/keys"), None).await.unwrap();
     let env_key = key["key"].as_str().unwrap().to_owned();
@@ -102,15 +102,7 @@ async fn a_script_times_out_clearly_without_a_worker() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::with_key(tmp.path());
     let api = Client::new(&server.base, KEY).unwrap();
-    let agent = api
-        .json(
-            Method::POST,
-            "/v1/agents",
-            Some(&json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]})),
-        )
-        .await
-        .unwrap();
-    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let (agent, env) = agent_and_environment(&api).await;
     let file = tmp.path().join("s.json");
     std::fs::write(&file, json!({"agent": agent["id"], "environment_id": env["id"], "steps": [{"tool": "bash", "input": {"command": "ls"}}]}).to_string()).unwrap();
     let out = mnemo()
