@@ -271,38 +271,26 @@ impl Client {
         }
         let tag = resp.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let page: Page<MemoryListItem> = decode(resp).await?;
-        let mut out: Vec<Memory> = page
-            .data
-            .into_iter()
-            .filter_map(|item| match item {
-                MemoryListItem::Memory(m) => Some(m),
-                MemoryListItem::Prefix(_) => None,
-            })
-            .collect();
-        if let Some(next) = page.next_page.filter(|p| !p.is_empty()) {
-            let mut params = ListMemoriesParams { page: Some(next), ..first };
-            loop {
-                let page = self.list_memories(store, &params).await?;
-                out.extend(page.data.into_iter().filter_map(|item| match item {
-                    MemoryListItem::Memory(m) => Some(m),
-                    MemoryListItem::Prefix(_) => None,
-                }));
-                match page.next_page.filter(|p| !p.is_empty()) {
-                    Some(next) => params.page = Some(next),
-                    None => break,
-                }
-            }
-        }
-        Ok(Some((out, tag)))
+        Ok(Some((self.follow_pages(store, first, page).await?, tag)))
     }
 
     /// Every memory of a store (prefix items skipped), following `next_page` to the end.
     pub async fn list_all_memories(&self, store: &MemoryStoreId, view: View) -> Result<Vec<Memory>> {
         let limit = if view == View::Full { 20 } else { 100 };
-        let mut params = ListMemoriesParams { limit: Some(limit), view: Some(view), ..Default::default() };
+        let params = ListMemoriesParams { limit: Some(limit), view: Some(view), ..Default::default() };
+        let first = self.list_memories(store, &params).await?;
+        self.follow_pages(store, params, first).await
+    }
+
+    /// The memories of `page` and of every page after it (same query, `page` = the cursor).
+    async fn follow_pages(
+        &self,
+        store: &MemoryStoreId,
+        mut params: ListMemoriesParams,
+        mut page: Page<MemoryListItem>,
+    ) -> Result<Vec<Memory>> {
         let mut out = Vec::new();
         loop {
-            let page = self.list_memories(store, &params).await?;
             out.extend(page.data.into_iter().filter_map(|item| match item {
                 MemoryListItem::Memory(m) => Some(m),
                 MemoryListItem::Prefix(_) => None,
@@ -311,6 +299,7 @@ impl Client {
                 Some(next) => params.page = Some(next),
                 None => return Ok(out),
             }
+            page = self.list_memories(store, &params).await?;
         }
     }
 
