@@ -7,6 +7,7 @@
 //! `x-should-retry: false`).
 
 mod error;
+mod work;
 
 use std::time::Duration;
 
@@ -22,11 +23,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use error::ClientError;
+pub use work::{EventPage, NO_HEARTBEAT};
 
 /// The `anthropic-version` sent on every request.
 pub const API_VERSION: &str = "2026-10-21";
 /// The beta the memory endpoints are called under.
 pub const MEMORY_BETA: &str = "agent-memory-2026-07-22";
+/// The beta of environments, their work queue, agents and sessions.
+pub const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
 
 /// Result of every client call.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
@@ -139,7 +143,7 @@ impl Client {
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token)
             .header("anthropic-version", API_VERSION)
-            .header("anthropic-beta", MEMORY_BETA)
+            .header("anthropic-beta", beta_for(path))
     }
 
     /// Sends with the retry policy and decodes a 2xx body, or the error envelope.
@@ -401,6 +405,11 @@ impl Client {
         self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{store}/memory_versions/{id}/redact")))
             .await
     }
+}
+
+/// The beta header the reference client sends for `path`.
+fn beta_for(path: &str) -> &'static str {
+    if path.starts_with("/v1/memory_stores") { MEMORY_BETA } else { MANAGED_AGENTS_BETA }
 }
 
 /// The reference client's rule: the server's `x-should-retry` wins; otherwise 408, 409, 429

@@ -1,0 +1,238 @@
+//! The worker's endpoints: the environment's work queue, sessions and their events.
+//!
+//! Everything here takes the worker's own credentials (an environment key for poll and ack,
+//! the item's sessions token for the rest); none of it needs an API key.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use mnemo_api::{EnvironmentId, StopWork, Work, WorkHeartbeat, WorkId};
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Client, ClientError, Result, decode};
+
+/// The sentinel `expected_last_heartbeat` of a lease that has never been heartbeated.
+pub const NO_HEARTBEAT: &str = "NO_HEARTBEAT";
+
+/// A page of session events, oldest first.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventPage {
+    pub data: Vec<Value>,
+    #[serde(default)]
+    pub next_page: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PollQuery {
+    block_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reclaim_older_than_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct HeartbeatQuery<'a> {
+    expected_last_heartbeat: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desired_ttl_seconds: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct EventsQuery<'a> {
+    limit: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page: Option<&'a str>,
+}
+
+impl Client {
+    /// Long-polls the queue for up to `block_ms`; `None` when nothing was waiting.
+    pub async fn poll_work(
+        &self,
+        environment: &EnvironmentId,
+        worker_id: &str,
+        block_ms: u64,
+        reclaim_older_than_ms: Option<u64>,
+    ) -> Result<Option<Work>> {
+        let path = format!("/v1/environments/{environment}/work/poll");
+        let query = PollQuery { block_ms, reclaim_older_than_ms };
+        self.send(|| self.request(Method::GET, &path).query(&query).header("anthropic-worker-id", worker_id)).await
+    }
+
+    /// Acknowledges a polled item: it is ours now.
+    pub async fn ack_work(&self, environment: &EnvironmentId, work: &WorkId) -> Result<Work> {
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{environment}/work/{work}/ack"))).await
+    }
+
+    /// Extends the lease. Not retried here: the caller owns the cadence and bounds each call
+    /// with `timeout`. A `412` carries the lease as it stands in the error's `current_state`.
+    pub async fn heartbeat_work(
+        &self,
+        environment: &EnvironmentId,
+        work: &WorkId,
+        expected_last_heartbeat: &str,
+        timeout: Duration,
+    ) -> Result<WorkHeartbeat> {
+        let path = format!("/v1/environments/{environment}/work/{work}/heartbeat");
+        let query = HeartbeatQuery { expected_last_heartbeat, desired_ttl_seconds: None };
+        let resp = self.request(Method::POST, &path).query(&query).timeout(timeout).send().await;
+        decode(resp.map_err(ClientError::Transport)?).await
+    }
+
+    /// Stops an item; `force` ends it at once, otherwise it goes through `stopping`.
+    pub async fn stop_work(&self, environment: &EnvironmentId, work: &WorkId, force: bool) -> Result<Work> {
+        let body = StopWork { force: force.then_some(true) };
+        self.send(|| self.request(Method::POST, &format!("/v1/environments/{environment}/work/{work}/stop")).json(&body))
+            .await
+    }
+
+    /// A session as raw JSON: the worker reads only what it needs, so resources of kinds it
+    /// does not know never break it.
+    pub async fn get_session_json(&self, session: &str) -> Result<Value> {
+        self.send(|| self.request(Method::GET, &format!("/v1/sessions/{session}"))).await
+    }
+
+    /// One page of a session's events, oldest first.
+    pub async fn list_events(&self, session: &str, limit: u32, page: Option<&str>) -> Result<EventPage> {
+        let path = format!("/v1/sessions/{session}/events");
+        let query = EventsQuery { limit, page };
+        self.send(|| self.request(Method::GET, &path).query(&query)).await
+    }
+
+    /// Appends events (`{"events": [...]}`); answers the recorded events. Retries follow the
+    /// client's policy; callers add their own window on top.
+    pub async fn send_events(&self, session: &str, events: &[Value]) -> Result<Value> {
+        let path = format!("/v1/sessions/{session}/events");
+        let body = serde_json::json!({ "events": events });
+        self.send(|| self.request(Method::POST, &path).json(&body)).await
+    }
+
+    /// Opens the session's live event stream (server-sent events). Each item is one event's
+    /// JSON; `ping`s are skipped. The stream ends when the server closes it.
+    pub async fn stream_events(&self, session: &str) -> Result<impl Stream<Item = Result<Value>> + Send + 'static> {
+        let path = format!("/v1/sessions/{session}/events/stream");
+        let resp = self
+            .request(Method::GET, &path)
+            .header("accept", "text/event-stream")
+            .timeout(Duration::from_secs(24 * 3600))
+            .send()
+            .await
+            .map_err(ClientError::Transport)?;
+        if !resp.status().is_success() {
+            let status = resp.status().as_u16();
+            let request_id = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let body = resp.bytes().await.unwrap_or_default();
+            return Err(ClientError::from_response(status, request_id, &body));
+        }
+        let bytes = resp.bytes_stream();
+        Ok(futures::stream::unfold((bytes, SseParser::default()), |(mut bytes, mut parser)| async move {
+            loop {
+                if let Some(message) = parser.next_message() {
+                    match message {
+                        Ok(Some(event)) => return Some((Ok(event), (bytes, parser))),
+                        Ok(None) => continue,
+                        Err(e) => return Some((Err(e), (bytes, parser))),
+                    }
+                }
+                match bytes.next().await {
+                    Some(Ok(chunk)) => parser.push(&chunk),
+                    Some(Err(e)) => return Some((Err(ClientError::Transport(e)), (bytes, parser))),
+                    None => return None,
+                }
+            }
+        }))
+    }
+}
+
+/// Splits a server-sent-event byte stream into messages (`event:` + `data:` lines ended by a
+/// blank line).
+#[derive(Debug, Default)]
+struct SseParser {
+    buf: Vec<u8>,
+}
+
+impl SseParser {
+    fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete message: `Some(Ok(Some(json)))` for an event, `Some(Ok(None))` for a
+    /// message to skip (ping, comment), `None` when more bytes are needed.
+    fn next_message(&mut self) -> Option<Result<Option<Value>>> {
+        let end = find_blank_line(&self.buf)?;
+        let raw: Vec<u8> = self.buf.drain(..end.0).collect();
+        self.buf.drain(..end.1);
+        let text = String::from_utf8_lossy(&raw);
+        let (mut kind, mut data) = (None, String::new());
+        for line in text.lines() {
+            let (field, value) = line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
+            match field {
+                "event" => kind = Some(value.to_owned()),
+                "data" => {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(value);
+                }
+                _ => {}
+            }
+        }
+        if kind.is_none() || kind.as_deref() == Some("ping") || data.is_empty() {
+            return Some(Ok(None));
+        }
+        Some(
+            serde_json::from_str(&data)
+                .map(Some)
+                .map_err(|e| ClientError::Decode { status: 200, message: format!("bad event in stream: {e}") }),
+        )
+    }
+}
+
+/// Where the first message ends: (length of the message, length of the separator).
+fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut i = 0;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            if buf.get(i + 1) == Some(&b'\n') {
+                return Some((i, 2));
+            }
+            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
+                return Some((i, 3));
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_messages_split_across_chunks() {
+        let mut p = SseParser::default();
+        p.push(b"event: ping\ndata: {}\n\nevent: message\nda");
+        assert!(matches!(p.next_message(), Some(Ok(None))));
+        assert!(p.next_message().is_none());
+        p.push(b"ta: {\"type\":\"user.message\"}\n\n: comment\n\n");
+        let event = p.next_message().unwrap().unwrap().unwrap();
+        assert_eq!(event["type"], "user.message");
+        assert!(matches!(p.next_message(), Some(Ok(None))));
+        assert!(p.next_message().is_none());
+    }
+
+    #[test]
+    fn messages_without_an_event_line_are_skipped() {
+        let mut p = SseParser::default();
+        p.push(b"data: {\"type\":\"x\"}\r\n\r\n");
+        assert!(matches!(p.next_message(), Some(Ok(None))));
+    }
+
+    #[test]
+    fn bad_json_is_a_decode_error() {
+        let mut p = SseParser::default();
+        p.push(b"event: message\ndata: {nope\n\n");
+        assert!(matches!(p.next_message(), Some(Err(ClientError::Decode { .. }))));
+    }
+}
