@@ -5,6 +5,7 @@ mod mount;
 mod serve;
 mod session;
 mod signals;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,9 @@ pub(crate) enum Command {
     Session(session::Session),
     /// Mount one memory store as a local folder and keep it in sync until SIGINT/SIGTERM.
     Mount(mount::Mount),
+    /// Serve a self-hosted environment's sessions: tools, memory mounts and sync.
+    #[command(subcommand)]
+    Worker(worker::Worker),
 }
 
 impl Command {
@@ -43,6 +47,7 @@ impl Command {
             Self::Mount(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
+            Self::Worker(cmd) => cmd.run().await,
         }
     }
 }

@@ -1,0 +1,90 @@
+//! The worker's knobs, with the reference worker's defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mnemo_sync::DeletionMode;
+
+use crate::WorkerError;
+
+/// The shortest memory sync interval the worker accepts.
+pub const MIN_SYNC_INTERVAL: Duration = Duration::from_secs(5);
+/// The default memory sync interval.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(15);
+/// The default idle time after which a session whose turn ended stops being served.
+pub const DEFAULT_MAX_IDLE: Duration = Duration::from_secs(60);
+/// The bound of the final sync and of the flush at teardown, each.
+pub const TEARDOWN_BOUND: Duration = Duration::from_secs(30);
+
+/// How one worker serves its items.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// API base URL (`mnemo serve` or the hosted API).
+    pub base_url: String,
+    /// Relative tool paths resolve here; the bash shell starts here.
+    pub workdir: PathBuf,
+    /// Stop serving a session once its turn has ended and it stayed idle this long.
+    pub max_idle: Option<Duration>,
+    /// Minimum time between memory syncs; `None` disables memory entirely.
+    pub memory_sync_interval: Option<Duration>,
+    /// What syncs do with local deletions.
+    pub memory_sync_deletions: DeletionMode,
+    /// Sent as `Anthropic-Worker-ID` on every poll.
+    pub worker_id: String,
+    /// Cap of whole-file `read` and `edit`; `None` = uncapped.
+    pub max_file_bytes: Option<u64>,
+    pub max_file_bytes_explicit: bool,
+    /// Where the worker remembers which folders it mounted for which session, so a worker
+    /// restarted after a crash can take them back.
+    pub state_dir: PathBuf,
+}
+
+impl WorkerConfig {
+    /// The defaults for `workdir` against `base_url`.
+    pub fn new(base_url: impl Into<String>, workdir: impl Into<PathBuf>) -> Self {
+        let workdir = workdir.into();
+        let state_dir = default_state_dir(&workdir);
+        Self {
+            base_url: base_url.into(),
+            workdir,
+            max_idle: Some(DEFAULT_MAX_IDLE),
+            memory_sync_interval: Some(DEFAULT_SYNC_INTERVAL),
+            memory_sync_deletions: DeletionMode::Enabled,
+            worker_id: default_worker_id(),
+            max_file_bytes: Some(crate::tools::DEFAULT_MAX_FILE_BYTES),
+            max_file_bytes_explicit: false,
+            state_dir,
+        }
+    }
+
+    /// Checks the knobs the reference rejects at construction.
+    pub fn validate(&self) -> Result<(), WorkerError> {
+        if let Some(interval) = self.memory_sync_interval
+            && interval < MIN_SYNC_INTERVAL
+        {
+            return Err(WorkerError::Config(format!(
+                "memory_sync_interval must be at least {} seconds, got {:?}",
+                MIN_SYNC_INTERVAL.as_secs(),
+                interval
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `<hostname>-<12 hex>`, like the reference.
+pub fn default_worker_id() -> String {
+    let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    let suffix: [u8; 6] = rand::random();
+    format!("{host}-{}", hex::encode(suffix))
+}
+
+/// `$XDG_STATE_HOME/mnemo/worker` (or `~/.local/state/…`), else `<workdir>/.mnemo-worker`.
+fn default_state_dir(workdir: &std::path::Path) -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map(|base| base.join("mnemo/worker"))
+        .unwrap_or_else(|| workdir.join(".mnemo-worker"))
+}

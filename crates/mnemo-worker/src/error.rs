@@ -1,0 +1,33 @@
+//! Why an item (or the worker) failed.
+
+use mnemo_client::ClientError;
+
+/// A failure of one work item, or of the worker's configuration. Messages carry ids, never
+/// credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("{0}")]
+    Config(String),
+    #[error(
+        "the work item's secret payload yielded no sessions token and no environment key is available (work_id={work_id})"
+    )]
+    NoCredential { work_id: String },
+    #[error(
+        "the session has memory stores attached but the work item carried no sessions token; the memory endpoints reject the environment key, so the memories cannot be mounted; the item is failed rather than run without them, matching hosted sandboxes (work_id={work_id} session_id={session_id})"
+    )]
+    NoSessionsToken { work_id: String, session_id: String },
+    #[error("memory store mount_path is not a clean absolute path: '{mount_path}' (memory_store_id={store})")]
+    BadMountPath { mount_path: String, store: String },
+    #[error(transparent)]
+    Mount(#[from] mnemo_sync::MountError),
+    #[error("cannot fetch session {session_id}: {source}")]
+    Session { session_id: String, source: ClientError },
+    #[error("the session runner failed: {0}")]
+    Runner(String),
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    #[error("{0}")]
+    ScriptNotRunnable(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

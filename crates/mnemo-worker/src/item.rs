@@ -1,0 +1,281 @@
+//! One work item, from claim to stop (spec `worker-behaviour.md` §4).
+
+use std::path::Path;
+use std::time::Duration;
+
+use mnemo_api::{Work, WorkSecret};
+use mnemo_client::Client;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{TEARDOWN_BOUND, WorkerConfig};
+use crate::lease::{Lease, LeaseEnd};
+use crate::memory::{self, Memory, MemoryOptions};
+use crate::runner::{self, RunEnd, RunnerOptions};
+use crate::tools::{ToolContext, Toolset, sandbox};
+use crate::WorkerError;
+
+/// The credential an item is served with: its sessions token when the secret carries one,
+/// else the environment key.
+#[derive(Clone)]
+pub struct ItemCredential {
+    token: String,
+    /// Whether `token` is a sessions token (memory needs one).
+    pub sessions_token: bool,
+}
+
+impl std::fmt::Debug for ItemCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ItemCredential").field("sessions_token", &self.sessions_token).finish_non_exhaustive()
+    }
+}
+
+impl ItemCredential {
+    /// Spec §2: decode the secret; fall back to the environment key.
+    pub fn for_item(work: &Work, environment_key: Option<&str>) -> Result<Self, WorkerError> {
+        if let Some(secret) = work.secret.as_deref() {
+            match WorkSecret::decode(secret) {
+                Some(s) => return Ok(Self { token: s.sessions_token, sessions_token: true }),
+                None => tracing::warn!(work_id = %work.id, "the work item's secret carried no sessions token; using the environment key"),
+            }
+        }
+        match environment_key.filter(|k| !k.is_empty()) {
+            Some(key) => Ok(Self { token: key.to_owned(), sessions_token: false }),
+            None => Err(WorkerError::NoCredential { work_id: work.id.to_string() }),
+        }
+    }
+
+    pub fn client(&self, base_url: &str) -> Result<Client, WorkerError> {
+        Ok(Client::new(base_url, &self.token)?)
+    }
+}
+
+/// Serves one claimed item to the end: heartbeat, session, memory, tools, teardown, stop.
+/// `cancel` (a signal) ends the session run early; teardown and the stop still happen.
+pub async fn handle_item(
+    cfg: &WorkerConfig,
+    environment_key: Option<&str>,
+    work: &Work,
+    cancel: &CancellationToken,
+) -> Result<(), WorkerError> {
+    let credential = ItemCredential::for_item(work, environment_key)?;
+    let client = credential.client(&cfg.base_url)?;
+    if work.data.kind != "session" {
+        tracing::info!(work_id = %work.id, kind = %work.data.kind, "stopping a work item that is not a session");
+        force_stop(&client, work).await;
+        return Ok(());
+    }
+    let lease = Lease::start(client.clone(), work.environment_id.clone(), work.id.clone());
+    let served = serve(cfg, &client, &credential, work, &lease, cancel).await;
+    let end = lease.finish(LeaseEnd::RunnerDone).await;
+    if end.is_lost() {
+        tracing::warn!(work_id = %work.id, session_id = %work.data.id, "lease lost; released work_id={} session_id={} without stopping it", work.id, work.data.id);
+    } else {
+        force_stop(&client, work).await;
+    }
+    served
+}
+
+/// Ends the item for good; a 409 (already stopped) is fine.
+async fn force_stop(client: &Client, work: &Work) {
+    match client.stop_work(&work.environment_id, &work.id, true).await {
+        Ok(_) => tracing::info!(work_id = %work.id, "work item stopped"),
+        Err(e) if e.is_conflict() => {}
+        Err(e) => tracing::warn!(work_id = %work.id, "force-stop on exit failed: {e}"),
+    }
+}
+
+async fn serve(
+    cfg: &WorkerConfig,
+    client: &Client,
+    credential: &ItemCredential,
+    work: &Work,
+    lease: &Lease,
+    cancel: &CancellationToken,
+) -> Result<(), WorkerError> {
+    let session_id = work.data.id.as_str();
+    // Signals and the end of the lease both end the run.
+    let stop = CancellationToken::new();
+    let _stop_guard = stop.clone().drop_guard();
+    {
+        let (stop, cancel, ended) = (stop.clone(), cancel.clone(), lease.ended());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cancel.cancelled() => stop.cancel(),
+                () = ended.cancelled() => stop.cancel(),
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+    let session = tokio::select! {
+        s = client.get_session_json(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source })?,
+        () = stop.cancelled() => return Ok(()),
+    };
+    if session.get("status").and_then(Value::as_str) == Some("terminated") {
+        tracing::info!(work_id = %work.id, session_id, "skipping the work item of a terminated session");
+        return Ok(());
+    }
+    let mounts = memory::plan(&session, &cfg.workdir)?;
+    let memory_enabled = credential.sessions_token && cfg.memory_sync_interval.is_some();
+    if !memory_enabled && cfg.memory_sync_interval.is_some() && !mounts.is_empty() {
+        return Err(WorkerError::NoSessionsToken { work_id: work.id.to_string(), session_id: session_id.to_owned() });
+    }
+    if session.pointer("/agent/skills").and_then(Value::as_array).is_some_and(|s| !s.is_empty()) {
+        tracing::warn!(session_id, "the agent has skills; this worker does not download skills yet");
+    }
+    let sandbox = sandbox::detect();
+    let mut memory = match (memory_enabled, cfg.memory_sync_interval) {
+        (true, Some(interval)) if !mounts.is_empty() => {
+            let opts = MemoryOptions {
+                interval,
+                deletions: cfg.memory_sync_deletions,
+                state_dir: cfg.state_dir.clone(),
+                sandbox,
+            };
+            // The download is not cut short by a signal: a half-written folder would be left
+            // behind. A signal that arrived meanwhile skips the run instead.
+            Some(Memory::mount(client, session_id, &mounts, &opts).await?)
+        }
+        _ => None,
+    };
+    let mut ctx = ToolContext::new(&cfg.workdir);
+    ctx.max_file_bytes = cfg.max_file_bytes;
+    ctx.max_file_bytes_explicit = cfg.max_file_bytes_explicit;
+    ctx.sandbox = sandbox;
+    if let Some(m) = &memory {
+        (ctx.allowed_roots, ctx.read_only_roots) = m.roots();
+    }
+    let mut tools = Toolset::new(ctx);
+    let opts = RunnerOptions { max_idle: cfg.max_idle, ttl_seconds: lease.ttl_handle() };
+    let end = if stop.is_cancelled() {
+        RunEnd::Cancelled
+    } else {
+        runner::run_session(client, session_id, &mut tools, &opts, &stop, async |_call| {
+            if let Some(m) = memory.as_mut() {
+                m.sync_if_due().await;
+            }
+        })
+        .await
+    };
+    tracing::info!(work_id = %work.id, session_id, end = ?end, "session run ended");
+    let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated);
+    tools.close().await;
+    if let Some(mut m) = memory.take() {
+        teardown(&mut m, clean).await;
+        m.dispose().await;
+    }
+    match end {
+        RunEnd::Refused(e) => Err(WorkerError::Runner(e)),
+        _ => Ok(()),
+    }
+}
+
+/// The final sync (clean ends only), then always the push-only flush, each bounded.
+async fn teardown(memory: &mut Memory, clean: bool) {
+    if clean && tokio::time::timeout(TEARDOWN_BOUND, memory.final_sync()).await.is_err() {
+        tracing::warn!("final memory sync cut off after {}s; the flush that follows still uploads changed files", secs(TEARDOWN_BOUND));
+    }
+    if tokio::time::timeout(TEARDOWN_BOUND, memory.flush()).await.is_err() {
+        tracing::warn!("memory flush cut off after {}s; changed files it had not uploaded yet are not saved", secs(TEARDOWN_BOUND));
+    }
+}
+
+fn secs(d: Duration) -> u64 {
+    d.as_secs()
+}
+
+/// The work item `mnemo worker run` serves: what the poller handed over through the
+/// environment.
+pub fn synthesize_item(
+    work_id: &str,
+    environment_id: &str,
+    session_id: &str,
+    secret: Option<String>,
+) -> Result<Work, WorkerError> {
+    let bad = |what: &str, v: &str| WorkerError::Config(format!("{what} is not a valid id: {v:?}"));
+    Ok(Work {
+        id: work_id.parse().map_err(|_| bad("ANTHROPIC_WORK_ID", work_id))?,
+        environment_id: environment_id.parse().map_err(|_| bad("ANTHROPIC_ENVIRONMENT_ID", environment_id))?,
+        state: mnemo_api::WorkState::Starting,
+        data: mnemo_api::WorkData { kind: "session".into(), id: session_id.to_owned() },
+        secret,
+        metadata: Default::default(),
+        created_at: String::new(),
+        acknowledged_at: None,
+        started_at: None,
+        latest_heartbeat_at: None,
+        stop_requested_at: None,
+        stopped_at: None,
+    })
+}
+
+/// Reads a work secret from a file that only its owner may read or write.
+pub fn read_secret_file(path: &Path) -> Result<String, WorkerError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| WorkerError::Config(format!("cannot read the work secret file {}: {e}", path.display())))?;
+    if meta.permissions().mode() & 0o006 != 0 {
+        return Err(WorkerError::Config(format!(
+            "the work secret file {} is readable or writable by others; chmod 600 it",
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| WorkerError::Config(format!("cannot read the work secret file {}: {e}", path.display())))?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        return Err(WorkerError::Config(format!("the work secret file {} is empty", path.display())));
+    }
+    Ok(secret.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(secret: Option<String>) -> Work {
+        synthesize_item("work_abc", "env_abc", "sesn_abc", secret).unwrap()
+    }
+
+    #[test]
+    fn the_sessions_token_wins_over_the_environment_key() {
+        let secret = WorkSecret { sessions_token: "sk-ses-1".into() }.encode();
+        let c = ItemCredential::for_item(&item(Some(secret)), Some("envkey")).unwrap();
+        assert!(c.sessions_token);
+        assert_eq!(c.token, "sk-ses-1");
+    }
+
+    #[test]
+    fn a_bad_secret_falls_back_to_the_environment_key() {
+        let c = ItemCredential::for_item(&item(Some("%%%".into())), Some("envkey")).unwrap();
+        assert!(!c.sessions_token);
+        assert_eq!(c.token, "envkey");
+    }
+
+    #[test]
+    fn no_token_and_no_key_fails_naming_the_item() {
+        let e = ItemCredential::for_item(&item(None), None).unwrap_err().to_string();
+        assert!(e.contains("yielded no sessions token and no environment key") && e.contains("work_abc"), "{e}");
+    }
+
+    #[test]
+    fn credentials_never_print() {
+        let c = ItemCredential { token: "sk-ses-secret".into(), sessions_token: true };
+        assert!(!format!("{c:?}").contains("secret"));
+    }
+
+    #[test]
+    fn secret_files_must_be_private_and_non_empty() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("secret");
+        std::fs::write(&p, "  abc\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_secret_file(&p).unwrap(), "abc");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_secret_file(&p).unwrap_err().to_string().contains("readable or writable by others"));
+        std::fs::write(&p, "\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read_secret_file(&p).unwrap_err().to_string().contains("is empty"));
+    }
+}

@@ -1,0 +1,24 @@
+//! The worker: claims session work items from an environment's queue, mounts the session's
+//! memory stores through the sync engine, runs the agent's tool calls, and tears down cleanly.
+//!
+//! - [`poller`] — the poll loop (in-process, or an `--on-work` script per item).
+//! - [`item`] — one item from claim to stop: credential, heartbeat, session, memory, tools,
+//!   teardown.
+//! - [`lease`] — the heartbeat loop and why a lease ended.
+//! - [`memory`] — the session's stores as folders, through `mnemo-sync`, with crash recovery.
+//! - [`runner`] — the session tool runner: event stream, history reconcile, routing,
+//!   confirmations, result posting, the idle watchdog.
+//! - [`tools`] — the built-in toolset (bash, read, write, edit, glob, grep), confined to the
+//!   working directory and the memory folders.
+
+pub mod config;
+mod error;
+pub mod item;
+pub mod lease;
+pub mod memory;
+pub mod poller;
+pub mod runner;
+pub mod tools;
+
+pub use config::WorkerConfig;
+pub use error::WorkerError;

@@ -1,0 +1,313 @@
+//! A session's memory stores as folders: where each lands, the download, the cadence syncs, the
+//! final sync, the flush and the removal — one [`StoreSync`] per store.
+//!
+//! Beyond the reference: a worker killed mid-session leaves its folders behind with their sync
+//! journals. The worker records which folders it mounted for which session (in its state
+//! directory); when it (or its successor on the same host) claims that session's item again, it
+//! resumes those folders from their journals, so edits made before the crash still reach the
+//! server. Any other leftover is refused exactly as the reference refuses it.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use mnemo_api::MemoryStoreId;
+use mnemo_client::Client;
+use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::WorkerError;
+use crate::tools::sandbox::{self, Sandbox};
+
+/// Where one attached store lands and how it may be used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreMount {
+    pub store_id: MemoryStoreId,
+    pub root: PathBuf,
+    pub read_only: bool,
+}
+
+/// The memory stores of a session's resources, in resource order, with the folder each lands
+/// in (spec §6.1): a clean absolute `mount_path` verbatim, else `<workdir>/memory/<name or id>`.
+pub fn plan(session: &Value, workdir: &Path) -> Result<Vec<StoreMount>, WorkerError> {
+    let resources = session.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let mut out = Vec::new();
+    for r in resources.iter().filter(|r| r.get("type").and_then(Value::as_str) == Some("memory_store")) {
+        let id = r.get("memory_store_id").and_then(Value::as_str).unwrap_or_default();
+        let store_id = id
+            .parse::<MemoryStoreId>()
+            .map_err(|_| WorkerError::Config(format!("the session names an invalid memory store id: {id:?}")))?;
+        let read_only = r.get("access").and_then(Value::as_str) == Some("read_only");
+        let root = match r.get("mount_path").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            Some(mount_path) => clean_absolute(mount_path).ok_or_else(|| WorkerError::BadMountPath {
+                mount_path: mount_path.to_owned(),
+                store: id.to_owned(),
+            })?,
+            None => {
+                let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(id);
+                workdir.join("memory").join(name)
+            }
+        };
+        out.push(StoreMount { store_id, root, read_only });
+    }
+    Ok(out)
+}
+
+/// An absolute POSIX path without `..`, with `.` segments and repeated slashes dropped.
+fn clean_absolute(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(seg) => out.push(seg),
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// What a worker remembers about the folders it mounted for a session.
+#[derive(Debug, Serialize, Deserialize)]
+struct SessionRecord {
+    session_id: String,
+    stores: Vec<StoreMount>,
+}
+
+fn record_path(state_dir: &Path, session_id: &str) -> PathBuf {
+    state_dir.join("sessions").join(format!("{session_id}.json"))
+}
+
+fn read_record(state_dir: &Path, session_id: &str) -> Option<SessionRecord> {
+    let bytes = std::fs::read(record_path(state_dir, session_id)).ok()?;
+    serde_json::from_slice::<SessionRecord>(&bytes).ok().filter(|r| r.session_id == session_id)
+}
+
+fn write_record(state_dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = record_path(state_dir, &record.session_id);
+    let dir = path.parent().expect("a record lives in a directory");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let tmp = dir.join(format!(".{}.tmp", record.session_id));
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(&serde_json::to_vec(record).expect("a record serialises"))?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+struct Mounted {
+    sync: StoreSync,
+    read_only: bool,
+}
+
+/// The mounted stores of one session.
+pub struct Memory {
+    stores: Vec<Mounted>,
+    interval: Duration,
+    last_sync: Instant,
+    /// Read-only folders are kept at 0444/0555 between syncs (bash's best-effort guard).
+    lock_read_only: bool,
+    record: PathBuf,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory").field("stores", &self.stores.len()).field("interval", &self.interval).finish()
+    }
+}
+
+/// How to mount a session's stores.
+#[derive(Debug, Clone)]
+pub struct MemoryOptions {
+    pub interval: Duration,
+    pub deletions: DeletionMode,
+    pub state_dir: PathBuf,
+    pub sandbox: Sandbox,
+}
+
+impl Memory {
+    /// Downloads every store (each must land), resuming the folders a crashed worker left for
+    /// this very session. On failure, whatever was mounted is removed again.
+    pub async fn mount(
+        client: &Client,
+        session_id: &str,
+        mounts: &[StoreMount],
+        opts: &MemoryOptions,
+    ) -> Result<Self, WorkerError> {
+        let previous = read_record(&opts.state_dir, session_id);
+        let record = SessionRecord { session_id: session_id.to_owned(), stores: mounts.to_vec() };
+        if let Err(e) = write_record(&opts.state_dir, &record) {
+            tracing::warn!(state_dir = %opts.state_dir.display(), "cannot record the session's memory folders (a crash will leave them unrecoverable): {e}");
+        }
+        let mut memory = Self {
+            stores: Vec::with_capacity(mounts.len()),
+            interval: opts.interval,
+            last_sync: Instant::now(),
+            lock_read_only: opts.sandbox == Sandbox::Permissions,
+            record: record_path(&opts.state_dir, session_id),
+        };
+        for m in mounts {
+            let mut cfg = StoreConfig::new(m.store_id.clone(), &m.root);
+            cfg.read_only = m.read_only;
+            cfg.deletions = opts.deletions;
+            let ours = previous.as_ref().is_some_and(|r| r.stores.contains(m));
+            let mounted = if ours && std::fs::symlink_metadata(&m.root).is_ok() {
+                resume(client, cfg, m).await
+            } else {
+                StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)
+            };
+            match mounted {
+                Ok(sync) => memory.stores.push(Mounted { sync, read_only: m.read_only }),
+                Err(e) => {
+                    memory.dispose().await;
+                    return Err(e);
+                }
+            }
+        }
+        memory.lock(true);
+        memory.last_sync = Instant::now();
+        Ok(memory)
+    }
+
+    /// The folders, and which of them are read-only.
+    pub fn roots(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let all = self.stores.iter().map(|s| s.sync.root().to_path_buf()).collect();
+        let ro = self.stores.iter().filter(|s| s.read_only).map(|s| s.sync.root().to_path_buf()).collect();
+        (all, ro)
+    }
+
+    /// Syncs when at least the interval passed since the last download or sync.
+    pub async fn sync_if_due(&mut self) {
+        if self.last_sync.elapsed() >= self.interval {
+            self.sync_all(false).await;
+        }
+    }
+
+    /// The final sync of a clean end (the deletion window is waived).
+    pub async fn final_sync(&mut self) {
+        self.sync_all(true).await;
+    }
+
+    async fn sync_all(&mut self, final_sync: bool) {
+        self.lock(false);
+        join_all(self.stores.iter_mut().map(|s| async move {
+            if let Err(e) = s.sync.sync(final_sync).await {
+                tracing::warn!(memory_store_id = %s.sync.store_id(), "memory sync failed memory_store_id={}: {e}", s.sync.store_id());
+            }
+        }))
+        .await;
+        self.lock(true);
+        self.last_sync = Instant::now();
+    }
+
+    /// Pushes changed files of every writable store, concurrently; no deletes, no pulls.
+    pub async fn flush(&mut self) {
+        join_all(self.stores.iter_mut().filter(|s| !s.read_only).map(|s| async move {
+            if let Err(e) = s.sync.flush().await {
+                tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
+            }
+        }))
+        .await;
+    }
+
+    /// Removes every folder this worker created (and the session's record).
+    pub async fn dispose(mut self) {
+        self.lock(false);
+        for s in self.stores.drain(..) {
+            s.sync.dispose().await;
+        }
+        let _ = std::fs::remove_file(&self.record);
+    }
+
+    /// Applies or lifts the file-mode guard of read-only folders (permissions sandbox only).
+    fn lock(&self, locked: bool) {
+        if !self.lock_read_only {
+            return;
+        }
+        for s in self.stores.iter().filter(|s| s.read_only) {
+            let root = s.sync.root();
+            let outcome =
+                if locked { sandbox::lock_read_only(root) } else { sandbox::unlock_read_only(root) };
+            if let Err(e) = outcome {
+                tracing::warn!(root = %root.display(), "cannot change the modes of a read-only memory folder: {e}");
+            }
+        }
+    }
+}
+
+/// Takes back a folder this worker's predecessor mounted for the same session, and syncs it at
+/// once so edits made before the crash reach the server before any tool runs.
+async fn resume(client: &Client, cfg: StoreConfig, m: &StoreMount) -> Result<StoreSync, WorkerError> {
+    let root = cfg.root.clone();
+    // A folder locked by the permissions guard must be writable for the engine again.
+    if m.read_only {
+        let _ = sandbox::unlock_read_only(&root);
+    }
+    match StoreSync::resume(client.clone(), cfg).await {
+        Ok(mut sync) => {
+            tracing::info!(memory_store_id = %m.store_id, root = %root.display(), "resuming the memory store folder a previous worker left for this session");
+            if let Err(e) = sync.sync(false).await {
+                tracing::warn!(memory_store_id = %m.store_id, "memory sync failed memory_store_id={}: {e}", m.store_id);
+            }
+            Ok(sync)
+        }
+        Err(e) => {
+            tracing::warn!(memory_store_id = %m.store_id, "{e}");
+            Err(MountError::AlreadyExists { path: root, store: m.store_id.clone() }.into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mount_paths_follow_the_rules() {
+        let session = json!({"resources": [
+            {"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": "/mnt/memory//notes/./x", "access": "read_write"},
+            {"type": "file", "file_id": "file_1"},
+            {"type": "memory_store", "memory_store_id": "memstore_b", "name": "team", "access": "read_only"},
+            {"type": "memory_store", "memory_store_id": "memstore_c", "mount_path": ""},
+        ]});
+        let plan = plan(&session, Path::new("/work")).unwrap();
+        assert_eq!(plan.len(), 3);
+        assert_eq!(plan[0].root, PathBuf::from("/mnt/memory/notes/x"));
+        assert!(!plan[0].read_only);
+        assert_eq!(plan[1].root, PathBuf::from("/work/memory/team"));
+        assert!(plan[1].read_only);
+        assert_eq!(plan[2].root, PathBuf::from("/work/memory/memstore_c"));
+    }
+
+    #[test]
+    fn unclean_mount_paths_fail_the_item() {
+        for bad in ["relative/x", "/mnt/memory/../etc"] {
+            let session = json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": bad}]});
+            let err = plan(&session, Path::new("/w")).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("memory store mount_path is not a clean absolute path: '{bad}' (memory_store_id=memstore_a)")
+            );
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_name_their_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = SessionRecord {
+            session_id: "sesn_1".into(),
+            stores: vec![StoreMount { store_id: "memstore_a".parse().unwrap(), root: "/mnt/memory/a".into(), read_only: true }],
+        };
+        write_record(dir.path(), &record).unwrap();
+        let back = read_record(dir.path(), "sesn_1").unwrap();
+        assert_eq!(back.stores, record.stores);
+        assert!(read_record(dir.path(), "sesn_2").is_none());
+    }
+}

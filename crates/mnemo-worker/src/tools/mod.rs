@@ -1,0 +1,189 @@
+//! The built-in toolset `agent_toolset_20260401`: bash, read, write, edit, glob, grep.
+//!
+//! Every file tool is confined to the session's working directory plus the memory folders
+//! ([`ToolContext::allowed_roots`]); writes under a read-only root are refused. Paths are
+//! canonicalised before the check and the tool then works on the canonical path, so a symlink
+//! cannot redirect an operation after it was allowed. `bash` is confined by the OS instead:
+//! see [`sandbox`].
+//!
+//! A tool answers with content blocks ([`ToolOutput`]) or a [`ToolError`] whose message already
+//! carries the tool's name (`read: …`). Input that does not match a tool's schema is an error
+//! result too, never a panic.
+
+mod bash;
+mod edit;
+mod glob;
+mod grep;
+mod paths;
+mod read;
+pub mod sandbox;
+mod write;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+pub use bash::{BashSession, BashShell};
+pub use paths::{ConfineError, canonicalize};
+
+/// The tool names of `agent_toolset_20260401`, in the reference order.
+pub const TOOL_NAMES: [&str; 6] = ["bash", "read", "write", "edit", "glob", "grep"];
+
+/// Size cap of a whole-file `read` and of `edit` unless configured (256 KiB).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024;
+
+/// A run of a tool ends after this long; it must exceed bash's own 120 s timeout.
+pub const TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// Where and how the tools of one session may act.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// Relative paths resolve here; `bash` starts here.
+    pub workdir: PathBuf,
+    /// Directories besides the workdir that the file tools may reach (the memory folders).
+    pub allowed_roots: Vec<PathBuf>,
+    /// Directories the write and edit tools refuse to modify (read-only memory stores).
+    pub read_only_roots: Vec<PathBuf>,
+    /// Cap for whole-file `read` and for `edit`; `None` = uncapped. An explicit cap also
+    /// tightens the image/PDF limits.
+    pub max_file_bytes: Option<u64>,
+    /// Whether `max_file_bytes` was set by the operator (binds image/PDF reads too).
+    pub max_file_bytes_explicit: bool,
+    /// The environment of `bash` (and of any helper process): the worker's own environment
+    /// minus every `ANTHROPIC_*` variable, unless replaced.
+    pub env: Vec<(OsString, OsString)>,
+    /// How `bash` enforces read-only roots.
+    pub sandbox: sandbox::Sandbox,
+}
+
+impl ToolContext {
+    /// A context for `workdir` with no memory roots, the default caps and the scrubbed
+    /// process environment.
+    pub fn new(workdir: impl Into<PathBuf>) -> Self {
+        Self {
+            workdir: workdir.into(),
+            allowed_roots: Vec::new(),
+            read_only_roots: Vec::new(),
+            max_file_bytes: Some(DEFAULT_MAX_FILE_BYTES),
+            max_file_bytes_explicit: false,
+            env: scrubbed_env(),
+            sandbox: sandbox::Sandbox::None,
+        }
+    }
+}
+
+/// The process environment without any `ANTHROPIC_*` variable, so no credential reaches a
+/// command the agent runs.
+pub fn scrubbed_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os().filter(|(k, _)| !k.as_encoded_bytes().starts_with(b"ANTHROPIC_")).collect()
+}
+
+/// A tool's answer: content blocks as the API takes them (`text`, `image`, `document`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<Value>,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful text result; empty text reads `(no output)`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { content: vec![text_block(text.into())], is_error: false }
+    }
+
+    /// An error result with `message` as its only text block.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self { content: vec![text_block(message.into())], is_error: true }
+    }
+
+    /// The text blocks joined, for logs and tests.
+    pub fn joined_text(&self) -> String {
+        self.content.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+    }
+}
+
+fn text_block(text: String) -> Value {
+    let text = if text.is_empty() { "(no output)".to_owned() } else { text };
+    json!({"type": "text", "text": text})
+}
+
+/// A tool refusing or failing in a way the agent should see: the message is the whole text of
+/// the error result (`read: notes.md: no such file or directory`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+impl From<ToolError> for ToolOutput {
+    fn from(e: ToolError) -> Self {
+        ToolOutput::error(e.0)
+    }
+}
+
+/// Decodes a tool's input; a mismatch is reported like the reference's function-tool wrapper
+/// reports an invalid call.
+fn parse_input<T: DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|e| ToolError(format!("{tool}: invalid input: {e}")))
+}
+
+/// The six tools of one session. Holds the persistent bash shell; call [`Toolset::close`] when
+/// the session ends.
+#[derive(Debug)]
+pub struct Toolset {
+    ctx: ToolContext,
+    bash: BashSession,
+}
+
+impl Toolset {
+    pub fn new(ctx: ToolContext) -> Self {
+        let bash = BashSession::new(ctx.clone());
+        Self { ctx, bash }
+    }
+
+    pub fn context(&self) -> &ToolContext {
+        &self.ctx
+    }
+
+    /// Whether `name` is one of this toolset's tools (calls to other names belong to another
+    /// client and are left alone).
+    pub fn handles(name: &str) -> bool {
+        TOOL_NAMES.contains(&name)
+    }
+
+    /// Runs one call. Never fails: every problem becomes an error result.
+    pub async fn call(&mut self, name: &str, input: Value) -> ToolOutput {
+        let file_tool: fn(&ToolContext, Value) -> Result<ToolOutput, ToolError> = match name {
+            "bash" => {
+                return match self.bash.call(input).await {
+                    Ok(out) => out,
+                    Err(e) => e.into(),
+                };
+            }
+            "read" => read::run,
+            "write" => write::run,
+            "edit" => edit::run,
+            "glob" => glob::run,
+            "grep" => grep::run,
+            other => return ToolOutput::error(format!("unknown tool '{other}'")),
+        };
+        let ctx = self.ctx.clone();
+        match tokio::task::spawn_blocking(move || file_tool(&ctx, input)).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => e.into(),
+            Err(join) => ToolOutput::error(format!("{name}: internal error: {join}")),
+        }
+    }
+
+    /// Ends the bash shell.
+    pub async fn close(&mut self) {
+        self.bash.close().await;
+    }
+}

@@ -1,0 +1,253 @@
+//! `mnemo worker poll | run`: serve an environment's sessions on this host.
+//!
+//! Flags match `ant beta:worker` so operators can switch without relearning; each falls back to
+//! its `ANTHROPIC_*` variable.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use mnemo_api::EnvironmentId;
+use mnemo_sync::DeletionMode;
+use mnemo_worker::WorkerConfig;
+use mnemo_worker::item::{handle_item, read_secret_file, synthesize_item};
+use mnemo_worker::poller::{self, Serve};
+use tokio_util::sync::CancellationToken;
+
+use super::signals::Signals;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Worker {
+    /// Poll an environment's work queue and serve each session, one after another, until
+    /// SIGINT/SIGTERM (which finish the session in flight: flush, cleanup, stop).
+    Poll(Poll),
+    /// Serve exactly one already-claimed work item, described by the environment variables an
+    /// `--on-work` script receives (plus `ANTHROPIC_WORK_SECRET` or `ANTHROPIC_WORK_SECRET_FILE`).
+    Run(Run),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum Deletions {
+    Enabled,
+    LogOnly,
+    Disabled,
+}
+
+impl From<Deletions> for DeletionMode {
+    fn from(d: Deletions) -> Self {
+        match d {
+            Deletions::Enabled => DeletionMode::Enabled,
+            Deletions::LogOnly => DeletionMode::LogOnly,
+            Deletions::Disabled => DeletionMode::Disabled,
+        }
+    }
+}
+
+/// What `poll` and `run` share.
+#[derive(Debug, Args)]
+struct Common {
+    /// Working directory of the sessions' tools (relative paths resolve here).
+    #[arg(long, env = "ANTHROPIC_WORKDIR", default_value = ".")]
+    workdir: PathBuf,
+
+    /// API base URL (`mnemo serve` or the hosted API).
+    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
+    base_url: String,
+
+    /// Stop serving a session this long after its turn ended (`60s`, `5m`, or `none`).
+    #[arg(long, env = "ANTHROPIC_MAX_IDLE", default_value = "60s", value_parser = parse_max_idle)]
+    max_idle: MaxIdle,
+
+    /// Minimum seconds between memory syncs (at least 5).
+    #[arg(long, env = "ANTHROPIC_MEMORY_SYNC_INTERVAL", default_value = "15", value_parser = parse_interval)]
+    memory_sync_interval: Duration,
+
+    /// What syncs do with files deleted locally.
+    #[arg(long, env = "ANTHROPIC_MEMORY_SYNC_DELETIONS", value_enum, default_value_t = Deletions::Enabled)]
+    memory_sync_deletions: Deletions,
+
+    /// Do not mount memory stores (sessions run without them).
+    #[arg(long, env = "ANTHROPIC_NO_MEMORY")]
+    no_memory: bool,
+
+    /// Where the worker records the folders it mounted, so a restarted worker can recover them.
+    #[arg(long, env = "MNEMO_WORKER_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MaxIdle(Option<Duration>);
+
+fn parse_max_idle(s: &str) -> Result<MaxIdle, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(MaxIdle(None));
+    }
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (try `60s`, `5m` or `none`)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("`{s}` is not a valid duration"));
+    }
+    Ok(MaxIdle(Some(Duration::from_secs_f64(secs))))
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.trim().trim_end_matches('s').parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !secs.is_finite() || secs < 5.0 {
+        return Err(format!("the memory sync interval must be at least 5 seconds (got {s})"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl Common {
+    fn config(&self) -> anyhow::Result<WorkerConfig> {
+        let workdir = std::path::absolute(&self.workdir)
+            .with_context(|| format!("resolve the workdir {}", self.workdir.display()))?;
+        anyhow::ensure!(workdir.is_dir(), "the workdir {} is not a directory", workdir.display());
+        let mut cfg = WorkerConfig::new(&self.base_url, workdir);
+        cfg.max_idle = self.max_idle.0;
+        cfg.memory_sync_interval = (!self.no_memory).then_some(self.memory_sync_interval);
+        cfg.memory_sync_deletions = self.memory_sync_deletions.into();
+        if let Some(dir) = &self.state_dir {
+            cfg.state_dir = std::path::absolute(dir)?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Poll {
+    /// The self-hosted environment to serve (`env_…`).
+    #[arg(long, env = "ANTHROPIC_ENVIRONMENT_ID")]
+    environment_id: EnvironmentId,
+
+    /// The environment's key.
+    #[arg(long, env = "ANTHROPIC_ENVIRONMENT_KEY", hide_env_values = true)]
+    environment_key: String,
+
+    /// Run SCRIPT once per claimed session instead of serving it in this process. It gets the
+    /// work item JSON (with `.secret`) on stdin and ANTHROPIC_{WORK,SESSION,ENVIRONMENT}_ID,
+    /// ANTHROPIC_ENVIRONMENT_KEY and ANTHROPIC_BASE_URL in its environment.
+    #[arg(long, env = "ANTHROPIC_ON_WORK")]
+    on_work: Option<PathBuf>,
+
+    /// Sent as `Anthropic-Worker-ID` on every poll (default: hostname plus a random suffix).
+    #[arg(long, env = "ANTHROPIC_WORKER_ID")]
+    worker_id: Option<String>,
+
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Run {
+    #[arg(long, env = "ANTHROPIC_WORK_ID")]
+    work_id: String,
+    #[arg(long, env = "ANTHROPIC_SESSION_ID")]
+    session_id: String,
+    #[arg(long, env = "ANTHROPIC_ENVIRONMENT_ID")]
+    environment_id: String,
+    /// Optional when a work secret is given: the item then runs on its sessions token alone.
+    #[arg(long, env = "ANTHROPIC_ENVIRONMENT_KEY", hide_env_values = true)]
+    environment_key: Option<String>,
+    /// A file holding the work secret (must not be readable by others).
+    #[arg(long, env = "ANTHROPIC_WORK_SECRET_FILE")]
+    work_secret_file: Option<PathBuf>,
+    /// The work secret (prefer the file or the environment variable over the flag).
+    #[arg(long, env = "ANTHROPIC_WORK_SECRET", hide_env_values = true)]
+    work_secret: Option<String>,
+
+    #[command(flatten)]
+    common: Common,
+}
+
+impl Worker {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        let cancel = CancellationToken::new();
+        let mut signals = Signals::install()?;
+        {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                signals.next().await;
+                tracing::info!("signal received: finishing the session in flight (flush, cleanup, stop), then exiting");
+                cancel.cancel();
+                // A second signal aborts without finishing the teardown.
+                signals.abort_on_next();
+            });
+        }
+        match self {
+            Self::Poll(p) => p.run(&cancel).await,
+            Self::Run(r) => r.run(&cancel).await,
+        }
+    }
+}
+
+impl Poll {
+    async fn run(self, cancel: &CancellationToken) -> anyhow::Result<()> {
+        let mut cfg = self.common.config()?;
+        if let Some(id) = self.worker_id {
+            cfg.worker_id = id;
+        }
+        let serve = match self.on_work {
+            Some(script) => Serve::Script(script),
+            None => Serve::InProcess,
+        };
+        poller::run(&cfg, &self.environment_id, &self.environment_key, &serve, cancel).await?;
+        tracing::info!("worker stopped");
+        Ok(())
+    }
+}
+
+impl Run {
+    async fn run(self, cancel: &CancellationToken) -> anyhow::Result<()> {
+        let cfg = self.common.config()?;
+        let secret = match (&self.work_secret_file, self.work_secret) {
+            (Some(path), _) => Some(read_secret_file(path)?),
+            (None, Some(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            _ => None,
+        };
+        anyhow::ensure!(
+            secret.is_some() || self.environment_key.as_deref().is_some_and(|k| !k.is_empty()),
+            "set ANTHROPIC_WORK_SECRET (or ANTHROPIC_WORK_SECRET_FILE) or ANTHROPIC_ENVIRONMENT_KEY"
+        );
+        let work = synthesize_item(&self.work_id, &self.environment_id, &self.session_id, secret)?;
+        handle_item(&cfg, self.environment_key.as_deref(), &work, cancel).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_idle_takes_units_and_none() {
+        assert_eq!(parse_max_idle("60s").unwrap().0, Some(Duration::from_secs(60)));
+        assert_eq!(parse_max_idle("90").unwrap().0, Some(Duration::from_secs(90)));
+        assert_eq!(parse_max_idle("2m").unwrap().0, Some(Duration::from_secs(120)));
+        assert_eq!(parse_max_idle("500ms").unwrap().0, Some(Duration::from_millis(500)));
+        assert_eq!(parse_max_idle("none").unwrap().0, None);
+        assert!(parse_max_idle("soon").is_err());
+        assert!(parse_max_idle("5d").is_err());
+    }
+
+    #[test]
+    fn sync_interval_is_at_least_five_seconds() {
+        assert!(parse_interval("4.9").is_err());
+        assert!(parse_interval("NaN").is_err());
+        assert_eq!(parse_interval("15").unwrap(), Duration::from_secs(15));
+    }
+}

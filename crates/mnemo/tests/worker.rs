@@ -1,0 +1,419 @@
+//! `mnemo worker` end to end: real `mnemo serve` and `mnemo worker` processes on 127.0.0.1, the
+//! agent side played by `mnemo session script` or by the test through the events endpoint.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use mnemo_client::{Client, Method};
+use serde_json::{Value, json};
+
+use common::{KEY, Server, mnemo, signal, wait_until, wait_until_async};
+
+/// A server whose memory mounts land under the test's own folder.
+struct Setup {
+    tmp: tempfile::TempDir,
+    server: Server,
+    api: Client,
+    agent: String,
+    env_id: String,
+    env_key: String,
+}
+
+impl Setup {
+    async fn new(extra: &[&str]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let mnt = tmp.path().join("mnt");
+        let mut args = vec!["--api-key", KEY, "--memory-mount-root", mnt.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let server = Server::start(&tmp.path().join("db.sqlite"), &args);
+        let api = Client::new(&server.base, KEY).unwrap();
+        let agent = json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]});
+        let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
+        let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+        let env_id = env["id"].as_str().unwrap().to_owned();
+        let key = api.json(Method::POST, &format!("/v1/environments/{env_id}/keys"), None).await.unwrap();
+        std::fs::create_dir_all(tmp.path().join("work")).unwrap();
+        Self {
+            env_key: key["key"].as_str().unwrap().to_owned(),
+            agent: agent["id"].as_str().unwrap().to_owned(),
+            env_id,
+            api,
+            server,
+            tmp,
+        }
+    }
+
+    fn mnt(&self) -> PathBuf {
+        self.tmp.path().join("mnt")
+    }
+
+    fn workdir(&self) -> PathBuf {
+        self.tmp.path().join("work")
+    }
+
+    /// A store named `name` holding `memories` (path → content).
+    async fn store(&self, name: &str, memories: &[(&str, &str)]) -> String {
+        let store = self.api.json(Method::POST, "/v1/memory_stores", Some(&json!({"name": name}))).await.unwrap();
+        let id = store["id"].as_str().unwrap().to_owned();
+        for (path, content) in memories {
+            let body = json!({"path": path, "content": content});
+            self.api.json(Method::POST, &format!("/v1/memory_stores/{id}/memories"), Some(&body)).await.unwrap();
+        }
+        id
+    }
+
+    /// The store's memories as path → content.
+    async fn memories(&self, store: &str) -> Vec<(String, String)> {
+        let page = self
+            .api
+            .json(Method::GET, &format!("/v1/memory_stores/{store}/memories?view=full&limit=100"), None)
+            .await
+            .unwrap();
+        let mut out: Vec<(String, String)> = page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["type"] == "memory")
+            .map(|m| (m["path"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or_default().to_owned()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// `mnemo worker poll` against this server.
+    fn worker(&self, state_dir: &Path, extra: &[&str]) -> Proc {
+        Proc(Some(mnemo()
+            .args(["worker", "poll", "--environment-id", &self.env_id, "--base-url", &self.server.base])
+            .arg("--workdir")
+            .arg(self.workdir())
+            .arg("--state-dir")
+            .arg(state_dir)
+            .args(["--max-idle", "1s"])
+            .args(extra)
+            .env("ANTHROPIC_ENVIRONMENT_KEY", &self.env_key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()))
+    }
+
+    /// Creates a session directly (the test plays the agent).
+    async fn session(&self, resources: Value) -> String {
+        let body = json!({"agent": self.agent, "environment_id": self.env_id, "resources": resources});
+        let s = self.api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+        s["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Posts one tool call as the agent; answers its event id.
+    async fn call(&self, session: &str, tool: &str, input: Value) -> String {
+        let body = json!({"events": [{"type": "agent.tool_use", "name": tool, "input": input}]});
+        let r = self.api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
+        r["data"][0]["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits for the result of `tool_use_id`.
+    async fn result(&self, session: &str, tool_use_id: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let log =
+                self.api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await.unwrap();
+            let found = log["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["type"] == "user.tool_result" && e["tool_use_id"] == tool_use_id)
+                .cloned();
+            if let Some(found) = found {
+                return found;
+            }
+            assert!(std::time::Instant::now() < deadline, "no result for {tool_use_id}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn end_turn(&self, session: &str) {
+        let body = json!({"events": [{"type": "session.status_idle"}]});
+        self.api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
+    }
+
+    /// The states of the session's work items, oldest first.
+    async fn work_states(&self, session: &str) -> Vec<String> {
+        let page =
+            self.api.json(Method::GET, &format!("/v1/environments/{}/work?limit=100", self.env_id), None).await.unwrap();
+        let mut items: Vec<&Value> =
+            page["data"].as_array().unwrap().iter().filter(|w| w["data"]["id"] == session).collect();
+        items.sort_by_key(|w| w["created_at"].as_str().unwrap().to_owned());
+        items.iter().map(|w| w["state"].as_str().unwrap().to_owned()).collect()
+    }
+}
+
+/// A worker process: killed on drop, its log printed when the test failed.
+struct Proc(Option<Child>);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            if std::thread::panicking() {
+                let mut err = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                eprintln!("---- worker log ----\n{err}");
+            }
+        }
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect()
+}
+
+fn stop(mut proc: Proc, sig: &str) -> (bool, String) {
+    let mut child = proc.0.take().unwrap();
+    signal(&child, sig);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.success(), err)
+}
+
+/// Every tool through `mnemo session script`, on two stores (one read-only), with the worker
+/// logging JSON at debug level: the memories end as the tools left them, read-only refusals
+/// come from the file tools and from bash, folders are removed, the item is stopped, and no
+/// credential appears in the logs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_session_uses_every_tool_and_its_memory_lands() {
+    let s = Setup::new(&[]).await;
+    let notes = s.store("notes", &[("/a.md", "alpha\n"), ("/dir/b.md", "bravo\n")]).await;
+    let reference = s.store("ref", &[("/r.md", "reference\n")]).await;
+    let (n, r) = (s.mnt().join("notes"), s.mnt().join("ref"));
+    let (n, r) = (n.to_str().unwrap(), r.to_str().unwrap());
+    let steps = json!([
+        {"tool": "read", "input": {"file_path": format!("{n}/a.md")}},
+        {"tool": "write", "input": {"file_path": format!("{n}/new.md"), "content": "hello"}},
+        {"tool": "edit", "input": {"file_path": format!("{n}/a.md"), "old_string": "alpha", "new_string": "beta"}},
+        {"tool": "glob", "input": {"pattern": "**/*.md", "path": n}},
+        {"tool": "grep", "input": {"pattern": "bra+vo", "path": n}},
+        {"tool": "bash", "input": {"command": format!("cat {r}/r.md; echo \"key=[$ANTHROPIC_ENVIRONMENT_KEY]\"")}},
+        {"tool": "write", "input": {"file_path": format!("{r}/r.md"), "content": "vandalised"}},
+        {"tool": "edit", "input": {"file_path": format!("{r}/r.md"), "old_string": "reference", "new_string": "x"}},
+        {"tool": "bash", "input": {"command": format!("echo vandalised > {r}/r.md")}},
+        {"tool": "bash", "input": {"command": format!("rm {n}/dir/b.md && ls {n}")}},
+        {"tool": "read", "input": {"file_path": "/etc/hostname"}},
+    ]);
+    let script = json!({
+        "agent": s.agent, "environment_id": s.env_id,
+        "resources": [
+            {"type": "memory_store", "memory_store_id": notes},
+            {"type": "memory_store", "memory_store_id": reference, "access": "read_only"},
+        ],
+        "steps": steps,
+    });
+    let file = s.tmp.path().join("script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let state = s.tmp.path().join("state");
+    let worker = Proc(Some(mnemo()
+        .args(["--log-format", "json", "worker", "poll", "--environment-id", &s.env_id, "--base-url", &s.server.base])
+        .arg("--workdir")
+        .arg(s.workdir())
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["--max-idle", "1s"])
+        .env("ANTHROPIC_ENVIRONMENT_KEY", &s.env_key)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()));
+    let out = mnemo()
+        .args(["session", "script"])
+        .arg(&file)
+        .args(["--base-url", &s.server.base, "--api-key", KEY, "--timeout", "60"])
+        .output()
+        .unwrap();
+    let (_, logs) = stop(worker, "-TERM");
+    assert!(out.status.success(), "script failed: {}\n{logs}", String::from_utf8_lossy(&out.stderr));
+    let results: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let step = |i: usize| (results[i]["is_error"].as_bool().unwrap(), results[i]["text"].as_str().unwrap().to_owned());
+
+    assert_eq!(step(0), (false, "alpha\n".into()));
+    assert_eq!(step(1), (false, format!("wrote 5 bytes to {n}/new.md")));
+    assert_eq!(step(2), (false, format!("edited {n}/a.md (1 replacement(s))")));
+    let (err, globbed) = step(3);
+    assert!(!err);
+    let mut globbed: Vec<&str> = globbed.lines().collect();
+    globbed.sort();
+    assert_eq!(globbed, [format!("{n}/a.md"), format!("{n}/dir/b.md"), format!("{n}/new.md")]);
+    assert_eq!(step(4), (false, format!("{n}/dir/b.md:1:bravo")));
+    assert_eq!(step(5), (false, "reference\nkey=[]".into()), "bash sees no credential");
+    assert_eq!(step(6), (true, format!("write: {r}/r.md is inside read-only directory {r}")));
+    assert_eq!(step(7), (true, format!("edit: {r}/r.md is inside read-only directory {r}")));
+    let (err, refused) = step(8);
+    assert!(err && refused.contains("Read-only file system"), "bash must not write a read-only store: {refused}");
+    assert_eq!(step(9), (false, "a.md\ndir\nnew.md".into()));
+    let (err, outside) = step(10);
+    assert!(err && outside.contains("is outside the session's working directory"), "{outside}");
+
+    // The final sync carried the edits, the new file and the deletion; the read-only store is
+    // untouched; the folders are gone and the item is stopped.
+    assert_eq!(s.memories(&notes).await, [("/a.md".into(), "beta\n".into()), ("/new.md".into(), "hello".into())]);
+    assert_eq!(s.memories(&reference).await, [("/r.md".into(), "reference\n".into())]);
+    assert!(!s.mnt().join("notes").exists() && !s.mnt().join("ref").exists());
+    let versions = s
+        .api
+        .json(Method::GET, &format!("/v1/memory_stores/{notes}/memory_versions?limit=100"), None)
+        .await
+        .unwrap();
+    assert!(
+        versions["data"].as_array().unwrap().iter().skip(0).any(|v| v["created_by"]["type"] == "session_actor"),
+        "the worker's versions are made by the session: {versions}"
+    );
+
+    // Nothing secret in a debug-level JSON log.
+    assert!(logs.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()), "every log line is JSON");
+    for secret in [s.env_key.as_str(), KEY, "sk-mnemo-sess-", "sk-mnemo-env-", "\"secret\""] {
+        assert!(!logs.contains(secret), "the log contains {secret:?}");
+    }
+    assert!(logs.contains("heartbeat"), "debug logging was on");
+}
+
+/// SIGTERM while a session is being served: the edit is flushed, the folder removed, the item
+/// stopped, the worker exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_session_flushes_cleans_up_and_stops_the_item() {
+    let s = Setup::new(&[]).await;
+    let notes = s.store("notes", &[("/a.md", "one")]).await;
+    let worker = s.worker(&s.tmp.path().join("state"), &["--memory-sync-interval", "600"]);
+    let session = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
+    let folder = s.mnt().join("notes");
+    let id = s.call(&session, "write", json!({"file_path": folder.join("a.md"), "content": "two"})).await;
+    assert!(!s.result(&session, &id).await["is_error"].as_bool().unwrap());
+    assert_eq!(s.memories(&notes).await, [("/a.md".into(), "one".into())], "no sync is due yet");
+    let (ok, logs) = stop(worker, "-TERM");
+    assert!(ok, "the worker exits 0 after a drain: {logs}");
+    assert_eq!(s.memories(&notes).await, [("/a.md".into(), "two".into())], "{logs}");
+    assert!(!folder.exists());
+    assert_eq!(s.work_states(&session).await, ["stopped"]);
+}
+
+/// kill -9 mid-session: a new session attaching the same store is refused with the documented
+/// message, and the killed session's item, reclaimed after the lease TTL by a worker on the same
+/// host, recovers the unsynced edit from the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_leaves_a_folder_that_only_its_session_takes_back() {
+    let s = Setup::new(&["--work-lease-ttl", "3"]).await;
+    let notes = s.store("notes", &[("/a.md", "one")]).await;
+    let state = s.tmp.path().join("state");
+    let mut first = s.worker(&state, &["--memory-sync-interval", "600"]);
+    let session = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
+    let folder = s.mnt().join("notes");
+    let id = s.call(&session, "write", json!({"file_path": folder.join("a.md"), "content": "unsynced"})).await;
+    s.result(&session, &id).await;
+    let mut first = first.0.take().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(folder.exists());
+
+    let second = s.worker(&state, &[]);
+    let other = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
+    assert!(
+        wait_until_async(Duration::from_secs(20), || async { s.work_states(&other).await == ["stopped"] }).await,
+        "the other session's item fails and is stopped"
+    );
+    // The killed session's lease lapses, its item is queued again and reclaimed.
+    assert!(
+        wait_until_async(Duration::from_secs(30), || async {
+            s.memories(&notes).await == [("/a.md".to_owned(), "unsynced".to_owned())]
+        })
+        .await,
+        "the edit made before the crash reaches the server"
+    );
+    s.end_turn(&session).await;
+    assert!(wait_until(Duration::from_secs(20), || !folder.exists()), "the recovered folder is removed at the end");
+    let (_, logs) = stop(second, "-TERM");
+    assert!(logs.contains("something already exists at the memory store's path"), "{logs}");
+    assert!(logs.contains("resuming the memory store folder"), "{logs}");
+    assert_eq!(s.work_states(&session).await.last().unwrap(), "stopped");
+}
+
+/// Two workers on one environment never serve the same session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_never_serve_one_session_twice() {
+    let s = Setup::new(&[]).await;
+    let a = s.worker(&s.tmp.path().join("a"), &["--no-memory"]);
+    let b = s.worker(&s.tmp.path().join("b"), &["--no-memory"]);
+    let mut sessions = Vec::new();
+    for i in 0..6 {
+        let session = s.session(json!([])).await;
+        let id = s.call(&session, "bash", json!({"command": format!("echo served {i}")})).await;
+        sessions.push((session, id));
+    }
+    for (i, (session, id)) in sessions.iter().enumerate() {
+        assert_eq!(text(&s.result(session, id).await), format!("served {i}"));
+        s.end_turn(session).await;
+    }
+    for (session, _) in &sessions {
+        assert!(
+            wait_until_async(Duration::from_secs(30), || async { s.work_states(session).await == ["stopped"] }).await
+        );
+    }
+    let (_, la) = stop(a, "-TERM");
+    let (_, lb) = stop(b, "-TERM");
+    let claimed = |logs: &str| -> Vec<String> {
+        logs.lines()
+            .filter(|l| l.contains("claimed a work item"))
+            .filter_map(|l| l.split("work_id=").nth(1))
+            .map(|rest| rest.split_whitespace().next().unwrap().to_owned())
+            .collect()
+    };
+    let (ca, cb) = (claimed(&la), claimed(&lb));
+    assert_eq!(ca.len() + cb.len(), 6, "each session claimed once:\n{la}\n{lb}");
+    assert!(ca.iter().all(|w| !cb.contains(w)));
+    for (session, _) in &sessions {
+        let log = s.api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await.unwrap();
+        let results = log["data"].as_array().unwrap().iter().filter(|e| e["type"] == "user.tool_result").count();
+        assert_eq!(results, 1);
+    }
+}
+
+/// `--on-work` hands each item to a script, which runs `mnemo worker run` with the secret from
+/// its stdin: memory is mounted there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_work_scripts_can_run_the_single_item_worker() {
+    let s = Setup::new(&[]).await;
+    let notes = s.store("notes", &[("/a.md", "one")]).await;
+    let script = s.tmp.path().join("on-work.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nset -e\nsecret=$(sed -n 's/.*\"secret\":\"\\([^\"]*\\)\".*/\\1/p')\n\
+             test -n \"$secret\"\nunset ANTHROPIC_ENVIRONMENT_KEY\n\
+             ANTHROPIC_WORK_SECRET=\"$secret\" exec {} worker run --workdir {} --state-dir {} --max-idle 1s\n",
+            env!("CARGO_BIN_EXE_mnemo"),
+            s.workdir().display(),
+            s.tmp.path().join("inner-state").display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let poller = s.worker(&s.tmp.path().join("state"), &["--on-work", script.to_str().unwrap()]);
+    let session = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
+    let folder = s.mnt().join("notes");
+    let id = s
+        .call(&session, "bash", json!({"command": format!("cat {0}/a.md && echo two > {0}/a.md", folder.display())}))
+        .await;
+    let result = s.result(&session, &id).await;
+    assert_eq!(text(&result), "one");
+    s.end_turn(&session).await;
+    assert!(
+        wait_until_async(Duration::from_secs(30), || async { s.work_states(&session).await == ["stopped"] }).await
+    );
+    let (_, logs) = stop(poller, "-TERM");
+    assert_eq!(s.memories(&notes).await, [("/a.md".into(), "two\n".into())], "{logs}");
+    assert!(!folder.exists());
+}
