@@ -19,15 +19,27 @@ pub enum WorkerError {
     #[error("memory store mount_path is not a clean absolute path: '{mount_path}' (memory_store_id={store})")]
     BadMountPath { mount_path: String, store: String },
     #[error(transparent)]
-    Mount(#[from] mnemo_sync::MountError),
+    Mount(#[from] Box<mnemo_sync::MountError>),
     #[error("cannot fetch session {session_id}: {source}")]
-    Session { session_id: String, source: ClientError },
+    Session { session_id: String, source: Box<ClientError> },
     #[error("the session runner failed: {0}")]
     Runner(String),
     #[error(transparent)]
-    Api(#[from] ClientError),
+    Api(#[from] Box<ClientError>),
     #[error("{0}")]
     ScriptNotRunnable(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<mnemo_sync::MountError> for WorkerError {
+    fn from(e: mnemo_sync::MountError) -> Self {
+        Self::Mount(Box::new(e))
+    }
+}
+
+impl From<ClientError> for WorkerError {
+    fn from(e: ClientError) -> Self {
+        Self::Api(Box::new(e))
+    }
 }

@@ -108,7 +108,7 @@ async fn serve(
         });
     }
     let session = tokio::select! {
-        s = client.get_session_json(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source })?,
+        s = client.get_session_json(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
         () = stop.cancelled() => return Ok(()),
     };
     if session.get("status").and_then(Value::as_str) == Some("terminated") {

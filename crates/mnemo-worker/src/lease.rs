@@ -122,7 +122,7 @@ fn record(end: &Mutex<Option<LeaseEnd>>, reason: LeaseEnd) {
 
 /// `max(1 s, min(ttl / 2, 30 s))`.
 pub fn interval_for(ttl_seconds: u64) -> Duration {
-    Duration::from_secs_f64((ttl_seconds as f64 / 2.0).min(30.0).max(1.0))
+    Duration::from_secs_f64((ttl_seconds as f64 / 2.0).clamp(1.0, 30.0))
 }
 
 async fn heartbeat_loop(
