@@ -82,8 +82,10 @@ impl Client {
     /// Stops an item; `force` ends it at once, otherwise it goes through `stopping`.
     pub async fn stop_work(&self, environment: &EnvironmentId, work: &WorkId, force: bool) -> Result<Work> {
         let body = StopWork { force: force.then_some(true) };
-        self.send(|| self.request(Method::POST, &format!("/v1/environments/{environment}/work/{work}/stop")).json(&body))
-            .await
+        self.send(|| {
+            self.request(Method::POST, &format!("/v1/environments/{environment}/work/{work}/stop")).json(&body)
+        })
+        .await
     }
 
     /// A session as raw JSON: the worker reads only what it needs, so resources of kinds it
@@ -165,7 +167,8 @@ impl SseParser {
         let text = String::from_utf8_lossy(&raw);
         let (mut kind, mut data) = (None, String::new());
         for line in text.lines() {
-            let (field, value) = line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
+            let (field, value) =
+                line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
             match field {
                 "event" => kind = Some(value.to_owned()),
                 "data" => {

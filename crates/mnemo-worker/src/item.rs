@@ -8,12 +8,12 @@ use mnemo_client::Client;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::WorkerError;
 use crate::config::{TEARDOWN_BOUND, WorkerConfig};
 use crate::lease::{Lease, LeaseEnd};
 use crate::memory::{self, Memory, MemoryOptions};
 use crate::runner::{self, RunEnd, RunnerOptions};
 use crate::tools::{ToolContext, Toolset, sandbox};
-use crate::WorkerError;
 
 /// The credential an item is served with: its sessions token when the secret carries one,
 /// else the environment key.
@@ -36,7 +36,9 @@ impl ItemCredential {
         if let Some(secret) = work.secret.as_deref() {
             match WorkSecret::decode(secret) {
                 Some(s) => return Ok(Self { token: s.sessions_token, sessions_token: true }),
-                None => tracing::warn!(work_id = %work.id, "the work item's secret carried no sessions token; using the environment key"),
+                None => {
+                    tracing::warn!(work_id = %work.id, "the work item's secret carried no sessions token; using the environment key")
+                }
             }
         }
         match environment_key.filter(|k| !k.is_empty()) {
@@ -173,10 +175,16 @@ async fn serve(
 /// The final sync (clean ends only), then always the push-only flush, each bounded.
 async fn teardown(memory: &mut Memory, clean: bool) {
     if clean && tokio::time::timeout(TEARDOWN_BOUND, memory.final_sync()).await.is_err() {
-        tracing::warn!("final memory sync cut off after {}s; the flush that follows still uploads changed files", secs(TEARDOWN_BOUND));
+        tracing::warn!(
+            "final memory sync cut off after {}s; the flush that follows still uploads changed files",
+            secs(TEARDOWN_BOUND)
+        );
     }
     if tokio::time::timeout(TEARDOWN_BOUND, memory.flush()).await.is_err() {
-        tracing::warn!("memory flush cut off after {}s; changed files it had not uploaded yet are not saved", secs(TEARDOWN_BOUND));
+        tracing::warn!(
+            "memory flush cut off after {}s; changed files it had not uploaded yet are not saved",
+            secs(TEARDOWN_BOUND)
+        );
     }
 }
 

@@ -159,7 +159,9 @@ async fn heartbeat_loop(
             }
             Err(e) if e.status() == Some(412) => {
                 let current = match &e {
-                    mnemo_client::ClientError::Api { error, .. } => error.extra.get("details").and_then(|d| d.get("current_state")).cloned(),
+                    mnemo_client::ClientError::Api { error, .. } => {
+                        error.extra.get("details").and_then(|d| d.get("current_state")).cloned()
+                    }
                     _ => None,
                 };
                 tracing::warn!(work_id = %work, current_state = ?current, "heartbeat refused: the lease was lost");

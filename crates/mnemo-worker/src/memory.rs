@@ -40,10 +40,8 @@ pub fn plan(session: &Value, workdir: &Path) -> Result<Vec<StoreMount>, WorkerEr
             .map_err(|_| WorkerError::Config(format!("the session names an invalid memory store id: {id:?}")))?;
         let read_only = r.get("access").and_then(Value::as_str) == Some("read_only");
         let root = match r.get("mount_path").and_then(Value::as_str).filter(|p| !p.is_empty()) {
-            Some(mount_path) => clean_absolute(mount_path).ok_or_else(|| WorkerError::BadMountPath {
-                mount_path: mount_path.to_owned(),
-                store: id.to_owned(),
-            })?,
+            Some(mount_path) => clean_absolute(mount_path)
+                .ok_or_else(|| WorkerError::BadMountPath { mount_path: mount_path.to_owned(), store: id.to_owned() })?,
             None => {
                 let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(id);
                 workdir.join("memory").join(name)
@@ -232,8 +230,7 @@ impl Memory {
         }
         for s in self.stores.iter().filter(|s| s.read_only) {
             let root = s.sync.root();
-            let outcome =
-                if locked { sandbox::lock_read_only(root) } else { sandbox::unlock_read_only(root) };
+            let outcome = if locked { sandbox::lock_read_only(root) } else { sandbox::unlock_read_only(root) };
             if let Err(e) = outcome {
                 tracing::warn!(root = %root.display(), "cannot change the modes of a read-only memory folder: {e}");
             }
@@ -289,7 +286,8 @@ mod tests {
     #[test]
     fn unclean_mount_paths_fail_the_item() {
         for bad in ["relative/x", "/mnt/memory/../etc"] {
-            let session = json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": bad}]});
+            let session =
+                json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": bad}]});
             let err = plan(&session, Path::new("/w")).unwrap_err().to_string();
             assert_eq!(
                 err,
@@ -303,7 +301,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let record = SessionRecord {
             session_id: "sesn_1".into(),
-            stores: vec![StoreMount { store_id: "memstore_a".parse().unwrap(), root: "/mnt/memory/a".into(), read_only: true }],
+            stores: vec![StoreMount {
+                store_id: "memstore_a".parse().unwrap(),
+                root: "/mnt/memory/a".into(),
+                read_only: true,
+            }],
         };
         write_record(dir.path(), &record).unwrap();
         let back = read_record(dir.path(), "sesn_1").unwrap();

@@ -244,9 +244,9 @@ pub async fn run_session(
         stop.clone(),
         Arc::clone(&end),
     ));
-    let watchdog = opts.max_idle.map(|max_idle| {
-        tokio::spawn(watchdog(Arc::clone(&shared), max_idle, stop.clone(), Arc::clone(&end)))
-    });
+    let watchdog = opts
+        .max_idle
+        .map(|max_idle| tokio::spawn(watchdog(Arc::clone(&shared), max_idle, stop.clone(), Arc::clone(&end))));
 
     let outcome = loop {
         let next = tokio::select! {
@@ -292,8 +292,13 @@ async fn execute(
         let st = shared.lock();
         st.answered.contains(&call.id) || call.thread.as_ref().is_some_and(|t| st.terminated_threads.contains(t))
     };
-    let mut observed =
-        Observed { tool_use_id: call.id.clone(), name: call.name.clone(), posted: false, denied: false, is_error: false };
+    let mut observed = Observed {
+        tool_use_id: call.id.clone(),
+        name: call.name.clone(),
+        posted: false,
+        denied: false,
+        is_error: false,
+    };
     if skip {
         shared.done(&call.id, false);
         return observed;
@@ -309,8 +314,7 @@ async fn execute(
     };
     tracing::debug!(tool_use_id = %call.id, tool = %call.name, is_error = output.is_error, elapsed_ms = started.elapsed().as_millis() as u64, "tool call ran");
     observed.is_error = output.is_error;
-    let thread_ended =
-        call.thread.as_ref().is_some_and(|t| shared.lock().terminated_threads.contains(t));
+    let thread_ended = call.thread.as_ref().is_some_and(|t| shared.lock().terminated_threads.contains(t));
     if !thread_ended {
         let result = json!({
             "type": "user.tool_result",
@@ -478,8 +482,7 @@ fn reconcile(shared: &Shared, history: &[Value]) {
         }
     }
     // Held calls whose confirmation arrived in the window just read.
-    let released: Vec<String> =
-        st.held.keys().filter(|id| st.confirmations.contains_key(*id)).cloned().collect();
+    let released: Vec<String> = st.held.keys().filter(|id| st.confirmations.contains_key(*id)).cloned().collect();
     for id in released {
         release(shared, &mut st, &id);
     }

@@ -86,19 +86,21 @@ impl Setup {
 
     /// `mnemo worker poll` against this server.
     fn worker(&self, state_dir: &Path, extra: &[&str]) -> Proc {
-        Proc(Some(mnemo()
-            .args(["worker", "poll", "--environment-id", &self.env_id, "--base-url", &self.server.base])
-            .arg("--workdir")
-            .arg(self.workdir())
-            .arg("--state-dir")
-            .arg(state_dir)
-            .args(["--max-idle", "1s"])
-            .args(extra)
-            .env("ANTHROPIC_ENVIRONMENT_KEY", &self.env_key)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()))
+        Proc(Some(
+            mnemo()
+                .args(["worker", "poll", "--environment-id", &self.env_id, "--base-url", &self.server.base])
+                .arg("--workdir")
+                .arg(self.workdir())
+                .arg("--state-dir")
+                .arg(state_dir)
+                .args(["--max-idle", "1s"])
+                .args(extra)
+                .env("ANTHROPIC_ENVIRONMENT_KEY", &self.env_key)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
     }
 
     /// Creates a session directly (the test plays the agent).
@@ -142,8 +144,11 @@ impl Setup {
 
     /// The states of the session's work items, oldest first.
     async fn work_states(&self, session: &str) -> Vec<String> {
-        let page =
-            self.api.json(Method::GET, &format!("/v1/environments/{}/work?limit=100", self.env_id), None).await.unwrap();
+        let page = self
+            .api
+            .json(Method::GET, &format!("/v1/environments/{}/work?limit=100", self.env_id), None)
+            .await
+            .unwrap();
         let mut items: Vec<&Value> =
             page["data"].as_array().unwrap().iter().filter(|w| w["data"]["id"] == session).collect();
         items.sort_by_key(|w| w["created_at"].as_str().unwrap().to_owned());
@@ -216,19 +221,30 @@ async fn a_scripted_session_uses_every_tool_and_its_memory_lands() {
     let file = s.tmp.path().join("script.json");
     std::fs::write(&file, script.to_string()).unwrap();
     let state = s.tmp.path().join("state");
-    let worker = Proc(Some(mnemo()
-        .args(["--log-format", "json", "worker", "poll", "--environment-id", &s.env_id, "--base-url", &s.server.base])
-        .arg("--workdir")
-        .arg(s.workdir())
-        .arg("--state-dir")
-        .arg(&state)
-        .args(["--max-idle", "1s"])
-        .env("ANTHROPIC_ENVIRONMENT_KEY", &s.env_key)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()));
+    let worker = Proc(Some(
+        mnemo()
+            .args([
+                "--log-format",
+                "json",
+                "worker",
+                "poll",
+                "--environment-id",
+                &s.env_id,
+                "--base-url",
+                &s.server.base,
+            ])
+            .arg("--workdir")
+            .arg(s.workdir())
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["--max-idle", "1s"])
+            .env("ANTHROPIC_ENVIRONMENT_KEY", &s.env_key)
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     let out = mnemo()
         .args(["session", "script"])
         .arg(&file)
@@ -264,11 +280,8 @@ async fn a_scripted_session_uses_every_tool_and_its_memory_lands() {
     assert_eq!(s.memories(&notes).await, [("/a.md".into(), "beta\n".into()), ("/new.md".into(), "hello".into())]);
     assert_eq!(s.memories(&reference).await, [("/r.md".into(), "reference\n".into())]);
     assert!(!s.mnt().join("notes").exists() && !s.mnt().join("ref").exists());
-    let versions = s
-        .api
-        .json(Method::GET, &format!("/v1/memory_stores/{notes}/memory_versions?limit=100"), None)
-        .await
-        .unwrap();
+    let versions =
+        s.api.json(Method::GET, &format!("/v1/memory_stores/{notes}/memory_versions?limit=100"), None).await.unwrap();
     let mut by_session: Vec<&str> = versions["data"]
         .as_array()
         .unwrap()
@@ -415,9 +428,7 @@ async fn on_work_scripts_can_run_the_single_item_worker() {
     let result = s.result(&session, &id).await;
     assert_eq!(text(&result), "one");
     s.end_turn(&session).await;
-    assert!(
-        wait_until_async(Duration::from_secs(30), || async { s.work_states(&session).await == ["stopped"] }).await
-    );
+    assert!(wait_until_async(Duration::from_secs(30), || async { s.work_states(&session).await == ["stopped"] }).await);
     let (_, logs) = stop(poller, "-TERM");
     assert_eq!(s.memories(&notes).await, [("/a.md".into(), "two\n".into())], "{logs}");
     assert!(!folder.exists());
