@@ -160,7 +160,10 @@ async fn serve(
         .await
     };
     tracing::info!(work_id = %work.id, session_id, end = ?end, "session run ended");
-    let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated);
+    // A signal drains the session like a clean end (final sync included); a lease that ended
+    // means the item may be someone else's now, so only the push-only flush runs.
+    let drained = end == RunEnd::Cancelled && cancel.is_cancelled() && !lease.ended().is_cancelled();
+    let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated) || drained;
     tools.close().await;
     if let Some(mut m) = memory.take() {
         teardown(&mut m, clean).await;
