@@ -8,6 +8,14 @@
 //! matched with `globset`, after translating the `fnmatch` syntax the reference uses (no escapes,
 //! no `{a,b}` alternation, `[!…]` negation).
 //!
+//! Directories are listed and descended with `ignore`'s walker, every filter off (hidden entries
+//! and ignore files included alike), symlinks not followed below the walk's own root and entries
+//! in name order: a wildcard component lists its directory with `max_depth(1)`, and `**` walks
+//! the directories below with `filter_entry` pruning everything that is not one (a symlink to a
+//! directory included). One walk of the whole pattern would not do: a component other than `**`
+//! passes through symlinked directories (and a precise one is looked up without listing), and a
+//! directory's own matches come before those of its subdirectories.
+//!
 //! Deviations: directory entries are visited in name order (the reference sees them in the
 //! order the filesystem lists them), which decides which 50,000 matches are collected on a huge
 //! tree and the order of matches with equal modification times; errors while listing a directory
@@ -21,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use globset::{GlobBuilder, GlobMatcher};
+use ignore::{DirEntry, WalkBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -139,14 +148,19 @@ impl Selector {
             }
             Part::Wildcard(None) => {}
             Part::Wildcard(Some(matcher)) => {
-                for (name, is_symlink, is_dir) in entries(parent) {
-                    let path = parent.join(&name);
+                for entry in entries(parent) {
+                    let kind = entry.file_type();
                     // Like `DirEntry.is_dir()`, a symlink to a directory counts.
-                    if dirs_only && !(is_dir || is_symlink && fs::metadata(&path).is_ok_and(|m| m.is_dir())) {
+                    let is_dir = || {
+                        kind.is_some_and(|k| k.is_dir())
+                            || kind.is_some_and(|k| k.is_symlink())
+                                && fs::metadata(entry.path()).is_ok_and(|m| m.is_dir())
+                    };
+                    if dirs_only && !is_dir() {
                         continue;
                     }
-                    if matcher.is_match(Path::new(&name)) {
-                        self.select(idx + 1, &path, emit)?;
+                    if matcher.is_match(entry.file_name()) {
+                        self.select(idx + 1, entry.path(), emit)?;
                     }
                 }
             }
@@ -161,32 +175,30 @@ impl Selector {
         ControlFlow::Continue(())
     }
 
-    /// Calls `f` for `dir` and then, depth first, for every directory below it, without entering
-    /// symlinks.
+    /// Calls `f` for `dir` and then, depth first in name order, for every directory below it,
+    /// without entering symlinks.
     fn each_directory(&self, dir: &Path, f: &mut dyn FnMut(&Path) -> ControlFlow<()>) -> ControlFlow<()> {
-        f(dir)?;
-        for (name, _, is_dir) in entries(dir) {
-            if is_dir {
-                self.each_directory(&dir.join(name), f)?;
-            }
+        // The walk's root itself is never filtered (and is followed if it is a symlink).
+        let walk = walker(dir).filter_entry(|entry| entry.file_type().is_some_and(|k| k.is_dir())).build();
+        // Unreadable directories are skipped.
+        for entry in walk.filter_map(Result::ok) {
+            f(entry.path())?;
         }
         ControlFlow::Continue(())
     }
 }
 
-/// The entries of `dir` in name order, each with whether it is a symlink and whether it is a
-/// directory (not following symlinks). Unreadable directories have none.
-fn entries(dir: &Path) -> Vec<(std::ffi::OsString, bool, bool)> {
-    let Ok(read) = fs::read_dir(dir) else { return Vec::new() };
-    let mut entries: Vec<_> = read
-        .filter_map(Result::ok)
-        .map(|e| {
-            let kind = e.file_type().ok();
-            (e.file_name(), kind.is_some_and(|k| k.is_symlink()), kind.is_some_and(|k| k.is_dir()))
-        })
-        .collect();
-    entries.sort();
-    entries
+/// A walk of `dir` that sees everything (hidden entries, ignore files not consulted), follows
+/// no symlink below `dir` and visits entries in name order.
+fn walker(dir: &Path) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(dir);
+    builder.standard_filters(false).follow_links(false).sort_by_file_name(|a, b| a.cmp(b));
+    builder
+}
+
+/// The entries of `dir` in name order, symlinks not followed. An unreadable directory has none.
+fn entries(dir: &Path) -> impl Iterator<Item = DirEntry> {
+    walker(dir).max_depth(Some(1)).build().filter_map(Result::ok).filter(|entry| entry.depth() == 1)
 }
 
 fn compile(glob: &str) -> Result<GlobMatcher, String> {
@@ -463,6 +475,33 @@ mod tests {
         // A non-`**` component does pass through a symlinked directory.
         let out = glob(&ctx, json!({"pattern": "link/b/*.md"})).unwrap();
         assert_eq!(out, root.join("link/b/deep.md").display().to_string());
+    }
+
+    #[test]
+    fn walks_in_name_order_ignoring_ignore_files() {
+        let (_d, root, ctx) = setup();
+        for f in ["top.md", "z.md", "a/x.md", "a/b/deep.md", ".hid/h.md", ".git/g.md", ".gitignore", "a/.ignore"] {
+            touch(&root.join(f), 0);
+        }
+        fs::write(root.join(".gitignore"), "*.md\n").unwrap();
+        fs::write(root.join("a/.ignore"), "*\n").unwrap();
+        symlink(root.join("a"), root.join("link")).unwrap();
+        let paths = |names: &[&str]| names.iter().map(|n| root.join(n).display().to_string()).collect::<Vec<_>>();
+        let lines = |pattern: &str| {
+            glob(&ctx, json!({"pattern": pattern})).unwrap().lines().map(str::to_owned).collect::<Vec<_>>()
+        };
+        // Equal times keep the walk order: a directory's own matches, then each subdirectory's.
+        assert_eq!(lines("**/*.md"), paths(&["top.md", "z.md", ".git/g.md", ".hid/h.md", "a/x.md", "a/b/deep.md"]));
+        // `**` below a symlinked directory walks its target; wildcards pass through symlinks.
+        assert_eq!(lines("link/**/*.md"), paths(&["link/x.md", "link/b/deep.md"]));
+        assert_eq!(lines("*/b/*.md"), paths(&["a/b/deep.md", "link/b/deep.md"]));
+        let sorted = |pattern: &str| {
+            let mut l = lines(pattern);
+            l.sort();
+            l
+        };
+        assert_eq!(sorted("*/"), paths(&[".git", ".hid", "a", "link"]));
+        assert_eq!(sorted("**/"), [vec![root.display().to_string()], paths(&[".git", ".hid", "a", "a/b"])].concat());
     }
 
     #[test]

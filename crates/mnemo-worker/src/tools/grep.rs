@@ -9,23 +9,38 @@
 //! after 102,400 characters of output with a `[output truncated at 102400 bytes]` line; give up
 //! after 30 s.
 //!
-//! Each line is matched on its own, decoded (invalid UTF-8 replaced) and with trailing `\r`/`\n`
-//! removed, exactly as the reference does; `grep-searcher` is not used because it decides matches
-//! on the raw bytes, where `\r` and invalid UTF-8 would make some lines match differently.
+//! The walk is `ignore`'s (every filter off, symlinks not followed, pruning in `filter_entry`) and
+//! each file is searched by `grep-searcher` with a `grep-regex` pattern. Lines are split on `\n`
+//! like the reference's binary file iteration; the pattern sees each line as the reference does —
+//! decoded with invalid UTF-8 replaced by U+FFFD and with every trailing `\r`/`\n` removed — which
+//! [`LineMatcher`] arranges. Binary detection is the reference's own sniff of the first 512 bytes:
+//! `grep-searcher`'s `BinaryDetection::quit` would also drop files whose first NUL comes later in
+//! its first buffer, and stop midway through files with a NUL further on. BOM sniffing is off, so
+//! a UTF-16 file is searched as its raw bytes, as by the reference.
 //!
 //! Deviations: the pattern uses Rust `regex` syntax (no backreferences or look-around; such a
 //! pattern is an invalid regex) and invalid-regex details are that engine's; the 30 s budget is
 //! wall-clock time rather than CPU time (the engine runs in linear time, so CPU time is not the
-//! risk it is for a backtracking engine); entries are visited in name order, where the reference
-//! sees them in the order the filesystem lists them.
+//! risk it is for a backtracking engine), looked at for every walked entry, every match and every
+//! read of a file; entries are visited in name order, where the reference sees them in the order
+//! the filesystem lists them; the searcher holds a whole line in memory, and a file with a line
+//! longer than [`MAX_BUFFER`] bytes is searched only up to that line (the reference holds such a
+//! line too, and goes on).
 
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt::Display;
 use std::fs;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use grep_matcher::Matcher;
+use grep_matcher::{LineTerminator, Match, Matcher, NoCaptures, NoError};
 use grep_regex::RegexMatcher;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkError, SinkMatch};
+use ignore::WalkBuilder;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -41,8 +56,8 @@ const MAX_FILES: usize = 50_000;
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Files with a NUL byte among their first this many bytes are binary and skipped.
 const BINARY_SNIFF_BYTES: u64 = 512;
-/// How many lines are scanned between two looks at the clock.
-const CLOCK_EVERY_LINES: u32 = 1024;
+/// The most the searcher's line buffer may grow to; it must hold a whole line.
+const MAX_BUFFER: usize = 64 << 20;
 
 #[derive(Debug, Deserialize)]
 struct Input {
@@ -57,6 +72,8 @@ pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolErr
         Some(p) if !p.is_empty() => paths::resolve(ctx, "grep", p)?,
         _ => canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone()),
     };
+    // No line terminator is set on the matcher: a pattern that mentions `\n` stays valid (it
+    // never matches a line, as with the reference) instead of being refused by the builder.
     let matcher =
         RegexMatcher::new(&pattern).map_err(|e| ToolError(format!("grep: invalid regex: {}", regex_detail(&e))))?;
     let mut grep = Grep::new(&matcher, Instant::now() + TIMEOUT);
@@ -73,33 +90,29 @@ fn regex_detail(e: &grep_regex::Error) -> String {
         .map_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "), str::to_owned)
 }
 
-/// Reads the next line (with its `\n`) into `line`, keeping no more than a line may have:
-/// `Some(true)` when it was longer than [`MAX_LINE_LENGTH`] bytes (the rest is skipped, so a huge
-/// single-line file is never held in memory), `None` at the end of the file.
-fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<Option<bool>> {
-    line.clear();
-    let mut length = 0usize;
-    loop {
-        let buf = match reader.fill_buf() {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok((length > 0).then_some(length > MAX_LINE_LENGTH));
+/// The pattern applied to one line as the reference applies it: to the line decoded with invalid
+/// UTF-8 replaced, every trailing `\r`/`\n` removed (the searcher strips only an exact `\r\n` in
+/// CRLF mode, and a lone `\n` not at all). It has no line terminator, so the searcher hands it
+/// one line at a time; a match is reported as the whole line, which is all the sink uses.
+#[derive(Debug)]
+struct LineMatcher<'a>(&'a RegexMatcher);
+
+impl Matcher for LineMatcher<'_> {
+    type Captures = NoCaptures;
+    type Error = NoError;
+
+    fn find_at(&self, line: &[u8], at: usize) -> Result<Option<Match>, NoError> {
+        // Longer than a kept line even without its terminator: the sink would skip it anyway.
+        if at > 0 || line.len() > MAX_LINE_LENGTH {
+            return Ok(None);
         }
-        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (buf.len(), false),
-        };
-        if length + take <= MAX_LINE_LENGTH + 1 {
-            line.extend_from_slice(&buf[..take]);
-        }
-        length += take;
-        reader.consume(take);
-        if done {
-            return Ok(Some(length > MAX_LINE_LENGTH));
-        }
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches(['\r', '\n']);
+        Ok(self.0.is_match(text.as_bytes())?.then(|| Match::new(0, line.len())))
+    }
+
+    fn new_captures(&self) -> Result<NoCaptures, NoError> {
+        Ok(NoCaptures::new())
     }
 }
 
@@ -109,21 +122,61 @@ enum Stop {
     /// The output budget is spent or the file limit reached: return what was found.
     Done,
     TimedOut,
+    /// This file could not be read to the end: go on with the next (the reference ignores
+    /// `OSError`s, keeping the lines already found).
+    Failed,
+}
+
+impl SinkError for Stop {
+    fn error_message<T: Display>(_message: T) -> Self {
+        Stop::Failed
+    }
+
+    fn error_io(err: io::Error) -> Self {
+        if err.get_ref().is_some_and(|inner| inner.is::<DeadlinePassed>()) { Stop::TimedOut } else { Stop::Failed }
+    }
+}
+
+/// The error [`DeadlineReader`] fails a read with once the deadline has passed.
+#[derive(Debug, thiserror::Error)]
+#[error("deadline passed")]
+struct DeadlinePassed;
+
+/// Looks at the clock before every read, so that one huge file cannot outlast the deadline.
+struct DeadlineReader<R> {
+    inner: R,
+    deadline: Instant,
+}
+
+impl<R: Read> Read for DeadlineReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if Instant::now() >= self.deadline {
+            return Err(io::Error::other(DeadlinePassed));
+        }
+        self.inner.read(buf)
+    }
 }
 
 #[derive(Debug)]
 struct Grep<'a> {
-    matcher: &'a RegexMatcher,
+    matcher: LineMatcher<'a>,
+    searcher: Searcher,
     deadline: Instant,
     hits: Vec<String>,
     /// Characters of output still allowed.
     budget: isize,
-    lines_since_clock: u32,
 }
 
 impl<'a> Grep<'a> {
     fn new(matcher: &'a RegexMatcher, deadline: Instant) -> Self {
-        Self { matcher, deadline, hits: Vec::new(), budget: OUTPUT_LIMIT as isize, lines_since_clock: 0 }
+        let searcher = SearcherBuilder::new()
+            .line_terminator(LineTerminator::crlf())
+            .line_number(true)
+            .binary_detection(BinaryDetection::none())
+            .bom_sniffing(false)
+            .heap_limit(Some(MAX_BUFFER))
+            .build();
+        Self { matcher: LineMatcher(matcher), searcher, deadline, hits: Vec::new(), budget: OUTPUT_LIMIT as isize }
     }
 
     fn search(&mut self, search: &Path) -> Result<(), ToolError> {
@@ -131,41 +184,37 @@ impl<'a> Grep<'a> {
             if fs::metadata(search).is_ok_and(|m| m.is_file()) { self.scan(search) } else { self.walk(search) };
         match stopped {
             Err(Stop::TimedOut) => Err(ToolError(format!("grep: timed out after {}s", TIMEOUT.as_secs()))),
-            Ok(()) | Err(Stop::Done) => Ok(()),
+            Ok(()) | Err(Stop::Done | Stop::Failed) => Ok(()),
         }
     }
 
-    /// Depth first, each directory's files before its subdirectories.
+    /// Depth first, each directory's files before its subdirectories (the order of `os.walk`).
     fn walk(&mut self, root: &Path) -> Result<(), Stop> {
-        let mut seen = 0;
-        let mut pending: Vec<PathBuf> = vec![root.to_owned()];
-        while let Some(dir) = pending.pop() {
-            self.check_clock()?;
-            let Ok(read) = fs::read_dir(&dir) else { continue };
-            let mut files = Vec::new();
-            let mut dirs = Vec::new();
-            for entry in read.filter_map(Result::ok) {
-                // The entry's own type: symlinks are neither files nor directories here.
-                let Ok(kind) = entry.file_type() else { continue };
+        let walk = WalkBuilder::new(root)
+            .standard_filters(false)
+            .follow_links(false)
+            .sort_by_file_path(files_first())
+            .filter_entry(|entry| {
+                // The entry's own type: symlinks (to directories and to files) are dropped here.
                 let name = entry.file_name();
-                if kind.is_dir() {
-                    if name != ".git" && name != "node_modules" {
-                        dirs.push(name);
-                    }
-                } else if kind.is_file() {
-                    files.push(name);
-                }
+                entry.file_type().is_some_and(|kind| {
+                    !kind.is_symlink() && !(kind.is_dir() && (name == ".git" || name == "node_modules"))
+                })
+            })
+            .build();
+        let mut seen = 0;
+        for entry in walk {
+            self.check_clock()?;
+            // Unreadable directories are skipped.
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                continue;
             }
-            files.sort();
-            for name in files {
-                seen += 1;
-                if seen > MAX_FILES {
-                    return Err(Stop::Done);
-                }
-                self.scan(&dir.join(name))?;
+            seen += 1;
+            if seen > MAX_FILES {
+                return Err(Stop::Done);
             }
-            dirs.sort();
-            pending.extend(dirs.into_iter().rev().map(|name| dir.join(name)));
+            self.scan(entry.path())?;
         }
         Ok(())
     }
@@ -177,44 +226,80 @@ impl<'a> Grep<'a> {
         if (&file).take(BINARY_SNIFF_BYTES).read_to_end(&mut head).is_err() || head.contains(&0) {
             return Ok(());
         }
-        let mut reader = BufReader::new(head.as_slice().chain(file));
+        let reader = DeadlineReader { inner: head.as_slice().chain(file), deadline: self.deadline };
         let display = path.to_string_lossy();
-        let mut raw = Vec::new();
-        let mut number = 0u64;
-        loop {
-            let too_long = match read_line(&mut reader, &mut raw) {
-                Ok(None) | Err(_) => return Ok(()),
-                Ok(Some(too_long)) => too_long,
-            };
-            number += 1;
-            self.lines_since_clock += 1;
-            if self.lines_since_clock >= CLOCK_EVERY_LINES {
-                self.check_clock()?;
-            }
-            if too_long {
-                continue;
-            }
-            let line = String::from_utf8_lossy(&raw);
-            let line = line.trim_end_matches(['\r', '\n']);
-            if self.matcher.is_match(line.as_bytes()).unwrap_or(false) {
-                self.push(format!("{display}:{number}:{line}"))?;
-            }
+        let Self { matcher, searcher, deadline, hits, budget } = self;
+        let sink = FileSink { display: &display, hits, budget, deadline: *deadline };
+        match searcher.search_reader(&*matcher, reader, sink) {
+            Ok(()) | Err(Stop::Failed) => Ok(()),
+            Err(stop) => Err(stop),
         }
     }
 
-    fn push(&mut self, hit: String) -> Result<(), Stop> {
-        self.budget -= hit.chars().count() as isize + 1;
-        if self.budget < 0 {
+    fn check_clock(&self) -> Result<(), Stop> {
+        if Instant::now() >= self.deadline { Err(Stop::TimedOut) } else { Ok(()) }
+    }
+}
+
+/// Orders the entries of one directory as `os.walk` visits them: what is not a directory (symlinks
+/// included) by name, then the directories by name. `ignore` hands the comparator paths only, so
+/// each entry's type is looked up once and kept while its directory is being sorted.
+fn files_first() -> impl Fn(&Path, &Path) -> Ordering + Send + Sync + 'static {
+    let cache: Mutex<(PathBuf, HashMap<OsString, bool>)> = Mutex::default();
+    move |a, b| {
+        let mut guard = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let (dir, kinds) = &mut *guard;
+        let mut is_dir = |path: &Path| {
+            let parent = path.parent().unwrap_or(Path::new(""));
+            if dir != parent {
+                parent.clone_into(dir);
+                kinds.clear();
+            }
+            let name = path.file_name().unwrap_or_default();
+            if let Some(&known) = kinds.get(name) {
+                return known;
+            }
+            let kind = fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+            kinds.insert(name.to_owned(), kind);
+            kind
+        };
+        let (a_dir, b_dir) = (is_dir(a), is_dir(b));
+        (a_dir, a.file_name()).cmp(&(b_dir, b.file_name()))
+    }
+}
+
+/// Collects one file's matching lines.
+struct FileSink<'s> {
+    display: &'s str,
+    hits: &'s mut Vec<String>,
+    /// Characters of output still allowed.
+    budget: &'s mut isize,
+    deadline: Instant,
+}
+
+impl Sink for FileSink<'_> {
+    type Error = Stop;
+
+    fn matched(&mut self, _searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Stop> {
+        if Instant::now() >= self.deadline {
+            return Err(Stop::TimedOut);
+        }
+        // The raw line, terminator included, as the reference measures it.
+        let raw = mat.bytes();
+        if raw.len() > MAX_LINE_LENGTH {
+            return Ok(true);
+        }
+        let line = String::from_utf8_lossy(raw);
+        let line = line.trim_end_matches(['\r', '\n']);
+        let number = mat.line_number().unwrap_or_default();
+        let hit = format!("{}:{number}:{line}", self.display);
+        *self.budget -= hit.chars().count() as isize + 1;
+        if *self.budget < 0 {
             self.hits.push(format!("[output truncated at {OUTPUT_LIMIT} bytes]"));
             return Err(Stop::Done);
         }
         self.hits.push(hit);
-        Ok(())
-    }
-
-    fn check_clock(&mut self) -> Result<(), Stop> {
-        self.lines_since_clock = 0;
-        if Instant::now() >= self.deadline { Err(Stop::TimedOut) } else { Ok(()) }
+        Ok(true)
     }
 }
 
@@ -352,22 +437,63 @@ mod tests {
     }
 
     #[test]
-    fn lines_are_read_across_buffer_refills_and_bounded() {
-        let long = "y".repeat(MAX_LINE_LENGTH);
-        let text = format!("ab\n{long}\nc\r\n\n{long}z\nlast");
-        let mut reader = BufReader::with_capacity(7, text.as_bytes());
-        let mut line = Vec::new();
-        let mut got = Vec::new();
-        while let Some(too_long) = read_line(&mut reader, &mut line).unwrap() {
-            got.push((too_long, if too_long { String::new() } else { String::from_utf8(line.clone()).unwrap() }));
+    fn lines_span_buffer_refills_and_are_numbered() {
+        let (_d, root, ctx) = setup();
+        // A line far longer than the searcher's first buffer, then CRLF, bare `\n` and a last
+        // line without a terminator.
+        let huge = format!("needle{}", "y".repeat(300_000));
+        fs::write(root.join("f"), format!("{huge}\nneedle a\r\n\nneedle b\nneedle c")).unwrap();
+        let f = root.join("f").display().to_string();
+        assert_eq!(
+            grep(&ctx, json!({"pattern": "needle [a-c]$"})).unwrap(),
+            format!("{f}:2:needle a\n{f}:4:needle b\n{f}:5:needle c")
+        );
+        // Exactly 2,000 bytes without a terminator (the last line) is kept.
+        let last = format!("needle{}", "z".repeat(MAX_LINE_LENGTH - 6));
+        fs::write(root.join("g"), format!("x\n{last}")).unwrap();
+        assert_eq!(
+            grep(&ctx, json!({"pattern": "needle", "path": "g"})).unwrap(),
+            format!("{}:2:{last}", root.join("g").display())
+        );
+    }
+
+    #[test]
+    fn lines_are_matched_as_the_reference_decodes_them() {
+        let (_d, root, ctx) = setup();
+        let f = root.join("f").display().to_string();
+        // Invalid UTF-8 is U+FFFD to the pattern too, so `.` and `\x{FFFD}` match it.
+        fs::write(root.join("f"), b"caf\xe9\nplain\n").unwrap();
+        assert_eq!(grep(&ctx, json!({"pattern": "^caf.$"})).unwrap(), format!("{f}:1:caf\u{fffd}"));
+        assert_eq!(grep(&ctx, json!({"pattern": "\\x{FFFD}"})).unwrap(), format!("{f}:1:caf\u{fffd}"));
+        // Every trailing `\r` goes, an inner one stays and `.` matches it.
+        fs::write(root.join("f"), "end\r\r\na\rb\n").unwrap();
+        assert_eq!(grep(&ctx, json!({"pattern": "d$"})).unwrap(), format!("{f}:1:end"));
+        assert_eq!(grep(&ctx, json!({"pattern": "^a.b$"})).unwrap(), format!("{f}:2:a\rb"));
+        // A pattern naming `\n` is valid and matches no line.
+        assert_eq!(grep(&ctx, json!({"pattern": "end\\nx"})).unwrap(), "no matches");
+        // No BOM sniffing: a UTF-16 BOM without NULs is searched as raw bytes, and a UTF-8 BOM
+        // stays part of the first line.
+        fs::write(root.join("f"), b"\xff\xfeneedle\n").unwrap();
+        assert_eq!(grep(&ctx, json!({"pattern": "needle"})).unwrap(), format!("{f}:1:\u{fffd}\u{fffd}needle"));
+        fs::write(root.join("f"), "\u{feff}needle\n").unwrap();
+        assert_eq!(grep(&ctx, json!({"pattern": "^needle"})).unwrap(), "no matches");
+        assert_eq!(grep(&ctx, json!({"pattern": "^\u{feff}needle"})).unwrap(), format!("{f}:1:\u{feff}needle"));
+    }
+
+    #[test]
+    fn stops_after_the_file_limit() {
+        let (_d, root, ctx) = setup();
+        // Files come before the subdirectory, so the limit is reached before `sub` is searched.
+        fs::create_dir(root.join("sub")).unwrap();
+        fs::write(root.join("sub/late"), "needle\n").unwrap();
+        for i in 0..MAX_FILES {
+            fs::write(root.join(format!("f{i:05}")), "").unwrap();
         }
-        let expected = [(false, "ab\n"), (true, ""), (false, "c\r\n"), (false, "\n"), (true, ""), (false, "last")];
-        assert_eq!(got, expected.map(|(t, l)| (t, l.to_owned())));
-        // Exactly the limit, terminator included, is not too long.
-        let text = format!("{}\n", "y".repeat(MAX_LINE_LENGTH - 1));
-        let mut reader = BufReader::with_capacity(7, text.as_bytes());
-        assert_eq!(read_line(&mut reader, &mut line).unwrap(), Some(false));
-        assert_eq!(line.len(), MAX_LINE_LENGTH);
+        fs::write(root.join(format!("f{:05}", MAX_FILES - 1)), "needle\n").unwrap();
+        assert_eq!(
+            grep(&ctx, json!({"pattern": "needle"})).unwrap(),
+            format!("{}:1:needle", root.join(format!("f{:05}", MAX_FILES - 1)).display())
+        );
     }
 
     #[test]
@@ -375,7 +501,7 @@ mod tests {
         let (_d, root, _ctx) = setup();
         fs::write(root.join("f"), "x\n".repeat(2000)).unwrap();
         let matcher = RegexMatcher::new("x").unwrap();
-        // Walking checks the clock per directory, scanning every 1,024 lines.
+        // Walking checks the clock for every entry, searching before every read.
         let mut grep = Grep::new(&matcher, Instant::now());
         assert_eq!(grep.search(&root).unwrap_err().0, "grep: timed out after 30s");
         let mut grep = Grep::new(&matcher, Instant::now());
