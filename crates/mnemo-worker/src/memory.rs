@@ -47,6 +47,14 @@ pub fn plan(session: &Value, workdir: &Path) -> Result<Vec<StoreMount>, WorkerEr
                 workdir.join("memory").join(name)
             }
         };
+        if let Some(other) = out.iter().find(|o: &&StoreMount| o.root.starts_with(&root) || root.starts_with(&o.root)) {
+            return Err(WorkerError::Config(format!(
+                "the mount paths of memory stores {} and {store_id} overlap: {} and {}; each store needs its own folder",
+                other.store_id,
+                other.root.display(),
+                root.display()
+            )));
+        }
         out.push(StoreMount { store_id, root, read_only });
     }
     Ok(out)
@@ -150,23 +158,33 @@ impl Memory {
             lock_read_only: opts.sandbox == Sandbox::Permissions,
             record: record_path(&opts.state_dir, session_id),
         };
-        for m in mounts {
+        // Stores download concurrently (the reference goes one by one); every one must land.
+        let downloads = mounts.iter().map(|m| {
             let mut cfg = StoreConfig::new(m.store_id.clone(), &m.root);
             cfg.read_only = m.read_only;
             cfg.deletions = opts.deletions;
             let ours = previous.as_ref().is_some_and(|r| r.stores.contains(m));
-            let mounted = if ours && std::fs::symlink_metadata(&m.root).is_ok() {
-                resume(client, cfg, m).await
-            } else {
-                StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)
-            };
-            match mounted {
-                Ok(sync) => memory.stores.push(Mounted { sync, read_only: m.read_only }),
-                Err(e) => {
-                    memory.dispose().await;
-                    return Err(e);
+            async move {
+                if ours && std::fs::symlink_metadata(&m.root).is_ok() {
+                    resume(client, cfg, m).await
+                } else {
+                    StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)
                 }
             }
+        });
+        let mut failure = None;
+        for (m, mounted) in mounts.iter().zip(join_all(downloads).await) {
+            match mounted {
+                Ok(sync) => memory.stores.push(Mounted { sync, read_only: m.read_only }),
+                // The first failure in resource order is the one reported.
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failure {
+            memory.dispose().await;
+            return Err(e);
         }
         memory.lock(true);
         memory.last_sync = Instant::now();
@@ -294,6 +312,25 @@ mod tests {
                 format!("memory store mount_path is not a clean absolute path: '{bad}' (memory_store_id=memstore_a)")
             );
         }
+    }
+
+    #[test]
+    fn overlapping_mount_paths_fail_the_item() {
+        for (a, b) in
+            [("/mnt/memory/x", "/mnt/memory/x/"), ("/mnt/memory/x", "/mnt/memory/x/y"), ("/mnt/m/x/y", "/mnt/m/x")]
+        {
+            let session = json!({"resources": [
+                {"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": a},
+                {"type": "memory_store", "memory_store_id": "memstore_b", "mount_path": b},
+            ]});
+            let err = plan(&session, Path::new("/w")).unwrap_err().to_string();
+            assert!(err.contains("memstore_a and memstore_b overlap"), "{err}");
+        }
+        let session = json!({"resources": [
+            {"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": "/mnt/memory/x"},
+            {"type": "memory_store", "memory_store_id": "memstore_b", "mount_path": "/mnt/memory/xy"},
+        ]});
+        assert_eq!(plan(&session, Path::new("/w")).unwrap().len(), 2, "a shared name prefix is no overlap");
     }
 
     #[test]
