@@ -536,7 +536,15 @@ fn on_live_event(shared: &Shared, ev: &Value) -> Option<RunEnd> {
         "user.tool_confirmation" => {
             record_verdict(&mut st, ev);
             if let Some(id) = ev.get("tool_use_id").and_then(Value::as_str) {
-                release(shared, &mut st, id);
+                if st.held.contains_key(id) {
+                    release(shared, &mut st, id);
+                } else if st.seen.contains(id)
+                    && st.confirmations.get(id).is_some_and(|v| v != "allow")
+                    && !st.answered.contains(id)
+                {
+                    // Denied while queued: the user's word wins, the call never runs.
+                    st.answered.insert(id.to_owned());
+                }
             }
         }
         "session.thread_status_terminated" => {
@@ -651,6 +659,15 @@ mod tests {
     }
 
     #[test]
+    fn a_call_denied_while_queued_is_skipped() {
+        let (s, mut rx) = shared();
+        on_live_event(&s, &tool_use("a", "bash", None));
+        on_live_event(&s, &json!({"type": "user.tool_confirmation", "tool_use_id": "a", "result": "deny"}));
+        assert_eq!(drain(&mut rx), ["run a"]);
+        assert!(s.lock().answered.contains("a"), "the dispatcher skips answered calls");
+    }
+
+    #[test]
     fn calls_of_terminated_threads_are_dropped() {
         let (s, mut rx) = shared();
         on_live_event(&s, &json!({"type": "session.thread_status_terminated", "session_thread_id": "t1"}));
@@ -719,5 +736,189 @@ mod tests {
         dog.await.unwrap();
         assert!(stop.is_cancelled());
         assert_eq!(*end.lock().unwrap(), Some(RunEnd::Idle));
+    }
+}
+
+/// The routing state machine under random event sequences, reconnects and dispatches.
+#[cfg(test)]
+mod model {
+    use std::collections::{HashMap, HashSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        ToolUse { id: u8, custom: bool, permission: Option<&'static str>, thread: Option<u8> },
+        Result { id: u8 },
+        Confirm { id: u8, verdict: &'static str },
+        ThreadTerminated { thread: u8 },
+        IdleEndTurn,
+        IdleRequiresAction,
+        UserMessage,
+        Reconnect,
+        Dispatch,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let permission =
+            prop_oneof![Just(None), Just(Some("allow")), Just(Some("ask")), Just(Some("deny")), Just(Some("later"))];
+        prop_oneof![
+            4 => (0u8..6, prop::bool::weighted(0.15), permission, prop::option::weighted(0.2, 0u8..2))
+                .prop_map(|(id, custom, permission, thread)| Op::ToolUse { id, custom, permission, thread }),
+            1 => (0u8..6).prop_map(|id| Op::Result { id }),
+            2 => (0u8..6, prop_oneof![Just("allow"), Just("deny"), Just("maybe")]).prop_map(|(id, verdict)| Op::Confirm { id, verdict }),
+            1 => (0u8..2).prop_map(|thread| Op::ThreadTerminated { thread }),
+            1 => Just(Op::IdleEndTurn),
+            1 => Just(Op::IdleRequiresAction),
+            1 => Just(Op::UserMessage),
+            1 => Just(Op::Reconnect),
+            4 => Just(Op::Dispatch),
+        ]
+    }
+
+    fn id(n: u8) -> String {
+        format!("sevt_{n}")
+    }
+
+    /// What the test knows about the session, to judge the runner.
+    #[derive(Default)]
+    struct World {
+        /// The server's log (what a history read returns).
+        history: Vec<Value>,
+        calls: HashMap<String, (bool, Option<&'static str>, Option<String>)>,
+        results: HashSet<String>,
+        verdicts: HashMap<String, &'static str>,
+        terminated: HashSet<String>,
+        ran: HashSet<String>,
+        /// Calls the server resolved by a denial (permission `deny` or a non-`allow` verdict):
+        /// it accepts no confirmation or result for them afterwards.
+        resolved: HashSet<String>,
+    }
+
+    impl World {
+        fn may_run(&self, call: &str) -> bool {
+            let (custom, permission, _) = self.calls[call];
+            !custom
+                && match self.verdicts.get(call) {
+                    Some(v) => *v == "allow",
+                    None => matches!(permission, None | Some("allow")),
+                }
+        }
+    }
+
+    /// The dispatcher's half, without tools: run (or skip) the next queued call.
+    fn dispatch(s: &Shared, rx: &mut mpsc::UnboundedReceiver<Dispatch>, w: &mut World) -> Result<(), TestCaseError> {
+        let Ok(d) = rx.try_recv() else { return Ok(()) };
+        let Dispatch::Execute(call) = d else { return Ok(()) };
+        let skip = {
+            let st = s.lock();
+            st.answered.contains(&call.id) || call.thread.as_ref().is_some_and(|t| st.terminated_threads.contains(t))
+        };
+        if skip {
+            s.done(&call.id, false);
+            return Ok(());
+        }
+        prop_assert!(!w.ran.contains(&call.id), "{} ran twice", call.id);
+        prop_assert!(!w.results.contains(&call.id), "{} ran although answered", call.id);
+        prop_assert!(w.may_run(&call.id), "{} ran without permission", call.id);
+        w.ran.insert(call.id.clone());
+        w.results.insert(call.id.clone());
+        w.history.push(json!({"type": "user.tool_result", "tool_use_id": call.id}));
+        s.done(&call.id, true);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(debug_assertions) { 2048 } else { 16384 }))]
+
+        #[test]
+        fn every_runnable_call_runs_exactly_once_and_nothing_else_runs(ops in prop::collection::vec(op(), 1..60)) {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let s = Shared { state: Mutex::default(), idle_changed: Notify::new(), tx: Mutex::new(Some(tx)) };
+            let mut w = World::default();
+            for op in ops {
+                let live = match op {
+                    Op::ToolUse { id: n, custom, permission, thread } => {
+                        if w.calls.contains_key(&id(n)) {
+                            continue;
+                        }
+                        let thread = thread.map(|t| format!("thread_{t}"));
+                        let mut ev = json!({"type": if custom { "agent.custom_tool_use" } else { "agent.tool_use" },
+                                            "id": id(n), "name": "bash", "input": {}});
+                        if let Some(p) = permission.filter(|_| !custom) {
+                            ev["evaluated_permission"] = json!(p);
+                        }
+                        if let Some(t) = &thread {
+                            ev["session_thread_id"] = json!(t);
+                        }
+                        w.calls.insert(id(n), (custom, permission.filter(|_| !custom), thread));
+                        if permission == Some("deny") && !custom {
+                            w.resolved.insert(id(n));
+                        }
+                        Some(ev)
+                    }
+                    // Only another client answers: a result for a call that exists, not yet answered.
+                    Op::Result { id: n } => {
+                        let k = id(n);
+                        if !w.calls.contains_key(&k) || w.results.contains(&k) || w.resolved.contains(&k) {
+                            continue;
+                        }
+                        w.results.insert(k.clone());
+                        Some(json!({"type": "user.tool_result", "tool_use_id": k}))
+                    }
+                    Op::Confirm { id: n, verdict } => {
+                        let k = id(n);
+                        let resolved = w.resolved.contains(&k);
+                        if w.verdicts.contains_key(&k) || w.results.contains(&k) || w.ran.contains(&k) || resolved {
+                            continue;
+                        }
+                        w.verdicts.insert(k.clone(), verdict);
+                        if verdict != "allow" {
+                            w.resolved.insert(k.clone());
+                        }
+                        Some(json!({"type": "user.tool_confirmation", "tool_use_id": k, "result": verdict}))
+                    }
+                    Op::ThreadTerminated { thread } => {
+                        w.terminated.insert(format!("thread_{thread}"));
+                        Some(json!({"type": "session.thread_status_terminated", "session_thread_id": format!("thread_{thread}")}))
+                    }
+                    Op::IdleEndTurn => Some(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}})),
+                    Op::IdleRequiresAction => Some(json!({"type": "session.status_idle", "stop_reason": {"type": "requires_action"}})),
+                    Op::UserMessage => Some(json!({"type": "user.message"})),
+                    Op::Reconnect => {
+                        reconcile(&s, &w.history);
+                        None
+                    }
+                    Op::Dispatch => {
+                        dispatch(&s, &mut rx, &mut w)?;
+                        None
+                    }
+                };
+                if let Some(ev) = live {
+                    w.history.push(ev.clone());
+                    prop_assert!(on_live_event(&s, &ev).is_none());
+                }
+            }
+            // A last reconnect and a full drain: everything that may run has run, once.
+            reconcile(&s, &w.history);
+            while !rx.is_empty() {
+                dispatch(&s, &mut rx, &mut w)?;
+            }
+            for (call, (_, _, thread)) in &w.calls {
+                let open = !w.results.contains(call) || w.ran.contains(call);
+                let thread_alive = thread.as_ref().is_none_or(|t| !w.terminated.contains(t));
+                if w.may_run(call) && thread_alive && open {
+                    prop_assert!(w.ran.contains(call), "{call} never ran");
+                }
+            }
+            // Nothing is outstanding once drained, except calls still waiting for a verdict.
+            let st = s.lock();
+            prop_assert_eq!(st.outstanding, st.held.len());
+            for held in st.held.keys() {
+                prop_assert!(!w.verdicts.contains_key(held), "{held} is held although its verdict arrived");
+            }
+        }
     }
 }
