@@ -172,6 +172,7 @@ impl Memory {
                 }
             }
         });
+        let started = Instant::now();
         let mut failure = None;
         for (m, mounted) in mounts.iter().zip(join_all(downloads).await) {
             match mounted {
@@ -186,6 +187,15 @@ impl Memory {
             memory.dispose().await;
             return Err(e);
         }
+        for s in &memory.stores {
+            tracing::info!(memory_store_id = %s.sync.store_id(), root = %s.sync.root().display(), memories = s.sync.baseline_len(), read_only = s.read_only, "memory store mounted");
+        }
+        tracing::info!(
+            session_id,
+            stores = memory.stores.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "memory ready"
+        );
         memory.lock(true);
         memory.last_sync = Instant::now();
         Ok(memory)

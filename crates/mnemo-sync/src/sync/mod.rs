@@ -209,7 +209,7 @@ impl StoreSync {
         }
         let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
         let downloaded = match engine.stamp_and_pull(false).await {
-            Ok(_) => engine.first_journal().await,
+            Ok(_) => engine.first_journal().await.map(|()| engine.watch_from_download()),
             Err(e) => Err(e),
         };
         if let Err(source) = downloaded {

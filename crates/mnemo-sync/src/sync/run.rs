@@ -309,6 +309,31 @@ impl StoreSync {
         Ok((local, true))
     }
 
+    /// Right after a download: start watching now and take the files just written as the local
+    /// view, so the first sync re-reads only what changed since instead of walking and hashing
+    /// every file. Nothing but the engine has touched the folder yet (it did not exist before
+    /// the mount), so the view is exact.
+    pub(crate) fn watch_from_download(&mut self) {
+        if !self.cfg.watch {
+            return;
+        }
+        match super::watch::Watch::start(&self.cfg.root) {
+            Ok(w) => {
+                self.watch = Some(Arc::new(w));
+                let view = self.state.baseline.iter().map(|(rel, sha256)| {
+                    // The engine never reads `size` of its own view; only hashes are compared.
+                    (rel.clone(), LocalFile { sha256: sha256.clone(), size: 0 })
+                });
+                self.last_local = Some(view.collect());
+                self.syncs_since_walk = 0;
+                self.last_walk = Instant::now();
+            }
+            Err(e) => {
+                tracing::debug!(memory_store_id = %self.cfg.store_id, "no filesystem watch, walking every sync: {e}")
+            }
+        }
+    }
+
     /// Drops the watcher and the patched view: the next sync walks the whole tree.
     pub(crate) fn forget_local_view(&mut self) {
         self.watch = None;

@@ -86,6 +86,11 @@ impl Serve {
         let listener =
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
+        if !self.memory_mount_root.starts_with('/') || self.memory_mount_root.split('/').any(|s| s == "..") {
+            bail!("--memory-mount-root must be an absolute path without `..` (got {})", self.memory_mount_root);
+        }
+        // Handlers first: a supervisor may signal as soon as it reads the readiness line.
+        let mut signals = Signals::install()?;
         tracing::info!(%addr, "listening");
         // One machine-readable line on stdout for scripts and tests.
         let mut stdout = std::io::stdout().lock();
@@ -93,15 +98,11 @@ impl Serve {
         stdout.flush()?;
         drop(stdout);
 
-        if !self.memory_mount_root.starts_with('/') || self.memory_mount_root.split('/').any(|s| s == "..") {
-            bail!("--memory-mount-root must be an absolute path without `..` (got {})", self.memory_mount_root);
-        }
         let router = mnemo_server::router(AppState::new(store).with_memory_mount_root(&self.memory_mount_root));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let mut server = tokio::spawn(mnemo_server::serve(listener, router, async {
             let _ = stopped.await;
         }));
-        let mut signals = Signals::install()?;
         let served = tokio::select! {
             served = &mut server => served,
             () = signals.next() => {
