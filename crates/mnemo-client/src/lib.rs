@@ -7,6 +7,7 @@
 //! `x-should-retry: false`).
 
 mod error;
+mod skills;
 mod work;
 
 use std::time::Duration;
@@ -139,11 +140,15 @@ impl Client {
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http
+        let req = self
+            .http
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.token)
-            .header("anthropic-version", API_VERSION)
-            .header("anthropic-beta", beta_for(path))
+            .header("anthropic-version", API_VERSION);
+        match beta_for(path) {
+            Some(beta) => req.header("anthropic-beta", beta),
+            None => req,
+        }
     }
 
     /// Sends with the retry policy and decodes a 2xx body, or the error envelope.
@@ -407,9 +412,15 @@ impl Client {
     }
 }
 
-/// The beta header the reference client sends for `path`.
-fn beta_for(path: &str) -> &'static str {
-    if path.starts_with("/v1/memory_stores") { MEMORY_BETA } else { MANAGED_AGENTS_BETA }
+/// The beta header the reference client sends for `path`: none for the skills resource.
+fn beta_for(path: &str) -> Option<&'static str> {
+    if path == "/v1/skills" || path.starts_with("/v1/skills/") {
+        None
+    } else if path.starts_with("/v1/memory_stores") {
+        Some(MEMORY_BETA)
+    } else {
+        Some(MANAGED_AGENTS_BETA)
+    }
 }
 
 /// The reference client's rule: the server's `x-should-retry` wins; otherwise 408, 409, 429

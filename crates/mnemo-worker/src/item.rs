@@ -8,12 +8,12 @@ use mnemo_client::Client;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::WorkerError;
 use crate::config::{TEARDOWN_BOUND, WorkerConfig};
 use crate::lease::{Lease, LeaseEnd};
 use crate::memory::{self, Memory, MemoryOptions};
 use crate::runner::{self, RunEnd, RunnerOptions};
 use crate::tools::{ToolContext, Toolset, sandbox};
+use crate::{WorkerError, skills};
 
 /// The credential an item is served with: its sessions token when the secret carries one,
 /// else the environment key.
@@ -68,7 +68,7 @@ pub async fn handle_item(
         return Ok(());
     }
     let lease = Lease::start(client.clone(), work.environment_id.clone(), work.id.clone());
-    let served = serve(cfg, &client, &credential, work, &lease, cancel).await;
+    let served = Serving { cfg, client: &client, credential: &credential, work, lease: &lease, cancel }.serve().await;
     let end = lease.finish(LeaseEnd::RunnerDone).await;
     if end.is_lost() {
         tracing::warn!(work_id = %work.id, session_id = %work.data.id, "lease lost; released work_id={} session_id={} without stopping it", work.id, work.data.id);
@@ -87,91 +87,109 @@ async fn force_stop(client: &Client, work: &Work) {
     }
 }
 
-async fn serve(
-    cfg: &WorkerConfig,
-    client: &Client,
-    credential: &ItemCredential,
-    work: &Work,
-    lease: &Lease,
-    cancel: &CancellationToken,
-) -> Result<(), WorkerError> {
-    let session_id = work.data.id.as_str();
-    // Signals and the end of the lease both end the run.
-    let stop = CancellationToken::new();
-    let _stop_guard = stop.clone().drop_guard();
-    {
-        let (stop, cancel, ended) = (stop.clone(), cancel.clone(), lease.ended());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = cancel.cancelled() => stop.cancel(),
-                () = ended.cancelled() => stop.cancel(),
-                () = stop.cancelled() => {}
-            }
-        });
-    }
-    let session = tokio::select! {
-        s = client.get_session_json(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
-        () = stop.cancelled() => return Ok(()),
-    };
-    if session.get("status").and_then(Value::as_str) == Some("terminated") {
-        tracing::info!(work_id = %work.id, session_id, "skipping the work item of a terminated session");
-        return Ok(());
-    }
-    let mounts = memory::plan(&session, &cfg.workdir)?;
-    let memory_enabled = credential.sessions_token && cfg.memory_sync_interval.is_some();
-    if !memory_enabled && cfg.memory_sync_interval.is_some() && !mounts.is_empty() {
-        return Err(WorkerError::NoSessionsToken { work_id: work.id.to_string(), session_id: session_id.to_owned() });
-    }
-    if session.pointer("/agent/skills").and_then(Value::as_array).is_some_and(|s| !s.is_empty()) {
-        tracing::warn!(session_id, "the agent has skills; this worker does not download skills yet");
-    }
-    let sandbox = sandbox::detect();
-    let mut memory = match (memory_enabled, cfg.memory_sync_interval) {
-        (true, Some(interval)) if !mounts.is_empty() => {
-            let opts = MemoryOptions {
-                interval,
-                deletions: cfg.memory_sync_deletions,
-                state_dir: cfg.state_dir.clone(),
-                sandbox,
-            };
-            // The download is not cut short by a signal: a half-written folder would be left
-            // behind. A signal that arrived meanwhile skips the run instead.
-            Some(Memory::mount(client, session_id, &mounts, &opts).await?)
+/// What serving one item needs, borrowed for its duration.
+struct Serving<'a> {
+    cfg: &'a WorkerConfig,
+    client: &'a Client,
+    credential: &'a ItemCredential,
+    work: &'a Work,
+    lease: &'a Lease,
+    cancel: &'a CancellationToken,
+}
+
+impl Serving<'_> {
+    async fn serve(&self) -> Result<(), WorkerError> {
+        let Self { cfg, client, credential, work, lease, cancel } = *self;
+        let session_id = work.data.id.as_str();
+        // Signals and the end of the lease both end the run.
+        let stop = CancellationToken::new();
+        let _stop_guard = stop.clone().drop_guard();
+        {
+            let (stop, cancel, ended) = (stop.clone(), cancel.clone(), lease.ended());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = cancel.cancelled() => stop.cancel(),
+                    () = ended.cancelled() => stop.cancel(),
+                    () = stop.cancelled() => {}
+                }
+            });
         }
-        _ => None,
-    };
-    let mut ctx = ToolContext::new(&cfg.workdir);
-    ctx.max_file_bytes = cfg.max_file_bytes;
-    ctx.max_file_bytes_explicit = cfg.max_file_bytes_explicit;
-    ctx.sandbox = sandbox;
-    if let Some(m) = &memory {
-        (ctx.allowed_roots, ctx.read_only_roots) = m.roots();
+        let session = tokio::select! {
+            s = client.get_session_json(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
+            () = stop.cancelled() => return Ok(()),
+        };
+        if session.get("status").and_then(Value::as_str) == Some("terminated") {
+            tracing::info!(work_id = %work.id, session_id, "skipping the work item of a terminated session");
+            return Ok(());
+        }
+        let mounts = memory::plan(&session, &cfg.workdir)?;
+        let memory_enabled = credential.sessions_token && cfg.memory_sync_interval.is_some();
+        if !memory_enabled && cfg.memory_sync_interval.is_some() && !mounts.is_empty() {
+            return Err(WorkerError::NoSessionsToken {
+                work_id: work.id.to_string(),
+                session_id: session_id.to_owned(),
+            });
+        }
+        // The agent's skills land in <workdir>/skills/ before memory; they go again at the end.
+        let skill_dirs = skills::download(client, &session, &cfg.workdir).await;
+        let served = self.run_tools(&stop, &mounts).await;
+        skills::remove(&skill_dirs).await;
+        served
     }
-    let mut tools = Toolset::new(ctx);
-    let opts = RunnerOptions { max_idle: cfg.max_idle, ttl_seconds: lease.ttl_handle() };
-    let end = if stop.is_cancelled() {
-        RunEnd::Cancelled
-    } else {
-        runner::run_session(client, session_id, &mut tools, &opts, &stop, async |_call| {
-            if let Some(m) = memory.as_mut() {
-                m.sync_if_due().await;
+
+    /// Memory, tools, the session run and its teardown.
+    async fn run_tools(&self, stop: &CancellationToken, mounts: &[memory::StoreMount]) -> Result<(), WorkerError> {
+        let Self { cfg, client, credential, work, lease, cancel } = *self;
+        let session_id = work.data.id.as_str();
+        let memory_enabled = credential.sessions_token && cfg.memory_sync_interval.is_some();
+        let sandbox = sandbox::detect();
+        let mut memory = match (memory_enabled, cfg.memory_sync_interval) {
+            (true, Some(interval)) if !mounts.is_empty() => {
+                let opts = MemoryOptions {
+                    interval,
+                    deletions: cfg.memory_sync_deletions,
+                    state_dir: cfg.state_dir.clone(),
+                    sandbox,
+                };
+                // The download is not cut short by a signal: a half-written folder would be left
+                // behind. A signal that arrived meanwhile skips the run instead.
+                Some(Memory::mount(client, session_id, mounts, &opts).await?)
             }
-        })
-        .await
-    };
-    tracing::info!(work_id = %work.id, session_id, end = ?end, "session run ended");
-    // A signal drains the session like a clean end (final sync included); a lease that ended
-    // means the item may be someone else's now, so only the push-only flush runs.
-    let drained = end == RunEnd::Cancelled && cancel.is_cancelled() && !lease.ended().is_cancelled();
-    let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated) || drained;
-    tools.close().await;
-    if let Some(mut m) = memory.take() {
-        teardown(&mut m, clean).await;
-        m.dispose().await;
-    }
-    match end {
-        RunEnd::Refused(e) => Err(WorkerError::Runner(e)),
-        _ => Ok(()),
+            _ => None,
+        };
+        let mut ctx = ToolContext::new(&cfg.workdir);
+        ctx.max_file_bytes = cfg.max_file_bytes;
+        ctx.max_file_bytes_explicit = cfg.max_file_bytes_explicit;
+        ctx.sandbox = sandbox;
+        if let Some(m) = &memory {
+            (ctx.allowed_roots, ctx.read_only_roots) = m.roots();
+        }
+        let mut tools = Toolset::new(ctx);
+        let opts = RunnerOptions { max_idle: cfg.max_idle, ttl_seconds: lease.ttl_handle() };
+        let end = if stop.is_cancelled() {
+            RunEnd::Cancelled
+        } else {
+            runner::run_session(client, session_id, &mut tools, &opts, stop, async |_call| {
+                if let Some(m) = memory.as_mut() {
+                    m.sync_if_due().await;
+                }
+            })
+            .await
+        };
+        tracing::info!(work_id = %work.id, session_id, end = ?end, "session run ended");
+        // A signal drains the session like a clean end (final sync included); a lease that ended
+        // means the item may be someone else's now, so only the push-only flush runs.
+        let drained = end == RunEnd::Cancelled && cancel.is_cancelled() && !lease.ended().is_cancelled();
+        let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated) || drained;
+        tools.close().await;
+        if let Some(mut m) = memory.take() {
+            teardown(&mut m, clean).await;
+            m.dispose().await;
+        }
+        match end {
+            RunEnd::Refused(e) => Err(WorkerError::Runner(e)),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ pub mod lease;
 pub mod memory;
 pub mod poller;
 pub mod runner;
+pub mod skills;
 pub mod tools;
 
 pub use config::WorkerConfig;
