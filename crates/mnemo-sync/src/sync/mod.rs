@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemo_api::{Memory, MemoryListItem, MemoryStoreId, View};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
 use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
 use crate::fs::{FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
@@ -50,6 +50,23 @@ pub enum DeletionMode {
     /// Local deletions never reach the server.
     Disabled,
 }
+
+/// What a sync needs to know of a listed memory: which it is, and its digest. Kept instead of
+/// the whole [`Memory`] (timestamps, version ids, …), so a listing of many memories stays small.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Remote {
+    pub(crate) id: MemoryId,
+    pub(crate) content_sha256: String,
+}
+
+impl From<Memory> for Remote {
+    fn from(m: Memory) -> Self {
+        Self { id: m.id, content_sha256: m.content_sha256 }
+    }
+}
+
+/// A store's listing by local path.
+pub(crate) type RemoteMap = BTreeMap<RelPath, Remote>;
 
 /// One store attached to a folder.
 #[derive(Debug, Clone)]
@@ -168,7 +185,7 @@ pub struct StoreSync {
     /// Fingerprint of the state last written to the journal.
     journaled: Option<u64>,
     /// The last content-free listing and the server's tag for it, if it gave one.
-    remote_cache: Option<(String, BTreeMap<RelPath, Memory>)>,
+    remote_cache: Option<(String, Arc<RemoteMap>)>,
     /// A re-download is in progress (writes must not overwrite files).
     recovering: bool,
 }
@@ -418,21 +435,24 @@ impl StoreSync {
     }
 
     /// Every memory of the store by local path, content-free.
-    async fn list(&self, view: View) -> Result<BTreeMap<RelPath, Memory>, SyncError> {
+    async fn list(&self, view: View) -> Result<RemoteMap, SyncError> {
         let all = self.client.list_all_memories(&self.cfg.store_id, view).await?;
-        Ok(all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect())
+        Ok(self.remote_map(all))
+    }
+
+    fn remote_map(&self, all: Vec<Memory>) -> RemoteMap {
+        all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, Remote::from(m)))).collect()
     }
 
     /// The store's memories for a sync: the previous listing again when the server says the
     /// store is unchanged since (a conditional request on a tagged listing), else a fresh one.
-    async fn list_for_sync(&mut self) -> Result<(BTreeMap<RelPath, Memory>, bool), SyncError> {
+    async fn list_for_sync(&mut self) -> Result<(Arc<RemoteMap>, bool), SyncError> {
         let tag = self.remote_cache.as_ref().map(|(t, _)| t.as_str());
         match self.client.list_all_memories_if_changed(&self.cfg.store_id, tag).await? {
-            None => Ok((self.remote_cache.as_ref().map(|(_, m)| m.clone()).unwrap_or_default(), false)),
+            None => Ok((self.remote_cache.as_ref().map(|(_, m)| Arc::clone(m)).unwrap_or_default(), false)),
             Some((all, tag)) => {
-                let map: BTreeMap<RelPath, Memory> =
-                    all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect();
-                self.remote_cache = tag.map(|t| (t, map.clone()));
+                let map = Arc::new(self.remote_map(all));
+                self.remote_cache = tag.map(|t| (t, Arc::clone(&map)));
                 Ok((map, true))
             }
         }

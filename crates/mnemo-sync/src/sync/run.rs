@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::stream::{self, StreamExt};
-use mnemo_api::{Memory, View};
+use mnemo_api::View;
 
 use super::plan::{Action, PathState, Warning, decide};
 use super::upload::{Upload, UploadOutcome};
@@ -62,7 +62,7 @@ impl std::fmt::Display for SyncReport {
 /// A fetch scheduled for the content pass.
 struct Pull {
     rel: RelPath,
-    memory: Memory,
+    memory: super::Remote,
     expect_local: Option<String>,
 }
 
@@ -140,7 +140,7 @@ impl StoreSync {
         let mut next: BTreeMap<RelPath, String> = BTreeMap::new();
         let mut uploads: Vec<Upload> = Vec::new();
         let mut pulls: Vec<Pull> = Vec::new();
-        let mut candidates: Vec<(RelPath, String, Memory)> = Vec::new();
+        let mut candidates: Vec<(RelPath, String, super::Remote)> = Vec::new();
 
         for rel in paths {
             let r = remote.get(rel);
@@ -342,7 +342,7 @@ impl StoreSync {
 
     /// An upload whose answer never arrived may have landed: if the listing shows exactly the
     /// bytes sent, adopt them. Then forget every unsettled send.
-    pub(crate) fn settle(&mut self, remote: &BTreeMap<RelPath, Memory>) {
+    pub(crate) fn settle(&mut self, remote: &super::RemoteMap) {
         for (rel, sent) in self.state.unsettled.drain() {
             if remote.get(&rel).is_some_and(|m| m.content_sha256 == sent) {
                 self.state.baseline.insert(rel, sent);
@@ -410,7 +410,7 @@ impl StoreSync {
         &mut self,
         rel: &RelPath,
         base: &str,
-        memory: &Memory,
+        memory: &super::Remote,
         final_sync: bool,
         cap: &mut DeleteCap,
     ) -> bool {

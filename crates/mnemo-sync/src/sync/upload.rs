@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mnemo_api::{Memory, Precondition, UpdateMemory, content_sha256};
+use mnemo_api::{Precondition, UpdateMemory, content_sha256};
 
 use super::run::SyncReport;
 use super::{StoreSync, blocking};
@@ -14,7 +14,7 @@ use crate::fs::RelPath;
 pub(crate) struct Upload {
     pub(crate) rel: RelPath,
     /// The memory to update and the digest it must hold; `None` creates a new memory.
-    pub(crate) existing: Option<(Memory, String)>,
+    pub(crate) existing: Option<(super::Remote, String)>,
     /// The baseline to keep if the upload does not land.
     pub(crate) fallback: Option<String>,
 }
