@@ -11,6 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::Client;
 use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync};
@@ -19,6 +20,9 @@ use serde_json::Value;
 
 use crate::WorkerError;
 use crate::tools::sandbox::{self, Sandbox};
+
+/// How many stores sync at the same time.
+const SYNC_CONCURRENCY: usize = 2;
 
 /// Where one attached store lands and how it may be used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,24 +226,28 @@ impl Memory {
 
     async fn sync_all(&mut self, final_sync: bool) {
         self.lock(false);
-        join_all(self.stores.iter_mut().map(|s| async move {
-            if let Err(e) = s.sync.sync(final_sync).await {
-                tracing::warn!(memory_store_id = %s.sync.store_id(), "memory sync failed memory_store_id={}: {e}", s.sync.store_id());
-            }
-        }))
-        .await;
+        // A few stores at a time: concurrent enough to hide round trips, while the transient
+        // memory of a listing or a walk is held for only a few stores at once.
+        stream::iter(self.stores.iter_mut())
+            .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
+                if let Err(e) = s.sync.sync(final_sync).await {
+                    tracing::warn!(memory_store_id = %s.sync.store_id(), "memory sync failed memory_store_id={}: {e}", s.sync.store_id());
+                }
+            })
+            .await;
         self.lock(true);
         self.last_sync = Instant::now();
     }
 
-    /// Pushes changed files of every writable store, concurrently; no deletes, no pulls.
+    /// Pushes changed files of every writable store, a few at a time; no deletes, no pulls.
     pub async fn flush(&mut self) {
-        join_all(self.stores.iter_mut().filter(|s| !s.read_only).map(|s| async move {
-            if let Err(e) = s.sync.flush().await {
-                tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
-            }
-        }))
-        .await;
+        stream::iter(self.stores.iter_mut().filter(|s| !s.read_only))
+            .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
+                if let Err(e) = s.sync.flush().await {
+                    tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
+                }
+            })
+            .await;
     }
 
     /// Removes every folder this worker created (and the session's record).

@@ -41,6 +41,11 @@ pub(crate) enum Command {
 }
 
 impl Command {
+    /// Whether this runs on a sandbox host next to an agent (worker, mount) rather than serving.
+    pub(crate) fn is_sandbox_side(&self) -> bool {
+        matches!(self, Self::Worker(_) | Self::Mount(_))
+    }
+
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
             Self::Serve(cmd) => cmd.run().await,
