@@ -483,3 +483,36 @@ async fn confirmations_gate_calls_and_denials_run_nothing() {
     assert_eq!(results(&s.api.json(Method::GET, &events, None).await.unwrap()), [asked], "{logs}");
     assert!(!marker.exists(), "denied calls never run");
 }
+
+/// With the interval passed, the call after an edit syncs it up, and a remote change reaches
+/// the folder, while the session is still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_syncs_both_ways_during_the_session() {
+    let s = Setup::new(&[]).await;
+    let notes = s.store("notes", &[("/a.md", "one")]).await;
+    let worker = s.worker(&s.tmp.path().join("state"), &["--memory-sync-interval", "5"]);
+    let session = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
+    let folder = s.mnt().join("notes");
+    let id = s.call(&session, "write", json!({"file_path": folder.join("a.md"), "content": "two"})).await;
+    s.result(&session, &id).await;
+    // Someone else changes another memory meanwhile.
+    let body = json!({"path": "/remote.md", "content": "from elsewhere"});
+    s.api.json(Method::POST, &format!("/v1/memory_stores/{notes}/memories"), Some(&body)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5200)).await;
+    // This call is followed by a sync: the interval has passed.
+    let id = s.call(&session, "bash", json!({"command": "true"})).await;
+    s.result(&session, &id).await;
+    assert!(
+        wait_until_async(Duration::from_secs(10), || async {
+            s.memories(&notes).await.contains(&("/a.md".to_owned(), "two".to_owned()))
+        })
+        .await,
+        "the edit is uploaded before the session ends"
+    );
+    let id = s.call(&session, "read", json!({"file_path": folder.join("remote.md")})).await;
+    assert_eq!(text(&s.result(&session, &id).await), "from elsewhere", "the remote change was pulled");
+    s.end_turn(&session).await;
+    assert!(wait_until_async(Duration::from_secs(20), || async { s.work_states(&session).await == ["stopped"] }).await);
+    let (_, logs) = stop(worker, "-TERM");
+    assert!(!folder.exists(), "{logs}");
+}
