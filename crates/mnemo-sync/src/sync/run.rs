@@ -59,6 +59,17 @@ impl std::fmt::Display for SyncReport {
     }
 }
 
+/// A change sent to the server by a sync.
+enum Push {
+    Upload(Upload),
+    /// A row-7 candidate: deleted only once corroborated.
+    Delete {
+        rel: RelPath,
+        base: String,
+        memory: super::Remote,
+    },
+}
+
 /// A fetch scheduled for the content pass.
 struct Pull {
     rel: RelPath,
@@ -138,9 +149,10 @@ impl StoreSync {
         let baseline_before = self.state.baseline.len();
         let mut cap = DeleteCap { left: (baseline_before / 4).clamp(8, 50), held: 0, sent: 0, suppressed: 0 };
         let mut next: BTreeMap<RelPath, String> = BTreeMap::new();
-        let mut uploads: Vec<Upload> = Vec::new();
+        // Uploads and deletions, in path order: they are sent one by one in that order, as the
+        // reference does, so the store's versions come out in the same sequence.
+        let mut pushes: Vec<Push> = Vec::new();
         let mut pulls: Vec<Pull> = Vec::new();
-        let mut candidates: Vec<(RelPath, String, super::Remote)> = Vec::new();
 
         for rel in paths {
             let r = remote.get(rel);
@@ -169,14 +181,16 @@ impl StoreSync {
                 };
                 match d.action {
                     Action::Keep => keep(&mut next, d.baseline),
-                    Action::Create => uploads.push(Upload { rel: rel.clone(), existing: None, fallback: None }),
+                    Action::Create => {
+                        pushes.push(Push::Upload(Upload { rel: rel.clone(), existing: None, fallback: None }))
+                    }
                     Action::Update { precondition } => {
                         let existing = r.expect("an update has a remote memory").clone();
-                        uploads.push(Upload {
+                        pushes.push(Push::Upload(Upload {
                             rel: rel.clone(),
                             existing: Some((existing, precondition.clone())),
                             fallback: Some(precondition),
-                        });
+                        }));
                     }
                     Action::Pull { expect_local } => {
                         keep(&mut next, d.baseline);
@@ -186,7 +200,8 @@ impl StoreSync {
                     Action::DeleteCandidate => {
                         keep(&mut next, d.baseline.clone());
                         let memory = r.expect("a delete candidate has a remote memory").clone();
-                        candidates.push((rel.clone(), d.baseline.expect("a candidate has a baseline"), memory));
+                        let base = d.baseline.expect("a candidate has a baseline");
+                        pushes.push(Push::Delete { rel: rel.clone(), base, memory });
                     }
                     Action::RemoveLocal { expect_local } => {
                         let (files, path) = (Arc::clone(&self.files), rel.clone());
@@ -218,16 +233,19 @@ impl StoreSync {
             }
         }
 
-        // Uploads, concurrently: each one's outcome sets its path's baseline.
-        for (upload, outcome) in self.run_uploads(uploads).await {
-            self.apply_upload(&upload, outcome, &mut next, &mut report);
-        }
-
-        // Corroborated deletions, in path order, within the cap.
-        for (rel, base, memory) in candidates {
-            if self.corroborated_delete(&rel, &base, &memory, final_sync, &mut cap).await {
-                next.remove(&rel);
-                report.deleted_remotely += 1;
+        // Each upload's outcome sets its path's baseline; deletions are corroborated, within the cap.
+        for push in pushes {
+            match push {
+                Push::Upload(upload) => {
+                    let outcome = self.upload(&upload).await;
+                    self.apply_upload(&upload, outcome, &mut next, &mut report);
+                }
+                Push::Delete { rel, base, memory } => {
+                    if self.corroborated_delete(&rel, &base, &memory, final_sync, &mut cap).await {
+                        next.remove(&rel);
+                        report.deleted_remotely += 1;
+                    }
+                }
             }
         }
         if cap.suppressed > 0 {
