@@ -116,6 +116,11 @@ impl StoreSync {
             }
             return Ok(report);
         }
+        if final_sync {
+            // The last sync walks everything anyway and nothing syncs after it: drop the
+            // watcher and its view now instead of holding them beside the walk's result.
+            self.forget_local_view();
+        }
         let (local, walked) = self.local_files(final_sync).await?;
         report.walked = walked;
         let mut local = match local {
@@ -127,7 +132,9 @@ impl StoreSync {
             }
         };
         // Keep the view now: the hints it consumed must survive a failure of what follows.
-        self.last_local = Some(local.clone());
+        if !final_sync {
+            self.last_local = Some(local.clone());
+        }
         let (remote, listed) = self.list_for_sync().await?;
         report.listed = listed;
         self.settle(&remote);
@@ -136,7 +143,9 @@ impl StoreSync {
             let files = Arc::clone(&self.files);
             local = blocking(move || files.scan()).await??;
             report.walked = true;
-            self.last_local = Some(local.clone());
+            if !final_sync {
+                self.last_local = Some(local.clone());
+            }
         }
         if local.is_empty() && self.state.baseline.len() > 1 {
             self.recover("every memory file is gone at once").await?;
@@ -311,7 +320,7 @@ impl StoreSync {
                 return Ok((Ok(local), false));
             }
         }
-        if self.cfg.watch && self.files.root_exists() {
+        if self.cfg.watch && !force_walk && self.files.root_exists() {
             self.watch = match super::watch::Watch::start(&self.cfg.root) {
                 Ok(w) => Some(Arc::new(w)),
                 Err(e) => {
