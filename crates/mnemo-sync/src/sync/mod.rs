@@ -489,8 +489,8 @@ impl StoreSync {
         let root = self.cfg.root.clone();
         let outcome = blocking(move || {
             let marker = files.check_marker(&id);
-            let has_files = files.scan().map(|f| !f.is_empty()).unwrap_or(false);
-            if marker != MarkerState::Matches && has_files {
+            // Only an untrusted folder needs the (full) scan for files.
+            if marker != MarkerState::Matches && files.scan().is_ok_and(|f| !f.is_empty()) {
                 let reason = marker_reason(marker);
                 tracing::warn!(memory_store_id = %id, root = %files.root().display(), "{reason}; leaving the memory store folder on disk");
                 return Ok(false);
