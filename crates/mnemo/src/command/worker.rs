@@ -20,7 +20,7 @@ use super::signals::Signals;
 #[derive(Debug, Subcommand)]
 pub(crate) enum Worker {
     /// Poll an environment's work queue and serve each session, one after another, until
-    /// SIGINT/SIGTERM (which finish the session in flight: flush, cleanup, stop).
+    /// SIGINT/SIGTERM (which drain the session in flight: final sync, flush, cleanup, stop).
     Poll(Poll),
     /// Serve exactly one already-claimed work item, described by the environment variables an
     /// `--on-work` script receives (plus `ANTHROPIC_WORK_SECRET` or `ANTHROPIC_WORK_SECRET_FILE`).
