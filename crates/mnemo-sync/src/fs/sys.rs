@@ -227,8 +227,10 @@ pub(super) fn write_atomic(
 ) -> Result<bool, FsError> {
     let (temp, fd) = create_temp(dir, shown)?;
     let mut temp = TempFile { dir, name: temp, armed: true };
-    // The creation mode went through the umask; set it exactly.
-    rustix::fs::fchmod(&fd, FILE_MODE).map_err(|e| io_err("set the mode of", shown, e))?;
+    // The creation mode went through the umask; set it exactly, unless the umask leaves it be.
+    if !umask_keeps_file_mode() {
+        rustix::fs::fchmod(&fd, FILE_MODE).map_err(|e| io_err("set the mode of", shown, e))?;
+    }
     let mut file = File::from(fd);
     let io = |op: &'static str| move |source| FsError::Io { op, path: shown.to_owned(), source };
     file.write_all(bytes).map_err(io("write"))?;
@@ -250,6 +252,21 @@ pub(super) fn write_atomic(
         rustix::fs::fsync(dir).map_err(|e| io_err("sync the folder of", shown, e))?;
     }
     Ok(true)
+}
+
+/// Whether the process umask keeps [`FILE_MODE`] intact, read once from `/proc/self/status`
+/// (reading it with `umask(2)` would briefly change it for every thread). Unknown → `false`,
+/// and every file gets an explicit `fchmod`.
+fn umask_keeps_file_mode() -> bool {
+    static KEEPS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KEEPS.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .is_some_and(|umask| umask & FILE_MODE.bits() == 0)
+    })
 }
 
 /// Creates a fresh temp file in `dir` with a random name no one else has.
