@@ -1,4 +1,4 @@
-//! Log set-up: `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
+//! Log set-up: `tracing` to stderr, filtered by `RUST_LOG` (default `info`, the watcher at `warn`).
 
 use std::io::IsTerminal;
 
@@ -13,8 +13,11 @@ pub(crate) enum LogFormat {
     Json,
 }
 
+/// `info`, except the file watcher's own chatter (it reports every watch removed with a folder).
+const DEFAULT_FILTER: &str = "info,notify=warn";
+
 pub(crate) fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => {
