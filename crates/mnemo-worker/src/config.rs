@@ -16,6 +16,9 @@ pub const DEFAULT_MAX_IDLE: Duration = Duration::from_secs(60);
 /// The bound of the final sync and of the flush at teardown, each.
 pub const TEARDOWN_BOUND: Duration = Duration::from_secs(30);
 
+/// How long an `--on-work` poller waits for the sandbox's worker to heartbeat.
+pub const DEFAULT_SCRIPT_LEASE_WAIT: Duration = Duration::from_secs(45);
+
 /// How one worker serves its items.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -37,6 +40,9 @@ pub struct WorkerConfig {
     /// Where the worker remembers which folders it mounted for which session, so a worker
     /// restarted after a crash can take them back.
     pub state_dir: PathBuf,
+    /// How long an `--on-work` poller waits for a heartbeat from inside the sandbox before it
+    /// keeps the lease alive itself.
+    pub script_lease_wait: Duration,
 }
 
 impl WorkerConfig {
@@ -54,6 +60,7 @@ impl WorkerConfig {
             max_file_bytes: Some(crate::tools::DEFAULT_MAX_FILE_BYTES),
             max_file_bytes_explicit: false,
             state_dir,
+            script_lease_wait: DEFAULT_SCRIPT_LEASE_WAIT,
         }
     }
 

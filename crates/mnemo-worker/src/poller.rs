@@ -151,7 +151,7 @@ async fn run_script(
         let _ = stdin.write_all(&item_json).await;
         let _ = stdin.shutdown().await;
     }
-    let keeper = tokio::spawn(keep_alive(client.clone(), work.clone()));
+    let keeper = tokio::spawn(keep_alive(client.clone(), work.clone(), cfg.script_lease_wait));
     let status = tokio::select! {
         status = child.wait() => status,
         () = cancel.cancelled() => {
@@ -180,11 +180,12 @@ async fn run_script(
 }
 
 /// Watches the item and heartbeats it only if nobody inside the sandbox does.
-async fn keep_alive(client: Client, work: Work) {
+async fn keep_alive(client: Client, work: Work, wait: Duration) {
     let path = format!("/v1/environments/{}/work/{}", work.environment_id, work.id);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+    let deadline = tokio::time::Instant::now() + wait;
+    let every = (wait / 4).clamp(Duration::from_millis(100), Duration::from_secs(2));
     loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(every).await;
         match client.json(mnemo_client::Method::GET, &path, None).await {
             Ok(item) if item.get("latest_heartbeat_at").is_some_and(|v| !v.is_null()) => return,
             Ok(item) if item.get("state").and_then(|s| s.as_str()) == Some("stopped") => return,

@@ -516,3 +516,32 @@ async fn memory_syncs_both_ways_during_the_session() {
     let (_, logs) = stop(worker, "-TERM");
     assert!(!folder.exists(), "{logs}");
 }
+
+/// An `--on-work` script that runs no worker of its own: the poller keeps the item's lease alive
+/// while it runs (past the TTL), then stops the item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_work_keeps_the_lease_of_a_script_that_does_not_heartbeat() {
+    let s = Setup::new(&["--work-lease-ttl", "2"]).await;
+    let script = s.tmp.path().join("slow.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat > /dev/null\nsleep 6\n").unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let poller = s
+        .worker(&s.tmp.path().join("state"), &["--on-work", script.to_str().unwrap(), "--on-work-lease-wait", "500ms"]);
+    let session = s.session(json!([])).await;
+    assert!(
+        wait_until_async(Duration::from_secs(10), || async { s.work_states(&session).await == ["active"] }).await,
+        "the poller heartbeats the item"
+    );
+    // Well past the 2 s TTL the item is still leased, not queued again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(s.work_states(&session).await, ["active"]);
+    assert!(
+        wait_until_async(Duration::from_secs(15), || async {
+            matches!(s.work_states(&session).await.as_slice(), [state] if state == "stopping" || state == "stopped")
+        })
+        .await,
+        "the item is stopped once the script exits"
+    );
+    let (_, logs) = stop(poller, "-TERM");
+    assert!(logs.contains("keeping its lease alive while the script runs"), "{logs}");
+}

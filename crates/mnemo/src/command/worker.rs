@@ -148,6 +148,11 @@ pub(crate) struct Poll {
     #[arg(long, env = "ANTHROPIC_WORKER_ID")]
     worker_id: Option<String>,
 
+    /// With `--on-work`: how long to wait for a heartbeat from inside the sandbox before the
+    /// poller keeps the item's lease alive itself (`45s`).
+    #[arg(long, default_value = "45s", value_parser = parse_max_idle, hide = true)]
+    on_work_lease_wait: MaxIdle,
+
     #[command(flatten)]
     common: Common,
 }
@@ -200,6 +205,9 @@ impl Poll {
         let mut cfg = self.common.config()?;
         if let Some(id) = self.worker_id {
             cfg.worker_id = id;
+        }
+        if let Some(wait) = self.on_work_lease_wait.0 {
+            cfg.script_lease_wait = wait;
         }
         let serve = match self.on_work {
             Some(script) => Serve::Script(script),
