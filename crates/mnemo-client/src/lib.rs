@@ -153,6 +153,12 @@ impl Client {
 
     /// Sends with the retry policy and decodes a 2xx body, or the error envelope.
     async fn send<T: DeserializeOwned>(&self, build: impl Fn() -> RequestBuilder) -> Result<T> {
+        decode(self.send_raw(build).await?).await
+    }
+
+    /// Sends with the retry policy; answers the successful response unread, or the error
+    /// envelope decoded.
+    async fn send_raw(&self, build: impl Fn() -> RequestBuilder) -> Result<Response> {
         let mut attempt = 0;
         loop {
             let outcome = build().send().await;
@@ -168,7 +174,7 @@ impl Client {
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
-                _ => return decode(outcome.map_err(ClientError::Transport)?).await,
+                _ => return success(outcome.map_err(ClientError::Transport)?).await,
             }
         }
     }
@@ -454,13 +460,21 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_secs_f64(base * jitter)
 }
 
-async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
-    let status = resp.status();
+/// The response if it is a success, else its error envelope decoded.
+async fn success(resp: Response) -> Result<Response> {
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let status = resp.status().as_u16();
     let request_id = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let bytes = resp.bytes().await.map_err(ClientError::Transport)?;
-    if status.is_success() {
-        return serde_json::from_slice(&bytes)
-            .map_err(|e| ClientError::Decode { status: status.as_u16(), message: e.to_string() });
-    }
-    Err(ClientError::from_response(status.as_u16(), request_id, &bytes))
+    Err(ClientError::from_response(status, request_id, &bytes))
+}
+
+/// A success's JSON body, or the error envelope decoded.
+async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
+    let resp = success(resp).await?;
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.map_err(ClientError::Transport)?;
+    serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode { status, message: e.to_string() })
 }

@@ -5,10 +5,10 @@
 //! here, and callers must refuse empty values and dot segments (`.`, `..`) beforehand, which
 //! URL normalisation would otherwise fold into a different path.
 
-use reqwest::{Method, RequestBuilder, Response};
+use reqwest::Method;
 use serde_json::Value;
 
-use crate::{Client, ClientError, Result, backoff, server_delay, should_retry};
+use crate::{Client, ClientError, Result};
 
 impl Client {
     /// `GET /v1/skills/{skill}/versions/{version}`: one version of a skill, as raw JSON
@@ -40,38 +40,6 @@ impl Client {
             body.extend_from_slice(&chunk);
         }
         Ok(body)
-    }
-
-    /// [`Client::send`] for a body that is not JSON: the same retries, the error envelope decoded
-    /// on failure, and the successful response handed back unread.
-    async fn send_raw(&self, build: impl Fn() -> RequestBuilder) -> Result<Response> {
-        let mut attempt = 0;
-        loop {
-            let outcome = build().send().await;
-            let retry_after = match &outcome {
-                Ok(resp) if resp.status().is_success() => None,
-                Ok(resp) => should_retry(resp).then(|| server_delay(resp)),
-                Err(e) => (e.is_connect() || e.is_timeout() || e.is_request()).then_some(None),
-            };
-            match (retry_after, attempt < self.max_retries) {
-                (Some(delay), true) => {
-                    let delay = delay.unwrap_or_else(|| backoff(attempt));
-                    tracing::debug!(attempt, ?delay, "retrying request");
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
-                }
-                _ => {
-                    let resp = outcome.map_err(ClientError::Transport)?;
-                    if resp.status().is_success() {
-                        return Ok(resp);
-                    }
-                    let status = resp.status().as_u16();
-                    let request_id = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
-                    let body = resp.bytes().await.map_err(ClientError::Transport)?;
-                    return Err(ClientError::from_response(status, request_id, &body));
-                }
-            }
-        }
     }
 }
 

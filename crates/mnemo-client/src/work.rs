@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Client, ClientError, Result, decode};
+use crate::{Client, ClientError, Result, decode, success};
 
 /// The sentinel `expected_last_heartbeat` of a lease that has never been heartbeated.
 pub const NO_HEARTBEAT: &str = "NO_HEARTBEAT";
@@ -120,13 +120,7 @@ impl Client {
             .send()
             .await
             .map_err(ClientError::Transport)?;
-        if !resp.status().is_success() {
-            let status = resp.status().as_u16();
-            let request_id = resp.headers().get("request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
-            let body = resp.bytes().await.unwrap_or_default();
-            return Err(ClientError::from_response(status, request_id, &body));
-        }
-        let bytes = resp.bytes_stream();
+        let bytes = success(resp).await?.bytes_stream();
         Ok(futures::stream::unfold((bytes, SseParser::default()), |(mut bytes, mut parser)| async move {
             loop {
                 if let Some(message) = parser.next_message() {
