@@ -71,21 +71,15 @@ pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolErr
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
-    use std::path::PathBuf;
 
     use serde_json::json;
 
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        let ctx = ToolContext::new(&root);
-        (dir, root, ctx)
-    }
+    use crate::tools::testing::{setup, text};
 
     fn edit(ctx: &ToolContext, input: Value) -> Result<String, String> {
-        run(ctx, input).map(|o| o.joined_text()).map_err(|e| e.0)
+        text(run(ctx, input))
     }
 
     #[test]

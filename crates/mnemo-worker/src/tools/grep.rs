@@ -311,15 +311,10 @@ mod tests {
 
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        let ctx = ToolContext::new(&root);
-        (dir, root, ctx)
-    }
+    use crate::tools::testing::{setup, text};
 
     fn grep(ctx: &ToolContext, input: Value) -> Result<String, String> {
-        run(ctx, input).map(|o| o.joined_text()).map_err(|e| e.0)
+        text(run(ctx, input))
     }
 
     #[test]

@@ -187,3 +187,24 @@ impl Toolset {
         self.bash.close().await;
     }
 }
+
+/// What the tools' unit tests share: a canonical temp workdir and a tool's answer as text.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::PathBuf;
+
+    use super::{ToolContext, ToolError, ToolOutput};
+
+    /// A temp workdir (canonical, so symlinked `/tmp`s compare equal) and a context on it.
+    pub(crate) fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let ctx = ToolContext::new(&root);
+        (dir, root, ctx)
+    }
+
+    /// A result's text, or the error's message.
+    pub(crate) fn text(result: Result<ToolOutput, ToolError>) -> Result<String, String> {
+        result.map(|o| o.joined_text()).map_err(|e| e.0)
+    }
+}

@@ -264,22 +264,16 @@ impl<'a> LineRange<'a> {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
-    use std::path::PathBuf;
     use std::process::Command;
     use std::sync::mpsc;
     use std::time::Duration;
 
     use super::*;
 
-    fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        let ctx = ToolContext::new(&root);
-        (dir, root, ctx)
-    }
+    use crate::tools::testing::{setup, text};
 
     fn read(ctx: &ToolContext, input: Value) -> Result<String, String> {
-        run(ctx, input).map(|out| out.joined_text()).map_err(|e| e.0)
+        text(run(ctx, input))
     }
 
     #[test]
