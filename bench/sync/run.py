@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import http.client
 import json
 import os
 import platform
-import queue
 import secrets
 import shutil
 import signal
@@ -37,19 +35,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import urlencode, urlparse
+from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from mnemo_bench import Api, Server  # noqa: E402
+
 REPO = HERE.parent.parent
 VENV = REPO / "target" / "compat-venv"
 SDK_VERSION = "2.10.0"
-MEMORY_BETA = "agent-memory-2026-07-22"
-API_VERSION = "2026-10-21"
 
 GOALS = {  # metric -> (what the ratio is, minimum or maximum)
     "download_ms": ("speed-up", 5.0),
@@ -127,97 +124,10 @@ def ensure_venv() -> Path:
 # ---------------------------------------------------------------------------------------------
 
 
-class Server:
-    def __init__(self, binary: Path, workdir: Path, api_key: str) -> None:
-        self.workdir = workdir
-        self.stderr = open(workdir / "server.stderr.log", "w", encoding="utf-8")
-        argv = [
-            str(binary), "serve", "--listen", "127.0.0.1:0",
-            "--database", f"sqlite://{workdir / 'db.sqlite'}", "--api-key", api_key,
-        ]
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.stderr,
-            text=True, start_new_session=True,
-        )
-        lines: "queue.Queue[Optional[str]]" = queue.Queue()
-
-        def pump() -> None:
-            assert self.proc.stdout is not None
-            first = True
-            for line in self.proc.stdout:
-                if first:
-                    lines.put(line)
-                    first = False
-            if first:
-                lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            line = lines.get(timeout=30)
-        except queue.Empty:
-            line = None
-        prefix = "listening on "
-        if not line or not line.startswith(prefix):
-            self.stop()
-            raise SystemExit(f"mnemo serve did not start (first line {line!r}); see {workdir}/server.stderr.log")
-        self.base_url = line[len(prefix):].strip()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.stderr.close()
-
-
-class Api:
-    """One keep-alive connection per thread."""
-
-    def __init__(self, base_url: str, api_key: str) -> None:
-        u = urlparse(base_url)
-        assert u.hostname in ("127.0.0.1", "localhost"), "the benchmark only talks to loopback"
-        self.host, self.port, self.key = u.hostname, u.port, api_key
-        self.local = threading.local()
-
-    def call(self, method: str, path: str, body: Any = None, query: Optional[dict] = None) -> Any:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        if query:
-            path = f"{path}?{urlencode(query)}"
-        headers = {
-            "authorization": f"Bearer {self.key}",
-            "anthropic-version": API_VERSION,
-            "anthropic-beta": MEMORY_BETA,
-        }
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["content-type"] = "application/json"
-        conn.request(method, path, body=data, headers=headers)
-        resp = conn.getresponse()
-        raw = resp.read()
-        if resp.status >= 300:
-            raise RuntimeError(f"{method} {path}: {resp.status} {raw[:300]!r}")
-        return json.loads(raw)
-
-    def list_all(self, store: str) -> Dict[str, str]:
-        """path -> content_sha256 of every memory (basic view)."""
-        out, page = {}, None
-        while True:
-            q = {"limit": 100}
-            if page:
-                q["page"] = page
-            resp = self.call("GET", f"/v1/memory_stores/{store}/memories", query=q)
-            for item in resp["data"]:
-                if item.get("type") == "memory":
-                    out[item["path"]] = item["content_sha256"]
-            page = resp.get("next_page")
-            if not page:
-                return out
+def store_hashes(api: Api, store: str) -> Dict[str, str]:
+    """path -> content_sha256 of every memory (basic view)."""
+    items = api.list_all(f"/v1/memory_stores/{store}/memories")
+    return {m["path"]: m["content_sha256"] for m in items if m.get("type") == "memory"}
 
 
 def seed_content(i: int, size: int) -> str:
@@ -239,7 +149,7 @@ def seed(api: Api, memories: int, size: int) -> str:
     t = time.perf_counter()
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(create, range(memories)))
-    listed = api.list_all(store)
+    listed = store_hashes(api, store)
     if len(listed) != memories:
         raise SystemExit(f"seeding: the server lists {len(listed)} memories, expected {memories}")
     log(f"seeded {store}: {memories} x {size} B in {time.perf_counter() - t:.1f} s")
@@ -446,10 +356,10 @@ def main() -> None:
                 folder = work / f"r{rnd}-{engine}" / "store"
                 folder.parent.mkdir()
                 env = dict(base_env, MNEMO_BENCH_DIR=str(folder), MNEMO_BENCH_TAG=tag)
-                before = api.list_all(store)
+                before = store_hashes(api, store)
                 log(f"round {rnd}: {engine} ...")
                 r = run_engine(commands[engine], env, work / f"r{rnd}-{engine}.stderr.log")
-                r["verified_by_runner"] = check_edits(before, api.list_all(store), engine, tag, args.edits)
+                r["verified_by_runner"] = check_edits(before, store_hashes(api, store), engine, tag, args.edits)
                 r["round"], r["order"] = rnd, pos
                 if r["memories_downloaded"] != args.memories:
                     raise SystemExit(f"{engine} downloaded {r['memories_downloaded']} memories, expected {args.memories}")

@@ -45,7 +45,6 @@ import http.client
 import json
 import os
 import platform
-import queue
 import secrets
 import shutil
 import signal
@@ -59,15 +58,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import urlencode, urlparse
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from mnemo_bench import Api, Server  # noqa: E402
+
 REPO = HERE.parent.parent
 VENV = REPO / "target" / "compat-venv"
 SDK_VERSION = "2.10.0"
-MEMORY_BETA = "agent-memory-2026-07-22"
-AGENTS_BETA = "managed-agents-2026-04-01"
-API_VERSION = "2026-10-21"
 MAX_IDLE = 2  # seconds a worker keeps serving a session after its turn ended
 WAIT = 300.0  # seconds to wait for any one result / teardown before giving up
 
@@ -159,104 +157,6 @@ def ensure_venv() -> Path:
 # ---------------------------------------------------------------------------------------------
 # The server and a minimal HTTP client.
 # ---------------------------------------------------------------------------------------------
-
-
-class Server:
-    def __init__(self, binary: Path, workdir: Path, api_key: str, mount_root: Path) -> None:
-        self.stderr = open(workdir / "server.stderr.log", "w", encoding="utf-8")
-        argv = [
-            str(binary), "serve", "--listen", "127.0.0.1:0",
-            "--database", f"sqlite://{workdir / 'db.sqlite'}", "--memory-mount-root", str(mount_root),
-        ]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MNEMO_"))}
-        env["MNEMO_API_KEY"] = api_key  # not on the command line, where `ps` would show it
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.stderr,
-            text=True, start_new_session=True, env=env,
-        )
-        lines: "queue.Queue[Optional[str]]" = queue.Queue()
-
-        def pump() -> None:
-            assert self.proc.stdout is not None
-            first = True
-            for line in self.proc.stdout:
-                if first:
-                    lines.put(line)
-                    first = False
-            if first:
-                lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            line = lines.get(timeout=30)
-        except queue.Empty:
-            line = None
-        prefix = "listening on "
-        if not line or not line.startswith(prefix):
-            self.stop()
-            raise SystemExit(f"mnemo serve did not start (first line {line!r}); see {workdir}/server.stderr.log")
-        self.base_url = line[len(prefix):].strip()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.stderr.close()
-
-
-class Api:
-    """One keep-alive connection per thread; API key auth."""
-
-    def __init__(self, base_url: str, api_key: str) -> None:
-        u = urlparse(base_url)
-        assert u.hostname in ("127.0.0.1", "localhost"), "the benchmark only talks to loopback"
-        self.host, self.port, self.key = u.hostname, u.port, api_key
-        self.local = threading.local()
-
-    def headers(self, path: str) -> Dict[str, str]:
-        return {
-            "authorization": f"Bearer {self.key}",
-            "anthropic-version": API_VERSION,
-            "anthropic-beta": MEMORY_BETA if path.startswith("/v1/memory_stores") else AGENTS_BETA,
-        }
-
-    def call(self, method: str, path: str, body: Any = None, query: Optional[dict] = None) -> Any:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        full = f"{path}?{urlencode(query, doseq=True)}" if query else path
-        headers = self.headers(path)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["content-type"] = "application/json"
-        try:
-            conn.request(method, full, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.local.conn = None
-            raise
-        if resp.status >= 300:
-            raise RuntimeError(f"{method} {path}: {resp.status} {raw[:300]!r}")
-        return json.loads(raw)
-
-    def list_all(self, path: str, query: Optional[dict] = None) -> List[Any]:
-        out, page = [], None
-        while True:
-            q = dict(query or {}, limit=100)
-            if page:
-                q["page"] = page
-            resp = self.call("GET", path, query=q)
-            out += resp["data"]
-            page = resp.get("next_page")
-            if not page:
-                return out
 
 
 def parse_ts(value: str) -> float:
@@ -948,7 +848,7 @@ def main() -> None:
     mount_root = work / "mnt"
     mount_root.mkdir()
     key = "sk-bench-" + secrets.token_hex(16)
-    server = Server(mnemo_bin, work, key, mount_root)
+    server = Server(mnemo_bin, work, key, ["--memory-mount-root", str(mount_root)])
     results: Dict[str, List[Dict[str, Any]]] = {"mnemo": [], "sdk": []}
     problems: List[str] = []
     try:
@@ -1005,7 +905,7 @@ def main() -> None:
         f"Source: {revision}. Work folder (database, mount folders): {work.parent}, {fs_type(work.parent)}.",
         f"Command: `{cmd.strip()}`; {args.rounds} round(s), workers alternating first; medians over rounds. "
         f"Whole run {elapsed:.0f} s; load average {os.getloadavg()[0]:.2f} at the end.",
-        f"Scenario wall times, round 1 (s): " + "; ".join(
+        "Scenario wall times, round 1 (s): " + "; ".join(
             f"{k}: " + ", ".join(f"{s} {v}" for s, v in walls[k].items()) for k in ("mnemo", "sdk")),
         "",
         table(results, args),
