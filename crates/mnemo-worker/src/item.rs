@@ -1,7 +1,6 @@
 //! One work item, from claim to stop (spec `worker-behaviour.md` §4).
 
 use std::path::Path;
-use std::time::Duration;
 
 use mnemo_api::{Work, WorkSecret};
 use mnemo_client::Client;
@@ -198,19 +197,15 @@ async fn teardown(memory: &mut Memory, clean: bool) {
     if clean && tokio::time::timeout(TEARDOWN_BOUND, memory.final_sync()).await.is_err() {
         tracing::warn!(
             "final memory sync cut off after {}s; the flush that follows still uploads changed files",
-            secs(TEARDOWN_BOUND)
+            TEARDOWN_BOUND.as_secs()
         );
     }
     if tokio::time::timeout(TEARDOWN_BOUND, memory.flush()).await.is_err() {
         tracing::warn!(
             "memory flush cut off after {}s; changed files it had not uploaded yet are not saved",
-            secs(TEARDOWN_BOUND)
+            TEARDOWN_BOUND.as_secs()
         );
     }
-}
-
-fn secs(d: Duration) -> u64 {
-    d.as_secs()
 }
 
 /// The work item `mnemo worker run` serves: what the poller handed over through the

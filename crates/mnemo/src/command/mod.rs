@@ -1,5 +1,6 @@
 //! The subcommands, one file each.
 
+mod args;
 mod env_key;
 mod mount;
 mod serve;

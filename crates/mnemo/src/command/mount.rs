@@ -4,26 +4,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use mnemo_api::MemoryStoreId;
 use mnemo_client::Client;
-use mnemo_sync::{DeletionMode, ProgressFn, StoreConfig, StoreSync};
+use mnemo_sync::{ProgressFn, StoreConfig, StoreSync};
 use tokio::time::MissedTickBehavior;
 
+use super::args::{Deletions, parse_interval};
 use super::signals::Signals;
 
 /// The bound on the final sync and on the flush.
 const TEARDOWN_BOUND: Duration = Duration::from_secs(30);
 /// The reference worker's default sync interval.
 const DEFAULT_INTERVAL: &str = "15";
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-#[value(rename_all = "snake_case")]
-enum Deletions {
-    Enabled,
-    LogOnly,
-    Disabled,
-}
 
 #[derive(Debug, Args)]
 pub(crate) struct Mount {
@@ -63,26 +56,13 @@ pub(crate) struct Mount {
     resume: bool,
 }
 
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    // NaN is not finite, so it is refused too.
-    if !secs.is_finite() || secs < 5.0 {
-        return Err(format!("the sync interval must be at least 5 seconds (got {s})"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 impl Mount {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         let root = std::path::absolute(&self.dir).with_context(|| format!("resolve {}", self.dir.display()))?;
         let client = Client::new(&self.base_url, &self.api_key)?;
         let cfg = StoreConfig {
             read_only: self.read_only,
-            deletions: match self.deletions {
-                Deletions::Enabled => DeletionMode::Enabled,
-                Deletions::LogOnly => DeletionMode::LogOnly,
-                Deletions::Disabled => DeletionMode::Disabled,
-            },
+            deletions: self.deletions.into(),
             ..StoreConfig::new(self.store_id.clone(), root)
         };
         let mut signals = Signals::install()?;
@@ -177,19 +157,4 @@ fn download_progress() -> Option<indicatif::ProgressBar> {
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     Some(bar)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals_below_five_seconds_or_nan_are_refused() {
-        assert_eq!(parse_interval("15").unwrap(), Duration::from_secs(15));
-        assert_eq!(parse_interval("5").unwrap(), Duration::from_secs(5));
-        assert_eq!(parse_interval("7.5").unwrap(), Duration::from_millis(7500));
-        for bad in ["4.99", "0", "-1", "NaN", "nan", "inf", "soon", ""] {
-            assert!(parse_interval(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use mnemo_api::EnvironmentId;
-use mnemo_sync::DeletionMode;
 use mnemo_worker::WorkerConfig;
 use mnemo_worker::item::{handle_item, read_secret_file, synthesize_item};
 use mnemo_worker::poller::{self, Serve};
 use tokio_util::sync::CancellationToken;
 
+use super::args::{Deletions, parse_interval};
 use super::signals::Signals;
 
 #[derive(Debug, Subcommand)]
@@ -25,24 +25,6 @@ pub(crate) enum Worker {
     /// Serve exactly one already-claimed work item, described by the environment variables an
     /// `--on-work` script receives (plus `ANTHROPIC_WORK_SECRET` or `ANTHROPIC_WORK_SECRET_FILE`).
     Run(Run),
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-#[value(rename_all = "snake_case")]
-enum Deletions {
-    Enabled,
-    LogOnly,
-    Disabled,
-}
-
-impl From<Deletions> for DeletionMode {
-    fn from(d: Deletions) -> Self {
-        match d {
-            Deletions::Enabled => DeletionMode::Enabled,
-            Deletions::LogOnly => DeletionMode::LogOnly,
-            Deletions::Disabled => DeletionMode::Disabled,
-        }
-    }
 }
 
 /// What `poll` and `run` share.
@@ -101,14 +83,6 @@ fn parse_max_idle(s: &str) -> Result<MaxIdle, String> {
         return Err(format!("`{s}` is not a valid duration"));
     }
     Ok(MaxIdle(Some(Duration::from_secs_f64(secs))))
-}
-
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.trim().trim_end_matches('s').parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !secs.is_finite() || secs < 5.0 {
-        return Err(format!("the memory sync interval must be at least 5 seconds (got {s})"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 impl Common {
@@ -250,12 +224,5 @@ mod tests {
         assert_eq!(parse_max_idle("none").unwrap().0, None);
         assert!(parse_max_idle("soon").is_err());
         assert!(parse_max_idle("5d").is_err());
-    }
-
-    #[test]
-    fn sync_interval_is_at_least_five_seconds() {
-        assert!(parse_interval("4.9").is_err());
-        assert!(parse_interval("NaN").is_err());
-        assert_eq!(parse_interval("15").unwrap(), Duration::from_secs(15));
     }
 }
