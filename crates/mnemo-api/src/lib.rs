@@ -12,6 +12,7 @@ mod agents;
 mod environments;
 mod error;
 mod ids;
+pub mod headers;
 pub mod limits;
 mod path;
 mod sessions;

@@ -26,12 +26,7 @@ use serde::de::DeserializeOwned;
 pub use error::ClientError;
 pub use work::{EventPage, NO_HEARTBEAT};
 
-/// The `anthropic-version` sent on every request.
-pub const API_VERSION: &str = "2026-10-21";
-/// The beta the memory endpoints are called under.
-pub const MEMORY_BETA: &str = "agent-memory-2026-07-22";
-/// The beta of environments, their work queue, agents and sessions.
-pub const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
+pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};
 
 /// Result of every client call.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
@@ -146,7 +141,7 @@ impl Client {
             .bearer_auth(&self.token)
             .header("anthropic-version", API_VERSION);
         match beta_for(path) {
-            Some(beta) => req.header("anthropic-beta", beta),
+            Some(beta) => req.header(mnemo_api::headers::BETA_HEADER, beta),
             None => req,
         }
     }

@@ -21,8 +21,7 @@ use mnemo_store::Cursor;
 
 use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
-const MEMORY_BETA: &str = "agent-memory-2026-07-22";
-const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
+use mnemo_api::headers::{BETA_HEADER, MANAGED_AGENTS_BETA, MEMORY_BETA};
 
 pub(crate) fn router(state: AppState) -> Router {
     let memory = Router::new()
@@ -102,7 +101,7 @@ async fn method_not_allowed(req: Request) -> Response {
 /// agents beta at once; so does mnemo. Neither is required.
 async fn memory_betas(headers: HeaderMap, req: Request, next: Next) -> Response {
     let betas: Vec<&str> = headers
-        .get_all("anthropic-beta")
+        .get_all(BETA_HEADER)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
