@@ -1,6 +1,7 @@
 //! Environments and the self-hosted work queue: wire shapes.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -84,8 +85,8 @@ pub struct EnvironmentDeleted {
     pub id: EnvironmentId,
 }
 
-/// A freshly minted environment key: the only time the secret is shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A freshly minted environment key: the only time the secret is shown. `Debug` redacts it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "environment_key")]
 pub struct EnvironmentKey {
     pub id: EnvironmentKeyId,
@@ -144,8 +145,8 @@ impl WorkData {
     }
 }
 
-/// One item of a self-hosted environment's queue (`type: "work"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One item of a self-hosted environment's queue (`type: "work"`). `Debug` redacts the secret.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "work")]
 pub struct Work {
     pub id: WorkId,
@@ -201,10 +202,55 @@ pub struct StopWork {
     pub force: Option<bool>,
 }
 
-/// The decoded `secret` of a polled work item.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The decoded `secret` of a polled work item. `Debug` redacts the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkSecret {
     pub sessions_token: String,
+}
+
+/// What `Debug` prints in place of a credential.
+const REDACTED: &str = "[redacted]";
+
+/// `Some("[redacted]")` for a present secret, so a debug print tells whether one was there.
+fn redacted(secret: Option<&String>) -> Option<&'static str> {
+    secret.map(|_| REDACTED)
+}
+
+impl fmt::Debug for WorkSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkSecret").field("sessions_token", &REDACTED).finish()
+    }
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Work")
+            .field("id", &self.id)
+            .field("environment_id", &self.environment_id)
+            .field("state", &self.state)
+            .field("data", &self.data)
+            .field("secret", &redacted(self.secret.as_ref()))
+            .field("metadata", &self.metadata)
+            .field("created_at", &self.created_at)
+            .field("acknowledged_at", &self.acknowledged_at)
+            .field("started_at", &self.started_at)
+            .field("latest_heartbeat_at", &self.latest_heartbeat_at)
+            .field("stop_requested_at", &self.stop_requested_at)
+            .field("stopped_at", &self.stopped_at)
+            .finish()
+    }
+}
+
+impl fmt::Debug for EnvironmentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnvironmentKey")
+            .field("id", &self.id)
+            .field("environment_id", &self.environment_id)
+            .field("key", &redacted(self.key.as_ref()))
+            .field("created_at", &self.created_at)
+            .field("revoked_at", &self.revoked_at)
+            .finish()
+    }
 }
 
 impl WorkSecret {
@@ -234,6 +280,40 @@ mod tests {
         assert_eq!(WorkSecret::decode(&enc), Some(s.clone()));
         assert_eq!(WorkSecret::decode(&format!("{enc}==")), Some(s));
         assert_eq!(WorkSecret::decode("not base64!"), None);
+    }
+
+    #[test]
+    fn debug_never_prints_a_credential() {
+        let token = "sk-mnemo-sess-TOPSECRET";
+        let secret = WorkSecret { sessions_token: token.into() };
+        let work = Work {
+            id: WorkId::generate(),
+            environment_id: EnvironmentId::generate(),
+            state: WorkState::Queued,
+            data: WorkData { kind: "session".into(), id: "sesn_x".into() },
+            secret: Some(secret.encode()),
+            metadata: BTreeMap::new(),
+            created_at: String::new(),
+            acknowledged_at: None,
+            started_at: None,
+            latest_heartbeat_at: None,
+            stop_requested_at: None,
+            stopped_at: None,
+        };
+        let key = EnvironmentKey {
+            id: EnvironmentKeyId::generate(),
+            environment_id: EnvironmentId::generate(),
+            key: Some("sk-mnemo-env-TOPSECRET".into()),
+            created_at: String::new(),
+            revoked_at: None,
+        };
+        for printed in [format!("{secret:?}"), format!("{work:?}"), format!("{work:#?}"), format!("{key:?}")] {
+            assert!(!printed.contains("TOPSECRET"), "{printed}");
+            assert!(!printed.contains(&secret.encode()), "{printed}");
+            assert!(printed.contains("[redacted]"), "{printed}");
+        }
+        let unset = Work { secret: None, ..work };
+        assert!(format!("{unset:?}").contains("secret: None"));
     }
 
     #[test]
