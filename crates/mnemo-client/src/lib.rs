@@ -6,6 +6,7 @@
 //! 429 and 5xx are retried with capped exponential back-off unless the server says
 //! `x-should-retry: false`).
 
+pub mod backoff;
 mod error;
 mod skills;
 mod work;
@@ -17,16 +18,20 @@ use mnemo_api::{
     EnvironmentKeyId, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted, MemoryStoreId,
     MemoryVersion, MemoryVersionId, Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View,
 };
-use rand::Rng;
 pub use reqwest::Method;
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use backoff::{Backoff, Jitter};
 pub use error::ClientError;
 pub use work::{EventPage, NO_HEARTBEAT};
 
 pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};
+
+/// The reference client's retry delays: `min(0.5 s × 2^attempt, 8 s)` with up to 25 % off.
+const RETRY_BACKOFF: Backoff =
+    Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(8), jitter: Jitter::Shave(0.25) };
 
 /// Result of every client call.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
@@ -164,7 +169,7 @@ impl Client {
             };
             match (retry_after, attempt < self.max_retries) {
                 (Some(delay), true) => {
-                    let delay = delay.unwrap_or_else(|| backoff(attempt));
+                    let delay = delay.unwrap_or_else(|| RETRY_BACKOFF.delay(attempt));
                     tracing::debug!(attempt, ?delay, "retrying request");
                     tokio::time::sleep(delay).await;
                     attempt += 1;
@@ -446,13 +451,6 @@ fn server_delay(resp: &Response) -> Option<Duration> {
         |name| resp.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
     let secs = header("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| header("retry-after"))?;
     (secs > 0.0 && secs <= 60.0).then(|| Duration::from_secs_f64(secs))
-}
-
-/// `min(0.5 s × 2^attempt, 8 s)` with up to 25 % jitter off.
-fn backoff(attempt: u32) -> Duration {
-    let base = (0.5 * f64::from(2u32.saturating_pow(attempt))).min(8.0);
-    let jitter = 1.0 - rand::rng().random_range(0.0..0.25);
-    Duration::from_secs_f64(base * jitter)
 }
 
 /// The response if it is a success, else its error envelope decoded.

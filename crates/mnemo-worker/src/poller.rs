@@ -6,8 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use mnemo_api::{EnvironmentId, Work};
-use mnemo_client::Client;
-use rand::Rng;
+use mnemo_client::{Backoff, Client, Jitter};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +21,18 @@ const BLOCK_MS: u64 = 999;
 const SCRIPT_GRACE: Duration = Duration::from_secs(30);
 /// The bound of the graceful stop after a script exits.
 const STOP_BOUND: Duration = Duration::from_secs(10);
+/// The pause after an empty poll: `uniform(1, 3)` seconds.
+const IDLE_PAUSE: Backoff = Backoff {
+    initial: Duration::from_secs(1),
+    max: Duration::from_secs(1),
+    jitter: Jitter::Add(Duration::from_secs(2)),
+};
+/// The pause after a failed poll or ack: `min(60, 2^attempt) + uniform(0, 1)` seconds.
+const FAILURE_BACKOFF: Backoff = Backoff {
+    initial: Duration::from_secs(1),
+    max: Duration::from_secs(60),
+    jitter: Jitter::Add(Duration::from_secs(1)),
+};
 
 /// How claimed items are served.
 #[derive(Debug, Clone)]
@@ -55,14 +66,13 @@ pub async fn run(
                 work
             }
             Ok(None) => {
-                let idle = Duration::from_secs_f64(rand::rng().random_range(1.0..3.0));
-                sleep_or_cancel(idle, cancel).await;
+                sleep_or_cancel(IDLE_PAUSE.delay(0), cancel).await;
                 continue;
             }
             Err(e) if e.is_permanent() => return Err(e.into()),
             Err(e) => {
                 tracing::warn!("poll failed: {e}");
-                sleep_or_cancel(failure_backoff(poll_failures), cancel).await;
+                sleep_or_cancel(FAILURE_BACKOFF.delay(poll_failures), cancel).await;
                 poll_failures += 1;
                 continue;
             }
@@ -81,7 +91,7 @@ pub async fn run(
             }
             Err(e) => {
                 tracing::warn!(work_id = %work.id, "ack failed: {e}");
-                sleep_or_cancel(failure_backoff(ack_failures), cancel).await;
+                sleep_or_cancel(FAILURE_BACKOFF.delay(ack_failures), cancel).await;
                 ack_failures += 1;
                 continue;
             }
@@ -97,12 +107,6 @@ pub async fn run(
         }
     }
     Ok(())
-}
-
-/// `min(60, 2^attempt) + uniform(0, 1)` seconds.
-fn failure_backoff(attempt: u32) -> Duration {
-    let base = 2f64.powi(attempt.min(6) as i32).min(60.0);
-    Duration::from_secs_f64(base + rand::rng().random_range(0.0..1.0))
 }
 
 async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) {
@@ -216,7 +220,7 @@ mod tests {
     #[test]
     fn failure_backoff_is_capped() {
         for attempt in 0..20 {
-            let d = failure_backoff(attempt).as_secs_f64();
+            let d = FAILURE_BACKOFF.delay(attempt).as_secs_f64();
             let base = 2f64.powi(attempt.min(6) as i32).min(60.0);
             assert!(d >= base && d < base + 1.0, "attempt {attempt}: {d}");
         }

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
-use mnemo_client::{Client, ClientError};
-use rand::Rng;
+use mnemo_client::{Backoff, Client, ClientError, Jitter};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -26,8 +25,14 @@ use crate::tools::{TOOL_CALL_TIMEOUT, ToolOutput, Toolset};
 const HISTORY_PAGE: u32 = 1000;
 /// Result-send retry window when no lease TTL is known.
 const DEFAULT_SEND_WINDOW: Duration = Duration::from_secs(300);
-const RECONNECT_MIN: Duration = Duration::from_millis(500);
-const RECONNECT_MAX: Duration = Duration::from_secs(10);
+/// Pauses between result-send attempts: `uniform(d/2, d)` with `d = min(2^attempt, 30)` seconds
+/// (each cut to what is left of the window).
+const SEND_BACKOFF: Backoff =
+    Backoff { initial: Duration::from_secs(1), max: Duration::from_secs(30), jitter: Jitter::Shave(0.5) };
+/// Pauses between event-stream reconnects: 0.5 s doubling to 10 s, back to 0.5 s once an event
+/// arrives.
+const RECONNECT_BACKOFF: Backoff =
+    Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(10), jitter: Jitter::None };
 
 /// How the runner behaves.
 #[derive(Debug, Clone)]
@@ -349,9 +354,8 @@ async fn post_result(client: &Client, session_id: &str, result: &Value, ttl: &At
                     tracing::warn!(tool_use_id = ?result.get("tool_use_id"), "giving up sending the tool result: {e}");
                     return false;
                 }
+                let sleep = SEND_BACKOFF.delay(attempt).min(left);
                 attempt += 1;
-                let d = 2f64.powi(attempt as i32 - 1).min(30.0);
-                let sleep = Duration::from_secs_f64(rand::rng().random_range(d / 2.0..=d)).min(left);
                 tracing::warn!(tool_use_id = ?result.get("tool_use_id"), "sending the tool result failed, retrying in {sleep:?}: {e}");
                 tokio::time::sleep(sleep).await;
             }
@@ -373,7 +377,7 @@ async fn stream_loop(
     stop: CancellationToken,
     end: Arc<Mutex<Option<RunEnd>>>,
 ) {
-    let mut backoff = RECONNECT_MIN;
+    let mut reconnects: u32 = 0;
     while !stop.is_cancelled() {
         let stream = tokio::select! {
             () = stop.cancelled() => return,
@@ -406,7 +410,7 @@ async fn stream_loop(
                     };
                     match item {
                         Some(Ok(ev)) => {
-                            backoff = RECONNECT_MIN;
+                            reconnects = 0;
                             if let Some(reason) = on_live_event(&shared, &ev) {
                                 finish(&shared, &end, &stop, reason);
                                 return;
@@ -426,9 +430,9 @@ async fn stream_loop(
         }
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(RECONNECT_BACKOFF.delay(reconnects)) => {}
         }
-        backoff = (backoff * 2).min(RECONNECT_MAX);
+        reconnects = reconnects.saturating_add(1);
     }
 }
 
