@@ -8,6 +8,8 @@
 
 pub mod backoff;
 mod error;
+mod lenient;
+mod session;
 mod skills;
 mod work;
 
@@ -25,6 +27,8 @@ use serde::de::DeserializeOwned;
 
 pub use backoff::{Backoff, Jitter};
 pub use error::ClientError;
+pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
+pub use skills::SkillVersion;
 pub use work::{EventPage, NO_HEARTBEAT};
 
 pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};

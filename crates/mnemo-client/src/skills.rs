@@ -6,15 +6,27 @@
 //! URL normalisation would otherwise fold into a different path.
 
 use reqwest::Method;
-use serde_json::Value;
+use serde::Deserialize;
 
+use crate::lenient::{string, text};
 use crate::{Client, ClientError, Result};
 
+/// What the worker reads of a skill version, leniently (an odd value reads as absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct SkillVersion {
+    /// The concrete version (also when it was asked for as `latest`); a number is read as text.
+    #[serde(deserialize_with = "text")]
+    pub id: Option<String>,
+    /// The skill's name; its last `/`-separated part names the skill's folder.
+    #[serde(deserialize_with = "string")]
+    pub name: Option<String>,
+}
+
 impl Client {
-    /// `GET /v1/skills/{skill}/versions/{version}`: one version of a skill, as raw JSON
-    /// (`id`, `name`, `skill_id`, …). `version` may be the alias `latest`; the answer's `id`
-    /// is then the concrete version.
-    pub async fn get_skill_version(&self, skill: &str, version: &str) -> Result<Value> {
+    /// `GET /v1/skills/{skill}/versions/{version}`: one version of a skill. `version` may be the
+    /// alias `latest`; the answer's `id` is then the concrete version.
+    pub async fn get_skill_version(&self, skill: &str, version: &str) -> Result<SkillVersion> {
         let path = format!("/v1/skills/{}/versions/{}", segment(skill), segment(version));
         self.send(|| self.request(Method::GET, &path)).await
     }

@@ -1,4 +1,5 @@
-//! The worker's endpoints: the environment's work queue, sessions and their events.
+//! The worker's endpoints: the environment's work queue and a session's events (the session
+//! itself is read through [`crate::WorkerSession`]).
 //!
 //! Everything here takes the worker's own credentials (an environment key for poll and ack,
 //! the item's sessions token for the rest); none of it needs an API key.
@@ -64,6 +65,11 @@ impl Client {
         self.send(|| self.request(Method::POST, &format!("/v1/environments/{environment}/work/{work}/ack"))).await
     }
 
+    /// One item as it stands (its state, its latest heartbeat).
+    pub async fn get_work(&self, environment: &EnvironmentId, work: &WorkId) -> Result<Work> {
+        self.send(|| self.request(Method::GET, &format!("/v1/environments/{environment}/work/{work}"))).await
+    }
+
     /// Extends the lease. Not retried here: the caller owns the cadence and bounds each call
     /// with `timeout`. A `412` carries the lease as it stands in the error's `current_state`.
     pub async fn heartbeat_work(
@@ -86,12 +92,6 @@ impl Client {
             self.request(Method::POST, &format!("/v1/environments/{environment}/work/{work}/stop")).json(&body)
         })
         .await
-    }
-
-    /// A session as raw JSON: the worker reads only what it needs, so resources of kinds it
-    /// does not know never break it.
-    pub async fn get_session_json(&self, session: &str) -> Result<Value> {
-        self.send(|| self.request(Method::GET, &format!("/v1/sessions/{session}"))).await
     }
 
     /// One page of a session's events, oldest first.

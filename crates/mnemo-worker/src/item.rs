@@ -4,7 +4,6 @@ use std::path::Path;
 
 use mnemo_api::{Work, WorkSecret};
 use mnemo_client::Client;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{TEARDOWN_BOUND, WorkerConfig};
@@ -114,10 +113,10 @@ impl Serving<'_> {
             });
         }
         let session = tokio::select! {
-            s = client.get_session_json(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
+            s = client.get_session(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
             () = stop.cancelled() => return Ok(()),
         };
-        if session.get("status").and_then(Value::as_str) == Some("terminated") {
+        if session.is_terminated() {
             tracing::info!(work_id = %work.id, session_id, "skipping the work item of a terminated session");
             return Ok(());
         }
@@ -130,7 +129,7 @@ impl Serving<'_> {
             });
         }
         // The agent's skills land in <workdir>/skills/ before memory; they go again at the end.
-        let skill_dirs = skills::download(client, &session, &cfg.workdir).await;
+        let skill_dirs = skills::download(client, &session.agent.skills, &cfg.workdir).await;
         let served = self.run_tools(&stop, &mounts).await;
         skills::remove(&skill_dirs).await;
         served

@@ -13,10 +13,9 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
-use mnemo_client::Client;
+use mnemo_client::{Client, WorkerSession};
 use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::WorkerError;
 use crate::tools::sandbox::{self, Sandbox};
@@ -34,20 +33,19 @@ pub struct StoreMount {
 
 /// The memory stores of a session's resources, in resource order, with the folder each lands
 /// in (spec §6.1): a clean absolute `mount_path` verbatim, else `<workdir>/memory/<name or id>`.
-pub fn plan(session: &Value, workdir: &Path) -> Result<Vec<StoreMount>, WorkerError> {
-    let resources = session.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+pub fn plan(session: &WorkerSession, workdir: &Path) -> Result<Vec<StoreMount>, WorkerError> {
     let mut out = Vec::new();
-    for r in resources.iter().filter(|r| r.get("type").and_then(Value::as_str) == Some("memory_store")) {
-        let id = r.get("memory_store_id").and_then(Value::as_str).unwrap_or_default();
+    for r in session.memory_stores() {
+        let id = r.memory_store_id.as_deref().unwrap_or_default();
         let store_id = id
             .parse::<MemoryStoreId>()
             .map_err(|_| WorkerError::Config(format!("the session names an invalid memory store id: {id:?}")))?;
-        let read_only = r.get("access").and_then(Value::as_str) == Some("read_only");
-        let root = match r.get("mount_path").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+        let read_only = r.read_only();
+        let root = match r.mount_path.as_deref().filter(|p| !p.is_empty()) {
             Some(mount_path) => clean_absolute(mount_path)
                 .ok_or_else(|| WorkerError::BadMountPath { mount_path: mount_path.to_owned(), store: id.to_owned() })?,
             None => {
-                let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(id);
+                let name = r.name.as_deref().filter(|n| !n.is_empty()).unwrap_or(id);
                 workdir.join("memory").join(name)
             }
         };
@@ -302,6 +300,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The plan of a session given as the JSON the API answers.
+    fn plan_of(session: &serde_json::Value, workdir: &Path) -> Result<Vec<StoreMount>, WorkerError> {
+        plan(&serde_json::from_value(session.clone()).unwrap(), workdir)
+    }
+
     #[test]
     fn mount_paths_follow_the_rules() {
         let session = json!({"resources": [
@@ -310,7 +313,7 @@ mod tests {
             {"type": "memory_store", "memory_store_id": "memstore_b", "name": "team", "access": "read_only"},
             {"type": "memory_store", "memory_store_id": "memstore_c", "mount_path": ""},
         ]});
-        let plan = plan(&session, Path::new("/work")).unwrap();
+        let plan = plan_of(&session, Path::new("/work")).unwrap();
         assert_eq!(plan.len(), 3);
         assert_eq!(plan[0].root, PathBuf::from("/mnt/memory/notes/x"));
         assert!(!plan[0].read_only);
@@ -324,7 +327,7 @@ mod tests {
         for bad in ["relative/x", "/mnt/memory/../etc"] {
             let session =
                 json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": bad}]});
-            let err = plan(&session, Path::new("/w")).unwrap_err().to_string();
+            let err = plan_of(&session, Path::new("/w")).unwrap_err().to_string();
             assert_eq!(
                 err,
                 format!("memory store mount_path is not a clean absolute path: '{bad}' (memory_store_id=memstore_a)")
@@ -341,14 +344,14 @@ mod tests {
                 {"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": a},
                 {"type": "memory_store", "memory_store_id": "memstore_b", "mount_path": b},
             ]});
-            let err = plan(&session, Path::new("/w")).unwrap_err().to_string();
+            let err = plan_of(&session, Path::new("/w")).unwrap_err().to_string();
             assert!(err.contains("memstore_a and memstore_b overlap"), "{err}");
         }
         let session = json!({"resources": [
             {"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": "/mnt/memory/x"},
             {"type": "memory_store", "memory_store_id": "memstore_b", "mount_path": "/mnt/memory/xy"},
         ]});
-        assert_eq!(plan(&session, Path::new("/w")).unwrap().len(), 2, "a shared name prefix is no overlap");
+        assert_eq!(plan_of(&session, Path::new("/w")).unwrap().len(), 2, "a shared name prefix is no overlap");
     }
 
     #[test]

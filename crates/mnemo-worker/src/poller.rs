@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use mnemo_api::{EnvironmentId, Work};
+use mnemo_api::{EnvironmentId, Work, WorkState};
 use mnemo_client::{Backoff, Client, Jitter};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
@@ -185,14 +185,12 @@ async fn run_script(
 
 /// Watches the item and heartbeats it only if nobody inside the sandbox does.
 async fn keep_alive(client: Client, work: Work, wait: Duration) {
-    let path = format!("/v1/environments/{}/work/{}", work.environment_id, work.id);
     let deadline = tokio::time::Instant::now() + wait;
     let every = (wait / 4).clamp(Duration::from_millis(100), Duration::from_secs(2));
     loop {
         tokio::time::sleep(every).await;
-        match client.json(mnemo_client::Method::GET, &path, None).await {
-            Ok(item) if item.get("latest_heartbeat_at").is_some_and(|v| !v.is_null()) => return,
-            Ok(item) if item.get("state").and_then(|s| s.as_str()) == Some("stopped") => return,
+        match client.get_work(&work.environment_id, &work.id).await {
+            Ok(item) if item.latest_heartbeat_at.is_some() || item.state == WorkState::Stopped => return,
             _ => {}
         }
         if tokio::time::Instant::now() >= deadline {

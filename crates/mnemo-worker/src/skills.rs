@@ -34,8 +34,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use mnemo_client::{Client, ClientError};
-use serde_json::Value;
+use mnemo_client::{Client, ClientError, SessionSkill};
 
 /// The largest archive downloaded for one skill: 256 MiB.
 pub const MAX_ARCHIVE_BYTES: u64 = 256 << 20;
@@ -60,12 +59,12 @@ enum SkillError {
     Invalid(String),
 }
 
-/// Downloads every skill of `session["agent"]["skills"]` into `<workdir>/skills/<name>/`;
-/// per-skill failures are logged (`tracing::warn!`) and skipped. Returns the directories
-/// created (to remove at the end). `<workdir>/skills` itself is created only when a skill is
-/// about to be unpacked, so an agent without skills leaves no directory behind.
-pub async fn download(client: &Client, session: &Value, workdir: &Path) -> Vec<PathBuf> {
-    let skills = session.pointer("/agent/skills").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+/// Downloads every skill of the session's agent (`session.agent.skills`) into
+/// `<workdir>/skills/<name>/`; per-skill failures are logged (`tracing::warn!`) and skipped.
+/// Returns the directories created (to remove at the end). `<workdir>/skills` itself is created
+/// only when a skill is about to be unpacked, so an agent without skills leaves no directory
+/// behind.
+pub async fn download(client: &Client, skills: &[SessionSkill], workdir: &Path) -> Vec<PathBuf> {
     if skills.is_empty() {
         return Vec::new();
     }
@@ -78,7 +77,7 @@ pub async fn download(client: &Client, session: &Value, workdir: &Path) -> Vec<P
     };
     let mut downloaded = Vec::new();
     for skill in skills {
-        let skill_id = skill.get("skill_id").and_then(Value::as_str).unwrap_or_default();
+        let skill_id = skill.skill_id.as_deref().unwrap_or_default();
         match download_one(client, &root, skill).await {
             Ok(Some(dest)) => downloaded.push(dest),
             Ok(None) => {}
@@ -100,24 +99,24 @@ pub async fn remove(dirs: &[PathBuf]) {
 }
 
 /// One skill: `Ok(None)` when it was skipped with a warning already logged.
-async fn download_one(client: &Client, root: &Path, skill: &Value) -> Result<Option<PathBuf>, SkillError> {
-    let skill_id = text(skill, "skill_id").ok_or_else(|| SkillError::Invalid("the entry has no skill_id".into()))?;
-    let version = text(skill, "version").ok_or_else(|| SkillError::Invalid("the entry has no version".into()))?;
-    check_segment("skill_id", &skill_id)?;
-    check_segment("version", &version)?;
-    let found = client.get_skill_version(&skill_id, &version).await?;
+async fn download_one(client: &Client, root: &Path, skill: &SessionSkill) -> Result<Option<PathBuf>, SkillError> {
+    let skill_id = skill.skill_id.as_deref().ok_or_else(|| SkillError::Invalid("the entry has no skill_id".into()))?;
+    let version = skill.version.as_deref().ok_or_else(|| SkillError::Invalid("the entry has no version".into()))?;
+    check_segment("skill_id", skill_id)?;
+    check_segment("version", version)?;
+    let found = client.get_skill_version(skill_id, version).await?;
     // `version` may be the alias `latest`: download by the concrete id the lookup returned.
-    let version_id = text(&found, "id").ok_or_else(|| SkillError::Invalid("the skill version has no id".into()))?;
+    let version_id = found.id.ok_or_else(|| SkillError::Invalid("the skill version has no id".into()))?;
     check_segment("version id", &version_id)?;
-    let name = found.get("name").and_then(Value::as_str).unwrap_or_default();
-    let dirname = dir_name(name, &skill_id);
+    let name = found.name.unwrap_or_default();
+    let dirname = dir_name(&name, skill_id);
 
     let root_owned = root.to_owned();
     let Some((dest, work)) = blocking(move || prepare(&root_owned, &dirname)).await?? else {
         tracing::warn!(skill_id, name, "skill name escapes the skills dir; skipping");
         return Ok(None);
     };
-    let archive = client.download_skill_content(&skill_id, &version_id, MAX_ARCHIVE_BYTES).await?;
+    let archive = client.download_skill_content(skill_id, &version_id, MAX_ARCHIVE_BYTES).await?;
     let target = dest.clone();
     blocking(move || install(&archive, work, &target, MAX_EXTRACTED_BYTES)).await??;
     tracing::info!(skill_id, version = version_id, dest = %dest.display(), "downloaded skill");
@@ -127,16 +126,6 @@ async fn download_one(client: &Client, root: &Path, skill: &Value) -> Result<Opt
 /// Runs blocking filesystem work off the async threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, SkillError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| SkillError::Io(io::Error::other(e)))
-}
-
-/// A string field, or a number written out (a lenient reading of `version`); `None` when
-/// missing or empty.
-fn text(v: &Value, key: &str) -> Option<String> {
-    match v.get(key)? {
-        Value::String(s) if !s.is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 /// Refuses what the reference client's path templates refuse in a path segment: `.` or `..`
@@ -511,7 +500,7 @@ mod tests {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::{IntoResponse, Response};
     use axum::routing::get;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use zip::write::SimpleFileOptions;
 
     use super::*;
@@ -674,6 +663,11 @@ mod tests {
         json!({"id": "sesn_1", "agent": {"type": "agent", "skills": skills}})
     }
 
+    /// The skills of a session given as the JSON the API answers.
+    fn skills(session: Value) -> Vec<SessionSkill> {
+        serde_json::from_value::<mnemo_client::WorkerSession>(session).unwrap().agent.skills
+    }
+
     /// Logs written while `f` runs.
     async fn logged<F: Future>(f: F) -> (F::Output, String) {
         #[derive(Clone, Default)]
@@ -731,7 +725,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let workdir = work.path().canonicalize().unwrap();
 
-        let dirs = download(&client, &session(&[("skill_pdf", "3"), ("skill_docx", "latest")]), &workdir).await;
+        let dirs = download(&client, &skills(session(&[("skill_pdf", "3"), ("skill_docx", "latest")])), &workdir).await;
 
         let root = workdir.join("skills");
         assert_eq!(dirs, vec![root.join("pdf"), root.join("docx")]);
@@ -775,7 +769,7 @@ mod tests {
         fs::write(root.join("pdf/stale.txt"), "old").unwrap();
         fs::write(root.join("keep.txt"), "mine").unwrap();
 
-        let dirs = download(&client, &session(&[("skill_pdf", "1")]), work.path()).await;
+        let dirs = download(&client, &skills(session(&[("skill_pdf", "1")])), work.path()).await;
 
         assert_eq!(dirs, vec![root.join("pdf")]);
         assert_eq!(read(&root.join("pdf/SKILL.md")), "new");
@@ -814,7 +808,7 @@ mod tests {
         let names = ["s_dotdot", "s_abs", "s_dotdot_link", "s_links", "s_zlinks"];
         let session = session(&names.map(|n| (n, "1")));
 
-        let (dirs, logs) = logged(download(&client, &session, &workdir)).await;
+        let (dirs, logs) = logged(download(&client, &skills(session), &workdir)).await;
 
         let root = workdir.join("skills");
         assert_eq!(dirs, vec![root.join("links"), root.join("zlinks")]);
@@ -843,7 +837,7 @@ mod tests {
         let mut session = session(&[("skill_gone", "1"), ("skill_ok", "2"), ("..", "1")]);
         session["agent"]["skills"].as_array_mut().unwrap().push(json!({"type": "custom", "version": "1"}));
 
-        let (dirs, logs) = logged(download(&client, &session, &workdir)).await;
+        let (dirs, logs) = logged(download(&client, &skills(session), &workdir)).await;
 
         assert_eq!(dirs, vec![workdir.join("skills/pdf")]);
         assert_eq!(read(&workdir.join("skills/pdf/SKILL.md")), "x");
@@ -858,10 +852,10 @@ mod tests {
     async fn no_skills_leave_no_directory() {
         let (client, _) = serve(Mock::default()).await;
         let work = tempfile::tempdir().unwrap();
-        assert!(download(&client, &json!({"agent": {"skills": []}}), work.path()).await.is_empty());
-        assert!(download(&client, &json!({"id": "sesn"}), work.path()).await.is_empty());
+        assert!(download(&client, &skills(json!({"agent": {"skills": []}})), work.path()).await.is_empty());
+        assert!(download(&client, &skills(json!({"id": "sesn"})), work.path()).await.is_empty());
         // A skill that fails before its download leaves none either.
-        assert!(download(&client, &session(&[("skill_gone", "1")]), work.path()).await.is_empty());
+        assert!(download(&client, &skills(session(&[("skill_gone", "1")])), work.path()).await.is_empty());
         assert!(!work.path().join("skills").exists());
     }
 
@@ -875,7 +869,7 @@ mod tests {
         fs::create_dir(&root).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), root.join("x")).unwrap();
 
-        let (dirs, logs) = logged(download(&client, &session(&[("skill_x", "1")]), work.path())).await;
+        let (dirs, logs) = logged(download(&client, &skills(session(&[("skill_x", "1")])), work.path())).await;
 
         assert!(dirs.is_empty());
         assert!(logs.contains("escapes the skills dir"), "{logs}");
@@ -887,7 +881,7 @@ mod tests {
         let zip = zip_of(&[("pdf/SKILL.md", Z::File(b"x", 0o644)), ("pdf/sub/y", Z::File(b"y", 0o755))]);
         let (client, _) = serve(Mock::default().skill("skill_pdf", "1", "1", "pdf", zip)).await;
         let work = tempfile::tempdir().unwrap();
-        let dirs = download(&client, &session(&[("skill_pdf", "1")]), work.path()).await;
+        let dirs = download(&client, &skills(session(&[("skill_pdf", "1")])), work.path()).await;
         assert_eq!(dirs.len(), 1);
         assert!(dirs[0].is_dir());
 
