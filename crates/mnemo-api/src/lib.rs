@@ -11,6 +11,7 @@
 mod agents;
 mod environments;
 mod error;
+mod events;
 mod ids;
 pub mod headers;
 pub mod limits;
@@ -21,6 +22,7 @@ mod types;
 pub use agents::*;
 pub use environments::*;
 pub use error::{ErrorBody, ErrorEnvelope, ErrorType};
+pub use events::*;
 pub use ids::{
     AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,
     RequestId, SessionId, WorkId, generate_secret,

@@ -24,6 +24,37 @@ pub enum Access {
     ReadOnly,
 }
 
+/// Where a session stands (`session.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    /// A transient error; the service retries.
+    Rescheduling,
+    /// The agent is working.
+    Running,
+    /// Waiting for input: a message, a tool result or a confirmation.
+    Idle,
+    /// Ended; accepts nothing more.
+    Terminated,
+}
+
+impl SessionStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rescheduling => "rescheduling",
+            Self::Running => "running",
+            Self::Idle => "idle",
+            Self::Terminated => "terminated",
+        }
+    }
+
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Rescheduling, Self::Running, Self::Idle, Self::Terminated].into_iter().find(|v| v.as_str() == s)
+    }
+}
+
 /// A `memory_store` resource as a session shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "memory_store")]
