@@ -462,7 +462,7 @@ mod tests {
     #[test]
     fn errors_nest_under_their_request_position() {
         let e = Event::parse(json!({"type": "user.message", "content": [1]})).unwrap_err();
-        assert_eq!(e.clone().within("events[2]").field, "events[2].content[0]");
+        assert_eq!(e.within("events[2]").field, "events[2].content[0]");
         let top = Event::parse(json!(1)).unwrap_err();
         assert_eq!(top.within("events[0]").field, "events[0]");
     }
