@@ -14,6 +14,7 @@ use futures::future::join_all;
 use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
+use mnemo_sync::fs::atomic_write;
 use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync};
 use serde::{Deserialize, Serialize};
 
@@ -95,18 +96,13 @@ fn read_record(state_dir: &Path, session_id: &str) -> Option<SessionRecord> {
     serde_json::from_slice::<SessionRecord>(&bytes).ok().filter(|r| r.session_id == session_id)
 }
 
+/// Writes the record atomically and durably (a crash never leaves half a record).
 fn write_record(state_dir: &Path, record: &SessionRecord) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let path = record_path(state_dir, &record.session_id);
     let dir = path.parent().expect("a record lives in a directory");
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", record.session_id));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(&serde_json::to_vec(record).expect("a record serialises"))?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
-    std::fs::File::open(dir)?.sync_all()
+    atomic_write(&path, &serde_json::to_vec(record).expect("a record serialises"))
 }
 
 struct Mounted {

@@ -15,8 +15,11 @@
 //!   the directory is fsynced; the root itself is never created by a write.
 //!
 //! [`FileStore`] is the entry point; [`marker_text`] and [`MARKER_NAME`] describe the marker file
-//! that tells the engine a folder belongs to a given store.
+//! that tells the engine a folder belongs to a given store. [`atomic_write`] is the same atomic
+//! write for a single file addressed by path outside any folder (the journal beside a folder, the
+//! worker's records).
 
+mod atomic;
 mod path;
 mod store;
 mod sys;
@@ -27,6 +30,7 @@ mod tests;
 
 use std::path::PathBuf;
 
+pub use atomic::{atomic_write, atomic_write_with};
 pub use path::RelPath;
 pub use store::FileStore;
 
@@ -37,6 +41,18 @@ pub const MARKER_NAME: &str = ".anthropic-memory-store";
 /// with no trailing newline, so that its SHA-256 is stable across writers.
 pub fn marker_text(store_id: &str) -> String {
     format!("version 1\n{store_id}")
+}
+
+/// How much of an atomic write is on disk when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The temp file is fsynced before the rename and its directory after it.
+    Durable,
+    /// The caller flushes the temp file's bytes itself before the rename (one `syncfs` for a
+    /// batch of files); the directory is still fsynced after the rename.
+    FlushedByCaller,
+    /// Nothing is fsynced: a bulk write that ends with one `syncfs` before anything relies on it.
+    Deferred,
 }
 
 /// One regular file found by a scan.

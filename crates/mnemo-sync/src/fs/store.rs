@@ -11,7 +11,7 @@ use rustix::fs::{AtFlags, CWD, FileType};
 use rustix::io::Errno;
 
 use super::sys::{self, StatKey, io_err};
-use super::{FsError, LocalFile, MARKER_NAME, MarkerState, RelPath, marker_text, walk};
+use super::{Durability, FsError, LocalFile, MARKER_NAME, MarkerState, RelPath, marker_text, walk};
 
 /// Files changed this recently are re-hashed on every scan: on filesystems with coarse
 /// timestamps a second edit within the same tick leaves the stat unchanged.
@@ -168,7 +168,7 @@ impl FileStore {
     pub fn write(&self, rel: &RelPath, bytes: &[u8]) -> Result<(), FsError> {
         self.check_writable(rel, bytes)?;
         let parent = self.open_parent_creating(rel)?;
-        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, true, || Ok(true))?;
+        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, Durability::Durable, || Ok(true))?;
         Ok(())
     }
 
@@ -178,7 +178,7 @@ impl FileStore {
     pub fn write_deferred(&self, rel: &RelPath, bytes: &[u8]) -> Result<(), FsError> {
         self.check_writable(rel, bytes)?;
         let parent = self.open_parent_creating(rel)?;
-        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, false, || Ok(true))?;
+        sys::write_atomic(parent.as_fd(), rel.file_name(), rel.as_str(), bytes, Durability::Deferred, || Ok(true))?;
         Ok(())
     }
 
@@ -209,7 +209,7 @@ impl FileStore {
             None => self.open_parent_creating(rel)?,
         };
         let dir = parent.as_fd();
-        sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, true, || {
+        sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, Durability::Durable, || {
             Ok(current_hash(dir, rel)?.as_deref() == expected)
         })
     }
@@ -248,7 +248,7 @@ impl FileStore {
     pub fn write_marker(&self, store_id: &str) -> Result<(), FsError> {
         let root = sys::open_root(&self.root)?;
         let text = marker_text(store_id);
-        sys::write_atomic(root.as_fd(), MARKER_NAME, MARKER_NAME, text.as_bytes(), true, || Ok(true))?;
+        sys::write_atomic(root.as_fd(), MARKER_NAME, MARKER_NAME, text.as_bytes(), Durability::Durable, || Ok(true))?;
         Ok(())
     }
 

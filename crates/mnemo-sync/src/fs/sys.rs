@@ -14,7 +14,7 @@ use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
-use super::{FsError, RelPath};
+use super::{Durability, FsError, RelPath};
 
 /// Flags for opening a directory to walk through: never a symlink, never inherited by children.
 pub(super) const DIR_FLAGS: OFlags =
@@ -211,8 +211,8 @@ impl Drop for TempFile<'_> {
 }
 
 /// Writes `bytes` to `name` in `dir` atomically: a new temp file `.fs-<16 hex>.tmp` (mode `0600`)
-/// is written and (when `durable`) fsynced, `proceed` is asked whether to go on, the temp file is renamed over
-/// `name`, and the directory is fsynced.
+/// is written and fsynced, `proceed` is asked whether to go on, the temp file is renamed over
+/// `name`, and the directory is fsynced (each fsync as `durability` says).
 ///
 /// `proceed` runs as late as possible, right before the rename, so a re-check it makes leaves the
 /// smallest window for a concurrent edit. `Ok(false)` means it said no; nothing was changed. On
@@ -222,7 +222,7 @@ pub(super) fn write_atomic(
     name: &str,
     shown: &str,
     bytes: &[u8],
-    durable: bool,
+    durability: Durability,
     proceed: impl FnOnce() -> Result<bool, FsError>,
 ) -> Result<bool, FsError> {
     let (temp, fd) = create_temp(dir, shown)?;
@@ -234,7 +234,7 @@ pub(super) fn write_atomic(
     let mut file = File::from(fd);
     let io = |op: &'static str| move |source| FsError::Io { op, path: shown.to_owned(), source };
     file.write_all(bytes).map_err(io("write"))?;
-    if durable {
+    if durability == Durability::Durable {
         file.sync_all().map_err(io("sync"))?;
     }
     drop(file);
@@ -248,7 +248,7 @@ pub(super) fn write_atomic(
         }
         Err(e) => return Err(io_err("rename a temp file over", shown, e)),
     }
-    if durable {
+    if durability != Durability::Deferred {
         rustix::fs::fsync(dir).map_err(|e| io_err("sync the folder of", shown, e))?;
     }
     Ok(true)

@@ -2,20 +2,19 @@
 //!
 //! After every download, sync and flush the engine writes its state — the baseline, the
 //! unsettled sends, the refusals and the pending deletes — to a file *next to* the folder (never
-//! inside it, where the agent could edit it and where it would be synced): temp file, fsync,
-//! rename, fsync of the parent. `mnemo mount --resume` reads it back, so edits made while the
+//! inside it, where the agent could edit it and where it would be synced) with
+//! [`crate::fs::atomic_write`]'s sequence: temp file, fsync, rename, fsync of the parent. `mnemo mount --resume` reads it back, so edits made while the
 //! mount was down are uploaded and nothing is re-downloaded over them. A folder without a
 //! journal naming the same store and folder is still refused.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use super::State;
-use crate::fs::RelPath;
+use crate::fs::{Durability, RelPath, atomic_write_with};
 
 const FORMAT: u32 = 1;
 
@@ -56,35 +55,26 @@ fn rel_map(map: impl IntoIterator<Item = (String, String)>) -> impl Iterator<Ite
 
 /// Writes the state durably: temp file, fsync, rename, fsync of the parent.
 pub(crate) fn save(root: &Path, store_id: &str, state: &State) -> Result<(), JournalError> {
-    let pending = prepare(root, store_id, state, true)?;
-    pending.commit()
+    write(root, store_id, state, Durability::Durable, || true).map(drop)
 }
 
-/// A journal written to its temp file but not yet in place.
-pub(crate) struct Pending {
-    tmp: PathBuf,
-    path: PathBuf,
-}
-
-impl Pending {
-    /// Renames the temp file into place and fsyncs the parent. The temp file's content must
-    /// already be on disk (fsynced by `prepare`, or flushed with the filesystem since).
-    pub(crate) fn commit(self) -> Result<(), JournalError> {
-        let commit = || -> std::io::Result<()> {
-            std::fs::rename(&self.tmp, &self.path)?;
-            if let Some(parent) = self.path.parent() {
-                std::fs::File::open(parent)?.sync_all()?;
-            }
-            Ok(())
-        };
-        commit().map_err(|source| JournalError::Write { path: self.path.clone(), source })
-    }
-}
-
-/// Writes the state to the journal's temp file (fsynced when `durable`; otherwise the caller
-/// flushes the filesystem before [`Pending::commit`]).
-pub(crate) fn prepare(root: &Path, store_id: &str, state: &State, durable: bool) -> Result<Pending, JournalError> {
+/// Writes the state with [`atomic_write_with`]: `before_rename` runs once the temp file is
+/// written (with [`Durability::FlushedByCaller`], the caller flushes it there) and may call the
+/// write off (`Ok(false)`).
+pub(crate) fn write(
+    root: &Path,
+    store_id: &str,
+    state: &State,
+    durability: Durability,
+    before_rename: impl FnOnce() -> bool,
+) -> Result<bool, JournalError> {
     let path = journal_path(root);
+    let bytes = encode(root, store_id, state);
+    atomic_write_with(&path, &bytes, durability, before_rename).map_err(|source| JournalError::Write { path, source })
+}
+
+/// The journal's bytes for `state`.
+fn encode(root: &Path, store_id: &str, state: &State) -> Vec<u8> {
     let now_wall = SystemTime::now();
     let now = Instant::now();
     let on_disk = OnDisk {
@@ -103,18 +93,7 @@ pub(crate) fn prepare(root: &Path, store_id: &str, state: &State, durable: bool)
             })
             .collect(),
     };
-    let bytes = serde_json::to_vec(&on_disk).expect("the journal serialises");
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        f.write_all(&bytes)?;
-        if durable {
-            f.sync_all()?;
-        }
-        Ok(())
-    };
-    write().map_err(|source| JournalError::Write { path: path.clone(), source })?;
-    Ok(Pending { tmp, path })
+    serde_json::to_vec(&on_disk).expect("the journal serialises")
 }
 
 /// Reads the state of `root` back, if the journal names this store and folder.

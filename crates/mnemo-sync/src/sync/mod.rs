@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
 use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
-use crate::fs::{FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
+use crate::fs::{Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
 pub use run::SyncReport;
 
@@ -291,15 +291,24 @@ impl StoreSync {
         let journal = self.cfg.journal;
         let fingerprint = self.state.fingerprint();
         let committed = blocking(move || -> Result<bool, SyncError> {
-            let pending = journal.then(|| journal::prepare(&root, &id, &state, false)).transpose();
-            files.sync_filesystem()?;
-            let outcome = pending.and_then(|p| p.map(journal::Pending::commit).transpose());
-            Ok(match outcome {
-                Ok(committed) => committed.is_some(),
-                Err(e) => {
+            let mut flushed = None;
+            let written = journal.then(|| {
+                journal::write(&root, &id, &state, Durability::FlushedByCaller, || {
+                    let outcome = files.sync_filesystem();
+                    let ok = outcome.is_ok();
+                    flushed = Some(outcome);
+                    ok
+                })
+            });
+            // Without a journal written, the files still need their flush.
+            flushed.unwrap_or_else(|| files.sync_filesystem())?;
+            Ok(match written {
+                Some(Ok(committed)) => committed,
+                Some(Err(e)) => {
                     tracing::warn!(memory_store_id = %id, "{e}");
                     false
                 }
+                None => false,
             })
         })
         .await??;
