@@ -8,11 +8,14 @@
 //! - [`memory`] — the session's stores as folders, through `mnemo-sync`, with crash recovery.
 //! - [`runner`] — the session tool runner: event stream, history reconcile, routing,
 //!   confirmations, result posting, the idle watchdog.
+//! - [`host_path`] — the one lexical normalisation and the one non-strict canonicalisation of
+//!   host paths.
 //! - [`tools`] — the built-in toolset (bash, read, write, edit, glob, grep), confined to the
 //!   working directory and the memory folders.
 
 pub mod config;
 mod error;
+pub mod host_path;
 pub mod item;
 pub mod lease;
 pub mod memory;

@@ -18,8 +18,8 @@ use mnemo_sync::fs::atomic_write;
 use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync};
 use serde::{Deserialize, Serialize};
 
-use crate::WorkerError;
 use crate::tools::sandbox::{self, Sandbox};
+use crate::{WorkerError, host_path};
 
 /// How many stores sync at the same time.
 const SYNC_CONCURRENCY: usize = 2;
@@ -66,18 +66,8 @@ pub fn plan(session: &WorkerSession, workdir: &Path) -> Result<Vec<StoreMount>, 
 /// An absolute POSIX path without `..`, with `.` segments and repeated slashes dropped.
 fn clean_absolute(path: &str) -> Option<PathBuf> {
     let p = Path::new(path);
-    if !p.is_absolute() {
-        return None;
-    }
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::RootDir | Component::CurDir => {}
-            Component::Normal(seg) => out.push(seg),
-            Component::ParentDir | Component::Prefix(_) => return None,
-        }
-    }
-    Some(out)
+    let clean = p.is_absolute() && !p.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
+    clean.then(|| host_path::normalize(p))
 }
 
 /// What a worker remembers about the folders it mounted for a session.

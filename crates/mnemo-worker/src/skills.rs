@@ -36,6 +36,8 @@ use std::path::{Path, PathBuf};
 
 use mnemo_client::{Client, ClientError, SessionSkill};
 
+use crate::host_path;
+
 /// The largest archive downloaded for one skill: 256 MiB.
 pub const MAX_ARCHIVE_BYTES: u64 = 256 << 20;
 /// The most bytes one skill's archive may unpack to (file contents, all files together): 1 GiB.
@@ -68,7 +70,8 @@ pub async fn download(client: &Client, skills: &[SessionSkill], workdir: &Path) 
     if skills.is_empty() {
         return Vec::new();
     }
-    let root = match resolve(&workdir.join("skills")) {
+    // Python's non-strict `Path.resolve`, as the reference does.
+    let root = match host_path::canonicalize(&workdir.join("skills")) {
         Ok(root) => root,
         Err(e) => {
             tracing::warn!(workdir = %workdir.display(), error = %e, "cannot resolve the skills directory; no skills downloaded");
@@ -149,7 +152,7 @@ fn dir_name(name: &str, skill_id: &str) -> String {
 /// Resolves the destination and, unless it escapes `root` (`Ok(None)`), creates `root` and a
 /// private (`0700`) work directory beside the destination.
 fn prepare(root: &Path, dirname: &str) -> io::Result<Option<(PathBuf, tempfile::TempDir)>> {
-    let dest = resolve(&root.join(dirname))?;
+    let dest = host_path::canonicalize(&root.join(dirname))?;
     if !dest.starts_with(root) || dest == root {
         return Ok(None);
     }
@@ -179,30 +182,6 @@ fn install(archive: &[u8], work: tempfile::TempDir, dest: &Path, max_bytes: u64)
     }
     drop(work);
     Ok(())
-}
-
-/// `path` made absolute with every symlink followed as far as the path exists; the missing
-/// rest is appended as spelled (Python's non-strict `Path.resolve`).
-fn resolve(path: &Path) -> io::Result<PathBuf> {
-    let absolute = std::path::absolute(path)?;
-    let mut prefix = absolute.as_path();
-    let mut missing = Vec::new();
-    loop {
-        match fs::canonicalize(prefix) {
-            Ok(mut real) => {
-                real.extend(missing.iter().rev());
-                return Ok(real);
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match (prefix.parent(), prefix.file_name()) {
-                (Some(parent), Some(name)) => {
-                    missing.push(name);
-                    prefix = parent;
-                }
-                _ => return Err(e),
-            },
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 // ---- archives ------------------------------------------------------------------------------

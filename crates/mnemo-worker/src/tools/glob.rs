@@ -33,8 +33,9 @@ use ignore::{DirEntry, WalkBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::paths::{self, canonicalize};
+use super::paths;
 use super::{ToolContext, ToolError, ToolOutput, parse_input};
+use crate::host_path::canonicalize;
 
 /// At most this many matches are collected (before the confinement filter).
 const MAX_MATCHES: usize = 50_000;

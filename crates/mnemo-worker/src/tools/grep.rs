@@ -44,8 +44,9 @@ use ignore::WalkBuilder;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::paths::{self, canonicalize};
+use super::paths;
 use super::{ToolContext, ToolError, ToolOutput, parse_input};
+use crate::host_path::canonicalize;
 
 /// Output budget in characters; the marker line calls them bytes, as the reference does.
 const OUTPUT_LIMIT: usize = 100 * 1024;

@@ -27,7 +27,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 pub use bash::{BashSession, BashShell};
-pub use paths::{ConfineError, canonicalize};
 
 /// The tool names of `agent_toolset_20260401`, in the reference order.
 pub const TOOL_NAMES: [&str; 6] = ["bash", "read", "write", "edit", "glob", "grep"];
