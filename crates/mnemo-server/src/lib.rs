@@ -1,8 +1,9 @@
 //! The mnemo HTTP server: Anthropic's memory-stores API on top of any [`Store`].
 //!
 //! [`router`] builds the axum [`Router`] (handy for in-process tests); [`serve`] runs it on a
-//! bound listener until a shutdown future completes. Handlers parse every input into the types
-//! of `mnemo-api` at the edge, call the [`Store`], and turn failures into Anthropic's error
+//! bound listener until a shutdown future completes ([`serve_with`] sets the timeouts and the
+//! connection cap of a [`ServeConfig`]). Handlers parse every input into the types of
+//! `mnemo-api` at the edge, call the [`Store`], and turn failures into Anthropic's error
 //! envelope in one place ([`ApiError`]).
 //!
 //! This crate never touches the local filesystem beyond the listener, and never depends on a
@@ -12,6 +13,7 @@ mod auth;
 mod error;
 mod extract;
 mod hub;
+mod listen;
 mod request;
 mod routes;
 
@@ -23,6 +25,7 @@ use tokio::net::TcpListener;
 
 pub use auth::hash_credential;
 pub use error::ApiError;
+pub use listen::ServeConfig;
 
 /// Largest request body accepted. Content is capped at 100 kB, but JSON escaping can
 /// inflate it up to six-fold.
@@ -71,11 +74,24 @@ pub fn router(state: AppState) -> Router {
     routes::router(state)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then finishes in-flight requests.
+/// Serves `router` on `listener` with the default [`ServeConfig`] until `shutdown` completes,
+/// then finishes in-flight requests.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    serve_with(listener, router, ServeConfig::default(), shutdown).await
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops accepting and finishes
+/// in-flight requests. Slow clients are cut off by `config`'s header-read and body timeouts;
+/// at most `config.max_connections` connections are served at once.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    config: ServeConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    listen::run(listener, router, config, shutdown).await
 }

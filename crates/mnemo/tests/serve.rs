@@ -150,3 +150,36 @@ async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not found"));
 }
+
+/// The connection flags reach the server: a client stalled in its headers is cut off after
+/// `--header-read-timeout`, and with `--max-connections 1` the next client is served only then.
+#[tokio::test]
+async fn connection_flags_cut_off_a_client_stalled_in_its_headers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(
+        &dir.path().join("db.sqlite"),
+        &["--api-key", "k", "--header-read-timeout", "1", "--body-timeout", "1", "--max-connections", "1"],
+    );
+    let addr = server.base.strip_prefix("http://").unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stalled.write_all(b"GET /healthz HTTP/1.1\r\nhost: mnemo\r\n").await.unwrap();
+    let client = Client::new(&server.base, "k").unwrap().with_max_retries(0);
+    // Waits for the only slot, which the stalled client holds until its second is up.
+    client.list_memory_stores(&Default::default()).await.unwrap();
+    let mut buf = [0u8; 64];
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), stalled.read(&mut buf)).await;
+    assert!(matches!(closed, Ok(Ok(0) | Err(_))), "the stalled client was disconnected: {closed:?}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+
+    server.signal("-TERM");
+    assert!(server.child.wait().unwrap().success());
+
+    let zero = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--max-connections", "0"])
+        .output()
+        .unwrap();
+    assert!(!zero.status.success(), "--max-connections 0 is refused");
+}

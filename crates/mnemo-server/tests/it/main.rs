@@ -9,4 +9,5 @@ mod events;
 mod memories;
 mod memory_stores;
 mod memory_versions;
+mod timeouts;
 mod work;

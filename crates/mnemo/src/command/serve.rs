@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use mnemo_server::{AppState, hash_credential};
+use mnemo_server::{AppState, ServeConfig, hash_credential};
 use mnemo_store::{Limits, Store};
 use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 
@@ -43,6 +43,38 @@ pub(crate) struct Serve {
     /// Seconds an acknowledged work item's lease lasts without a heartbeat.
     #[arg(long, default_value_t = mnemo_store::DEFAULT_WORK_LEASE_TTL_SECONDS, env = "MNEMO_WORK_LEASE_TTL")]
     work_lease_ttl: u64,
+
+    /// Seconds a client may take to send a request's line and headers; also how long an idle
+    /// keep-alive connection stays open.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = ServeConfig::DEFAULT_HEADER_READ_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400),
+        env = "MNEMO_HEADER_READ_TIMEOUT"
+    )]
+    header_read_timeout: u64,
+
+    /// Seconds a client may take to send a request's body once its headers are in; a late body
+    /// is answered 408. Responses (long polls, event streams) are not limited.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = ServeConfig::DEFAULT_BODY_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400),
+        env = "MNEMO_BODY_TIMEOUT"
+    )]
+    body_timeout: u64,
+
+    /// Most connections served at once (event streams count); more wait to be accepted.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = ServeConfig::DEFAULT_MAX_CONNECTIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
+        env = "MNEMO_MAX_CONNECTIONS"
+    )]
+    max_connections: usize,
 }
 
 fn default_database() -> anyhow::Result<String> {
@@ -100,7 +132,12 @@ impl Serve {
 
         let router = mnemo_server::router(AppState::new(store).with_memory_mount_root(&self.memory_mount_root));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let mut server = tokio::spawn(mnemo_server::serve(listener, router, async {
+        let config = ServeConfig {
+            header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout),
+            body_timeout: std::time::Duration::from_secs(self.body_timeout),
+            max_connections: self.max_connections,
+        };
+        let mut server = tokio::spawn(mnemo_server::serve_with(listener, router, config, async {
             let _ = stopped.await;
         }));
         let served = tokio::select! {
