@@ -8,4 +8,5 @@
 pub mod fs;
 pub mod sync;
 
+pub use sync::teardown::{TEARDOWN_BOUND, Teardown, TeardownSteps, teardown};
 pub use sync::{DeletionMode, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport};

@@ -13,8 +13,6 @@ pub const MIN_SYNC_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(15);
 /// The default idle time after which a session whose turn ended stops being served.
 pub const DEFAULT_MAX_IDLE: Duration = Duration::from_secs(60);
-/// The bound of the final sync and of the flush at teardown, each.
-pub const TEARDOWN_BOUND: Duration = Duration::from_secs(30);
 
 /// How long an `--on-work` poller waits for the sandbox's worker to heartbeat.
 pub const DEFAULT_SCRIPT_LEASE_WAIT: Duration = Duration::from_secs(45);

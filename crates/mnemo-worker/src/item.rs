@@ -4,9 +4,10 @@ use std::path::Path;
 
 use mnemo_api::{Work, WorkSecret};
 use mnemo_client::Client;
+use mnemo_sync::{TeardownSteps, teardown};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{TEARDOWN_BOUND, WorkerConfig};
+use crate::config::WorkerConfig;
 use crate::lease::{Lease, LeaseEnd};
 use crate::memory::{self, Memory, MemoryOptions};
 use crate::runner::{self, RunEnd, RunnerOptions};
@@ -180,30 +181,13 @@ impl Serving<'_> {
         let drained = end == RunEnd::Cancelled && cancel.is_cancelled() && !lease.ended().is_cancelled();
         let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated) || drained;
         tools.close().await;
-        if let Some(mut m) = memory.take() {
-            teardown(&mut m, clean).await;
-            m.dispose().await;
+        if let Some(m) = memory.take() {
+            teardown(m, TeardownSteps { final_sync: clean, dispose: true }).await;
         }
         match end {
             RunEnd::Refused(e) => Err(WorkerError::Runner(e)),
             _ => Ok(()),
         }
-    }
-}
-
-/// The final sync (clean ends only), then always the push-only flush, each bounded.
-async fn teardown(memory: &mut Memory, clean: bool) {
-    if clean && tokio::time::timeout(TEARDOWN_BOUND, memory.final_sync()).await.is_err() {
-        tracing::warn!(
-            "final memory sync cut off after {}s; the flush that follows still uploads changed files",
-            TEARDOWN_BOUND.as_secs()
-        );
-    }
-    if tokio::time::timeout(TEARDOWN_BOUND, memory.flush()).await.is_err() {
-        tracing::warn!(
-            "memory flush cut off after {}s; changed files it had not uploaded yet are not saved",
-            TEARDOWN_BOUND.as_secs()
-        );
     }
 }
 

@@ -15,7 +15,7 @@ use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
 use mnemo_sync::fs::atomic_write;
-use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync};
+use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync, Teardown};
 use serde::{Deserialize, Serialize};
 
 use crate::tools::sandbox::{self, Sandbox};
@@ -203,11 +203,6 @@ impl Memory {
         }
     }
 
-    /// The final sync of a clean end (the deletion window is waived).
-    pub async fn final_sync(&mut self) {
-        self.sync_all(true).await;
-    }
-
     async fn sync_all(&mut self, final_sync: bool) {
         self.lock(false);
         // A few stores at a time: concurrent enough to hide round trips, while the transient
@@ -221,17 +216,6 @@ impl Memory {
             .await;
         self.lock(true);
         self.last_sync = Instant::now();
-    }
-
-    /// Pushes changed files of every writable store, a few at a time; no deletes, no pulls.
-    pub async fn flush(&mut self) {
-        stream::iter(self.stores.iter_mut().filter(|s| !s.read_only))
-            .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
-                if let Err(e) = s.sync.flush().await {
-                    tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
-                }
-            })
-            .await;
     }
 
     /// Removes every folder this worker created (and the session's record).
@@ -255,6 +239,29 @@ impl Memory {
                 tracing::warn!(root = %root.display(), "cannot change the modes of a read-only memory folder: {e}");
             }
         }
+    }
+}
+
+/// The item's teardown (through [`mnemo_sync::teardown`]): every store, a few at a time.
+impl Teardown for Memory {
+    /// The final sync of a clean end (the deletion window is waived).
+    async fn final_sync(&mut self) {
+        self.sync_all(true).await;
+    }
+
+    /// Pushes changed files of every writable store, a few at a time; no deletes, no pulls.
+    async fn flush(&mut self) {
+        stream::iter(self.stores.iter_mut().filter(|s| !s.read_only))
+            .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
+                if let Err(e) = s.sync.flush().await {
+                    tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
+                }
+            })
+            .await;
+    }
+
+    async fn dispose(self) {
+        Memory::dispose(self).await;
     }
 }
 

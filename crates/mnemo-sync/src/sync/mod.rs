@@ -3,12 +3,14 @@
 //! [`StoreSync::mount`] creates the folder and downloads the store; [`StoreSync::sync`] runs one
 //! reconciliation (scan, list, decide with [`plan::decide`], then upload, pull, delete);
 //! [`StoreSync::flush`] is the push-only pass of a teardown; [`StoreSync::dispose`] removes the
-//! folder if this engine created it. The rules are those of `worker-behaviour.md` §6.
+//! folder if this engine created it; [`teardown::teardown`] runs the three in the bounded order
+//! every caller shares. The rules are those of `worker-behaviour.md` §6.
 
 mod flush;
 pub mod journal;
 pub mod plan;
 mod run;
+pub mod teardown;
 mod upload;
 mod watch;
 

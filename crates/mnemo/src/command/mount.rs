@@ -7,14 +7,12 @@ use anyhow::Context;
 use clap::Args;
 use mnemo_api::MemoryStoreId;
 use mnemo_client::Client;
-use mnemo_sync::{ProgressFn, StoreConfig, StoreSync};
+use mnemo_sync::{ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
 use tokio::time::MissedTickBehavior;
 
 use super::args::{Deletions, parse_interval};
 use super::signals::Signals;
 
-/// The bound on the final sync and on the flush.
-const TEARDOWN_BOUND: Duration = Duration::from_secs(30);
 /// The reference worker's default sync interval.
 const DEFAULT_INTERVAL: &str = "15";
 
@@ -112,33 +110,9 @@ impl Mount {
         // A second signal from here on aborts at once.
         signals.abort_on_next();
         tracing::info!(memory_store_id = %engine.store_id(), "stopping: final sync, flush, then cleanup");
-        match tokio::time::timeout(TEARDOWN_BOUND, engine.sync(true)).await {
-            Ok(Ok(report)) => {
-                tracing::info!(memory_store_id = %engine.store_id(), "final sync: {report}")
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(memory_store_id = %engine.store_id(), "final memory sync failed: {e}")
-            }
-            Err(_) => {
-                tracing::warn!(memory_store_id = %engine.store_id(), "final memory sync cut off after 30s; the flush that follows still uploads changed files")
-            }
-        }
-        match tokio::time::timeout(TEARDOWN_BOUND, engine.flush()).await {
-            Ok(Ok(report)) if report.uploaded > 0 => {
-                tracing::info!(memory_store_id = %engine.store_id(), "flush: {report}")
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(memory_store_id = %engine.store_id(), "memory flush failed: {e}")
-            }
-            Err(_) => {
-                tracing::warn!(memory_store_id = %engine.store_id(), "memory flush cut off after 30s; changed files it had not uploaded yet are not saved")
-            }
-        }
-        if self.keep {
+        let steps = TeardownSteps { final_sync: true, dispose: !self.keep };
+        if let Some(engine) = teardown(engine, steps).await {
             tracing::info!(root = %engine.root().display(), "keeping the folder (--keep)");
-        } else {
-            engine.dispose().await;
         }
         Ok(())
     }
