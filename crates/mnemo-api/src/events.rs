@@ -442,16 +442,40 @@ mod tests {
             (json!({"type": 3}), "type: must be a string"),
             (json!({"type": "user.shout"}), "type: `user.shout` is not an event type (known: user.message,"),
             (json!({"type": "user.message"}), "missing field `content`"),
-            (json!({"type": "user.message", "content": [{"text": "x"}]}), "content[0]: a content block needs a string `type`"),
+            (
+                json!({"type": "user.message", "content": [{"text": "x"}]}),
+                "content[0]: a content block needs a string `type`",
+            ),
             (json!({"type": "user.tool_result", "content": []}), "tool_use_id: is required"),
-            (json!({"type": "user.tool_result", "tool_use_id": "toolu_1"}), "tool_use_id: `toolu_1` is not a valid session event id"),
-            (json!({"type": "user.tool_result", "custom_tool_use_id": "sevt_1"}), "custom_tool_use_id: this event answers its call with `tool_use_id`"),
-            (json!({"type": "user.tool_result", "tool_use_id": "sevt_1", "is_error": "yes"}), "is_error: invalid type: string \"yes\", expected a boolean"),
-            (json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_1", "result": "maybe"}), "result: unknown variant `maybe`"),
-            (json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_1", "result": "allow", "deny_message": "x"}), "deny_message: is allowed only with"),
+            (
+                json!({"type": "user.tool_result", "tool_use_id": "toolu_1"}),
+                "tool_use_id: `toolu_1` is not a valid session event id",
+            ),
+            (
+                json!({"type": "user.tool_result", "custom_tool_use_id": "sevt_1"}),
+                "custom_tool_use_id: this event answers its call with `tool_use_id`",
+            ),
+            (
+                json!({"type": "user.tool_result", "tool_use_id": "sevt_1", "is_error": "yes"}),
+                "is_error: invalid type: string \"yes\", expected a boolean",
+            ),
+            (
+                json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_1", "result": "maybe"}),
+                "result: unknown variant `maybe`",
+            ),
+            (
+                json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_1", "result": "allow", "deny_message": "x"}),
+                "deny_message: is allowed only with",
+            ),
             (json!({"type": "agent.tool_use", "name": "", "input": {}}), "name: must not be empty"),
-            (json!({"type": "agent.tool_use", "name": "bash", "input": []}), "input: invalid type: sequence, expected a map"),
-            (json!({"type": "session.status_idle", "stop_reason": {"type": "nap"}}), "stop_reason.type: unknown variant `nap`"),
+            (
+                json!({"type": "agent.tool_use", "name": "bash", "input": []}),
+                "input: invalid type: sequence, expected a map",
+            ),
+            (
+                json!({"type": "session.status_idle", "stop_reason": {"type": "nap"}}),
+                "stop_reason.type: unknown variant `nap`",
+            ),
         ];
         for (value, expected) in cases {
             let got = parse(value.clone()).expect_err(&value.to_string());

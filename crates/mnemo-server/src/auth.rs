@@ -4,8 +4,9 @@
 //! `Authorization: Bearer`, so the kind is decided by the lookup, never by the header. When
 //! both headers are present, `x-api-key` wins: it can only ever carry an API key.
 //!
-//! Handlers say what they accept through the extractor they take: [`Caller`] (anything),
-//! [`MemoryCaller`] (not an environment key) or [`ApiKeyCaller`].
+//! Handlers say what they accept through the extractor they take: [`Caller`] (anything, then
+//! [`Caller::allow`] for the action), [`MemoryCaller`] or [`ApiKeyCaller`]. What each
+//! credential may do is decided by `mnemo_store::rules::scope`, in one place.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -13,7 +14,8 @@ use std::sync::{Arc, RwLock};
 use axum::extract::FromRequestParts;
 use axum::http::Method;
 use axum::http::request::Parts;
-use mnemo_api::{Access, Actor, ApiKeyId, EnvironmentId, EnvironmentKeyId, MemoryStoreId, SessionId, WorkId};
+use mnemo_api::{Actor, MemoryStoreId};
+use mnemo_store::rules::scope::{self, Action, Decision, MemoryOp};
 use mnemo_store::{Credential, CredentialHash, Store};
 use sha2::{Digest, Sha256};
 
@@ -57,28 +59,28 @@ impl Authenticator {
     }
 }
 
-/// An authenticated caller, whatever its credential.
+/// An authenticated caller, whatever its credential. What it may do is decided by
+/// [`mnemo_store::rules::scope::decide`]; [`Caller::allow`] asks.
 #[derive(Debug, Clone)]
-pub(crate) enum Caller {
-    ApiKey(ApiKeyId),
-    EnvironmentKey { id: EnvironmentKeyId, environment: EnvironmentId },
-    SessionToken { work: WorkId, session: SessionId, environment: EnvironmentId },
-}
+pub(crate) struct Caller(pub(crate) Credential);
 
-impl From<Credential> for Caller {
-    fn from(c: Credential) -> Self {
-        match c {
-            Credential::ApiKey(id) => Self::ApiKey(id),
-            Credential::EnvironmentKey { id, environment } => Self::EnvironmentKey { id, environment },
-            Credential::SessionToken { work, session, environment } => {
-                Self::SessionToken { work, session, environment }
-            }
-        }
+impl Caller {
+    /// Whether this caller may take `action`: `Ok`, or the `401`/`403` to answer.
+    pub(crate) fn allow(&self, action: Action<'_>) -> Result<(), ApiError> {
+        decision(scope::decide(Some(&self.0), action))
     }
 }
 
-/// A caller allowed on the memory endpoints: anything but an environment key, which the hosted
-/// API refuses there too.
+fn decision(d: Decision) -> Result<(), ApiError> {
+    match d {
+        Decision::Allow => Ok(()),
+        Decision::Unauthenticated(message) => Err(ApiError::authentication(message)),
+        Decision::Forbidden(message) => Err(ApiError::permission(message)),
+    }
+}
+
+/// A caller allowed on the memory endpoints: anything but an environment key (which the hosted
+/// API refuses there too), a sessions token only on the stores attached to its session.
 #[derive(Debug, Clone)]
 pub(crate) struct MemoryCaller {
     actor: Actor,
@@ -94,7 +96,7 @@ impl MemoryCaller {
 /// A caller holding an API key (administration: environments, keys, agents).
 #[derive(Debug, Clone)]
 pub(crate) struct ApiKeyCaller(
-    #[expect(dead_code, reason = "kept for audit logs of administrative calls")] pub(crate) ApiKeyId,
+    #[expect(dead_code, reason = "kept for audit logs of administrative calls")] pub(crate) Caller,
 );
 
 fn credential(parts: &Parts) -> Option<&str> {
@@ -110,10 +112,10 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let secret = credential(parts).filter(|s| !s.is_empty()).ok_or_else(|| {
-            ApiError::authentication("missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`")
-        })?;
-        state.auth.resolve(secret).await.map(Caller::from)
+        match credential(parts).filter(|s| !s.is_empty()) {
+            Some(secret) => state.auth.resolve(secret).await.map(Caller),
+            None => Err(ApiError::authentication(scope::MISSING_CREDENTIALS)),
+        }
     }
 }
 
@@ -121,16 +123,37 @@ impl FromRequestParts<AppState> for MemoryCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match Caller::from_request_parts(parts, state).await? {
-            Caller::ApiKey(id) => Ok(Self { actor: Actor::ApiActor { api_key_id: id } }),
-            Caller::EnvironmentKey { .. } => Err(ApiError::permission(
-                "the memory endpoints do not accept an environment key; use an API key or the work item's sessions token",
-            )),
-            Caller::SessionToken { session, .. } => {
-                session_scope(state, &parts.method, parts.uri.path(), &session).await?;
-                Ok(Self { actor: Actor::SessionActor { session_id: session } })
-            }
-        }
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
+            caller.allow(Action::MemoryStores)?;
+            return Ok(Self { actor: actor(&caller.0) });
+        };
+        let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let Ok(store) = store.parse::<MemoryStoreId>() else {
+            return Err(ApiError::not_found(format!("memory store `{store}` not found")));
+        };
+        let op = match (&parts.method, tail) {
+            (&Method::GET, _) => MemoryOp::Read,
+            (_, "memories") => MemoryOp::WriteMemories,
+            (_, t) if t.starts_with("memories/") => MemoryOp::WriteMemories,
+            _ => MemoryOp::Administer,
+        };
+        let attached = match scope::attachment_lookup(&caller.0) {
+            Some(session) => state.store.session_store_access(session, &store).await?,
+            None => None,
+        };
+        caller.allow(Action::Memory { store: &store, op, attached })?;
+        Ok(Self { actor: actor(&caller.0) })
+    }
+}
+
+/// Who a memory write is recorded as.
+fn actor(credential: &Credential) -> Actor {
+    match credential {
+        Credential::SessionToken { session, .. } => Actor::SessionActor { session_id: session.clone() },
+        Credential::ApiKey(id) => Actor::ApiActor { api_key_id: id.clone() },
+        // Refused on every memory endpoint before an actor is needed.
+        Credential::EnvironmentKey { id, .. } => Actor::ServiceAccountActor { service_account_id: id.to_string() },
     }
 }
 
@@ -138,41 +161,8 @@ impl FromRequestParts<AppState> for ApiKeyCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match Caller::from_request_parts(parts, state).await? {
-            Caller::ApiKey(id) => Ok(Self(id)),
-            Caller::EnvironmentKey { .. } | Caller::SessionToken { .. } => Err(ApiError::permission(
-                "this endpoint needs an API key; environment keys and sessions tokens are not accepted here",
-            )),
-        }
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.allow(Action::Administer)?;
+        Ok(Self(caller))
     }
-}
-
-/// What a sessions token may do on the memory endpoints: read the stores attached to its
-/// session, and write those attached `read_write` — memories only (no store administration, no
-/// redaction, which agents do not have).
-async fn session_scope(state: &AppState, method: &Method, path: &str, session: &SessionId) -> Result<(), ApiError> {
-    let refuse = |what: &str| Err(ApiError::permission(format!("a sessions token cannot {what}")));
-    let Some(rest) = path.strip_prefix("/v1/memory_stores/") else {
-        return refuse("create or list memory stores");
-    };
-    let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    let Ok(store) = store.parse::<MemoryStoreId>() else {
-        return Err(ApiError::not_found(format!("memory store `{store}` not found")));
-    };
-    let Some(access) = state.store.session_store_access(session, &store).await? else {
-        return Err(ApiError::permission(format!(
-            "memory store `{store}` is not attached to session `{session}`, which this sessions token is scoped to"
-        )));
-    };
-    let reading = method == Method::GET;
-    let memory_write = !reading && (tail == "memories" || tail.starts_with("memories/"));
-    if !reading && !memory_write {
-        return refuse("change a memory store or redact its versions");
-    }
-    if memory_write && access == Access::ReadOnly {
-        return Err(ApiError::permission(format!(
-            "memory store `{store}` is attached read-only to session `{session}`; it cannot be written"
-        )));
-    }
-    Ok(())
 }

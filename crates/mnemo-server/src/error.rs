@@ -18,11 +18,13 @@ pub struct ApiError {
     internal: Option<String>,
     /// A status other than the error type's usual one (a `412` that is an invalid request).
     status_override: Option<u16>,
+    /// Tell clients to retry (`x-should-retry: true`): the failure was transient.
+    retry: bool,
 }
 
 impl ApiError {
     pub(crate) fn new(kind: ErrorType, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), extra: Map::new(), internal: None, status_override: None }
+        Self { kind, message: message.into(), extra: Map::new(), internal: None, status_override: None, retry: false }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -83,13 +85,13 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let message = e.to_string();
-        match e {
+        match &e {
             StoreError::NotFound { .. } => Self::not_found(message),
             StoreError::PathConflict { conflicting_memory_id, conflicting_path, .. } => {
                 let mut err = Self::new(ErrorType::MemoryPathConflict, message);
-                let id = conflicting_memory_id.map(|id| id.to_string()).unwrap_or_default();
+                let id = conflicting_memory_id.as_ref().map(ToString::to_string).unwrap_or_default();
                 err.extra.insert("conflicting_memory_id".into(), Value::String(id));
-                err.extra.insert("conflicting_path".into(), Value::String(conflicting_path));
+                err.extra.insert("conflicting_path".into(), Value::String(conflicting_path.clone()));
                 err
             }
             StoreError::PreconditionFailed { .. } => Self::new(ErrorType::MemoryPreconditionFailed, message),
@@ -101,10 +103,16 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(_) => Self::new(ErrorType::Conflict, message),
             StoreError::Forbidden(_) => Self::permission(message),
             StoreError::Coded { code, .. } => {
-                let kind = if code.ends_with("_not_found") { ErrorType::NotFound } else { ErrorType::InvalidRequest };
-                Self::new(kind, message).with_code(code)
+                let kind = if code.is_not_found() { ErrorType::NotFound } else { ErrorType::InvalidRequest };
+                Self::new(kind, message).with_code(code.as_str())
             }
-            StoreError::Backend(cause) => Self::internal(cause),
+            StoreError::Retryable(_) => {
+                let mut err = Self::new(ErrorType::Overloaded, "the database is busy; retry the request");
+                err.internal = Some(e.chain());
+                err.retry = true;
+                err
+            }
+            StoreError::Backend(_) => Self::internal(e.chain()),
         }
     }
 }
@@ -113,7 +121,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let request_id = current_request_id();
         if let Some(cause) = &self.internal {
-            tracing::error!(error = %cause, "request failed");
+            if self.retry {
+                tracing::warn!(error = %cause, "request failed on a transient database error");
+            } else {
+                tracing::error!(error = %cause, "request failed");
+            }
         }
         let status = StatusCode::from_u16(self.status_override.unwrap_or_else(|| self.kind.status()))
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -129,6 +141,9 @@ impl IntoResponse for ApiError {
             ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict
         ) {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        if self.retry {
+            response.headers_mut().insert("x-should-retry", HeaderValue::from_static("true"));
         }
         response
     }

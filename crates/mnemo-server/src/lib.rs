@@ -14,6 +14,7 @@ mod error;
 mod extract;
 mod hub;
 mod listen;
+mod maintenance;
 mod request;
 mod routes;
 
@@ -26,6 +27,7 @@ use tokio::net::TcpListener;
 pub use auth::hash_credential;
 pub use error::ApiError;
 pub use listen::ServeConfig;
+pub use maintenance::expire_work_leases;
 
 /// Largest request body accepted. Content is capped at 100 kB, but JSON escaping can
 /// inflate it up to six-fold.

@@ -24,8 +24,20 @@ const MAX_IDLE_READERS: usize = 16;
 type Completion = Box<dyn FnOnce(Option<&str>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
 
-pub(crate) fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// A database failure, keeping its cause: a busy or locked database (another process holds
+/// it) is worth retrying, anything else is not.
+pub(crate) fn backend(e: impl Into<mnemo_store::BoxError>) -> StoreError {
+    let e = e.into();
+    let transient = e
+        .downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code)
+        .is_some_and(|code| matches!(code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked));
+    if transient { StoreError::Retryable(e) } else { StoreError::Backend(e) }
+}
+
+/// A failure described in words (the writer thread stopped, …).
+pub(crate) fn failure(message: impl Into<String>) -> StoreError {
+    StoreError::Backend(message.into().into())
 }
 
 #[derive(Debug)]
@@ -43,7 +55,7 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| StoreError::Backend(format!("open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::Backend(Box::new(std::io::Error::other(format!("open {}: {e}", path.display())))))?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
     let sync = match durability {
         Durability::Full => "FULL",
@@ -63,10 +75,7 @@ impl Engine {
         let conn = open(path, true, durability)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Backend(format!(
-                "{} cannot use write-ahead logging (journal mode is {mode})",
-                path.display()
-            )));
+            return Err(failure(format!("{} cannot use write-ahead logging (journal mode is {mode})", path.display())));
         }
         crate::schema::migrate(&conn)?;
         let (tx, rx) = mpsc::channel::<Job>();
@@ -97,7 +106,7 @@ impl Engine {
             let outcome = in_savepoint(conn, f);
             Box::new(move |commit_error: Option<&str>| {
                 let reply = match commit_error {
-                    Some(e) => Err(StoreError::Backend(format!("commit: {e}"))),
+                    Some(e) => Err(failure(format!("commit: {e}"))),
                     None => outcome,
                 };
                 let _ = done.send(reply);
@@ -105,10 +114,10 @@ impl Engine {
         });
         {
             let jobs = self.jobs.lock().expect("job queue lock poisoned");
-            let sender = jobs.as_ref().ok_or_else(|| backend("the store is shut down"))?;
-            sender.send(job).map_err(|_| backend("the writer thread has stopped"))?;
+            let sender = jobs.as_ref().ok_or_else(|| failure("the store is shut down"))?;
+            sender.send(job).map_err(|_| failure("the writer thread has stopped"))?;
         }
-        result.await.map_err(|_| backend("the writer thread dropped a write"))?
+        result.await.map_err(|_| failure("the writer thread dropped a write"))?
     }
 
     /// Runs `f` on a pooled read connection on the blocking thread pool.
@@ -117,6 +126,9 @@ impl Engine {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        if self.jobs.lock().expect("job queue lock poisoned").is_none() {
+            return Err(failure("the store is shut down"));
+        }
         let this = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             let conn = match this.readers.lock().expect("reader pool lock poisoned").pop() {

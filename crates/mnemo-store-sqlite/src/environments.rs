@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, config_type, validate_metadata};
-use mnemo_store::{CredentialHash, Cursor, EnvironmentPatch, Listing, NewEnvironment, Result, StoreError};
+use mnemo_store::{CredentialHash, Cursor, EnvironmentPatch, ErrorCode, Listing, NewEnvironment, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::engine::backend;
@@ -37,7 +37,7 @@ pub(crate) fn get_with_seq(c: &Connection, id: &EnvironmentId) -> Result<(Enviro
         .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
         .map_err(backend)?
         .ok_or_else(|| StoreError::Coded {
-            code: "environment_not_found",
+            code: ErrorCode::EnvironmentNotFound,
             message: format!("environment `{id}` not found"),
         })
 }
@@ -66,14 +66,14 @@ pub(crate) fn update(c: &Connection, id: &EnvironmentId, patch: EnvironmentPatch
     let (mut env, seq) = get_with_seq(c, id)?;
     if env.archived_at.is_some() {
         return Err(StoreError::Coded {
-            code: "environment_archived",
+            code: ErrorCode::EnvironmentArchived,
             message: format!("environment `{id}` is archived and cannot be updated"),
         });
     }
     if let Some(config) = patch.config {
         if config_type(&config) != config_type(&env.config) {
             return Err(StoreError::Coded {
-                code: "invalid_config_type_change",
+                code: ErrorCode::InvalidConfigTypeChange,
                 message: format!(
                     "the config type of environment `{id}` cannot change from `{}` to `{}`",
                     config_type(&env.config).unwrap_or("?"),
@@ -100,7 +100,8 @@ pub(crate) fn update(c: &Connection, id: &EnvironmentId, patch: EnvironmentPatch
                 None => metadata.remove(&k),
             };
         }
-        validate_metadata(&metadata).map_err(|e| StoreError::Coded { code: "invalid_metadata", message: e.0 })?;
+        validate_metadata(&metadata)
+            .map_err(|e| StoreError::Coded { code: ErrorCode::InvalidMetadata, message: e.0 })?;
         env.metadata = metadata;
     }
     c.execute(
@@ -176,7 +177,7 @@ pub(crate) fn create_key(c: &Connection, environment: &EnvironmentId, hash: Cred
     let (env, seq) = get_with_seq(c, environment)?;
     if env.archived_at.is_some() {
         return Err(StoreError::Coded {
-            code: "environment_archived",
+            code: ErrorCode::EnvironmentArchived,
             message: format!("environment `{environment}` is archived; it takes no new keys"),
         });
     }
@@ -198,8 +199,14 @@ fn get_key(c: &Connection, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
     .ok_or_else(|| StoreError::not_found("environment key", id))
 }
 
-pub(crate) fn revoke_key(c: &Connection, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
-    get_key(c, id)?;
+pub(crate) fn revoke_key(c: &Connection, environment: &EnvironmentId, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
+    let key = get_key(c, id)?;
+    if key.environment_id != *environment {
+        return Err(StoreError::NotFound {
+            kind: "environment key",
+            id: format!("{id}` in environment `{environment}"),
+        });
+    }
     c.execute(
         "UPDATE environment_keys SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
         params![now_micros(), id.as_str()],

@@ -1,12 +1,15 @@
-//! Session events: the log, and the rules that appending applies.
+//! Session events: the log, and appending to it under the session's rules.
 
-use mnemo_api::{SessionId, WorkData};
+use std::collections::HashMap;
+
+use mnemo_api::{Event, EventId, SessionId, SessionStatus, ToolResult, WorkData};
+use mnemo_store::rules::session::{CallKind, FreshIds, KnownCall, SessionView, Step, plan_append, referenced_calls};
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::engine::backend;
-use crate::{now_micros, sessions, work};
+use crate::engine::{backend, failure};
+use crate::{now_micros, parse_id, rfc3339, sessions, work};
 
 fn rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<SessionEvent>> {
     c.prepare_cached(sql)
@@ -62,258 +65,112 @@ pub(crate) fn after(c: &Connection, session: &SessionId, after: i64) -> Result<V
     )
 }
 
-/// The tool call an answer refers to, by kind.
-fn call_kind(result_type: &str) -> Option<(&'static str, &'static str)> {
-    match result_type {
-        "user.tool_result" => Some(("tool_use_id", "agent.tool_use")),
-        "user.custom_tool_result" => Some(("custom_tool_use_id", "agent.custom_tool_use")),
-        _ => None,
-    }
+/// The unanswered tool calls of a session, in log order.
+fn open_calls(c: &Connection, session_seq: i64) -> Result<Vec<EventId>> {
+    let ids = c
+        .prepare_cached(
+            "SELECT id FROM session_events WHERE session_seq = ?1 AND type IN ('agent.tool_use', 'agent.custom_tool_use') \
+             AND answered = 0 ORDER BY seq",
+        )
+        .and_then(|mut s| s.query_map([session_seq], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>())
+        .map_err(backend)?;
+    ids.iter().map(|id| parse_id(id)).collect()
 }
 
-/// The permission an agent's configuration gives a built-in tool: `allow`, `ask` or `deny`.
-fn evaluate_permission(agent: &Value, tool: &str) -> (&'static str, Option<Value>) {
-    let toolset =
-        agent["tools"].as_array().and_then(|tools| tools.iter().find(|t| t["type"] == "agent_toolset_20260401"));
-    let Some(toolset) = toolset else { return ("deny", None) };
-    let config = toolset["configs"].as_array().and_then(|c| c.iter().find(|c| c["name"] == tool || c["type"] == tool));
-    let enabled =
-        config.and_then(|c| c["enabled"].as_bool()).or_else(|| toolset["default_config"]["enabled"].as_bool());
-    if enabled == Some(false) {
-        return ("deny", None);
-    }
-    let policy = config
-        .map(|c| &c["permission_policy"])
-        .filter(|p| !p.is_null())
-        .unwrap_or(&toolset["default_config"]["permission_policy"]);
-    match policy["type"].as_str() {
-        Some("always_ask") => ("ask", Some(json!({"type": "always_ask"}))),
-        _ => ("allow", Some(json!({"type": "always_allow"}))),
-    }
+/// A tool call of the log, with the result that answered it if one did.
+fn known_call(c: &Connection, session_seq: i64, id: &EventId) -> Result<Option<KnownCall>> {
+    let call: Option<(String, bool)> = c
+        .prepare_cached("SELECT type, answered FROM session_events WHERE id = ?1 AND session_seq = ?2")
+        .and_then(|mut st| st.query_row(params![id.as_str(), session_seq], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(backend)?;
+    let Some((kind, answered)) = call else { return Ok(None) };
+    // Confirmations name their call too: an id of another type is simply no call.
+    let Some(kind) = CallKind::of_type(&kind) else { return Ok(None) };
+    let answer = if answered { recorded_result(c, session_seq, kind, id)? } else { None };
+    Ok(Some(KnownCall { kind, answered, answer }))
 }
 
-struct Log<'a> {
-    c: &'a Connection,
-    session_seq: i64,
-    written: Vec<SessionEvent>,
-}
-
-impl Log<'_> {
-    fn push(&mut self, event: &Value) -> Result<SessionEvent> {
-        let now = now_micros();
-        let body = sessions::insert_event(self.c, self.session_seq, event, Some(now))?;
-        let stored = SessionEvent { seq: self.c.last_insert_rowid(), body };
-        self.written.push(stored.clone());
-        Ok(stored)
-    }
-
-    fn set_status(&mut self, status: &str, stop_reason: Option<Value>) -> Result<()> {
-        sessions::set_status(self.c, self.session_seq, status, stop_reason)
-    }
-}
-
-fn open_calls(c: &Connection, session_seq: i64) -> Result<Vec<String>> {
-    c.prepare_cached(
-        "SELECT id FROM session_events WHERE session_seq = ?1 AND type IN ('agent.tool_use', 'agent.custom_tool_use') \
-         AND answered = 0 ORDER BY seq",
-    )
-    .and_then(|mut s| s.query_map([session_seq], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>())
-    .map_err(backend)
-}
-
-pub(crate) fn append(
+/// The result recorded for a call, if a result (not a denial) answered it.
+fn recorded_result(
     c: &Connection,
-    session: &SessionId,
-    events: &[Value],
-    author: EventAuthor,
-    lease_ttl: u64,
-) -> Result<Appended> {
-    let (s, session_seq) = sessions::get_with_seq(c, session)?;
-    let terminated = s.status == "terminated" || s.archived_at.is_some();
-    let mut log = Log { c, session_seq, written: Vec::new() };
-    let mut recorded = Vec::new();
-    let mut needs_worker = false;
-    let mut status = s.status.clone();
-    for event in events {
-        let kind = event["type"].as_str().ok_or_else(|| StoreError::Invalid("every event needs a `type`".into()))?;
-        if terminated {
-            return Err(StoreError::Invalid(format!("session `{session}` is terminated; it accepts no events")));
-        }
-        if let Some((key, call_type)) = call_kind(kind) {
-            let call_id = event[key].as_str().ok_or_else(|| StoreError::Invalid(format!("{kind} needs `{key}`")))?;
-            let call: Option<(String, bool)> = c
-                .prepare_cached("SELECT type, answered FROM session_events WHERE id = ?1 AND session_seq = ?2")
-                .and_then(|mut st| {
-                    st.query_row(params![call_id, session_seq], |r| Ok((r.get(0)?, r.get(1)?))).optional()
-                })
-                .map_err(backend)?;
-            match call {
-                Some((t, _)) if t != call_type => {
-                    return Err(StoreError::Invalid(format!("`{call_id}` is a {t}, which {kind} cannot answer")));
-                }
-                None => return Err(StoreError::Invalid(format!("no {call_type} `{call_id}` in session `{session}`"))),
-                Some((_, true)) => {
-                    // A retried POST: the same answer again is accepted as it was; another is refused.
-                    let existing = log_result(c, session_seq, kind, key, call_id)?;
-                    match existing {
-                        Some(e) if same_answer(&e.body, event) => {
-                            recorded.push(e);
-                            continue;
-                        }
-                        _ => return Err(StoreError::Conflict(format!("tool call `{call_id}` is already answered"))),
-                    }
-                }
-                Some((_, false)) => {}
-            }
-            c.execute("UPDATE session_events SET answered = 1 WHERE id = ?1", [call_id]).map_err(backend)?;
-            recorded.push(log.push(&only_request_fields(event))?);
-            continue;
-        }
-        match kind {
-            "user.tool_confirmation" => {
-                let call_id = event["tool_use_id"]
-                    .as_str()
-                    .ok_or_else(|| StoreError::Invalid("user.tool_confirmation needs `tool_use_id`".into()))?;
-                let result = event["result"].as_str().unwrap_or("");
-                if !matches!(result, "allow" | "deny") {
-                    return Err(StoreError::Invalid("result must be `allow` or `deny`".into()));
-                }
-                let exists: Option<bool> = c
-                    .prepare_cached("SELECT answered FROM session_events WHERE id = ?1 AND session_seq = ?2 AND type = 'agent.tool_use'")
-                    .and_then(|mut st| st.query_row(params![call_id, session_seq], |r| r.get(0)).optional())
-                    .map_err(backend)?;
-                match exists {
-                    None => {
-                        return Err(StoreError::Invalid(format!(
-                            "no agent.tool_use `{call_id}` in session `{session}`"
-                        )));
-                    }
-                    Some(true) => {
-                        return Err(StoreError::Conflict(format!("tool call `{call_id}` is already resolved")));
-                    }
-                    Some(false) => {}
-                }
-                if result == "deny" {
-                    c.execute("UPDATE session_events SET answered = 1 WHERE id = ?1", [call_id]).map_err(backend)?;
-                }
-                recorded.push(log.push(&only_request_fields(event))?);
-            }
-            "user.message" | "user.interrupt" | "user.define_outcome" | "system.message" => {
-                needs_worker = true;
-                recorded.push(log.push(&only_request_fields(event))?);
-            }
-            "agent.message" | "agent.tool_use" | "agent.custom_tool_use" => {
-                if author != EventAuthor::Agent {
-                    return Err(StoreError::Forbidden(format!(
-                        "only an API key driving the session may post {kind} events"
-                    )));
-                }
-                if status != "running" {
-                    log.push(&json!({"type": "session.status_running"}))?;
-                    log.set_status("running", None)?;
-                    status = "running".into();
-                }
-                let mut event = only_request_fields(event);
-                if kind != "agent.message" {
-                    let name = event["name"]
-                        .as_str()
-                        .filter(|n| !n.is_empty())
-                        .ok_or_else(|| StoreError::Invalid(format!("{kind} needs a `name`")))?;
-                    if !event["input"].is_object() {
-                        return Err(StoreError::Invalid(format!("{kind} needs an `input` object")));
-                    }
-                    if kind == "agent.tool_use" {
-                        let (permission, evaluation) = evaluate_permission(&s.agent, name);
-                        event["evaluated_permission"] = json!(permission);
-                        event["evaluation"] = evaluation.unwrap_or(Value::Null);
-                    }
-                    needs_worker = true;
-                }
-                let stored = log.push(&event)?;
-                if event["evaluated_permission"] == "deny" {
-                    c.execute("UPDATE session_events SET answered = 1 WHERE seq = ?1", [stored.seq])
-                        .map_err(backend)?;
-                }
-                recorded.push(stored);
-            }
-            "session.status_idle" => {
-                if author != EventAuthor::Agent {
-                    return Err(StoreError::Forbidden("only an API key driving the session may end its turn".into()));
-                }
-                let open = open_calls(c, session_seq)?;
-                if !open.is_empty() {
-                    return Err(StoreError::Invalid(format!(
-                        "{} tool call(s) still wait for results; the turn cannot end yet",
-                        open.len()
-                    )));
-                }
-                let stop_reason = event
-                    .get("stop_reason")
-                    .filter(|r| !r.is_null())
-                    .cloned()
-                    .unwrap_or_else(|| json!({"type": "end_turn"}));
-                recorded.push(
-                    log.push(
-                        &json!({"type": "session.status_idle", "stop_reason": stop_reason, "stop_details": null}),
-                    )?,
-                );
-                log.set_status("idle", Some(stop_reason))?;
-                status = "idle".into();
-            }
-            other => return Err(StoreError::Invalid(format!("events of type `{other}` cannot be posted"))),
-        }
-    }
-    // The agent is blocked on tool calls: the session idles, asking for their results.
-    let open = open_calls(c, session_seq)?;
-    if status == "running" && !open.is_empty() && author == EventAuthor::Agent {
-        let reason = json!({"type": "requires_action", "event_ids": open});
-        log.push(&json!({"type": "session.status_idle", "stop_reason": reason, "stop_details": null}))?;
-        log.set_status("idle", Some(reason))?;
-    } else if s.status == "idle"
-        && status == "idle"
-        && open.is_empty()
-        && s.stop_reason.as_ref().is_some_and(|r| r["type"] == "requires_action")
-    {
-        // Every call is answered: the agent runs again.
-        log.push(&json!({"type": "session.status_running"}))?;
-        log.set_status("running", None)?;
-    }
-    let mut enqueued_work = false;
-    if needs_worker {
-        let (env, env_seq) = crate::environments::get_with_seq(c, &s.environment_id)?;
-        if env.is_self_hosted() && !work::has_live_work(c, session)? {
-            work::enqueue(c, env_seq, &WorkData::session(session), lease_ttl)?;
-            enqueued_work = true;
-        }
-    }
-    Ok(Appended { recorded, written: log.written, enqueued_work })
-}
-
-/// Keeps the fields a client may set; the server assigns `id` and `processed_at`.
-fn only_request_fields(event: &Value) -> Value {
-    let mut e = event.clone();
-    if let Some(o) = e.as_object_mut() {
-        o.remove("id");
-        o.remove("processed_at");
-        o.remove("session_thread_id");
-    }
-    e
-}
-
-fn same_answer(stored: &Value, incoming: &Value) -> bool {
-    ["content", "is_error"]
-        .iter()
-        .all(|k| stored.get(*k).unwrap_or(&Value::Null) == incoming.get(*k).unwrap_or(&Value::Null))
-}
-
-fn log_result(c: &Connection, session_seq: i64, kind: &str, key: &str, call_id: &str) -> Result<Option<SessionEvent>> {
+    session_seq: i64,
+    kind: CallKind,
+    id: &EventId,
+) -> Result<Option<(ToolResult, SessionEvent)>> {
+    let (result_type, key) = match kind {
+        CallKind::Tool => ("user.tool_result", "tool_use_id"),
+        CallKind::Custom => ("user.custom_tool_result", "custom_tool_use_id"),
+    };
     let found = rows(
         c,
         &format!(
             "SELECT seq, body FROM session_events WHERE session_seq = ?1 AND type = ?2 \
              AND json_extract(body, '$.{key}') = ?3 ORDER BY seq LIMIT 1"
         ),
-        params![session_seq, kind, call_id],
+        params![session_seq, result_type, id.as_str()],
     )?;
-    Ok(found.into_iter().next())
+    Ok(found.into_iter().next().and_then(|e| match Event::parse(e.body.clone()) {
+        Ok(Event::UserToolResult(r) | Event::UserCustomToolResult(r)) => Some((r, e)),
+        _ => None,
+    }))
+}
+
+/// Appends events: loads what the session's rules need, plans with
+/// [`mnemo_store::rules::session::plan_append`], and carries the plan out.
+pub(crate) fn append(
+    c: &Connection,
+    session: &SessionId,
+    events: Vec<Event>,
+    author: EventAuthor,
+    lease_ttl: u64,
+) -> Result<Appended> {
+    let (s, session_seq) = sessions::get_with_seq(c, session)?;
+    let (env, env_seq) = crate::environments::get_with_seq(c, &s.environment_id)?;
+    let now = now_micros();
+    work::settle_session(c, session, now)?;
+    let view = SessionView {
+        id: session,
+        status: SessionStatus::parse(&s.status)
+            .ok_or_else(|| failure(format!("session `{session}` has an unknown status `{}`", s.status)))?,
+        archived: s.archived_at.is_some(),
+        stop_reason: s.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok()),
+        agent: &s.agent,
+        open_calls: open_calls(c, session_seq)?,
+        self_hosted: env.is_self_hosted(),
+        has_live_work: work::has_live_work(c, session)?,
+    };
+    let mut known = HashMap::new();
+    for id in referenced_calls(&events) {
+        if let Some(call) = known_call(c, session_seq, id)? {
+            known.insert(id.clone(), call);
+        }
+    }
+    let plan = plan_append(&view, known, events, author, &mut FreshIds(rfc3339(now)))?;
+    let mut appended = Appended::default();
+    for step in plan.steps {
+        match step {
+            Step::Record { event, requested } => {
+                let stored =
+                    SessionEvent { seq: sessions::insert_event(c, session_seq, &event, now)?, body: event.to_json() };
+                if requested {
+                    appended.recorded.push(stored.clone());
+                }
+                appended.written.push(stored);
+            }
+            Step::MarkAnswered(id) => {
+                c.prepare_cached("UPDATE session_events SET answered = 1 WHERE id = ?1 AND session_seq = ?2")
+                    .and_then(|mut st| st.execute(params![id.as_str(), session_seq]))
+                    .map_err(backend)?;
+            }
+            Step::Existing(event) => appended.recorded.push(event),
+        }
+    }
+    if plan.status.is_some() || plan.stop_reason.is_some() {
+        sessions::set_status(c, session_seq, plan.status, plan.stop_reason)?;
+    }
+    if plan.enqueue_work {
+        work::enqueue(c, env_seq, &WorkData::session(session), lease_ttl)?;
+        appended.enqueued_work = true;
+    }
+    Ok(appended)
 }

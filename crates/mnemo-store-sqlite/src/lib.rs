@@ -26,15 +26,17 @@ use mnemo_api::{
 };
 use std::collections::BTreeMap;
 
-use mnemo_api::{Access, Agent, AgentId, AgentParams, AgentSpec, Session, SessionId, Work, WorkId, WorkQueueStats};
+use mnemo_api::{
+    Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
+};
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{
     Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores, ListMemoryVersions,
-    Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store, StoreError,
+    Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store,
 };
 use rusqlite::{OptionalExtension, params};
 
-use crate::engine::{Engine, backend};
+use crate::engine::{Engine, backend, failure};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,8 +95,7 @@ impl SqliteStore {
     /// Opens (creating if needed) and migrates the database.
     pub fn open(settings: &SqliteSettings) -> Result<Self> {
         if let Some(parent) = settings.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::Backend(format!("create {}: {e}", parent.display())))?;
+            std::fs::create_dir_all(parent).map_err(|e| failure(format!("create {}: {e}", parent.display())))?;
         }
         let engine = Engine::start(&settings.path, settings.durability)?;
         Ok(Self { engine, limits: settings.limits })
@@ -105,8 +106,9 @@ impl SqliteStore {
         self.engine.path()
     }
 
-    /// Finishes queued writes and closes the database.
-    pub fn close(&self) {
+    /// Finishes queued writes and closes the database (blocking; [`Store::close`] is the
+    /// async form).
+    pub fn close_blocking(&self) {
         self.engine.shutdown();
     }
 }
@@ -155,11 +157,17 @@ pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Op
 }
 
 pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T> {
-    s.parse().map_err(|_| StoreError::Backend(format!("malformed id `{s}` in the database")))
+    s.parse().map_err(|_| failure(format!("malformed id `{s}` in the database")))
 }
 
 #[async_trait]
 impl Store for SqliteStore {
+    async fn close(&self) {
+        let engine = Arc::clone(&self.engine);
+        // Joining the writer thread blocks; keep it off the async workers.
+        let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
+    }
+
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
         self.engine
             .read(move |c| {
@@ -263,9 +271,13 @@ impl Store for SqliteStore {
         self.engine.write(move |c| environments::create_key(c, &environment, hash)).await
     }
 
-    async fn revoke_environment_key(&self, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
-        let id = id.clone();
-        self.engine.write(move |c| environments::revoke_key(c, &id)).await
+    async fn revoke_environment_key(
+        &self,
+        environment: &EnvironmentId,
+        id: &EnvironmentKeyId,
+    ) -> Result<EnvironmentKey> {
+        let (environment, id) = (environment.clone(), id.clone());
+        self.engine.write(move |c| environments::revoke_key(c, &environment, &id)).await
     }
 
     async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
@@ -340,15 +352,10 @@ impl Store for SqliteStore {
         self.engine.read(move |c| events::after(c, &session, seq)).await
     }
 
-    async fn append_events(
-        &self,
-        session: &SessionId,
-        events: Vec<serde_json::Value>,
-        author: EventAuthor,
-    ) -> Result<Appended> {
+    async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended> {
         let session = session.clone();
         let ttl = self.limits.work_lease_ttl_seconds;
-        self.engine.write(move |c| events::append(c, &session, &events, author, ttl)).await
+        self.engine.write(move |c| events::append(c, &session, events, author, ttl)).await
     }
 
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
@@ -365,6 +372,10 @@ impl Store for SqliteStore {
     ) -> Result<Option<Work>> {
         let environment = environment.clone();
         self.engine.write(move |c| work::poll(c, &environment, worker_id.as_deref(), reclaim_ms, &token_hash)).await
+    }
+
+    async fn expire_work(&self) -> Result<u64> {
+        self.engine.write(|c| work::expire(c, None, now_micros())).await
     }
 
     async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {

@@ -4,6 +4,7 @@ use mnemo_api::{
     Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryPrefix, MemoryStoreId, MemoryVersionId, Operation, View,
     content_sha256,
 };
+use mnemo_store::rules::memory::{self as rules, Update};
 use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -74,14 +75,7 @@ fn blocker(c: &Connection, store_seq: i64, path: &MemoryPath, except: Option<i64
 }
 
 fn check_path_free(c: &Connection, store_seq: i64, path: &MemoryPath, except: Option<i64>) -> Result<()> {
-    match blocker(c, store_seq, path, except)? {
-        None => Ok(()),
-        Some((id, conflicting_path)) => Err(StoreError::PathConflict {
-            requested: path.to_string(),
-            conflicting_memory_id: id.parse().ok(),
-            conflicting_path,
-        }),
-    }
+    rules::check_path_free(path, blocker(c, store_seq, path, except)?)
 }
 
 /// Appends a version and returns its id and row number.
@@ -131,17 +125,13 @@ pub(crate) fn create(
     limit: u32,
 ) -> Result<Memory> {
     let (s, store_seq) = stores::get_with_seq(c, store)?;
-    if s.archived_at.is_some() {
-        return Err(StoreError::Archived(store.to_string()));
-    }
+    rules::check_writable(&s)?;
     check_path_free(c, store_seq, path, None)?;
     let count: i64 = c
         .prepare_cached("SELECT memory_count FROM memory_stores WHERE seq = ?1")
         .and_then(|mut st| st.query_row([store_seq], |r| r.get(0)))
         .map_err(backend)?;
-    if count >= i64::from(limit) {
-        return Err(StoreError::StoreFull { store: store.to_string(), limit });
-    }
+    rules::check_capacity(&s, count.max(0) as u64, limit)?;
     let id = MemoryId::generate();
     let sha = content_sha256(content.as_bytes());
     let now = now_micros();
@@ -193,28 +183,16 @@ pub(crate) fn update(
     actor: &Actor,
 ) -> Result<Memory> {
     let (s, store_seq) = stores::get_with_seq(c, store)?;
-    if s.archived_at.is_some() {
-        return Err(StoreError::Archived(store.to_string()));
-    }
+    rules::check_writable(&s)?;
     let Current { mut memory, seq } = load(c, store, store_seq, id)?;
-    let current_content = memory.content.clone().unwrap_or_default();
-    let content = change.content.unwrap_or(current_content);
-    let path = change.path.map_or_else(|| memory.path.clone(), |p| p.to_string());
-    let sha = content_sha256(content.as_bytes());
-    // Already in the requested state: a retry of an update that was applied. Answer with the
-    // memory as it is, whatever the precondition says, and write no version.
-    if sha == memory.content_sha256 && path == memory.path {
-        return Ok(memory);
+    let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
+        Update::Unchanged => return Ok(memory),
+        Update::Write { content, sha256, moved_to } => (content, sha256, moved_to),
+    };
+    if let Some(to) = &moved_to {
+        check_path_free(c, store_seq, to, Some(seq))?;
     }
-    if let Some(expected) = change.expected_sha256
-        && expected != memory.content_sha256
-    {
-        return Err(StoreError::PreconditionFailed { expected, actual: memory.content_sha256 });
-    }
-    if path != memory.path {
-        let parsed = MemoryPath::parse(&path).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        check_path_free(c, store_seq, &parsed, Some(seq))?;
-    }
+    let path = moved_to.map_or_else(|| memory.path.clone(), |p| p.to_string());
     let now = now_micros();
     let (version_id, version_seq) =
         insert_version(c, store_seq, id, Operation::Modified, &path, Some((&content, &sha)), actor, now)?;
@@ -248,11 +226,7 @@ pub(crate) fn delete(
         })
         .map_err(backend)?;
     let (seq, path, sha) = row.ok_or_else(|| StoreError::not_found("memory", id))?;
-    if let Some(expected) = expected_sha256
-        && expected != sha
-    {
-        return Err(StoreError::PreconditionFailed { expected: expected.to_owned(), actual: sha });
-    }
+    rules::check_precondition(expected_sha256, &sha)?;
     insert_version(c, store_seq, id, Operation::Deleted, &path, None, actor, now_micros())?;
     c.execute("DELETE FROM memories WHERE seq = ?1", [seq]).map_err(backend)?;
     c.execute("UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = ?1", [store_seq])

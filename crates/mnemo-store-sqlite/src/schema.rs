@@ -20,14 +20,14 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         .try_into()
         .map_err(backend)?;
     if current > MIGRATIONS.len() {
-        return Err(StoreError::Backend(format!(
+        return Err(crate::engine::failure(format!(
             "the database has schema version {current}, newer than this mnemo knows ({}); upgrade mnemo",
             MIGRATIONS.len()
         )));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;", i + 1))
-            .map_err(|e| StoreError::Backend(format!("migration {}: {e}", i + 1)))?;
+            .map_err(|e| crate::engine::failure(format!("migration {}: {e}", i + 1)))?;
     }
     Ok(())
 }

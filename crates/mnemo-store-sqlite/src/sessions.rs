@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use mnemo_api::{
-    Access, EventId, MemoryStoreId, MemoryStoreResource, Session, SessionId, WorkData, mount_paths,
-    render_memory_prompt,
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, MemoryStoreResource, Session, SessionId, SessionStatus,
+    StopReason, WorkData, mount_paths, render_memory_prompt,
 };
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::engine::backend;
 use crate::stores::page;
-use crate::{agents, environments, now_micros, parse_id, stores, ts, ts_opt, work};
+use crate::{agents, environments, now_micros, parse_id, rfc3339, stores, ts, ts_opt, work};
 
 /// The JSON part of a session row.
 #[derive(Debug, Serialize, Deserialize)]
@@ -167,7 +167,8 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
         .map_err(backend)?;
     }
     for event in &new.initial_events {
-        insert_event(c, seq, event, Some(now))?;
+        let logged = LoggedEvent { id: EventId::generate(), event: event.clone(), processed_at: Some(rfc3339(now)) };
+        insert_event(c, seq, &logged, now)?;
     }
     if env.is_self_hosted() {
         work::enqueue(c, env_seq, &WorkData::session(&id), lease_ttl)?;
@@ -175,25 +176,22 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
     get_with_seq(c, &id).map(|(s, _)| s)
 }
 
-/// Records one event (with a fresh id) and returns it as listed.
-pub(crate) fn insert_event(
-    c: &Connection,
-    session_seq: i64,
-    event: &Value,
-    processed_at: Option<i64>,
-) -> Result<Value> {
-    let id = EventId::generate();
-    let mut event = event.clone();
-    let obj = event.as_object_mut().ok_or_else(|| StoreError::Invalid("an event must be an object".into()))?;
-    obj.insert("id".into(), Value::String(id.to_string()));
-    obj.insert("processed_at".into(), processed_at.map_or(Value::Null, |t| Value::String(crate::rfc3339(t))));
-    let kind = obj.get("type").and_then(Value::as_str).unwrap_or("").to_owned();
-    c.execute(
+/// Records one event processed at `processed_at`; returns its position in the log.
+pub(crate) fn insert_event(c: &Connection, session_seq: i64, event: &LoggedEvent, processed_at: i64) -> Result<i64> {
+    c.prepare_cached(
         "INSERT INTO session_events (id, session_seq, type, body, processed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id.as_str(), session_seq, kind, event.to_string(), processed_at],
     )
+    .and_then(|mut s| {
+        s.execute(params![
+            event.id.as_str(),
+            session_seq,
+            event.event.kind(),
+            event.to_json().to_string(),
+            processed_at
+        ])
+    })
     .map_err(backend)?;
-    Ok(event)
+    Ok(c.last_insert_rowid())
 }
 
 pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>> {
@@ -238,7 +236,9 @@ pub(crate) fn archive(c: &Connection, id: &SessionId) -> Result<Session> {
             params![now, seq],
         )
         .map_err(backend)?;
-        insert_event(c, seq, &json!({"type": "session.status_terminated"}), Some(now))?;
+        let terminated =
+            LoggedEvent { id: EventId::generate(), event: Event::StatusTerminated, processed_at: Some(rfc3339(now)) };
+        insert_event(c, seq, &terminated, now)?;
         work::stop_session_work(c, id)?;
     }
     get_with_seq(c, id).map(|(s, _)| s)
@@ -264,14 +264,21 @@ pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId
     Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
 }
 
-/// Sets a session's status (and the reason it went idle, kept in its body).
-pub(crate) fn set_status(c: &Connection, session_seq: i64, status: &str, stop_reason: Option<Value>) -> Result<()> {
-    let body: String =
-        c.query_row("SELECT body FROM sessions WHERE seq = ?1", [session_seq], |r| r.get(0)).map_err(backend)?;
+/// Sets a session's status and/or the reason it last went idle (kept in its body).
+pub(crate) fn set_status(
+    c: &Connection,
+    session_seq: i64,
+    status: Option<SessionStatus>,
+    stop_reason: Option<StopReason>,
+) -> Result<()> {
+    let (current, body): (String, String) = c
+        .query_row("SELECT status, body FROM sessions WHERE seq = ?1", [session_seq], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(backend)?;
     let mut body: Body = serde_json::from_str(&body).map_err(backend)?;
-    if status == "idle" {
-        body.stop_reason = stop_reason;
+    if let Some(reason) = stop_reason {
+        body.stop_reason = Some(serde_json::to_value(reason).map_err(backend)?);
     }
+    let status = status.map_or(current, |s| s.as_str().to_owned());
     c.execute(
         "UPDATE sessions SET status = ?1, body = ?2, updated_at = ?3 WHERE seq = ?4",
         params![status, serde_json::to_string(&body).map_err(backend)?, now_micros(), session_seq],

@@ -1,6 +1,7 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
 use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -114,16 +115,12 @@ pub(crate) fn redact(
     if version.redacted_at.is_some() {
         return Ok(version);
     }
-    let live: Option<i64> = c
-        .prepare_cached("SELECT version_seq FROM memories WHERE id = ?1")
+    let current: Option<String> = c
+        .prepare_cached("SELECT version_id FROM memories WHERE id = ?1")
         .and_then(|mut s| s.query_row([version.memory_id.as_str()], |r| r.get(0)).optional())
         .map_err(backend)?;
-    if live == Some(seq) {
-        return Err(StoreError::RedactCurrentVersion {
-            version: id.to_string(),
-            memory: version.memory_id.to_string(),
-        });
-    }
+    let current: Option<MemoryVersionId> = current.as_deref().map(parse_id).transpose()?;
+    check_redactable(&version, current.as_ref())?;
     let now = now_micros();
     let (kind, redactor) = actor_columns(actor);
     c.execute(

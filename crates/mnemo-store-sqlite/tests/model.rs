@@ -192,7 +192,7 @@ async fn run(ops: Vec<Op>) {
             }
         }
     }
-    db.close();
+    db.close().await;
 }
 
 proptest! {

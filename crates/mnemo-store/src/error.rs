@@ -36,7 +36,7 @@ pub enum StoreError {
     /// The request breaks a rule with a stable machine-readable code (`error.details.error_code`),
     /// such as `environment_archived` or `invalid_config_type_change`.
     #[error("{message}")]
-    Coded { code: &'static str, message: String },
+    Coded { code: ErrorCode, message: String },
     /// A state conflict that retrying cannot fix (`409 conflict_error`), e.g. stopping a stopped
     /// work item or acknowledging one that is not pending.
     #[error("{0}")]
@@ -47,9 +47,43 @@ pub enum StoreError {
     /// A `page` value that this server did not hand out.
     #[error("`page` is not a cursor returned by this list; pass the `next_page` value of the previous response")]
     InvalidCursor,
-    /// The database failed; the message is for logs only.
-    #[error("storage failure: {0}")]
-    Backend(String),
+    /// A transient failure of the database (a serialization failure, a deadlock, a busy
+    /// database): the same call may well succeed if made again.
+    #[error("transient storage failure")]
+    Retryable(#[source] BoxError),
+    /// The database failed; the cause is for logs only.
+    #[error("storage failure")]
+    Backend(#[source] BoxError),
+}
+
+/// The cause of a database failure.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The stable codes of [`StoreError::Coded`], sent as `error.details.error_code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    EnvironmentNotFound,
+    EnvironmentArchived,
+    InvalidConfigTypeChange,
+    InvalidMetadata,
+}
+
+impl ErrorCode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EnvironmentNotFound => "environment_not_found",
+            Self::EnvironmentArchived => "environment_archived",
+            Self::InvalidConfigTypeChange => "invalid_config_type_change",
+            Self::InvalidMetadata => "invalid_metadata",
+        }
+    }
+
+    /// Whether the code says that something does not exist (`404`) rather than that the
+    /// request is invalid (`400`).
+    pub fn is_not_found(self) -> bool {
+        matches!(self, Self::EnvironmentNotFound)
+    }
 }
 
 fn path_conflict_message(requested: &str, conflicting: &str) -> String {
@@ -66,5 +100,43 @@ impl StoreError {
     /// A not-found error for an object kind and id.
     pub fn not_found(kind: &'static str, id: &impl ToString) -> Self {
         Self::NotFound { kind, id: id.to_string() }
+    }
+
+    /// A database failure with its cause.
+    pub fn backend(cause: impl Into<BoxError>) -> Self {
+        Self::Backend(cause.into())
+    }
+
+    /// Whether making the same call again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Retryable(_))
+    }
+
+    /// The message and every cause below it, `: `-separated, for logs.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut next = std::error::Error::source(self);
+        while let Some(cause) = next {
+            out.push_str(": ");
+            out.push_str(&cause.to_string());
+            next = cause.source();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backend_failure_keeps_its_cause() {
+        let io = std::io::Error::other("disk on fire");
+        let e = StoreError::backend(io);
+        assert_eq!(e.to_string(), "storage failure");
+        assert_eq!(e.chain(), "storage failure: disk on fire");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(!e.is_retryable());
+        assert!(StoreError::Retryable("deadlock".into()).is_retryable());
     }
 }

@@ -1,30 +1,33 @@
 //! The storage boundary of mnemo: the [`Store`] trait and the types it speaks.
 //!
 //! The HTTP server is written against [`Store`] only; each backend (`mnemo-store-sqlite` now,
-//! PostgreSQL later) lives in its own crate and implements every rule that needs the stored
-//! state — path overlaps, preconditions, the per-store cap, archived stores — inside one
-//! transaction, so two writers racing on one memory can never both win.
+//! PostgreSQL later) lives in its own crate. The rules of the product — the session state
+//! machine, the work lease, credential scopes, memory preconditions, overlaps and the cap —
+//! live here, in [`rules`], as pure functions; a backend loads their inputs and writes their
+//! outputs inside one transaction, so two writers racing on one memory can never both win.
 //!
-//! Request-shape rules (path syntax, sizes, names) are checked before a call reaches the store,
-//! by the types of `mnemo-api`.
+//! Request-shape rules (path syntax, sizes, names, event shapes) are checked before a call
+//! reaches the store, by the types of `mnemo-api`.
 //!
 //! This crate must not depend on any database driver or HTTP framework.
 
 mod cursor;
 mod error;
+pub mod rules;
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use mnemo_api::{
     Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
+    EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
     MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View, Work, WorkHeartbeat, WorkId,
     WorkQueueStats,
 };
 
 pub use cursor::Cursor;
-pub use error::StoreError;
+pub use error::{BoxError, ErrorCode, StoreError};
+pub use rules::session::EventAuthor;
 
 /// Result of every store call.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -79,7 +82,7 @@ pub struct NewSession {
     pub metadata: BTreeMap<String, String>,
     pub budget: Option<serde_json::Value>,
     /// `user.message` / `user.define_outcome` events to record first.
-    pub initial_events: Vec<serde_json::Value>,
+    pub initial_events: Vec<Event>,
     /// Where mount paths are rooted (`/mnt/memory` by default).
     pub mount_root: String,
 }
@@ -102,14 +105,6 @@ pub struct ListSessions {
 pub struct SessionEvent {
     pub seq: i64,
     pub body: serde_json::Value,
-}
-
-/// Who appends events: the agent side (an API key driving the session) may post `agent.*`
-/// events and end turns; clients (and workers) post `user.*` and `system.message` events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventAuthor {
-    Agent,
-    Client,
 }
 
 /// Filters of the event listing.
@@ -256,8 +251,16 @@ pub struct Listing<T> {
 /// Persistent state of a mnemo server.
 ///
 /// Every mutating call commits before it returns: an acknowledged write survives a crash.
+/// The invariants every backend keeps (and `mnemo-store-tests` checks, concurrency included):
+/// each write is one transaction applying [`rules`]; a memory path, the per-store cap and a
+/// precondition are judged on the state the write commits on; a work item is delivered to one
+/// poller at a time and its lease is judged by one clock; a session's events are numbered in
+/// commit order, so `events_after(seq)` never misses an event committed later.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    /// Finishes queued writes and releases the database; later calls fail.
+    async fn close(&self);
+
     /// The API key whose secret hashes to `hash`, unless revoked.
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>>;
     /// Records an API key by the hash of its secret; an already known hash is left alone.
@@ -284,8 +287,13 @@ pub trait Store: Send + Sync + 'static {
     /// Records a new key for an environment by the hash of its secret.
     async fn create_environment_key(&self, environment: &EnvironmentId, hash: CredentialHash)
     -> Result<EnvironmentKey>;
-    /// Revokes a key; revoking twice returns it unchanged.
-    async fn revoke_environment_key(&self, id: &EnvironmentKeyId) -> Result<EnvironmentKey>;
+    /// Revokes a key of `environment` (a key of another environment is not found); revoking
+    /// twice returns it unchanged.
+    async fn revoke_environment_key(
+        &self,
+        environment: &EnvironmentId,
+        id: &EnvironmentKeyId,
+    ) -> Result<EnvironmentKey>;
     async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>>;
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent>;
@@ -313,15 +321,10 @@ pub trait Store: Send + Sync + 'static {
     async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>>;
     /// Every event after position `seq` (for resuming streams).
     async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>>;
-    /// Appends events in one transaction, applying the session's rules (results answer exactly
-    /// one open tool call; tool calls move the session to `running` and then `idle` with
-    /// `requires_action`; …).
-    async fn append_events(
-        &self,
-        session: &SessionId,
-        events: Vec<serde_json::Value>,
-        author: EventAuthor,
-    ) -> Result<Appended>;
+    /// Appends events in one transaction, carrying out [`rules::session::plan_append`] (results
+    /// answer exactly one open tool call; tool calls move the session to `running` and then
+    /// `idle` with `requires_action`; …).
+    async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended>;
     /// How a session may use a store, if it has it attached.
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
 
@@ -334,6 +337,10 @@ pub trait Store: Send + Sync + 'static {
         reclaim_ms: u64,
         token_hash: CredentialHash,
     ) -> Result<Option<Work>>;
+    /// Applies lease expiry ([`rules::work::Lease::expire`]) to every item of every environment
+    /// whose lease has run out; returns how many items changed. Expiry is also applied to the
+    /// items a call touches, so this only keeps listings and statistics fresh.
+    async fn expire_work(&self) -> Result<u64>;
     /// Queues a `healthcheck` item (workers ack and stop it without touching any session).
     async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work>;
     async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;

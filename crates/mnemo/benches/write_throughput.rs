@@ -75,13 +75,13 @@ async fn server_rate(dir: &std::path::Path, durability: Durability, writes: usiz
     latencies.sort();
     let _ = stop.send(());
     let _ = server.await;
-    sqlite.close();
+    sqlite.close_blocking();
     (writes as f64 / elapsed.as_secs_f64(), latencies[latencies.len() / 2], latencies[latencies.len() * 99 / 100])
 }
 
 fn raw_rate(dir: &std::path::Path, durability: Durability, writes: usize) -> f64 {
     let s = settings(dir, "raw", durability);
-    SqliteStore::open(&s).unwrap().close(); // create the schema
+    SqliteStore::open(&s).unwrap().close_blocking(); // create the schema
     let conn = rusqlite::Connection::open(&s.path).unwrap();
     let sync = if durability == Durability::Full { "FULL" } else { "NORMAL" };
     conn.execute_batch(&format!("PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"))

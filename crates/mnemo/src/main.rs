@@ -4,6 +4,7 @@
 //! the library crates.
 
 mod command;
+mod database;
 mod logging;
 
 use std::process::ExitCode;

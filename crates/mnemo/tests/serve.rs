@@ -50,11 +50,13 @@ async fn api_keys_from_flags_work_and_are_never_logged() {
 #[test]
 fn bad_database_urls_fail_with_a_clear_message() {
     let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database", "mysql://nope"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--database", "mysql://root:hunter2@db/mnemo"])
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported database URL"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unsupported database scheme `mysql:`; this build supports `sqlite://PATH"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "the URL's password leaked: {stderr}");
 }
 
 /// Writers hammer the server; it is killed with SIGKILL mid-flight; every write it had

@@ -174,11 +174,7 @@ pub(crate) async fn revoke_key(
 ) -> Reply<EnvironmentKey> {
     let env = environment_id(&env)?;
     let key_id: EnvironmentKeyId = path_id("environment key", &key)?;
-    let keys = state.store.list_environment_keys(&env).await?;
-    if !keys.iter().any(|k| k.id == key_id) {
-        return Err(ApiError::not_found(format!("environment key `{key_id}` not found in environment `{env}`")));
-    }
-    let key = state.store.revoke_environment_key(&key_id).await?;
+    let key = state.store.revoke_environment_key(&env, &key_id).await?;
     // Cached lookups must not outlive the revocation.
     state.auth.forget_all();
     tracing::info!(environment.id = %env, environment_key.id = %key_id, "revoked environment key");

@@ -8,7 +8,8 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use mnemo_api::SessionId;
-use mnemo_store::{EventAuthor, ListEvents, SessionEvent};
+use mnemo_store::rules::scope;
+use mnemo_store::{ListEvents, SessionEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -65,6 +66,17 @@ pub(crate) async fn list(
     }))
 }
 
+/// Parses the events of a request at the edge; an error names the field (`events[2].tool_use_id`).
+pub(crate) fn parse_events(field: &str, values: Vec<Value>) -> Result<Vec<mnemo_api::Event>, ApiError> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            mnemo_api::Event::parse(v).map_err(|e| ApiError::invalid(e.within(&format!("{field}[{i}]")).to_string()))
+        })
+        .collect()
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct SendEvents {
     events: Vec<Value>,
@@ -88,11 +100,8 @@ pub(crate) async fn send(
     if body.events.is_empty() {
         return Err(ApiError::invalid("events must not be empty"));
     }
-    let author = match caller {
-        Caller::ApiKey(_) => EventAuthor::Agent,
-        Caller::EnvironmentKey { .. } | Caller::SessionToken { .. } => EventAuthor::Client,
-    };
-    let appended = state.store.append_events(&id, body.events, author).await?;
+    let events = parse_events("events", body.events)?;
+    let appended = state.store.append_events(&id, events, scope::event_author(&caller.0)).await?;
     state.hub.publish(&id, &appended.written);
     if appended.enqueued_work {
         state.work_signal.notify_waiters();

@@ -3,9 +3,10 @@
 
 use axum::extract::{Path, State};
 use mnemo_api::{
-    AgentParams, CreateSession, EnvironmentId, MAX_MEMORY_INSTRUCTIONS_CHARS, MAX_SESSION_MEMORY_STORES, MemoryStoreId,
-    Session, SessionDeleted, SessionId, View, validate_metadata,
+    AgentParams, CreateSession, EnvironmentId, Event, MAX_MEMORY_INSTRUCTIONS_CHARS, MAX_SESSION_MEMORY_STORES,
+    MemoryStoreId, Session, SessionDeleted, SessionId, View, validate_metadata,
 };
+use mnemo_store::rules::scope::Action;
 use mnemo_store::{AgentRef, Attachment, ListSessions, NewSession};
 use serde::Serialize;
 use serde_json::Value;
@@ -96,14 +97,13 @@ pub(crate) async fn create(
     if body.initial_events.len() > MAX_INITIAL_EVENTS {
         return Err(ApiError::invalid(format!("at most {MAX_INITIAL_EVENTS} initial_events are accepted")));
     }
-    for e in &body.initial_events {
-        match e.get("type").and_then(Value::as_str) {
-            Some("user.message" | "user.define_outcome") => {}
-            other => {
-                return Err(ApiError::invalid(format!(
-                    "initial_events accept only user.message and user.define_outcome (got {other:?})"
-                )));
-            }
+    let initial_events = super::events::parse_events("initial_events", body.initial_events)?;
+    for (i, event) in initial_events.iter().enumerate() {
+        if !matches!(event, Event::UserMessage(_) | Event::UserDefineOutcome(_)) {
+            return Err(ApiError::invalid(format!(
+                "initial_events[{i}]: initial_events accept only user.message and user.define_outcome (got {})",
+                event.kind()
+            )));
         }
     }
     let new = NewSession {
@@ -113,7 +113,7 @@ pub(crate) async fn create(
         title: body.title,
         metadata,
         budget: body.budget,
-        initial_events: body.initial_events,
+        initial_events,
         mount_root: state.memory_mount_root.to_string(),
     };
     let session = state.store.create_session(new).await?;
@@ -126,16 +126,8 @@ pub(crate) async fn create(
 /// their environment, sessions tokens their own session.
 pub(crate) async fn visible_session(state: &AppState, caller: &Caller, id: &SessionId) -> Result<Session, ApiError> {
     let session = state.store.get_session(id).await?;
-    let allowed = match caller {
-        Caller::ApiKey(_) => true,
-        Caller::EnvironmentKey { environment, .. } => *environment == session.environment_id,
-        Caller::SessionToken { session: own, .. } => own == id,
-    };
-    if allowed {
-        Ok(session)
-    } else {
-        Err(ApiError::permission(format!("this credential does not reach session `{id}`")))
-    }
+    caller.allow(Action::Session { session: id, environment: &session.environment_id })?;
+    Ok(session)
 }
 
 pub(crate) async fn retrieve(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Reply<Session> {

@@ -9,7 +9,8 @@ use axum::response::{IntoResponse, Response};
 use mnemo_api::{
     EnvironmentId, Page, StopWork, View, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkSecret, generate_secret,
 };
-use mnemo_store::HeartbeatOutcome;
+use mnemo_store::rules::scope::{Action, WorkOp};
+use mnemo_store::{Credential, HeartbeatOutcome};
 use serde::Deserialize;
 
 use super::{page_cursor, page_limit, path_id};
@@ -36,38 +37,9 @@ fn work_ids(env: &str, work: &str) -> Result<(EnvironmentId, WorkId), ApiError> 
     Ok((env, work.expect("a work id was given")))
 }
 
-/// Who may do what on the queue. `work`: the item the call is about, if any.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Allow {
-    /// The environment's own key only (poll, ack).
-    EnvironmentKey,
-    /// The environment key, or the sessions token of this very item (heartbeat).
-    Worker,
-    /// Any of the above, or an API key (stop, stats, list).
-    Anyone,
-    /// An API key only (retrieve, update).
-    ApiKey,
-}
-
-fn check(caller: &Caller, allow: Allow, env: &EnvironmentId, work: Option<&WorkId>) -> Result<(), ApiError> {
-    let ok = match caller {
-        Caller::ApiKey(_) => matches!(allow, Allow::Anyone | Allow::ApiKey),
-        Caller::EnvironmentKey { environment, .. } => environment == env && allow != Allow::ApiKey,
-        Caller::SessionToken { work: own, environment, .. } => {
-            matches!(allow, Allow::Worker | Allow::Anyone) && environment == env && work == Some(own)
-        }
-    };
-    if ok {
-        Ok(())
-    } else {
-        let need = match allow {
-            Allow::EnvironmentKey => "this environment's key",
-            Allow::Worker => "this environment's key or this work item's sessions token",
-            Allow::Anyone => "an API key, this environment's key or this work item's sessions token",
-            Allow::ApiKey => "an API key",
-        };
-        Err(ApiError::permission(format!("this call needs {need}")))
-    }
+/// Asks the scope rules whether `caller` may do `op` on `env`'s queue (or one `work` item).
+fn check(caller: &Caller, op: WorkOp, env: &EnvironmentId, work: Option<&WorkId>) -> Result<(), ApiError> {
+    caller.allow(Action::Work { environment: env, item: work, op })
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,7 +68,7 @@ pub(crate) async fn poll(
     Query(q): Query<PollParams>,
 ) -> Result<Response, ApiError> {
     let (env, _) = ids(&env, None)?;
-    check(&caller, Allow::EnvironmentKey, &env, None)?;
+    check(&caller, WorkOp::Take, &env, None)?;
     let block = positive("block_ms", q.block_ms.as_deref(), Some(999))?.unwrap_or(0);
     let reclaim =
         positive("reclaim_older_than_ms", q.reclaim_older_than_ms.as_deref(), None)?.unwrap_or(DEFAULT_RECLAIM_MS);
@@ -108,7 +80,7 @@ pub(crate) async fn poll(
         let token = generate_secret(SESSIONS_TOKEN_PREFIX);
         if let Some(mut work) = state.store.poll_work(&env, worker.clone(), reclaim, hash_credential(&token)).await? {
             work.secret = Some(WorkSecret { sessions_token: token }.encode());
-            if let Caller::EnvironmentKey { id, .. } = &caller {
+            if let Credential::EnvironmentKey { id, .. } = &caller.0 {
                 tracing::info!(work.id = %work.id, environment.id = %env, environment_key.id = %id, "delivered work item");
             }
             return Ok(axum::Json(work).into_response());
@@ -125,7 +97,7 @@ pub(crate) async fn ack(
     Path((env, work)): Path<(String, String)>,
 ) -> Reply<Work> {
     let (env, work) = work_ids(&env, &work)?;
-    check(&caller, Allow::EnvironmentKey, &env, Some(&work))?;
+    check(&caller, WorkOp::Take, &env, Some(&work))?;
     Ok(axum::Json(state.store.ack_work(&env, &work).await?))
 }
 
@@ -142,7 +114,7 @@ pub(crate) async fn heartbeat(
     Query(q): Query<HeartbeatParams>,
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
     let (env, work) = work_ids(&env, &work)?;
-    check(&caller, Allow::Worker, &env, Some(&work))?;
+    check(&caller, WorkOp::Heartbeat, &env, Some(&work))?;
     let expected = q.expected_last_heartbeat.as_deref().ok_or_else(|| {
         ApiError::invalid("expected_last_heartbeat is required (`NO_HEARTBEAT` for the first heartbeat)")
     })?;
@@ -164,7 +136,7 @@ pub(crate) async fn stop(
     Json(body): Json<StopWork>,
 ) -> Reply<Work> {
     let (env, work) = work_ids(&env, &work)?;
-    check(&caller, Allow::Anyone, &env, Some(&work))?;
+    check(&caller, WorkOp::Stop, &env, Some(&work))?;
     let stopped = state.store.stop_work(&env, &work, body.force.unwrap_or(false)).await?;
     tracing::info!(work.id = %work, state = stopped.state.as_str(), "stopped work item");
     Ok(axum::Json(stopped))
@@ -176,7 +148,7 @@ pub(crate) async fn retrieve(
     Path((env, work)): Path<(String, String)>,
 ) -> Reply<Work> {
     let (env, work) = work_ids(&env, &work)?;
-    check(&caller, Allow::ApiKey, &env, Some(&work))?;
+    check(&caller, WorkOp::Manage, &env, Some(&work))?;
     Ok(axum::Json(state.store.get_work(&env, &work).await?))
 }
 
@@ -192,7 +164,7 @@ pub(crate) async fn update(
     Json(body): Json<UpdateWork>,
 ) -> Reply<Work> {
     let (env, work) = work_ids(&env, &work)?;
-    check(&caller, Allow::ApiKey, &env, Some(&work))?;
+    check(&caller, WorkOp::Manage, &env, Some(&work))?;
     let patch = body.metadata.ok_or_else(|| ApiError::invalid("metadata is required"))?;
     Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
 }
@@ -210,7 +182,7 @@ pub(crate) async fn list(
     Query(q): Query<ListParams>,
 ) -> Reply<Page<Work>> {
     let (env, _) = ids(&env, None)?;
-    check(&caller, Allow::Anyone, &env, None)?;
+    check(&caller, WorkOp::Inspect, &env, None)?;
     let listing = state
         .store
         .list_work(&env, page_limit(q.limit.as_deref(), View::Basic)?, page_cursor(q.page.as_deref())?)
@@ -224,7 +196,7 @@ pub(crate) async fn stats(
     Path(env): Path<String>,
 ) -> Reply<WorkQueueStats> {
     let (env, _) = ids(&env, None)?;
-    check(&caller, Allow::Anyone, &env, None)?;
+    check(&caller, WorkOp::Inspect, &env, None)?;
     Ok(axum::Json(state.store.work_stats(&env).await?))
 }
 
@@ -232,7 +204,7 @@ pub(crate) async fn stats(
 /// polling and acknowledging.
 pub(crate) async fn healthcheck(State(state): State<AppState>, caller: Caller, Path(env): Path<String>) -> Reply<Work> {
     let (env, _) = ids(&env, None)?;
-    check(&caller, Allow::ApiKey, &env, None)?;
+    check(&caller, WorkOp::Manage, &env, None)?;
     let work = state.store.enqueue_healthcheck(&env).await?;
     state.work_signal.notify_waiters();
     Ok(axum::Json(work))

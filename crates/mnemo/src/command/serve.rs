@@ -9,9 +9,12 @@ use anyhow::{Context, bail};
 use clap::Args;
 use mnemo_server::{AppState, ServeConfig, hash_credential};
 use mnemo_store::{Limits, Store};
-use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 
 use super::signals::Signals;
+
+/// How often lapsed work leases are applied to the queue (listings and statistics stay fresh;
+/// every call that touches an item applies its expiry itself).
+const LEASE_SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How long in-flight requests may run after SIGTERM/SIGINT.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
@@ -22,8 +25,9 @@ pub(crate) struct Serve {
     #[arg(long, default_value = "127.0.0.1:8080", env = "MNEMO_LISTEN")]
     listen: SocketAddr,
 
-    /// Database URL: `sqlite://PATH` (add `?synchronous=normal` to trade power-loss
-    /// durability for speed). Defaults to mnemo.sqlite in the platform data directory.
+    /// Database URL; its scheme picks the backend: `sqlite://PATH` (add `?synchronous=normal`
+    /// to trade power-loss durability for speed). Defaults to mnemo.sqlite in the platform data
+    /// directory.
     #[arg(long, env = "MNEMO_DATABASE")]
     database: Option<String>,
 
@@ -90,17 +94,11 @@ impl Serve {
             Some(url) => url,
             None => default_database()?,
         };
-        if !url.starts_with("sqlite:") {
-            bail!("unsupported database URL `{url}`: this build supports sqlite://PATH");
-        }
-        let mut settings = SqliteSettings::from_url(&url).map_err(anyhow::Error::msg)?;
-        settings.limits = Limits {
+        let limits = Limits {
             max_memories_per_store: self.max_memories_per_store,
             work_lease_ttl_seconds: self.work_lease_ttl.max(1),
         };
-        let sqlite = SqliteStore::open(&settings).with_context(|| format!("open {}", settings.path.display()))?;
-        tracing::info!(database = %settings.path.display(), "opened database");
-        let store: Arc<dyn Store> = Arc::new(sqlite.clone());
+        let store: Arc<dyn Store> = crate::database::open(&url, limits).await?;
 
         for key in self.api_keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
             let id = store.ensure_api_key(hash_credential(key), "command line").await?;
@@ -130,7 +128,9 @@ impl Serve {
         stdout.flush()?;
         drop(stdout);
 
-        let router = mnemo_server::router(AppState::new(store).with_memory_mount_root(&self.memory_mount_root));
+        let expiry = tokio::spawn(mnemo_server::expire_work_leases(Arc::clone(&store), LEASE_SWEEP_EVERY));
+        let router =
+            mnemo_server::router(AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = ServeConfig {
             header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout),
@@ -155,8 +155,9 @@ impl Serve {
                 }
             }
         };
+        expiry.abort();
         // Every acknowledged write is already committed; this only finishes queued ones.
-        sqlite.close();
+        store.close().await;
         served.context("the server task failed")?.context("serve HTTP")?;
         tracing::info!("stopped");
         Ok(())

@@ -1,0 +1,179 @@
+//! The rules of writing memories: archived stores, the per-store cap, `content_sha256`
+//! preconditions, retried updates, path overlaps, and which version may be redacted.
+//!
+//! A backend runs these inside the transaction that writes, after locking the store (a row
+//! lock, or the single writer of an embedded database), so that the state they judge is the
+//! state the write lands on: two creates racing for one path, or for the last slot under the
+//! cap, cannot both pass.
+
+use mnemo_api::{Memory, MemoryPath, MemoryStore, MemoryVersion, MemoryVersionId, content_sha256};
+
+use crate::{MemoryChange, StoreError};
+
+/// A store takes new content only while it is not archived.
+pub fn check_writable(store: &MemoryStore) -> Result<(), StoreError> {
+    match store.archived_at {
+        Some(_) => Err(StoreError::Archived(store.id.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// One more memory fits under the cap.
+pub fn check_capacity(store: &MemoryStore, live_memories: u64, limit: u32) -> Result<(), StoreError> {
+    if live_memories >= u64::from(limit) {
+        return Err(StoreError::StoreFull { store: store.id.to_string(), limit });
+    }
+    Ok(())
+}
+
+/// A `content_sha256` precondition holds.
+pub fn check_precondition(expected: Option<&str>, actual: &str) -> Result<(), StoreError> {
+    match expected {
+        Some(expected) if expected != actual => {
+            Err(StoreError::PreconditionFailed { expected: expected.to_owned(), actual: actual.to_owned() })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The path is free: `blocker` is the memory (id, path) that equals it, is an ancestor of it
+/// or lies below it, as the backend found it (excluding the memory being moved).
+pub fn check_path_free(path: &MemoryPath, blocker: Option<(String, String)>) -> Result<(), StoreError> {
+    match blocker {
+        None => Ok(()),
+        Some((id, conflicting_path)) => Err(StoreError::PathConflict {
+            requested: path.to_string(),
+            conflicting_memory_id: id.parse().ok(),
+            conflicting_path,
+        }),
+    }
+}
+
+/// What an update writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// The memory already holds the requested state (a retry of an applied update): answer
+    /// with it as it is, whatever the precondition says, and write no version.
+    Unchanged,
+    /// Write a `modified` version with this content; `moved_to`: check this path is free first.
+    Write { content: String, sha256: String, moved_to: Option<MemoryPath> },
+}
+
+/// Plans an update of `current` (with its content).
+pub fn plan_update(current: &Memory, change: MemoryChange) -> Result<Update, StoreError> {
+    let content = match change.content {
+        Some(content) => content,
+        None => current.content.clone().unwrap_or_default(),
+    };
+    let sha256 = content_sha256(content.as_bytes());
+    let moved_to = change.path.filter(|p| p.as_str() != current.path);
+    if sha256 == current.content_sha256 && moved_to.is_none() {
+        return Ok(Update::Unchanged);
+    }
+    check_precondition(change.expected_sha256.as_deref(), &current.content_sha256)?;
+    Ok(Update::Write { content, sha256, moved_to })
+}
+
+/// A version may be redacted unless it holds its memory's current content. `current`: the
+/// version the memory holds now, if the memory still exists.
+pub fn check_redactable(version: &MemoryVersion, current: Option<&MemoryVersionId>) -> Result<(), StoreError> {
+    if current == Some(&version.id) {
+        return Err(StoreError::RedactCurrentVersion {
+            version: version.id.to_string(),
+            memory: version.memory_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use mnemo_api::{MemoryId, MemoryStoreId};
+
+    use super::*;
+
+    fn memory(path: &str, content: &str) -> Memory {
+        Memory {
+            id: "mem_m".parse::<MemoryId>().unwrap(),
+            memory_store_id: "memstore_s".parse::<MemoryStoreId>().unwrap(),
+            path: path.into(),
+            content_sha256: content_sha256(content.as_bytes()),
+            content_size_bytes: content.len() as u64,
+            content: Some(content.into()),
+            memory_version_id: "memver_v".parse().unwrap(),
+            created_at: Default::default(),
+            updated_at: Default::default(),
+        }
+    }
+
+    fn change(content: Option<&str>, path: Option<&str>, expected: Option<&str>) -> MemoryChange {
+        MemoryChange {
+            content: content.map(str::to_owned),
+            path: path.map(|p| MemoryPath::parse(p).unwrap()),
+            expected_sha256: expected.map(|e| content_sha256(e.as_bytes())),
+        }
+    }
+
+    #[test]
+    fn updates() {
+        let current = memory("/a.md", "old");
+        #[rustfmt::skip]
+        let rows: Vec<(&str, MemoryChange, Result<&str, &str>)> = vec![
+            ("the same content is unchanged", change(Some("old"), None, None), Ok("unchanged")),
+            ("the same content and path are unchanged", change(Some("old"), Some("/a.md"), None), Ok("unchanged")),
+            ("a retry is unchanged whatever its precondition says", change(Some("old"), None, Some("stale")), Ok("unchanged")),
+            ("new content is written", change(Some("new"), None, None), Ok("write new")),
+            ("with a matching precondition", change(Some("new"), None, Some("old")), Ok("write new")),
+            ("a stale precondition fails", change(Some("new"), None, Some("stale")), Err("precondition")),
+            ("a move keeps the content and checks the new path", change(None, Some("/b.md"), None), Ok("write old to /b.md")),
+            ("a move with a stale precondition fails", change(None, Some("/b.md"), Some("stale")), Err("precondition")),
+        ];
+        for (rule, c, expected) in rows {
+            let got = match plan_update(&current, c) {
+                Ok(Update::Unchanged) => Ok("unchanged".to_owned()),
+                Ok(Update::Write { content, moved_to: None, .. }) => Ok(format!("write {content}")),
+                Ok(Update::Write { content, moved_to: Some(p), .. }) => Ok(format!("write {content} to {p}")),
+                Err(StoreError::PreconditionFailed { .. }) => Err("precondition"),
+                Err(other) => panic!("{rule}: {other:?}"),
+            };
+            assert_eq!(got, expected.map(str::to_owned), "rule: {rule}");
+        }
+    }
+
+    #[test]
+    fn store_and_path_checks() {
+        let mut store = MemoryStore {
+            id: "memstore_s".parse().unwrap(),
+            name: "s".into(),
+            description: String::new(),
+            metadata: Default::default(),
+            created_at: Default::default(),
+            updated_at: Default::default(),
+            archived_at: None,
+        };
+        assert!(check_writable(&store).is_ok());
+        assert!(check_capacity(&store, 9, 10).is_ok());
+        assert!(matches!(check_capacity(&store, 10, 10), Err(StoreError::StoreFull { limit: 10, .. })));
+        store.archived_at = Some(Default::default());
+        assert!(matches!(check_writable(&store), Err(StoreError::Archived(id)) if id == "memstore_s"));
+
+        let path = MemoryPath::parse("/a/b.md").unwrap();
+        assert!(check_path_free(&path, None).is_ok());
+        let err = check_path_free(&path, Some(("mem_x".into(), "/a".into()))).unwrap_err();
+        assert_eq!(err.to_string(), "/a/b.md overlaps the memory at /a, which would have to be a directory");
+
+        assert!(check_precondition(None, "x").is_ok());
+        assert!(check_precondition(Some("x"), "x").is_ok());
+        assert!(check_precondition(Some("y"), "x").is_err());
+
+        let version: MemoryVersion = serde_json::from_value(serde_json::json!({
+            "type": "memory_version", "id": "memver_v", "memory_id": "mem_m", "memory_store_id": "memstore_s",
+            "operation": "modified", "path": "/a.md", "created_at": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        assert!(check_redactable(&version, None).is_ok(), "the memory is gone");
+        assert!(check_redactable(&version, Some(&"memver_new".parse().unwrap())).is_ok(), "an older version");
+        let live = check_redactable(&version, Some(&version.id)).unwrap_err();
+        assert!(matches!(live, StoreError::RedactCurrentVersion { memory, .. } if memory == "mem_m"));
+    }
+}

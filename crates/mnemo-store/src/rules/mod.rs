@@ -1,0 +1,14 @@
+//! The rules of the product, as pure functions over typed inputs, shared by every backend.
+//!
+//! A backend loads what a rule needs inside its transaction, asks the rule, and writes what the
+//! rule returns; it decides nothing itself. Each module is tested as a table, one row per rule.
+//!
+//! - [`session`]: the session/event state machine ([`session::plan_append`]).
+//! - [`work`]: the work-item lease ([`work::Lease`]) and sessions-token liveness.
+//! - [`scope`]: which credential may take which action ([`scope::decide`]).
+//! - [`memory`]: archived stores, the cap, preconditions, overlaps, redaction.
+
+pub mod memory;
+pub mod scope;
+pub mod session;
+pub mod work;

@@ -1,0 +1,165 @@
+//! Who may do what: the decision for a caller (its credential) × an action on a resource.
+//!
+//! [`decide`] is pure. What it needs from stored state — the environment of a session, how a
+//! session has a store attached — the caller of `decide` looks up first ([`attachment_lookup`]
+//! says when a lookup is needed).
+
+use mnemo_api::{Access, EnvironmentId, MemoryStoreId, SessionId, WorkId};
+
+use crate::Credential;
+use crate::rules::session::EventAuthor;
+
+/// What is done to one memory store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryOp {
+    /// Read the store, its memories or its versions.
+    Read,
+    /// Create, change or delete memories.
+    WriteMemories,
+    /// Change, archive or delete the store; redact versions.
+    Administer,
+}
+
+/// What is done on a work queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkOp {
+    /// Poll the queue; acknowledge a delivery.
+    Take,
+    /// Heartbeat an item.
+    Heartbeat,
+    /// Stop an item.
+    Stop,
+    /// List the queue or read its statistics.
+    Inspect,
+    /// Retrieve or update an item; queue a healthcheck.
+    Manage,
+}
+
+/// An action on a resource.
+#[derive(Debug, Clone, Copy)]
+pub enum Action<'a> {
+    /// Environments and their keys, agents, and creating, listing, changing, archiving or
+    /// deleting sessions.
+    Administer,
+    /// Reading a session, its events or its stream, or posting events to it.
+    Session { session: &'a SessionId, environment: &'a EnvironmentId },
+    /// Creating or listing memory stores.
+    MemoryStores,
+    /// One memory store. `attached`: how the caller's own session has the store attached
+    /// (looked up for sessions tokens only, see [`attachment_lookup`]).
+    Memory { store: &'a MemoryStoreId, op: MemoryOp, attached: Option<Access> },
+    /// An environment's work queue, or one item of it.
+    Work { environment: &'a EnvironmentId, item: Option<&'a WorkId>, op: WorkOp },
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// No credential, or none that is known (`401`).
+    Unauthenticated(String),
+    /// The credential does not reach this (`403`).
+    Forbidden(String),
+}
+
+/// The session whose attachment of a store a memory action needs looked up: the caller's own,
+/// when it holds a sessions token.
+pub fn attachment_lookup(caller: &Credential) -> Option<&SessionId> {
+    match caller {
+        Credential::SessionToken { session, .. } => Some(session),
+        Credential::ApiKey(_) | Credential::EnvironmentKey { .. } => None,
+    }
+}
+
+/// Who a caller appends events as: an API key drives the agent side.
+pub fn event_author(caller: &Credential) -> EventAuthor {
+    match caller {
+        Credential::ApiKey(_) => EventAuthor::Agent,
+        Credential::EnvironmentKey { .. } | Credential::SessionToken { .. } => EventAuthor::Client,
+    }
+}
+
+/// Why a request without a (known) credential is refused.
+pub const MISSING_CREDENTIALS: &str = "missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`";
+
+fn forbid(message: impl Into<String>) -> Decision {
+    Decision::Forbidden(message.into())
+}
+
+/// Whether `caller` may take `action`.
+pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
+    let Some(caller) = caller else {
+        return Decision::Unauthenticated(MISSING_CREDENTIALS.into());
+    };
+    match action {
+        Action::Administer => match caller {
+            Credential::ApiKey(_) => Decision::Allow,
+            _ => forbid("this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),
+        },
+        Action::Session { session, environment } => {
+            let reaches = match caller {
+                Credential::ApiKey(_) => true,
+                Credential::EnvironmentKey { environment: own, .. } => own == environment,
+                Credential::SessionToken { session: own, .. } => own == session,
+            };
+            if reaches {
+                Decision::Allow
+            } else {
+                forbid(format!("this credential does not reach session `{session}`"))
+            }
+        }
+        Action::MemoryStores | Action::Memory { .. } => memory(caller, action),
+        Action::Work { environment, item, op } => work(caller, environment, item, op),
+    }
+}
+
+fn memory(caller: &Credential, action: Action<'_>) -> Decision {
+    let session = match caller {
+        Credential::ApiKey(_) => return Decision::Allow,
+        Credential::EnvironmentKey { .. } => {
+            return forbid(
+                "the memory endpoints do not accept an environment key; use an API key or the work item's sessions token",
+            );
+        }
+        Credential::SessionToken { session, .. } => session,
+    };
+    let Action::Memory { store, op, attached } = action else {
+        return forbid("a sessions token cannot create or list memory stores");
+    };
+    let Some(access) = attached else {
+        return forbid(format!(
+            "memory store `{store}` is not attached to session `{session}`, which this sessions token is scoped to"
+        ));
+    };
+    match op {
+        MemoryOp::Read => Decision::Allow,
+        MemoryOp::Administer => forbid("a sessions token cannot change a memory store or redact its versions"),
+        MemoryOp::WriteMemories if access == Access::ReadOnly => {
+            forbid(format!("memory store `{store}` is attached read-only to session `{session}`; it cannot be written"))
+        }
+        MemoryOp::WriteMemories => Decision::Allow,
+    }
+}
+
+fn work(caller: &Credential, environment: &EnvironmentId, item: Option<&WorkId>, op: WorkOp) -> Decision {
+    let allowed = match caller {
+        Credential::ApiKey(_) => matches!(op, WorkOp::Stop | WorkOp::Inspect | WorkOp::Manage),
+        Credential::EnvironmentKey { environment: own, .. } => own == environment && op != WorkOp::Manage,
+        Credential::SessionToken { work, environment: own, .. } => {
+            matches!(op, WorkOp::Heartbeat | WorkOp::Stop) && own == environment && item == Some(work)
+        }
+    };
+    if allowed {
+        return Decision::Allow;
+    }
+    let need = match op {
+        WorkOp::Take => "this environment's key",
+        WorkOp::Heartbeat => "this environment's key or this work item's sessions token",
+        WorkOp::Stop | WorkOp::Inspect => "an API key, this environment's key or this work item's sessions token",
+        WorkOp::Manage => "an API key",
+    };
+    forbid(format!("this call needs {need}"))
+}
+
+#[cfg(test)]
+mod tests;

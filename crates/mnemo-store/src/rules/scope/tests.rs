@@ -1,0 +1,113 @@
+//! One row per rule of the credential scope.
+
+use super::*;
+
+struct World {
+    api: Credential,
+    env_key: Credential,
+    other_env_key: Credential,
+    token: Credential,
+    env: EnvironmentId,
+    other_env: EnvironmentId,
+    session: SessionId,
+    other_session: SessionId,
+    item: WorkId,
+    other_item: WorkId,
+    store: MemoryStoreId,
+}
+
+fn world() -> World {
+    let env: EnvironmentId = "env_a".parse().unwrap();
+    let other_env: EnvironmentId = "env_b".parse().unwrap();
+    let session: SessionId = "sesn_a".parse().unwrap();
+    let item: WorkId = "work_a".parse().unwrap();
+    World {
+        api: Credential::ApiKey("apikey_a".parse().unwrap()),
+        env_key: Credential::EnvironmentKey { id: "envkey_a".parse().unwrap(), environment: env.clone() },
+        other_env_key: Credential::EnvironmentKey { id: "envkey_b".parse().unwrap(), environment: other_env.clone() },
+        token: Credential::SessionToken { work: item.clone(), session: session.clone(), environment: env.clone() },
+        env,
+        other_env,
+        session,
+        other_session: "sesn_b".parse().unwrap(),
+        item,
+        other_item: "work_b".parse().unwrap(),
+        store: "memstore_a".parse().unwrap(),
+    }
+}
+
+fn verdict(d: Decision) -> String {
+    match d {
+        Decision::Allow => "allow".into(),
+        Decision::Unauthenticated(m) => format!("401 {m}"),
+        Decision::Forbidden(m) => format!("403 {m}"),
+    }
+}
+
+#[test]
+fn the_scope_of_each_credential() {
+    let w = world();
+    let memory = |op, attached| Action::Memory { store: &w.store, op, attached };
+    let work = |env, item, op| Action::Work { environment: env, item, op };
+    let session = |s| Action::Session { session: s, environment: &w.env };
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Option<&Credential>, Action<'_>, &str)> = vec![
+        ("no credential is unauthenticated", None, Action::Administer,
+            "401 missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`"),
+        ("an API key administers", Some(&w.api), Action::Administer, "allow"),
+        ("an environment key does not administer", Some(&w.env_key), Action::Administer,
+            "403 this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),
+        ("a sessions token does not administer", Some(&w.token), Action::Administer,
+            "403 this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),
+        ("an API key reaches every session", Some(&w.api), session(&w.other_session), "allow"),
+        ("an environment key reaches its environment's sessions", Some(&w.env_key), session(&w.other_session), "allow"),
+        ("but not another environment's", Some(&w.other_env_key), session(&w.session),
+            "403 this credential does not reach session `sesn_a`"),
+        ("a sessions token reaches its own session", Some(&w.token), session(&w.session), "allow"),
+        ("but no other", Some(&w.token), session(&w.other_session), "403 this credential does not reach session `sesn_b`"),
+        ("an API key lists and creates stores", Some(&w.api), Action::MemoryStores, "allow"),
+        ("an API key does anything to a store", Some(&w.api), memory(MemoryOp::Administer, None), "allow"),
+        ("an environment key has no memory access", Some(&w.env_key), memory(MemoryOp::Read, None),
+            "403 the memory endpoints do not accept an environment key; use an API key or the work item's sessions token"),
+        ("a sessions token cannot list stores", Some(&w.token), Action::MemoryStores,
+            "403 a sessions token cannot create or list memory stores"),
+        ("a sessions token reads an attached store", Some(&w.token), memory(MemoryOp::Read, Some(Access::ReadOnly)), "allow"),
+        ("and writes one attached read-write", Some(&w.token), memory(MemoryOp::WriteMemories, Some(Access::ReadWrite)), "allow"),
+        ("but not one attached read-only", Some(&w.token), memory(MemoryOp::WriteMemories, Some(Access::ReadOnly)),
+            "403 memory store `memstore_a` is attached read-only to session `sesn_a`; it cannot be written"),
+        ("nor a store its session lacks", Some(&w.token), memory(MemoryOp::Read, None),
+            "403 memory store `memstore_a` is not attached to session `sesn_a`, which this sessions token is scoped to"),
+        ("nor administers a store", Some(&w.token), memory(MemoryOp::Administer, Some(Access::ReadWrite)),
+            "403 a sessions token cannot change a memory store or redact its versions"),
+        ("an environment key polls its queue", Some(&w.env_key), work(&w.env, None, WorkOp::Take), "allow"),
+        ("not another's", Some(&w.env_key), work(&w.other_env, None, WorkOp::Take), "403 this call needs this environment's key"),
+        ("an API key does not poll", Some(&w.api), work(&w.env, None, WorkOp::Take), "403 this call needs this environment's key"),
+        ("a sessions token does not poll", Some(&w.token), work(&w.env, None, WorkOp::Take), "403 this call needs this environment's key"),
+        ("a sessions token heartbeats its item", Some(&w.token), work(&w.env, Some(&w.item), WorkOp::Heartbeat), "allow"),
+        ("not another item", Some(&w.token), work(&w.env, Some(&w.other_item), WorkOp::Heartbeat),
+            "403 this call needs this environment's key or this work item's sessions token"),
+        ("an environment key heartbeats its items", Some(&w.env_key), work(&w.env, Some(&w.other_item), WorkOp::Heartbeat), "allow"),
+        ("an API key does not heartbeat", Some(&w.api), work(&w.env, Some(&w.item), WorkOp::Heartbeat),
+            "403 this call needs this environment's key or this work item's sessions token"),
+        ("a sessions token stops its item", Some(&w.token), work(&w.env, Some(&w.item), WorkOp::Stop), "allow"),
+        ("an API key stops any item", Some(&w.api), work(&w.other_env, Some(&w.item), WorkOp::Stop), "allow"),
+        ("a sessions token does not inspect the queue", Some(&w.token), work(&w.env, None, WorkOp::Inspect),
+            "403 this call needs an API key, this environment's key or this work item's sessions token"),
+        ("an environment key inspects its queue", Some(&w.env_key), work(&w.env, None, WorkOp::Inspect), "allow"),
+        ("only an API key manages items", Some(&w.env_key), work(&w.env, Some(&w.item), WorkOp::Manage), "403 this call needs an API key"),
+        ("an API key manages items", Some(&w.api), work(&w.env, Some(&w.item), WorkOp::Manage), "allow"),
+    ];
+    for (rule, caller, action, expected) in rows {
+        assert_eq!(verdict(decide(caller, action)), expected, "rule: {rule}");
+    }
+}
+
+#[test]
+fn who_posts_as_the_agent_and_who_needs_a_lookup() {
+    let w = world();
+    assert_eq!(event_author(&w.api), EventAuthor::Agent);
+    assert_eq!(event_author(&w.env_key), EventAuthor::Client);
+    assert_eq!(event_author(&w.token), EventAuthor::Client);
+    assert_eq!(attachment_lookup(&w.token), Some(&w.session));
+    assert_eq!(attachment_lookup(&w.api), None);
+}

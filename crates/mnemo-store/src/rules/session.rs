@@ -1,0 +1,337 @@
+//! The session state machine: which event is accepted in which state, which open tool call a
+//! result answers, confirmations, the `requires_action` / running transitions, permissions,
+//! and when a session needs a worker.
+//!
+//! [`plan_append`] is a pure function: a backend loads a [`SessionView`] and the [`KnownCall`]s
+//! the request refers to, inside its transaction, asks for a plan, and carries the plan's
+//! [`Step`]s out in order. It decides nothing itself.
+
+use std::collections::HashMap;
+
+use mnemo_api::{
+    Event, EventId, LoggedEvent, Permission, SessionId, SessionStatus, StatusIdle, StopReason, ToolResult, Verdict,
+};
+use serde_json::{Value, json};
+
+use crate::{SessionEvent, StoreError};
+
+/// Who appends events: the agent side (an API key driving the session) may post `agent.*`
+/// events and end turns; clients (and workers) post `user.*` and `system.message` events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventAuthor {
+    Agent,
+    Client,
+}
+
+/// The kind of tool call an event id names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    /// `agent.tool_use`, answered by `user.tool_result`.
+    Tool,
+    /// `agent.custom_tool_use`, answered by `user.custom_tool_result`.
+    Custom,
+}
+
+impl CallKind {
+    /// The event type of the call.
+    pub fn call_type(self) -> &'static str {
+        match self {
+            Self::Tool => "agent.tool_use",
+            Self::Custom => "agent.custom_tool_use",
+        }
+    }
+
+    /// The kind of call an event type is, if it is one.
+    pub fn of_type(event_type: &str) -> Option<Self> {
+        match event_type {
+            "agent.tool_use" => Some(Self::Tool),
+            "agent.custom_tool_use" => Some(Self::Custom),
+            _ => None,
+        }
+    }
+}
+
+/// A tool call of the session's log that a request refers to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownCall {
+    pub kind: CallKind,
+    /// Answered by a result, or denied.
+    pub answered: bool,
+    /// The recorded result that answered it, if a result did (for recognising a retried POST).
+    pub answer: Option<(ToolResult, SessionEvent)>,
+}
+
+/// What the rules need to know about a session before an append.
+#[derive(Debug, Clone)]
+pub struct SessionView<'a> {
+    pub id: &'a SessionId,
+    pub status: SessionStatus,
+    pub archived: bool,
+    /// Why it last went idle.
+    pub stop_reason: Option<StopReason>,
+    /// The session's agent snapshot (its `tools` give permissions).
+    pub agent: &'a Value,
+    /// Unanswered tool calls, in log order.
+    pub open_calls: Vec<EventId>,
+    /// Its environment runs a work queue.
+    pub self_hosted: bool,
+    /// It has a work item that is not stopped.
+    pub has_live_work: bool,
+}
+
+/// One thing a backend does to carry out an append, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Append this event to the log. `requested`: it is one of the request's events (its
+    /// answer lists it), not a status change the server emits.
+    Record { event: LoggedEvent, requested: bool },
+    /// Mark a tool call (possibly one recorded earlier in this plan) answered.
+    MarkAnswered(EventId),
+    /// A retried POST of a result already recorded: answer with the recorded event.
+    Existing(SessionEvent),
+}
+
+/// What an append does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AppendPlan {
+    pub steps: Vec<Step>,
+    /// The session's new status, if it changes.
+    pub status: Option<SessionStatus>,
+    /// Why the session went idle, if it went idle (kept while it runs again).
+    pub stop_reason: Option<StopReason>,
+    /// Queue a work item for the session.
+    pub enqueue_work: bool,
+}
+
+/// Where the plan gets what it cannot decide: ids and the time.
+pub trait Minter {
+    fn event_id(&mut self) -> EventId;
+    /// RFC 3339 of the time the append is processed.
+    fn processed_at(&self) -> String;
+}
+
+/// Mints real ids at a fixed processing time.
+#[derive(Debug, Clone)]
+pub struct FreshIds(pub String);
+
+impl Minter for FreshIds {
+    fn event_id(&mut self) -> EventId {
+        EventId::generate()
+    }
+
+    fn processed_at(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// The event ids the request refers to (results and confirmations): a backend loads these as
+/// [`KnownCall`]s before planning.
+pub fn referenced_calls(events: &[Event]) -> Vec<&EventId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::UserToolResult(r) | Event::UserCustomToolResult(r) => Some(&r.call_id),
+            Event::UserToolConfirmation(c) => Some(&c.tool_use_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The permission an agent's configuration gives a built-in tool, and the policy that gave it.
+pub fn evaluate_permission(agent: &Value, tool: &str) -> (Permission, Option<Value>) {
+    let toolset =
+        agent["tools"].as_array().and_then(|tools| tools.iter().find(|t| t["type"] == "agent_toolset_20260401"));
+    let Some(toolset) = toolset else { return (Permission::Deny, None) };
+    let config = toolset["configs"].as_array().and_then(|c| c.iter().find(|c| c["name"] == tool || c["type"] == tool));
+    let enabled =
+        config.and_then(|c| c["enabled"].as_bool()).or_else(|| toolset["default_config"]["enabled"].as_bool());
+    if enabled == Some(false) {
+        return (Permission::Deny, None);
+    }
+    let policy = config
+        .map(|c| &c["permission_policy"])
+        .filter(|p| !p.is_null())
+        .unwrap_or(&toolset["default_config"]["permission_policy"]);
+    match policy["type"].as_str() {
+        Some("always_ask") => (Permission::Ask, Some(json!({"type": "always_ask"}))),
+        _ => (Permission::Allow, Some(json!({"type": "always_allow"}))),
+    }
+}
+
+/// The calls as the plan goes: those the backend loaded, and those the plan records.
+struct Calls {
+    known: HashMap<EventId, KnownCall>,
+    /// Unanswered calls in log order.
+    open: Vec<EventId>,
+}
+
+impl Calls {
+    fn answer(&mut self, id: &EventId) {
+        if let Some(call) = self.known.get_mut(id) {
+            call.answered = true;
+        }
+        self.open.retain(|open| open != id);
+    }
+}
+
+/// Plans an append of `events` by `author` to the session `view` describes.
+pub fn plan_append(
+    view: &SessionView<'_>,
+    known: HashMap<EventId, KnownCall>,
+    events: Vec<Event>,
+    author: EventAuthor,
+    minter: &mut impl Minter,
+) -> Result<AppendPlan, StoreError> {
+    let session = view.id;
+    let mut plan = AppendPlan::default();
+    let mut calls = Calls { known, open: view.open_calls.clone() };
+    let mut status = view.status;
+    let mut needs_worker = false;
+    let mut record = |plan: &mut AppendPlan, event: Event, requested: bool| -> EventId {
+        let id = minter.event_id();
+        let logged = LoggedEvent { id: id.clone(), event, processed_at: Some(minter.processed_at()) };
+        plan.steps.push(Step::Record { event: logged, requested });
+        id
+    };
+    let terminated = view.status == SessionStatus::Terminated || view.archived;
+    for event in events {
+        if terminated {
+            return Err(StoreError::Invalid(format!("session `{session}` is terminated; it accepts no events")));
+        }
+        match event {
+            Event::UserToolResult(ref result) | Event::UserCustomToolResult(ref result) => {
+                let kind = if matches!(event, Event::UserToolResult(_)) { CallKind::Tool } else { CallKind::Custom };
+                let id = &result.call_id;
+                let Some(call) = calls.known.get(id) else {
+                    return Err(StoreError::Invalid(format!("no {} `{id}` in session `{session}`", kind.call_type())));
+                };
+                if call.kind != kind {
+                    return Err(StoreError::Invalid(format!(
+                        "`{id}` is a {}, which {} cannot answer",
+                        call.kind.call_type(),
+                        event.kind()
+                    )));
+                }
+                if call.answered {
+                    // A retried POST: the same answer again is accepted as it was; another is refused.
+                    return match &call.answer {
+                        Some((recorded, existing)) if recorded.same_answer(result) => {
+                            plan.steps.push(Step::Existing(existing.clone()));
+                            continue;
+                        }
+                        _ => Err(StoreError::Conflict(format!("tool call `{id}` is already answered"))),
+                    };
+                }
+                let id = id.clone();
+                calls.answer(&id);
+                plan.steps.push(Step::MarkAnswered(id));
+                record(&mut plan, event, true);
+            }
+            Event::UserToolConfirmation(ref confirmation) => {
+                let id = &confirmation.tool_use_id;
+                match calls.known.get(id) {
+                    Some(call) if call.kind == CallKind::Tool && call.answered => {
+                        return Err(StoreError::Conflict(format!("tool call `{id}` is already resolved")));
+                    }
+                    Some(call) if call.kind == CallKind::Tool => {}
+                    _ => return Err(StoreError::Invalid(format!("no agent.tool_use `{id}` in session `{session}`"))),
+                }
+                if confirmation.result == Verdict::Deny {
+                    let id = id.clone();
+                    calls.answer(&id);
+                    plan.steps.push(Step::MarkAnswered(id));
+                }
+                record(&mut plan, event, true);
+            }
+            Event::UserMessage(_) | Event::UserInterrupt(_) | Event::UserDefineOutcome(_) | Event::SystemMessage(_) => {
+                needs_worker = true;
+                record(&mut plan, event, true);
+            }
+            Event::AgentMessage(_) | Event::AgentToolUse(_) | Event::AgentCustomToolUse(_) => {
+                if author != EventAuthor::Agent {
+                    return Err(StoreError::Forbidden(format!(
+                        "only an API key driving the session may post {} events",
+                        event.kind()
+                    )));
+                }
+                if status != SessionStatus::Running {
+                    record(&mut plan, Event::StatusRunning, false);
+                    status = SessionStatus::Running;
+                    plan.status = Some(status);
+                }
+                let (event, kind, denied) = match event {
+                    Event::AgentToolUse(mut call) => {
+                        let (permission, evaluation) = evaluate_permission(view.agent, &call.name);
+                        call.evaluated_permission = Some(permission);
+                        call.evaluation = evaluation;
+                        (Event::AgentToolUse(call), Some(CallKind::Tool), permission == Permission::Deny)
+                    }
+                    Event::AgentCustomToolUse(mut call) => {
+                        call.evaluated_permission = None;
+                        call.evaluation = None;
+                        (Event::AgentCustomToolUse(call), Some(CallKind::Custom), false)
+                    }
+                    message => (message, None, false),
+                };
+                let id = record(&mut plan, event, true);
+                if let Some(kind) = kind {
+                    needs_worker = true;
+                    calls.known.insert(id.clone(), KnownCall { kind, answered: denied, answer: None });
+                    if denied {
+                        plan.steps.push(Step::MarkAnswered(id));
+                    } else {
+                        calls.open.push(id);
+                    }
+                }
+            }
+            Event::StatusIdle(idle) => {
+                if author != EventAuthor::Agent {
+                    return Err(StoreError::Forbidden("only an API key driving the session may end its turn".into()));
+                }
+                if !calls.open.is_empty() {
+                    return Err(StoreError::Invalid(format!(
+                        "{} tool call(s) still wait for results; the turn cannot end yet",
+                        calls.open.len()
+                    )));
+                }
+                if idle.stop_reason.requires_action() {
+                    return Err(StoreError::Invalid(
+                        "a turn cannot end with `requires_action`: the server reports it while tool calls wait".into(),
+                    ));
+                }
+                let reason = idle.stop_reason.clone();
+                record(
+                    &mut plan,
+                    Event::StatusIdle(StatusIdle { stop_reason: reason.clone(), stop_details: None }),
+                    true,
+                );
+                status = SessionStatus::Idle;
+                plan.status = Some(status);
+                plan.stop_reason = Some(reason);
+            }
+            Event::StatusRunning | Event::StatusTerminated => {
+                return Err(StoreError::Invalid(format!("events of type `{}` cannot be posted", event.kind())));
+            }
+        }
+    }
+    if status == SessionStatus::Running && !calls.open.is_empty() && author == EventAuthor::Agent {
+        // The agent is blocked on tool calls: the session idles, asking for their results.
+        let reason = StopReason::RequiresAction { event_ids: calls.open.clone() };
+        record(&mut plan, Event::StatusIdle(StatusIdle { stop_reason: reason.clone(), stop_details: None }), false);
+        plan.status = Some(SessionStatus::Idle);
+        plan.stop_reason = Some(reason);
+    } else if view.status == SessionStatus::Idle
+        && status == SessionStatus::Idle
+        && calls.open.is_empty()
+        && view.stop_reason.as_ref().is_some_and(StopReason::requires_action)
+    {
+        // Every call is answered: the agent runs again.
+        record(&mut plan, Event::StatusRunning, false);
+        plan.status = Some(SessionStatus::Running);
+    }
+    plan.enqueue_work = needs_worker && view.self_hosted && !view.has_live_work;
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,287 @@
+//! One row per rule of the session state machine.
+
+use serde_json::json;
+
+use super::*;
+
+/// Ids `sevt_n1`, `sevt_n2`, … at the time `T`.
+struct Counter(u32);
+
+impl Minter for Counter {
+    fn event_id(&mut self) -> EventId {
+        self.0 += 1;
+        id(&format!("n{}", self.0))
+    }
+
+    fn processed_at(&self) -> String {
+        "T".into()
+    }
+}
+
+fn id(body: &str) -> EventId {
+    format!("sevt_{body}").parse().unwrap()
+}
+
+fn agent() -> Value {
+    json!({"tools": [{
+        "type": "agent_toolset_20260401",
+        "default_config": {"enabled": true, "permission_policy": {"type": "always_allow"}},
+        "configs": [
+            {"name": "bash", "permission_policy": {"type": "always_ask"}},
+            {"name": "web_fetch", "enabled": false},
+        ],
+    }]})
+}
+
+/// The session every row starts from, changed by the row's `setup`.
+struct Given {
+    status: SessionStatus,
+    archived: bool,
+    stop_reason: Option<StopReason>,
+    open: Vec<&'static str>,
+    calls: Vec<(&'static str, CallKind, bool, Option<Value>)>,
+    self_hosted: bool,
+    live_work: bool,
+}
+
+impl Default for Given {
+    fn default() -> Self {
+        Self {
+            status: SessionStatus::Idle,
+            archived: false,
+            stop_reason: None,
+            open: vec![],
+            calls: vec![],
+            self_hosted: true,
+            live_work: false,
+        }
+    }
+}
+
+fn event(v: Value) -> Event {
+    Event::parse(v).unwrap()
+}
+
+/// The plan as short lines: `+type` (requested), `~type` (emitted), `answer id`, `existing seq`,
+/// then `status …`, `reason …`, `enqueue`.
+fn run(given: Given, events: Vec<Value>, author: EventAuthor) -> Result<Vec<String>, String> {
+    let agent = agent();
+    let session: SessionId = "sesn_s".parse().unwrap();
+    let view = SessionView {
+        id: &session,
+        status: given.status,
+        archived: given.archived,
+        stop_reason: given.stop_reason,
+        agent: &agent,
+        open_calls: given.open.iter().map(|o| id(o)).collect(),
+        self_hosted: given.self_hosted,
+        has_live_work: given.live_work,
+    };
+    let known = given
+        .calls
+        .into_iter()
+        .map(|(call, kind, answered, answer)| {
+            let answer = answer.map(|body| {
+                let (Event::UserToolResult(r) | Event::UserCustomToolResult(r)) = event(body.clone()) else {
+                    panic!("not a result: {body}")
+                };
+                (r, SessionEvent { seq: 7, body })
+            });
+            (id(call), KnownCall { kind, answered, answer })
+        })
+        .collect();
+    let events = events.into_iter().map(event).collect();
+    let plan = plan_append(&view, known, events, author, &mut Counter(0)).map_err(|e| match e {
+        StoreError::Invalid(m) => format!("invalid: {m}"),
+        StoreError::Conflict(m) => format!("conflict: {m}"),
+        StoreError::Forbidden(m) => format!("forbidden: {m}"),
+        other => format!("other: {other}"),
+    })?;
+    let mut lines: Vec<String> = plan
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Record { event, requested } => {
+                let mark = if *requested { '+' } else { '~' };
+                let json = event.to_json();
+                let extra = match &event.event {
+                    Event::AgentToolUse(c) => format!(" {}", json!(c.evaluated_permission)),
+                    Event::StatusIdle(i) => format!(" {}", json!(i.stop_reason)),
+                    _ => String::new(),
+                };
+                format!("{mark}{}{extra}", json["type"].as_str().unwrap())
+            }
+            Step::MarkAnswered(id) => format!("answer {id}"),
+            Step::Existing(e) => format!("existing {}", e.seq),
+        })
+        .collect();
+    if let Some(status) = plan.status {
+        lines.push(format!("status {}", status.as_str()));
+    }
+    if let Some(reason) = plan.stop_reason {
+        lines.push(format!("reason {}", json!(reason)));
+    }
+    if plan.enqueue_work {
+        lines.push("enqueue".into());
+    }
+    Ok(lines)
+}
+
+fn result(call: &str) -> Value {
+    json!({"type": "user.tool_result", "tool_use_id": format!("sevt_{call}"), "content": [{"type": "text", "text": "ok"}]})
+}
+
+fn message() -> Value {
+    json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]})
+}
+
+/// A rule, the session, the request, its author, and the plan's lines or the error.
+type Row = (&'static str, Given, Vec<Value>, EventAuthor, Result<Vec<&'static str>, &'static str>);
+
+use CallKind::{Custom, Tool};
+use EventAuthor::{Agent, Client};
+
+#[test]
+fn the_session_state_machine() {
+    let open_call = || Given { open: vec!["c"], calls: vec![("c", Tool, false, None)], ..Given::default() };
+    #[rustfmt::skip]
+    let rows: Vec<Row> = vec![
+        ("a terminated session accepts nothing",
+            Given { status: SessionStatus::Terminated, ..Given::default() }, vec![message()], Client,
+            Err("invalid: session `sesn_s` is terminated; it accepts no events")),
+        ("an archived session accepts nothing",
+            Given { archived: true, ..Given::default() }, vec![message()], Client,
+            Err("invalid: session `sesn_s` is terminated; it accepts no events")),
+        ("input queues a worker on a self-hosted environment without live work",
+            Given::default(), vec![message()], Client, Ok(vec!["+user.message", "enqueue"])),
+        ("input does not queue a second live item",
+            Given { live_work: true, ..Given::default() }, vec![message()], Client, Ok(vec!["+user.message"])),
+        ("a cloud environment has no queue",
+            Given { self_hosted: false, ..Given::default() }, vec![message()], Client, Ok(vec!["+user.message"])),
+        ("interrupts, outcomes and system messages are input too",
+            Given::default(),
+            vec![json!({"type": "user.interrupt"}),
+                 json!({"type": "user.define_outcome", "description": "d", "rubric": {"type": "text", "content": "r"}}),
+                 json!({"type": "system.message", "content": []})],
+            Client, Ok(vec!["+user.interrupt", "+user.define_outcome", "+system.message", "enqueue"])),
+        ("a result answers its open call",
+            open_call(), vec![result("c")], Client, Ok(vec!["answer sevt_c", "+user.tool_result"])),
+        ("a result for no call is refused",
+            Given::default(), vec![result("x")], Client, Err("invalid: no agent.tool_use `sevt_x` in session `sesn_s`")),
+        ("a result of the wrong kind is refused",
+            Given { calls: vec![("c", Custom, false, None)], ..Given::default() }, vec![result("c")], Client,
+            Err("invalid: `sevt_c` is a agent.custom_tool_use, which user.tool_result cannot answer")),
+        ("a retried result answers with the recorded one",
+            Given { calls: vec![("c", Tool, true, Some(result("c")))], ..Given::default() }, vec![result("c")], Client,
+            Ok(vec!["existing 7"])),
+        ("a different answer to an answered call is a conflict",
+            Given { calls: vec![("c", Tool, true, Some(json!({"type": "user.tool_result", "tool_use_id": "sevt_c", "is_error": true})))], ..Given::default() },
+            vec![result("c")], Client, Err("conflict: tool call `sevt_c` is already answered")),
+        ("a denied call takes no result",
+            Given { calls: vec![("c", Tool, true, None)], ..Given::default() }, vec![result("c")], Client,
+            Err("conflict: tool call `sevt_c` is already answered")),
+        ("a custom result answers a custom call",
+            Given { open: vec!["c"], calls: vec![("c", Custom, false, None)], ..Given::default() },
+            vec![json!({"type": "user.custom_tool_result", "custom_tool_use_id": "sevt_c"})], Client,
+            Ok(vec!["answer sevt_c", "+user.custom_tool_result"])),
+        ("an allow confirmation is recorded and leaves the call open",
+            open_call(), vec![json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_c", "result": "allow"})], Client,
+            Ok(vec!["+user.tool_confirmation"])),
+        ("a deny confirmation resolves the call",
+            open_call(), vec![json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_c", "result": "deny"})], Client,
+            Ok(vec!["answer sevt_c", "+user.tool_confirmation"])),
+        ("a confirmation needs an agent.tool_use",
+            Given { calls: vec![("c", Custom, false, None)], ..Given::default() },
+            vec![json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_c", "result": "allow"})], Client,
+            Err("invalid: no agent.tool_use `sevt_c` in session `sesn_s`")),
+        ("a resolved call takes no confirmation",
+            Given { calls: vec![("c", Tool, true, None)], ..Given::default() },
+            vec![json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_c", "result": "deny"})], Client,
+            Err("conflict: tool call `sevt_c` is already resolved")),
+        ("only the agent side posts agent events",
+            Given::default(), vec![json!({"type": "agent.message", "content": []})], Client,
+            Err("forbidden: only an API key driving the session may post agent.message events")),
+        ("an agent message sets an idle session running",
+            Given::default(), vec![json!({"type": "agent.message", "content": []})], Agent,
+            Ok(vec!["~session.status_running", "+agent.message", "status running"])),
+        ("a tool call idles the session, requiring action, and needs a worker",
+            Given::default(), vec![json!({"type": "agent.tool_use", "name": "read", "input": {}})], Agent,
+            Ok(vec!["~session.status_running", "+agent.tool_use \"allow\"",
+                    r#"~session.status_idle {"event_ids":["sevt_n2"],"type":"requires_action"}"#,
+                    "status idle", r#"reason {"event_ids":["sevt_n2"],"type":"requires_action"}"#, "enqueue"])),
+        ("an always_ask tool is evaluated ask",
+            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            vec![json!({"type": "agent.tool_use", "name": "bash", "input": {}})], Agent,
+            Ok(vec!["+agent.tool_use \"ask\"",
+                    r#"~session.status_idle {"event_ids":["sevt_n1"],"type":"requires_action"}"#,
+                    "status idle", r#"reason {"event_ids":["sevt_n1"],"type":"requires_action"}"#])),
+        ("a disabled tool is denied, answered at once, and nothing waits",
+            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            vec![json!({"type": "agent.tool_use", "name": "web_fetch", "input": {}})], Agent,
+            Ok(vec!["+agent.tool_use \"deny\"", "answer sevt_n1"])),
+        ("custom tool calls wait too",
+            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            vec![json!({"type": "agent.custom_tool_use", "name": "lookup", "input": {}})], Agent,
+            Ok(vec!["+agent.custom_tool_use",
+                    r#"~session.status_idle {"event_ids":["sevt_n1"],"type":"requires_action"}"#,
+                    "status idle", r#"reason {"event_ids":["sevt_n1"],"type":"requires_action"}"#])),
+        ("a call answered in the same request leaves nothing waiting",
+            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            vec![json!({"type": "agent.tool_use", "name": "read", "input": {}}), result("n1")], Agent,
+            Ok(vec!["+agent.tool_use \"allow\"", "answer sevt_n1", "+user.tool_result"])),
+        ("only the agent side ends a turn",
+            Given::default(), vec![json!({"type": "session.status_idle"})], Client,
+            Err("forbidden: only an API key driving the session may end its turn")),
+        ("a turn cannot end while calls wait",
+            Given { status: SessionStatus::Running, ..open_call() }, vec![json!({"type": "session.status_idle"})], Agent,
+            Err("invalid: 1 tool call(s) still wait for results; the turn cannot end yet")),
+        ("a turn cannot end requiring action",
+            Given { status: SessionStatus::Running, ..Given::default() },
+            vec![json!({"type": "session.status_idle", "stop_reason": {"type": "requires_action", "event_ids": []}})], Agent,
+            Err("invalid: a turn cannot end with `requires_action`: the server reports it while tool calls wait")),
+        ("ending a turn idles the session with its reason",
+            Given { status: SessionStatus::Running, ..Given::default() },
+            vec![json!({"type": "session.status_idle", "stop_reason": {"type": "refusal"}})], Agent,
+            Ok(vec![r#"+session.status_idle {"type":"refusal"}"#, "status idle", r#"reason {"type":"refusal"}"#])),
+        ("status changes are the server's to emit",
+            Given::default(), vec![json!({"type": "session.status_running"})], Agent,
+            Err("invalid: events of type `session.status_running` cannot be posted")),
+        ("the last answer sets a session that required action running again",
+            Given { stop_reason: Some(StopReason::RequiresAction { event_ids: vec![id("c")] }), live_work: true, ..open_call() },
+            vec![result("c")], Client,
+            Ok(vec!["answer sevt_c", "+user.tool_result", "~session.status_running", "status running"])),
+        ("an answer that leaves calls waiting keeps the session idle",
+            Given {
+                stop_reason: Some(StopReason::RequiresAction { event_ids: vec![id("c"), id("d")] }),
+                open: vec!["c", "d"], calls: vec![("c", Tool, false, None)], live_work: true, ..Given::default()
+            },
+            vec![result("c")], Client, Ok(vec!["answer sevt_c", "+user.tool_result"])),
+        ("results need no new worker",
+            Given { live_work: false, ..open_call() }, vec![result("c")], Client,
+            Ok(vec!["answer sevt_c", "+user.tool_result"])),
+    ];
+    for (rule, given, events, author, expected) in rows {
+        let got = run(given, events, author);
+        let expected =
+            expected.map(|lines| lines.into_iter().map(str::to_owned).collect::<Vec<_>>()).map_err(str::to_owned);
+        assert_eq!(got, expected, "rule: {rule}");
+    }
+}
+
+#[test]
+fn a_failed_plan_changes_nothing_even_after_accepted_events() {
+    // The second event fails: the whole request is refused (the backend rolls back).
+    let got = run(Given::default(), vec![message(), result("nope")], Client);
+    assert!(got.is_err());
+}
+
+#[test]
+fn permissions_follow_the_toolset() {
+    let agent = agent();
+    assert_eq!(evaluate_permission(&agent, "read").0, Permission::Allow);
+    assert_eq!(evaluate_permission(&agent, "bash").0, Permission::Ask);
+    assert_eq!(evaluate_permission(&agent, "web_fetch").0, Permission::Deny);
+    assert_eq!(evaluate_permission(&json!({"tools": []}), "read"), (Permission::Deny, None));
+    let off = json!({"tools": [{"type": "agent_toolset_20260401", "default_config": {"enabled": false}}]});
+    assert_eq!(evaluate_permission(&off, "read").0, Permission::Deny);
+}
