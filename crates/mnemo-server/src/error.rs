@@ -148,3 +148,40 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use mnemo_store::ErrorCode;
+    use serde_json::json;
+
+    use super::*;
+
+    fn render(e: StoreError) -> (u16, Option<String>, Value) {
+        let response = ApiError::from(e).into_response();
+        let retry = response.headers().get("x-should-retry").map(|v| v.to_str().unwrap().to_owned());
+        let status = response.status().as_u16();
+        let body = futures::executor::block_on(axum::body::to_bytes(response.into_body(), usize::MAX)).unwrap();
+        (status, retry, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[test]
+    fn each_store_error_renders_with_its_status_and_retry_advice() {
+        let (status, retry, body) = render(StoreError::Retryable("deadlock detected".into()));
+        assert_eq!((status, retry.as_deref()), (529, Some("true")), "a transient failure is worth retrying");
+        assert_eq!(body["error"]["type"], "overloaded_error");
+        assert!(!body.to_string().contains("deadlock"), "causes stay in the log: {body}");
+
+        let (status, retry, body) = render(StoreError::backend(std::io::Error::other("disk on fire")));
+        assert_eq!((status, retry), (500, None));
+        assert_eq!(body["error"]["message"], "internal server error");
+
+        let missing = StoreError::Coded { code: ErrorCode::EnvironmentNotFound, message: "gone".into() };
+        let (status, _, body) = render(missing);
+        assert_eq!((status, &body["error"]["details"]["error_code"]), (404, &json!("environment_not_found")));
+        let archived = StoreError::Coded { code: ErrorCode::EnvironmentArchived, message: "archived".into() };
+        assert_eq!(render(archived).0, 400);
+
+        let (status, retry, _) = render(StoreError::Conflict("stopped".into()));
+        assert_eq!((status, retry.as_deref()), (409, Some("false")));
+    }
+}

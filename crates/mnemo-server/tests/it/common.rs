@@ -4,7 +4,6 @@ use mnemo_api::{CreateMemoryStore, MemoryStore};
 use mnemo_client::Client;
 use mnemo_server::{AppState, hash_credential};
 use mnemo_store::{Limits, Store};
-use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 use tokio::sync::oneshot;
 
 pub(crate) const KEY: &str = "sk-test-key";
@@ -14,7 +13,7 @@ pub(crate) struct TestServer {
     pub(crate) client: Client,
     pub(crate) base: String,
     _stop: oneshot::Sender<()>,
-    _dir: tempfile::TempDir,
+    _store: mnemo_store_tests::TestStore,
 }
 
 impl TestServer {
@@ -22,11 +21,11 @@ impl TestServer {
         Self::with_limits(Limits::default()).await
     }
 
+    /// A server on a fresh store of the backend `MNEMO_TEST_DATABASE` names (SQLite unless
+    /// told otherwise), so this whole suite runs per backend.
     pub(crate) async fn with_limits(limits: Limits) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut settings = SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).unwrap();
-        settings.limits = limits;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&settings).unwrap());
+        let opened = mnemo_store_tests::from_env().open(limits).await;
+        let store: Arc<dyn Store> = Arc::clone(&opened.store);
         store.ensure_api_key(hash_credential(KEY), "test").await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -36,7 +35,7 @@ impl TestServer {
             let _ = stopped.await;
         }));
         let client = Client::new(&base, KEY).unwrap().with_max_retries(0);
-        Self { client, base, _stop: stop, _dir: dir }
+        Self { client, base, _stop: stop, _store: opened }
     }
 
     pub(crate) async fn new_store(&self, name: &str) -> MemoryStore {

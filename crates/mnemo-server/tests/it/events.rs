@@ -205,3 +205,45 @@ async fn input_to_a_session_without_live_work_queues_work_again() {
     assert_eq!(listed["data"][0]["state"], "queued");
     assert_eq!(s.call(Method::GET, &format!("/v1/sessions/{sid}"), &token, None).await.0, 401, "the old token is dead");
 }
+
+#[tokio::test]
+async fn a_malformed_event_is_refused_naming_its_field_and_nothing_is_recorded() {
+    let (s, session, token, _) = setup(toolset()).await;
+    let path = format!("/v1/sessions/{session}/events");
+    let cases = [
+        (json!([{"type": "user.shout"}]), "events[0].type: `user.shout` is not an event type"),
+        (
+            json!([{"type": "user.message", "content": [{"type": "text", "text": "ok"}]}, {"type": "user.tool_result"}]),
+            "events[1].tool_use_id: is required",
+        ),
+        (
+            json!([{"type": "user.tool_result", "tool_use_id": "sevt_x", "is_error": "no"}]),
+            "events[0].is_error: invalid type: string \"no\", expected a boolean",
+        ),
+        (json!([{"type": "user.message", "content": "hi"}]), "events[0].content: invalid type: string \"hi\""),
+    ];
+    for (events, expected) in cases {
+        let (st, body) = s.call(Method::POST, &path, &token, Some(json!({"events": events}))).await;
+        assert_eq!(st, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(expected), "got `{message}`, expected `{expected}…`");
+    }
+    let (_, listed) = s.call(Method::GET, &path, KEY, None).await;
+    assert!(
+        listed["data"].as_array().unwrap().iter().all(|e| e["type"] != "user.message"),
+        "a refused request records none of its events: {listed}"
+    );
+    let (st, body) = s
+        .call(
+            Method::POST,
+            "/v1/sessions",
+            KEY,
+            Some(json!({"agent": "agent_x", "environment_id": "env_x", "initial_events": [{"type": "user.message"}]})),
+        )
+        .await;
+    assert_eq!(st, 400);
+    assert!(
+        body["error"]["message"].as_str().unwrap().starts_with("initial_events[0]: missing field `content`"),
+        "{body}"
+    );
+}

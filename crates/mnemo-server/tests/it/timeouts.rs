@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use mnemo_server::{AppState, ServeConfig, hash_credential};
 use mnemo_store::Store;
-use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,13 +29,12 @@ struct Server {
     base: String,
     stop: Option<oneshot::Sender<()>>,
     served: JoinHandle<std::io::Result<()>>,
-    _dir: tempfile::TempDir,
+    _store: mnemo_store_tests::TestStore,
 }
 
 async fn start(config: ServeConfig) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&settings).unwrap());
+    let opened = mnemo_store_tests::from_env().open(Default::default()).await;
+    let store: Arc<dyn Store> = Arc::clone(&opened.store);
     store.ensure_api_key(hash_credential(KEY), "test").await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -45,7 +43,7 @@ async fn start(config: ServeConfig) -> Server {
     let served = tokio::spawn(mnemo_server::serve_with(listener, router, config, async {
         let _ = stopped.await;
     }));
-    Server { addr, base: format!("http://{addr}"), stop: Some(stop), served, _dir: dir }
+    Server { addr, base: format!("http://{addr}"), stop: Some(stop), served, _store: opened }
 }
 
 fn config(header_read: Duration, body: Duration, max_connections: usize) -> ServeConfig {

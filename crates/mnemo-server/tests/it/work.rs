@@ -434,3 +434,66 @@ async fn healthchecks_and_time_filters() {
     let (st, _) = w.s.call(Method::GET, "/v1/sessions?created_at[gte]=yesterday", KEY, None).await;
     assert_eq!(st, 400);
 }
+
+/// Regression: a sessions token stopped authenticating only when a later poll or heartbeat in
+/// its environment happened to expire the lease. It now dies the moment the lease lapses.
+#[tokio::test]
+async fn a_sessions_token_dies_the_moment_its_lease_lapses() {
+    let w = world(1).await;
+    let session = w.session().await;
+    let work = w.poll().await;
+    let id = work["id"].as_str().unwrap().to_owned();
+    assert_eq!(w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await.0, 200);
+    let token = World::token(&work);
+    let own_session = format!("/v1/sessions/{}", session["id"].as_str().unwrap());
+    assert_eq!(w.s.call(Method::GET, &own_session, &token, None).await.0, 200, "alive while leased");
+    // Nothing else happens in the environment: no poll, no heartbeat.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let (st, body) = w.s.call(Method::GET, &own_session, &token, None).await;
+    assert_eq!(st, 401, "{body}");
+    let store = format!("/v1/memory_stores/{}/memories", w.rw_store);
+    assert_eq!(w.s.call(Method::GET, &store, &token, None).await.0, 401, "on every endpoint");
+}
+
+/// Regression: an item stopped gracefully whose worker died stayed `stopping` for ever, and
+/// its session never got work again.
+#[tokio::test]
+async fn a_stopping_item_whose_worker_is_gone_frees_its_session() {
+    let w = world(1).await;
+    let session = w.session().await;
+    let sid = session["id"].as_str().unwrap().to_owned();
+    let work = w.poll().await;
+    let id = work["id"].as_str().unwrap().to_owned();
+    w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await;
+    let (_, stopping) = w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), KEY, Some(json!({}))).await;
+    assert_eq!(stopping["state"], "stopping");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let message = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "again"}]}]});
+    let (st, _) = w.s.call(Method::POST, &format!("/v1/sessions/{sid}/events"), KEY, Some(message)).await;
+    assert_eq!(st, 200);
+    let next = w.poll().await;
+    assert_eq!(next["data"]["id"], sid.as_str(), "the new input queued new work");
+    assert_ne!(next["id"], id.as_str());
+    let (_, old) = w.s.call(Method::GET, &w.work(&format!("/{id}")), KEY, None).await;
+    assert_eq!(old["state"], "stopped");
+}
+
+#[tokio::test]
+async fn a_key_is_revoked_only_through_its_own_environment() {
+    let w = world(300).await;
+    let (_, other) = w
+        .s
+        .call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "other", "config": {"type": "self_hosted"}})))
+        .await;
+    let other = other["id"].as_str().unwrap();
+    let (_, keys) = w.s.call(Method::GET, &format!("/v1/environments/{}/keys", w.env), KEY, None).await;
+    let key_id = keys["data"][0]["id"].as_str().unwrap();
+    let (st, body) = w.s.call(Method::POST, &format!("/v1/environments/{other}/keys/{key_id}/revoke"), KEY, None).await;
+    assert_eq!(st, 404, "{body}");
+    assert_eq!(w.s.call(Method::GET, &w.work("/poll"), &w.env_key, None).await.0, 200, "the key still works");
+    let (st, revoked) =
+        w.s.call(Method::POST, &format!("/v1/environments/{}/keys/{key_id}/revoke", w.env), KEY, None).await;
+    assert_eq!(st, 200);
+    assert!(revoked["revoked_at"].is_string());
+    assert_eq!(w.s.call(Method::GET, &w.work("/poll"), &w.env_key, None).await.0, 401);
+}
