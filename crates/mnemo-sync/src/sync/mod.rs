@@ -6,6 +6,7 @@
 //! folder if this engine created it; [`teardown::teardown`] runs the three in the bounded order
 //! every caller shares. The rules are those of `worker-behaviour.md` §6.
 
+mod execute;
 mod flush;
 pub mod journal;
 pub mod plan;
@@ -64,6 +65,12 @@ pub(crate) struct Remote {
 impl From<Memory> for Remote {
     fn from(m: Memory) -> Self {
         Self { id: m.id, content_sha256: m.content_sha256 }
+    }
+}
+
+impl plan::Listed for Remote {
+    fn content_sha256(&self) -> &str {
+        &self.content_sha256
     }
 }
 

@@ -4,23 +4,46 @@
 //! (**L**), what both sides agreed on at the last successful sync (**B**, the baseline), whether
 //! the store is read-only and which local content the server already refused. [`decide`] turns
 //! that into one [`Decision`]: what to do, which warning to log, and the baseline to keep when
-//! the action does not produce a new one. The engine performs the I/O afterwards.
+//! the action does not produce a new one. An action that acts on the listed memory (update,
+//! pull, delete) carries it, so the engine performs the I/O afterwards without looking anything
+//! up again.
 //!
 //! The row numbers refer to the table in `worker-behaviour.md` §6.7.
 
-/// What the engine knows about one path at the start of a sync.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PathState<'a> {
-    /// `content_sha256` of the memory the listing shows at this path.
-    pub remote: Option<&'a str>,
+/// What the rules need of a listed memory: its digest. The engine passes its listing entries,
+/// so a decision hands back the very memory to update, pull or delete; the table test passes
+/// bare digests.
+pub trait Listed {
+    /// `content_sha256` of the memory.
+    fn content_sha256(&self) -> &str;
+}
+
+impl Listed for str {
+    fn content_sha256(&self) -> &str {
+        self
+    }
+}
+
+/// What the engine knows about one path at the start of a sync. `'r` is the listing's lifetime
+/// (a [`Decision`] may borrow from it), `'s` that of the engine's own state (it may not).
+#[derive(Debug)]
+pub struct PathState<'s, 'r, R: ?Sized = str> {
+    /// The memory the listing shows at this path.
+    pub remote: Option<&'r R>,
     /// SHA-256 of the local file now.
-    pub local: Option<&'a str>,
+    pub local: Option<&'s str>,
     /// The digest both sides agreed on at the last successful sync of this path.
-    pub baseline: Option<&'a str>,
+    pub baseline: Option<&'s str>,
     /// The store is attached read-only: pull, never push.
     pub read_only: bool,
     /// The local digest the server (or a local check) refused for this path, if any.
-    pub refused: Option<&'a str>,
+    pub refused: Option<&'s str>,
+}
+
+impl<R: ?Sized> Default for PathState<'_, '_, R> {
+    fn default() -> Self {
+        Self { remote: None, local: None, baseline: None, read_only: false, refused: None }
+    }
 }
 
 /// Something worth telling the operator about a path.
@@ -55,32 +78,31 @@ impl Warning {
 }
 
 /// What to do with a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action<'r, R: ?Sized = str> {
     /// Nothing to send or fetch; the baseline becomes [`Decision::baseline`].
     Keep,
     /// Upload the file as a new memory (`POST …/memories`); the baseline becomes the digest the
     /// server returns, or none if the upload fails.
     Create,
-    /// Upload the file over the memory, conditional on the remote digest (row 15); the baseline
-    /// becomes the returned digest, or stays at the remote digest if the upload fails.
-    Update { precondition: String },
-    /// Fetch the memory's content and write it, after re-checking that the file still holds
-    /// [`Decision::baseline`]'s counterpart (`expect_local`); the baseline advances when the
-    /// write lands.
-    Pull { expect_local: Option<String> },
+    /// Upload the file over `memory`, conditional on its digest (row 15); the baseline becomes
+    /// the returned digest, or stays at the remote digest if the upload fails.
+    Update { memory: &'r R },
+    /// Fetch `memory`'s content and write it, after re-checking that the file still holds
+    /// `expect_local`; the baseline advances when the write lands.
+    Pull { memory: &'r R, expect_local: Option<String> },
     /// The server deleted an unchanged memory: remove the file if it still holds this digest
     /// (row 4). If it changed since the scan, decide again with the fresh digest.
     RemoveLocal { expect_local: String },
-    /// A local deletion of an unchanged memory: a candidate for a corroborated remote delete
-    /// (row 7); the baseline stays until the delete lands.
-    DeleteCandidate,
+    /// A local deletion of the unchanged `memory`: a candidate for a remote delete conditional
+    /// on `base` (row 7), once corroborated; the baseline stays until the delete lands.
+    DeleteCandidate { memory: &'r R, base: String },
 }
 
 /// The outcome for one path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub action: Action,
+#[derive(Debug, PartialEq, Eq)]
+pub struct Decision<'r, R: ?Sized = str> {
+    pub action: Action<'r, R>,
     /// The baseline to keep unless the action replaces it (see [`Action`]).
     pub baseline: Option<String>,
     pub warning: Option<Warning>,
@@ -88,8 +110,8 @@ pub struct Decision {
     pub clear_pending_delete: bool,
 }
 
-impl Decision {
-    fn new(action: Action, baseline: Option<&str>) -> Self {
+impl<'r, R: ?Sized> Decision<'r, R> {
+    fn new(action: Action<'r, R>, baseline: Option<&str>) -> Self {
         Self { action, baseline: baseline.map(str::to_owned), warning: None, clear_pending_delete: false }
     }
 
@@ -105,7 +127,7 @@ impl Decision {
 }
 
 /// Applies the reconciliation table to one path.
-pub fn decide(s: &PathState<'_>) -> Decision {
+pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'_, 'r, R>) -> Decision<'r, R> {
     let refused = |sha: &str| s.refused == Some(sha);
     let decision = match (s.remote, s.local, s.baseline) {
         // Row 1: gone on both sides.
@@ -133,11 +155,11 @@ pub fn decide(s: &PathState<'_>) -> Decision {
             }
         }
         // Row 10: a new remote memory.
-        (Some(_), None, None) => Decision::new(Action::Pull { expect_local: None }, None),
-        (Some(r), None, Some(b)) => {
-            if r != b {
+        (Some(memory), None, None) => Decision::new(Action::Pull { memory, expect_local: None }, None),
+        (Some(memory), None, Some(b)) => {
+            if memory.content_sha256() != b {
                 // Row 9: deleted here, changed there.
-                Decision::new(Action::Pull { expect_local: None }, Some(b))
+                Decision::new(Action::Pull { memory, expect_local: None }, Some(b))
                     .warn(Warning::RestoringDeletedLocally)
                     .clearing()
             } else if s.read_only {
@@ -145,20 +167,22 @@ pub fn decide(s: &PathState<'_>) -> Decision {
                 Decision::new(Action::Keep, Some(b))
             } else {
                 // Row 7.
-                Decision::new(Action::DeleteCandidate, Some(b))
+                Decision::new(Action::DeleteCandidate { memory, base: b.to_owned() }, Some(b))
             }
         }
-        (Some(r), Some(l), b) => {
+        (Some(memory), Some(l), b) => {
+            let r = memory.content_sha256();
             if Some(r) != b {
                 if l == r {
                     // Row 11: the file already holds the remote bytes.
                     Decision::new(Action::Keep, Some(r))
                 } else if Some(l) == b {
                     // Row 12: remote-only change.
-                    Decision::new(Action::Pull { expect_local: Some(l.to_owned()) }, b)
+                    Decision::new(Action::Pull { memory, expect_local: Some(l.to_owned()) }, b)
                 } else {
                     // Row 13: both changed; the store wins (read-only too).
-                    Decision::new(Action::Pull { expect_local: Some(l.to_owned()) }, b).warn(Warning::BothChanged)
+                    Decision::new(Action::Pull { memory, expect_local: Some(l.to_owned()) }, b)
+                        .warn(Warning::BothChanged)
                 }
             } else if l == r {
                 // Row 14: in sync.
@@ -168,7 +192,7 @@ pub fn decide(s: &PathState<'_>) -> Decision {
                 Decision::new(Action::Keep, Some(r))
             } else {
                 // Row 15: local-only change.
-                Decision::new(Action::Update { precondition: r.to_owned() }, Some(r))
+                Decision::new(Action::Update { memory }, Some(r))
             }
         }
     };
@@ -191,13 +215,13 @@ mod tests {
         baseline: Option<&'static str>,
         read_only: bool,
         refused: Option<&'static str>,
-        action: Action,
+        action: Action<'static>,
         baseline_after: Option<&'static str>,
         warning: Option<Warning>,
     }
 
-    fn pull(expect: Option<&str>) -> Action {
-        Action::Pull { expect_local: expect.map(str::to_owned) }
+    fn pull(memory: &'static str, expect: Option<&str>) -> Action<'static> {
+        Action::Pull { memory, expect_local: expect.map(str::to_owned) }
     }
 
     /// One row per rule of the table (and the refusal variants of the upload rows).
@@ -225,25 +249,25 @@ mod tests {
             r(5, None, Some(B), Some(A), false, Action::Create, None, Some(RecreatingDeletedRemotely)),
             Row { refused: Some(B), ..r(5, None, Some(B), Some(A), false, Action::Keep, None, None) },
             r(6, None, Some(B), Some(A), true, Action::Keep, None, Some(KeepingDeletedRemotelyReadOnly)),
-            r(7, Some(A), None, Some(A), false, Action::DeleteCandidate, Some(A), None),
+            r(7, Some(A), None, Some(A), false, Action::DeleteCandidate { memory: A, base: A.into() }, Some(A), None),
             r(8, Some(A), None, Some(A), true, Action::Keep, Some(A), None),
-            r(9, Some(B), None, Some(A), false, pull(None), Some(A), Some(RestoringDeletedLocally)),
-            r(9, Some(B), None, Some(A), true, pull(None), Some(A), Some(RestoringDeletedLocally)),
-            r(10, Some(A), None, None, false, pull(None), None, None),
+            r(9, Some(B), None, Some(A), false, pull(B, None), Some(A), Some(RestoringDeletedLocally)),
+            r(9, Some(B), None, Some(A), true, pull(B, None), Some(A), Some(RestoringDeletedLocally)),
+            r(10, Some(A), None, None, false, pull(A, None), None, None),
             r(11, Some(B), Some(B), Some(A), false, Action::Keep, Some(B), None),
             r(11, Some(B), Some(B), None, false, Action::Keep, Some(B), None),
-            r(12, Some(B), Some(A), Some(A), false, pull(Some(A)), Some(A), None),
-            r(12, Some(B), Some(A), Some(A), true, pull(Some(A)), Some(A), None),
-            r(13, Some(B), Some(C), Some(A), false, pull(Some(C)), Some(A), Some(BothChanged)),
-            r(13, Some(B), Some(C), Some(A), true, pull(Some(C)), Some(A), Some(BothChanged)),
-            r(13, Some(B), Some(C), None, false, pull(Some(C)), None, Some(BothChanged)),
+            r(12, Some(B), Some(A), Some(A), false, pull(B, Some(A)), Some(A), None),
+            r(12, Some(B), Some(A), Some(A), true, pull(B, Some(A)), Some(A), None),
+            r(13, Some(B), Some(C), Some(A), false, pull(B, Some(C)), Some(A), Some(BothChanged)),
+            r(13, Some(B), Some(C), Some(A), true, pull(B, Some(C)), Some(A), Some(BothChanged)),
+            r(13, Some(B), Some(C), None, false, pull(B, Some(C)), None, Some(BothChanged)),
             r(14, Some(A), Some(A), Some(A), false, Action::Keep, Some(A), None),
-            r(15, Some(A), Some(B), Some(A), false, Action::Update { precondition: A.into() }, Some(A), None),
+            r(15, Some(A), Some(B), Some(A), false, Action::Update { memory: A }, Some(A), None),
             Row { refused: Some(B), ..r(15, Some(A), Some(B), Some(A), false, Action::Keep, Some(A), None) },
             // A refusal of older content does not block the new content.
             Row {
                 refused: Some(C),
-                ..r(15, Some(A), Some(B), Some(A), false, Action::Update { precondition: A.into() }, Some(A), None)
+                ..r(15, Some(A), Some(B), Some(A), false, Action::Update { memory: A }, Some(A), None)
             },
             r(16, Some(A), Some(B), Some(A), true, Action::Keep, Some(A), None),
         ]
@@ -295,7 +319,10 @@ mod tests {
                     for refused in shas {
                         let d = decide(&PathState { remote, local, baseline, read_only: true, refused });
                         assert!(
-                            !matches!(d.action, Action::Create | Action::Update { .. } | Action::DeleteCandidate),
+                            !matches!(
+                                d.action,
+                                Action::Create | Action::Update { .. } | Action::DeleteCandidate { .. }
+                            ),
                             "{remote:?} {local:?} {baseline:?}: {:?}",
                             d.action
                         );

@@ -1,15 +1,14 @@
-//! One reconciliation pass: scan, list, decide per path, then upload, pull and delete.
+//! One reconciliation pass, planned before it is carried out: check the marker, gather both
+//! sides (scan, list, settle), decide every path ([`super::plan::decide`]) into a [`Plan`], then
+//! carry it out ([`super::execute`]): remove, upload and delete, pull, write the journal.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::stream::{self, StreamExt};
-use mnemo_api::View;
-
 use super::plan::{Action, PathState, Warning, decide};
-use super::upload::{Upload, UploadOutcome};
-use super::{DeletionMode, FETCH_CONCURRENCY, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking, marker_reason};
+use super::upload::Upload;
+use super::{Remote, RemoteMap, StoreSync, SyncError, blocking, marker_reason};
 use crate::fs::{LocalFile, MarkerState, RelPath};
 
 /// What one sync changed, for the one-line summary.
@@ -60,29 +59,68 @@ impl std::fmt::Display for SyncReport {
 }
 
 /// A change sent to the server by a sync.
-enum Push {
+pub(super) enum Push {
     Upload(Upload),
     /// A row-7 candidate: deleted only once corroborated.
     Delete {
         rel: RelPath,
         base: String,
-        memory: super::Remote,
+        memory: Remote,
     },
 }
 
-/// A fetch scheduled for the content pass.
-struct Pull {
-    rel: RelPath,
-    memory: super::Remote,
-    expect_local: Option<String>,
+impl Push {
+    pub(super) fn rel(&self) -> &RelPath {
+        match self {
+            Self::Upload(u) => &u.rel,
+            Self::Delete { rel, .. } => rel,
+        }
+    }
 }
 
-/// The per-sync allowance of remote deletions.
-struct DeleteCap {
-    left: usize,
-    held: usize,
-    sent: usize,
-    suppressed: usize,
+/// A fetch scheduled for the content pass.
+pub(super) struct Pull {
+    pub(super) rel: RelPath,
+    pub(super) memory: Remote,
+    pub(super) expect_local: Option<String>,
+}
+
+/// A file the server deleted, to remove locally if it still holds `expect_local` (row 4).
+pub(super) struct Removal {
+    pub(super) rel: RelPath,
+    pub(super) expect_local: String,
+    /// Kept if the removal fails.
+    pub(super) baseline: Option<String>,
+}
+
+/// What one sync will do, path by path, decided before any of it is done.
+#[derive(Default)]
+pub(super) struct Plan {
+    /// The baseline of every path whose action keeps one, until an upload or a pull replaces it.
+    pub(super) next: BTreeMap<RelPath, String>,
+    /// Uploads and deletion candidates, in path order: they are sent one by one in that order, as
+    /// the reference does, so the store's versions come out in the same sequence.
+    pub(super) pushes: Vec<Push>,
+    /// Fetches for the content pass.
+    pub(super) pulls: Vec<Pull>,
+    /// Local removals, carried out before the pushes.
+    pub(super) removals: Vec<Removal>,
+    /// Paths whose pending-delete record is void (their file exists, or both sides are gone).
+    void_pending: Vec<RelPath>,
+}
+
+impl Plan {
+    pub(super) fn keep(&mut self, rel: &RelPath, baseline: Option<String>) {
+        if let Some(b) = baseline {
+            self.next.insert(rel.clone(), b);
+        }
+    }
+
+    /// Adds a push in path order (a removal decided again may add one after later paths).
+    fn push(&mut self, push: Push) {
+        let at = self.pushes.partition_point(|p| p.rel() < push.rel());
+        self.pushes.insert(at, push);
+    }
 }
 
 impl StoreSync {
@@ -101,19 +139,7 @@ impl StoreSync {
         // are dropped (the next trusted sync walks), so nothing seen while it was untrusted is lost.
         let marker = self.marker().await?;
         if marker != MarkerState::Matches {
-            self.forget_local_view();
-            let files = Arc::clone(&self.files);
-            let local = blocking(move || files.scan()).await?.unwrap_or_default();
-            report.walked = true;
-            if local.is_empty() {
-                self.recover("the folder or its marker is gone").await?;
-                self.save_journal().await;
-                report.recovered = true;
-            } else {
-                let reason = marker_reason(marker);
-                tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; leaving the memory store folder as found and not syncing");
-                report.skipped = true;
-            }
+            self.untrusted(marker, &mut report).await?;
             return Ok(report);
         }
         if final_sync {
@@ -121,6 +147,46 @@ impl StoreSync {
             // watcher and its view now instead of holding them beside the walk's result.
             self.forget_local_view();
         }
+        let Some((local, remote)) = self.gather(final_sync, &mut report).await? else {
+            return Ok(report);
+        };
+        let mut plan = self.plan(&local, &remote, &mut report);
+        self.forget_void_pending(&mut plan);
+        self.remove_locals(&mut plan, &remote, &mut report).await?;
+        self.send_pushes(std::mem::take(&mut plan.pushes), final_sync, &mut plan.next, &mut report).await;
+        self.state.baseline = plan.next;
+        self.content_pass(plan.pulls, &mut report).await;
+        self.save_journal().await;
+        Ok(report)
+    }
+
+    /// A folder whose marker does not name this store, judged on a full walk: one that still
+    /// holds files is left as found, an empty or vanished one is re-downloaded.
+    async fn untrusted(&mut self, marker: MarkerState, report: &mut SyncReport) -> Result<(), SyncError> {
+        self.forget_local_view();
+        let files = Arc::clone(&self.files);
+        let local = blocking(move || files.scan()).await?.unwrap_or_default();
+        report.walked = true;
+        if local.is_empty() {
+            self.recover("the folder or its marker is gone").await?;
+            self.save_journal().await;
+            report.recovered = true;
+        } else {
+            let reason = marker_reason(marker);
+            tracing::warn!(memory_store_id = %self.cfg.store_id, root = %self.cfg.root.display(), "{reason}; leaving the memory store folder as found and not syncing");
+            report.skipped = true;
+        }
+        Ok(())
+    }
+
+    /// Both sides of a trusted folder: its files and the store's listing (unknown-outcome
+    /// uploads settled). `None` when every file vanished at once and the folder was re-downloaded
+    /// instead (a wipe never reaches the server).
+    async fn gather(
+        &mut self,
+        final_sync: bool,
+        report: &mut SyncReport,
+    ) -> Result<Option<(BTreeMap<RelPath, LocalFile>, Arc<RemoteMap>)>, SyncError> {
         let (local, walked) = self.local_files(final_sync).await?;
         report.walked = walked;
         let mut local = match local {
@@ -151,124 +217,82 @@ impl StoreSync {
             self.recover("every memory file is gone at once").await?;
             self.save_journal().await;
             report.recovered = true;
-            return Ok(report);
+            return Ok(None);
         }
+        Ok(Some((local, remote)))
+    }
 
+    /// Decides every path of remote ∪ local ∪ baseline. Neither I/O nor a change of the engine's
+    /// state: the plan is carried out after.
+    fn plan(&self, local: &BTreeMap<RelPath, LocalFile>, remote: &RemoteMap, report: &mut SyncReport) -> Plan {
+        let mut plan = Plan::default();
         let paths: BTreeSet<&RelPath> = remote.keys().chain(local.keys()).chain(self.state.baseline.keys()).collect();
-        let baseline_before = self.state.baseline.len();
-        let mut cap = DeleteCap { left: (baseline_before / 4).clamp(8, 50), held: 0, sent: 0, suppressed: 0 };
-        let mut next: BTreeMap<RelPath, String> = BTreeMap::new();
-        // Uploads and deletions, in path order: they are sent one by one in that order, as the
-        // reference does, so the store's versions come out in the same sequence.
-        let mut pushes: Vec<Push> = Vec::new();
-        let mut pulls: Vec<Pull> = Vec::new();
-
         for rel in paths {
-            let r = remote.get(rel);
-            let mut local_sha = local.get(rel).map(|f: &LocalFile| f.sha256.clone());
-            loop {
-                let d = decide(&PathState {
-                    remote: r.map(|m| m.content_sha256.as_str()),
-                    local: local_sha.as_deref(),
-                    baseline: self.state.baseline.get(rel).map(String::as_str),
-                    read_only: self.cfg.read_only,
-                    refused: self.state.refused.get(rel).map(String::as_str),
-                });
-                if d.clear_pending_delete {
-                    self.state.pending_deletes.remove(rel);
-                }
-                if let Some(w) = d.warning {
-                    self.log_warning(rel, w);
-                    if w == Warning::BothChanged {
-                        report.conflicts += 1;
-                    }
-                }
-                let keep = |next: &mut BTreeMap<RelPath, String>, b: Option<String>| {
-                    if let Some(b) = b {
-                        next.insert(rel.clone(), b);
-                    }
-                };
-                match d.action {
-                    Action::Keep => keep(&mut next, d.baseline),
-                    Action::Create => {
-                        pushes.push(Push::Upload(Upload { rel: rel.clone(), existing: None, fallback: None }))
-                    }
-                    Action::Update { precondition } => {
-                        let existing = r.expect("an update has a remote memory").clone();
-                        pushes.push(Push::Upload(Upload {
-                            rel: rel.clone(),
-                            existing: Some((existing, precondition.clone())),
-                            fallback: Some(precondition),
-                        }));
-                    }
-                    Action::Pull { expect_local } => {
-                        keep(&mut next, d.baseline);
-                        let memory = r.expect("a pull has a remote memory").clone();
-                        pulls.push(Pull { rel: rel.clone(), memory, expect_local });
-                    }
-                    Action::DeleteCandidate => {
-                        keep(&mut next, d.baseline.clone());
-                        let memory = r.expect("a delete candidate has a remote memory").clone();
-                        let base = d.baseline.expect("a candidate has a baseline");
-                        pushes.push(Push::Delete { rel: rel.clone(), base, memory });
-                    }
-                    Action::RemoveLocal { expect_local } => {
-                        let (files, path) = (Arc::clone(&self.files), rel.clone());
-                        let removed = blocking(move || -> Result<Option<Option<String>>, crate::fs::FsError> {
-                            if files.remove_if_unchanged(&path, &expect_local)? {
-                                Ok(None)
-                            } else {
-                                // Edited since the scan: decide again with the fresh digest.
-                                Ok(Some(files.hash_now(&path)?))
-                            }
-                        })
-                        .await?;
-                        match removed {
-                            Ok(None) => report.removed_locally += 1,
-                            Ok(Some(fresh)) if fresh.is_some() => {
-                                local_sha = fresh;
-                                continue;
-                            }
-                            Ok(Some(_)) => {}
-                            Err(e) => {
-                                tracing::warn!(path = %rel, memory_store_id = %self.cfg.store_id, "failed to remove memory deleted remotely: {e}");
-                                keep(&mut next, d.baseline);
-                                report.failed += 1;
-                            }
-                        }
-                    }
-                }
-                break;
+            let local_sha = local.get(rel).map(|f| f.sha256.as_str());
+            if let Some(removal) = self.plan_path(&mut plan, rel, remote.get(rel), local_sha, report) {
+                plan.removals.push(removal);
             }
         }
+        plan
+    }
 
-        // Each upload's outcome sets its path's baseline; deletions are corroborated, within the cap.
-        for push in pushes {
-            match push {
-                Push::Upload(upload) => {
-                    let outcome = self.upload(&upload).await;
-                    self.apply_upload(&upload, outcome, &mut next, &mut report);
-                }
-                Push::Delete { rel, base, memory } => {
-                    if self.corroborated_delete(&rel, &base, &memory, final_sync, &mut cap).await {
-                        next.remove(&rel);
-                        report.deleted_remotely += 1;
-                    }
-                }
+    /// Drops the pending-delete records the plan found void.
+    pub(super) fn forget_void_pending(&mut self, plan: &mut Plan) {
+        for rel in plan.void_pending.drain(..) {
+            self.state.pending_deletes.remove(&rel);
+        }
+    }
+
+    /// Decides one path and files the outcome in `plan`, except a local removal, which is
+    /// returned: whether it happens depends on the file still holding what the scan saw.
+    pub(super) fn plan_path(
+        &self,
+        plan: &mut Plan,
+        rel: &RelPath,
+        remote: Option<&Remote>,
+        local: Option<&str>,
+        report: &mut SyncReport,
+    ) -> Option<Removal> {
+        let d = decide(&PathState {
+            remote,
+            local,
+            baseline: self.state.baseline.get(rel).map(String::as_str),
+            read_only: self.cfg.read_only,
+            refused: self.state.refused.get(rel).map(String::as_str),
+        });
+        if d.clear_pending_delete {
+            plan.void_pending.push(rel.clone());
+        }
+        if let Some(w) = d.warning {
+            self.log_warning(rel, w);
+            if w == Warning::BothChanged {
+                report.conflicts += 1;
             }
         }
-        if cap.suppressed > 0 {
-            tracing::debug!(memory_store_id = %self.cfg.store_id, count = cap.suppressed, "local deletions not propagated (deletions disabled)");
+        match d.action {
+            Action::Keep => plan.keep(rel, d.baseline),
+            Action::Create => plan.push(Push::Upload(Upload { rel: rel.clone(), existing: None, fallback: None })),
+            Action::Update { memory } => {
+                let precondition = memory.content_sha256.clone();
+                plan.push(Push::Upload(Upload {
+                    rel: rel.clone(),
+                    existing: Some((memory.clone(), precondition.clone())),
+                    fallback: Some(precondition),
+                }));
+            }
+            Action::Pull { memory, expect_local } => {
+                plan.keep(rel, d.baseline);
+                plan.pulls.push(Pull { rel: rel.clone(), memory: memory.clone(), expect_local });
+            }
+            Action::DeleteCandidate { memory, base } => {
+                plan.keep(rel, d.baseline);
+                plan.push(Push::Delete { rel: rel.clone(), base, memory: memory.clone() });
+            }
+            Action::RemoveLocal { expect_local } => {
+                return Some(Removal { rel: rel.clone(), expect_local, baseline: d.baseline });
+            }
         }
-        if cap.held > 0 {
-            let verb = if self.cfg.deletions == DeletionMode::LogOnly { "would send" } else { "sent" };
-            tracing::warn!(memory_store_id = %self.cfg.store_id, "delete cap reached: {verb} {} deletes, held {} for later syncs", cap.sent, cap.held);
-        }
-
-        self.state.baseline = next;
-        self.content_pass(pulls, &mut report).await;
-        self.save_journal().await;
-        Ok(report)
+        None
     }
 
     /// The local files: patched from the watcher's hints when they can be trusted, else a full
@@ -369,7 +393,7 @@ impl StoreSync {
 
     /// An upload whose answer never arrived may have landed: if the listing shows exactly the
     /// bytes sent, adopt them. Then forget every unsettled send.
-    pub(crate) fn settle(&mut self, remote: &super::RemoteMap) {
+    pub(crate) fn settle(&mut self, remote: &RemoteMap) {
         for (rel, sent) in self.state.unsettled.drain() {
             if remote.get(&rel).is_some_and(|m| m.content_sha256 == sent) {
                 self.state.baseline.insert(rel, sent);
@@ -383,122 +407,5 @@ impl StoreSync {
         } else {
             tracing::warn!(path = %rel, memory_store_id = %self.cfg.store_id, "{}", w.message());
         }
-    }
-
-    /// Fetches and writes what the table decided to pull, [`FETCH_CONCURRENCY`] at a time. A
-    /// write happens only if the file still holds what the scan saw; otherwise it waits for the
-    /// next sync.
-    async fn content_pass(&mut self, pulls: Vec<Pull>, report: &mut SyncReport) {
-        let client = &self.client;
-        let store = &self.cfg.store_id;
-        let files = &self.files;
-        let results: Vec<(RelPath, Option<String>)> = stream::iter(pulls)
-            .map(|pull| async move {
-                let fetched = match client.get_memory(store, &pull.memory.id, Some(View::Full)).await {
-                    Ok(m) => m,
-                    Err(e) if e.is_not_found() => return (pull.rel, None),
-                    Err(e) => {
-                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to fetch memory content: {e}");
-                        return (pull.rel, None);
-                    }
-                };
-                let (files, rel) = (Arc::clone(files), pull.rel.clone());
-                let content = fetched.content.unwrap_or_default();
-                let written = blocking(move || files.write_if_unchanged(&rel, pull.expect_local.as_deref(), content.as_bytes())).await;
-                match written {
-                    Ok(Ok(true)) => (pull.rel, Some(fetched.content_sha256)),
-                    Ok(Ok(false)) => {
-                        tracing::debug!(path = %pull.rel, memory_store_id = %store, "file changed during the sync; pulling it next time");
-                        (pull.rel, None)
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to write memory: {e}");
-                        (pull.rel, None)
-                    }
-                    Err(e) => {
-                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to write memory: {e}");
-                        (pull.rel, None)
-                    }
-                }
-            })
-            .buffer_unordered(FETCH_CONCURRENCY)
-            .collect()
-            .await;
-        for (rel, sha) in results {
-            if let Some(sha) = sha {
-                self.state.baseline.insert(rel, sha);
-                report.pulled += 1;
-            }
-        }
-    }
-
-    /// The deletion discipline of a row-7 candidate. Returns whether the remote memory is gone.
-    async fn corroborated_delete(
-        &mut self,
-        rel: &RelPath,
-        base: &str,
-        memory: &super::Remote,
-        final_sync: bool,
-        cap: &mut DeleteCap,
-    ) -> bool {
-        let store = self.cfg.store_id.clone();
-        if self.cfg.deletions == DeletionMode::Disabled {
-            cap.suppressed += 1;
-            return false;
-        }
-        let first_missing = *self.state.pending_deletes.entry(rel.clone()).or_insert_with(Instant::now);
-        if !final_sync && first_missing.elapsed() < self.cfg.delete_window {
-            return false;
-        }
-        // Re-check now: the marker still matches and the file is still gone.
-        let (files, path, id) = (Arc::clone(&self.files), rel.clone(), store.to_string());
-        let recheck = blocking(move || (files.check_marker(&id), files.hash_now(&path))).await;
-        match recheck {
-            Ok((MarkerState::Matches, Ok(None))) => {}
-            Ok((MarkerState::Matches, Ok(Some(_)))) => {
-                self.state.pending_deletes.remove(rel);
-                return false;
-            }
-            _ => return false,
-        }
-        if cap.left == 0 {
-            cap.held += 1;
-            return false;
-        }
-        cap.left -= 1;
-        cap.sent += 1;
-        if self.cfg.deletions == DeletionMode::LogOnly {
-            tracing::info!(path = %rel, memory_store_id = %store, "log-only: sync would delete this memory on the server");
-            return false;
-        }
-        match self.client.delete_memory(&store, &memory.id, Some(base)).await {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) if matches!(e.status(), Some(409 | 412)) => {
-                tracing::warn!(path = %rel, memory_store_id = %store, "memory deleted locally but changed remotely; keeping the remote version");
-                return false;
-            }
-            Err(e) => {
-                tracing::warn!(path = %rel, memory_store_id = %store, "failed to delete memory: {e}");
-                return false;
-            }
-        }
-        tracing::info!(path = %rel, memory_store_id = %store, "propagated local deletion");
-        self.state.pending_deletes.remove(rel);
-        true
-    }
-
-    /// Runs uploads [`UPLOAD_CONCURRENCY`] at a time.
-    pub(crate) async fn run_uploads(&mut self, uploads: Vec<Upload>) -> Vec<(Upload, UploadOutcome)> {
-        let this = &*self;
-        let results: Vec<_> = stream::iter(uploads)
-            .map(|u| async move {
-                let outcome = this.upload(&u).await;
-                (u, outcome)
-            })
-            .buffer_unordered(UPLOAD_CONCURRENCY)
-            .collect()
-            .await;
-        results
     }
 }
