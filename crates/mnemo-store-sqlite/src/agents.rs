@@ -1,6 +1,7 @@
 //! Agents and their versions.
 
 use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec};
+use mnemo_store::rules::catalog;
 use mnemo_store::{Cursor, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -60,20 +61,7 @@ pub(crate) fn create(c: &Connection, spec: &AgentSpec) -> Result<Agent> {
 
 pub(crate) fn update(c: &Connection, id: &AgentId, base: u32, params_: &AgentParams) -> Result<Agent> {
     let (current, seq) = load(c, id, None)?;
-    if current.archived_at.is_some() {
-        return Err(StoreError::Invalid(format!("agent `{id}` is archived and cannot be updated")));
-    }
-    if base != current.version {
-        return Err(StoreError::Conflict(format!(
-            "agent `{id}` is at version {}, not {base}; retrieve it and apply the change again",
-            current.version
-        )));
-    }
-    let mut spec = current.spec.clone();
-    spec.apply(params_).map_err(|e| StoreError::Invalid(e.0))?;
-    if spec == current.spec {
-        return Ok(current);
-    }
+    let Some(spec) = catalog::update_agent(&current, base, params_)? else { return Ok(current) };
     let version = current.version + 1;
     let now = now_micros();
     c.execute(

@@ -1,8 +1,7 @@
 //! Environments and environment keys.
 
-use std::collections::BTreeMap;
-
-use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, config_type, validate_metadata};
+use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId};
+use mnemo_store::rules::catalog;
 use mnemo_store::{CredentialHash, Cursor, EnvironmentPatch, ErrorCode, Listing, NewEnvironment, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -63,47 +62,8 @@ pub(crate) fn create(c: &Connection, new: &NewEnvironment) -> Result<Environment
 }
 
 pub(crate) fn update(c: &Connection, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
-    let (mut env, seq) = get_with_seq(c, id)?;
-    if env.archived_at.is_some() {
-        return Err(StoreError::Coded {
-            code: ErrorCode::EnvironmentArchived,
-            message: format!("environment `{id}` is archived and cannot be updated"),
-        });
-    }
-    if let Some(config) = patch.config {
-        if config_type(&config) != config_type(&env.config) {
-            return Err(StoreError::Coded {
-                code: ErrorCode::InvalidConfigTypeChange,
-                message: format!(
-                    "the config type of environment `{id}` cannot change from `{}` to `{}`",
-                    config_type(&env.config).unwrap_or("?"),
-                    config_type(&config).unwrap_or("?")
-                ),
-            });
-        }
-        env.config = config;
-    }
-    if let Some(name) = patch.name {
-        env.name = name;
-    }
-    if let Some(description) = patch.description {
-        env.description = description;
-    }
-    if let Some(scope) = patch.scope {
-        env.scope = Some(scope);
-    }
-    if let Some(changes) = patch.metadata {
-        let mut metadata: BTreeMap<String, String> = env.metadata.clone();
-        for (k, v) in changes {
-            match v.filter(|v| !v.is_empty()) {
-                Some(v) => metadata.insert(k, v),
-                None => metadata.remove(&k),
-            };
-        }
-        validate_metadata(&metadata)
-            .map_err(|e| StoreError::Coded { code: ErrorCode::InvalidMetadata, message: e.0 })?;
-        env.metadata = metadata;
-    }
+    let (current, seq) = get_with_seq(c, id)?;
+    let env = catalog::update_environment(&current, patch)?;
     c.execute(
         "UPDATE environments SET name = ?1, description = ?2, metadata = ?3, config = ?4, scope = ?5, updated_at = ?6 \
          WHERE seq = ?7",
@@ -175,12 +135,7 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
 
 pub(crate) fn create_key(c: &Connection, environment: &EnvironmentId, hash: CredentialHash) -> Result<EnvironmentKey> {
     let (env, seq) = get_with_seq(c, environment)?;
-    if env.archived_at.is_some() {
-        return Err(StoreError::Coded {
-            code: ErrorCode::EnvironmentArchived,
-            message: format!("environment `{environment}` is archived; it takes no new keys"),
-        });
-    }
+    catalog::check_takes_keys(&env)?;
     let id = EnvironmentKeyId::generate();
     c.execute(
         "INSERT INTO environment_keys (id, environment_seq, secret_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -200,13 +155,7 @@ fn get_key(c: &Connection, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
 }
 
 pub(crate) fn revoke_key(c: &Connection, environment: &EnvironmentId, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
-    let key = get_key(c, id)?;
-    if key.environment_id != *environment {
-        return Err(StoreError::NotFound {
-            kind: "environment key",
-            id: format!("{id}` in environment `{environment}"),
-        });
-    }
+    catalog::check_key_of(&get_key(c, id)?, environment)?;
     c.execute(
         "UPDATE environment_keys SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
         params![now_micros(), id.as_str()],

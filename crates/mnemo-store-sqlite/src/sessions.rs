@@ -1,11 +1,12 @@
 //! Sessions: creation (snapshots, mount paths, the work item), reads, archive, delete.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use mnemo_api::{
     Access, Event, EventId, LoggedEvent, MemoryStoreId, MemoryStoreResource, Session, SessionId, SessionStatus,
-    StopReason, WorkData, mount_paths, render_memory_prompt,
+    StopReason, WorkData,
 };
+use mnemo_store::rules::catalog;
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
@@ -65,97 +66,40 @@ pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i
         .ok_or_else(|| StoreError::not_found("session", id))
 }
 
-/// The agent snapshot a session keeps: the agent's fields, with overrides replacing values.
-fn snapshot(agent: &mnemo_api::Agent, overrides: Option<&mnemo_api::AgentParams>) -> Result<Value> {
-    let mut spec = agent.spec.clone();
-    if let Some(o) = overrides {
-        let only = mnemo_api::AgentParams {
-            model: o.model.clone(),
-            system: o.system.clone(),
-            tools: o.tools.clone(),
-            mcp_servers: o.mcp_servers.clone(),
-            skills: o.skills.clone(),
-            ..Default::default()
-        };
-        spec.apply(&only).map_err(|e| StoreError::Invalid(e.0))?;
-    }
-    Ok(json!({
-        "type": "agent",
-        "id": agent.id,
-        "version": agent.version,
-        "name": spec.name,
-        "description": spec.description,
-        "system": spec.system,
-        "model": spec.model,
-        "tools": spec.tools,
-        "mcp_servers": spec.mcp_servers,
-        "skills": spec.skills,
-        "execution_identity": spec.execution_identity,
-        "multiagent": spec.multiagent,
-    }))
-}
-
 pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result<Session> {
-    let (env, env_seq) = environments::get_with_seq(c, &new.environment)
-        .map_err(|_| StoreError::Invalid(format!("environment `{}` not found", new.environment)))?;
-    if env.archived_at.is_some() {
-        return Err(StoreError::Invalid(format!("environment `{}` is archived; it takes no new sessions", env.id)));
-    }
-    let agent = agents::get(c, &new.agent.id, new.agent.version).map_err(|e| match e {
-        StoreError::NotFound { kind, id } => StoreError::Invalid(format!("{kind} `{id}` not found")),
-        other => other,
-    })?;
-    if agent.archived_at.is_some() {
-        return Err(StoreError::Invalid(format!("agent `{}` is archived; it takes no new sessions", agent.id)));
-    }
-    let agent_json = snapshot(&agent, new.agent.overrides.as_ref())?;
-
-    let mut seen = HashSet::new();
+    let env = environments::get_with_seq(c, &new.environment).ok();
+    let agent = agents::get(c, &new.agent.id, new.agent.version);
     let mut stores_found = Vec::with_capacity(new.attachments.len());
     for a in &new.attachments {
-        if !seen.insert(a.store.clone()) {
-            return Err(StoreError::Invalid(format!("memory store `{}` is attached twice", a.store)));
-        }
-        let store = stores::get(c, &a.store).map_err(|e| match e {
-            StoreError::NotFound { .. } => StoreError::Invalid(format!("memory store `{}` not found", a.store)),
-            other => other,
-        })?;
-        if store.archived_at.is_some() {
-            return Err(StoreError::Invalid(format!("memory store `{}` is archived and cannot be attached", a.store)));
-        }
-        stores_found.push(store);
+        stores_found.push(match stores::get(c, &a.store) {
+            Ok(store) => Some(store),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(other) => return Err(other),
+        });
     }
-    let names: Vec<&str> = stores_found.iter().map(|s| s.name.as_str()).collect();
-    let paths = mount_paths(&new.mount_root, &names);
-    let resources: Vec<MemoryStoreResource> = new
-        .attachments
-        .iter()
-        .zip(stores_found.iter().zip(paths))
-        .map(|(a, (store, path))| MemoryStoreResource {
-            memory_store_id: a.store.clone(),
-            access: a.access,
-            instructions: a.instructions.clone(),
-            name: Some(store.name.clone()),
-            description: Some(store.description.clone()),
-            mount_path: Some(path),
-        })
-        .collect();
-
+    let plan = catalog::plan_session(new, env.as_ref().map(|(e, _)| e), agent, &stores_found)?;
+    let (env, env_seq) = env.expect("a session is planned only on an environment that exists");
     let id = SessionId::generate();
     let now = now_micros();
     let body = Body {
         title: new.title.clone(),
         metadata: new.metadata.clone(),
-        agent: agent_json,
-        memory_prompt: render_memory_prompt(&resources),
-        resources,
+        agent: plan.agent,
+        memory_prompt: plan.memory_prompt,
+        resources: plan.resources,
         budget: new.budget.clone(),
         stop_reason: None,
     };
     c.execute(
         "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, 'idle', ?5, ?5)",
-        params![id.as_str(), env.id.as_str(), agent.id.as_str(), serde_json::to_string(&body).map_err(backend)?, now],
+        params![
+            id.as_str(),
+            env.id.as_str(),
+            new.agent.id.as_str(),
+            serde_json::to_string(&body).map_err(backend)?,
+            now
+        ],
     )
     .map_err(backend)?;
     let seq = c.last_insert_rowid();
@@ -170,7 +114,7 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
         let logged = LoggedEvent { id: EventId::generate(), event: event.clone(), processed_at: Some(rfc3339(now)) };
         insert_event(c, seq, &logged, now)?;
     }
-    if env.is_self_hosted() {
+    if plan.enqueue_work {
         work::enqueue(c, env_seq, &WorkData::session(&id), lease_ttl)?;
     }
     get_with_seq(c, &id).map(|(s, _)| s)
@@ -294,23 +238,11 @@ pub(crate) fn update(
     metadata: Option<&BTreeMap<String, Option<String>>>,
 ) -> Result<Session> {
     let (session, seq) = get_with_seq(c, id)?;
-    if session.archived_at.is_some() {
-        return Err(StoreError::Invalid(format!("session `{id}` is archived and cannot be updated")));
-    }
+    let (title, metadata) = catalog::update_session(&session, title, metadata)?;
     let body: String = c.query_row("SELECT body FROM sessions WHERE seq = ?1", [seq], |r| r.get(0)).map_err(backend)?;
     let mut body: Body = serde_json::from_str(&body).map_err(backend)?;
-    if let Some(title) = title {
-        body.title = title;
-    }
-    if let Some(patch) = metadata {
-        for (k, v) in patch {
-            match v {
-                Some(v) => body.metadata.insert(k.clone(), v.clone()),
-                None => body.metadata.remove(k),
-            };
-        }
-        mnemo_api::validate_metadata(&body.metadata).map_err(|e| StoreError::Invalid(e.0))?;
-    }
+    body.title = title;
+    body.metadata = metadata;
     c.execute(
         "UPDATE sessions SET body = ?1, updated_at = ?2 WHERE seq = ?3",
         params![serde_json::to_string(&body).map_err(backend)?, now_micros(), seq],

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{MemoryStore, MemoryStoreId, apply_metadata_patch};
+use mnemo_api::{MemoryStore, MemoryStoreId};
+use mnemo_store::rules::catalog;
 use mnemo_store::{Cursor, ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -65,19 +66,8 @@ pub(crate) fn create(c: &Connection, new: NewMemoryStore) -> Result<MemoryStore>
 }
 
 pub(crate) fn update(c: &Connection, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-    let (mut store, seq) = get_with_seq(c, id)?;
-    if store.archived_at.is_some() {
-        return Err(StoreError::Archived(id.to_string()));
-    }
-    if let Some(name) = patch.name {
-        store.name = name;
-    }
-    if let Some(description) = patch.description {
-        store.description = description;
-    }
-    if let Some(changes) = &patch.metadata {
-        store.metadata = apply_metadata_patch(&store.metadata, changes).map_err(|e| StoreError::Invalid(e.0))?;
-    }
+    let (current, seq) = get_with_seq(c, id)?;
+    let mut store = catalog::update_store(&current, patch)?;
     let now = now_micros();
     c.execute(
         "UPDATE memory_stores SET name = ?1, description = ?2, metadata = ?3, updated_at = ?4 WHERE seq = ?5",

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats, WorkState, validate_metadata};
+use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats, WorkState};
+use mnemo_store::rules::catalog;
 use mnemo_store::rules::work::{Change, Heartbeat, Lease, Micros};
 use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -271,14 +272,7 @@ pub(crate) fn update_metadata(
     patch: &BTreeMap<String, Option<String>>,
 ) -> Result<Work> {
     let row = load(c, env, id)?;
-    let mut metadata = row.work.metadata.clone();
-    for (k, v) in patch {
-        match v {
-            Some(v) => metadata.insert(k.clone(), v.clone()),
-            None => metadata.remove(k),
-        };
-    }
-    validate_metadata(&metadata).map_err(|e| StoreError::Coded { code: ErrorCode::InvalidMetadata, message: e.0 })?;
+    let metadata = catalog::patch_metadata(&row.work.metadata, patch, Some(ErrorCode::InvalidMetadata))?;
     c.execute(
         "UPDATE work_items SET metadata = ?1 WHERE seq = ?2",
         params![serde_json::to_string(&metadata).map_err(backend)?, row.seq],

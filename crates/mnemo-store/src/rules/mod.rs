@@ -7,7 +7,9 @@
 //! - [`work`]: the work-item lease ([`work::Lease`]) and sessions-token liveness.
 //! - [`scope`]: which credential may take which action ([`scope::decide`]).
 //! - [`memory`]: archived stores, the cap, preconditions, overlaps, redaction.
+//! - [`catalog`]: memory stores, environments and keys, agents, and new sessions.
 
+pub mod catalog;
 pub mod memory;
 pub mod scope;
 pub mod session;
