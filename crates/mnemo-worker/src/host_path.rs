@@ -112,18 +112,26 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// What tests of path handling share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::PathBuf;
+
+    /// A temp dir and its canonical path (macOS `/var` → `/private/var`, symlinked TMPDIR), so
+    /// canonicalised results compare equal.
+    pub(crate) fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, path)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
 
+    use super::testing::canonical_tempdir as tmp;
     use super::*;
-
-    /// A temp dir whose path is canonical (macOS `/var` → `/private/var`, symlinked TMPDIR).
-    fn tmp() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = fs::canonicalize(dir.path()).unwrap();
-        (dir, path)
-    }
 
     #[test]
     fn normalize_collapses_dots_lexically() {

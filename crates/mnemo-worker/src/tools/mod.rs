@@ -196,8 +196,7 @@ pub(crate) mod testing {
 
     /// A temp workdir (canonical, so symlinked `/tmp`s compare equal) and a context on it.
     pub(crate) fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (dir, root) = crate::host_path::testing::canonical_tempdir();
         let ctx = ToolContext::new(&root);
         (dir, root, ctx)
     }

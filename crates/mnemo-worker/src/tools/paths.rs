@@ -173,16 +173,10 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
+    use crate::host_path::testing::canonical_tempdir as tmp;
 
     fn ctx(dir: &Path) -> ToolContext {
         ToolContext::new(dir)
-    }
-
-    /// A temp dir whose path is canonical (macOS `/var` → `/private/var`, symlinked TMPDIR).
-    fn tmp() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = fs::canonicalize(dir.path()).unwrap();
-        (dir, path)
     }
 
     #[test]
