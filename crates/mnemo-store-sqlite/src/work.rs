@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats, WorkState};
+use mnemo_store::rules;
 use mnemo_store::rules::catalog;
 use mnemo_store::rules::work::{Change, Heartbeat, Lease, Micros};
 use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
@@ -182,9 +183,7 @@ pub(crate) fn enqueue(c: &Connection, environment_seq: i64, data: &WorkData, ttl
 
 fn self_hosted(c: &Connection, env: &EnvironmentId) -> Result<i64> {
     let (environment, env_seq) = environments::get_with_seq(c, env)?;
-    if !environment.is_self_hosted() {
-        return Err(StoreError::Invalid(format!("environment `{env}` is not self-hosted; it has no work queue")));
-    }
+    rules::work::check_has_queue(&environment)?;
     Ok(env_seq)
 }
 

@@ -6,9 +6,18 @@
 //! lease in its transaction, applies the rule, writes the returned lease back and, when told,
 //! revokes the item's tokens.
 
-use mnemo_api::{WorkHeartbeat, WorkId, WorkLeaseState, WorkState};
+use mnemo_api::{Environment, WorkHeartbeat, WorkId, WorkLeaseState, WorkState};
 
 use crate::StoreError;
+
+/// Only a self-hosted environment has a work queue.
+pub fn check_has_queue(env: &Environment) -> Result<(), StoreError> {
+    if env.is_self_hosted() {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!("environment `{}` is not self-hosted; it has no work queue", env.id)))
+    }
+}
 
 /// Microseconds since the Unix epoch.
 pub type Micros = i64;

@@ -146,3 +146,17 @@ fn stops() {
     let twice = confirmed.lease.stop(true, NOW).unwrap_err();
     assert!(matches!(twice, StoreError::Conflict(m) if m == "work item `work_w` is already stopped"));
 }
+
+#[test]
+fn only_a_self_hosted_environment_has_a_queue() {
+    let env = |kind: &str| -> Environment {
+        serde_json::from_value(serde_json::json!({
+            "type": "environment", "id": "env_e", "name": "e", "description": null, "metadata": {},
+            "config": {"type": kind}, "scope": null, "created_at": "t", "updated_at": "t", "archived_at": null,
+        }))
+        .unwrap()
+    };
+    assert!(check_has_queue(&env("self_hosted")).is_ok());
+    let cloud = check_has_queue(&env("cloud")).unwrap_err();
+    assert_eq!(cloud.to_string(), "environment `env_e` is not self-hosted; it has no work queue");
+}
