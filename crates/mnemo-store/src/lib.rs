@@ -13,6 +13,7 @@
 
 mod cursor;
 mod error;
+mod retry;
 pub mod rules;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use mnemo_api::{
 
 pub use cursor::Cursor;
 pub use error::{BoxError, ErrorCode, StoreError};
+pub use retry::{RetryPolicy, retry_transient};
 pub use rules::session::EventAuthor;
 
 /// Result of every store call.
