@@ -7,9 +7,9 @@
 //! `max_idle`; the caller's task *dispatches* routed calls one at a time, so a call is never run
 //! twice at once and the caller can sync memory between calls.
 //!
-//! - [`routing`] — the pure routing state (which calls run, wait or are denied; the idle clock).
-//! - [`stream`] — the stream task and the watchdog.
-//! - [`post`] — one call run and its result posted.
+//! - `routing` — the pure routing state (which calls run, wait or are denied; the idle clock).
+//! - `stream` — the stream task and the watchdog.
+//! - `post` — one call run and its result posted.
 
 mod post;
 mod routing;

@@ -243,7 +243,7 @@ fn write_file(target: &Path, reader: &mut impl Read, executable: bool, budget: &
     file.set_permissions(Permissions::from_mode(if executable { 0o755 } else { 0o644 }))
 }
 
-/// Bytes written so far for one archive, against a limit ([`MAX_EXTRACTED_BYTES`]).
+/// Bytes written so far for one archive, against a limit ([`MAX_EXTRACTED_BYTES`](super::MAX_EXTRACTED_BYTES)).
 #[derive(Debug)]
 struct Budget {
     written: u64,

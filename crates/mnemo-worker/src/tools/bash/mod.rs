@@ -3,7 +3,7 @@
 //! [`BashShell`] is the process: `/bin/bash --noprofile --norc` reading commands from a pipe,
 //! its stdout and stderr merged into one pipe we read. [`BashSession`] is the tool on top: it
 //! starts the shell on first use, restarts it on request and turns input and results into the
-//! tool's texts. How a command is framed and how a shell ends: see [`shell`].
+//! tool's texts. How a command is framed and how a shell ends: see `shell.rs`.
 
 mod shell;
 

@@ -16,7 +16,7 @@
 //! passes through symlinked directories (and a precise one is looked up without listing), and a
 //! directory's own matches come before those of its subdirectories.
 //!
-//! The `fnmatch` → `globset` translation lives in [`fnmatch`].
+//! The `fnmatch` → `globset` translation lives in `fnmatch.rs`.
 //!
 //! Deviations: directory entries are visited in name order (the reference sees them in the
 //! order the filesystem lists them), which decides which 50,000 matches are collected on a huge
