@@ -286,20 +286,13 @@ mod tests {
     fn debug_never_prints_a_credential() {
         let token = "sk-mnemo-sess-TOPSECRET";
         let secret = WorkSecret { sessions_token: token.into() };
-        let work = Work {
-            id: WorkId::generate(),
-            environment_id: EnvironmentId::generate(),
-            state: WorkState::Queued,
-            data: WorkData { kind: "session".into(), id: "sesn_x".into() },
-            secret: Some(secret.encode()),
-            metadata: BTreeMap::new(),
-            created_at: String::new(),
-            acknowledged_at: None,
-            started_at: None,
-            latest_heartbeat_at: None,
-            stop_requested_at: None,
-            stopped_at: None,
-        };
+        let work: Work = serde_json::from_value(serde_json::json!({
+            "type": "work", "id": "work_w", "environment_id": "env_e", "state": "queued",
+            "data": {"type": "session", "id": "sesn_s"}, "secret": secret.encode(), "created_at": "t",
+            "acknowledged_at": null, "started_at": null, "latest_heartbeat_at": null,
+            "stop_requested_at": null, "stopped_at": null,
+        }))
+        .unwrap();
         let key = EnvironmentKey {
             id: EnvironmentKeyId::generate(),
             environment_id: EnvironmentId::generate(),

@@ -3,25 +3,27 @@
 use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec};
 use mnemo_store::rules::catalog;
 use mnemo_store::{Cursor, Listing, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::stores::page;
 use crate::{now_micros, parse_id, ts, ts_opt};
 
 fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i64)> {
-    let row: Option<(i64, u32, i64, i64, Option<i64>)> = c
-        .prepare_cached("SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = ?1")
-        .and_then(|mut s| {
-            s.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))).optional()
-        })
-        .map_err(backend)?;
+    let row: Option<(i64, u32, i64, i64, Option<i64>)> = query_one(
+        c,
+        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = ?1",
+        [id.as_str()],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )?;
     let (seq, latest, created_at, updated_at, archived_at) = row.ok_or_else(|| StoreError::not_found("agent", id))?;
     let version = version.unwrap_or(latest);
-    let spec: Option<String> = c
-        .prepare_cached("SELECT spec FROM agent_versions WHERE agent_seq = ?1 AND version = ?2")
-        .and_then(|mut s| s.query_row(params![seq, version], |r| r.get(0)).optional())
-        .map_err(backend)?;
+    let spec: Option<String> = query_one(
+        c,
+        "SELECT spec FROM agent_versions WHERE agent_seq = ?1 AND version = ?2",
+        params![seq, version],
+        |r| r.get(0),
+    )?;
     let spec =
         spec.ok_or_else(|| StoreError::NotFound { kind: "agent version", id: format!("{id} version {version}") })?;
     let spec: AgentSpec = serde_json::from_str(&spec).map_err(backend)?;

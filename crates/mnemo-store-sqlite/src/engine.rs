@@ -201,3 +201,14 @@ fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
     }
     let _ = conn.execute_batch("PRAGMA optimize");
 }
+
+/// The row `sql` finds with `params`, read by `read`; `None` when there is none.
+pub(crate) fn query_one<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>, StoreError> {
+    use rusqlite::OptionalExtension;
+    c.prepare_cached(sql).and_then(|mut s| s.query_row(params, read).optional()).map_err(backend)
+}

@@ -3,9 +3,9 @@
 use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId};
 use mnemo_store::rules::catalog;
 use mnemo_store::{CredentialHash, Cursor, EnvironmentPatch, ErrorCode, Listing, NewEnvironment, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::stores::page;
 use crate::{now_micros, parse_id, rfc3339, rfc3339_opt};
 
@@ -32,13 +32,9 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Environment, i64)> {
 }
 
 pub(crate) fn get_with_seq(c: &Connection, id: &EnvironmentId) -> Result<(Environment, i64)> {
-    c.prepare_cached(&format!("SELECT {COLUMNS} FROM environments WHERE id = ?1"))
-        .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
-        .map_err(backend)?
-        .ok_or_else(|| StoreError::Coded {
-            code: ErrorCode::EnvironmentNotFound,
-            message: format!("environment `{id}` not found"),
-        })
+    query_one(c, &format!("SELECT {COLUMNS} FROM environments WHERE id = ?1"), [id.as_str()], from_row)?.ok_or_else(
+        || StoreError::Coded { code: ErrorCode::EnvironmentNotFound, message: format!("environment `{id}` not found") },
+    )
 }
 
 pub(crate) fn create(c: &Connection, new: &NewEnvironment) -> Result<Environment> {
@@ -146,11 +142,9 @@ pub(crate) fn create_key(c: &Connection, environment: &EnvironmentId, hash: Cred
 }
 
 fn get_key(c: &Connection, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
-    c.prepare_cached(&format!(
+    query_one(c, &format!(
         "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq WHERE k.id = ?1"
-    ))
-    .and_then(|mut s| s.query_row([id.as_str()], key_from_row).optional())
-    .map_err(backend)?
+    ), [id.as_str()], key_from_row)?
     .ok_or_else(|| StoreError::not_found("environment key", id))
 }
 
@@ -177,12 +171,12 @@ pub(crate) fn list_keys(c: &Connection, environment: &EnvironmentId) -> Result<V
 
 /// The environment key hashing to `hash`, unless revoked, with its environment.
 pub(crate) fn find_key(c: &Connection, hash: &CredentialHash) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
-    let row: Option<(String, String)> = c
-        .prepare_cached(
-            "SELECT k.id, e.id FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
+    let row: Option<(String, String)> = query_one(
+        c,
+        "SELECT k.id, e.id FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
              WHERE k.secret_hash = ?1 AND k.revoked_at IS NULL",
-        )
-        .and_then(|mut s| s.query_row([&hash[..]], |r| Ok((r.get(0)?, r.get(1)?))).optional())
-        .map_err(backend)?;
+        [&hash[..]],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     row.map(|(k, e)| Ok((parse_id(&k)?, parse_id(&e)?))).transpose()
 }

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use mnemo_api::{Event, EventId, SessionId, SessionStatus, ToolResult, WorkData};
 use mnemo_store::rules::session::{CallKind, FreshIds, KnownCall, SessionView, Step, plan_append, referenced_calls};
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use crate::engine::{backend, failure};
+use crate::engine::{backend, failure, query_one};
 use crate::{now_micros, parse_id, rfc3339, sessions, work};
 
 fn rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<SessionEvent>> {
@@ -79,10 +79,12 @@ fn open_calls(c: &Connection, session_seq: i64) -> Result<Vec<EventId>> {
 
 /// A tool call of the log, with the result that answered it if one did.
 fn known_call(c: &Connection, session_seq: i64, id: &EventId) -> Result<Option<KnownCall>> {
-    let call: Option<(String, bool)> = c
-        .prepare_cached("SELECT type, answered FROM session_events WHERE id = ?1 AND session_seq = ?2")
-        .and_then(|mut st| st.query_row(params![id.as_str(), session_seq], |r| Ok((r.get(0)?, r.get(1)?))).optional())
-        .map_err(backend)?;
+    let call: Option<(String, bool)> = query_one(
+        c,
+        "SELECT type, answered FROM session_events WHERE id = ?1 AND session_seq = ?2",
+        params![id.as_str(), session_seq],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     let Some((kind, answered)) = call else { return Ok(None) };
     // Confirmations name their call too: an id of another type is simply no call.
     let Some(kind) = CallKind::of_type(&kind) else { return Ok(None) };

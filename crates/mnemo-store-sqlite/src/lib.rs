@@ -34,9 +34,9 @@ use mnemo_store::{
     Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores, ListMemoryVersions,
     Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store,
 };
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
-use crate::engine::{Engine, backend, failure};
+use crate::engine::{Engine, backend, failure, query_one};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,10 +171,12 @@ impl Store for SqliteStore {
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
         self.engine
             .read(move |c| {
-                let id: Option<String> = c
-                    .prepare_cached("SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL")
-                    .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
-                    .map_err(backend)?;
+                let id: Option<String> = query_one(
+                    c,
+                    "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
+                    [&hash[..]],
+                    |r| r.get(0),
+                )?;
                 id.as_deref().map(parse_id).transpose()
             })
             .await
@@ -210,10 +212,12 @@ impl Store for SqliteStore {
     async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
         self.engine
             .read(move |c| {
-                let api: Option<String> = c
-                    .prepare_cached("SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL")
-                    .and_then(|mut s| s.query_row([&hash[..]], |r| r.get(0)).optional())
-                    .map_err(backend)?;
+                let api: Option<String> = query_one(
+                    c,
+                    "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
+                    [&hash[..]],
+                    |r| r.get(0),
+                )?;
                 if let Some(id) = api {
                     return Ok(Some(Credential::ApiKey(parse_id(&id)?)));
                 }

@@ -8,7 +8,7 @@ use mnemo_store::rules::memory::{self as rules, Update};
 use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::{actor_columns, now_micros, parse_id, stores, ts};
 
 /// A memory row with the bookkeeping a write needs.
@@ -39,12 +39,15 @@ fn from_row(store: &MemoryStoreId, r: &Row<'_>, with_content: bool) -> rusqlite:
 }
 
 fn load(c: &Connection, store: &MemoryStoreId, store_seq: i64, id: &MemoryId) -> Result<Current> {
-    c.prepare_cached(&format!(
-        "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
+    query_one(
+        c,
+        &format!(
+            "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
          WHERE m.id = ?1 AND m.store_seq = ?2"
-    ))
-    .and_then(|mut s| s.query_row(params![id.as_str(), store_seq], |r| from_row(store, r, true)).optional())
-    .map_err(backend)?
+        ),
+        params![id.as_str(), store_seq],
+        |r| from_row(store, r, true),
+    )?
     .map(|(memory, seq)| Current { memory, seq })
     .ok_or_else(|| StoreError::not_found("memory", id))
 }
@@ -66,12 +69,13 @@ fn blocker(c: &Connection, store_seq: i64, path: &MemoryPath, except: Option<i64
         }
     }
     let (lo, hi) = path.descendant_range();
-    c.prepare_cached(
+    query_one(
+        c,
         "SELECT id, path FROM memories WHERE store_seq = ?1 AND path >= ?2 AND path < ?3 AND seq != ?4 \
          ORDER BY path LIMIT 1",
+        params![store_seq, lo, hi, except],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )
-    .and_then(|mut s| s.query_row(params![store_seq, lo, hi, except], |r| Ok((r.get(0)?, r.get(1)?))).optional())
-    .map_err(backend)
 }
 
 fn check_path_free(c: &Connection, store_seq: i64, path: &MemoryPath, except: Option<i64>) -> Result<()> {
@@ -219,12 +223,12 @@ pub(crate) fn delete(
     actor: &Actor,
 ) -> Result<()> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
-    let row: Option<(i64, String, String)> = c
-        .prepare_cached("SELECT seq, path, content_sha256 FROM memories WHERE id = ?1 AND store_seq = ?2")
-        .and_then(|mut s| {
-            s.query_row(params![id.as_str(), store_seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()
-        })
-        .map_err(backend)?;
+    let row: Option<(i64, String, String)> = query_one(
+        c,
+        "SELECT seq, path, content_sha256 FROM memories WHERE id = ?1 AND store_seq = ?2",
+        params![id.as_str(), store_seq],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     let (seq, path, sha) = row.ok_or_else(|| StoreError::not_found("memory", id))?;
     rules::check_precondition(expected_sha256, &sha)?;
     insert_version(c, store_seq, id, Operation::Deleted, &path, None, actor, now_micros())?;

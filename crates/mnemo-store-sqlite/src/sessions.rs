@@ -8,11 +8,11 @@ use mnemo_api::{
 };
 use mnemo_store::rules::catalog;
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::stores::page;
 use crate::{agents, environments, now_micros, parse_id, rfc3339, stores, ts, ts_opt, work};
 
@@ -60,9 +60,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
 }
 
 pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {
-    c.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))
-        .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
-        .map_err(backend)?
+    query_one(c, &format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"), [id.as_str()], from_row)?
         .ok_or_else(|| StoreError::not_found("session", id))
 }
 
@@ -198,13 +196,13 @@ pub(crate) fn delete(c: &Connection, id: &SessionId) -> Result<()> {
 }
 
 pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
-    let read_only: Option<bool> = c
-        .prepare_cached(
-            "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
+    let read_only: Option<bool> = query_one(
+        c,
+        "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
              WHERE s.id = ?1 AND m.memory_store_id = ?2",
-        )
-        .and_then(|mut s| s.query_row(params![id.as_str(), store.as_str()], |r| r.get(0)).optional())
-        .map_err(backend)?;
+        params![id.as_str(), store.as_str()],
+        |r| r.get(0),
+    )?;
     Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
 }
 

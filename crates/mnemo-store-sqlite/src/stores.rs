@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use mnemo_api::{MemoryStore, MemoryStoreId};
 use mnemo_store::rules::catalog;
 use mnemo_store::{Cursor, ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::{now_micros, parse_id, ts, ts_opt};
 
 const COLUMNS: &str = "id, name, description, metadata, created_at, updated_at, archived_at, seq";
@@ -31,9 +31,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(MemoryStore, i64)> {
 
 /// The store and its row number, or not-found.
 pub(crate) fn get_with_seq(c: &Connection, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
-    c.prepare_cached(&format!("SELECT {COLUMNS} FROM memory_stores WHERE id = ?1"))
-        .and_then(|mut s| s.query_row([id.as_str()], from_row).optional())
-        .map_err(backend)?
+    query_one(c, &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = ?1"), [id.as_str()], from_row)?
         .ok_or_else(|| StoreError::not_found("memory store", id))
 }
 

@@ -3,9 +3,9 @@
 use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
 use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::stores::{self, page};
 use crate::{actor_columns, actor_from_columns, now_micros, parse_id, ts, ts_opt};
 
@@ -42,12 +42,13 @@ fn load(
     id: &MemoryVersionId,
     view: View,
 ) -> Result<(MemoryVersion, i64)> {
-    c.prepare_cached(&format!("SELECT {COLUMNS}, content FROM memory_versions WHERE id = ?1 AND store_seq = ?2"))
-        .and_then(|mut s| {
-            s.query_row(params![id.as_str(), store_seq], |r| from_row(store, r, view == View::Full)).optional()
-        })
-        .map_err(backend)?
-        .ok_or_else(|| StoreError::not_found("memory version", id))
+    query_one(
+        c,
+        &format!("SELECT {COLUMNS}, content FROM memory_versions WHERE id = ?1 AND store_seq = ?2"),
+        params![id.as_str(), store_seq],
+        |r| from_row(store, r, view == View::Full),
+    )?
+    .ok_or_else(|| StoreError::not_found("memory version", id))
 }
 
 pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryVersionId, view: View) -> Result<MemoryVersion> {
@@ -115,10 +116,8 @@ pub(crate) fn redact(
     if version.redacted_at.is_some() {
         return Ok(version);
     }
-    let current: Option<String> = c
-        .prepare_cached("SELECT version_id FROM memories WHERE id = ?1")
-        .and_then(|mut s| s.query_row([version.memory_id.as_str()], |r| r.get(0)).optional())
-        .map_err(backend)?;
+    let current: Option<String> =
+        query_one(c, "SELECT version_id FROM memories WHERE id = ?1", [version.memory_id.as_str()], |r| r.get(0))?;
     let current: Option<MemoryVersionId> = current.as_deref().map(parse_id).transpose()?;
     check_redactable(&version, current.as_ref())?;
     let now = now_micros();

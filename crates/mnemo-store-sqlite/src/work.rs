@@ -10,9 +10,9 @@ use mnemo_store::rules;
 use mnemo_store::rules::catalog;
 use mnemo_store::rules::work::{Change, Heartbeat, Lease, Micros};
 use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
-use crate::engine::backend;
+use crate::engine::{backend, query_one};
 use crate::stores::page;
 use crate::{environments, now_micros, parse_id, rfc3339, rfc3339_opt};
 
@@ -71,11 +71,9 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
 }
 
 fn load(c: &Connection, env: &EnvironmentId, id: &WorkId) -> Result<Item> {
-    c.prepare_cached(&format!(
+    query_one(c, &format!(
         "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq WHERE w.id = ?1 AND e.id = ?2"
-    ))
-    .and_then(|mut s| s.query_row(params![id.as_str(), env.as_str()], from_row).optional())
-    .map_err(backend)?
+    ), params![id.as_str(), env.as_str()], from_row)?
     .ok_or_else(|| StoreError::not_found("work item", id))
 }
 
@@ -319,10 +317,12 @@ pub(crate) fn stats(c: &Connection, env: &EnvironmentId) -> Result<WorkQueueStat
 /// The live sessions token hashing to `hash`: its work item, session and environment. A token
 /// dies with its item's lease ([`Lease::token_alive`]), whether or not expiry has been written.
 pub(crate) fn find_token(c: &Connection, hash: &CredentialHash) -> Result<Option<(WorkId, SessionId, EnvironmentId)>> {
-    let found: Option<(i64, String)> = c
-        .prepare_cached("SELECT work_seq, session_id FROM session_tokens WHERE secret_hash = ?1 AND revoked_at IS NULL")
-        .and_then(|mut s| s.query_row([&hash[..]], |r| Ok((r.get(0)?, r.get(1)?))).optional())
-        .map_err(backend)?;
+    let found: Option<(i64, String)> = query_one(
+        c,
+        "SELECT work_seq, session_id FROM session_tokens WHERE secret_hash = ?1 AND revoked_at IS NULL",
+        [&hash[..]],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     let Some((work_seq, session)) = found else { return Ok(None) };
     let Some(item) = load_where(c, "w.seq = ?1", [work_seq])?.pop() else { return Ok(None) };
     if !item.lease.token_alive(now_micros()) {

@@ -233,14 +233,8 @@ async fn a_malformed_event_is_refused_naming_its_field_and_nothing_is_recorded()
         listed["data"].as_array().unwrap().iter().all(|e| e["type"] != "user.message"),
         "a refused request records none of its events: {listed}"
     );
-    let (st, body) = s
-        .call(
-            Method::POST,
-            "/v1/sessions",
-            KEY,
-            Some(json!({"agent": "agent_x", "environment_id": "env_x", "initial_events": [{"type": "user.message"}]})),
-        )
-        .await;
+    let bad = json!({"agent": "agent_x", "environment_id": "env_x", "initial_events": [{"type": "user.message"}]});
+    let (st, body) = s.call(Method::POST, "/v1/sessions", KEY, Some(bad)).await;
     assert_eq!(st, 400);
     assert!(
         body["error"]["message"].as_str().unwrap().starts_with("initial_events[0]: missing field `content`"),

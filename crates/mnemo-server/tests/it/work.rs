@@ -77,6 +77,15 @@ impl World {
         self.s.call(Method::GET, &self.work("/poll?block_ms=50"), &self.env_key, None).await.1
     }
 
+    /// A new session whose item is polled and acknowledged: (session id, item id, token).
+    async fn leased(&self) -> (String, String, String) {
+        let session = self.session().await;
+        let work = self.poll().await;
+        let id = work["id"].as_str().unwrap().to_owned();
+        assert_eq!(self.s.call(Method::POST, &self.work(&format!("/{id}/ack")), &self.env_key, None).await.0, 200);
+        (session["id"].as_str().unwrap().to_owned(), id, Self::token(&work))
+    }
+
     fn token(work: &Value) -> String {
         mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token
     }
@@ -440,12 +449,8 @@ async fn healthchecks_and_time_filters() {
 #[tokio::test]
 async fn a_sessions_token_dies_the_moment_its_lease_lapses() {
     let w = world(1).await;
-    let session = w.session().await;
-    let work = w.poll().await;
-    let id = work["id"].as_str().unwrap().to_owned();
-    assert_eq!(w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await.0, 200);
-    let token = World::token(&work);
-    let own_session = format!("/v1/sessions/{}", session["id"].as_str().unwrap());
+    let (sid, _, token) = w.leased().await;
+    let own_session = format!("/v1/sessions/{sid}");
     assert_eq!(w.s.call(Method::GET, &own_session, &token, None).await.0, 200, "alive while leased");
     // Nothing else happens in the environment: no poll, no heartbeat.
     tokio::time::sleep(Duration::from_millis(1300)).await;
@@ -460,11 +465,7 @@ async fn a_sessions_token_dies_the_moment_its_lease_lapses() {
 #[tokio::test]
 async fn a_stopping_item_whose_worker_is_gone_frees_its_session() {
     let w = world(1).await;
-    let session = w.session().await;
-    let sid = session["id"].as_str().unwrap().to_owned();
-    let work = w.poll().await;
-    let id = work["id"].as_str().unwrap().to_owned();
-    w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await;
+    let (sid, id, _) = w.leased().await;
     let (_, stopping) = w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), KEY, Some(json!({}))).await;
     assert_eq!(stopping["state"], "stopping");
     tokio::time::sleep(Duration::from_millis(1300)).await;

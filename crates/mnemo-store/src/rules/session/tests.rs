@@ -106,7 +106,7 @@ fn run(given: Given, events: Vec<Value>, author: EventAuthor) -> Result<Vec<Stri
                 let json = event.to_json();
                 let extra = match &event.event {
                     Event::AgentToolUse(c) => format!(" {}", json!(c.evaluated_permission)),
-                    Event::StatusIdle(i) => format!(" {}", json!(i.stop_reason)),
+                    Event::StatusIdle(i) => format!(" {}", reason(&i.stop_reason)),
                     _ => String::new(),
                 };
                 format!("{mark}{}{extra}", json["type"].as_str().unwrap())
@@ -115,16 +115,31 @@ fn run(given: Given, events: Vec<Value>, author: EventAuthor) -> Result<Vec<Stri
             Step::Existing(e) => format!("existing {}", e.seq),
         })
         .collect();
-    if let Some(status) = plan.status {
-        lines.push(format!("status {}", status.as_str()));
-    }
-    if let Some(reason) = plan.stop_reason {
-        lines.push(format!("reason {}", json!(reason)));
+    match (plan.status, &plan.stop_reason) {
+        (Some(status), Some(why)) => lines.push(format!("status {} {}", status.as_str(), reason(why))),
+        (Some(status), None) => lines.push(format!("status {}", status.as_str())),
+        (None, Some(why)) => lines.push(format!("reason {}", reason(why))),
+        (None, None) => {}
     }
     if plan.enqueue_work {
         lines.push("enqueue".into());
     }
     Ok(lines)
+}
+
+/// A stop reason in short: `end_turn`, `requires_action(sevt_a,sevt_b)`, …
+fn reason(r: &StopReason) -> String {
+    match r {
+        StopReason::RequiresAction { event_ids } => {
+            format!("requires_action({})", event_ids.iter().map(EventId::as_str).collect::<Vec<_>>().join(","))
+        }
+        other => json!(other)["type"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// A running session whose worker is already there.
+fn running() -> Given {
+    Given { status: SessionStatus::Running, live_work: true, ..Given::default() }
 }
 
 fn result(call: &str) -> Value {
@@ -207,26 +222,23 @@ fn the_session_state_machine() {
         ("a tool call idles the session, requiring action, and needs a worker",
             Given::default(), vec![json!({"type": "agent.tool_use", "name": "read", "input": {}})], Agent,
             Ok(vec!["~session.status_running", "+agent.tool_use \"allow\"",
-                    r#"~session.status_idle {"event_ids":["sevt_n2"],"type":"requires_action"}"#,
-                    "status idle", r#"reason {"event_ids":["sevt_n2"],"type":"requires_action"}"#, "enqueue"])),
+                    "~session.status_idle requires_action(sevt_n2)", "status idle requires_action(sevt_n2)", "enqueue"])),
         ("an always_ask tool is evaluated ask",
-            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            running(),
             vec![json!({"type": "agent.tool_use", "name": "bash", "input": {}})], Agent,
             Ok(vec!["+agent.tool_use \"ask\"",
-                    r#"~session.status_idle {"event_ids":["sevt_n1"],"type":"requires_action"}"#,
-                    "status idle", r#"reason {"event_ids":["sevt_n1"],"type":"requires_action"}"#])),
+                    "~session.status_idle requires_action(sevt_n1)", "status idle requires_action(sevt_n1)"])),
         ("a disabled tool is denied, answered at once, and nothing waits",
-            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            running(),
             vec![json!({"type": "agent.tool_use", "name": "web_fetch", "input": {}})], Agent,
             Ok(vec!["+agent.tool_use \"deny\"", "answer sevt_n1"])),
         ("custom tool calls wait too",
-            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            running(),
             vec![json!({"type": "agent.custom_tool_use", "name": "lookup", "input": {}})], Agent,
             Ok(vec!["+agent.custom_tool_use",
-                    r#"~session.status_idle {"event_ids":["sevt_n1"],"type":"requires_action"}"#,
-                    "status idle", r#"reason {"event_ids":["sevt_n1"],"type":"requires_action"}"#])),
+                    "~session.status_idle requires_action(sevt_n1)", "status idle requires_action(sevt_n1)"])),
         ("a call answered in the same request leaves nothing waiting",
-            Given { status: SessionStatus::Running, live_work: true, ..Given::default() },
+            running(),
             vec![json!({"type": "agent.tool_use", "name": "read", "input": {}}), result("n1")], Agent,
             Ok(vec!["+agent.tool_use \"allow\"", "answer sevt_n1", "+user.tool_result"])),
         ("only the agent side ends a turn",
@@ -242,7 +254,7 @@ fn the_session_state_machine() {
         ("ending a turn idles the session with its reason",
             Given { status: SessionStatus::Running, ..Given::default() },
             vec![json!({"type": "session.status_idle", "stop_reason": {"type": "refusal"}})], Agent,
-            Ok(vec![r#"+session.status_idle {"type":"refusal"}"#, "status idle", r#"reason {"type":"refusal"}"#])),
+            Ok(vec!["+session.status_idle refusal", "status idle refusal"])),
         ("status changes are the server's to emit",
             Given::default(), vec![json!({"type": "session.status_running"})], Agent,
             Err("invalid: events of type `session.status_running` cannot be posted")),
