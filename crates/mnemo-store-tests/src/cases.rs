@@ -1,21 +1,106 @@
-//! The conformance cases, each an `async fn(&impl StoreFactory)`; add new ones to the list
-//! in [`crate::conformance!`].
+//! The conformance cases: each an `async fn(&impl StoreFactory)` (or, for the property test,
+//! a blocking `fn`) that opens its own fresh store, listed by section in
+//! [`crate::conformance!`]. Failures are asserted on typed [`mnemo_store::StoreError`]
+//! variants, never on messages.
+//!
+//! What each section checks:
+//!
+//! - [`credentials`] — API keys are found and counted by the hash of their secret, and an
+//!   existing hash keeps its key; `resolve_credential` tells an API key from an environment
+//!   key from nothing, and a revoked key resolves to nothing; a closed store refuses calls.
+//! - [`environments`] — environments echo what they were created with; an update patches
+//!   (`null`/`""` metadata removes a key, `Some(None)` clears the description), refuses a change
+//!   of `config.type` and more than 16 metadata pairs; archiving is idempotent and freezes the
+//!   environment; deletion takes its keys with it; an unknown environment is
+//!   `environment_not_found`. Keys are listed per environment, revoked only through their own
+//!   environment (another's is not found), and revoking twice changes nothing.
+//! - [`agents`] — an update builds a new version on the latest one only (a stale or future
+//!   base is a `Conflict`), an update that changes nothing writes no version, old versions stay
+//!   readable; listings show the latest version, newest first, archived ones on request;
+//!   archived agents refuse updates.
+//! - [`sessions`] — a session snapshots its agent (version and overrides) and the stores it
+//!   attaches (name, access, mount path), records its initial events and, on a self-hosted
+//!   environment, queues its work; what it cannot run (unknown or archived environment,
+//!   agent, agent version or store; a store twice) is refused; updates patch title and
+//!   metadata; listings filter by agent, store, status, creation time and archival, newest
+//!   first; archiving terminates it (with a `session.status_terminated` event) and stops its
+//!   work, as does deletion.
+//! - [`events`] — the log lists in commit order both ways, by type, within `processed_at`
+//!   bounds, page by page without gaps or repeats, and `events_after` resumes from any
+//!   position. The state machine end to end: agent tool calls run the session and idle it with
+//!   `requires_action` naming the open calls; results answer exactly one open call of their
+//!   kind; an identical retried result returns the recorded event and a different one is a
+//!   `Conflict`; the last answer runs the session again; confirmations allow (call stays open)
+//!   or deny (call answered); disabled tools are denied at once; agent events and turn ends
+//!   from a client are `Forbidden`; a terminated session accepts nothing; input queues work on
+//!   a self-hosted environment exactly when the session has no live item.
+//! - [`work`] — the queue: polls deliver the oldest deliverable item and hide it; ack only a
+//!   waiting delivery; conditional heartbeats (`NO_HEARTBEAT` first, each echoing the last;
+//!   TTLs clamped to 1..=3600 s); graceful then forced stops, reported by heartbeats, a second
+//!   stop a `Conflict`; items are scoped to their environment; listings, metadata patches and
+//!   statistics; healthchecks; an unacknowledged delivery is reclaimed after its window.
+//! - [`leases`] — with 1 s leases: a lapsed lease returns the item to the queue (seen by the
+//!   next poll, or applied by `expire_work`, which counts it); a heartbeat keeps it; a lapsed
+//!   `stopping` item becomes `stopped` and its session gets new work on new input. A sessions
+//!   token resolves while its delivery or lease lives and dies the moment it lapses — with no
+//!   other call in between — and on a stop and on a re-delivery.
+//! - [`memories`] — memory stores CRUD (archived: reads and deletes work, writes are
+//!   `Archived`); memories: content, rename, `content_sha256` preconditions, the no-op retry,
+//!   path conflicts naming the blocker (equal, ancestor or descendant), the per-store cap
+//!   counting live memories only; listings by prefix and depth with rolled-up prefixes, in
+//!   byte order of path, paginated, full or basic; `memory_change_seq` moves on every
+//!   change and only then; a cursor of another list is `InvalidCursor`.
+//! - [`versions`] — every create, change and delete writes exactly one version with its
+//!   operation, path, digest, size and actor; version listings filter by memory (after
+//!   deletion too), operation, actor and time, newest first, paginated; redaction clears a
+//!   version's content, digest, size and path, refuses the current version
+//!   (`RedactCurrentVersion`) and is a no-op the second time.
+//! - [`concurrency`] — stories a multi-writer backend can fail, each repeated for several
+//!   rounds: one winner among writers racing for a path; overlapping paths never coexist;
+//!   the cap is filled exactly under concurrent creates; one winner among updates sharing a
+//!   precondition; twelve pollers never share a delivery and drain the queue; a reader
+//!   following `events_after` while several writers append sees every event, in order.
+//! - [`model`] — a property test: random creates, updates (content, rename, preconditions),
+//!   deletes, listings and redactions agree with an in-memory model, including the version log
+//!   (one version per successful write, none otherwise) and `memory_change_seq` (it moves
+//!   exactly when a version is written).
 
-use mnemo_store::Limits;
+/// Asserts that `$result` is an `Err` matching `$pattern`, printing what it was otherwise (and
+/// why it should have matched, when a reason follows).
+macro_rules! assert_err {
+    ($result:expr, $pattern:pat $(if $guard:expr)? $(,)?) => {
+        assert_err!($result, $pattern $(if $guard)?, "")
+    };
+    ($result:expr, $pattern:pat $(if $guard:expr)?, $why:expr $(,)?) => {
+        match $result {
+            Err($pattern) $(if $guard)? => {}
+            other => panic!(
+                "expected Err({}), got {:?} at {}:{} {}",
+                stringify!($pattern),
+                other,
+                file!(),
+                line!(),
+                $why
+            ),
+        }
+    };
+}
 
-use crate::StoreFactory;
+mod fixtures;
+
+pub mod agents;
+pub mod concurrency;
+pub mod credentials;
+pub mod environments;
+pub mod events;
+pub mod leases;
+pub mod memories;
+pub mod model;
+pub mod sessions;
+pub mod versions;
+pub mod work;
 
 /// `[n; 32]` as a credential hash.
 pub fn hash(n: u8) -> [u8; 32] {
     [n; 32]
-}
-
-pub async fn api_keys_are_found_by_hash_and_counted(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    assert_eq!(s.count_api_keys().await.unwrap(), 0);
-    let id = s.ensure_api_key(hash(1), "first").await.unwrap();
-    assert_eq!(s.ensure_api_key(hash(1), "again").await.unwrap(), id, "a known hash keeps its key");
-    assert_eq!(s.find_api_key(hash(1)).await.unwrap(), Some(id));
-    assert_eq!(s.find_api_key(hash(2)).await.unwrap(), None);
-    assert_eq!(s.count_api_keys().await.unwrap(), 1);
 }

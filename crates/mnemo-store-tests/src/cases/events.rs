@@ -1,0 +1,364 @@
+//! Session events: the log and its listings, and the session state machine carried out by
+//! `append_events`.
+
+use std::time::Duration;
+
+use mnemo_api::{EventId, SessionId, SessionStatus, WorkState};
+use mnemo_store::{Appended, EventAuthor, Limits, ListEvents, SessionEvent, Store, StoreError};
+use serde_json::{Value, json};
+
+use super::fixtures::{
+    agent, environment, event, id_of, new_session, processed_at, seqs, session, types, user_message, work_of,
+};
+use crate::StoreFactory;
+
+fn all(limit: u32) -> ListEvents {
+    ListEvents { limit, ..Default::default() }
+}
+
+/// Every event a listing returns, following `next` to the end.
+async fn listed(s: &dyn Store, session: &SessionId, mut query: ListEvents) -> Vec<SessionEvent> {
+    let mut out = Vec::new();
+    loop {
+        let page = s.list_events(session, query.clone()).await.unwrap();
+        assert!(page.items.len() <= query.limit as usize);
+        out.extend(page.items);
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => return out,
+        }
+    }
+}
+
+fn tool_use(name: &str) -> mnemo_api::Event {
+    event(json!({"type": "agent.tool_use", "name": name, "input": {"path": "/x"}}))
+}
+
+fn custom_tool_use() -> mnemo_api::Event {
+    event(json!({"type": "agent.custom_tool_use", "name": "lookup", "input": {"word": "x"}}))
+}
+
+fn tool_result(call: &EventId, text: &str) -> mnemo_api::Event {
+    event(
+        json!({"type": "user.tool_result", "tool_use_id": call, "content": [{"type": "text", "text": text}], "is_error": false}),
+    )
+}
+
+fn custom_result(call: &EventId, text: &str) -> mnemo_api::Event {
+    event(
+        json!({"type": "user.custom_tool_result", "custom_tool_use_id": call, "content": [{"type": "text", "text": text}]}),
+    )
+}
+
+fn confirmation(call: &EventId, verdict: &str) -> mnemo_api::Event {
+    event(json!({"type": "user.tool_confirmation", "tool_use_id": call, "result": verdict}))
+}
+
+fn end_turn() -> mnemo_api::Event {
+    event(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}))
+}
+
+fn agent_message(text: &str) -> mnemo_api::Event {
+    event(json!({"type": "agent.message", "content": [{"type": "text", "text": text}]}))
+}
+
+/// The session's status and why it last went idle.
+async fn state(s: &dyn Store, session: &SessionId) -> (String, Value) {
+    let got = s.get_session(session).await.unwrap();
+    (got.status, got.stop_reason.unwrap_or(Value::Null))
+}
+
+fn requires_action(calls: &[&EventId]) -> Value {
+    json!({"type": "requires_action", "event_ids": calls})
+}
+
+/// `recorded` are the request's events and `written` everything logged, in log order.
+fn assert_appended(got: &Appended, recorded: &[&str], written: &[&str]) {
+    assert_eq!(types(&got.recorded), recorded, "recorded");
+    assert_eq!(types(&got.written), written, "written");
+    assert!(got.written.windows(2).all(|w| w[0].seq < w[1].seq), "written in log order");
+}
+
+pub async fn events_are_listed_in_order_with_filters_and_cursors(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, false).await;
+    let agent = agent(&*s).await;
+    let mut new = new_session(&agent, &env);
+    new.initial_events = vec![user_message("0")];
+    let session = s.create_session(new).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let first =
+        s.append_events(&session.id, vec![user_message("1"), user_message("2")], EventAuthor::Client).await.unwrap();
+    assert_appended(&first, &["user.message", "user.message"], &["user.message", "user.message"]);
+    assert!(!first.enqueued_work, "a session without a work queue gets no work");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let system = event(json!({"type": "system.message", "content": [{"type": "text", "text": "be brief"}]}));
+    let interrupt = event(json!({"type": "user.interrupt"}));
+    let second = s.append_events(&session.id, vec![system, interrupt], EventAuthor::Client).await.unwrap();
+
+    let log = s.events_after(&session.id, 0).await.unwrap();
+    assert_eq!(types(&log), ["user.message", "user.message", "user.message", "system.message", "user.interrupt"]);
+    assert!(log.windows(2).all(|w| w[0].seq < w[1].seq), "positions increase along the log");
+    assert!(log.iter().all(|e| e.body["id"].is_string() && e.body["processed_at"].is_string()));
+    assert_eq!(&log[1..3], &first.recorded[..], "an append answers with the events as logged");
+    assert_eq!(&log[3..], &second.recorded[..]);
+    assert_eq!(log[2].body["content"][0]["text"], "2");
+
+    // Both directions, whole and page by page.
+    let mut reversed = log.clone();
+    reversed.reverse();
+    let page = s.list_events(&session.id, all(100)).await.unwrap();
+    assert_eq!((page.items.as_slice(), page.next.is_none()), (log.as_slice(), true));
+    assert_eq!(listed(&*s, &session.id, ListEvents { descending: true, ..all(100) }).await, reversed);
+    for limit in [1, 2, 4] {
+        assert_eq!(listed(&*s, &session.id, all(limit)).await, log, "ascending pages of {limit}");
+        assert_eq!(listed(&*s, &session.id, ListEvents { descending: true, ..all(limit) }).await, reversed);
+    }
+
+    // Types.
+    let messages = ListEvents { types: vec!["user.message".into()], ..all(100) };
+    assert_eq!(seqs(&listed(&*s, &session.id, messages.clone()).await), seqs(&log[..3]));
+    assert_eq!(seqs(&listed(&*s, &session.id, ListEvents { limit: 1, ..messages }).await), seqs(&log[..3]));
+    let two = ListEvents { types: vec!["system.message".into(), "user.interrupt".into()], descending: true, ..all(1) };
+    assert_eq!(seqs(&listed(&*s, &session.id, two).await), [log[4].seq, log[3].seq]);
+
+    // Inclusive bounds on `processed_at`.
+    let (t0, t1, t2) = (processed_at(&log[0]), processed_at(&log[1]), processed_at(&log[3]));
+    assert!(t0 < t1 && t1 < t2, "{t0} {t1} {t2}");
+    let from_second = ListEvents { processed_gte: Some(t2), ..all(100) };
+    assert_eq!(seqs(&listed(&*s, &session.id, from_second).await), seqs(&log[3..]));
+    let until_first = ListEvents { processed_lte: Some(t1), ..all(100) };
+    assert_eq!(seqs(&listed(&*s, &session.id, until_first).await), seqs(&log[..3]));
+    let just_first = ListEvents { processed_gte: Some(t1), processed_lte: Some(t1), descending: true, ..all(1) };
+    assert_eq!(seqs(&listed(&*s, &session.id, just_first).await), [log[2].seq, log[1].seq]);
+
+    // Resuming.
+    assert_eq!(s.events_after(&session.id, log[2].seq).await.unwrap(), &log[3..]);
+    assert!(s.events_after(&session.id, log[4].seq).await.unwrap().is_empty());
+
+    let unknown = SessionId::generate();
+    assert_err!(s.list_events(&unknown, all(10)).await, StoreError::NotFound { .. });
+    assert_err!(s.events_after(&unknown, 0).await, StoreError::NotFound { .. });
+    assert_err!(
+        s.append_events(&unknown, vec![user_message("x")], EventAuthor::Client).await,
+        StoreError::NotFound { .. }
+    );
+}
+
+pub async fn the_session_state_machine_runs_through_the_store(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, true).await;
+    let session = session(&*s, &env).await;
+    let id = &session.id;
+
+    // The agent calls two tools: the session runs, then idles waiting for both.
+    let calls = s
+        .append_events(id, vec![agent_message("let me look"), tool_use("read"), custom_tool_use()], EventAuthor::Agent)
+        .await
+        .unwrap();
+    assert_appended(
+        &calls,
+        &["agent.message", "agent.tool_use", "agent.custom_tool_use"],
+        &["session.status_running", "agent.message", "agent.tool_use", "agent.custom_tool_use", "session.status_idle"],
+    );
+    let (tool, custom) = (id_of(&calls.recorded[1]), id_of(&calls.recorded[2]));
+    assert_eq!(calls.recorded[1].body["evaluated_permission"], "allow");
+    assert_eq!(calls.written[4].body["stop_reason"], requires_action(&[&tool, &custom]));
+    assert_eq!(state(&*s, id).await, ("idle".into(), requires_action(&[&tool, &custom])));
+
+    // A result answers its call; the other still waits.
+    let answered = s.append_events(id, vec![tool_result(&tool, "contents")], EventAuthor::Client).await.unwrap();
+    assert_appended(&answered, &["user.tool_result"], &["user.tool_result"]);
+    assert_eq!(answered.recorded[0].body["tool_use_id"], json!(tool));
+    assert_eq!(state(&*s, id).await.0, "idle");
+
+    // A retried identical result is the recorded one; a different one is a conflict.
+    let retried = s.append_events(id, vec![tool_result(&tool, "contents")], EventAuthor::Client).await.unwrap();
+    assert_eq!(retried.recorded, answered.recorded, "the recorded event, same position and id");
+    assert!(retried.written.is_empty(), "a retry writes nothing");
+    assert_err!(
+        s.append_events(id, vec![tool_result(&tool, "other")], EventAuthor::Client).await,
+        StoreError::Conflict(_)
+    );
+
+    // A result must name an open call of its own kind.
+    assert_err!(
+        s.append_events(id, vec![tool_result(&custom, "x")], EventAuthor::Client).await,
+        StoreError::Invalid(_)
+    );
+    assert_err!(
+        s.append_events(id, vec![custom_result(&tool, "x")], EventAuthor::Client).await,
+        StoreError::Invalid(_)
+    );
+    let unknown = EventId::generate();
+    assert_err!(
+        s.append_events(id, vec![tool_result(&unknown, "x")], EventAuthor::Client).await,
+        StoreError::Invalid(_)
+    );
+    let message_id = id_of(&calls.recorded[0]);
+    assert_err!(
+        s.append_events(id, vec![tool_result(&message_id, "x")], EventAuthor::Client).await,
+        StoreError::Invalid(_),
+        "an agent.message is no call"
+    );
+
+    // The last answer runs the session again.
+    let last = s.append_events(id, vec![custom_result(&custom, "found")], EventAuthor::Client).await.unwrap();
+    assert_appended(&last, &["user.custom_tool_result"], &["user.custom_tool_result", "session.status_running"]);
+    assert_eq!(state(&*s, id).await.0, "running");
+
+    // A turn cannot end while calls are open, nor claim `requires_action`; status changes
+    // other than the end of a turn are never posted.
+    let pending = s.append_events(id, vec![tool_use("glob")], EventAuthor::Agent).await.unwrap();
+    let glob = id_of(&pending.recorded[0]);
+    assert_eq!(state(&*s, id).await, ("idle".into(), requires_action(&[&glob])));
+    assert_err!(s.append_events(id, vec![end_turn()], EventAuthor::Agent).await, StoreError::Invalid(_));
+    let claim =
+        event(json!({"type": "session.status_idle", "stop_reason": {"type": "requires_action", "event_ids": [glob]}}));
+    assert_err!(s.append_events(id, vec![claim], EventAuthor::Agent).await, StoreError::Invalid(_));
+    for posted in [json!({"type": "session.status_running"}), json!({"type": "session.status_terminated"})] {
+        assert_err!(s.append_events(id, vec![event(posted)], EventAuthor::Agent).await, StoreError::Invalid(_));
+    }
+
+    // One request may answer and end the turn at once, in order.
+    let done = s.append_events(id, vec![tool_result(&glob, "[]")], EventAuthor::Client).await.unwrap();
+    assert_appended(&done, &["user.tool_result"], &["user.tool_result", "session.status_running"]);
+    let ended = s.append_events(id, vec![agent_message("done"), end_turn()], EventAuthor::Agent).await.unwrap();
+    assert_appended(&ended, &["agent.message", "session.status_idle"], &["agent.message", "session.status_idle"]);
+    assert_eq!(state(&*s, id).await, ("idle".into(), json!({"type": "end_turn"})));
+
+    // A refused request writes none of its events.
+    let before = s.events_after(id, 0).await.unwrap();
+    let mixed = vec![user_message("fine"), tool_result(&unknown, "x")];
+    assert_err!(s.append_events(id, mixed, EventAuthor::Client).await, StoreError::Invalid(_));
+    assert_eq!(s.events_after(id, 0).await.unwrap(), before, "all or nothing");
+}
+
+pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, false).await;
+    let session = session(&*s, &env).await;
+    let id = &session.id;
+
+    // `bash` asks: a confirmation that allows leaves the call open for its result.
+    let asked = s.append_events(id, vec![tool_use("bash")], EventAuthor::Agent).await.unwrap();
+    let bash = id_of(&asked.recorded[0]);
+    assert_eq!(asked.recorded[0].body["evaluated_permission"], "ask");
+    let allowed = s.append_events(id, vec![confirmation(&bash, "allow")], EventAuthor::Client).await.unwrap();
+    assert_appended(&allowed, &["user.tool_confirmation"], &["user.tool_confirmation"]);
+    assert_eq!(state(&*s, id).await, ("idle".into(), requires_action(&[&bash])));
+    let answered = s.append_events(id, vec![tool_result(&bash, "ok")], EventAuthor::Client).await.unwrap();
+    assert_appended(&answered, &["user.tool_result"], &["user.tool_result", "session.status_running"]);
+    assert_err!(
+        s.append_events(id, vec![confirmation(&bash, "deny")], EventAuthor::Client).await,
+        StoreError::Conflict(_)
+    );
+
+    // A denial answers the call: the session runs again, and no result can follow.
+    let asked = s.append_events(id, vec![tool_use("bash")], EventAuthor::Agent).await.unwrap();
+    let second = id_of(&asked.recorded[0]);
+    assert_eq!(types(&asked.written), ["agent.tool_use", "session.status_idle"], "already running");
+    let deny =
+        event(json!({"type": "user.tool_confirmation", "tool_use_id": second, "result": "deny", "deny_message": "no"}));
+    let denied = s.append_events(id, vec![deny], EventAuthor::Client).await.unwrap();
+    assert_appended(&denied, &["user.tool_confirmation"], &["user.tool_confirmation", "session.status_running"]);
+    assert_err!(
+        s.append_events(id, vec![tool_result(&second, "late")], EventAuthor::Client).await,
+        StoreError::Conflict(_)
+    );
+
+    // A disabled tool is denied at once: it counts as answered and idles nothing.
+    let fetch = s.append_events(id, vec![tool_use("web_fetch")], EventAuthor::Agent).await.unwrap();
+    assert_appended(&fetch, &["agent.tool_use"], &["agent.tool_use"]);
+    assert_eq!(fetch.recorded[0].body["evaluated_permission"], "deny");
+    assert_eq!(state(&*s, id).await.0, "running");
+    assert_err!(
+        s.append_events(id, vec![tool_result(&id_of(&fetch.recorded[0]), "x")], EventAuthor::Client).await,
+        StoreError::Conflict(_)
+    );
+    s.append_events(id, vec![end_turn()], EventAuthor::Agent).await.unwrap();
+
+    // Only built-in tool calls are confirmed.
+    let custom = s.append_events(id, vec![custom_tool_use()], EventAuthor::Agent).await.unwrap();
+    let custom = id_of(&custom.recorded[0]);
+    assert_err!(
+        s.append_events(id, vec![confirmation(&custom, "allow")], EventAuthor::Client).await,
+        StoreError::Invalid(_)
+    );
+    assert_err!(
+        s.append_events(id, vec![confirmation(&EventId::generate(), "allow")], EventAuthor::Client).await,
+        StoreError::Invalid(_)
+    );
+}
+
+pub async fn only_the_agent_side_posts_agent_events(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, false).await;
+    let session = session(&*s, &env).await;
+    for agent_only in [agent_message("hi"), tool_use("read"), custom_tool_use(), end_turn()] {
+        let kind = agent_only.kind();
+        let got = s.append_events(&session.id, vec![agent_only], EventAuthor::Client).await;
+        assert!(matches!(got, Err(StoreError::Forbidden(_))), "{kind} from a client: {got:?}");
+    }
+    assert!(s.events_after(&session.id, 0).await.unwrap().is_empty(), "nothing was written");
+    assert_eq!(state(&*s, &session.id).await.0, "idle");
+}
+
+pub async fn terminated_sessions_accept_no_events(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, true).await;
+    let session = session(&*s, &env).await;
+    let calls = s.append_events(&session.id, vec![tool_use("read")], EventAuthor::Agent).await.unwrap();
+    let call = id_of(&calls.recorded[0]);
+    s.archive_session(&session.id).await.unwrap();
+    let before = s.events_after(&session.id, 0).await.unwrap();
+    for (author, late) in [
+        (EventAuthor::Client, user_message("anyone?")),
+        (EventAuthor::Client, tool_result(&call, "late")),
+        (EventAuthor::Agent, agent_message("still here")),
+    ] {
+        let kind = late.kind();
+        let got = s.append_events(&session.id, vec![late], author).await;
+        assert!(matches!(got, Err(StoreError::Invalid(_))), "{kind} to a terminated session: {got:?}");
+    }
+    assert_eq!(s.events_after(&session.id, 0).await.unwrap(), before);
+    let work = work_of(&*s, &env, &session).await;
+    assert_eq!(work.state, WorkState::Stopped, "and no work was queued for it");
+    assert_eq!(state(&*s, &session.id).await.0, SessionStatus::Terminated.as_str());
+}
+
+pub async fn input_enqueues_work_only_without_live_work(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, true).await;
+    let session = session(&*s, &env).await;
+    let first = work_of(&*s, &env, &session).await;
+    let live = s.append_events(&session.id, vec![user_message("hi")], EventAuthor::Client).await.unwrap();
+    assert!(!live.enqueued_work, "the session already has a live item");
+
+    s.stop_work(&env.id, &first.id, true).await.unwrap();
+    let input = s.append_events(&session.id, vec![user_message("again")], EventAuthor::Client).await.unwrap();
+    assert!(input.enqueued_work, "new input for a session without live work queues an item");
+    let items = s.list_work(&env.id, 10, None).await.unwrap().items;
+    assert_eq!(items.iter().map(|w| w.state).collect::<Vec<_>>(), [WorkState::Queued, WorkState::Stopped]);
+    assert_eq!(items[0].data.id, session.id.as_str());
+    let more = s.append_events(&session.id, vec![user_message("and again")], EventAuthor::Client).await.unwrap();
+    assert!(!more.enqueued_work);
+
+    // Results need a worker already there; tool calls need one.
+    s.stop_work(&env.id, &items[0].id, true).await.unwrap();
+    let call = s.append_events(&session.id, vec![tool_use("read")], EventAuthor::Agent).await.unwrap();
+    assert!(call.enqueued_work, "a tool call without a worker queues one");
+    let items = s.list_work(&env.id, 10, None).await.unwrap().items;
+    assert_eq!(items.len(), 3);
+    s.stop_work(&env.id, &items[0].id, true).await.unwrap();
+    let result = s
+        .append_events(&session.id, vec![tool_result(&id_of(&call.recorded[0]), "ok")], EventAuthor::Client)
+        .await
+        .unwrap();
+    assert!(!result.enqueued_work, "a result is not input that needs a worker");
+
+    let cloud = environment(&*s, false).await;
+    let elsewhere = super::fixtures::session(&*s, &cloud).await;
+    let got = s.append_events(&elsewhere.id, vec![user_message("hi")], EventAuthor::Client).await.unwrap();
+    assert!(!got.enqueued_work, "a session without a work queue never gets work");
+}

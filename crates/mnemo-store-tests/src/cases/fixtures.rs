@@ -1,0 +1,208 @@
+//! Set-up shared by the cases: the objects every section needs, built the way the server
+//! builds them, and listings followed to their end.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+use mnemo_api::{
+    Actor, Agent, AgentParams, AgentSpec, DEFAULT_MEMORY_MOUNT_ROOT, Environment, Event, EventId, MemoryListItem,
+    MemoryPath, MemoryStoreId, MemoryVersion, PathPrefix, Session, Timestamp, View, Work,
+};
+use mnemo_store::{
+    AgentRef, CredentialHash, ErrorCode, ListMemories, ListMemoryVersions, NewEnvironment, NewMemoryStore, NewSession,
+    SessionEvent, Store, StoreError,
+};
+use serde_json::{Value, json};
+
+/// A credential hash no other call in this process returns (and never `[n; 32]`).
+pub(crate) fn fresh_hash() -> CredentialHash {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut hash = [0xA5; 32];
+    hash[..8].copy_from_slice(&n.to_be_bytes());
+    hash
+}
+
+pub(crate) fn path(p: &str) -> MemoryPath {
+    MemoryPath::parse(p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+pub(crate) fn api_actor() -> Actor {
+    Actor::ApiActor { api_key_id: "apikey_conformance".parse().unwrap() }
+}
+
+/// A metadata patch or map of `n` distinct keys.
+pub(crate) fn many_keys<T: Clone>(n: usize, value: T) -> BTreeMap<String, T> {
+    (0..n).map(|i| (format!("k{i:02}"), value.clone())).collect()
+}
+
+pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// Parses an event as the server does at the edge.
+pub(crate) fn event(v: Value) -> Event {
+    let shown = v.to_string();
+    Event::parse(v).unwrap_or_else(|e| panic!("{shown}: {e}"))
+}
+
+pub(crate) fn user_message(text: &str) -> Event {
+    event(json!({"type": "user.message", "content": [{"type": "text", "text": text}]}))
+}
+
+pub(crate) fn is_environment_not_found(e: &StoreError) -> bool {
+    matches!(e, StoreError::Coded { code: ErrorCode::EnvironmentNotFound, .. })
+}
+
+pub(crate) async fn memory_store(s: &dyn Store, name: &str) -> MemoryStoreId {
+    s.create_memory_store(NewMemoryStore { name: name.into(), description: String::new(), metadata: BTreeMap::new() })
+        .await
+        .unwrap()
+        .id
+}
+
+/// A `self_hosted` environment (a work queue), or a `cloud` one (no queue).
+pub(crate) async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
+    let config = if self_hosted { json!({"type": "self_hosted"}) } else { json!({"type": "cloud"}) };
+    s.create_environment(NewEnvironment {
+        name: "conformance".into(),
+        description: None,
+        metadata: BTreeMap::new(),
+        config,
+        scope: None,
+    })
+    .await
+    .unwrap()
+}
+
+/// An agent whose toolset asks before `bash`, never runs `web_fetch` and allows every other
+/// built-in tool, with one custom tool, `lookup`.
+pub(crate) async fn agent(s: &dyn Store) -> Agent {
+    let params: AgentParams = serde_json::from_value(json!({
+        "name": "conformance",
+        "model": "claude-opus-4-6",
+        "tools": [
+            {"type": "agent_toolset_20260401", "configs": [
+                {"name": "bash", "permission_policy": {"type": "always_ask"}},
+                {"name": "web_fetch", "enabled": false},
+            ]},
+            {"type": "custom", "name": "lookup", "description": "looks a word up", "input_schema": {"type": "object"}},
+        ],
+    }))
+    .unwrap();
+    s.create_agent(AgentSpec::from_params(&params).unwrap()).await.unwrap()
+}
+
+/// A session of `agent` on `env`, latest version, nothing attached.
+pub(crate) fn new_session(agent: &Agent, env: &Environment) -> NewSession {
+    NewSession {
+        agent: AgentRef { id: agent.id.clone(), version: None, overrides: None },
+        environment: env.id.clone(),
+        attachments: Vec::new(),
+        title: None,
+        metadata: BTreeMap::new(),
+        budget: None,
+        initial_events: Vec::new(),
+        mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
+    }
+}
+
+/// A session of a fresh agent on `env`.
+pub(crate) async fn session(s: &dyn Store, env: &Environment) -> Session {
+    let agent = agent(s).await;
+    s.create_session(new_session(&agent, env)).await.unwrap()
+}
+
+/// The work item queued for `session` on `env`.
+pub(crate) async fn work_of(s: &dyn Store, env: &Environment, session: &Session) -> Work {
+    let items = s.list_work(&env.id, 100, None).await.unwrap().items;
+    let mut mine: Vec<Work> = items.into_iter().filter(|w| w.data.id == session.id.as_str()).collect();
+    assert_eq!(mine.len(), 1, "one work item for session {}", session.id);
+    mine.pop().unwrap()
+}
+
+/// A memory listing query.
+pub(crate) fn memories(prefix: &str, depth: u32, limit: u32, view: View) -> ListMemories {
+    ListMemories { prefix: PathPrefix::parse(prefix).unwrap(), depth, limit, view, after: None }
+}
+
+/// Every item of a memory listing, following `next` to the end.
+pub(crate) async fn all_memories(s: &dyn Store, store: &MemoryStoreId, mut query: ListMemories) -> Vec<MemoryListItem> {
+    let mut out = Vec::new();
+    loop {
+        let page = s.list_memories(store, query.clone()).await.unwrap();
+        assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
+        out.extend(page.items);
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => return out,
+        }
+    }
+}
+
+/// The paths of a listing's memories (`prefix:` + path for rolled-up prefixes).
+pub(crate) fn listed_paths(items: &[MemoryListItem]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| match i {
+            MemoryListItem::Memory(m) => m.path.clone(),
+            MemoryListItem::Prefix(p) => format!("prefix:{}", p.path),
+        })
+        .collect()
+}
+
+/// A version listing query without filters.
+pub(crate) fn versions(limit: u32) -> ListMemoryVersions {
+    ListMemoryVersions {
+        memory_id: None,
+        operation: None,
+        session_id: None,
+        api_key_id: None,
+        service_account_id: None,
+        created_at_gte: None,
+        created_at_lte: None,
+        limit,
+        view: View::Basic,
+        after: None,
+    }
+}
+
+/// Every version a listing returns, following `next` to the end.
+pub(crate) async fn all_versions(
+    s: &dyn Store,
+    store: &MemoryStoreId,
+    mut query: ListMemoryVersions,
+) -> Vec<MemoryVersion> {
+    let mut out = Vec::new();
+    loop {
+        let page = s.list_memory_versions(store, query.clone()).await.unwrap();
+        assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
+        out.extend(page.items);
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => return out,
+        }
+    }
+}
+
+/// The `type` of each event.
+pub(crate) fn types(events: &[SessionEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.body["type"].as_str().unwrap_or("?")).collect()
+}
+
+/// The id the log gave an event.
+pub(crate) fn id_of(event: &SessionEvent) -> EventId {
+    event.body["id"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no id in {}", event.body))
+}
+
+/// When the log says an event was processed.
+pub(crate) fn processed_at(event: &SessionEvent) -> Timestamp {
+    let text = event.body["processed_at"].as_str().unwrap_or_else(|| panic!("no processed_at in {}", event.body));
+    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+}
+
+/// The seqs of events.
+pub(crate) fn seqs(events: &[SessionEvent]) -> Vec<i64> {
+    events.iter().map(|e| e.seq).collect()
+}

@@ -1,0 +1,427 @@
+//! Memory stores and memories: CRUD, archived stores, preconditions, paths, the cap,
+//! listings, the change sequence and cursors.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mnemo_api::{MemoryId, MemoryListItem, MemoryStore, MemoryStoreId, View, content_sha256};
+use mnemo_store::{
+    Cursor, Limits, ListEvents, ListMemoryStores, MemoryChange, MemoryStorePatch, NewMemoryStore, StoreError,
+};
+
+use super::fixtures::{
+    all_memories, all_versions, api_actor, environment, listed_paths, many_keys, map, memories, memory_store, path,
+    session, user_message, versions,
+};
+use crate::StoreFactory;
+
+fn stores(limit: u32) -> ListMemoryStores {
+    ListMemoryStores { include_archived: false, created_at_gte: None, created_at_lte: None, limit, after: None }
+}
+
+fn ids(stores: &[MemoryStore]) -> Vec<&MemoryStoreId> {
+    stores.iter().map(|s| &s.id).collect()
+}
+
+fn named(name: &str) -> NewMemoryStore {
+    NewMemoryStore { name: name.into(), description: String::new(), metadata: BTreeMap::new() }
+}
+
+/// Whether two paths cannot both hold a memory: equal, or one below the other.
+pub(crate) fn overlap(a: &str, b: &str) -> bool {
+    a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
+}
+
+fn content(text: &str) -> MemoryChange {
+    MemoryChange { content: Some(text.into()), path: None, expected_sha256: None }
+}
+
+fn rename(to: &str) -> MemoryChange {
+    MemoryChange { content: None, path: Some(path(to)), expected_sha256: None }
+}
+
+pub async fn memory_stores_are_created_updated_listed_archived_and_deleted(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let new = NewMemoryStore { name: "notes".into(), description: "about".into(), metadata: map(&[("a", "1")]) };
+    let first = s.create_memory_store(new).await.unwrap();
+    assert_eq!(
+        (first.name.as_str(), first.description.as_str(), &first.metadata),
+        ("notes", "about", &map(&[("a", "1")]))
+    );
+    assert_eq!(first.archived_at, None);
+    assert_eq!(s.get_memory_store(&first.id).await.unwrap(), first);
+
+    let patch = MemoryStorePatch {
+        name: Some("renamed".into()),
+        description: None,
+        metadata: Some([("a".to_owned(), None), ("b".to_owned(), Some("2".to_owned()))].into()),
+    };
+    let updated = s.update_memory_store(&first.id, patch).await.unwrap();
+    assert_eq!((updated.name.as_str(), updated.description.as_str()), ("renamed", "about"));
+    assert_eq!(updated.metadata, map(&[("b", "2")]));
+    assert_eq!(s.get_memory_store(&first.id).await.unwrap(), updated);
+    let crowded = MemoryStorePatch { metadata: Some(many_keys(17, Some("v".to_owned()))), ..Default::default() };
+    assert_err!(s.update_memory_store(&first.id, crowded).await, StoreError::Invalid(_));
+    assert_eq!(s.get_memory_store(&first.id).await.unwrap().metadata, map(&[("b", "2")]));
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let second = s.create_memory_store(named("second")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let third = s.create_memory_store(named("third")).await.unwrap();
+    let page = s.list_memory_stores(stores(2)).await.unwrap();
+    assert_eq!(ids(&page.items), [&third.id, &second.id], "newest first");
+    let rest = s.list_memory_stores(ListMemoryStores { after: page.next, ..stores(2) }).await.unwrap();
+    assert_eq!((ids(&rest.items), rest.next), (vec![&first.id], None));
+    let since = ListMemoryStores { created_at_gte: Some(second.created_at), ..stores(10) };
+    assert_eq!(ids(&s.list_memory_stores(since).await.unwrap().items), [&third.id, &second.id]);
+    let until = ListMemoryStores { created_at_lte: Some(second.created_at), ..stores(10) };
+    assert_eq!(ids(&s.list_memory_stores(until).await.unwrap().items), [&second.id, &first.id]);
+
+    let archived = s.archive_memory_store(&second.id).await.unwrap();
+    assert!(archived.archived_at.is_some());
+    assert_eq!(s.archive_memory_store(&second.id).await.unwrap(), archived, "archiving twice changes nothing");
+    assert_eq!(ids(&s.list_memory_stores(stores(10)).await.unwrap().items), [&third.id, &first.id]);
+    let with_archived = ListMemoryStores { include_archived: true, ..stores(10) };
+    assert_eq!(ids(&s.list_memory_stores(with_archived).await.unwrap().items), [&third.id, &second.id, &first.id]);
+    let rename = MemoryStorePatch { name: Some("late".into()), ..Default::default() };
+    assert_err!(s.update_memory_store(&second.id, rename).await, StoreError::Archived(id) if id == second.id.as_str());
+
+    // Deleting a store takes its memories and versions with it; an archived store may go too.
+    let memory = s.create_memory(&first.id, path("/a.md"), "x".into(), api_actor()).await.unwrap();
+    s.delete_memory_store(&first.id).await.unwrap();
+    assert_err!(s.get_memory_store(&first.id).await, StoreError::NotFound { .. });
+    assert_err!(s.get_memory(&first.id, &memory.id).await, StoreError::NotFound { .. });
+    assert_err!(s.list_memory_versions(&first.id, versions(10)).await, StoreError::NotFound { .. });
+    assert_err!(s.delete_memory_store(&first.id).await, StoreError::NotFound { .. });
+    s.delete_memory_store(&second.id).await.unwrap();
+    let with_archived = ListMemoryStores { include_archived: true, ..stores(10) };
+    assert_eq!(ids(&s.list_memory_stores(with_archived).await.unwrap().items), [&third.id]);
+    let unknown = MemoryStoreId::generate();
+    assert_err!(s.update_memory_store(&unknown, MemoryStorePatch::default()).await, StoreError::NotFound { .. });
+    assert_err!(s.archive_memory_store(&unknown).await, StoreError::NotFound { .. });
+}
+
+pub async fn an_archived_store_is_read_and_emptied_but_not_written(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "old").await;
+    let keep = s.create_memory(&store, path("/keep.md"), "kept".into(), api_actor()).await.unwrap();
+    let gone = s.create_memory(&store, path("/drop.md"), "dropped".into(), api_actor()).await.unwrap();
+    s.archive_memory_store(&store).await.unwrap();
+    let seq = s.memory_change_seq(&store).await.unwrap();
+
+    // Reads work.
+    assert_eq!(s.get_memory(&store, &keep.id).await.unwrap().content.as_deref(), Some("kept"));
+    let listed = all_memories(&*s, &store, memories("/", 0, 10, View::Basic)).await;
+    assert_eq!(listed_paths(&listed), ["/drop.md", "/keep.md"]);
+    assert_eq!(
+        s.get_memory_version(&store, &keep.memory_version_id, View::Full).await.unwrap().content.as_deref(),
+        Some("kept")
+    );
+    assert_eq!(all_versions(&*s, &store, versions(10)).await.len(), 2);
+
+    // Writes are refused, and change nothing.
+    let refused = s.create_memory(&store, path("/new.md"), "x".into(), api_actor()).await;
+    assert_err!(refused, StoreError::Archived(id) if id == store.as_str());
+    assert_err!(s.update_memory(&store, &keep.id, content("changed"), api_actor()).await, StoreError::Archived(_));
+    assert_err!(s.update_memory(&store, &keep.id, rename("/moved.md"), api_actor()).await, StoreError::Archived(_));
+    assert_eq!(s.get_memory(&store, &keep.id).await.unwrap(), keep);
+    assert_eq!(s.memory_change_seq(&store).await.unwrap(), seq);
+
+    // Deletes work.
+    s.delete_memory(&store, &gone.id, Some(gone.content_sha256.clone()), api_actor()).await.unwrap();
+    assert_err!(s.get_memory(&store, &gone.id).await, StoreError::NotFound { .. });
+    assert_ne!(s.memory_change_seq(&store).await.unwrap(), seq);
+}
+
+pub async fn memories_are_created_read_updated_and_deleted(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "notes").await;
+    let created = s.create_memory(&store, path("/notes/todo.md"), "buy milk".into(), api_actor()).await.unwrap();
+    assert_eq!((created.path.as_str(), created.content.as_deref()), ("/notes/todo.md", Some("buy milk")));
+    assert_eq!((created.content_sha256.clone(), created.content_size_bytes), (content_sha256(b"buy milk"), 8));
+    assert_eq!(created.memory_store_id, store);
+    assert_eq!(s.get_memory(&store, &created.id).await.unwrap(), created);
+    let empty = s.create_memory(&store, path("/empty"), String::new(), api_actor()).await.unwrap();
+    assert_eq!((empty.content_size_bytes, empty.content.as_deref()), (0, Some("")));
+    let unicode = s.create_memory(&store, path("/ü.md"), "é".into(), api_actor()).await.unwrap();
+    assert_eq!(unicode.content_size_bytes, 2, "sizes are in bytes");
+
+    // Content changes write a new version.
+    let changed = s.update_memory(&store, &created.id, content("buy oat milk"), api_actor()).await.unwrap();
+    assert_eq!((&changed.id, changed.path.as_str()), (&created.id, "/notes/todo.md"));
+    assert_eq!(
+        (changed.content.as_deref(), changed.content_sha256.clone()),
+        (Some("buy oat milk"), content_sha256(b"buy oat milk"))
+    );
+    assert_ne!(changed.memory_version_id, created.memory_version_id);
+    assert_eq!(changed.created_at, created.created_at);
+    assert_eq!(s.get_memory(&store, &created.id).await.unwrap(), changed);
+
+    // A rename keeps the content.
+    let moved = s.update_memory(&store, &created.id, rename("/done/todo.md"), api_actor()).await.unwrap();
+    assert_eq!((moved.path.as_str(), moved.content.as_deref()), ("/done/todo.md", Some("buy oat milk")));
+    assert_eq!(moved.content_sha256, changed.content_sha256);
+    assert_ne!(moved.memory_version_id, changed.memory_version_id);
+    // Both at once.
+    let both = MemoryChange {
+        content: Some("done".into()),
+        path: Some(path("/done.md")),
+        expected_sha256: Some(moved.content_sha256.clone()),
+    };
+    let both = s.update_memory(&store, &created.id, both, api_actor()).await.unwrap();
+    assert_eq!((both.path.as_str(), both.content.as_deref()), ("/done.md", Some("done")));
+
+    // Preconditions.
+    let stale = MemoryChange { expected_sha256: Some(content_sha256(b"buy milk")), ..content("again") };
+    assert_err!(
+        s.update_memory(&store, &created.id, stale, api_actor()).await,
+        StoreError::PreconditionFailed { expected, actual }
+            if expected == content_sha256(b"buy milk") && actual == both.content_sha256
+    );
+    let stale_move = MemoryChange { expected_sha256: Some(content_sha256(b"old")), ..rename("/elsewhere.md") };
+    assert_err!(
+        s.update_memory(&store, &created.id, stale_move, api_actor()).await,
+        StoreError::PreconditionFailed { .. }
+    );
+    assert_eq!(s.get_memory(&store, &created.id).await.unwrap(), both, "a refused update changes nothing");
+    let fresh = MemoryChange { expected_sha256: Some(both.content_sha256.clone()), ..content("fresh") };
+    let fresh = s.update_memory(&store, &created.id, fresh, api_actor()).await.unwrap();
+    assert_eq!(fresh.content.as_deref(), Some("fresh"));
+
+    // A retry of an applied update succeeds whatever its precondition says, and writes nothing.
+    let retry = MemoryChange { expected_sha256: Some(both.content_sha256.clone()), ..content("fresh") };
+    let retried = s.update_memory(&store, &created.id, retry, api_actor()).await.unwrap();
+    assert_eq!(retried, fresh);
+    let retry_move = MemoryChange { path: Some(path("/done.md")), ..content("fresh") };
+    assert_eq!(s.update_memory(&store, &created.id, retry_move, api_actor()).await.unwrap(), fresh);
+    let history = mnemo_store::ListMemoryVersions { memory_id: Some(created.id.clone()), ..versions(100) };
+    assert_eq!(all_versions(&*s, &store, history).await.len(), 5, "created, changed, moved, both, fresh");
+
+    // Deletes, with and without a precondition.
+    let stale = Some(content_sha256(b"stale"));
+    assert_err!(s.delete_memory(&store, &created.id, stale, api_actor()).await, StoreError::PreconditionFailed { .. });
+    assert_eq!(s.get_memory(&store, &created.id).await.unwrap(), fresh);
+    s.delete_memory(&store, &created.id, Some(fresh.content_sha256.clone()), api_actor()).await.unwrap();
+    assert_err!(s.get_memory(&store, &created.id).await, StoreError::NotFound { .. });
+    assert_err!(s.delete_memory(&store, &created.id, None, api_actor()).await, StoreError::NotFound { .. });
+    assert_err!(s.update_memory(&store, &created.id, content("x"), api_actor()).await, StoreError::NotFound { .. });
+    s.delete_memory(&store, &empty.id, None, api_actor()).await.unwrap();
+    let again = s.create_memory(&store, path("/done.md"), "reborn".into(), api_actor()).await.unwrap();
+    assert_ne!(again.id, created.id, "a path freed by a delete takes a new memory");
+
+    // A memory belongs to one store.
+    let other = memory_store(&*s, "other").await;
+    assert_err!(s.get_memory(&other, &unicode.id).await, StoreError::NotFound { .. });
+    assert_err!(s.update_memory(&other, &unicode.id, content("x"), api_actor()).await, StoreError::NotFound { .. });
+    assert_err!(s.delete_memory(&other, &unicode.id, None, api_actor()).await, StoreError::NotFound { .. });
+    assert_eq!(s.get_memory(&store, &unicode.id).await.unwrap(), unicode);
+    let unknown = MemoryStoreId::generate();
+    assert_err!(s.create_memory(&unknown, path("/a"), "x".into(), api_actor()).await, StoreError::NotFound { .. });
+    assert_err!(s.get_memory(&store, &MemoryId::generate()).await, StoreError::NotFound { .. });
+}
+
+pub async fn paths_never_overlap(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "paths").await;
+    let file = s.create_memory(&store, path("/a/b"), "x".into(), api_actor()).await.unwrap();
+    let blocked_by = |requested: &str, by: &str| {
+        let (requested, by, id) = (requested.to_owned(), by.to_owned(), file.id.clone());
+        move |e: &StoreError| {
+            matches!(e, StoreError::PathConflict { requested: r, conflicting_memory_id: Some(i), conflicting_path: p }
+                if *r == requested && *p == by && *i == id)
+        }
+    };
+    for (candidate, why) in [("/a/b", "the same path"), ("/a/b/c", "below a memory"), ("/a", "above a memory")] {
+        let got = s.create_memory(&store, path(candidate), "y".into(), api_actor()).await;
+        let is = blocked_by(candidate, "/a/b");
+        assert!(matches!(&got, Err(e) if is(e)), "create {candidate} ({why}): {got:?}");
+    }
+    for free in ["/a/c", "/a/bb", "/a/b.md", "/ab"] {
+        s.create_memory(&store, path(free), "free".into(), api_actor())
+            .await
+            .unwrap_or_else(|e| panic!("{free}: {e:?}"));
+    }
+
+    // Renames are judged the same way, except against the memory being moved.
+    let other = s.create_memory(&store, path("/x"), "x".into(), api_actor()).await.unwrap();
+    for target in ["/a/b", "/a/b/c", "/a"] {
+        let got = s.update_memory(&store, &other.id, rename(target), api_actor()).await;
+        assert!(
+            matches!(&got, Err(StoreError::PathConflict { requested, conflicting_path, .. })
+                if requested == target && overlap(target, conflicting_path) && conflicting_path != "/x"),
+            "rename to {target}: {got:?}"
+        );
+    }
+    assert_eq!(s.get_memory(&store, &other.id).await.unwrap().path, "/x");
+    let deeper = s.update_memory(&store, &other.id, rename("/x/y"), api_actor()).await.unwrap();
+    assert_eq!(deeper.path, "/x/y", "a memory may move below its own old path");
+    let back = s.update_memory(&store, &other.id, rename("/x"), api_actor()).await.unwrap();
+    assert_eq!(back.path, "/x");
+    let listed = all_memories(&*s, &store, memories("/", 0, 100, View::Basic)).await;
+    assert_eq!(listed_paths(&listed), ["/a/b", "/a/b.md", "/a/bb", "/a/c", "/ab", "/x"], "byte order of path");
+}
+
+pub async fn the_store_cap_counts_live_memories(factory: &impl StoreFactory) {
+    let s = factory.open(Limits { max_memories_per_store: 3, ..Limits::default() }).await;
+    let store = memory_store(&*s, "small").await;
+    let mut made = Vec::new();
+    for i in 0..3 {
+        made.push(s.create_memory(&store, path(&format!("/{i}")), "x".into(), api_actor()).await.unwrap());
+    }
+    let full = s.create_memory(&store, path("/3"), "x".into(), api_actor()).await;
+    assert_err!(full, StoreError::StoreFull { store: id, limit: 3 } if id == store.as_str());
+    // Changes and renames are not creations.
+    s.update_memory(&store, &made[0].id, rename("/moved"), api_actor()).await.unwrap();
+    s.update_memory(&store, &made[1].id, content("y"), api_actor()).await.unwrap();
+    // Each store has its own cap.
+    let other = memory_store(&*s, "other").await;
+    s.create_memory(&other, path("/0"), "x".into(), api_actor()).await.unwrap();
+    // A delete frees a slot.
+    s.delete_memory(&store, &made[2].id, None, api_actor()).await.unwrap();
+    s.create_memory(&store, path("/3"), "x".into(), api_actor()).await.unwrap();
+    assert_err!(s.create_memory(&store, path("/4"), "x".into(), api_actor()).await, StoreError::StoreFull { .. });
+    assert_eq!(all_memories(&*s, &store, memories("/", 0, 100, View::Basic)).await.len(), 3);
+}
+
+pub async fn memory_listings_roll_up_prefixes_and_paginate(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "tree").await;
+    let files = ["/a.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md", "/b-c.md"];
+    let mut contents = BTreeMap::new();
+    for f in files {
+        let text = format!("content of {f}");
+        s.create_memory(&store, path(f), text.clone(), api_actor()).await.unwrap();
+        contents.insert(f.to_owned(), text);
+    }
+    #[rustfmt::skip]
+    let cases: Vec<(&str, u32, Vec<&str>)> = vec![
+        ("/", 0, vec!["/a.md", "/b-c.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md"]),
+        ("/", 1, vec!["/a.md", "/b-c.md", "prefix:/b/", "/ba.md", "prefix:/c/"]),
+        ("/", 2, vec!["/a.md", "/b-c.md", "/b/c.md", "prefix:/b/d/", "/ba.md", "prefix:/c/x/"]),
+        ("/", 9, vec!["/a.md", "/b-c.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md"]),
+        ("/b/", 0, vec!["/b/c.md", "/b/d/e.md", "/b/d/f.md"]),
+        ("/b/", 1, vec!["/b/c.md", "prefix:/b/d/"]),
+        ("/b/d/", 1, vec!["/b/d/e.md", "/b/d/f.md"]),
+        ("/c/", 1, vec!["prefix:/c/x/"]),
+        ("/c/x/", 1, vec!["prefix:/c/x/y/"]),
+        ("/nothing/", 0, vec![]),
+        ("/a.md/", 0, vec![]),
+    ];
+    for (prefix, depth, expected) in cases {
+        for limit in [1, 2, 3, 100] {
+            for view in [View::Basic, View::Full] {
+                let items = all_memories(&*s, &store, memories(prefix, depth, limit, view)).await;
+                assert_eq!(listed_paths(&items), expected, "prefix {prefix} depth {depth} limit {limit} {view:?}");
+                for item in &items {
+                    if let MemoryListItem::Memory(m) = item {
+                        let expected = (view == View::Full).then(|| contents[&m.path].clone());
+                        assert_eq!(m.content, expected, "{} under {view:?}", m.path);
+                        assert_eq!(m.content_sha256, content_sha256(contents[&m.path].as_bytes()));
+                    }
+                }
+            }
+        }
+    }
+    let first = s.list_memories(&store, memories("/", 1, 2, View::Basic)).await.unwrap();
+    assert_eq!(listed_paths(&first.items), ["/a.md", "/b-c.md"]);
+    assert!(first.next.is_some());
+    let empty = memory_store(&*s, "empty").await;
+    let nothing = s.list_memories(&empty, memories("/", 0, 10, View::Basic)).await.unwrap();
+    assert!(nothing.items.is_empty() && nothing.next.is_none());
+    assert_err!(
+        s.list_memories(&MemoryStoreId::generate(), memories("/", 0, 10, View::Basic)).await,
+        StoreError::NotFound { .. }
+    );
+}
+
+pub async fn memory_change_seq_moves_on_every_change(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "etag").await;
+    let other = memory_store(&*s, "other").await;
+    let mut seen = vec![s.memory_change_seq(&store).await.unwrap()];
+    let mut expect = async |changed: bool, what: &str| {
+        let now = s.memory_change_seq(&store).await.unwrap();
+        if changed {
+            assert!(!seen.contains(&now), "{what}: the sequence moves to a new value ({now} in {seen:?})");
+            seen.push(now);
+        } else {
+            assert_eq!(Some(&now), seen.last(), "{what}: the sequence stays");
+        }
+    };
+    let m = s.create_memory(&store, path("/a"), "1".into(), api_actor()).await.unwrap();
+    expect(true, "create").await;
+    s.update_memory(&store, &m.id, content("2"), api_actor()).await.unwrap();
+    expect(true, "update").await;
+    s.update_memory(&store, &m.id, content("2"), api_actor()).await.unwrap();
+    expect(false, "an update that changes nothing").await;
+    let stale = MemoryChange { expected_sha256: Some(content_sha256(b"1")), ..content("3") };
+    assert!(s.update_memory(&store, &m.id, stale, api_actor()).await.is_err());
+    expect(false, "a refused update").await;
+    assert!(s.create_memory(&store, path("/a"), "x".into(), api_actor()).await.is_err());
+    expect(false, "a refused create").await;
+    s.update_memory(&store, &m.id, rename("/b"), api_actor()).await.unwrap();
+    expect(true, "rename").await;
+    s.create_memory(&other, path("/a"), "x".into(), api_actor()).await.unwrap();
+    expect(false, "a change to another store").await;
+    s.update_memory_store(&store, MemoryStorePatch { name: Some("renamed".into()), ..Default::default() })
+        .await
+        .unwrap();
+    expect(false, "a change to the store itself").await;
+    s.delete_memory(&store, &m.id, None, api_actor()).await.unwrap();
+    expect(true, "delete").await;
+    assert_err!(s.memory_change_seq(&MemoryStoreId::generate()).await, StoreError::NotFound { .. });
+}
+
+pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "cursors").await;
+    for p in ["/a", "/b", "/c"] {
+        s.create_memory(&store, path(p), "x".into(), api_actor()).await.unwrap();
+    }
+    let path_cursor = s.list_memories(&store, memories("/", 0, 1, View::Basic)).await.unwrap().next.unwrap();
+    assert!(matches!(path_cursor, Cursor::AfterPath(_) | Cursor::FromPath(_)), "{path_cursor:?}");
+    let version_cursor = s.list_memory_versions(&store, versions(1)).await.unwrap().next.unwrap();
+    let store_cursor = {
+        memory_store(&*s, "another").await;
+        s.list_memory_stores(stores(1)).await.unwrap().next.unwrap()
+    };
+    let env = environment(&*s, true).await;
+    let session = session(&*s, &env).await;
+    for i in 0..3 {
+        s.append_events(&session.id, vec![user_message(&i.to_string())], mnemo_store::EventAuthor::Client)
+            .await
+            .unwrap();
+    }
+    let ascending =
+        s.list_events(&session.id, ListEvents { limit: 1, ..Default::default() }).await.unwrap().next.unwrap();
+    let descending = s
+        .list_events(&session.id, ListEvents { limit: 1, descending: true, ..Default::default() })
+        .await
+        .unwrap()
+        .next
+        .unwrap();
+
+    // A path cursor in a newest-first list, a newest-first cursor in a path-ordered list, and
+    // an event cursor in the other direction.
+    let q = mnemo_store::ListMemories { after: Some(version_cursor.clone()), ..memories("/", 0, 10, View::Basic) };
+    assert_err!(s.list_memories(&store, q).await, StoreError::InvalidCursor);
+    let q = mnemo_store::ListMemories { after: Some(ascending.clone()), ..memories("/", 0, 10, View::Basic) };
+    assert_err!(s.list_memories(&store, q).await, StoreError::InvalidCursor);
+    for cursor in [&path_cursor, &ascending] {
+        let q = mnemo_store::ListMemoryVersions { after: Some(cursor.clone()), ..versions(10) };
+        assert_err!(s.list_memory_versions(&store, q).await, StoreError::InvalidCursor);
+        let q = ListMemoryStores { after: Some(cursor.clone()), ..stores(10) };
+        assert_err!(s.list_memory_stores(q).await, StoreError::InvalidCursor);
+        assert_err!(s.list_environments(true, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
+        assert_err!(s.list_agents(true, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
+        assert_err!(s.list_work(&env.id, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
+        let q = mnemo_store::ListSessions { limit: 10, after: Some(cursor.clone()), ..Default::default() };
+        assert_err!(s.list_sessions(q).await, StoreError::InvalidCursor);
+    }
+    let q = ListEvents { limit: 10, descending: true, after: Some(ascending), ..Default::default() };
+    assert_err!(s.list_events(&session.id, q).await, StoreError::InvalidCursor);
+    for cursor in [descending, path_cursor, store_cursor] {
+        let q = ListEvents { limit: 10, after: Some(cursor), ..Default::default() };
+        assert_err!(s.list_events(&session.id, q).await, StoreError::InvalidCursor);
+    }
+}
