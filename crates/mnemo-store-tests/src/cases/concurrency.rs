@@ -17,7 +17,7 @@ use super::fixtures::{
 use super::memories::overlap;
 use crate::StoreFactory;
 
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 8;
 
 /// Runs every future as its own task and waits for all of them, in order.
 async fn all_spawned<T: Send + 'static>(
@@ -157,7 +157,7 @@ pub async fn concurrent_pollers_never_share_a_delivery(factory: &impl StoreFacto
     const POLLERS: usize = 12;
     const ITEMS: usize = 30;
     let s = factory.open(Limits::default()).await;
-    for round in 0..3 {
+    for round in 0..5 {
         let env = environment(&*s, true).await;
         for _ in 0..ITEMS {
             session(&*s, &env).await;
@@ -200,7 +200,7 @@ pub async fn a_concurrent_reader_sees_every_event_in_order(factory: &impl StoreF
     const WRITERS: usize = 4;
     const APPENDS: usize = 30;
     let s = factory.open(Limits::default()).await;
-    for round in 0..3 {
+    for round in 0..5 {
         let env = environment(&*s, false).await;
         let session = session(&*s, &env).await.id;
         let done = Arc::new(AtomicBool::new(false));

@@ -90,10 +90,10 @@ pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl 
 
     // A delivery's token lives while the delivery waits for its acknowledgement…
     let first = fresh_hash();
-    let item = s.poll_work(&env.id, None, 300, first).await.unwrap().expect("the item");
+    let item = s.poll_work(&env.id, None, 1_000, first).await.unwrap().expect("the item");
     assert_eq!(s.resolve_credential(first).await.unwrap(), Some(alive(&item)));
     // …and dies when that window lapses, with no other call in between.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    past_the_lease().await;
     assert_eq!(s.resolve_credential(first).await.unwrap(), None, "the acknowledgement window lapsed");
 
     // A re-delivery mints a new token; the old one stays dead although the item is held again.

@@ -286,19 +286,22 @@ pub async fn the_store_cap_counts_live_memories(factory: &impl StoreFactory) {
 pub async fn memory_listings_roll_up_prefixes_and_paginate(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     let store = memory_store(&*s, "tree").await;
-    let files = ["/a.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md", "/b-c.md"];
+    // Byte order of UTF-8, not a locale's collation: `Z` before `a`, `-` before `/`, `é` last.
+    let files = ["/a.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md", "/b-c.md", "/Z.md", "/é.md"];
     let mut contents = BTreeMap::new();
     for f in files {
         let text = format!("content of {f}");
         s.create_memory(&store, path(f), text.clone(), api_actor()).await.unwrap();
         contents.insert(f.to_owned(), text);
     }
+    let everything =
+        vec!["/Z.md", "/a.md", "/b-c.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md", "/é.md"];
     #[rustfmt::skip]
     let cases: Vec<(&str, u32, Vec<&str>)> = vec![
-        ("/", 0, vec!["/a.md", "/b-c.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md"]),
-        ("/", 1, vec!["/a.md", "/b-c.md", "prefix:/b/", "/ba.md", "prefix:/c/"]),
-        ("/", 2, vec!["/a.md", "/b-c.md", "/b/c.md", "prefix:/b/d/", "/ba.md", "prefix:/c/x/"]),
-        ("/", 9, vec!["/a.md", "/b-c.md", "/b/c.md", "/b/d/e.md", "/b/d/f.md", "/ba.md", "/c/x/y/z.md"]),
+        ("/", 0, everything.clone()),
+        ("/", 1, vec!["/Z.md", "/a.md", "/b-c.md", "prefix:/b/", "/ba.md", "prefix:/c/", "/é.md"]),
+        ("/", 2, vec!["/Z.md", "/a.md", "/b-c.md", "/b/c.md", "prefix:/b/d/", "/ba.md", "prefix:/c/x/", "/é.md"]),
+        ("/", 9, everything),
         ("/b/", 0, vec!["/b/c.md", "/b/d/e.md", "/b/d/f.md"]),
         ("/b/", 1, vec!["/b/c.md", "prefix:/b/d/"]),
         ("/b/d/", 1, vec!["/b/d/e.md", "/b/d/f.md"]),
@@ -323,7 +326,7 @@ pub async fn memory_listings_roll_up_prefixes_and_paginate(factory: &impl StoreF
         }
     }
     let first = s.list_memories(&store, memories("/", 1, 2, View::Basic)).await.unwrap();
-    assert_eq!(listed_paths(&first.items), ["/a.md", "/b-c.md"]);
+    assert_eq!(listed_paths(&first.items), ["/Z.md", "/a.md"]);
     assert!(first.next.is_some());
     let empty = memory_store(&*s, "empty").await;
     let nothing = s.list_memories(&empty, memories("/", 0, 10, View::Basic)).await.unwrap();

@@ -186,10 +186,9 @@ pub async fn healthchecks_queue_oldest_first(factory: &impl StoreFactory) {
     let session = session(&*s, &env).await;
     let later = s.enqueue_healthcheck(&env.id).await.unwrap();
 
-    let order: Vec<_> = [(); 3].iter().map(|()| fresh_hash()).collect();
     let mut delivered = Vec::new();
-    for token in order {
-        delivered.push(s.poll_work(&env.id, None, 60_000, token).await.unwrap().expect("an item").data);
+    for _ in 0..3 {
+        delivered.push(s.poll_work(&env.id, None, 60_000, fresh_hash()).await.unwrap().expect("an item").data);
     }
     assert_eq!(
         delivered.iter().map(|d| d.kind.as_str()).collect::<Vec<_>>(),
