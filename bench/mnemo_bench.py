@@ -1,12 +1,17 @@
-"""What the benchmarks share: a `mnemo serve` process and a minimal loopback HTTP client."""
+"""What the benchmarks share: a `mnemo serve` process, a minimal loopback HTTP client, the edits
+the engines make, and the report's formatting and environment lines.
+
+Standard library only: `sync/sdk_engine.py` imports it from the SDK's virtual environment too."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import platform
 import queue
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -15,6 +20,29 @@ from urllib.parse import urlencode, urlparse
 MEMORY_BETA = "agent-memory-2026-07-22"
 AGENTS_BETA = "managed-agents-2026-04-01"
 API_VERSION = "2026-10-21"
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / "target" / "compat-venv"
+SDK_VERSION = "2.10.0"  # the official SDK both benchmarks compare against
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ensure_venv() -> Path:
+    """`target/compat-venv` with `anthropic==SDK_VERSION` (created if missing); its python."""
+    python = VENV / "bin" / "python"
+    ok = python.exists() and subprocess.run(
+        [str(python), "-c", f"import anthropic, sys; sys.exit(anthropic.__version__ != '{SDK_VERSION}')"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).returncode == 0
+    if not ok:
+        log(f"creating {VENV} with anthropic=={SDK_VERSION} ...")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", f"anthropic=={SDK_VERSION}"], check=True)
+    return python
 
 
 class Server:
@@ -56,14 +84,19 @@ class Server:
         self.base_url = line[len(prefix):].strip()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace=10)
         self.stderr.close()
+
+
+def stop_process(proc: "subprocess.Popen[str]", grace: float) -> None:
+    """SIGTERM, then SIGKILL if `proc` has not exited within `grace` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class Api:
@@ -115,3 +148,83 @@ class Api:
             page = resp.get("next_page")
             if not page:
                 return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The edits an engine makes, rebuilt by the runner to check the server independently.
+# ---------------------------------------------------------------------------------------------
+
+
+def edited_content(engine: str, tag: str, i: int) -> str:
+    """Exactly 4,096 bytes; the same construction as the Rust side."""
+    s = f"edited by {engine} run {tag} file {i}\n"
+    filler = "the quick brown fox jumps over the lazy dog 0123456789\n"
+    while len(s) < 4096:
+        s += filler
+    return s[:4096]
+
+
+def pick(paths: List[str], count: int) -> List[str]:
+    """`count` of `paths` (sorted), spread evenly: the files an engine edits."""
+    count = min(count, len(paths))
+    return [paths[i * len(paths) // count] for i in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The report.
+# ---------------------------------------------------------------------------------------------
+
+
+def fmt_ms(v: float) -> str:
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:,.1f} ms"
+
+
+def fmt_mib(kib: float) -> str:
+    return f"{kib / 1024:,.1f} MiB"
+
+
+def machine(when: str) -> str:
+    """Cores, CPU model, memory, kernel and the load average `when` (e.g. "at start")."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kib / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{os.cpu_count()} cores ({model}){mem}, Linux {platform.release()}, load average {os.getloadavg()[0]:.2f} {when}"
+
+
+def fs_type(path: Path) -> str:
+    best, kind = "", "unknown filesystem"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            dev, mnt, fstype = line.split()[:3]
+            if str(path.resolve()).startswith(mnt) and len(mnt) > len(best):
+                best, kind = mnt, f"{fstype} on {dev}"
+    except OSError:
+        pass
+    return kind
+
+
+def git_revision(repo: Path) -> str:
+    """The commit measured, with any uncommitted changes to the code; `MNEMO_BENCH_SOURCE` names
+    it instead (e.g. when run from an exported tree without .git)."""
+    if os.environ.get("MNEMO_BENCH_SOURCE"):
+        return os.environ["MNEMO_BENCH_SOURCE"]
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"],
+                               cwd=repo, capture_output=True, text=True, check=True).stdout.split("\n")
+        dirty = [l.strip() for l in dirty if l.strip()]
+        return f"git {rev}" + (f" with {len(dirty)} uncommitted change(s) under crates/ ({'; '.join(dirty[:8])})" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return f"{repo} (not a git checkout)"

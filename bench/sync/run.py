@@ -27,7 +27,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import secrets
 import shutil
 import signal
@@ -42,11 +41,9 @@ from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from mnemo_bench import Api, Server  # noqa: E402
-
-REPO = HERE.parent.parent
-VENV = REPO / "target" / "compat-venv"
-SDK_VERSION = "2.10.0"
+from mnemo_bench import (  # noqa: E402
+    REPO, Api, Server, edited_content, ensure_venv, fmt_mib, fmt_ms, fs_type, git_revision, log, machine, pick,
+)
 
 GOALS = {  # metric -> (what the ratio is, minimum or maximum)
     "download_ms": ("speed-up", 5.0),
@@ -54,10 +51,6 @@ GOALS = {  # metric -> (what the ratio is, minimum or maximum)
     "edit_sync_ms": ("speed-up", 5.0),
     "peak_rss_kib": ("fraction", 0.25),
 }
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,20 +98,6 @@ def find_bench_without_building() -> Path:
     return bench_executable(proc.stdout)
 
 
-def ensure_venv() -> Path:
-    python = VENV / "bin" / "python"
-    ok = python.exists() and subprocess.run(
-        [str(python), "-c", f"import anthropic, sys; sys.exit(anthropic.__version__ != '{SDK_VERSION}')"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ).returncode == 0
-    if not ok:
-        log(f"creating {VENV} with anthropic=={SDK_VERSION} ...")
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", f"anthropic=={SDK_VERSION}"], check=True)
-    return python
-
-
 # ---------------------------------------------------------------------------------------------
 # The server and a minimal HTTP client for seeding and checking.
 # ---------------------------------------------------------------------------------------------
@@ -156,19 +135,8 @@ def seed(api: Api, memories: int, size: int) -> str:
     return store
 
 
-# The edit a given engine makes, rebuilt here to check the server independently.
-def edited_content(engine: str, tag: str, i: int) -> str:
-    s = f"edited by {engine} run {tag} file {i}\n"
-    filler = "the quick brown fox jumps over the lazy dog 0123456789\n"
-    while len(s) < 4096:
-        s += filler
-    return s[:4096]
-
-
 def check_edits(before: Dict[str, str], after: Dict[str, str], engine: str, tag: str, edits: int) -> int:
-    paths = sorted(p.lstrip("/") for p in before)
-    count = min(edits, len(paths))
-    chosen = [paths[i * len(paths) // count] for i in range(count)]
+    chosen = pick(sorted(p.lstrip("/") for p in before), edits)
     ok = 0
     for i, rel in enumerate(chosen):
         want = hashlib.sha256(edited_content(engine, tag, i).encode()).hexdigest()
@@ -195,58 +163,6 @@ def run_engine(argv: List[str], env: Dict[str, str], log_path: Path) -> Dict[str
     result = json.loads(lines[-1])
     result["process_wall_ms"] = round(wall * 1000, 1)
     return result
-
-
-def fmt_ms(v: float) -> str:
-    return f"{v:,.0f} ms" if v >= 100 else f"{v:,.1f} ms"
-
-
-def fmt_mib(kib: float) -> str:
-    return f"{kib / 1024:,.1f} MiB"
-
-
-def machine() -> str:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kib = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kib / 1024 / 1024:.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return f"{os.cpu_count()} cores ({model}){mem}, Linux {platform.release()}, load average {os.getloadavg()[0]:.2f} at start"
-
-
-def fs_type(path: Path) -> str:
-    best, kind = "", "unknown filesystem"
-    try:
-        for line in Path("/proc/mounts").read_text().splitlines():
-            dev, mnt, fstype = line.split()[:3]
-            if str(path.resolve()).startswith(mnt) and len(mnt) > len(best):
-                best, kind = mnt, f"{fstype} on {dev}"
-    except OSError:
-        pass
-    return kind
-
-
-def git_revision() -> str:
-    if os.environ.get("MNEMO_BENCH_SOURCE"):  # e.g. when run from an exported tree without .git
-        return os.environ["MNEMO_BENCH_SOURCE"]
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n")
-        dirty = [l for l in dirty if l.strip()]
-        return f"git {rev}" + (f" with {len(dirty)} uncommitted change(s) under crates/ ({'; '.join(l.strip() for l in dirty[:6])})" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return f"{REPO} (not a git checkout)"
 
 
 def table(results: Dict[str, List[Dict[str, Any]]], memories: int, size: int, edits: int) -> str:
@@ -335,8 +251,8 @@ def main() -> None:
     results: Dict[str, List[Dict[str, Any]]] = {"mnemo": [], "sdk": []}
     breakdown: Optional[Dict[str, Any]] = None
     shortfalls: List[str] = []
-    header = machine()
-    revision = git_revision()
+    header = machine("at start")
+    revision = git_revision(REPO)
     try:
         log(f"server at {server.base_url}; work folder {work}")
         api = Api(server.base_url, key)

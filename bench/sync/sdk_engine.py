@@ -44,6 +44,9 @@ import anthropic  # noqa: E402
 from anthropic.lib.tools import _memories  # noqa: E402
 from anthropic.types.beta.sessions import BetaManagedAgentsMemoryStoreResource  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mnemo_bench import edited_content, pick  # noqa: E402
+
 MARKER = _memories.MARKER_PATH
 SETTLE_S = 2.5  # the SDK, like mnemo, re-hashes files younger than 2 s on every scan
 
@@ -95,20 +98,6 @@ def local_paths(root: Path) -> List[str]:
             if rel != MARKER:
                 out.append(rel)
     return sorted(out)
-
-
-def edited_content(engine: str, tag: str, i: int) -> str:
-    """Exactly 4,096 bytes; the same construction as the Rust side."""
-    s = f"edited by {engine} run {tag} file {i}\n"
-    filler = "the quick brown fox jumps over the lazy dog 0123456789\n"
-    while len(s) < 4096:
-        s += filler
-    return s[:4096]
-
-
-def pick(paths: List[str], count: int) -> List[str]:
-    count = min(count, len(paths))
-    return [paths[i * len(paths) // count] for i in range(count)]
 
 
 class Counter(logging.Handler):

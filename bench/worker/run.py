@@ -44,7 +44,6 @@ import hashlib
 import http.client
 import json
 import os
-import platform
 import secrets
 import shutil
 import signal
@@ -61,11 +60,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from mnemo_bench import Api, Server  # noqa: E402
+from mnemo_bench import (  # noqa: E402
+    REPO, Api, Server, ensure_venv, fmt_mib, fmt_ms, fs_type, git_revision, log, machine, stop_process,
+)
 
-REPO = HERE.parent.parent
-VENV = REPO / "target" / "compat-venv"
-SDK_VERSION = "2.10.0"
 MAX_IDLE = 2  # seconds a worker keeps serving a session after its turn ended
 WAIT = 300.0  # seconds to wait for any one result / teardown before giving up
 
@@ -126,10 +124,6 @@ asyncio.run(main())
 """
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Building.
 # ---------------------------------------------------------------------------------------------
@@ -138,20 +132,6 @@ def log(msg: str) -> None:
 def cargo_build() -> None:
     log("building target/release/mnemo ...")
     subprocess.run(["cargo", "build", "--release", "-p", "mnemo"], cwd=REPO, check=True)
-
-
-def ensure_venv() -> Path:
-    python = VENV / "bin" / "python"
-    ok = python.exists() and subprocess.run(
-        [str(python), "-c", f"import anthropic, sys; sys.exit(anthropic.__version__ != '{SDK_VERSION}')"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ).returncode == 0
-    if not ok:
-        log(f"creating {VENV} with anthropic=={SDK_VERSION} ...")
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", f"anthropic=={SDK_VERSION}"], check=True)
-    return python
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,13 +385,7 @@ class Worker:
     def stop(self) -> int:
         self._sample_once()  # VmHWM is a peak: the last read before exit is the process's peak
         self._stop.set()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace=60)
         self._log.close()
         self.exit_code = self.proc.returncode
         return self.exit_code
@@ -675,58 +649,6 @@ def per_call_of(calls: List[Dict[str, Any]], tool: str) -> List[float]:
 # ---------------------------------------------------------------------------------------------
 
 
-def fmt_ms(v: float) -> str:
-    if abs(v) >= 100:
-        return f"{v:,.0f} ms"
-    return f"{v:,.1f} ms"
-
-
-def fmt_mib(kib: float) -> str:
-    return f"{kib / 1024:,.1f} MiB"
-
-
-def machine() -> str:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kib = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kib / 1024 / 1024:.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return f"{os.cpu_count()} cores ({model}){mem}, Linux {platform.release()}, load average {os.getloadavg()[0]:.2f} when measuring began"
-
-
-def fs_type(path: Path) -> str:
-    best, kind = "", "unknown filesystem"
-    try:
-        for line in Path("/proc/mounts").read_text().splitlines():
-            dev, mnt, fstype = line.split()[:3]
-            if str(path.resolve()).startswith(mnt) and len(mnt) > len(best):
-                best, kind = mnt, f"{fstype} on {dev}"
-    except OSError:
-        pass
-    return kind
-
-
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n")
-        dirty = [l.strip() for l in dirty if l.strip()]
-        return f"git {rev}" + (f" with {len(dirty)} uncommitted change(s) under crates/ ({'; '.join(dirty[:8])})" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return f"{REPO} (not a git checkout)"
-
-
 def med(results: Dict[str, List[Dict[str, Any]]], scenario: str, kind: str, key: str) -> float:
     return statistics.median(r[scenario][key] for r in results[kind])
 
@@ -841,7 +763,7 @@ def main() -> None:
     mnemo_bin = REPO / "target" / "release" / "mnemo"
     python = ensure_venv()
     started = time.monotonic()
-    header, revision = machine(), git_revision()
+    header, revision = machine("when measuring began"), git_revision(REPO)
     header += f" (before building: {load_before:.2f})"
 
     work = Path(tempfile.mkdtemp(prefix="mnemo-worker-bench-", dir=args.workdir)).resolve()
