@@ -169,6 +169,42 @@ def expect_error(
     raise AssertionError(f"{what}: expected HTTP {status}, but the call succeeded with {short(result)}")
 
 
+# The status, SDK exception class and error type that go together in the contract, one
+# helper each; every one returns the error for further checks.
+
+
+def expect_invalid_request(call: Callable[[], Any], what: str) -> anthropic.APIStatusError:
+    return expect_error(call, 400, anthropic.BadRequestError, "invalid_request_error", what)
+
+
+def expect_unauthenticated(call: Callable[[], Any], what: str) -> anthropic.APIStatusError:
+    return expect_error(call, 401, anthropic.AuthenticationError, "authentication_error", what)
+
+
+def expect_not_found(call: Callable[[], Any], what: str) -> anthropic.APIStatusError:
+    return expect_error(call, 404, anthropic.NotFoundError, "not_found_error", what)
+
+
+def expect_path_conflict(call: Callable[[], Any], what: str, blocking: Any = None) -> anthropic.APIStatusError:
+    """A 409 `memory_path_conflict_error`; with `blocking` (the memory in the way), the error
+    object must name it, and the response must say not to retry."""
+    err = expect_error(call, 409, anthropic.ConflictError, "memory_path_conflict_error", what)
+    if blocking is not None:
+        inner = check_error_envelope(err, "memory_path_conflict_error")
+        eq(inner.get("conflicting_memory_id"), blocking.id, f"{what}: error.conflicting_memory_id (on the error object)")
+        eq(inner.get("conflicting_path"), blocking.path, f"{what}: error.conflicting_path (on the error object)")
+        no_retry_header(err, f"{what}: 409 memory_path_conflict_error")
+    return err
+
+
+def expect_precondition_failed(call: Callable[[], Any], what: str) -> anthropic.APIStatusError:
+    return expect_error(call, 409, anthropic.ConflictError, "memory_precondition_failed_error", what)
+
+
+def expect_too_large(call: Callable[[], Any], what: str) -> anthropic.APIStatusError:
+    return expect_error(call, 413, anthropic.APIStatusError, "request_too_large", what)
+
+
 def short(value: Any, limit: int = 200) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."

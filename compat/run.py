@@ -72,19 +72,23 @@ class Server:
         self.stderr_path = workdir / "server.stderr.log"
         self._stderr_file: Any = None
         self.reported_death = False
+        self.db = workdir / "mnemo.sqlite"
+
+    def extra_args(self) -> List[str]:
+        """The flags of this server's configuration (see `compat_lib.SERVER_CONFIGS`)."""
+        return compat_lib.SERVER_CONFIGS[self.config]
 
     def argv(self) -> List[str]:
-        db = f"sqlite://{self.workdir / 'mnemo.sqlite'}"
         return [
             self.binary,
             "serve",
             "--listen",
             "127.0.0.1:0",
             "--database",
-            db,
+            f"sqlite://{self.db}",
             "--api-key",
             self.api_key,
-            *compat_lib.SERVER_CONFIGS[self.config],
+            *self.extra_args(),
         ]
 
     def start(self, timeout: float) -> None:

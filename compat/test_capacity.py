@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anthropic
 
-from compat_lib import CAPACITY5, check, eq, expect_error, sha256_hex
+from compat_lib import CAPACITY5, check, eq, expect_invalid_request, sha256_hex
 
 SERVER = CAPACITY5
 CAP = 5
@@ -13,11 +13,8 @@ CAP = 5
 def test_sixth_memory_refused(fx):
     store = fx.new_store()
     mems = [fx.new_memory(store.id, f"/m{i}.md", f"m{i}") for i in range(CAP)]
-    err = expect_error(
+    err = expect_invalid_request(
         lambda: fx.memories.create(store.id, path="/m5.md", content="one too many"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         f"create memory #{CAP + 1} in a store capped at {CAP}",
     )
     msg = (err.api_message or "").lower()
@@ -45,13 +42,7 @@ def test_sixth_memory_refused(fx):
     fx.memories.delete(mems[2].id, memory_store_id=store.id)
     again = fx.memories.create(store.id, path="/m5.md", content="fits now")
     eq(again.path, "/m5.md", "create after a delete")
-    expect_error(
-        lambda: fx.memories.create(store.id, path="/m6.md", content="full again"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "create when full again",
-    )
+    expect_invalid_request(lambda: fx.memories.create(store.id, path="/m6.md", content="full again"), "create when full again")
     eq(
         sorted(m.path for m in fx.list_all_memories(store.id)),
         ["/m0.md", "/m3.md", "/m4.md", "/m5.md", "/renamed.md"],
@@ -64,13 +55,7 @@ def test_capacity_is_per_store(fx):
     b = fx.new_store()
     for i in range(CAP):
         fx.new_memory(a.id, f"/a{i}.md", "a")
-    expect_error(
-        lambda: fx.memories.create(a.id, path="/over.md", content="x"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "store a is full",
-    )
+    expect_invalid_request(lambda: fx.memories.create(a.id, path="/over.md", content="x"), "store a is full")
     for i in range(CAP):
         eq(fx.new_memory(b.id, f"/b{i}.md", "b").path, f"/b{i}.md", f"store b accepts memory {i}")
 

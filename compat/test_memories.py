@@ -11,10 +11,13 @@ from compat_lib import (
     HEX64,
     MAX_CONTENT_BYTES,
     check,
-    check_error_envelope,
     check_memory_shape,
     eq,
-    expect_error,
+    expect_invalid_request,
+    expect_not_found,
+    expect_path_conflict,
+    expect_precondition_failed,
+    expect_too_large,
     has_prefix,
     no_retry_header,
     pages,
@@ -95,32 +98,23 @@ def test_content_size_limit(fx):
     eq(mem.content_sha256, sha256_hex(exact), "sha of 100 kB content")
     eq(fx.memories.retrieve(mem.id, memory_store_id=store.id).content, exact, "100 kB content round-trips")
 
-    err = expect_error(
+    err = expect_too_large(
         lambda: fx.memories.create(store.id, path="/too-big.md", content="a" * (MAX_CONTENT_BYTES + 1)),
-        413,
-        anthropic.APIStatusError,
-        "request_too_large",
         "create with 102,401 bytes",
     )
     check(isinstance(err, anthropic.ContentTooLargeError), f"SDK maps 413 to ContentTooLargeError, got {type(err).__name__}")
 
     # The limit is in UTF-8 bytes: 51,201 two-byte characters = 102,402 bytes.
-    expect_error(
+    expect_too_large(
         lambda: fx.memories.create(store.id, path="/too-big-utf8.md", content="é" * (MAX_CONTENT_BYTES // 2 + 1)),
-        413,
-        anthropic.APIStatusError,
-        "request_too_large",
         "create with 51,201 'é' (102,402 bytes)",
     )
     ok = fx.memories.create(store.id, path="/exact-utf8.md", content="é" * (MAX_CONTENT_BYTES // 2))
     eq(ok.content_size_bytes, MAX_CONTENT_BYTES, "51,200 'é' = 102,400 bytes accepted")
 
     # Update is held to the same limit, and a refused update changes nothing.
-    expect_error(
+    expect_too_large(
         lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="b" * (MAX_CONTENT_BYTES + 1)),
-        413,
-        anthropic.APIStatusError,
-        "request_too_large",
         "update with 102,401 bytes",
     )
     eq(fx.memories.retrieve(mem.id, memory_store_id=store.id).content_sha256, sha256_hex(exact), "refused update left content")
@@ -160,11 +154,8 @@ INVALID_PATHS = [
 def test_invalid_paths_rejected_on_create(fx):
     store = fx.new_store()
     for what, path in INVALID_PATHS:
-        expect_error(
+        expect_invalid_request(
             lambda: fx.memories.create(store.id, path=path, content="x"),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
             f"create with invalid path ({what}: {path[:60]!r})",
         )
     eq(fx.list_all_memories(store.id), [], "no memory was created by invalid paths")
@@ -175,11 +166,8 @@ def test_invalid_paths_rejected_on_rename(fx):
     store = fx.new_store()
     mem = fx.new_memory(store.id, "/ok.md", "ok")
     for what, path in INVALID_PATHS:
-        expect_error(
+        expect_invalid_request(
             lambda: fx.memories.update(mem.id, memory_store_id=store.id, path=path),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
             f"rename to invalid path ({what}: {path[:60]!r})",
         )
     got = fx.memories.retrieve(mem.id, memory_store_id=store.id)
@@ -198,24 +186,12 @@ def test_path_boundaries_accepted(fx):
     eq(fx.new_memory(store.id, "/x").path, "/x", "single short segment accepted")
 
 
-def _check_path_conflict(err, blocking):
-    inner = check_error_envelope(err, "memory_path_conflict_error")
-    eq(inner.get("conflicting_memory_id"), blocking.id, "error.conflicting_memory_id (on the error object)")
-    eq(inner.get("conflicting_path"), blocking.path, "error.conflicting_path (on the error object)")
-    no_retry_header(err, "409 memory_path_conflict_error")
-
-
 def test_create_path_conflict(fx):
     store = fx.new_store()
     first = fx.new_memory(store.id, "/notes/todo.md", "one")
-    err = expect_error(
-        lambda: fx.memories.create(store.id, path="/notes/todo.md", content="two"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
-        "create on a taken path",
+    err = expect_path_conflict(
+        lambda: fx.memories.create(store.id, path="/notes/todo.md", content="two"), "create on a taken path", first
     )
-    _check_path_conflict(err, first)
     body = err.body
     check(isinstance(body, dict) and body["error"]["type"] == "memory_path_conflict_error", f"e.body: {body!r}")
     eq(fx.memories.retrieve(first.id, memory_store_id=store.id).content, "one", "original memory untouched")
@@ -229,35 +205,16 @@ def test_create_path_conflict(fx):
 def test_create_overlapping_paths_conflict(fx):
     store = fx.new_store()
     file_a = fx.new_memory(store.id, "/a", "a file")
-    # Descendant of an existing memory.
-    err = expect_error(
-        lambda: fx.memories.create(store.id, path="/a/b.md", content="x"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
-        "create /a/b.md under memory /a",
-    )
-    _check_path_conflict(err, file_a)
-    err = expect_error(
-        lambda: fx.memories.create(store.id, path="/a/deeper/c.md", content="x"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
-        "create /a/deeper/c.md under memory /a",
-    )
-    _check_path_conflict(err, file_a)
-
-    # Ancestor of an existing memory.
     deep = fx.new_memory(store.id, "/x/y/z.md", "deep")
-    for ancestor in ("/x", "/x/y"):
-        err = expect_error(
-            lambda: fx.memories.create(store.id, path=ancestor, content="x"),
-            409,
-            anthropic.ConflictError,
-            "memory_path_conflict_error",
-            f"create {ancestor} above memory /x/y/z.md",
-        )
-        _check_path_conflict(err, deep)
+    for path, blocking, where in [
+        # Descendants of an existing memory.
+        ("/a/b.md", file_a, "under memory /a"),
+        ("/a/deeper/c.md", file_a, "under memory /a"),
+        # Ancestors of an existing memory.
+        ("/x", deep, "above memory /x/y/z.md"),
+        ("/x/y", deep, "above memory /x/y/z.md"),
+    ]:
+        expect_path_conflict(lambda: fx.memories.create(store.id, path=path, content="x"), f"create {path} {where}", blocking)
 
     # Not overlapping: a sibling sharing a name prefix but not a segment.
     eq(fx.new_memory(store.id, "/ab", "sibling").path, "/ab", "/ab does not overlap /a")
@@ -272,25 +229,13 @@ def test_create_overlapping_paths_conflict(fx):
 
 def test_create_requires_string_content_and_path(fx):
     store = fx.new_store()
-    expect_error(
-        lambda: fx.memories.create(store.id, path="/null.md", content=None),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "create with content null",
-    )
-    expect_error(
+    expect_invalid_request(lambda: fx.memories.create(store.id, path="/null.md", content=None), "create with content null")
+    expect_invalid_request(
         lambda: fx.memories.create(store.id, path="/num.md", content="x", extra_body={"content": 42}),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "create with numeric content",
     )
-    expect_error(
+    expect_invalid_request(
         lambda: fx.memories.create(store.id, path="/x.md", content="x", extra_body={"path": None}),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "create with path null",
     )
     eq(fx.list_all_memories(store.id), [], "nothing created")
@@ -371,11 +316,8 @@ def test_malformed_preconditions_rejected(fx):
         ("unknown precondition type", {"type": "etag", "content_sha256": sha256_hex("m")}),
         ("missing type", {"content_sha256": sha256_hex("m")}),
     ]:
-        expect_error(
+        expect_invalid_request(
             lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="n", precondition=pre),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
             f"update with {what}",
         )
     # A malformed expected hash never deletes; 400 (malformed) or 409 (no match) are both fine.
@@ -404,11 +346,8 @@ def test_retrieve_views(fx):
     basic = fx.memories.retrieve(mem.id, memory_store_id=store.id, view="basic")
     check_memory_shape(basic, "retrieve me", full=False)
     eq(fx.memories.retrieve(mem.id, memory_store_id=store.id, view="full").content, "retrieve me", "view=full")
-    expect_error(
+    expect_not_found(
         lambda: fx.memories.retrieve("mem_0000000000000000000000", memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "retrieve unknown memory",
     )
 
@@ -430,11 +369,8 @@ def test_update_content_unconditional(fx):
     full = fx.memories.update(mem.id, memory_store_id=store.id, content="v3", view="full")
     check_memory_shape(full, "v3", full=True)
     eq(fx.memories.retrieve(mem.id, memory_store_id=store.id).content, "v3", "persisted")
-    expect_error(
+    expect_not_found(
         lambda: fx.memories.update("mem_0000000000000000000000", memory_store_id=store.id, content="x"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "update unknown memory",
     )
 
@@ -455,16 +391,13 @@ def test_update_with_matching_precondition(fx):
 def test_update_precondition_mismatch(fx):
     store = fx.new_store()
     mem = fx.new_memory(store.id, "/p.md", "current")
-    err = expect_error(
+    err = expect_precondition_failed(
         lambda: fx.memories.update(
             mem.id,
             memory_store_id=store.id,
             content="mine",
             precondition={"type": "content_sha256", "content_sha256": sha256_hex("stale")},
         ),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "update with a stale precondition",
     )
     no_retry_header(err, "409 memory_precondition_failed_error")
@@ -473,16 +406,13 @@ def test_update_precondition_mismatch(fx):
     eq(len(fx.list_all_versions(store.id, memory_id=mem.id)), 1, "no version written by the failed update")
 
     # A failed precondition on a rename changes nothing either.
-    expect_error(
+    expect_precondition_failed(
         lambda: fx.memories.update(
             mem.id,
             memory_store_id=store.id,
             path="/moved.md",
             precondition={"type": "content_sha256", "content_sha256": sha256_hex("stale")},
         ),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "rename with a stale precondition",
     )
     eq(fx.memories.retrieve(mem.id, memory_store_id=store.id).path, "/p.md", "not renamed")
@@ -503,19 +433,13 @@ def test_update_precondition_mismatch_but_already_applied(fx):
     same = fx.memories.update(mem.id, memory_store_id=store.id, content="new", path="/retry.md", precondition=pre)
     eq(same.memory_version_id, first.memory_version_id, "retry with explicit same path wrote no version")
     # But a different requested content with the stale precondition still fails.
-    expect_error(
+    expect_precondition_failed(
         lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="other", precondition=pre),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "stale precondition with different content",
     )
     # And so does the same content at a different path.
-    expect_error(
+    expect_precondition_failed(
         lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="new", path="/elsewhere.md", precondition=pre),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "stale precondition, same content, different path",
     )
 
@@ -568,35 +492,14 @@ def test_rename_conflicts(fx):
     a = fx.new_memory(store.id, "/a.md", "a")
     b = fx.new_memory(store.id, "/b.md", "b")
     d = fx.new_memory(store.id, "/dir/file.md", "d")
-    err = expect_error(
-        lambda: fx.memories.update(a.id, memory_store_id=store.id, path="/b.md"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
-        "rename onto a taken path",
-    )
-    _check_path_conflict(err, b)
-    err = expect_error(
-        lambda: fx.memories.update(a.id, memory_store_id=store.id, path="/dir"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
-        "rename onto an ancestor of another memory",
-    )
-    _check_path_conflict(err, d)
-    err = expect_error(
-        lambda: fx.memories.update(a.id, memory_store_id=store.id, path="/b.md/child.md"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
-        "rename below another memory",
-    )
-    _check_path_conflict(err, b)
-    err = expect_error(
+    for path, blocking, what in [
+        ("/b.md", b, "rename onto a taken path"),
+        ("/dir", d, "rename onto an ancestor of another memory"),
+        ("/b.md/child.md", b, "rename below another memory"),
+    ]:
+        expect_path_conflict(lambda: fx.memories.update(a.id, memory_store_id=store.id, path=path), what, blocking)
+    expect_path_conflict(
         lambda: fx.memories.update(a.id, memory_store_id=store.id, path="/b.md", content="new"),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
         "rename + content onto a taken path",
     )
     got = fx.memories.retrieve(a.id, memory_store_id=store.id)
@@ -613,27 +516,9 @@ def test_delete(fx):
     res = fx.memories.delete(mem.id, memory_store_id=store.id)
     eq(res.type, "memory_deleted", "delete type")
     eq(res.id, mem.id, "delete id")
-    expect_error(
-        lambda: fx.memories.retrieve(mem.id, memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "retrieve deleted memory",
-    )
-    expect_error(
-        lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="zombie"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "update deleted memory",
-    )
-    expect_error(
-        lambda: fx.memories.delete(mem.id, memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "delete twice",
-    )
+    expect_not_found(lambda: fx.memories.retrieve(mem.id, memory_store_id=store.id), "retrieve deleted memory")
+    expect_not_found(lambda: fx.memories.update(mem.id, memory_store_id=store.id, content="zombie"), "update deleted memory")
+    expect_not_found(lambda: fx.memories.delete(mem.id, memory_store_id=store.id), "delete twice")
     eq(fx.list_all_memories(store.id), [], "deleted memory not listed")
     # The path is free again; the new memory has a new id.
     again = fx.new_memory(store.id, "/d.md", "again")
@@ -643,11 +528,8 @@ def test_delete(fx):
 def test_delete_with_expected_sha(fx):
     store = fx.new_store()
     mem = fx.new_memory(store.id, "/cas.md", "v1")
-    err = expect_error(
+    err = expect_precondition_failed(
         lambda: fx.memories.delete(mem.id, memory_store_id=store.id, expected_content_sha256=sha256_hex("not v1")),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "delete with a mismatching expected_content_sha256",
     )
     no_retry_header(err, "409 delete precondition")
@@ -716,13 +598,7 @@ def test_list_limit_bounds(fx):
     store = fx.new_store()
     _seed(fx, store.id, ["/a.md"])
     for limit in (0, 101, -5):
-        expect_error(
-            lambda: fx.memories.list(store.id, limit=limit),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"list memories limit={limit}",
-        )
+        expect_invalid_request(lambda: fx.memories.list(store.id, limit=limit), f"list memories limit={limit}")
     eq(len(fx.memories.list(store.id, limit=1).data), 1, "limit=1")
     eq(len(fx.memories.list(store.id, limit=100).data), 1, "limit=100")
 
@@ -776,13 +652,7 @@ def test_list_path_prefix(fx):
     eq([m.path for m in fx.list_all_memories(store.id, path_prefix="/nothing/")], [], "prefix without matches")
     eq(len(fx.list_all_memories(store.id, path_prefix="/")), 5, "prefix / matches everything")
     for bad in ("/notes", "notes/", "/notes/todo.md"):
-        expect_error(
-            lambda: fx.memories.list(store.id, path_prefix=bad),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"path_prefix={bad!r} (must end with /)",
-        )
+        expect_invalid_request(lambda: fx.memories.list(store.id, path_prefix=bad), f"path_prefix={bad!r} (must end with /)")
 
 
 def test_list_depth_one(fx):
@@ -841,22 +711,10 @@ def test_list_depth_two_rejected(fx):
     store = fx.new_store()
     _seed(fx, store.id, ["/a/b/c.md"])
     for depth in (2, -1):
-        expect_error(
-            lambda: fx.memories.list(store.id, depth=depth),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"list depth={depth}",
-        )
+        expect_invalid_request(lambda: fx.memories.list(store.id, depth=depth), f"list depth={depth}")
 
 
 def test_list_invalid_view_rejected(fx):
     store = fx.new_store()
-    expect_error(
-        lambda: fx.memories.list(store.id, view="everything"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "list view=everything",
-    )
+    expect_invalid_request(lambda: fx.memories.list(store.id, view="everything"), "list view=everything")
     has_prefix(store.id, "memstore_", "store id")

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import anthropic
-
-from compat_lib import check, check_memory_shape, eq, expect_error, no_retry_header, pages_by_hand, sha256_hex
+from compat_lib import (
+    check,
+    check_memory_shape,
+    eq,
+    expect_invalid_request,
+    expect_path_conflict,
+    expect_precondition_failed,
+    no_retry_header,
+    pages_by_hand,
+    sha256_hex,
+)
 
 N = 2000
 WORKERS = 16
@@ -98,16 +106,13 @@ def test_two_thousand_memories_end_to_end(fx):
             model[_path(i)] = sha256_hex(f"conditional update {i}")
 
     # 4c. A stale precondition fails and changes nothing.
-    err = expect_error(
+    err = expect_precondition_failed(
         lambda: fx.memories.update(
             ids[_path(0)],
             memory_store_id=store.id,
             content="lost update",
             precondition={"type": "content_sha256", "content_sha256": sha256_hex(_content(0))},
         ),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "stale precondition",
     )
     no_retry_header(err, "stale precondition")
@@ -120,11 +125,8 @@ def test_two_thousand_memories_end_to_end(fx):
         eq((mem.id, mem.path), (ids[_path(i)], new_path), f"rename {i}")
         model[new_path] = model.pop(_path(i))
         ids[new_path] = ids.pop(_path(i))
-    err = expect_error(
+    err = expect_path_conflict(
         lambda: fx.memories.update(ids[_path(300)], memory_store_id=store.id, path=_path(301)),
-        409,
-        anthropic.ConflictError,
-        "memory_path_conflict_error",
         "rename onto a taken path",
     )
     eq(err.body["error"].get("conflicting_memory_id"), ids[_path(301)], "conflicting_memory_id")
@@ -140,11 +142,8 @@ def test_two_thousand_memories_end_to_end(fx):
         eq((res.type, res.id), ("memory_deleted", ids[p]), f"delete {i}")
         deleted_ids.append(ids.pop(p))
         del model[p]
-    expect_error(
+    expect_precondition_failed(
         lambda: fx.memories.delete(ids[_path(1500)], memory_store_id=store.id, expected_content_sha256=sha256_hex("nope")),
-        409,
-        anthropic.ConflictError,
-        "memory_precondition_failed_error",
         "delete with a wrong hash",
     )
 
@@ -179,23 +178,14 @@ def test_two_thousand_memories_end_to_end(fx):
     eq((red.content, red.path, red.content_sha256, red.content_size_bytes), (None, None, None, None), "redacted")
     check(red.redacted_at is not None and red.redacted_by is not None, "redacted_at / redacted_by set")
     eq(red.created_by.model_dump(), old.created_by.model_dump(), "created_by unchanged")
-    expect_error(
-        lambda: fx.versions.redact(cur.id, memory_store_id=store.id),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "redact the current version",
-    )
+    expect_invalid_request(lambda: fx.versions.redact(cur.id, memory_store_id=store.id), "redact the current version")
     eq(fx.versions.redact(hist[0].id, memory_store_id=store.id).path, None, "redact a deleted version")
 
     # 8. Archive: reads keep working, writes are refused.
     arch = fx.stores.archive(store.id)
     check(arch.archived_at is not None, "archived")
-    expect_error(
+    expect_invalid_request(
         lambda: fx.memories.update(ids[_path(500)], memory_store_id=store.id, content="after archive"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "update after archive",
     )
     first = fx.memories.list(store.id, limit=100)
@@ -215,11 +205,8 @@ def test_default_capacity_is_10000(fx):
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         eq(len(list(pool.map(create, range(cap)))), cap, "10,000 creates")
-    err = expect_error(
+    err = expect_invalid_request(
         lambda: fx.memories.create(store.id, path="/cap/one-too-many", content="x"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "memory #10,001 with the default configuration",
     )
     check("10000" in err.api_message, "the 400 names the limit")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import anthropic
-
 from compat_lib import (
     AGENTS_BETA,
     ANTHROPIC_VERSION,
@@ -14,7 +12,9 @@ from compat_lib import (
     check_error_envelope,
     check_store_shape,
     eq,
-    expect_error,
+    expect_invalid_request,
+    expect_not_found,
+    expect_unauthenticated,
     has_prefix,
     http,
     rfc3339,
@@ -29,23 +29,11 @@ def test_healthz(fx):
 
 def test_wrong_api_key_is_authentication_error(fx):
     bad = fx.make_client(api_key="sk-compat-wrong-" + unique("k"))
-    err = expect_error(
-        lambda: bad.beta.memory_stores.list(),
-        401,
-        anthropic.AuthenticationError,
-        "authentication_error",
-        "list stores with a wrong key",
-    )
+    err = expect_unauthenticated(lambda: bad.beta.memory_stores.list(), "list stores with a wrong key")
     check("request_id" in err.body, "401 body carries request_id")
     # Writes are refused too, and nothing is created.
     name = unique("never-created")
-    expect_error(
-        lambda: bad.beta.memory_stores.create(name=name),
-        401,
-        anthropic.AuthenticationError,
-        "authentication_error",
-        "create store with a wrong key",
-    )
+    expect_unauthenticated(lambda: bad.beta.memory_stores.create(name=name), "create store with a wrong key")
     names = [s.name for s in fx.stores.list(limit=100, include_archived=True)]
     check(name not in names, "a store was created by a request with a wrong key")
 
@@ -158,49 +146,22 @@ def test_request_id_header_on_every_success(fx):
 def test_error_envelope_and_request_id_on_errors(fx):
     store = fx.new_store()
     # 404
-    err = expect_error(
-        lambda: fx.stores.retrieve("memstore_doesnotexist0000"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "retrieve unknown store",
-    )
+    err = expect_not_found(lambda: fx.stores.retrieve("memstore_doesnotexist0000"), "retrieve unknown store")
     # 400
-    err400 = expect_error(
+    err400 = expect_invalid_request(
         lambda: fx.memories.create(store.id, path="no-leading-slash", content="x"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "create memory with a relative path",
     )
     check(err.request_id != err400.request_id, "two errors share one request id")
     # 404 for a memory in an existing store, and for a version.
-    expect_error(
-        lambda: fx.memories.retrieve("mem_doesnotexist0000", memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "retrieve unknown memory",
-    )
-    expect_error(
+    expect_not_found(lambda: fx.memories.retrieve("mem_doesnotexist0000", memory_store_id=store.id), "retrieve unknown memory")
+    expect_not_found(
         lambda: fx.versions.retrieve("memver_doesnotexist0000", memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "retrieve unknown version",
     )
-    expect_error(
-        lambda: fx.memories.list("memstore_doesnotexist0000"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "list memories of unknown store",
-    )
-    expect_error(
+    expect_not_found(lambda: fx.memories.list("memstore_doesnotexist0000"), "list memories of unknown store")
+    expect_not_found(
         lambda: fx.memories.create("memstore_doesnotexist0000", path="/a.md", content="x"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "create memory in unknown store",
     )
     # Error body parsed by the SDK exposes message and type.
@@ -213,39 +174,18 @@ def test_objects_of_another_store_are_not_found(fx):
     a = fx.new_store()
     b = fx.new_store()
     mem = fx.new_memory(a.id, "/only-in-a.md", "a")
-    expect_error(
-        lambda: fx.memories.retrieve(mem.id, memory_store_id=b.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "retrieve memory through the wrong store",
-    )
-    expect_error(
+    expect_not_found(lambda: fx.memories.retrieve(mem.id, memory_store_id=b.id), "retrieve memory through the wrong store")
+    expect_not_found(
         lambda: fx.memories.update(mem.id, memory_store_id=b.id, content="hijack"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "update memory through the wrong store",
     )
-    expect_error(
-        lambda: fx.memories.delete(mem.id, memory_store_id=b.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "delete memory through the wrong store",
-    )
-    expect_error(
+    expect_not_found(lambda: fx.memories.delete(mem.id, memory_store_id=b.id), "delete memory through the wrong store")
+    expect_not_found(
         lambda: fx.versions.retrieve(mem.memory_version_id, memory_store_id=b.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "retrieve version through the wrong store",
     )
-    expect_error(
+    expect_not_found(
         lambda: fx.versions.redact(mem.memory_version_id, memory_store_id=b.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "redact version through the wrong store",
     )
     eq(fx.list_all_memories(b.id), [], "store b lists no memories")
@@ -294,7 +234,7 @@ def test_malformed_query_parameters_rejected(fx):
         ("version retrieve view=bogus", lambda: fx.versions.retrieve(mem.memory_version_id, memory_store_id=store.id, view="bogus")),
     ]
     for what, call in cases:
-        expect_error(call, 400, anthropic.BadRequestError, "invalid_request_error", what)
+        expect_invalid_request(call, what)
     eq([m.path for m in fx.list_all_memories(store.id)], ["/q.md"], "nothing created by rejected calls")
 
 
@@ -331,7 +271,7 @@ def test_sdk_betas_parameter_sends_both_betas_and_is_rejected(fx):
         ("list versions", lambda: fx.versions.list(memory_store_id=store.id, betas=[AGENTS_BETA])),
     ]
     for what, call in calls:
-        err = expect_error(call, 400, anthropic.BadRequestError, "invalid_request_error", f"{what} with both betas")
+        err = expect_invalid_request(call, f"{what} with both betas")
         sent = err.response.request.headers.get("anthropic-beta", "")
         eq(sorted(b.strip() for b in sent.split(",")), sorted([AGENTS_BETA, MEMORY_BETA]), f"{what}: beta header the SDK sent")
     check(name not in {s.name for s in fx.stores.list(limit=100, include_archived=True)}, "no store created")

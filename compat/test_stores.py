@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import anthropic
-
 from compat_lib import (
     check,
     check_store_shape,
     eq,
-    expect_error,
+    expect_invalid_request,
+    expect_not_found,
     has_prefix,
     is_utc,
     pages,
@@ -59,13 +58,7 @@ def test_create_validation(fx):
         ("metadata value of 513 chars", dict(name="ok", metadata={"k": "v" * 513})),
     ]
     for what, kwargs in cases:
-        expect_error(
-            lambda: fx.stores.create(**kwargs),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"create store with {what}",
-        )
+        expect_invalid_request(lambda: fx.stores.create(**kwargs), f"create store with {what}")
     # Boundaries are accepted.
     store = fx.new_store(name="n" * 255, description="d" * 1024, metadata={f"k{i}": "v" for i in range(16)})
     eq(len(store.name), 255, "255-char name accepted")
@@ -74,13 +67,7 @@ def test_create_validation(fx):
 
 
 def test_retrieve_unknown_store_is_404(fx):
-    expect_error(
-        lambda: fx.stores.retrieve("memstore_0000000000000000000000"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "retrieve unknown store",
-    )
+    expect_not_found(lambda: fx.stores.retrieve("memstore_0000000000000000000000"), "retrieve unknown store")
 
 
 def test_update_name_description_metadata(fx):
@@ -125,13 +112,7 @@ def test_update_metadata_pair_limit(fx):
     store = fx.new_store(metadata={f"k{i:02d}": "v" for i in range(15)})
     upd = fx.stores.update(store.id, metadata={"k15": "v"})
     eq(len(upd.metadata), 16, "16th pair accepted")
-    err = expect_error(
-        lambda: fx.stores.update(store.id, metadata={"k16": "v"}),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "update adding a 17th metadata pair",
-    )
+    err = expect_invalid_request(lambda: fx.stores.update(store.id, metadata={"k16": "v"}), "update adding a 17th metadata pair")
     check(err.api_message, "400 message is empty")
     eq(len(fx.stores.retrieve(store.id).metadata), 16, "rejected update changed nothing")
     # Removing one and adding one in the same patch stays within the limit.
@@ -150,22 +131,10 @@ def test_update_validation(fx):
         ("65-char metadata key", dict(metadata={"k" * 65: "v"})),
         ("513-char metadata value", dict(metadata={"k": "v" * 513})),
     ]:
-        expect_error(
-            lambda: fx.stores.update(store.id, **kwargs),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"update store with {what}",
-        )
+        expect_invalid_request(lambda: fx.stores.update(store.id, **kwargs), f"update store with {what}")
     got = fx.stores.retrieve(store.id)
     eq((got.name, got.description, got.metadata), ("valid", "", {}), "store unchanged after rejected updates")
-    expect_error(
-        lambda: fx.stores.update("memstore_0000000000000000000000", name="x"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "update unknown store",
-    )
+    expect_not_found(lambda: fx.stores.update("memstore_0000000000000000000000", name="x"), "update unknown store")
 
 
 def _my_stores(fx, marker, **kwargs):
@@ -218,13 +187,7 @@ def test_list_order_and_pagination(fx):
 def test_list_limit_bounds(fx):
     fx.new_store()
     for limit in (0, 101, -1):
-        expect_error(
-            lambda: fx.stores.list(limit=limit),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"list stores with limit={limit}",
-        )
+        expect_invalid_request(lambda: fx.stores.list(limit=limit), f"list stores with limit={limit}")
     eq(len(fx.stores.list(limit=1).data), 1, "limit=1 returns one store")
     check(len(fx.stores.list(limit=100).data) >= 1, "limit=100 accepted")
 
@@ -282,13 +245,7 @@ def test_archive(fx):
     again = fx.stores.archive(store.id)
     eq(again.model_dump(), arch.model_dump(), "archiving an archived store returns it unchanged")
 
-    expect_error(
-        lambda: fx.stores.archive("memstore_0000000000000000000000"),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "archive unknown store",
-    )
+    expect_not_found(lambda: fx.stores.archive("memstore_0000000000000000000000"), "archive unknown store")
 
 
 def test_archived_store_rules(fx):
@@ -298,35 +255,17 @@ def test_archived_store_rules(fx):
     doomed = fx.new_memory(store.id, "/doomed.md", "bye")
     fx.stores.archive(store.id)
 
-    expect_error(
-        lambda: fx.memories.create(store.id, path="/new.md", content="x"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "create memory in archived store",
-    )
-    expect_error(
+    expect_invalid_request(lambda: fx.memories.create(store.id, path="/new.md", content="x"), "create memory in archived store")
+    expect_invalid_request(
         lambda: fx.memories.update(keep.id, memory_store_id=store.id, content="changed"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "update memory content in archived store",
     )
-    expect_error(
+    expect_invalid_request(
         lambda: fx.memories.update(keep.id, memory_store_id=store.id, path="/renamed.md"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "rename memory in archived store",
     )
     for what, kwargs in [("name", dict(name="x")), ("description", dict(description="x")), ("metadata", dict(metadata={"a": "b"}))]:
-        expect_error(
-            lambda: fx.stores.update(store.id, **kwargs),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"update archived store {what}",
-        )
+        expect_invalid_request(lambda: fx.stores.update(store.id, **kwargs), f"update archived store {what}")
     got = fx.stores.retrieve(store.id)
     eq((got.name.startswith("compat-"), got.description, got.metadata), (True, "", {}), "archived store unchanged")
 
@@ -348,7 +287,7 @@ def test_archived_store_rules(fx):
 
     # Deleting the store still works.
     eq(fx.stores.delete(store.id).type, "memory_store_deleted", "delete archived store")
-    expect_error(lambda: fx.stores.retrieve(store.id), 404, anthropic.NotFoundError, "not_found_error", "retrieve deleted store")
+    expect_not_found(lambda: fx.stores.retrieve(store.id), "retrieve deleted store")
 
 
 def test_delete_store(fx):
@@ -357,23 +296,11 @@ def test_delete_store(fx):
     res = fx.stores.delete(store.id)
     eq(res.type, "memory_store_deleted", "delete type")
     eq(res.id, store.id, "delete id")
-    expect_error(lambda: fx.stores.retrieve(store.id), 404, anthropic.NotFoundError, "not_found_error", "retrieve deleted store")
-    expect_error(lambda: fx.memories.list(store.id), 404, anthropic.NotFoundError, "not_found_error", "list memories of deleted store")
-    expect_error(
-        lambda: fx.memories.retrieve(mem.id, memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "retrieve memory of deleted store",
-    )
-    expect_error(
-        lambda: fx.versions.list(memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
-        "list versions of deleted store",
-    )
-    expect_error(lambda: fx.stores.delete(store.id), 404, anthropic.NotFoundError, "not_found_error", "delete store twice")
+    expect_not_found(lambda: fx.stores.retrieve(store.id), "retrieve deleted store")
+    expect_not_found(lambda: fx.memories.list(store.id), "list memories of deleted store")
+    expect_not_found(lambda: fx.memories.retrieve(mem.id, memory_store_id=store.id), "retrieve memory of deleted store")
+    expect_not_found(lambda: fx.versions.list(memory_store_id=store.id), "list versions of deleted store")
+    expect_not_found(lambda: fx.stores.delete(store.id), "delete store twice")
     ids = {s.id for s in fx.stores.list(limit=100, include_archived=True)}
     check(store.id not in ids, "deleted store still listed")
     has_prefix(res.id, "memstore_", "deleted id")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import anthropic
-
 from compat_lib import (
     check,
     check_api_actor,
     check_version_shape,
     eq,
-    expect_error,
+    expect_invalid_request,
+    expect_not_found,
     is_utc,
     pages,
     pages_by_hand,
@@ -96,11 +95,8 @@ def test_versions_retrieve(fx):
     basic = fx.versions.retrieve(mem.memory_version_id, memory_store_id=store.id, view="basic")
     eq((basic.content, basic.content_sha256), (None, mem.content_sha256), "basic retrieve")
     eq(fx.versions.retrieve(mem.memory_version_id, memory_store_id=store.id, view="full").content, "retrieve version", "view=full")
-    expect_error(
+    expect_not_found(
         lambda: fx.versions.retrieve("memver_0000000000000000000000", memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "retrieve unknown version",
     )
 
@@ -134,13 +130,7 @@ def test_versions_filter_operation(fx):
         check(all(v.operation == op for v in got), f"operation={op} returns only {op}")
     got = fx.list_all_versions(store.id, operation="modified", memory_id=a.id, view="full")
     eq([v.content for v in got], ["a3", "a2"], "operation + memory_id + view=full combined")
-    expect_error(
-        lambda: fx.versions.list(memory_store_id=store.id, operation="renamed"),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
-        "operation=renamed",
-    )
+    expect_invalid_request(lambda: fx.versions.list(memory_store_id=store.id, operation="renamed"), "operation=renamed")
 
 
 def test_versions_filter_api_key_and_session(fx):
@@ -199,13 +189,7 @@ def test_versions_pagination(fx):
     full_first = fx.versions.list(memory_store_id=store.id, view="full", limit=100)
     check(len(full_first.data) <= 20, f"view=full caps the version page at 20, got {len(full_first.data)}")
     for limit in (0, 101):
-        expect_error(
-            lambda: fx.versions.list(memory_store_id=store.id, limit=limit),
-            400,
-            anthropic.BadRequestError,
-            "invalid_request_error",
-            f"versions limit={limit}",
-        )
+        expect_invalid_request(lambda: fx.versions.list(memory_store_id=store.id, limit=limit), f"versions limit={limit}")
 
 
 def test_redact_old_version(fx):
@@ -239,11 +223,8 @@ def test_redact_old_version(fx):
     # The memory itself is untouched.
     cur = fx.memories.retrieve(mem.id, memory_store_id=store.id)
     eq(cur.content, "password=<removed>", "current content unaffected by redacting an old version")
-    expect_error(
+    expect_not_found(
         lambda: fx.versions.redact("memver_0000000000000000000000", memory_store_id=store.id),
-        404,
-        anthropic.NotFoundError,
-        "not_found_error",
         "redact unknown version",
     )
 
@@ -251,11 +232,8 @@ def test_redact_old_version(fx):
 def test_redact_current_version_refused(fx):
     store = fx.new_store()
     mem = fx.new_memory(store.id, "/live.md", "live")
-    err = expect_error(
+    err = expect_invalid_request(
         lambda: fx.versions.redact(mem.memory_version_id, memory_store_id=store.id),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "redact the current version of a live memory",
     )
     check(err.api_message, "message explains the refusal")
@@ -266,21 +244,15 @@ def test_redact_current_version_refused(fx):
     upd = fx.memories.update(mem.id, memory_store_id=store.id, content="live 2")
     red = fx.versions.redact(mem.memory_version_id, memory_store_id=store.id)
     check(red.redacted_at is not None, "old version redacted")
-    expect_error(
+    expect_invalid_request(
         lambda: fx.versions.redact(upd.memory_version_id, memory_store_id=store.id),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "redact the new current version",
     )
     # A rename also makes a new current version.
     ren = fx.memories.update(mem.id, memory_store_id=store.id, path="/live2.md")
     eq(fx.versions.redact(upd.memory_version_id, memory_store_id=store.id).path, None, "version before rename redacted")
-    expect_error(
+    expect_invalid_request(
         lambda: fx.versions.redact(ren.memory_version_id, memory_store_id=store.id),
-        400,
-        anthropic.BadRequestError,
-        "invalid_request_error",
         "redact the current version after a rename",
     )
     eq(fx.memories.retrieve(mem.id, memory_store_id=store.id).content, "live 2", "memory still readable")

@@ -98,15 +98,20 @@ class Call:
         self.compare = compare
 
 
+def edit(label: str, file_path: str, old: str, new: str, **extra: Any) -> Call:
+    """An `edit` call; `file_path` names the mount as `{rw}` or `{ro}`."""
+    return Call(
+        label,
+        "edit",
+        lambda rw, ro: {"file_path": file_path.format(rw=rw, ro=ro), "old_string": old, "new_string": new, **extra},
+    )
+
+
 SCRIPT: List[Call] = [
     Call("read rw readme", "read", lambda rw, ro: {"file_path": f"{rw}/notes/readme.md"}),
     Call("read ro guide", "read", lambda rw, ro: {"file_path": f"{ro}/guide.md"}),
     Call("write new rw file", "write", lambda rw, ro: {"file_path": f"{rw}/ideas/new.md", "content": IDEA}),
-    Call(
-        "edit rw todo",
-        "edit",
-        lambda rw, ro: {"file_path": f"{rw}/todo.md", "old_string": "call bob", "new_string": "call alice"},
-    ),
+    edit("edit rw todo", "{rw}/todo.md", "call bob", "call alice"),
     Call(
         "bash append to rw journal",
         "bash",
@@ -123,11 +128,7 @@ SCRIPT: List[Call] = [
     Call("grep rw (several files)", "grep", lambda rw, ro: {"pattern": "bash|alice|bob", "path": rw}, compare="lines"),
     Call("grep ro one file", "grep", lambda rw, ro: {"pattern": "read-?only", "path": f"{ro}/guide.md"}),
     Call("write into ro (refused)", "write", lambda rw, ro: {"file_path": f"{ro}/denied.md", "content": "must not land"}),
-    Call(
-        "edit in ro (refused)",
-        "edit",
-        lambda rw, ro: {"file_path": f"{ro}/guide.md", "old_string": "read-only", "new_string": "writable"},
-    ),
+    edit("edit in ro (refused)", "{ro}/guide.md", "read-only", "writable"),
     Call(
         "bash write into ro (result not compared)",
         "bash",
@@ -136,26 +137,9 @@ SCRIPT: List[Call] = [
     ),
     Call("read ro policies", "read", lambda rw, ro: {"file_path": f"{ro}/policies/security.md"}),
     Call("read removed rw file (error)", "read", lambda rw, ro: {"file_path": f"{rw}/scratch/old.md"}),
-    Call(
-        "edit rw, old_string missing (error)",
-        "edit",
-        lambda rw, ro: {"file_path": f"{rw}/notes/readme.md", "old_string": "not there", "new_string": "x"},
-    ),
-    Call(
-        "edit rw, ambiguous (error)",
-        "edit",
-        lambda rw, ro: {"file_path": f"{rw}/notes/readme.md", "old_string": "hello", "new_string": "hi"},
-    ),
-    Call(
-        "edit rw replace_all",
-        "edit",
-        lambda rw, ro: {
-            "file_path": f"{rw}/notes/readme.md",
-            "old_string": "hello",
-            "new_string": "hi",
-            "replace_all": True,
-        },
-    ),
+    edit("edit rw, old_string missing (error)", "{rw}/notes/readme.md", "not there", "x"),
+    edit("edit rw, ambiguous (error)", "{rw}/notes/readme.md", "hello", "hi"),
+    edit("edit rw replace_all", "{rw}/notes/readme.md", "hello", "hi", replace_all=True),
     Call("read rw readme after edit", "read", lambda rw, ro: {"file_path": f"{rw}/notes/readme.md"}),
 ]
 
@@ -173,19 +157,8 @@ class OwnServer(_RunnerServer):
         self.db = db
         self.mount_root = mount_root
 
-    def argv(self) -> List[str]:
-        return [
-            self.binary,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            f"sqlite://{self.db}",
-            "--api-key",
-            self.api_key,
-            "--memory-mount-root",
-            str(self.mount_root),
-        ]
+    def extra_args(self) -> List[str]:
+        return ["--memory-mount-root", str(self.mount_root)]
 
 
 def mnemo_binary() -> str:
