@@ -56,68 +56,54 @@ impl std::fmt::Debug for Client {
     }
 }
 
+// Query strings are written by `serde_urlencoded` (through reqwest's `query`), which leaves a
+// `None` field out: the query types below need no `skip_serializing_if`.
+
 /// Query of [`Client::list_memories`].
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ListMemoriesParams {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path_prefix: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub view: Option<View>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub page: Option<String>,
 }
 
 /// Query of [`Client::list_memory_stores`].
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ListMemoryStoresParams {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub page: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub include_archived: Option<bool>,
-    #[serde(rename = "created_at[gte]", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "created_at[gte]")]
     pub created_at_gte: Option<String>,
-    #[serde(rename = "created_at[lte]", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "created_at[lte]")]
     pub created_at_lte: Option<String>,
 }
 
 /// Query of [`Client::list_memory_versions`].
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ListMemoryVersionsParams {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_id: Option<String>,
-    #[serde(rename = "created_at[gte]", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "created_at[gte]")]
     pub created_at_gte: Option<String>,
-    #[serde(rename = "created_at[lte]", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "created_at[lte]")]
     pub created_at_lte: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub view: Option<View>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub page: Option<String>,
 }
 
 #[derive(Serialize)]
 struct ViewQuery {
-    #[serde(skip_serializing_if = "Option::is_none")]
     view: Option<View>,
 }
 
 #[derive(Serialize)]
 struct DeleteQuery<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
     expected_content_sha256: Option<&'a str>,
 }
 
@@ -363,9 +349,7 @@ impl Client {
         #[derive(Serialize)]
         struct Q<'a> {
             include_archived: bool,
-            #[serde(skip_serializing_if = "Option::is_none")]
             limit: Option<u32>,
-            #[serde(skip_serializing_if = "Option::is_none")]
             page: Option<&'a str>,
         }
         self.send(|| self.request(Method::GET, "/v1/environments").query(&Q { include_archived, limit, page })).await
@@ -474,4 +458,30 @@ async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
     let status = resp.status().as_u16();
     let bytes = resp.bytes().await.map_err(ClientError::Transport)?;
     serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode { status, message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query string `query` makes, as the requests above send it.
+    fn query_of(query: &impl Serialize) -> String {
+        let req = reqwest::Client::new().get("http://127.0.0.1/").query(query).build().unwrap();
+        req.url().query().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn absent_query_fields_are_left_out() {
+        assert_eq!(query_of(&ListMemoriesParams::default()), "");
+        assert_eq!(query_of(&ViewQuery { view: None }), "");
+        let params = ListMemoriesParams { limit: Some(3), view: Some(View::Full), ..Default::default() };
+        assert_eq!(query_of(&params), "limit=3&view=full");
+        let stores = ListMemoryStoresParams {
+            include_archived: Some(true),
+            created_at_gte: Some("2026-01-01T00:00:00Z".into()),
+            ..Default::default()
+        };
+        assert_eq!(query_of(&stores), "include_archived=true&created_at%5Bgte%5D=2026-01-01T00%3A00%3A00Z");
+        assert_eq!(query_of(&DeleteQuery { expected_content_sha256: Some("ab") }), "expected_content_sha256=ab");
+    }
 }

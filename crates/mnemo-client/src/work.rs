@@ -28,21 +28,18 @@ pub struct EventPage {
 #[derive(Serialize)]
 struct PollQuery {
     block_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     reclaim_older_than_ms: Option<u64>,
 }
 
 #[derive(Serialize)]
 struct HeartbeatQuery<'a> {
     expected_last_heartbeat: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     desired_ttl_seconds: Option<u64>,
 }
 
 #[derive(Serialize)]
 struct EventsQuery<'a> {
     limit: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
     page: Option<&'a str>,
 }
 
