@@ -191,9 +191,14 @@ mod tests {
         }
     }
 
-    fn not_found() -> Response {
-        let body = json!({"type": "error", "error": {"type": "not_found_error", "message": "no such skill version"}});
-        (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+    /// `found`, or the API's 404 when there is nothing.
+    fn found_or_404(found: Option<impl IntoResponse>) -> Response {
+        let Some(found) = found else {
+            let body =
+                json!({"type": "error", "error": {"type": "not_found_error", "message": "no such skill version"}});
+            return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+        };
+        found.into_response()
     }
 
     async fn version(
@@ -202,10 +207,7 @@ mod tests {
         headers: HeaderMap,
     ) -> Response {
         m.note(format!("/v1/skills/{skill}/versions/{version}"), &headers);
-        match m.versions.get(&(skill, version)) {
-            Some(v) => axum::Json(v.clone()).into_response(),
-            None => not_found(),
-        }
+        found_or_404(m.versions.get(&(skill, version)).map(|v| axum::Json(v.clone())))
     }
 
     async fn content(
@@ -214,10 +216,7 @@ mod tests {
         headers: HeaderMap,
     ) -> Response {
         m.note(format!("/v1/skills/{skill}/versions/{version}/content"), &headers);
-        match m.contents.get(&(skill, version)) {
-            Some(bytes) => bytes.clone().into_response(),
-            None => not_found(),
-        }
+        found_or_404(m.contents.get(&(skill, version)).cloned())
     }
 
     async fn serve(mock: Mock) -> (Client, Arc<Mock>) {

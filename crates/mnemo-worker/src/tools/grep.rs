@@ -41,12 +41,10 @@ use grep_matcher::{LineTerminator, Match, Matcher, NoCaptures, NoError};
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkError, SinkMatch};
 use ignore::WalkBuilder;
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::paths;
+use super::paths::{self, SearchInput};
 use super::{ToolContext, ToolError, ToolOutput, parse_input};
-use crate::host_path::canonicalize;
 
 /// Output budget in characters; the marker line calls them bytes, as the reference does.
 const OUTPUT_LIMIT: usize = 100 * 1024;
@@ -60,23 +58,13 @@ const BINARY_SNIFF_BYTES: u64 = 512;
 /// The most the searcher's line buffer may grow to; it must hold a whole line.
 const MAX_BUFFER: usize = 64 << 20;
 
-#[derive(Debug, Deserialize)]
-struct Input {
-    pattern: String,
-    #[serde(default)]
-    path: Option<String>,
-}
-
 pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-    let Input { pattern, path } = parse_input("grep", input)?;
-    let search = match path.as_deref() {
-        Some(p) if !p.is_empty() => paths::resolve(ctx, "grep", p)?,
-        _ => canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone()),
-    };
+    let input: SearchInput = parse_input("grep", input)?;
+    let search = input.root(ctx, "grep")?;
     // No line terminator is set on the matcher: a pattern that mentions `\n` stays valid (it
     // never matches a line, as with the reference) instead of being refused by the builder.
-    let matcher =
-        RegexMatcher::new(&pattern).map_err(|e| ToolError(format!("grep: invalid regex: {}", regex_detail(&e))))?;
+    let matcher = RegexMatcher::new(&input.pattern)
+        .map_err(|e| ToolError(format!("grep: invalid regex: {}", regex_detail(&e))))?;
     let mut grep = Grep::new(&matcher, Instant::now() + TIMEOUT);
     grep.search(&search)?;
     Ok(ToolOutput::text(if grep.hits.is_empty() { "no matches".to_owned() } else { grep.hits.join("\n") }))
@@ -312,7 +300,7 @@ mod tests {
 
     use super::*;
 
-    use crate::tools::testing::{setup, text};
+    use crate::tools::testing::{links_out_of, setup, text};
 
     fn grep(ctx: &ToolContext, input: Value) -> Result<String, String> {
         text(run(ctx, input))
@@ -393,10 +381,7 @@ mod tests {
     #[test]
     fn skips_symlinks_and_special_files() {
         let (_d, root, ctx) = setup();
-        let outside = tempfile::tempdir().unwrap();
-        fs::write(outside.path().join("secret"), "needle secret\n").unwrap();
-        symlink(outside.path(), root.join("out")).unwrap();
-        symlink(outside.path().join("secret"), root.join("leaf")).unwrap();
+        let _outside = links_out_of(&root, "secret", "leaf", "needle secret\n");
         fs::write(root.join("real"), "needle\n").unwrap();
         symlink(root.join("real"), root.join("inner-link")).unwrap();
         let status = std::process::Command::new("mkfifo").arg(root.join("pipe")).status().unwrap();

@@ -190,7 +190,9 @@ impl Toolset {
 /// What the tools' unit tests share: a canonical temp workdir and a tool's answer as text.
 #[cfg(test)]
 pub(crate) mod testing {
-    use std::path::PathBuf;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+    use std::path::{Path, PathBuf};
 
     use super::{ToolContext, ToolError, ToolOutput};
 
@@ -199,6 +201,16 @@ pub(crate) mod testing {
         let (dir, root) = crate::host_path::testing::canonical_tempdir();
         let ctx = ToolContext::new(&root);
         (dir, root, ctx)
+    }
+
+    /// A folder outside `root` holding the file `secret` (with `content`), which `root` reaches
+    /// through two symlinks no tool may follow: `out` (to the folder) and `leaf` (to the file).
+    pub(crate) fn links_out_of(root: &Path, secret: &str, leaf: &str, content: &str) -> tempfile::TempDir {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join(secret), content).unwrap();
+        symlink(outside.path(), root.join("out")).unwrap();
+        symlink(outside.path().join(secret), root.join(leaf)).unwrap();
+        outside
     }
 
     /// A result's text, or the error's message.

@@ -15,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
+use serde::Deserialize;
 
 use super::{ToolContext, ToolError};
 use crate::host_path::{CanonicalizeError, canonicalize, normalize};
@@ -42,6 +43,25 @@ pub(super) fn resolve(ctx: &ToolContext, tool: &str, p: &str) -> Result<PathBuf,
     }
     let others = if ctx.allowed_roots.is_empty() { "" } else { " and its other permitted directories" };
     Err(ToolError(format!("{tool}: path {} is outside the session's working directory{others}", py_repr(p))))
+}
+
+/// The input of the search tools (`glob`, `grep`): a pattern and where to search.
+#[derive(Debug, Deserialize)]
+pub(super) struct SearchInput {
+    pub(super) pattern: String,
+    #[serde(default)]
+    pub(super) path: Option<String>,
+}
+
+impl SearchInput {
+    /// Where to search: `path` resolved and confined, or the workdir (canonical where it can be)
+    /// when `path` is absent or empty.
+    pub(super) fn root(&self, ctx: &ToolContext, tool: &str) -> Result<PathBuf, ToolError> {
+        match self.path.as_deref() {
+            Some(p) if !p.is_empty() => resolve(ctx, tool, p),
+            _ => Ok(canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone())),
+        }
+    }
 }
 
 /// Refuses a canonical `target` that lies under one of the read-only roots (resolved at check
@@ -174,6 +194,7 @@ mod tests {
 
     use super::*;
     use crate::host_path::testing::canonical_tempdir as tmp;
+    use crate::tools::testing::links_out_of;
 
     fn ctx(dir: &Path) -> ToolContext {
         ToolContext::new(dir)
@@ -211,11 +232,8 @@ mod tests {
     #[test]
     fn resolve_rejects_symlink_escapes() {
         let (_d, root) = tmp();
-        let (_o, outside) = tmp();
-        fs::write(outside.join("secret"), "s").unwrap();
-        symlink(&outside, root.join("out")).unwrap();
-        symlink(outside.join("secret"), root.join("leaf")).unwrap();
-        symlink(outside.join("missing"), root.join("dangling")).unwrap();
+        let outside = links_out_of(&root, "secret", "leaf", "s");
+        symlink(outside.path().join("missing"), root.join("dangling")).unwrap();
         let c = ctx(&root);
         for p in ["out/secret", "leaf", "dangling", "out"] {
             assert_eq!(

@@ -343,6 +343,30 @@ mod tests {
         }
     }
 
+    /// Whether this host cannot make mount namespaces (and the test calling it should stop).
+    fn no_namespaces() -> bool {
+        let missing = detect() != Sandbox::Namespace;
+        if missing {
+            eprintln!("skipped: this host cannot make mount namespaces");
+        }
+        missing
+    }
+
+    /// A folder standing for a memory store, holding `notes.md`.
+    fn store_with_notes() -> tempfile::TempDir {
+        let store = tempfile::tempdir().unwrap();
+        std::fs::write(store.path().join("notes.md"), "remember\n").unwrap();
+        store
+    }
+
+    /// A bash session in `workdir` whose one read-only root, `read_only`, `sandbox` enforces.
+    fn sandboxed_bash(workdir: &Path, read_only: PathBuf, sandbox: Sandbox) -> BashSession {
+        let mut ctx = ToolContext::new(workdir);
+        ctx.read_only_roots = vec![read_only];
+        ctx.sandbox = sandbox;
+        BashSession::new(ctx)
+    }
+
     #[test]
     fn detect_is_stable() {
         assert_eq!(detect(), detect());
@@ -376,17 +400,12 @@ mod tests {
 
     #[tokio::test]
     async fn namespace_makes_read_only_roots_read_only_for_bash() {
-        if detect() != Sandbox::Namespace {
-            eprintln!("skipped: this host cannot make mount namespaces");
+        if no_namespaces() {
             return;
         }
         let workdir = tempfile::tempdir().unwrap();
-        let store = tempfile::tempdir().unwrap();
-        std::fs::write(store.path().join("notes.md"), "remember\n").unwrap();
-        let mut ctx = ToolContext::new(workdir.path());
-        ctx.read_only_roots = vec![store.path().to_path_buf()];
-        ctx.sandbox = Sandbox::Namespace;
-        let mut bash = BashSession::new(ctx);
+        let store = store_with_notes();
+        let mut bash = sandboxed_bash(workdir.path(), store.path().to_path_buf(), Sandbox::Namespace);
         let ro = store.path().display();
 
         let read = run(&mut bash, &format!("cat '{ro}/notes.md'")).await;
@@ -419,15 +438,11 @@ mod tests {
 
     #[tokio::test]
     async fn namespace_setup_failure_is_an_error_not_an_unprotected_shell() {
-        if detect() != Sandbox::Namespace {
-            eprintln!("skipped: this host cannot make mount namespaces");
+        if no_namespaces() {
             return;
         }
         let workdir = tempfile::tempdir().unwrap();
-        let mut ctx = ToolContext::new(workdir.path());
-        ctx.read_only_roots = vec![workdir.path().join("missing")];
-        ctx.sandbox = Sandbox::Namespace;
-        let mut bash = BashSession::new(ctx);
+        let mut bash = sandboxed_bash(workdir.path(), workdir.path().join("missing"), Sandbox::Namespace);
         let err = bash.call(json!({ "command": "echo hi" })).await.unwrap_err();
         assert!(err.0.starts_with("bash: cannot start the sandboxed shell: "), "{err}");
         assert!(err.0.contains("missing"), "{err}");
@@ -448,25 +463,22 @@ mod tests {
         symlink(outside.path().join("target.md"), r.join("a/link.md")).unwrap();
         symlink(outside.path(), r.join("dirlink")).unwrap();
         let outside_mode = mode_of(outside.path());
+        // The modes of everything under the root, and nothing behind its symlinks touched.
+        let assert_modes = |dirs: u32, files: u32| {
+            for dir in [r.to_path_buf(), r.join("a"), r.join("a/b")] {
+                assert_eq!(mode_of(&dir), dirs, "{}", dir.display());
+            }
+            for file in [r.join("top.md"), r.join("a/b/deep.md")] {
+                assert_eq!(mode_of(&file), files, "{}", file.display());
+            }
+            assert_eq!(mode_of(&outside.path().join("target.md")), 0o640);
+            assert_eq!(mode_of(outside.path()), outside_mode);
+        };
 
         lock_read_only(r).unwrap();
-        for dir in [r.to_path_buf(), r.join("a"), r.join("a/b")] {
-            assert_eq!(mode_of(&dir), 0o555, "{}", dir.display());
-        }
-        for file in [r.join("top.md"), r.join("a/b/deep.md")] {
-            assert_eq!(mode_of(&file), 0o444, "{}", file.display());
-        }
-        assert_eq!(mode_of(&outside.path().join("target.md")), 0o640);
-        assert_eq!(mode_of(outside.path()), outside_mode);
-
+        assert_modes(0o555, 0o444);
         unlock_read_only(r).unwrap();
-        for dir in [r.to_path_buf(), r.join("a"), r.join("a/b")] {
-            assert_eq!(mode_of(&dir), 0o700, "{}", dir.display());
-        }
-        for file in [r.join("top.md"), r.join("a/b/deep.md")] {
-            assert_eq!(mode_of(&file), 0o600, "{}", file.display());
-        }
-        assert_eq!(mode_of(&outside.path().join("target.md")), 0o640);
+        assert_modes(0o700, 0o600);
         std::fs::write(r.join("a/b/new.md"), "n").unwrap();
     }
 
@@ -480,13 +492,9 @@ mod tests {
     #[tokio::test]
     async fn permissions_lock_stops_a_non_root_bash() {
         let workdir = tempfile::tempdir().unwrap();
-        let store = tempfile::tempdir().unwrap();
-        std::fs::write(store.path().join("notes.md"), "remember\n").unwrap();
+        let store = store_with_notes();
         lock_read_only(store.path()).unwrap();
-        let mut ctx = ToolContext::new(workdir.path());
-        ctx.read_only_roots = vec![store.path().to_path_buf()];
-        ctx.sandbox = Sandbox::Permissions;
-        let mut bash = BashSession::new(ctx);
+        let mut bash = sandboxed_bash(workdir.path(), store.path().to_path_buf(), Sandbox::Permissions);
         let ro = store.path().display();
         let read = run(&mut bash, &format!("cat '{ro}/notes.md'")).await;
         assert_eq!((read.is_error, read.joined_text().as_str()), (false, "remember"));

@@ -117,8 +117,12 @@ mod tests {
     use super::shell::{OUTPUT_LIMIT, TRUNCATED_PREFIX};
     use super::*;
 
-    fn session(dir: &tempfile::TempDir) -> BashSession {
-        BashSession::new(ToolContext::new(dir.path()))
+    /// A session (no shell started yet) working in a fresh folder, which lives as long as the
+    /// returned `TempDir`.
+    fn session() -> (tempfile::TempDir, BashSession) {
+        let dir = tempfile::tempdir().unwrap();
+        let bash = BashSession::new(ToolContext::new(dir.path()));
+        (dir, bash)
     }
 
     async fn run(bash: &mut BashSession, input: Value) -> ToolOutput {
@@ -165,9 +169,8 @@ mod tests {
 
     #[tokio::test]
     async fn state_persists_across_calls() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut bash) = session();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        let mut bash = session(&dir);
         assert_eq!(ok(&mut bash, "pwd").await, dir.path().display().to_string());
         ok(&mut bash, "cd sub && X=41 && f() { echo $((X + 1)); }").await;
         assert_eq!(ok(&mut bash, "pwd; f").await, format!("{}\n42", dir.path().join("sub").display()));
@@ -176,8 +179,7 @@ mod tests {
 
     #[tokio::test]
     async fn non_zero_exit_is_an_error_with_the_merged_output() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         assert_eq!(err(&mut bash, json!({ "command": "echo out; echo oops >&2; false" })).await, "out\noops");
         assert_eq!(err(&mut bash, json!({ "command": "false" })).await, "(no output)");
         assert_eq!(ok(&mut bash, "true").await, "(no output)");
@@ -189,16 +191,14 @@ mod tests {
 
     #[tokio::test]
     async fn commands_read_dev_null_not_the_command_pipe() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         assert_eq!(ok(&mut bash, "cat; read -r line; echo \"[$line]\"").await, "[]");
         bash.close().await;
     }
 
     #[tokio::test]
     async fn timeout_kills_the_shell_and_the_next_call_starts_fresh() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         ok(&mut bash, "X=kept").await;
         let started = std::time::Instant::now();
         let text = err(&mut bash, json!({ "command": "sleep 987.25", "timeout_ms": 300 })).await;
@@ -211,8 +211,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_abandoned_call_kills_its_command() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         let call = bash.call(json!({ "command": "sleep 987.5" }));
         assert!(tokio::time::timeout(Duration::from_millis(300), call).await.is_err());
         assert!(gone("987.5").await, "the abandoned command is still running");
@@ -222,8 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn restart_gives_a_fresh_shell() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         assert_eq!(run(&mut bash, json!({ "restart": true })).await, ToolOutput::text("bash session restarted"));
         ok(&mut bash, "X=1").await;
         let out = run(&mut bash, json!({ "restart": true, "command": "echo ignored" })).await;
@@ -234,8 +232,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dead_shell_needs_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         assert_eq!(err(&mut bash, json!({ "command": "echo bye; exit 3" })).await, "bye");
         assert_eq!(
             err(&mut bash, json!({ "command": "echo hi" })).await,
@@ -248,8 +245,7 @@ mod tests {
 
     #[tokio::test]
     async fn command_is_required() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         for input in [json!({}), json!({ "command": "" }), json!({ "restart": false }), json!({ "command": null })] {
             assert_eq!(err(&mut bash, input).await, "bash: command is required");
         }
@@ -262,8 +258,7 @@ mod tests {
 
     #[tokio::test]
     async fn truncation_keeps_the_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         let text = ok(&mut bash, "head -c 300000 /dev/zero | tr '\\0' a; echo; echo END").await;
         let body = text.strip_prefix(TRUNCATED_PREFIX).expect("truncated");
         // The last 100 KiB of "a…a\nEND\n", trailing newline trimmed.
@@ -275,8 +270,7 @@ mod tests {
 
     #[tokio::test]
     async fn ansi_escapes_are_removed_other_controls_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         let text = ok(&mut bash, r"printf '\033[1;31mred\033[0m plain\ttab\r\n\033[?25lx\n'").await;
         assert_eq!(text, "red plain\ttab\r\nx");
         assert_eq!(ok(&mut bash, r"printf '\xff\xfeok'").await, "\u{fffd}\u{fffd}ok");
@@ -285,8 +279,7 @@ mod tests {
 
     #[tokio::test]
     async fn output_cannot_forge_the_frame() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         let fake = format!("__ANT_CMD_{}_DONE__0", "0".repeat(32));
         let text = err(&mut bash, json!({ "command": format!("printf '\\n{fake}\\n'; echo after; false") })).await;
         assert_eq!(text, format!("\n{fake}\nafter"));
@@ -302,8 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn background_jobs_do_not_hang_the_call_and_die_with_the_shell() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         let call = bash.call(json!({ "command": "sleep 987.75 & echo started" }));
         let out = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call hung").unwrap();
         assert_eq!(out.joined_text(), "started");
@@ -318,8 +310,7 @@ mod tests {
 
     #[tokio::test]
     async fn late_background_output_shows_with_the_next_command() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (dir, mut bash) = session();
         assert_eq!(ok(&mut bash, "(sleep 0.2; echo late; touch written) & echo now").await, "now");
         while !dir.path().join("written").exists() {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -374,8 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn default_and_negative_timeouts() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut bash = session(&dir);
+        let (_dir, mut bash) = session();
         assert_eq!(ok(&mut bash, "echo quick").await, "quick");
         let out = run(&mut bash, json!({ "command": "sleep 5", "timeout_ms": -500 })).await;
         assert_eq!(out, ToolOutput::error("bash: bash command timed out after -0.5s"));

@@ -34,10 +34,9 @@ use std::time::SystemTime;
 
 use globset::GlobMatcher;
 use ignore::{DirEntry, WalkBuilder};
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::paths;
+use super::paths::SearchInput;
 use super::{ToolContext, ToolError, ToolOutput, parse_input};
 use crate::host_path::canonicalize;
 
@@ -46,15 +45,9 @@ const MAX_MATCHES: usize = 50_000;
 /// At most this many paths are returned.
 const RESULT_LIMIT: usize = 200;
 
-#[derive(Debug, Deserialize)]
-struct Input {
-    pattern: String,
-    #[serde(default)]
-    path: Option<String>,
-}
-
 pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-    let Input { pattern, path } = parse_input("glob", input)?;
+    let input: SearchInput = parse_input("glob", input)?;
+    let pattern = input.pattern.as_str();
     if pattern.starts_with('/') {
         return Err(ToolError::new(
             "glob: absolute pattern not permitted; pass a relative pattern (and optionally path)",
@@ -63,11 +56,8 @@ pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolErr
     if pattern.split('/').any(|part| part == "..") {
         return Err(ToolError::new("glob: '..' is not permitted in the pattern"));
     }
-    let root = match path.as_deref() {
-        Some(p) if !p.is_empty() => paths::resolve(ctx, "glob", p)?,
-        _ => canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone()),
-    };
-    let selector = Selector::parse(&pattern).map_err(|e| ToolError(format!("glob: {e}")))?;
+    let root = input.root(ctx, "glob")?;
+    let selector = Selector::parse(pattern).map_err(|e| ToolError(format!("glob: {e}")))?;
 
     let mut matches = Vec::new();
     if fs::metadata(&root).is_ok_and(|m| m.is_dir()) {
@@ -216,7 +206,7 @@ mod tests {
 
     use super::*;
 
-    use crate::tools::testing::{setup, text};
+    use crate::tools::testing::{links_out_of, setup, text};
 
     fn glob(ctx: &ToolContext, input: Value) -> Result<String, String> {
         text(run(ctx, input))
@@ -230,6 +220,11 @@ mod tests {
         f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000 + secs_after_epoch)).unwrap();
     }
 
+    /// The tool's answer listing `names` under `root`, in that order.
+    fn shown(root: &Path, names: &[&str]) -> String {
+        names.iter().map(|n| root.join(n).display().to_string()).collect::<Vec<_>>().join("\n")
+    }
+
     #[test]
     fn lists_matches_newest_first_as_absolute_paths() {
         let (_d, root, ctx) = setup();
@@ -237,9 +232,7 @@ mod tests {
         touch(&root.join("new.rs"), 30);
         touch(&root.join("mid.rs"), 20);
         touch(&root.join("other.txt"), 40);
-        let out = glob(&ctx, json!({"pattern": "*.rs"})).unwrap();
-        let expected = ["new.rs", "mid.rs", "old.rs"].map(|n| root.join(n).display().to_string()).join("\n");
-        assert_eq!(out, expected);
+        assert_eq!(glob(&ctx, json!({"pattern": "*.rs"})).unwrap(), shown(&root, &["new.rs", "mid.rs", "old.rs"]));
     }
 
     #[test]
@@ -251,12 +244,10 @@ mod tests {
         touch(&root.join(".dot.md"), 4);
         symlink(root.join("a"), root.join("link")).unwrap();
         let out = glob(&ctx, json!({"pattern": "**/*.md"})).unwrap();
-        let expected =
-            [".dot.md", ".hidden/h.md", "a/b/deep.md", "top.md"].map(|n| root.join(n).display().to_string()).join("\n");
-        assert_eq!(out, expected);
+        assert_eq!(out, shown(&root, &[".dot.md", ".hidden/h.md", "a/b/deep.md", "top.md"]));
         // A non-`**` component does pass through a symlinked directory.
         let out = glob(&ctx, json!({"pattern": "link/b/*.md"})).unwrap();
-        assert_eq!(out, root.join("link/b/deep.md").display().to_string());
+        assert_eq!(out, shown(&root, &["link/b/deep.md"]));
     }
 
     #[test]
@@ -268,22 +259,22 @@ mod tests {
         fs::write(root.join(".gitignore"), "*.md\n").unwrap();
         fs::write(root.join("a/.ignore"), "*\n").unwrap();
         symlink(root.join("a"), root.join("link")).unwrap();
-        let paths = |names: &[&str]| names.iter().map(|n| root.join(n).display().to_string()).collect::<Vec<_>>();
-        let lines = |pattern: &str| {
-            glob(&ctx, json!({"pattern": pattern})).unwrap().lines().map(str::to_owned).collect::<Vec<_>>()
-        };
+        let matches = |pattern: &str| glob(&ctx, json!({"pattern": pattern})).unwrap();
         // Equal times keep the walk order: a directory's own matches, then each subdirectory's.
-        assert_eq!(lines("**/*.md"), paths(&["top.md", "z.md", ".git/g.md", ".hid/h.md", "a/x.md", "a/b/deep.md"]));
+        assert_eq!(
+            matches("**/*.md"),
+            shown(&root, &["top.md", "z.md", ".git/g.md", ".hid/h.md", "a/x.md", "a/b/deep.md"])
+        );
         // `**` below a symlinked directory walks its target; wildcards pass through symlinks.
-        assert_eq!(lines("link/**/*.md"), paths(&["link/x.md", "link/b/deep.md"]));
-        assert_eq!(lines("*/b/*.md"), paths(&["a/b/deep.md", "link/b/deep.md"]));
+        assert_eq!(matches("link/**/*.md"), shown(&root, &["link/x.md", "link/b/deep.md"]));
+        assert_eq!(matches("*/b/*.md"), shown(&root, &["a/b/deep.md", "link/b/deep.md"]));
         let sorted = |pattern: &str| {
-            let mut l = lines(pattern);
+            let mut l: Vec<_> = matches(pattern).lines().map(str::to_owned).collect();
             l.sort();
-            l
+            l.join("\n")
         };
-        assert_eq!(sorted("*/"), paths(&[".git", ".hid", "a", "link"]));
-        assert_eq!(sorted("**/"), [vec![root.display().to_string()], paths(&[".git", ".hid", "a", "a/b"])].concat());
+        assert_eq!(sorted("*/"), shown(&root, &[".git", ".hid", "a", "link"]));
+        assert_eq!(sorted("**/"), format!("{}\n{}", root.display(), shown(&root, &[".git", ".hid", "a", "a/b"])));
     }
 
     #[test]
@@ -294,10 +285,7 @@ mod tests {
         let out = glob(&ctx, json!({"pattern": "**"})).unwrap();
         let mut lines: Vec<&str> = out.lines().collect();
         lines.sort();
-        let mut expected = vec![root.display().to_string(), root.join("a").display().to_string()];
-        expected.push(root.join("b").display().to_string());
-        expected.sort();
-        assert_eq!(lines, expected);
+        assert_eq!(lines.join("\n"), format!("{}\n{}", root.display(), shown(&root, &["a", "b"])));
     }
 
     #[test]
@@ -305,7 +293,7 @@ mod tests {
         let (_d, root, ctx) = setup();
         touch(&root.join("dir1/f"), 1);
         touch(&root.join("dfile"), 2);
-        assert_eq!(glob(&ctx, json!({"pattern": "d*/"})).unwrap(), root.join("dir1").display().to_string());
+        assert_eq!(glob(&ctx, json!({"pattern": "d*/"})).unwrap(), shown(&root, &["dir1"]));
         assert_eq!(glob(&ctx, json!({"pattern": "dfile/"})).unwrap(), "no matches");
     }
 
@@ -314,10 +302,7 @@ mod tests {
         let (_d, root, ctx) = setup();
         touch(&root.join("sub/x.txt"), 1);
         touch(&root.join("y.txt"), 2);
-        assert_eq!(
-            glob(&ctx, json!({"pattern": "*.txt", "path": "sub"})).unwrap(),
-            root.join("sub/x.txt").display().to_string()
-        );
+        assert_eq!(glob(&ctx, json!({"pattern": "*.txt", "path": "sub"})).unwrap(), shown(&root, &["sub/x.txt"]));
         assert_eq!(
             glob(&ctx, json!({"pattern": "*", "path": "/etc"})).unwrap_err(),
             "glob: path '/etc' is outside the session's working directory"
@@ -348,13 +333,10 @@ mod tests {
     #[test]
     fn drops_matches_that_escape_through_symlinks() {
         let (_d, root, ctx) = setup();
-        let outside = tempfile::tempdir().unwrap();
-        fs::write(outside.path().join("secret.txt"), "").unwrap();
-        symlink(outside.path(), root.join("out")).unwrap();
-        symlink(outside.path().join("secret.txt"), root.join("leaf.txt")).unwrap();
+        let _outside = links_out_of(&root, "secret.txt", "leaf.txt", "");
         touch(&root.join("ok.txt"), 1);
         assert_eq!(glob(&ctx, json!({"pattern": "*/*.txt"})).unwrap(), "no matches");
-        assert_eq!(glob(&ctx, json!({"pattern": "*.txt"})).unwrap(), root.join("ok.txt").display().to_string());
+        assert_eq!(glob(&ctx, json!({"pattern": "*.txt"})).unwrap(), shown(&root, &["ok.txt"]));
     }
 
     #[test]
@@ -373,7 +355,6 @@ mod tests {
         let out = glob(&ctx, json!({"pattern": "f*"})).unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 200);
-        assert_eq!(lines[0], root.join("f249").display().to_string());
-        assert_eq!(lines[199], root.join("f050").display().to_string());
+        assert_eq!((lines[0], lines[199]), (shown(&root, &["f249"]).as_str(), shown(&root, &["f050"]).as_str()));
     }
 }
