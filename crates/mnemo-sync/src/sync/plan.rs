@@ -220,6 +220,19 @@ mod tests {
         warning: Option<Warning>,
     }
 
+    impl Row {
+        /// The path state the row starts from.
+        fn state(&self) -> PathState<'static, 'static> {
+            PathState {
+                remote: self.remote,
+                local: self.local,
+                baseline: self.baseline,
+                read_only: self.read_only,
+                refused: self.refused,
+            }
+        }
+    }
+
     fn pull(memory: &'static str, expect: Option<&str>) -> Action<'static> {
         Action::Pull { memory, expect_local: expect.map(str::to_owned) }
     }
@@ -276,13 +289,7 @@ mod tests {
     #[test]
     fn every_rule_of_the_table() {
         for row in rows() {
-            let state = PathState {
-                remote: row.remote,
-                local: row.local,
-                baseline: row.baseline,
-                read_only: row.read_only,
-                refused: row.refused,
-            };
+            let state = row.state();
             let d = decide(&state);
             assert_eq!(d.action, row.action, "row {}: {state:?}", row.n);
             assert_eq!(d.baseline.as_deref(), row.baseline_after, "row {} baseline: {state:?}", row.n);
@@ -293,14 +300,7 @@ mod tests {
     #[test]
     fn a_present_file_always_voids_a_pending_delete() {
         for row in rows() {
-            let state = PathState {
-                remote: row.remote,
-                local: row.local,
-                baseline: row.baseline,
-                read_only: row.read_only,
-                refused: row.refused,
-            };
-            let d = decide(&state);
+            let d = decide(&row.state());
             if row.local.is_some() {
                 assert!(d.clear_pending_delete, "row {}", row.n);
             }

@@ -268,8 +268,17 @@ impl Sim {
 
     /// `StoreSync::sync(false)` (§6.6) with a zero deletion window.
     pub(crate) fn sync(&mut self, faults: &BTreeMap<Key, FaultKind>) -> Predicted {
+        self.predict(faults, Self::sync_inner)
+    }
+
+    /// What one engine call, modelled by `op`, does and reports when `faults` strike its requests.
+    fn predict(
+        &mut self,
+        faults: &BTreeMap<Key, FaultKind>,
+        op: fn(&mut Self, &mut Requests<'_>) -> Result<Counts, ()>,
+    ) -> Predicted {
         let mut req = Requests { faults, made: Vec::new() };
-        let result = self.sync_inner(&mut req);
+        let result = op(self, &mut req);
         req.finish(result)
     }
 
@@ -428,9 +437,7 @@ impl Sim {
 
     /// `StoreSync::flush()` (§6.10).
     pub(crate) fn flush(&mut self, faults: &BTreeMap<Key, FaultKind>) -> Predicted {
-        let mut req = Requests { faults, made: Vec::new() };
-        let result = self.flush_inner(&mut req);
-        req.finish(result)
+        self.predict(faults, Self::flush_inner)
     }
 
     fn flush_inner(&mut self, req: &mut Requests<'_>) -> Result<Counts, ()> {
