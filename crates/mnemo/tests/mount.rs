@@ -5,27 +5,45 @@ mod common;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mnemo_api::{CreateMemoryStore, MemoryStoreId, UpdateMemory, View};
 use mnemo_client::Client;
+use tempfile::TempDir;
 
 use common::{KEY, Server, mnemo, signal, wait_until, wait_until_async};
 
 const MARKER: &str = ".anthropic-memory-store";
 
+/// A server in a temp folder, a client of it, and a new store.
+struct Fixture {
+    tmp: TempDir,
+    server: Server,
+    client: Client,
+    store: MemoryStoreId,
+}
+
+/// The [`Fixture`], its store holding `memories` (path, content).
+async fn fixture(memories: &[(&str, &str)]) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, memories).await;
+    Fixture { tmp, server, client, store }
+}
+
+/// `mnemo mount STORE DIR` against `server` with the API key `key`, then `extra`.
+fn mount_command(server: &Server, store: &MemoryStoreId, dir: &Path, key: &str, extra: &[&str]) -> Command {
+    let mut cmd = mnemo();
+    cmd.args(["mount", store.as_str()]).arg(dir).args(["--base-url", &server.base, "--api-key", key]).args(extra);
+    cmd
+}
+
 /// Starts `mnemo mount` and waits until the download finished (the marker appears).
 fn mount(server: &Server, store: &MemoryStoreId, dir: &Path, extra: &[&str]) -> Child {
-    let child = mnemo()
-        .args(["mount", store.as_str()])
-        .arg(dir)
-        .args(["--base-url", &server.base, "--api-key", KEY])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child =
+        mount_command(server, store, dir, KEY, extra).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     // The journal beside the folder is written once the download is complete.
     let journal = dir.with_file_name(format!(".{}.mnemo-journal", dir.file_name().unwrap().to_string_lossy()));
     assert!(wait_until(Duration::from_secs(20), || journal.exists()), "the mount never finished downloading");
@@ -73,14 +91,9 @@ async fn new_store(client: &Client, memories: &[(&str, &str)]) -> MemoryStoreId 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn download_edit_and_teardown_round_trip() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(
-        &client,
-        &[("/notes/todo.md", "- ship\n"), ("/prefs.md", "vim"), ("/gone.md", "bye"), ("/ünï/cödé.md", "ok")],
-    )
-    .await;
+    let Fixture { tmp, server, client, store } =
+        fixture(&[("/notes/todo.md", "- ship\n"), ("/prefs.md", "vim"), ("/gone.md", "bye"), ("/ünï/cödé.md", "ok")])
+            .await;
     let dir = tmp.path().join("mnt/prefs");
     let child = mount(&server, &store, &dir, &[]);
 
@@ -117,10 +130,7 @@ async fn download_edit_and_teardown_round_trip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_sync_pulls_remote_changes_and_pushes_local_ones() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[("/a.md", "one")]).await;
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one")]).await;
     let dir = tmp.path().join("store");
     let child = mount(&server, &store, &dir, &["--interval", "5"]);
 
@@ -148,10 +158,7 @@ async fn periodic_sync_pulls_remote_changes_and_pushes_local_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_mounts_pull_but_never_push() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[("/a.md", "one"), ("/b.md", "two")]).await;
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one"), ("/b.md", "two")]).await;
     let dir = tmp.path().join("ro");
     let child = mount(&server, &store, &dir, &["--read-only"]);
     std::fs::write(dir.join("a.md"), "edited").unwrap();
@@ -167,10 +174,7 @@ async fn read_only_mounts_pull_but_never_push() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_folder_whose_marker_is_gone_is_left_alone() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[("/a.md", "one"), ("/b.md", "two")]).await;
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one"), ("/b.md", "two")]).await;
     let dir = tmp.path().join("m");
     let child = mount(&server, &store, &dir, &[]);
     std::fs::remove_file(dir.join(MARKER)).unwrap();
@@ -186,10 +190,7 @@ async fn a_folder_whose_marker_is_gone_is_left_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_wipe_never_propagates() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[("/a.md", "one"), ("/b/c.md", "two")]).await;
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one"), ("/b/c.md", "two")]).await;
     let dir = tmp.path().join("wipe");
     let child = mount(&server, &store, &dir, &["--keep"]);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -201,10 +202,7 @@ async fn a_local_wipe_never_propagates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_after_kill_9_uploads_edits_made_while_down() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[("/a.md", "one"), ("/b.md", "two")]).await;
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one"), ("/b.md", "two")]).await;
     let dir = tmp.path().join("crash");
     let mut child = mount(&server, &store, &dir, &[]);
     child.kill().unwrap();
@@ -220,22 +218,11 @@ async fn resume_after_kill_9_uploads_edits_made_while_down() {
         .unwrap();
 
     // A plain mount refuses the leftover folder with the documented message.
-    let refused = mnemo()
-        .args(["mount", store.as_str()])
-        .arg(&dir)
-        .args(["--base-url", &server.base, "--api-key", KEY])
-        .output()
-        .unwrap();
+    let refused = mount_command(&server, &store, &dir, KEY, &[]).output().unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("something already exists at the memory store's path"));
 
-    let child = mnemo()
-        .args(["mount", store.as_str()])
-        .arg(&dir)
-        .args(["--base-url", &server.base, "--api-key", KEY, "--resume"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = mount_command(&server, &store, &dir, KEY, &["--resume"]).stderr(Stdio::piped()).spawn().unwrap();
     let pulled =
         wait_until(Duration::from_secs(20), || std::fs::read_to_string(dir.join("b.md")).is_ok_and(|s| s == "remote"));
     let (ok, log) = finish(child, "-TERM");
@@ -248,30 +235,16 @@ async fn resume_after_kill_9_uploads_edits_made_while_down() {
     // A folder without its journal is refused by --resume.
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(MARKER), format!("version 1\n{store}")).unwrap();
-    let out = mnemo()
-        .args(["mount", store.as_str()])
-        .arg(&dir)
-        .args(["--base-url", &server.base, "--api-key", KEY, "--resume"])
-        .output()
-        .unwrap();
+    let out = mount_command(&server, &store, &dir, KEY, &["--resume"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot resume"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[tokio::test]
 async fn bad_invocations_fail_with_the_documented_messages() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[]).await;
+    let Fixture { tmp, server, store, .. } = fixture(&[]).await;
     let run_as = |dir: &Path, key: &str, extra: &[&str]| {
-        let out = mnemo()
-            .args(["mount", store.as_str()])
-            .arg(dir)
-            .args(["--base-url", &server.base, "--api-key", key])
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = mount_command(&server, &store, dir, key, extra).output().unwrap();
         (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let run = |dir: &Path, extra: &[&str]| run_as(dir, KEY, extra);
@@ -303,10 +276,7 @@ async fn bad_invocations_fail_with_the_documented_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_aborts_a_stuck_teardown_at_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::with_key(tmp.path());
-    let client = server.client();
-    let store = new_store(&client, &[("/a.md", "a")]).await;
+    let Fixture { tmp, server, store, .. } = fixture(&[("/a.md", "a")]).await;
     let dir = tmp.path().join("stuck");
     let mut child = mount(&server, &store, &dir, &[]);
     // Freeze the server: the final sync's requests now wait for an answer that never comes.

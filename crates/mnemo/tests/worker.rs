@@ -142,6 +142,11 @@ impl Setup {
         self.api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
     }
 
+    /// Whether the session's one work item is `stopped` within `secs` seconds.
+    async fn stopped_within(&self, session: &str, secs: u64) -> bool {
+        wait_until_async(Duration::from_secs(secs), || async { self.work_states(session).await == ["stopped"] }).await
+    }
+
     /// The states of the session's work items, oldest first.
     async fn work_states(&self, session: &str) -> Vec<String> {
         let page = self
@@ -345,10 +350,7 @@ async fn a_killed_worker_leaves_a_folder_that_only_its_session_takes_back() {
 
     let second = s.worker(&state, &[]);
     let other = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
-    assert!(
-        wait_until_async(Duration::from_secs(20), || async { s.work_states(&other).await == ["stopped"] }).await,
-        "the other session's item fails and is stopped"
-    );
+    assert!(s.stopped_within(&other, 20).await, "the other session's item fails and is stopped");
     // The killed session's lease lapses, its item is queued again and reclaimed.
     assert!(
         wait_until_async(Duration::from_secs(30), || async {
@@ -382,9 +384,7 @@ async fn two_workers_never_serve_one_session_twice() {
         s.end_turn(session).await;
     }
     for (session, _) in &sessions {
-        assert!(
-            wait_until_async(Duration::from_secs(30), || async { s.work_states(session).await == ["stopped"] }).await
-        );
+        assert!(s.stopped_within(session, 30).await);
     }
     let (_, la) = stop(a, "-TERM");
     let (_, lb) = stop(b, "-TERM");
@@ -434,7 +434,7 @@ async fn on_work_scripts_can_run_the_single_item_worker() {
     let result = s.result(&session, &id).await;
     assert_eq!(text(&result), "one");
     s.end_turn(&session).await;
-    assert!(wait_until_async(Duration::from_secs(30), || async { s.work_states(&session).await == ["stopped"] }).await);
+    assert!(s.stopped_within(&session, 30).await);
     let (_, logs) = stop(poller, "-TERM");
     assert_eq!(s.memories(&notes).await, [("/a.md".into(), "two\n".into())], "{logs}");
     assert!(!folder.exists());
@@ -478,7 +478,7 @@ async fn confirmations_gate_calls_and_denials_run_nothing() {
     }
     assert_eq!(text(&s.result(&session, &asked).await), "asked");
     s.end_turn(&session).await;
-    assert!(wait_until_async(Duration::from_secs(20), || async { s.work_states(&session).await == ["stopped"] }).await);
+    assert!(s.stopped_within(&session, 20).await);
     let (_, logs) = stop(worker, "-TERM");
     assert_eq!(results(&s.api.json(Method::GET, &events, None).await.unwrap()), [asked], "{logs}");
     assert!(!marker.exists(), "denied calls never run");
@@ -512,7 +512,7 @@ async fn memory_syncs_both_ways_during_the_session() {
     let id = s.call(&session, "read", json!({"file_path": folder.join("remote.md")})).await;
     assert_eq!(text(&s.result(&session, &id).await), "from elsewhere", "the remote change was pulled");
     s.end_turn(&session).await;
-    assert!(wait_until_async(Duration::from_secs(20), || async { s.work_states(&session).await == ["stopped"] }).await);
+    assert!(s.stopped_within(&session, 20).await);
     let (_, logs) = stop(worker, "-TERM");
     assert!(!folder.exists(), "{logs}");
 }
