@@ -150,7 +150,11 @@ impl FromRequestParts<AppState> for MemoryCaller {
 /// Who a memory write is recorded as.
 fn actor(credential: &Credential) -> Actor {
     match credential {
-        Credential::SessionToken { session, .. } => Actor::SessionActor { session_id: session.clone() },
+        Credential::SessionToken { session: Some(session), .. } => Actor::SessionActor { session_id: session.clone() },
+        // Refused on every memory endpoint before an actor is needed.
+        Credential::SessionToken { work, session: None, .. } => {
+            Actor::ServiceAccountActor { service_account_id: work.to_string() }
+        }
         Credential::ApiKey(id) => Actor::ApiActor { api_key_id: id.clone() },
         // Refused on every memory endpoint before an actor is needed.
         Credential::EnvironmentKey { id, .. } => Actor::ServiceAccountActor { service_account_id: id.to_string() },

@@ -316,7 +316,10 @@ pub(crate) fn stats(c: &Connection, env: &EnvironmentId) -> Result<WorkQueueStat
 
 /// The live sessions token hashing to `hash`: its work item, session and environment. A token
 /// dies with its item's lease ([`Lease::token_alive`]), whether or not expiry has been written.
-pub(crate) fn find_token(c: &Connection, hash: &CredentialHash) -> Result<Option<(WorkId, SessionId, EnvironmentId)>> {
+pub(crate) fn find_token(
+    c: &Connection,
+    hash: &CredentialHash,
+) -> Result<Option<(WorkId, Option<SessionId>, EnvironmentId)>> {
     let found: Option<(i64, String)> = query_one(
         c,
         "SELECT work_seq, session_id FROM session_tokens WHERE secret_hash = ?1 AND revoked_at IS NULL",
@@ -328,7 +331,8 @@ pub(crate) fn find_token(c: &Connection, hash: &CredentialHash) -> Result<Option
     if !item.lease.token_alive(now_micros()) {
         return Ok(None);
     }
-    Ok(Some((item.work.id, parse_id(&session)?, item.work.environment_id)))
+    let session = (!session.is_empty()).then(|| parse_id(&session)).transpose()?;
+    Ok(Some((item.work.id, session, item.work.environment_id)))
 }
 
 /// Whether a session has a live item.

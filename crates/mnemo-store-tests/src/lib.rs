@@ -127,7 +127,6 @@ macro_rules! conformance {
             work_is_polled_acknowledged_heartbeaten_and_stopped,
             work_items_are_scoped_listed_annotated_and_counted,
             healthchecks_queue_oldest_first,
-            #[ignore = "bug: resolve_credential fails on a healthcheck's sessions token (Credential::SessionToken needs a session); see the case's doc"]
             a_healthcheck_token_resolves_to_its_item,
             an_unacknowledged_delivery_is_reclaimed,
         });

@@ -238,7 +238,8 @@ pub enum Credential {
     /// Minted for one delivery of one work item; dies when the item stops or its lease is lost.
     SessionToken {
         work: WorkId,
-        session: SessionId,
+        /// The item's session; `None` for a healthcheck, whose token reaches only its item.
+        session: Option<SessionId>,
         environment: EnvironmentId,
     },
 }

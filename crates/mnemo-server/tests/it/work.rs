@@ -429,6 +429,14 @@ async fn healthchecks_and_time_filters() {
     assert_eq!(w.s.call(Method::POST, &w.work("/healthcheck"), &w.env_key, None).await.0, 403);
     let polled = w.poll().await;
     assert_eq!(polled["id"], hc["id"]);
+    // Regression: the worker acks a healthcheck and force-stops it with its sessions token,
+    // which has no session; that stop was a 500 and the item came back after every lease.
+    let id = polled["id"].as_str().unwrap();
+    assert_eq!(w.s.call(Method::POST, &w.work(&format!("/{id}/ack")), &w.env_key, None).await.0, 200);
+    let token = World::token(&polled);
+    let (st, stopped) =
+        w.s.call(Method::POST, &w.work(&format!("/{id}/stop")), &token, Some(json!({"force": true}))).await;
+    assert_eq!((st, stopped["state"].as_str()), (200, Some("stopped")), "{stopped}");
 
     let first = w.session().await;
     let created = first["created_at"].as_str().unwrap();

@@ -84,7 +84,7 @@ pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl 
     let session = session(&*s, &env).await;
     let alive = |work: &Work| Credential::SessionToken {
         work: work.id.clone(),
-        session: session.id.clone(),
+        session: Some(session.id.clone()),
         environment: env.id.clone(),
     };
 

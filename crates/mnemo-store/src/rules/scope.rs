@@ -66,7 +66,7 @@ pub enum Decision {
 /// when it holds a sessions token.
 pub fn attachment_lookup(caller: &Credential) -> Option<&SessionId> {
     match caller {
-        Credential::SessionToken { session, .. } => Some(session),
+        Credential::SessionToken { session, .. } => session.as_ref(),
         Credential::ApiKey(_) | Credential::EnvironmentKey { .. } => None,
     }
 }
@@ -100,7 +100,7 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
             let reaches = match caller {
                 Credential::ApiKey(_) => true,
                 Credential::EnvironmentKey { environment: own, .. } => own == environment,
-                Credential::SessionToken { session: own, .. } => own == session,
+                Credential::SessionToken { session: own, .. } => own.as_ref() == Some(session),
             };
             if reaches {
                 Decision::Allow
@@ -121,7 +121,10 @@ fn memory(caller: &Credential, action: Action<'_>) -> Decision {
                 "the memory endpoints do not accept an environment key; use an API key or the work item's sessions token",
             );
         }
-        Credential::SessionToken { session, .. } => session,
+        Credential::SessionToken { session: Some(session), .. } => session,
+        Credential::SessionToken { session: None, .. } => {
+            return forbid("a healthcheck's sessions token reaches no memory store");
+        }
     };
     let Action::Memory { store, op, attached } = action else {
         return forbid("a sessions token cannot create or list memory stores");

@@ -7,6 +7,7 @@ struct World {
     env_key: Credential,
     other_env_key: Credential,
     token: Credential,
+    healthcheck: Credential,
     env: EnvironmentId,
     other_env: EnvironmentId,
     session: SessionId,
@@ -25,7 +26,12 @@ fn world() -> World {
         api: Credential::ApiKey("apikey_a".parse().unwrap()),
         env_key: Credential::EnvironmentKey { id: "envkey_a".parse().unwrap(), environment: env.clone() },
         other_env_key: Credential::EnvironmentKey { id: "envkey_b".parse().unwrap(), environment: other_env.clone() },
-        token: Credential::SessionToken { work: item.clone(), session: session.clone(), environment: env.clone() },
+        token: Credential::SessionToken {
+            work: item.clone(),
+            session: Some(session.clone()),
+            environment: env.clone(),
+        },
+        healthcheck: Credential::SessionToken { work: item.clone(), session: None, environment: env.clone() },
         env,
         other_env,
         session,
@@ -96,6 +102,11 @@ fn the_scope_of_each_credential() {
         ("an environment key inspects its queue", Some(&w.env_key), work(&w.env, None, WorkOp::Inspect), "allow"),
         ("only an API key manages items", Some(&w.env_key), work(&w.env, Some(&w.item), WorkOp::Manage), "403 this call needs an API key"),
         ("an API key manages items", Some(&w.api), work(&w.env, Some(&w.item), WorkOp::Manage), "allow"),
+        ("a healthcheck's token stops its item", Some(&w.healthcheck), work(&w.env, Some(&w.item), WorkOp::Stop), "allow"),
+        ("but reaches no session", Some(&w.healthcheck), session(&w.session),
+            "403 this credential does not reach session `sesn_a`"),
+        ("nor any memory", Some(&w.healthcheck), memory(MemoryOp::Read, None),
+            "403 a healthcheck's sessions token reaches no memory store"),
     ];
     for (rule, caller, action, expected) in rows {
         assert_eq!(verdict(decide(caller, action)), expected, "rule: {rule}");
