@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
-use mnemo_api::{CreateMemoryStore, MemoryStore};
+use mnemo_api::{CreateMemoryStore, MemoryId, MemoryStore, MemoryStoreId, MemoryVersion};
 use mnemo_client::Client;
+use mnemo_client::ListMemoryVersionsParams;
 use mnemo_server::{AppState, hash_credential};
 use mnemo_store::{Limits, Store};
 use tokio::sync::oneshot;
@@ -40,6 +41,12 @@ impl TestServer {
 
     pub(crate) async fn new_store(&self, name: &str) -> MemoryStore {
         self.client.create_memory_store(&CreateMemoryStore { name: name.into(), ..Default::default() }).await.unwrap()
+    }
+
+    /// The versions of one memory, newest first (one page).
+    pub(crate) async fn versions_of(&self, store: &MemoryStoreId, memory: &MemoryId) -> Vec<MemoryVersion> {
+        let params = ListMemoryVersionsParams { memory_id: Some(memory.to_string()), ..Default::default() };
+        self.client.list_memory_versions(store, &params).await.unwrap().data
     }
 
     /// A JSON call with a bearer token: the status and the body.

@@ -1,5 +1,5 @@
 use mnemo_api::{MemoryListItem, Precondition, UpdateMemory, View, content_sha256, limits::MAX_CONTENT_BYTES};
-use mnemo_client::{ClientError, ListMemoriesParams, ListMemoryVersionsParams};
+use mnemo_client::{ClientError, ListMemoriesParams};
 use mnemo_store::Limits;
 
 use crate::common::{TestServer, error_type};
@@ -194,15 +194,8 @@ async fn updates_with_preconditions_renames_and_retries() {
     let bad = UpdateMemory { path: Some("relative".into()), ..Default::default() };
     assert_eq!(error_type(s.client.update_memory(&store.id, &m.id, &bad, None).await).0, 400);
 
-    let versions = s
-        .client
-        .list_memory_versions(
-            &store.id,
-            &ListMemoryVersionsParams { memory_id: Some(m.id.to_string()), ..Default::default() },
-        )
-        .await
-        .unwrap();
-    let ops: Vec<_> = versions.data.iter().map(|v| v.operation.as_str()).collect();
+    let versions = s.versions_of(&store.id, &m.id).await;
+    let ops: Vec<_> = versions.iter().map(|v| v.operation.as_str()).collect();
     assert_eq!(ops, ["modified", "modified", "modified", "created"], "one version per effective change");
 }
 
@@ -372,23 +365,14 @@ async fn listings_carry_an_etag_and_answer_304_while_the_store_is_unchanged() {
     let path = format!("/v1/memory_stores/{}/memories", store.id);
     let first = s.raw(reqwest::Method::GET, &path).bearer_auth(crate::common::KEY).send().await.unwrap();
     let tag = first.headers()["etag"].to_str().unwrap().to_owned();
-    let same = s
-        .raw(reqwest::Method::GET, &path)
-        .bearer_auth(crate::common::KEY)
-        .header("if-none-match", &tag)
-        .send()
-        .await
-        .unwrap();
+    let if_none_match = |tag: String| {
+        s.raw(reqwest::Method::GET, &path).bearer_auth(crate::common::KEY).header("if-none-match", tag).send()
+    };
+    let same = if_none_match(tag.clone()).await.unwrap();
     assert_eq!(same.status(), 304);
     assert!(same.bytes().await.unwrap().is_empty());
     s.client.create_memory(&store.id, "/b", "b", None).await.unwrap();
-    let changed = s
-        .raw(reqwest::Method::GET, &path)
-        .bearer_auth(crate::common::KEY)
-        .header("if-none-match", &tag)
-        .send()
-        .await
-        .unwrap();
+    let changed = if_none_match(tag.clone()).await.unwrap();
     assert_eq!(changed.status(), 200);
     assert_ne!(changed.headers()["etag"].to_str().unwrap(), tag);
 }

@@ -13,25 +13,18 @@ async fn every_mutation_writes_one_version_with_its_actor() {
     s.client.delete_memory(&store.id, &m.id, None).await.unwrap();
     let other = s.client.create_memory(&store.id, "/b", "b", None).await.unwrap();
 
-    let page = s
-        .client
-        .list_memory_versions(
-            &store.id,
-            &ListMemoryVersionsParams { memory_id: Some(m.id.to_string()), ..Default::default() },
-        )
-        .await
-        .unwrap();
-    let ops: Vec<_> = page.data.iter().map(|v| v.operation).collect();
+    let page = s.versions_of(&store.id, &m.id).await;
+    let ops: Vec<_> = page.iter().map(|v| v.operation).collect();
     assert_eq!(ops, [Operation::Deleted, Operation::Modified, Operation::Created], "newest first, after deletion too");
-    let deleted = &page.data[0];
+    let deleted = &page[0];
     assert_eq!(
         (deleted.path.as_deref(), deleted.content_sha256.as_deref(), deleted.content_size_bytes),
         (Some("/a"), None, None)
     );
-    let Some(Actor::ApiActor { api_key_id }) = &page.data[2].created_by else { panic!("api actor expected") };
+    let Some(Actor::ApiActor { api_key_id }) = &page[2].created_by else { panic!("api actor expected") };
     assert!(api_key_id.as_str().starts_with("apikey_"));
-    assert!(page.data.iter().all(|v| v.content.is_none()), "basic view by default");
-    assert_eq!(page.data[1].content_sha256.as_deref(), Some(mnemo_api::content_sha256(b"2").as_str()));
+    assert!(page.iter().all(|v| v.content.is_none()), "basic view by default");
+    assert_eq!(page[1].content_sha256.as_deref(), Some(mnemo_api::content_sha256(b"2").as_str()));
 
     let by_key = ListMemoryVersionsParams { api_key_id: Some(api_key_id.to_string()), ..Default::default() };
     assert_eq!(s.client.list_memory_versions(&store.id, &by_key).await.unwrap().data.len(), 4);
@@ -86,15 +79,8 @@ async fn redaction_clears_content_but_keeps_the_record() {
 
     // A deleted version can be redacted once the memory is gone.
     s.client.delete_memory(&store.id, &m.id, None).await.unwrap();
-    let versions = s
-        .client
-        .list_memory_versions(
-            &store.id,
-            &ListMemoryVersionsParams { memory_id: Some(m.id.to_string()), ..Default::default() },
-        )
-        .await
-        .unwrap();
-    for v in &versions.data {
+    let versions = s.versions_of(&store.id, &m.id).await;
+    for v in &versions {
         s.client.redact_memory_version(&store.id, &v.id).await.unwrap();
     }
     let unknown = "memver_doesnotexist".parse().unwrap();
