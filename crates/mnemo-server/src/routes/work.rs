@@ -25,21 +25,23 @@ const SESSIONS_TOKEN_PREFIX: &str = "sk-mnemo-sess-";
 /// How long a polled but unacknowledged item stays hidden by default.
 const DEFAULT_RECLAIM_MS: u64 = 5_000;
 
-fn ids(env: &str, work: Option<&str>) -> Result<(EnvironmentId, Option<WorkId>), ApiError> {
-    let env = env.parse().map_err(|_| {
-        ApiError::not_found(format!("environment `{env}` not found")).with_code("environment_not_found")
-    })?;
-    Ok((env, work.map(|w| path_id("work item", w)).transpose()?))
+fn environment_id(env: &str) -> Result<EnvironmentId, ApiError> {
+    env.parse()
+        .map_err(|_| ApiError::not_found(format!("environment `{env}` not found")).with_code("environment_not_found"))
 }
 
-fn work_ids(env: &str, work: &str) -> Result<(EnvironmentId, WorkId), ApiError> {
-    let (env, work) = ids(env, Some(work))?;
-    Ok((env, work.expect("a work id was given")))
+/// The environment a queue-wide call is about, once the scope rules let `caller` do `op` there.
+fn queue(caller: &Caller, env: &str, op: WorkOp) -> Result<EnvironmentId, ApiError> {
+    let env = environment_id(env)?;
+    caller.allow(Action::Work { environment: &env, item: None, op })?;
+    Ok(env)
 }
 
-/// Asks the scope rules whether `caller` may do `op` on `env`'s queue (or one `work` item).
-fn check(caller: &Caller, op: WorkOp, env: &EnvironmentId, work: Option<&WorkId>) -> Result<(), ApiError> {
-    caller.allow(Action::Work { environment: env, item: work, op })
+/// The item a call is about, once the scope rules let `caller` do `op` to it.
+fn item(caller: &Caller, env: &str, work: &str, op: WorkOp) -> Result<(EnvironmentId, WorkId), ApiError> {
+    let (env, work) = (environment_id(env)?, path_id("work item", work)?);
+    caller.allow(Action::Work { environment: &env, item: Some(&work), op })?;
+    Ok((env, work))
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,8 +69,7 @@ pub(crate) async fn poll(
     Path(env): Path<String>,
     Query(q): Query<PollParams>,
 ) -> Result<Response, ApiError> {
-    let (env, _) = ids(&env, None)?;
-    check(&caller, WorkOp::Take, &env, None)?;
+    let env = queue(&caller, &env, WorkOp::Take)?;
     let block = positive("block_ms", q.block_ms.as_deref(), Some(999))?.unwrap_or(0);
     let reclaim =
         positive("reclaim_older_than_ms", q.reclaim_older_than_ms.as_deref(), None)?.unwrap_or(DEFAULT_RECLAIM_MS);
@@ -96,8 +97,7 @@ pub(crate) async fn ack(
     caller: Caller,
     Path((env, work)): Path<(String, String)>,
 ) -> Reply<Work> {
-    let (env, work) = work_ids(&env, &work)?;
-    check(&caller, WorkOp::Take, &env, Some(&work))?;
+    let (env, work) = item(&caller, &env, &work, WorkOp::Take)?;
     Ok(axum::Json(state.store.ack_work(&env, &work).await?))
 }
 
@@ -113,8 +113,7 @@ pub(crate) async fn heartbeat(
     Path((env, work)): Path<(String, String)>,
     Query(q): Query<HeartbeatParams>,
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
-    let (env, work) = work_ids(&env, &work)?;
-    check(&caller, WorkOp::Heartbeat, &env, Some(&work))?;
+    let (env, work) = item(&caller, &env, &work, WorkOp::Heartbeat)?;
     let expected = q.expected_last_heartbeat.as_deref().ok_or_else(|| {
         ApiError::invalid("expected_last_heartbeat is required (`NO_HEARTBEAT` for the first heartbeat)")
     })?;
@@ -135,8 +134,7 @@ pub(crate) async fn stop(
     Path((env, work)): Path<(String, String)>,
     Json(body): Json<StopWork>,
 ) -> Reply<Work> {
-    let (env, work) = work_ids(&env, &work)?;
-    check(&caller, WorkOp::Stop, &env, Some(&work))?;
+    let (env, work) = item(&caller, &env, &work, WorkOp::Stop)?;
     let stopped = state.store.stop_work(&env, &work, body.force.unwrap_or(false)).await?;
     tracing::info!(work.id = %work, state = stopped.state.as_str(), "stopped work item");
     Ok(axum::Json(stopped))
@@ -147,8 +145,7 @@ pub(crate) async fn retrieve(
     caller: Caller,
     Path((env, work)): Path<(String, String)>,
 ) -> Reply<Work> {
-    let (env, work) = work_ids(&env, &work)?;
-    check(&caller, WorkOp::Manage, &env, Some(&work))?;
+    let (env, work) = item(&caller, &env, &work, WorkOp::Manage)?;
     Ok(axum::Json(state.store.get_work(&env, &work).await?))
 }
 
@@ -163,8 +160,7 @@ pub(crate) async fn update(
     Path((env, work)): Path<(String, String)>,
     Json(body): Json<UpdateWork>,
 ) -> Reply<Work> {
-    let (env, work) = work_ids(&env, &work)?;
-    check(&caller, WorkOp::Manage, &env, Some(&work))?;
+    let (env, work) = item(&caller, &env, &work, WorkOp::Manage)?;
     let patch = body.metadata.ok_or_else(|| ApiError::invalid("metadata is required"))?;
     Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
 }
@@ -181,8 +177,7 @@ pub(crate) async fn list(
     Path(env): Path<String>,
     Query(q): Query<ListParams>,
 ) -> Reply<Page<Work>> {
-    let (env, _) = ids(&env, None)?;
-    check(&caller, WorkOp::Inspect, &env, None)?;
+    let env = queue(&caller, &env, WorkOp::Inspect)?;
     let listing = state
         .store
         .list_work(&env, page_limit(q.limit.as_deref(), View::Basic)?, page_cursor(q.page.as_deref())?)
@@ -195,16 +190,14 @@ pub(crate) async fn stats(
     caller: Caller,
     Path(env): Path<String>,
 ) -> Reply<WorkQueueStats> {
-    let (env, _) = ids(&env, None)?;
-    check(&caller, WorkOp::Inspect, &env, None)?;
+    let env = queue(&caller, &env, WorkOp::Inspect)?;
     Ok(axum::Json(state.store.work_stats(&env).await?))
 }
 
 /// Queues a `healthcheck` item (a mnemo extension; API key): a way to check that a worker is
 /// polling and acknowledging.
 pub(crate) async fn healthcheck(State(state): State<AppState>, caller: Caller, Path(env): Path<String>) -> Reply<Work> {
-    let (env, _) = ids(&env, None)?;
-    check(&caller, WorkOp::Manage, &env, None)?;
+    let env = queue(&caller, &env, WorkOp::Manage)?;
     let work = state.store.enqueue_healthcheck(&env).await?;
     state.work_signal.notify_waiters();
     Ok(axum::Json(work))
