@@ -77,13 +77,37 @@ fn load(c: &Connection, env: &EnvironmentId, id: &WorkId) -> Result<Item> {
     .ok_or_else(|| StoreError::not_found("work item", id))
 }
 
+/// The items matching `filter` (SQL over `w`), in queue order.
+fn select(filter: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq WHERE {filter} ORDER BY w.seq"
+    )
+}
+
 /// Items matching `filter` (SQL over `w`), in queue order.
 fn load_where(c: &Connection, filter: &str, p: impl rusqlite::Params) -> Result<Vec<Item>> {
-    c.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq WHERE {filter} ORDER BY w.seq"
-    ))
-    .and_then(|mut s| s.query_map(p, from_row)?.collect::<rusqlite::Result<Vec<_>>>())
-    .map_err(backend)
+    c.prepare_cached(&select(filter))
+        .and_then(|mut s| s.query_map(p, from_row)?.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(backend)
+}
+
+/// The first item matching `filter`, in queue order, that `wanted` accepts; rows are read one at
+/// a time and the scan stops there, so a deep queue costs only the items skipped.
+fn first_where(
+    c: &Connection,
+    filter: &str,
+    p: impl rusqlite::Params,
+    wanted: impl Fn(&Item) -> bool,
+) -> Result<Option<Item>> {
+    let mut stmt = c.prepare_cached(&select(filter)).map_err(backend)?;
+    let mut rows = stmt.query(p).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let item = from_row(row).map_err(backend)?;
+        if wanted(&item) {
+            return Ok(Some(item));
+        }
+    }
+    Ok(None)
 }
 
 /// Writes a transition back: the lease's columns, and the death of the item's tokens.
@@ -203,8 +227,9 @@ pub(crate) fn poll(
         .map_err(backend)?;
     }
     expire(c, Some(env_seq), now)?;
-    let queued = load_where(c, "w.environment_seq = ?1 AND w.state = 'queued'", [env_seq])?;
-    let Some(mut item) = queued.into_iter().find(|i| i.lease.deliverable(now)) else { return Ok(None) };
+    let deliverable = |i: &Item| i.lease.deliverable(now);
+    let queued = "w.environment_seq = ?1 AND w.state = 'queued'";
+    let Some(mut item) = first_where(c, queued, [env_seq], deliverable)? else { return Ok(None) };
     apply(c, item.seq, &item.lease.deliver(now, reclaim_ms), now)?;
     let session = (item.work.data.kind == "session").then(|| item.work.data.id.clone());
     c.execute(
@@ -327,7 +352,7 @@ pub(crate) fn find_token(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let Some((work_seq, session)) = found else { return Ok(None) };
-    let Some(item) = load_where(c, "w.seq = ?1", [work_seq])?.pop() else { return Ok(None) };
+    let Some(item) = first_where(c, "w.seq = ?1", [work_seq], |_| true)? else { return Ok(None) };
     if !item.lease.token_alive(now_micros()) {
         return Ok(None);
     }
