@@ -98,6 +98,9 @@ pub struct EnvironmentKey {
     pub revoked_at: Option<String>,
 }
 
+/// The `expected_last_heartbeat` of an item's first heartbeat.
+pub const NO_HEARTBEAT: &str = "NO_HEARTBEAT";
+
 /// Lifecycle of a work item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

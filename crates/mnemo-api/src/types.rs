@@ -11,6 +11,12 @@ use crate::limits::*;
 /// A point in time, always rendered as RFC 3339 in UTC (`…Z`).
 pub type Timestamp = DateTime<Utc>;
 
+/// RFC 3339 in UTC with microseconds of a time in microseconds since the Unix epoch: the form
+/// of the work API's string-typed timestamps (and of heartbeat values).
+pub fn rfc3339_micros(micros: i64) -> String {
+    DateTime::from_timestamp_micros(micros).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
 /// A server-side collection of memories (`type: "memory_store"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "memory_store")]

@@ -14,8 +14,7 @@ use serde_json::Value;
 
 use crate::{Client, ClientError, Result, decode, success};
 
-/// The sentinel `expected_last_heartbeat` of a lease that has never been heartbeated.
-pub const NO_HEARTBEAT: &str = "NO_HEARTBEAT";
+pub use mnemo_api::NO_HEARTBEAT;
 
 /// A page of session events, oldest first.
 #[derive(Debug, Clone, Deserialize)]

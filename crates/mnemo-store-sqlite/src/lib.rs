@@ -126,9 +126,7 @@ pub(crate) fn ts_opt(micros: Option<i64>) -> Option<Timestamp> {
 }
 
 /// RFC 3339 text in UTC with microseconds, for the API's string-typed timestamps.
-pub(crate) fn rfc3339(micros: i64) -> String {
-    ts(micros).to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+pub(crate) use mnemo_api::rfc3339_micros as rfc3339;
 
 pub(crate) fn rfc3339_opt(micros: Option<i64>) -> Option<String> {
     micros.map(rfc3339)

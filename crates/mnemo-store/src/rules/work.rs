@@ -22,8 +22,7 @@ pub fn check_has_queue(env: &Environment) -> Result<(), StoreError> {
 /// Microseconds since the Unix epoch.
 pub type Micros = i64;
 
-/// The first heartbeat's expectation.
-pub const NO_HEARTBEAT: &str = "NO_HEARTBEAT";
+pub use mnemo_api::NO_HEARTBEAT;
 /// Bounds on a requested lease, in seconds.
 pub const MIN_TTL_SECONDS: u64 = 1;
 pub const MAX_TTL_SECONDS: u64 = 3_600;
@@ -69,10 +68,7 @@ fn seconds(s: u64) -> Micros {
     i64::try_from(s).unwrap_or(i64::MAX / 1_000_000).saturating_mul(1_000_000)
 }
 
-/// RFC 3339 in UTC with microseconds, the form of every string timestamp of the work API.
-pub fn rfc3339(at: Micros) -> String {
-    chrono::DateTime::from_timestamp_micros(at).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+use mnemo_api::rfc3339_micros as rfc3339;
 
 impl Lease {
     /// A new item's bookkeeping: queued, with the lease it will get once acknowledged.
@@ -110,6 +106,10 @@ impl Lease {
     /// Expiry at `now`: an acknowledged item whose lease ran out goes back to the queue; a
     /// `stopping` item that nobody holds any longer is stopped (its worker is gone and cannot
     /// confirm). Either way its tokens die. `None`: nothing expires.
+    ///
+    /// Only an item in `starting`, `active` or `stopping` whose hold (`lease_expires_at`, else
+    /// `pending_until`) is absent or before `now` can expire: a backend may select by that
+    /// before asking, so a scan reads only the items that have lapsed.
     pub fn expire(&self, now: Micros) -> Option<Change> {
         match self.state {
             WorkState::Starting | WorkState::Active if self.lease_expires_at.is_some_and(|at| at < now) => {
