@@ -10,7 +10,7 @@ use mnemo_store::rules;
 use mnemo_store::rules::catalog;
 use mnemo_store::rules::work::{Change, Heartbeat, Lease, Micros};
 use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, Row, named_params, params};
 
 use crate::engine::{backend, query_one};
 use crate::stores::page;
@@ -155,14 +155,18 @@ fn settle(c: &Connection, mut item: Item, now: Micros) -> Result<Item> {
 }
 
 /// The states in which an item can expire.
-const EXPIRABLE: &str = "w.state IN ('starting', 'active', 'stopping')";
+/// The items that may have lapsed by `?now` (see `Lease::expire`); the rule decides.
+const LAPSED: &str = "w.state IN ('starting', 'active', 'stopping') \
+                      AND COALESCE(w.lease_expires_at, w.pending_until, 0) < :now";
 
 /// Applies expiry to every expirable item of one environment (`Some`) or of all; returns how
 /// many changed.
 pub(crate) fn expire(c: &Connection, environment_seq: Option<i64>, now: Micros) -> Result<u64> {
     let items = match environment_seq {
-        Some(env) => load_where(c, &format!("w.environment_seq = ?1 AND {EXPIRABLE}"), [env])?,
-        None => load_where(c, EXPIRABLE, [])?,
+        Some(env) => {
+            load_where(c, &format!("w.environment_seq = :env AND {LAPSED}"), named_params! {":env": env, ":now": now})?
+        }
+        None => load_where(c, LAPSED, named_params! {":now": now})?,
     };
     let mut changed = 0;
     for item in items {
@@ -176,7 +180,8 @@ pub(crate) fn expire(c: &Connection, environment_seq: Option<i64>, now: Micros) 
 
 /// Applies expiry to a session's live items (before judging whether it has one).
 pub(crate) fn settle_session(c: &Connection, session: &SessionId, now: Micros) -> Result<()> {
-    for item in load_where(c, &format!("w.session_id = ?1 AND {EXPIRABLE}"), [session.as_str()])? {
+    let lapsed = format!("w.session_id = :session AND {LAPSED}");
+    for item in load_where(c, &lapsed, named_params! {":session": session.as_str(), ":now": now})? {
         settle(c, item, now)?;
     }
     Ok(())
@@ -362,7 +367,8 @@ pub(crate) fn find_token(
 
 /// Whether a session has a live item.
 pub(crate) fn has_live_work(c: &Connection, session: &SessionId) -> Result<bool> {
-    Ok(load_where(c, "w.session_id = ?1", [session.as_str()])?.iter().any(|i| i.lease.is_live()))
+    let unstopped = "w.session_id = ?1 AND w.state != 'stopped'";
+    Ok(first_where(c, unstopped, [session.as_str()], |i| i.lease.is_live())?.is_some())
 }
 
 pub(crate) fn enqueue_healthcheck(c: &Connection, env: &EnvironmentId, ttl: u64) -> Result<Work> {
