@@ -80,13 +80,10 @@ pub fn check_takes_keys(env: &Environment) -> Result<(), StoreError> {
     }
 }
 
-/// A key is reached only through its own environment.
+/// A key is reached only through its own environment: under any other, it does not exist.
 pub fn check_key_of(key: &EnvironmentKey, environment: &EnvironmentId) -> Result<(), StoreError> {
     if key.environment_id != *environment {
-        return Err(StoreError::NotFound {
-            kind: "environment key",
-            id: format!("{}` in environment `{environment}", key.id),
-        });
+        return Err(StoreError::not_found("environment key", &key.id));
     }
     Ok(())
 }

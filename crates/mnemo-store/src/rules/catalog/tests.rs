@@ -131,7 +131,7 @@ fn environments_stores_agents_and_sessions_change_by_their_rules() {
     assert!(check_key_of(&key, &"env_e".parse().unwrap()).is_ok());
     assert_eq!(
         outcome(check_key_of(&key, &"env_other".parse().unwrap())).unwrap_err(),
-        "environment key `envkey_k` in environment `env_other` not found"
+        "environment key `envkey_k` not found"
     );
 
     let renamed = MemoryStorePatch { name: Some("new".into()), ..Default::default() };
