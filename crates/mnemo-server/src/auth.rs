@@ -126,7 +126,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
             caller.allow(Action::MemoryStores)?;
-            return Ok(Self { actor: actor(&caller.0) });
+            return Ok(Self { actor: actor(&caller)? });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
         let Ok(store) = store.parse::<MemoryStoreId>() else {
@@ -143,22 +143,14 @@ impl FromRequestParts<AppState> for MemoryCaller {
             None => None,
         };
         caller.allow(Action::Memory { store: &store, op, attached })?;
-        Ok(Self { actor: actor(&caller.0) })
+        Ok(Self { actor: actor(&caller)? })
     }
 }
 
-/// Who a memory write is recorded as.
-fn actor(credential: &Credential) -> Actor {
-    match credential {
-        Credential::SessionToken { session: Some(session), .. } => Actor::SessionActor { session_id: session.clone() },
-        // Refused on every memory endpoint before an actor is needed.
-        Credential::SessionToken { work, session: None, .. } => {
-            Actor::ServiceAccountActor { service_account_id: work.to_string() }
-        }
-        Credential::ApiKey(id) => Actor::ApiActor { api_key_id: id.clone() },
-        // Refused on every memory endpoint before an actor is needed.
-        Credential::EnvironmentKey { id, .. } => Actor::ServiceAccountActor { service_account_id: id.to_string() },
-    }
+/// The caller as the versions it writes record it, once the scope rules let it in.
+fn actor(caller: &Caller) -> Result<Actor, ApiError> {
+    scope::memory_actor(&caller.0)
+        .ok_or_else(|| ApiError::permission("this credential cannot be recorded as the author of a memory version"))
 }
 
 impl FromRequestParts<AppState> for ApiKeyCaller {

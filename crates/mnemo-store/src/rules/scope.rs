@@ -4,7 +4,7 @@
 //! session has a store attached — the caller of `decide` looks up first ([`attachment_lookup`]
 //! says when a lookup is needed).
 
-use mnemo_api::{Access, EnvironmentId, MemoryStoreId, SessionId, WorkId};
+use mnemo_api::{Access, Actor, EnvironmentId, MemoryStoreId, SessionId, WorkId};
 
 use crate::Credential;
 use crate::rules::session::EventAuthor;
@@ -68,6 +68,18 @@ pub fn attachment_lookup(caller: &Credential) -> Option<&SessionId> {
     match caller {
         Credential::SessionToken { session, .. } => session.as_ref(),
         Credential::ApiKey(_) | Credential::EnvironmentKey { .. } => None,
+    }
+}
+
+/// Who the memory versions a caller writes record: an API key or a session (through its
+/// token); `None` for a credential that writes no memory.
+pub fn memory_actor(caller: &Credential) -> Option<Actor> {
+    match caller {
+        Credential::ApiKey(id) => Some(Actor::ApiActor { api_key_id: id.clone() }),
+        Credential::SessionToken { session: Some(session), .. } => {
+            Some(Actor::SessionActor { session_id: session.clone() })
+        }
+        Credential::SessionToken { session: None, .. } | Credential::EnvironmentKey { .. } => None,
     }
 }
 

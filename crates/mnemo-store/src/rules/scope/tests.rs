@@ -121,4 +121,8 @@ fn who_posts_as_the_agent_and_who_needs_a_lookup() {
     assert_eq!(event_author(&w.token), EventAuthor::Client);
     assert_eq!(attachment_lookup(&w.token), Some(&w.session));
     assert_eq!(attachment_lookup(&w.api), None);
+    assert_eq!(memory_actor(&w.token), Some(Actor::SessionActor { session_id: w.session.clone() }));
+    assert!(matches!(memory_actor(&w.api), Some(Actor::ApiActor { .. })));
+    assert_eq!(memory_actor(&w.env_key), None, "an environment key writes no memory");
+    assert_eq!(memory_actor(&w.healthcheck), None, "nor does a healthcheck's token");
 }
