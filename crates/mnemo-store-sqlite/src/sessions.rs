@@ -64,19 +64,21 @@ pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i
         .ok_or_else(|| StoreError::not_found("session", id))
 }
 
-pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result<Session> {
-    let env = environments::get_with_seq(c, &new.environment).ok();
-    let agent = agents::get(c, &new.agent.id, new.agent.version);
-    let mut stores_found = Vec::with_capacity(new.attachments.len());
-    for a in &new.attachments {
-        stores_found.push(match stores::get(c, &a.store) {
-            Ok(store) => Some(store),
-            Err(StoreError::NotFound { .. }) => None,
-            Err(other) => return Err(other),
-        });
+/// `None` for an object that does not exist; any other failure stays a failure.
+fn found<T>(lookup: Result<T>) -> Result<Option<T>> {
+    match lookup {
+        Ok(object) => Ok(Some(object)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(StoreError::Coded { code, .. }) if code.is_not_found() => Ok(None),
+        Err(other) => Err(other),
     }
+}
+
+pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result<Session> {
+    let env = found(environments::get_with_seq(c, &new.environment))?;
+    let agent = agents::get(c, &new.agent.id, new.agent.version);
+    let stores_found = new.attachments.iter().map(|a| found(stores::get(c, &a.store))).collect::<Result<Vec<_>>>()?;
     let plan = catalog::plan_session(new, env.as_ref().map(|(e, _)| e), agent, &stores_found)?;
-    let (env, env_seq) = env.expect("a session is planned only on an environment that exists");
     let id = SessionId::generate();
     let now = now_micros();
     let body = Body {
@@ -93,7 +95,7 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
          VALUES (?1, ?2, ?3, ?4, 'idle', ?5, ?5)",
         params![
             id.as_str(),
-            env.id.as_str(),
+            new.environment.as_str(),
             new.agent.id.as_str(),
             serde_json::to_string(&body).map_err(backend)?,
             now
@@ -112,7 +114,7 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
         let logged = LoggedEvent { id: EventId::generate(), event: event.clone(), processed_at: Some(rfc3339(now)) };
         insert_event(c, seq, &logged, now)?;
     }
-    if plan.enqueue_work {
+    if let (true, Some((_, env_seq))) = (plan.enqueue_work, env) {
         work::enqueue(c, env_seq, &WorkData::session(&id), lease_ttl)?;
     }
     get_with_seq(c, &id).map(|(s, _)| s)
