@@ -112,6 +112,13 @@ impl From<StoreError> for ApiError {
                 err.retry = true;
                 err
             }
+            StoreError::Unavailable(_) => {
+                let mut err = Self::new(ErrorType::Api, "the database is unavailable; retry the request");
+                err.status_override = Some(503);
+                err.internal = Some(e.chain());
+                err.retry = true;
+                err
+            }
             StoreError::Backend(_) => Self::internal(e.chain()),
         }
     }
@@ -144,6 +151,7 @@ impl IntoResponse for ApiError {
         }
         if self.retry {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("true"));
+            response.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
         }
         response
     }
@@ -170,6 +178,14 @@ mod tests {
         assert_eq!((status, retry.as_deref()), (529, Some("true")), "a transient failure is worth retrying");
         assert_eq!(body["error"]["type"], "overloaded_error");
         assert!(!body.to_string().contains("deadlock"), "causes stay in the log: {body}");
+
+        let down = StoreError::Unavailable(std::io::Error::other("connection refused to db.internal:5432").into());
+        let response = ApiError::from(down).into_response();
+        assert_eq!(response.status().as_u16(), 503, "an unreachable database is a 503");
+        assert_eq!(response.headers()["retry-after"], "1");
+        assert_eq!(response.headers()["x-should-retry"], "true");
+        let body = futures::executor::block_on(axum::body::to_bytes(response.into_body(), usize::MAX)).unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("db.internal"), "the cause stays in the log");
 
         let (status, retry, body) = render(StoreError::backend(std::io::Error::other("disk on fire")));
         assert_eq!((status, retry), (500, None));

@@ -3,7 +3,8 @@
 //!
 //! A backend is reached through a [`StoreFactory`], which opens a fresh, empty store per test.
 //! [`from_env`] picks one from `MNEMO_TEST_DATABASE` (unset or `sqlite`: an SQLite file in a
-//! temporary folder), so the server's integration tests can run against every backend too.
+//! temporary folder; `postgres`: a fresh schema in the database `MNEMO_TEST_POSTGRES` names),
+//! so the server's integration tests can run against every backend too.
 //! [`conformance!`] expands to one test per case of [`cases`] for a factory; the module doc of
 //! [`cases`] lists the invariants each section checks. A new backend's crate runs the suite
 //! with one line, e.g. `mnemo_store_tests::conformance!(mnemo_store_tests::Sqlite);`.
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mnemo_store::{Limits, Store};
+use mnemo_store_postgres::{PostgresSettings, PostgresStore};
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 
 pub mod cases;
@@ -67,7 +69,64 @@ impl StoreFactory for Sqlite {
     }
 }
 
-/// The backend `MNEMO_TEST_DATABASE` names: unset or `sqlite` for [`Sqlite`].
+/// Fresh schemas in the PostgreSQL database that `MNEMO_TEST_POSTGRES` names (`.ci/postgres
+/// start` runs a throw-away one and prints its URL). Each store lives in its own schema, so
+/// tests run side by side on one database; the schemas go with the cluster.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Postgres;
+
+impl Postgres {
+    /// The database URL tests use.
+    ///
+    /// # Panics
+    /// When `MNEMO_TEST_POSTGRES` is unset: a PostgreSQL test must never pass by not running.
+    pub fn url() -> String {
+        std::env::var("MNEMO_TEST_POSTGRES").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| {
+            panic!(
+                "MNEMO_TEST_POSTGRES is not set: start a throw-away PostgreSQL with \
+                 `export MNEMO_TEST_POSTGRES=$(.ci/postgres start)` (scripts/test does this)"
+            )
+        })
+    }
+
+    /// Creates an empty schema with a fresh name and returns the name.
+    pub async fn fresh_schema() -> String {
+        let url = Self::url();
+        let (client, connection) =
+            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect to MNEMO_TEST_POSTGRES");
+        let driver = tokio::spawn(connection);
+        let schema = format!("t_{:016x}", rand::random::<u64>());
+        client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.expect("create a test schema");
+        drop(client);
+        let _ = driver.await;
+        schema
+    }
+
+    /// Settings reaching `schema` in the test database.
+    pub fn settings(schema: &str, limits: Limits) -> PostgresSettings {
+        let mut settings = PostgresSettings::from_url(&Self::url()).expect("MNEMO_TEST_POSTGRES is a postgres:// URL");
+        settings.config.options(format!("-c search_path={schema}"));
+        settings.pool_size = 8;
+        settings.limits = limits;
+        settings
+    }
+}
+
+#[async_trait]
+impl StoreFactory for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn open(&self, limits: Limits) -> TestStore {
+        let schema = Self::fresh_schema().await;
+        let store = PostgresStore::open(&Self::settings(&schema, limits)).await.expect("open a fresh PostgreSQL store");
+        TestStore { store: Arc::new(store), _keep: None }
+    }
+}
+
+/// The backend `MNEMO_TEST_DATABASE` names: unset or `sqlite` for [`Sqlite`], `postgres` for
+/// [`Postgres`].
 ///
 /// # Panics
 /// On a value naming no backend this build knows, so a misconfigured run fails loudly rather
@@ -75,9 +134,10 @@ impl StoreFactory for Sqlite {
 pub fn from_env() -> Arc<dyn StoreFactory> {
     match std::env::var("MNEMO_TEST_DATABASE").ok().as_deref() {
         None | Some("" | "sqlite") => Arc::new(Sqlite),
+        Some("postgres" | "postgresql") => Arc::new(Postgres),
         Some(other) => {
             let scheme = other.split(':').next().unwrap_or_default();
-            panic!("MNEMO_TEST_DATABASE names an unknown backend `{scheme}` (known: sqlite)")
+            panic!("MNEMO_TEST_DATABASE names an unknown backend `{scheme}` (known: sqlite, postgres)")
         }
     }
 }

@@ -51,6 +51,10 @@ pub enum StoreError {
     /// database): the same call may well succeed if made again.
     #[error("transient storage failure")]
     Retryable(#[source] BoxError),
+    /// The database cannot be reached (restarting, unreachable, out of connections, a
+    /// statement timed out): `503` with `retry-after`; the call may succeed later.
+    #[error("the database is unavailable")]
+    Unavailable(#[source] BoxError),
     /// The database failed; the cause is for logs only.
     #[error("storage failure")]
     Backend(#[source] BoxError),
@@ -109,7 +113,7 @@ impl StoreError {
 
     /// Whether making the same call again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Retryable(_))
+        matches!(self, Self::Retryable(_) | Self::Unavailable(_))
     }
 
     /// The message and every cause below it, `: `-separated, for logs.

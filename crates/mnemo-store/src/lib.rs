@@ -251,6 +251,21 @@ pub struct Listing<T> {
     pub next: Option<Cursor>,
 }
 
+/// A change that live views (event streams, long polls, remembered credentials) must hear
+/// about, whichever server process sharing the database made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// Events were appended to a session, positions `first..=last`.
+    Events { session: SessionId, first: i64, last: i64 },
+    /// Work was queued or returned to a queue: long polls look again.
+    Work,
+    /// A credential may have died: a key or environment key revoked, an environment or a
+    /// session archived or deleted.
+    Credentials,
+    /// Signals may have been lost (the listener reconnected): re-check everything.
+    Resync,
+}
+
 /// Persistent state of a mnemo server.
 ///
 /// Every mutating call commits before it returns: an acknowledged write survives a crash.
@@ -263,6 +278,12 @@ pub struct Listing<T> {
 pub trait Store: Send + Sync + 'static {
     /// Finishes queued writes and releases the database; later calls fail.
     async fn close(&self);
+
+    /// Changes made through every process sharing this database (this one included), for a
+    /// backend several processes share; `None` when this process makes every change itself.
+    fn signals(&self) -> Option<tokio::sync::broadcast::Receiver<Signal>> {
+        None
+    }
 
     /// The API key whose secret hashes to `hash`, unless revoked.
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>>;

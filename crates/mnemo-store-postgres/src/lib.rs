@@ -1,0 +1,626 @@
+//! The PostgreSQL backend of [`mnemo_store::Store`]: several `mnemo serve` replicas on one
+//! database.
+//!
+//! Connections come from a pool ([`deadpool_postgres`] over [`tokio_postgres`]); each call is
+//! one transaction ([`engine`] says which rows it locks to keep the rules of
+//! [`mnemo_store::rules`] with many writers). The schema lives in `migrations/`, the same
+//! shape as SQLite's, and is applied at start under an advisory lock ([`schema`]). Writes that
+//! live views care about send a `NOTIFY` on commit, which every replica hears ([`listen`]).
+
+mod agents;
+mod engine;
+mod environments;
+mod events;
+mod listen;
+mod memories;
+mod schema;
+mod sessions;
+mod stores;
+mod versions;
+mod work;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::DateTime;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use mnemo_api::{
+    Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
+    EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
+    MemoryVersionId, Session, SessionId, Timestamp, View, Work, WorkId, WorkQueueStats,
+};
+use mnemo_store::{
+    Appended, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome, Limits, ListEvents,
+    ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange, MemoryStorePatch,
+    NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal, Store,
+};
+use tokio::sync::broadcast;
+use tokio_postgres::NoTls;
+
+pub use listen::RECHECK_EVERY;
+
+use crate::engine::{Engine, col, failure, notify, one, opt};
+
+/// Where and how to connect.
+#[derive(Clone)]
+pub struct PostgresSettings {
+    /// Host, port, user, password, database and options, from the URL.
+    pub config: tokio_postgres::Config,
+    /// Most connections this process opens (besides the one that listens).
+    pub pool_size: usize,
+    /// Longest wait to connect, or for a free connection, before a call fails with `503`.
+    pub connect_timeout: Duration,
+    /// Longest a statement may run before the database cancels it (`None`: no limit).
+    pub statement_timeout: Option<Duration>,
+    pub limits: Limits,
+}
+
+impl std::fmt::Debug for PostgresSettings {
+    // The config holds the password: show where, never how.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSettings")
+            .field("hosts", &self.config.get_hosts())
+            .field("ports", &self.config.get_ports())
+            .field("dbname", &self.config.get_dbname())
+            .field("user", &self.config.get_user())
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The pool size when none is given.
+pub const DEFAULT_POOL_SIZE: usize = 16;
+/// The connect timeout when none is given.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The statement timeout when none is given.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl PostgresSettings {
+    /// Parses `postgres://USER:PASS@HOST:PORT/DB?…` (or `postgresql://`), with libpq's
+    /// connection options in the query. Errors never repeat the URL (it may hold a password).
+    pub fn from_url(url: &str) -> Result<Self, String> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err("not a postgres:// URL".into());
+        }
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|e: tokio_postgres::Error| format!("the postgres:// URL is malformed: {}", redact(&e.to_string(), url)))?;
+        if config.get_dbname().is_none() {
+            return Err("the postgres:// URL names no database (postgres://USER:PASS@HOST:PORT/DB)".into());
+        }
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err("sslmode=require is not supported by this build; reach the database over a trusted network \
+                        or a local TLS proxy"
+                .into());
+        }
+        Ok(Self {
+            config,
+            pool_size: DEFAULT_POOL_SIZE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+            limits: Limits::default(),
+        })
+    }
+}
+
+/// `message` with every part of `url` that might be a secret cut out.
+fn redact(message: &str, url: &str) -> String {
+    let mut out = message.replace(url, "<url>");
+    if let Some(password) = url.split_once("://").and_then(|(_, rest)| rest.split_once('@')).map(|(auth, _)| auth)
+        && let Some((_, password)) = password.split_once(':')
+        && !password.is_empty()
+    {
+        out = out.replace(password, "<password>");
+    }
+    out
+}
+
+/// A [`Store`] in a PostgreSQL database, shared with other processes.
+pub struct PostgresStore {
+    engine: Engine,
+    limits: Limits,
+    /// The `NOTIFY` channel of this deployment (one per schema).
+    channel: String,
+    signals: broadcast::Sender<Signal>,
+    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("channel", &self.channel).finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects, applies pending migrations (refusing a database newer than this build), and
+    /// starts listening for other replicas' changes.
+    pub async fn open(settings: &PostgresSettings) -> Result<Self> {
+        let mut config = settings.config.clone();
+        config.connect_timeout(settings.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("mnemo");
+        }
+        let listen_config = config.clone();
+        if let Some(timeout) = settings.statement_timeout {
+            let options = config.get_options().unwrap_or_default();
+            let ms = timeout.as_millis().max(1);
+            config.options(format!("{options} -c statement_timeout={ms}").trim_start());
+        }
+        let manager =
+            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let timeout = Some(settings.connect_timeout);
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(timeout)
+            .create_timeout(timeout)
+            .recycle_timeout(timeout)
+            .build()
+            .map_err(|e| failure(format!("build the connection pool: {e}")))?;
+        let engine = Engine::new(pool);
+        let schema = {
+            let mut client = engine.client().await?;
+            schema::migrate(&mut client).await?
+        };
+        let channel = listen::channel(&schema);
+        let signals = listen::channel_pair();
+        let listener = tokio::spawn(listen::run(listen_config, channel.clone(), signals.clone()));
+        Ok(Self { engine, limits: settings.limits, channel, signals, listener: Mutex::new(Some(listener)) })
+    }
+
+    async fn signal(&self, tx: &engine::Tx<'_>, signal: &Signal) -> Result<()> {
+        notify(tx, &self.channel, signal).await
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.lock().expect("listener lock poisoned").take() {
+            listener.abort();
+        }
+    }
+}
+
+pub(crate) fn ts(micros: i64) -> Timestamp {
+    DateTime::from_timestamp_micros(micros).unwrap_or_default()
+}
+
+pub(crate) fn ts_opt(micros: Option<i64>) -> Option<Timestamp> {
+    micros.map(ts)
+}
+
+/// RFC 3339 text in UTC with microseconds, for the API's string-typed timestamps.
+pub(crate) use mnemo_api::rfc3339_micros as rfc3339;
+
+pub(crate) fn rfc3339_opt(micros: Option<i64>) -> Option<String> {
+    micros.map(rfc3339)
+}
+
+/// An actor as the two columns `(kind, id)`.
+pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
+    match actor {
+        Actor::SessionActor { session_id } => ("session_actor", session_id.as_str()),
+        Actor::ApiActor { api_key_id } => ("api_actor", api_key_id.as_str()),
+        Actor::UserActor { user_id } => ("user_actor", user_id),
+        Actor::ServiceAccountActor { service_account_id } => ("service_account_actor", service_account_id),
+    }
+}
+
+/// Reads an actor back from its two columns; unknown shapes read as "not recorded".
+pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Option<Actor> {
+    let id = id?;
+    Some(match kind?.as_str() {
+        "session_actor" => Actor::SessionActor { session_id: id.parse().ok()? },
+        "api_actor" => Actor::ApiActor { api_key_id: id.parse().ok()? },
+        "user_actor" => Actor::UserActor { user_id: id },
+        "service_account_actor" => Actor::ServiceAccountActor { service_account_id: id },
+        _ => return None,
+    })
+}
+
+pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T> {
+    s.parse().map_err(|_| failure(format!("malformed id `{s}` in the database")))
+}
+
+/// Writes that kill credentials tell every replica to forget the ones it remembers.
+async fn credentials_changed(store: &PostgresStore, tx: &engine::Tx<'_>) -> Result<()> {
+    store.signal(tx, &Signal::Credentials).await
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn close(&self) {
+        if let Some(listener) = self.listener.lock().expect("listener lock poisoned").take() {
+            listener.abort();
+        }
+        self.engine.close();
+    }
+
+    fn signals(&self) -> Option<broadcast::Receiver<Signal>> {
+        Some(self.signals.subscribe())
+    }
+
+    async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
+        read!(self.engine, |tx| {
+            let row = opt(&tx, "SELECT id FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL", &[&&hash[..]])
+                .await?;
+            row.map(|r| col::<String>(&r, 0).and_then(|id| parse_id(&id))).transpose()
+        })
+    }
+
+    async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
+        write!(self.engine, |tx| {
+            let fresh = ApiKeyId::generate();
+            let now = engine::now(&tx).await?;
+            engine::exec(
+                &tx,
+                "INSERT INTO api_keys (id, secret_hash, label, created_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (secret_hash) DO NOTHING",
+                &[&fresh.as_str(), &&hash[..], &label, &now],
+            )
+            .await?;
+            let row = one(&tx, "SELECT id FROM api_keys WHERE secret_hash = $1", &[&&hash[..]]).await?;
+            parse_id(&col::<String>(&row, 0)?)
+        })
+    }
+
+    async fn count_api_keys(&self) -> Result<u64> {
+        read!(self.engine, |tx| {
+            let row = one(&tx, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", &[]).await?;
+            Ok(col::<i64>(&row, 0)?.try_into().unwrap_or_default())
+        })
+    }
+
+    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
+        read!(self.engine, |tx| {
+            let api = opt(&tx, "SELECT id FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL", &[&&hash[..]])
+                .await?;
+            if let Some(row) = api {
+                return Ok(Some(Credential::ApiKey(parse_id(&col::<String>(&row, 0)?)?)));
+            }
+            if let Some((id, environment)) = environments::find_key(&tx, &hash).await? {
+                return Ok(Some(Credential::EnvironmentKey { id, environment }));
+            }
+            Ok(work::find_token(&tx, &hash).await?.map(|(work, session, environment)| Credential::SessionToken {
+                work,
+                session,
+                environment,
+            }))
+        })
+    }
+
+    async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
+        write!(self.engine, |tx| environments::create(&tx, &new).await)
+    }
+
+    async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+        read!(self.engine, |tx| environments::get_with_seq(&tx, id).await.map(|(e, _)| e))
+    }
+
+    async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
+        write!(self.engine, |tx| environments::update(&tx, id, patch.clone()).await)
+    }
+
+    async fn list_environments(
+        &self,
+        include_archived: bool,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Environment>> {
+        read!(self.engine, |tx| environments::list(&tx, include_archived, limit, after.as_ref()).await)
+    }
+
+    async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+        write!(self.engine, |tx| {
+            let archived = environments::archive(&tx, id).await?;
+            credentials_changed(self, &tx).await?;
+            Ok(archived)
+        })
+    }
+
+    async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
+        write!(self.engine, |tx| {
+            environments::delete(&tx, id).await?;
+            credentials_changed(self, &tx).await
+        })
+    }
+
+    async fn create_environment_key(
+        &self,
+        environment: &EnvironmentId,
+        hash: CredentialHash,
+    ) -> Result<EnvironmentKey> {
+        write!(self.engine, |tx| environments::create_key(&tx, environment, hash).await)
+    }
+
+    async fn revoke_environment_key(
+        &self,
+        environment: &EnvironmentId,
+        id: &EnvironmentKeyId,
+    ) -> Result<EnvironmentKey> {
+        write!(self.engine, |tx| {
+            let key = environments::revoke_key(&tx, environment, id).await?;
+            credentials_changed(self, &tx).await?;
+            Ok(key)
+        })
+    }
+
+    async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
+        read!(self.engine, |tx| environments::list_keys(&tx, environment).await)
+    }
+
+    async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
+        write!(self.engine, |tx| agents::create(&tx, &spec).await)
+    }
+
+    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        read!(self.engine, |tx| agents::get(&tx, id, version).await)
+    }
+
+    async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
+        write!(self.engine, |tx| agents::update(&tx, id, base, &params).await)
+    }
+
+    async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>> {
+        read!(self.engine, |tx| agents::list(&tx, include_archived, limit, after.as_ref()).await)
+    }
+
+    async fn archive_agent(&self, id: &AgentId) -> Result<Agent> {
+        write!(self.engine, |tx| agents::archive(&tx, id).await)
+    }
+
+    async fn create_session(&self, new: NewSession) -> Result<Session> {
+        let ttl = self.limits.work_lease_ttl_seconds;
+        write!(self.engine, |tx| {
+            let (session, queued) = sessions::create(&tx, &new, ttl).await?;
+            if queued {
+                self.signal(&tx, &Signal::Work).await?;
+            }
+            Ok(session)
+        })
+    }
+
+    async fn get_session(&self, id: &SessionId) -> Result<Session> {
+        read!(self.engine, |tx| sessions::get_with_seq(&tx, id).await.map(|(s, _)| s))
+    }
+
+    async fn update_session(
+        &self,
+        id: &SessionId,
+        title: Option<Option<String>>,
+        metadata: Option<BTreeMap<String, Option<String>>>,
+    ) -> Result<Session> {
+        write!(self.engine, |tx| sessions::update(&tx, id, title.clone(), metadata.as_ref()).await)
+    }
+
+    async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
+        read!(self.engine, |tx| sessions::list(&tx, &query).await)
+    }
+
+    async fn archive_session(&self, id: &SessionId) -> Result<Session> {
+        write!(self.engine, |tx| {
+            let session = sessions::archive(&tx, id).await?;
+            credentials_changed(self, &tx).await?;
+            Ok(session)
+        })
+    }
+
+    async fn delete_session(&self, id: &SessionId) -> Result<()> {
+        write!(self.engine, |tx| {
+            sessions::delete(&tx, id).await?;
+            credentials_changed(self, &tx).await
+        })
+    }
+
+    async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>> {
+        read!(self.engine, |tx| events::list(&tx, session, &query).await)
+    }
+
+    async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>> {
+        read!(self.engine, |tx| events::after(&tx, session, seq).await)
+    }
+
+    async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended> {
+        let ttl = self.limits.work_lease_ttl_seconds;
+        write!(self.engine, |tx| {
+            let appended = events::append(&tx, session, events.clone(), author, ttl).await?;
+            if let (Some(first), Some(last)) = (appended.written.first(), appended.written.last()) {
+                let signal = Signal::Events { session: session.clone(), first: first.seq, last: last.seq };
+                self.signal(&tx, &signal).await?;
+            }
+            if appended.enqueued_work {
+                self.signal(&tx, &Signal::Work).await?;
+            }
+            Ok(appended)
+        })
+    }
+
+    async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+        read!(self.engine, |tx| sessions::store_access(&tx, session, store).await)
+    }
+
+    async fn poll_work(
+        &self,
+        environment: &EnvironmentId,
+        worker_id: Option<String>,
+        reclaim_ms: u64,
+        token_hash: CredentialHash,
+    ) -> Result<Option<Work>> {
+        write!(self.engine, |tx| work::poll(&tx, environment, worker_id.as_deref(), reclaim_ms, &token_hash).await)
+    }
+
+    async fn expire_work(&self) -> Result<u64> {
+        write!(self.engine, |tx| {
+            let now = engine::now(&tx).await?;
+            let changed = work::expire(&tx, None, now).await?;
+            if changed > 0 {
+                self.signal(&tx, &Signal::Work).await?;
+            }
+            Ok(changed)
+        })
+    }
+
+    async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {
+        let ttl = self.limits.work_lease_ttl_seconds;
+        write!(self.engine, |tx| {
+            let item = work::enqueue_healthcheck(&tx, environment, ttl).await?;
+            self.signal(&tx, &Signal::Work).await?;
+            Ok(item)
+        })
+    }
+
+    async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        write!(self.engine, |tx| work::ack(&tx, environment, id).await)
+    }
+
+    async fn heartbeat_work(
+        &self,
+        environment: &EnvironmentId,
+        id: &WorkId,
+        expected_last_heartbeat: &str,
+        desired_ttl_seconds: Option<u64>,
+    ) -> Result<HeartbeatOutcome> {
+        write!(self.engine, |tx| {
+            work::heartbeat(&tx, environment, id, expected_last_heartbeat, desired_ttl_seconds).await
+        })
+    }
+
+    async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
+        write!(self.engine, |tx| work::stop(&tx, environment, id, force).await)
+    }
+
+    async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        read!(self.engine, |tx| work::get(&tx, environment, id).await)
+    }
+
+    async fn update_work_metadata(
+        &self,
+        environment: &EnvironmentId,
+        id: &WorkId,
+        patch: BTreeMap<String, Option<String>>,
+    ) -> Result<Work> {
+        write!(self.engine, |tx| work::update_metadata(&tx, environment, id, &patch).await)
+    }
+
+    async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>> {
+        read!(self.engine, |tx| work::list(&tx, environment, limit, after.as_ref()).await)
+    }
+
+    async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats> {
+        read!(self.engine, |tx| work::stats(&tx, environment).await)
+    }
+
+    async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
+        write!(self.engine, |tx| stores::create(&tx, new.clone()).await)
+    }
+
+    async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        read!(self.engine, |tx| stores::get(&tx, id).await)
+    }
+
+    async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
+        write!(self.engine, |tx| stores::update(&tx, id, patch.clone()).await)
+    }
+
+    async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
+        read!(self.engine, |tx| stores::list(&tx, &query).await)
+    }
+
+    async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        write!(self.engine, |tx| stores::archive(&tx, id).await)
+    }
+
+    async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
+        write!(self.engine, |tx| stores::delete(&tx, id).await)
+    }
+
+    async fn create_memory(
+        &self,
+        store: &MemoryStoreId,
+        path: MemoryPath,
+        content: String,
+        actor: Actor,
+    ) -> Result<Memory> {
+        let limit = self.limits.max_memories_per_store;
+        write!(self.engine, |tx| memories::create(&tx, store, &path, content.clone(), &actor, limit).await)
+    }
+
+    async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+        read!(self.engine, |tx| memories::get(&tx, store, id).await)
+    }
+
+    async fn update_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        change: MemoryChange,
+        actor: Actor,
+    ) -> Result<Memory> {
+        write!(self.engine, |tx| memories::update(&tx, store, id, change.clone(), &actor).await)
+    }
+
+    async fn delete_memory(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryId,
+        expected_sha256: Option<String>,
+        actor: Actor,
+    ) -> Result<()> {
+        write!(self.engine, |tx| memories::delete(&tx, store, id, expected_sha256.as_deref(), &actor).await)
+    }
+
+    async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64> {
+        read!(self.engine, |tx| stores::change_seq(&tx, store).await)
+    }
+
+    async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
+        read!(self.engine, |tx| memories::list(&tx, store, &query).await)
+    }
+
+    async fn get_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        view: View,
+    ) -> Result<MemoryVersion> {
+        read!(self.engine, |tx| versions::get(&tx, store, id, view).await)
+    }
+
+    async fn list_memory_versions(
+        &self,
+        store: &MemoryStoreId,
+        query: ListMemoryVersions,
+    ) -> Result<Listing<MemoryVersion>> {
+        read!(self.engine, |tx| versions::list(&tx, store, &query).await)
+    }
+
+    async fn redact_memory_version(
+        &self,
+        store: &MemoryStoreId,
+        id: &MemoryVersionId,
+        actor: Actor,
+    ) -> Result<MemoryVersion> {
+        write!(self.engine, |tx| versions::redact(&tx, store, id, &actor).await)
+    }
+}
+
+/// Every table of the schema, in an order that satisfies foreign keys (parents first).
+pub const TABLES: &[&str] = &[
+    "api_keys",
+    "memory_stores",
+    "memory_versions",
+    "memories",
+    "environments",
+    "environment_keys",
+    "agents",
+    "agent_versions",
+    "sessions",
+    "session_memory_stores",
+    "session_events",
+    "work_items",
+    "session_tokens",
+    "worker_polls",
+];

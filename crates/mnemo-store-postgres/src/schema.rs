@@ -1,0 +1,44 @@
+//! Schema migrations, tracked in the table `mnemo_schema`.
+//!
+//! Every replica migrates at start. The whole migration runs in one transaction holding an
+//! advisory lock keyed by the schema's name, so replicas starting at once take turns: the first
+//! applies what is missing, the others find nothing left to do. A database migrated by a newer
+//! mnemo is refused rather than misread.
+
+use deadpool_postgres::Object;
+use mnemo_store::StoreError;
+
+use crate::engine::{backend, failure};
+
+/// Every migration in order; the schema version is the count applied.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_initial.sql")];
+
+/// The newest schema version this build knows.
+pub const VERSION: usize = MIGRATIONS.len();
+
+/// Brings the database up to the newest schema; returns the schema (namespace) it lives in.
+pub(crate) async fn migrate(client: &mut Object) -> Result<String, StoreError> {
+    let tx = client.transaction().await.map_err(backend)?;
+    let schema: String = tx.query_one("SELECT current_schema()", &[]).await.map_err(backend)?.get(0);
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext('mnemo migrations ' || current_schema()))", &[])
+        .await
+        .map_err(backend)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS mnemo_schema (version INTEGER NOT NULL)").await.map_err(backend)?;
+    let current: Option<i32> =
+        tx.query_opt("SELECT max(version) FROM mnemo_schema", &[]).await.map_err(backend)?.and_then(|r| r.get(0));
+    let current = usize::try_from(current.unwrap_or(0)).unwrap_or(0);
+    if current > VERSION {
+        return Err(failure(format!(
+            "the database has schema version {current}, newer than this mnemo knows ({VERSION}); upgrade mnemo"
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.batch_execute(sql).await.map_err(|e| failure(format!("migration {}: {e}", i + 1)))?;
+        let version = i32::try_from(i + 1).unwrap_or(i32::MAX);
+        tx.execute("DELETE FROM mnemo_schema", &[]).await.map_err(backend)?;
+        tx.execute("INSERT INTO mnemo_schema (version) VALUES ($1)", &[&version]).await.map_err(backend)?;
+        tracing::info!(version, "applied a schema migration");
+    }
+    tx.commit().await.map_err(backend)?;
+    Ok(schema)
+}

@@ -1,0 +1,159 @@
+//! Memory stores.
+//!
+//! A write that judges a store's memories (paths, the cap, the change counter) first locks the
+//! store's row with [`lock`], so writers of one store take turns while writers of different
+//! stores do not wait for each other.
+
+use std::collections::BTreeMap;
+
+use mnemo_api::{MemoryStore, MemoryStoreId};
+use mnemo_store::rules::catalog;
+use mnemo_store::{Cursor, ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
+use tokio_postgres::Row;
+
+use crate::engine::{Tx, all, col, exec, now, opt};
+use crate::{parse_id, ts, ts_opt};
+
+const COLUMNS: &str = "id, name, description, metadata, created_at, updated_at, archived_at, seq";
+
+fn from_row(r: &Row) -> Result<(MemoryStore, i64)> {
+    let metadata: String = col(r, 3)?;
+    Ok((
+        MemoryStore {
+            id: parse_id(&col::<String>(r, 0)?)?,
+            name: col(r, 1)?,
+            description: col(r, 2)?,
+            metadata: serde_json::from_str(&metadata).unwrap_or_default(),
+            created_at: ts(col(r, 4)?),
+            updated_at: ts(col(r, 5)?),
+            archived_at: ts_opt(col(r, 6)?),
+        },
+        col(r, 7)?,
+    ))
+}
+
+/// The store and its row number, or not-found.
+pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
+    let row = opt(tx, &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1"), &[&id.as_str()]).await?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("memory store", id))
+}
+
+/// Like [`get_with_seq`], and locks the store's row until the transaction ends: the writer
+/// holding it is the only one judging and changing the store's memories.
+pub(crate) async fn lock(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
+    let row =
+        opt(tx, &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1 FOR UPDATE"), &[&id.as_str()]).await?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("memory store", id))
+}
+
+pub(crate) async fn get(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
+    get_with_seq(tx, id).await.map(|(s, _)| s)
+}
+
+fn metadata_json(m: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(m).expect("a map of strings serialises")
+}
+
+pub(crate) async fn create(tx: &Tx<'_>, new: NewMemoryStore) -> Result<MemoryStore> {
+    let id = MemoryStoreId::generate();
+    let now = now(tx).await?;
+    exec(
+        tx,
+        "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $5)",
+        &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
+    )
+    .await?;
+    Ok(MemoryStore {
+        id,
+        name: new.name,
+        description: new.description,
+        metadata: new.metadata,
+        created_at: ts(now),
+        updated_at: ts(now),
+        archived_at: None,
+    })
+}
+
+pub(crate) async fn update(tx: &Tx<'_>, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
+    let (current, seq) = lock(tx, id).await?;
+    let mut store = catalog::update_store(&current, patch)?;
+    let now = now(tx).await?;
+    exec(
+        tx,
+        "UPDATE memory_stores SET name = $1, description = $2, metadata = $3, updated_at = $4 WHERE seq = $5",
+        &[&store.name, &store.description, &metadata_json(&store.metadata), &now, &seq],
+    )
+    .await?;
+    store.updated_at = ts(now);
+    Ok(store)
+}
+
+pub(crate) async fn archive(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
+    let (mut store, seq) = lock(tx, id).await?;
+    if store.archived_at.is_none() {
+        let now = now(tx).await?;
+        exec(tx, "UPDATE memory_stores SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq]).await?;
+        store.archived_at = Some(ts(now));
+        store.updated_at = ts(now);
+    }
+    Ok(store)
+}
+
+pub(crate) async fn delete(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<()> {
+    let (_, seq) = lock(tx, id).await?;
+    // Children first: cheaper than cascading through foreign keys row by row.
+    exec(tx, "DELETE FROM memories WHERE store_seq = $1", &[&seq]).await?;
+    exec(tx, "DELETE FROM memory_versions WHERE store_seq = $1", &[&seq]).await?;
+    exec(tx, "DELETE FROM memory_stores WHERE seq = $1", &[&seq]).await?;
+    Ok(())
+}
+
+/// The position of the store's newest version: moves on every change, because every change
+/// writes a version while holding the store's lock (so positions grow in commit order).
+pub(crate) async fn change_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<i64> {
+    let (_, seq) = get_with_seq(tx, id).await?;
+    let row = crate::engine::one(tx, "SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = $1", &[&seq])
+        .await?;
+    col(&row, 0)
+}
+
+pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {
+    let before = before(q.after.as_ref())?;
+    let rows = all(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM memory_stores \
+             WHERE seq < $1 AND ($2 OR archived_at IS NULL) \
+               AND created_at >= $3 AND created_at <= $4 \
+             ORDER BY seq DESC LIMIT $5"
+        ),
+        &[
+            &before,
+            &q.include_archived,
+            &q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+            &q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+            &(i64::from(q.limit) + 1),
+        ],
+    )
+    .await?;
+    let rows = rows.iter().map(from_row).collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, q.limit))
+}
+
+/// The exclusive upper bound of a newest-first page: rows older than the cursor.
+pub(crate) fn before(after: Option<&Cursor>) -> Result<i64> {
+    match after {
+        None => Ok(i64::MAX),
+        Some(Cursor::Before(seq)) => Ok(*seq),
+        Some(_) => Err(StoreError::InvalidCursor),
+    }
+}
+
+/// Cuts `limit + 1` newest-first rows into a page and its cursor.
+pub(crate) fn page<T>(mut rows: Vec<(T, i64)>, limit: u32) -> Listing<T> {
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next = if more { rows.last().map(|(_, seq)| Cursor::Before(*seq)) } else { None };
+    Listing { items: rows.into_iter().map(|(item, _)| item).collect(), next }
+}
