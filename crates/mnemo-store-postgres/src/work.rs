@@ -1,28 +1,336 @@
-//! The work queue. (Being ported from the SQLite backend.)
-#![allow(unused_variables, clippy::unused_async)]
+//! The self-hosted work queue: SQL for delivery, leases, stops and the sessions tokens bound
+//! to each delivery. Every transition is decided by [`mnemo_store::rules::work::Lease`]; this
+//! module loads leases, writes them back and revokes tokens, each call inside the caller's
+//! transaction and on the database's clock ([`crate::engine::now`]).
+//!
+//! Several replicas write at once, so every transition first locks the item's row and judges
+//! the lease as it stands once locked:
+//!
+//! - a poll claims a queued item with `FOR UPDATE SKIP LOCKED`, oldest first, so two pollers
+//!   are never handed the same item and never wait for each other;
+//! - expiry locks the lapsed items it changes (the sweeps skip items another transaction
+//!   holds; a session's settlement waits for them);
+//! - acknowledgement, heartbeats, stops and metadata updates lock the item (`FOR UPDATE`)
+//!   before judging it.
+//!
+//! A session's row is locked before its items (see [`crate::engine`]); nothing here locks a
+//! session, so callers that hold one (appends, archive, delete) keep that order.
+#![allow(unused_variables, unused_imports, dead_code, clippy::unused_async)] // Until the rest is ported.
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats};
-use mnemo_store::{CredentialHash, Cursor, HeartbeatOutcome, Listing, Result};
+use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats, WorkState};
+use mnemo_store::rules;
+use mnemo_store::rules::catalog;
+use mnemo_store::rules::work::{Change, Heartbeat, Lease};
+use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
+use tokio_postgres::Row;
 
-use crate::engine::{Tx, failure};
+use crate::engine::{Param, Tx, all, backend, col, exec, failure, now, one, opt};
+use crate::stores::page;
+use crate::{environments, parse_id, rfc3339, rfc3339_opt};
 
 /// Microseconds since the epoch on the database's clock.
 pub(crate) type Micros = i64;
 
-pub(crate) async fn expire(tx: &Tx<'_>, environment_seq: Option<i64>, now: Micros) -> Result<u64> { Err(failure("unported")) }
-pub(crate) async fn settle_session(tx: &Tx<'_>, session: &SessionId, now: Micros) -> Result<()> { Err(failure("unported")) }
-pub(crate) async fn enqueue(tx: &Tx<'_>, environment_seq: i64, data: &WorkData, ttl: u64) -> Result<WorkId> { Err(failure("unported")) }
-pub(crate) async fn poll(tx: &Tx<'_>, env: &EnvironmentId, worker_id: Option<&str>, reclaim_ms: u64, token_hash: &CredentialHash) -> Result<Option<Work>> { Err(failure("unported")) }
-pub(crate) async fn ack(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> { Err(failure("unported")) }
-pub(crate) async fn heartbeat(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId, expected_last_heartbeat: &str, desired_ttl_seconds: Option<u64>) -> Result<HeartbeatOutcome> { Err(failure("unported")) }
-pub(crate) async fn stop(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> { Err(failure("unported")) }
-pub(crate) async fn stop_session_work(tx: &Tx<'_>, session: &SessionId) -> Result<()> { Err(failure("unported")) }
-pub(crate) async fn get(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> { Err(failure("unported")) }
-pub(crate) async fn update_metadata(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId, patch: &BTreeMap<String, Option<String>>) -> Result<Work> { Err(failure("unported")) }
-pub(crate) async fn list(tx: &Tx<'_>, env: &EnvironmentId, limit: u32, after: Option<&Cursor>) -> Result<Listing<Work>> { Err(failure("unported")) }
-pub(crate) async fn stats(tx: &Tx<'_>, env: &EnvironmentId) -> Result<WorkQueueStats> { Err(failure("unported")) }
-pub(crate) async fn find_token(tx: &Tx<'_>, hash: &CredentialHash) -> Result<Option<(WorkId, Option<SessionId>, EnvironmentId)>> { Err(failure("unported")) }
-pub(crate) async fn has_live_work(tx: &Tx<'_>, session: &SessionId) -> Result<bool> { Err(failure("unported")) }
-pub(crate) async fn enqueue_healthcheck(tx: &Tx<'_>, env: &EnvironmentId, ttl: u64) -> Result<Work> { Err(failure("unported")) }
+/// A worker counts as polling for this long after its last poll.
+const POLLING_WINDOW_MICROS: i64 = 30_000_000;
+
+const COLUMNS: &str = "w.id, e.id, w.state, w.data, w.metadata, w.created_at, w.acknowledged_at, w.started_at, \
+                       w.latest_heartbeat_at, w.stop_requested_at, w.stopped_at, w.seq, w.last_heartbeat, \
+                       w.ttl_seconds, w.pending_until, w.lease_expires_at";
+
+/// Locks the selected items (never their environment) until the transaction ends.
+const LOCK: &str = "FOR UPDATE OF w";
+/// Locks the selected items, passing over those another transaction holds.
+const LOCK_SKIP: &str = "FOR UPDATE OF w SKIP LOCKED";
+
+/// A work row: the item as the API shows it, its lease, and its row number.
+struct Item {
+    work: Work,
+    lease: Lease,
+    seq: i64,
+}
+
+fn from_row(r: &Row) -> Result<Item> {
+    let state: String = col(r, 2)?;
+    let data: String = col(r, 3)?;
+    let metadata: String = col(r, 4)?;
+    let id: WorkId = parse_id(&col::<String>(r, 0)?)?;
+    let state = WorkState::parse(&state).ok_or_else(|| failure(format!("work item `{id}` has state `{state}`")))?;
+    let lease = Lease {
+        id: id.clone(),
+        state,
+        pending_until: col(r, 14)?,
+        lease_expires_at: col(r, 15)?,
+        last_heartbeat: col(r, 12)?,
+        ttl_seconds: u64::try_from(col::<i64>(r, 13)?).unwrap_or(0),
+        acknowledged_at: col(r, 6)?,
+        started_at: col(r, 7)?,
+        latest_heartbeat_at: col(r, 8)?,
+        stop_requested_at: col(r, 9)?,
+        stopped_at: col(r, 10)?,
+    };
+    Ok(Item {
+        work: Work {
+            environment_id: parse_id(&col::<String>(r, 1)?)?,
+            state,
+            data: serde_json::from_str(&data)
+                .map_err(|e| failure(format!("work item `{id}` has malformed data: {e}")))?,
+            secret: None,
+            metadata: serde_json::from_str(&metadata).unwrap_or_default(),
+            created_at: rfc3339(col(r, 5)?),
+            acknowledged_at: rfc3339_opt(lease.acknowledged_at),
+            started_at: rfc3339_opt(lease.started_at),
+            latest_heartbeat_at: rfc3339_opt(lease.latest_heartbeat_at),
+            stop_requested_at: rfc3339_opt(lease.stop_requested_at),
+            stopped_at: rfc3339_opt(lease.stopped_at),
+            id,
+        },
+        lease,
+        seq: col(r, 11)?,
+    })
+}
+
+/// The SQL reading item `$1` of environment `$2`, then `lock`.
+fn by_id(lock: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq \
+         WHERE w.id = $1 AND e.id = $2 {lock}"
+    )
+}
+
+/// Item `id` of `env`, or not-found; no lock (a reader's view, or a writer's re-read).
+async fn read(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Item> {
+    let row = opt(tx, &by_id(""), &[&id.as_str(), &env.as_str()]).await?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("work item", id))
+}
+
+/// Item `id` of `env`, or not-found, its row locked until the transaction ends: the writer
+/// holding it is the only one judging and changing the item's lease.
+async fn load(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Item> {
+    let row = opt(tx, &by_id(LOCK), &[&id.as_str(), &env.as_str()]).await?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("work item", id))
+}
+
+/// The items matching `filter` (SQL over `w`), in queue order, then `lock`.
+fn select(filter: &str, lock: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq \
+         WHERE {filter} ORDER BY w.seq {lock}"
+    )
+}
+
+/// Items matching `filter` (SQL over `w`), in queue order, locked as `lock` says.
+async fn load_where(tx: &Tx<'_>, filter: &str, lock: &str, params: &[Param<'_>]) -> Result<Vec<Item>> {
+    all(tx, &select(filter, lock), params).await?.iter().map(from_row).collect()
+}
+
+/// The first item matching `filter`, in queue order, that `wanted` accepts. Rows are fetched
+/// one at a time through a portal and the scan stops there, so a deep queue costs only the
+/// items skipped, and a `lock` takes only the rows fetched (those passed over stay locked
+/// until the transaction ends).
+async fn first_where(
+    tx: &Tx<'_>,
+    filter: &str,
+    lock: &str,
+    params: &[Param<'_>],
+    wanted: impl Fn(&Item) -> bool,
+) -> Result<Option<Item>> {
+    let stmt = tx.prepare_cached(&select(filter, lock)).await.map_err(backend)?;
+    let portal = tx.bind(&stmt, params).await.map_err(backend)?;
+    loop {
+        let rows = tx.query_portal(&portal, 1).await.map_err(backend)?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let item = from_row(row)?;
+        if wanted(&item) {
+            return Ok(Some(item));
+        }
+    }
+}
+
+/// Writes a transition back: the lease's columns, and the death of the item's tokens. The
+/// caller holds the item's row lock.
+async fn apply(tx: &Tx<'_>, seq: i64, change: &Change, now: Micros) -> Result<()> {
+    let l = &change.lease;
+    let ttl = i64::try_from(l.ttl_seconds).unwrap_or(i64::MAX);
+    exec(
+        tx,
+        "UPDATE work_items SET state = $1, pending_until = $2, lease_expires_at = $3, last_heartbeat = $4, \
+         ttl_seconds = $5, acknowledged_at = $6, started_at = $7, latest_heartbeat_at = $8, \
+         stop_requested_at = $9, stopped_at = $10 WHERE seq = $11",
+        &[
+            &l.state.as_str(),
+            &l.pending_until,
+            &l.lease_expires_at,
+            &l.last_heartbeat,
+            &ttl,
+            &l.acknowledged_at,
+            &l.started_at,
+            &l.latest_heartbeat_at,
+            &l.stop_requested_at,
+            &l.stopped_at,
+            &seq,
+        ],
+    )
+    .await?;
+    if change.revoke_tokens {
+        exec(tx, "UPDATE session_tokens SET revoked_at = $1 WHERE work_seq = $2 AND revoked_at IS NULL", &[&now, &seq])
+            .await?;
+    }
+    Ok(())
+}
+
+/// Applies expiry to `item` (whose row the caller has locked) at `now` and returns it as it
+/// then stands.
+async fn settle(tx: &Tx<'_>, mut item: Item, now: Micros) -> Result<Item> {
+    if let Some(change) = item.lease.expire(now) {
+        apply(tx, item.seq, &change, now).await?;
+        tracing::info!(work.id = %item.lease.id, state = change.lease.state.as_str(), "work lease expired");
+        item.lease = change.lease;
+        item.work.state = item.lease.state;
+        item.work.stopped_at = rfc3339_opt(item.lease.stopped_at);
+    }
+    Ok(item)
+}
+
+/// The items that may have lapsed by `$1` (see `Lease::expire`); the rule decides.
+const LAPSED: &str = "w.state IN ('starting', 'active', 'stopping') \
+                      AND COALESCE(w.lease_expires_at, w.pending_until, 0) < $1";
+
+/// Applies expiry to every expirable item of one environment (`Some`) or of all; returns how
+/// many changed. Each lapsed item is locked before it is judged; one another transaction holds
+/// is passed over (that transaction judges it, or the next sweep does).
+pub(crate) async fn expire(tx: &Tx<'_>, environment_seq: Option<i64>, now: Micros) -> Result<u64> {
+    let items = match environment_seq {
+        Some(env) => load_where(tx, &format!("{LAPSED} AND w.environment_seq = $2"), LOCK_SKIP, &[&now, &env]).await?,
+        None => load_where(tx, LAPSED, LOCK_SKIP, &[&now]).await?,
+    };
+    let mut changed = 0;
+    for item in items {
+        if item.lease.expire(now).is_some() {
+            settle(tx, item, now).await?;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+/// Applies expiry to a session's live items (before judging whether it has one). The caller
+/// holds the session's row lock; the lapsed items are locked (waiting for any other holder) so
+/// the judgement that follows sees them settled.
+pub(crate) async fn settle_session(tx: &Tx<'_>, session: &SessionId, now: Micros) -> Result<()> {
+    let lapsed = format!("{LAPSED} AND w.session_id = $2");
+    for item in load_where(tx, &lapsed, LOCK, &[&now, &session.as_str()]).await? {
+        settle(tx, item, now).await?;
+    }
+    Ok(())
+}
+
+/// Queues a work item whose lease, once acknowledged, lasts `ttl` seconds between heartbeats.
+pub(crate) async fn enqueue(tx: &Tx<'_>, environment_seq: i64, data: &WorkData, ttl: u64) -> Result<WorkId> {
+    let id = WorkId::generate();
+    let session = (data.kind == "session").then(|| data.id.clone());
+    let ttl = i64::try_from(Lease::queued(id.clone(), ttl).ttl_seconds).unwrap_or(i64::MAX);
+    let now = now(tx).await?;
+    exec(
+        tx,
+        "INSERT INTO work_items (id, environment_seq, session_id, data, state, metadata, created_at, ttl_seconds) \
+         VALUES ($1, $2, $3, $4, $5, '{}', $6, $7)",
+        &[
+            &id.as_str(),
+            &environment_seq,
+            &session,
+            &serde_json::to_string(data).map_err(|e| failure(format!("serialise work data: {e}")))?,
+            &WorkState::Queued.as_str(),
+            &now,
+            &ttl,
+        ],
+    )
+    .await?;
+    Ok(id)
+}
+
+pub(crate) async fn poll(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    worker_id: Option<&str>,
+    reclaim_ms: u64,
+    token_hash: &CredentialHash,
+) -> Result<Option<Work>> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn ack(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn heartbeat(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &WorkId,
+    expected: &str,
+    desired_ttl: Option<u64>,
+) -> Result<HeartbeatOutcome> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn stop(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
+    Err(failure("unported"))
+}
+
+/// Force-stops every live item of a session (archive, delete). The caller holds the session's
+/// row lock; the items are locked in queue order, waiting for any other holder, and judged as
+/// they then stand.
+pub(crate) async fn stop_session_work(tx: &Tx<'_>, session: &SessionId) -> Result<()> {
+    let now = now(tx).await?;
+    for item in load_where(tx, "w.session_id = $1 AND w.state != 'stopped'", LOCK, &[&session.as_str()]).await? {
+        apply(tx, item.seq, &item.lease.stop(true, now)?, now).await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn get(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn update_metadata(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    id: &WorkId,
+    patch: &BTreeMap<String, Option<String>>,
+) -> Result<Work> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn list(
+    tx: &Tx<'_>,
+    env: &EnvironmentId,
+    limit: u32,
+    after: Option<&Cursor>,
+) -> Result<Listing<Work>> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn stats(tx: &Tx<'_>, env: &EnvironmentId) -> Result<WorkQueueStats> {
+    Err(failure("unported"))
+}
+
+pub(crate) async fn find_token(
+    tx: &Tx<'_>,
+    hash: &CredentialHash,
+) -> Result<Option<(WorkId, Option<SessionId>, EnvironmentId)>> {
+    Err(failure("unported"))
+}
+
+/// Whether a session has a live item. The caller holds the session's row lock, and only a
+/// writer holding it queues a session's item, so the answer holds until it commits (expiry and
+/// stops only ever end an item's life).
+pub(crate) async fn has_live_work(tx: &Tx<'_>, session: &SessionId) -> Result<bool> {
+    let unstopped = "w.session_id = $1 AND w.state != 'stopped'";
+    Ok(first_where(tx, unstopped, "", &[&session.as_str()], |i| i.lease.is_live()).await?.is_some())
+}
+
+pub(crate) async fn enqueue_healthcheck(tx: &Tx<'_>, env: &EnvironmentId, ttl: u64) -> Result<Work> {
+    Err(failure("unported"))
+}
