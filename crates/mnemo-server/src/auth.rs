@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::FromRequestParts;
 use axum::http::Method;
@@ -26,27 +27,37 @@ pub fn hash_credential(secret: &str) -> CredentialHash {
     Sha256::digest(secret.as_bytes()).into()
 }
 
+/// How long a credential is remembered when other processes share the store and may revoke
+/// it: their revocation signal normally arrives at once, and this bounds the wait when one is
+/// lost.
+const SHARED_MEMORY: Duration = Duration::from_secs(1);
+
 /// Resolves credentials, remembering the ones it has seen.
 pub(crate) struct Authenticator {
     store: Arc<dyn Store>,
-    known: RwLock<HashMap<CredentialHash, Credential>>,
+    known: RwLock<HashMap<CredentialHash, (Credential, Instant)>>,
+    /// How long a remembered credential stays trusted (`None`: until [`Self::forget_all`]).
+    remember_for: Option<Duration>,
 }
 
 impl Authenticator {
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, known: RwLock::default() }
+        let remember_for = store.signals().is_some().then_some(SHARED_MEMORY);
+        Self { store, known: RwLock::default(), remember_for }
     }
 
     async fn resolve(&self, secret: &str) -> Result<Credential, ApiError> {
         let hash = hash_credential(secret);
-        if let Some(found) = self.known.read().expect("credential cache poisoned").get(&hash) {
+        if let Some((found, at)) = self.known.read().expect("credential cache poisoned").get(&hash)
+            && self.remember_for.is_none_or(|d| at.elapsed() < d)
+        {
             return Ok(found.clone());
         }
         match self.store.resolve_credential(hash).await? {
             // Sessions tokens die with their work item's lease; never remember them.
             Some(found @ Credential::SessionToken { .. }) => Ok(found),
             Some(found) => {
-                self.known.write().expect("credential cache poisoned").insert(hash, found.clone());
+                self.known.write().expect("credential cache poisoned").insert(hash, (found.clone(), Instant::now()));
                 Ok(found)
             }
             None => Err(ApiError::authentication("invalid x-api-key or bearer token")),

@@ -53,15 +53,27 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// State over `store`.
+    /// State over `store`. A store other processes share (one that [`Store::signals`]) is
+    /// followed by a background task, so streams, long polls and remembered credentials see
+    /// what other replicas change; call this inside a Tokio runtime.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self {
+        let signals = store.signals();
+        let state = Self {
             auth: Arc::new(auth::Authenticator::new(Arc::clone(&store))),
-            store,
             work_signal: Arc::default(),
             memory_mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
-            hub: Arc::default(),
+            hub: Arc::new(if signals.is_some() { hub::EventHub::shared() } else { hub::EventHub::default() }),
+            store,
+        };
+        if let Some(signals) = signals {
+            let auth = Arc::clone(&state.auth);
+            let followers = hub::Followers {
+                work: Arc::clone(&state.work_signal),
+                forget_credentials: Box::new(move || auth.forget_all()),
+            };
+            tokio::spawn(hub::follow(Arc::clone(&state.store), Arc::clone(&state.hub), signals, followers));
         }
+        state
     }
 
     /// Mounts sessions' memory stores under `root` instead of `/mnt/memory`.

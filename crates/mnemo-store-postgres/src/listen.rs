@@ -111,9 +111,12 @@ async fn listen_once(
                 None => break Ok(()),
             },
             _ = tick.tick() => {
-                // Also proves the connection is alive: a dead one fails here and reconnects.
-                if let Err(e) = client.simple_query("").await {
-                    break Err(e);
+                // Also proves the connection is alive: a dead or silent one fails here and
+                // reconnects.
+                match tokio::time::timeout(RECHECK_EVERY * 5, client.simple_query("")).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => break Err(e),
+                    Err(_) => break Ok(()),
                 }
                 let _ = out.send(Signal::Resync);
             }

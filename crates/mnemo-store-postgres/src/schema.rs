@@ -14,15 +14,30 @@ use crate::engine::{backend, failure};
 const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_initial.sql")];
 
 /// The newest schema version this build knows.
-pub const VERSION: usize = MIGRATIONS.len();
+pub(crate) const VERSION: usize = MIGRATIONS.len();
 
 /// Brings the database up to the newest schema; returns the schema (namespace) it lives in.
 pub(crate) async fn migrate(client: &mut Object) -> Result<String, StoreError> {
     let tx = client.transaction().await.map_err(backend)?;
-    let schema: String = tx.query_one("SELECT current_schema()", &[]).await.map_err(backend)?.get(0);
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext('mnemo migrations ' || current_schema()))", &[])
+    // Keyed by the search path, which names the schema even before it exists.
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext('mnemo migrations ' || current_setting('search_path')))", &[])
         .await
         .map_err(backend)?;
+    let schema = match tx.query_one("SELECT current_schema()", &[]).await.map_err(backend)?.get(0) {
+        Some(schema) => schema,
+        // The search path names a schema that does not exist yet: create the first one named
+        // (`?options=-csearch_path%3Dmnemo` gives a deployment its own schema).
+        None => {
+            let path: String = tx.query_one("SHOW search_path", &[]).await.map_err(backend)?.get(0);
+            let first = path.split(',').map(|s| s.trim().trim_matches('"')).find(|s| !s.is_empty() && *s != "$user");
+            let Some(first) = first else {
+                return Err(failure("the search_path names no schema to create the tables in"));
+            };
+            let quoted = first.replace('"', "\"\"");
+            tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{quoted}\"")).await.map_err(backend)?;
+            first.to_owned()
+        }
+    };
     tx.batch_execute("CREATE TABLE IF NOT EXISTS mnemo_schema (version INTEGER NOT NULL)").await.map_err(backend)?;
     let current: Option<i32> =
         tx.query_opt("SELECT max(version) FROM mnemo_schema", &[]).await.map_err(backend)?.and_then(|r| r.get(0));

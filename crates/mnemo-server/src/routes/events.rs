@@ -140,7 +140,7 @@ pub(crate) async fn stream(
         .map(str::to_owned)
         .or_else(|| q.iter().find(|(k, _)| k == "last_event_id").map(|(_, v)| v.clone()));
     // Subscribe before reading history so nothing falls between the two.
-    let mut live = state.hub.subscribe(&id);
+    let mut live = state.hub.subscribe_from(&*state.store, &id).await?;
     let mut replay = Vec::new();
     if let Some(last) = resume_from {
         let all = state.store.events_after(&id, 0).await?;

@@ -1,4 +1,4 @@
-//! `mnemo serve`: the HTTP API on an embedded SQLite database.
+//! `mnemo serve`: the HTTP API on an embedded SQLite database or a shared PostgreSQL one.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -26,10 +26,13 @@ pub(crate) struct Serve {
     listen: SocketAddr,
 
     /// Database URL; its scheme picks the backend: `sqlite://PATH` (add `?synchronous=normal`
-    /// to trade power-loss durability for speed). Defaults to mnemo.sqlite in the platform data
-    /// directory.
-    #[arg(long, env = "MNEMO_DATABASE")]
+    /// to trade power-loss durability for speed) or `postgres://USER:PASS@HOST:PORT/DB` (several
+    /// replicas may share one). Defaults to mnemo.sqlite in the platform data directory.
+    #[arg(long, env = "MNEMO_DATABASE", hide_env_values = true)]
     database: Option<String>,
+
+    #[command(flatten)]
+    postgres: crate::database::PostgresArgs,
 
     /// An API key to accept (repeatable). Keys are stored hashed; with none given and none in
     /// the database, one is created and printed once on stderr.
@@ -98,7 +101,7 @@ impl Serve {
             max_memories_per_store: self.max_memories_per_store,
             work_lease_ttl_seconds: self.work_lease_ttl.max(1),
         };
-        let store: Arc<dyn Store> = crate::database::open(&url, limits).await?;
+        let store: Arc<dyn Store> = crate::database::open(&url, limits, &self.postgres).await?;
 
         for key in self.api_keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
             let id = store.ensure_api_key(hash_credential(key), "command line").await?;
