@@ -42,7 +42,8 @@ CREATE TABLE memory_versions (
     redacted_at        BIGINT,
     redactor_kind      TEXT,
     redactor_id        TEXT,
-    content            TEXT
+    -- UTF-8 bytes: TEXT cannot hold U+0000, which memory content may (as on SQLite).
+    content            BYTEA
 );
 CREATE INDEX memory_versions_store ON memory_versions (store_seq, seq);
 CREATE INDEX memory_versions_memory ON memory_versions (memory_id, seq);

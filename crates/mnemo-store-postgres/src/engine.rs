@@ -224,6 +224,14 @@ pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, idx: usize) -> Result<T, Sto
     row.try_get(idx).map_err(|e| failure(format!("column {idx}: {e}")))
 }
 
+/// Column `idx` of `row` holding UTF-8 text as bytes (memory content, which may contain
+/// U+0000 that a TEXT column refuses).
+pub(crate) fn text_bytes(row: &Row, idx: usize) -> Result<Option<String>, StoreError> {
+    col::<Option<Vec<u8>>>(row, idx)?
+        .map(|bytes| String::from_utf8(bytes).map_err(|_| failure(format!("column {idx} holds text that is not UTF-8"))))
+        .transpose()
+}
+
 /// Tells every replica (this one included) what changed, when the transaction commits.
 pub(crate) async fn notify(tx: &Tx<'_>, channel: &str, signal: &mnemo_store::Signal) -> Result<(), StoreError> {
     let payload = crate::listen::encode(signal);

@@ -47,7 +47,7 @@ fn from_row(store: &MemoryStoreId, r: &Row, with_content: bool) -> Result<(Memor
             memory_version_id: parse_id(&col::<String>(r, 4)?)?,
             created_at: ts(col(r, 5)?),
             updated_at: ts(col(r, 6)?),
-            content: if with_content { Some(col(r, 8)?) } else { None },
+            content: if with_content { crate::engine::text_bytes(r, 8)? } else { None },
         },
         col(r, 7)?,
     ))
@@ -139,7 +139,7 @@ async fn insert_version(
             &now,
             &kind,
             &actor_id,
-            &content.map(|(text, _)| text),
+            &content.map(|(text, _)| text.as_bytes()),
         ],
     )
     .await?;

@@ -33,7 +33,7 @@ fn from_row(store: &MemoryStoreId, r: &Row, with_content: bool) -> Result<(Memor
             created_by: actor_from_columns(col(r, 7)?, col(r, 8)?),
             redacted_at: ts_opt(col(r, 9)?),
             redacted_by: actor_from_columns(col(r, 10)?, col(r, 11)?),
-            content: if with_content { col(r, 13)? } else { None },
+            content: if with_content { crate::engine::text_bytes(r, 13)? } else { None },
         },
         col(r, 12)?,
     ))

@@ -145,6 +145,13 @@ pub async fn memories_are_created_read_updated_and_deleted(factory: &impl StoreF
     assert_eq!((empty.content_size_bytes, empty.content.as_deref()), (0, Some("")));
     let unicode = s.create_memory(&store, path("/ü.md"), "é".into(), api_actor()).await.unwrap();
     assert_eq!(unicode.content_size_bytes, 2, "sizes are in bytes");
+    // Content is kept byte for byte, whatever characters it holds (U+0000 included, which
+    // some databases' text columns refuse).
+    let odd = "nul\u{0}tab\tcrlf\r\n🦀 \u{7f}";
+    let kept = s.create_memory(&store, path("/odd.bin"), odd.into(), api_actor()).await.unwrap();
+    assert_eq!(s.get_memory(&store, &kept.id).await.unwrap().content.as_deref(), Some(odd));
+    let version = s.get_memory_version(&store, &kept.memory_version_id, View::Full).await.unwrap();
+    assert_eq!(version.content.as_deref(), Some(odd));
 
     // Content changes write a new version.
     let changed = s.update_memory(&store, &created.id, content("buy oat milk"), api_actor()).await.unwrap();
