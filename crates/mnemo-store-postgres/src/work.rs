@@ -15,7 +15,6 @@
 //!
 //! A session's row is locked before its items (see [`crate::engine`]); nothing here locks a
 //! session, so callers that hold one (appends, archive, delete) keep that order.
-#![allow(unused_variables, unused_imports, dead_code, clippy::unused_async)] // Until the rest is ported.
 
 use std::collections::BTreeMap;
 
@@ -251,6 +250,24 @@ pub(crate) async fn enqueue(tx: &Tx<'_>, environment_seq: i64, data: &WorkData, 
     Ok(id)
 }
 
+/// The environment's row number, if it has a work queue (only a self-hosted one does); it is
+/// held ([`environments::hold`]) so the rows a poll or an enqueue then writes never reference a
+/// deleted environment (a concurrent delete finishes first, and the environment is not found).
+async fn self_hosted(tx: &Tx<'_>, env: &EnvironmentId) -> Result<i64> {
+    let (environment, env_seq) = environments::hold(tx, env).await?;
+    rules::work::check_has_queue(&environment)?;
+    Ok(env_seq)
+}
+
+/// The queued items of environment `$1` that may be deliverable at `$2` (see
+/// `Lease::deliverable`); the rule decides.
+const DELIVERABLE: &str = "w.environment_seq = $1 AND w.state = 'queued' \
+                           AND (w.pending_until IS NULL OR w.pending_until < $2)";
+
+/// Delivers the oldest deliverable item of `env` (after expiring its lapsed ones) and binds a
+/// sessions token to the delivery. The item is claimed with `FOR UPDATE SKIP LOCKED`: an item
+/// another poller is claiming is passed over, so concurrent polls get different items without
+/// waiting for each other.
 pub(crate) async fn poll(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -258,13 +275,47 @@ pub(crate) async fn poll(
     reclaim_ms: u64,
     token_hash: &CredentialHash,
 ) -> Result<Option<Work>> {
-    Err(failure("unported"))
+    let env_seq = self_hosted(tx, env).await?;
+    let now = now(tx).await?;
+    expire(tx, Some(env_seq), now).await?;
+    let deliverable = |i: &Item| i.lease.deliverable(now);
+    let claimed = first_where(tx, DELIVERABLE, LOCK_SKIP, &[&env_seq, &now], deliverable).await?;
+    if let Some(item) = &claimed {
+        apply(tx, item.seq, &item.lease.deliver(now, reclaim_ms), now).await?;
+        let session = (item.work.data.kind == "session").then(|| item.work.data.id.clone());
+        exec(
+            tx,
+            "INSERT INTO session_tokens (secret_hash, work_seq, session_id, created_at) VALUES ($1, $2, $3, $4)",
+            &[&&token_hash[..], &item.seq, &session.unwrap_or_default(), &now],
+        )
+        .await?;
+    }
+    // Last: the upsert locks the worker's row until commit, and a poll by the same worker on
+    // another replica waits for it (never the other way round, so never a deadlock). The
+    // later poll wins even if it commits first.
+    if let Some(worker) = worker_id {
+        exec(
+            tx,
+            "INSERT INTO worker_polls (environment_seq, worker_id, last_poll_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (environment_seq, worker_id) \
+             DO UPDATE SET last_poll_at = GREATEST(worker_polls.last_poll_at, excluded.last_poll_at)",
+            &[&env_seq, &worker, &now],
+        )
+        .await?;
+    }
+    Ok(claimed.map(|item| item.work))
 }
 
+/// Acknowledges a delivery, judged once the item's row is locked.
 pub(crate) async fn ack(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> {
-    Err(failure("unported"))
+    let item = load(tx, env, id).await?;
+    let now = now(tx).await?;
+    apply(tx, item.seq, &item.lease.ack(now)?, now).await?;
+    get(tx, env, id).await
 }
 
+/// A conditional heartbeat, judged (after expiry) once the item's row is locked, so of two
+/// heartbeats echoing the same value only the first extends the lease.
 pub(crate) async fn heartbeat(
     tx: &Tx<'_>,
     env: &EnvironmentId,
@@ -272,11 +323,24 @@ pub(crate) async fn heartbeat(
     expected: &str,
     desired_ttl: Option<u64>,
 ) -> Result<HeartbeatOutcome> {
-    Err(failure("unported"))
+    let now = now(tx).await?;
+    let item = settle(tx, load(tx, env, id).await?, now).await?;
+    Ok(match item.lease.heartbeat(expected, desired_ttl, now) {
+        Heartbeat::Beat(change, answer) => {
+            apply(tx, item.seq, &change, now).await?;
+            HeartbeatOutcome::Beat(answer)
+        }
+        Heartbeat::Report(answer) => HeartbeatOutcome::Beat(answer),
+        Heartbeat::Refuse(current) => HeartbeatOutcome::PreconditionFailed(current),
+    })
 }
 
+/// Stops an item (forced or graceful), judged (after expiry) once its row is locked.
 pub(crate) async fn stop(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
-    Err(failure("unported"))
+    let now = now(tx).await?;
+    let item = settle(tx, load(tx, env, id).await?, now).await?;
+    apply(tx, item.seq, &item.lease.stop(force, now)?, now).await?;
+    get(tx, env, id).await
 }
 
 /// Force-stops every live item of a session (archive, delete). The caller holds the session's
@@ -291,16 +355,21 @@ pub(crate) async fn stop_session_work(tx: &Tx<'_>, session: &SessionId) -> Resul
 }
 
 pub(crate) async fn get(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> {
-    Err(failure("unported"))
+    read(tx, env, id).await.map(|i| i.work)
 }
 
+/// Patches an item's metadata; the item's row is locked so concurrent patches both apply.
 pub(crate) async fn update_metadata(
     tx: &Tx<'_>,
     env: &EnvironmentId,
     id: &WorkId,
     patch: &BTreeMap<String, Option<String>>,
 ) -> Result<Work> {
-    Err(failure("unported"))
+    let item = load(tx, env, id).await?;
+    let metadata = catalog::patch_metadata(&item.work.metadata, patch, Some(ErrorCode::InvalidMetadata))?;
+    let metadata = serde_json::to_string(&metadata).map_err(|e| failure(format!("serialise work metadata: {e}")))?;
+    exec(tx, "UPDATE work_items SET metadata = $1 WHERE seq = $2", &[&metadata, &item.seq]).await?;
+    get(tx, env, id).await
 }
 
 pub(crate) async fn list(
@@ -309,18 +378,63 @@ pub(crate) async fn list(
     limit: u32,
     after: Option<&Cursor>,
 ) -> Result<Listing<Work>> {
-    Err(failure("unported"))
+    let (_, env_seq) = environments::get_with_seq(tx, env).await?;
+    let before = crate::stores::before(after)?;
+    let rows = all(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM work_items w JOIN environments e ON e.seq = w.environment_seq \
+             WHERE w.environment_seq = $1 AND w.seq < $2 ORDER BY w.seq DESC LIMIT $3"
+        ),
+        &[&env_seq, &before, &(i64::from(limit) + 1)],
+    )
+    .await?;
+    let items = rows.iter().map(|r| from_row(r).map(|i| (i.work, i.seq))).collect::<Result<Vec<_>>>()?;
+    Ok(page(items, limit))
 }
 
 pub(crate) async fn stats(tx: &Tx<'_>, env: &EnvironmentId) -> Result<WorkQueueStats> {
-    Err(failure("unported"))
+    let (_, env_seq) = environments::get_with_seq(tx, env).await?;
+    let now = now(tx).await?;
+    let queued = load_where(tx, "w.environment_seq = $1 AND w.state = 'queued'", "", &[&env_seq]).await?;
+    let depth = queued.iter().filter(|i| i.lease.deliverable(now)).count() as u64;
+    let oldest = queued.iter().map(|i| i.work.created_at.clone()).min();
+    let workers = one(
+        tx,
+        "SELECT COUNT(*) FROM worker_polls WHERE environment_seq = $1 AND last_poll_at >= $2",
+        &[&env_seq, &(now - POLLING_WINDOW_MICROS)],
+    )
+    .await?;
+    Ok(WorkQueueStats {
+        depth,
+        pending: queued.len() as u64 - depth,
+        oldest_queued_at: oldest,
+        workers_polling: Some(u64::try_from(col::<i64>(&workers, 0)?).unwrap_or(0)),
+    })
 }
 
+/// The live sessions token hashing to `hash`: its work item, session and environment. A token
+/// dies with its item's lease ([`Lease::token_alive`]), judged by the database's clock whether
+/// or not expiry has been written.
 pub(crate) async fn find_token(
     tx: &Tx<'_>,
     hash: &CredentialHash,
 ) -> Result<Option<(WorkId, Option<SessionId>, EnvironmentId)>> {
-    Err(failure("unported"))
+    let found = opt(
+        tx,
+        "SELECT work_seq, session_id FROM session_tokens WHERE secret_hash = $1 AND revoked_at IS NULL",
+        &[&&hash[..]],
+    )
+    .await?;
+    let Some(token) = found else { return Ok(None) };
+    let (work_seq, session): (i64, String) = (col(&token, 0)?, col(&token, 1)?);
+    let Some(row) = opt(tx, &select("w.seq = $1", ""), &[&work_seq]).await? else { return Ok(None) };
+    let item = from_row(&row)?;
+    if !item.lease.token_alive(now(tx).await?) {
+        return Ok(None);
+    }
+    let session = (!session.is_empty()).then(|| parse_id(&session)).transpose()?;
+    Ok(Some((item.work.id, session, item.work.environment_id)))
 }
 
 /// Whether a session has a live item. The caller holds the session's row lock, and only a
@@ -332,5 +446,11 @@ pub(crate) async fn has_live_work(tx: &Tx<'_>, session: &SessionId) -> Result<bo
 }
 
 pub(crate) async fn enqueue_healthcheck(tx: &Tx<'_>, env: &EnvironmentId, ttl: u64) -> Result<Work> {
-    Err(failure("unported"))
+    let env_seq = self_hosted(tx, env).await?;
+    let data = WorkData {
+        kind: "healthcheck".into(),
+        id: format!("hc_{}", WorkId::generate().as_str().trim_start_matches("work_")),
+    };
+    let id = enqueue(tx, env_seq, &data, ttl).await?;
+    get(tx, env, &id).await
 }
