@@ -1,18 +1,292 @@
-//! Sessions. (Being ported from the SQLite backend.)
-#![allow(unused_variables, clippy::unused_async)]
+//! Sessions: creation (snapshots, mount paths, the work item), reads, archive, delete.
+//!
+//! A write that reads a session's state and then changes it (an append, an update, a status
+//! change, archive, delete) first locks the session's row with [`lock`] and holds it until it
+//! commits: writers of one session take turns, and a session's events are numbered in commit
+//! order. The session's row is the first lock such a writer takes (then the environment's, held
+//! against deletion, then work items, then stores).
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{Access, MemoryStoreId, Session, SessionId};
-use mnemo_store::{ListSessions, Listing, NewSession, Result};
+use mnemo_api::{
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, MemoryStoreResource, Session, SessionId, SessionStatus,
+    StopReason, WorkData,
+};
+use mnemo_store::rules::catalog;
+use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_postgres::Row;
 
-use crate::engine::{Tx, failure};
+use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
+use crate::stores::page;
+use crate::{agents, environments, parse_id, rfc3339, stores, ts, ts_opt, work};
 
-pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &SessionId) -> Result<(Session, i64)> { Err(failure("unported")) }
-/// Creates a session; `true` when it queued a work item.
-pub(crate) async fn create(tx: &Tx<'_>, new: &NewSession, lease_ttl: u64) -> Result<(Session, bool)> { Err(failure("unported")) }
-pub(crate) async fn list(tx: &Tx<'_>, q: &ListSessions) -> Result<Listing<Session>> { Err(failure("unported")) }
-pub(crate) async fn archive(tx: &Tx<'_>, id: &SessionId) -> Result<Session> { Err(failure("unported")) }
-pub(crate) async fn delete(tx: &Tx<'_>, id: &SessionId) -> Result<()> { Err(failure("unported")) }
-pub(crate) async fn store_access(tx: &Tx<'_>, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> { Err(failure("unported")) }
-pub(crate) async fn update(tx: &Tx<'_>, id: &SessionId, title: Option<Option<String>>, metadata: Option<&BTreeMap<String, Option<String>>>) -> Result<Session> { Err(failure("unported")) }
+/// The JSON part of a session row.
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    title: Option<String>,
+    metadata: BTreeMap<String, String>,
+    agent: Value,
+    resources: Vec<MemoryStoreResource>,
+    budget: Option<Value>,
+    stop_reason: Option<Value>,
+    memory_prompt: Option<String>,
+}
+
+impl Body {
+    /// The body of a session as loaded.
+    fn of(s: &Session) -> Self {
+        Self {
+            title: s.title.clone(),
+            metadata: s.metadata.clone(),
+            agent: s.agent.clone(),
+            resources: s.resources.clone(),
+            budget: s.budget.clone(),
+            stop_reason: s.stop_reason.clone(),
+            memory_prompt: s.memory_prompt.clone(),
+        }
+    }
+
+    fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(|e| failure(format!("serialise a session body: {e}")))
+    }
+}
+
+const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
+
+fn from_row(r: &Row) -> Result<(Session, i64)> {
+    let body: String = col(r, 2)?;
+    let body: Body =
+        serde_json::from_str(&body).map_err(|e| failure(format!("malformed session body in the database: {e}")))?;
+    Ok((
+        Session {
+            id: parse_id(&col::<String>(r, 0)?)?,
+            environment_id: parse_id(&col::<String>(r, 1)?)?,
+            status: col(r, 3)?,
+            title: body.title,
+            metadata: body.metadata,
+            agent: body.agent,
+            resources: body.resources,
+            budget: body.budget,
+            outcome_evaluations: Vec::new(),
+            stats: json!({"active_seconds": 0.0, "duration_seconds": 0.0}),
+            usage: json!({"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}),
+            vault_ids: Vec::new(),
+            deployment_id: None,
+            created_at: ts(col(r, 4)?),
+            updated_at: ts(col(r, 5)?),
+            archived_at: ts_opt(col(r, 6)?),
+            stop_reason: body.stop_reason,
+            memory_prompt: body.memory_prompt,
+        },
+        col(r, 7)?,
+    ))
+}
+
+/// The session and its row number, or not-found.
+pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &SessionId) -> Result<(Session, i64)> {
+    let row = opt(tx, &format!("SELECT {COLUMNS} FROM sessions WHERE id = $1"), &[&id.as_str()]).await?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("session", id))
+}
+
+/// Like [`get_with_seq`], and locks the session's row until the transaction ends: the writer
+/// holding it is the only one judging and changing the session (its status, its log).
+pub(crate) async fn lock(tx: &Tx<'_>, id: &SessionId) -> Result<(Session, i64)> {
+    let row = opt(tx, &format!("SELECT {COLUMNS} FROM sessions WHERE id = $1 FOR UPDATE"), &[&id.as_str()]).await?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("session", id))
+}
+
+/// `None` for an object that does not exist; any other failure stays a failure.
+fn found<T>(lookup: Result<T>) -> Result<Option<T>> {
+    match lookup {
+        Ok(object) => Ok(Some(object)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(StoreError::Coded { code, .. }) if code.is_not_found() => Ok(None),
+        Err(other) => Err(other),
+    }
+}
+
+/// Creates a session; `true` when it queued a work item. The environment is held against
+/// deletion until the session (and its work item) commits.
+pub(crate) async fn create(tx: &Tx<'_>, new: &NewSession, lease_ttl: u64) -> Result<(Session, bool)> {
+    let env = found(environments::hold(tx, &new.environment).await)?;
+    let agent = agents::get(tx, &new.agent.id, new.agent.version).await;
+    let mut stores_found = Vec::with_capacity(new.attachments.len());
+    for a in &new.attachments {
+        stores_found.push(found(stores::get(tx, &a.store).await)?);
+    }
+    let plan = catalog::plan_session(new, env.as_ref().map(|(e, _)| e), agent, &stores_found)?;
+    let id = SessionId::generate();
+    let now = now(tx).await?;
+    let body = Body {
+        title: new.title.clone(),
+        metadata: new.metadata.clone(),
+        agent: plan.agent,
+        memory_prompt: plan.memory_prompt,
+        resources: plan.resources,
+        budget: new.budget.clone(),
+        stop_reason: None,
+    };
+    let row = one(
+        tx,
+        &format!(
+            "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'idle', $5, $5) RETURNING {COLUMNS}"
+        ),
+        &[&id.as_str(), &new.environment.as_str(), &new.agent.id.as_str(), &body.to_json()?, &now],
+    )
+    .await?;
+    let (session, seq) = from_row(&row)?;
+    for a in &new.attachments {
+        exec(
+            tx,
+            "INSERT INTO session_memory_stores (session_seq, memory_store_id, read_only) VALUES ($1, $2, $3)",
+            &[&seq, &a.store.as_str(), &(a.access == Access::ReadOnly)],
+        )
+        .await?;
+    }
+    for event in &new.initial_events {
+        let logged = LoggedEvent { id: EventId::generate(), event: event.clone(), processed_at: Some(rfc3339(now)) };
+        insert_event(tx, seq, &logged, now).await?;
+    }
+    let queued = match (plan.enqueue_work, env) {
+        (true, Some((_, env_seq))) => {
+            work::enqueue(tx, env_seq, &WorkData::session(&id), lease_ttl).await?;
+            true
+        }
+        _ => false,
+    };
+    Ok((session, queued))
+}
+
+/// Records one event processed at `processed_at`; returns its position in the log. The caller
+/// holds the session's row lock (or created the session), so positions grow in commit order.
+pub(crate) async fn insert_event(tx: &Tx<'_>, session_seq: i64, event: &LoggedEvent, processed_at: i64) -> Result<i64> {
+    let row = one(
+        tx,
+        "INSERT INTO session_events (id, session_seq, type, body, processed_at) VALUES ($1, $2, $3, $4, $5) \
+         RETURNING seq",
+        &[&event.id.as_str(), &session_seq, &event.event.kind(), &event.to_json().to_string(), &processed_at],
+    )
+    .await?;
+    col(&row, 0)
+}
+
+pub(crate) async fn list(tx: &Tx<'_>, q: &ListSessions) -> Result<Listing<Session>> {
+    let before = crate::stores::before(q.after.as_ref())?;
+    let rows = all(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM sessions s WHERE seq < $1 AND ($2 OR archived_at IS NULL) \
+               AND ($3::text IS NULL OR agent_id = $3) \
+               AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM session_memory_stores m \
+                    WHERE m.session_seq = s.seq AND m.memory_store_id = $4)) \
+               AND (cardinality($5::text[]) = 0 OR status = ANY($5)) \
+               AND created_at >= $7 AND created_at <= $8 \
+             ORDER BY seq DESC LIMIT $6"
+        ),
+        &[
+            &before,
+            &q.include_archived,
+            &q.agent_id.as_ref().map(|a| a.as_str()),
+            &q.memory_store_id.as_ref().map(MemoryStoreId::as_str),
+            &q.statuses,
+            &(i64::from(q.limit) + 1),
+            &q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+            &q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+        ],
+    )
+    .await?;
+    let rows = rows.iter().map(from_row).collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, q.limit))
+}
+
+/// Archives a session: it terminates (an event says so) and its live work is stopped.
+pub(crate) async fn archive(tx: &Tx<'_>, id: &SessionId) -> Result<Session> {
+    let (session, seq) = lock(tx, id).await?;
+    if session.archived_at.is_some() {
+        return Ok(session);
+    }
+    let now = now(tx).await?;
+    exec(
+        tx,
+        "UPDATE sessions SET archived_at = $1, updated_at = $1, status = 'terminated' WHERE seq = $2",
+        &[&now, &seq],
+    )
+    .await?;
+    let terminated =
+        LoggedEvent { id: EventId::generate(), event: Event::StatusTerminated, processed_at: Some(rfc3339(now)) };
+    insert_event(tx, seq, &terminated, now).await?;
+    work::stop_session_work(tx, id).await?;
+    get_with_seq(tx, id).await.map(|(s, _)| s)
+}
+
+/// Deletes a session, its log and its attachments, after stopping its live work.
+pub(crate) async fn delete(tx: &Tx<'_>, id: &SessionId) -> Result<()> {
+    let (_, seq) = lock(tx, id).await?;
+    work::stop_session_work(tx, id).await?;
+    exec(tx, "DELETE FROM session_events WHERE session_seq = $1", &[&seq]).await?;
+    exec(tx, "DELETE FROM session_memory_stores WHERE session_seq = $1", &[&seq]).await?;
+    exec(tx, "DELETE FROM sessions WHERE seq = $1", &[&seq]).await?;
+    Ok(())
+}
+
+/// How a session may reach a store it has attached; `None` when it has not attached it.
+pub(crate) async fn store_access(tx: &Tx<'_>, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+    let row = opt(
+        tx,
+        "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
+         WHERE s.id = $1 AND m.memory_store_id = $2",
+        &[&id.as_str(), &store.as_str()],
+    )
+    .await?;
+    row.map(|r| Ok(if col::<bool>(&r, 0)? { Access::ReadOnly } else { Access::ReadWrite })).transpose()
+}
+
+/// Sets a session's status and/or the reason it last went idle (kept in its body). `session`
+/// is the session as the caller loaded it while locking its row (see [`lock`]).
+pub(crate) async fn set_status(
+    tx: &Tx<'_>,
+    session: &Session,
+    session_seq: i64,
+    status: Option<SessionStatus>,
+    stop_reason: Option<StopReason>,
+) -> Result<()> {
+    let mut body = Body::of(session);
+    if let Some(reason) = stop_reason {
+        body.stop_reason =
+            Some(serde_json::to_value(reason).map_err(|e| failure(format!("serialise a stop reason: {e}")))?);
+    }
+    let status = status.map_or(session.status.as_str(), |s| s.as_str());
+    let now = now(tx).await?;
+    exec(
+        tx,
+        "UPDATE sessions SET status = $1, body = $2, updated_at = $3 WHERE seq = $4",
+        &[&status, &body.to_json()?, &now, &session_seq],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Updates a session's title and metadata, judged with its row locked.
+pub(crate) async fn update(
+    tx: &Tx<'_>,
+    id: &SessionId,
+    title: Option<Option<String>>,
+    metadata: Option<&BTreeMap<String, Option<String>>>,
+) -> Result<Session> {
+    let (session, seq) = lock(tx, id).await?;
+    let (title, metadata) = catalog::update_session(&session, title, metadata)?;
+    let mut body = Body::of(&session);
+    body.title = title;
+    body.metadata = metadata;
+    let now = now(tx).await?;
+    let row = one(
+        tx,
+        &format!("UPDATE sessions SET body = $1, updated_at = $2 WHERE seq = $3 RETURNING {COLUMNS}"),
+        &[&body.to_json()?, &now, &seq],
+    )
+    .await?;
+    from_row(&row).map(|(s, _)| s)
+}
