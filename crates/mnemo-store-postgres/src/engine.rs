@@ -4,12 +4,13 @@
 //! row locks here: a write that judges a store's paths, its cap or its change counter first
 //! locks the store's row (`FOR UPDATE`), a write to a session's log locks the session's row,
 //! and a work claim skips rows another claim holds (`FOR UPDATE SKIP LOCKED`). Writers that
-//! take several of these locks take them in one order — session, then work item, then store —
-//! and a deadlock or serialization failure the database still reports is retried a few times
+//! take several of these locks take them in one order — session, then its environment (shared),
+//! then work items, then stores — and a deadlock or serialization failure the database still reports is retried a few times
 //! by [`write!`](crate::write) before it reaches the caller as retryable.
 //!
-//! Time is the database's: [`now`] reads the transaction's timestamp, so every replica judges
-//! leases by one clock.
+//! Time is the database's: [`now`] reads the database server's clock, so every replica judges
+//! leases by one clock; it is read when asked (not at the transaction's start), so a writer
+//! that waited for a lock stamps its rows after the writer it waited for.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -189,9 +190,9 @@ macro_rules! read {
     }};
 }
 
-/// The transaction's timestamp on the database's clock, in microseconds since the epoch.
+/// The database server's clock now, in microseconds since the epoch.
 pub(crate) async fn now(tx: &Tx<'_>) -> Result<i64, StoreError> {
-    let row = one(tx, "SELECT (extract(epoch FROM now()) * 1000000)::int8", &[]).await?;
+    let row = one(tx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[]).await?;
     col(&row, 0)
 }
 
