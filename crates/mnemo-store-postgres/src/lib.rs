@@ -8,6 +8,7 @@
 //! live views care about send a `NOTIFY` on commit, which every replica hears ([`listen`]).
 
 mod agents;
+mod copy;
 mod engine;
 mod environments;
 mod events;
@@ -624,3 +625,32 @@ pub const TABLES: &[&str] = &[
     "session_tokens",
     "worker_polls",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_parsed_and_bad_ones_refused_without_echoing_secrets() {
+        let ok = PostgresSettings::from_url("postgresql://mnemo:s3cret@db.internal:6543/mnemo?application_name=a")
+            .expect("a valid URL");
+        assert_eq!(ok.config.get_dbname(), Some("mnemo"));
+        assert_eq!(ok.config.get_ports(), &[6543]);
+        assert_eq!((ok.pool_size, ok.connect_timeout), (DEFAULT_POOL_SIZE, DEFAULT_CONNECT_TIMEOUT));
+        assert!(!format!("{ok:?}").contains("s3cret"), "Debug shows no password: {ok:?}");
+
+        assert_eq!(PostgresSettings::from_url("mysql://x@y/z").unwrap_err(), "not a postgres:// URL");
+        let no_db = PostgresSettings::from_url("postgres://mnemo:s3cret@db.internal:5432").unwrap_err();
+        assert!(no_db.contains("names no database"), "{no_db}");
+        for bad in [
+            "postgres://mnemo:s3cret@db.internal:notaport/mnemo",
+            "postgres://mnemo:s3cret@db.internal/mnemo?bogus_option=s3cret",
+        ] {
+            let err = PostgresSettings::from_url(bad).unwrap_err();
+            assert!(err.starts_with("the postgres:// URL is malformed"), "{err}");
+            assert!(!err.contains("s3cret"), "a secret leaked: {err}");
+        }
+        let tls = PostgresSettings::from_url("postgres://m:s3cret@h/db?sslmode=require").unwrap_err();
+        assert!(tls.contains("sslmode=require is not supported"), "{tls}");
+    }
+}

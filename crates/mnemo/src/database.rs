@@ -123,7 +123,7 @@ mod tests {
             assert!(err.contains("sqlite://PATH"), "{err}");
             assert!(!err.contains("hunter2"), "a password leaked: {err}");
         }
-        let err = open("just-a-path.db", Limits::default()).await.err().expect("refused").to_string();
+        let err = open("just-a-path.db", Limits::default(), &PostgresArgs::default()).await.err().expect("refused").to_string();
         assert!(err.starts_with("`--database` must be a URL such as `sqlite://PATH[?synchronous=full|normal]`"), "{err}");
     }
 
