@@ -5,6 +5,7 @@
 //! lives in `migrations/` and is applied on open.
 
 mod agents;
+mod copy;
 mod engine;
 mod environments;
 mod events;

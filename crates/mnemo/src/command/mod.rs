@@ -1,6 +1,7 @@
 //! The subcommands, one file each.
 
 mod args;
+mod db;
 mod env_key;
 mod mount;
 mod serve;
@@ -39,6 +40,9 @@ pub(crate) enum Command {
     /// Serve a self-hosted environment's sessions: tools, memory mounts and sync.
     #[command(subcommand)]
     Worker(worker::Worker),
+    /// Database maintenance: copy a deployment between SQLite and PostgreSQL.
+    #[command(subcommand)]
+    Db(db::Db),
 }
 
 impl Command {
@@ -54,6 +58,7 @@ impl Command {
             Self::EnvKey(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,
+            Self::Db(cmd) => cmd.run().await,
         }
     }
 }

@@ -1,0 +1,1108 @@
+//! Moving a deployment between databases, row for row (`mnemo db copy`).
+//!
+//! Every backend keeps the same tables with the same columns, listed in [`TABLES`] parents
+//! first, so a copy needs to know nothing about what the rows mean: it reads each table of the
+//! source in key order, a page at a time, and writes the rows unchanged — ids, `seq` values,
+//! hashes and all — into the same table of the target. A backend takes part by implementing
+//! [`RowAccess`] on its own connections; values cross as [`Cell`]s (a boolean as `Int` 0 or 1,
+//! whatever the backend stores).
+//!
+//! A copy is verified, not trusted. [`run`] digests every table of the source while it copies
+//! it, then reads both sides back: per table, the row counts and [`Digest`]s (SHA-256 over a
+//! canonical encoding of every row in key order) must all agree. A source that changed during
+//! the copy (a server still running on it) and a target that differs from the source are each
+//! named, with the table, in the error.
+//!
+//! Before anything is written, [`run`] refuses: a source and target that are one database, a
+//! table whose columns differ from [`TABLES`] on either side (so a column added by a later
+//! migration can never be dropped silently), an empty source (most likely a wrong URL), and a
+//! non-empty target unless [`Options::replace`] asks to empty it first.
+
+use async_trait::async_trait;
+use sha2::{Digest as _, Sha256};
+
+use crate::StoreError;
+
+/// One value of one column.
+///
+/// The derived order (within one variant) is the key order both backends sort by: integers by
+/// value, text and bytes by their bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+/// The cells of one row, in the order of its [`Table::columns`].
+pub type Row = Vec<Cell>;
+
+/// What a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A 64-bit integer (`INTEGER`, `BIGINT`).
+    Int,
+    /// A truth value, carried as `Int` 0 or 1 (`INTEGER` in SQLite, `BOOLEAN` in PostgreSQL).
+    Bool,
+    /// UTF-8 text (`TEXT`; or `BYTEA` holding its UTF-8, where the database's text type
+    /// cannot hold every character: PostgreSQL's `TEXT` refuses U+0000, which memory content
+    /// may contain).
+    Text,
+    /// Bytes (`BLOB`, `BYTEA`).
+    Bytes,
+}
+
+/// One column of a [`Table`].
+#[derive(Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub nullable: bool,
+}
+
+/// One table, as every backend has it.
+#[derive(Debug)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: &'static [Column],
+    /// The columns of the primary key, which orders the rows (`["seq"]` where there is one).
+    pub key: &'static [&'static str],
+}
+
+const fn col(name: &'static str, kind: Kind) -> Column {
+    Column { name, kind, nullable: false }
+}
+
+const fn opt(name: &'static str, kind: Kind) -> Column {
+    Column { name, kind, nullable: true }
+}
+
+use Kind::{Bool, Bytes, Int, Text};
+
+/// Every table of the schema, parents before children (the order rows are written in).
+pub static TABLES: &[Table] = &[
+    Table {
+        name: "api_keys",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("secret_hash", Bytes),
+            col("label", Text),
+            col("created_at", Int),
+            opt("revoked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "memory_stores",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("name", Text),
+            col("description", Text),
+            col("metadata", Text),
+            col("created_at", Int),
+            col("updated_at", Int),
+            opt("archived_at", Int),
+            col("memory_count", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "memory_versions",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("store_seq", Int),
+            col("memory_id", Text),
+            col("operation", Text),
+            opt("path", Text),
+            opt("content_sha256", Text),
+            opt("content_size_bytes", Int),
+            col("created_at", Int),
+            opt("actor_kind", Text),
+            opt("actor_id", Text),
+            opt("redacted_at", Int),
+            opt("redactor_kind", Text),
+            opt("redactor_id", Text),
+            opt("content", Text),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "memories",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("store_seq", Int),
+            col("path", Text),
+            col("content_sha256", Text),
+            col("content_size_bytes", Int),
+            col("version_seq", Int),
+            col("version_id", Text),
+            col("created_at", Int),
+            col("updated_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "environments",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("name", Text),
+            opt("description", Text),
+            col("metadata", Text),
+            col("config", Text),
+            opt("scope", Text),
+            col("created_at", Int),
+            col("updated_at", Int),
+            opt("archived_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "environment_keys",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("environment_seq", Int),
+            col("secret_hash", Bytes),
+            col("created_at", Int),
+            opt("revoked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "agents",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("latest_version", Int),
+            col("created_at", Int),
+            col("updated_at", Int),
+            opt("archived_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "agent_versions",
+        columns: &[col("agent_seq", Int), col("version", Int), col("spec", Text), col("created_at", Int)],
+        key: &["agent_seq", "version"],
+    },
+    Table {
+        name: "sessions",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("environment_id", Text),
+            col("agent_id", Text),
+            col("body", Text),
+            col("status", Text),
+            col("created_at", Int),
+            col("updated_at", Int),
+            opt("archived_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "session_memory_stores",
+        columns: &[col("session_seq", Int), col("memory_store_id", Text), col("read_only", Bool)],
+        key: &["session_seq", "memory_store_id"],
+    },
+    Table {
+        name: "session_events",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("session_seq", Int),
+            col("type", Text),
+            col("body", Text),
+            opt("processed_at", Int),
+            col("answered", Bool),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "work_items",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("environment_seq", Int),
+            opt("session_id", Text),
+            col("data", Text),
+            col("state", Text),
+            col("metadata", Text),
+            col("created_at", Int),
+            opt("acknowledged_at", Int),
+            opt("started_at", Int),
+            opt("latest_heartbeat_at", Int),
+            opt("stop_requested_at", Int),
+            opt("stopped_at", Int),
+            opt("pending_until", Int),
+            opt("lease_expires_at", Int),
+            opt("last_heartbeat", Text),
+            col("ttl_seconds", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "session_tokens",
+        columns: &[
+            col("seq", Int),
+            col("secret_hash", Bytes),
+            col("work_seq", Int),
+            col("session_id", Text),
+            col("created_at", Int),
+            opt("revoked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "worker_polls",
+        columns: &[col("environment_seq", Int), col("worker_id", Text), col("last_poll_at", Int)],
+        key: &["environment_seq", "worker_id"],
+    },
+];
+
+impl Table {
+    /// Whether the table's key is a `seq` column the database numbers (a sequence to move
+    /// past the copied rows, in backends that keep one).
+    pub fn has_seq(&self) -> bool {
+        self.key == ["seq"]
+    }
+
+    /// The positions of the key's columns in a row.
+    pub fn key_positions(&self) -> Vec<usize> {
+        self.key
+            .iter()
+            .map(|k| self.columns.iter().position(|c| c.name == *k).expect("every key column is a column"))
+            .collect()
+    }
+
+    /// The key's columns, in key order.
+    pub fn key_columns(&self) -> Vec<&'static Column> {
+        self.key_positions().into_iter().map(|i| &self.columns[i]).collect()
+    }
+
+    /// The key of `row`.
+    pub fn key_of(&self, row: &[Cell]) -> Vec<Cell> {
+        self.key_positions().into_iter().map(|i| row[i].clone()).collect()
+    }
+
+    /// Whether `row` fits the table: one cell per column, each of the column's kind.
+    pub fn check(&self, row: &[Cell]) -> Result<(), String> {
+        if row.len() != self.columns.len() {
+            return Err(format!("{} values for {} columns", row.len(), self.columns.len()));
+        }
+        for (column, cell) in self.columns.iter().zip(row) {
+            let fits = match (cell, column.kind) {
+                (Cell::Null, _) => column.nullable,
+                (Cell::Int(v), Kind::Bool) => *v == 0 || *v == 1,
+                (Cell::Int(_), Kind::Int) | (Cell::Text(_), Kind::Text) | (Cell::Bytes(_), Kind::Bytes) => true,
+                _ => false,
+            };
+            if !fits {
+                return Err(format!("column `{}` ({:?}) holds {}", column.name, column.kind, describe(cell)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a database's columns of this table (name and kind, `None` for a type this copy
+    /// does not know) are exactly this table's.
+    pub fn check_columns(&self, actual: &[(String, Option<Kind>)]) -> Result<(), String> {
+        if actual.is_empty() {
+            return Err("the table does not exist".into());
+        }
+        let mut problems = Vec::new();
+        for column in self.columns {
+            match actual.iter().find(|(name, _)| name == column.name) {
+                None => problems.push(format!("column `{}` is missing", column.name)),
+                // A boolean is an integer where the database has no boolean type; text may be
+                // kept as its UTF-8 bytes (the backend converts).
+                Some((_, Some(kind)))
+                    if *kind == column.kind
+                        || (column.kind == Kind::Bool && *kind == Kind::Int)
+                        || (column.kind == Kind::Text && *kind == Kind::Bytes) => {}
+                Some((_, kind)) => problems.push(format!(
+                    "column `{}` is {}, not {:?}",
+                    column.name,
+                    kind.map_or_else(|| "of an unknown type".to_owned(), |k| format!("{k:?}")),
+                    column.kind
+                )),
+            }
+        }
+        for (name, _) in actual {
+            if !self.columns.iter().any(|c| c.name == name) {
+                problems.push(format!("column `{name}` is unknown to this mnemo (it would not be copied)"));
+            }
+        }
+        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    }
+}
+
+fn describe(cell: &Cell) -> String {
+    match cell {
+        Cell::Null => "NULL".into(),
+        Cell::Int(v) => format!("the integer {v}"),
+        Cell::Text(s) => format!("text of {} bytes", s.len()),
+        Cell::Bytes(b) => format!("{} bytes", b.len()),
+    }
+}
+
+/// Row-level access to one database, for copies. Each backend implements it on its own
+/// connections; none of it applies the rules of [`crate::rules`] — rows move as they are.
+#[async_trait]
+pub trait RowAccess: Send + Sync {
+    /// The backend's name (`sqlite`, `postgres`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Something that differs between any two databases and is equal for one database
+    /// reached twice (under two paths or two host names).
+    async fn database_identity(&self) -> Result<String, StoreError>;
+
+    /// The columns `table` has in this database, with the kinds of their types (`None`: a
+    /// type this copy does not know); empty when the table does not exist.
+    async fn table_columns(&self, table: &'static Table) -> Result<Vec<(String, Option<Kind>)>, StoreError>;
+
+    /// How many rows `table` holds.
+    async fn count_rows(&self, table: &'static Table) -> Result<u64, StoreError>;
+
+    /// Up to `limit` rows of `table` in key order, starting after the row whose key is `after`
+    /// (from the first row when `None`). Keys compare as [`Cell`]s do: text by its bytes.
+    /// Each cell is of its column's [`Kind`], whatever type stores it (text kept as bytes is
+    /// decoded; bytes that are not UTF-8 are an error).
+    async fn read_rows(
+        &self,
+        table: &'static Table,
+        after: Option<Vec<Cell>>,
+        limit: usize,
+    ) -> Result<Vec<Row>, StoreError>;
+
+    /// Inserts `rows` into `table` as they are (keys included), in one transaction.
+    async fn write_rows(&self, table: &'static Table, rows: Vec<Row>) -> Result<(), StoreError>;
+
+    /// Deletes every row of every table, in one transaction.
+    async fn empty_tables(&self) -> Result<(), StoreError>;
+
+    /// Makes what was written usable: a database that numbers `seq` columns from a sequence
+    /// moves it past the largest copied value.
+    async fn finish_copy(&self) -> Result<(), StoreError>;
+}
+
+/// Which side of a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Source,
+    Target,
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Source => "source",
+            Self::Target => "target",
+        })
+    }
+}
+
+/// The row count and SHA-256 digest of one table's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub rows: u64,
+    pub sha256: [u8; 32],
+}
+
+impl Summary {
+    /// The digest in lowercase hex.
+    pub fn hex(&self) -> String {
+        hex::encode(self.sha256)
+    }
+}
+
+/// What a table of the copy came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableReport {
+    pub table: &'static str,
+    pub summary: Summary,
+}
+
+/// What a verified copy moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Every table of [`TABLES`], in that order.
+    pub tables: Vec<TableReport>,
+}
+
+impl Report {
+    /// Rows copied, every table together.
+    pub fn total_rows(&self) -> u64 {
+        self.tables.iter().map(|t| t.summary.rows).sum()
+    }
+}
+
+/// Why a copy stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("the {side} database failed while {action}")]
+    Store {
+        side: Side,
+        action: String,
+        #[source]
+        cause: StoreError,
+    },
+    #[error("the source and the target are the same database")]
+    SameDatabase,
+    #[error("table `{table}` of the {side} database is not the table this mnemo copies: {detail}")]
+    Schema { side: Side, table: &'static str, detail: String },
+    #[error("the source database holds no rows at all: nothing to copy (is it the right database?)")]
+    EmptySource,
+    #[error(
+        "the target database is not empty (table `{table}` holds {rows} rows); pass --replace to empty it \
+         before copying"
+    )]
+    TargetNotEmpty { table: &'static str, rows: u64 },
+    #[error("the {side} database returned a malformed row of table `{table}`: {detail}")]
+    BadRow { side: Side, table: &'static str, detail: String },
+    #[error(
+        "table `{table}` of the source changed during the copy ({} rows, sha256 {}, then {} rows, sha256 {}); \
+         stop every server using the source and copy again with --replace",
+        .copied.rows, .copied.hex(), .now.rows, .now.hex()
+    )]
+    SourceChanged { table: &'static str, copied: Summary, now: Summary },
+    #[error(
+        "verification failed: table `{table}` differs between the source ({} rows, sha256 {}) and the target \
+         ({} rows, sha256 {})",
+        .expected.rows, .expected.hex(), .found.rows, .found.hex()
+    )]
+    Mismatch { table: &'static str, expected: Summary, found: Summary },
+}
+
+/// SHA-256 over a canonical encoding of one table's rows, fed in key order.
+///
+/// The encoding is `mnemo-copy-v1`, a zero byte, the table's name and a zero byte, then every
+/// cell of every row in column order: `0x00` for NULL; `0x01` and the 8-byte big-endian
+/// two's complement of an integer (a boolean is the integer 0 or 1); `0x02`, the 8-byte
+/// big-endian byte length and the UTF-8 bytes of text; `0x03`, the length and the bytes of a
+/// byte string. Every cell says its own length, so no two different tables of rows share an
+/// encoding. A row that does not fit the table, or whose key is not greater than the previous
+/// row's, is refused: two sides that agree on the digest agree on every row and its order.
+#[derive(Debug, Clone)]
+pub struct Digest {
+    table: &'static Table,
+    hasher: Sha256,
+    rows: u64,
+    last_key: Option<Vec<Cell>>,
+}
+
+impl Digest {
+    pub fn new(table: &'static Table) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"mnemo-copy-v1\0");
+        hasher.update(table.name.as_bytes());
+        hasher.update([0]);
+        Self { table, hasher, rows: 0, last_key: None }
+    }
+
+    /// Adds the next row.
+    pub fn add(&mut self, row: &[Cell]) -> Result<(), String> {
+        self.table.check(row)?;
+        let key = self.table.key_of(row);
+        if let Some(last) = &self.last_key
+            && key <= *last
+        {
+            return Err(format!("rows out of key order: {key:?} after {last:?}"));
+        }
+        for cell in row {
+            match cell {
+                Cell::Null => self.hasher.update([0]),
+                Cell::Int(v) => {
+                    self.hasher.update([1]);
+                    self.hasher.update(v.to_be_bytes());
+                }
+                Cell::Text(s) => self.bytes(2, s.as_bytes()),
+                Cell::Bytes(b) => self.bytes(3, b),
+            }
+        }
+        self.last_key = Some(key);
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn bytes(&mut self, tag: u8, bytes: &[u8]) {
+        self.hasher.update([tag]);
+        self.hasher.update((bytes.len() as u64).to_be_bytes());
+        self.hasher.update(bytes);
+    }
+
+    pub fn finish(self) -> Summary {
+        Summary { rows: self.rows, sha256: self.hasher.finalize().into() }
+    }
+}
+
+/// How to copy.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Empty the target first instead of refusing a target that holds rows.
+    pub replace: bool,
+    /// Rows read and written at a time.
+    pub page_rows: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { replace: false, page_rows: 256 }
+    }
+}
+
+/// What a copy is doing, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading the source and writing the target.
+    Copy,
+    /// Reading both sides back.
+    Verify,
+}
+
+/// Hears how a copy advances. Every method defaults to doing nothing.
+pub trait Progress: Send + Sync {
+    /// A phase starts; `rows` rows will be read (both sides together while verifying).
+    fn phase(&self, _phase: Phase, _rows: u64) {}
+    /// The phase moves to `table`.
+    fn table(&self, _table: &'static str) {}
+    /// `rows` more rows were done.
+    fn advance(&self, _rows: u64) {}
+}
+
+impl Progress for () {}
+
+/// Copies every table of `from` into `to` and verifies the result (see the [module
+/// documentation](self)). The source must not change meanwhile.
+pub async fn run(
+    from: &dyn RowAccess,
+    to: &dyn RowAccess,
+    options: Options,
+    progress: &dyn Progress,
+) -> Result<Report, CopyError> {
+    let page = options.page_rows.max(1);
+    if identity(from, Side::Source).await? == identity(to, Side::Target).await? {
+        return Err(CopyError::SameDatabase);
+    }
+    check_schema(from, Side::Source).await?;
+    check_schema(to, Side::Target).await?;
+
+    let mut total = 0;
+    for table in TABLES {
+        total += count(from, Side::Source, table).await?;
+    }
+    if total == 0 {
+        return Err(CopyError::EmptySource);
+    }
+    if options.replace {
+        to.empty_tables().await.map_err(store(Side::Target, "emptying its tables"))?;
+    } else {
+        for table in TABLES {
+            let rows = count(to, Side::Target, table).await?;
+            if rows > 0 {
+                return Err(CopyError::TargetNotEmpty { table: table.name, rows });
+            }
+        }
+    }
+
+    progress.phase(Phase::Copy, total);
+    let mut copied = Vec::with_capacity(TABLES.len());
+    for table in TABLES {
+        progress.table(table.name);
+        copied.push(copy_table(from, to, table, page, progress).await?);
+    }
+    to.finish_copy().await.map_err(store(Side::Target, "finishing the copy"))?;
+
+    let copied_rows: u64 = copied.iter().map(|s| s.rows).sum();
+    progress.phase(Phase::Verify, 2 * copied_rows);
+    let mut tables = Vec::with_capacity(TABLES.len());
+    for (table, copied) in TABLES.iter().zip(copied) {
+        progress.table(table.name);
+        let (now, found) = tokio::try_join!(
+            digest(from, Side::Source, table, page, progress),
+            digest(to, Side::Target, table, page, progress),
+        )?;
+        if now != copied {
+            return Err(CopyError::SourceChanged { table: table.name, copied, now });
+        }
+        if found != copied {
+            return Err(CopyError::Mismatch { table: table.name, expected: copied, found });
+        }
+        // A row the key order cannot reach (it should not exist) still shows in a count.
+        let counted = count(to, Side::Target, table).await?;
+        if counted != found.rows {
+            let found = Summary { rows: counted, ..found };
+            return Err(CopyError::Mismatch { table: table.name, expected: copied, found });
+        }
+        tables.push(TableReport { table: table.name, summary: copied });
+    }
+    Ok(Report { tables })
+}
+
+/// Whether every table of `access` has exactly the columns of [`TABLES`].
+pub async fn check_schema(access: &dyn RowAccess, side: Side) -> Result<(), CopyError> {
+    for table in TABLES {
+        let columns = access
+            .table_columns(table)
+            .await
+            .map_err(store(side, format!("reading table `{}`'s columns", table.name)))?;
+        table.check_columns(&columns).map_err(|detail| CopyError::Schema { side, table: table.name, detail })?;
+    }
+    Ok(())
+}
+
+async fn identity(access: &dyn RowAccess, side: Side) -> Result<String, CopyError> {
+    access.database_identity().await.map_err(store(side, "identifying the database"))
+}
+
+async fn count(access: &dyn RowAccess, side: Side, table: &'static Table) -> Result<u64, CopyError> {
+    access.count_rows(table).await.map_err(store(side, format!("counting the rows of `{}`", table.name)))
+}
+
+fn store(side: Side, action: impl Into<String>) -> impl FnOnce(StoreError) -> CopyError {
+    move |cause| CopyError::Store { side, action: action.into(), cause }
+}
+
+/// Copies one table, digesting what it reads.
+async fn copy_table(
+    from: &dyn RowAccess,
+    to: &dyn RowAccess,
+    table: &'static Table,
+    page: usize,
+    progress: &dyn Progress,
+) -> Result<Summary, CopyError> {
+    let mut digest = Digest::new(table);
+    let mut after = None;
+    loop {
+        let rows = read(from, Side::Source, table, after.take(), page).await?;
+        let Some(last) = rows.last() else { break };
+        for row in &rows {
+            digest.add(row).map_err(|detail| CopyError::BadRow { side: Side::Source, table: table.name, detail })?;
+        }
+        after = Some(table.key_of(last));
+        let n = rows.len();
+        to.write_rows(table, rows).await.map_err(store(Side::Target, format!("writing rows of `{}`", table.name)))?;
+        progress.advance(n as u64);
+        if n < page {
+            break;
+        }
+    }
+    Ok(digest.finish())
+}
+
+/// Reads one table of one side through, digesting it.
+async fn digest(
+    access: &dyn RowAccess,
+    side: Side,
+    table: &'static Table,
+    page: usize,
+    progress: &dyn Progress,
+) -> Result<Summary, CopyError> {
+    let mut digest = Digest::new(table);
+    let mut after = None;
+    loop {
+        let rows = read(access, side, table, after.take(), page).await?;
+        let Some(last) = rows.last() else { break };
+        for row in &rows {
+            digest.add(row).map_err(|detail| CopyError::BadRow { side, table: table.name, detail })?;
+        }
+        after = Some(table.key_of(last));
+        progress.advance(rows.len() as u64);
+        if rows.len() < page {
+            break;
+        }
+    }
+    Ok(digest.finish())
+}
+
+async fn read(
+    access: &dyn RowAccess,
+    side: Side,
+    table: &'static Table,
+    after: Option<Vec<Cell>>,
+    page: usize,
+) -> Result<Vec<Row>, CopyError> {
+    access.read_rows(table, after, page).await.map_err(store(side, format!("reading rows of `{}`", table.name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    fn table(name: &str) -> &'static Table {
+        TABLES.iter().find(|t| t.name == name).unwrap()
+    }
+
+    fn text(s: &str) -> Cell {
+        Cell::Text(s.into())
+    }
+
+    fn api_key(seq: i64, label: &str) -> Row {
+        vec![
+            Cell::Int(seq),
+            text(&format!("apikey_{seq}")),
+            Cell::Bytes(vec![seq as u8; 32]),
+            text(label),
+            Cell::Int(7),
+            Cell::Null,
+        ]
+    }
+
+    fn digest_of(name: &str, rows: &[Row]) -> Result<Summary, String> {
+        let mut d = Digest::new(table(name));
+        for row in rows {
+            d.add(row)?;
+        }
+        Ok(d.finish())
+    }
+
+    #[test]
+    fn the_digest_of_a_table_is_pinned() {
+        // The encoding is a contract between two runs of mnemo (and two versions of it): a
+        // change to it must be deliberate.
+        let empty = digest_of("api_keys", &[]).unwrap();
+        assert_eq!(empty.rows, 0);
+        assert_eq!(empty.hex(), hex::encode(Sha256::digest(b"mnemo-copy-v1\0api_keys\0")));
+
+        let mut expected = Sha256::new();
+        expected.update(b"mnemo-copy-v1\0api_keys\0");
+        expected.update([1, 0, 0, 0, 0, 0, 0, 0, 1]);
+        expected.update([2, 0, 0, 0, 0, 0, 0, 0, 8]);
+        expected.update(b"apikey_1");
+        expected.update([3, 0, 0, 0, 0, 0, 0, 0, 32]);
+        expected.update([1; 32]);
+        expected.update([2, 0, 0, 0, 0, 0, 0, 0, 1]);
+        expected.update(b"k");
+        expected.update([1, 0, 0, 0, 0, 0, 0, 0, 7]);
+        expected.update([0]);
+        let one = digest_of("api_keys", &[api_key(1, "k")]).unwrap();
+        assert_eq!(one, Summary { rows: 1, sha256: expected.finalize().into() });
+    }
+
+    #[test]
+    fn any_change_to_a_cell_changes_the_digest() {
+        let base = digest_of("api_keys", &[api_key(1, "a"), api_key(2, "b")]).unwrap();
+        let mut variants = Vec::new();
+        let mut label = vec![api_key(1, "a"), api_key(2, "b")];
+        label[1][3] = text("c");
+        variants.push(label);
+        let mut null_vs_zero = vec![api_key(1, "a"), api_key(2, "b")];
+        null_vs_zero[0][5] = Cell::Int(0);
+        variants.push(null_vs_zero);
+        let mut seq = vec![api_key(1, "a"), api_key(3, "b")];
+        seq[1][1] = text("apikey_2");
+        seq[1][2] = Cell::Bytes(vec![2; 32]);
+        variants.push(seq);
+        variants.push(vec![api_key(1, "a")]);
+        for rows in variants {
+            assert_ne!(digest_of("api_keys", &rows).unwrap().sha256, base.sha256, "{rows:?}");
+        }
+        // Each cell carries its length: moving bytes between neighbouring cells shows.
+        let split = |a: &str, b: &str| {
+            digest_of(
+                "worker_polls",
+                &[vec![Cell::Int(1), text(a), Cell::Int(0)], vec![Cell::Int(1), text(b), Cell::Int(0)]],
+            )
+        };
+        assert_ne!(split("a", "bc").unwrap(), split("ab", "c").unwrap());
+        // Text and bytes with the same bytes differ.
+        let mut as_bytes = api_key(1, "a");
+        as_bytes[1] = Cell::Bytes(b"apikey_1".to_vec());
+        assert!(digest_of("api_keys", &[as_bytes]).is_err(), "the kind is checked before hashing");
+    }
+
+    #[test]
+    fn rows_out_of_key_order_or_of_the_wrong_shape_are_refused() {
+        let err = digest_of("api_keys", &[api_key(2, "a"), api_key(1, "b")]).unwrap_err();
+        assert!(err.contains("out of key order"), "{err}");
+        assert!(digest_of("api_keys", &[api_key(1, "a"), api_key(1, "a")]).unwrap_err().contains("out of key order"));
+        // Composite keys compare column by column, text by its bytes.
+        let polls = |worker: &str, env: i64| vec![Cell::Int(env), text(worker), Cell::Int(0)];
+        assert!(digest_of("worker_polls", &[polls("b", 1), polls("a", 2), polls("Z", 3)]).is_ok());
+        assert!(digest_of("worker_polls", &[polls("a", 1), polls("Z", 1)]).is_err(), "'Z' < 'a' in bytes");
+        assert!(digest_of("worker_polls", &[polls("Z", 1), polls("a", 1), polls("é", 1)]).is_ok());
+
+        let mut short = api_key(1, "a");
+        short.pop();
+        assert_eq!(digest_of("api_keys", &[short]).unwrap_err(), "5 values for 6 columns");
+        let mut null = api_key(1, "a");
+        null[3] = Cell::Null;
+        assert!(digest_of("api_keys", &[null]).unwrap_err().contains("column `label`"));
+        let flag = |v: i64| vec![Cell::Int(1), text("memstore_x"), Cell::Int(v)];
+        assert!(digest_of("session_memory_stores", &[flag(1)]).is_ok());
+        assert!(digest_of("session_memory_stores", &[flag(2)]).unwrap_err().contains("`read_only` (Bool)"));
+    }
+
+    #[test]
+    fn the_table_list_is_consistent() {
+        let mut names = std::collections::HashSet::new();
+        for t in TABLES {
+            assert!(names.insert(t.name), "{} twice", t.name);
+            assert!(!t.key.is_empty());
+            for k in t.key_columns() {
+                assert!(!k.nullable, "{}.{} is a nullable key", t.name, k.name);
+            }
+            let columns: Vec<_> = t.columns.iter().map(|c| (c.name.to_owned(), Some(c.kind))).collect();
+            assert_eq!(t.check_columns(&columns), Ok(()));
+        }
+        assert_eq!(names.len(), 14);
+    }
+
+    #[test]
+    fn a_database_with_other_columns_is_named_precisely() {
+        let t = table("session_memory_stores");
+        let sqlite = [("session_seq", Int), ("memory_store_id", Text), ("read_only", Int)];
+        let sqlite: Vec<_> = sqlite.iter().map(|(n, k)| ((*n).to_owned(), Some(*k))).collect();
+        assert_eq!(t.check_columns(&sqlite), Ok(()), "a boolean may be an integer");
+        let mut as_bytes = sqlite.clone();
+        as_bytes[1].1 = Some(Bytes);
+        assert_eq!(t.check_columns(&as_bytes), Ok(()), "text may be kept as its UTF-8");
+        as_bytes[1].1 = Some(Int);
+        assert!(t.check_columns(&as_bytes).is_err());
+        let mut extra = sqlite.clone();
+        extra.push(("expires_at".into(), Some(Int)));
+        assert_eq!(
+            t.check_columns(&extra).unwrap_err(),
+            "column `expires_at` is unknown to this mnemo (it would not be copied)"
+        );
+        let mut odd = sqlite[..2].to_vec();
+        odd[0].1 = None;
+        assert_eq!(
+            t.check_columns(&odd).unwrap_err(),
+            "column `session_seq` is of an unknown type, not Int; column `read_only` is missing"
+        );
+        assert_eq!(t.check_columns(&[]).unwrap_err(), "the table does not exist");
+    }
+
+    /// A database in memory: each table a map from key to row.
+    #[derive(Default)]
+    struct Fake {
+        name: &'static str,
+        tables: Mutex<BTreeMap<&'static str, BTreeMap<Vec<Cell>, Row>>>,
+        /// Writes change the last cell of every text row they store.
+        corrupt: bool,
+        /// The next read of `api_keys` adds a row first (a server still writing).
+        grow_once: AtomicBool,
+        finished: AtomicBool,
+    }
+
+    impl Fake {
+        fn named(name: &'static str) -> Self {
+            Self { name, ..Self::default() }
+        }
+
+        fn insert(&self, table: &'static str, row: Row) {
+            let key = super::tests::table(table).key_of(&row);
+            self.tables.lock().unwrap().entry(table).or_default().insert(key, row);
+        }
+
+        fn rows(&self, table: &'static str) -> Vec<Row> {
+            self.tables.lock().unwrap().get(table).map(|t| t.values().cloned().collect()).unwrap_or_default()
+        }
+    }
+
+    #[async_trait]
+    impl RowAccess for Fake {
+        fn backend_name(&self) -> &'static str {
+            "fake"
+        }
+        async fn database_identity(&self) -> Result<String, StoreError> {
+            Ok(self.name.into())
+        }
+        async fn table_columns(&self, table: &'static Table) -> Result<Vec<(String, Option<Kind>)>, StoreError> {
+            Ok(table.columns.iter().map(|c| (c.name.to_owned(), Some(c.kind))).collect())
+        }
+        async fn count_rows(&self, table: &'static Table) -> Result<u64, StoreError> {
+            Ok(self.rows(table.name).len() as u64)
+        }
+        async fn read_rows(
+            &self,
+            table: &'static Table,
+            after: Option<Vec<Cell>>,
+            limit: usize,
+        ) -> Result<Vec<Row>, StoreError> {
+            if table.name == "api_keys" && after.is_none() && self.grow_once.swap(false, Ordering::SeqCst) {
+                self.insert("api_keys", api_key(99, "late"));
+            }
+            let tables = self.tables.lock().unwrap();
+            let Some(rows) = tables.get(table.name) else { return Ok(Vec::new()) };
+            Ok(rows
+                .iter()
+                .filter(|(k, _)| after.as_ref().is_none_or(|a| *k > a))
+                .take(limit)
+                .map(|(_, r)| r.clone())
+                .collect())
+        }
+        async fn write_rows(&self, table: &'static Table, rows: Vec<Row>) -> Result<(), StoreError> {
+            for mut row in rows {
+                if self.corrupt && table.name == "api_keys" {
+                    row[3] = text("mangled");
+                }
+                if self.tables.lock().unwrap().get(table.name).is_some_and(|t| t.contains_key(&table.key_of(&row))) {
+                    return Err(StoreError::Invalid("duplicate key".into()));
+                }
+                self.insert(table.name, row);
+            }
+            Ok(())
+        }
+        async fn empty_tables(&self) -> Result<(), StoreError> {
+            self.tables.lock().unwrap().clear();
+            Ok(())
+        }
+        async fn finish_copy(&self) -> Result<(), StoreError> {
+            self.finished.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn filled(name: &'static str, keys: i64) -> Fake {
+        let fake = Fake::named(name);
+        for seq in 1..=keys {
+            fake.insert("api_keys", api_key(seq, &format!("key {seq}")));
+        }
+        fake.insert("worker_polls", vec![Cell::Int(1), text("w2"), Cell::Int(5)]);
+        fake.insert("worker_polls", vec![Cell::Int(1), text("w1"), Cell::Int(6)]);
+        fake.insert("session_memory_stores", vec![Cell::Int(3), text("memstore_a"), Cell::Int(1)]);
+        fake
+    }
+
+    #[derive(Default)]
+    struct Counted(Mutex<Vec<(Phase, u64)>>, std::sync::atomic::AtomicU64);
+
+    impl Progress for Counted {
+        fn phase(&self, phase: Phase, rows: u64) {
+            self.0.lock().unwrap().push((phase, rows));
+        }
+        fn advance(&self, rows: u64) {
+            self.1.fetch_add(rows, Ordering::SeqCst);
+        }
+    }
+
+    fn small_pages() -> Options {
+        Options { replace: false, page_rows: 2 }
+    }
+
+    #[tokio::test]
+    async fn a_copy_moves_every_row_in_pages_and_reports_each_table() {
+        let (from, to) = (filled("a", 5), Fake::named("b"));
+        let progress = Counted::default();
+        let report = run(&from, &to, small_pages(), &progress).await.unwrap();
+        for t in ["api_keys", "worker_polls", "session_memory_stores"] {
+            assert_eq!(to.rows(t), from.rows(t), "{t}");
+        }
+        assert_eq!(report.tables.len(), TABLES.len());
+        assert_eq!(report.total_rows(), 8);
+        let keys = &report.tables[0];
+        assert_eq!((keys.table, keys.summary), ("api_keys", digest_of("api_keys", &from.rows("api_keys")).unwrap()));
+        assert!(to.finished.load(Ordering::SeqCst));
+        assert_eq!(*progress.0.lock().unwrap(), [(Phase::Copy, 8), (Phase::Verify, 16)]);
+        assert_eq!(progress.1.load(Ordering::SeqCst), 24);
+    }
+
+    #[tokio::test]
+    async fn a_non_empty_target_is_refused_unless_replaced() {
+        let from = filled("a", 3);
+        let to = filled("b", 1);
+        to.insert("api_keys", api_key(7, "stale"));
+        let err = run(&from, &to, small_pages(), &()).await.unwrap_err();
+        assert!(matches!(err, CopyError::TargetNotEmpty { table: "api_keys", rows: 2 }), "{err:?}");
+        assert!(err.to_string().contains("pass --replace"), "{err}");
+        assert_eq!(to.rows("api_keys").len(), 2, "a refused copy writes nothing");
+
+        run(&from, &to, Options { replace: true, ..small_pages() }, &()).await.unwrap();
+        assert_eq!(to.rows("api_keys"), from.rows("api_keys"), "the stale row is gone");
+    }
+
+    #[tokio::test]
+    async fn one_database_an_empty_source_and_a_changing_source_are_refused() {
+        let same = run(&filled("a", 1), &Fake::named("a"), small_pages(), &()).await.unwrap_err();
+        assert!(matches!(same, CopyError::SameDatabase), "{same:?}");
+
+        let empty = run(&Fake::named("a"), &Fake::named("b"), small_pages(), &()).await.unwrap_err();
+        assert!(matches!(empty, CopyError::EmptySource), "{empty:?}");
+
+        let from = filled("a", 3);
+        let to = Fake::named("b");
+        // The copy reads `api_keys` first; a row appears before verification reads it again.
+        let changing = Changing { inner: &from, reads: Mutex::new(0) };
+        let err = run(&changing, &to, small_pages(), &()).await.unwrap_err();
+        match &err {
+            CopyError::SourceChanged { table: "api_keys", copied, now } => {
+                assert_eq!((copied.rows, now.rows), (3, 4));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("stop every server using the source"), "{err}");
+    }
+
+    /// Adds a row to `api_keys` once the copy has read it through.
+    struct Changing<'a> {
+        inner: &'a Fake,
+        reads: Mutex<u32>,
+    }
+
+    #[async_trait]
+    impl RowAccess for Changing<'_> {
+        fn backend_name(&self) -> &'static str {
+            "fake"
+        }
+        async fn database_identity(&self) -> Result<String, StoreError> {
+            self.inner.database_identity().await
+        }
+        async fn table_columns(&self, table: &'static Table) -> Result<Vec<(String, Option<Kind>)>, StoreError> {
+            self.inner.table_columns(table).await
+        }
+        async fn count_rows(&self, table: &'static Table) -> Result<u64, StoreError> {
+            self.inner.count_rows(table).await
+        }
+        async fn read_rows(
+            &self,
+            table: &'static Table,
+            after: Option<Vec<Cell>>,
+            limit: usize,
+        ) -> Result<Vec<Row>, StoreError> {
+            if table.name == "worker_polls" {
+                let mut reads = self.reads.lock().unwrap();
+                *reads += 1;
+                if *reads == 1 {
+                    self.inner.grow_once.store(true, Ordering::SeqCst);
+                }
+            }
+            self.inner.read_rows(table, after, limit).await
+        }
+        async fn write_rows(&self, table: &'static Table, rows: Vec<Row>) -> Result<(), StoreError> {
+            self.inner.write_rows(table, rows).await
+        }
+        async fn empty_tables(&self) -> Result<(), StoreError> {
+            self.inner.empty_tables().await
+        }
+        async fn finish_copy(&self) -> Result<(), StoreError> {
+            self.inner.finish_copy().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_target_that_stores_something_else_fails_verification_naming_the_table() {
+        let from = filled("a", 3);
+        let to = Fake { corrupt: true, ..Fake::named("b") };
+        let err = run(&from, &to, small_pages(), &()).await.unwrap_err();
+        match &err {
+            CopyError::Mismatch { table: "api_keys", expected, found } => {
+                assert_eq!((expected.rows, found.rows), (3, 3));
+                assert_ne!(expected.sha256, found.sha256);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().starts_with("verification failed: table `api_keys` differs"), "{err}");
+    }
+}
