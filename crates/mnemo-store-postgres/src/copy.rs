@@ -75,7 +75,9 @@ fn key_list(table: &Table) -> String {
     key.join(", ")
 }
 
-/// `SELECT … FROM table [WHERE (key) > ($1…)] ORDER BY key LIMIT n`.
+/// `SELECT … FROM table [WHERE (key) > ($1…)] ORDER BY key LIMIT n`. Where a text column of a
+/// composite key sorts in another collation than its index, the index still gives the leading
+/// integer's range and order, and the sort within it is incremental: a page costs the page.
 fn select_sql(table: &Table, after: bool, limit: usize) -> String {
     let key = key_list(table);
     let filter = if after {
@@ -364,6 +366,11 @@ mod tests {
              WHERE (\"environment_seq\", \"worker_id\" COLLATE \"C\") > ($1, $2) \
              ORDER BY \"environment_seq\", \"worker_id\" COLLATE \"C\" LIMIT 10"
         );
+        let keys = TABLES.iter().find(|t| t.name == "api_keys").unwrap();
+        assert!(
+            select_sql(keys, true, 5).ends_with(" FROM \"api_keys\" WHERE (\"seq\") > ($1) ORDER BY \"seq\" LIMIT 5")
+        );
+        assert!(select_sql(keys, false, 5).ends_with(" FROM \"api_keys\" ORDER BY \"seq\" LIMIT 5"));
         assert_eq!(
             insert_sql(polls, 2),
             "INSERT INTO \"worker_polls\" (\"environment_seq\", \"worker_id\", \"last_poll_at\") \
