@@ -152,8 +152,12 @@ impl Engine {
     }
 
     /// Stops accepting writes, lets the writer finish what is queued, and waits for it.
+    /// Idle readers close first, so the writer's connection is the last to close: it
+    /// checkpoints the write-ahead log into the database file and removes it (a read-only
+    /// connection cannot), leaving one self-contained file behind.
     pub(crate) fn shutdown(&self) {
         self.jobs.lock().expect("job queue lock poisoned").take();
+        self.readers.lock().expect("reader pool lock poisoned").clear();
         if let Some(handle) = self.writer.lock().expect("writer lock poisoned").take() {
             let _ = handle.join();
         }

@@ -398,6 +398,9 @@ async fn sqlite_to_sqlite_and_what_is_refused() {
     let target = dir.path().join("copy.sqlite");
     let copied = report(&copy(&["--from", &sqlite_url(&original), "--to", &sqlite_url(&target)]));
     assert_eq!(copied.len(), TABLES.len());
+    // The copy is one self-contained file: nothing is left in a write-ahead log beside it.
+    let wal = dir.path().join("copy.sqlite-wal");
+    assert!(!wal.exists() || wal.metadata().unwrap().len() == 0, "the log was not checkpointed");
     assert_eq!(sqlite_rows(&target), sqlite_rows(&original));
     let store = open_sqlite(&target);
     assert_eq!(snapshot(&store).await, before);
