@@ -38,7 +38,12 @@ pub(crate) async fn migrate(client: &mut Object) -> Result<String, StoreError> {
             first.to_owned()
         }
     };
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS mnemo_schema (version INTEGER NOT NULL)").await.map_err(backend)?;
+    // Looked up first: `IF NOT EXISTS` would log a notice on every start.
+    let tracked: Option<String> =
+        tx.query_one("SELECT to_regclass('mnemo_schema')::text", &[]).await.map_err(backend)?.get(0);
+    if tracked.is_none() {
+        tx.batch_execute("CREATE TABLE mnemo_schema (version INTEGER NOT NULL)").await.map_err(backend)?;
+    }
     let current: Option<i32> =
         tx.query_opt("SELECT max(version) FROM mnemo_schema", &[]).await.map_err(backend)?.and_then(|r| r.get(0));
     let current = usize::try_from(current.unwrap_or(0)).unwrap_or(0);

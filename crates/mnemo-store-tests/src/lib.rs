@@ -92,8 +92,19 @@ impl Postgres {
     /// Creates an empty schema with a fresh name and returns the name.
     pub async fn fresh_schema() -> String {
         let url = Self::url();
-        let (client, connection) =
-            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect to MNEMO_TEST_POSTGRES");
+        // A loaded machine may refuse a connection now and then: try a few times.
+        let mut attempt = 0;
+        let (client, connection) = loop {
+            match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                Ok(pair) => break pair,
+                Err(e) if attempt < 5 => {
+                    attempt += 1;
+                    eprintln!("connect to MNEMO_TEST_POSTGRES failed ({e}); retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                }
+                Err(e) => panic!("connect to MNEMO_TEST_POSTGRES: {e}"),
+            }
+        };
         let driver = tokio::spawn(connection);
         let schema = format!("t_{:016x}", rand::random::<u64>());
         client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.expect("create a test schema");
