@@ -30,6 +30,9 @@ import anthropic
 DEFAULT = "default"
 CAPACITY5 = "capacity5"
 WORKER = "worker"
+# Tests that start their own `mnemo serve` processes (and need none of the runner's): the runner
+# starts no server for them and hands them a `BareFixture` (only `timeout`).
+OWN = "own"
 
 # The `worker` configuration mounts sessions' memory stores under a directory the test process
 # can also use as the SDK worker's area.  The path is fixed at import (one per runner process);
@@ -42,6 +45,7 @@ SERVER_CONFIGS: Dict[str, List[str]] = {
     DEFAULT: [],
     CAPACITY5: ["--max-memories-per-store", "5"],
     WORKER: ["--memory-mount-root", str(WORKER_MOUNT_ROOT)],
+    OWN: [],
 }
 
 
@@ -55,6 +59,79 @@ def server(config: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return fn
 
     return wrap
+
+
+# --------------------------------------------------------------------------------------
+# The database backend every server of this run uses (`MNEMO_COMPAT_DATABASE`).
+#
+# sqlite (default): each server gets its own SQLite file in the runner's temp dir.
+# postgres: each server gets a fresh schema (`compat_<random>`) of the database at
+# `MNEMO_TEST_POSTGRES` (e.g. postgres://mnemo@127.0.0.1:55432/mnemo), selected through the
+# URL's `options=-csearch_path=<schema>`; mnemo creates the schema.  The runner drops every
+# schema handed out here when it ends (unless MNEMO_COMPAT_KEEP_SCHEMAS=1).
+# --------------------------------------------------------------------------------------
+
+SQLITE = "sqlite"
+POSTGRES = "postgres"
+BACKENDS = (SQLITE, POSTGRES)
+BACKEND = (os.environ.get("MNEMO_COMPAT_DATABASE", "").strip().lower() or SQLITE)
+POSTGRES_BASE_URL = os.environ.get("MNEMO_TEST_POSTGRES", "").strip()
+SCHEMAS_CREATED: List[str] = []
+
+
+def with_schema(base_url: str, schema: str) -> str:
+    """`base_url` with `options=-csearch_path=<schema>` added to its query."""
+    sep = "&" if "?" in base_url else "?"
+    return f"{base_url}{sep}options=-csearch_path%3D{schema}"
+
+
+def new_schema_url(tag: str = "") -> str:
+    """A PostgreSQL URL naming a fresh, not yet existing schema (postgres mode only)."""
+    if BACKEND != POSTGRES:
+        raise RuntimeError("new_schema_url() needs MNEMO_COMPAT_DATABASE=postgres")
+    clean = "".join(c for c in tag.lower() if c.isascii() and (c.isalnum() or c == "_"))[:20]
+    schema = f"compat_{uuid.uuid4().hex[:12]}" + (f"_{clean}" if clean else "")
+    SCHEMAS_CREATED.append(schema)
+    return with_schema(POSTGRES_BASE_URL, schema)
+
+
+def new_database_url(workdir: Path, tag: str = "") -> str:
+    """The `--database` URL for one new server: an SQLite file in `workdir`, or a fresh schema."""
+    if BACKEND == POSTGRES:
+        return new_schema_url(tag)
+    return f"sqlite://{workdir / 'mnemo.sqlite'}"
+
+
+def describe_backend() -> str:
+    if BACKEND == POSTGRES:
+        return f"postgres ({POSTGRES_BASE_URL}, a fresh schema per server)"
+    return "sqlite (a fresh file per server)"
+
+
+class Skip(Exception):
+    """Raised by a test that cannot run in this mode; the runner prints `SKIP name: reason`
+    and counts it neither as passed nor as failed."""
+
+
+def only_backend(backend: str, reason: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the runner skips this test (with `reason`, visibly) unless the suite runs
+    against `backend`.  A module may instead set `ONLY_BACKEND = (backend, reason)`."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.mnemo_only_backend = (backend, reason)  # type: ignore[attr-defined]
+        return fn
+
+    return wrap
+
+
+# Clean-ups the runner calls when it ends (after each test, its own servers are stopped by the
+# test; this is for module-level resources shared by several tests, e.g. test_replicas' pair).
+END_HOOKS: List[Callable[[], Any]] = []
+
+
+def at_end(fn: Callable[[], Any]) -> None:
+    if fn not in END_HOOKS:
+        END_HOOKS.append(fn)
 
 
 # --------------------------------------------------------------------------------------
@@ -300,6 +377,14 @@ def http(
 # --------------------------------------------------------------------------------------
 # The fixture every test receives.
 # --------------------------------------------------------------------------------------
+
+
+class BareFixture:
+    """What a test on the `own` configuration gets: no server, no client."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.client: Any = None
 
 
 class Fixture:

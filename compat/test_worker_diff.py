@@ -34,6 +34,12 @@ processes (`$MNEMO_BIN`, 127.0.0.1, ephemeral ports, a temp dir it removes):
    15 s sync interval so only the final sync uploads (else the sequences could differ for
    timing reasons alone; the test says so if it happens).
 
+With `MNEMO_COMPAT_DATABASE=postgres` a database cannot be copied file by file, so step 1
+differs: each run gets a server on a fresh schema of its own, and the builder's work (the same
+`build_state` calls, in the same order) is replayed on it before the session.  The two states
+are then equal up to ids and timestamps, which none of the compared traces contain (mount paths
+come from the stores' names, results from the memories' paths and contents).
+
 `MNEMO_COMPAT_WORKER_TRACE=1` prints both runs' results even on success.
 
 What it caught when it was written: the same versions in a different order — mnemo's sync sent
@@ -59,9 +65,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import compat_lib
-from compat_lib import check, eq, short
+from compat_lib import OWN, POSTGRES, check, eq, short
 from run import Server as _RunnerServer  # the runner's own server lifecycle (start, log tail, stop)
 from test_worker import Diagnostics, Driver, Setup, WorkerThread, slug
+
+SERVER = OWN  # starts its own servers
 
 MAX_IDLE = 2.0
 SYNC_INTERVAL = 15.0  # both workers' default; the scripted calls must finish well within it
@@ -150,11 +158,16 @@ SCRIPT: List[Call] = [
 
 
 class OwnServer(_RunnerServer):
-    """`$MNEMO_BIN serve` on 127.0.0.1:0 over a given database file and mount root."""
+    """`$MNEMO_BIN serve` on 127.0.0.1:0 over a given database (an SQLite file, or with
+    `db=None` a fresh database of the suite's backend) and mount root."""
 
-    def __init__(self, binary: str, name: str, workdir: Path, api_key: str, db: Path, mount_root: Path) -> None:
+    def __init__(
+        self, binary: str, name: str, workdir: Path, api_key: str, db: Optional[Path], mount_root: Path
+    ) -> None:
         super().__init__(binary, name, workdir, api_key)
-        self.db = db
+        if db is not None:
+            self.db = db
+            self._database = f"sqlite://{db}"
         self.mount_root = mount_root
 
     def extra_args(self) -> List[str]:
@@ -472,6 +485,14 @@ def build_state(fx: compat_lib.Fixture) -> Dict[str, str]:
     return {"rw": rw.id, "ro": ro.id, "agent": setup.agent.id, "env": setup.env.id, "key": setup.key}
 
 
+def build_on(server: OwnServer, timeout: float) -> Dict[str, str]:
+    bfx = compat_lib.Fixture(server.base_url, server.api_key, timeout)
+    try:
+        return build_state(bfx)
+    finally:
+        bfx.client.close()
+
+
 def test_sdk_and_mnemo_workers_leave_the_same_traces(fx):
     """The same scripted session, served by the SDK worker and by `mnemo worker poll` on two
     copies of one server state: same results, same memories, same version sequences."""
@@ -479,26 +500,32 @@ def test_sdk_and_mnemo_workers_leave_the_same_traces(fx):
     area = Path(tempfile.mkdtemp(prefix="mnemo-worker-diff-")).resolve()
     api_key = "sk-diff-" + secrets.token_hex(16)
     servers: List[OwnServer] = []
+    postgres = compat_lib.BACKEND == POSTGRES
     try:
-        builder = OwnServer(binary, "diff-builder", area / "builder", api_key, area / "builder" / "mnemo.sqlite",
-                            area / "builder" / "mnt")
-        servers.append(builder)
-        builder.start(30)
-        bfx = compat_lib.Fixture(builder.base_url, api_key, fx.timeout)
-        try:
-            state = build_state(bfx)
-        finally:
-            bfx.client.close()
-        builder.stop()
-        eq(builder.proc.returncode if builder.proc else None, 0, "builder server exit status after SIGTERM")
+        state: Dict[str, str] = {}
+        if not postgres:
+            builder = OwnServer(binary, "diff-builder", area / "builder", api_key, area / "builder" / "mnemo.sqlite",
+                                area / "builder" / "mnt")
+            servers.append(builder)
+            builder.start(30)
+            state = build_on(builder, fx.timeout)
+            builder.stop()
+            eq(builder.proc.returncode if builder.proc else None, 0, "builder server exit status after SIGTERM")
 
         runs: Dict[str, RunResult] = {}
         for kind in ("sdk", "mnemo"):
             home = area / kind
-            copy_database(builder.db, home / "mnemo.sqlite")
-            srv = OwnServer(binary, f"diff-{kind}", home, api_key, home / "mnemo.sqlite", home / "mnt" / "memory")
-            servers.append(srv)
-            srv.start(30)
+            if postgres:
+                # A fresh schema per run, with the builder's work replayed on it.
+                srv = OwnServer(binary, f"diff-{kind}", home, api_key, None, home / "mnt" / "memory")
+                servers.append(srv)
+                srv.start(30)
+                state = build_on(srv, fx.timeout)
+            else:
+                copy_database(builder.db, home / "mnemo.sqlite")
+                srv = OwnServer(binary, f"diff-{kind}", home, api_key, home / "mnemo.sqlite", home / "mnt" / "memory")
+                servers.append(srv)
+                srv.start(30)
             runs[kind] = run_session(kind, srv, state, home / "area", binary, fx.timeout)
             srv.stop()
 
