@@ -46,8 +46,10 @@ of the run); a test that finds a replica dead starts a fresh pair on a fresh sch
   observed), no other error status is allowed except a 409 on a retried create (its first
   attempt landed); a write may be given up after its retries only with a 503 before the restart
   command returned (+1 s); both replicas must acknowledge writes again within 10 s of the restart,
-  then answer 10 requests each without any retry, and an event posted through B must reach a
-  new stream on A (the listener reconnected).  Every acknowledged store and memory is read back
+  then answer 10 requests each without any retry.  Meanwhile a stream on A stays open (an SSE
+  client that reopens with `Last-Event-ID` if it ends) while an event is posted through B every
+  50 ms (plain HTTP: each answer is a 200 or a 503 with `retry-after`): it must carry every
+  acknowledged event, in the session's order, none twice (the listener reconnected).  Every acknowledged store and memory is read back
   through the other replica.
 * `test_killed_replica_lease_expires_and_item_is_redelivered` — a long poll on A is in flight
   when the session is created through B: it must return the item (not come back empty at the end
@@ -387,10 +389,18 @@ STREAM_P99_LIMIT = 1.0
 
 
 class StreamReader(threading.Thread):
-    """Reads an SDK event stream in a thread; `received` holds (arrival, id, type, text)."""
+    """Reads an SDK event stream in a thread; `received` holds (arrival, id, type, text).
 
-    def __init__(self, client: Any, session_id: str) -> None:
+    With `resume`, a stream that ends or breaks is opened again after the last event received
+    (`Last-Event-ID`, as an SSE client does), until `close()`; `resumed` counts how often."""
+
+    def __init__(self, client: Any, session_id: str, resume: bool = False) -> None:
         super().__init__(name="compat-sse-reader", daemon=True)
+        self.client = client
+        self.session_id = session_id
+        self.resume = resume
+        self.resumed = 0
+        self.resume_errors: List[str] = []
         # Returns once the response headers are in: the server has subscribed by then.
         self.stream = client.beta.sessions.events.stream(session_id)
         self.received: List[Tuple[float, str, str, str]] = []
@@ -399,18 +409,40 @@ class StreamReader(threading.Thread):
         self.stopping = False
         self.ended = False
 
+    def _read(self) -> None:
+        for ev in self.stream:
+            now = time.monotonic()
+            text = ""
+            for block in getattr(ev, "content", None) or []:
+                text += getattr(block, "text", "") or ""
+            with self.cond:
+                self.received.append((now, getattr(ev, "id", ""), getattr(ev, "type", ""), text))
+                self.cond.notify_all()
+            if self.stopping:
+                return
+
     def run(self) -> None:
         try:
-            for ev in self.stream:
-                now = time.monotonic()
-                text = ""
-                for block in getattr(ev, "content", None) or []:
-                    text += getattr(block, "text", "") or ""
-                with self.cond:
-                    self.received.append((now, getattr(ev, "id", ""), getattr(ev, "type", ""), text))
-                    self.cond.notify_all()
-                if self.stopping:
-                    break
+            while True:
+                try:
+                    self._read()
+                except Exception as err:  # noqa: BLE001
+                    if not self.resume or self.stopping:
+                        raise
+                    self.resume_errors.append(repr(err)[:200])
+                if not self.resume or self.stopping:
+                    return
+                # Ended or broke: open it again after the last event seen.
+                while not self.stopping:
+                    last = self.ids()[-1:] or [None]
+                    headers = {"Last-Event-ID": last[0]} if last[0] else {}
+                    try:
+                        self.stream = self.client.beta.sessions.events.stream(self.session_id, extra_headers=headers)
+                        self.resumed += 1
+                        break
+                    except Exception as err:  # noqa: BLE001
+                        self.resume_errors.append(repr(err)[:200])
+                        time.sleep(0.2)
         except BaseException as err:  # noqa: BLE001
             if not self.stopping:
                 self.error = err
@@ -835,6 +867,37 @@ def test_database_restart_under_writes(fx):
     with_logs(pair, lambda: _restart_scenario(pair, command))
 
 
+class EventPoster(threading.Thread):
+    """Posts one `agent.message` through B every 50 ms (plain HTTP, no retries): the events a
+    stream on A must carry across the restart.  `posted`: (when, event id) of each 200;
+    `refused`: (when, status, retry-after, x-should-retry, body) of every other answer."""
+
+    def __init__(self, base_url: str, api_key: str, session_id: str, stop: threading.Event) -> None:
+        super().__init__(name="compat-event-poster", daemon=True)
+        self.url = f"{base_url}/v1/sessions/{session_id}/events"
+        self.headers = agents_headers(api_key)
+        self.stop_flag = stop
+        self.posted: List[Tuple[float, str]] = []
+        self.refused: List[Tuple[float, int, Optional[str], Optional[str], str]] = []
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop_flag.is_set():
+            n += 1
+            body = json.dumps({"events": [agent_message(f"across the restart {n}")]}).encode()
+            try:
+                res = http("POST", self.url, self.headers, body, timeout=15)
+            except OSError as err:
+                self.refused.append((time.monotonic(), 0, None, None, repr(err)[:200]))
+            else:
+                if res.status == 200:
+                    self.posted.append((time.monotonic(), res.json()["data"][0]["id"]))
+                else:
+                    self.refused.append((time.monotonic(), res.status, res.headers.get("retry-after"),
+                                         res.headers.get("x-should-retry"), res.body[:200].decode("utf-8", "replace")))
+            time.sleep(0.05)
+
+
 def _restart_scenario(pair: Pair, command: List[str]) -> None:
     log: List[Exchange] = []
     mu = threading.Lock()
@@ -843,6 +906,13 @@ def _restart_scenario(pair: Pair, command: List[str]) -> None:
         Writer(i, pair, replica, log, mu, stop)
         for i, replica in enumerate([pair.a, pair.b] * WRITERS_PER_REPLICA)
     ]
+    # A stream on A stays open across the restart while events are posted through B.
+    a_stream, b = pair.fx(pair.a, timeout=30.0), pair.fx(pair.b)
+    _, session = session_on_new_env(b, uuid.uuid4().hex[:8])
+    reader = StreamReader(a_stream.client, session.id, resume=True)
+    reader.start()
+    poster = EventPoster(pair.b.base_url, pair.api_key, session.id, stop)
+    poster.start()
     for w in writers:
         w.start()
     try:
@@ -869,7 +939,8 @@ def _restart_scenario(pair: Pair, command: List[str]) -> None:
         stop.set()
         for w in writers:
             w.join(60)
-    check(all(not w.is_alive() for w in writers), "a writer did not finish within 60s")
+        poster.join(30)
+    check(all(not w.is_alive() for w in writers) and not poster.is_alive(), "a writer did not finish within 60s")
     check(
         set(healed) == {"A", "B"},
         f"within {HEAL_WITHIN:.0f}s of the restart only {sorted(healed) or 'no replica'} acknowledged a write again",
@@ -921,22 +992,34 @@ def _restart_scenario(pair: Pair, command: List[str]) -> None:
             except anthropic.APIError as err:
                 raise AssertionError(f"{replica.config} request {i} after the restart (no retries) failed: {err!r}") from None
 
-    # The listener is back: an event posted through B reaches a new stream on A.
-    a, b = pair.fx(pair.a, timeout=30.0), pair.fx(pair.b)
-    _, session = session_on_new_env(b, uuid.uuid4().hex[:8])
-    reader = StreamReader(a.client, session.id)
-    reader.start()
+    # The stream on A carried every event acknowledged through B, before, during and after the
+    # restart (the listener reconnected), in the session's order.
+    check(poster.posted, "no event was posted through B during the restart test")
+    bad_posts = [r for r in poster.refused if not (r[1] == 503 and r[2] and r[3] == "true")]
+    check(not bad_posts, f"posting events through B during the restart: answers other than 503 + retry-after: {bad_posts[:3]}")
+    last_id = poster.posted[-1][1]
     try:
-        status, body = Driver(b, session.id).post_events([agent_message("after the restart")])
-        check(status == 200, f"posting through B after the restart answered {status}: {short(body, 300)}")
-        eid = body["data"][0]["id"]
-        check(
-            reader.wait_for(lambda rs: any(r[1] == eid for r in rs), 5.0),
-            f"after the restart, a stream on A did not deliver an event posted through B within 5s "
-            f"(stream error: {reader.error!r})",
-        )
+        arrived = reader.wait_for(lambda rs: any(r[1] == last_id for r in rs), 10.0)
     finally:
         reader.close()
+    got = reader.ids()
+    missing = [i for _, i in poster.posted if i not in got]
+    check(
+        arrived and not missing,
+        f"the stream on A, open across the restart, lacks {len(missing)} of the {len(poster.posted)} events "
+        f"acknowledged through B (first missing acknowledged {[round(t - ended, 2) for t, i in poster.posted if i in missing][:5]} s "
+        f"after the restart returned; stream resumed {reader.resumed} times; errors {reader.resume_errors[:2]}, {reader.error!r})",
+    )
+    eq(len(got), len(set(got)), "events the stream on A carried twice")
+    listed = [e.id for e in b.client.beta.sessions.events.list(session.id, limit=1000)]
+    check(got and got[0] in listed, f"the stream's first event {got[:1]} is not in the session's log")
+    expected = listed[listed.index(got[0]) : listed.index(last_id) + 1]
+    check(poster.posted[0][1] in expected, "the stream on A began after the first event posted through B")
+    eq(got[: got.index(last_id) + 1], expected, "the events the stream on A carried vs the session's log (read through B)")
+    note(
+        f"(e) the stream on A carried all {len(poster.posted)} events acknowledged through B across the restart "
+        f"({len(poster.refused)} posts refused with 503; stream reopened {reader.resumed} times)"
+    )
 
     # Every acknowledged write is there (read through the other replica).
     for w in writers:
