@@ -1,6 +1,6 @@
 //! Memories: create, read, update (content and rename), delete, list.
 //!
-//! Every write first locks the store's row ([`stores::lock`]) and only then reads the memory,
+//! Every write first locks the store's row ([`stores::lock_for_memories`]) and only then reads the memory,
 //! the paths or the count it judges: writers of one store take turns, so two creates racing
 //! for one path (or for the last slot under the cap), or two updates with one
 //! `content_sha256` precondition, cannot both pass, and the store's version positions grow
@@ -14,7 +14,7 @@ use mnemo_store::rules::memory::{self as rules, Update};
 use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
+use crate::engine::{Tx, all, col, failure, one, opt};
 use crate::{actor_columns, parse_id, stores, ts};
 
 /// A memory row with the bookkeeping a write needs.
@@ -81,23 +81,16 @@ async fn blocker(
     except: Option<i64>,
 ) -> Result<Option<(String, String)>> {
     let except = except.unwrap_or(-1);
-    // The path itself and its ancestors: at most one of them exists (they overlap each other).
+    // The path itself and its ancestors (at most one of them exists: they overlap each other),
+    // and whatever lies below it. In byte order an ancestor or the path sorts before anything
+    // below the path, so the first row is the one SQLite's two lookups would name.
     let candidates: Vec<&str> = std::iter::once(path.as_str()).chain(path.ancestors()).collect();
-    let hit = opt(
-        tx,
-        "SELECT id, path FROM memories WHERE store_seq = $1 AND path = ANY($2) AND seq <> $3 ORDER BY path LIMIT 1",
-        &[&store_seq, &candidates, &except],
-    )
-    .await?;
-    if let Some(r) = hit {
-        return Ok(Some((col(&r, 0)?, col(&r, 1)?)));
-    }
     let (lo, hi) = path.descendant_range();
     let hit = opt(
         tx,
-        "SELECT id, path FROM memories WHERE store_seq = $1 AND path >= $2 AND path < $3 AND seq <> $4 \
-         ORDER BY path LIMIT 1",
-        &[&store_seq, &lo, &hi, &except],
+        "SELECT id, path FROM memories WHERE store_seq = $1 AND seq <> $2 \
+         AND (path = ANY($3) OR (path >= $4 AND path < $5)) ORDER BY path LIMIT 1",
+        &[&store_seq, &except, &candidates, &lo, &hi],
     )
     .await?;
     hit.map(|r| Ok((col(&r, 0)?, col(&r, 1)?))).transpose()
@@ -107,42 +100,60 @@ async fn check_path_free(tx: &Tx<'_>, store_seq: i64, path: &MemoryPath, except:
     rules::check_path_free(path, blocker(tx, store_seq, path, except).await?)
 }
 
-/// Appends a version and returns its id and row number. The caller holds the store's lock, so
-/// the store's row numbers grow in commit order.
-#[allow(clippy::too_many_arguments)]
-async fn insert_version(
+/// A version to append.
+struct NewVersion<'a> {
+    memory_id: &'a MemoryId,
+    operation: Operation,
+    path: &'a str,
+    /// Text and digest; `None` for a deletion.
+    content: Option<(&'a str, &'a str)>,
+    actor: &'a Actor,
+    now: i64,
+}
+
+/// Appends a version and, in the same statement, the writes that go with it: each of `then` is
+/// a data-modifying statement that may use the version's parameters (`$1` id, `$2` store,
+/// `$3` memory id, `$5` path, `$6` digest, `$7` size, `$8` time) and its position
+/// (`(SELECT seq FROM v)`), plus `extra` from `$12` on. One round trip under the store's lock,
+/// which also keeps the store's version positions growing in commit order. Returns the
+/// version's id and position.
+async fn write_version(
     tx: &Tx<'_>,
     store_seq: i64,
-    memory_id: &MemoryId,
-    operation: Operation,
-    path: &str,
-    content: Option<(&str, &str)>,
-    actor: &Actor,
-    now: i64,
+    version: &NewVersion<'_>,
+    then: &[&str],
+    extra: &[crate::engine::Param<'_>],
 ) -> Result<(MemoryVersionId, i64)> {
     let id = MemoryVersionId::generate();
-    let (kind, actor_id) = actor_columns(actor);
-    let size = content.map(|(text, _)| bigint(text.len())).transpose()?;
-    let row = one(
-        tx,
-        "INSERT INTO memory_versions (id, store_seq, memory_id, operation, path, content_sha256, \
+    let (kind, actor_id) = actor_columns(version.actor);
+    let size = version.content.map(|(text, _)| bigint(text.len())).transpose()?;
+    let mut sql = String::from(
+        "WITH v AS (INSERT INTO memory_versions (id, store_seq, memory_id, operation, path, content_sha256, \
          content_size_bytes, created_at, actor_kind, actor_id, content) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq",
-        &[
-            &id.as_str(),
-            &store_seq,
-            &memory_id.as_str(),
-            &operation.as_str(),
-            &path,
-            &content.map(|(_, sha)| sha),
-            &size,
-            &now,
-            &kind,
-            &actor_id,
-            &content.map(|(text, _)| text.as_bytes()),
-        ],
-    )
-    .await?;
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq)",
+    );
+    for (i, statement) in then.iter().enumerate() {
+        sql.push_str(&format!(", w{i} AS ({statement})"));
+    }
+    sql.push_str(" SELECT seq FROM v");
+    let (operation, digest) = (version.operation.as_str(), version.content.map(|(_, sha)| sha));
+    let content = version.content.map(|(text, _)| text.as_bytes());
+    let (id_text, memory_id) = (id.as_str(), version.memory_id.as_str());
+    let mut params: Vec<crate::engine::Param<'_>> = vec![
+        &id_text,
+        &store_seq,
+        &memory_id,
+        &operation,
+        &version.path,
+        &digest,
+        &size,
+        &version.now,
+        &kind,
+        &actor_id,
+        &content,
+    ];
+    params.extend_from_slice(extra);
+    let row = one(tx, &sql, &params).await?;
     Ok((id, col(&row, 0)?))
 }
 
@@ -156,27 +167,33 @@ pub(crate) async fn create(
     actor: &Actor,
     limit: u32,
 ) -> Result<Memory> {
-    let (s, store_seq) = stores::lock(tx, store).await?;
-    rules::check_writable(&s)?;
+    let locked = stores::lock_for_memories(tx, store).await?;
+    let (store_seq, now) = (locked.seq, locked.now);
+    rules::check_writable(&locked.store)?;
     check_path_free(tx, store_seq, path, None).await?;
-    let row = one(tx, "SELECT memory_count FROM memory_stores WHERE seq = $1", &[&store_seq]).await?;
-    let count: i64 = col(&row, 0)?;
-    rules::check_capacity(&s, u64::try_from(count).unwrap_or_default(), limit)?;
+    rules::check_capacity(&locked.store, u64::try_from(locked.memory_count).unwrap_or_default(), limit)?;
     let id = MemoryId::generate();
     let sha = content_sha256(content.as_bytes());
-    let len = bigint(content.len())?;
-    let now = now(tx).await?;
-    let (version_id, version_seq) =
-        insert_version(tx, store_seq, &id, Operation::Created, path.as_str(), Some((&content, &sha)), actor, now)
-            .await?;
-    exec(
+    let version = NewVersion {
+        memory_id: &id,
+        operation: Operation::Created,
+        path: path.as_str(),
+        content: Some((&content, &sha)),
+        actor,
+        now,
+    };
+    let (version_id, _) = write_version(
         tx,
-        "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
-         version_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
-        &[&id.as_str(), &store_seq, &path.as_str(), &sha, &len, &version_seq, &version_id.as_str(), &now],
+        store_seq,
+        &version,
+        &[
+            "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
+             version_id, created_at, updated_at) SELECT $3, $2, $5, $6, $7, v.seq, $1, $8, $8 FROM v",
+            "UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = $2",
+        ],
+        &[],
     )
     .await?;
-    exec(tx, "UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = $1", &[&store_seq]).await?;
     Ok(Memory {
         id,
         memory_store_id: store.clone(),
@@ -205,8 +222,9 @@ pub(crate) async fn update(
     change: MemoryChange,
     actor: &Actor,
 ) -> Result<Memory> {
-    let (s, store_seq) = stores::lock(tx, store).await?;
-    rules::check_writable(&s)?;
+    let locked = stores::lock_for_memories(tx, store).await?;
+    let (store_seq, now) = (locked.seq, locked.now);
+    rules::check_writable(&locked.store)?;
     let Current { mut memory, seq } = load(tx, store, store_seq, id).await?;
     let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
         Update::Unchanged => return Ok(memory),
@@ -216,15 +234,21 @@ pub(crate) async fn update(
         check_path_free(tx, store_seq, to, Some(seq)).await?;
     }
     let path = moved_to.map_or_else(|| memory.path.clone(), |p| p.to_string());
-    let len = bigint(content.len())?;
-    let now = now(tx).await?;
-    let (version_id, version_seq) =
-        insert_version(tx, store_seq, id, Operation::Modified, &path, Some((&content, &sha)), actor, now).await?;
-    exec(
+    let version = NewVersion {
+        memory_id: id,
+        operation: Operation::Modified,
+        path: &path,
+        content: Some((&content, &sha)),
+        actor,
+        now,
+    };
+    let (version_id, _) = write_version(
         tx,
-        "UPDATE memories SET path = $1, content_sha256 = $2, content_size_bytes = $3, version_seq = $4, \
-         version_id = $5, updated_at = $6 WHERE seq = $7",
-        &[&path, &sha, &len, &version_seq, &version_id.as_str(), &now, &seq],
+        store_seq,
+        &version,
+        &["UPDATE memories SET path = $5, content_sha256 = $6, content_size_bytes = $7, \
+           version_seq = (SELECT seq FROM v), version_id = $1, updated_at = $8 WHERE seq = $12"],
+        &[&seq],
     )
     .await?;
     memory.path = path;
@@ -245,7 +269,8 @@ pub(crate) async fn delete(
     expected_sha256: Option<&str>,
     actor: &Actor,
 ) -> Result<()> {
-    let (_, store_seq) = stores::lock(tx, store).await?;
+    let locked = stores::lock_for_memories(tx, store).await?;
+    let (store_seq, now) = (locked.seq, locked.now);
     let row = opt(
         tx,
         "SELECT seq, path, content_sha256 FROM memories WHERE id = $1 AND store_seq = $2",
@@ -255,10 +280,18 @@ pub(crate) async fn delete(
     .ok_or_else(|| StoreError::not_found("memory", id))?;
     let (seq, path, sha): (i64, String, String) = (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
     rules::check_precondition(expected_sha256, &sha)?;
-    let now = now(tx).await?;
-    insert_version(tx, store_seq, id, Operation::Deleted, &path, None, actor, now).await?;
-    exec(tx, "DELETE FROM memories WHERE seq = $1", &[&seq]).await?;
-    exec(tx, "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = $1", &[&store_seq]).await?;
+    let version = NewVersion { memory_id: id, operation: Operation::Deleted, path: &path, content: None, actor, now };
+    write_version(
+        tx,
+        store_seq,
+        &version,
+        &[
+            "DELETE FROM memories WHERE seq = $12",
+            "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = $2",
+        ],
+        &[&seq],
+    )
+    .await?;
     Ok(())
 }
 

@@ -46,6 +46,34 @@ pub(crate) async fn lock(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<(MemoryStore
     row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("memory store", id))
 }
 
+/// A store locked for a write to its memories, with what such a write judges, read in the
+/// same round trip as the lock.
+pub(crate) struct Locked {
+    pub(crate) store: MemoryStore,
+    pub(crate) seq: i64,
+    /// Live memories, as the last writer left them.
+    pub(crate) memory_count: i64,
+    /// The database's clock once the lock is held.
+    pub(crate) now: i64,
+}
+
+/// Locks the store's row like [`lock`], reading its memory count and the database's clock with
+/// it: a memory write holds the lock for as few round trips as it can.
+pub(crate) async fn lock_for_memories(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<Locked> {
+    let row = opt(
+        tx,
+        &format!(
+            "SELECT {COLUMNS}, memory_count, (extract(epoch FROM clock_timestamp()) * 1000000)::int8 \
+             FROM memory_stores WHERE id = $1 FOR UPDATE"
+        ),
+        &[&id.as_str()],
+    )
+    .await?
+    .ok_or_else(|| StoreError::not_found("memory store", id))?;
+    let (store, seq) = from_row(&row)?;
+    Ok(Locked { store, seq, memory_count: col(&row, 8)?, now: col(&row, 9)? })
+}
+
 pub(crate) async fn get(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
     get_with_seq(tx, id).await.map(|(s, _)| s)
 }

@@ -1,6 +1,6 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 //!
-//! Redaction locks the store's row ([`stores::lock`]) before it reads the version and the
+//! Redaction locks the store's row ([`stores::lock_for_memories`]) before it reads the version and the
 //! memory's current version, so no concurrent write to the memory can make the version it
 //! redacts current (or stop it being current) while it judges. Reads take no lock.
 
@@ -9,7 +9,7 @@ use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, failure, now, opt};
+use crate::engine::{Tx, all, col, exec, failure, opt};
 use crate::memories::size;
 use crate::stores::{self, page};
 use crate::{actor_columns, actor_from_columns, parse_id, ts, ts_opt};
@@ -120,7 +120,8 @@ pub(crate) async fn redact(
     id: &MemoryVersionId,
     actor: &Actor,
 ) -> Result<MemoryVersion> {
-    let (_, store_seq) = stores::lock(tx, store).await?;
+    let locked = stores::lock_for_memories(tx, store).await?;
+    let (store_seq, now) = (locked.seq, locked.now);
     let (version, seq) = load(tx, store, store_seq, id, View::Full).await?;
     if version.redacted_at.is_some() {
         return Ok(version);
@@ -133,7 +134,6 @@ pub(crate) async fn redact(
     .await?;
     let current: Option<MemoryVersionId> = current.map(|r| parse_id(&col::<String>(&r, 0)?)).transpose()?;
     check_redactable(&version, current.as_ref())?;
-    let now = now(tx).await?;
     let (kind, redactor) = actor_columns(actor);
     exec(
         tx,
