@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 import time
 import urllib.error
@@ -77,6 +79,33 @@ BACKENDS = (SQLITE, POSTGRES)
 BACKEND = (os.environ.get("MNEMO_COMPAT_DATABASE", "").strip().lower() or SQLITE)
 POSTGRES_BASE_URL = os.environ.get("MNEMO_TEST_POSTGRES", "").strip()
 SCHEMAS_CREATED: List[str] = []
+
+
+class PsqlError(Exception):
+    pass
+
+
+def psql(url: str, sql: str, timeout: float = 10.0) -> str:
+    """Runs `sql` with `psql` (installed with PostgreSQL) against `url`; its output as text.
+
+    The suite's own housekeeping only (is the database up, drop the schemas it handed out):
+    tests judge the server by its API, never by its tables.  Errors never repeat the URL.
+    """
+    binary = shutil.which("psql") or next(
+        (str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"), reverse=True)), None
+    )
+    if binary is None:
+        raise PsqlError("psql is not installed (it comes with PostgreSQL's client package)")
+    try:
+        done = subprocess.run(
+            [binary, "--no-psqlrc", "-v", "ON_ERROR_STOP=1", "-Atq", "-d", url, "-c", sql],
+            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise PsqlError(f"psql took longer than {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise PsqlError(done.stderr.strip().replace(url, "<url>") or f"psql exited with {done.returncode}")
+    return done.stdout
 
 
 def with_schema(base_url: str, schema: str) -> str:

@@ -59,7 +59,6 @@ os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 sys.path.insert(0, str(HERE))
 import compat_lib  # noqa: E402
-import pgwire  # noqa: E402
 
 
 class ServerStartError(Exception):
@@ -278,9 +277,9 @@ def check_backend() -> Optional[str]:
     if not url:
         return "MNEMO_COMPAT_DATABASE=postgres needs MNEMO_TEST_POSTGRES (e.g. postgres://mnemo@127.0.0.1:55432/mnemo)"
     try:
-        pgwire.query(url, "SELECT 1")
-    except (OSError, pgwire.PgError) as err:
-        return f"cannot reach MNEMO_TEST_POSTGRES={url!r}: {err}"
+        compat_lib.psql(url, "SELECT 1")
+    except compat_lib.PsqlError as err:
+        return f"cannot reach MNEMO_TEST_POSTGRES: {err}"
     return None
 
 
@@ -291,10 +290,10 @@ def drop_schemas() -> None:
     if os.environ.get("MNEMO_COMPAT_KEEP_SCHEMAS") == "1":
         log(f"# kept {len(schemas)} schema(s): {', '.join(schemas)}")
         return
-    sql = "; ".join(f"DROP SCHEMA IF EXISTS {pgwire.quote_ident(s)} CASCADE" for s in schemas)
+    sql = "; ".join(f'DROP SCHEMA IF EXISTS "{s}" CASCADE' for s in schemas)
     try:
-        pgwire.query(compat_lib.POSTGRES_BASE_URL, sql, timeout=30)
-    except (OSError, pgwire.PgError) as err:
+        compat_lib.psql(compat_lib.POSTGRES_BASE_URL, sql, timeout=30)
+    except compat_lib.PsqlError as err:
         log(f"# could not drop the suite's schemas ({err}): {', '.join(schemas)}")
 
 

@@ -73,6 +73,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,7 +82,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import anthropic
 
 import compat_lib
-import pgwire
 from compat_lib import (
     AGENTS_BETA,
     ANTHROPIC_VERSION,
@@ -848,15 +848,15 @@ def restart_command() -> Tuple[Optional[List[str]], str]:
         return shlex.split(configured), ""
     # Default: the throw-away cluster of `.ci/postgres`, if that is the one the suite uses.
     script = HERE.parent / ".ci" / "postgres"
-    pid_file = HERE.parent / "target" / "pg" / "data" / "postmaster.pid"
-    port = os.environ.get("MNEMO_PG_PORT", "55432")
-    try:
-        url_port = str(pgwire.parse_url(compat_lib.POSTGRES_BASE_URL)["port"])
-    except pgwire.PgError:
-        url_port = ""
-    if script.is_file() and os.access(script, os.X_OK) and pid_file.is_file() and url_port == port:
-        return [str(script), "restart"], ""
-    return None, f"MNEMO_TEST_POSTGRES is not the .ci/postgres cluster (port {port}, target/pg) and MNEMO_COMPAT_PG_RESTART is unset"
+    if script.is_file() and os.access(script, os.X_OK):
+        try:
+            status = subprocess.run([str(script), "status"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            status = None
+        ours = status is not None and status.returncode == 0 and status.stdout.strip()
+        if ours and urllib.parse.urlsplit(ours).port == urllib.parse.urlsplit(compat_lib.POSTGRES_BASE_URL).port:
+            return [str(script), "restart"], ""
+    return None, "MNEMO_TEST_POSTGRES is not the running .ci/postgres cluster and MNEMO_COMPAT_PG_RESTART is unset"
 
 
 def test_database_restart_under_writes(fx):

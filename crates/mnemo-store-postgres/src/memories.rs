@@ -108,34 +108,35 @@ struct NewVersion<'a> {
     /// Text and digest; `None` for a deletion.
     content: Option<(&'a str, &'a str)>,
     actor: &'a Actor,
-    now: i64,
 }
 
 /// Appends a version and, in the same statement, the writes that go with it: each of `then` is
 /// a data-modifying statement that may use the version's parameters (`$1` id, `$2` store,
-/// `$3` memory id, `$5` path, `$6` digest, `$7` size, `$8` time) and its position
-/// (`(SELECT seq FROM v)`), plus `extra` from `$12` on. One round trip under the store's lock,
-/// which also keeps the store's version positions growing in commit order. Returns the
-/// version's id and position.
+/// `$3` memory id, `$5` path, `$6` digest, `$7` size), its position (`(SELECT seq FROM v)`) and
+/// time (`(SELECT t FROM now)`), plus `extra` from `$11` on. One round trip under the store's
+/// lock, which keeps the store's version positions growing in commit order; the time is read
+/// by this statement, after the lock was granted, so it grows with them (a clock read with the
+/// lock could predate a wait for it). Returns the version's id, position and time.
 async fn write_version(
     tx: &Tx<'_>,
     store_seq: i64,
     version: &NewVersion<'_>,
     then: &[&str],
     extra: &[crate::engine::Param<'_>],
-) -> Result<(MemoryVersionId, i64)> {
+) -> Result<(MemoryVersionId, i64, i64)> {
     let id = MemoryVersionId::generate();
     let (kind, actor_id) = actor_columns(version.actor);
     let size = version.content.map(|(text, _)| bigint(text.len())).transpose()?;
     let mut sql = String::from(
-        "WITH v AS (INSERT INTO memory_versions (id, store_seq, memory_id, operation, path, content_sha256, \
+        "WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8 AS t), \
+         v AS (INSERT INTO memory_versions (id, store_seq, memory_id, operation, path, content_sha256, \
          content_size_bytes, created_at, actor_kind, actor_id, content) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT t FROM now), $8, $9, $10) RETURNING seq, created_at)",
     );
     for (i, statement) in then.iter().enumerate() {
         sql.push_str(&format!(", w{i} AS ({statement})"));
     }
-    sql.push_str(" SELECT seq FROM v");
+    sql.push_str(" SELECT seq, created_at FROM v");
     let (operation, digest) = (version.operation.as_str(), version.content.map(|(_, sha)| sha));
     let content = version.content.map(|(text, _)| text.as_bytes());
     let (id_text, memory_id) = (id.as_str(), version.memory_id.as_str());
@@ -147,14 +148,13 @@ async fn write_version(
         &version.path,
         &digest,
         &size,
-        &version.now,
         &kind,
         &actor_id,
         &content,
     ];
     params.extend_from_slice(extra);
     let row = one(tx, &sql, &params).await?;
-    Ok((id, col(&row, 0)?))
+    Ok((id, col(&row, 0)?, col(&row, 1)?))
 }
 
 /// Creates a memory. Under the store's lock: the store is writable, the path is free and one
@@ -168,7 +168,7 @@ pub(crate) async fn create(
     limit: u32,
 ) -> Result<Memory> {
     let locked = stores::lock_for_memories(tx, store).await?;
-    let (store_seq, now) = (locked.seq, locked.now);
+    let store_seq = locked.seq;
     rules::check_writable(&locked.store)?;
     check_path_free(tx, store_seq, path, None).await?;
     rules::check_capacity(&locked.store, u64::try_from(locked.memory_count).unwrap_or_default(), limit)?;
@@ -180,15 +180,15 @@ pub(crate) async fn create(
         path: path.as_str(),
         content: Some((&content, &sha)),
         actor,
-        now,
     };
-    let (version_id, _) = write_version(
+    let (version_id, _, now) = write_version(
         tx,
         store_seq,
         &version,
         &[
             "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
-             version_id, created_at, updated_at) SELECT $3, $2, $5, $6, $7, v.seq, $1, $8, $8 FROM v",
+             version_id, created_at, updated_at) SELECT $3, $2, $5, $6, $7, v.seq, $1, v.created_at, v.created_at \
+             FROM v",
             "UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = $2",
         ],
         &[],
@@ -223,7 +223,7 @@ pub(crate) async fn update(
     actor: &Actor,
 ) -> Result<Memory> {
     let locked = stores::lock_for_memories(tx, store).await?;
-    let (store_seq, now) = (locked.seq, locked.now);
+    let store_seq = locked.seq;
     rules::check_writable(&locked.store)?;
     let Current { mut memory, seq } = load(tx, store, store_seq, id).await?;
     let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
@@ -240,14 +240,13 @@ pub(crate) async fn update(
         path: &path,
         content: Some((&content, &sha)),
         actor,
-        now,
     };
-    let (version_id, _) = write_version(
+    let (version_id, _, now) = write_version(
         tx,
         store_seq,
         &version,
         &["UPDATE memories SET path = $5, content_sha256 = $6, content_size_bytes = $7, \
-           version_seq = (SELECT seq FROM v), version_id = $1, updated_at = $8 WHERE seq = $12"],
+           version_seq = (SELECT seq FROM v), version_id = $1, updated_at = (SELECT t FROM now) WHERE seq = $11"],
         &[&seq],
     )
     .await?;
@@ -270,7 +269,7 @@ pub(crate) async fn delete(
     actor: &Actor,
 ) -> Result<()> {
     let locked = stores::lock_for_memories(tx, store).await?;
-    let (store_seq, now) = (locked.seq, locked.now);
+    let store_seq = locked.seq;
     let row = opt(
         tx,
         "SELECT seq, path, content_sha256 FROM memories WHERE id = $1 AND store_seq = $2",
@@ -280,13 +279,13 @@ pub(crate) async fn delete(
     .ok_or_else(|| StoreError::not_found("memory", id))?;
     let (seq, path, sha): (i64, String, String) = (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
     rules::check_precondition(expected_sha256, &sha)?;
-    let version = NewVersion { memory_id: id, operation: Operation::Deleted, path: &path, content: None, actor, now };
+    let version = NewVersion { memory_id: id, operation: Operation::Deleted, path: &path, content: None, actor };
     write_version(
         tx,
         store_seq,
         &version,
         &[
-            "DELETE FROM memories WHERE seq = $12",
+            "DELETE FROM memories WHERE seq = $11",
             "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = $2",
         ],
         &[&seq],

@@ -53,7 +53,7 @@ pub(crate) struct Locked {
     pub(crate) seq: i64,
     /// Live memories, as the last writer left them.
     pub(crate) memory_count: i64,
-    /// The database's clock once the lock is held.
+    /// The database's clock as the lock was asked for (a wait for the lock may follow it).
     pub(crate) now: i64,
 }
 

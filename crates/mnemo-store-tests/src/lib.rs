@@ -224,6 +224,7 @@ macro_rules! conformance {
             overlapping_paths_created_concurrently_never_coexist,
             concurrent_creates_fill_the_cap_exactly,
             concurrent_updates_with_one_precondition_have_one_winner,
+            concurrent_writers_stamp_versions_in_their_order,
             concurrent_pollers_never_share_a_delivery,
             a_concurrent_reader_sees_every_event_in_order,
         });

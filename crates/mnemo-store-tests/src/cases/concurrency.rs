@@ -123,6 +123,36 @@ pub async fn concurrent_creates_fill_the_cap_exactly(factory: &impl StoreFactory
     }
 }
 
+/// Versions written by racing writers are listed newest first by both position and time: a
+/// writer that waited for another stamps its version after the one it waited for.
+pub async fn concurrent_writers_stamp_versions_in_their_order(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "stamped").await;
+    all_spawned((0..8).map(|w| {
+        let (s, store) = (Arc::clone(&s.store), store.clone());
+        async move {
+            for i in 0..12 {
+                let m = s.create_memory(&store, path(&format!("/w{w}/{i}.md")), "x".into(), api_actor()).await.unwrap();
+                let change = MemoryChange { content: Some("y".into()), path: None, expected_sha256: None };
+                s.update_memory(&store, &m.id, change, api_actor()).await.unwrap();
+            }
+        }
+    }))
+    .await;
+    let listed = all_versions(&*s, &store, versions(100)).await;
+    assert_eq!(listed.len(), 8 * 12 * 2);
+    for pair in listed.windows(2) {
+        assert!(
+            pair[0].created_at >= pair[1].created_at,
+            "newest first, yet {} ({}) is older than {} ({}), listed after it",
+            pair[0].id,
+            pair[0].created_at,
+            pair[1].id,
+            pair[1].created_at
+        );
+    }
+}
+
 pub async fn concurrent_updates_with_one_precondition_have_one_winner(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     for round in 0..ROUNDS {
