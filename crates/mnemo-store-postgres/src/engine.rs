@@ -35,13 +35,13 @@ pub(crate) fn backend(e: tokio_postgres::Error) -> StoreError {
     let transient = match e.code() {
         Some(code) => {
             [
-                    SqlState::ADMIN_SHUTDOWN,
-                    SqlState::CRASH_SHUTDOWN,
-                    SqlState::CANNOT_CONNECT_NOW,
-                    SqlState::QUERY_CANCELED,
-                    SqlState::TOO_MANY_CONNECTIONS,
-                ]
-                .contains(code)
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+                SqlState::QUERY_CANCELED,
+                SqlState::TOO_MANY_CONNECTIONS,
+            ]
+            .contains(code)
                 || code.code().starts_with("08")
         }
         // No SQLSTATE: the connection itself failed.
@@ -229,7 +229,9 @@ pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, idx: usize) -> Result<T, Sto
 /// U+0000 that a TEXT column refuses).
 pub(crate) fn text_bytes(row: &Row, idx: usize) -> Result<Option<String>, StoreError> {
     col::<Option<Vec<u8>>>(row, idx)?
-        .map(|bytes| String::from_utf8(bytes).map_err(|_| failure(format!("column {idx} holds text that is not UTF-8"))))
+        .map(|bytes| {
+            String::from_utf8(bytes).map_err(|_| failure(format!("column {idx} holds text that is not UTF-8")))
+        })
         .transpose()
 }
 

@@ -87,8 +87,9 @@ impl PostgresSettings {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err("not a postgres:// URL".into());
         }
-        let config: tokio_postgres::Config =
-            url.parse().map_err(|e: tokio_postgres::Error| format!("the postgres:// URL is malformed: {}", redact(&e.to_string(), url)))?;
+        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            format!("the postgres:// URL is malformed: {}", redact(&e.to_string(), url))
+        })?;
         if config.get_dbname().is_none() {
             return Err("the postgres:// URL names no database (postgres://USER:PASS@HOST:PORT/DB)".into());
         }
@@ -150,8 +151,7 @@ impl PostgresStore {
             let ms = timeout.as_millis().max(1);
             config.options(format!("{options} -c statement_timeout={ms}").trim_start());
         }
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let timeout = Some(settings.connect_timeout);
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size.max(1))

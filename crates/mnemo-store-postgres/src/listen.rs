@@ -133,16 +133,14 @@ mod tests {
     #[test]
     fn signals_survive_their_payloads() {
         let session: SessionId = SessionId::generate();
-        for signal in [
-            Signal::Events { session, first: 3, last: 7 },
-            Signal::Work,
-            Signal::Credentials,
-            Signal::Resync,
-        ] {
+        for signal in [Signal::Events { session, first: 3, last: 7 }, Signal::Work, Signal::Credentials, Signal::Resync]
+        {
             assert_eq!(decode(&encode(&signal)), signal);
         }
         assert_eq!(decode("x something new"), Signal::Resync, "an unknown signal re-checks everything");
         assert_eq!(decode("e not-an-id 1 2"), Signal::Resync);
-        assert!(encode(&Signal::Events { session: SessionId::generate(), first: i64::MAX, last: i64::MAX }).len() < 8000);
+        assert!(
+            encode(&Signal::Events { session: SessionId::generate(), first: i64::MAX, last: i64::MAX }).len() < 8000
+        );
     }
 }

@@ -140,18 +140,8 @@ async fn write_version(
     let (operation, digest) = (version.operation.as_str(), version.content.map(|(_, sha)| sha));
     let content = version.content.map(|(text, _)| text.as_bytes());
     let (id_text, memory_id) = (id.as_str(), version.memory_id.as_str());
-    let mut params: Vec<crate::engine::Param<'_>> = vec![
-        &id_text,
-        &store_seq,
-        &memory_id,
-        &operation,
-        &version.path,
-        &digest,
-        &size,
-        &kind,
-        &actor_id,
-        &content,
-    ];
+    let mut params: Vec<crate::engine::Param<'_>> =
+        vec![&id_text, &store_seq, &memory_id, &operation, &version.path, &digest, &size, &kind, &actor_id, &content];
     params.extend_from_slice(extra);
     let row = one(tx, &sql, &params).await?;
     Ok((id, col(&row, 0)?, col(&row, 1)?))

@@ -98,7 +98,8 @@ pub(crate) async fn open(url: &str, limits: Limits, pg: &PostgresArgs) -> anyhow
             settings.limits = limits;
             settings.pool_size = pg.pg_pool_size;
             settings.connect_timeout = Duration::from_secs(pg.pg_connect_timeout);
-            settings.statement_timeout = (pg.pg_statement_timeout > 0).then(|| Duration::from_secs(pg.pg_statement_timeout));
+            settings.statement_timeout =
+                (pg.pg_statement_timeout > 0).then(|| Duration::from_secs(pg.pg_statement_timeout));
             let host = settings.config.get_hosts().first().map(|h| format!("{h:?}")).unwrap_or_default();
             let dbname = settings.config.get_dbname().unwrap_or_default().to_owned();
             let store = PostgresStore::open(&settings)
@@ -123,14 +124,24 @@ mod tests {
             assert!(err.contains("sqlite://PATH"), "{err}");
             assert!(!err.contains("hunter2"), "a password leaked: {err}");
         }
-        let err = open("just-a-path.db", Limits::default(), &PostgresArgs::default()).await.err().expect("refused").to_string();
-        assert!(err.starts_with("`--database` must be a URL such as `sqlite://PATH[?synchronous=full|normal]`"), "{err}");
+        let err = open("just-a-path.db", Limits::default(), &PostgresArgs::default())
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            err.starts_with("`--database` must be a URL such as `sqlite://PATH[?synchronous=full|normal]`"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
     async fn sqlite_urls_open_and_close() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(&format!("sqlite://{}/db.sqlite", dir.path().display()), Limits::default(), &PostgresArgs::default()).await.unwrap();
+        let store =
+            open(&format!("sqlite://{}/db.sqlite", dir.path().display()), Limits::default(), &PostgresArgs::default())
+                .await
+                .unwrap();
         assert_eq!(store.count_api_keys().await.unwrap(), 0);
         store.close().await;
         assert!(store.count_api_keys().await.is_err(), "a closed store answers nothing");
