@@ -102,10 +102,7 @@ async fn recorded_result(
     kind: CallKind,
     id: &EventId,
 ) -> Result<Option<(ToolResult, SessionEvent)>> {
-    let (result_type, key) = match kind {
-        CallKind::Tool => ("user.tool_result", "tool_use_id"),
-        CallKind::Custom => ("user.custom_tool_result", "custom_tool_use_id"),
-    };
+    let (result_type, key) = kind.result_type_and_key();
     let found = rows(
         tx,
         &format!(

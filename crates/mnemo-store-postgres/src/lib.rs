@@ -25,12 +25,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::DateTime;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use mnemo_api::{
     Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
     EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
-    MemoryVersionId, Session, SessionId, Timestamp, View, Work, WorkId, WorkQueueStats,
+    MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
 };
 use mnemo_store::{
     Appended, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome, Limits, ListEvents,
@@ -185,46 +184,8 @@ impl Drop for PostgresStore {
     }
 }
 
-pub(crate) fn ts(micros: i64) -> Timestamp {
-    DateTime::from_timestamp_micros(micros).unwrap_or_default()
-}
-
-pub(crate) fn ts_opt(micros: Option<i64>) -> Option<Timestamp> {
-    micros.map(ts)
-}
-
-/// RFC 3339 text in UTC with microseconds, for the API's string-typed timestamps.
 pub(crate) use mnemo_api::rfc3339_micros as rfc3339;
-
-pub(crate) fn rfc3339_opt(micros: Option<i64>) -> Option<String> {
-    micros.map(rfc3339)
-}
-
-/// An actor as the two columns `(kind, id)`.
-pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
-    match actor {
-        Actor::SessionActor { session_id } => ("session_actor", session_id.as_str()),
-        Actor::ApiActor { api_key_id } => ("api_actor", api_key_id.as_str()),
-        Actor::UserActor { user_id } => ("user_actor", user_id),
-        Actor::ServiceAccountActor { service_account_id } => ("service_account_actor", service_account_id),
-    }
-}
-
-/// Reads an actor back from its two columns; unknown shapes read as "not recorded".
-pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Option<Actor> {
-    let id = id?;
-    Some(match kind?.as_str() {
-        "session_actor" => Actor::SessionActor { session_id: id.parse().ok()? },
-        "api_actor" => Actor::ApiActor { api_key_id: id.parse().ok()? },
-        "user_actor" => Actor::UserActor { user_id: id },
-        "service_account_actor" => Actor::ServiceAccountActor { service_account_id: id },
-        _ => return None,
-    })
-}
-
-pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T> {
-    s.parse().map_err(|_| failure(format!("malformed id `{s}` in the database")))
-}
+pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, rfc3339_opt, ts, ts_opt};
 
 /// Writes that kill credentials tell every replica to forget the ones it remembers.
 async fn credentials_changed(store: &PostgresStore, tx: &engine::Tx<'_>) -> Result<()> {

@@ -7,11 +7,12 @@
 //! in commit order. Reads take no lock.
 
 use mnemo_api::{
-    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryPrefix, MemoryStoreId, MemoryVersionId, Operation, View,
+    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, MemoryVersionId, Operation, View,
     content_sha256,
 };
+use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{self as rules, Update};
-use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
+use mnemo_store::{ListMemories, Listing, MemoryChange, Result, StoreError};
 use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, failure, one, opt};
@@ -284,21 +285,10 @@ pub(crate) async fn delete(
     Ok(())
 }
 
-/// Lists in byte order of path (the column's collation is `"C"`) with keyset pagination. With
-/// a depth, each run of memories below a rolled-up prefix becomes one `memory_prefix` item and
-/// the scan seeks past the prefix's subtree, so a page costs O(limit) index seeks however many
-/// memories hide below.
+/// Lists in byte order of path (the column's collation is `"C"`), as a [`RollupScan`] asks.
 pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemories) -> Result<Listing<MemoryListItem>> {
     let (_, store_seq) = stores::get_with_seq(tx, store).await?;
     let full = q.view == View::Full;
-    let (lo, hi) = q.prefix.range();
-    // The scan position: paths >= `from` and > `after`.
-    let (mut from, mut after) = match &q.after {
-        None => (lo, String::new()),
-        Some(Cursor::AfterPath(p)) => (lo, p.clone()),
-        Some(Cursor::FromPath(p)) => (lo.max(p.clone()), String::new()),
-        Some(Cursor::Before(_) | Cursor::After(_)) => return Err(StoreError::InvalidCursor),
-    };
     let sql = if full {
         format!(
             "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
@@ -310,43 +300,11 @@ pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemories) -
              WHERE m.store_seq = $1 AND m.path >= $2 AND m.path > $3 AND m.path < $4 ORDER BY m.path LIMIT $5"
         )
     };
-    let want = q.limit as usize + 1;
-    let mut items: Vec<(MemoryListItem, Cursor)> = Vec::with_capacity(want);
-    'scan: while items.len() < want {
-        let batch = want - items.len();
-        let rows = all(tx, &sql, &[&store_seq, &from, &after, &hi, &bigint(batch)?]).await?;
-        let seen = rows.len();
-        for row in &rows {
-            let (memory, _) = from_row(store, row, full)?;
-            match rollup(&q.prefix, q.depth, &memory.path) {
-                None => {
-                    let cursor = Cursor::AfterPath(memory.path.clone());
-                    items.push((MemoryListItem::Memory(memory), cursor));
-                }
-                Some(dir) => {
-                    // Skip the whole subtree: the next candidate is >= dir with its `/` bumped.
-                    let mut skip = dir[..dir.len() - 1].to_owned();
-                    skip.push('0');
-                    let item = MemoryListItem::Prefix(MemoryPrefix { path: dir.to_owned() });
-                    items.push((item, Cursor::FromPath(skip.clone())));
-                    from = skip;
-                    after = String::new();
-                    continue 'scan;
-                }
-            }
-            if items.len() == want {
-                break 'scan;
-            }
-        }
-        if seen < batch {
-            break;
-        }
-        if let Some((_, Cursor::AfterPath(p))) = items.last() {
-            after = p.clone();
-        }
+    let mut scan = RollupScan::new(q)?;
+    while let Some(batch) = scan.next_batch() {
+        let rows = all(tx, &sql, &[&store_seq, &batch.from, &batch.after, &batch.until, &bigint(batch.limit)?]).await?;
+        let memories = rows.iter().map(|r| from_row(store, r, full).map(|(m, _)| m)).collect::<Result<Vec<_>>>()?;
+        scan.feed(&batch, memories);
     }
-    let more = items.len() > q.limit as usize;
-    items.truncate(q.limit as usize);
-    let next = if more { items.last().map(|(_, c)| c.clone()) } else { None };
-    Ok(Listing { items: items.into_iter().map(|(i, _)| i).collect(), next })
+    Ok(scan.finish())
 }

@@ -9,79 +9,29 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, MemoryStoreResource, Session, SessionId, SessionStatus,
-    StopReason, WorkData,
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus, StopReason, WorkData,
 };
+use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::catalog;
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
 use crate::stores::page;
-use crate::{agents, environments, parse_id, rfc3339, stores, ts, ts_opt, work};
-
-/// The JSON part of a session row.
-#[derive(Debug, Serialize, Deserialize)]
-struct Body {
-    title: Option<String>,
-    metadata: BTreeMap<String, String>,
-    agent: Value,
-    resources: Vec<MemoryStoreResource>,
-    budget: Option<Value>,
-    stop_reason: Option<Value>,
-    memory_prompt: Option<String>,
-}
-
-impl Body {
-    /// The body of a session as loaded.
-    fn of(s: &Session) -> Self {
-        Self {
-            title: s.title.clone(),
-            metadata: s.metadata.clone(),
-            agent: s.agent.clone(),
-            resources: s.resources.clone(),
-            budget: s.budget.clone(),
-            stop_reason: s.stop_reason.clone(),
-            memory_prompt: s.memory_prompt.clone(),
-        }
-    }
-
-    fn to_json(&self) -> Result<String> {
-        serde_json::to_string(self).map_err(|e| failure(format!("serialise a session body: {e}")))
-    }
-}
+use crate::{agents, environments, rfc3339, stores, work};
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
 
 fn from_row(r: &Row) -> Result<(Session, i64)> {
-    let body: String = col(r, 2)?;
-    let body: Body =
-        serde_json::from_str(&body).map_err(|e| failure(format!("malformed session body in the database: {e}")))?;
-    Ok((
-        Session {
-            id: parse_id(&col::<String>(r, 0)?)?,
-            environment_id: parse_id(&col::<String>(r, 1)?)?,
-            status: col(r, 3)?,
-            title: body.title,
-            metadata: body.metadata,
-            agent: body.agent,
-            resources: body.resources,
-            budget: body.budget,
-            outcome_evaluations: Vec::new(),
-            stats: json!({"active_seconds": 0.0, "duration_seconds": 0.0}),
-            usage: json!({"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}),
-            vault_ids: Vec::new(),
-            deployment_id: None,
-            created_at: ts(col(r, 4)?),
-            updated_at: ts(col(r, 5)?),
-            archived_at: ts_opt(col(r, 6)?),
-            stop_reason: body.stop_reason,
-            memory_prompt: body.memory_prompt,
-        },
-        col(r, 7)?,
-    ))
+    let columns = SessionColumns {
+        id: col(r, 0)?,
+        environment_id: col(r, 1)?,
+        status: col(r, 3)?,
+        created_at: col(r, 4)?,
+        updated_at: col(r, 5)?,
+        archived_at: col(r, 6)?,
+    };
+    Ok((Body::parse(&col::<String>(r, 2)?)?.into_session(columns)?, col(r, 7)?))
 }
 
 /// The session and its row number, or not-found.

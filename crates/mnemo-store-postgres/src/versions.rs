@@ -5,6 +5,7 @@
 //! redacts current (or stop it being current) while it judges. Reads take no lock.
 
 use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_store::row::ActorFilter;
 use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
 use tokio_postgres::Row;
@@ -67,20 +68,11 @@ pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryVersionId
 pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
     let (_, store_seq) = stores::get_with_seq(tx, store).await?;
     let before = stores::before(q.after.as_ref())?;
-    // One actor filter at most applies to the `created_by` columns; combining two different
-    // actor kinds can match nothing.
-    let actors: Vec<(&str, &str)> = [
-        q.session_id.as_ref().map(|s| ("session_actor", s.as_str())),
-        q.api_key_id.as_ref().map(|k| ("api_actor", k.as_str())),
-        q.service_account_id.as_deref().map(|s| ("service_account_actor", s)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if actors.len() > 1 {
-        return Ok(Listing { items: Vec::new(), next: None });
-    }
-    let (actor_kind, actor_id) = actors.first().copied().unzip();
+    let (actor_kind, actor_id) = match q.actor_filter() {
+        ActorFilter::Any => (None, None),
+        ActorFilter::One(kind, id) => (Some(kind), Some(id)),
+        ActorFilter::Nothing => return Ok(Listing { items: Vec::new(), next: None }),
+    };
     let with_content = q.view == View::Full;
     let sql = format!(
         "SELECT {COLUMNS}{} FROM memory_versions \

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use mnemo_api::{
     Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory, MemoryId, MemoryListItem,
-    MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, Timestamp, View,
+    MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, View,
 };
 use std::collections::BTreeMap;
 
@@ -118,46 +118,9 @@ pub(crate) fn now_micros() -> i64 {
     Utc::now().timestamp_micros()
 }
 
-pub(crate) fn ts(micros: i64) -> Timestamp {
-    DateTime::from_timestamp_micros(micros).unwrap_or_default()
-}
-
-pub(crate) fn ts_opt(micros: Option<i64>) -> Option<Timestamp> {
-    micros.map(ts)
-}
-
 /// RFC 3339 text in UTC with microseconds, for the API's string-typed timestamps.
 pub(crate) use mnemo_api::rfc3339_micros as rfc3339;
-
-pub(crate) fn rfc3339_opt(micros: Option<i64>) -> Option<String> {
-    micros.map(rfc3339)
-}
-
-/// An actor as the two columns `(kind, id)`.
-pub(crate) fn actor_columns(actor: &Actor) -> (&'static str, &str) {
-    match actor {
-        Actor::SessionActor { session_id } => ("session_actor", session_id.as_str()),
-        Actor::ApiActor { api_key_id } => ("api_actor", api_key_id.as_str()),
-        Actor::UserActor { user_id } => ("user_actor", user_id),
-        Actor::ServiceAccountActor { service_account_id } => ("service_account_actor", service_account_id),
-    }
-}
-
-/// Reads an actor back from its two columns; unknown shapes read as "not recorded".
-pub(crate) fn actor_from_columns(kind: Option<String>, id: Option<String>) -> Option<Actor> {
-    let id = id?;
-    Some(match kind?.as_str() {
-        "session_actor" => Actor::SessionActor { session_id: id.parse().ok()? },
-        "api_actor" => Actor::ApiActor { api_key_id: id.parse().ok()? },
-        "user_actor" => Actor::UserActor { user_id: id },
-        "service_account_actor" => Actor::ServiceAccountActor { service_account_id: id },
-        _ => return None,
-    })
-}
-
-pub(crate) fn parse_id<T: std::str::FromStr>(s: &str) -> Result<T> {
-    s.parse().map_err(|_| failure(format!("malformed id `{s}` in the database")))
-}
+pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, rfc3339_opt, ts, ts_opt};
 
 #[async_trait]
 impl Store for SqliteStore {

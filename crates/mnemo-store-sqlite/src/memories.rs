@@ -1,11 +1,12 @@
 //! Memories: create, read, update (content and rename), delete, list.
 
 use mnemo_api::{
-    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryPrefix, MemoryStoreId, MemoryVersionId, Operation, View,
+    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, MemoryVersionId, Operation, View,
     content_sha256,
 };
+use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{self as rules, Update};
-use mnemo_store::{Cursor, ListMemories, Listing, MemoryChange, Result, StoreError, rollup};
+use mnemo_store::{ListMemories, Listing, MemoryChange, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::engine::{backend, query_one};
@@ -238,20 +239,10 @@ pub(crate) fn delete(
     Ok(())
 }
 
-/// Lists in byte order of path with keyset pagination. With a depth, each run of memories
-/// below a rolled-up prefix becomes one `memory_prefix` item and the scan seeks past the
-/// prefix's subtree, so a page costs O(limit) index seeks however many memories hide below.
+/// Lists in byte order of path, as a [`RollupScan`] asks.
 pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> Result<Listing<MemoryListItem>> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     let full = q.view == View::Full;
-    let (lo, hi) = q.prefix.range();
-    // The scan position: paths >= `from` and > `after`.
-    let (mut from, mut after) = match &q.after {
-        None => (lo, String::new()),
-        Some(Cursor::AfterPath(p)) => (lo, p.clone()),
-        Some(Cursor::FromPath(p)) => (lo.max(p.clone()), String::new()),
-        Some(Cursor::Before(_) | Cursor::After(_)) => return Err(StoreError::InvalidCursor),
-    };
     let sql = if full {
         format!(
             "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
@@ -264,44 +255,16 @@ pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> R
         )
     };
     let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
-    let want = q.limit as usize + 1;
-    let mut items: Vec<(MemoryListItem, Cursor)> = Vec::with_capacity(want);
-    'scan: while items.len() < want {
-        let batch = (want - items.len()) as i64;
-        let mut rows = stmt.query(params![store_seq, from, after, hi, batch]).map_err(backend)?;
-        let mut seen = 0;
-        while let Some(row) = rows.next().map_err(backend)? {
-            seen += 1;
-            let (memory, _) = from_row(store, row, full).map_err(backend)?;
-            match rollup(&q.prefix, q.depth, &memory.path) {
-                None => {
-                    let cursor = Cursor::AfterPath(memory.path.clone());
-                    items.push((MemoryListItem::Memory(memory), cursor));
-                }
-                Some(dir) => {
-                    // Skip the whole subtree: the next candidate is >= dir with its `/` bumped.
-                    let mut skip = dir[..dir.len() - 1].to_owned();
-                    skip.push('0');
-                    let item = MemoryListItem::Prefix(MemoryPrefix { path: dir.to_owned() });
-                    items.push((item, Cursor::FromPath(skip.clone())));
-                    from = skip;
-                    after = String::new();
-                    continue 'scan;
-                }
-            }
-            if items.len() == want {
-                break 'scan;
-            }
-        }
-        if seen < batch {
-            break;
-        }
-        if let Some((_, Cursor::AfterPath(p))) = items.last() {
-            after = p.clone();
-        }
+    let mut scan = RollupScan::new(q)?;
+    while let Some(batch) = scan.next_batch() {
+        let limit = i64::try_from(batch.limit).unwrap_or(i64::MAX);
+        let memories = stmt
+            .query_map(params![store_seq, batch.from, batch.after, batch.until, limit], |r| {
+                from_row(store, r, full).map(|(m, _)| m)
+            })
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            .map_err(backend)?;
+        scan.feed(&batch, memories);
     }
-    let more = items.len() > q.limit as usize;
-    items.truncate(q.limit as usize);
-    let next = if more { items.last().map(|(_, c)| c.clone()) } else { None };
-    Ok(Listing { items: items.into_iter().map(|(i, _)| i).collect(), next })
+    Ok(scan.finish())
 }

@@ -3,60 +3,31 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, MemoryStoreResource, Session, SessionId, SessionStatus,
-    StopReason, WorkData,
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus, StopReason, WorkData,
 };
+use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::catalog;
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use rusqlite::{Connection, Row, params};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use crate::engine::{backend, query_one};
 use crate::stores::page;
-use crate::{agents, environments, now_micros, parse_id, rfc3339, stores, ts, ts_opt, work};
-
-/// The JSON part of a session row.
-#[derive(Debug, Serialize, Deserialize)]
-struct Body {
-    title: Option<String>,
-    metadata: BTreeMap<String, String>,
-    agent: Value,
-    resources: Vec<MemoryStoreResource>,
-    budget: Option<Value>,
-    stop_reason: Option<Value>,
-    memory_prompt: Option<String>,
-}
+use crate::{agents, environments, now_micros, rfc3339, stores, work};
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
-    let body: String = r.get(2)?;
-    let body: Body = serde_json::from_str(&body).map_err(|e| rusqlite::Error::InvalidColumnName(e.to_string()))?;
-    Ok((
-        Session {
-            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
-            environment_id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
-            status: r.get(3)?,
-            title: body.title,
-            metadata: body.metadata,
-            agent: body.agent,
-            resources: body.resources,
-            budget: body.budget,
-            outcome_evaluations: Vec::new(),
-            stats: json!({"active_seconds": 0.0, "duration_seconds": 0.0}),
-            usage: json!({"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}),
-            vault_ids: Vec::new(),
-            deployment_id: None,
-            created_at: ts(r.get(4)?),
-            updated_at: ts(r.get(5)?),
-            archived_at: ts_opt(r.get(6)?),
-            stop_reason: body.stop_reason,
-            memory_prompt: body.memory_prompt,
-        },
-        r.get(7)?,
-    ))
+    let columns = SessionColumns {
+        id: r.get(0)?,
+        environment_id: r.get(1)?,
+        status: r.get(3)?,
+        created_at: r.get(4)?,
+        updated_at: r.get(5)?,
+        archived_at: r.get(6)?,
+    };
+    let session = Body::parse(&r.get::<_, String>(2)?).and_then(|b| b.into_session(columns)).map_err(bad)?;
+    Ok((session, r.get(7)?))
 }
 
 pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {
@@ -93,13 +64,7 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
     c.execute(
         "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, 'idle', ?5, ?5)",
-        params![
-            id.as_str(),
-            new.environment.as_str(),
-            new.agent.id.as_str(),
-            serde_json::to_string(&body).map_err(backend)?,
-            now
-        ],
+        params![id.as_str(), new.environment.as_str(), new.agent.id.as_str(), body.to_json()?, now],
     )
     .map_err(backend)?;
     let seq = c.last_insert_rowid();
@@ -218,14 +183,14 @@ pub(crate) fn set_status(
     let (current, body): (String, String) = c
         .query_row("SELECT status, body FROM sessions WHERE seq = ?1", [session_seq], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(backend)?;
-    let mut body: Body = serde_json::from_str(&body).map_err(backend)?;
+    let mut body = Body::parse(&body)?;
     if let Some(reason) = stop_reason {
         body.stop_reason = Some(serde_json::to_value(reason).map_err(backend)?);
     }
     let status = status.map_or(current, |s| s.as_str().to_owned());
     c.execute(
         "UPDATE sessions SET status = ?1, body = ?2, updated_at = ?3 WHERE seq = ?4",
-        params![status, serde_json::to_string(&body).map_err(backend)?, now_micros(), session_seq],
+        params![status, body.to_json()?, now_micros(), session_seq],
     )
     .map_err(backend)?;
     Ok(())
@@ -240,12 +205,12 @@ pub(crate) fn update(
     let (session, seq) = get_with_seq(c, id)?;
     let (title, metadata) = catalog::update_session(&session, title, metadata)?;
     let body: String = c.query_row("SELECT body FROM sessions WHERE seq = ?1", [seq], |r| r.get(0)).map_err(backend)?;
-    let mut body: Body = serde_json::from_str(&body).map_err(backend)?;
+    let mut body = Body::parse(&body)?;
     body.title = title;
     body.metadata = metadata;
     c.execute(
         "UPDATE sessions SET body = ?1, updated_at = ?2 WHERE seq = ?3",
-        params![serde_json::to_string(&body).map_err(backend)?, now_micros(), seq],
+        params![body.to_json()?, now_micros(), seq],
     )
     .map_err(backend)?;
     get_with_seq(c, id).map(|(s, _)| s)

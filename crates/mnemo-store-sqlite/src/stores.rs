@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 
 use mnemo_api::{MemoryStore, MemoryStoreId};
 use mnemo_store::rules::catalog;
-use mnemo_store::{Cursor, ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
+use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
 use crate::engine::{backend, query_one};
+pub(crate) use mnemo_store::row::{before, page};
+
 use crate::{now_micros, parse_id, ts, ts_opt};
 
 const COLUMNS: &str = "id, name, description, metadata, created_at, updated_at, archived_at, seq";
@@ -122,21 +124,4 @@ pub(crate) fn list(c: &Connection, q: &ListMemoryStores) -> Result<Listing<Memor
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?;
     Ok(page(rows, q.limit))
-}
-
-/// The exclusive upper bound of a newest-first page: rows older than the cursor.
-pub(crate) fn before(after: Option<&Cursor>) -> Result<i64> {
-    match after {
-        None => Ok(i64::MAX),
-        Some(Cursor::Before(seq)) => Ok(*seq),
-        Some(_) => Err(StoreError::InvalidCursor),
-    }
-}
-
-/// Cuts `limit + 1` newest-first rows into a page and its cursor.
-pub(crate) fn page<T>(mut rows: Vec<(T, i64)>, limit: u32) -> Listing<T> {
-    let more = rows.len() > limit as usize;
-    rows.truncate(limit as usize);
-    let next = if more { rows.last().map(|(_, seq)| Cursor::Before(*seq)) } else { None };
-    Listing { items: rows.into_iter().map(|(item, _)| item).collect(), next }
 }

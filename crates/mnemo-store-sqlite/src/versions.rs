@@ -1,6 +1,7 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
 use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_store::row::ActorFilter;
 use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, params};
@@ -59,20 +60,11 @@ pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryVersionId, v
 pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     let before = crate::stores::before(q.after.as_ref())?;
-    // One actor filter at most applies to the `created_by` columns; combining two different
-    // actor kinds can match nothing.
-    let actors: Vec<(&str, &str)> = [
-        q.session_id.as_ref().map(|s| ("session_actor", s.as_str())),
-        q.api_key_id.as_ref().map(|k| ("api_actor", k.as_str())),
-        q.service_account_id.as_deref().map(|s| ("service_account_actor", s)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if actors.len() > 1 {
-        return Ok(Listing { items: Vec::new(), next: None });
-    }
-    let (actor_kind, actor_id) = actors.first().copied().unzip();
+    let (actor_kind, actor_id) = match q.actor_filter() {
+        ActorFilter::Any => (None, None),
+        ActorFilter::One(kind, id) => (Some(kind), Some(id)),
+        ActorFilter::Nothing => return Ok(Listing { items: Vec::new(), next: None }),
+    };
     let with_content = q.view == View::Full;
     let sql = format!(
         "SELECT {COLUMNS}{} FROM memory_versions \

@@ -15,6 +15,7 @@ pub mod copy;
 mod cursor;
 mod error;
 mod retry;
+pub mod row;
 pub mod rules;
 
 use std::collections::BTreeMap;

@@ -33,6 +33,14 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// The event type of the result answering such a call, and the field naming the call.
+    pub fn result_type_and_key(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Tool => ("user.tool_result", "tool_use_id"),
+            Self::Custom => ("user.custom_tool_result", "custom_tool_use_id"),
+        }
+    }
+
     /// The event type of the call.
     pub fn call_type(self) -> &'static str {
         match self {
