@@ -21,7 +21,8 @@ mod versions;
 mod work;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -36,8 +37,11 @@ use mnemo_store::{
     ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange, MemoryStorePatch,
     NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal, Store,
 };
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use tokio::sync::broadcast;
-use tokio_postgres::NoTls;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub use listen::RECHECK_EVERY;
 
@@ -54,6 +58,9 @@ pub struct PostgresSettings {
     pub connect_timeout: Duration,
     /// Longest a statement may run before the database cancels it (`None`: no limit).
     pub statement_timeout: Option<Duration>,
+    /// With `sslmode=require`: the PEM file of the certificate authorities the server's
+    /// certificate must chain to (`sslrootcert=PATH` in the URL); `None`: the WebPKI roots.
+    pub root_certificates: Option<PathBuf>,
     pub limits: Limits,
 }
 
@@ -68,6 +75,8 @@ impl std::fmt::Debug for PostgresSettings {
             .field("pool_size", &self.pool_size)
             .field("connect_timeout", &self.connect_timeout)
             .field("statement_timeout", &self.statement_timeout)
+            .field("tls", &self.tls())
+            .field("root_certificates", &self.root_certificates)
             .finish_non_exhaustive()
     }
 }
@@ -81,30 +90,87 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl PostgresSettings {
     /// Parses `postgres://USER:PASS@HOST:PORT/DB?…` (or `postgresql://`), with libpq's
-    /// connection options in the query. Errors never repeat the URL (it may hold a password).
+    /// connection options in the query. `sslmode=require` connects over TLS, verifying the
+    /// server's certificate and name against `sslrootcert=PATH` (a PEM file) or else the WebPKI
+    /// roots; any other mode connects in the clear (a `prefer` that cannot verify what it gets
+    /// would only look safe). Errors never repeat the URL (it may hold a password).
     pub fn from_url(url: &str) -> Result<Self, String> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err("not a postgres:// URL".into());
         }
-        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+        let (url_without_roots, root_certificates) = take_root_certificates(url)?;
+        let config: tokio_postgres::Config = url_without_roots.parse().map_err(|e: tokio_postgres::Error| {
             format!("the postgres:// URL is malformed: {}", redact(&e.to_string(), url))
         })?;
         if config.get_dbname().is_none() {
             return Err("the postgres:// URL names no database (postgres://USER:PASS@HOST:PORT/DB)".into());
         }
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err("sslmode=require is not supported by this build; reach the database over a trusted network \
-                        or a local TLS proxy"
-                .into());
+        if config.get_ssl_mode() != SslMode::Require && root_certificates.is_some() {
+            return Err("sslrootcert is given but sslmode is not `require`: add sslmode=require".into());
         }
         Ok(Self {
             config,
             pool_size: DEFAULT_POOL_SIZE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
+            root_certificates,
             limits: Limits::default(),
         })
     }
+
+    /// Whether connections use TLS.
+    pub fn tls(&self) -> bool {
+        self.config.get_ssl_mode() == SslMode::Require
+    }
+
+    /// The TLS connector: the configured roots, or the WebPKI ones.
+    fn connector(&self) -> Result<MakeRustlsConnect> {
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.root_certificates {
+            Some(path) => {
+                let unreadable =
+                    |e: &dyn std::fmt::Display| failure(format!("read sslrootcert {}: {e}", path.display()));
+                for cert in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
+                    roots.add(cert.map_err(|e| unreadable(&e))?).map_err(|e| unreadable(&e))?;
+                }
+                if roots.is_empty() {
+                    return Err(failure(format!("sslrootcert {} holds no certificate", path.display())));
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| failure(format!("TLS set-up: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(MakeRustlsConnect::new(config))
+    }
+}
+
+/// Cuts `sslrootcert=PATH` (which the driver does not take) out of a URL's query.
+fn take_root_certificates(url: &str) -> Result<(String, Option<PathBuf>), String> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), None)) };
+    let mut roots = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("sslrootcert", value)) => {
+                let path: String = form_urlencoded::parse(format!("p={value}").as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
+                if path.is_empty() {
+                    return Err("sslrootcert names no file".into());
+                }
+                roots = Some(PathBuf::from(path));
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((url, roots))
 }
 
 /// `message` with every part of `url` that might be a secret cut out.
@@ -141,6 +207,10 @@ impl PostgresStore {
     pub async fn open(settings: &PostgresSettings) -> Result<Self> {
         let mut config = settings.config.clone();
         config.connect_timeout(settings.connect_timeout);
+        if !settings.tls() {
+            // `prefer` would take TLS it cannot verify: in the clear unless TLS is required.
+            config.ssl_mode(SslMode::Disable);
+        }
         if config.get_application_name().is_none() {
             config.application_name("mnemo");
         }
@@ -150,7 +220,9 @@ impl PostgresStore {
             let ms = timeout.as_millis().max(1);
             config.options(format!("{options} -c statement_timeout={ms}").trim_start());
         }
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let tls = settings.connector()?;
+        let manager =
+            Manager::from_config(config, tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let timeout = Some(settings.connect_timeout);
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size.max(1))
@@ -167,7 +239,7 @@ impl PostgresStore {
         };
         let channel = listen::channel(&schema);
         let signals = listen::channel_pair();
-        let listener = tokio::spawn(listen::run(listen_config, channel.clone(), signals.clone()));
+        let listener = tokio::spawn(listen::run(listen_config, tls, channel.clone(), signals.clone()));
         Ok(Self { engine, limits: settings.limits, channel, signals, listener: Mutex::new(Some(listener)) })
     }
 
@@ -611,7 +683,13 @@ mod tests {
             assert!(err.starts_with("the postgres:// URL is malformed"), "{err}");
             assert!(!err.contains("s3cret"), "a secret leaked: {err}");
         }
-        let tls = PostgresSettings::from_url("postgres://m:s3cret@h/db?sslmode=require").unwrap_err();
-        assert!(tls.contains("sslmode=require is not supported"), "{tls}");
+        let tls = PostgresSettings::from_url("postgres://m:s3cret@h/db?sslmode=require&sslrootcert=%2Fetc%2Fca.pem")
+            .expect("TLS with a CA file");
+        assert!(tls.tls());
+        assert_eq!(tls.root_certificates.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
+        let clear = PostgresSettings::from_url("postgres://m:s3cret@h/db?sslmode=prefer").unwrap();
+        assert!(!clear.tls(), "only `require` uses TLS");
+        let lone = PostgresSettings::from_url("postgres://m@h/db?sslrootcert=/etc/ca.pem").unwrap_err();
+        assert!(lone.contains("add sslmode=require"), "{lone}");
     }
 }

@@ -9,7 +9,8 @@ use futures::StreamExt;
 use mnemo_api::SessionId;
 use mnemo_store::Signal;
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// How often listeners re-check everything even when they heard nothing.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(1);
@@ -54,10 +55,15 @@ pub(crate) fn channel_pair() -> broadcast::Sender<Signal> {
 }
 
 /// Listens on `channel` until aborted, reconnecting after any failure.
-pub(crate) async fn run(config: tokio_postgres::Config, channel: String, out: broadcast::Sender<Signal>) {
+pub(crate) async fn run(
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    channel: String,
+    out: broadcast::Sender<Signal>,
+) {
     let mut pause = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &channel, &out).await {
+        match listen_once(&config, &tls, &channel, &out).await {
             Ok(()) => pause = Duration::from_millis(100),
             Err(e) => {
                 tracing::warn!(error = %e, "lost the database's notifications; reconnecting");
@@ -71,10 +77,11 @@ pub(crate) async fn run(config: tokio_postgres::Config, channel: String, out: br
 
 async fn listen_once(
     config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
     channel: &str,
     out: &broadcast::Sender<Signal>,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = config.connect(tls.clone()).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
