@@ -246,6 +246,15 @@ pub enum Credential {
     },
 }
 
+/// A person signed in to the web console, known by the hash of its cookie's secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSession {
+    /// The API key the person signed in with: the actor of what they write.
+    pub api_key: ApiKeyId,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
 /// One page of results and where the next one starts.
 #[derive(Debug, Clone)]
 pub struct Listing<T> {
@@ -447,6 +456,29 @@ pub trait Store: Send + Sync + 'static {
         id: &MemoryVersionId,
         actor: Actor,
     ) -> Result<MemoryVersion>;
+
+    /// Starts a console session for `api_key` (which must be live), known by the hash of its
+    /// secret, expiring after `ttl_seconds` on the store's clock.
+    async fn create_console_session(
+        &self,
+        hash: CredentialHash,
+        api_key: &ApiKeyId,
+        ttl_seconds: u64,
+    ) -> Result<ConsoleSession> {
+        let _ = (hash, api_key, ttl_seconds);
+        Err(StoreError::backend("this backend keeps no console sessions yet"))
+    }
+    /// The session whose secret hashes to `hash`, unless it expired, was revoked, or its API key
+    /// was revoked.
+    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
+        let _ = hash;
+        Err(StoreError::backend("this backend keeps no console sessions yet"))
+    }
+    /// Ends a console session (signing out); ending an unknown or ended one does nothing.
+    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
+        let _ = hash;
+        Err(StoreError::backend("this backend keeps no console sessions yet"))
+    }
 }
 
 /// Splits a listed path below `prefix` into what a `depth`-limited listing shows: `None` for
