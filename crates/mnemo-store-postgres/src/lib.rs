@@ -8,6 +8,7 @@
 //! live views care about send a `NOTIFY` on commit, which every replica hears ([`listen`]).
 
 mod agents;
+mod console;
 mod copy;
 mod engine;
 mod environments;
@@ -33,9 +34,9 @@ use mnemo_api::{
     MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
 };
 use mnemo_store::{
-    Appended, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome, Limits, ListEvents,
-    ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange, MemoryStorePatch,
-    NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal, Store,
+    Appended, ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
+    Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
+    MemoryStorePatch, NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal, Store,
 };
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -639,11 +640,34 @@ impl Store for PostgresStore {
     ) -> Result<MemoryVersion> {
         write!(self.engine, |tx| versions::redact(&tx, store, id, &actor).await)
     }
+
+    async fn create_console_session(
+        &self,
+        hash: CredentialHash,
+        api_key: &ApiKeyId,
+        ttl_seconds: u64,
+    ) -> Result<ConsoleSession> {
+        write!(self.engine, |tx| console::create(&tx, &hash, api_key, ttl_seconds).await)
+    }
+
+    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
+        read!(self.engine, |tx| console::find(&tx, &hash).await)
+    }
+
+    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
+        write!(self.engine, |tx| {
+            if console::revoke(&tx, &hash).await? {
+                credentials_changed(self, &tx).await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Every table of the schema, in an order that satisfies foreign keys (parents first).
 pub const TABLES: &[&str] = &[
     "api_keys",
+    "console_sessions",
     "memory_stores",
     "memory_versions",
     "memories",

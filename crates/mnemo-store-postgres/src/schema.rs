@@ -11,7 +11,8 @@ use mnemo_store::StoreError;
 use crate::engine::{backend, failure};
 
 /// Every migration in order; the schema version is the count applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../migrations/0001_initial.sql"), include_str!("../migrations/0002_console_sessions.sql")];
 
 /// The newest schema version this build knows.
 pub(crate) const VERSION: usize = MIGRATIONS.len();

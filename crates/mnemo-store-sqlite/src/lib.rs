@@ -5,6 +5,7 @@
 //! lives in `migrations/` and is applied on open.
 
 mod agents;
+mod console;
 mod copy;
 mod engine;
 mod environments;
@@ -32,8 +33,8 @@ use mnemo_api::{
 };
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{
-    Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores, ListMemoryVersions,
-    Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store,
+    ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
+    ListMemoryVersions, Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store,
 };
 use rusqlite::params;
 
@@ -507,5 +508,23 @@ impl Store for SqliteStore {
     ) -> Result<MemoryVersion> {
         let (store, id) = (store.clone(), id.clone());
         self.engine.write(move |c| versions::redact(c, &store, &id, &actor)).await
+    }
+
+    async fn create_console_session(
+        &self,
+        hash: CredentialHash,
+        api_key: &ApiKeyId,
+        ttl_seconds: u64,
+    ) -> Result<ConsoleSession> {
+        let api_key = api_key.clone();
+        self.engine.write(move |c| console::create(c, &hash, &api_key, ttl_seconds, now_micros())).await
+    }
+
+    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
+        self.engine.read(move |c| console::find(c, &hash, now_micros())).await
+    }
+
+    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
+        self.engine.write(move |c| console::revoke(c, &hash, now_micros())).await
     }
 }

@@ -10,6 +10,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_initial.sql"),
     include_str!("../migrations/0002_environments.sql"),
     include_str!("../migrations/0003_agents_sessions_work.sql"),
+    include_str!("../migrations/0004_console_sessions.sql"),
 ];
 
 /// Brings the database up to the newest schema, one transaction per migration.

@@ -171,6 +171,7 @@ macro_rules! conformance {
             api_keys_are_found_by_hash_and_counted,
             credentials_resolve_to_their_kind,
             a_closed_store_refuses_calls,
+            console_sessions_expire_and_are_revoked,
         });
         $crate::conformance!(@async $factory; environments {
             environments_are_created_updated_listed_archived_and_deleted,

@@ -95,6 +95,18 @@ pub static TABLES: &[Table] = &[
         key: &["seq"],
     },
     Table {
+        name: "console_sessions",
+        columns: &[
+            col("seq", Int),
+            col("secret_hash", Bytes),
+            col("api_key_seq", Int),
+            col("created_at", Int),
+            col("expires_at", Int),
+            opt("revoked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
         name: "memory_stores",
         columns: &[
             col("seq", Int),

@@ -458,27 +458,20 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<MemoryVersion>;
 
     /// Starts a console session for `api_key` (which must be live), known by the hash of its
-    /// secret, expiring after `ttl_seconds` on the store's clock.
+    /// secret, expiring after `ttl_seconds` on the store's clock. An unknown or revoked key is
+    /// `NotFound` ("api key"). It may delete the key's sessions that ended (expired or revoked)
+    /// more than a day ago, so ended sessions never pile up.
     async fn create_console_session(
         &self,
         hash: CredentialHash,
         api_key: &ApiKeyId,
         ttl_seconds: u64,
-    ) -> Result<ConsoleSession> {
-        let _ = (hash, api_key, ttl_seconds);
-        Err(StoreError::backend("this backend keeps no console sessions yet"))
-    }
+    ) -> Result<ConsoleSession>;
     /// The session whose secret hashes to `hash`, unless it expired, was revoked, or its API key
     /// was revoked.
-    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
-        let _ = hash;
-        Err(StoreError::backend("this backend keeps no console sessions yet"))
-    }
+    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>>;
     /// Ends a console session (signing out); ending an unknown or ended one does nothing.
-    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
-        let _ = hash;
-        Err(StoreError::backend("this backend keeps no console sessions yet"))
-    }
+    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()>;
 }
 
 /// Splits a listed path below `prefix` into what a `depth`-limited listing shows: `None` for

@@ -21,6 +21,7 @@ use serde_json::json;
 /// Every table, with the order that lists its rows by primary key.
 const TABLES: &[(&str, &str)] = &[
     ("api_keys", "seq"),
+    ("console_sessions", "seq"),
     ("memory_stores", "seq"),
     ("memory_versions", "seq"),
     ("memories", "seq"),
@@ -46,6 +47,8 @@ const API_KEY: u8 = 1;
 const REVOKED_ENV_KEY: u8 = 2;
 const LIVE_ENV_KEY: u8 = 3;
 const SESSION_TOKEN: u8 = 4;
+const CONSOLE_SESSION: u8 = 5;
+const SIGNED_OUT: u8 = 6;
 const HASHES: [u8; 5] = [API_KEY, REVOKED_ENV_KEY, LIVE_ENV_KEY, SESSION_TOKEN, 9];
 
 fn sqlite_url(path: &Path) -> String {
@@ -69,6 +72,9 @@ fn path(p: &str) -> MemoryPath {
 /// A deployment with at least one row in every table.
 async fn fill(s: &dyn Store) {
     let api_key = s.ensure_api_key(hash(API_KEY), "admin").await.unwrap();
+    s.create_console_session(hash(CONSOLE_SESSION), &api_key, 86_400).await.unwrap();
+    s.create_console_session(hash(SIGNED_OUT), &api_key, 86_400).await.unwrap();
+    s.revoke_console_session(hash(SIGNED_OUT)).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
 
     let notes = s
@@ -210,6 +216,9 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
     line("api keys", &s.count_api_keys().await.unwrap());
     for n in HASHES {
         line("credential", &s.resolve_credential(hash(n)).await.unwrap());
+    }
+    for n in [CONSOLE_SESSION, SIGNED_OUT] {
+        line("console session", &s.find_console_session(hash(n)).await.unwrap());
     }
     let stores = s
         .list_memory_stores(ListMemoryStores {

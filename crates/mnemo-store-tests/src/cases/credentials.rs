@@ -1,7 +1,10 @@
 //! API keys, credential resolution and closing. (Sessions tokens are in
 //! [`super::work`] and [`super::leases`], where they are minted.)
 
-use mnemo_store::{Credential, Limits};
+use std::time::Duration;
+
+use mnemo_api::ApiKeyId;
+use mnemo_store::{Credential, Limits, StoreError};
 
 use super::fixtures::{environment, memory_store};
 use super::hash;
@@ -49,4 +52,42 @@ pub async fn a_closed_store_refuses_calls(factory: &impl StoreFactory) {
     assert!(s.count_api_keys().await.is_err(), "a read after close fails");
     assert!(s.ensure_api_key(hash(2), "late").await.is_err(), "a write after close fails");
     assert!(s.resolve_credential(hash(1)).await.is_err(), "a credential lookup after close fails");
+}
+
+pub async fn console_sessions_expire_and_are_revoked(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let api = s.ensure_api_key(hash(1), "admin").await.unwrap();
+
+    let signed_in = s.create_console_session(hash(10), &api, 3600).await.unwrap();
+    assert_eq!(signed_in.api_key, api);
+    assert_eq!(signed_in.expires_at - signed_in.created_at, chrono::TimeDelta::seconds(3600));
+    assert_eq!(s.find_console_session(hash(10)).await.unwrap(), Some(signed_in.clone()));
+    assert_eq!(s.find_console_session(hash(11)).await.unwrap(), None, "another hash is no session");
+    assert_eq!(s.find_console_session(hash(1)).await.unwrap(), None, "an API key is no console session");
+    assert_eq!(s.resolve_credential(hash(10)).await.unwrap(), None, "a console session is no API credential");
+
+    // A second session of the same key outlives the first one's sign-out.
+    let other = s.create_console_session(hash(12), &api, 3600).await.unwrap();
+    s.revoke_console_session(hash(10)).await.unwrap();
+    assert_eq!(s.find_console_session(hash(10)).await.unwrap(), None, "a revoked session is gone");
+    assert_eq!(s.find_console_session(hash(12)).await.unwrap(), Some(other));
+    s.revoke_console_session(hash(10)).await.unwrap();
+    s.revoke_console_session(hash(13)).await.unwrap();
+    assert_eq!(s.find_console_session(hash(10)).await.unwrap(), None, "revoking twice changes nothing");
+
+    // An unknown API key is refused, and the refusal leaves nothing behind.
+    assert_err!(
+        s.create_console_session(hash(14), &ApiKeyId::generate(), 3600).await,
+        StoreError::NotFound { kind: "api key", .. }
+    );
+    assert_eq!(s.find_console_session(hash(14)).await.unwrap(), None);
+
+    // Expiry, on the store's clock.
+    let brief = s.create_console_session(hash(15), &api, 1).await.unwrap();
+    assert_eq!(s.find_console_session(hash(15)).await.unwrap(), Some(brief));
+    s.create_console_session(hash(16), &api, 0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(s.find_console_session(hash(15)).await.unwrap(), None, "an expired session is gone");
+    assert_eq!(s.find_console_session(hash(16)).await.unwrap(), None, "a session without a lifetime is none");
+    assert!(s.find_console_session(hash(12)).await.unwrap().is_some(), "a live one stays");
 }
