@@ -212,9 +212,11 @@ class Console:
         return urls
 
     def same_origin(self, url: str) -> bool:
-        if url.startswith(("data:", "about:", "blob:" + self.origin)):
-            return True
+        """Whether `url` is the server's own (or no network address at all: data:, about:,
+        and the browser's internal pages such as chrome://new-tab-page that it opens with)."""
         parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "ws", "wss", "ftp"):
+            return not url.startswith("blob:") or url.startswith("blob:" + self.origin)
         return f"{parts.scheme}://{parts.netloc}" == self.origin
 
     # ---- screenshots ------------------------------------------------------------------------
@@ -228,7 +230,12 @@ class Console:
         return path
 
     def resize(self, size: tuple) -> None:
-        self.driver.set_window_size(*size)
+        """Makes the page's viewport `size` (width, height) CSS pixels."""
+        width, height = size
+        self.driver.set_window_size(width, height)
+        inner = self.driver.execute_script("return [window.innerWidth, window.innerHeight];")
+        if inner != [width, height]:
+            self.driver.set_window_size(width + width - inner[0], height + height - inner[1])
 
     # ---- the HTTP API, with the API key -----------------------------------------------------
 

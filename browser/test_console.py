@@ -223,9 +223,12 @@ def test_narrow_screen(c: Console) -> None:
 
 def test_nothing_loaded_from_another_origin(c: Console) -> None:
     c.sign_in()
-    open_memory(c, STORE, MEMORY_PATH)
-    foreign = c.foreign_resources()
-    assert not foreign, f"the memory page loaded {foreign}"
+    for step in (STORE, MEMORY_PATH):  # the home page, a store's, a memory's (when they exist)
+        foreign = c.foreign_resources()
+        assert not foreign, f"the page at {c.path()} loaded {foreign}"
+        if c.find_control(step) is None:
+            break
+        c.click(step)
     c.requested_now()
     requested = c.requested
     assert requested, "the performance log recorded no request at all"
