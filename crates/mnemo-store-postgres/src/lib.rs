@@ -21,7 +21,7 @@ mod stores;
 mod versions;
 mod work;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,7 +36,8 @@ use mnemo_api::{
 use mnemo_store::{
     Appended, ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
     Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
-    MemoryStorePatch, NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal, Store,
+    MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal,
+    Store,
 };
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -562,6 +563,10 @@ impl Store for PostgresStore {
 
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
         read!(self.engine, |tx| stores::list(&tx, &query).await)
+    }
+
+    async fn memory_store_usage(&self, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+        read!(self.engine, |tx| stores::usage(&tx, stores).await)
     }
 
     async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {

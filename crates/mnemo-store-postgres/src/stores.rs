@@ -4,11 +4,11 @@
 //! store's row with [`lock`], so writers of one store take turns while writers of different
 //! stores do not wait for each other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mnemo_api::{MemoryStore, MemoryStoreId};
 use mnemo_store::rules::catalog;
-use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
+use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
 use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, now, opt};
@@ -146,6 +146,38 @@ pub(crate) async fn change_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<i64> {
     let row = crate::engine::one(tx, "SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = $1", &[&seq])
         .await?;
     col(&row, 0)
+}
+
+/// Live memories and their bytes for each of `ids` that exists, in one statement.
+///
+/// The `memories` rows hold exactly the live memories and each one's current content size, so
+/// no version row (and so no content) is read. The `LATERAL` aggregate is summed per store from
+/// the `(store_seq, path)` index, so a call costs the memories of the stores asked for: a plain
+/// `LEFT JOIN … GROUP BY` let the planner hash-join a full scan of every store's memories (about
+/// 7x slower for 20 stores of 500 holding 110,000 memories). An aggregate without `GROUP BY`
+/// always yields a row, so a store without memories is answered as 0 and 0; `sum` of a `BIGINT`
+/// is a `NUMERIC`, hence the cast back.
+pub(crate) async fn usage(tx: &Tx<'_>, ids: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids: Vec<&str> = ids.iter().map(MemoryStoreId::as_str).collect();
+    let rows = all(
+        tx,
+        "SELECT s.id, u.memories, u.bytes FROM memory_stores s \
+         CROSS JOIN LATERAL (SELECT count(*) AS memories, COALESCE(sum(m.content_size_bytes), 0)::int8 AS bytes \
+                             FROM memories m WHERE m.store_seq = s.seq) u \
+         WHERE s.id = ANY($1::text[])",
+        &[&ids],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let (memories, bytes): (i64, i64) = (col(r, 1)?, col(r, 2)?);
+            let usage = MemoryStoreUsage { memories: memories.max(0) as u64, bytes: bytes.max(0) as u64 };
+            Ok((parse_id(&col::<String>(r, 0)?)?, usage))
+        })
+        .collect()
 }
 
 pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {

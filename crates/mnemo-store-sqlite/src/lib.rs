@@ -26,7 +26,7 @@ use mnemo_api::{
     Actor, ApiKeyId, Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Memory, MemoryId, MemoryListItem,
     MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, View,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mnemo_api::{
     Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
@@ -34,7 +34,8 @@ use mnemo_api::{
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{
     ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
-    ListMemoryVersions, Listing, MemoryChange, MemoryStorePatch, NewEnvironment, NewMemoryStore, Result, Store,
+    ListMemoryVersions, Listing, MemoryChange, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore,
+    Result, Store,
 };
 use rusqlite::params;
 
@@ -413,6 +414,11 @@ impl Store for SqliteStore {
 
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
         self.engine.read(move |c| stores::list(c, &query)).await
+    }
+
+    async fn memory_store_usage(&self, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+        let ids = stores.to_vec();
+        self.engine.read(move |c| stores::usage(c, &ids)).await
     }
 
     async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {

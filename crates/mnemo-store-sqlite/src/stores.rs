@@ -1,10 +1,10 @@
 //! Memory stores.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mnemo_api::{MemoryStore, MemoryStoreId};
 use mnemo_store::rules::catalog;
-use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, NewMemoryStore, Result, StoreError};
+use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
 use crate::engine::{backend, query_one};
@@ -124,4 +124,104 @@ pub(crate) fn list(c: &Connection, q: &ListMemoryStores) -> Result<Listing<Memor
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?;
     Ok(page(rows, q.limit))
+}
+
+/// The stores' memories are summed from their `memories` rows, which hold exactly the live
+/// memories and each one's current content size: no version row (and so no content) is read.
+/// Stores come from their `id` index, their memories from the `(store_seq, path)` index, so the
+/// cost is one index range per store asked for, never a scan of other stores' memories. A store
+/// without memories is still answered (the `LEFT JOIN`), as 0 and 0. Grouping by `s.id` (not
+/// `s.seq`) lets the groups arrive in the order the `id` index hands the stores out, so no
+/// temporary B-tree sorts the joined rows (the test below holds the plan to that).
+const USAGE: &str = "SELECT s.id, count(m.seq), COALESCE(sum(m.content_size_bytes), 0) \
+                     FROM memory_stores s LEFT JOIN memories m ON m.store_seq = s.seq \
+                     WHERE s.id IN (SELECT value FROM json_each(?1)) \
+                     GROUP BY s.id";
+
+/// Live memories and their bytes for each of `ids` that exists, in one statement.
+pub(crate) fn usage(c: &Connection, ids: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids = serde_json::to_string(&ids.iter().map(MemoryStoreId::as_str).collect::<Vec<_>>()).map_err(backend)?;
+    let mut stmt = c.prepare_cached(USAGE).map_err(backend)?;
+    let rows = stmt
+        .query_map([ids], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+        .map_err(backend)?;
+    rows.into_iter()
+        .map(|(id, memories, bytes)| {
+            let usage = MemoryStoreUsage { memories: memories.max(0) as u64, bytes: bytes.max(0) as u64 };
+            Ok((parse_id(&id)?, usage))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use mnemo_api::{Actor, MemoryPath};
+    use mnemo_store::{NewMemoryStore, Store};
+    use rusqlite::params;
+
+    use super::USAGE;
+    use crate::engine::backend;
+    use crate::{Durability, SqliteSettings, SqliteStore};
+
+    /// The query plan of [`USAGE`], one `detail` per line.
+    fn plan(c: &rusqlite::Connection, ids: &str) -> Vec<String> {
+        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {USAGE}")).unwrap();
+        stmt.query_map([ids], |r| r.get::<_, String>(3)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    #[tokio::test]
+    async fn usage_searches_the_stores_asked_for_and_their_memories_by_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).unwrap();
+        settings.durability = Durability::Normal;
+        let s = SqliteStore::open(&settings).unwrap();
+        let new = |name: &str| NewMemoryStore { name: name.into(), description: String::new(), metadata: [].into() };
+        let big = s.create_memory_store(new("big")).await.unwrap().id;
+        let small = s.create_memory_store(new("small")).await.unwrap().id;
+        let actor = Actor::ApiActor { api_key_id: "apikey_plan".parse().unwrap() };
+        s.create_memory(&small, MemoryPath::parse("/a").unwrap(), "abc".into(), actor).await.unwrap();
+        // 10,000 memory rows in one store, written directly: the plan is what is under test.
+        let big_id = big.clone();
+        s.engine
+            .write(move |c| {
+                let (_, seq) = super::get_with_seq(c, &big_id)?;
+                let mut insert = c
+                    .prepare(
+                        "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, \
+                         version_seq, version_id, created_at, updated_at) VALUES (?1, ?2, ?3, '', ?4, 0, '', 0, 0)",
+                    )
+                    .map_err(backend)?;
+                for i in 0..10_000_i64 {
+                    insert.execute(params![format!("mem_{i}"), seq, format!("/m/{i}"), i % 100]).map_err(backend)?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let ids = serde_json::to_string(&[big.as_str(), small.as_str()]).unwrap();
+        // With and without the statistics `PRAGMA optimize` may gather on close.
+        for analyzed in [false, true] {
+            let ids = ids.clone();
+            if analyzed {
+                s.engine.write(|c| c.execute_batch("ANALYZE").map_err(backend)).await.unwrap();
+            }
+            let plan = s.engine.read(move |c| Ok(plan(c, &ids))).await.unwrap();
+            let has = |needle: &str| plan.iter().any(|line| line.contains(needle));
+            assert!(has("SEARCH s USING COVERING INDEX sqlite_autoindex_memory_stores_1 (id=?)"), "{plan:#?}");
+            assert!(has("SEARCH m USING INDEX sqlite_autoindex_memories_2 (store_seq=?)"), "{plan:#?}");
+            assert!(
+                plan.iter().all(|line| !line.starts_with("SCAN") || line.starts_with("SCAN json_each")),
+                "no table is scanned whole: {plan:#?}"
+            );
+            assert!(!has("TEMP B-TREE"), "nothing is sorted: {plan:#?}");
+            assert!(!has("memory_versions") && !has(" v "), "no version (and no content) is read: {plan:#?}");
+        }
+        let usage = s.memory_store_usage(&[big.clone(), small.clone()]).await.unwrap();
+        assert_eq!((usage[&big].memories, usage[&big].bytes), (10_000, 100 * (0..100).sum::<u64>()));
+        assert_eq!((usage[&small].memories, usage[&small].bytes), (1, 3));
+    }
 }

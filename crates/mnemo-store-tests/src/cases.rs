@@ -49,7 +49,9 @@
 //!   path conflicts naming the blocker (equal, ancestor or descendant), the per-store cap
 //!   counting live memories only; listings by prefix and depth with rolled-up prefixes, in
 //!   byte order of path, paginated, full or basic; `memory_change_seq` moves on every
-//!   change and only then; a cursor of another list is `InvalidCursor`.
+//!   change and only then; `memory_store_usage` counts live memories and their current
+//!   content's bytes per store asked for (0 and 0 for an empty one, nothing for an unknown or
+//!   deleted one); a cursor of another list is `InvalidCursor`.
 //! - [`versions`] — every create, change and delete writes exactly one version with its
 //!   operation, path, digest, size and actor; version listings filter by memory (after
 //!   deletion too), operation, actor and time, newest first, paginated; redaction clears a

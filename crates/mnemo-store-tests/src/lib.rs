@@ -214,6 +214,7 @@ macro_rules! conformance {
             the_store_cap_counts_live_memories,
             memory_listings_roll_up_prefixes_and_paginate,
             memory_change_seq_moves_on_every_change,
+            memory_store_usage_counts_live_memories_and_their_bytes,
             cursors_of_another_list_are_refused,
         });
         $crate::conformance!(@async $factory; versions {

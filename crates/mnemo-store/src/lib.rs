@@ -18,7 +18,7 @@ mod retry;
 pub mod row;
 pub mod rules;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use mnemo_api::{
@@ -170,6 +170,13 @@ pub struct ListMemoryStores {
     pub created_at_lte: Option<Timestamp>,
     pub limit: u32,
     pub after: Option<Cursor>,
+}
+
+/// How much a memory store holds: its live memories and their content's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStoreUsage {
+    pub memories: u64,
+    pub bytes: u64,
 }
 
 /// A content or path change to a memory.
@@ -401,6 +408,9 @@ pub trait Store: Send + Sync + 'static {
     async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
     async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore>;
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
+    /// How many live memories each store holds and their total content size, for the given stores
+    /// (an unknown id is simply absent from the answer). One query per call, not per store.
+    async fn memory_store_usage(&self, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>>;
     /// Archives a store; archiving an archived store returns it unchanged.
     async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
     /// Deletes a store with all its memories and versions.

@@ -1,12 +1,13 @@
 //! Memory stores and memories: CRUD, archived stores, preconditions, paths, the cap,
 //! listings, the change sequence and cursors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use mnemo_api::{MemoryId, MemoryListItem, MemoryStore, MemoryStoreId, View, content_sha256};
 use mnemo_store::{
-    Cursor, Limits, ListEvents, ListMemoryStores, MemoryChange, MemoryStorePatch, NewMemoryStore, StoreError,
+    Cursor, Limits, ListEvents, ListMemoryStores, MemoryChange, MemoryStorePatch, MemoryStoreUsage, NewMemoryStore,
+    StoreError,
 };
 
 use super::fixtures::{
@@ -380,6 +381,89 @@ pub async fn memory_change_seq_moves_on_every_change(factory: &impl StoreFactory
     s.delete_memory(&store, &m.id, None, api_actor()).await.unwrap();
     expect(true, "delete").await;
     assert_err!(s.memory_change_seq(&MemoryStoreId::generate()).await, StoreError::NotFound { .. });
+}
+
+fn usage(memories: u64, bytes: u64) -> MemoryStoreUsage {
+    MemoryStoreUsage { memories, bytes }
+}
+
+pub async fn memory_store_usage_counts_live_memories_and_their_bytes(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let a = memory_store(&*s, "a").await;
+    let b = memory_store(&*s, "b").await;
+    let empty = memory_store(&*s, "empty").await;
+    let unknown = MemoryStoreId::generate();
+    let asked = [a.clone(), b.clone(), empty.clone(), unknown.clone()];
+    let answer = |pairs: &[(&MemoryStoreId, MemoryStoreUsage)]| -> HashMap<MemoryStoreId, MemoryStoreUsage> {
+        pairs.iter().map(|(id, u)| ((*id).clone(), *u)).collect()
+    };
+
+    assert_eq!(s.memory_store_usage(&[]).await.unwrap(), HashMap::new(), "nothing asked, nothing answered");
+    assert_eq!(
+        s.memory_store_usage(&asked).await.unwrap(),
+        answer(&[(&a, usage(0, 0)), (&b, usage(0, 0)), (&empty, usage(0, 0))]),
+        "a store without memories is answered as 0 and 0; an unknown one is absent"
+    );
+
+    // Sizes are the content's UTF-8 bytes ("é" is 2, "🦀" is 4, U+0000 is 1), not characters.
+    let todo = s.create_memory(&a, path("/notes/todo.md"), "buy milk".into(), api_actor()).await.unwrap();
+    let accent = s.create_memory(&a, path("/é.md"), "café".into(), api_actor()).await.unwrap();
+    let blank = s.create_memory(&a, path("/blank"), String::new(), api_actor()).await.unwrap();
+    let crab = s.create_memory(&b, path("/crab"), "🦀\u{0}".into(), api_actor()).await.unwrap();
+    let expected = answer(&[(&a, usage(3, 8 + 5)), (&b, usage(1, 5)), (&empty, usage(0, 0))]);
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected);
+
+    // A content change counts the new content only; a rename changes nothing; both at once
+    // count the new content; a no-op retry and a refused update change nothing.
+    s.update_memory(&a, &todo.id, content("buy oat milk"), api_actor()).await.unwrap();
+    let expected = answer(&[(&a, usage(3, 12 + 5)), (&b, usage(1, 5)), (&empty, usage(0, 0))]);
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "after a content change");
+    s.update_memory(&a, &accent.id, rename("/moved/é.md"), api_actor()).await.unwrap();
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "after a rename");
+    let both = MemoryChange { content: Some("x".into()), path: Some(path("/x")), expected_sha256: None };
+    s.update_memory(&b, &crab.id, both, api_actor()).await.unwrap();
+    s.update_memory(&b, &crab.id, content("x"), api_actor()).await.unwrap();
+    let stale = MemoryChange { expected_sha256: Some(content_sha256(b"stale")), ..content("much longer now") };
+    assert_err!(s.update_memory(&b, &crab.id, stale, api_actor()).await, StoreError::PreconditionFailed { .. });
+    let expected = answer(&[(&a, usage(3, 12 + 5)), (&b, usage(1, 1)), (&empty, usage(0, 0))]);
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "after a move with new content");
+
+    // Redacting an old version leaves the live memory (and so the usage) alone.
+    s.redact_memory_version(&a, &todo.memory_version_id, api_actor()).await.unwrap();
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "after a redaction");
+
+    // Deleted memories do not count, empty ones do until deleted; a store emptied by deletes
+    // is 0 and 0 again.
+    s.delete_memory(&a, &accent.id, None, api_actor()).await.unwrap();
+    let expected = answer(&[(&a, usage(2, 12)), (&b, usage(1, 1)), (&empty, usage(0, 0))]);
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "after deleting a memory");
+    s.delete_memory(&a, &blank.id, None, api_actor()).await.unwrap();
+    s.delete_memory(&b, &crab.id, None, api_actor()).await.unwrap();
+    let expected = answer(&[(&a, usage(1, 12)), (&b, usage(0, 0)), (&empty, usage(0, 0))]);
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "after deleting every memory of b");
+    let reborn = s.create_memory(&b, path("/crab"), "back".into(), api_actor()).await.unwrap();
+    assert_eq!(s.memory_store_usage(std::slice::from_ref(&b)).await.unwrap(), answer(&[(&b, usage(1, 4))]));
+
+    // The answer agrees with the memories as listed.
+    for store in [&a, &b] {
+        let listed = all_memories(&*s, store, memories("/", 0, 100, View::Basic)).await;
+        let (count, bytes) = listed.iter().fold((0, 0), |(n, total), item| match item {
+            MemoryListItem::Memory(m) => (n + 1, total + m.content_size_bytes),
+            MemoryListItem::Prefix(_) => (n, total),
+        });
+        assert_eq!(s.memory_store_usage(std::slice::from_ref(store)).await.unwrap()[store], usage(count, bytes));
+    }
+
+    // Only the stores asked for are answered, each once however often it is asked for; an
+    // archived store still holds what it holds, a deleted one is gone.
+    let twice = [b.clone(), unknown.clone(), b.clone()];
+    assert_eq!(s.memory_store_usage(&twice).await.unwrap(), answer(&[(&b, usage(1, 4))]));
+    s.archive_memory_store(&b).await.unwrap();
+    assert_eq!(s.memory_store_usage(std::slice::from_ref(&b)).await.unwrap(), answer(&[(&b, usage(1, 4))]));
+    s.delete_memory_store(&a).await.unwrap();
+    let expected = answer(&[(&b, usage(1, 4)), (&empty, usage(0, 0))]);
+    assert_eq!(s.memory_store_usage(&asked).await.unwrap(), expected, "a deleted store is absent");
+    assert_eq!(s.get_memory(&b, &reborn.id).await.unwrap().content_size_bytes, 4);
 }
 
 pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
