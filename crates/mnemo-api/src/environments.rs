@@ -34,6 +34,9 @@ impl Environment {
     }
 }
 
+/// The prefix of environment keys minted by mnemo (through the API or the console).
+pub const ENVIRONMENT_KEY_PREFIX: &str = "sk-mnemo-env-";
+
 /// The `type` of an environment `config`.
 pub fn config_type(config: &Value) -> Option<&str> {
     config.get("type").and_then(Value::as_str)

@@ -72,6 +72,12 @@ impl MemoryPath {
         Ok(Self(s.to_owned()))
     }
 
+    /// Parses a path a person or client sent, refusing it in the words the API and the console
+    /// share: ``invalid path `…`: why``.
+    pub fn parse_request(raw: &str) -> Result<Self, String> {
+        Self::parse(raw).map_err(|e| format!("invalid path `{}`: {e}", raw.escape_debug()))
+    }
+
     /// The path as text.
     pub fn as_str(&self) -> &str {
         &self.0

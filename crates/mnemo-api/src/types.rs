@@ -299,6 +299,11 @@ pub fn validate_content_size(content: &str) -> Result<(), usize> {
     if content.len() > MAX_CONTENT_BYTES { Err(content.len()) } else { Ok(()) }
 }
 
+/// What a refusal of content `size` bytes long says (the API and the console use these words).
+pub fn content_too_large_message(size: usize) -> String {
+    format!("content is {size} bytes; a memory holds at most {MAX_CONTENT_BYTES} bytes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

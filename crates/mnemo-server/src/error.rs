@@ -2,7 +2,7 @@
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use mnemo_api::{ErrorBody, ErrorEnvelope, ErrorType, limits::MAX_CONTENT_BYTES};
+use mnemo_api::{ErrorBody, ErrorEnvelope, ErrorType};
 use mnemo_store::StoreError;
 use serde_json::{Map, Value};
 
@@ -66,10 +66,7 @@ impl ApiError {
     }
 
     pub(crate) fn content_too_large(size: usize) -> Self {
-        Self::new(
-            ErrorType::RequestTooLarge,
-            format!("content is {size} bytes; a memory holds at most {MAX_CONTENT_BYTES} bytes"),
-        )
+        Self::new(ErrorType::RequestTooLarge, mnemo_api::content_too_large_message(size))
     }
 
     fn internal(cause: String) -> Self {

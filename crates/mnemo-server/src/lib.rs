@@ -44,6 +44,8 @@ pub struct AppState {
     memory_mount_root: Arc<str>,
     /// Open event streams.
     hub: Arc<hub::EventHub>,
+    /// How the web console behaves (`None`: not served).
+    console: Option<mnemo_console::ConsoleConfig>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -63,6 +65,7 @@ impl AppState {
             work_signal: Arc::default(),
             memory_mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
             hub: Arc::new(if signals.is_some() { hub::EventHub::shared() } else { hub::EventHub::default() }),
+            console: Some(mnemo_console::ConsoleConfig::default()),
             store,
         };
         if let Some(signals) = signals {
@@ -76,6 +79,23 @@ impl AppState {
         state
     }
 
+    /// Serves the web console under `/console` with `config`, or not at all (`None`).
+    pub fn with_console(mut self, config: Option<mnemo_console::ConsoleConfig>) -> Self {
+        self.console = config;
+        self
+    }
+
+    /// What the console needs from the server: the event hub and the credential cache.
+    fn console(&self) -> Option<mnemo_console::Console> {
+        let config = self.console.clone()?;
+        let hooks = Arc::new(ConsoleHooks {
+            store: Arc::clone(&self.store),
+            auth: Arc::clone(&self.auth),
+            hub: Arc::clone(&self.hub),
+        });
+        Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
+    }
+
     /// Mounts sessions' memory stores under `root` instead of `/mnt/memory`.
     pub fn with_memory_mount_root(mut self, root: &str) -> Self {
         self.memory_mount_root = root.trim_end_matches('/').into();
@@ -83,7 +103,29 @@ impl AppState {
     }
 }
 
-/// The whole HTTP API.
+/// The console's view of the server: revocations empty the same credential cache the API's
+/// revocations do, and transcripts follow the same event hub as the API's streams.
+struct ConsoleHooks {
+    store: Arc<dyn Store>,
+    auth: Arc<auth::Authenticator>,
+    hub: Arc<hub::EventHub>,
+}
+
+#[async_trait::async_trait]
+impl mnemo_console::Hooks for ConsoleHooks {
+    fn credentials_changed(&self) {
+        self.auth.forget_all();
+    }
+
+    async fn subscribe(
+        &self,
+        session: &mnemo_api::SessionId,
+    ) -> Result<tokio::sync::broadcast::Receiver<mnemo_store::SessionEvent>, mnemo_store::StoreError> {
+        self.hub.subscribe_from(&*self.store, session).await
+    }
+}
+
+/// The whole HTTP API, and the web console unless it was turned off.
 pub fn router(state: AppState) -> Router {
     routes::router(state)
 }

@@ -20,8 +20,10 @@ pub(crate) fn current_request_id() -> Option<RequestId> {
 
 /// Gives every request an id (echoed as `request-id` and in error bodies) and a span named after
 /// its route template, and logs it once it is answered.
-pub(crate) async fn track(req: Request, next: Next) -> Response {
+pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     let id = RequestId::generate();
+    // Handlers outside this crate (the console's pages) name it too.
+    req.extensions_mut().insert(id.clone());
     let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().clone();
     let span = tracing::info_span!("request", %method, %route, request_id = %id);

@@ -17,8 +17,7 @@ use crate::{ApiError, AppState, hash_credential};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-/// The prefix of environment keys minted by mnemo.
-const ENVIRONMENT_KEY_PREFIX: &str = "sk-mnemo-env-";
+use mnemo_api::ENVIRONMENT_KEY_PREFIX;
 
 fn invalid(e: mnemo_api::Invalid) -> ApiError {
     ApiError::invalid(e.0)

@@ -24,7 +24,7 @@ pub(crate) struct ViewParam {
 }
 
 fn memory_path(raw: &str) -> Result<MemoryPath, ApiError> {
-    MemoryPath::parse(raw).map_err(|e| ApiError::invalid(format!("invalid path `{}`: {e}", raw.escape_debug())))
+    MemoryPath::parse_request(raw).map_err(ApiError::invalid)
 }
 
 fn sha(name: &str, raw: &str) -> Result<String, ApiError> {

@@ -24,6 +24,7 @@ use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 use mnemo_api::headers::{BETA_HEADER, MANAGED_AGENTS_BETA, MEMORY_BETA};
 
 pub(crate) fn router(state: AppState) -> Router {
+    let console = state.console();
     let memory = Router::new()
         .route("/v1/memory_stores", post(memory_stores::create).get(memory_stores::list))
         .route(
@@ -68,8 +69,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/sessions/{session}/archive", post(sessions::archive))
         .route("/v1/sessions/{session}/events", get(events::list).post(events::send))
         .route("/v1/sessions/{session}/events/stream", get(events::stream));
-    Router::new()
-        .merge(memory)
+    let mut api = Router::new();
+    if let Some(console) = console {
+        api = api.merge(mnemo_console::router(console));
+    }
+    api.merge(memory)
         .merge(environments)
         .merge(work)
         .merge(agents)

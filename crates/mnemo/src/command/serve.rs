@@ -82,6 +82,25 @@ pub(crate) struct Serve {
         env = "MNEMO_MAX_CONNECTIONS"
     )]
     max_connections: usize,
+
+    /// Do not serve the web console (`/console`); the API stays as it is.
+    #[arg(long, env = "MNEMO_NO_CONSOLE")]
+    no_console: bool,
+
+    /// Seconds a console sign-in lasts.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 12 * 3600,
+        value_parser = clap::value_parser!(u64).range(60..=30 * 86_400),
+        env = "MNEMO_CONSOLE_SESSION_TTL"
+    )]
+    console_session_ttl: u64,
+
+    /// Mark the console's cookies `Secure` (HTTPS only). Without it they are marked so when a
+    /// proxy in front says `X-Forwarded-Proto: https`.
+    #[arg(long, env = "MNEMO_CONSOLE_SECURE_COOKIES")]
+    console_secure_cookies: bool,
 }
 
 fn default_database() -> anyhow::Result<String> {
@@ -112,7 +131,8 @@ impl Serve {
             let id = store.ensure_api_key(hash_credential(&key), "generated on first start").await?;
             eprintln!(
                 "Created API key {id} (shown once; only its hash is stored):\n\n    {key}\n\n\
-                 Use it as `Authorization: Bearer <key>` or `x-api-key: <key>`."
+                 Use it as `Authorization: Bearer <key>` or `x-api-key: <key>`, or sign in to the web \
+                 console (/console) with it."
             );
         }
 
@@ -132,8 +152,16 @@ impl Serve {
         drop(stdout);
 
         let expiry = tokio::spawn(mnemo_server::expire_work_leases(Arc::clone(&store), LEASE_SWEEP_EVERY));
-        let router =
-            mnemo_server::router(AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root));
+        let console = (!self.no_console).then(|| mnemo_console::ConsoleConfig {
+            session_ttl: std::time::Duration::from_secs(self.console_session_ttl),
+            secure_cookies: self.console_secure_cookies,
+        });
+        if console.is_some() {
+            tracing::info!("web console at http://{addr}/console");
+        }
+        let state =
+            AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root).with_console(console);
+        let router = mnemo_server::router(state);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = ServeConfig {
             header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout),

@@ -1,0 +1,325 @@
+//! Signing in and out, the session cookie, and the CSRF check of every form.
+//!
+//! Signing in trades an API key for a console session: the server stores the SHA-256 of a fresh
+//! random secret, and the browser holds only that secret, in an `HttpOnly`, `SameSite=Strict`
+//! cookie scoped to `/console` (`Secure` behind TLS). Every form carries a CSRF token derived
+//! from the secret, which a page of another origin can neither read nor compute; a `POST`
+//! without the right token, or whose `Origin` is another site's, changes nothing.
+
+use askama::Template;
+use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mnemo_api::ApiKeyId;
+use mnemo_store::{Credential, CredentialHash, StoreError};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::Console;
+use crate::page::{Chrome, PageError, Section, render_with, see_other};
+
+/// The console session's cookie.
+const SESSION_COOKIE: &str = "mnemo_console";
+/// The sign-in form's own token (double-submitted: cookie and field), so that no other site can
+/// sign a browser in with a key of theirs.
+const SIGN_IN_COOKIE: &str = "mnemo_console_sign_in";
+const SECRET_PREFIX: &str = "mcs_";
+
+pub(crate) fn hash(secret: &str) -> CredentialHash {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// The CSRF token of a console session: a keyed digest of its secret.
+fn csrf_token(secret: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"mnemo-console-csrf\0");
+    h.update(secret.as_bytes());
+    hex::encode(h.finalize())
+}
+
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// Whether the browser reached us over TLS (directly or through a proxy that says so).
+fn over_tls(console: &Console, headers: &HeaderMap) -> bool {
+    console.config.secure_cookies
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
+}
+
+fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    let cookie = format!("{name}={value}; Path=/console; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}");
+    HeaderValue::from_str(&cookie).expect("cookie values are ASCII")
+}
+
+/// A signed-in person: the API key they signed in with, and their forms' token.
+#[derive(Debug, Clone)]
+pub(crate) struct Signed {
+    pub(crate) api_key: ApiKeyId,
+    pub(crate) csrf: String,
+    /// The hash of the session's secret (what signing out revokes).
+    session: CredentialHash,
+}
+
+impl Signed {
+    pub(crate) fn chrome(&self, section: Section) -> Chrome {
+        Chrome { api_key: Some(self.api_key.to_string()), csrf: self.csrf.clone(), section }
+    }
+
+    pub(crate) fn actor(&self) -> mnemo_api::Actor {
+        mnemo_api::Actor::ApiActor { api_key_id: self.api_key.clone() }
+    }
+}
+
+/// What a request without a live console session gets.
+#[derive(Debug)]
+pub(crate) enum NotSignedIn {
+    /// A page: sign in first, then come back.
+    SignIn {
+        next: String,
+    },
+    Failed(PageError),
+}
+
+impl IntoResponse for NotSignedIn {
+    fn into_response(self) -> Response {
+        match self {
+            Self::SignIn { next } if next == "/console" => see_other("/console/sign-in"),
+            Self::SignIn { next } => see_other(&format!("/console/sign-in?next={}", encode_component(&next))),
+            Self::Failed(err) => err.into_response(),
+        }
+    }
+}
+
+impl FromRequestParts<Console> for Signed {
+    type Rejection = NotSignedIn;
+
+    async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, Self::Rejection> {
+        let next = parts.uri.path_and_query().map_or("/console", |p| p.as_str()).to_owned();
+        let secret = cookie(&parts.headers, SESSION_COOKIE).filter(|s| s.starts_with(SECRET_PREFIX));
+        let Some(secret) = secret else {
+            return Err(NotSignedIn::SignIn { next });
+        };
+        match console.store.find_console_session(hash(secret)).await {
+            Ok(Some(session)) => Ok(Self { api_key: session.api_key, csrf: csrf_token(secret), session: hash(secret) }),
+            Ok(None) => Err(NotSignedIn::SignIn { next }),
+            Err(err) => Err(NotSignedIn::Failed(err.into())),
+        }
+    }
+}
+
+/// A form posted by a signed-in person, its CSRF token checked: `T` is the form's other fields.
+#[derive(Debug)]
+pub(crate) struct Posted<T> {
+    pub(crate) who: Signed,
+    pub(crate) form: T,
+}
+
+#[derive(Deserialize)]
+struct CsrfField {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// Refuses a state change that another site sent: by the browser's fetch metadata when it
+/// sends it (every current browser does), else by the `Origin`, which must be this host.
+fn from_elsewhere(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return !matches!(site, "same-origin" | "none");
+    }
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let authority = origin.split_once("://").map_or("", |(_, rest)| rest);
+    !authority.eq_ignore_ascii_case(host)
+}
+
+impl<T: serde::de::DeserializeOwned + Send> FromRequest<Console> for Posted<T> {
+    type Rejection = NotSignedIn;
+
+    async fn from_request(req: Request, console: &Console) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = req.into_parts();
+        let who = Signed::from_request_parts(&mut parts, console).await?;
+        if parts.method != Method::POST || from_elsewhere(&parts.headers) {
+            return Err(NotSignedIn::Failed(PageError::Csrf));
+        }
+        let bytes = axum::body::to_bytes(body, crate::MAX_FORM_BYTES)
+            .await
+            .map_err(|_| NotSignedIn::Failed(PageError::Invalid("the form is too large".into())))?;
+        let token: CsrfField =
+            serde_urlencoded::from_bytes(&bytes).map_err(|_| NotSignedIn::Failed(PageError::Csrf))?;
+        if !same(&token.csrf, &who.csrf) {
+            return Err(NotSignedIn::Failed(PageError::Csrf));
+        }
+        let form = serde_urlencoded::from_bytes(&bytes)
+            .map_err(|e| NotSignedIn::Failed(PageError::Invalid(format!("the form is incomplete: {e}"))))?;
+        Ok(Self { who, form })
+    }
+}
+
+/// Percent-encodes a URL query component.
+pub(crate) fn encode_component(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Only a console path may be a place to return to after signing in.
+fn safe_next(next: Option<&str>) -> &str {
+    match next {
+        Some(n) if n.starts_with("/console") && !n.starts_with("//") && !n.contains('\\') => n,
+        _ => "/console",
+    }
+}
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInPage {
+    chrome: Chrome,
+    token: String,
+    next: String,
+    message: Option<String>,
+}
+
+impl std::fmt::Debug for SignInPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignInPage").field("next", &self.next).finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct NextQuery {
+    next: Option<String>,
+}
+
+fn sign_in_page(console: &Console, headers: &HeaderMap, next: &str, message: Option<String>) -> Response {
+    let token = mnemo_api::generate_secret("");
+    let status = if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
+    let page = SignInPage { chrome: Chrome::signed_out(), token: token.clone(), next: next.to_owned(), message };
+    let mut response = render_with(status, &page);
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, &token, 3600, over_tls(console, headers)));
+    response
+}
+
+pub(crate) async fn sign_in_form(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<NextQuery>,
+) -> Response {
+    sign_in_page(&console, &headers, safe_next(q.next.as_deref()), None)
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SignInForm {
+    #[serde(default)]
+    api_key: String,
+    #[serde(default)]
+    token: String,
+    next: Option<String>,
+}
+
+impl std::fmt::Debug for SignInForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignInForm").field("api_key", &"[redacted]").field("next", &self.next).finish_non_exhaustive()
+    }
+}
+
+pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    let form = match axum::Form::<SignInForm>::from_request(req, &console).await {
+        Ok(axum::Form(form)) => form,
+        Err(_) => return sign_in_page(&console, &headers, "/console", Some("the sign-in form was incomplete".into())),
+    };
+    let next = safe_next(form.next.as_deref()).to_owned();
+    let expected = cookie(&headers, SIGN_IN_COOKIE).unwrap_or_default();
+    if from_elsewhere(&headers) || expected.is_empty() || !same(expected, &form.token) {
+        return sign_in_page(
+            &console,
+            &headers,
+            &next,
+            Some("this sign-in form has expired; enter the API key again".into()),
+        );
+    }
+    let key = form.api_key.trim();
+    if key.is_empty() {
+        return sign_in_page(&console, &headers, &next, Some("enter an API key to sign in".into()));
+    }
+    let api_key = match console.store.resolve_credential(hash(key)).await {
+        Ok(Some(Credential::ApiKey(id))) => id,
+        Ok(Some(Credential::EnvironmentKey { .. })) => {
+            return sign_in_page(
+                &console,
+                &headers,
+                &next,
+                Some("that is an environment key, which only workers use; sign in with an API key".into()),
+            );
+        }
+        Ok(Some(Credential::SessionToken { .. })) => {
+            return sign_in_page(
+                &console,
+                &headers,
+                &next,
+                Some("that is a session's token, which only workers use; sign in with an API key".into()),
+            );
+        }
+        Ok(None) => {
+            tracing::info!("console sign-in refused: unknown key");
+            return sign_in_page(
+                &console,
+                &headers,
+                &next,
+                Some("that API key is not known to this server (or was revoked); check the key and try again".into()),
+            );
+        }
+        Err(err) => return PageError::from(err).into_response(),
+    };
+    let secret = mnemo_api::generate_secret(SECRET_PREFIX);
+    let ttl = console.config.session_ttl.as_secs().max(60);
+    if let Err(err) = console.store.create_console_session(hash(&secret), &api_key, ttl).await {
+        return match err {
+            StoreError::NotFound { .. } => {
+                sign_in_page(&console, &headers, &next, Some("that API key was revoked; sign in with another".into()))
+            }
+            other => PageError::from(other).into_response(),
+        };
+    }
+    tracing::info!(api_key.id = %api_key, "signed in to the console");
+    let secure = over_tls(&console, &headers);
+    let mut response = see_other(&next);
+    response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, &secret, ttl, secure));
+    response.headers_mut().append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, "", 0, secure));
+    response
+}
+
+pub(crate) async fn sign_out(State(console): State<Console>, posted: Posted<NoFields>) -> Response {
+    if let Err(err) = console.store.revoke_console_session(posted.who.session).await {
+        return PageError::from(err).into_response();
+    }
+    tracing::info!(api_key.id = %posted.who.api_key, "signed out of the console");
+    let mut response = see_other("/console/sign-in");
+    response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, "", 0, console.config.secure_cookies));
+    response
+}
+
+/// A form with nothing but its CSRF token.
+#[derive(Debug, Deserialize)]
+pub(crate) struct NoFields {}

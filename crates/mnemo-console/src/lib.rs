@@ -1,0 +1,123 @@
+//! The web console of `mnemo serve`: memory stores, their memories and history, sessions and
+//! their transcripts, environments and their keys, in a browser.
+//!
+//! Pages are rendered on the server from compile-time-checked templates (askama; every value is
+//! HTML-escaped unless a template says otherwise, and none does for stored data). Every state
+//! change is a plain HTML form `POST` guarded by a CSRF token, answered with a redirect (or a page
+//! that explains a refusal). The one script, `console.js`, only adds what a form cannot: the live
+//! transcript of a running session and a copy button. Assets are embedded in the binary.
+//!
+//! The console calls the same [`Store`] as the HTTP API, so archived stores, path overlaps,
+//! preconditions and the cap are refused with the API's own words. A person signs in with an API
+//! key; the server keeps a console session (by the hash of its cookie's secret) and the key
+//! itself never reaches the browser again. What they write carries that key as its actor.
+
+mod assets;
+mod auth;
+mod environments;
+mod history;
+mod memories;
+mod page;
+mod sessions;
+mod stores;
+mod text;
+mod transcript;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::routing::{get, post};
+use mnemo_api::SessionId;
+use mnemo_store::{SessionEvent, Store, StoreError};
+use tokio::sync::broadcast;
+
+/// Largest form body accepted: a memory's content (100 kB) grows up to three-fold when
+/// percent-encoded, plus the other fields.
+pub(crate) const MAX_FORM_BYTES: usize = 512 * 1024;
+
+/// What the console needs from the server around it, beyond the [`Store`].
+#[async_trait]
+pub trait Hooks: Send + Sync + 'static {
+    /// A credential was revoked through the console: remembered lookups must be dropped.
+    fn credentials_changed(&self);
+    /// Events appended to `session` from now on (the same feed the API's event stream uses).
+    async fn subscribe(&self, session: &SessionId) -> Result<broadcast::Receiver<SessionEvent>, StoreError>;
+}
+
+/// How a deployment tunes the console.
+#[derive(Debug, Clone)]
+pub struct ConsoleConfig {
+    /// How long a sign-in lasts.
+    pub session_ttl: Duration,
+    /// Mark cookies `Secure` even when no proxy says the request came over TLS.
+    pub secure_cookies: bool,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self { session_ttl: Duration::from_secs(12 * 3600), secure_cookies: false }
+    }
+}
+
+/// Everything a console handler can reach.
+#[derive(Clone)]
+pub struct Console {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) hooks: Arc<dyn Hooks>,
+    pub(crate) config: Arc<ConsoleConfig>,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    pub fn new(store: Arc<dyn Store>, hooks: Arc<dyn Hooks>, config: ConsoleConfig) -> Self {
+        Self { store, hooks, config: Arc::new(config) }
+    }
+}
+
+/// The console's routes, all under `/console` (and `/` redirecting there). Merge it into the
+/// server's router inside its request-id middleware: error pages name the request's id when the
+/// request carries a [`mnemo_api::RequestId`] extension.
+pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
+    Router::new()
+        .route("/", get(page::to_console))
+        .route("/console", get(stores::list))
+        .route("/console/", get(page::to_console))
+        .route("/console/assets/{name}", get(assets::serve))
+        .route("/console/sign-in", get(auth::sign_in_form).post(auth::sign_in))
+        .route("/console/sign-out", post(auth::sign_out))
+        .route("/console/stores", get(stores::list).post(stores::create))
+        .route("/console/stores/new", get(stores::new_form))
+        .route("/console/stores/{store}", get(memories::store_page))
+        .route("/console/stores/{store}/archive", get(stores::archive_confirm).post(stores::archive))
+        .route("/console/stores/{store}/delete", get(stores::delete_confirm).post(stores::delete))
+        .route("/console/stores/{store}/memories", post(memories::create))
+        .route("/console/stores/{store}/memories/new", get(memories::new_form))
+        .route("/console/stores/{store}/memories/{memory}", get(memories::memory_page))
+        .route("/console/stores/{store}/memories/{memory}/edit", get(memories::edit_form).post(memories::save))
+        .route("/console/stores/{store}/memories/{memory}/rename", get(memories::rename_form).post(memories::rename))
+        .route("/console/stores/{store}/memories/{memory}/delete", get(memories::delete_confirm).post(memories::delete))
+        .route("/console/stores/{store}/history", get(history::list))
+        .route("/console/stores/{store}/versions/{version}", get(history::version_page))
+        .route("/console/stores/{store}/versions/{version}/restore", post(history::restore))
+        .route("/console/stores/{store}/versions/{version}/redact", get(history::redact_confirm).post(history::redact))
+        .route("/console/sessions", get(sessions::list))
+        .route("/console/sessions/{session}", get(sessions::session_page))
+        .route("/console/sessions/{session}/live", get(sessions::live))
+        .route("/console/environments", get(environments::list))
+        .route("/console/environments/{environment}", get(environments::environment_page))
+        .route("/console/environments/{environment}/keys", post(environments::mint_key))
+        .route(
+            "/console/environments/{environment}/keys/{key}/revoke",
+            get(environments::revoke_confirm).post(environments::revoke),
+        )
+        .route("/console/{*rest}", get(page::not_found).post(page::not_found))
+        .layer(axum::middleware::from_fn(page::headers))
+        .with_state(console)
+}

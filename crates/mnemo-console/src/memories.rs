@@ -1,0 +1,618 @@
+//! A store's page (its memories as a folder tree) and a memory's pages: view, create, edit (with
+//! the conflict path), rename, delete.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use mnemo_api::{
+    Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, PathPrefix, View,
+    content_too_large_message, validate_content_size,
+};
+use mnemo_store::{Cursor, ListMemories, MemoryChange, StoreError};
+use serde::Deserialize;
+
+use crate::Console;
+use crate::auth::{Posted, Signed, encode_component};
+use crate::page::{Chrome, PageError, Section, id, refusal, render, render_with, see_other};
+use crate::stores::{ConfirmPage, cursor};
+use crate::text::{DiffLine, Line, diff, from_form, lines, size, when};
+
+/// Entries per page of a folder.
+const PAGE: u32 = 100;
+
+/// A store as its pages show it.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreHead {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) archived: bool,
+}
+
+impl From<&MemoryStore> for StoreHead {
+    fn from(s: &MemoryStore) -> Self {
+        Self {
+            id: s.id.to_string(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            archived: s.archived_at.is_some(),
+        }
+    }
+}
+
+/// A link in the breadcrumb trail of folders.
+#[derive(Debug)]
+pub(crate) struct Crumb {
+    label: String,
+    href: String,
+}
+
+/// One entry of a folder: a sub-folder or a memory.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    folder: bool,
+    label: String,
+    path: String,
+    href: String,
+    size: String,
+    updated: String,
+}
+
+#[derive(Debug, Template)]
+#[template(path = "store.html")]
+struct StorePage {
+    chrome: Chrome,
+    store: StoreHead,
+    memories: u64,
+    bytes: String,
+    prefix: String,
+    filter: String,
+    crumbs: Vec<Crumb>,
+    entries: Vec<Entry>,
+    next: Option<String>,
+    first_page: bool,
+    message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct StoreQuery {
+    prefix: Option<String>,
+    filter: Option<String>,
+    page: Option<String>,
+}
+
+fn store_url(store: &str, prefix: &str) -> String {
+    if prefix == "/" {
+        format!("/console/stores/{store}")
+    } else {
+        format!("/console/stores/{store}?prefix={}", encode_component(prefix))
+    }
+}
+
+fn crumbs(store: &str, prefix: &str) -> Vec<Crumb> {
+    let mut out = vec![Crumb { label: "/".into(), href: store_url(store, "/") }];
+    let mut at = 1;
+    for (i, _) in prefix.match_indices('/').skip(1) {
+        out.push(Crumb { label: prefix[at..=i].to_owned(), href: store_url(store, &prefix[..=i]) });
+        at = i + 1;
+    }
+    out
+}
+
+/// The folder a path filter searches in: everything up to its last `/`.
+fn folder_of(filter: &str) -> &str {
+    filter.rfind('/').map_or("/", |i| &filter[..=i])
+}
+
+pub(crate) async fn store_page(
+    State(console): State<Console>,
+    who: Signed,
+    Path(store): Path<String>,
+    Query(q): Query<StoreQuery>,
+) -> Result<Response, PageError> {
+    let store_id: MemoryStoreId = id("memory store", &store)?;
+    let store = console.store.get_memory_store(&store_id).await?;
+    let head = StoreHead::from(&store);
+    let filter = q.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned);
+    let mut message = None;
+    // A filter lists every memory whose path starts with it, below its folder, in path order.
+    let (prefix, depth, mut after) = match &filter {
+        Some(f) => {
+            let f = if f.starts_with('/') { f.clone() } else { format!("/{f}") };
+            match PathPrefix::parse(folder_of(&f)) {
+                Ok(p) => {
+                    let start = cursor(q.page.as_deref())?.unwrap_or(Cursor::FromPath(f.clone()));
+                    (p, 0, Some(start))
+                }
+                Err(e) => {
+                    message = Some(format!("`{f}` cannot start a memory path: {e}"));
+                    (PathPrefix::root(), 1, None)
+                }
+            }
+        }
+        None => {
+            let raw = q.prefix.as_deref().unwrap_or("/");
+            let raw = if raw.ends_with('/') { raw.to_owned() } else { format!("{raw}/") };
+            let prefix =
+                PathPrefix::parse(&raw).map_err(|e| PageError::Invalid(format!("`{raw}` is not a folder: {e}")))?;
+            (prefix, 1, cursor(q.page.as_deref())?)
+        }
+    };
+    let first_page = q.page.is_none();
+    if message.is_some() {
+        after = None;
+    }
+    let listing = console
+        .store
+        .list_memories(&store_id, ListMemories { prefix: prefix.clone(), depth, limit: PAGE, view: View::Basic, after })
+        .await?;
+    let wanted = filter
+        .as_deref()
+        .filter(|_| message.is_none())
+        .map(|f| if f.starts_with('/') { f.to_owned() } else { format!("/{f}") });
+    let mut entries = Vec::new();
+    let mut past_filter = false;
+    for item in listing.items {
+        let path = match &item {
+            MemoryListItem::Memory(m) => m.path.as_str(),
+            MemoryListItem::Prefix(p) => p.path.as_str(),
+        };
+        if let Some(w) = &wanted
+            && !path.starts_with(w.as_str())
+        {
+            past_filter = true;
+            break;
+        }
+        let label = if wanted.is_some() { path.to_owned() } else { path[prefix.as_str().len()..].to_owned() };
+        entries.push(match item {
+            MemoryListItem::Memory(m) => Entry {
+                folder: false,
+                href: format!("/console/stores/{}/memories/{}", head.id, m.id),
+                label,
+                path: m.path,
+                size: size(m.content_size_bytes),
+                updated: when(&m.updated_at),
+            },
+            MemoryListItem::Prefix(p) => Entry {
+                folder: true,
+                href: store_url(&head.id, &p.path),
+                label,
+                path: p.path,
+                size: String::new(),
+                updated: String::new(),
+            },
+        });
+    }
+    let next = listing.next.filter(|_| !past_filter).map(|c| {
+        let page = encode_component(&c.encode());
+        match &filter {
+            Some(f) => format!("/console/stores/{}?filter={}&page={page}", head.id, encode_component(f)),
+            None => format!(
+                "{}{}page={page}",
+                store_url(&head.id, prefix.as_str()),
+                if prefix.as_str() == "/" { "?" } else { "&" }
+            ),
+        }
+    });
+    let used = console
+        .store
+        .memory_store_usage(std::slice::from_ref(&store_id))
+        .await?
+        .get(&store_id)
+        .copied()
+        .unwrap_or_default();
+    Ok(render(&StorePage {
+        chrome: who.chrome(Section::Stores),
+        crumbs: crumbs(&head.id, prefix.as_str()),
+        store: head,
+        memories: used.memories,
+        bytes: size(used.bytes),
+        prefix: prefix.as_str().to_owned(),
+        filter: filter.unwrap_or_default(),
+        entries,
+        next,
+        first_page,
+        message,
+    }))
+}
+
+#[derive(Debug, Template)]
+#[template(path = "memory_new.html")]
+struct NewMemoryPage {
+    chrome: Chrome,
+    store: StoreHead,
+    path: String,
+    content: String,
+    message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct NewQuery {
+    prefix: Option<String>,
+}
+
+pub(crate) async fn new_form(
+    State(console): State<Console>,
+    who: Signed,
+    Path(store): Path<String>,
+    Query(q): Query<NewQuery>,
+) -> Result<Response, PageError> {
+    let store = console.store.get_memory_store(&id("memory store", &store)?).await?;
+    let path = q.prefix.filter(|p| p.starts_with('/') && p.ends_with('/')).unwrap_or_else(|| "/".into());
+    Ok(render(&NewMemoryPage {
+        chrome: who.chrome(Section::Stores),
+        store: StoreHead::from(&store),
+        path,
+        content: String::new(),
+        message: None,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct NewMemoryForm {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    content: String,
+}
+
+pub(crate) async fn create(
+    State(console): State<Console>,
+    Path(store): Path<String>,
+    posted: Posted<NewMemoryForm>,
+) -> Result<Response, PageError> {
+    let Posted { who, form } = posted;
+    let store_id: MemoryStoreId = id("memory store", &store)?;
+    let content = from_form(&form.content, false);
+    let raw = form.path.trim().to_owned();
+    let outcome = match (MemoryPath::parse_request(&raw), validate_content_size(&content)) {
+        (Err(message), _) => Err(message),
+        (_, Err(len)) => Err(content_too_large_message(len)),
+        (Ok(path), Ok(())) => match console.store.create_memory(&store_id, path, content.clone(), who.actor()).await {
+            Ok(memory) => Ok(memory),
+            Err(err) => Err(refusal(err)?),
+        },
+    };
+    match outcome {
+        Ok(memory) => Ok(see_other(&format!("/console/stores/{store_id}/memories/{}", memory.id))),
+        Err(message) => {
+            let store = console.store.get_memory_store(&store_id).await?;
+            Ok(render_with(
+                StatusCode::BAD_REQUEST,
+                &NewMemoryPage {
+                    chrome: who.chrome(Section::Stores),
+                    store: StoreHead::from(&store),
+                    path: raw,
+                    content,
+                    message: Some(message),
+                },
+            ))
+        }
+    }
+}
+
+/// A memory as its pages show it.
+#[derive(Debug)]
+pub(crate) struct MemoryHead {
+    id: String,
+    path: String,
+    folder: String,
+    sha256: String,
+    size: String,
+    updated: String,
+    created: String,
+    version: String,
+}
+
+impl From<&Memory> for MemoryHead {
+    fn from(m: &Memory) -> Self {
+        Self {
+            id: m.id.to_string(),
+            path: m.path.clone(),
+            folder: folder_of(&m.path).to_owned(),
+            sha256: m.content_sha256.clone(),
+            size: size(m.content_size_bytes),
+            updated: when(&m.updated_at),
+            created: when(&m.created_at),
+            version: m.memory_version_id.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Template)]
+#[template(path = "memory.html")]
+struct MemoryPage {
+    chrome: Chrome,
+    store: StoreHead,
+    memory: MemoryHead,
+    folder_href: String,
+    lines: Vec<Line>,
+}
+
+async fn load(console: &Console, store: &str, memory: &str) -> Result<(MemoryStore, Memory), PageError> {
+    let store_id: MemoryStoreId = id("memory store", store)?;
+    let memory_id: MemoryId = id("memory", memory)?;
+    let (store, memory) =
+        tokio::try_join!(console.store.get_memory_store(&store_id), console.store.get_memory(&store_id, &memory_id))?;
+    Ok((store, memory))
+}
+
+pub(crate) async fn memory_page(
+    State(console): State<Console>,
+    who: Signed,
+    Path((store, memory)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let (store, memory) = load(&console, &store, &memory).await?;
+    let head = StoreHead::from(&store);
+    Ok(render(&MemoryPage {
+        chrome: who.chrome(Section::Stores),
+        folder_href: store_url(&head.id, folder_of(&memory.path)),
+        store: head,
+        lines: lines(memory.content.as_deref().unwrap_or_default()),
+        memory: MemoryHead::from(&memory),
+    }))
+}
+
+#[derive(Debug, Template)]
+#[template(path = "memory_edit.html")]
+struct EditPage {
+    chrome: Chrome,
+    store: StoreHead,
+    memory: MemoryHead,
+    /// What the textarea holds.
+    content: String,
+    /// The digest the save is guarded by.
+    expected: String,
+    crlf: bool,
+    /// Set when the memory changed since the form was loaded: what it holds now.
+    conflict: Option<Conflict>,
+    message: Option<String>,
+}
+
+#[derive(Debug)]
+struct Conflict {
+    theirs: Vec<Line>,
+    changes: Vec<DiffLine>,
+}
+
+pub(crate) async fn edit_form(
+    State(console): State<Console>,
+    who: Signed,
+    Path((store, memory)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let (store, memory) = load(&console, &store, &memory).await?;
+    let content = memory.content.clone().unwrap_or_default();
+    Ok(render(&EditPage {
+        chrome: who.chrome(Section::Stores),
+        store: StoreHead::from(&store),
+        expected: memory.content_sha256.clone(),
+        crlf: content.contains("\r\n"),
+        memory: MemoryHead::from(&memory),
+        content,
+        conflict: None,
+        message: None,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct EditForm {
+    #[serde(default)]
+    content: String,
+    #[serde(default)]
+    expected: String,
+    #[serde(default)]
+    crlf: String,
+}
+
+pub(crate) async fn save(
+    State(console): State<Console>,
+    Path((store, memory)): Path<(String, String)>,
+    posted: Posted<EditForm>,
+) -> Result<Response, PageError> {
+    let Posted { who, form } = posted;
+    let (store_id, memory_id): (MemoryStoreId, MemoryId) = (id("memory store", &store)?, id("memory", &memory)?);
+    let mine = from_form(&form.content, form.crlf == "1");
+    if !mnemo_api::is_sha256_hex(&form.expected) {
+        return Err(PageError::Invalid("the edit form lost its version; open the memory and edit it again".into()));
+    }
+    let refused = match validate_content_size(&mine) {
+        Err(len) => Some(content_too_large_message(len)),
+        Ok(()) => {
+            let change =
+                MemoryChange { content: Some(mine.clone()), path: None, expected_sha256: Some(form.expected.clone()) };
+            match console.store.update_memory(&store_id, &memory_id, change, who.actor()).await {
+                Ok(_) => None,
+                Err(StoreError::PreconditionFailed { .. }) => {
+                    return conflict(&console, &who, &store_id, &memory_id, mine).await;
+                }
+                Err(err) => Some(refusal(err)?),
+            }
+        }
+    };
+    match refused {
+        None => {
+            tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %who.api_key, "saved memory in the console");
+            Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))
+        }
+        Some(message) => {
+            let (store, memory) = load(&console, store_id.as_str(), memory_id.as_str()).await?;
+            Ok(render_with(
+                StatusCode::BAD_REQUEST,
+                &EditPage {
+                    chrome: who.chrome(Section::Stores),
+                    store: StoreHead::from(&store),
+                    memory: MemoryHead::from(&memory),
+                    content: mine,
+                    expected: form.expected,
+                    crlf: form.crlf == "1",
+                    conflict: None,
+                    message: Some(message),
+                },
+            ))
+        }
+    }
+}
+
+/// The memory changed after the form was loaded: show what it holds now beside what the person
+/// typed, and let them save theirs over it (knowingly) or keep the saved one.
+async fn conflict(
+    console: &Console,
+    who: &Signed,
+    store_id: &MemoryStoreId,
+    memory_id: &MemoryId,
+    mine: String,
+) -> Result<Response, PageError> {
+    let (store, memory) = load(console, store_id.as_str(), memory_id.as_str()).await?;
+    let theirs = memory.content.clone().unwrap_or_default();
+    Ok(render_with(
+        StatusCode::CONFLICT,
+        &EditPage {
+            chrome: who.chrome(Section::Stores),
+            store: StoreHead::from(&store),
+            expected: memory.content_sha256.clone(),
+            crlf: theirs.contains("\r\n"),
+            memory: MemoryHead::from(&memory),
+            conflict: Some(Conflict { theirs: lines(&theirs), changes: diff(&theirs, &mine) }),
+            content: mine,
+            message: None,
+        },
+    ))
+}
+
+#[derive(Debug, Template)]
+#[template(path = "memory_rename.html")]
+struct RenamePage {
+    chrome: Chrome,
+    store: StoreHead,
+    memory: MemoryHead,
+    path: String,
+    message: Option<String>,
+}
+
+pub(crate) async fn rename_form(
+    State(console): State<Console>,
+    who: Signed,
+    Path((store, memory)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let (store, memory) = load(&console, &store, &memory).await?;
+    Ok(render(&RenamePage {
+        chrome: who.chrome(Section::Stores),
+        store: StoreHead::from(&store),
+        path: memory.path.clone(),
+        memory: MemoryHead::from(&memory),
+        message: None,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RenameForm {
+    #[serde(default)]
+    path: String,
+}
+
+pub(crate) async fn rename(
+    State(console): State<Console>,
+    Path((store, memory)): Path<(String, String)>,
+    posted: Posted<RenameForm>,
+) -> Result<Response, PageError> {
+    let Posted { who, form } = posted;
+    let (store_id, memory_id): (MemoryStoreId, MemoryId) = (id("memory store", &store)?, id("memory", &memory)?);
+    let raw = form.path.trim().to_owned();
+    let refused = match MemoryPath::parse_request(&raw) {
+        Err(message) => Some(message),
+        Ok(path) => {
+            let change = MemoryChange { content: None, path: Some(path), expected_sha256: None };
+            match console.store.update_memory(&store_id, &memory_id, change, who.actor()).await {
+                Ok(_) => None,
+                Err(err) => Some(refusal(err)?),
+            }
+        }
+    };
+    if let Some(message) = refused {
+        let (store, memory) = load(&console, store_id.as_str(), memory_id.as_str()).await?;
+        return Ok(render_with(
+            StatusCode::BAD_REQUEST,
+            &RenamePage {
+                chrome: who.chrome(Section::Stores),
+                store: StoreHead::from(&store),
+                memory: MemoryHead::from(&memory),
+                path: raw,
+                message: Some(message),
+            },
+        ));
+    }
+    tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %who.api_key, "renamed memory in the console");
+    Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))
+}
+
+pub(crate) async fn delete_confirm(
+    State(console): State<Console>,
+    who: Signed,
+    Path((store, memory)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let (store, memory) = load(&console, &store, &memory).await?;
+    Ok(render(&ConfirmPage {
+        chrome: who.chrome(Section::Stores),
+        title: "Delete this memory?".into(),
+        message: format!("Delete {} from “{}”?", memory.path, store.name),
+        detail: Some(
+            "Its history stays: a deleted version is recorded, and an earlier version can be restored.".into(),
+        ),
+        action: format!(
+            "/console/stores/{}/memories/{}/delete?expected={}",
+            store.id, memory.id, memory.content_sha256
+        ),
+        button: "Delete memory".into(),
+        cancel: format!("/console/stores/{}/memories/{}", store.id, memory.id),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct DeleteQuery {
+    expected: Option<String>,
+}
+
+pub(crate) async fn delete(
+    State(console): State<Console>,
+    Path((store, memory)): Path<(String, String)>,
+    Query(q): Query<DeleteQuery>,
+    posted: Posted<crate::auth::NoFields>,
+) -> Result<Response, PageError> {
+    let (store_id, memory_id): (MemoryStoreId, MemoryId) = (id("memory store", &store)?, id("memory", &memory)?);
+    let expected = q.expected.filter(|s| mnemo_api::is_sha256_hex(s));
+    let memory = console.store.get_memory(&store_id, &memory_id).await?;
+    match console.store.delete_memory(&store_id, &memory_id, expected, posted.who.actor()).await {
+        Ok(()) => {}
+        Err(StoreError::PreconditionFailed { .. }) => {
+            return Err(PageError::Invalid(
+                "the memory changed after you asked to delete it, so it was kept; look at it again before deleting"
+                    .into(),
+            ));
+        }
+        Err(err) => return Err(err.into()),
+    }
+    tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %posted.who.api_key, "deleted memory in the console");
+    Ok(see_other(&store_url(store_id.as_str(), folder_of(&memory.path))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn breadcrumbs_name_each_folder_level() {
+        let c = crumbs("memstore_1", "/a/b/");
+        let labels: Vec<_> = c.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["/", "a/", "b/"]);
+        assert_eq!(c[2].href, "/console/stores/memstore_1?prefix=%2Fa%2Fb%2F");
+        assert_eq!(crumbs("memstore_1", "/").len(), 1);
+    }
+
+    #[test]
+    fn a_filter_searches_in_its_folder() {
+        assert_eq!(folder_of("/notes/st"), "/notes/");
+        assert_eq!(folder_of("/st"), "/");
+        assert_eq!(folder_of("st"), "/");
+    }
+}

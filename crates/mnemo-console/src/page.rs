@@ -1,0 +1,185 @@
+//! What every page shares: the layout's data, rendering, redirects, error pages and the
+//! security headers of every console response.
+
+use askama::Template;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use mnemo_api::RequestId;
+use mnemo_store::StoreError;
+
+tokio::task_local! {
+    static REQUEST_ID: Option<RequestId>;
+}
+
+/// No script but the console's own file, no style but its own sheet, nothing from any other
+/// origin, no framing, forms post only here.
+pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Sets the security headers on every console response and makes the request's id (set by the
+/// server's request middleware) known to error pages.
+pub(crate) async fn headers(req: Request, next: Next) -> Response {
+    let id = req.extensions().get::<RequestId>().cloned();
+    let mut response = REQUEST_ID.scope(id, next.run(req)).await;
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // `same-origin`, not `no-referrer`: under the latter a browser sends `Origin: null` with
+    // the console's own forms.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.insert(HeaderName::from_static("cross-origin-opener-policy"), HeaderValue::from_static("same-origin"));
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+fn request_id() -> Option<String> {
+    REQUEST_ID.try_with(|id| id.as_ref().map(ToString::to_string)).ok().flatten()
+}
+
+/// Which part of the console a page belongs to (the navigation highlights it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Section {
+    Stores,
+    Sessions,
+    Environments,
+    None,
+}
+
+/// The layout's data: who is signed in and the token every form carries.
+#[derive(Debug, Clone)]
+pub(crate) struct Chrome {
+    /// The API key's id; `None` on the sign-in page.
+    pub(crate) api_key: Option<String>,
+    pub(crate) csrf: String,
+    pub(crate) section: Section,
+}
+
+impl Chrome {
+    pub(crate) fn signed_out() -> Self {
+        Self { api_key: None, csrf: String::new(), section: Section::None }
+    }
+
+    pub(crate) fn is(&self, section: &str) -> bool {
+        matches!(
+            (self.section, section),
+            (Section::Stores, "stores") | (Section::Sessions, "sessions") | (Section::Environments, "environments")
+        )
+    }
+}
+
+/// Renders a page, or the error page if the template fails (it cannot for well-formed data).
+pub(crate) fn render(page: &impl Template) -> Response {
+    render_with(StatusCode::OK, page)
+}
+
+pub(crate) fn render_with(status: StatusCode, page: &impl Template) -> Response {
+    match page.render() {
+        Ok(html) => (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response(),
+        Err(err) => {
+            tracing::error!(error = %err, "a console page failed to render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered").into_response()
+        }
+    }
+}
+
+/// A redirect after a form (`303 See Other`, so the browser follows with a GET).
+pub(crate) fn see_other(to: &str) -> Response {
+    Redirect::to(to).into_response()
+}
+
+/// Where `/` and `/console/` lead.
+pub(crate) async fn to_console() -> Redirect {
+    Redirect::permanent("/console")
+}
+
+/// A console path nobody serves.
+pub(crate) async fn not_found(req: Request) -> PageError {
+    PageError::NotFound(format!("there is no console page at {}", req.uri().path()))
+}
+
+/// Why a console request failed, shown as a page in plain words (with the request's id).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PageError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("this form has expired or did not come from this console; reload the page and try again")]
+    Csrf,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    chrome: Chrome,
+    title: &'static str,
+    message: String,
+    request_id: Option<String>,
+}
+
+impl std::fmt::Debug for ErrorPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ErrorPage").field("title", &self.title).finish_non_exhaustive()
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, title, message) = match &self {
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "Not found", self.to_string()),
+            Self::Invalid(_) => (StatusCode::BAD_REQUEST, "That did not work", self.to_string()),
+            Self::Csrf => (StatusCode::FORBIDDEN, "Form refused", self.to_string()),
+            Self::Store(err) => store_failure(err),
+        };
+        let page = ErrorPage { chrome: Chrome::signed_out(), title, message, request_id: request_id() };
+        render_with(status, &page)
+    }
+}
+
+/// A store failure as a status, a heading and the API's own words (internal causes are logged,
+/// never shown).
+fn store_failure(err: &StoreError) -> (StatusCode, &'static str, String) {
+    match err {
+        StoreError::NotFound { .. } => (StatusCode::NOT_FOUND, "Not found", err.to_string()),
+        StoreError::Coded { code, .. } if code.is_not_found() => (StatusCode::NOT_FOUND, "Not found", err.to_string()),
+        StoreError::Retryable(_) | StoreError::Unavailable(_) => {
+            tracing::warn!(error = %err.chain(), "console request failed on a transient database error");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again",
+                "the database is busy or unavailable right now; reload the page in a moment".to_owned(),
+            )
+        }
+        StoreError::Backend(_) => {
+            tracing::error!(error = %err.chain(), "console request failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "internal server error".to_owned())
+        }
+        StoreError::Forbidden(_) => (StatusCode::FORBIDDEN, "Not allowed", err.to_string()),
+        _ => (StatusCode::CONFLICT, "That did not work", err.to_string()),
+    }
+}
+
+/// The message a refusal shows on the page where it happened (a form shown again).
+pub(crate) fn refusal(err: StoreError) -> Result<String, PageError> {
+    match err {
+        StoreError::NotFound { .. }
+        | StoreError::Retryable(_)
+        | StoreError::Unavailable(_)
+        | StoreError::Backend(_)
+        | StoreError::Forbidden(_) => Err(PageError::Store(err)),
+        StoreError::Coded { ref code, .. } if code.is_not_found() => Err(PageError::Store(err)),
+        other => Ok(other.to_string()),
+    }
+}
+
+/// Parses an id from a console URL; one that cannot exist is not found.
+pub(crate) fn id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, PageError> {
+    raw.parse().map_err(|_| PageError::NotFound(format!("{kind} `{raw}` not found")))
+}

@@ -1,0 +1,217 @@
+//! The list of memory stores; creating, archiving and deleting one.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use mnemo_api::{MemoryStoreId, validate_store_description, validate_store_name};
+use mnemo_store::{Cursor, ListMemoryStores, NewMemoryStore};
+use serde::Deserialize;
+
+use crate::Console;
+use crate::auth::{NoFields, Posted, Signed, encode_component};
+use crate::page::{Chrome, PageError, Section, id, render, see_other};
+use crate::text::{size, when};
+
+/// Stores per page of the list.
+const PAGE: u32 = 50;
+
+#[derive(Debug)]
+pub(crate) struct StoreRow {
+    id: String,
+    name: String,
+    description: String,
+    memories: u64,
+    size: String,
+    created: String,
+    archived: bool,
+}
+
+#[derive(Debug, Template)]
+#[template(path = "stores.html")]
+struct StoresPage {
+    chrome: Chrome,
+    rows: Vec<StoreRow>,
+    archived: bool,
+    first_page: bool,
+    next: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    page: Option<String>,
+    archived: Option<String>,
+}
+
+pub(crate) fn cursor(raw: Option<&str>) -> Result<Option<Cursor>, PageError> {
+    raw.filter(|s| !s.is_empty())
+        .map(Cursor::decode)
+        .transpose()
+        .map_err(|_| PageError::Invalid("that page link is not valid any more; start from the first page".into()))
+}
+
+pub(crate) async fn list(
+    State(console): State<Console>,
+    who: Signed,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, PageError> {
+    let archived = q.archived.as_deref() == Some("true");
+    let after = cursor(q.page.as_deref())?;
+    let first_page = after.is_none();
+    let listing = console
+        .store
+        .list_memory_stores(ListMemoryStores {
+            include_archived: archived,
+            created_at_gte: None,
+            created_at_lte: None,
+            limit: PAGE,
+            after,
+        })
+        .await?;
+    let ids: Vec<MemoryStoreId> = listing.items.iter().map(|s| s.id.clone()).collect();
+    let usage = console.store.memory_store_usage(&ids).await?;
+    let rows = listing
+        .items
+        .into_iter()
+        .map(|s| {
+            let used = usage.get(&s.id).copied().unwrap_or_default();
+            StoreRow {
+                id: s.id.to_string(),
+                name: s.name,
+                description: s.description,
+                memories: used.memories,
+                size: size(used.bytes),
+                created: when(&s.created_at),
+                archived: s.archived_at.is_some(),
+            }
+        })
+        .collect();
+    let next = listing.next.map(|c| {
+        let archived = if archived { "&archived=true" } else { "" };
+        format!("/console?page={}{archived}", encode_component(&c.encode()))
+    });
+    Ok(render(&StoresPage { chrome: who.chrome(Section::Stores), rows, archived, first_page, next }))
+}
+
+#[derive(Debug, Template)]
+#[template(path = "store_new.html")]
+struct NewStorePage {
+    chrome: Chrome,
+    name: String,
+    description: String,
+    message: Option<String>,
+}
+
+pub(crate) async fn new_form(who: Signed) -> Response {
+    render(&NewStorePage {
+        chrome: who.chrome(Section::Stores),
+        name: String::new(),
+        description: String::new(),
+        message: None,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct NewStoreForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    description: String,
+}
+
+pub(crate) async fn create(
+    State(console): State<Console>,
+    posted: Posted<NewStoreForm>,
+) -> Result<Response, PageError> {
+    let Posted { who, form } = posted;
+    let name = form.name.trim().to_owned();
+    let description = crate::text::from_form(form.description.trim(), false);
+    let refused = validate_store_name(&name).and_then(|()| validate_store_description(&description)).err();
+    if let Some(err) = refused {
+        return Ok(crate::page::render_with(
+            axum::http::StatusCode::BAD_REQUEST,
+            &NewStorePage { chrome: who.chrome(Section::Stores), name, description, message: Some(err.0) },
+        ));
+    }
+    let store =
+        console.store.create_memory_store(NewMemoryStore { name, description, metadata: Default::default() }).await?;
+    tracing::info!(store.id = %store.id, api_key.id = %who.api_key, "created memory store in the console");
+    Ok(see_other(&format!("/console/stores/{}", store.id)))
+}
+
+#[derive(Debug, Template)]
+#[template(path = "confirm.html")]
+pub(crate) struct ConfirmPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) title: String,
+    pub(crate) message: String,
+    pub(crate) detail: Option<String>,
+    pub(crate) action: String,
+    pub(crate) button: String,
+    pub(crate) cancel: String,
+}
+
+pub(crate) async fn archive_confirm(
+    State(console): State<Console>,
+    who: Signed,
+    Path(store): Path<String>,
+) -> Result<Response, PageError> {
+    let store = console.store.get_memory_store(&id("memory store", &store)?).await?;
+    Ok(render(&ConfirmPage {
+        chrome: who.chrome(Section::Stores),
+        title: "Archive this store?".into(),
+        message: format!(
+            "Archive “{}”? Its memories stay readable, but nothing can change them any more, and new sessions cannot attach it.",
+            store.name
+        ),
+        detail: Some("Archiving cannot be undone.".into()),
+        action: format!("/console/stores/{}/archive", store.id),
+        button: "Archive store".into(),
+        cancel: format!("/console/stores/{}", store.id),
+    }))
+}
+
+pub(crate) async fn archive(
+    State(console): State<Console>,
+    Path(store): Path<String>,
+    posted: Posted<NoFields>,
+) -> Result<Response, PageError> {
+    let id: MemoryStoreId = id("memory store", &store)?;
+    console.store.archive_memory_store(&id).await?;
+    tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "archived memory store in the console");
+    Ok(see_other(&format!("/console/stores/{id}")))
+}
+
+pub(crate) async fn delete_confirm(
+    State(console): State<Console>,
+    who: Signed,
+    Path(store): Path<String>,
+) -> Result<Response, PageError> {
+    let store = console.store.get_memory_store(&id("memory store", &store)?).await?;
+    let used = console
+        .store
+        .memory_store_usage(std::slice::from_ref(&store.id))
+        .await?
+        .get(&store.id)
+        .copied()
+        .unwrap_or_default();
+    Ok(render(&ConfirmPage {
+        chrome: who.chrome(Section::Stores),
+        title: "Delete this store?".into(),
+        message: format!("Delete “{}” with its {} memories and every version of them?", store.name, used.memories),
+        detail: Some("This cannot be undone: the history goes too.".into()),
+        action: format!("/console/stores/{}/delete", store.id),
+        button: "Delete store".into(),
+        cancel: format!("/console/stores/{}", store.id),
+    }))
+}
+
+pub(crate) async fn delete(
+    State(console): State<Console>,
+    Path(store): Path<String>,
+    posted: Posted<NoFields>,
+) -> Result<Response, PageError> {
+    let id: MemoryStoreId = id("memory store", &store)?;
+    console.store.delete_memory_store(&id).await?;
+    tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "deleted memory store in the console");
+    Ok(see_other("/console"))
+}

@@ -1,0 +1,197 @@
+//! A session's events as a transcript a person reads: messages, tool calls with their input,
+//! results and errors, status changes. Each event becomes one [`Entry`]; the page renders them
+//! with `entry.html`, and the live stream sends the same fragment for each new event.
+
+use askama::Template;
+use serde_json::Value;
+
+use crate::text::{clip, when_str};
+
+/// One event as the transcript shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) seq: i64,
+    pub(crate) id: String,
+    /// `user`, `agent`, `tool`, `result`, `status`, `error` or `other`: how it is styled.
+    pub(crate) kind: &'static str,
+    pub(crate) title: String,
+    pub(crate) time: String,
+    /// Prose (message text).
+    pub(crate) text: Option<String>,
+    /// Preformatted detail: a tool call's input, a result's output, an unknown event's JSON.
+    pub(crate) detail: Option<String>,
+    pub(crate) is_error: bool,
+    /// For a status change: the session's status after it.
+    pub(crate) status: Option<String>,
+}
+
+/// The fragment of one entry, as the page and the live stream render it.
+#[derive(Debug, Template)]
+#[template(path = "entry.html")]
+pub(crate) struct EntryFragment<'a> {
+    pub(crate) e: &'a Entry,
+}
+
+/// Longest tool output shown in full; longer output is cut (the API has all of it).
+const MAX_DETAIL_CHARS: usize = 20_000;
+
+/// The text of an event's content blocks (text blocks in full, others by their type).
+fn blocks_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(blocks) => {
+            let parts: Vec<String> = blocks
+                .iter()
+                .map(|b| match b.get("type").and_then(Value::as_str) {
+                    Some("text") => b.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    Some(other) => format!("[{other}]"),
+                    None => String::new(),
+                })
+                .filter(|s| !s.is_empty())
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("\n\n"))
+        }
+        _ => None,
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    clip(&serde_json::to_string_pretty(v).unwrap_or_default(), MAX_DETAIL_CHARS)
+}
+
+fn str_field<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
+    body.get(name).and_then(Value::as_str)
+}
+
+pub(crate) fn entry(seq: i64, body: &Value) -> Entry {
+    let kind_name = str_field(body, "type").unwrap_or("event");
+    let mut e = Entry {
+        seq,
+        id: str_field(body, "id").unwrap_or_default().to_owned(),
+        kind: "other",
+        title: kind_name.to_owned(),
+        time: str_field(body, "processed_at").map(when_str).unwrap_or_default(),
+        text: None,
+        detail: None,
+        is_error: false,
+        status: None,
+    };
+    match kind_name {
+        "user.message" => {
+            e.kind = "user";
+            e.title = "User".into();
+            e.text = body.get("content").and_then(blocks_text);
+        }
+        "system.message" => {
+            e.kind = "user";
+            e.title = "System".into();
+            e.text = body.get("content").and_then(blocks_text);
+        }
+        "agent.message" => {
+            e.kind = "agent";
+            e.title = "Agent".into();
+            e.text = body.get("content").and_then(blocks_text);
+        }
+        "agent.thinking" => {
+            e.kind = "agent";
+            e.title = "Agent (thinking)".into();
+        }
+        "agent.tool_use" | "agent.custom_tool_use" | "agent.mcp_tool_use" => {
+            e.kind = "tool";
+            let name = str_field(body, "name").unwrap_or("tool");
+            e.title = if kind_name == "agent.custom_tool_use" {
+                format!("Custom tool call: {name}")
+            } else {
+                format!("Tool call: {name}")
+            };
+            e.detail = body.get("input").map(|input| match input.get("command").and_then(Value::as_str) {
+                Some(command) if input.as_object().is_some_and(|o| o.len() == 1) => clip(command, MAX_DETAIL_CHARS),
+                _ => pretty(input),
+            });
+        }
+        "user.tool_result" | "user.custom_tool_result" | "agent.tool_result" | "agent.mcp_tool_result" => {
+            e.kind = "result";
+            e.is_error = body.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            e.title = if e.is_error { "Tool error".into() } else { "Tool result".into() };
+            e.detail = body.get("content").and_then(blocks_text).map(|t| clip(&t, MAX_DETAIL_CHARS));
+        }
+        "user.tool_confirmation" => {
+            e.kind = "user";
+            let verdict = str_field(body, "result").unwrap_or("?");
+            e.title = if verdict == "allow" { "Tool call allowed".into() } else { "Tool call denied".into() };
+            e.text = str_field(body, "deny_message").map(str::to_owned);
+        }
+        "user.interrupt" => {
+            e.kind = "user";
+            e.title = "Interrupted by the user".into();
+        }
+        "user.define_outcome" => {
+            e.kind = "user";
+            e.title = "Outcome defined".into();
+            e.text = str_field(body, "description").map(str::to_owned);
+        }
+        "session.error" => {
+            e.kind = "error";
+            e.is_error = true;
+            e.title = "Session error".into();
+            e.text = body.pointer("/error/message").and_then(Value::as_str).map(str::to_owned);
+            e.detail = body.get("error").map(pretty);
+        }
+        k if k.starts_with("session.status_") => {
+            let status = &k["session.status_".len()..];
+            e.kind = "status";
+            e.status = Some(status.to_owned());
+            e.title = format!("Status: {status}");
+            if let Some(reason) = body.pointer("/stop_reason/type").and_then(Value::as_str) {
+                e.text = Some(match reason {
+                    "end_turn" => "the agent finished its turn".to_owned(),
+                    "requires_action" => "waiting for a tool result or a confirmation".to_owned(),
+                    other => other.replace('_', " "),
+                });
+            }
+        }
+        _ => {
+            e.detail = Some(pretty(body));
+        }
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_read_as_a_transcript() {
+        let m = entry(
+            1,
+            &json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "hi"}, {"type": "image"}]}),
+        );
+        assert_eq!((m.kind, m.title.as_str(), m.text.as_deref()), ("user", "User", Some("hi\n\n[image]")));
+        let call = entry(2, &json!({"type": "agent.tool_use", "name": "bash", "input": {"command": "ls /mnt"}}));
+        assert_eq!((call.title.as_str(), call.detail.as_deref()), ("Tool call: bash", Some("ls /mnt")));
+        let write =
+            entry(3, &json!({"type": "agent.tool_use", "name": "write", "input": {"file_path": "/a", "content": "x"}}));
+        assert!(write.detail.unwrap().contains("\"file_path\": \"/a\""));
+        let err = entry(
+            4,
+            &json!({"type": "user.tool_result", "content": [{"type": "text", "text": "boom"}], "is_error": true}),
+        );
+        assert_eq!((err.title.as_str(), err.is_error, err.detail.as_deref()), ("Tool error", true, Some("boom")));
+        let idle = entry(5, &json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
+        assert_eq!((idle.status.as_deref(), idle.text.as_deref()), (Some("idle"), Some("the agent finished its turn")));
+        let odd = entry(6, &json!({"type": "span.model_request_start"}));
+        assert_eq!(odd.kind, "other");
+        assert!(odd.detail.is_some());
+    }
+
+    #[test]
+    fn a_fragment_escapes_what_the_agent_wrote() {
+        let e =
+            entry(1, &json!({"type": "agent.message", "content": [{"type": "text", "text": "<script>x()</script>"}]}));
+        let html = EntryFragment { e: &e }.render().unwrap();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+    }
+}
