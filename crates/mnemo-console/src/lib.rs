@@ -121,3 +121,6 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .layer(axum::middleware::from_fn(page::headers))
         .with_state(console)
 }
+
+#[cfg(test)]
+mod tests;

@@ -192,6 +192,6 @@ mod tests {
             entry(1, &json!({"type": "agent.message", "content": [{"type": "text", "text": "<script>x()</script>"}]}));
         let html = EntryFragment { e: &e }.render().unwrap();
         assert!(!html.contains("<script>"), "{html}");
-        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(html.contains("&#60;script&#62;x()"), "{html}");
     }
 }

@@ -1,0 +1,448 @@
+//! The console's handlers and templates, driven in-process through the router on a real
+//! (SQLite) store: authentication, cookie flags, CSRF refusals, escaping, actors, conflicts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use mnemo_api::{Actor, MemoryPath, SessionId, View};
+use mnemo_store::{ListMemoryStores, ListMemoryVersions, NewEnvironment, NewMemoryStore, SessionEvent, StoreError};
+use mnemo_store_tests::{Sqlite, StoreFactory, TestStore};
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+use tower::ServiceExt;
+
+use crate::{Console, ConsoleConfig, Hooks};
+
+const KEY: &str = "sk-mnemo-test-key-0123456789abcdefghijklmnop";
+
+#[derive(Default)]
+struct CountingHooks {
+    credentials_changed: AtomicUsize,
+}
+
+#[async_trait]
+impl Hooks for CountingHooks {
+    fn credentials_changed(&self) {
+        self.credentials_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn subscribe(&self, _: &SessionId) -> Result<broadcast::Receiver<SessionEvent>, StoreError> {
+        Ok(broadcast::channel(4).1)
+    }
+}
+
+struct Harness {
+    store: TestStore,
+    hooks: Arc<CountingHooks>,
+    app: Router,
+    api_key: mnemo_api::ApiKeyId,
+}
+
+async fn harness_with(config: ConsoleConfig) -> Harness {
+    let store = Sqlite.open(mnemo_store::Limits::default()).await;
+    let api_key = store.ensure_api_key(Sha256::digest(KEY.as_bytes()).into(), "test").await.unwrap();
+    let hooks = Arc::new(CountingHooks::default());
+    let console = Console::new(Arc::clone(&store.store), Arc::clone(&hooks) as Arc<dyn Hooks>, config);
+    Harness { app: crate::router(console), store, hooks, api_key }
+}
+
+async fn harness() -> Harness {
+    harness_with(ConsoleConfig::default()).await
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn location(&self) -> &str {
+        self.headers.get(header::LOCATION).and_then(|v| v.to_str().ok()).unwrap_or_default()
+    }
+
+    fn set_cookies(&self) -> Vec<String> {
+        self.headers.get_all(header::SET_COOKIE).iter().map(|v| v.to_str().unwrap().to_owned()).collect()
+    }
+
+    /// The value of the hidden field `name` in the page's first form that has one.
+    fn field(&self, name: &str) -> String {
+        let marker = format!("name=\"{name}\" value=\"");
+        let at = self.body.find(&marker).unwrap_or_else(|| panic!("no field {name} in {}", self.body)) + marker.len();
+        self.body[at..].split('"').next().unwrap().to_owned()
+    }
+}
+
+impl Harness {
+    async fn send(&self, req: Request<Body>) -> Answer {
+        let response = self.app.clone().oneshot(req).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        Answer { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
+    }
+
+    async fn get(&self, path: &str, cookie: &str) -> Answer {
+        let mut req = Request::get(path).header(header::HOST, "console.test");
+        if !cookie.is_empty() {
+            req = req.header(header::COOKIE, cookie);
+        }
+        self.send(req.body(Body::empty()).unwrap()).await
+    }
+
+    async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)], extra: &[(&str, &str)]) -> Answer {
+        let body = serde_urlencoded::to_string(form).unwrap();
+        let mut req = Request::post(path)
+            .header(header::HOST, "console.test")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::COOKIE, cookie);
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        self.send(req.body(Body::from(body)).unwrap()).await
+    }
+
+    /// Signs in with `key`; returns the session cookie (`name=value`) and the CSRF token.
+    async fn sign_in_with(&self, key: &str, extra: &[(&str, &str)]) -> (Answer, String) {
+        let form = self.get("/console/sign-in", "").await;
+        let token = form.field("token");
+        let cookie = format!("mnemo_console_sign_in={token}");
+        let answer =
+            self.post("/console/sign-in", &cookie, &[("api_key", key), ("token", &token), ("next", "/console")], extra).await;
+        (answer, cookie)
+    }
+
+    async fn signed_in(&self) -> (String, String) {
+        let (answer, _) = self.sign_in_with(KEY, &[]).await;
+        assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+        let session = answer
+            .set_cookies()
+            .into_iter()
+            .find(|c| c.starts_with("mnemo_console=mcs_"))
+            .expect("a session cookie");
+        let cookie = session.split(';').next().unwrap().to_owned();
+        let page = self.get("/console", &cookie).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        let csrf = page.field("csrf");
+        (cookie, csrf)
+    }
+}
+
+#[tokio::test]
+async fn pages_ask_to_sign_in_first_and_come_back() {
+    let h = harness().await;
+    let home = h.get("/console", "").await;
+    assert_eq!((home.status, home.location()), (StatusCode::SEE_OTHER, "/console/sign-in"));
+    let deep = h.get("/console/sessions?page=x", "").await;
+    assert_eq!(deep.location(), "/console/sign-in?next=%2Fconsole%2Fsessions%3Fpage%3Dx");
+    let bogus = h.get("/console", "mnemo_console=mcs_not-a-session").await;
+    assert_eq!(bogus.location(), "/console/sign-in");
+    let root = h.get("/", "").await;
+    assert_eq!(root.location(), "/console");
+}
+
+#[tokio::test]
+async fn every_page_carries_a_strict_policy() {
+    let h = harness().await;
+    let page = h.get("/console/sign-in", "").await;
+    let csp = page.headers.get(header::CONTENT_SECURITY_POLICY).unwrap().to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("http"), "{csp}");
+    assert_eq!(page.headers.get(header::X_FRAME_OPTIONS).unwrap(), "DENY");
+    assert_eq!(page.headers.get(header::X_CONTENT_TYPE_OPTIONS).unwrap(), "nosniff");
+    assert_eq!(page.headers.get(header::CACHE_CONTROL).unwrap(), "no-store");
+    // No inline script or style anywhere: everything comes from the console's own files.
+    assert!(!page.body.contains("<script>") && !page.body.contains("style="), "{}", page.body);
+    assert!(page.body.contains("<label for=\"api_key\">API key</label>"));
+}
+
+#[tokio::test]
+async fn signing_in_sets_a_strict_http_only_cookie_and_never_echoes_the_key() {
+    let h = harness().await;
+    let (answer, _) = h.sign_in_with(KEY, &[]).await;
+    assert_eq!((answer.status, answer.location()), (StatusCode::SEE_OTHER, "/console"));
+    let session = answer.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console=")).unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/console", "Max-Age=43200"] {
+        assert!(session.contains(flag), "{session} lacks {flag}");
+    }
+    assert!(!session.contains("Secure"), "plain HTTP must not mark the cookie Secure: {session}");
+    assert!(!session.contains(KEY));
+
+    let (behind_tls, _) = h.sign_in_with(KEY, &[("x-forwarded-proto", "https")]).await;
+    assert!(behind_tls.set_cookies().iter().all(|c| c.contains("; Secure")), "{:?}", behind_tls.set_cookies());
+    let forced = harness_with(ConsoleConfig { secure_cookies: true, ..ConsoleConfig::default() }).await;
+    let (answer, _) = forced.sign_in_with(KEY, &[]).await;
+    assert!(answer.set_cookies().iter().all(|c| c.contains("; Secure")));
+}
+
+#[tokio::test]
+async fn wrong_keys_environment_keys_and_stale_forms_do_not_sign_in() {
+    let h = harness().await;
+    let env = h
+        .store
+        .create_environment(NewEnvironment {
+            name: "e".into(),
+            description: None,
+            metadata: Default::default(),
+            config: serde_json::json!({"type": "self_hosted"}),
+            scope: None,
+        })
+        .await
+        .unwrap();
+    let env_key = "sk-mnemo-env-test-0123456789abcdefghijklmnopq";
+    h.store.create_environment_key(&env.id, Sha256::digest(env_key.as_bytes()).into()).await.unwrap();
+    for (key, says) in [
+        ("sk-wrong-0123456789abcdefghijklmnopqrstuv", "not known to this server"),
+        (env_key, "environment key"),
+        ("", "enter an API key"),
+    ] {
+        let (answer, _) = h.sign_in_with(key, &[]).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{key}");
+        assert!(answer.body.contains(says), "{key}: {}", answer.body);
+        assert!(answer.set_cookies().iter().all(|c| !c.starts_with("mnemo_console=")), "{key}");
+        assert!(!answer.body.contains(env_key), "a refused key is echoed back");
+    }
+    // A sign-in form from elsewhere (no matching token cookie) is refused even with a real key.
+    let stale = h.post("/console/sign-in", "", &[("api_key", KEY), ("token", "forged")], &[]).await;
+    assert_eq!(stale.status, StatusCode::UNAUTHORIZED);
+    assert!(stale.body.contains("expired"));
+}
+
+#[tokio::test]
+async fn a_form_without_the_right_token_or_from_another_site_changes_nothing() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let cases: [(&[(&str, &str)], &[(&str, &str)]); 4] = [
+        (&[("name", "a")], &[]),
+        (&[("name", "b"), ("csrf", "0000")], &[]),
+        (&[("name", "c"), ("csrf", &csrf)], &[("sec-fetch-site", "cross-site")]),
+        (&[("name", "d"), ("csrf", &csrf)], &[("origin", "http://evil.test")]),
+    ];
+    for (form, extra) in cases {
+        let answer = h.post("/console/stores", &cookie, form, extra).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{form:?} {extra:?}: {}", answer.body);
+        assert!(answer.body.contains("reload the page"), "{}", answer.body);
+    }
+    let stores = |h: &Harness| {
+        let store = Arc::clone(&h.store.store);
+        async move {
+            store
+                .list_memory_stores(ListMemoryStores {
+                    include_archived: true,
+                    created_at_gte: None,
+                    created_at_lte: None,
+                    limit: 100,
+                    after: None,
+                })
+                .await
+                .unwrap()
+                .items
+        }
+    };
+    assert!(stores(&h).await.is_empty(), "a refused form created a store");
+    let ok = h
+        .post("/console/stores", &cookie, &[("name", "Notes"), ("csrf", &csrf)], &[("origin", "http://console.test")])
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    assert_eq!(stores(&h).await.len(), 1);
+}
+
+#[tokio::test]
+async fn hostile_text_is_escaped_everywhere_it_shows() {
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    let payload = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
+    let store = h
+        .store
+        .create_memory_store(NewMemoryStore { name: payload.into(), description: payload.into(), metadata: Default::default() })
+        .await
+        .unwrap();
+    let memory = h
+        .store
+        .create_memory(&store.id, MemoryPath::parse("/x/a.md").unwrap(), payload.into(), Actor::UserActor { user_id: payload.into() })
+        .await
+        .unwrap();
+    for path in [
+        "/console".to_owned(),
+        format!("/console/stores/{}", store.id),
+        format!("/console/stores/{}?prefix=/x/", store.id),
+        format!("/console/stores/{}/memories/{}", store.id, memory.id),
+        format!("/console/stores/{}/memories/{}/edit", store.id, memory.id),
+        format!("/console/stores/{}/history", store.id),
+        format!("/console/stores/{}/versions/{}", store.id, memory.memory_version_id),
+    ] {
+        let page = h.get(&path, &cookie).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        assert!(!page.body.contains("<script>alert") && !page.body.contains("<img src=x"), "{path} lets markup through");
+        assert!(page.body.contains("&#60;script&#62;alert(1)&#60;"), "{path} does not show the text: {}", page.body);
+    }
+}
+
+#[tokio::test]
+async fn what_a_person_writes_is_recorded_as_their_api_key() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let store = h.store.create_memory_store(NewMemoryStore { name: "s".into(), description: String::new(), metadata: Default::default() }).await.unwrap();
+    let created = h
+        .post(
+            &format!("/console/stores/{}/memories", store.id),
+            &cookie,
+            &[("csrf", &csrf), ("path", "/notes/a.md"), ("content", "one\r\ntwo\r\n")],
+            &[],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
+    let versions = h
+        .store
+        .list_memory_versions(
+            &store.id,
+            ListMemoryVersions {
+                memory_id: None,
+                operation: None,
+                session_id: None,
+                api_key_id: None,
+                service_account_id: None,
+                created_at_gte: None,
+                created_at_lte: None,
+                limit: 10,
+                view: View::Full,
+                after: None,
+            },
+        )
+        .await
+        .unwrap();
+    let v = &versions.items[0];
+    assert_eq!(v.created_by, Some(Actor::ApiActor { api_key_id: h.api_key.clone() }));
+    assert_eq!(v.content.as_deref(), Some("one\ntwo\n"), "a browser's CRLF line breaks are stored as LF");
+}
+
+#[tokio::test]
+async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let store = h.store.create_memory_store(NewMemoryStore { name: "s".into(), description: String::new(), metadata: Default::default() }).await.unwrap();
+    let memory = h
+        .store
+        .create_memory(&store.id, MemoryPath::parse("/a.md").unwrap(), "first".into(), Actor::UserActor { user_id: "u".into() })
+        .await
+        .unwrap();
+    let edit_url = format!("/console/stores/{}/memories/{}/edit", store.id, memory.id);
+    let form = h.get(&edit_url, &cookie).await;
+    let expected = form.field("expected");
+    assert_eq!(expected, memory.content_sha256);
+    let change = mnemo_store::MemoryChange { content: Some("theirs".into()), path: None, expected_sha256: None };
+    h.store.update_memory(&store.id, &memory.id, change, Actor::UserActor { user_id: "u".into() }).await.unwrap();
+    let saved = h.post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &expected)], &[]).await;
+    assert_eq!(saved.status, StatusCode::CONFLICT, "{}", saved.body);
+    assert!(saved.body.contains(">theirs<") && saved.body.contains("mine"), "{}", saved.body);
+    assert_eq!(h.store.get_memory(&store.id, &memory.id).await.unwrap().content.as_deref(), Some("theirs"));
+    // The conflict form is guarded by what the memory holds now: saving it is a knowing choice.
+    let again = h
+        .post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &saved.field("expected"))], &[])
+        .await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER, "{}", again.body);
+    assert_eq!(h.store.get_memory(&store.id, &memory.id).await.unwrap().content.as_deref(), Some("mine"));
+}
+
+#[tokio::test]
+async fn refusals_use_the_apis_words() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let store = h.store.create_memory_store(NewMemoryStore { name: "s".into(), description: String::new(), metadata: Default::default() }).await.unwrap();
+    h.store
+        .create_memory(&store.id, MemoryPath::parse("/a/b.md").unwrap(), "x".into(), Actor::UserActor { user_id: "u".into() })
+        .await
+        .unwrap();
+    let url = format!("/console/stores/{}/memories", store.id);
+    for (path, says) in [("/a", "overlaps the memory at /a/b.md"), ("no-slash", "invalid path `no-slash`")] {
+        let answer = h.post(&url, &cookie, &[("csrf", &csrf), ("path", path), ("content", "y")], &[]).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{path}");
+        let expected = match path {
+            "/a" => h
+                .store
+                .create_memory(&store.id, MemoryPath::parse("/a").unwrap(), "y".into(), Actor::UserActor { user_id: "u".into() })
+                .await
+                .unwrap_err()
+                .to_string(),
+            _ => MemoryPath::parse_request(path).unwrap_err(),
+        };
+        assert!(expected.contains(says), "{expected}");
+        let shown = expected.replace('\'', "&#39;");
+        assert!(answer.body.contains(&expected) || answer.body.contains(&shown), "{path}: {}", answer.body);
+        assert!(answer.body.contains(&format!("value=\"{path}\"")), "the form keeps what was typed");
+    }
+    h.store.archive_memory_store(&store.id).await.unwrap();
+    let archived = h.post(&url, &cookie, &[("csrf", &csrf), ("path", "/c.md"), ("content", "y")], &[]).await;
+    assert!(archived.body.contains("archived"), "{}", archived.body);
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session_for_good() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let out = h.post("/console/sign-out", &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!((out.status, out.location()), (StatusCode::SEE_OTHER, "/console/sign-in"));
+    assert!(out.set_cookies().iter().any(|c| c.starts_with("mnemo_console=;") && c.contains("Max-Age=0")));
+    let after = h.get("/console", &cookie).await;
+    assert_eq!(after.location(), "/console/sign-in", "the old cookie still opens the console");
+}
+
+#[tokio::test]
+async fn revoking_a_key_in_the_console_tells_the_server() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let env = h
+        .store
+        .create_environment(NewEnvironment {
+            name: "e".into(),
+            description: None,
+            metadata: Default::default(),
+            config: serde_json::json!({"type": "self_hosted"}),
+            scope: None,
+        })
+        .await
+        .unwrap();
+    let minted = h.post(&format!("/console/environments/{}/keys", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(minted.status, StatusCode::OK);
+    let at = minted.body.find("sk-mnemo-env-").expect("the new key is shown");
+    let secret: String = minted.body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect();
+    let found = h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap();
+    let Some(mnemo_store::Credential::EnvironmentKey { id, .. }) = found else { panic!("the shown key is not the stored one: {found:?}") };
+    let page = h.get(&format!("/console/environments/{}", env.id), &cookie).await;
+    assert!(!page.body.contains(&secret), "the key is shown again");
+    let revoked = h.post(&format!("/console/environments/{}/keys/{id}/revoke", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(revoked.status, StatusCode::SEE_OTHER, "{}", revoked.body);
+    assert_eq!(h.hooks.credentials_changed.load(Ordering::SeqCst), 1);
+    assert!(h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().is_none());
+}
+
+trait KeyChar {
+    fn is_ascii_alphanumeric_or_dash(&self) -> bool;
+}
+
+impl KeyChar for char {
+    fn is_ascii_alphanumeric_or_dash(&self) -> bool {
+        self.is_ascii_alphanumeric() || *self == '-'
+    }
+}
+
+#[tokio::test]
+async fn unknown_pages_and_ids_are_plain_not_found_pages() {
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    for path in ["/console/nowhere", "/console/stores/memstore_nope", "/console/sessions/sesn_0000000000000000000000"] {
+        let page = h.get(path, &cookie).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(page.body.contains("<h1>Not found</h1>"), "{path}: {}", page.body);
+    }
+}
+
+#[test]
+fn every_asset_together_weighs_under_100_kb() {
+    let total: usize = crate::assets::ASSETS.iter().map(|(_, _, body)| body.len()).sum();
+    assert!(total <= 100_000, "the console's assets weigh {total} bytes");
+}
