@@ -1,5 +1,5 @@
 //! The console's handlers and templates, driven in-process through the router on a real
-//! (SQLite) store: authentication, cookie flags, CSRF refusals, escaping, actors, conflicts.
+//! store (SQLite, or the backend `MNEMO_TEST_DATABASE` names): authentication, cookie flags, CSRF refusals, escaping, actors, conflicts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use mnemo_api::{Actor, MemoryPath, SessionId, View};
 use mnemo_store::{ListMemoryStores, ListMemoryVersions, NewEnvironment, NewMemoryStore, SessionEvent, StoreError};
-use mnemo_store_tests::{Sqlite, StoreFactory, TestStore};
+use mnemo_store_tests::{TestStore, from_env};
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 use tower::ServiceExt;
@@ -43,7 +43,7 @@ struct Harness {
 }
 
 async fn harness_with(config: ConsoleConfig) -> Harness {
-    let store = Sqlite.open(mnemo_store::Limits::default()).await;
+    let store = from_env().open(mnemo_store::Limits::default()).await;
     let api_key = store.ensure_api_key(Sha256::digest(KEY.as_bytes()).into(), "test").await.unwrap();
     let hooks = Arc::new(CountingHooks::default());
     let console = Console::new(Arc::clone(&store.store), Arc::clone(&hooks) as Arc<dyn Hooks>, config);
