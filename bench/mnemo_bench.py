@@ -48,11 +48,13 @@ def ensure_venv() -> Path:
 class Server:
     """`mnemo serve` on an ephemeral loopback port with a throw-away database in `workdir`."""
 
-    def __init__(self, binary: Path, workdir: Path, api_key: str, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self, binary: Path, workdir: Path, api_key: str, extra: Sequence[str] = (), database: Optional[str] = None
+    ) -> None:
         self.stderr = open(workdir / "server.stderr.log", "w", encoding="utf-8")
         argv = [
             str(binary), "serve", "--listen", "127.0.0.1:0",
-            "--database", f"sqlite://{workdir / 'db.sqlite'}", *extra,
+            "--database", database or f"sqlite://{workdir / 'db.sqlite'}", *extra,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MNEMO_"))}
         env["MNEMO_API_KEY"] = api_key  # not on the command line, where `ps` would show it

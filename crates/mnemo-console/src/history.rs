@@ -18,6 +18,27 @@ use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
 /// Versions per page of a history.
 const PAGE: u32 = 50;
 
+/// A newest-first page of `limit` versions (without content) and no filter yet.
+pub(crate) fn versions(limit: u32) -> ListMemoryVersions {
+    ListMemoryVersions {
+        memory_id: None,
+        operation: None,
+        session_id: None,
+        api_key_id: None,
+        service_account_id: None,
+        created_at_gte: None,
+        created_at_lte: None,
+        limit,
+        view: View::Basic,
+        after: None,
+    }
+}
+
+/// Parses a store's and a version's id from a console URL.
+fn version_ids(store: &str, version: &str) -> Result<(MemoryStoreId, MemoryVersionId), PageError> {
+    Ok((id("memory store", store)?, id("memory version", version)?))
+}
+
 #[derive(Debug)]
 pub(crate) struct VersionRow {
     id: String,
@@ -105,12 +126,8 @@ pub(crate) async fn list(
                 operation,
                 session_id: session_id.clone(),
                 api_key_id: api_key_id.clone(),
-                service_account_id: None,
-                created_at_gte: None,
-                created_at_lte: None,
-                limit: PAGE,
-                view: View::Basic,
                 after,
+                ..versions(PAGE)
             },
         )
         .await?;
@@ -195,18 +212,7 @@ async fn previous_version(
             .store
             .list_memory_versions(
                 store,
-                ListMemoryVersions {
-                    memory_id: Some(version.memory_id.clone()),
-                    operation: None,
-                    session_id: None,
-                    api_key_id: None,
-                    service_account_id: None,
-                    created_at_gte: None,
-                    created_at_lte: None,
-                    limit: 100,
-                    view: View::Basic,
-                    after,
-                },
+                ListMemoryVersions { memory_id: Some(version.memory_id.clone()), after, ..versions(100) },
             )
             .await?;
         for v in page.items {
@@ -241,8 +247,7 @@ pub(crate) async fn version_page(
     who: Signed,
     Path((store, version)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
-    let store_id: MemoryStoreId = id("memory store", &store)?;
-    let version_id: MemoryVersionId = id("memory version", &version)?;
+    let (store_id, version_id) = version_ids(&store, &version)?;
     let (store, version) = tokio::try_join!(
         console.store.get_memory_store(&store_id),
         console.store.get_memory_version(&store_id, &version_id, View::Full)
@@ -283,8 +288,7 @@ pub(crate) async fn restore(
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
     let who = posted.who;
-    let store_id: MemoryStoreId = id("memory store", &store)?;
-    let version_id: MemoryVersionId = id("memory version", &version)?;
+    let (store_id, version_id) = version_ids(&store, &version)?;
     let version = console.store.get_memory_version(&store_id, &version_id, View::Full).await?;
     let (Some(content), Some(path)) = (version.content.clone(), version.path.clone()) else {
         return Err(PageError::Invalid(if version.redacted_at.is_some() {
@@ -318,8 +322,7 @@ pub(crate) async fn redact_confirm(
     who: Signed,
     Path((store, version)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
-    let store_id: MemoryStoreId = id("memory store", &store)?;
-    let version_id: MemoryVersionId = id("memory version", &version)?;
+    let (store_id, version_id) = version_ids(&store, &version)?;
     let version = console.store.get_memory_version(&store_id, &version_id, View::Basic).await?;
     let back = format!("/console/stores/{store_id}/versions/{version_id}");
     let memory = live_memory(&console, &store_id, &version.memory_id).await?;
@@ -348,8 +351,7 @@ pub(crate) async fn redact(
     Path((store, version)): Path<(String, String)>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let store_id: MemoryStoreId = id("memory store", &store)?;
-    let version_id: MemoryVersionId = id("memory version", &version)?;
+    let (store_id, version_id) = version_ids(&store, &version)?;
     match console.store.redact_memory_version(&store_id, &version_id, posted.who.actor()).await {
         Ok(_) => {
             tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %posted.who.api_key, "redacted memory version in the console");

@@ -11,8 +11,8 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use mnemo_api::{EnvironmentId, Session, SessionId, View};
-use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, StoreError};
+use mnemo_api::{EnvironmentId, Session, SessionId};
+use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, SessionEvent, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -189,18 +189,7 @@ pub(crate) async fn session_page(
             .store
             .list_memory_versions(
                 &r.memory_store_id,
-                ListMemoryVersions {
-                    memory_id: None,
-                    operation: None,
-                    session_id: Some(session_id.clone()),
-                    api_key_id: None,
-                    service_account_id: None,
-                    created_at_gte: None,
-                    created_at_lte: None,
-                    limit: VERSIONS_SHOWN,
-                    view: View::Basic,
-                    after: None,
-                },
+                ListMemoryVersions { session_id: Some(session_id.clone()), ..crate::history::versions(VERSIONS_SHOWN) },
             )
             .await
         {
@@ -273,6 +262,19 @@ fn status_event(body: &Value) -> Option<Event> {
     Some(Event::default().event("status").data(status))
 }
 
+/// Sends one event's fragment (and, for a status change, the new status); false once the
+/// browser has gone.
+async fn emit(tx: &tokio::sync::mpsc::Sender<Event>, e: &SessionEvent) -> bool {
+    let status = status_event(&e.body);
+    if tx.send(fragment(e.seq, &e.body)).await.is_err() {
+        return false;
+    }
+    match status {
+        Some(s) => tx.send(s).await.is_ok(),
+        None => true,
+    }
+}
+
 /// The transcript's later events as they are appended: `entry` messages carry the rendered
 /// fragment (ids are log positions, so a reconnect resumes where it stopped), `status` ones the
 /// session's new status.
@@ -295,13 +297,7 @@ pub(crate) async fn live(
         let mut last = from;
         for e in backlog {
             last = e.seq;
-            let status = status_event(&e.body);
-            if tx.send(fragment(e.seq, &e.body)).await.is_err() {
-                return;
-            }
-            if let Some(s) = status
-                && tx.send(s).await.is_err()
-            {
+            if !emit(&tx, &e).await {
                 return;
             }
         }
@@ -314,13 +310,7 @@ pub(crate) async fn live(
                 Ok(e) if e.seq <= last => {}
                 Ok(e) => {
                     last = e.seq;
-                    let status = status_event(&e.body);
-                    if tx.send(fragment(e.seq, &e.body)).await.is_err() {
-                        return;
-                    }
-                    if let Some(s) = status
-                        && tx.send(s).await.is_err()
-                    {
+                    if !emit(&tx, &e).await {
                         return;
                     }
                 }

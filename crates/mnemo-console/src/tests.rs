@@ -106,24 +106,35 @@ impl Harness {
         self.send(req.body(Body::from(body)).unwrap()).await
     }
 
+    async fn self_hosted_environment(&self) -> mnemo_api::Environment {
+        self.store
+            .create_environment(NewEnvironment {
+                name: "e".into(),
+                description: None,
+                metadata: Default::default(),
+                config: serde_json::json!({"type": "self_hosted"}),
+                scope: None,
+            })
+            .await
+            .unwrap()
+    }
+
     /// Signs in with `key`; returns the session cookie (`name=value`) and the CSRF token.
     async fn sign_in_with(&self, key: &str, extra: &[(&str, &str)]) -> (Answer, String) {
         let form = self.get("/console/sign-in", "").await;
         let token = form.field("token");
         let cookie = format!("mnemo_console_sign_in={token}");
-        let answer =
-            self.post("/console/sign-in", &cookie, &[("api_key", key), ("token", &token), ("next", "/console")], extra).await;
+        let answer = self
+            .post("/console/sign-in", &cookie, &[("api_key", key), ("token", &token), ("next", "/console")], extra)
+            .await;
         (answer, cookie)
     }
 
     async fn signed_in(&self) -> (String, String) {
         let (answer, _) = self.sign_in_with(KEY, &[]).await;
         assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
-        let session = answer
-            .set_cookies()
-            .into_iter()
-            .find(|c| c.starts_with("mnemo_console=mcs_"))
-            .expect("a session cookie");
+        let session =
+            answer.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console=mcs_")).expect("a session cookie");
         let cookie = session.split(';').next().unwrap().to_owned();
         let page = self.get("/console", &cookie).await;
         assert_eq!(page.status, StatusCode::OK, "{}", page.body);
@@ -150,7 +161,11 @@ async fn every_page_carries_a_strict_policy() {
     let h = harness().await;
     let page = h.get("/console/sign-in", "").await;
     let csp = page.headers.get(header::CONTENT_SECURITY_POLICY).unwrap().to_str().unwrap();
-    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+    assert!(
+        csp.contains("default-src 'none'")
+            && csp.contains("script-src 'self'")
+            && csp.contains("frame-ancestors 'none'")
+    );
     assert!(!csp.contains("unsafe-inline") && !csp.contains("http"), "{csp}");
     assert_eq!(page.headers.get(header::X_FRAME_OPTIONS).unwrap(), "DENY");
     assert_eq!(page.headers.get(header::X_CONTENT_TYPE_OPTIONS).unwrap(), "nosniff");
@@ -182,17 +197,7 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_never_echoes_the_key() {
 #[tokio::test]
 async fn wrong_keys_environment_keys_and_stale_forms_do_not_sign_in() {
     let h = harness().await;
-    let env = h
-        .store
-        .create_environment(NewEnvironment {
-            name: "e".into(),
-            description: None,
-            metadata: Default::default(),
-            config: serde_json::json!({"type": "self_hosted"}),
-            scope: None,
-        })
-        .await
-        .unwrap();
+    let env = h.self_hosted_environment().await;
     let env_key = "sk-mnemo-env-test-0123456789abcdefghijklmnopq";
     h.store.create_environment_key(&env.id, Sha256::digest(env_key.as_bytes()).into()).await.unwrap();
     for (key, says) in [
@@ -216,7 +221,8 @@ async fn wrong_keys_environment_keys_and_stale_forms_do_not_sign_in() {
 async fn a_form_without_the_right_token_or_from_another_site_changes_nothing() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let cases: [(&[(&str, &str)], &[(&str, &str)]); 4] = [
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(Pairs<'_>, Pairs<'_>); 4] = [
         (&[("name", "a")], &[]),
         (&[("name", "b"), ("csrf", "0000")], &[]),
         (&[("name", "c"), ("csrf", &csrf)], &[("sec-fetch-site", "cross-site")]),
@@ -258,12 +264,21 @@ async fn hostile_text_is_escaped_everywhere_it_shows() {
     let payload = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
     let store = h
         .store
-        .create_memory_store(NewMemoryStore { name: payload.into(), description: payload.into(), metadata: Default::default() })
+        .create_memory_store(NewMemoryStore {
+            name: payload.into(),
+            description: payload.into(),
+            metadata: Default::default(),
+        })
         .await
         .unwrap();
     let memory = h
         .store
-        .create_memory(&store.id, MemoryPath::parse("/x/a.md").unwrap(), payload.into(), Actor::UserActor { user_id: payload.into() })
+        .create_memory(
+            &store.id,
+            MemoryPath::parse("/x/a.md").unwrap(),
+            payload.into(),
+            Actor::UserActor { user_id: payload.into() },
+        )
         .await
         .unwrap();
     for path in [
@@ -277,7 +292,10 @@ async fn hostile_text_is_escaped_everywhere_it_shows() {
     ] {
         let page = h.get(&path, &cookie).await;
         assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
-        assert!(!page.body.contains("<script>alert") && !page.body.contains("<img src=x"), "{path} lets markup through");
+        assert!(
+            !page.body.contains("<script>alert") && !page.body.contains("<img src=x"),
+            "{path} lets markup through"
+        );
         assert!(page.body.contains("&#60;script&#62;alert(1)&#60;"), "{path} does not show the text: {}", page.body);
     }
 }
@@ -286,7 +304,15 @@ async fn hostile_text_is_escaped_everywhere_it_shows() {
 async fn what_a_person_writes_is_recorded_as_their_api_key() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let store = h.store.create_memory_store(NewMemoryStore { name: "s".into(), description: String::new(), metadata: Default::default() }).await.unwrap();
+    let store = h
+        .store
+        .create_memory_store(NewMemoryStore {
+            name: "s".into(),
+            description: String::new(),
+            metadata: Default::default(),
+        })
+        .await
+        .unwrap();
     let created = h
         .post(
             &format!("/console/stores/{}/memories", store.id),
@@ -298,21 +324,7 @@ async fn what_a_person_writes_is_recorded_as_their_api_key() {
     assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
     let versions = h
         .store
-        .list_memory_versions(
-            &store.id,
-            ListMemoryVersions {
-                memory_id: None,
-                operation: None,
-                session_id: None,
-                api_key_id: None,
-                service_account_id: None,
-                created_at_gte: None,
-                created_at_lte: None,
-                limit: 10,
-                view: View::Full,
-                after: None,
-            },
-        )
+        .list_memory_versions(&store.id, ListMemoryVersions { view: View::Full, ..crate::history::versions(10) })
         .await
         .unwrap();
     let v = &versions.items[0];
@@ -324,10 +336,23 @@ async fn what_a_person_writes_is_recorded_as_their_api_key() {
 async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let store = h.store.create_memory_store(NewMemoryStore { name: "s".into(), description: String::new(), metadata: Default::default() }).await.unwrap();
+    let store = h
+        .store
+        .create_memory_store(NewMemoryStore {
+            name: "s".into(),
+            description: String::new(),
+            metadata: Default::default(),
+        })
+        .await
+        .unwrap();
     let memory = h
         .store
-        .create_memory(&store.id, MemoryPath::parse("/a.md").unwrap(), "first".into(), Actor::UserActor { user_id: "u".into() })
+        .create_memory(
+            &store.id,
+            MemoryPath::parse("/a.md").unwrap(),
+            "first".into(),
+            Actor::UserActor { user_id: "u".into() },
+        )
         .await
         .unwrap();
     let edit_url = format!("/console/stores/{}/memories/{}/edit", store.id, memory.id);
@@ -352,9 +377,22 @@ async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
 async fn refusals_use_the_apis_words() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let store = h.store.create_memory_store(NewMemoryStore { name: "s".into(), description: String::new(), metadata: Default::default() }).await.unwrap();
+    let store = h
+        .store
+        .create_memory_store(NewMemoryStore {
+            name: "s".into(),
+            description: String::new(),
+            metadata: Default::default(),
+        })
+        .await
+        .unwrap();
     h.store
-        .create_memory(&store.id, MemoryPath::parse("/a/b.md").unwrap(), "x".into(), Actor::UserActor { user_id: "u".into() })
+        .create_memory(
+            &store.id,
+            MemoryPath::parse("/a/b.md").unwrap(),
+            "x".into(),
+            Actor::UserActor { user_id: "u".into() },
+        )
         .await
         .unwrap();
     let url = format!("/console/stores/{}/memories", store.id);
@@ -364,7 +402,12 @@ async fn refusals_use_the_apis_words() {
         let expected = match path {
             "/a" => h
                 .store
-                .create_memory(&store.id, MemoryPath::parse("/a").unwrap(), "y".into(), Actor::UserActor { user_id: "u".into() })
+                .create_memory(
+                    &store.id,
+                    MemoryPath::parse("/a").unwrap(),
+                    "y".into(),
+                    Actor::UserActor { user_id: "u".into() },
+                )
                 .await
                 .unwrap_err()
                 .to_string(),
@@ -395,26 +438,19 @@ async fn signing_out_ends_the_session_for_good() {
 async fn revoking_a_key_in_the_console_tells_the_server() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let env = h
-        .store
-        .create_environment(NewEnvironment {
-            name: "e".into(),
-            description: None,
-            metadata: Default::default(),
-            config: serde_json::json!({"type": "self_hosted"}),
-            scope: None,
-        })
-        .await
-        .unwrap();
+    let env = h.self_hosted_environment().await;
     let minted = h.post(&format!("/console/environments/{}/keys", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
     assert_eq!(minted.status, StatusCode::OK);
     let at = minted.body.find("sk-mnemo-env-").expect("the new key is shown");
     let secret: String = minted.body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect();
     let found = h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap();
-    let Some(mnemo_store::Credential::EnvironmentKey { id, .. }) = found else { panic!("the shown key is not the stored one: {found:?}") };
+    let Some(mnemo_store::Credential::EnvironmentKey { id, .. }) = found else {
+        panic!("the shown key is not the stored one: {found:?}")
+    };
     let page = h.get(&format!("/console/environments/{}", env.id), &cookie).await;
     assert!(!page.body.contains(&secret), "the key is shown again");
-    let revoked = h.post(&format!("/console/environments/{}/keys/{id}/revoke", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    let revoked =
+        h.post(&format!("/console/environments/{}/keys/{id}/revoke", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
     assert_eq!(revoked.status, StatusCode::SEE_OTHER, "{}", revoked.body);
     assert_eq!(h.hooks.credentials_changed.load(Ordering::SeqCst), 1);
     assert!(h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().is_none());
