@@ -27,6 +27,14 @@
     });
   }
 
+  // A page answering a form (a key just minted) takes the address of the plain page it shows,
+  // so that reloading it fetches that page instead of sending the form again (which would mint
+  // another key and show its secret).
+  var answered = document.querySelector("[data-replace-url]");
+  if (answered && window.history && window.history.replaceState) {
+    window.history.replaceState(null, "", answered.getAttribute("data-replace-url"));
+  }
+
   // Copy buttons (shown only when this script runs).
   document.querySelectorAll("[data-copy]").forEach(function (button) {
     var target = document.getElementById(button.getAttribute("data-copy"));
