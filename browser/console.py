@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 from urllib.parse import urlsplit
 
 from selenium.common.exceptions import (
+    JavascriptException,
     NoAlertPresentException,
     StaleElementReferenceException,
     WebDriverException,
 )
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -41,6 +45,32 @@ VISIBLE_TEXT = (
     "return t.replace(/\\s+/g, ' ').trim();"
 )
 
+# JavaScript: whether an element is shown (laid out and not hidden), and the searches for a
+# field by its label's text and a control by its text, done in the page in one round trip (the
+# caller confirms with Selenium's own `is_displayed`).
+_SHOWN = (
+    "const shown = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)"
+    " && getComputedStyle(e).visibility !== 'hidden';"
+    "const read = e => (e.tagName === 'INPUT' ? (e.value || '') : (e.innerText || e.textContent || ''))"
+    ".replace(/\\s+/g, ' ').trim();"
+)
+FIND_FIELD = _SHOWN + (
+    "const label = arguments[0];"
+    "for (const l of document.querySelectorAll('label')) {"
+    "  const t = read(l);"
+    "  if (!(t === label || t.startsWith(label + ' ') || t.startsWith(label + '('))) continue;"
+    "  const f = l.htmlFor ? document.getElementById(l.htmlFor) : l.querySelector('input, textarea, select');"
+    "  if (f && shown(f)) return f;"
+    "}"
+    "return null;"
+)
+FIND_CONTROL = _SHOWN + (
+    "for (const e of document.querySelectorAll(arguments[0])) {"
+    "  if (shown(e) && read(e) === arguments[1]) return e;"
+    "}"
+    "return null;"
+)
+
 
 class Missing(AssertionError):
     """A control or text a person would look for is not on the page."""
@@ -55,7 +85,9 @@ def wait_for(check: Callable[[], Optional[T]], what: str, timeout: float = 5.0) 
             value = check()
             if value:
                 return value
-        except (StaleElementReferenceException, Missing) as err:
+        # A page that goes away while it is searched (a click's navigation still under way)
+        # answers a stale element or "document unloaded": look again.
+        except (StaleElementReferenceException, JavascriptException, Missing) as err:
             last = err
         if time.monotonic() > deadline:
             raise Missing(f"{what} (waited {timeout:.0f}s){': ' + str(last) if last else ''}")
@@ -63,12 +95,28 @@ def wait_for(check: Callable[[], Optional[T]], what: str, timeout: float = 5.0) 
 
 
 class Console:
-    def __init__(self, driver: WebDriver, base_url: str, api_key: str, shots_dir: Path) -> None:
+    def __init__(
+        self,
+        driver: WebDriver,
+        base_url: str,
+        api_key: str,
+        shots_dir: Path,
+        binary: str = "",
+        scratch: Optional[Path] = None,
+        mount_root: Optional[Path] = None,
+    ) -> None:
         self.driver = driver
         self.base_url = base_url
         self.origin = base_url.rstrip("/")
         self.api_key = api_key
         self.shots_dir = shots_dir
+        # The mnemo binary the server runs (for tests that start a worker of their own), a
+        # directory tests may write in, and where the server mounts sessions' memory stores.
+        self.binary = binary
+        self.scratch = scratch if scratch is not None else shots_dir.parent / "scratch"
+        self.mount_root = mount_root
+        # Processes tests started through `spawn`: the runner stops what is left after each test.
+        self.processes: List[Tuple[str, "subprocess.Popen[bytes]", Any]] = []
         # Set by tests that create things other tests build on (store name → id, …).
         self.state: Dict[str, Any] = {}
         # Every URL the browser requested so far (the runner adds each test's).
@@ -116,21 +164,8 @@ class Console:
     def find_field(self, label: str) -> Optional[WebElement]:
         """The input, textarea or select whose <label> reads `label` (exactly, or followed by
         a hint after a space or parenthesis), if shown."""
-        for element in self.driver.find_elements(By.TAG_NAME, "label"):
-            text = self._visible_text(element)
-            if not (text == label or text.startswith(label + " ") or text.startswith(label + "(")):
-                continue
-            target: Optional[WebElement] = None
-            for_id = element.get_attribute("for")
-            if for_id:
-                found = self.driver.find_elements(By.ID, for_id)
-                target = found[0] if found else None
-            else:
-                inner = element.find_elements(By.CSS_SELECTOR, "input, textarea, select")
-                target = inner[0] if inner else None
-            if target is not None and target.is_displayed():
-                return target
-        return None
+        element = self.driver.execute_script(FIND_FIELD, label)
+        return element if element is not None and element.is_displayed() else None
 
     def _not_an_error_page(self) -> None:
         """Fails at once on the API's JSON error (e.g. a console page that does not exist):
@@ -154,12 +189,16 @@ class Console:
             # send_keys types like a person; long or multi-line values go in the same way.
             element.send_keys(value)
 
+    def choose(self, label: str, option: str) -> None:
+        """Picks the option reading `option` in the drop-down labelled `label`."""
+        from selenium.webdriver.support.select import Select
+
+        Select(self.field(label)).select_by_visible_text(option)
+
     def find_control(self, text: str) -> Optional[WebElement]:
         """The shown button or link that reads `text`."""
-        for element in self.driver.find_elements(By.CSS_SELECTOR, CLICKABLE):
-            if element.is_displayed() and self._visible_text(element) == text:
-                return element
-        return None
+        element = self.driver.execute_script(FIND_CONTROL, CLICKABLE, text)
+        return element if element is not None and element.is_displayed() else None
 
     def control(self, text: str, timeout: float = 5.0) -> WebElement:
         self._not_an_error_page()
@@ -171,6 +210,62 @@ class Console:
 
     def click(self, text: str) -> None:
         self.control(text).click()
+
+    # ---- tables, as a person reads them ----------------------------------------------------
+
+    def table_rows(self) -> List[List[str]]:
+        """The shown body rows of the page's tables, each as the texts of its cells."""
+        return self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('tbody tr')).filter(r => r.offsetParent !== null)"
+            ".map(r => Array.from(r.cells).map(c => (c.innerText || '').replace(/\\s+/g, ' ').trim()));"
+        )
+
+    def _row_elements(self) -> List[WebElement]:
+        return [r for r in self.driver.find_elements(By.CSS_SELECTOR, "tbody tr") if r.is_displayed()]
+
+    def row(self, which: Union[int, str]) -> WebElement:
+        """A shown table row: the `which`-th (0 = first, -1 = last) or the first whose text
+        contains `which`."""
+        def find() -> Optional[WebElement]:
+            rows = self._row_elements()
+            if isinstance(which, int):
+                return rows[which] if -len(rows) <= which < len(rows) else None
+            for r in rows:
+                if which in self._visible_text(r):
+                    return r
+            return None
+
+        return wait_for(find, f"no table row {which!r} at {self.path()}; the rows are {self.table_rows()}")
+
+    def click_in_row(self, which: Union[int, str], text: str) -> None:
+        """Clicks the button or link reading `text` in the row `which` (see `row`)."""
+        r = self.row(which)
+        for element in r.find_elements(By.CSS_SELECTOR, CLICKABLE):
+            if element.is_displayed() and self._visible_text(element) == text:
+                element.click()
+                return
+        raise Missing(f"no {text!r} in the row {self._visible_text(r)!r} at {self.path()}")
+
+    # ---- the keyboard ---------------------------------------------------------------------------
+
+    def focused(self) -> WebElement:
+        return self.driver.switch_to.active_element
+
+    def press(self, *keys: str) -> None:
+        """Types `keys` (text or `Keys.*`) into whatever has the focus, as a keyboard does."""
+        self.focused().send_keys(*keys)
+
+    def tab_to(self, element: WebElement, limit: int = 25, backwards: bool = False) -> int:
+        """Presses Tab (Shift+Tab if `backwards`) until `element` has the focus; answers how
+        many presses it took."""
+        for count in range(1, limit + 1):
+            if backwards:
+                self.press(Keys.SHIFT, Keys.TAB)
+            else:
+                self.press(Keys.TAB)
+            if self.focused() == element:
+                return count
+        raise Missing(f"{limit} presses of Tab never reached {self._visible_text(element) or element.tag_name!r}; the focus is on {self._visible_text(self.focused())!r}")
 
     # ---- signing in -------------------------------------------------------------------------
 
@@ -232,6 +327,9 @@ class Console:
     def resize(self, size: tuple) -> None:
         """Makes the page's viewport `size` (width, height) CSS pixels."""
         width, height = size
+        inner = self.driver.execute_script("return [window.innerWidth, window.innerHeight];")
+        if inner == [width, height]:
+            return
         self.driver.set_window_size(width, height)
         inner = self.driver.execute_script("return [window.innerWidth, window.innerHeight];")
         if inner != [width, height]:
@@ -251,6 +349,32 @@ class Console:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as err:
             raise AssertionError(f"{method} {path}: HTTP {err.code}: {err.read()[:300]!r}") from None
+
+    def http(
+        self, method: str, path: str, body: Optional[dict] = None, bearer: Optional[str] = None,
+    ) -> Tuple[int, Any]:
+        """(status, parsed JSON body) of an API call that may fail; with `bearer`, the
+        credential goes as `Authorization: Bearer` (how workers send environment keys) instead of
+        the API key."""
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.origin + path, data=data, method=method)
+        if bearer is not None:
+            request.add_header("authorization", "Bearer " + bearer)
+        else:
+            request.add_header("x-api-key", self.api_key)
+        request.add_header("anthropic-version", "2023-06-01")
+        if data is not None:
+            request.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=15) as response:
+                raw = response.read()
+                return response.status, json.loads(raw or b"null")
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            try:
+                return err.code, json.loads(raw or b"null")
+            except ValueError:
+                return err.code, raw.decode("utf-8", "replace")
 
     def store_by_name(self, name: str) -> dict:
         page = self.api("GET", "/v1/memory_stores?limit=100")
@@ -281,6 +405,53 @@ class Console:
                 return response.status, response.headers.get("location"), response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as err:
             return err.code, err.headers.get("location"), err.read().decode("utf-8", "replace")
+
+
+    # ---- processes a test starts --------------------------------------------------------------
+
+    def spawn(self, name: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[bytes]":
+        """Starts `argv` in a process group of its own, its output in `<scratch>/<name>.log`.
+        It is stopped by `stop(proc)`, or by the runner after the test whatever happened."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.scratch / f"{name}.log", "wb")
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )
+        self.processes.append((name, proc, log_file))
+        return proc
+
+    def log_of(self, name: str, lines: int = 15) -> str:
+        try:
+            text = (self.scratch / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, proc: "subprocess.Popen[bytes]", grace: float = 10.0) -> Optional[int]:
+        """SIGTERM to the process's group, SIGKILL after `grace` seconds; answers its status."""
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            if proc.poll() is not None:
+                break
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+        for entry in [e for e in self.processes if e[1] is proc]:
+            entry[2].close()
+            self.processes.remove(entry)
+        return proc.poll()
+
+    def stop_processes(self) -> List[str]:
+        """Stops every process a test started and left running; answers their names."""
+        left = [name for name, proc, _ in self.processes if proc.poll() is None]
+        for _, proc, _ in list(self.processes):
+            self.stop(proc, grace=5.0)
+        return left
 
 
 def env_flag(name: str) -> bool:

@@ -4,12 +4,14 @@
 Usage:
     MNEMO_BIN=target/debug/mnemo python browser/run.py [SUBSTRING ...]
 
-Starts `$MNEMO_BIN serve` on a free port with a throw-away SQLite database and a generated API
-key, then chromedriver and a headless Chromium (1280×800, its own profile, no network beyond
-127.0.0.1), discovers `test_*` functions in `browser/test_*.py` and runs them in source order,
-each with a `console.Console` (see that module): the console driven by visible labels, plus the
-HTTP API with the API key.  Prints one line per test (`PASS name` or `FAIL name: reason`) and
-ends with the summary line `N passed, M failed`; the exit code is 0 iff no test failed.
+Starts `$MNEMO_BIN serve` on a free port with a throw-away SQLite database, a generated API
+key and its memory mount root inside the run's directory, then chromedriver and a headless
+Chromium (1280×800, its own profile, no network beyond 127.0.0.1), discovers `test_*` functions
+in `browser/test_*.py` (modules by file name, functions in source order) and runs them, each
+with a `console.Console` (see that module): the console driven by visible labels, plus the HTTP
+API with the API key and `spawn` for processes such as a worker (which the runner stops after
+each test, whatever happened).  Prints one line per test (`PASS name` or `FAIL name: reason`)
+and ends with the summary line `N passed, M failed`; the exit code is 0 iff no test failed.
 Positional arguments keep only tests whose `module::function` name contains one of them.  On a
 failure the run's directory (server log, chromedriver log, a screenshot per failed test) is kept
 and named.
@@ -82,9 +84,11 @@ class StartError(Exception):
 class Server:
     """One `mnemo serve` on a free port with a fresh SQLite database."""
 
-    def __init__(self, binary: str, workdir: Path) -> None:
+    def __init__(self, binary: str, workdir: Path, mount_root: Path) -> None:
         self.binary = binary
         self.workdir = workdir
+        # Where workers that tests start mount sessions' memory stores (never /mnt/memory).
+        self.mount_root = mount_root
         self.api_key = "sk-browser-" + secrets.token_hex(16)
         self.base_url = ""
         self.log_path = workdir / "server.stderr.log"
@@ -99,6 +103,7 @@ class Server:
             "--listen", "127.0.0.1:0",
             "--database", f"sqlite://{self.workdir / 'mnemo.sqlite'}",
             "--api-key", self.api_key,
+            "--memory-mount-root", str(self.mount_root),
         ]
         try:
             self.proc = subprocess.Popen(
@@ -264,8 +269,9 @@ def main(argv: List[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="mnemo-browser-"))
     shots = os.environ.get("MNEMO_BROWSER_SHOTS", "").strip()
     shots_dir = Path(shots).resolve() if shots else workdir / "shots"
-    server = Server(binary, workdir / "server")
+    server = Server(binary, workdir / "server", workdir / "mnt")
     driver = None
+    console = None
     passed, failed = 0, len(broken)
     interrupted = False
     started = time.monotonic()
@@ -281,7 +287,14 @@ def main(argv: List[str]) -> int:
                 log(f"FAIL {name}: the server or the browser did not start")
             failed += len(tests)
             tests = []
-        console = console_lib.Console(driver, server.base_url, server.api_key, shots_dir) if driver else None
+        console = (
+            console_lib.Console(
+                driver, server.base_url, server.api_key, shots_dir,
+                binary=binary, scratch=workdir / "scratch", mount_root=server.mount_root,
+            )
+            if driver
+            else None
+        )
         for name, fn in tests:
             assert console is not None and driver is not None
             console.resize(console_lib.WIDE)
@@ -309,6 +322,9 @@ def main(argv: List[str]) -> int:
                 passed += 1
                 log(f"PASS {name}")
             finally:
+                left = console.stop_processes()
+                if left:
+                    log(f"# {name} left {', '.join(left)} running; stopped")
                 try:
                     console.requested.extend(console_lib.requested_urls(driver))
                 except Exception:  # noqa: BLE001
@@ -316,6 +332,8 @@ def main(argv: List[str]) -> int:
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if console is not None:
+            console.stop_processes()
         if driver is not None:
             try:
                 driver.quit()
