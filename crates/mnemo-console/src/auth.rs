@@ -119,7 +119,11 @@ impl FromRequestParts<Console> for Signed {
             return Err(NotSignedIn::SignIn { next });
         };
         match console.store.find_console_session(hash(secret)).await {
-            Ok(Some(session)) => Ok(Self { api_key: session.api_key, csrf: csrf_token(secret), session: hash(secret) }),
+            Ok(Some(session)) => {
+                let signed = Self { api_key: session.api_key, csrf: csrf_token(secret), session: hash(secret) };
+                crate::page::remember_signed(signed.chrome(Section::None));
+                Ok(signed)
+            }
             Ok(None) => Err(NotSignedIn::SignIn { next }),
             Err(err) => Err(NotSignedIn::Failed(err.into())),
         }

@@ -196,6 +196,8 @@ struct VersionPage {
     content: Option<Vec<Line>>,
     /// The version before this one, and what changed since it.
     previous: Option<String>,
+    /// The version before was redacted: nothing to compare with.
+    previous_redacted: bool,
     c: Option<Changes>,
 }
 
@@ -274,6 +276,7 @@ pub(crate) async fn version_page(
         redacted_by: version.redacted_at.map(|_| actor(version.redacted_by.as_ref())),
         redacted_at: version.redacted_at.as_ref().map(when).unwrap_or_default(),
         content: body.map(lines),
+        previous_redacted: previous.as_ref().is_some_and(|p| p.redacted_at.is_some()),
         previous: previous.map(|p| format!("/console/stores/{store_id}/versions/{}", p.id)),
         c,
         version: row(store_id.as_str(), &version),

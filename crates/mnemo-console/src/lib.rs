@@ -118,6 +118,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
             get(environments::revoke_confirm).post(environments::revoke),
         )
         .route("/console/{*rest}", get(page::not_found).post(page::not_found))
+        .method_not_allowed_fallback(page::method_not_allowed)
         .layer(axum::middleware::from_fn(page::headers))
         .with_state(console)
 }

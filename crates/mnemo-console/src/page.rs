@@ -9,8 +9,20 @@ use axum::response::{IntoResponse, Redirect, Response};
 use mnemo_api::RequestId;
 use mnemo_store::StoreError;
 
+/// What an error page needs to know about the request it answers.
+struct RequestContext {
+    id: Option<RequestId>,
+    /// Set once the request proved a signed-in person: their error pages keep the navigation.
+    signed: std::cell::RefCell<Option<Chrome>>,
+}
+
 tokio::task_local! {
-    static REQUEST_ID: Option<RequestId>;
+    static REQUEST: RequestContext;
+}
+
+/// Remembers who is signed in for this request's error page, if it gets one.
+pub(crate) fn remember_signed(chrome: Chrome) {
+    let _ = REQUEST.try_with(|r| *r.signed.borrow_mut() = Some(chrome));
 }
 
 /// No script but the console's own file, no style but its own sheet, nothing from any other
@@ -21,8 +33,8 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
 /// Sets the security headers on every console response and makes the request's id (set by the
 /// server's request middleware) known to error pages.
 pub(crate) async fn headers(req: Request, next: Next) -> Response {
-    let id = req.extensions().get::<RequestId>().cloned();
-    let mut response = REQUEST_ID.scope(id, next.run(req)).await;
+    let context = RequestContext { id: req.extensions().get::<RequestId>().cloned(), signed: Default::default() };
+    let mut response = REQUEST.scope(context, next.run(req)).await;
     let h = response.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
@@ -38,7 +50,11 @@ pub(crate) async fn headers(req: Request, next: Next) -> Response {
 }
 
 fn request_id() -> Option<String> {
-    REQUEST_ID.try_with(|id| id.as_ref().map(ToString::to_string)).ok().flatten()
+    REQUEST.try_with(|r| r.id.as_ref().map(ToString::to_string)).ok().flatten()
+}
+
+fn signed_chrome() -> Chrome {
+    REQUEST.try_with(|r| r.signed.borrow().clone()).ok().flatten().unwrap_or_else(Chrome::signed_out)
 }
 
 /// Which part of the console a page belongs to (the navigation highlights it).
@@ -102,6 +118,22 @@ pub(crate) async fn not_found(req: Request) -> PageError {
     PageError::NotFound(format!("there is no console page at {}", req.uri().path()))
 }
 
+/// A console address opened with a method it does not answer. A `GET` of a form's address (a
+/// bookmark, or Enter in the address bar after a form) leads to the page that form is on, one
+/// level up; anything else is refused in plain words.
+pub(crate) async fn method_not_allowed(req: Request) -> Response {
+    let path = req.uri().path();
+    if req.method() == axum::http::Method::GET || req.method() == axum::http::Method::HEAD {
+        let parent = path.trim_end_matches('/').rsplit_once('/').map_or("/console", |(parent, _)| parent);
+        let parent = if parent.starts_with("/console") && parent != "/console/stores" { parent } else { "/console" };
+        return see_other(parent);
+    }
+    let mut response =
+        PageError::Invalid(format!("{} is not something this console page does", req.method())).into_response();
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
 /// Why a console request failed, shown as a page in plain words (with the request's id).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PageError {
@@ -138,7 +170,7 @@ impl IntoResponse for PageError {
             Self::Csrf => (StatusCode::FORBIDDEN, "Form refused", self.to_string()),
             Self::Store(err) => store_failure(err),
         };
-        let page = ErrorPage { chrome: Chrome::signed_out(), title, message, request_id: request_id() };
+        let page = ErrorPage { chrome: signed_chrome(), title, message, request_id: request_id() };
         render_with(status, &page)
     }
 }

@@ -197,7 +197,11 @@ pub(crate) async fn delete_confirm(
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::Stores),
         title: "Delete this store?".into(),
-        message: format!("Delete “{}” with its {} memories and every version of them?", store.name, used.memories),
+        message: format!(
+            "Delete “{}” with its {} and every version of them?",
+            store.name,
+            crate::text::count(used.memories, "memory", "memories")
+        ),
         detail: Some("This cannot be undone: the history goes too.".into()),
         action: format!("/console/stores/{}/delete", store.id),
         button: "Delete store".into(),

@@ -482,3 +482,33 @@ fn every_asset_together_weighs_under_100_kb() {
     let total: usize = crate::assets::ASSETS.iter().map(|(_, _, body)| body.len()).sum();
     assert!(total <= 100_000, "the console's assets weigh {total} bytes");
 }
+
+#[tokio::test]
+async fn a_form_address_opened_directly_leads_to_its_page() {
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    for (path, to) in [
+        ("/console/sign-out", "/console"),
+        ("/console/stores/memstore_x/memories", "/console/stores/memstore_x"),
+        ("/console/environments/env_x/keys", "/console/environments/env_x"),
+        ("/console/stores/memstore_x/versions/memver_y/restore", "/console/stores/memstore_x/versions/memver_y"),
+    ] {
+        let answer = h.get(path, &cookie).await;
+        assert_eq!((answer.status, answer.location()), (StatusCode::SEE_OTHER, to), "{path}");
+        assert!(answer.headers.contains_key(header::CONTENT_SECURITY_POLICY), "{path}");
+    }
+    let put = h.send(Request::put("/console/sign-out").body(Body::empty()).unwrap()).await;
+    assert_eq!(put.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(put.body.contains("<h1>"), "{}", put.body);
+}
+
+#[tokio::test]
+async fn a_signed_in_persons_error_page_keeps_the_navigation() {
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    let page = h.get("/console/stores/memstore_nope", &cookie).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("Sign out") && page.body.contains(h.api_key.as_str()), "{}", page.body);
+    let anonymous = h.get("/console/assets/nope.css", "").await;
+    assert!(!anonymous.body.contains("Sign out"));
+}

@@ -126,6 +126,11 @@ pub(crate) fn from_form(text: &str, keep_crlf: bool) -> String {
     if keep_crlf { text.to_owned() } else { text.replace("\r\n", "\n") }
 }
 
+/// `1 memory`, `3 memories`.
+pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// The first `max` characters of `s`, with an ellipsis when cut.
 pub(crate) fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
