@@ -84,12 +84,9 @@ def test_mint_a_key_shown_once_and_revoke_it(c: Console) -> None:
 
 
 def test_form_addresses_opened_directly_answer_a_console_page(c: Console) -> None:
-    """KNOWN CONSOLE BUG (not fixed here; crates/mnemo-console/src/lib.rs): the addresses that
-    only take a form's POST answer a GET — a person pressing Enter in the address bar of the
-    page a form answered (e.g. the minted key's page without JavaScript, whose address is
-    …/keys), or following a bookmark — with the HTTP API's JSON error (HTTP 405
-    `invalid_request_error` "GET is not allowed on …") instead of a console page in plain words
-    (or a redirect to the page the form belongs to)."""
+    """The addresses that only take a form's POST, opened with a GET (Enter in the address bar
+    of the page a form answered, or a bookmark), lead to the page the form is on instead of
+    the HTTP API's JSON error."""
     env = c.api("POST", "/v1/environments", {"name": "Form addresses", "config": {"type": "self_hosted"}})
     store = c.api("POST", "/v1/memory_stores", {"name": "Form addresses"})
     memory = c.api("POST", f"/v1/memory_stores/{store['id']}/memories", {"path": "/a.md", "content": "a\n"})
@@ -104,4 +101,4 @@ def test_form_addresses_opened_directly_answer_a_console_page(c: Console) -> Non
         c.open(path)
         if c.text().lstrip().startswith("{"):
             raw_json.append(f"{path}: {c.excerpt(120)}")
-    assert not raw_json, "KNOWN CONSOLE BUG: GET on a form's address answers the API's JSON, not a page: " + "; ".join(raw_json)
+    assert not raw_json, "GET on a form's address answers the API's JSON, not a page: " + "; ".join(raw_json)
