@@ -129,6 +129,57 @@ pub struct MemoryVersion {
     pub redacted_by: Option<Actor>,
 }
 
+/// One entry of a memory store's change feed (`GET /v1/memory_stores/{id}/changes`, a mnemo
+/// extension): a memory version as the versions API shows it in `view=basic`, never its content.
+/// A redacted version has a null path, digest and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryChangeEvent {
+    pub memory_id: MemoryId,
+    pub memory_store_id: MemoryStoreId,
+    pub memory_version_id: MemoryVersionId,
+    pub operation: Operation,
+    pub path: Option<String>,
+    pub content_sha256: Option<String>,
+    pub content_size_bytes: Option<u64>,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<Actor>,
+}
+
+impl MemoryChangeEvent {
+    /// The feed's view of a version (its content, if loaded, is left out).
+    pub fn of(version: &MemoryVersion) -> Self {
+        Self {
+            memory_id: version.memory_id.clone(),
+            memory_store_id: version.memory_store_id.clone(),
+            memory_version_id: version.id.clone(),
+            operation: version.operation,
+            path: version.path.clone(),
+            content_sha256: version.content_sha256.clone(),
+            content_size_bytes: version.content_size_bytes,
+            created_at: version.created_at,
+            created_by: version.created_by.clone(),
+        }
+    }
+
+    /// The SSE event name: `memory.created`, `memory.modified` or `memory.deleted`.
+    pub fn event_name(&self) -> &'static str {
+        match self.operation {
+            Operation::Created => "memory.created",
+            Operation::Modified => "memory.modified",
+            Operation::Deleted => "memory.deleted",
+        }
+    }
+}
+
+/// A page of the change feed's JSON long-poll form: the changes after the cursor asked for (in
+/// commit order) and the cursor to ask with next (the one asked with when nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryChangePage {
+    pub data: Vec<MemoryChangeEvent>,
+    pub next_cursor: String,
+}
+
 /// Confirmation of a memory deletion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename = "memory_deleted")]

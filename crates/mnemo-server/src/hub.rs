@@ -149,6 +149,8 @@ pub(crate) async fn follow(
                     Err(e) => tracing::warn!(session.id = %session, error = %e.chain(), "cannot read signalled events"),
                 }
             }
+            // The change feed follows these itself (see `changes.rs`).
+            Signal::Memory { .. } => {}
             Signal::Work => followers.work.notify_waiters(),
             Signal::Credentials => (followers.forget_credentials)(),
             Signal::Resync => {

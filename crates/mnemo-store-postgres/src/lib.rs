@@ -36,8 +36,8 @@ use mnemo_api::{
 use mnemo_store::{
     Appended, ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
     Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
-    MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result, SessionEvent, Signal,
-    Store,
+    MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result,
+    SessionEvent, Signal, Store,
 };
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -277,6 +277,12 @@ impl Store for PostgresStore {
 
     fn signals(&self) -> Option<broadcast::Receiver<Signal>> {
         Some(self.signals.subscribe())
+    }
+
+    /// The same channel as [`Store::signals`]: `NOTIFY`s from every replica, with the
+    /// listener's periodic [`Signal::Resync`].
+    fn memory_signals(&self) -> broadcast::Receiver<Signal> {
+        self.signals.subscribe()
     }
 
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
@@ -585,7 +591,11 @@ impl Store for PostgresStore {
         actor: Actor,
     ) -> Result<Memory> {
         let limit = self.limits.max_memories_per_store;
-        write!(self.engine, |tx| memories::create(&tx, store, &path, content.clone(), &actor, limit).await)
+        write!(self.engine, |tx| {
+            let (memory, seq) = memories::create(&tx, store, &path, content.clone(), &actor, limit).await?;
+            self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
+            Ok(memory)
+        })
     }
 
     async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
@@ -599,7 +609,13 @@ impl Store for PostgresStore {
         change: MemoryChange,
         actor: Actor,
     ) -> Result<Memory> {
-        write!(self.engine, |tx| memories::update(&tx, store, id, change.clone(), &actor).await)
+        write!(self.engine, |tx| {
+            let (memory, seq) = memories::update(&tx, store, id, change.clone(), &actor).await?;
+            if let Some(seq) = seq {
+                self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
+            }
+            Ok(memory)
+        })
     }
 
     async fn delete_memory(
@@ -609,7 +625,10 @@ impl Store for PostgresStore {
         expected_sha256: Option<String>,
         actor: Actor,
     ) -> Result<()> {
-        write!(self.engine, |tx| memories::delete(&tx, store, id, expected_sha256.as_deref(), &actor).await)
+        write!(self.engine, |tx| {
+            let seq = memories::delete(&tx, store, id, expected_sha256.as_deref(), &actor).await?;
+            self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await
+        })
     }
 
     async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64> {
@@ -618,6 +637,15 @@ impl Store for PostgresStore {
 
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
         read!(self.engine, |tx| memories::list(&tx, store, &query).await)
+    }
+
+    async fn memory_changes_after(
+        &self,
+        store: &MemoryStoreId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<MemoryFeedEntry>> {
+        read!(self.engine, |tx| versions::changes_after(&tx, store, after, limit).await)
     }
 
     async fn get_memory_version(

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use mnemo_api::SessionId;
+use mnemo_api::{MemoryStoreId, SessionId};
 use mnemo_store::Signal;
 use tokio::sync::broadcast;
 use tokio_postgres::AsyncMessage;
@@ -27,6 +27,7 @@ pub(crate) fn channel(schema: &str) -> String {
 pub(crate) fn encode(signal: &Signal) -> String {
     match signal {
         Signal::Events { session, first, last } => format!("e {session} {first} {last}"),
+        Signal::Memory { store, seq } => format!("m {store} {seq}"),
         Signal::Work => "w".to_owned(),
         Signal::Credentials => "c".to_owned(),
         Signal::Resync => "r".to_owned(),
@@ -43,6 +44,10 @@ pub(crate) fn decode(payload: &str) -> Signal {
                 _ => Signal::Resync,
             }
         }
+        (Some("m"), Some(store), Some(seq), None) => match (store.parse::<MemoryStoreId>(), seq.parse()) {
+            (Ok(store), Ok(seq)) => Signal::Memory { store, seq },
+            _ => Signal::Resync,
+        },
         (Some("w"), None, ..) => Signal::Work,
         (Some("c"), None, ..) => Signal::Credentials,
         _ => Signal::Resync,
@@ -140,12 +145,15 @@ mod tests {
     #[test]
     fn signals_survive_their_payloads() {
         let session: SessionId = SessionId::generate();
-        for signal in [Signal::Events { session, first: 3, last: 7 }, Signal::Work, Signal::Credentials, Signal::Resync]
+        let memory = Signal::Memory { store: MemoryStoreId::generate(), seq: 42 };
+        for signal in
+            [Signal::Events { session, first: 3, last: 7 }, memory, Signal::Work, Signal::Credentials, Signal::Resync]
         {
             assert_eq!(decode(&encode(&signal)), signal);
         }
         assert_eq!(decode("x something new"), Signal::Resync, "an unknown signal re-checks everything");
         assert_eq!(decode("e not-an-id 1 2"), Signal::Resync);
+        assert_eq!(decode("m not-an-id 1"), Signal::Resync);
         assert!(
             encode(&Signal::Events { session: SessionId::generate(), first: i64::MAX, last: i64::MAX }).len() < 8000
         );

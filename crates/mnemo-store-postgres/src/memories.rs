@@ -157,7 +157,7 @@ pub(crate) async fn create(
     content: String,
     actor: &Actor,
     limit: u32,
-) -> Result<Memory> {
+) -> Result<(Memory, i64)> {
     let locked = stores::lock_for_memories(tx, store).await?;
     let store_seq = locked.seq;
     rules::check_writable(&locked.store)?;
@@ -172,7 +172,7 @@ pub(crate) async fn create(
         content: Some((&content, &sha)),
         actor,
     };
-    let (version_id, _, now) = write_version(
+    let (version_id, version_seq, now) = write_version(
         tx,
         store_seq,
         &version,
@@ -185,7 +185,7 @@ pub(crate) async fn create(
         &[],
     )
     .await?;
-    Ok(Memory {
+    let memory = Memory {
         id,
         memory_store_id: store.clone(),
         path: path.to_string(),
@@ -195,7 +195,8 @@ pub(crate) async fn create(
         memory_version_id: version_id,
         created_at: ts(now),
         updated_at: ts(now),
-    })
+    };
+    Ok((memory, version_seq))
 }
 
 pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
@@ -212,13 +213,13 @@ pub(crate) async fn update(
     id: &MemoryId,
     change: MemoryChange,
     actor: &Actor,
-) -> Result<Memory> {
+) -> Result<(Memory, Option<i64>)> {
     let locked = stores::lock_for_memories(tx, store).await?;
     let store_seq = locked.seq;
     rules::check_writable(&locked.store)?;
     let Current { mut memory, seq } = load(tx, store, store_seq, id).await?;
     let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
-        Update::Unchanged => return Ok(memory),
+        Update::Unchanged => return Ok((memory, None)),
         Update::Write { content, sha256, moved_to } => (content, sha256, moved_to),
     };
     if let Some(to) = &moved_to {
@@ -232,7 +233,7 @@ pub(crate) async fn update(
         content: Some((&content, &sha)),
         actor,
     };
-    let (version_id, _, now) = write_version(
+    let (version_id, version_seq, now) = write_version(
         tx,
         store_seq,
         &version,
@@ -247,7 +248,7 @@ pub(crate) async fn update(
     memory.content = Some(content);
     memory.memory_version_id = version_id;
     memory.updated_at = ts(now);
-    Ok(memory)
+    Ok((memory, Some(version_seq)))
 }
 
 /// Deletes a memory, leaving a `deleted` version. Under the store's lock: the
@@ -258,7 +259,7 @@ pub(crate) async fn delete(
     id: &MemoryId,
     expected_sha256: Option<&str>,
     actor: &Actor,
-) -> Result<()> {
+) -> Result<i64> {
     let locked = stores::lock_for_memories(tx, store).await?;
     let store_seq = locked.seq;
     let row = opt(
@@ -271,7 +272,7 @@ pub(crate) async fn delete(
     let (seq, path, sha): (i64, String, String) = (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
     rules::check_precondition(expected_sha256, &sha)?;
     let version = NewVersion { memory_id: id, operation: Operation::Deleted, path: &path, content: None, actor };
-    write_version(
+    let (_, version_seq, _) = write_version(
         tx,
         store_seq,
         &version,
@@ -282,7 +283,7 @@ pub(crate) async fn delete(
         &[&seq],
     )
     .await?;
-    Ok(())
+    Ok(version_seq)
 }
 
 /// Lists in byte order of path (the column's collation is `"C"`), as a [`RollupScan`] asks.

@@ -4,10 +4,10 @@
 //! memory's current version, so no concurrent write to the memory can make the version it
 //! redacts current (or stop it being current) while it judges. Reads take no lock.
 
-use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_api::{Actor, MemoryChangeEvent, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
 use mnemo_store::row::ActorFilter;
 use mnemo_store::rules::memory::check_redactable;
-use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
+use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, failure, opt};
@@ -106,6 +106,31 @@ pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemoryVersi
 /// Clears a version's path and content, recording who redacted it and when; redacting a
 /// redacted version answers with it as it is. Under the store's lock: the version is not its
 /// memory's current one.
+/// The store's versions after position `after`, oldest first, without content (by the
+/// `memory_versions_store` index). Writers take the store's row lock before they number a
+/// version, so positions grow in commit order and a snapshot never lacks a smaller one.
+pub(crate) async fn changes_after(
+    tx: &Tx<'_>,
+    store: &MemoryStoreId,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<MemoryFeedEntry>> {
+    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+    let limit = i64::from(limit.min(MAX_FEED_PAGE));
+    let rows = all(
+        tx,
+        &format!("SELECT {COLUMNS} FROM memory_versions WHERE store_seq = $1 AND seq > $2 ORDER BY seq LIMIT $3"),
+        &[&store_seq, &after, &limit],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            from_row(store, r, false)
+                .map(|(version, seq)| MemoryFeedEntry { seq, change: MemoryChangeEvent::of(&version) })
+        })
+        .collect()
+}
+
 pub(crate) async fn redact(
     tx: &Tx<'_>,
     store: &MemoryStoreId,

@@ -34,10 +34,11 @@ use mnemo_api::{
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{
     ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
-    ListMemoryVersions, Listing, MemoryChange, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore,
-    Result, Store,
+    ListMemoryVersions, Listing, MemoryChange, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment,
+    NewMemoryStore, Result, Signal, Store,
 };
 use rusqlite::params;
+use tokio::sync::broadcast;
 
 use crate::engine::{Engine, backend, failure, query_one};
 
@@ -92,6 +93,8 @@ impl SqliteSettings {
 pub struct SqliteStore {
     engine: Arc<Engine>,
     limits: Limits,
+    /// Memory changes, sent once their write committed (this process makes every change).
+    memory_signals: broadcast::Sender<Signal>,
 }
 
 impl SqliteStore {
@@ -101,7 +104,7 @@ impl SqliteStore {
             std::fs::create_dir_all(parent).map_err(|e| failure(format!("create {}: {e}", parent.display())))?;
         }
         let engine = Engine::start(&settings.path, settings.durability)?;
-        Ok(Self { engine, limits: settings.limits })
+        Ok(Self { engine, limits: settings.limits, memory_signals: broadcast::channel(MEMORY_SIGNALS).0 })
     }
 
     /// The database file.
@@ -116,6 +119,17 @@ impl SqliteStore {
     }
 }
 
+/// Memory signals buffered for slow subscribers (one that falls behind re-checks everything).
+const MEMORY_SIGNALS: usize = 4096;
+
+impl SqliteStore {
+    /// Tells subscribers that a version at `seq` committed in `store` (called after the write
+    /// returned, so after its commit).
+    fn memory_changed(&self, store: &MemoryStoreId, seq: i64) {
+        let _ = self.memory_signals.send(Signal::Memory { store: store.clone(), seq });
+    }
+}
+
 pub(crate) fn now_micros() -> i64 {
     Utc::now().timestamp_micros()
 }
@@ -126,6 +140,10 @@ pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, r
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn memory_signals(&self) -> broadcast::Receiver<Signal> {
+        self.memory_signals.subscribe()
+    }
+
     async fn close(&self) {
         let engine = Arc::clone(&self.engine);
         // Joining the writer thread blocks; keep it off the async workers.
@@ -428,7 +446,10 @@ impl Store for SqliteStore {
 
     async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| stores::delete(c, &id)).await
+        self.engine.write(move |c| stores::delete(c, &id)).await?;
+        // Feeds of the store re-check, find it gone and end.
+        let _ = self.memory_signals.send(Signal::Resync);
+        Ok(())
     }
 
     async fn create_memory(
@@ -438,9 +459,12 @@ impl Store for SqliteStore {
         content: String,
         actor: Actor,
     ) -> Result<Memory> {
-        let store = store.clone();
+        let owned = store.clone();
         let limit = self.limits.max_memories_per_store;
-        self.engine.write(move |c| memories::create(c, &store, &path, content, &actor, limit)).await
+        let (memory, seq) =
+            self.engine.write(move |c| memories::create(c, &owned, &path, content, &actor, limit)).await?;
+        self.memory_changed(store, seq);
+        Ok(memory)
     }
 
     async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
@@ -455,8 +479,12 @@ impl Store for SqliteStore {
         change: MemoryChange,
         actor: Actor,
     ) -> Result<Memory> {
-        let (store, id) = (store.clone(), id.clone());
-        self.engine.write(move |c| memories::update(c, &store, &id, change, &actor)).await
+        let (owned, id) = (store.clone(), id.clone());
+        let (memory, seq) = self.engine.write(move |c| memories::update(c, &owned, &id, change, &actor)).await?;
+        if let Some(seq) = seq {
+            self.memory_changed(store, seq);
+        }
+        Ok(memory)
     }
 
     async fn delete_memory(
@@ -466,8 +494,11 @@ impl Store for SqliteStore {
         expected_sha256: Option<String>,
         actor: Actor,
     ) -> Result<()> {
-        let (store, id) = (store.clone(), id.clone());
-        self.engine.write(move |c| memories::delete(c, &store, &id, expected_sha256.as_deref(), &actor)).await
+        let (owned, id) = (store.clone(), id.clone());
+        let seq =
+            self.engine.write(move |c| memories::delete(c, &owned, &id, expected_sha256.as_deref(), &actor)).await?;
+        self.memory_changed(store, seq);
+        Ok(())
     }
 
     async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64> {
@@ -485,6 +516,16 @@ impl Store for SqliteStore {
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
         let store = store.clone();
         self.engine.read(move |c| memories::list(c, &store, &query)).await
+    }
+
+    async fn memory_changes_after(
+        &self,
+        store: &MemoryStoreId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<MemoryFeedEntry>> {
+        let store = store.clone();
+        self.engine.read(move |c| versions::changes_after(c, &store, after, limit)).await
     }
 
     async fn get_memory_version(

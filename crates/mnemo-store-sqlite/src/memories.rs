@@ -128,7 +128,7 @@ pub(crate) fn create(
     content: String,
     actor: &Actor,
     limit: u32,
-) -> Result<Memory> {
+) -> Result<(Memory, i64)> {
     let (s, store_seq) = stores::get_with_seq(c, store)?;
     rules::check_writable(&s)?;
     check_path_free(c, store_seq, path, None)?;
@@ -162,7 +162,7 @@ pub(crate) fn create(
     c.prepare_cached("UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = ?1")
         .and_then(|mut st| st.execute([store_seq]))
         .map_err(backend)?;
-    Ok(Memory {
+    let memory = Memory {
         id,
         memory_store_id: store.clone(),
         path: path.to_string(),
@@ -172,7 +172,8 @@ pub(crate) fn create(
         memory_version_id: version_id,
         created_at: ts(now),
         updated_at: ts(now),
-    })
+    };
+    Ok((memory, version_seq))
 }
 
 pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
@@ -186,12 +187,12 @@ pub(crate) fn update(
     id: &MemoryId,
     change: MemoryChange,
     actor: &Actor,
-) -> Result<Memory> {
+) -> Result<(Memory, Option<i64>)> {
     let (s, store_seq) = stores::get_with_seq(c, store)?;
     rules::check_writable(&s)?;
     let Current { mut memory, seq } = load(c, store, store_seq, id)?;
     let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
-        Update::Unchanged => return Ok(memory),
+        Update::Unchanged => return Ok((memory, None)),
         Update::Write { content, sha256, moved_to } => (content, sha256, moved_to),
     };
     if let Some(to) = &moved_to {
@@ -213,7 +214,7 @@ pub(crate) fn update(
     memory.content = Some(content);
     memory.memory_version_id = version_id;
     memory.updated_at = ts(now);
-    Ok(memory)
+    Ok((memory, Some(version_seq)))
 }
 
 pub(crate) fn delete(
@@ -222,7 +223,7 @@ pub(crate) fn delete(
     id: &MemoryId,
     expected_sha256: Option<&str>,
     actor: &Actor,
-) -> Result<()> {
+) -> Result<i64> {
     let (_, store_seq) = stores::get_with_seq(c, store)?;
     let row: Option<(i64, String, String)> = query_one(
         c,
@@ -232,11 +233,11 @@ pub(crate) fn delete(
     )?;
     let (seq, path, sha) = row.ok_or_else(|| StoreError::not_found("memory", id))?;
     rules::check_precondition(expected_sha256, &sha)?;
-    insert_version(c, store_seq, id, Operation::Deleted, &path, None, actor, now_micros())?;
+    let (_, version_seq) = insert_version(c, store_seq, id, Operation::Deleted, &path, None, actor, now_micros())?;
     c.execute("DELETE FROM memories WHERE seq = ?1", [seq]).map_err(backend)?;
     c.execute("UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = ?1", [store_seq])
         .map_err(backend)?;
-    Ok(())
+    Ok(version_seq)
 }
 
 /// Lists in byte order of path, as a [`RollupScan`] asks.

@@ -1,9 +1,9 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
-use mnemo_api::{Actor, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_api::{Actor, MemoryChangeEvent, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
 use mnemo_store::row::ActorFilter;
 use mnemo_store::rules::memory::check_redactable;
-use mnemo_store::{ListMemoryVersions, Listing, Result, StoreError};
+use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
 use crate::engine::{backend, query_one};
@@ -95,6 +95,24 @@ pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemoryVersions
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?;
     Ok(page(rows, q.limit))
+}
+
+/// The store's versions after position `after`, oldest first, without content (by the
+/// `memory_versions_store` index). The single writer commits versions in position order.
+pub(crate) fn changes_after(
+    c: &Connection,
+    store: &MemoryStoreId,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<MemoryFeedEntry>> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let sql = format!("SELECT {COLUMNS} FROM memory_versions WHERE store_seq = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    stmt.query_map(params![store_seq, after, limit.min(MAX_FEED_PAGE)], |r| from_row(store, r, false))
+        .map_err(backend)?
+        .map(|row| row.map(|(version, seq)| MemoryFeedEntry { seq, change: MemoryChangeEvent::of(&version) }))
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(backend)
 }
 
 pub(crate) fn redact(

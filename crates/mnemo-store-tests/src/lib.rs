@@ -220,6 +220,8 @@ macro_rules! conformance {
         $crate::conformance!(@async $factory; versions {
             versions_record_every_change_and_filter,
             redaction_clears_a_version_but_never_the_current_one,
+            the_change_feed_lists_a_stores_versions_in_commit_order,
+            memory_signals_follow_every_committed_version,
         });
         $crate::conformance!(@async $factory; concurrency {
             racing_creates_of_one_path_have_one_winner,
@@ -229,6 +231,7 @@ macro_rules! conformance {
             concurrent_writers_stamp_versions_in_their_order,
             concurrent_pollers_never_share_a_delivery,
             a_concurrent_reader_sees_every_event_in_order,
+            a_concurrent_feed_reader_sees_every_version_in_order,
         });
         $crate::conformance!(@blocking $factory; model {
             memory_model,

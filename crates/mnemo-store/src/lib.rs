@@ -23,9 +23,9 @@ use std::collections::{BTreeMap, HashMap};
 use async_trait::async_trait;
 use mnemo_api::{
     Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
-    MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View, Work, WorkHeartbeat, WorkId,
-    WorkQueueStats,
+    EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
+    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View, Work,
+    WorkHeartbeat, WorkId, WorkQueueStats,
 };
 
 pub use cursor::Cursor;
@@ -188,6 +188,18 @@ pub struct MemoryChange {
     pub expected_sha256: Option<String>,
 }
 
+/// One entry of a store's change feed: a version (without content) and its position, the
+/// number [`Store::memory_change_seq`] reports once it is the newest. Positions grow in commit
+/// order within a store; they are not dense (stores share one numbering).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryFeedEntry {
+    pub seq: i64,
+    pub change: MemoryChangeEvent,
+}
+
+/// The most entries one [`Store::memory_changes_after`] call returns.
+pub const MAX_FEED_PAGE: u32 = 1000;
+
 /// Filters of the memory listing.
 #[derive(Debug, Clone)]
 pub struct ListMemories {
@@ -280,6 +292,9 @@ pub enum Signal {
     /// A credential may have died: a key or environment key revoked, an environment or a
     /// session archived or deleted.
     Credentials,
+    /// Memory versions were committed in a store; `seq` is the newest one's position (what
+    /// [`Store::memory_change_seq`] then reports).
+    Memory { store: MemoryStoreId, seq: i64 },
     /// Signals may have been lost (the listener reconnected): re-check everything.
     Resync,
 }
@@ -302,6 +317,12 @@ pub trait Store: Send + Sync + 'static {
     fn signals(&self) -> Option<tokio::sync::broadcast::Receiver<Signal>> {
         None
     }
+
+    /// Memory changes as they commit, through every process sharing this database, for every
+    /// backend (the change feed waits on these instead of polling): a [`Signal::Memory`] after
+    /// each commit that wrote versions, and [`Signal::Resync`] when some may have been missed.
+    /// Other signals may be mixed in; subscribers ignore them.
+    fn memory_signals(&self) -> tokio::sync::broadcast::Receiver<Signal>;
 
     /// The API key whose secret hashes to `hash`, unless revoked.
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>>;
@@ -447,6 +468,12 @@ pub trait Store: Send + Sync + 'static {
     /// (the newest version's position): the store's listing ETag.
     async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64>;
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>>;
+    /// The store's versions after position `after` (0: from the first), oldest first, at most
+    /// `limit` (capped at [`MAX_FEED_PAGE`]), without content; redacted ones as the versions
+    /// listing shows them. A version that commits later never has a smaller position than one
+    /// already returned, so reading on from the last position never misses one.
+    async fn memory_changes_after(&self, store: &MemoryStoreId, after: i64, limit: u32)
+    -> Result<Vec<MemoryFeedEntry>>;
 
     async fn get_memory_version(
         &self,

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use mnemo_api::{Actor, MemoryVersion, MemoryVersionId, Operation, SessionId, View, content_sha256};
-use mnemo_store::{Limits, ListMemoryVersions, MemoryChange, StoreError};
+use mnemo_store::{Limits, ListMemoryVersions, MemoryChange, MemoryFeedEntry, Signal, StoreError};
+use tokio::sync::broadcast;
 
 use super::fixtures::{all_versions, memory_store, path, versions};
 use crate::StoreFactory;
@@ -189,4 +190,109 @@ pub async fn redaction_clears_a_version_but_never_the_current_one(factory: &impl
         s.redact_memory_version(&store, &MemoryVersionId::generate(), user("admin")).await,
         StoreError::NotFound { .. }
     );
+}
+
+fn feed_ops(feed: &[MemoryFeedEntry]) -> Vec<(Operation, Option<&str>)> {
+    feed.iter().map(|e| (e.change.operation, e.change.path.as_deref())).collect()
+}
+
+pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "fed").await;
+    let other = memory_store(&*s, "elsewhere").await;
+    assert!(s.memory_changes_after(&store, 0, 10).await.unwrap().is_empty(), "a new store has no changes");
+    let a = s.create_memory(&store, path("/a.md"), "one".into(), api("apikey_feed")).await.unwrap();
+    s.create_memory(&other, path("/a.md"), "not here".into(), api("apikey_feed")).await.unwrap();
+    let change = |content: Option<&str>, to: Option<&str>| MemoryChange {
+        content: content.map(Into::into),
+        path: to.map(path),
+        expected_sha256: None,
+    };
+    s.update_memory(&store, &a.id, change(Some("two"), None), api("apikey_feed")).await.unwrap();
+    s.update_memory(&store, &a.id, change(Some("two"), None), api("apikey_feed")).await.unwrap();
+    s.update_memory(&store, &a.id, change(None, Some("/b.md")), user("mover")).await.unwrap();
+    s.delete_memory(&store, &a.id, None, api("apikey_feed")).await.unwrap();
+
+    let feed = s.memory_changes_after(&store, 0, 100).await.unwrap();
+    assert_eq!(
+        feed_ops(&feed),
+        [
+            (Operation::Created, Some("/a.md")),
+            (Operation::Modified, Some("/a.md")),
+            (Operation::Modified, Some("/b.md")),
+            (Operation::Deleted, Some("/b.md")),
+        ],
+        "one entry per version (an update that changes nothing writes none), in commit order, this store only"
+    );
+    assert!(feed.windows(2).all(|w| w[0].seq < w[1].seq), "positions grow");
+    assert_eq!(
+        feed.last().unwrap().seq,
+        s.memory_change_seq(&store).await.unwrap(),
+        "the last position is the listing's"
+    );
+    let listed = all_versions(&*s, &store, versions(100)).await;
+    for (entry, version) in feed.iter().zip(listed.iter().rev()) {
+        let c = &entry.change;
+        assert_eq!((&c.memory_version_id, &c.memory_id, &c.memory_store_id), (&version.id, &a.id, &store));
+        assert_eq!((&c.content_sha256, c.content_size_bytes), (&version.content_sha256, version.content_size_bytes));
+        assert_eq!((c.created_at, &c.created_by), (version.created_at, &version.created_by));
+    }
+    assert_eq!(feed[0].change.content_sha256.as_deref(), Some(content_sha256(b"one").as_str()));
+    assert_eq!(feed[3].change.content_sha256, None, "a deletion has no content");
+
+    // Reading on from a position, and in pages.
+    let rest = s.memory_changes_after(&store, feed[1].seq, 100).await.unwrap();
+    assert_eq!(rest, feed[2..], "after a position: exactly the later versions");
+    let page = s.memory_changes_after(&store, 0, 2).await.unwrap();
+    assert_eq!(page, feed[..2], "at most `limit`");
+    assert!(s.memory_changes_after(&store, feed[3].seq, 100).await.unwrap().is_empty());
+
+    // A redacted version stays in the feed without path, digest or size.
+    let created = &feed[0].change.memory_version_id;
+    s.redact_memory_version(&store, created, user("admin")).await.unwrap();
+    let redacted = &s.memory_changes_after(&store, 0, 1).await.unwrap()[0];
+    assert_eq!((&redacted.change.memory_version_id, redacted.seq), (created, feed[0].seq));
+    assert_eq!(
+        (&redacted.change.path, &redacted.change.content_sha256, redacted.change.content_size_bytes),
+        (&None, &None, None)
+    );
+
+    assert_err!(
+        s.memory_changes_after(&mnemo_api::MemoryStoreId::generate(), 0, 10).await,
+        StoreError::NotFound { .. }
+    );
+}
+
+/// Waits for the next `Signal::Memory`, skipping other signals.
+async fn next_memory_signal(rx: &mut broadcast::Receiver<Signal>) -> (mnemo_api::MemoryStoreId, i64) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match rx.recv().await {
+                Ok(Signal::Memory { store, seq }) => return (store, seq),
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => panic!("the store stopped signalling"),
+            }
+        }
+    })
+    .await
+    .expect("a memory signal within 10 s")
+}
+
+pub async fn memory_signals_follow_every_committed_version(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let store = memory_store(&*s, "signalled").await;
+    let mut rx = s.memory_signals();
+    let m = s.create_memory(&store, path("/a"), "1".into(), api("apikey_sig")).await.unwrap();
+    assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&store).await.unwrap()));
+    let unchanged = MemoryChange { content: Some("1".into()), path: None, expected_sha256: None };
+    s.update_memory(&store, &m.id, unchanged, api("apikey_sig")).await.unwrap();
+    let changed = MemoryChange { content: Some("2".into()), path: None, expected_sha256: None };
+    s.update_memory(&store, &m.id, changed, api("apikey_sig")).await.unwrap();
+    assert_eq!(
+        next_memory_signal(&mut rx).await,
+        (store.clone(), s.memory_change_seq(&store).await.unwrap()),
+        "an update that writes nothing signals nothing; the next one does"
+    );
+    s.delete_memory(&store, &m.id, None, api("apikey_sig")).await.unwrap();
+    assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&store).await.unwrap()));
 }
