@@ -10,6 +10,7 @@
 //! particular database: the binary picks the backend.
 
 mod auth;
+mod changes;
 mod error;
 mod extract;
 mod hub;
@@ -44,6 +45,8 @@ pub struct AppState {
     memory_mount_root: Arc<str>,
     /// Open event streams.
     hub: Arc<hub::EventHub>,
+    /// Open memory change feeds.
+    changes: Arc<changes::ChangeHub>,
     /// How the web console behaves (`None`: not served).
     console: Option<mnemo_console::ConsoleConfig>,
 }
@@ -66,8 +69,14 @@ impl AppState {
             memory_mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
             hub: Arc::new(if signals.is_some() { hub::EventHub::shared() } else { hub::EventHub::default() }),
             console: Some(mnemo_console::ConsoleConfig::default()),
+            changes: Arc::default(),
             store,
         };
+        tokio::spawn(changes::follow(
+            Arc::downgrade(&state.store),
+            Arc::clone(&state.changes),
+            state.store.memory_signals(),
+        ));
         if let Some(signals) = signals {
             let auth = Arc::clone(&state.auth);
             let followers = hub::Followers {
@@ -77,6 +86,13 @@ impl AppState {
             tokio::spawn(hub::follow(Arc::clone(&state.store), Arc::clone(&state.hub), signals, followers));
         }
         state
+    }
+
+    /// How many store reads the memory change feeds have made so far (opening a feed, reading
+    /// after a wake-up, PostgreSQL's periodic re-check of each watched store): idle feeds make
+    /// none.
+    pub fn change_feed_reads(&self) -> u64 {
+        self.changes.reads()
     }
 
     /// Serves the web console under `/console` with `config`, or not at all (`None`).

@@ -25,7 +25,7 @@ use crate::{ApiError, AppState};
 const MAX_EVENTS_PAGE: u32 = 1000;
 const DEFAULT_EVENTS_PAGE: u32 = 100;
 /// Keep-alive cadence of streams.
-const PING_EVERY: Duration = Duration::from_secs(15);
+pub(crate) const PING_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Serialize)]
 pub(crate) struct EventPage {
@@ -181,7 +181,7 @@ pub(crate) async fn stream(
 }
 
 /// A tiny generator: `body` pushes events through an `Emitter` into a channel-backed stream.
-fn async_stream<F, Fut>(body: F) -> impl Stream<Item = Result<Event, Infallible>>
+pub(crate) fn async_stream<F, Fut>(body: F) -> impl Stream<Item = Result<Event, Infallible>>
 where
     F: FnOnce(Emitter) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -195,12 +195,12 @@ pub(crate) struct Emitter(tokio::sync::mpsc::Sender<Event>);
 
 impl Emitter {
     /// Resolves when the client has gone.
-    async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         self.0.closed().await;
     }
 
     /// Sends one event; `false` once the client has gone (the generator should stop).
-    async fn send(&mut self, e: Event) -> bool {
+    pub(crate) async fn send(&mut self, e: Event) -> bool {
         self.0.send(e).await.is_ok()
     }
 }

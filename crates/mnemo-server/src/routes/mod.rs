@@ -4,6 +4,7 @@ mod agents;
 mod environments;
 mod events;
 mod memories;
+mod memory_changes;
 mod memory_stores;
 mod memory_versions;
 mod sessions;
@@ -37,6 +38,7 @@ pub(crate) fn router(state: AppState) -> Router {
             "/v1/memory_stores/{store}/memories/{memory}",
             get(memories::retrieve).post(memories::update).delete(memories::delete),
         )
+        .route("/v1/memory_stores/{store}/changes", get(memory_changes::changes))
         .route("/v1/memory_stores/{store}/memory_versions", get(memory_versions::list))
         .route("/v1/memory_stores/{store}/memory_versions/{version}", get(memory_versions::retrieve))
         .route("/v1/memory_stores/{store}/memory_versions/{version}/redact", post(memory_versions::redact))

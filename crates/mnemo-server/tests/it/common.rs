@@ -13,6 +13,8 @@ pub(crate) const KEY: &str = "sk-test-key";
 pub(crate) struct TestServer {
     pub(crate) client: Client,
     pub(crate) base: String,
+    /// The server's state, for what only it can tell (how many reads the change feeds made).
+    pub(crate) state: AppState,
     _stop: oneshot::Sender<()>,
     _store: mnemo_store_tests::TestStore,
 }
@@ -31,12 +33,13 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let router = mnemo_server::router(AppState::new(Arc::clone(&store)));
+        let state = AppState::new(Arc::clone(&store));
+        let router = mnemo_server::router(state.clone());
         tokio::spawn(mnemo_server::serve(listener, router, async {
             let _ = stopped.await;
         }));
         let client = Client::new(&base, KEY).unwrap().with_max_retries(0);
-        Self { client, base, _stop: stop, _store: opened }
+        Self { client, base, state, _stop: stop, _store: opened }
     }
 
     pub(crate) async fn new_store(&self, name: &str) -> MemoryStore {

@@ -7,6 +7,7 @@ mod concurrency;
 mod environments;
 mod events;
 mod memories;
+mod memory_changes;
 mod memory_stores;
 mod memory_versions;
 mod timeouts;

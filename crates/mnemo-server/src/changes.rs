@@ -1,0 +1,189 @@
+//! Live fan-out of memory changes to open change feeds (`GET /v1/memory_stores/{id}/changes`).
+//!
+//! Every backend tells of committed memory versions through [`Store::memory_signals`]: SQLite
+//! from the process that wrote them, PostgreSQL through `NOTIFY` from every replica. One task
+//! ([`follow`]) turns those signals into a per-store [`watch`] value — the newest position
+//! heard of — and a feed reads the store only when that value passes its cursor. So an idle
+//! feed costs no database work; the feed itself always reads what it sends from the store (by
+//! position, after its cursor), so a signal lost, late or out of order only delays. A
+//! [`Signal::Resync`] (PostgreSQL's periodic re-check, or a subscriber that fell behind)
+//! re-reads each watched store's newest position once — one query per store, however many
+//! feeds watch it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, Weak};
+
+use mnemo_api::MemoryStoreId;
+use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
+use tokio::sync::{broadcast, watch};
+
+/// One watch channel per store with open feeds.
+#[derive(Default)]
+pub(crate) struct ChangeHub {
+    stores: Mutex<HashMap<MemoryStoreId, watch::Sender<i64>>>,
+    /// Store reads made for feeds (by feeds and by re-checks), for tests and diagnostics.
+    reads: AtomicU64,
+}
+
+impl std::fmt::Debug for ChangeHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeHub").finish_non_exhaustive()
+    }
+}
+
+impl ChangeHub {
+    /// A receiver that changes whenever a version newer than its value may have committed in
+    /// `store`. Subscribe before reading, so nothing committed in between is missed.
+    pub(crate) fn subscribe(&self, store: &MemoryStoreId) -> watch::Receiver<i64> {
+        let mut stores = self.stores.lock().expect("change hub poisoned");
+        stores.entry(store.clone()).or_insert_with(|| watch::channel(0).0).subscribe()
+    }
+
+    /// Counts one store read made for the feeds.
+    pub(crate) fn count_read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// A version at `seq` committed in `store`: wakes its feeds unless they were told already.
+    fn heard(&self, store: &MemoryStoreId, seq: i64) {
+        let mut stores = self.stores.lock().expect("change hub poisoned");
+        let Some(tx) = stores.get(store) else { return };
+        if tx.receiver_count() == 0 {
+            stores.remove(store);
+            return;
+        }
+        tx.send_if_modified(|newest| {
+            let newer = seq > *newest;
+            if newer {
+                *newest = seq;
+            }
+            newer
+        });
+    }
+
+    /// Stores with open feeds; forgets those whose feeds have all gone.
+    fn watched(&self) -> Vec<MemoryStoreId> {
+        let mut stores = self.stores.lock().expect("change hub poisoned");
+        stores.retain(|_, tx| tx.receiver_count() > 0);
+        stores.keys().cloned().collect()
+    }
+
+    /// The store is gone: its feeds end (their receivers see the sender dropped).
+    fn gone(&self, store: &MemoryStoreId) {
+        self.stores.lock().expect("change hub poisoned").remove(store);
+    }
+}
+
+/// Feeds the hub from the store's memory signals until the store goes away.
+pub(crate) async fn follow(
+    store: Weak<dyn Store>,
+    hub: std::sync::Arc<ChangeHub>,
+    mut signals: broadcast::Receiver<Signal>,
+) {
+    loop {
+        let signal = match signals.recv().await {
+            Ok(signal) => signal,
+            Err(broadcast::error::RecvError::Lagged(_)) => Signal::Resync,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        match signal {
+            Signal::Memory { store, seq } => hub.heard(&store, seq),
+            Signal::Resync => {
+                let watched = hub.watched();
+                if watched.is_empty() {
+                    continue;
+                }
+                let Some(db) = store.upgrade() else { return };
+                for id in watched {
+                    hub.count_read();
+                    match db.memory_change_seq(&id).await {
+                        Ok(seq) => hub.heard(&id, seq),
+                        Err(StoreError::NotFound { .. }) => hub.gone(&id),
+                        Err(e) => {
+                            tracing::warn!(memory_store.id = %id, error = %e.chain(), "cannot re-check memory changes")
+                        }
+                    }
+                }
+            }
+            Signal::Events { .. } | Signal::Work | Signal::Credentials => {}
+        }
+    }
+}
+
+/// One reader of a store's feed: where it stands, and what wakes it.
+pub(crate) struct Feed {
+    store: MemoryStoreId,
+    cursor: i64,
+    wake: watch::Receiver<i64>,
+}
+
+/// Entries per store read.
+pub(crate) const FEED_BATCH: u32 = 100;
+
+impl Feed {
+    /// A feed of `store` from `after` (`None`: from the newest version now). Subscribes first,
+    /// then reads, so a version committed in between is still seen.
+    pub(crate) async fn open(
+        db: &dyn Store,
+        hub: &ChangeHub,
+        store: &MemoryStoreId,
+        after: Option<i64>,
+    ) -> Result<Self, StoreError> {
+        let wake = hub.subscribe(store);
+        hub.count_read();
+        let cursor = match after {
+            Some(after) => {
+                // Refuses an unknown store now, not at the first change.
+                db.get_memory_store(store).await?;
+                after
+            }
+            None => db.memory_change_seq(store).await?,
+        };
+        Ok(Self { store: store.clone(), cursor, wake })
+    }
+
+    pub(crate) fn store(&self) -> &MemoryStoreId {
+        &self.store
+    }
+
+    /// Where the feed stands: the position of the last entry handed out.
+    pub(crate) fn cursor(&self) -> i64 {
+        self.cursor
+    }
+
+    /// The next entries after the cursor (at most `limit`), reading the store now; empty when
+    /// there is nothing new.
+    pub(crate) async fn read(
+        &mut self,
+        db: &dyn Store,
+        hub: &ChangeHub,
+        limit: u32,
+    ) -> Result<Vec<MemoryFeedEntry>, StoreError> {
+        // Everything up to what the hub heard is covered by this read.
+        self.wake.borrow_and_update();
+        hub.count_read();
+        let entries = db.memory_changes_after(&self.store, self.cursor, limit).await?;
+        if let Some(last) = entries.last() {
+            self.cursor = last.seq;
+        }
+        Ok(entries)
+    }
+
+    /// Waits until a version after the cursor may have committed (no store work); `false` once
+    /// the store is gone.
+    pub(crate) async fn changed(&mut self) -> bool {
+        loop {
+            if self.wake.changed().await.is_err() {
+                return false;
+            }
+            if *self.wake.borrow_and_update() > self.cursor {
+                return true;
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! `/v1/memory_stores/{store}/changes` (a mnemo extension): a store's change feed, as an SSE
+//! stream or a JSON long poll. One entry per memory version, in the store's commit order,
+//! never with content; the cursor is the version's position in the store.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use mnemo_api::{MemoryChangePage, MemoryStoreId};
+use mnemo_store::MemoryFeedEntry;
+
+use super::events::{PING_EVERY, async_stream};
+use super::path_id;
+use crate::auth::MemoryCaller;
+use crate::changes::{FEED_BATCH, Feed};
+use crate::extract::RawQuery;
+use crate::{ApiError, AppState};
+
+/// Longest a JSON long poll waits for a change.
+pub(crate) const MAX_WAIT_MS: u64 = 60_000;
+/// How long a JSON long poll waits when `wait_ms` is not given.
+const DEFAULT_WAIT_MS: u64 = 30_000;
+const DEFAULT_JSON_LIMIT: u32 = 100;
+
+fn cursor(raw: &str, name: &str) -> Result<i64, ApiError> {
+    raw.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|c| *c >= 0)
+        .ok_or_else(|| ApiError::invalid(format!("{name} must be a cursor this feed handed out, or 0 (got `{raw}`)")))
+}
+
+fn sse(entry: &MemoryFeedEntry) -> Event {
+    Event::default()
+        .event(entry.change.event_name())
+        .id(entry.seq.to_string())
+        .data(serde_json::to_string(&entry.change).expect("a change event serialises"))
+}
+
+/// Whether the caller asked for the JSON long-poll form (`format=json`). Not chosen by
+/// `Accept`: SDK clients send `Accept: application/json` on streams too.
+fn wants_json(format: Option<&str>) -> Result<bool, ApiError> {
+    match format {
+        None | Some("sse") => Ok(false),
+        Some("json") => Ok(true),
+        Some(other) => Err(ApiError::invalid(format!("format must be `json` or `sse` (got `{other}`)"))),
+    }
+}
+
+pub(crate) async fn changes(
+    State(state): State<AppState>,
+    _: MemoryCaller,
+    headers: HeaderMap,
+    Path(store): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let one = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    // A reconnecting SSE client sends the last id it saw; it outranks the URL's `after`.
+    let after = match headers.get("last-event-id").and_then(|v| v.to_str().ok()).filter(|v| !v.trim().is_empty()) {
+        Some(last) => Some(cursor(last, "Last-Event-ID")?),
+        None => one("after").map(|a| cursor(a, "after")).transpose()?,
+    };
+    if wants_json(one("format"))? {
+        let wait = match one("wait_ms") {
+            None => DEFAULT_WAIT_MS,
+            Some(w) => w
+                .parse::<u64>()
+                .map_err(|_| ApiError::invalid(format!("wait_ms must be a whole number of milliseconds (got `{w}`)")))?
+                .min(MAX_WAIT_MS),
+        };
+        let limit = match one("limit") {
+            None => DEFAULT_JSON_LIMIT,
+            Some(s) => s
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| ApiError::invalid(format!("limit must be a positive integer (got `{s}`)")))?
+                .min(mnemo_store::MAX_FEED_PAGE),
+        };
+        return long_poll(&state, &store, after, Duration::from_millis(wait), limit)
+            .await
+            .map(IntoResponse::into_response);
+    }
+    let mut feed = Feed::open(&*state.store, &state.changes, &store, after).await?;
+    // The first read happens here, so a store that is gone is a 404, not an empty stream.
+    let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
+    let (db, hub) = (state.store.clone(), state.changes.clone());
+    let stream = async_stream(move |mut emit| async move {
+        let mut batch = first;
+        loop {
+            let full = batch.len() as u32 >= FEED_BATCH;
+            for entry in &batch {
+                if !emit.send(sse(entry)).await {
+                    return;
+                }
+            }
+            if !full {
+                let woken = tokio::select! {
+                    woken = feed.changed() => woken,
+                    () = emit.closed() => return,
+                };
+                if !woken {
+                    return;
+                }
+            }
+            batch = match feed.read(&*db, &hub, FEED_BATCH).await {
+                Ok(batch) => batch,
+                Err(e) => {
+                    // The client reconnects with the last id it saw and loses nothing.
+                    tracing::warn!(memory_store.id = %feed_store(&feed), error = %e.chain(), "change feed read failed; closing");
+                    return;
+                }
+            };
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(PING_EVERY).event(Event::default().event("ping").data("{}")))
+        .into_response())
+}
+
+fn feed_store(feed: &Feed) -> String {
+    feed.store().to_string()
+}
+
+fn empty(feed: &Feed) -> axum::Json<MemoryChangePage> {
+    axum::Json(MemoryChangePage { data: Vec::new(), next_cursor: feed.cursor().to_string() })
+}
+
+/// Answers as soon as there is at least one change after the cursor, or with none once `wait`
+/// has passed.
+async fn long_poll(
+    state: &AppState,
+    store: &MemoryStoreId,
+    after: Option<i64>,
+    wait: Duration,
+    limit: u32,
+) -> Result<axum::Json<MemoryChangePage>, ApiError> {
+    let mut feed = Feed::open(&*state.store, &state.changes, store, after).await?;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let data = feed.read(&*state.store, &state.changes, limit).await?;
+        if !data.is_empty() {
+            let next_cursor = feed.cursor().to_string();
+            return Ok(axum::Json(MemoryChangePage {
+                data: data.into_iter().map(|e| e.change).collect(),
+                next_cursor,
+            }));
+        }
+        match tokio::time::timeout_at(deadline, feed.changed()).await {
+            Ok(true) => {}
+            // The store is gone: this read says so.
+            Ok(false) => {
+                feed.read(&*state.store, &state.changes, limit).await?;
+                return Ok(empty(&feed));
+            }
+            Err(_) => return Ok(empty(&feed)),
+        }
+    }
+}

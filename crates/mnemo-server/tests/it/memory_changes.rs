@@ -1,0 +1,297 @@
+//! The memory change feed (`/v1/memory_stores/{id}/changes`, a mnemo extension): the SSE
+//! stream, resuming, the JSON long poll, scopes, and the cost of an idle feed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use mnemo_api::{MemoryStoreId, UpdateMemory};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::{KEY, TestServer};
+
+type Body = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// An open SSE response and what has been read of it.
+struct Sse {
+    body: Body,
+    buf: String,
+    pings: usize,
+}
+
+impl Sse {
+    async fn open(s: &TestServer, store: &MemoryStoreId, query: &str, last_event_id: Option<&str>) -> Self {
+        let mut req = s.raw(Method::GET, &format!("/v1/memory_stores/{store}/changes{query}")).bearer_auth(KEY);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        Self { body: Box::pin(resp.bytes_stream()), buf: String::new(), pings: 0 }
+    }
+
+    /// The next message other than a ping: (event, id, data).
+    async fn next(&mut self) -> (String, String, Value) {
+        self.next_within(Duration::from_secs(5)).await.expect("a change in time")
+    }
+
+    async fn next_within(&mut self, wait: Duration) -> Option<(String, String, Value)> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let message: String = self.buf.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    message.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")[..]).map(str::to_owned))
+                };
+                let event = field("event").expect("every message has an event line");
+                if event == "ping" {
+                    self.pings += 1;
+                    continue;
+                }
+                let data = serde_json::from_str(&field("data").unwrap()).unwrap();
+                return Some((event, field("id").expect("every change has an id"), data));
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next()).await.ok()?;
+            self.buf.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+        }
+    }
+}
+
+async fn write(s: &TestServer, store: &MemoryStoreId, p: &str, content: &str) -> mnemo_api::Memory {
+    s.client.create_memory(store, p, content, None).await.unwrap()
+}
+
+fn update(content: Option<&str>, path: Option<&str>) -> UpdateMemory {
+    UpdateMemory { content: content.map(Into::into), path: path.map(Into::into), ..Default::default() }
+}
+
+#[tokio::test]
+async fn the_stream_tells_every_change_in_order_without_content() {
+    let s = TestServer::start().await;
+    let store = s.new_store("fed").await.id;
+    let other = s.new_store("other").await.id;
+    write(&s, &store, "/before.md", "old news").await;
+    let mut sse = Sse::open(&s, &store, "", None).await;
+
+    let m = write(&s, &store, "/a.md", "secret one").await;
+    write(&s, &other, "/elsewhere.md", "not here").await;
+    s.client.update_memory(&store, &m.id, &update(Some("secret two"), None), None).await.unwrap();
+    s.client.update_memory(&store, &m.id, &update(None, Some("/b.md")), None).await.unwrap();
+    s.client.delete_memory(&store, &m.id, None).await.unwrap();
+
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(sse.next().await);
+    }
+    let summary: Vec<_> =
+        seen.iter().map(|(e, _, d)| (e.as_str(), d["operation"].as_str(), d["path"].as_str())).collect();
+    assert_eq!(
+        summary,
+        [
+            ("memory.created", Some("created"), Some("/a.md")),
+            ("memory.modified", Some("modified"), Some("/a.md")),
+            ("memory.modified", Some("modified"), Some("/b.md")),
+            ("memory.deleted", Some("deleted"), Some("/b.md")),
+        ],
+        "from now on (not the earlier write), this store only, in commit order"
+    );
+    let versions = s.versions_of(&store, &m.id).await;
+    for ((_, id, data), version) in seen.iter().zip(versions.iter().rev()) {
+        assert_eq!(data["memory_id"], m.id.as_str());
+        assert_eq!(data["memory_store_id"], store.as_str());
+        assert_eq!(data["memory_version_id"], version.id.as_str());
+        assert_eq!(data["content_sha256"], json!(version.content_sha256));
+        assert_eq!(data["content_size_bytes"], json!(version.content_size_bytes));
+        assert_eq!(data["created_by"]["type"], "api_actor");
+        assert!(data["created_at"].is_string());
+        assert!(data.get("content").is_none(), "never the content: {data}");
+        assert!(!data.to_string().contains("secret"), "never the content: {data}");
+        assert!(id.parse::<i64>().is_ok(), "the id is the cursor");
+    }
+    let ids: Vec<i64> = seen.iter().map(|(_, id, _)| id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "cursors grow: {ids:?}");
+    assert!(sse.next_within(Duration::from_millis(300)).await.is_none(), "nothing else");
+}
+
+#[tokio::test]
+async fn a_stream_resumes_after_a_cursor_exactly() {
+    let s = TestServer::start().await;
+    let store = s.new_store("resumed").await.id;
+    let mut sse = Sse::open(&s, &store, "?after=0", None).await;
+    let paths = ["/1", "/2", "/3", "/4"];
+    for p in &paths[..2] {
+        write(&s, &store, p, "x").await;
+    }
+    let (_, first, _) = sse.next().await;
+    let (_, second, _) = sse.next().await;
+    drop(sse);
+    // Missed while disconnected.
+    for p in &paths[2..] {
+        write(&s, &store, p, "x").await;
+    }
+    let path_of = |(_, _, d): (String, String, Value)| d["path"].as_str().unwrap().to_owned();
+
+    let mut by_header = Sse::open(&s, &store, "", Some(&first)).await;
+    for expected in &paths[1..] {
+        assert_eq!(&path_of(by_header.next().await), expected, "Last-Event-ID replays what came after it");
+    }
+    let mut by_query = Sse::open(&s, &store, &format!("?after={second}"), None).await;
+    for expected in &paths[2..] {
+        assert_eq!(&path_of(by_query.next().await), expected, "?after= replays what came after it");
+    }
+    // The header wins over the URL's cursor, as a reconnecting client's would.
+    let mut both = Sse::open(&s, &store, "?after=0", Some(&second)).await;
+    assert_eq!(path_of(both.next().await), "/3");
+    assert_eq!(path_of(both.next().await), "/4");
+    let mut from_start = Sse::open(&s, &store, "?after=0", None).await;
+    assert_eq!(path_of(from_start.next().await), "/1", "after=0 starts at the beginning");
+
+    // Then live, without duplicates.
+    write(&s, &store, "/5", "x").await;
+    for sse in [&mut by_header, &mut by_query, &mut both] {
+        assert_eq!(path_of(sse.next().await), "/5");
+        assert!(sse.next_within(Duration::from_millis(200)).await.is_none(), "no duplicates");
+    }
+
+    let (status, body) = s.call(Method::GET, &format!("/v1/memory_stores/{store}/changes?after=x"), KEY, None).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (400, Some("invalid_request_error")));
+    let unknown = MemoryStoreId::generate();
+    assert_eq!(s.call(Method::GET, &format!("/v1/memory_stores/{unknown}/changes"), KEY, None).await.0, 404);
+    assert_eq!(s.call(Method::GET, &format!("/v1/memory_stores/{unknown}/changes?after=0"), KEY, None).await.0, 404);
+}
+
+#[tokio::test]
+async fn the_long_poll_answers_on_a_change_or_empty_when_the_wait_ends() {
+    let s = Arc::new(TestServer::start().await);
+    let store = s.new_store("polled").await.id;
+    let url = |q: &str| format!("/v1/memory_stores/{store}/changes?format=json{q}");
+
+    let (status, now) = s.call(Method::GET, &url("&wait_ms=0"), KEY, None).await;
+    assert_eq!((status, now["data"].as_array().map(Vec::len)), (200, Some(0)), "{now}");
+    let cursor = now["next_cursor"].as_str().unwrap().to_owned();
+
+    // Times out empty, keeping the cursor.
+    let started = Instant::now();
+    let (_, timed_out) = s.call(Method::GET, &url(&format!("&after={cursor}&wait_ms=400")), KEY, None).await;
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert_eq!(timed_out, json!({"data": [], "next_cursor": cursor}));
+
+    // Returns early when a change commits.
+    let waiting = {
+        let (s, q) = (Arc::clone(&s), url(&format!("&after={cursor}&wait_ms=20000")));
+        tokio::spawn(async move { (Instant::now(), s.call(Method::GET, &q, KEY, None).await) })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = write(&s, &store, "/new.md", "hi").await;
+    let (asked, (status, page)) = waiting.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(asked.elapsed() < Duration::from_secs(5), "answered on the change, not at the end of the wait");
+    assert_eq!(page["data"].as_array().unwrap().len(), 1, "{page}");
+    assert_eq!(page["data"][0]["memory_id"], m.id.as_str());
+    assert_eq!(page["data"][0]["operation"], "created");
+    let next = page["next_cursor"].as_str().unwrap().to_owned();
+    assert_ne!(next, cursor);
+
+    // Already there: answers at once, in pages.
+    for p in ["/x", "/y", "/z"] {
+        write(&s, &store, p, "1").await;
+    }
+    let (_, two) = s.call(Method::GET, &url(&format!("&after={next}&limit=2")), KEY, None).await;
+    let paths: Vec<_> = two["data"].as_array().unwrap().iter().map(|d| d["path"].clone()).collect();
+    assert_eq!(paths, [json!("/x"), json!("/y")]);
+    let (_, last) =
+        s.call(Method::GET, &url(&format!("&after={}", two["next_cursor"].as_str().unwrap())), KEY, None).await;
+    assert_eq!(last["data"][0]["path"], "/z");
+
+    // A redacted version reads as the versions API shows it.
+    let created = s.versions_of(&store, &m.id).await.pop().unwrap();
+    s.client.update_memory(&store, &m.id, &update(Some("newer"), None), None).await.unwrap();
+    s.client.redact_memory_version(&store, &created.id).await.unwrap();
+    let (_, all) = s.call(Method::GET, &url("&after=0&limit=1"), KEY, None).await;
+    assert_eq!(all["data"][0]["memory_version_id"], created.id.as_str());
+    assert_eq!(
+        (&all["data"][0]["path"], &all["data"][0]["content_sha256"], &all["data"][0]["content_size_bytes"]),
+        (&Value::Null, &Value::Null, &Value::Null)
+    );
+    let (status, _) = s.call(Method::GET, &format!("/v1/memory_stores/{store}/changes?format=xml"), KEY, None).await;
+    assert_eq!(status, 400, "an unknown format is refused");
+}
+
+#[tokio::test]
+async fn feeds_are_scoped_like_the_memory_endpoints() {
+    let s = TestServer::start().await;
+    let attached = s.new_store("attached").await.id;
+    let foreign = s.new_store("foreign").await.id;
+    let (_, agent) = s.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m"}))).await;
+    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
+    let env = env["id"].as_str().unwrap().to_owned();
+    let (_, key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+    let env_key = key["key"].as_str().unwrap().to_owned();
+    let session = json!({
+        "agent": agent["id"], "environment_id": env,
+        "resources": [{"type": "memory_store", "memory_store_id": attached, "access": "read_only"}]
+    });
+    assert_eq!(s.call(Method::POST, "/v1/sessions", KEY, Some(session)).await.0, 200);
+    let (_, work) = s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), &env_key, None).await;
+    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token;
+
+    let feed = |store: &MemoryStoreId| format!("/v1/memory_stores/{store}/changes?format=json&wait_ms=0");
+    let memories = |store: &MemoryStoreId| format!("/v1/memory_stores/{store}/memories");
+    for (who, credential) in [("the sessions token", &token), ("the environment key", &env_key)] {
+        for store in [&attached, &foreign] {
+            let fed = s.call(Method::GET, &feed(store), credential, None).await.0;
+            let listed = s.call(Method::GET, &memories(store), credential, None).await.0;
+            assert_eq!(fed, listed, "{who} on {store}: the feed answers as the memory listing does");
+        }
+    }
+    assert_eq!(s.call(Method::GET, &feed(&attached), &token, None).await.0, 200, "an attached (read-only) store");
+    assert_eq!(s.call(Method::GET, &feed(&foreign), &token, None).await.0, 403, "an unattached store");
+    assert_eq!(s.call(Method::GET, &feed(&attached), &env_key, None).await.0, 403, "an environment key");
+    assert_eq!(s.call(Method::GET, &feed(&attached), "sk-nobody", None).await.0, 401);
+
+    // The token's stream sees its store's changes.
+    let resp =
+        s.raw(Method::GET, &format!("/v1/memory_stores/{attached}/changes")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse { body: Box::pin(resp.bytes_stream()), buf: String::new(), pings: 0 };
+    write(&s, &attached, "/seen.md", "x").await;
+    assert_eq!(sse.next().await.2["path"], "/seen.md");
+}
+
+#[tokio::test]
+async fn idle_feeds_make_no_store_reads() {
+    let s = TestServer::start().await;
+    let store = s.new_store("idle").await.id;
+    let busy = s.new_store("busy").await.id;
+    let mut feeds = Vec::new();
+    for _ in 0..5 {
+        feeds.push(Sse::open(&s, &store, "", None).await);
+    }
+    // Opening is done once each stream's first read is: wait for the count to settle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = s.state.change_feed_reads();
+    let idle_for = Duration::from_millis(2500);
+    // Writes to another store wake nobody here.
+    for i in 0..5 {
+        write(&s, &busy, &format!("/{i}"), "x").await;
+    }
+    tokio::time::sleep(idle_for).await;
+    let reads = s.state.change_feed_reads() - before;
+    let shared = std::env::var("MNEMO_TEST_DATABASE").is_ok_and(|v| v == "postgres");
+    if shared {
+        // PostgreSQL re-checks each watched store once per listener tick (1 s), however many
+        // feeds watch it: a lost NOTIFY only delays.
+        assert!(reads <= 2 * (idle_for.as_secs() + 1), "{reads} reads for 5 idle feeds of one store");
+    } else {
+        assert_eq!(reads, 0, "idle feeds read nothing");
+    }
+    // One change: each feed reads once.
+    write(&s, &store, "/wake", "x").await;
+    for feed in &mut feeds {
+        assert_eq!(feed.next().await.2["path"], "/wake");
+    }
+    let after_wake = s.state.change_feed_reads() - before - reads;
+    assert!((5..=5 + 4).contains(&after_wake), "one read per feed per change ({after_wake})");
+}
