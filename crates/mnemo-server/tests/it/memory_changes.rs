@@ -295,3 +295,57 @@ async fn idle_feeds_make_no_store_reads() {
     let after_wake = s.state.change_feed_reads() - before - reads;
     assert!((5..=5 + 4).contains(&after_wake), "one read per feed per change ({after_wake})");
 }
+
+/// Two servers on one database: a write through one is seen on the other's feed. On
+/// PostgreSQL they are two stores on one schema (two replicas, hearing each other through
+/// `NOTIFY`); on SQLite, two server states over one store.
+#[tokio::test]
+async fn a_write_through_one_replica_reaches_the_other_replicas_feed() {
+    let mut keep = None;
+    let (a, b): (Arc<dyn mnemo_store::Store>, Arc<dyn mnemo_store::Store>) =
+        if std::env::var("MNEMO_TEST_DATABASE").is_ok_and(|v| v == "postgres") {
+            use mnemo_store_tests::Postgres;
+            let schema = Postgres::fresh_schema().await;
+            let settings = Postgres::settings(&schema, mnemo_store::Limits::default());
+            let a = mnemo_store_postgres::PostgresStore::open(&settings).await.unwrap();
+            let b = mnemo_store_postgres::PostgresStore::open(&settings).await.unwrap();
+            (Arc::new(a), Arc::new(b))
+        } else {
+            let opened = mnemo_store_tests::from_env().open(mnemo_store::Limits::default()).await;
+            let one = Arc::clone(&opened.store);
+            keep = Some(opened);
+            (Arc::clone(&one), one)
+        };
+    a.ensure_api_key(mnemo_server::hash_credential(KEY), "test").await.unwrap();
+    let serve = |store: Arc<dyn mnemo_store::Store>| async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let router = mnemo_server::router(mnemo_server::AppState::new(store));
+        tokio::spawn(mnemo_server::serve(listener, router, std::future::pending()));
+        base
+    };
+    let (base_a, base_b) = (serve(Arc::clone(&a)).await, serve(Arc::clone(&b)).await);
+    let client_a = mnemo_client::Client::new(&base_a, KEY).unwrap().with_max_retries(0);
+    let store = client_a
+        .create_memory_store(&mnemo_api::CreateMemoryStore { name: "shared".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .id;
+
+    let resp = reqwest::Client::new()
+        .get(format!("{base_b}/v1/memory_stores/{store}/changes"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut on_b = Sse { body: Box::pin(resp.bytes_stream()), buf: String::new(), pings: 0 };
+    let started = Instant::now();
+    let m = client_a.create_memory(&store, "/from-a.md", "hello", None).await.unwrap();
+    let (event, _, data) = on_b.next().await;
+    assert_eq!((event.as_str(), &data["memory_id"]), ("memory.created", &json!(m.id.as_str())));
+    assert!(started.elapsed() < Duration::from_secs(2), "within a second or so: {:?}", started.elapsed());
+    a.close().await;
+    b.close().await;
+    drop(keep);
+}
