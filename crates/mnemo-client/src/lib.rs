@@ -7,10 +7,12 @@
 //! `x-should-retry: false`).
 
 pub mod backoff;
+mod changes;
 mod error;
 mod lenient;
 mod session;
 mod skills;
+mod sse;
 mod work;
 
 use std::time::Duration;
@@ -26,6 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use backoff::{Backoff, Jitter};
+pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FeedEvent};
 pub use error::ClientError;
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
 pub use skills::SkillVersion;
@@ -283,6 +286,21 @@ impl Client {
     pub async fn list_all_memories(&self, store: &MemoryStoreId, view: View) -> Result<Vec<Memory>> {
         let limit = if view == View::Full { 20 } else { 100 };
         let params = ListMemoriesParams { limit: Some(limit), view: Some(view), ..Default::default() };
+        let first = self.list_memories(store, &params).await?;
+        self.follow_pages(store, params, first).await
+    }
+
+    /// The memories directly in one folder (`prefix` is `/` or ends with `/`), content-free:
+    /// deeper ones are rolled up by the server (`depth=1`) and skipped. What a sync of a few
+    /// paths reads instead of the whole store.
+    pub async fn list_folder(&self, store: &MemoryStoreId, prefix: &str) -> Result<Vec<Memory>> {
+        let params = ListMemoriesParams {
+            path_prefix: Some(prefix.to_owned()),
+            depth: Some(1),
+            limit: Some(100),
+            view: Some(View::Basic),
+            page: None,
+        };
         let first = self.list_memories(store, &params).await?;
         self.follow_pages(store, params, first).await
     }

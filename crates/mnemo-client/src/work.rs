@@ -12,6 +12,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::sse::SseParser;
 use crate::{Client, ClientError, Result, decode, success};
 
 pub use mnemo_api::NO_HEARTBEAT;
@@ -133,99 +134,5 @@ impl Client {
                 }
             }
         }))
-    }
-}
-
-/// Splits a server-sent-event byte stream into messages (`event:` + `data:` lines ended by a
-/// blank line).
-#[derive(Debug, Default)]
-struct SseParser {
-    buf: Vec<u8>,
-}
-
-impl SseParser {
-    fn push(&mut self, chunk: &[u8]) {
-        self.buf.extend_from_slice(chunk);
-    }
-
-    /// The next complete message: `Some(Ok(Some(json)))` for an event, `Some(Ok(None))` for a
-    /// message to skip (ping, comment), `None` when more bytes are needed.
-    fn next_message(&mut self) -> Option<Result<Option<Value>>> {
-        let end = find_blank_line(&self.buf)?;
-        let raw: Vec<u8> = self.buf.drain(..end.0).collect();
-        self.buf.drain(..end.1);
-        let text = String::from_utf8_lossy(&raw);
-        let (mut kind, mut data) = (None, String::new());
-        for line in text.lines() {
-            let (field, value) =
-                line.split_once(':').map_or((line, ""), |(f, v)| (f, v.strip_prefix(' ').unwrap_or(v)));
-            match field {
-                "event" => kind = Some(value.to_owned()),
-                "data" => {
-                    if !data.is_empty() {
-                        data.push('\n');
-                    }
-                    data.push_str(value);
-                }
-                _ => {}
-            }
-        }
-        if kind.is_none() || kind.as_deref() == Some("ping") || data.is_empty() {
-            return Some(Ok(None));
-        }
-        Some(
-            serde_json::from_str(&data)
-                .map(Some)
-                .map_err(|e| ClientError::Decode { status: 200, message: format!("bad event in stream: {e}") }),
-        )
-    }
-}
-
-/// Where the first message ends: (length of the message, length of the separator).
-fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            if buf.get(i + 1) == Some(&b'\n') {
-                return Some((i, 2));
-            }
-            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
-                return Some((i, 3));
-            }
-        }
-        i += 1;
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sse_messages_split_across_chunks() {
-        let mut p = SseParser::default();
-        p.push(b"event: ping\ndata: {}\n\nevent: message\nda");
-        assert!(matches!(p.next_message(), Some(Ok(None))));
-        assert!(p.next_message().is_none());
-        p.push(b"ta: {\"type\":\"user.message\"}\n\n: comment\n\n");
-        let event = p.next_message().unwrap().unwrap().unwrap();
-        assert_eq!(event["type"], "user.message");
-        assert!(matches!(p.next_message(), Some(Ok(None))));
-        assert!(p.next_message().is_none());
-    }
-
-    #[test]
-    fn messages_without_an_event_line_are_skipped() {
-        let mut p = SseParser::default();
-        p.push(b"data: {\"type\":\"x\"}\r\n\r\n");
-        assert!(matches!(p.next_message(), Some(Ok(None))));
-    }
-
-    #[test]
-    fn bad_json_is_a_decode_error() {
-        let mut p = SseParser::default();
-        p.push(b"event: message\ndata: {nope\n\n");
-        assert!(matches!(p.next_message(), Some(Err(ClientError::Decode { .. }))));
     }
 }
