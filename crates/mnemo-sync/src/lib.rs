@@ -9,4 +9,6 @@ pub mod fs;
 pub mod sync;
 
 pub use sync::teardown::{TEARDOWN_BOUND, Teardown, TeardownSteps, teardown};
-pub use sync::{DeletionMode, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport};
+pub use sync::{
+    DeletionMode, Live, LivePaths, LiveWork, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport,
+};

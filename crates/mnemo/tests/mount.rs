@@ -290,3 +290,59 @@ async fn a_second_signal_aborts_a_stuck_teardown_at_once() {
     assert!(exited, "the second signal ends the process at once");
     assert_eq!(child.wait().unwrap().code(), Some(130));
 }
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_sync_carries_a_write_from_one_mount_to_another_long_before_the_interval() {
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one")]).await;
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = mount(&server, &store, &dir_a, &["--interval", "300"]);
+    let b = mount(&server, &store, &dir_b, &["--interval", "300"]);
+
+    // A write in A: uploaded after its quiet period, pulled by B from the change feed.
+    std::fs::write(dir_a.join("a.md"), "two").unwrap();
+    std::fs::create_dir_all(dir_a.join("d")).unwrap();
+    std::fs::write(dir_a.join("d/new.md"), "fresh").unwrap();
+    let arrived = wait_until(Duration::from_secs(5), || {
+        read(&dir_b.join("a.md")).as_deref() == Some("two") && read(&dir_b.join("d/new.md")).as_deref() == Some("fresh")
+    });
+    assert!(arrived, "A's writes reach B within seconds: b/a.md = {:?}", read(&dir_b.join("a.md")));
+
+    // An API write reaches both.
+    client.create_memory(&store, "/api.md", "from the api", None).await.unwrap();
+    let both = wait_until(Duration::from_secs(5), || {
+        read(&dir_a.join("api.md")).as_deref() == Some("from the api")
+            && read(&dir_b.join("api.md")).as_deref() == Some("from the api")
+    });
+    assert!(both, "an API write reaches both mounts");
+
+    // A local deletion is not sent live: it waits for a full sync's corroboration window.
+    std::fs::remove_file(dir_a.join("a.md")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(remote_files(&client, &store).await.contains_key("/a.md"), "deletions are never sent live");
+    assert_eq!(read(&dir_b.join("a.md")).as_deref(), Some("two"));
+
+    let (ok_a, log_a) = finish(a, "-TERM");
+    let (ok_b, log_b) = finish(b, "-TERM");
+    assert!(ok_a && ok_b, "A:\n{log_a}\nB:\n{log_b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_live_changes_wait_for_the_interval() {
+    let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one")]).await;
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = mount(&server, &store, &dir_a, &["--interval", "300", "--no-live"]);
+    let b = mount(&server, &store, &dir_b, &["--interval", "300", "--no-live"]);
+    std::fs::write(dir_a.join("a.md"), "two").unwrap();
+    client.create_memory(&store, "/api.md", "from the api", None).await.unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(read(&dir_b.join("a.md")).as_deref(), Some("one"), "nothing moves before the interval");
+    assert_eq!(read(&dir_a.join("api.md")), None);
+    assert_eq!(remote_files(&client, &store).await.get("/a.md").map(String::as_str), Some("one"));
+    let (ok_a, _) = finish(a, "-TERM");
+    let (ok_b, _) = finish(b, "-TERM");
+    assert!(ok_a && ok_b);
+}

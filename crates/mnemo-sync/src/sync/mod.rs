@@ -9,6 +9,7 @@
 mod execute;
 mod flush;
 pub mod journal;
+mod live;
 pub mod plan;
 mod run;
 pub mod teardown;
@@ -25,6 +26,7 @@ use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
 use crate::fs::{Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
+pub use live::{Live, LivePaths, LiveWork, QUIET};
 pub use run::SyncReport;
 
 /// How long a file must stay missing before its deletion is sent to the server.
@@ -197,6 +199,8 @@ pub struct StoreSync {
     remote_cache: Option<(String, Arc<RemoteMap>)>,
     /// A re-download is in progress (writes must not overwrite files).
     recovering: bool,
+    /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
+    live: Option<watch::LiveSink>,
 }
 
 impl std::fmt::Debug for StoreSync {
@@ -288,6 +292,7 @@ impl StoreSync {
             journaled: None,
             remote_cache: None,
             recovering: false,
+            live: None,
         }
     }
 

@@ -345,7 +345,7 @@ impl StoreSync {
             }
         }
         if self.cfg.watch && !force_walk && self.files.root_exists() {
-            self.watch = match super::watch::Watch::start(&self.cfg.root) {
+            self.watch = match super::watch::Watch::start(&self.cfg.root, self.live_sink()) {
                 Ok(w) => Some(Arc::new(w)),
                 Err(e) => {
                     tracing::debug!(memory_store_id = %self.cfg.store_id, "no filesystem watch, walking every sync: {e}");
@@ -368,7 +368,7 @@ impl StoreSync {
         if !self.cfg.watch {
             return;
         }
-        match super::watch::Watch::start(&self.cfg.root) {
+        match super::watch::Watch::start(&self.cfg.root, self.live_sink()) {
             Ok(w) => {
                 self.watch = Some(Arc::new(w));
                 let view = self.state.baseline.iter().map(|(rel, sha256)| {

@@ -36,7 +36,12 @@ struct Dirty {
     /// The barrier file being waited for, and whether its event has arrived.
     barrier: Option<String>,
     barrier_seen: bool,
+    /// Live sync's sink: every changed path is also sent here (the sync's own set is kept).
+    live: Option<LiveSink>,
 }
+
+/// Where a watch sends each changed path for live sync ([`super::live`]).
+pub(crate) type LiveSink = tokio::sync::mpsc::UnboundedSender<super::live::Hint>;
 
 /// Our own temp files (`.fs-<16 hex>.tmp`): scans skip them, so their events mean nothing.
 fn is_temp_name(name: &str) -> bool {
@@ -83,6 +88,10 @@ impl Dirty {
             }
             // Names a scan skips anyway (not UTF-8, …) are not worth a walk.
             if let Some(Ok(rel)) = rel.to_str().map(RelPath::parse) {
+                if let Some(live) = &self.live {
+                    // A closed sink only means live sync has stopped.
+                    let _ = live.send(super::live::Hint::Local(rel.clone()));
+                }
                 self.paths.insert(rel);
             }
         }
@@ -102,9 +111,9 @@ impl std::fmt::Debug for Watch {
 }
 
 impl Watch {
-    /// Starts watching `root` and everything below it.
-    pub(crate) fn start(root: &Path) -> notify::Result<Self> {
-        let dirty = Arc::new(Mutex::new(Dirty::default()));
+    /// Starts watching `root` and everything below it; changed paths also go to `live`.
+    pub(crate) fn start(root: &Path, live: Option<LiveSink>) -> notify::Result<Self> {
+        let dirty = Arc::new(Mutex::new(Dirty { live, ..Dirty::default() }));
         let sink = Arc::clone(&dirty);
         let base: PathBuf = root.to_owned();
         let mut watcher = notify::recommended_watcher(move |event| {
@@ -114,10 +123,17 @@ impl Watch {
         Ok(Self { _watcher: watcher, dirty })
     }
 
+    /// Sends every changed path from now on to `live` as well.
+    pub(crate) fn set_live(&self, live: LiveSink) {
+        self.dirty.lock().expect("watch state poisoned").live = Some(live);
+    }
+
     /// Hands over what changed since the last call.
     pub(crate) fn take(&self) -> Changes {
         let mut dirty = self.dirty.lock().expect("watch state poisoned");
+        let live = dirty.live.take();
         let taken = std::mem::take(&mut *dirty);
+        dirty.live = live;
         if taken.rescan { Changes::Rescan } else { Changes::Paths(taken.paths) }
     }
 
@@ -200,7 +216,7 @@ mod tests {
     fn a_real_watch_reports_a_written_file() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
-        let watch = Watch::start(dir.path()).unwrap();
+        let watch = Watch::start(dir.path(), None).unwrap();
         std::fs::write(dir.path().join("sub/x.md"), "x").unwrap();
         // A new directory is reported itself (files created in it before its watch exists may
         // not be, which is why the engine walks when it sees a directory).

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use mnemo_api::MemoryStoreId;
 use mnemo_client::Client;
-use mnemo_sync::{ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
+use mnemo_sync::{Live, LiveWork, ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
 use tokio::time::MissedTickBehavior;
 
 use super::args::{Deletions, parse_interval};
@@ -52,6 +52,11 @@ pub(crate) struct Mount {
     /// made meanwhile are uploaded, nothing is re-downloaded over them.
     #[arg(long)]
     resume: bool,
+
+    /// Sync on the interval only: no change feed, no upload right after a local write. Live
+    /// sync is on by default and turns itself off when the server has no change feed.
+    #[arg(long)]
+    no_live: bool,
 }
 
 impl Mount {
@@ -96,16 +101,22 @@ impl Mount {
 
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut live = (!self.no_live).then(|| engine.live());
         loop {
             tokio::select! {
-                _ = ticker.tick() => match engine.sync(false).await {
-                    Ok(report) if report.changed() => tracing::info!(memory_store_id = %engine.store_id(), "synced: {report}"),
-                    Ok(_) => tracing::debug!(memory_store_id = %engine.store_id(), "synced: no changes"),
-                    Err(e) => tracing::warn!(memory_store_id = %engine.store_id(), "memory sync failed: {e}"),
+                _ = ticker.tick() => full_sync(&mut engine).await,
+                work = next_live(&mut live) => match work {
+                    LiveWork::FullSync => full_sync(&mut engine).await,
+                    LiveWork::Paths(paths) => match engine.sync_paths(paths).await {
+                        Ok(report) if report.changed() => tracing::info!(memory_store_id = %engine.store_id(), "live sync: {report}"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(memory_store_id = %engine.store_id(), "live memory sync failed (the next full sync retries): {e}"),
+                    },
                 },
                 () = signals.next() => break,
             }
         }
+        drop(live);
 
         // A second signal from here on aborts at once.
         signals.abort_on_next();
@@ -115,6 +126,23 @@ impl Mount {
             tracing::info!(root = %engine.root().display(), "keeping the folder (--keep)");
         }
         Ok(())
+    }
+}
+
+/// One full sync on the interval (or when the change feed asks for one), logged.
+async fn full_sync(engine: &mut StoreSync) {
+    match engine.sync(false).await {
+        Ok(report) if report.changed() => tracing::info!(memory_store_id = %engine.store_id(), "synced: {report}"),
+        Ok(_) => tracing::debug!(memory_store_id = %engine.store_id(), "synced: no changes"),
+        Err(e) => tracing::warn!(memory_store_id = %engine.store_id(), "memory sync failed: {e}"),
+    }
+}
+
+/// The next live work, or never without live sync.
+async fn next_live(live: &mut Option<Live>) -> LiveWork {
+    match live {
+        Some(live) => live.next().await,
+        None => std::future::pending().await,
     }
 }
 
