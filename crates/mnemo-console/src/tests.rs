@@ -106,6 +106,11 @@ impl Harness {
         self.send(req.body(Body::from(body)).unwrap()).await
     }
 
+    async fn memory_store(&self, name: &str) -> mnemo_api::MemoryStore {
+        let new = NewMemoryStore { name: name.into(), description: String::new(), metadata: Default::default() };
+        self.store.create_memory_store(new).await.unwrap()
+    }
+
     async fn self_hosted_environment(&self) -> mnemo_api::Environment {
         self.store
             .create_environment(NewEnvironment {
@@ -141,6 +146,11 @@ impl Harness {
         let csrf = page.field("csrf");
         (cookie, csrf)
     }
+}
+
+/// An actor other than the signed-in person.
+fn someone() -> Actor {
+    Actor::UserActor { user_id: "u".into() }
 }
 
 #[tokio::test]
@@ -304,15 +314,7 @@ async fn hostile_text_is_escaped_everywhere_it_shows() {
 async fn what_a_person_writes_is_recorded_as_their_api_key() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let store = h
-        .store
-        .create_memory_store(NewMemoryStore {
-            name: "s".into(),
-            description: String::new(),
-            metadata: Default::default(),
-        })
-        .await
-        .unwrap();
+    let store = h.memory_store("s").await;
     let created = h
         .post(
             &format!("/console/stores/{}/memories", store.id),
@@ -336,31 +338,15 @@ async fn what_a_person_writes_is_recorded_as_their_api_key() {
 async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let store = h
-        .store
-        .create_memory_store(NewMemoryStore {
-            name: "s".into(),
-            description: String::new(),
-            metadata: Default::default(),
-        })
-        .await
-        .unwrap();
-    let memory = h
-        .store
-        .create_memory(
-            &store.id,
-            MemoryPath::parse("/a.md").unwrap(),
-            "first".into(),
-            Actor::UserActor { user_id: "u".into() },
-        )
-        .await
-        .unwrap();
+    let store = h.memory_store("s").await;
+    let memory =
+        h.store.create_memory(&store.id, MemoryPath::parse("/a.md").unwrap(), "first".into(), someone()).await.unwrap();
     let edit_url = format!("/console/stores/{}/memories/{}/edit", store.id, memory.id);
     let form = h.get(&edit_url, &cookie).await;
     let expected = form.field("expected");
     assert_eq!(expected, memory.content_sha256);
     let change = mnemo_store::MemoryChange { content: Some("theirs".into()), path: None, expected_sha256: None };
-    h.store.update_memory(&store.id, &memory.id, change, Actor::UserActor { user_id: "u".into() }).await.unwrap();
+    h.store.update_memory(&store.id, &memory.id, change, someone()).await.unwrap();
     let saved = h.post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &expected)], &[]).await;
     assert_eq!(saved.status, StatusCode::CONFLICT, "{}", saved.body);
     assert!(saved.body.contains(">theirs<") && saved.body.contains("mine"), "{}", saved.body);
@@ -377,24 +363,8 @@ async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
 async fn refusals_use_the_apis_words() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
-    let store = h
-        .store
-        .create_memory_store(NewMemoryStore {
-            name: "s".into(),
-            description: String::new(),
-            metadata: Default::default(),
-        })
-        .await
-        .unwrap();
-    h.store
-        .create_memory(
-            &store.id,
-            MemoryPath::parse("/a/b.md").unwrap(),
-            "x".into(),
-            Actor::UserActor { user_id: "u".into() },
-        )
-        .await
-        .unwrap();
+    let store = h.memory_store("s").await;
+    h.store.create_memory(&store.id, MemoryPath::parse("/a/b.md").unwrap(), "x".into(), someone()).await.unwrap();
     let url = format!("/console/stores/{}/memories", store.id);
     for (path, says) in [("/a", "overlaps the memory at /a/b.md"), ("no-slash", "invalid path `no-slash`")] {
         let answer = h.post(&url, &cookie, &[("csrf", &csrf), ("path", path), ("content", "y")], &[]).await;
@@ -402,12 +372,7 @@ async fn refusals_use_the_apis_words() {
         let expected = match path {
             "/a" => h
                 .store
-                .create_memory(
-                    &store.id,
-                    MemoryPath::parse("/a").unwrap(),
-                    "y".into(),
-                    Actor::UserActor { user_id: "u".into() },
-                )
+                .create_memory(&store.id, MemoryPath::parse("/a").unwrap(), "y".into(), someone())
                 .await
                 .unwrap_err()
                 .to_string(),
