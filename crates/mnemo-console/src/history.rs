@@ -18,22 +18,6 @@ use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
 /// Versions per page of a history.
 const PAGE: u32 = 50;
 
-/// A newest-first page of `limit` versions (without content) and no filter yet.
-pub(crate) fn versions(limit: u32) -> ListMemoryVersions {
-    ListMemoryVersions {
-        memory_id: None,
-        operation: None,
-        session_id: None,
-        api_key_id: None,
-        service_account_id: None,
-        created_at_gte: None,
-        created_at_lte: None,
-        limit,
-        view: View::Basic,
-        after: None,
-    }
-}
-
 /// Parses a store's and a version's id from a console URL.
 fn version_ids(store: &str, version: &str) -> Result<(MemoryStoreId, MemoryVersionId), PageError> {
     Ok((id("memory store", store)?, id("memory version", version)?))
@@ -127,7 +111,7 @@ pub(crate) async fn list(
                 session_id: session_id.clone(),
                 api_key_id: api_key_id.clone(),
                 after,
-                ..versions(PAGE)
+                ..ListMemoryVersions::newest(PAGE)
             },
         )
         .await?;
@@ -214,7 +198,11 @@ async fn previous_version(
             .store
             .list_memory_versions(
                 store,
-                ListMemoryVersions { memory_id: Some(version.memory_id.clone()), after, ..versions(100) },
+                ListMemoryVersions {
+                    memory_id: Some(version.memory_id.clone()),
+                    after,
+                    ..ListMemoryVersions::newest(100)
+                },
             )
             .await?;
         for v in page.items {

@@ -189,7 +189,10 @@ pub(crate) async fn session_page(
             .store
             .list_memory_versions(
                 &r.memory_store_id,
-                ListMemoryVersions { session_id: Some(session_id.clone()), ..crate::history::versions(VERSIONS_SHOWN) },
+                ListMemoryVersions {
+                    session_id: Some(session_id.clone()),
+                    ..ListMemoryVersions::newest(VERSIONS_SHOWN)
+                },
             )
             .await
         {

@@ -326,7 +326,7 @@ async fn what_a_person_writes_is_recorded_as_their_api_key() {
     assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
     let versions = h
         .store
-        .list_memory_versions(&store.id, ListMemoryVersions { view: View::Full, ..crate::history::versions(10) })
+        .list_memory_versions(&store.id, ListMemoryVersions { view: View::Full, ..ListMemoryVersions::newest(10) })
         .await
         .unwrap();
     let v = &versions.items[0];

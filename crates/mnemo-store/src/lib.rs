@@ -226,6 +226,25 @@ pub struct ListMemoryVersions {
     pub after: Option<Cursor>,
 }
 
+impl ListMemoryVersions {
+    /// The newest `limit` versions without content, unfiltered: set filters on top of it with
+    /// struct update syntax.
+    pub fn newest(limit: u32) -> Self {
+        Self {
+            memory_id: None,
+            operation: None,
+            session_id: None,
+            api_key_id: None,
+            service_account_id: None,
+            created_at_gte: None,
+            created_at_lte: None,
+            limit,
+            view: View::Basic,
+            after: None,
+        }
+    }
+}
+
 /// Fields of a new environment, already validated.
 #[derive(Debug, Clone)]
 pub struct NewEnvironment {

@@ -347,18 +347,7 @@ mod tests {
 
     #[test]
     fn version_listings_have_at_most_one_actor_filter() {
-        let mut q = ListMemoryVersions {
-            memory_id: None,
-            operation: None,
-            session_id: None,
-            api_key_id: None,
-            service_account_id: None,
-            created_at_gte: None,
-            created_at_lte: None,
-            limit: 10,
-            view: View::Basic,
-            after: None,
-        };
+        let mut q = ListMemoryVersions::newest(10);
         assert_eq!(q.actor_filter(), ActorFilter::Any);
         q.service_account_id = Some("svc".into());
         assert_eq!(q.actor_filter(), ActorFilter::One("service_account_actor", "svc"));

@@ -195,18 +195,7 @@ async fn fill(s: &dyn Store) {
 }
 
 fn versions_query() -> ListMemoryVersions {
-    ListMemoryVersions {
-        memory_id: None,
-        operation: None,
-        session_id: None,
-        api_key_id: None,
-        service_account_id: None,
-        created_at_gte: None,
-        created_at_lte: None,
-        limit: 100,
-        view: View::Basic,
-        after: None,
-    }
+    ListMemoryVersions::newest(100)
 }
 
 /// Everything the `Store` trait shows of a deployment, one line per answer.

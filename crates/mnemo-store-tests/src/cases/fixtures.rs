@@ -154,18 +154,7 @@ pub(crate) fn listed_paths(items: &[MemoryListItem]) -> Vec<String> {
 
 /// A version listing query without filters.
 pub(crate) fn versions(limit: u32) -> ListMemoryVersions {
-    ListMemoryVersions {
-        memory_id: None,
-        operation: None,
-        session_id: None,
-        api_key_id: None,
-        service_account_id: None,
-        created_at_gte: None,
-        created_at_lte: None,
-        limit,
-        view: View::Basic,
-        after: None,
-    }
+    ListMemoryVersions::newest(limit)
 }
 
 /// Every version a listing returns, following `next` to the end.
