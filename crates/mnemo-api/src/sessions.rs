@@ -186,7 +186,8 @@ pub fn render_memory_prompt(resources: &[MemoryStoreResource]) -> Option<String>
     let mut out = String::from(
         "You have persistent memory: each memory store below is a folder of text files that outlives this \
          session. Read it before you start; write what future sessions should know. Changes are saved as \
-         you work.\n",
+         you work, and other sessions sharing a store may change its files meanwhile: read a file again \
+         before you change it.\n",
     );
     for r in resources {
         let access = match r.access {

@@ -30,6 +30,9 @@ pub struct WorkerConfig {
     pub memory_sync_interval: Option<Duration>,
     /// What syncs do with local deletions.
     pub memory_sync_deletions: DeletionMode,
+    /// Live memory sync where the server has a change feed (`mnemo serve`): remote changes
+    /// pulled and local edits pushed between tool calls within moments, not at the interval.
+    pub memory_live: bool,
     /// Sent as `Anthropic-Worker-ID` on every poll.
     pub worker_id: String,
     /// Cap of whole-file `read` and `edit`; `None` = uncapped.
@@ -54,6 +57,7 @@ impl WorkerConfig {
             max_idle: Some(DEFAULT_MAX_IDLE),
             memory_sync_interval: Some(DEFAULT_SYNC_INTERVAL),
             memory_sync_deletions: DeletionMode::Enabled,
+            memory_live: true,
             worker_id: default_worker_id(),
             max_file_bytes: Some(crate::tools::DEFAULT_MAX_FILE_BYTES),
             max_file_bytes_explicit: false,

@@ -149,6 +149,7 @@ impl Serving<'_> {
                     deletions: cfg.memory_sync_deletions,
                     state_dir: cfg.state_dir.clone(),
                     sandbox,
+                    live: cfg.memory_live,
                 };
                 // The download is not cut short by a signal: a half-written folder would be left
                 // behind. A signal that arrived meanwhile skips the run instead.
@@ -168,12 +169,7 @@ impl Serving<'_> {
         let end = if stop.is_cancelled() {
             RunEnd::Cancelled
         } else {
-            runner::run_session(client, session_id, &mut tools, &opts, stop, async |_call| {
-                if let Some(m) = memory.as_mut() {
-                    m.sync_if_due().await;
-                }
-            })
-            .await
+            runner::run_session(client, session_id, &mut tools, &opts, stop, &mut MemoryBetween(memory.as_mut())).await
         };
         tracing::info!(work_id = %work.id, session_id, end = ?end, "session run ended");
         // A signal drains the session like a clean end (final sync included); a lease that ended
@@ -187,6 +183,33 @@ impl Serving<'_> {
         match end {
             RunEnd::Refused(e) => Err(WorkerError::Runner(e)),
             _ => Ok(()),
+        }
+    }
+}
+
+/// The session's memory between tool calls: the interval sync after a call, live work whenever
+/// it is ready.
+struct MemoryBetween<'a>(Option<&'a mut Memory>);
+
+impl runner::Between for MemoryBetween<'_> {
+    type Work = (usize, mnemo_sync::LiveWork);
+
+    async fn after_call(&mut self, _: &runner::Observed) {
+        if let Some(m) = self.0.as_deref_mut() {
+            m.sync_if_due().await;
+        }
+    }
+
+    async fn ready(&mut self) -> Self::Work {
+        match self.0.as_deref_mut() {
+            Some(m) => m.next_live().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn run(&mut self, work: Self::Work) {
+        if let Some(m) = self.0.as_deref_mut() {
+            m.run_live(work).await;
         }
     }
 }

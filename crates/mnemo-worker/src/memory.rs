@@ -15,7 +15,7 @@ use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
 use mnemo_sync::fs::atomic_write;
-use mnemo_sync::{DeletionMode, MountError, StoreConfig, StoreSync, Teardown};
+use mnemo_sync::{DeletionMode, Live, LiveWork, MountError, StoreConfig, StoreSync, Teardown};
 use serde::{Deserialize, Serialize};
 
 use crate::tools::sandbox::{self, Sandbox};
@@ -98,6 +98,8 @@ fn write_record(state_dir: &Path, record: &SessionRecord) -> std::io::Result<()>
 struct Mounted {
     sync: StoreSync,
     read_only: bool,
+    /// The store's live sync, unless it is off (`--no-live`) or the server has no feed.
+    live: Option<Live>,
 }
 
 /// The mounted stores of one session.
@@ -123,6 +125,9 @@ pub struct MemoryOptions {
     pub deletions: DeletionMode,
     pub state_dir: PathBuf,
     pub sandbox: Sandbox,
+    /// Follow each store's change feed and push local edits after a short quiet period,
+    /// between tool calls ([`Memory::next_live`]); the interval sync stays the safety net.
+    pub live: bool,
 }
 
 impl Memory {
@@ -154,9 +159,19 @@ impl Memory {
             let ours = previous.as_ref().is_some_and(|r| r.stores.contains(m));
             async move {
                 if ours && std::fs::symlink_metadata(&m.root).is_ok() {
-                    resume(client, cfg, m).await
+                    let mut sync = resume(client, cfg, m).await?;
+                    // The feed starts after the resuming sync: its opening asks for one more.
+                    let live = opts.live.then(|| sync.live());
+                    Ok((sync, live))
                 } else {
-                    StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)
+                    // Subscribed before the download, so nothing committed meanwhile is missed.
+                    let mut live =
+                        if opts.live { Some(Live::subscribe(client, m.store_id.clone()).await) } else { None };
+                    let mut sync = StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)?;
+                    if let Some(live) = &mut live {
+                        sync.attach_live(live);
+                    }
+                    Ok((sync, live))
                 }
             }
         });
@@ -164,7 +179,7 @@ impl Memory {
         let mut failure = None;
         for (m, mounted) in mounts.iter().zip(join_all(downloads).await) {
             match mounted {
-                Ok(sync) => memory.stores.push(Mounted { sync, read_only: m.read_only }),
+                Ok((sync, live)) => memory.stores.push(Mounted { sync, read_only: m.read_only, live }),
                 // The first failure in resource order is the one reported.
                 Err(e) => {
                     failure.get_or_insert(e);
@@ -196,6 +211,37 @@ impl Memory {
         (all, ro)
     }
 
+    /// Waits for the live work of any store: a remote change to pull, a local edit whose quiet
+    /// period ended, a full sync a reopened feed asked for. Cancel-safe; never resolves without
+    /// live sync. Run what it returns with [`run_live`](Self::run_live).
+    pub async fn next_live(&mut self) -> (usize, LiveWork) {
+        let waits: Vec<_> = self
+            .stores
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i, s.live.as_mut().filter(|l| l.is_running())?)))
+            .map(|(i, live)| Box::pin(async move { (i, live.next().await) }))
+            .collect();
+        if waits.is_empty() {
+            return std::future::pending().await;
+        }
+        futures::future::select_all(waits).await.0
+    }
+
+    /// Runs one store's live work (between tool calls, so no call sees a half-done pull).
+    pub async fn run_live(&mut self, (index, work): (usize, LiveWork)) {
+        let Some(store) = self.stores.get_mut(index) else { return };
+        let guarded = self.lock_read_only && store.read_only;
+        let root = store.sync.root().to_path_buf();
+        if guarded {
+            let _ = sandbox::unlock_read_only(&root);
+        }
+        store.sync.run_live(work).await;
+        if guarded && let Err(e) = sandbox::lock_read_only(&root) {
+            tracing::warn!(root = %root.display(), "cannot change the modes of a read-only memory folder: {e}");
+        }
+    }
+
     /// Syncs when at least the interval passed since the last download or sync.
     pub async fn sync_if_due(&mut self) {
         if self.last_sync.elapsed() >= self.interval {
@@ -218,8 +264,16 @@ impl Memory {
         self.last_sync = Instant::now();
     }
 
+    /// Ends live sync: the teardown's syncs are the last word.
+    fn stop_live(&mut self) {
+        for s in &mut self.stores {
+            s.live = None;
+        }
+    }
+
     /// Removes every folder this worker created (and the session's record).
     pub async fn dispose(mut self) {
+        self.stop_live();
         self.lock(false);
         for s in self.stores.drain(..) {
             s.sync.dispose().await;
@@ -246,11 +300,13 @@ impl Memory {
 impl Teardown for Memory {
     /// The final sync of a clean end (the deletion window is waived).
     async fn final_sync(&mut self) {
+        self.stop_live();
         self.sync_all(true).await;
     }
 
     /// Pushes changed files of every writable store, a few at a time; no deletes, no pulls.
     async fn flush(&mut self) {
+        self.stop_live();
         stream::iter(self.stores.iter_mut().filter(|s| !s.read_only))
             .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
                 if let Err(e) = s.sync.flush().await {

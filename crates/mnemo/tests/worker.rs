@@ -484,13 +484,13 @@ async fn confirmations_gate_calls_and_denials_run_nothing() {
     assert!(!marker.exists(), "denied calls never run");
 }
 
-/// With the interval passed, the call after an edit syncs it up, and a remote change reaches
-/// the folder, while the session is still running.
+/// Without live sync: with the interval passed, the call after an edit syncs it up, and a
+/// remote change reaches the folder, while the session is still running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_syncs_both_ways_during_the_session() {
     let s = Setup::new(&[]).await;
     let notes = s.store("notes", &[("/a.md", "one")]).await;
-    let worker = s.worker(&s.tmp.path().join("state"), &["--memory-sync-interval", "5"]);
+    let worker = s.worker(&s.tmp.path().join("state"), &["--memory-sync-interval", "5", "--no-live"]);
     let session = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
     let folder = s.mnt().join("notes");
     let id = s.call(&session, "write", json!({"file_path": folder.join("a.md"), "content": "two"})).await;
@@ -515,6 +515,76 @@ async fn memory_syncs_both_ways_during_the_session() {
     assert!(s.stopped_within(&session, 20).await);
     let (_, logs) = stop(worker, "-TERM");
     assert!(!folder.exists(), "{logs}");
+}
+
+/// Live sync (the default against `mnemo serve`): with the interval at 15 s and no call that
+/// could trigger it, a memory changed and one created through the API reach the agent's next
+/// reads, an agent's write reaches the store, and nothing waits for the interval (the timing
+/// itself is measured by `bench/live`, not asserted here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_memory_reaches_the_next_read_and_the_store_between_calls() {
+    let s = Setup::new(&[]).await;
+    let notes = s.store("notes", &[("/a.md", "one")]).await;
+    let team = s.store("team", &[("/rules.md", "v1")]).await;
+    let worker = s.worker(&s.tmp.path().join("state"), &[]);
+    let resources = json!([
+        {"type": "memory_store", "memory_store_id": notes},
+        {"type": "memory_store", "memory_store_id": team, "access": "read_only"},
+    ]);
+    let session = s.session(resources).await;
+    let (folder, team_folder) = (s.mnt().join("notes"), s.mnt().join("team"));
+    let started = std::time::Instant::now();
+    let id = s.call(&session, "read", json!({"file_path": folder.join("a.md")})).await;
+    assert_eq!(text(&s.result(&session, &id).await), "one");
+
+    // Elsewhere: a.md is changed, remote.md created, and the read-only store's file changed.
+    let page = s.api.json(Method::GET, &format!("/v1/memory_stores/{notes}/memories"), None).await.unwrap();
+    let a_id = page["data"][0]["id"].as_str().unwrap();
+    let body = json!({"content": "two"});
+    s.api.json(Method::POST, &format!("/v1/memory_stores/{notes}/memories/{a_id}"), Some(&body)).await.unwrap();
+    let body = json!({"path": "/remote.md", "content": "from elsewhere"});
+    s.api.json(Method::POST, &format!("/v1/memory_stores/{notes}/memories"), Some(&body)).await.unwrap();
+    let page = s.api.json(Method::GET, &format!("/v1/memory_stores/{team}/memories"), None).await.unwrap();
+    let rules_id = page["data"][0]["id"].as_str().unwrap();
+    let body = json!({"content": "v2"});
+    s.api.json(Method::POST, &format!("/v1/memory_stores/{team}/memories/{rules_id}"), Some(&body)).await.unwrap();
+
+    // The agent reads again until it sees them: no interval sync can have run meanwhile.
+    let read_until = async |path: PathBuf, want: &str| {
+        loop {
+            let id = s.call(&session, "read", json!({"file_path": path})).await;
+            if text(&s.result(&session, &id).await) == want {
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(12), "{} never showed {want:?}", path.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    read_until(folder.join("a.md"), "two").await;
+    read_until(folder.join("remote.md"), "from elsewhere").await;
+    read_until(team_folder.join("rules.md"), "v2").await;
+
+    // The agent writes; the store has it without any further call.
+    let id = s.call(&session, "write", json!({"file_path": folder.join("mine.md"), "content": "by the agent"})).await;
+    s.result(&session, &id).await;
+    assert!(
+        wait_until_async(Duration::from_secs(10), || async {
+            s.memories(&notes).await.contains(&("/mine.md".to_owned(), "by the agent".to_owned()))
+        })
+        .await,
+        "the agent's write is uploaded without waiting for a call or the interval"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "all of it before the first interval sync was due");
+    s.end_turn(&session).await;
+    assert!(s.stopped_within(&session, 20).await);
+    let (_, logs) = stop(worker, "-TERM");
+    assert!(!folder.exists() && !team_folder.exists(), "{logs}");
+    let mine = s.memories(&notes).await;
+    assert_eq!(
+        mine,
+        [("/a.md", "two"), ("/mine.md", "by the agent"), ("/remote.md", "from elsewhere")]
+            .map(|(p, c)| (p.to_owned(), c.to_owned()))
+    );
 }
 
 /// An `--on-work` script that runs no worker of its own: the poller keeps the item's lease alive

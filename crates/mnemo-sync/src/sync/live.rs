@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mnemo_api::MemoryStoreId;
-use mnemo_client::{Client, FeedEvent};
+use mnemo_client::{ChangeSubscription, Client, FeedEvent};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -26,6 +26,10 @@ use crate::fs::{MARKER_NAME, MarkerState, RelPath};
 
 /// How long a file must go without further writes before live sync uploads it.
 pub const QUIET: Duration = Duration::from_millis(200);
+
+/// How long [`Live::subscribe`] waits for the feed to open before the download goes ahead
+/// without it (a later opening then asks for a full sync, as any fresh start does).
+pub(crate) const CONNECT_WAIT: Duration = Duration::from_secs(2);
 
 /// What the watcher and the feed tell live sync.
 #[derive(Debug)]
@@ -57,6 +61,18 @@ pub struct LivePaths {
     paths: BTreeMap<RelPath, bool>,
 }
 
+/// Paths chosen by the caller: `(path, whether the store changed it)`; a repeated path counts
+/// once, and a store change outranks a local one.
+impl FromIterator<(RelPath, bool)> for LivePaths {
+    fn from_iter<I: IntoIterator<Item = (RelPath, bool)>>(iter: I) -> Self {
+        let mut paths = BTreeMap::new();
+        for (rel, remote) in iter {
+            *paths.entry(rel).or_insert(false) |= remote;
+        }
+        Self { paths }
+    }
+}
+
 impl LivePaths {
     /// How many paths are due.
     pub fn len(&self) -> usize {
@@ -83,6 +99,8 @@ pub struct Live {
     store: MemoryStoreId,
     /// `None` once the feed ended: live sync is off, the interval alone syncs.
     rx: Option<mpsc::UnboundedReceiver<Hint>>,
+    /// Where the engine's watcher sends local hints, until [`StoreSync::attach_live`] takes it.
+    sink: Option<mpsc::UnboundedSender<Hint>>,
     feed: tokio::task::JoinHandle<()>,
     dirty: BTreeMap<RelPath, Dirty>,
     resync: bool,
@@ -95,6 +113,50 @@ impl Drop for Live {
 }
 
 impl Live {
+    /// Subscribes to `store`'s change feed *before* its folder is downloaded, so no change
+    /// committed during the download is missed and no full sync is needed right after it. Waits
+    /// until the feed is open, refused or unsupported (at most [`CONNECT_WAIT`]). Hand the
+    /// result to [`StoreSync::attach_live`] once the engine exists.
+    pub async fn subscribe(client: &Client, store: MemoryStoreId) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut feed = client.subscribe_memory_changes(store.clone(), None);
+        let first = tokio::time::timeout(CONNECT_WAIT, feed.next()).await;
+        let mut live = Self::new(store.clone(), rx, tx.clone(), tokio::spawn(async {}));
+        match first {
+            // Open before the download starts: the download's listing is the fresh start.
+            Ok(FeedEvent::Connected { .. }) => {}
+            // A subscription opens before it hands out changes; were it ever otherwise, a full
+            // sync covers whatever came before.
+            Ok(FeedEvent::Change { .. }) => live.resync = true,
+            Ok(FeedEvent::Unsupported) => {
+                live.stop("the server has no memory change feed");
+                return live;
+            }
+            Ok(FeedEvent::Refused(e)) => {
+                live.stop(&format!("the server refused the memory change feed ({e})"));
+                return live;
+            }
+            // Still opening: the subscription goes on and its opening asks for a full sync.
+            Err(_) => {
+                tracing::debug!(memory_store_id = %store, "the change feed is slow to open; live sync starts with a full sync");
+                drop(feed);
+                live.feed = tokio::spawn(follow_feed(client.subscribe_memory_changes(store, None), tx));
+                return live;
+            }
+        }
+        live.feed = tokio::spawn(follow_feed(feed, tx));
+        live
+    }
+
+    fn new(
+        store: MemoryStoreId,
+        rx: mpsc::UnboundedReceiver<Hint>,
+        sink: mpsc::UnboundedSender<Hint>,
+        feed: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        Self { store, rx: Some(rx), sink: Some(sink), feed, dirty: BTreeMap::new(), resync: false }
+    }
+
     /// Whether live sync still runs (the feed exists and has not been refused).
     pub fn is_running(&self) -> bool {
         self.rx.is_some()
@@ -158,13 +220,13 @@ impl Live {
     fn stop(&mut self, reason: &str) {
         tracing::info!(memory_store_id = %self.store, "{reason}; syncing on the interval only");
         self.rx = None;
+        self.sink = None;
         self.dirty.clear();
     }
 }
 
 /// Follows the store's change feed into `tx` until it ends or `tx` closes.
-async fn follow_feed(client: Client, store: MemoryStoreId, tx: mpsc::UnboundedSender<Hint>) {
-    let mut feed = client.subscribe_memory_changes(store.clone(), None);
+async fn follow_feed(mut feed: ChangeSubscription, tx: mpsc::UnboundedSender<Hint>) {
     loop {
         let hint = match feed.next().await {
             FeedEvent::Connected { resumed: true } => continue,
@@ -202,16 +264,46 @@ impl StoreSync {
     /// Starts live sync: subscribes to the store's change feed and has the watcher report
     /// local changes too (unless the store is read-only: nothing local is ever pushed). Drive
     /// it with [`Live::next`] and [`sync_paths`](Self::sync_paths).
+    ///
+    /// The feed starts from now, so its opening asks for a full sync (changes made since the
+    /// engine last listed the store are only found that way); [`Live::subscribe`] before the
+    /// download avoids that.
     pub fn live(&mut self) -> Live {
         let (tx, rx) = mpsc::unbounded_channel();
-        if !self.cfg.read_only {
-            self.live = Some(tx.clone());
-            if let Some(watch) = &self.watch {
-                watch.set_live(tx.clone());
+        let feed = self.client.subscribe_memory_changes(self.cfg.store_id.clone(), None);
+        let mut live = Live::new(self.cfg.store_id.clone(), rx, tx.clone(), tokio::spawn(follow_feed(feed, tx)));
+        self.attach_live(&mut live);
+        live
+    }
+
+    /// Has the watcher report local changes to `live` (unless the store is read-only: nothing
+    /// local is ever pushed, so only the feed drives it).
+    pub fn attach_live(&mut self, live: &mut Live) {
+        let Some(tx) = live.sink.take() else { return };
+        if self.cfg.read_only {
+            return;
+        }
+        if let Some(watch) = &self.watch {
+            watch.set_live(tx.clone());
+        }
+        self.live = Some(tx);
+    }
+
+    /// Does what [`Live::next`] asked for, and logs the outcome (a failure is left to the
+    /// next full sync, which retries everything).
+    pub async fn run_live(&mut self, work: LiveWork) {
+        let store = self.cfg.store_id.clone();
+        let outcome = match work {
+            LiveWork::FullSync => self.sync(false).await.map(|r| ("synced", r)),
+            LiveWork::Paths(paths) => self.sync_paths(paths).await.map(|r| ("live sync", r)),
+        };
+        match outcome {
+            Ok((what, report)) if report.changed() => tracing::info!(memory_store_id = %store, "{what}: {report}"),
+            Ok((what, _)) => tracing::debug!(memory_store_id = %store, "{what}: no changes"),
+            Err(e) => {
+                tracing::warn!(memory_store_id = %store, "live memory sync failed (the next full sync retries): {e}")
             }
         }
-        let feed = tokio::spawn(follow_feed(self.client.clone(), self.cfg.store_id.clone(), tx));
-        Live { store: self.cfg.store_id.clone(), rx: Some(rx), feed, dirty: BTreeMap::new(), resync: false }
     }
 
     /// What a (re)started watcher sends live hints to.
@@ -326,8 +418,7 @@ mod tests {
 
     fn live() -> (Live, mpsc::UnboundedSender<Hint>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let feed = tokio::spawn(async {});
-        (Live { store: MemoryStoreId::generate(), rx: Some(rx), feed, dirty: BTreeMap::new(), resync: false }, tx)
+        (Live::new(MemoryStoreId::generate(), rx, tx.clone(), tokio::spawn(async {})), tx)
     }
 
     fn paths(work: LiveWork) -> Vec<(String, bool)> {

@@ -5,7 +5,7 @@
 //! first, then reads the whole history and reconciles it, then routes live events; a
 //! *watchdog* task ends the run once the turn has ended and the session stayed idle for
 //! `max_idle`; the caller's task *dispatches* routed calls one at a time, so a call is never run
-//! twice at once and the caller can sync memory between calls.
+//! twice at once, and runs the caller's [`Between`] work (memory syncs) between calls.
 //!
 //! - `routing` — the pure routing state (which calls run, wait or are denied; the idle clock).
 //! - `stream` — the stream task and the watchdog.
@@ -60,15 +60,42 @@ pub enum RunEnd {
     Cancelled,
 }
 
-/// Runs the session until it ends, the idle timeout fires, or `cancel` is cancelled. After
-/// every call it dealt with, `after_call` runs (the worker syncs memory there).
-pub async fn run_session(
+/// What the caller does between tool calls (the worker syncs memory there). It never runs
+/// while a call does.
+pub trait Between {
+    /// Work found while waiting, run by [`run`](Self::run).
+    type Work;
+    /// After every call the runner dealt with.
+    fn after_call(&mut self, call: &Observed) -> impl Future<Output = ()> + Send;
+    /// Resolves when there is work to do before the next call; must be cancel-safe (it is
+    /// dropped whenever a call or the end of the run comes first). Ready work goes before a
+    /// call that is waiting too, so a call sees what was ready when it started.
+    fn ready(&mut self) -> impl Future<Output = Self::Work> + Send;
+    /// Does the work `ready` found (to the end: it is never cancelled).
+    fn run(&mut self, work: Self::Work) -> impl Future<Output = ()> + Send;
+}
+
+/// Nothing between calls.
+impl Between for () {
+    type Work = std::convert::Infallible;
+    async fn after_call(&mut self, _: &Observed) {}
+    async fn ready(&mut self) -> Self::Work {
+        std::future::pending().await
+    }
+    async fn run(&mut self, work: Self::Work) {
+        match work {}
+    }
+}
+
+/// Runs the session until it ends, the idle timeout fires, or `cancel` is cancelled, with the
+/// caller's `between` work after every call it dealt with and whenever that work is ready.
+pub async fn run_session<B: Between>(
     client: &Client,
     session_id: &str,
     tools: &mut Toolset,
     opts: &RunnerOptions,
     cancel: &CancellationToken,
-    mut after_call: impl AsyncFnMut(&Observed),
+    between: &mut B,
 ) -> RunEnd {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared::new(tx));
@@ -85,11 +112,23 @@ pub async fn run_session(
         .max_idle
         .map(|max_idle| tokio::spawn(stream::watchdog(Arc::clone(&shared), max_idle, stop.clone(), Arc::clone(&end))));
 
+    enum Next<W> {
+        Work(W),
+        Call(Option<Dispatch>),
+    }
     let outcome = loop {
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => break RunEnd::Cancelled,
-            next = rx.recv() => next,
+            work = between.ready() => Next::Work(work),
+            next = rx.recv() => Next::Call(next),
+        };
+        let next = match next {
+            Next::Work(work) => {
+                between.run(work).await;
+                continue;
+            }
+            Next::Call(next) => next,
         };
         let Some(dispatch) = next else {
             break end.lock().expect("run end lock").clone().unwrap_or(RunEnd::Terminated);
@@ -105,7 +144,7 @@ pub async fn run_session(
                 Observed { tool_use_id: call.id, name: call.name, posted: false, denied: false, is_error: false }
             }
         };
-        after_call(&observed).await;
+        between.after_call(&observed).await;
     };
     stop.cancel();
     shared.close();

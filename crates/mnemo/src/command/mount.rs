@@ -70,24 +70,32 @@ impl Mount {
         };
         let mut signals = Signals::install()?;
         let started = std::time::Instant::now();
-        let resume = self.resume;
+        let (resume, live) = (self.resume, !self.no_live);
         let open = async move {
             if resume {
                 let mut engine = StoreSync::resume(client, cfg).await?;
                 let report = engine.sync(false).await?;
                 tracing::info!(memory_store_id = %engine.store_id(), "resumed: {report}");
-                Ok::<_, anyhow::Error>(engine)
+                // The feed starts after the sync: its opening asks for one more.
+                let live = live.then(|| engine.live());
+                Ok::<_, anyhow::Error>((engine, live))
             } else {
+                // Subscribed before the download, so nothing committed meanwhile is missed.
+                let mut live = if live { Some(Live::subscribe(&client, cfg.store_id.clone()).await) } else { None };
                 let bar = download_progress();
                 let report = bar.clone().map(|bar| -> ProgressFn { Box::new(move |n| bar.set_position(n as u64)) });
                 let engine = StoreSync::mount_with_progress(client, cfg, report).await;
                 if let Some(bar) = bar {
                     bar.finish_and_clear();
                 }
-                Ok(engine?)
+                let mut engine = engine?;
+                if let Some(live) = &mut live {
+                    engine.attach_live(live);
+                }
+                Ok((engine, live))
             }
         };
-        let mut engine = tokio::select! {
+        let (mut engine, mut live) = tokio::select! {
             opened = open => opened?,
             () = signals.next() => anyhow::bail!("interrupted during the initial download"),
         };
@@ -101,18 +109,10 @@ impl Mount {
 
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut live = (!self.no_live).then(|| engine.live());
         loop {
             tokio::select! {
                 _ = ticker.tick() => full_sync(&mut engine).await,
-                work = next_live(&mut live) => match work {
-                    LiveWork::FullSync => full_sync(&mut engine).await,
-                    LiveWork::Paths(paths) => match engine.sync_paths(paths).await {
-                        Ok(report) if report.changed() => tracing::info!(memory_store_id = %engine.store_id(), "live sync: {report}"),
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(memory_store_id = %engine.store_id(), "live memory sync failed (the next full sync retries): {e}"),
-                    },
-                },
+                work = next_live(&mut live) => engine.run_live(work).await,
                 () = signals.next() => break,
             }
         }

@@ -50,6 +50,12 @@ struct Common {
     #[arg(long, env = "ANTHROPIC_MEMORY_SYNC_DELETIONS", value_enum, default_value_t = Deletions::Enabled)]
     memory_sync_deletions: Deletions,
 
+    /// Sync memory on the interval only: no change feed, no upload right after a local edit.
+    /// Live sync is on by default where the server has a feed (`mnemo serve`) and off by itself
+    /// where it has none (the hosted API).
+    #[arg(long, env = "MNEMO_NO_LIVE")]
+    no_live: bool,
+
     /// Do not mount memory stores (sessions run without them).
     #[arg(long, env = "ANTHROPIC_NO_MEMORY")]
     no_memory: bool,
@@ -94,6 +100,7 @@ impl Common {
         cfg.max_idle = self.max_idle.0;
         cfg.memory_sync_interval = (!self.no_memory).then_some(self.memory_sync_interval);
         cfg.memory_sync_deletions = self.memory_sync_deletions.into();
+        cfg.memory_live = !self.no_live;
         if let Some(dir) = &self.state_dir {
             cfg.state_dir = std::path::absolute(dir)?;
         }
