@@ -118,23 +118,33 @@ class Api:
         }
 
     def call(self, method: str, path: str, body: Any = None, query: Optional[dict] = None) -> Any:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         full = f"{path}?{urlencode(query, doseq=True)}" if query else path
         headers = self.headers(path)
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["content-type"] = "application/json"
-        try:
-            conn.request(method, full, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.local.conn = None
-            raise
+        for attempt in (0, 1):
+            conn = getattr(self.local, "conn", None)
+            reused = conn is not None
+            if conn is None:
+                conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+            try:
+                conn.request(method, full, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                self.local.conn = None
+                # A kept-alive connection the server closed while it sat idle: the request
+                # never reached it, so it is sent once more on a fresh connection.
+                if not reused or attempt == 1:
+                    raise
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                raise
         if resp.status >= 300:
             raise RuntimeError(f"{method} {path}: {resp.status} {raw[:300]!r}")
         return json.loads(raw)

@@ -18,7 +18,21 @@
 //!   or delete the targeted memory just before the request arrives (the 404/409 rows of §6.7 and
 //!   §6.9);
 //! - a crash: the engine is dropped without flush or dispose and `StoreSync::resume` takes the
-//!   folder over from its journal (and must refuse a folder without this store's marker).
+//!   folder over from its journal (and must refuse a folder without this store's marker);
+//! - live (the live properties only, about a third of their operations): a live sync,
+//!   `StoreSync::sync_paths`, of one to four notifications — alphabet paths, each flagged as named
+//!   by the store's change feed or by the watcher, and the folders `d`, `d/e`, `ln` flagged by the
+//!   watcher (a folder stands for the files below it). Notifications are stale or duplicated as
+//!   they come: a path with no change on either side, the same path twice (once from each
+//!   source), a remote change whose notification never comes (the path is flagged local only and
+//!   its file is unchanged, so the live sync rightly skips it: the next full sync finds it);
+//!   remote changes arriving *during* a live sync are the `RaceUpdate` / `RaceDelete` faults armed
+//!   before it. An **edit in flight**: with some live syncs, the agent writes one of that sync's
+//!   paths (`FaultKind::RaceLocal`, done by the fault layer) the moment the sync's next-but-`n`
+//!   request arrives — after the path was hashed, between the listings, or while its upload or
+//!   fetch is in flight (a fetch's edit lands on the fetched file: fetches run concurrently); an
+//!   edit no request met is not made. A **feed gap** (the feed reconnected without a cursor) is the
+//!   full sync `run_live(LiveWork::FullSync)` runs.
 //!
 //! Then faults are disarmed and the engine syncs until two syncs in a row change nothing; then a
 //! final sync (a second one must fail), a flush (which must do nothing) and a dispose (which must
@@ -35,6 +49,21 @@
 //!   change the converged result (a lost upload followed by a remote deletion re-creates the file,
 //!   where the delivered upload would have been deleted; a recovery whose listing fails has
 //!   already reset the baseline, so later edits meet the remote version as "both changed").
+//!   A live sync is modelled as `sync/live.rs` documents it (`Sim::sync_paths`): the full sync's
+//!   table restricted to the notified paths — hashed before the listings, one listing per folder
+//!   (the exact requests, `Key::ListFolder`), only those paths' unsettled uploads settled, a path
+//!   only the watcher flagged dropped when its file is gone or holds the baseline, removals and
+//!   pulls re-checked against the file as it is then (an edit in flight wins over both), and a
+//!   local deletion keeping its baseline instead of being sent.
+//! - **A live sync is a full sync, withheld deletions excepted** (live properties): after a
+//!   live sync that met no fault (edits in flight included), at every path it reconciled, the
+//!   server, the folder, the baseline, the refused and the unsettled digests are what a full sync
+//!   from the same moment (run on a copy of the model) would leave — except a local deletion,
+//!   where the memory, the missing file and the baseline stay as they were. The engine matched
+//!   the model exactly, and the model's full sync is what the other properties hold the engine's
+//!   full sync to, so this is the engine's live sync against the interval-only engine's sync.
+//!   Not checked when a full sync would have found the folder wiped (§6.6 step 5; live sync never
+//!   recovers), and not at the paths it did not reconcile (they wait for the next sync).
 //! - **Remote acknowledged writes are never lost silently** (model-free): once an API write of `W`
 //!   at `p` returned, the engine replaces `W` on the server only after `W` reached the folder (or
 //!   `W` was what both sides last agreed on, or exactly the bytes of an upload of unknown
@@ -56,18 +85,32 @@
 //! After the quiet convergence both sides agree exactly: every regular UTF-8 file equals the memory
 //! at its path and vice versa, except at paths the engine cannot reach without crossing a symlink
 //! and files holding refused (non-UTF-8) bytes; every remote and local change has been resolved.
+//! In the live properties the convergence (full syncs) starts from whatever the live syncs left,
+//! and the model predicts every one of its syncs exactly, so a live run converges to exactly what
+//! the model's interval-only engine converges to from the state the live syncs left. That is
+//! *not* the state a twin run with every live sync replaced by a full sync converges to, even
+//! without faults: a live sync of `P` leaves the baseline of the other paths alone, and a later
+//! remote change meets that older baseline (a file edited, a live sync of another path, the
+//! memory deleted remotely: the live run re-creates the memory from the edited file, row 5,
+//! where the twin would have uploaded the edit and then removed the file, row 4). Both keep every
+//! edit or report its loss, so the properties check the per-sync equivalence above instead.
 //!
-//! Both properties run the same operations and checks, one with the engine's filesystem watcher
-//! off (every sync walks the folder) and one with it on (the production default: syncs patch
-//! their previous view with the watcher's hints). `replay` can also run a case against the
-//! model-free checks alone (`Mode::exact` off), which the watcher's focused tests do.
+//! The two interval properties run the same operations and checks, one with the engine's
+//! filesystem watcher off (every sync walks the folder) and one with it on (the production
+//! default: syncs patch their previous view with the watcher's hints); the two live properties
+//! add the live operations, again with the watcher off and on (live sync hashes its paths itself;
+//! the full syncs around it use the watcher's view). An edit in flight is a local edit like any
+//! other for the model-free invariants; a remote change the file showed just before the edit
+//! landed had reached the folder. `replay` can also run a case against the model-free checks
+//! alone (`Mode::exact` off, live operations refused), which the watcher's focused tests do.
 //!
 //! Engine bugs the properties found have focused regression tests at the end of this file; all
 //! of them are fixed. `MODEL_AVOID_KNOWN_BUGS=1` makes the watcher property steer around the
 //! untrusted-folder cases that found the last two (`Mode::avoid_known_bugs`), for bisecting.
 //!
-//! Cases: 1,000 (watcher off) + 250 (watcher on) by default, about 25 s in a debug build on two cores;
-//! `PROPTEST_CASES` sets both; `-- --nocapture` prints what the cases covered. Long run:
+//! Cases: 1,000 (watcher off) + 250 (watcher on) + 400 (live, watcher off) + 100 (live, watcher
+//! on) by default, about 40 s for the whole test binary in a debug build on two cores (nextest);
+//! `PROPTEST_CASES` sets all four; `-- --nocapture` prints what the cases covered. Long run:
 //!
 //! ```text
 //! PROPTEST_CASES=10000 cargo test -p mnemo-sync --test model --release
@@ -86,9 +129,9 @@ use std::time::Duration;
 
 use axum::http::Method;
 use mnemo_api::{CreateMemoryStore, MemoryStoreId, UpdateMemory, View};
-use mnemo_sync::fs::{MARKER_NAME, marker_text};
+use mnemo_sync::fs::{MARKER_NAME, RelPath, marker_text};
 use mnemo_sync::sync::journal::journal_path;
-use mnemo_sync::{MountError, StoreConfig, StoreSync, SyncError, SyncReport};
+use mnemo_sync::{LivePaths, MountError, StoreConfig, StoreSync, SyncError, SyncReport};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 
@@ -96,6 +139,8 @@ use harness::{Entry, FaultKind, Harness, LogLine, RACED, Raced, Seen};
 use sim::{Counts, Key, LINK_DIR, Sim};
 
 const PATHS: [&str; 5] = ["a.md", "b.md", "d/c.md", "d/e/f.md", "ln/secret.txt"];
+/// What a live sync may be handed: the paths, and the folders a watcher may flag as a whole.
+const LIVE_PATHS: [&str; 8] = ["a.md", "b.md", "d/c.md", "d/e/f.md", "ln/secret.txt", "d", "d/e", LINK_DIR];
 const CONTENTS: [&str; 6] = ["", "x", "y\n", "hello world\n", "é😀 ünï", "x\r\n"];
 /// The content of the files outside the folder; it must never reach the server.
 const SECRET: &str = "SENTINEL-SECRET-must-never-be-synced";
@@ -144,6 +189,24 @@ enum Op {
     Crash,
     /// Wait this many milliseconds (lets the watcher's hints arrive; focused tests only).
     Pause(u64),
+    /// A live sync (`StoreSync::sync_paths`) of these paths, each flagged as named by the
+    /// store's change feed (`true`) or by the watcher (`false`; a folder is always flagged so),
+    /// with an edit in flight if given. Stale and duplicate notifications are paths with
+    /// nothing to do, or the same path twice.
+    Live(Vec<(&'static str, bool)>, Option<InFlight>),
+    /// The change feed reconnected without a cursor: `run_live(LiveWork::FullSync)`, a full sync.
+    FeedGap,
+}
+
+/// An edit the agent makes while a live sync runs: `content` written to `path` (a path of that
+/// live sync) the moment the engine's next-but-`skip` request of that sync arrives — or, if that
+/// request is a fetch, to the fetched memory's file (`FaultKind::RaceLocal`). If the sync makes
+/// fewer requests, the edit is not made.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    skip: u8,
+    path: &'static str,
+    content: &'static str,
 }
 
 #[derive(Debug, Clone)]
@@ -183,10 +246,38 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The live operations: live syncs (with or without an edit in flight) and feed gaps.
+fn live_op() -> impl Strategy<Value = Op> {
+    let entry = (prop::sample::select(&LIVE_PATHS[..]), any::<bool>())
+        .prop_map(|(p, remote)| (p, remote && PATHS.contains(&p)));
+    let entries = move || prop::collection::vec(entry.clone(), 1..5);
+    let in_flight = (entries(), 0u8..4, any::<prop::sample::Index>(), prop::sample::select(&CONTENTS[..])).prop_map(
+        |(paths, skip, i, content)| {
+            let files: Vec<&'static str> = paths.iter().map(|(p, _)| *p).filter(|p| PATHS.contains(p)).collect();
+            let path = if files.is_empty() { PATHS[i.index(PATHS.len())] } else { files[i.index(files.len())] };
+            Op::Live(paths, Some(InFlight { skip, path, content }))
+        },
+    );
+    prop_oneof![
+        6 => entries().prop_map(|paths| Op::Live(paths, None)),
+        4 => in_flight,
+        2 => Just(Op::FeedGap),
+    ]
+}
+
 fn scenario() -> impl Strategy<Value = Scenario> {
+    scenario_of(op().boxed())
+}
+
+/// Scenarios whose operations include the live ones (about a third of them).
+fn live_scenario() -> impl Strategy<Value = Scenario> {
+    scenario_of(prop_oneof![2 => op(), 1 => live_op()].boxed())
+}
+
+fn scenario_of(op: BoxedStrategy<Op>) -> impl Strategy<Value = Scenario> {
     (
         prop::collection::btree_map(prop::sample::select(&PATHS[..]), prop::sample::select(&CONTENTS[..]), 0..4),
-        prop::collection::vec(op(), 5..25),
+        prop::collection::vec(op, 5..25),
         any::<bool>(),
     )
         .prop_map(|(initial, ops, end_untrusted)| Scenario { initial, ops, end_untrusted })
@@ -466,7 +557,7 @@ impl Intents {
 
     /// Checks and resolves the intents after an engine call.
     fn after_engine_call(&mut self, o: &Observed<'_>) -> Result<(), String> {
-        let Observed { call, reconciled, recovered, server: after, local, logs, uncertain } = *o;
+        let Observed { call, reconciled, recovered, server: after, local, logs, uncertain, scope } = *o;
         if recovered {
             self.agreed.clear();
         }
@@ -558,7 +649,7 @@ impl Intents {
         }
         if reconciled {
             // A failed call changed nothing the engine knows (except a recovery's reset).
-            self.agree(after, local, uncertain, call == Call::Flush);
+            self.agree(after, local, uncertain, call == Call::Flush, scope);
         }
         self.user_deleted.retain(|p| !has_file(local, p));
         Ok(())
@@ -566,10 +657,21 @@ impl Intents {
 
     /// Records what the engine's baseline now is, as far as both sides show it. A flush only
     /// moves the baseline of the files it uploads or adopts (it pulls and deletes nothing, and
-    /// keeps the baseline of a file it fails to create).
-    fn agree(&mut self, server: &BTreeMap<String, String>, local: &Folder, uncertain: &BTreeSet<String>, flush: bool) {
+    /// keeps the baseline of a file it fails to create). A live sync moves only the baseline of
+    /// the paths it reconciled (`scope`).
+    fn agree(
+        &mut self,
+        server: &BTreeMap<String, String>,
+        local: &Folder,
+        uncertain: &BTreeSet<String>,
+        flush: bool,
+        scope: Option<&BTreeSet<String>>,
+    ) {
         let paths: BTreeSet<String> = server.keys().chain(local.keys()).chain(self.agreed.keys()).cloned().collect();
         for path in paths {
+            if scope.is_some_and(|s| !s.contains(&path)) {
+                continue;
+            }
             if uncertain.contains(&path) {
                 self.agreed.insert(path, Agreed::Unknown);
                 continue;
@@ -604,6 +706,8 @@ struct Observed<'a> {
     /// Paths whose upload or deletion landed but whose answer was lost (or whose pull the
     /// engine declined to write): the engine's baseline did not follow what both sides show.
     uncertain: &'a BTreeSet<String>,
+    /// For a live sync: the paths it reconciled (the others keep their baseline).
+    scope: Option<&'a BTreeSet<String>>,
 }
 
 /// What both sides last held at the end of an engine call: the engine's baseline, as far as
@@ -639,6 +743,8 @@ enum Call {
     Sync,
     Final,
     Flush,
+    /// `sync_paths` of [`Case::live`].
+    Live,
 }
 
 struct Case<'h> {
@@ -661,6 +767,8 @@ struct Case<'h> {
     sentinel: BTreeMap<String, Vec<u8>>,
     /// What happened so far, for failure messages.
     trace: Vec<String>,
+    /// The paths of the live sync [`Call::Live`] runs (path → named by the change feed).
+    live: BTreeMap<String, bool>,
 }
 
 /// How a case runs.
@@ -705,6 +813,7 @@ async fn run_case(h: &Harness, scenario: &Scenario, mode: Mode) -> Result<(), St
     }
     h.faults.disarm();
     h.faults.take_seen();
+    h.faults.set_root(&root);
     let cfg = StoreConfig { delete_window: Duration::ZERO, watch, ..StoreConfig::new(store.clone(), &root) };
     let engine = StoreSync::mount(h.engine_client(), cfg.clone()).await.map_err(|e| e.to_string())?;
     h.faults.take_seen();
@@ -729,6 +838,7 @@ async fn run_case(h: &Harness, scenario: &Scenario, mode: Mode) -> Result<(), St
         intents,
         sentinel,
         trace: Vec::new(),
+        live: BTreeMap::new(),
     };
     let outcome = case.run(&scenario.ops, scenario.end_untrusted).await;
     if let Some(engine) = case.engine.take() {
@@ -787,6 +897,27 @@ impl Case<'_> {
             Op::Pause(ms) => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Ok(())
+            }
+            Op::Live(ref paths, in_flight) => {
+                if !self.exact {
+                    return Err("live syncs are checked against the exact model only".into());
+                }
+                // The engine's own `LivePaths` from the notifications; the model dedups alike
+                // (a repeated path counts once, a store change outranks a local one).
+                self.live.clear();
+                for &(path, remote) in paths {
+                    *self.live.entry(path.to_owned()).or_insert(false) |= remote;
+                }
+                if let Some(InFlight { skip, path, content }) = in_flight {
+                    self.h.faults.arm(usize::from(skip), FaultKind::RaceLocal(path, content));
+                }
+                self.call(Call::Live).await.map(drop)
+            }
+            Op::FeedGap => {
+                // `run_live(LiveWork::FullSync)` is `sync(false)`, its report logged; the test
+                // needs the report.
+                stat("live: feed gap (full sync)");
+                self.call(Call::Sync).await.map(drop)
             }
         }
     }
@@ -889,20 +1020,37 @@ impl Case<'_> {
     async fn call(&mut self, call: Call) -> Result<Option<SyncReport>, String> {
         let store = self.store.to_string();
         let untrusted = self.untrusted_with_files()?;
+        let mut scope: Option<BTreeSet<String>> = None;
         let marker_before = std::fs::read(self.root.join(MARKER_NAME)).ok();
         let engine = self.engine.as_mut().expect("an engine");
         let result = match call {
             Call::Sync => engine.sync(false).await,
             Call::Final => engine.sync(true).await,
             Call::Flush => engine.flush().await,
+            Call::Live => {
+                let paths = self.live.iter().map(|(p, &remote)| (RelPath::parse(p).expect("a path"), remote));
+                engine.sync_paths(paths.collect::<LivePaths>()).await
+            }
         };
+        if call == Call::Live {
+            self.h.faults.cancel_local_races();
+        }
         let seen = self.h.faults.take_seen();
         let logs = harness::take_logs(&store);
         stat(match call {
             Call::Sync => "call: sync",
             Call::Final => "call: final sync",
             Call::Flush => "call: flush",
+            Call::Live => "call: live sync",
         });
+        if call == Call::Live {
+            stat_n("live: paths", self.live.len());
+            stat_n("live: paths named by the feed", self.live.values().filter(|r| **r).count());
+            stat_n("live: folders flagged", self.live.keys().filter(|p| !PATHS.contains(&p.as_str())).count());
+            if seen.is_empty() {
+                stat("live: no request");
+            }
+        }
         match &result {
             Ok(r) => {
                 stat_n("report: pulled", r.pulled);
@@ -929,7 +1077,12 @@ impl Case<'_> {
                     (FaultKind::LoseResponse, Key::Get(_)) => "fault: response lost, fetch",
                     (FaultKind::LoseResponse, Key::Create(_) | Key::Update(_)) => "fault: response lost, upload",
                     (FaultKind::LoseResponse, _) => "fault: response lost, delete",
+                    (FaultKind::RaceUpdate | FaultKind::RaceDelete, _) if call == Call::Live => {
+                        "fault: race armed, during a live sync"
+                    }
                     (FaultKind::RaceUpdate | FaultKind::RaceDelete, _) => "fault: race armed",
+                    (FaultKind::RaceLocal(..), _) if s.wrote_locally.is_some() => "live: edit in flight landed",
+                    (FaultKind::RaceLocal(..), _) => "live: edit in flight not made (symlink)",
                 });
             }
         }
@@ -1001,9 +1154,11 @@ impl Case<'_> {
             };
             let faults: BTreeMap<Key, FaultKind> =
                 seen.iter().filter_map(|s| s.fault.map(|f| (key_of(s, &self.ids), f))).collect();
+            let before = self.sim.clone();
             let predicted = match call {
                 Call::Sync | Call::Final => self.sim.sync(&faults),
                 Call::Flush => self.sim.flush(&faults),
+                Call::Live => self.sim.sync_paths(&self.live, &faults),
             };
             let got = result.as_ref().map(Counts::from).map_err(|_| ());
             if got != predicted.result {
@@ -1016,10 +1171,35 @@ impl Case<'_> {
                 return Err(format!("the server holds {after:?}, the model expects {:?}", self.sim.server));
             }
             self.check_local_matches_model()?;
+            if call == Call::Live {
+                if faults.is_empty() {
+                    self.check_live_is_a_full_sync(&before, &predicted.reconciled)?;
+                }
+                scope = Some(predicted.reconciled);
+            }
         }
 
         // The other writer's moves during the call, as if made just before the requests they
         // raced: acknowledged remote changes like any other.
+        // The agent's edits in flight, as the local edits they are. What the file held just
+        // before is what reached the folder by then: a remote change it shows was not lost, the
+        // agent overwrote it (as any later edit may).
+        for s in &seen {
+            if let (Some(FaultKind::RaceLocal(_, content)), Some((path, replaced))) = (s.fault, &s.wrote_locally) {
+                let shown = replaced.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+                match self.intents.remote.get(path) {
+                    Some(Intent::Wrote(w)) if shown.as_ref() == Some(w) => {
+                        self.intents.remote.remove(path);
+                    }
+                    Some(Intent::Deleted) if replaced.is_none() => {
+                        self.intents.remote.remove(path);
+                    }
+                    _ => {}
+                }
+                let action = FsAction::Write(path.clone(), content.as_bytes().to_vec());
+                self.intents.on_local(&BTreeMap::new(), &action);
+            }
+        }
         let mut before = self.server.clone();
         let mut uncertain = BTreeSet::new();
         for s in &seen {
@@ -1064,6 +1244,10 @@ impl Case<'_> {
         if seen.iter().any(|s| s.fault.is_none() && key_of(s, &self.ids) == Key::ListBasic) {
             self.intents.unsettled.clear();
         }
+        // A live sync settles the paths it reconciled, once all its listings answered.
+        if let (Some(scope), Ok(_)) = (&scope, &result) {
+            self.intents.unsettled.retain(|p, _| !scope.contains(p));
+        }
         for s in seen.iter().filter(|s| s.fault.is_some()) {
             if let (Key::Create(p) | Key::Update(p), Some(content)) = (key_of(s, &self.ids), &s.body_content) {
                 self.intents.unsettled.insert(p, content.clone());
@@ -1087,10 +1271,60 @@ impl Case<'_> {
             local: local.as_ref().unwrap_or(&BTreeMap::new()),
             logs: &logs,
             uncertain: &uncertain,
+            scope: scope.as_ref(),
         })?;
         self.server = after;
         self.ids = ids;
         Ok(result.ok())
+    }
+
+    /// The equivalence of a live sync that met no fault: at every path it reconciled, the server,
+    /// the folder and the baseline hold what a full sync from the same moment (`before`, run on
+    /// a copy of the model) leaves there — except that a local deletion is withheld: the memory
+    /// stays, the file stays gone, the baseline stays. (The engine's live sync already matched
+    /// the model exactly; the model's full sync is what the other properties hold the engine's
+    /// full sync to.)
+    fn check_live_is_a_full_sync(&self, before: &Sim, reconciled: &BTreeSet<String>) -> Result<(), String> {
+        if reconciled.is_empty() {
+            return Ok(());
+        }
+        let mut full = before.clone();
+        let outcome = full.sync(&BTreeMap::new());
+        if outcome.result.as_ref().is_ok_and(|c| c.recovered) {
+            // A full sync would have taken the empty folder for a wipe; live sync never does.
+            stat("live: equivalence not checked (a full sync would recover)");
+            return Ok(());
+        }
+        stat("live: equivalence with a full sync checked");
+        let live = &self.sim;
+        for path in reconciled {
+            let withheld = before.server.contains_key(path)
+                && !full.server.contains_key(path)
+                && !matches!(before.local.get(path), Some(Entry::File(_)));
+            let (server, local, baseline) = if withheld {
+                stat("live: local deletion withheld");
+                (before.server.get(path), before.local.get(path), before.state.baseline.get(path))
+            } else {
+                (full.server.get(path), full.local.get(path), full.state.baseline.get(path))
+            };
+            let got = (live.server.get(path), live.local.get(path), live.state.baseline.get(path));
+            if got != (server, local, baseline) {
+                return Err(format!(
+                    "the live sync left {path} as (server, folder, baseline) {got:?}, a full sync would leave {:?}{}",
+                    (server, local, baseline),
+                    if withheld { " (its local deletion withheld)" } else { "" },
+                ));
+            }
+            let side = |sim: &Sim| (sim.state.refused.get(path).cloned(), sim.state.unsettled.get(path).cloned());
+            if side(live) != side(&full) {
+                return Err(format!(
+                    "the live sync left {path} (refused, unsettled) {:?}, a full sync would leave {:?}",
+                    side(live),
+                    side(&full)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the folder carries this store's marker.
@@ -1274,6 +1508,10 @@ fn key_of(seen: &Seen, ids: &BTreeMap<String, String>) -> Key {
         return Key::Other(format!("{} {}", seen.method, seen.path));
     };
     match (seen.method.clone(), rest.strip_prefix('/')) {
+        (Method::GET, None) if seen.query.contains("path_prefix=") => {
+            let prefix = seen.query.split('&').find_map(|kv| kv.strip_prefix("path_prefix=")).unwrap_or("?");
+            Key::ListFolder(prefix.replace("%2F", "/").replace("%2f", "/"))
+        }
         (Method::GET, None) if seen.query.contains("view=full") => Key::ListFull,
         (Method::GET, None) => Key::ListBasic,
         (Method::POST, None) => {
@@ -1317,7 +1555,7 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
-fn run_property(exact: bool, watch: bool, default_cases: u32) {
+fn run_property(exact: bool, watch: bool, live: bool, default_cases: u32) {
     let mode = Mode { exact, watch, avoid_known_bugs: std::env::var_os("MODEL_AVOID_KNOWN_BUGS").is_some() };
     let rt = runtime();
     let h = rt.block_on(Harness::start());
@@ -1331,8 +1569,14 @@ fn run_property(exact: bool, watch: bool, default_cases: u32) {
         "/proptest-regressions/model.txt"
     ))));
     let mut runner = TestRunner::new(config);
-    let outcome = runner.run(&scenario(), |s| rt.block_on(run_case(&h, &s, mode)).map_err(TestCaseError::fail));
-    print_stats(if watch { "watcher on" } else { "watcher off" });
+    let check = |s: Scenario| rt.block_on(run_case(&h, &s, mode)).map_err(TestCaseError::fail);
+    let outcome = if live { runner.run(&live_scenario(), check) } else { runner.run(&scenario(), check) };
+    print_stats(match (live, watch) {
+        (true, true) => "live sync, watcher on",
+        (true, false) => "live sync, watcher off",
+        (false, true) => "watcher on",
+        (false, false) => "watcher off",
+    });
     if let Err(e) = outcome {
         panic!("{e}\n{runner}");
     }
@@ -1340,12 +1584,22 @@ fn run_property(exact: bool, watch: bool, default_cases: u32) {
 
 #[test]
 fn the_engine_follows_the_model() {
-    run_property(true, false, 1000);
+    run_property(true, false, false, 1000);
 }
 
 #[test]
 fn with_the_watcher_the_engine_follows_the_model() {
-    run_property(true, true, 250);
+    run_property(true, true, false, 250);
+}
+
+#[test]
+fn with_live_sync_the_engine_follows_the_model() {
+    run_property(true, false, true, 400);
+}
+
+#[test]
+fn with_live_sync_and_the_watcher_the_engine_follows_the_model() {
+    run_property(true, true, true, 100);
 }
 
 const WATCH_OFF: bool = false;
@@ -1368,6 +1622,35 @@ fn a_lost_upload_answer_settles_without_a_second_upload() {
         WATCH_OFF,
         &[("a.md", "x")],
         vec![Write("a.md", "y\n"), Fault(FaultKind::LoseResponse, 1), Sync, Crash, Sync],
+    )
+    .unwrap();
+}
+
+/// A live sync named by the feed for a file deleted locally leaves the memory and the baseline
+/// alone; the next full sync sends the deletion.
+#[test]
+fn a_live_sync_withholds_a_local_deletion() {
+    use Op::*;
+    replay(WATCH_OFF, &[("a.md", "x")], vec![Delete("a.md"), Live(vec![("a.md", true), ("a.md", false)], None), Sync])
+        .unwrap();
+}
+
+/// The agent overwrites a file while its live sync lists the folder: the sync decides on the
+/// bytes it hashed (both sides held the remote write: row 11), and the edit is uploaded by the
+/// next sync. The remote write had reached the folder before the edit, so it is not lost.
+#[test]
+fn an_edit_in_flight_over_a_remote_write_the_folder_showed() {
+    use Op::*;
+    let in_flight = InFlight { skip: 0, path: "b.md", content: "" };
+    replay(
+        WATCH_OFF,
+        &[],
+        vec![
+            RemoteWrite("b.md", "hello world\n"),
+            Write("b.md", "hello world\n"),
+            Live(vec![("b.md", false)], Some(in_flight)),
+            Sync,
+        ],
     )
     .unwrap();
 }

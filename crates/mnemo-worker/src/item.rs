@@ -194,8 +194,11 @@ struct MemoryBetween<'a>(Option<&'a mut Memory>);
 impl runner::Between for MemoryBetween<'_> {
     type Work = (usize, mnemo_sync::LiveWork);
 
-    async fn after_call(&mut self, _: &runner::Observed) {
+    async fn after_call(&mut self, call: &runner::Observed) {
         if let Some(m) = self.0.as_deref_mut() {
+            if let Some(path) = &call.wrote {
+                m.wrote(path);
+            }
             m.sync_if_due().await;
         }
     }

@@ -14,7 +14,7 @@ use futures::future::join_all;
 use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
-use mnemo_sync::fs::atomic_write;
+use mnemo_sync::fs::{RelPath, atomic_write};
 use mnemo_sync::{DeletionMode, Live, LiveWork, MountError, StoreConfig, StoreSync, Teardown};
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +100,8 @@ struct Mounted {
     read_only: bool,
     /// The store's live sync, unless it is off (`--no-live`) or the server has no feed.
     live: Option<Live>,
+    /// The folder with symlinks resolved, as the file tools report the paths they wrote.
+    real_root: PathBuf,
 }
 
 /// The mounted stores of one session.
@@ -179,7 +181,10 @@ impl Memory {
         let mut failure = None;
         for (m, mounted) in mounts.iter().zip(join_all(downloads).await) {
             match mounted {
-                Ok((sync, live)) => memory.stores.push(Mounted { sync, read_only: m.read_only, live }),
+                Ok((sync, live)) => {
+                    let real_root = std::fs::canonicalize(sync.root()).unwrap_or_else(|_| sync.root().to_path_buf());
+                    memory.stores.push(Mounted { sync, read_only: m.read_only, live, real_root })
+                }
                 // The first failure in resource order is the one reported.
                 Err(e) => {
                     failure.get_or_insert(e);
@@ -226,6 +231,18 @@ impl Memory {
             return std::future::pending().await;
         }
         futures::future::select_all(waits).await.0
+    }
+
+    /// A tool call wrote `path` in full: if it lies in a live store, that file is due for upload
+    /// now rather than after the watcher's quiet period.
+    pub fn wrote(&mut self, path: &Path) {
+        for s in self.stores.iter_mut().filter(|s| !s.read_only) {
+            let (Ok(rel), Some(live)) = (path.strip_prefix(&s.real_root), s.live.as_mut()) else { continue };
+            if let Some(rel) = rel.to_str().and_then(|r| RelPath::parse(r).ok()) {
+                live.written(rel);
+            }
+            return;
+        }
     }
 
     /// Runs one store's live work (between tool calls, so no call sees a half-done pull).

@@ -90,6 +90,8 @@ impl LivePaths {
 struct Dirty {
     due: Instant,
     remote: bool,
+    /// Due now whatever the watcher says next ([`Live::written`], or a store change).
+    pinned: bool,
 }
 
 /// The dirty set of one store's live sync, fed by its change feed (a task following
@@ -199,18 +201,30 @@ impl Live {
         }
     }
 
+    /// The caller wrote `rel` in full and knows it is complete (a worker's `write` or `edit`
+    /// call): it is due now, without the quiet period meant for writers the engine cannot see
+    /// finish. Nothing happens once live sync is off.
+    pub fn written(&mut self, rel: RelPath) {
+        if self.rx.is_none() {
+            return;
+        }
+        let entry = self.dirty.entry(rel).or_insert(Dirty { due: Instant::now(), remote: false, pinned: true });
+        entry.due = Instant::now();
+        entry.pinned = true;
+    }
+
     fn add(&mut self, hint: Hint) {
         let now = Instant::now();
         match hint {
             Hint::Local(rel) => {
-                let entry = self.dirty.entry(rel).or_insert(Dirty { due: now + QUIET, remote: false });
-                // Every further write restarts the quiet period; a remote change stays due now.
-                if !entry.remote {
+                let entry = self.dirty.entry(rel).or_insert(Dirty { due: now + QUIET, remote: false, pinned: false });
+                // Every further write restarts the quiet period; a pinned path stays due now.
+                if !entry.pinned {
                     entry.due = now + QUIET;
                 }
             }
             Hint::Remote(rel) => {
-                self.dirty.insert(rel, Dirty { due: now, remote: true });
+                self.dirty.insert(rel, Dirty { due: now, remote: true, pinned: true });
             }
             Hint::Resync => self.resync = true,
             Hint::Ended(reason) => self.stop(&reason),
@@ -456,6 +470,18 @@ mod tests {
         tx.send(Hint::Resync).unwrap();
         assert!(matches!(live.next().await, LiveWork::FullSync));
         assert_eq!(paths(live.next().await), [("c.md".to_owned(), true)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_written_in_full_is_due_at_once_whatever_the_watcher_says() {
+        let (mut live, tx) = live();
+        let start = Instant::now();
+        tx.send(Hint::Local(rel("w.md"))).unwrap();
+        live.written(rel("w.md"));
+        // The watcher's late event for the same write must not push it back.
+        tx.send(Hint::Local(rel("w.md"))).unwrap();
+        assert_eq!(paths(live.next().await), [("w.md".to_owned(), false)]);
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

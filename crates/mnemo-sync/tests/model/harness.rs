@@ -1,9 +1,10 @@
 //! The machinery of the model test: an in-process server whose engine-facing listener can lose
-//! requests or responses on demand, a capture of the engine's log lines, and snapshots of folders.
+//! requests or responses on demand, race them with another writer or with an edit of the agent
+//! in the folder, a capture of the engine's log lines, and snapshots of folders.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use axum::body::Body;
@@ -34,6 +35,12 @@ pub(crate) enum FaultKind {
     /// Just before the request reaches the server, another writer deletes the memory it targets
     /// (nothing for a creation).
     RaceDelete,
+    /// An edit in flight: just before the request reaches the server, the agent writes this
+    /// content to the file at this path of the case's folder ([`Faults::set_root`]); when the
+    /// request is a fetch, to the fetched memory's file instead (fetches run concurrently, so
+    /// only the fetched path's fate is determined). Nothing is written through a symlink or into
+    /// a folder that is gone. The request itself goes through.
+    RaceLocal(&'static str, &'static str),
 }
 
 /// What the other writer of a race writes.
@@ -60,6 +67,8 @@ pub(crate) struct Seen {
     pub(crate) fault: Option<FaultKind>,
     /// What a race fault's other writer did (nothing for a listing).
     pub(crate) raced: Option<Raced>,
+    /// The file a [`FaultKind::RaceLocal`] wrote, if it wrote one, and what it held before.
+    pub(crate) wrote_locally: Option<(String, Option<Vec<u8>>)>,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +78,8 @@ struct FaultState {
     /// One slot per coming engine request: `None` lets it through.
     schedule: VecDeque<Option<FaultKind>>,
     seen: Vec<Seen>,
+    /// The folder a [`FaultKind::RaceLocal`] writes into.
+    root: Option<PathBuf>,
 }
 
 /// The fault schedule of the engine's listener and the log of what went through it.
@@ -91,8 +102,23 @@ impl Faults {
         self.lock().racer = Some(racer);
     }
 
+    /// The folder of the case that runs now (the target of [`FaultKind::RaceLocal`]).
+    pub(crate) fn set_root(&self, root: &Path) {
+        self.lock().root = Some(root.to_path_buf());
+    }
+
     pub(crate) fn disarm(&self) {
         self.lock().schedule.clear();
+    }
+
+    /// Drops the edits in flight no request met (they belong to the call that armed them), and
+    /// the slots that only led up to them.
+    pub(crate) fn cancel_local_races(&self) {
+        let mut s = self.lock();
+        s.schedule.retain(|slot| !matches!(slot, Some(FaultKind::RaceLocal(..))));
+        while s.schedule.back() == Some(&None) {
+            s.schedule.pop_back();
+        }
     }
 
     /// The engine requests since the last call, in arrival order.
@@ -108,13 +134,21 @@ async fn inject(State(faults): State<Arc<Faults>>, req: Request, next: Next) -> 
     let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
     let field = |name: &str| json.as_ref().and_then(|v| v.get(name)).and_then(|p| p.as_str()).map(str::to_owned);
     let (body_path, body_content) = (field("path"), field("content"));
-    let (fault, racer) = {
+    let (fault, racer, root) = {
         let mut s = faults.lock();
-        (s.schedule.pop_front().flatten(), s.racer.clone())
+        (s.schedule.pop_front().flatten(), s.racer.clone(), s.root.clone())
     };
-    let raced = match (fault, racer) {
+    let raced = match (fault, &racer) {
         (Some(kind @ (FaultKind::RaceUpdate | FaultKind::RaceDelete)), Some(racer)) => {
-            race(&racer, kind, &parts.method, parts.uri.path(), body_path.as_deref()).await
+            race(racer, kind, &parts.method, parts.uri.path(), body_path.as_deref()).await
+        }
+        _ => None,
+    };
+    let wrote_locally = match (fault, &racer, root) {
+        (Some(FaultKind::RaceLocal(target, content)), Some(racer), Some(root)) => {
+            let fetched = if parts.method == Method::GET { fetched_path(racer, parts.uri.path()).await } else { None };
+            let path = fetched.unwrap_or_else(|| target.to_owned());
+            write_in_flight(&root, &path, content).map(|before| (path, before))
         }
         _ => None,
     };
@@ -126,10 +160,11 @@ async fn inject(State(faults): State<Arc<Faults>>, req: Request, next: Next) -> 
         body_content,
         fault,
         raced,
+        wrote_locally,
     });
     let req = Request::from_parts(parts, Body::from(bytes));
     match fault {
-        None | Some(FaultKind::RaceUpdate | FaultKind::RaceDelete) => next.run(req).await,
+        None | Some(FaultKind::RaceUpdate | FaultKind::RaceDelete | FaultKind::RaceLocal(..)) => next.run(req).await,
         Some(FaultKind::LoseRequest) => lost(),
         Some(FaultKind::LoseResponse) => {
             // The handler has committed by the time it returns its response.
@@ -155,6 +190,33 @@ async fn race(racer: &Client, kind: FaultKind, method: &Method, path: &str, body
         }
         (None, _) => None,
     }
+}
+
+/// The path (no leading `/`) of the memory a fetch `GET …/memories/{id}` asks for.
+async fn fetched_path(racer: &Client, path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/v1/memory_stores/")?;
+    let (store, rest) = rest.split_once("/memories/")?;
+    let store: MemoryStoreId = store.parse().ok()?;
+    let memory = racer.get_memory(&store, &rest.parse().ok()?, None).await.ok()?;
+    Some(memory.path.trim_start_matches('/').to_owned())
+}
+
+/// The agent's write of an edit in flight (never through a symlink, never re-creating a folder
+/// that is gone): if it wrote, what the file held before (`None`: no file).
+fn write_in_flight(root: &Path, rel: &str, content: &str) -> Option<Option<Vec<u8>>> {
+    std::fs::symlink_metadata(root).ok()?;
+    let mut at = root.to_path_buf();
+    for seg in Path::new(rel) {
+        at.push(seg);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return None;
+        }
+    }
+    let path = root.join(rel);
+    let before = std::fs::read(&path).ok();
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("create the folders of an edit in flight");
+    std::fs::write(path, content).expect("write an edit in flight");
+    Some(before)
 }
 
 fn lost() -> Response {

@@ -21,6 +21,8 @@ pub(crate) const LINK_DIR: &str = "ln";
 pub(crate) enum Key {
     ListBasic,
     ListFull,
+    /// A live sync's content-free listing of one folder (`/`, `/d/`, …).
+    ListFolder(String),
     Get(String),
     Create(String),
     Update(String),
@@ -74,6 +76,8 @@ pub(crate) struct Predicted {
     pub(crate) result: Result<Counts, ()>,
     /// Every request the engine should make (sorted).
     pub(crate) requests: Vec<Key>,
+    /// For a live sync: the paths it reconciled (see [`Sim::sync_paths`]).
+    pub(crate) reconciled: BTreeSet<String>,
 }
 
 /// Both sides and the engine's memory of them.
@@ -111,7 +115,45 @@ impl Requests<'_> {
 
     fn finish(mut self, result: Result<Counts, ()>) -> Predicted {
         self.made.sort();
-        Predicted { result, requests: self.made }
+        Predicted { result, requests: self.made, reconciled: BTreeSet::new() }
+    }
+}
+
+/// What the table of §6.7 decides for one path (the model's own transcription of the spec).
+enum Act {
+    Nothing,
+    Create,
+    /// Row 15, with the remote digest as the precondition and the baseline kept on failure.
+    Update {
+        fallback: Vec<u8>,
+    },
+    /// Row 4: remove the file if it still holds these bytes, else decide again.
+    RemoveLocal {
+        expect: Vec<u8>,
+    },
+    /// Fetch and write, if the file still holds `expect` (`None`: no file).
+    Pull {
+        expect: Option<Vec<u8>>,
+    },
+    /// Row 7 (the baseline is kept until the deletion lands).
+    DeleteCandidate,
+}
+
+/// The decided work of one sync, carried out in the engine's order.
+#[derive(Default)]
+struct Work {
+    next: BTreeMap<String, Vec<u8>>,
+    removals: Vec<(String, Vec<u8>)>,
+    uploads: Vec<Upload>,
+    pulls: Vec<(String, Option<Vec<u8>>)>,
+    candidates: Vec<String>,
+}
+
+/// The folder listing that shows `path`, as the engine's live sync asks for it.
+pub(crate) fn folder_of(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((dir, _)) => format!("/{dir}/"),
+        None => "/".to_owned(),
     }
 }
 
@@ -174,7 +216,7 @@ impl Sim {
         self.state = EngineState::default();
         self.journal = self.state.clone();
         self.marker_ok = true; // stamped before the listing
-        if lost(req.send(Key::ListFull)) {
+        if lost(self.send(req, Key::ListFull)) {
             return Err(());
         }
         for (path, content) in self.server.clone() {
@@ -208,7 +250,7 @@ impl Sim {
         };
         let path = u.path.clone();
         let landed = if u.update {
-            match req.send(Key::Update(path.clone())) {
+            match self.send(req, Key::Update(path.clone())) {
                 // The precondition (the listed digest) now fails: 409, the local edit loses;
                 // unless the memory already holds exactly the bytes sent (200, API §5.9), or the
                 // race rewrote the bytes it held (nothing changed).
@@ -248,7 +290,7 @@ impl Sim {
 
     /// A create request; whether it landed with an answer.
     fn create(&mut self, path: &str, text: &str, req: &mut Requests<'_>) -> bool {
-        match req.send(Key::Create(path.to_owned())) {
+        match self.send(req, Key::Create(path.to_owned())) {
             Some(FaultKind::RaceUpdate) => {
                 self.server.insert(path.to_owned(), RACED.to_owned());
                 false
@@ -282,6 +324,174 @@ impl Sim {
         req.finish(result)
     }
 
+    /// Sends one request: the fault it meets, after an edit in flight it carries has landed
+    /// (`FaultKind::RaceLocal`: the request itself goes through).
+    fn send(&mut self, req: &mut Requests<'_>, key: Key) -> Option<FaultKind> {
+        let fault = req.send(key.clone());
+        let Some(FaultKind::RaceLocal(target, content)) = fault else {
+            return fault;
+        };
+        let path = match key {
+            Key::Get(path) => path,
+            _ => target.to_owned(),
+        };
+        if self.root_exists && !self.blocked(&path) {
+            self.local.insert(path, Entry::File(content.as_bytes().to_vec()));
+        }
+        None
+    }
+
+    /// The bytes of the regular file at `path` now (`None`: none, or behind a symlink).
+    fn file(&self, path: &str) -> Option<Vec<u8>> {
+        match self.local.get(path) {
+            Some(Entry::File(bytes)) if !self.blocked(path) => Some(bytes.clone()),
+            _ => None,
+        }
+    }
+
+    /// The table of §6.7 for one path: the action, and the baseline to keep in `next` when the
+    /// action does not produce one.
+    fn decide(
+        &self,
+        path: &str,
+        r: Option<Vec<u8>>,
+        l: Option<Vec<u8>>,
+        b: Option<Vec<u8>>,
+        next: &mut BTreeMap<String, Vec<u8>>,
+        c: &mut Counts,
+    ) -> Act {
+        let refused = |sha: &Vec<u8>| self.state.refused.get(path) == Some(sha);
+        match (r, l, b) {
+            // Row 1.
+            (None, None, _) => Act::Nothing,
+            // Rows 2 and 5 (refused: keep nothing).
+            (None, Some(l), None) => {
+                if refused(&l) {
+                    Act::Nothing
+                } else {
+                    Act::Create
+                }
+            }
+            // Row 4: deleted remotely, unchanged here.
+            (None, Some(l), Some(b)) if l == b => Act::RemoveLocal { expect: l },
+            // Row 5.
+            (None, Some(l), Some(_)) => {
+                if refused(&l) {
+                    Act::Nothing
+                } else {
+                    Act::Create
+                }
+            }
+            // Row 10.
+            (Some(_), None, None) => Act::Pull { expect: None },
+            (Some(r), None, Some(b)) => {
+                next.insert(path.to_owned(), b.clone());
+                if r == b {
+                    Act::DeleteCandidate // row 7
+                } else {
+                    Act::Pull { expect: None } // row 9
+                }
+            }
+            (Some(r), Some(l), b) => {
+                if Some(&r) != b.as_ref() {
+                    if l == r {
+                        next.insert(path.to_owned(), r); // row 11
+                        Act::Nothing
+                    } else {
+                        if Some(&l) != b.as_ref() {
+                            c.conflicts += 1; // row 13
+                        }
+                        if let Some(b) = b {
+                            next.insert(path.to_owned(), b);
+                        }
+                        Act::Pull { expect: Some(l) } // rows 12–13
+                    }
+                } else if l == r || refused(&l) {
+                    next.insert(path.to_owned(), r); // row 14, or a refused row 15
+                    Act::Nothing
+                } else {
+                    Act::Update { fallback: r } // row 15
+                }
+            }
+        }
+    }
+
+    /// Files a decision in `work`.
+    fn file_act(work: &mut Work, path: &str, act: Act) {
+        match act {
+            Act::Nothing => {}
+            Act::Create | Act::Update { .. } => {
+                let (update, fallback) = match act {
+                    Act::Update { fallback } => (true, Some(fallback)),
+                    _ => (false, None),
+                };
+                // In path order (a removal decided again may add one after later paths).
+                let at = work.uploads.partition_point(|u| u.path.as_str() < path);
+                work.uploads.insert(at, Upload { path: path.to_owned(), update, fallback });
+            }
+            Act::RemoveLocal { expect } => work.removals.push((path.to_owned(), expect)),
+            Act::Pull { expect } => work.pulls.push((path.to_owned(), expect)),
+            Act::DeleteCandidate => work.candidates.push(path.to_owned()),
+        }
+    }
+
+    /// The local removals (row 4): a file that no longer holds what was decided on is decided
+    /// again with its fresh bytes; one that vanished keeps no baseline.
+    fn remove_locals(&mut self, work: &mut Work, c: &mut Counts) {
+        for (path, expect) in std::mem::take(&mut work.removals) {
+            let mut expect = expect;
+            loop {
+                match self.file(&path) {
+                    Some(now) if now == expect => {
+                        self.local.remove(&path);
+                        c.removed_locally += 1;
+                    }
+                    Some(fresh) => {
+                        let b = self.state.baseline.get(&path).cloned();
+                        let r = self.server.get(&path).map(|s| s.as_bytes().to_vec());
+                        match self.decide(&path, r, Some(fresh), b, &mut work.next, c) {
+                            Act::RemoveLocal { expect: again } => {
+                                expect = again;
+                                continue;
+                            }
+                            act => Self::file_act(work, &path, act),
+                        }
+                    }
+                    None => {}
+                }
+                break;
+            }
+        }
+    }
+
+    /// Step 7, the content pass: a write through a symlink fails, and one over a file that no
+    /// longer holds what was decided on is declined (pulled next time).
+    fn pull_all(&mut self, pulls: Vec<(String, Option<Vec<u8>>)>, req: &mut Requests<'_>, c: &mut Counts) {
+        for (path, expect) in pulls {
+            match self.send(req, Key::Get(path.clone())) {
+                None => {}
+                // The fetch brings the other writer's version.
+                Some(FaultKind::RaceUpdate) => {
+                    self.server.insert(path.clone(), RACED.to_owned());
+                }
+                // 404: deleted after the listing, ignored.
+                Some(FaultKind::RaceDelete) => {
+                    self.server.remove(&path);
+                    continue;
+                }
+                Some(FaultKind::LoseRequest | FaultKind::LoseResponse) => continue,
+                Some(FaultKind::RaceLocal(..)) => unreachable!("`send` lets an edit in flight through"),
+            }
+            if self.blocked(&path) || self.file(&path) != expect {
+                continue;
+            }
+            let bytes = self.server[&path].as_bytes().to_vec();
+            self.local.insert(path.clone(), Entry::File(bytes.clone()));
+            self.state.baseline.insert(path, bytes);
+            c.pulled += 1;
+        }
+    }
+
     fn sync_inner(&mut self, req: &mut Requests<'_>) -> Result<Counts, ()> {
         let mut c = Counts::default();
         let local = if self.root_exists { self.scan() } else { BTreeMap::new() };
@@ -295,7 +505,7 @@ impl Sim {
             }
             return Ok(c);
         }
-        if lost(req.send(Key::ListBasic)) {
+        if lost(self.send(req, Key::ListBasic)) {
             return Err(());
         }
         let remote = self.server.clone();
@@ -309,81 +519,27 @@ impl Sim {
 
         let paths: BTreeSet<String> =
             remote.keys().chain(local.keys()).chain(self.state.baseline.keys()).cloned().collect();
-        let mut next: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        let mut uploads = Vec::new();
-        let mut pulls = Vec::new();
-        let mut candidates = Vec::new();
+        let mut work = Work::default();
         for path in paths {
             let r = remote.get(&path).map(|s| s.as_bytes().to_vec());
             let l = local.get(&path).cloned();
             let b = self.state.baseline.get(&path).cloned();
-            let refused = |sha: &Vec<u8>| self.state.refused.get(&path) == Some(sha);
-            match (r, l, b) {
-                // Row 1.
-                (None, None, _) => {}
-                // Row 2 (refused: keep nothing).
-                (None, Some(l), None) => {
-                    if !refused(&l) {
-                        uploads.push(Upload { path, update: false, fallback: None });
-                    }
-                }
-                // Row 4: deleted remotely, unchanged here.
-                (None, Some(l), Some(b)) if l == b => {
-                    self.local.remove(&path);
-                    c.removed_locally += 1;
-                }
-                // Row 5.
-                (None, Some(l), Some(_)) => {
-                    if !refused(&l) {
-                        uploads.push(Upload { path, update: false, fallback: None });
-                    }
-                }
-                // Row 10.
-                (Some(_), None, None) => pulls.push(path),
-                (Some(r), None, Some(b)) => {
-                    next.insert(path.clone(), b.clone());
-                    if r == b {
-                        candidates.push(path); // row 7
-                    } else {
-                        pulls.push(path); // row 9
-                    }
-                }
-                (Some(r), Some(l), b) => {
-                    if Some(&r) != b.as_ref() {
-                        if l == r {
-                            next.insert(path, r); // row 11
-                        } else {
-                            if Some(&l) != b.as_ref() {
-                                c.conflicts += 1; // row 13
-                            }
-                            if let Some(b) = b {
-                                next.insert(path.clone(), b);
-                            }
-                            pulls.push(path); // rows 12–13
-                        }
-                    } else if l == r || refused(&l) {
-                        next.insert(path, r); // row 14, or a refused row 15
-                    } else {
-                        uploads.push(Upload {
-                            path,
-                            update: true,
-                            fallback: Some(r), // row 15
-                        });
-                    }
-                }
-            }
+            let act = self.decide(&path, r, l, b, &mut work.next, &mut c);
+            Self::file_act(&mut work, &path, act);
         }
+        self.remove_locals(&mut work, &mut c);
 
-        for u in uploads {
-            self.upload(&u, req, &mut next, &mut c);
+        for u in std::mem::take(&mut work.uploads) {
+            self.upload(&u, req, &mut work.next, &mut c);
         }
 
         // §6.9 with a zero window: the re-check meets the symlink (not OK) or the absence.
-        for path in candidates {
+        let mut next = work.next;
+        for path in work.candidates {
             if self.blocked(&path) {
                 continue;
             }
-            match req.send(Key::Delete(path.clone())) {
+            match self.send(req, Key::Delete(path.clone())) {
                 // Deleted, or already gone (404): done.
                 None | Some(FaultKind::RaceDelete) => {
                     self.server.remove(&path);
@@ -404,33 +560,110 @@ impl Sim {
                     next.remove(&path);
                     c.deleted_remotely += 1;
                 }
+                Some(FaultKind::RaceLocal(..)) => unreachable!("`send` lets an edit in flight through"),
             }
         }
         self.state.baseline = next;
+        self.pull_all(work.pulls, req, &mut c);
+        self.journal = self.state.clone();
+        Ok(c)
+    }
 
-        // Step 7: the content pass; a write through a symlink fails.
-        for path in pulls {
-            match req.send(Key::Get(path.clone())) {
-                None => {}
-                // The fetch brings the other writer's version.
-                Some(FaultKind::RaceUpdate) => {
-                    self.server.insert(path.clone(), RACED.to_owned());
-                }
-                // 404: deleted after the listing, ignored.
-                Some(FaultKind::RaceDelete) => {
-                    self.server.remove(&path);
-                    continue;
-                }
-                Some(FaultKind::LoseRequest | FaultKind::LoseResponse) => continue,
+    /// `StoreSync::sync_paths` (live sync) of `paths` (path → whether the store's feed named it),
+    /// as the module docs of `sync/live.rs` put it: the marker check; each path hashed now (a
+    /// directory stands for every file below it, as the watcher flags them); a path only the
+    /// watcher flagged whose file is gone or still holds the baseline is dropped; if any path is
+    /// left, one content-free listing per folder, the unsettled uploads of those paths settled,
+    /// and §6.7 for each of them — on the bytes hashed before the listings — with the removal,
+    /// upload and content passes of a full sync, except that a row-7 candidate (a local
+    /// deletion) keeps its baseline and waits for a full sync.
+    ///
+    /// A directory path must be flagged local only: whether a directory the test emptied still
+    /// stands on disk is not modelled, and only a remote-flagged absent path makes a request.
+    pub(crate) fn sync_paths(
+        &mut self,
+        paths: &BTreeMap<String, bool>,
+        faults: &BTreeMap<Key, FaultKind>,
+    ) -> Predicted {
+        let mut req = Requests { faults, made: Vec::new() };
+        let mut reconciled = BTreeSet::new();
+        let result = self.sync_paths_inner(paths, &mut req, &mut reconciled);
+        let mut predicted = req.finish(result);
+        predicted.reconciled = reconciled;
+        predicted
+    }
+
+    fn sync_paths_inner(
+        &mut self,
+        paths: &BTreeMap<String, bool>,
+        req: &mut Requests<'_>,
+        reconciled: &mut BTreeSet<String>,
+    ) -> Result<Counts, ()> {
+        let mut c = Counts::default();
+        if paths.is_empty() {
+            return Ok(c);
+        }
+        if !self.marker_ok {
+            c.skipped = true;
+            return Ok(c);
+        }
+        let mut hashed: Vec<(String, bool, Option<Vec<u8>>)> = Vec::new();
+        let mut dirs = Vec::new();
+        for (path, &remote) in paths {
+            let below = format!("{path}/");
+            if self.blocked(path) {
+                // A symlink (or a path behind one) is left to the full sync.
+            } else if self.local.keys().any(|k| k.starts_with(&below)) {
+                dirs.push(below);
+            } else {
+                hashed.push((path.clone(), remote, self.file(path)));
             }
-            if self.blocked(&path) {
+        }
+        if !dirs.is_empty() {
+            let below = self.scan().into_iter().filter(|(p, _)| dirs.iter().any(|d| p.starts_with(d.as_str())));
+            hashed.extend(below.map(|(p, bytes)| (p, false, Some(bytes))));
+        }
+        let mut local: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+        for (path, remote, bytes) in hashed {
+            let unchanged = bytes.is_none() || bytes.as_ref() == self.state.baseline.get(&path);
+            if !remote && unchanged {
                 continue;
             }
-            let bytes = self.server[&path].as_bytes().to_vec();
-            self.local.insert(path.clone(), Entry::File(bytes.clone()));
-            self.state.baseline.insert(path, bytes);
-            c.pulled += 1;
+            local.insert(path, bytes);
         }
+        if local.is_empty() {
+            return Ok(c);
+        }
+        let folders: BTreeSet<String> = local.keys().map(|p| folder_of(p)).collect();
+        for folder in folders {
+            if lost(self.send(req, Key::ListFolder(folder))) {
+                return Err(());
+            }
+        }
+        let remote = self.server.clone();
+        for path in local.keys() {
+            if let Some(sent) = self.state.unsettled.remove(path)
+                && remote.get(path).map(String::as_bytes) == Some(&sent[..])
+            {
+                self.state.baseline.insert(path.clone(), sent);
+            }
+        }
+        let mut work = Work { next: self.state.baseline.clone(), ..Work::default() };
+        for (path, l) in &local {
+            work.next.remove(path);
+            let r = remote.get(path).map(|s| s.as_bytes().to_vec());
+            let b = self.state.baseline.get(path).cloned();
+            let act = self.decide(path, r, l.clone(), b, &mut work.next, &mut c);
+            Self::file_act(&mut work, path, act);
+        }
+        reconciled.extend(local.into_keys());
+        self.remove_locals(&mut work, &mut c);
+        for u in std::mem::take(&mut work.uploads) {
+            self.upload(&u, req, &mut work.next, &mut c);
+        }
+        // Row-7 candidates keep the baseline `decide` put in `next` and wait for a full sync.
+        self.state.baseline = work.next;
+        self.pull_all(work.pulls, req, &mut c);
         self.journal = self.state.clone();
         Ok(c)
     }
@@ -457,7 +690,7 @@ impl Sim {
         if dirty.is_empty() {
             return Ok(c);
         }
-        if lost(req.send(Key::ListBasic)) {
+        if lost(self.send(req, Key::ListBasic)) {
             return Err(());
         }
         let remote = self.server.clone();

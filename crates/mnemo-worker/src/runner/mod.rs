@@ -36,7 +36,7 @@ pub struct RunnerOptions {
 }
 
 /// One tool call the runner dealt with, handed to the caller after it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub tool_use_id: String,
     pub name: String,
@@ -45,6 +45,8 @@ pub struct Observed {
     pub posted: bool,
     pub denied: bool,
     pub is_error: bool,
+    /// The file the call wrote in full (`write`, `edit`).
+    pub wrote: Option<std::path::PathBuf>,
 }
 
 /// Why a run ended.
@@ -137,11 +139,11 @@ pub async fn run_session<B: Between>(
             Dispatch::Execute(call) => post::execute(client, session_id, tools, opts, &shared, call).await,
             Dispatch::Denied(call) => {
                 tracing::info!(tool_use_id = %call.id, tool = %call.name, "tool call denied; not running it");
-                Observed { tool_use_id: call.id, name: call.name, posted: false, denied: true, is_error: false }
+                Observed { tool_use_id: call.id, name: call.name, denied: true, ..Default::default() }
             }
             Dispatch::Unowned(call) => {
                 tracing::debug!(tool_use_id = %call.id, tool = %call.name, "tool call belongs to another client");
-                Observed { tool_use_id: call.id, name: call.name, posted: false, denied: false, is_error: false }
+                Observed { tool_use_id: call.id, name: call.name, ..Default::default() }
             }
         };
         between.after_call(&observed).await;

@@ -28,13 +28,7 @@ pub(super) async fn execute(
     call: Call,
 ) -> Observed {
     let skip = shared.lock().settled(&call);
-    let mut observed = Observed {
-        tool_use_id: call.id.clone(),
-        name: call.name.clone(),
-        posted: false,
-        denied: false,
-        is_error: false,
-    };
+    let mut observed = Observed { tool_use_id: call.id.clone(), name: call.name.clone(), ..Default::default() };
     if skip {
         shared.done(&call.id, false);
         return observed;
@@ -50,6 +44,7 @@ pub(super) async fn execute(
     };
     tracing::debug!(tool_use_id = %call.id, tool = %call.name, is_error = output.is_error, elapsed_ms = started.elapsed().as_millis() as u64, "tool call ran");
     observed.is_error = output.is_error;
+    observed.wrote = output.wrote.clone();
     let thread_ended = shared.lock().thread_ended(&call);
     if !thread_ended {
         let result = json!({

@@ -65,7 +65,7 @@ pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolErr
         .and_then(|mut f| f.write_all(updated.as_bytes()))
         .map_err(|e| fs_error("edit", &file_path, &e))?;
     let replaced = if replace_all { count } else { 1 };
-    Ok(ToolOutput::text(format!("edited {file_path} ({replaced} replacement(s))")))
+    Ok(ToolOutput::text(format!("edited {file_path} ({replaced} replacement(s))")).wrote(target))
 }
 
 #[cfg(test)]

@@ -85,17 +85,26 @@ pub fn scrubbed_env() -> Vec<(OsString, OsString)> {
 pub struct ToolOutput {
     pub content: Vec<Value>,
     pub is_error: bool,
+    /// The file this call wrote in full (`write`, `edit`): complete now, so memory sync need not
+    /// wait for a quiet period to upload it.
+    pub wrote: Option<PathBuf>,
 }
 
 impl ToolOutput {
     /// A successful text result; empty text reads `(no output)`.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { content: vec![text_block(text.into())], is_error: false }
+        Self { content: vec![text_block(text.into())], is_error: false, wrote: None }
+    }
+
+    /// This result, noting that the call wrote `path` in full.
+    pub fn wrote(mut self, path: PathBuf) -> Self {
+        self.wrote = Some(path);
+        self
     }
 
     /// An error result with `message` as its only text block.
     pub fn error(message: impl Into<String>) -> Self {
-        Self { content: vec![text_block(message.into())], is_error: true }
+        Self { content: vec![text_block(message.into())], is_error: true, wrote: None }
     }
 
     /// The text blocks joined, for logs and tests.

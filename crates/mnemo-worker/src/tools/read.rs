@@ -49,8 +49,11 @@ pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolErr
         if view_range.is_some() {
             return Err(ToolError::new("read: view_range is not supported for image/PDF files"));
         }
-        return read_binary_block(ctx, &target, &file_path, size, media_type)
-            .map(|block| ToolOutput { content: vec![block], is_error: false });
+        return read_binary_block(ctx, &target, &file_path, size, media_type).map(|block| ToolOutput {
+            content: vec![block],
+            is_error: false,
+            wrote: None,
+        });
     }
 
     // Over the cap, only a range can be read, streamed.

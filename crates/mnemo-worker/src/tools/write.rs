@@ -28,7 +28,7 @@ pub(super) fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolErr
     };
     write().map_err(|e| fs_error("write", &file_path, &e))?;
     // The reference counts characters (code points), not bytes, despite the wording.
-    Ok(ToolOutput::text(format!("wrote {} bytes to {file_path}", content.chars().count())))
+    Ok(ToolOutput::text(format!("wrote {} bytes to {file_path}", content.chars().count())).wrote(target))
 }
 
 #[cfg(test)]
