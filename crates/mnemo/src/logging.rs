@@ -16,8 +16,13 @@ pub(crate) enum LogFormat {
 /// `info`, except the file watcher's own chatter (it reports every watch removed with a folder).
 const DEFAULT_FILTER: &str = "info,notify=warn";
 
-pub(crate) fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+/// For commands whose own output tells the story (the quick start): warnings and errors only.
+pub(crate) const QUIET_FILTER: &str = "warn";
+
+/// Logs at `default` (a filter directive) unless `RUST_LOG` says otherwise.
+pub(crate) fn init(format: LogFormat, default: Option<&str>) {
+    let default = default.unwrap_or(DEFAULT_FILTER);
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => {

@@ -13,7 +13,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = command::Cli::parse();
-    logging::init(cli.log_format);
+    logging::init(cli.log_format, cli.command.is_chatty().then_some(logging::QUIET_FILTER));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if cli.command.is_sandbox_side() {
         // A worker's blocking work (file I/O, hashing) is short; a small pool keeps the

@@ -4,6 +4,7 @@ mod args;
 mod db;
 mod env_key;
 mod mount;
+mod quickstart;
 mod serve;
 mod session;
 mod signals;
@@ -40,6 +41,10 @@ pub(crate) enum Command {
     /// Serve a self-hosted environment's sessions: tools, memory mounts and sync.
     #[command(subcommand)]
     Worker(worker::Worker),
+    /// See the whole product in a minute: a server on a temporary SQLite database, a demo
+    /// store, environment and agent, a worker in this process, and two scripted sessions that
+    /// show memory surviving from one to the next; then serves until Ctrl-C and cleans up.
+    Quickstart(quickstart::Quickstart),
     /// Database maintenance: copy a deployment between SQLite and PostgreSQL.
     #[command(subcommand)]
     Db(db::Db),
@@ -51,6 +56,11 @@ impl Command {
         matches!(self, Self::Worker(_) | Self::Mount(_))
     }
 
+    /// Whether the command prints its own story, so logs default to warnings only.
+    pub(crate) fn is_chatty(&self) -> bool {
+        matches!(self, Self::Quickstart(_))
+    }
+
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
             Self::Serve(cmd) => cmd.run().await,
@@ -59,6 +69,7 @@ impl Command {
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,
             Self::Db(cmd) => cmd.run().await,
+            Self::Quickstart(cmd) => cmd.run().await,
         }
     }
 }

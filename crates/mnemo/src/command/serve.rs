@@ -110,12 +110,59 @@ fn default_database() -> anyhow::Result<String> {
     Ok(format!("sqlite://{}", dir.join("mnemo.sqlite").display()))
 }
 
+/// A server started by [`Serve::start`], serving until [`Running::shutdown`].
+pub(crate) struct Running {
+    pub(crate) addr: SocketAddr,
+    /// Whether the web console is served.
+    pub(crate) console: bool,
+    store: Arc<dyn Store>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    expiry: tokio::task::JoinHandle<()>,
+}
+
 impl Serve {
+    /// The flags of a server on `database` at `listen`, accepting `api_key`, as a user would
+    /// give them (for the quick start).
+    pub(crate) fn embedded(listen: SocketAddr, database: String, api_key: String, mount_root: String) -> Self {
+        use clap::FromArgMatches;
+        let matches = <Self as Args>::augment_args(clap::Command::new("serve"))
+            .try_get_matches_from(["serve"])
+            .expect("the defaults parse");
+        let mut serve = Self::from_arg_matches(&matches).expect("the defaults parse");
+        serve.listen = listen;
+        serve.database = Some(database);
+        serve.api_keys = vec![api_key];
+        serve.memory_mount_root = mount_root;
+        serve
+    }
+
     pub(crate) async fn run(self) -> anyhow::Result<()> {
+        // Handlers first: a supervisor may signal as soon as it reads the readiness line.
+        let mut signals = Signals::install()?;
+        let running = self.start().await?;
+        let addr = running.addr;
+        tracing::info!(%addr, "listening");
+        // One machine-readable line on stdout for scripts and tests.
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on http://{addr}")?;
+        stdout.flush()?;
+        drop(stdout);
+        if running.console {
+            tracing::info!("web console at http://{addr}/console");
+        }
+        running.until(signals.next()).await
+    }
+
+    /// Opens the database, binds the listener and starts serving in the background.
+    pub(crate) async fn start(self) -> anyhow::Result<Running> {
         let url = match self.database {
             Some(url) => url,
             None => default_database()?,
         };
+        if !self.memory_mount_root.starts_with('/') || self.memory_mount_root.split('/').any(|s| s == "..") {
+            bail!("--memory-mount-root must be an absolute path without `..` (got {})", self.memory_mount_root);
+        }
         let limits = Limits {
             max_memories_per_store: self.max_memories_per_store,
             work_lease_ttl_seconds: self.work_lease_ttl.max(1),
@@ -139,26 +186,12 @@ impl Serve {
         let listener =
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
-        if !self.memory_mount_root.starts_with('/') || self.memory_mount_root.split('/').any(|s| s == "..") {
-            bail!("--memory-mount-root must be an absolute path without `..` (got {})", self.memory_mount_root);
-        }
-        // Handlers first: a supervisor may signal as soon as it reads the readiness line.
-        let mut signals = Signals::install()?;
-        tracing::info!(%addr, "listening");
-        // One machine-readable line on stdout for scripts and tests.
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "listening on http://{addr}")?;
-        stdout.flush()?;
-        drop(stdout);
-
         let expiry = tokio::spawn(mnemo_server::expire_work_leases(Arc::clone(&store), LEASE_SWEEP_EVERY));
         let console = (!self.no_console).then(|| mnemo_console::ConsoleConfig {
             session_ttl: std::time::Duration::from_secs(self.console_session_ttl),
             secure_cookies: self.console_secure_cookies,
         });
-        if console.is_some() {
-            tracing::info!("web console at http://{addr}/console");
-        }
+        let console_on = console.is_some();
         let state =
             AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root).with_console(console);
         let router = mnemo_server::router(state);
@@ -168,14 +201,23 @@ impl Serve {
             body_timeout: std::time::Duration::from_secs(self.body_timeout),
             max_connections: self.max_connections,
         };
-        let mut server = tokio::spawn(mnemo_server::serve_with(listener, router, config, async {
+        let server = tokio::spawn(mnemo_server::serve_with(listener, router, config, async {
             let _ = stopped.await;
         }));
+        Ok(Running { addr, console: console_on, store, stop, server, expiry })
+    }
+}
+
+impl Running {
+    /// Serves until `stop` resolves (or the server fails), then finishes in-flight requests
+    /// (at most [`SHUTDOWN_GRACE`]) and closes the database.
+    pub(crate) async fn until(self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+        let Self { store, stop: stop_tx, mut server, expiry, .. } = self;
         let served = tokio::select! {
             served = &mut server => served,
-            () = signals.next() => {
+            () = stop => {
                 tracing::info!("shutting down: finishing in-flight requests");
-                let _ = stop.send(());
+                let _ = stop_tx.send(());
                 match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
                     Ok(served) => served,
                     Err(_) => {

@@ -69,7 +69,7 @@ fn empty_object() -> Value {
 }
 
 /// The text blocks of a result, joined.
-fn result_text(result: &Value) -> String {
+pub(super) fn result_text(result: &Value) -> String {
     result["content"]
         .as_array()
         .map(|blocks| blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"))
@@ -121,7 +121,7 @@ async fn drive(client: &Client, script: ScriptFile) -> anyhow::Result<()> {
     wait_for_worker(client, &session).await
 }
 
-async fn wait_for_result(client: &Client, events: &str, tool_use_id: &str) -> anyhow::Result<Value> {
+pub(super) async fn wait_for_result(client: &Client, events: &str, tool_use_id: &str) -> anyhow::Result<Value> {
     loop {
         let page = client.json(Method::GET, &format!("{events}?limit=1000&types[]=user.tool_result"), None).await?;
         if let Some(result) = page["data"].as_array().into_iter().flatten().find(|e| e["tool_use_id"] == tool_use_id) {
@@ -132,7 +132,7 @@ async fn wait_for_result(client: &Client, events: &str, tool_use_id: &str) -> an
 }
 
 /// Waits until every work item of the session is stopped (the worker tore down).
-async fn wait_for_worker(client: &Client, session: &Value) -> anyhow::Result<()> {
+pub(super) async fn wait_for_worker(client: &Client, session: &Value) -> anyhow::Result<()> {
     let (sid, env) =
         (session["id"].as_str().unwrap_or_default(), session["environment_id"].as_str().unwrap_or_default());
     loop {
