@@ -47,7 +47,8 @@ impl Client {
     /// Opens the store's SSE change feed once, after `after` (a cursor this feed handed out, sent
     /// as `Last-Event-ID`) or from now. `Ok(None)` when the server has no feed (`404`: the hosted
     /// API, or an unknown store). The stream ends when the server closes it; `ping`s and
-    /// unknown event names are skipped.
+    /// unknown event names are skipped, but they count as signs of life: a stream that hears
+    /// nothing at all for [`FEED_IDLE`] yields [`ClientError::Stalled`].
     pub async fn memory_changes_stream(
         &self,
         store: &MemoryStoreId,
@@ -90,10 +91,11 @@ impl Client {
                     };
                     return Some((item, (bytes, parser, last_id)));
                 }
-                match bytes.next().await {
-                    Some(Ok(chunk)) => parser.push(&chunk),
-                    Some(Err(e)) => return Some((Err(ClientError::Transport(e)), (bytes, parser, last_id))),
-                    None => return None,
+                match tokio::time::timeout(FEED_IDLE, bytes.next()).await {
+                    Ok(Some(Ok(chunk))) => parser.push(&chunk),
+                    Ok(Some(Err(e))) => return Some((Err(ClientError::Transport(e)), (bytes, parser, last_id))),
+                    Ok(None) => return None,
+                    Err(_) => return Some((Err(ClientError::Stalled(FEED_IDLE)), (bytes, parser, last_id))),
                 }
             }
         });
@@ -215,16 +217,16 @@ impl ChangeSubscription {
                     }
                 }
             };
-            match tokio::time::timeout(FEED_IDLE, stream.next()).await {
-                Ok(Some(Ok((cursor, change)))) => {
+            // The stream itself gives up after FEED_IDLE without a byte (pings included).
+            match stream.next().await {
+                Some(Ok((cursor, change))) => {
                     self.cursor = Some(cursor.clone());
                     return FeedEvent::Change { cursor, change };
                 }
                 outcome => {
                     match outcome {
-                        Ok(Some(Err(e))) => tracing::debug!(memory_store_id = %self.store, "change feed failed: {e}"),
-                        Ok(None) => tracing::debug!(memory_store_id = %self.store, "change feed closed by the server"),
-                        _ => tracing::debug!(memory_store_id = %self.store, "change feed silent too long"),
+                        Some(Err(e)) => tracing::debug!(memory_store_id = %self.store, "change feed failed: {e}"),
+                        _ => tracing::debug!(memory_store_id = %self.store, "change feed closed by the server"),
                     }
                     self.stream = None;
                     let stable = self.connected_at.take().is_some_and(|t| t.elapsed() >= STABLE_CONNECTION);
@@ -333,6 +335,60 @@ mod tests {
         assert!(!seen[0].contains("last-event-id"), "{}", seen[0]);
         assert!(seen[0].contains("anthropic-beta:") && seen[0].contains("authorization: bearer k"), "{}", seen[0]);
         assert!(seen[1].contains("last-event-id: 9\r\n"), "{}", seen[1]);
+    }
+
+    /// A stream that sends its headers and then a ping every `ping` (or nothing, without),
+    /// for every connection; counts the connections.
+    async fn pinging(ping: Option<Duration>) -> (String, Arc<Mutex<usize>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(Mutex::new(0));
+        let seen = Arc::clone(&count);
+        tokio::spawn(async move {
+            loop {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                *seen.lock().unwrap() += 1;
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = sock.read(&mut buf).await;
+                    let head =
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                    if sock.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let Some(every) = ping else { return std::future::pending().await };
+                    loop {
+                        tokio::time::sleep(every).await;
+                        let msg = "event: ping\ndata: {}\n\n";
+                        let chunk = format!("{:x}\r\n{msg}\r\n", msg.len());
+                        if sock.write_all(chunk.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (base, count)
+    }
+
+    /// Regression: pings were skipped before the idle check saw them, so a quiet store's feed
+    /// was dropped and reopened every 45 s (and each reopening asked for a full sync).
+    #[tokio::test(start_paused = true)]
+    async fn pings_keep_a_quiet_feed_open_and_silence_reopens_it() {
+        let store = MemoryStoreId::generate();
+        let (base, connections) = pinging(Some(Duration::from_secs(15))).await;
+        let mut sub = Client::new(&base, "k").unwrap().subscribe_memory_changes(store.clone(), None);
+        assert!(matches!(sub.next().await, FeedEvent::Connected { resumed: false }));
+        let quiet = tokio::time::timeout(FEED_IDLE * 4, sub.next()).await;
+        assert!(quiet.is_err(), "nothing to report while pings arrive: {quiet:?}");
+        assert_eq!(*connections.lock().unwrap(), 1, "the feed was never reopened");
+
+        let (base, connections) = pinging(None).await;
+        let mut sub = Client::new(&base, "k").unwrap().subscribe_memory_changes(store, None);
+        assert!(matches!(sub.next().await, FeedEvent::Connected { resumed: false }));
+        let reopened = tokio::time::timeout(FEED_IDLE * 2, sub.next()).await;
+        assert!(matches!(reopened, Ok(FeedEvent::Connected { resumed: false })), "{reopened:?}");
+        assert_eq!(*connections.lock().unwrap(), 2);
     }
 
     #[tokio::test]

@@ -11,6 +11,9 @@ pub enum ClientError {
     /// The request never got an answer (connection refused, timeout, …).
     #[error("request failed: {0}")]
     Transport(#[source] reqwest::Error),
+    /// A stream sent nothing at all (not even a keep-alive ping) for this long.
+    #[error("the stream was silent for {} s", .0.as_secs())]
+    Stalled(std::time::Duration),
     /// A success answer that is not the expected JSON.
     #[error("unexpected response body (status {status}): {message}")]
     Decode { status: u16, message: String },
@@ -33,7 +36,7 @@ impl ClientError {
     pub fn status(&self) -> Option<u16> {
         match self {
             Self::Api { status, .. } | Self::Decode { status, .. } => Some(*status),
-            Self::Transport(_) => None,
+            Self::Transport(_) | Self::Stalled(_) => None,
         }
     }
 
