@@ -2,9 +2,12 @@
 //!
 //! One database file in write-ahead-logging mode. Writes run on one thread and are group
 //! committed (see [`engine`]); reads run on a small pool of read-only connections. The schema
-//! lives in `migrations/` and is applied on open.
+//! lives in `migrations/` and is applied on open. [`backup()`] and [`check()`] are `mnemo db
+//! backup` and `mnemo db check`: they open the file themselves, beside any server using it.
 
 mod agents;
+mod backup;
+mod check;
 mod console;
 mod copy;
 mod engine;
@@ -40,6 +43,8 @@ use mnemo_store::{
 use rusqlite::params;
 use tokio::sync::broadcast;
 
+pub use crate::backup::{BackupError, BackupOptions, BackupReport, backup};
+pub use crate::check::{Check, CheckError, CheckReport, Counts, Outcome, check};
 use crate::engine::{Engine, backend, failure, query_one};
 
 /// How hard a commit tries to reach the disk.

@@ -13,6 +13,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_console_sessions.sql"),
 ];
 
+/// The newest schema version: what a migrated database's `user_version` says.
+pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
+
 /// Brings the database up to the newest schema, one transaction per migration.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let current: usize = conn

@@ -11,6 +11,7 @@
 //!
 //! This crate must not depend on any database driver or HTTP framework.
 
+pub mod check;
 pub mod copy;
 mod cursor;
 mod error;

@@ -1,6 +1,9 @@
 //! `mnemo db copy`: move a deployment between databases (SQLite ⇄ PostgreSQL, or between two
 //! of one kind), row for row, and verify the copy. The work is [`mnemo_store::copy::run`];
-//! this file opens the two sides, shows progress and prints the summary.
+//! this file opens the two sides, shows progress and prints the summary. `mnemo db backup`
+//! and `mnemo db check` live in [`backup`].
+
+mod backup;
 
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -17,6 +20,10 @@ pub(crate) enum Db {
     /// Copy a whole deployment into another database (SQLite ⇄ PostgreSQL) and verify it.
     #[command(long_about = COPY_ABOUT)]
     Copy(Copy),
+    /// Write a consistent copy of an SQLite database while the server keeps running.
+    Backup(backup::Backup),
+    /// Check a database: SQLite's integrity checks, its schema version and mnemo's invariants.
+    Check(backup::Check),
 }
 
 const COPY_ABOUT: &str = "\
@@ -71,6 +78,8 @@ impl Db {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
             Self::Copy(cmd) => cmd.run().await,
+            Self::Backup(cmd) => cmd.run().await,
+            Self::Check(cmd) => cmd.run().await,
         }
     }
 }

@@ -27,19 +27,23 @@ impl Server {
 pub(crate) enum EnvKey {
     /// Mint a key for a self-hosted environment and print it alone on stdout.
     Create {
+        /// The self-hosted environment (`env_…`).
         environment_id: EnvironmentId,
         #[command(flatten)]
         server: Server,
     },
     /// Revoke a key: workers using it are refused from then on.
     Revoke {
+        /// The environment the key belongs to (`env_…`).
         environment_id: EnvironmentId,
+        /// The key to revoke: its id as `list` shows it, never the secret.
         key_id: EnvironmentKeyId,
         #[command(flatten)]
         server: Server,
     },
     /// List an environment's keys (ids and dates, never secrets).
     List {
+        /// The self-hosted environment (`env_…`).
         environment_id: EnvironmentId,
         #[command(flatten)]
         server: Server,

@@ -1,8 +1,10 @@
 //! The subcommands, one file each.
 
 mod args;
+mod completions;
 mod db;
 mod env_key;
+mod healthcheck;
 mod mount;
 mod quickstart;
 mod serve;
@@ -14,9 +16,18 @@ use clap::{Parser, Subcommand};
 
 use crate::logging::LogFormat;
 
+/// What `mnemo --version` prints after the name: the version and the commit the binary was built
+/// from (`0.1.0 (git 130fd4b)`, `-dirty` with uncommitted changes, `unknown` without git; see
+/// build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("MNEMO_GIT_COMMIT"), ")");
+
 /// mnemo: memory that survives agent sessions.
+///
+/// One binary: `serve` runs the API server and its web console, `worker` serves a self-hosted
+/// environment's sessions on a sandbox host, `mount` keeps one memory store and a folder in sync;
+/// the other commands are tools around them. Run `mnemo help COMMAND` for the details of one.
 #[derive(Debug, Parser)]
-#[command(name = "mnemo", version, about)]
+#[command(name = "mnemo", version = VERSION, about)]
 pub(crate) struct Cli {
     /// Log line format (logs go to stderr).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "MNEMO_LOG_FORMAT")]
@@ -28,26 +39,54 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the API server (memory stores, memories, versions).
+    /// Run the server: the Managed Agents API and the web console.
+    ///
+    /// Serves Anthropic's Managed Agents beta API — memory stores and their versions,
+    /// self-hosted environments and their work queue, agents, sessions and their events — and
+    /// the web console at /console, on an embedded SQLite file or on a PostgreSQL database that
+    /// several replicas share. When ready it prints `listening on http://ADDR` on stdout, and
+    /// GET /healthz answers 200. SIGTERM/SIGINT finish in-flight requests (30 s at most), then
+    /// close the database.
     Serve(serve::Serve),
-    /// Mint, list and revoke environment keys (workers authenticate with them).
+    /// Mint, list and revoke a self-hosted environment's keys (workers poll with them).
     #[command(subcommand)]
     EnvKey(env_key::EnvKey),
-    /// Drive sessions as their agent (the external agent driver).
+    /// Drive a session as its agent from a script of tool calls (mnemo runs no model).
     #[command(subcommand)]
     Session(session::Session),
-    /// Mount one memory store as a local folder and keep it in sync until SIGINT/SIGTERM.
+    /// Mount one memory store as a local folder, kept in sync until SIGINT/SIGTERM.
+    ///
+    /// Downloads the store into DIR, syncs both ways every --interval seconds (and live, as
+    /// changes happen, against `mnemo serve`), and on SIGINT/SIGTERM runs a final sync and a
+    /// push-only flush, then removes the folder unless --keep. A second signal aborts at once.
     Mount(mount::Mount),
-    /// Serve a self-hosted environment's sessions: tools, memory mounts and sync.
+    /// Serve a self-hosted environment's sessions on this host.
+    ///
+    /// Claims the environment's work items, runs each session's tool calls (bash, read, write,
+    /// edit, glob, grep), mounts its memory stores as folders (under /mnt/memory by default) and
+    /// keeps them in sync with the server, like the official SDK's EnvironmentWorker. At the end
+    /// of a session, or on SIGTERM/SIGINT: a final sync and a flush (up to 30 s each), then the
+    /// folders are removed and the work item is stopped.
     #[command(subcommand)]
     Worker(worker::Worker),
     /// See the whole product in a minute: a server on a temporary SQLite database, a demo
     /// store, environment and agent, a worker in this process, and two scripted sessions that
     /// show memory surviving from one to the next; then serves until Ctrl-C and cleans up.
     Quickstart(quickstart::Quickstart),
-    /// Database maintenance: copy a deployment between SQLite and PostgreSQL.
+    /// Database maintenance: copy a deployment between SQLite and PostgreSQL, back up, check.
     #[command(subcommand)]
     Db(db::Db),
+    /// Print a shell completion script on stdout.
+    ///
+    /// For example: `mnemo completions bash > /etc/bash_completion.d/mnemo`,
+    /// `mnemo completions zsh > "${fpath[1]}/_mnemo"`,
+    /// `mnemo completions fish > ~/.config/fish/completions/mnemo.fish`.
+    Completions(completions::Completions),
+    /// Exit 0 if a server's /healthz answers 200 (a health check that needs no curl).
+    ///
+    /// Prints nothing when healthy. Otherwise exits 1 with the reason on stderr: nothing
+    /// listening, no answer within --timeout, or another status (redirects are not followed).
+    Healthcheck(healthcheck::Healthcheck),
 }
 
 impl Command {
@@ -69,6 +108,8 @@ impl Command {
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,
             Self::Db(cmd) => cmd.run().await,
+            Self::Completions(cmd) => cmd.run(),
+            Self::Healthcheck(cmd) => cmd.run().await,
             Self::Quickstart(cmd) => cmd.run().await,
         }
     }

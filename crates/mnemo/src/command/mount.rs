@@ -28,7 +28,7 @@ pub(crate) struct Mount {
     #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
     base_url: String,
 
-    /// API key.
+    /// An API key of that server.
     #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
     api_key: String,
 

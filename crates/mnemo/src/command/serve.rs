@@ -103,7 +103,7 @@ pub(crate) struct Serve {
     console_secure_cookies: bool,
 }
 
-fn default_database() -> anyhow::Result<String> {
+pub(crate) fn default_database() -> anyhow::Result<String> {
     let dir: PathBuf = dirs::data_dir()
         .context("cannot find the platform data directory; pass --database sqlite://PATH")?
         .join("mnemo");

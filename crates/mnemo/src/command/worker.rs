@@ -140,10 +140,13 @@ pub(crate) struct Poll {
 
 #[derive(Debug, Args)]
 pub(crate) struct Run {
+    /// The claimed work item (`work_…`).
     #[arg(long, env = "ANTHROPIC_WORK_ID")]
     work_id: String,
+    /// The session the item is for (`sesn_…`).
     #[arg(long, env = "ANTHROPIC_SESSION_ID")]
     session_id: String,
+    /// The environment the item came from (`env_…`).
     #[arg(long, env = "ANTHROPIC_ENVIRONMENT_ID")]
     environment_id: String,
     /// Optional when a work secret is given: the item then runs on its sessions token alone.

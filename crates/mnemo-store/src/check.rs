@@ -1,0 +1,148 @@
+//! mnemo's own invariants, as SQL every backend can run (`mnemo db check`).
+//!
+//! Both backends keep the same tables with the same columns (see [`crate::copy::TABLES`]), so
+//! one query per promise serves both: each [`Invariant::sql`] selects one text column, the
+//! subject (an id, with what is wrong where that helps), of every row that breaks the promise.
+//! A backend runs [`Invariant::count_sql`] and [`Invariant::examples_sql`] in one snapshot and
+//! words what it found with [`Invariant::problem`]. The queries use only what SQLite and
+//! PostgreSQL share (`CAST`, `octet_length`, correlated subqueries); only promises every write
+//! path keeps are listed, so a violation means damage, a bug or a hand-edited database.
+
+/// One promise the tables keep.
+#[derive(Debug)]
+pub struct Invariant {
+    /// A short name, for the report.
+    pub name: &'static str,
+    /// What holds, in words.
+    pub promise: &'static str,
+    /// What a subject is ("memory store", "memory", …).
+    pub subject: &'static str,
+    /// `SELECT subject FROM …` over every violating row.
+    pub sql: &'static str,
+}
+
+/// How many subjects a problem names.
+pub const EXAMPLES: usize = 5;
+
+impl Invariant {
+    /// How many rows break the promise: one row, one integer column.
+    pub fn count_sql(&self) -> String {
+        format!("SELECT count(*) FROM ({}) AS broken", self.sql)
+    }
+
+    /// The first [`EXAMPLES`] subjects, in order.
+    pub fn examples_sql(&self) -> String {
+        format!("SELECT subject FROM ({}) AS broken ORDER BY subject LIMIT {EXAMPLES}", self.sql)
+    }
+
+    /// The problem `count` violations (with their first subjects) make, in words (the report
+    /// names the check).
+    pub fn problem(&self, count: u64, examples: &[String]) -> String {
+        let more = if count > examples.len() as u64 {
+            format!(", and {} more", count - examples.len() as u64)
+        } else {
+            String::new()
+        };
+        let (plural, verb) = if count == 1 { ("", "breaks") } else { ("s", "break") };
+        format!("{count} {}{plural} {verb} \"{}\": {}{more}", self.subject, self.promise, examples.join(", "))
+    }
+}
+
+/// Every invariant, cheapest first.
+pub static INVARIANTS: &[Invariant] = &[
+    Invariant {
+        name: "memory_count",
+        promise: "a store's memory_count is the number of its live memories",
+        subject: "memory store",
+        sql: "SELECT s.id || ' (memory_count ' || CAST(s.memory_count AS TEXT) || ', live memories ' || \
+              CAST((SELECT count(*) FROM memories m WHERE m.store_seq = s.seq) AS TEXT) || ')' AS subject \
+              FROM memory_stores s \
+              WHERE s.memory_count <> (SELECT count(*) FROM memories m WHERE m.store_seq = s.seq)",
+    },
+    Invariant {
+        name: "current_version",
+        promise: "a memory's current version exists, is its own, in its store, neither a deletion nor redacted, \
+                  and has the memory's path, content_sha256 and size",
+        subject: "memory",
+        sql: "SELECT m.id AS subject FROM memories m LEFT JOIN memory_versions v ON v.seq = m.version_seq \
+              WHERE v.seq IS NULL OR v.id <> m.version_id OR v.memory_id <> m.id OR v.store_seq <> m.store_seq \
+                 OR v.operation = 'deleted' OR v.redacted_at IS NOT NULL \
+                 OR v.path IS NULL OR v.path <> m.path \
+                 OR v.content_sha256 IS NULL OR v.content_sha256 <> m.content_sha256 \
+                 OR v.content_size_bytes IS NULL OR v.content_size_bytes <> m.content_size_bytes",
+    },
+    Invariant {
+        name: "newest_version",
+        promise: "a live memory's current version is its newest",
+        subject: "memory",
+        sql: "SELECT m.id AS subject FROM memories m \
+              WHERE m.version_seq <> (SELECT max(v.seq) FROM memory_versions v WHERE v.memory_id = m.id)",
+    },
+    Invariant {
+        name: "created_first",
+        promise: "a memory's oldest version is its one creation",
+        subject: "memory",
+        sql: "SELECT v.memory_id AS subject FROM memory_versions v \
+              WHERE (v.operation = 'created') <> (v.seq = (SELECT min(w.seq) FROM memory_versions w \
+                                                           WHERE w.memory_id = v.memory_id))",
+    },
+    Invariant {
+        name: "deleted_last",
+        promise: "nothing follows a memory's deletion, and a memory without a row ends with one",
+        subject: "memory",
+        sql: "SELECT v.memory_id AS subject FROM memory_versions v \
+              WHERE v.seq = (SELECT max(w.seq) FROM memory_versions w WHERE w.memory_id = v.memory_id) \
+                AND v.operation <> 'deleted' AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.memory_id) \
+              UNION \
+              SELECT v.memory_id FROM memory_versions v WHERE v.operation = 'deleted' \
+                AND EXISTS (SELECT 1 FROM memory_versions w WHERE w.memory_id = v.memory_id AND w.seq > v.seq)",
+    },
+    Invariant {
+        name: "one_store",
+        promise: "all versions of a memory are in one store",
+        subject: "memory",
+        sql: "SELECT memory_id AS subject FROM memory_versions GROUP BY memory_id \
+              HAVING count(DISTINCT store_seq) > 1",
+    },
+    Invariant {
+        name: "version_content",
+        promise: "a version that is neither a deletion nor redacted has its path, content and content_sha256, \
+                  and its size is its content's; deletions and redacted versions hold no content",
+        subject: "memory version",
+        sql: "SELECT id AS subject FROM memory_versions \
+              WHERE (operation <> 'deleted' AND redacted_at IS NULL \
+                     AND (path IS NULL OR content IS NULL OR content_sha256 IS NULL \
+                          OR content_size_bytes IS NULL OR content_size_bytes <> octet_length(content))) \
+                 OR ((operation = 'deleted' OR redacted_at IS NOT NULL) AND content IS NOT NULL)",
+    },
+    Invariant {
+        name: "agent_versions",
+        promise: "an agent's versions are 1 to its latest_version",
+        subject: "agent",
+        sql: "SELECT a.id AS subject FROM agents a \
+              WHERE a.latest_version <> (SELECT count(*) FROM agent_versions v WHERE v.agent_seq = a.seq) \
+                 OR 1 <> (SELECT min(v.version) FROM agent_versions v WHERE v.agent_seq = a.seq) \
+                 OR a.latest_version <> (SELECT max(v.version) FROM agent_versions v WHERE v.agent_seq = a.seq)",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_problems_read_well() {
+        let mut names: Vec<&str> = INVARIANTS.iter().map(|i| i.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), INVARIANTS.len());
+        let inv = &INVARIANTS[0];
+        assert_eq!(
+            inv.problem(1, &["memstore_a (memory_count 2, live memories 1)".into()]),
+            "1 memory store breaks \"a store's memory_count is the number of its live memories\": \
+             memstore_a (memory_count 2, live memories 1)"
+        );
+        let examples: Vec<String> = (0..EXAMPLES).map(|i| format!("m{i}")).collect();
+        assert!(inv.problem(7, &examples).ends_with("m4, and 2 more"));
+    }
+}
