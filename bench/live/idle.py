@@ -165,6 +165,7 @@ def main() -> None:
         procs = mounts(stores, work / "live", server.base_url, key, ["--interval", "3600"])
         time.sleep(5)  # the feeds' opening syncs settle
         cost["mnemo live (open change feed, no change)"] = window(pid, args.window) - base
+        log(f"  server CPU {cost['mnemo live (open change feed, no change)'] * 1000:.0f} ms over the window")
         stop_all(procs)
         procs = []
 

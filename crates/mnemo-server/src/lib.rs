@@ -16,6 +16,7 @@ mod extract;
 mod hub;
 mod listen;
 mod maintenance;
+mod metrics;
 mod request;
 mod routes;
 
@@ -29,6 +30,7 @@ pub use auth::hash_credential;
 pub use error::ApiError;
 pub use listen::ServeConfig;
 pub use maintenance::expire_work_leases;
+pub use metrics::refresh_gauges;
 
 /// Largest request body accepted. Content is capped at 100 kB, but JSON escaping can
 /// inflate it up to six-fold.

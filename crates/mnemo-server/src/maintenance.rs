@@ -15,7 +15,10 @@ pub async fn expire_work_leases(store: Arc<dyn Store>, every: Duration) {
         tick.tick().await;
         match store.expire_work().await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(items = n, "applied lapsed work leases"),
+            Ok(n) => {
+                metrics::counter!("mnemo_work_leases_expired_total").increment(n);
+                tracing::info!(items = n, "applied lapsed work leases");
+            }
             Err(e) => tracing::warn!(error = %e.chain(), "could not apply lapsed work leases"),
         }
     }

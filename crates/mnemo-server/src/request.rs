@@ -30,7 +30,9 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = REQUEST_ID.scope(id.clone(), next.run(req)).instrument(span.clone()).await;
     let status = response.status().as_u16();
-    let elapsed_us = started.elapsed().as_micros() as u64;
+    let elapsed = started.elapsed();
+    let elapsed_us = elapsed.as_micros() as u64;
+    crate::metrics::request_done(&method, &route, status, elapsed);
     span.in_scope(|| {
         if route == "/healthz" {
             tracing::trace!(status, elapsed_us, "answered");

@@ -116,6 +116,7 @@ impl Engine {
             let jobs = self.jobs.lock().expect("job queue lock poisoned");
             let sender = jobs.as_ref().ok_or_else(|| failure("the store is shut down"))?;
             sender.send(job).map_err(|_| failure("the writer thread has stopped"))?;
+            metrics::gauge!("mnemo_write_queue_depth").increment(1.0);
         }
         result.await.map_err(|_| failure("the writer thread dropped a write"))?
     }
@@ -185,6 +186,7 @@ fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
         if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
             let msg = e.to_string();
             first(conn)(Some(&msg));
+            metrics::gauge!("mnemo_write_queue_depth").decrement(1.0);
             continue;
         }
         completions.push(first(conn));
@@ -194,7 +196,11 @@ fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        let commit_started = std::time::Instant::now();
         let committed = conn.execute_batch("COMMIT");
+        metrics::histogram!("mnemo_write_commit_seconds").record(commit_started.elapsed().as_secs_f64());
+        metrics::histogram!("mnemo_write_batch_size").record(completions.len() as f64);
+        metrics::gauge!("mnemo_write_queue_depth").decrement(completions.len() as f64);
         if committed.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }

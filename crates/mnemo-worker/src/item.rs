@@ -69,6 +69,12 @@ pub async fn handle_item(
     let lease = Lease::start(client.clone(), work.environment_id.clone(), work.id.clone());
     let served = Serving { cfg, client: &client, credential: &credential, work, lease: &lease, cancel }.serve().await;
     let end = lease.finish(LeaseEnd::RunnerDone).await;
+    let outcome = match (&served, end.is_lost()) {
+        (_, true) => "lease_lost",
+        (Ok(()), false) => "served",
+        (Err(_), false) => "failed",
+    };
+    metrics::counter!("mnemo_worker_items_total", "outcome" => outcome).increment(1);
     if end.is_lost() {
         tracing::warn!(work_id = %work.id, session_id = %work.data.id, "lease lost; released work_id={} session_id={} without stopping it", work.id, work.data.id);
     } else {

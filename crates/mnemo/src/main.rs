@@ -6,6 +6,7 @@
 mod command;
 mod database;
 mod logging;
+mod metrics;
 
 use std::process::ExitCode;
 

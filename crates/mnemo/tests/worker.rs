@@ -587,6 +587,39 @@ async fn live_memory_reaches_the_next_read_and_the_store_between_calls() {
     );
 }
 
+/// `--metrics-listen`: tool calls by tool and outcome, syncs and served items are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_counts_tool_calls_syncs_and_items() {
+    let s = Setup::new(&[]).await;
+    let notes = s.store("notes", &[("/a.md", "one")]).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let worker = s.worker(&s.tmp.path().join("state"), &["--metrics-listen", &format!("127.0.0.1:{port}")]);
+    let session = s.session(json!([{"type": "memory_store", "memory_store_id": notes}])).await;
+    let folder = s.mnt().join("notes");
+    let id = s.call(&session, "read", json!({"file_path": folder.join("a.md")})).await;
+    s.result(&session, &id).await;
+    let id = s.call(&session, "read", json!({"file_path": folder.join("missing.md")})).await;
+    s.result(&session, &id).await;
+    let id = s.call(&session, "write", json!({"file_path": folder.join("b.md"), "content": "two"})).await;
+    s.result(&session, &id).await;
+    s.end_turn(&session).await;
+    assert!(s.stopped_within(&session, 20).await);
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    for line in [
+        r#"mnemo_tool_calls_total{tool="read",outcome="ok"} 1"#,
+        r#"mnemo_tool_calls_total{tool="read",outcome="error"} 1"#,
+        r#"mnemo_tool_calls_total{tool="write",outcome="ok"} 1"#,
+        r#"mnemo_worker_items_total{outcome="served"} 1"#,
+        r#"mnemo_sync_uploaded_total{kind="live"} 1"#,
+        r#"mnemo_syncs_total{kind="final",result="ok"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(text.contains(r#"mnemo_tool_call_duration_seconds_count{tool="read"} 2"#), "{text}");
+    drop(worker);
+}
+
 /// An `--on-work` script that runs no worker of its own: the poller keeps the item's lease alive
 /// while it runs (past the TTL), then stops the item.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

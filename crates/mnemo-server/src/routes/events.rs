@@ -187,7 +187,11 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
-    tokio::spawn(body(Emitter(tx)));
+    let open = crate::metrics::OpenStream::new();
+    tokio::spawn(async move {
+        let _open = open;
+        body(Emitter(tx)).await;
+    });
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) })
 }
 

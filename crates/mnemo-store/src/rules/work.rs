@@ -141,6 +141,10 @@ impl Lease {
     /// was never acknowledged die.
     pub fn deliver(&self, now: Micros, reclaim_ms: u64) -> Change {
         let reclaim = i64::try_from(reclaim_ms.saturating_mul(1000)).unwrap_or(i64::MAX);
+        if self.pending_until.is_some() {
+            // Delivered before and never acknowledged: this delivery reclaims it.
+            metrics::counter!("mnemo_work_items_reclaimed_total").increment(1);
+        }
         let mut next = self.clone();
         next.pending_until = Some(now.saturating_add(reclaim));
         next.change(true)

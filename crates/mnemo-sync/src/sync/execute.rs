@@ -91,6 +91,7 @@ impl StoreSync {
         if cap.suppressed > 0 {
             tracing::debug!(memory_store_id = %self.cfg.store_id, count = cap.suppressed, "local deletions not propagated (deletions disabled)");
         }
+        super::metrics::deletions("withheld_by_cap", cap.held);
         if cap.held > 0 {
             let verb = if self.cfg.deletions == DeletionMode::LogOnly { "would send" } else { "sent" };
             tracing::warn!(memory_store_id = %self.cfg.store_id, "delete cap reached: {verb} {} deletes, held {} for later syncs", cap.sent, cap.held);
@@ -181,6 +182,7 @@ impl StoreSync {
         cap.sent += 1;
         if self.cfg.deletions == DeletionMode::LogOnly {
             tracing::info!(path = %rel, memory_store_id = %store, "log-only: sync would delete this memory on the server");
+            super::metrics::deletions("log_only", 1);
             return false;
         }
         match self.client.delete_memory(&store, &memory.id, Some(base)).await {
@@ -196,6 +198,7 @@ impl StoreSync {
             }
         }
         tracing::info!(path = %rel, memory_store_id = %store, "propagated local deletion");
+        super::metrics::deletions("made", 1);
         self.state.pending_deletes.remove(rel);
         true
     }

@@ -12,6 +12,14 @@ impl StoreSync {
     /// Uploads every file that differs from the baseline (or has an unsettled send), unless the
     /// remote changed too. Read-only stores and folders failing the marker check upload nothing.
     pub async fn flush(&mut self) -> Result<SyncReport, SyncError> {
+        let started = std::time::Instant::now();
+        let outcome = self.flush_unrecorded().await;
+        super::metrics::sync_done("flush", started, &outcome);
+        outcome
+    }
+
+    /// [`flush`](Self::flush) without its metrics.
+    async fn flush_unrecorded(&mut self) -> Result<SyncReport, SyncError> {
         let mut report = SyncReport::default();
         if self.cfg.read_only {
             return Ok(report);

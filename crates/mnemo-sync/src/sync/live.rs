@@ -330,6 +330,14 @@ impl StoreSync {
     /// engine cannot judge alone (a directory, a symlink, a folder whose marker fails) is left
     /// to the full sync as well.
     pub async fn sync_paths(&mut self, due: LivePaths) -> Result<SyncReport, SyncError> {
+        let started = std::time::Instant::now();
+        let outcome = self.sync_paths_unrecorded(due).await;
+        super::metrics::sync_done("live", started, &outcome);
+        outcome
+    }
+
+    /// [`sync_paths`](Self::sync_paths) without its metrics.
+    async fn sync_paths_unrecorded(&mut self, due: LivePaths) -> Result<SyncReport, SyncError> {
         let mut report = SyncReport::default();
         if self.final_done || due.is_empty() {
             return Ok(report);

@@ -10,6 +10,7 @@ mod execute;
 mod flush;
 pub mod journal;
 mod live;
+mod metrics;
 pub mod plan;
 mod run;
 pub mod teardown;

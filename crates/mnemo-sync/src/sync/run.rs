@@ -128,6 +128,14 @@ impl StoreSync {
     /// Failures of single files are logged and retried later; an error means the whole store
     /// could not be synced this time.
     pub async fn sync(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
+        let started = Instant::now();
+        let outcome = self.sync_unrecorded(final_sync).await;
+        super::metrics::sync_done(if final_sync { "final" } else { "full" }, started, &outcome);
+        outcome
+    }
+
+    /// [`sync`](Self::sync) without its metrics.
+    async fn sync_unrecorded(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
         if final_sync {
             if self.final_done {
                 return Err(SyncError::FinalTwice);

@@ -34,9 +34,11 @@ pub(super) async fn execute(
         return observed;
     }
     let started = Instant::now();
+    let mut outcome = "ok";
     let output = match tokio::time::timeout(TOOL_CALL_TIMEOUT, tools.call(&call.name, call.input.clone())).await {
         Ok(out) => out,
         Err(_) => {
+            outcome = "timeout";
             // The shell may be mid-command: start the next call on a fresh one.
             tools.close().await;
             ToolOutput::error(format!("tool '{}' timed out", call.name))
@@ -44,6 +46,13 @@ pub(super) async fn execute(
     };
     tracing::debug!(tool_use_id = %call.id, tool = %call.name, is_error = output.is_error, elapsed_ms = started.elapsed().as_millis() as u64, "tool call ran");
     observed.is_error = output.is_error;
+    if output.is_error && outcome == "ok" {
+        outcome = "error";
+    }
+    // Labelled by the tool's name only for the built-in tools this runner owns.
+    let tool = crate::tools::metric_name(&call.name);
+    metrics::counter!("mnemo_tool_calls_total", "tool" => tool, "outcome" => outcome).increment(1);
+    metrics::histogram!("mnemo_tool_call_duration_seconds", "tool" => tool).record(started.elapsed().as_secs_f64());
     observed.wrote = output.wrote.clone();
     let thread_ended = shared.lock().thread_ended(&call);
     if !thread_ended {

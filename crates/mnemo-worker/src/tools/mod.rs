@@ -150,6 +150,12 @@ pub struct Toolset {
     bash: BashSession,
 }
 
+/// The label a call of `name` gets in metrics: the tool's own name for the built-in tools,
+/// `other` for anything else (a label never takes an arbitrary string from the agent).
+pub fn metric_name(name: &str) -> &'static str {
+    TOOL_NAMES.iter().find(|t| **t == name).copied().unwrap_or("other")
+}
+
 impl Toolset {
     pub fn new(ctx: ToolContext) -> Self {
         let bash = BashSession::new(ctx.clone());

@@ -57,6 +57,10 @@ pub(crate) struct Mount {
     /// sync is on by default and turns itself off when the server has no change feed.
     #[arg(long)]
     no_live: bool,
+
+    /// Serve Prometheus metrics of the sync (`GET /metrics`) on this address (off by default).
+    #[arg(long, value_name = "ADDR", env = "MNEMO_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Mount {
@@ -69,6 +73,9 @@ impl Mount {
             ..StoreConfig::new(self.store_id.clone(), root)
         };
         let mut signals = Signals::install()?;
+        if let Some(at) = self.metrics_listen {
+            crate::metrics::serve(at, None).await?;
+        }
         let started = std::time::Instant::now();
         let (resume, live) = (self.resume, !self.no_live);
         let open = async move {

@@ -83,6 +83,11 @@ pub(crate) struct Serve {
     )]
     max_connections: usize,
 
+    /// Serve Prometheus metrics (`GET /metrics`) on this address, a listener of its own (off by
+    /// default, so they are never public by accident; `127.0.0.1:0` picks a free port).
+    #[arg(long, value_name = "ADDR", env = "MNEMO_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+
     /// Do not serve the web console (`/console`); the API stays as it is.
     #[arg(long, env = "MNEMO_NO_CONSOLE")]
     no_console: bool,
@@ -115,7 +120,7 @@ pub(crate) struct Running {
     pub(crate) addr: SocketAddr,
     /// Whether the web console is served.
     pub(crate) console: bool,
-    store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     expiry: tokio::task::JoinHandle<()>,
@@ -140,12 +145,31 @@ impl Serve {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         // Handlers first: a supervisor may signal as soon as it reads the readiness line.
         let mut signals = Signals::install()?;
+        let metrics_listen = self.metrics_listen;
         let running = self.start().await?;
         let addr = running.addr;
+        let metrics = match metrics_listen {
+            Some(at) => {
+                let store = Arc::clone(&running.store);
+                let refresh: crate::metrics::Refresh = Arc::new(move || {
+                    let store = Arc::clone(&store);
+                    Box::pin(async move {
+                        if let Err(e) = mnemo_server::refresh_gauges(&*store).await {
+                            tracing::warn!(error = %e, "could not read the database totals for the metrics");
+                        }
+                    })
+                });
+                Some(crate::metrics::serve(at, Some(refresh)).await?)
+            }
+            None => None,
+        };
         tracing::info!(%addr, "listening");
-        // One machine-readable line on stdout for scripts and tests.
+        // One machine-readable line on stdout for scripts and tests (then the metrics address).
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on http://{addr}")?;
+        if let Some(m) = metrics {
+            writeln!(stdout, "metrics on http://{m}/metrics")?;
+        }
         stdout.flush()?;
         drop(stdout);
         if running.console {

@@ -60,6 +60,11 @@ struct Common {
     #[arg(long, env = "ANTHROPIC_NO_MEMORY")]
     no_memory: bool,
 
+    /// Serve Prometheus metrics (`GET /metrics`: syncs, tool calls, items) on this address (off
+    /// by default).
+    #[arg(long, value_name = "ADDR", env = "MNEMO_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
+
     /// Where the worker records the folders it mounted, so a restarted worker can recover them.
     #[arg(long, env = "MNEMO_WORKER_STATE_DIR")]
     state_dir: Option<PathBuf>,
@@ -176,6 +181,13 @@ impl Worker {
                 // A second signal aborts without finishing the teardown.
                 signals.abort_on_next();
             });
+        }
+        let metrics_listen = match &self {
+            Self::Poll(p) => p.common.metrics_listen,
+            Self::Run(r) => r.common.metrics_listen,
+        };
+        if let Some(at) = metrics_listen {
+            crate::metrics::serve(at, None).await?;
         }
         match self {
             Self::Poll(p) => p.run(&cancel).await,
