@@ -9,7 +9,7 @@ processes (`$MNEMO_BIN`, 127.0.0.1, ephemeral ports, a temp dir it removes):
    `agent_toolset_20260401`, a self-hosted environment and an environment key.  It is stopped
    with SIGTERM and its database copied (SQLite backup API, so any WAL content is included)
    into two directories.
-2. Each copy gets its own server with its own `--memory-mount-root`.  On each, the test creates
+2. Each copy (three) gets its own server with its own `--memory-mount-root`.  On each, the test creates
    a session with both stores attached, starts one worker, and plays the agent: it posts the
    calls of `SCRIPT` one at a time, waiting for each result (20 calls: reads, a write, edits,
    bash that appends/creates/removes files in the read-write store, globs, greps, refused writes
@@ -18,8 +18,12 @@ processes (`$MNEMO_BIN`, 127.0.0.1, ephemeral ports, a temp dir it removes):
    * copy A: the SDK's worker (`anthropic==2.10.0`), in a thread of this process: the SDK poller
      claims the item and `EnvironmentWorker.handle_item` serves it with `max_idle=2` and the
      default `memory_sync_interval` (15 s) — the same driving as `test_worker.py`;
-   * copy B: `$MNEMO_BIN worker poll --max-idle 2s` (default sync interval) in a subprocess;
-     SIGTERM once the item is stopped; it must exit 0.
+   * copy B: `$MNEMO_BIN worker poll --max-idle 2s --no-live` (default sync interval) in a
+     subprocess; SIGTERM once the item is stopped; it must exit 0;
+   * copy C: the same with live sync on (the default): it uploads each file as the agent writes
+     it, so its versions come in the order of the writes (and a file written twice may get an
+     intermediate version). It must match copy A in every result and final memory, and hold
+     every version copy A made; the exact sequences are compared between A and B only.
 3. Compared between the runs (differences printed as a unified diff, mount roots normalised to
    `<MNT>` and workdirs to `<WORK>`):
    * per call: `is_error`, and the result text (except the bash write into the read-only store,
@@ -203,7 +207,8 @@ def copy_database(src: Path, dst: Path) -> None:
 
 
 class MnemoWorker:
-    def __init__(self, binary: str, base_url: str, env_id: str, env_key: str, workdir: Path, state: Path, log: Path):
+    def __init__(self, binary: str, base_url: str, env_id: str, env_key: str, workdir: Path, state: Path, log: Path,
+                 live: bool):
         self.log_path = log
         self._log = open(log, "w", encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
@@ -224,6 +229,7 @@ class MnemoWorker:
                 str(state),
                 "--max-idle",
                 f"{MAX_IDLE:g}s",
+                *([] if live else ["--no-live"]),
             ],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
@@ -335,7 +341,8 @@ def run_session(
             check(worker.item is not None, f"sdk: the SDK poller found no work item (error: {worker.error!r})")
         else:
             worker = MnemoWorker(
-                binary, server.base_url, state["env"], state["key"], workdir, area / "state", area / "worker.log"
+                binary, server.base_url, state["env"], state["key"], workdir, area / "state", area / "worker.log",
+                live=kind == "mnemo-live",
             )
 
         driver = Driver(fx, session.id, worker)
@@ -357,7 +364,7 @@ def run_session(
                 time.monotonic() < deadline,
                 f"{kind}: work item(s) not stopped within {ITEM_STOP_WAIT:.0f}s: {[w.state for w in items]}",
             )
-            if kind == "mnemo":
+            if kind.startswith("mnemo"):
                 check(worker.is_alive(), f"{kind}: the worker exited early (status {worker.proc.returncode})")
             time.sleep(0.2)
         result.item_state = "stopped"
@@ -513,7 +520,7 @@ def test_sdk_and_mnemo_workers_leave_the_same_traces(fx):
             eq(builder.proc.returncode if builder.proc else None, 0, "builder server exit status after SIGTERM")
 
         runs: Dict[str, RunResult] = {}
-        for kind in ("sdk", "mnemo"):
+        for kind in ("sdk", "mnemo", "mnemo-live"):
             home = area / kind
             if postgres:
                 # A fresh schema per run, with the builder's work replayed on it.
@@ -529,13 +536,21 @@ def test_sdk_and_mnemo_workers_leave_the_same_traces(fx):
             runs[kind] = run_session(kind, srv, state, home / "area", binary, fx.timeout)
             srv.stop()
 
-        sdk, mnemo = runs["sdk"], runs["mnemo"]
+        sdk, mnemo, live = runs["sdk"], runs["mnemo"], runs["mnemo-live"]
+        # Live sync uploads each file as the agent writes it, not at the end in path order: the
+        # same results and final memories, and every version the SDK made (live may add the
+        # intermediate versions of a file written twice), in the order the agent wrote them.
+        live_problems = [p for p in diff_runs(sdk, live) if "creation order" not in p]
+        for role in ("rw", "ro"):
+            missing = [v for v in sdk.versions[role] if v not in live.versions[role]]
+            check(not missing, f"mnemo-live: versions of the {role} store the SDK made are missing: {missing}")
+        check(not live_problems, f"the SDK and the live mnemo worker differ in: {'; '.join(live_problems)}")
         if os.environ.get("MNEMO_COMPAT_WORKER_TRACE"):
             dump(sdk)
             dump(mnemo)
 
         # Sanity of each run on its own (so a shared mistake does not pass as "identical").
-        for run in (sdk, mnemo):
+        for run in (sdk, mnemo, live):
             eq(run.memories["ro"], RO_SEED, f"{run.name}: the read_only store's memories must be unchanged")
             eq(run.versions["ro"], [], f"{run.name}: no session versions in the read_only store")
             check(
