@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use mnemo_api::{Actor, MemoryVersion, MemoryVersionId, Operation, SessionId, View, content_sha256};
-use mnemo_store::{Limits, ListMemoryVersions, MemoryChange, MemoryFeedEntry, Signal, StoreError};
+use mnemo_store::{Limits, ListMemoryVersions, MemoryChange, MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::broadcast;
 
 use super::fixtures::{all_versions, memory_store, path, versions};
@@ -278,10 +278,36 @@ async fn next_memory_signal(rx: &mut broadcast::Receiver<Signal>) -> (mnemo_api:
     .expect("a memory signal within 10 s")
 }
 
+/// Waits until memory signals flow: a backend whose listener is still connecting (PostgreSQL's
+/// `LISTEN`) loses what commits meanwhile and covers it with `Resync` only, so the checked
+/// sequence starts once a warm-up write has been heard (written again every 2 s until it is).
+async fn until_signals_flow(s: &dyn Store, rx: &mut broadcast::Receiver<Signal>) {
+    let warm = memory_store(s, "signals warm-up").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for i in 0.. {
+        s.create_memory(&warm, path(&format!("/warm-{i}")), "w".into(), api("apikey_sig")).await.unwrap();
+        let heard = tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                match rx.recv().await {
+                    Ok(Signal::Memory { store, .. }) if store == warm => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => panic!("the store stopped signalling"),
+                }
+            }
+        })
+        .await;
+        if heard.is_ok() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no memory signal within 60 s");
+    }
+}
+
 pub async fn memory_signals_follow_every_committed_version(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     let store = memory_store(&*s, "signalled").await;
     let mut rx = s.memory_signals();
+    until_signals_flow(&*s, &mut rx).await;
     let m = s.create_memory(&store, path("/a"), "1".into(), api("apikey_sig")).await.unwrap();
     assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&store).await.unwrap()));
     let unchanged = MemoryChange { content: Some("1".into()), path: None, expected_sha256: None };
