@@ -45,6 +45,33 @@ def ensure_venv() -> Path:
     return python
 
 
+
+def newest_source() -> float:
+    """The newest modification time of the Rust sources and manifests."""
+    newest = 0.0
+    for top in [REPO / "crates", REPO / "Cargo.toml", REPO / "Cargo.lock"]:
+        paths = [top] if top.is_file() else top.rglob("*")
+        for p in paths:
+            if p.is_file() and "target" not in p.parts:
+                newest = max(newest, p.stat().st_mtime)
+    return newest
+
+
+def ensure_release_binary(no_build: bool) -> Path:
+    """`target/release/mnemo`, built first if it is missing or older than the sources
+    (`no_build`: never build, fail if it is missing)."""
+    binary = REPO / "target" / "release" / "mnemo"
+    if no_build:
+        if not binary.exists():
+            raise SystemExit(f"{binary} is missing (run without --no-build)")
+        return binary
+    if binary.exists() and binary.stat().st_mtime >= newest_source():
+        return binary
+    log("building target/release/mnemo (cargo build --release --bin mnemo) ...")
+    subprocess.run(["cargo", "build", "--release", "--bin", "mnemo"], cwd=REPO, check=True)
+    return binary
+
+
 class Server:
     """`mnemo serve` on an ephemeral loopback port with a throw-away database in `workdir`."""
 

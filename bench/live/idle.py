@@ -42,7 +42,7 @@ from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from mnemo_bench import REPO, Api, Server, ensure_venv, git_revision, log, machine, stop_process  # noqa: E402
+from mnemo_bench import REPO, Api, Server, ensure_release_binary, ensure_venv, git_revision, log, machine, stop_process  # noqa: E402
 
 BINARY = REPO / "target" / "release" / "mnemo"
 INTERVAL_S = 15
@@ -131,8 +131,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "--bin", "mnemo"], cwd=REPO, check=True)
+    ensure_release_binary(args.no_build)
     python = ensure_venv()
     header = machine("at start")
     work = Path(tempfile.mkdtemp(prefix="mnemo-idle-bench-"))

@@ -39,38 +39,12 @@ from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from mnemo_bench import REPO, Api, Server, fmt_ms, fs_type, git_revision, log, machine, stop_process  # noqa: E402
+from mnemo_bench import REPO, Api, Server, ensure_release_binary, fmt_ms, fs_type, git_revision, log, machine, stop_process  # noqa: E402
 
 BINARY = REPO / "target" / "release" / "mnemo"
 POLL_S = 0.005
 LIVE_TIMEOUT_S = 30.0
 BASELINE_TIMEOUT_S = 40.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Building.
-# ---------------------------------------------------------------------------------------------
-
-
-def newest_source() -> float:
-    newest = 0.0
-    for top in [REPO / "crates", REPO / "Cargo.toml", REPO / "Cargo.lock"]:
-        paths = [top] if top.is_file() else top.rglob("*")
-        for p in paths:
-            if p.is_file() and "target" not in p.parts:
-                newest = max(newest, p.stat().st_mtime)
-    return newest
-
-
-def ensure_binary(no_build: bool) -> None:
-    if no_build:
-        if not BINARY.exists():
-            raise SystemExit(f"{BINARY} is missing (run without --no-build)")
-        return
-    if BINARY.exists() and BINARY.stat().st_mtime >= newest_source():
-        return
-    log("building target/release/mnemo (cargo build --release --bin mnemo) ...")
-    subprocess.run(["cargo", "build", "--release", "--bin", "mnemo"], cwd=REPO, check=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +240,7 @@ def main() -> None:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    ensure_binary(args.no_build)
+    ensure_release_binary(args.no_build)
     header = machine("at start")
     revision = git_revision(REPO)
     work = Path(tempfile.mkdtemp(prefix="mnemo-live-bench-", dir=args.workdir))

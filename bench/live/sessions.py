@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from mnemo_bench import REPO, Api, Server, ensure_venv, fmt_ms, git_revision, log, machine  # noqa: E402
+from mnemo_bench import REPO, Api, Server, ensure_release_binary, ensure_venv, fmt_ms, git_revision, log, machine  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("worker_bench", HERE.parent / "worker" / "run.py")
 assert _spec and _spec.loader
@@ -54,15 +54,6 @@ SDK_WORKER = worker_bench.SDK_WORKER
 BINARY = REPO / "target" / "release" / "mnemo"
 MAX_IDLE_S = 600  # the sessions stay served for the whole measurement
 TIMEOUT_S = {"live": 30.0, "interval": 60.0}
-
-
-def ensure_binary(no_build: bool) -> None:
-    if no_build:
-        if not BINARY.exists():
-            raise SystemExit(f"{BINARY} is missing (run without --no-build)")
-        return
-    log("building target/release/mnemo (cargo build --release --bin mnemo) ...")
-    subprocess.run(["cargo", "build", "--release", "--bin", "mnemo"], cwd=REPO, check=True)
 
 
 class Worker:
@@ -199,7 +190,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0:
         raise SystemExit("needs root (each worker gets its own mount namespace and tmpfs)")
-    ensure_binary(args.no_build)
+    ensure_release_binary(args.no_build)
     python = ensure_venv()
     header = machine("at start")
     work = Path(tempfile.mkdtemp(prefix="mnemo-live-sessions-"))
