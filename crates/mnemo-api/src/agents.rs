@@ -3,14 +3,16 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::ToSchema;
 
 use crate::ids::AgentId;
-use crate::types::{Invalid, Timestamp, validate_metadata, validate_store_name};
+use crate::types::{Invalid, validate_metadata, validate_store_name};
 
 /// The versioned part of an agent, normalised (defaults filled in).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AgentSpec {
     pub name: String,
     pub description: Option<String>,
@@ -27,20 +29,20 @@ pub struct AgentSpec {
 }
 
 /// An agent as the API returns it (`type: "agent"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "agent")]
 pub struct Agent {
     pub id: AgentId,
     pub version: u32,
     #[serde(flatten)]
     pub spec: AgentSpec,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub archived_at: Option<Timestamp>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 /// Body of `POST /v1/agents` (and, with `version`, of an update).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AgentParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -5,12 +5,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::ids::{EnvironmentId, EnvironmentKeyId, SessionId, WorkId};
 
 /// Where a session's tools run (`type: "environment"`). Timestamps are RFC 3339 strings, as
 /// the reference client types them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "environment")]
 pub struct Environment {
     pub id: EnvironmentId,
@@ -43,7 +44,7 @@ pub fn config_type(config: &Value) -> Option<&str> {
 }
 
 /// Body of `POST /v1/environments`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CreateEnvironment {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,7 +59,7 @@ pub struct CreateEnvironment {
 
 /// Body of `POST /v1/environments/{id}`. `description: null` clears it, so it is a double
 /// option: absent = keep, `null` = clear, string = set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateEnvironment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -82,14 +83,14 @@ where
 }
 
 /// Confirmation of an environment deletion.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "environment_deleted")]
 pub struct EnvironmentDeleted {
     pub id: EnvironmentId,
 }
 
 /// A freshly minted environment key: the only time the secret is shown. `Debug` redacts it.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "environment_key")]
 pub struct EnvironmentKey {
     pub id: EnvironmentKeyId,
@@ -105,7 +106,7 @@ pub struct EnvironmentKey {
 pub const NO_HEARTBEAT: &str = "NO_HEARTBEAT";
 
 /// Lifecycle of a work item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkState {
     Queued,
@@ -136,7 +137,7 @@ impl WorkState {
 }
 
 /// What a work item asks the worker to do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkData {
     /// `session` (serve that session) or `healthcheck`.
     #[serde(rename = "type")]
@@ -152,7 +153,7 @@ impl WorkData {
 }
 
 /// One item of a self-hosted environment's queue (`type: "work"`). `Debug` redacts the secret.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "work")]
 pub struct Work {
     pub id: WorkId,
@@ -172,7 +173,7 @@ pub struct Work {
 }
 
 /// Answer to a heartbeat (`type: "work_heartbeat"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "work_heartbeat")]
 pub struct WorkHeartbeat {
     /// Echo this byte for byte as the next `expected_last_heartbeat`.
@@ -183,7 +184,7 @@ pub struct WorkHeartbeat {
 }
 
 /// The lease as it stands, in a heartbeat precondition failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkLeaseState {
     pub last_heartbeat: Option<String>,
     pub lease_extended: bool,
@@ -192,7 +193,7 @@ pub struct WorkLeaseState {
 }
 
 /// Queue statistics (`type: "work_queue_stats"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "work_queue_stats")]
 pub struct WorkQueueStats {
     pub depth: u64,
@@ -202,14 +203,14 @@ pub struct WorkQueueStats {
 }
 
 /// Body of `POST …/work/{id}/stop`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct StopWork {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
 }
 
 /// The decoded `secret` of a polled work item. `Debug` redacts the token.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkSecret {
     pub sessions_token: String,
 }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 /// The `error.type` values mnemo emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,7 +58,7 @@ impl ErrorType {
 }
 
 /// The `error` object of the envelope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     #[serde(rename = "type")]
     pub kind: String,
@@ -69,7 +70,7 @@ pub struct ErrorBody {
 }
 
 /// A whole error response body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "error")]
 pub struct ErrorEnvelope {
     pub error: ErrorBody,

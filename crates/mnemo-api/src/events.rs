@@ -9,12 +9,13 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use crate::ids::EventId;
 
 /// One content block (`text`, `image`, `document`, `search_result`, `redacted`, …), kept as
 /// the JSON object the client sent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(transparent)]
 pub struct ContentBlock(Map<String, Value>);
 
@@ -44,7 +45,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
 }
 
 /// A person's answer to a tool call that asked for confirmation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Allow,
@@ -52,7 +53,7 @@ pub enum Verdict {
 }
 
 /// What an agent's configuration lets a built-in tool call do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Permission {
     /// Run it.
@@ -64,7 +65,7 @@ pub enum Permission {
 }
 
 /// Why a session went idle (`session.status_idle.stop_reason`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
@@ -85,20 +86,20 @@ impl StopReason {
 }
 
 /// `user.message`, `system.message` and `agent.message`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Message {
     pub content: Vec<ContentBlock>,
 }
 
 /// `user.interrupt`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Interrupt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_thread_id: Option<String>,
 }
 
 /// `user.tool_confirmation`: allow or deny an `agent.tool_use` whose permission is `ask`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ToolConfirmation {
     pub tool_use_id: EventId,
     pub result: Verdict,
@@ -107,7 +108,7 @@ pub struct ToolConfirmation {
 }
 
 /// `user.tool_result` and `user.custom_tool_result`: the answer to one tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ToolResult {
     /// `tool_use_id` or `custom_tool_use_id` on the wire, by the event's type.
     #[serde(alias = "tool_use_id", alias = "custom_tool_use_id", skip_serializing)]
@@ -125,8 +126,28 @@ impl ToolResult {
     }
 }
 
+/// A `user.tool_result`: the answer to an `agent.tool_use`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct BuiltInToolResult {
+    /// The `agent.tool_use` event this answers.
+    tool_use_id: EventId,
+    content: Option<Vec<ContentBlock>>,
+    is_error: Option<bool>,
+}
+
+/// A `user.custom_tool_result`: the answer to an `agent.custom_tool_use`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct CustomToolResult {
+    /// The `agent.custom_tool_use` event this answers.
+    custom_tool_use_id: EventId,
+    content: Option<Vec<ContentBlock>>,
+    is_error: Option<bool>,
+}
+
 /// `user.define_outcome`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct DefineOutcome {
     pub description: String,
     pub rubric: Rubric,
@@ -135,7 +156,7 @@ pub struct DefineOutcome {
 }
 
 /// How an outcome is graded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Rubric {
     Text { content: String },
@@ -143,7 +164,7 @@ pub enum Rubric {
 }
 
 /// `agent.tool_use` and `agent.custom_tool_use`: a call a worker (or client) must answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ToolUse {
     pub name: String,
     pub input: Map<String, Value>,
@@ -157,7 +178,7 @@ pub struct ToolUse {
 
 /// `session.status_idle`: the agent's turn ended (posted by the agent side, or emitted by the
 /// server when tool calls wait).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct StatusIdle {
     /// Absent or `null` when posted: `end_turn`.
     #[serde(default = "end_turn", deserialize_with = "stop_reason_or_end_turn")]
@@ -175,7 +196,7 @@ fn stop_reason_or_end_turn<'de, D: Deserializer<'de>>(d: D) -> Result<StopReason
 }
 
 /// Every event type mnemo accepts or emits, tagged by `type` on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(tag = "type")]
 pub enum Event {
     #[serde(rename = "user.message")]
@@ -376,7 +397,7 @@ fn tool_use_of(body: Value) -> Result<ToolUse, EventError> {
 }
 
 /// An event as a session's log records it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct LoggedEvent {
     pub id: EventId,
     #[serde(flatten)]

@@ -112,6 +112,20 @@ macro_rules! prefixed_id {
             }
         }
 
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                crate::openapi::id_schema($prefix, $kind)
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn schemas(
+                schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+            ) {
+                schemas.push((stringify!($name).to_owned(), <Self as utoipa::PartialSchema>::schema()));
+            }
+        }
+
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;

@@ -15,6 +15,7 @@ mod events;
 pub mod headers;
 mod ids;
 pub mod limits;
+pub mod openapi;
 mod path;
 mod sessions;
 mod types;

@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::ids::{EnvironmentId, MemoryStoreId, SessionId};
-use crate::types::Timestamp;
 
 /// Most memory stores one session may attach.
 pub const MAX_SESSION_MEMORY_STORES: usize = 8;
@@ -16,7 +17,7 @@ pub const MAX_MEMORY_INSTRUCTIONS_CHARS: usize = 4_096;
 pub const DEFAULT_MEMORY_MOUNT_ROOT: &str = "/mnt/memory";
 
 /// How a session may use an attached store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
     #[default]
@@ -25,7 +26,7 @@ pub enum Access {
 }
 
 /// Where a session stands (`session.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
     /// A transient error; the service retries.
@@ -56,7 +57,7 @@ impl SessionStatus {
 }
 
 /// A `memory_store` resource as a session shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_store")]
 pub struct MemoryStoreResource {
     pub memory_store_id: MemoryStoreId,
@@ -71,7 +72,7 @@ pub struct MemoryStoreResource {
 }
 
 /// A session (`type: "session"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "session")]
 pub struct Session {
     pub id: SessionId,
@@ -92,9 +93,9 @@ pub struct Session {
     #[serde(default)]
     pub vault_ids: Vec<String>,
     pub deployment_id: Option<String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub archived_at: Option<Timestamp>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
     /// mnemo extension: why the session last went idle (`end_turn`, `requires_action`, …).
     #[serde(default)]
     pub stop_reason: Option<Value>,
@@ -104,14 +105,14 @@ pub struct Session {
 }
 
 /// Deletion confirmation of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "session_deleted")]
 pub struct SessionDeleted {
     pub id: SessionId,
 }
 
 /// A resource in a session creation request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ResourceParams {
     #[serde(rename = "type")]
     pub kind: String,
@@ -124,7 +125,7 @@ pub struct ResourceParams {
 }
 
 /// Body of `POST /v1/sessions`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CreateSession {
     /// An agent id, `{type: "agent", id, version?}` or `{type: "agent_with_overrides", …}`.
     pub agent: Value,

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::ids::{ApiKeyId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId};
 use crate::limits::*;
@@ -18,7 +19,7 @@ pub fn rfc3339_micros(micros: i64) -> String {
 }
 
 /// A server-side collection of memories (`type: "memory_store"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_store")]
 pub struct MemoryStore {
     pub id: MemoryStoreId,
@@ -28,13 +29,13 @@ pub struct MemoryStore {
     pub description: String,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub archived_at: Option<Timestamp>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 /// A text document at a path inside a store (`type: "memory"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory")]
 pub struct Memory {
     pub id: MemoryId,
@@ -45,12 +46,12 @@ pub struct Memory {
     pub content_sha256: String,
     pub content_size_bytes: u64,
     pub memory_version_id: MemoryVersionId,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 /// A directory marker in a depth-limited listing (`type: "memory_prefix"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_prefix")]
 pub struct MemoryPrefix {
     /// The rolled-up prefix, trailing `/` included.
@@ -58,7 +59,7 @@ pub struct MemoryPrefix {
 }
 
 /// One item of a memory listing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum MemoryListItem {
     Memory(Memory),
@@ -66,7 +67,7 @@ pub enum MemoryListItem {
 }
 
 /// The kind of change a version records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {
     Created,
@@ -96,7 +97,7 @@ impl Operation {
 }
 
 /// Who made a change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Actor {
     /// An agent writing through a session (the worker's sync with a sessions token).
@@ -110,7 +111,7 @@ pub enum Actor {
 }
 
 /// One immutable entry in a memory's history (`type: "memory_version"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_version")]
 pub struct MemoryVersion {
     pub id: MemoryVersionId,
@@ -123,16 +124,16 @@ pub struct MemoryVersion {
     pub content: Option<String>,
     pub content_sha256: Option<String>,
     pub content_size_bytes: Option<u64>,
-    pub created_at: Timestamp,
+    pub created_at: DateTime<Utc>,
     pub created_by: Option<Actor>,
-    pub redacted_at: Option<Timestamp>,
+    pub redacted_at: Option<DateTime<Utc>>,
     pub redacted_by: Option<Actor>,
 }
 
 /// One entry of a memory store's change feed (`GET /v1/memory_stores/{id}/changes`, a mnemo
 /// extension): a memory version as the versions API shows it in `view=basic`, never its content.
 /// A redacted version has a null path, digest and size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct MemoryChangeEvent {
     pub memory_id: MemoryId,
     pub memory_store_id: MemoryStoreId,
@@ -141,7 +142,7 @@ pub struct MemoryChangeEvent {
     pub path: Option<String>,
     pub content_sha256: Option<String>,
     pub content_size_bytes: Option<u64>,
-    pub created_at: Timestamp,
+    pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<Actor>,
 }
@@ -174,28 +175,28 @@ impl MemoryChangeEvent {
 
 /// A page of the change feed's JSON long-poll form: the changes after the cursor asked for (in
 /// commit order) and the cursor to ask with next (the one asked with when nothing changed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct MemoryChangePage {
     pub data: Vec<MemoryChangeEvent>,
     pub next_cursor: String,
 }
 
 /// Confirmation of a memory deletion.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_deleted")]
 pub struct MemoryDeleted {
     pub id: MemoryId,
 }
 
 /// Confirmation of a store deletion.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_store_deleted")]
 pub struct MemoryStoreDeleted {
     pub id: MemoryStoreId,
 }
 
 /// One page of a cursor-paginated list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Page<T> {
     pub data: Vec<T>,
     /// Pass back as `page` to get the next page; null on the last page.
@@ -203,7 +204,7 @@ pub struct Page<T> {
 }
 
 /// Whether memories and versions carry their content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum View {
     Basic,
@@ -221,7 +222,7 @@ impl View {
 }
 
 /// A condition an update must meet to apply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Precondition {
     /// The stored content must currently hash to this value.
@@ -229,7 +230,7 @@ pub enum Precondition {
 }
 
 /// Body of `POST /v1/memory_stores`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CreateMemoryStore {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -239,7 +240,7 @@ pub struct CreateMemoryStore {
 }
 
 /// Body of `POST /v1/memory_stores/{id}`: only the given keys change.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateMemoryStore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -251,7 +252,7 @@ pub struct UpdateMemoryStore {
 }
 
 /// Body of `POST /v1/memory_stores/{id}/memories`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CreateMemory {
     pub path: String,
     /// Required; the reference client types it as nullable, so a null is refused explicitly.
@@ -259,7 +260,7 @@ pub struct CreateMemory {
 }
 
 /// Body of `POST /v1/memory_stores/{id}/memories/{memory_id}`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UpdateMemory {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,

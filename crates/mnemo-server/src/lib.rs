@@ -17,6 +17,7 @@ mod hub;
 mod listen;
 mod maintenance;
 mod metrics;
+pub mod openapi;
 mod request;
 mod routes;
 

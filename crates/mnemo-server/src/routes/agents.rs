@@ -11,6 +11,16 @@ use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
+#[utoipa::path(
+    post,
+    path = "/v1/agents",
+    operation_id = "agents.create",
+    tag = "agents",
+    summary = "Create an agent",
+    request_body = mnemo_api::AgentParams,
+    responses((status = 200, description = "The new agent (version 1).", body = mnemo_api::Agent)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -22,8 +32,11 @@ pub(crate) async fn create(
     Ok(axum::Json(agent))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct VersionParam {
+    /// This version instead of the latest.
+    #[param(value_type = Option<u32>, minimum = 1)]
     version: Option<String>,
 }
 
@@ -37,6 +50,16 @@ fn version(raw: Option<&str>) -> Result<Option<u32>, ApiError> {
     .transpose()
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/agents/{agent}",
+    operation_id = "agents.retrieve",
+    tag = "agents",
+    summary = "Retrieve an agent, at its latest or a given version",
+    params(("agent" = mnemo_api::AgentId, Path, description = "The agent."), VersionParam),
+    responses((status = 200, description = "OK.", body = mnemo_api::Agent)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -47,6 +70,17 @@ pub(crate) async fn retrieve(
     Ok(axum::Json(state.store.get_agent(&id, version(q.version.as_deref())?).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/agents/{agent}",
+    operation_id = "agents.update",
+    tag = "agents",
+    summary = "Update an agent (a new version)",
+    params(("agent" = mnemo_api::AgentId, Path, description = "The agent.")),
+    request_body = mnemo_api::AgentParams,
+    responses((status = 200, description = "The agent at its new version.", body = mnemo_api::Agent)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -60,6 +94,16 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_agent(&id, base, body).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/agents",
+    operation_id = "agents.list",
+    tag = "agents",
+    summary = "List agents",
+    params(crate::openapi::ArchivableQuery),
+    responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::Agent>)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -76,6 +120,16 @@ pub(crate) async fn list(
     Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/agents/{agent}/archive",
+    operation_id = "agents.archive",
+    tag = "agents",
+    summary = "Archive an agent",
+    params(("agent" = mnemo_api::AgentId, Path, description = "The agent.")),
+    responses((status = 200, description = "The archived agent.", body = mnemo_api::Agent)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Agent> {
     let id: AgentId = path_id("agent", &id)?;
     Ok(axum::Json(state.store.archive_agent(&id).await?))

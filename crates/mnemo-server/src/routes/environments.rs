@@ -43,6 +43,16 @@ fn environment_id(raw: &str) -> Result<EnvironmentId, ApiError> {
         .map_err(|_| ApiError::not_found(format!("environment `{raw}` not found")).with_code("environment_not_found"))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments",
+    operation_id = "environments.create",
+    tag = "environments",
+    summary = "Create an environment",
+    request_body = mnemo_api::CreateEnvironment,
+    responses((status = 200, description = "The new environment.", body = mnemo_api::Environment)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -70,6 +80,16 @@ pub(crate) async fn create(
     Ok(axum::Json(env))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environment}",
+    operation_id = "environments.retrieve",
+    tag = "environments",
+    summary = "Retrieve an environment",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::Environment)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -78,6 +98,17 @@ pub(crate) async fn retrieve(
     Ok(axum::Json(state.store.get_environment(&environment_id(&id)?).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}",
+    operation_id = "environments.update",
+    tag = "environments",
+    summary = "Update an environment",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    request_body = mnemo_api::UpdateEnvironment,
+    responses((status = 200, description = "The updated environment.", body = mnemo_api::Environment)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -105,6 +136,16 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_environment(&id, patch).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/environments",
+    operation_id = "environments.list",
+    tag = "environments",
+    summary = "List environments",
+    params(crate::openapi::ArchivableQuery),
+    responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::Environment>)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -121,6 +162,16 @@ pub(crate) async fn list(
     Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/archive",
+    operation_id = "environments.archive",
+    tag = "environments",
+    summary = "Archive an environment",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "The archived environment.", body = mnemo_api::Environment)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn archive(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -131,6 +182,16 @@ pub(crate) async fn archive(
     Ok(axum::Json(env))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/environments/{environment}",
+    operation_id = "environments.delete",
+    tag = "environments",
+    summary = "Delete an environment",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::EnvironmentDeleted)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -144,6 +205,16 @@ pub(crate) async fn delete(
 }
 
 /// Mints a key; the answer is the only place the secret ever appears.
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/keys",
+    operation_id = "environments.create_key",
+    tag = "environments",
+    summary = "Create an environment key (its secret is shown once)",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "The new key, with its `secret`.", body = mnemo_api::EnvironmentKey)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn create_key(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -157,6 +228,16 @@ pub(crate) async fn create_key(
     Ok(axum::Json(key))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environment}/keys",
+    operation_id = "environments.list_keys",
+    tag = "environments",
+    summary = "List an environment's keys (never their secrets)",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::EnvironmentKey>)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn list_keys(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -166,6 +247,16 @@ pub(crate) async fn list_keys(
     Ok(axum::Json(Page { data: keys, next_page: None }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/keys/{key}/revoke",
+    operation_id = "environments.revoke_key",
+    tag = "environments",
+    summary = "Revoke an environment key",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ("key" = mnemo_api::EnvironmentKeyId, Path, description = "The environment key.")),
+    responses((status = 200, description = "The revoked key.", body = mnemo_api::EnvironmentKey)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn revoke_key(
     State(state): State<AppState>,
     _: ApiKeyCaller,

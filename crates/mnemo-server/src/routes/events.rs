@@ -27,12 +27,24 @@ const DEFAULT_EVENTS_PAGE: u32 = 100;
 /// Keep-alive cadence of streams.
 pub(crate) const PING_EVERY: Duration = Duration::from_secs(15);
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct EventPage {
+    #[schema(value_type = Vec<mnemo_api::LoggedEvent>)]
     data: Vec<Value>,
+    /// Pass back as `page` for the next page; null on the last.
     next_page: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session}/events",
+    operation_id = "events.list",
+    tag = "events",
+    summary = "List a session's events",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session."), EventsQuery),
+    responses((status = 200, description = "OK.", body = EventPage)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -77,18 +89,32 @@ pub(crate) fn parse_events(field: &str, values: Vec<Value>) -> Result<Vec<mnemo_
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(crate) struct SendEvents {
+    /// One or more events (`user.*`; with an API key, the agent side's `agent.*` and `session.status_idle` too).
+    #[schema(value_type = Vec<mnemo_api::Event>, min_items = 1)]
     events: Vec<Value>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct Sent {
+    #[schema(value_type = Vec<mnemo_api::LoggedEvent>)]
     data: Vec<Value>,
 }
 
 /// Appends events. An API key drives the agent side too (`agent.message`, `agent.tool_use`,
 /// ending a turn with `session.status_idle`); workers and clients post `user.*` events.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session}/events",
+    operation_id = "events.send",
+    tag = "events",
+    summary = "Append events to a session",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session.")),
+    request_body = SendEvents,
+    responses((status = 200, description = "The events as recorded, with their ids.", body = Sent)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn send(
     State(state): State<AppState>,
     caller: Caller,
@@ -125,6 +151,16 @@ fn ends_stream(event: &SessionEvent) -> bool {
 /// Streams events appended from now on; with `Last-Event-ID` (header) or `last_event_id`
 /// (query), first replays what came after that event. Every message carries an `event:` line
 /// (the reference client drops messages without one); `ping` events keep the connection alive.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session}/events/stream",
+    operation_id = "events.stream",
+    tag = "events",
+    summary = "Stream a session's events as they are appended (SSE)",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session."), StreamQuery, ("Last-Event-ID" = Option<String>, Header, description = "Replay what came after this event first.")),
+    responses((status = 200, description = "An SSE stream: each message's `event` is the event's `type`, its `data` the event, its `id` the event's id; `ping` messages keep the connection alive. It ends after `session.status_terminated` or `session.deleted`.", content_type = "text/event-stream", body = mnemo_api::LoggedEvent)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn stream(
     State(state): State<AppState>,
     caller: Caller,
@@ -207,4 +243,43 @@ impl Emitter {
     pub(crate) async fn send(&mut self, e: Event) -> bool {
         self.0.send(e).await.is_ok()
     }
+}
+
+/// The query `list` reads (by hand, from the raw query); described for the API document.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub(crate) struct EventsQuery {
+    /// Page size, at least 1 (default 100; more than 1,000 reads as 1,000).
+    #[param(minimum = 1)]
+    limit: Option<u32>,
+    /// The `next_page` of the previous page.
+    page: Option<String>,
+    /// `asc` (oldest first; the default) or `desc`.
+    #[param(pattern = "^(asc|desc)$")]
+    order: Option<String>,
+    /// Only events of these types (`user.message`, `agent.tool_use`, …).
+    #[param(rename = "types[]")]
+    types: Option<Vec<String>>,
+    /// Processed at or after (RFC 3339); `created_at[gt]`, `[lte]` and `[lt]` work alike.
+    #[param(rename = "created_at[gte]")]
+    created_at_gte: Option<chrono::DateTime<chrono::Utc>>,
+    /// Processed after (RFC 3339).
+    #[param(rename = "created_at[gt]")]
+    created_at_gt: Option<chrono::DateTime<chrono::Utc>>,
+    /// Processed at or before (RFC 3339).
+    #[param(rename = "created_at[lte]")]
+    created_at_lte: Option<chrono::DateTime<chrono::Utc>>,
+    /// Processed before (RFC 3339).
+    #[param(rename = "created_at[lt]")]
+    created_at_lt: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The query `stream` reads; described for the API document.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub(crate) struct StreamQuery {
+    /// Replay what came after this event first (the `Last-Event-ID` header outranks it).
+    last_event_id: Option<mnemo_api::EventId>,
 }

@@ -18,8 +18,11 @@ use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ViewParam {
+    /// `basic` (no content) or `full`; the default is `full` when reading one memory, `basic` when writing.
+    #[param(value_type = Option<mnemo_api::View>)]
     view: Option<String>,
 }
 
@@ -47,6 +50,17 @@ fn ids(store: &str, memory: &str) -> Result<(MemoryStoreId, MemoryId), ApiError>
     Ok((path_id("memory store", store)?, path_id("memory", memory)?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/memory_stores/{store}/memories",
+    operation_id = "memories.create",
+    tag = "memories",
+    summary = "Create a memory at a path",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ViewParam),
+    request_body = mnemo_api::CreateMemory,
+    responses((status = 200, description = "The new memory (content only under `view=full`).", body = mnemo_api::Memory), (status = 409, description = "A memory already exists at this path (`memory_path_conflict_error`, with `conflicting_memory_id`).", body = mnemo_api::ErrorEnvelope)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     caller: MemoryCaller,
@@ -64,6 +78,16 @@ pub(crate) async fn create(
     Ok(axum::Json(shaped(memory, view)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/memories/{memory}",
+    operation_id = "memories.retrieve",
+    tag = "memories",
+    summary = "Retrieve a memory",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), ViewParam),
+    responses((status = 200, description = "The memory (with content unless `view=basic`).", body = mnemo_api::Memory)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -75,6 +99,17 @@ pub(crate) async fn retrieve(
     Ok(axum::Json(shaped(state.store.get_memory(&store, &id).await?, view)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/memory_stores/{store}/memories/{memory}",
+    operation_id = "memories.update",
+    tag = "memories",
+    summary = "Change a memory's content or path, optionally under a precondition",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), ViewParam),
+    request_body = mnemo_api::UpdateMemory,
+    responses((status = 200, description = "The updated memory.", body = mnemo_api::Memory), (status = 409, description = "The precondition failed (`memory_precondition_failed_error`) or the new path is taken (`memory_path_conflict_error`).", body = mnemo_api::ErrorEnvelope)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn update(
     State(state): State<AppState>,
     caller: MemoryCaller,
@@ -99,11 +134,23 @@ pub(crate) async fn update(
     Ok(axum::Json(shaped(memory, view)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DeleteParams {
+    /// Delete only if the content still hashes to this (64 lowercase hex characters).
     expected_content_sha256: Option<String>,
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/memory_stores/{store}/memories/{memory}",
+    operation_id = "memories.delete",
+    tag = "memories",
+    summary = "Delete a memory, optionally only if its content is unchanged",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), DeleteParams),
+    responses((status = 200, description = "OK.", body = mnemo_api::MemoryDeleted), (status = 409, description = "`expected_content_sha256` does not match (`memory_precondition_failed_error`).", body = mnemo_api::ErrorEnvelope)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     caller: MemoryCaller,
@@ -116,18 +163,37 @@ pub(crate) async fn delete(
     Ok(axum::Json(MemoryDeleted { id }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
+    /// Page size, 1–100 (default 20; at most 20 under `view=full`).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    /// The `next_page` of the previous page.
     page: Option<String>,
+    /// `basic` (no content; the default) or `full`.
+    #[param(value_type = Option<mnemo_api::View>)]
     view: Option<String>,
+    /// Only paths under this prefix (`/` or a path ending in `/`; whole segments).
     path_prefix: Option<String>,
+    /// `1` rolls everything below the next level up into `memory_prefix` entries (default `0`).
+    #[param(value_type = Option<u8>, minimum = 0, maximum = 1)]
     depth: Option<String>,
 }
 
 /// Lists memories. The answer carries an `ETag` naming the store's state; a first-page request
 /// with a matching `If-None-Match` is answered `304` without a body (a mnemo extension that lets
 /// a sync skip re-listing an unchanged store; clients that never send it see no difference).
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/memories",
+    operation_id = "memories.list",
+    tag = "memories",
+    summary = "List memories in path order, optionally under a prefix and rolled up one level",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ListParams, ("If-None-Match" = Option<String>, Header, description = "The `ETag` of an earlier first page: answered `304` while the store is unchanged (a mnemo extension).")),
+    responses((status = 200, description = "A page of memories (and `memory_prefix` entries under `depth=1`).", body = mnemo_api::Page<mnemo_api::MemoryListItem>, headers(("ETag" = String, description = "Names the store's state."))), (status = 304, description = "Unchanged since the `If-None-Match` tag.")),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: MemoryCaller,

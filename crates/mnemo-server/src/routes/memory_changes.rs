@@ -49,6 +49,16 @@ fn wants_json(format: Option<&str>) -> Result<bool, ApiError> {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/changes",
+    operation_id = "memory_changes.changes",
+    tag = "memory changes",
+    summary = "Follow a store's changes: an SSE stream, or a JSON long poll with `format=json`",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ChangesQuery, ("Last-Event-ID" = Option<String>, Header, description = "The last `id` an SSE client saw; outranks `after`.")),
+    responses((status = 200, description = "Under `format=json`: the changes after the cursor (waiting up to `wait_ms` for one). Otherwise an SSE stream of `memory.created`, `memory.modified` and `memory.deleted` events whose data is a `MemoryChangeEvent` and whose `id` is the cursor, with `ping` keep-alives.", content((mnemo_api::MemoryChangePage = "application/json"), (mnemo_api::MemoryChangeEvent = "text/event-stream")))),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn changes(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -159,4 +169,22 @@ async fn long_poll(
             Err(_) => return Ok(empty(&feed)),
         }
     }
+}
+
+/// The query `changes` reads (by hand, from the raw query); described for the API document.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub(crate) struct ChangesQuery {
+    /// Start after this cursor (`0`: from the beginning; default: from now on).
+    after: Option<u64>,
+    /// `sse` (the default) or `json` (one long poll).
+    #[param(pattern = "^(sse|json)$")]
+    format: Option<String>,
+    /// Under `format=json`: how long to wait for a change, at most 60,000 ms (default 30,000).
+    #[param(maximum = 60000)]
+    wait_ms: Option<u64>,
+    /// Under `format=json`: most changes per answer (default 100).
+    #[param(minimum = 1)]
+    limit: Option<u32>,
 }

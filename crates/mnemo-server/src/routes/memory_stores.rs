@@ -19,6 +19,16 @@ fn invalid(e: mnemo_api::Invalid) -> ApiError {
     ApiError::invalid(e.0)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/memory_stores",
+    operation_id = "memory_stores.create",
+    tag = "memory stores",
+    summary = "Create a memory store",
+    request_body = mnemo_api::CreateMemoryStore,
+    responses((status = 200, description = "The new store.", body = mnemo_api::MemoryStore)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -34,6 +44,16 @@ pub(crate) async fn create(
     Ok(axum::Json(store))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}",
+    operation_id = "memory_stores.retrieve",
+    tag = "memory stores",
+    summary = "Retrieve a memory store",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::MemoryStore)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -43,6 +63,17 @@ pub(crate) async fn retrieve(
     Ok(axum::Json(state.store.get_memory_store(&id).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/memory_stores/{store}",
+    operation_id = "memory_stores.update",
+    tag = "memory stores",
+    summary = "Update a memory store (name, description, a metadata patch)",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    request_body = mnemo_api::UpdateMemoryStore,
+    responses((status = 200, description = "The updated store.", body = mnemo_api::MemoryStore)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -60,17 +91,37 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_memory_store(&id, patch).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
+    /// Page size, 1–100 (default 20; at most 20 under `view=full`).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    /// The `next_page` of the previous page.
     page: Option<String>,
+    /// Include archived stores (default `false`).
+    #[param(value_type = Option<bool>)]
     include_archived: Option<String>,
+    /// Created at or after (RFC 3339).
     #[serde(rename = "created_at[gte]")]
+    #[param(value_type = Option<String>, format = DateTime)]
     created_at_gte: Option<String>,
+    /// Created at or before (RFC 3339).
     #[serde(rename = "created_at[lte]")]
+    #[param(value_type = Option<String>, format = DateTime)]
     created_at_lte: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores",
+    operation_id = "memory_stores.list",
+    tag = "memory stores",
+    summary = "List memory stores, newest first",
+    params(ListParams),
+    responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::MemoryStore>)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -87,6 +138,16 @@ pub(crate) async fn list(
     Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/memory_stores/{store}/archive",
+    operation_id = "memory_stores.archive",
+    tag = "memory stores",
+    summary = "Archive a memory store (it becomes read-only)",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    responses((status = 200, description = "The archived store.", body = mnemo_api::MemoryStore)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn archive(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -98,6 +159,16 @@ pub(crate) async fn archive(
     Ok(axum::Json(store))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/memory_stores/{store}",
+    operation_id = "memory_stores.delete",
+    tag = "memory stores",
+    summary = "Delete a memory store and everything in it",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::MemoryStoreDeleted)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: MemoryCaller,

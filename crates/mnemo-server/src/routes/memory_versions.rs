@@ -12,19 +12,38 @@ use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
+    /// Page size, 1–100 (default 20; at most 20 under `view=full`).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    /// The `next_page` of the previous page.
     page: Option<String>,
+    /// `basic` (no content; the default) or `full`.
+    #[param(value_type = Option<mnemo_api::View>)]
     view: Option<String>,
+    /// Only this memory's versions.
+    #[param(value_type = Option<mnemo_api::MemoryId>)]
     memory_id: Option<String>,
+    /// Only versions of this operation.
+    #[param(value_type = Option<mnemo_api::Operation>)]
     operation: Option<String>,
+    /// Only versions written through this session.
+    #[param(value_type = Option<mnemo_api::SessionId>)]
     session_id: Option<String>,
+    /// Only versions written with this API key.
+    #[param(value_type = Option<mnemo_api::ApiKeyId>)]
     api_key_id: Option<String>,
+    /// Only versions written by this service account.
     service_account_id: Option<String>,
+    /// Created at or after (RFC 3339).
     #[serde(rename = "created_at[gte]")]
+    #[param(value_type = Option<String>, format = DateTime)]
     created_at_gte: Option<String>,
+    /// Created at or before (RFC 3339).
     #[serde(rename = "created_at[lte]")]
+    #[param(value_type = Option<String>, format = DateTime)]
     created_at_lte: Option<String>,
 }
 
@@ -36,6 +55,16 @@ where
     raw.map(|s| s.parse().map_err(|e| ApiError::invalid(format!("{name}: {e}")))).transpose()
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/memory_versions",
+    operation_id = "memory_versions.list",
+    tag = "memory versions",
+    summary = "List memory versions, newest first",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ListParams),
+    responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::MemoryVersion>)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -68,11 +97,24 @@ pub(crate) async fn list(
     Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ViewParam {
+    /// `full` (with content; the default) or `basic`.
+    #[param(value_type = Option<mnemo_api::View>)]
     view: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/memory_versions/{version}",
+    operation_id = "memory_versions.retrieve",
+    tag = "memory versions",
+    summary = "Retrieve a memory version",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("version" = mnemo_api::MemoryVersionId, Path, description = "The memory version."), ViewParam),
+    responses((status = 200, description = "OK.", body = mnemo_api::MemoryVersion)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: MemoryCaller,
@@ -85,6 +127,16 @@ pub(crate) async fn retrieve(
     Ok(axum::Json(state.store.get_memory_version(&store, &id, view).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/memory_stores/{store}/memory_versions/{version}/redact",
+    operation_id = "memory_versions.redact",
+    tag = "memory versions",
+    summary = "Redact a version: its content, path and digest are erased for good",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("version" = mnemo_api::MemoryVersionId, Path, description = "The memory version.")),
+    responses((status = 200, description = "The redacted version.", body = mnemo_api::MemoryVersion)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn redact(
     State(state): State<AppState>,
     caller: MemoryCaller,

@@ -15,72 +15,66 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use mnemo_api::View;
 use mnemo_api::limits::{DEFAULT_PAGE_LIMIT, MAX_FULL_VIEW_PAGE_LIMIT, MAX_PAGE_LIMIT};
 use mnemo_store::Cursor;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
 use mnemo_api::headers::{BETA_HEADER, MANAGED_AGENTS_BETA, MEMORY_BETA};
 
+/// Every documented route: the API's router and its OpenAPI description, from the handlers'
+/// `#[utoipa::path]` annotations (see [`crate::openapi`]).
+pub(crate) fn api() -> OpenApiRouter<AppState> {
+    let memory = OpenApiRouter::new()
+        .routes(routes!(memory_stores::create, memory_stores::list))
+        .routes(routes!(memory_stores::retrieve, memory_stores::update, memory_stores::delete))
+        .routes(routes!(memory_stores::archive))
+        .routes(routes!(memories::create, memories::list))
+        .routes(routes!(memories::retrieve, memories::update, memories::delete))
+        .routes(routes!(memory_changes::changes))
+        .routes(routes!(memory_versions::list))
+        .routes(routes!(memory_versions::retrieve))
+        .routes(routes!(memory_versions::redact))
+        .route_layer(middleware::from_fn(memory_betas));
+    OpenApiRouter::new()
+        .merge(memory)
+        .routes(routes!(environments::create, environments::list))
+        .routes(routes!(environments::retrieve, environments::update, environments::delete))
+        .routes(routes!(environments::archive))
+        .routes(routes!(environments::create_key, environments::list_keys))
+        .routes(routes!(environments::revoke_key))
+        .routes(routes!(work::list))
+        .routes(routes!(work::poll))
+        .routes(routes!(work::stats))
+        .routes(routes!(work::healthcheck))
+        .routes(routes!(work::retrieve, work::update))
+        .routes(routes!(work::ack))
+        .routes(routes!(work::heartbeat))
+        .routes(routes!(work::stop))
+        .routes(routes!(agents::create, agents::list))
+        .routes(routes!(agents::retrieve, agents::update))
+        .routes(routes!(agents::archive))
+        .routes(routes!(sessions::create, sessions::list))
+        .routes(routes!(sessions::retrieve, sessions::update, sessions::delete))
+        .routes(routes!(sessions::archive))
+        .routes(routes!(events::list, events::send))
+        .routes(routes!(events::stream))
+        .routes(routes!(healthz))
+        .routes(routes!(crate::openapi::serve))
+}
+
 pub(crate) fn router(state: AppState) -> Router {
     let console = state.console();
-    let memory = Router::new()
-        .route("/v1/memory_stores", post(memory_stores::create).get(memory_stores::list))
-        .route(
-            "/v1/memory_stores/{store}",
-            get(memory_stores::retrieve).post(memory_stores::update).delete(memory_stores::delete),
-        )
-        .route("/v1/memory_stores/{store}/archive", post(memory_stores::archive))
-        .route("/v1/memory_stores/{store}/memories", post(memories::create).get(memories::list))
-        .route(
-            "/v1/memory_stores/{store}/memories/{memory}",
-            get(memories::retrieve).post(memories::update).delete(memories::delete),
-        )
-        .route("/v1/memory_stores/{store}/changes", get(memory_changes::changes))
-        .route("/v1/memory_stores/{store}/memory_versions", get(memory_versions::list))
-        .route("/v1/memory_stores/{store}/memory_versions/{version}", get(memory_versions::retrieve))
-        .route("/v1/memory_stores/{store}/memory_versions/{version}/redact", post(memory_versions::redact))
-        .route_layer(middleware::from_fn(memory_betas));
-    let environments = Router::new()
-        .route("/v1/environments", post(environments::create).get(environments::list))
-        .route(
-            "/v1/environments/{environment}",
-            get(environments::retrieve).post(environments::update).delete(environments::delete),
-        )
-        .route("/v1/environments/{environment}/archive", post(environments::archive))
-        .route("/v1/environments/{environment}/keys", post(environments::create_key).get(environments::list_keys))
-        .route("/v1/environments/{environment}/keys/{key}/revoke", post(environments::revoke_key));
-    let work = Router::new()
-        .route("/v1/environments/{environment}/work", get(work::list))
-        .route("/v1/environments/{environment}/work/poll", get(work::poll))
-        .route("/v1/environments/{environment}/work/stats", get(work::stats))
-        .route("/v1/environments/{environment}/work/healthcheck", post(work::healthcheck))
-        .route("/v1/environments/{environment}/work/{work}", get(work::retrieve).post(work::update))
-        .route("/v1/environments/{environment}/work/{work}/ack", post(work::ack))
-        .route("/v1/environments/{environment}/work/{work}/heartbeat", post(work::heartbeat))
-        .route("/v1/environments/{environment}/work/{work}/stop", post(work::stop));
-    let agents = Router::new()
-        .route("/v1/agents", post(agents::create).get(agents::list))
-        .route("/v1/agents/{agent}", get(agents::retrieve).post(agents::update))
-        .route("/v1/agents/{agent}/archive", post(agents::archive));
-    let sessions = Router::new()
-        .route("/v1/sessions", post(sessions::create).get(sessions::list))
-        .route("/v1/sessions/{session}", get(sessions::retrieve).post(sessions::update).delete(sessions::delete))
-        .route("/v1/sessions/{session}/archive", post(sessions::archive))
-        .route("/v1/sessions/{session}/events", get(events::list).post(events::send))
-        .route("/v1/sessions/{session}/events/stream", get(events::stream));
-    let mut api = Router::new();
+    let (api, _) = api().split_for_parts();
+    let mut router = Router::new();
     if let Some(console) = console {
-        api = api.merge(mnemo_console::router(console));
+        router = router.merge(mnemo_console::router(console));
     }
-    api.merge(memory)
-        .merge(environments)
-        .merge(work)
-        .merge(agents)
-        .merge(sessions)
-        .route("/healthz", get(healthz))
+    router
+        .merge(api)
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -88,6 +82,16 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Whether the server is up.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "service.healthz",
+    tag = "service",
+    summary = "Liveness: answers while the server runs",
+    security(()),
+    responses((status = 200, description = "Up.", body = Object, example = json!({"status": "ok"}))),
+)]
 async fn healthz() -> impl IntoResponse {
     axum::Json(serde_json::json!({"status": "ok"}))
 }

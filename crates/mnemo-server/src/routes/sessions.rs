@@ -54,6 +54,16 @@ fn agent_ref(agent: &Value) -> Result<AgentRef, ApiError> {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/sessions",
+    operation_id = "sessions.create",
+    tag = "sessions",
+    summary = "Create a session (on a self-hosted environment, this queues its work item)",
+    request_body = mnemo_api::CreateSession,
+    responses((status = 200, description = "The new session.", body = mnemo_api::Session)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -130,19 +140,39 @@ pub(crate) async fn visible_session(state: &AppState, caller: &Caller, id: &Sess
     Ok(session)
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session}",
+    operation_id = "sessions.retrieve",
+    tag = "sessions",
+    summary = "Retrieve a session",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::Session)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn retrieve(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Reply<Session> {
     let id: SessionId = path_id("session", &id)?;
     Ok(axum::Json(visible_session(&state, &caller, &id).await?))
 }
 
 /// A page of sessions (the sessions list is bidirectional: `prev_page` too).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct SessionPage {
     data: Vec<Session>,
     next_page: Option<String>,
     prev_page: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    operation_id = "sessions.list",
+    tag = "sessions",
+    summary = "List sessions, newest first",
+    params(SessionsQuery),
+    responses((status = 200, description = "OK.", body = SessionPage)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn list(State(state): State<AppState>, _: ApiKeyCaller, RawQuery(q): RawQuery) -> Reply<SessionPage> {
     let one = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let statuses: Vec<String> =
@@ -176,13 +206,18 @@ pub(crate) async fn list(State(state): State<AppState>, _: ApiKeyCaller, RawQuer
 }
 
 /// Body of `POST /v1/sessions/{id}`: `title` (`null` clears it) and a `metadata` patch.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 pub(crate) struct UpdateSession {
+    /// The new title; `null` clears it.
     #[serde(default, deserialize_with = "some")]
+    #[schema(value_type = Option<String>)]
     title: Option<Option<String>>,
+    /// A patch: a string upserts the key, `null` removes it.
     #[serde(default)]
     metadata: Option<std::collections::BTreeMap<String, Option<String>>>,
+    /// Refused: vaults cannot be changed after creation.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     vault_ids: Option<Value>,
 }
 
@@ -190,6 +225,17 @@ fn some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
     serde::Deserialize::deserialize(d).map(Some)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session}",
+    operation_id = "sessions.update",
+    tag = "sessions",
+    summary = "Update a session's title or metadata",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session.")),
+    request_body = UpdateSession,
+    responses((status = 200, description = "The updated session.", body = mnemo_api::Session)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -203,6 +249,16 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_session(&id, body.title, body.metadata).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session}/archive",
+    operation_id = "sessions.archive",
+    tag = "sessions",
+    summary = "Archive a session",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session.")),
+    responses((status = 200, description = "The archived session.", body = mnemo_api::Session)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Session> {
     let id: SessionId = path_id("session", &id)?;
     let session = state.store.archive_session(&id).await?;
@@ -210,6 +266,16 @@ pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path
     Ok(axum::Json(session))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{session}",
+    operation_id = "sessions.delete",
+    tag = "sessions",
+    summary = "Delete a session",
+    params(("session" = mnemo_api::SessionId, Path, description = "The session.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::SessionDeleted)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: ApiKeyCaller,
@@ -219,4 +285,37 @@ pub(crate) async fn delete(
     state.store.delete_session(&id).await?;
     state.auth.forget_all();
     Ok(axum::Json(SessionDeleted { id }))
+}
+
+/// The query `list` reads (by hand, from the raw query); described for the API document.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub(crate) struct SessionsQuery {
+    /// Page size, 1–100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u32>,
+    /// The `next_page` of the previous page.
+    page: Option<String>,
+    /// Only sessions of this agent.
+    agent_id: Option<mnemo_api::AgentId>,
+    /// Only sessions with this memory store attached.
+    memory_store_id: Option<mnemo_api::MemoryStoreId>,
+    /// Only sessions in these statuses (`idle`, `running`, `rescheduling`, `terminated`).
+    #[param(rename = "statuses[]")]
+    statuses: Option<Vec<mnemo_api::SessionStatus>>,
+    /// Include archived sessions (default `false`).
+    include_archived: Option<bool>,
+    /// Created at or after (RFC 3339); `created_at[gt]`, `[lte]` and `[lt]` work alike.
+    #[param(rename = "created_at[gte]")]
+    created_at_gte: Option<chrono::DateTime<chrono::Utc>>,
+    /// Created after (RFC 3339).
+    #[param(rename = "created_at[gt]")]
+    created_at_gt: Option<chrono::DateTime<chrono::Utc>>,
+    /// Created at or before (RFC 3339).
+    #[param(rename = "created_at[lte]")]
+    created_at_lte: Option<chrono::DateTime<chrono::Utc>>,
+    /// Created before (RFC 3339).
+    #[param(rename = "created_at[lt]")]
+    created_at_lt: Option<chrono::DateTime<chrono::Utc>>,
 }

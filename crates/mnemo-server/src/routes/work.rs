@@ -44,9 +44,14 @@ fn item(caller: &Caller, env: &str, work: &str, op: WorkOp) -> Result<(Environme
     Ok((env, work))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct PollParams {
+    /// Hold an empty poll open this long, 1–999 ms (default: answer at once).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 999)]
     block_ms: Option<String>,
+    /// Redeliver an item acknowledged by no one for this long (ms).
+    #[param(value_type = Option<u64>, minimum = 1)]
     reclaim_older_than_ms: Option<String>,
 }
 
@@ -62,6 +67,16 @@ fn positive(name: &str, raw: Option<&str>, max: Option<u64>) -> Result<Option<u6
 
 /// Claims the oldest deliverable item, holding an empty poll open up to `block_ms`. An empty
 /// answer is the JSON `null` (the reference poller cannot read a 204 or an empty body).
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environment}/work/poll",
+    operation_id = "work.poll",
+    tag = "work",
+    summary = "Claim the oldest deliverable work item, waiting up to `block_ms`",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), PollParams, ("anthropic-worker-id" = Option<String>, Header, description = "Names the polling worker.")),
+    responses((status = 200, description = "The claimed item with its `secret` (a sessions token), or `null` when none came within `block_ms`.", body = Option<mnemo_api::Work>)),
+    security(("environment_key" = [])),
+)]
 pub(crate) async fn poll(
     State(state): State<AppState>,
     caller: Caller,
@@ -92,6 +107,16 @@ pub(crate) async fn poll(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/work/{work}/ack",
+    operation_id = "work.ack",
+    tag = "work",
+    summary = "Acknowledge a delivered item",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ("work" = mnemo_api::WorkId, Path, description = "The work item.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::Work)),
+    security(("environment_key" = [])),
+)]
 pub(crate) async fn ack(
     State(state): State<AppState>,
     caller: Caller,
@@ -101,12 +126,27 @@ pub(crate) async fn ack(
     Ok(axum::Json(state.store.ack_work(&env, &work).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct HeartbeatParams {
+    /// The last heartbeat this worker saw (`NO_HEARTBEAT` for the first).
+    #[param(required = true, value_type = String)]
     expected_last_heartbeat: Option<String>,
+    /// How long the lease should last from now (seconds).
+    #[param(value_type = Option<u64>, minimum = 1)]
     desired_ttl_seconds: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/work/{work}/heartbeat",
+    operation_id = "work.heartbeat",
+    tag = "work",
+    summary = "Extend an item's lease",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ("work" = mnemo_api::WorkId, Path, description = "The work item."), HeartbeatParams),
+    responses((status = 200, description = "OK.", body = mnemo_api::WorkHeartbeat), (status = 412, description = "`expected_last_heartbeat` does not match (`details.error_code`: `heartbeat_precondition_failed`, with `current_state`).", body = mnemo_api::ErrorEnvelope)),
+    security(("environment_key" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
@@ -128,6 +168,17 @@ pub(crate) async fn heartbeat(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/work/{work}/stop",
+    operation_id = "work.stop",
+    tag = "work",
+    summary = "Stop an item",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ("work" = mnemo_api::WorkId, Path, description = "The work item.")),
+    request_body = mnemo_api::StopWork,
+    responses((status = 200, description = "The item, stopping or stopped.", body = mnemo_api::Work)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = []), ("sessions_token" = [])),
+)]
 pub(crate) async fn stop(
     State(state): State<AppState>,
     caller: Caller,
@@ -140,6 +191,16 @@ pub(crate) async fn stop(
     Ok(axum::Json(stopped))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environment}/work/{work}",
+    operation_id = "work.retrieve",
+    tag = "work",
+    summary = "Retrieve a work item",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ("work" = mnemo_api::WorkId, Path, description = "The work item.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::Work)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     caller: Caller,
@@ -149,11 +210,24 @@ pub(crate) async fn retrieve(
     Ok(axum::Json(state.store.get_work(&env, &work).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(crate) struct UpdateWork {
+    /// A patch: a string upserts the key, `null` removes it.
+    #[schema(required)]
     metadata: Option<BTreeMap<String, Option<String>>>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/work/{work}",
+    operation_id = "work.update",
+    tag = "work",
+    summary = "Patch a work item's metadata",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ("work" = mnemo_api::WorkId, Path, description = "The work item.")),
+    request_body = UpdateWork,
+    responses((status = 200, description = "The updated item.", body = mnemo_api::Work)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -165,12 +239,26 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
+    /// Page size, 1–100 (default 20).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    /// The `next_page` of the previous page.
     page: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environment}/work",
+    operation_id = "work.list",
+    tag = "work",
+    summary = "List an environment's work items",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ListParams),
+    responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::Work>)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = [])),
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -185,6 +273,16 @@ pub(crate) async fn list(
     Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/environments/{environment}/work/stats",
+    operation_id = "work.stats",
+    tag = "work",
+    summary = "Work queue statistics (a mnemo extension)",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "OK.", body = mnemo_api::WorkQueueStats)),
+    security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = [])),
+)]
 pub(crate) async fn stats(
     State(state): State<AppState>,
     caller: Caller,
@@ -196,6 +294,16 @@ pub(crate) async fn stats(
 
 /// Queues a `healthcheck` item (a mnemo extension; API key): a way to check that a worker is
 /// polling and acknowledging.
+#[utoipa::path(
+    post,
+    path = "/v1/environments/{environment}/work/healthcheck",
+    operation_id = "work.healthcheck",
+    tag = "work",
+    summary = "Queue a healthcheck item (a mnemo extension)",
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment.")),
+    responses((status = 200, description = "The queued healthcheck item.", body = mnemo_api::Work)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
 pub(crate) async fn healthcheck(State(state): State<AppState>, caller: Caller, Path(env): Path<String>) -> Reply<Work> {
     let env = queue(&caller, &env, WorkOp::Manage)?;
     let work = state.store.enqueue_healthcheck(&env).await?;

@@ -10,5 +10,6 @@ mod memories;
 mod memory_changes;
 mod memory_stores;
 mod memory_versions;
+mod openapi;
 mod timeouts;
 mod work;

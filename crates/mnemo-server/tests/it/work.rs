@@ -9,16 +9,16 @@ use serde_json::{Value, json};
 use crate::common::{KEY, TestServer};
 
 /// An agent, a self-hosted environment with a key, and two memory stores.
-struct World {
-    s: TestServer,
-    env: String,
-    env_key: String,
-    agent: String,
-    rw_store: String,
-    ro_store: String,
+pub(crate) struct World {
+    pub(crate) s: TestServer,
+    pub(crate) env: String,
+    pub(crate) env_key: String,
+    pub(crate) agent: String,
+    pub(crate) rw_store: String,
+    pub(crate) ro_store: String,
 }
 
-async fn world(ttl: u64) -> World {
+pub(crate) async fn world(ttl: u64) -> World {
     let s = TestServer::with_limits(mnemo_store::Limits { work_lease_ttl_seconds: ttl, ..Default::default() }).await;
     let (_, agent) = s
         .call(
@@ -48,7 +48,7 @@ async fn world(ttl: u64) -> World {
 }
 
 impl World {
-    async fn session(&self) -> Value {
+    pub(crate) async fn session(&self) -> Value {
         let (status, session) = self
             .s
             .call(
@@ -69,7 +69,7 @@ impl World {
         session
     }
 
-    fn work(&self, suffix: &str) -> String {
+    pub(crate) fn work(&self, suffix: &str) -> String {
         format!("/v1/environments/{}/work{suffix}", self.env)
     }
 
@@ -78,7 +78,7 @@ impl World {
     }
 
     /// A new session whose item is polled and acknowledged: (session id, item id, token).
-    async fn leased(&self) -> (String, String, String) {
+    pub(crate) async fn leased(&self) -> (String, String, String) {
         let session = self.session().await;
         let work = self.poll().await;
         let id = work["id"].as_str().unwrap().to_owned();
