@@ -89,7 +89,8 @@ pub struct EnvironmentDeleted {
     pub id: EnvironmentId,
 }
 
-/// A freshly minted environment key: the only time the secret is shown. `Debug` redacts it.
+/// A freshly minted environment key: the only time the secret is shown.
+// (`Debug` redacts the secret.)
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "environment_key")]
 pub struct EnvironmentKey {
@@ -152,7 +153,8 @@ impl WorkData {
     }
 }
 
-/// One item of a self-hosted environment's queue (`type: "work"`). `Debug` redacts the secret.
+/// One item of a self-hosted environment's queue (`type: "work"`).
+// (`Debug` redacts the secret.)
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "work")]
 pub struct Work {

@@ -402,7 +402,7 @@ pub struct LoggedEvent {
     pub id: EventId,
     #[serde(flatten)]
     pub event: Event,
-    /// RFC 3339; `None` for input not yet processed.
+    /// RFC 3339; null for input not yet processed.
     pub processed_at: Option<String>,
 }
 

@@ -8,6 +8,7 @@
 //! live views care about send a `NOTIFY` on commit, which every replica hears ([`listen`]).
 
 mod agents;
+mod check;
 mod console;
 mod copy;
 mod engine;
@@ -45,6 +46,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+pub use check::{PgCheckReport, check};
 pub use listen::RECHECK_EVERY;
 
 use crate::engine::{Engine, col, failure, notify, one, opt};
@@ -123,6 +125,21 @@ impl PostgresSettings {
     /// Whether connections use TLS.
     pub fn tls(&self) -> bool {
         self.config.get_ssl_mode() == SslMode::Require
+    }
+
+    /// How every connection is made: the URL's settings, the connect timeout, TLS only when
+    /// required, and an application name.
+    pub(crate) fn client_config(&self) -> tokio_postgres::Config {
+        let mut config = self.config.clone();
+        config.connect_timeout(self.connect_timeout);
+        if !self.tls() {
+            // `prefer` would take TLS it cannot verify: in the clear unless TLS is required.
+            config.ssl_mode(SslMode::Disable);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("mnemo");
+        }
+        config
     }
 
     /// The TLS connector: the configured roots, or the WebPKI ones.
@@ -207,15 +224,7 @@ impl PostgresStore {
     /// Connects, applies pending migrations (refusing a database newer than this build), and
     /// starts listening for other replicas' changes.
     pub async fn open(settings: &PostgresSettings) -> Result<Self> {
-        let mut config = settings.config.clone();
-        config.connect_timeout(settings.connect_timeout);
-        if !settings.tls() {
-            // `prefer` would take TLS it cannot verify: in the clear unless TLS is required.
-            config.ssl_mode(SslMode::Disable);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("mnemo");
-        }
+        let mut config = settings.client_config();
         let listen_config = config.clone();
         if let Some(timeout) = settings.statement_timeout {
             let options = config.get_options().unwrap_or_default();

@@ -30,31 +30,7 @@ pub enum CheckError {
     Io { doing: String, source: std::io::Error },
 }
 
-/// How one check came out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    /// What is wrong, one line each.
-    Problems(Vec<String>),
-    /// Not run, and why.
-    Skipped(String),
-}
-
-/// One check and its outcome.
-#[derive(Debug, Clone)]
-pub struct Check {
-    pub name: &'static str,
-    pub outcome: Outcome,
-}
-
-/// How much the database holds (when its tables are there to count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
-    pub memory_stores: u64,
-    pub memories: u64,
-    pub memory_versions: u64,
-    pub sessions: u64,
-}
+pub use mnemo_store::check::{Check, Counts, Outcome};
 
 /// What a check found.
 #[derive(Debug, Clone)]
@@ -75,18 +51,12 @@ pub struct CheckReport {
 impl CheckReport {
     /// Every problem found, prefixed by its check.
     pub fn problems(&self) -> Vec<String> {
-        self.checks
-            .iter()
-            .flat_map(|c| match &c.outcome {
-                Outcome::Problems(lines) => lines.iter().map(|l| format!("{}: {l}", c.name)).collect(),
-                Outcome::Ok | Outcome::Skipped(_) => Vec::new(),
-            })
-            .collect()
+        mnemo_store::check::problems(&self.checks)
     }
 
     /// Whether nothing is wrong.
     pub fn is_ok(&self) -> bool {
-        self.checks.iter().all(|c| !matches!(c.outcome, Outcome::Problems(_)))
+        mnemo_store::check::all_ok(&self.checks)
     }
 }
 

@@ -8,6 +8,53 @@
 //! PostgreSQL share (`CAST`, `octet_length`, correlated subqueries); only promises every write
 //! path keeps are listed, so a violation means damage, a bug or a hand-edited database.
 
+/// How one check came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// What is wrong, one line each.
+    Problems(Vec<String>),
+    /// Not run, and why.
+    Skipped(String),
+}
+
+/// One check and its outcome.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    pub outcome: Outcome,
+}
+
+/// How much a database holds (when its tables are there to count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub memory_stores: u64,
+    pub memories: u64,
+    pub memory_versions: u64,
+    pub sessions: u64,
+}
+
+/// Every problem `checks` found, prefixed by its check.
+pub fn problems(checks: &[Check]) -> Vec<String> {
+    checks
+        .iter()
+        .flat_map(|c| match &c.outcome {
+            Outcome::Problems(lines) => lines.iter().map(|l| format!("{}: {l}", c.name)).collect(),
+            Outcome::Ok | Outcome::Skipped(_) => Vec::new(),
+        })
+        .collect()
+}
+
+/// Whether no check found a problem.
+pub fn all_ok(checks: &[Check]) -> bool {
+    checks.iter().all(|c| !matches!(c.outcome, Outcome::Problems(_)))
+}
+
+/// The invariants' outcome under a schema that is not the one this build knows.
+pub fn skipped_invariants(why: &str) -> Vec<Check> {
+    INVARIANTS.iter().map(|i| Check { name: i.name, outcome: Outcome::Skipped(why.to_owned()) }).collect()
+}
+
 /// One promise the tables keep.
 #[derive(Debug)]
 pub struct Invariant {

@@ -295,8 +295,51 @@ async fn a_damaged_copy_fails_the_check_and_postgres_gets_directions() {
     );
     assert!(stderr.contains("pg_restore "), "{stderr}");
     assert!(!stderr.contains("hunter2"), "a password leaked: {stderr}");
-    let out = db(&["check", "--database", "postgres://mnemo:hunter2@127.0.0.1:5432/mnemo"]).await;
+    // Nothing listens on port 1: the check fails to connect, saying where, never with the password.
+    let out = db(&["check", "--database", "postgres://mnemo:hunter2@127.0.0.1:1/mnemo"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("does not support PostgreSQL yet"), "{stderr}");
+    assert!(!out.status.success() && stderr.contains("check PostgreSQL database `mnemo` on 127.0.0.1:1"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "a password leaked: {stderr}");
+}
+
+/// `mnemo db check` on a PostgreSQL deployment while its server runs: ok, then (a store's count
+/// broken by hand, the schema marked newer) the problems, named, and a failing exit.
+#[tokio::test]
+async fn a_postgres_deployment_is_checked_in_place() {
+    let schema = mnemo_store_tests::Postgres::fresh_schema().await;
+    let base = mnemo_store_tests::Postgres::url();
+    let url = format!("{base}{}options=-csearch_path%3D{schema}", if base.contains('?') { '&' } else { '?' });
+    let live = Server::on(&url, &["--api-key", KEY]);
+    let client = live.client();
+    let store =
+        client.create_memory_store(&CreateMemoryStore { name: "s".into(), ..Default::default() }).await.unwrap();
+    for i in 0..5 {
+        client.create_memory(&store.id, &format!("/m{i}.md"), "x", None).await.unwrap();
+    }
+    let report = succeeded("the check", &db(&["check", "--database", &url]).await);
+    assert!(report.starts_with("checked PostgreSQL database `mnemo` on "), "{report}");
+    assert!(report.lines().next().unwrap().ends_with(": ok"), "{report}");
+    assert_eq!(field(&report, "schema"), schema);
+    assert_eq!(field(&report, "memory stores"), "1");
+    assert_eq!(field(&report, "memories"), "5 (5 versions)");
+    assert_eq!(field(&report, "memory_count"), "ok");
+
+    let (sql, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    sql.batch_execute(&format!("UPDATE {schema}.memory_stores SET memory_count = 7")).await.unwrap();
+    let out = db(&["check", "--database", &url]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stdout.contains(": PROBLEMS FOUND\n") && stdout.contains("memory_count        FAILED"), "{stdout}");
+    assert!(stderr.contains("memory_count: 1 memory store breaks"), "{stderr}");
+    assert!(stderr.contains(&format!("{} (memory_count 7, live memories 5)", store.id)), "{stderr}");
+
+    sql.batch_execute(&format!("UPDATE {schema}.mnemo_schema SET version = 99")).await.unwrap();
+    let out = db(&["check", "--database", &url]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(stdout.contains("schema version 99 is newer than this mnemo knows"), "{stdout}");
+    assert!(stdout.contains("memory_count        skipped: "), "{stdout}");
+    drop(live);
 }

@@ -22,7 +22,7 @@ pub(crate) enum Db {
     Copy(Copy),
     /// Write a consistent copy of an SQLite database while the server keeps running.
     Backup(backup::Backup),
-    /// Check a database: SQLite's integrity checks, its schema version and mnemo's invariants.
+    /// Check a database (SQLite or PostgreSQL): its integrity, schema version and mnemo's invariants.
     Check(backup::Check),
 }
 

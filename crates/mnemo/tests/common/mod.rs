@@ -17,9 +17,13 @@ pub struct Server {
 impl Server {
     /// Starts the binary and waits for its `listening on` line.
     pub fn start(db: &Path, extra: &[&str]) -> Self {
+        Self::on(&format!("sqlite://{}", db.display()), extra)
+    }
+
+    /// Starts the binary on the database `url` names.
+    pub fn on(url: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--database"])
-            .arg(format!("sqlite://{}", db.display()))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", url])
             .args(extra)
             .env_remove("MNEMO_API_KEY")
             .stdout(Stdio::piped())

@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use mnemo_store_postgres::PostgresSettings;
-use mnemo_store_sqlite::{BackupOptions, CheckReport, Outcome, SqliteSettings};
+use mnemo_store::check::{Counts, Outcome};
+use mnemo_store_postgres::{PgCheckReport, PostgresSettings};
+use mnemo_store_sqlite::{BackupOptions, CheckReport, SqliteSettings};
 
 use super::{postgres_name, scheme};
 
@@ -27,12 +28,14 @@ To restore: stop the server, put the file in place of the database, remove any `
 For a PostgreSQL URL this prints the `pg_dump` and `pg_restore` commands to use and fails.";
 
 const CHECK_ABOUT: &str = "\
-Check a database: SQLite's `integrity_check` and `foreign_key_check`, that the schema version is \
-one this mnemo knows, and mnemo's own invariants (each store's memory count, every memory's \
-current version and version chain, version contents, agent versions).
+Check a database: that the schema version is one this mnemo knows and every table has the \
+columns it expects, and mnemo's own invariants (each store's memory count, every memory's \
+current version and version chain, version contents, agent versions). On SQLite also \
+`integrity_check` and `foreign_key_check`; on PostgreSQL also `amcheck`'s `bt_index_check` of \
+every index, when that extension is installed (PostgreSQL enforces foreign keys itself).
 
-Runs in one read snapshot and writes nothing, so it may run beside `mnemo serve`. Prints a report \
-and fails, listing every problem, when something is wrong. SQLite only for now.";
+Runs in one read snapshot and writes nothing (it never migrates), so it may run beside \
+`mnemo serve`. Prints a report and fails, listing every problem, when something is wrong.";
 
 /// `mnemo db backup`.
 #[derive(Args)]
@@ -62,7 +65,7 @@ pub(crate) struct Backup {
 #[derive(Args)]
 #[command(long_about = CHECK_ABOUT)]
 pub(crate) struct Check {
-    /// The database to check, as `mnemo serve` takes it: `sqlite://PATH`. Defaults to serve's
+    /// The database to check, as `mnemo serve` takes it: `sqlite://PATH` or `postgres://…`. Defaults to serve's
     /// default database.
     #[arg(long, value_name = "URL", env = "MNEMO_DATABASE", hide_env_values = true)]
     database: Option<String>,
@@ -146,23 +149,27 @@ impl Backup {
 
 impl Check {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
-        let path = match target(self.database)? {
-            Target::Sqlite(path) => path,
-            Target::Postgres(settings) => anyhow::bail!(
-                "mnemo db check does not support PostgreSQL yet ({}); run `mnemo db copy --from URL --to \
-                 sqlite://PATH` with the servers stopped and check the copy, or use PostgreSQL's own `amcheck`",
-                postgres_name(&settings)
-            ),
+        let (shown, problems) = match target(self.database)? {
+            Target::Sqlite(path) => {
+                let shown = path.display().to_string();
+                let report = tokio::task::spawn_blocking(move || mnemo_store_sqlite::check(&path))
+                    .await
+                    .context("run the check")??;
+                print!("{}", check_summary(&report));
+                (shown, report.problems())
+            }
+            Target::Postgres(settings) => {
+                let shown = postgres_name(&settings);
+                let report = mnemo_store_postgres::check(&settings)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("check {shown}: {}", e.chain()))?;
+                print!("{}", pg_check_summary(&shown, &report));
+                (shown, report.problems())
+            }
         };
-        let shown = path.clone();
-        let report =
-            tokio::task::spawn_blocking(move || mnemo_store_sqlite::check(&path)).await.context("run the check")??;
-        print!("{}", check_summary(&report));
-        let problems = report.problems();
         if !problems.is_empty() {
             anyhow::bail!(
-                "{} has {} problem{}:\n  {}",
-                shown.display(),
+                "{shown} has {} problem{}:\n  {}",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" },
                 problems.join("\n  ")
@@ -174,20 +181,22 @@ impl Check {
 
 /// Size, schema version and what the database holds, one `name  value` line each.
 fn contents(report: &CheckReport) -> String {
+    let size = format!("{} ({} pages of {} bytes)", bytes(report.size_bytes), report.pages, report.page_size);
+    held(size, report.schema_version, report.known_schema_version, report.counts)
+}
+
+/// The lines every backend's report shares.
+fn held(size: String, version: i64, known: i64, counts: Option<Counts>) -> String {
     let mut out = String::new();
     let mut line = |name: &str, value: String| writeln!(out, "{name:<16}{value}").expect("writing to a String");
-    line("size", format!("{} ({} pages of {} bytes)", bytes(report.size_bytes), report.pages, report.page_size));
-    let version = match report.schema_version.cmp(&report.known_schema_version) {
-        std::cmp::Ordering::Equal => format!("{} (current)", report.schema_version),
-        std::cmp::Ordering::Less => {
-            format!("{} (mnemo serve migrates it to {})", report.schema_version, report.known_schema_version)
-        }
-        std::cmp::Ordering::Greater => {
-            format!("{} (newer than this mnemo's {})", report.schema_version, report.known_schema_version)
-        }
+    line("size", size);
+    let version = match version.cmp(&known) {
+        std::cmp::Ordering::Equal => format!("{version} (current)"),
+        std::cmp::Ordering::Less => format!("{version} (mnemo serve migrates it to {known})"),
+        std::cmp::Ordering::Greater => format!("{version} (newer than this mnemo's {known})"),
     };
     line("schema version", version);
-    if let Some(counts) = report.counts {
+    if let Some(counts) = counts {
         line("memory stores", counts.memory_stores.to_string());
         line("memories", format!("{} ({} versions)", counts.memories, counts.memory_versions));
         line("sessions", counts.sessions.to_string());
@@ -200,7 +209,29 @@ fn check_summary(report: &CheckReport) -> String {
     let verdict = if report.is_ok() { "ok" } else { "PROBLEMS FOUND" };
     let mut out = format!("checked SQLite database {}: {verdict}\n", report.path.display());
     out.push_str(&contents(report));
-    for check in &report.checks {
+    out.push_str(&check_lines(&report.checks));
+    out
+}
+
+/// The same for a PostgreSQL deployment (`name` says where, without a password).
+fn pg_check_summary(name: &str, report: &PgCheckReport) -> String {
+    let verdict = if report.is_ok() { "ok" } else { "PROBLEMS FOUND" };
+    let mut out = format!("checked {name}: {verdict}\n");
+    writeln!(out, "{:<16}PostgreSQL {}", "server", report.server_version).expect("writing to a String");
+    writeln!(out, "{:<16}{}", "schema", report.schema).expect("writing to a String");
+    out.push_str(&held(
+        format!("{} (tables and indexes)", bytes(report.size_bytes)),
+        report.schema_version,
+        report.known_schema_version,
+        report.counts,
+    ));
+    out.push_str(&check_lines(&report.checks));
+    out
+}
+
+fn check_lines(checks: &[mnemo_store::check::Check]) -> String {
+    let mut out = String::new();
+    for check in checks {
         match &check.outcome {
             Outcome::Ok => writeln!(out, "{:<20}ok", check.name),
             Outcome::Skipped(why) => writeln!(out, "{:<20}skipped: {why}", check.name),

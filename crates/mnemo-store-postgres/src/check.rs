@@ -1,0 +1,210 @@
+//! `mnemo db check` on a PostgreSQL deployment: the schema version, every table with the
+//! columns this build knows, mnemo's invariants ([`mnemo_store::check::INVARIANTS`]) in one
+//! read-only snapshot (so servers may keep writing meanwhile), and — where the `amcheck`
+//! extension is installed — a structural check of every B-tree index.
+//!
+//! It never migrates nor writes: it connects with one plain connection, not the store's pool.
+//! What is wrong with the database is a [`Outcome::Problems`] in the report, never an error;
+//! an error is what stops the check itself (the database unreachable, a permission missing).
+
+use mnemo_store::StoreError;
+use mnemo_store::check::{Check, Counts, INVARIANTS, Outcome, all_ok, problems, skipped_invariants};
+use mnemo_store::copy::TABLES;
+
+use crate::PostgresSettings;
+use crate::engine::{backend, failure};
+
+/// What a check found.
+#[derive(Debug, Clone)]
+pub struct PgCheckReport {
+    /// The schema (namespace) mnemo's tables were looked for in.
+    pub schema: String,
+    /// The PostgreSQL server's version (`SHOW server_version`).
+    pub server_version: String,
+    /// What the tables and their indexes take on disk.
+    pub size_bytes: u64,
+    /// The schema version recorded in `mnemo_schema` (0: none).
+    pub schema_version: i64,
+    /// The newest schema version this build knows.
+    pub known_schema_version: i64,
+    pub counts: Option<Counts>,
+    pub checks: Vec<Check>,
+}
+
+impl PgCheckReport {
+    /// Every problem found, prefixed by its check.
+    pub fn problems(&self) -> Vec<String> {
+        problems(&self.checks)
+    }
+
+    /// Whether nothing is wrong.
+    pub fn is_ok(&self) -> bool {
+        all_ok(&self.checks)
+    }
+}
+
+/// Checks the deployment `settings` reach (its search path names the schema).
+pub async fn check(settings: &PostgresSettings) -> Result<PgCheckReport, StoreError> {
+    // The URL's settings without the store's statement timeout: a check reads a whole database.
+    let config = settings.client_config();
+    let tls = settings.connector()?;
+    let (mut client, connection) = config.connect(tls).await.map_err(backend)?;
+    let driver = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "the check's connection ended");
+        }
+    });
+    let report = run(&mut client).await;
+    drop(client);
+    let _ = driver.await;
+    report
+}
+
+async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, StoreError> {
+    let server_version: String = client.query_one("SHOW server_version", &[]).await.map_err(backend)?.get(0);
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(backend)?;
+    let schema: Option<String> = tx.query_one("SELECT current_schema()", &[]).await.map_err(backend)?.get(0);
+    let Some(schema) = schema else {
+        let path: String = tx.query_one("SHOW search_path", &[]).await.map_err(backend)?.get(0);
+        return Err(failure(format!("no schema of the search path ({path}) exists: this is not a mnemo deployment")));
+    };
+    let mut report = PgCheckReport {
+        schema,
+        server_version,
+        size_bytes: 0,
+        schema_version: 0,
+        known_schema_version: i64::try_from(crate::schema::VERSION).unwrap_or(i64::MAX),
+        counts: None,
+        checks: Vec::new(),
+    };
+    let size: Option<i64> = tx
+        .query_one(
+            "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .get(0);
+    report.size_bytes = size.unwrap_or(0).max(0) as u64;
+    let tracked: Option<String> =
+        tx.query_one("SELECT to_regclass('mnemo_schema')::text", &[]).await.map_err(backend)?.get(0);
+    if tracked.is_some() {
+        let version: Option<i32> =
+            tx.query_one("SELECT max(version) FROM mnemo_schema", &[]).await.map_err(backend)?.get(0);
+        report.schema_version = i64::from(version.unwrap_or(0));
+    }
+    let schema = schema_outcome(&tx, report.schema_version, report.known_schema_version).await?;
+    let schema_ok = schema == Outcome::Ok;
+    report.checks.push(Check { name: "schema", outcome: schema });
+    if schema_ok {
+        for invariant in INVARIANTS {
+            let count: i64 = tx.query_one(&invariant.count_sql(), &[]).await.map_err(backend)?.get(0);
+            let outcome = if count == 0 {
+                Outcome::Ok
+            } else {
+                let examples: Vec<String> =
+                    tx.query(&invariant.examples_sql(), &[]).await.map_err(backend)?.iter().map(|r| r.get(0)).collect();
+                Outcome::Problems(vec![invariant.problem(count as u64, &examples)])
+            };
+            report.checks.push(Check { name: invariant.name, outcome });
+        }
+        let count = async |table: &str| -> Result<u64, StoreError> {
+            let n: i64 = tx.query_one(&format!("SELECT count(*) FROM \"{table}\""), &[]).await.map_err(backend)?.get(0);
+            Ok(n.max(0) as u64)
+        };
+        report.counts = Some(Counts {
+            memory_stores: count("memory_stores").await?,
+            memories: count("memories").await?,
+            memory_versions: count("memory_versions").await?,
+            sessions: count("sessions").await?,
+        });
+    } else {
+        report.checks.extend(skipped_invariants("the schema is not the one this mnemo knows"));
+    }
+    tx.commit().await.map_err(backend)?;
+    report.checks.push(Check { name: "amcheck", outcome: indexes(client).await? });
+    Ok(report)
+}
+
+/// The schema version is this build's, and every table has the columns `mnemo db copy` knows.
+async fn schema_outcome(tx: &tokio_postgres::Transaction<'_>, version: i64, known: i64) -> Result<Outcome, StoreError> {
+    if version == 0 {
+        return Ok(Outcome::Problems(vec![
+            "schema version 0: no mnemo tables here (mnemo serve has never opened this schema)".into(),
+        ]));
+    }
+    if version > known {
+        return Ok(Outcome::Problems(vec![format!(
+            "schema version {version} is newer than this mnemo knows ({known}); check it with a newer mnemo"
+        )]));
+    }
+    if version < known {
+        return Ok(Outcome::Skipped(format!(
+            "schema version {version} is older than this mnemo's ({known}); mnemo serve migrates it on start"
+        )));
+    }
+    let columns = tx
+        .prepare(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+        )
+        .await
+        .map_err(backend)?;
+    let mut problems = Vec::new();
+    for table in TABLES {
+        let found: Vec<String> =
+            tx.query(&columns, &[&table.name]).await.map_err(backend)?.iter().map(|r| r.get(0)).collect();
+        let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
+        if found.is_empty() {
+            problems.push(format!("table `{}` is missing", table.name));
+        } else if found != expected {
+            problems.push(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name));
+        }
+    }
+    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+}
+
+/// `bt_index_check` of every B-tree index of the schema's tables, when `amcheck` is installed.
+async fn indexes(client: &tokio_postgres::Client) -> Result<Outcome, StoreError> {
+    let installed = client
+        .query_opt("SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'amcheck'", &[])
+        .await
+        .map_err(backend)?;
+    let Some(row) = installed else {
+        return Ok(Outcome::Skipped(
+            "the amcheck extension is not installed in this database (`CREATE EXTENSION amcheck`, then check again, \
+             or run PostgreSQL's pg_amcheck)"
+                .into(),
+        ));
+    };
+    let extension_schema: String = row.get(0);
+    let rows = client
+        .query(
+            "SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam \
+             WHERE n.nspname = current_schema() AND a.amname = 'btree' ORDER BY c.relname",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+    let mut problems = Vec::new();
+    let quoted = extension_schema.replace('"', "\"\"");
+    for row in rows {
+        let index: String = row.get(0);
+        let sql = format!("SELECT \"{quoted}\".bt_index_check(to_regclass($1)::oid)");
+        if let Err(e) = client.query_one(&sql, &[&format!("\"{}\"", index.replace('"', "\"\""))]).await {
+            problems.push(format!(
+                "index `{index}`: {}",
+                e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned())
+            ));
+        }
+    }
+    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+}
