@@ -18,6 +18,11 @@ pub(crate) fn current_request_id() -> Option<RequestId> {
     REQUEST_ID.try_with(Clone::clone).ok()
 }
 
+/// Marks an answer whose request line is logged at `debug` rather than `info`: a poll that
+/// found nothing, which idle workers repeat every second.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Routine;
+
 /// Gives every request an id (echoed as `request-id` and in error bodies) and a span named after
 /// its route template, and logs it once it is answered.
 pub(crate) async fn track(mut req: Request, next: Next) -> Response {
@@ -33,11 +38,15 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     let elapsed = started.elapsed();
     let elapsed_us = elapsed.as_micros() as u64;
     crate::metrics::request_done(&method, &route, status, elapsed);
+    // The access log: one `info` line per request (method, route template and request id from
+    // the span), but health probes and empty polls only when asked for.
     span.in_scope(|| {
         if route == "/healthz" {
             tracing::trace!(status, elapsed_us, "answered");
-        } else {
+        } else if response.extensions().get::<Routine>().is_some() {
             tracing::debug!(status, elapsed_us, "answered");
+        } else {
+            tracing::info!(status, elapsed_us, "answered");
         }
     });
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {

@@ -14,6 +14,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = command::Cli::parse();
+    let json = cli.log_format == logging::LogFormat::Json;
     logging::init(cli.log_format, cli.command.is_chatty().then_some(logging::QUIET_FILTER));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if cli.command.is_sandbox_side() {
@@ -37,7 +38,12 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err:#}");
+            if json {
+                // Log collectors read one JSON object per line; the reason is one too.
+                tracing::error!(error = %format!("{err:#}"), "mnemo failed");
+            } else {
+                eprintln!("error: {err:#}");
+            }
             ExitCode::FAILURE
         }
     }

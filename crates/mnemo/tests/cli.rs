@@ -344,3 +344,91 @@ fn healthcheck_refuses_what_is_not_a_url() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("is not an http:// or https:// URL"), "{stderr}");
 }
+
+/// Every line of `stderr` is one JSON object (`--log-format json`), and none holds a
+/// credential: an API key (`sk-…`, mnemo's own `sk-mnemo-…`), an environment key
+/// (`sk-mnemo-env-…`), a sessions token (`sk-mnemo-sess-…`) or a work item's `secret` (base64url
+/// JSON whose encoding starts `eyJzZXNzaW9uc190b2tlbiI6`), nor a database password.
+fn json_logs_without_credentials(what: &str, stderr: &str, secrets: &[&str]) -> usize {
+    let mut lines = 0;
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(line);
+        assert!(parsed.is_ok_and(|v| v.is_object()), "{what}: a log line that is not JSON: {line}");
+        lines += 1;
+    }
+    for secret in ["sk-mnemo-", "eyJzZXNzaW9uc190b2tlbiI6", "hunter2"].iter().chain(secrets) {
+        assert!(!stderr.contains(secret), "{what} logged a credential ({secret}…):\n{stderr}");
+    }
+    lines
+}
+
+#[test]
+fn every_command_logs_json_when_asked_and_never_a_credential() {
+    let log = |cmd: &mut Command| {
+        cmd.args(["--log-format", "json"]).env("RUST_LOG", "trace");
+    };
+    // The quick start mints every kind of credential — an API key, an environment key, sessions
+    // tokens in work secrets — and serves, polls and syncs with them, all in one process.
+    let mut quickstart = common::mnemo();
+    log(&mut quickstart);
+    let out = quickstart.args(["quickstart", "--exit", "--listen", "127.0.0.1:0"]).output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", text(&out.stdout));
+    let lines = json_logs_without_credentials("quickstart", &stderr, &[]);
+    assert!(lines > 100, "trace logging was on, yet only {lines} lines");
+    assert!(
+        stderr.lines().any(|l| l.contains("\"message\":\"answered\"") && l.contains("\"request_id\":\"req_")),
+        "request lines carry their id: {stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    let backup = dir.path().join("backup.sqlite");
+    let runs: Vec<(&str, Vec<String>)> = vec![
+        ("db check (SQLite)", vec!["db".into(), "check".into(), "--database".into(), db.clone()]),
+        (
+            "db backup",
+            vec!["db".into(), "backup".into(), "--database".into(), db.clone(), backup.display().to_string()],
+        ),
+        (
+            "db check (PostgreSQL, unreachable)",
+            vec!["db".into(), "check".into(), "--database".into(), "postgres://mnemo:hunter2@127.0.0.1:1/m".into()],
+        ),
+        (
+            "healthcheck",
+            vec!["healthcheck".into(), "--timeout".into(), "2".into(), "http://127.0.0.1:1/healthz".into()],
+        ),
+        ("completions", vec!["completions".into(), "bash".into()]),
+    ];
+    // A database to back up and check. (Given no key, a first start prints the one it mints on
+    // stderr, once, by design: that banner is not a log line, so this server is given one.)
+    {
+        let mut serve = common::mnemo();
+        log(&mut serve);
+        let mut child = serve
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", &db, "--api-key", "sk-cli-log-test"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("listening on "), "{line}");
+        common::signal(&child, "-TERM");
+        assert!(child.wait().unwrap().success());
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        json_logs_without_credentials("serve", &stderr, &["sk-cli-log-test"]);
+    }
+    for (what, args) in runs {
+        let mut cmd = common::mnemo();
+        log(&mut cmd);
+        let out = cmd.args(&args).output().unwrap();
+        json_logs_without_credentials(what, &text(&out.stderr), &[]);
+        if what.ends_with("unreachable)") || what == "healthcheck" {
+            assert!(!out.status.success(), "{what} should fail");
+        } else {
+            assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+        }
+    }
+}

@@ -102,7 +102,9 @@ pub(crate) async fn poll(
             return Ok(axum::Json(work).into_response());
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
-            return Ok(axum::Json(serde_json::Value::Null).into_response());
+            let mut empty = axum::Json(serde_json::Value::Null).into_response();
+            empty.extensions_mut().insert(crate::request::Routine);
+            return Ok(empty);
         }
     }
 }
