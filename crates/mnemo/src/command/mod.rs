@@ -45,8 +45,8 @@ pub(crate) enum Command {
     /// self-hosted environments and their work queue, agents, sessions and their events — and
     /// the web console at /console, on an embedded SQLite file or on a PostgreSQL database that
     /// several replicas share. When ready it prints `listening on http://ADDR` on stdout, and
-    /// GET /healthz answers 200. SIGTERM/SIGINT finish in-flight requests (30 s at most), then
-    /// close the database.
+    /// GET /healthz answers 200; GET /v1/openapi.json describes the API (OpenAPI 3.1). SIGTERM/
+    /// SIGINT finish in-flight requests (30 s at most), then close the database.
     Serve(serve::Serve),
     /// Mint, list and revoke a self-hosted environment's keys (workers poll with them).
     #[command(subcommand)]
