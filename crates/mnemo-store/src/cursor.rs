@@ -2,9 +2,14 @@
 //!
 //! Every list is keyset-paginated, so a page boundary stays put while other writers change the
 //! store: an item appears at most once per traversal.
+//!
+//! A cursor carries a check (the first bytes of a SHA-256 of its position), so a cursor that was
+//! altered, truncated or mistyped is refused (`400`) instead of quietly starting a page
+//! somewhere else. It is no secret: a client that forges one gains nothing it could not list.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
 
 use crate::StoreError;
 
@@ -30,13 +35,20 @@ impl Cursor {
             Self::AfterPath(p) => format!("a{p}"),
             Self::FromPath(p) => format!("f{p}"),
         };
-        URL_SAFE_NO_PAD.encode(raw)
+        let mut bytes = raw.into_bytes();
+        bytes.extend_from_slice(&check(&bytes));
+        URL_SAFE_NO_PAD.encode(bytes)
     }
 
     /// Parses a `page` value received from a client.
     pub fn decode(s: &str) -> Result<Self, StoreError> {
         let bad = || StoreError::InvalidCursor;
-        let raw = URL_SAFE_NO_PAD.decode(s.trim_end_matches('=')).map_err(|_| bad())?;
+        let mut raw = URL_SAFE_NO_PAD.decode(s.trim_end_matches('=')).map_err(|_| bad())?;
+        let body = raw.len().checked_sub(CHECK_BYTES).filter(|n| *n > 0).ok_or_else(bad)?;
+        if raw[body..] != check(&raw[..body]) {
+            return Err(bad());
+        }
+        raw.truncate(body);
         let raw = String::from_utf8(raw).map_err(|_| bad())?;
         let (tag, rest) = raw.split_at_checked(1).ok_or_else(bad)?;
         match tag {
@@ -49,6 +61,16 @@ impl Cursor {
     }
 }
 
+/// How many bytes of check a cursor carries.
+const CHECK_BYTES: usize = 4;
+
+fn check(raw: &[u8]) -> [u8; CHECK_BYTES] {
+    let digest = Sha256::new().chain_update(b"mnemo cursor\0").chain_update(raw).finalize();
+    let mut out = [0; CHECK_BYTES];
+    out.copy_from_slice(&digest[..CHECK_BYTES]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +79,33 @@ mod tests {
     fn cursors_round_trip() {
         for c in [Cursor::Before(42), Cursor::AfterPath("/a/ü b".into()), Cursor::FromPath("/a0".into())] {
             assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any change to a cursor's text — a character replaced, one cut off or added — is
+        /// refused, never read as another position.
+        #[test]
+        fn altered_cursors_are_refused(seq in proptest::num::i64::ANY, path in "/[a-zé0-9/ ]{0,40}", kind in 0..4u8,
+                                       at in proptest::num::usize::ANY, c in proptest::char::range('-', 'z'), how in 0..3u8) {
+            let cursor = match kind {
+                0 => Cursor::Before(seq),
+                1 => Cursor::After(seq),
+                2 => Cursor::AfterPath(path),
+                _ => Cursor::FromPath(path),
+            };
+            let text = cursor.encode();
+            let mut chars: Vec<char> = text.chars().collect();
+            let i = at % chars.len();
+            match how {
+                0 => chars[i] = c,
+                1 => { chars.remove(i); }
+                _ => chars.insert(i, c),
+            }
+            let altered: String = chars.into_iter().collect();
+            if altered != text {
+                proptest::prop_assert!(Cursor::decode(&altered).is_err(), "{text} → {altered} was accepted");
+            }
         }
     }
 

@@ -6,6 +6,7 @@ mod common;
 mod concurrency;
 mod environments;
 mod events;
+mod hostile;
 mod memories;
 mod memory_changes;
 mod memory_stores;

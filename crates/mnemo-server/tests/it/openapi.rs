@@ -14,15 +14,15 @@ use crate::work::world;
 
 /// One documented operation.
 #[derive(Debug)]
-struct Op {
-    method: Method,
-    path: String,
-    id: String,
+pub(crate) struct Op {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) id: String,
     /// The credential schemes it accepts (empty: public).
-    accepts: Vec<String>,
+    pub(crate) accepts: Vec<String>,
 }
 
-fn operations(doc: &Value) -> Vec<Op> {
+pub(crate) fn operations(doc: &Value) -> Vec<Op> {
     let mut ops = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("a path item") {
@@ -44,7 +44,7 @@ fn operations(doc: &Value) -> Vec<Op> {
 }
 
 /// `path` with each `{name}` replaced by `value(name)`.
-fn fill(path: &str, value: impl Fn(&str) -> String) -> String {
+pub(crate) fn fill(path: &str, value: impl Fn(&str) -> String) -> String {
     let mut out = String::new();
     let mut rest = path;
     while let Some(start) = rest.find('{') {
@@ -133,13 +133,13 @@ fn destructive(op: &Op) -> bool {
 /// A world in which every path parameter names something real: an environment with a key and a
 /// session on it (two stores, one read-only) whose work item is leased with a sessions token,
 /// a memory in the read-write store and its version, an agent.
-struct Fixture {
-    w: crate::work::World,
-    ids: std::collections::HashMap<&'static str, String>,
+pub(crate) struct Fixture {
+    pub(crate) w: crate::work::World,
+    pub(crate) ids: std::collections::HashMap<&'static str, String>,
     token: String,
 }
 
-async fn fixture() -> Fixture {
+pub(crate) async fn fixture() -> Fixture {
     let w = world(300).await;
     let (session, work, token) = w.leased().await;
     let (status, memory) =
