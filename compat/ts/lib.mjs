@@ -468,3 +468,118 @@ export async function apiRequest(baseURL, apiKey, method, urlPath, body, beta = 
   }
   return { status: res.status, body: json };
 }
+
+// --------------------------------------------------------------------------------------
+// Workers.
+// --------------------------------------------------------------------------------------
+
+/** The folder name mnemo derives from a store's name under `--memory-mount-root`. */
+export const slug = (name) =>
+  name
+    .split('')
+    .map((c) => (/^[A-Za-z0-9]$/.test(c) ? c.toLowerCase() : ' '))
+    .join('')
+    .split(/\s+/)
+    .filter(Boolean)
+    .join('-');
+
+/** Collects a worker client's log records and HTTP exchanges. */
+export function diagnostics() {
+  const t0 = Date.now();
+  const stamp = () => `${((Date.now() - t0) / 1000).toFixed(2).padStart(7)}s`;
+  const d = { records: [], exchanges: [] };
+  const rec = (level) => (msg, ...args) => d.records.push({ level, text: [msg, ...args.map((a) => (typeof a === 'string' ? a : JSON.stringify(a)))].join(' ') });
+  d.logger = { debug: () => {}, info: rec('info'), warn: rec('warn'), error: rec('error') };
+  d.fetch = async (url, init = {}) => {
+    const method = init.method ?? 'GET';
+    const body = method !== 'GET' && typeof init.body === 'string' ? ` ${init.body.slice(0, 400)}` : '';
+    d.exchanges.push(`${stamp()} -> ${method} ${url}${body}`);
+    const res = await fetch(url, init);
+    let detail = '';
+    if (res.status >= 300) detail = ` ${(await res.clone().text()).slice(0, 600)}`;
+    else if ((res.headers.get('content-type') || '').includes('text/event-stream')) detail = ' (event stream opened)';
+    d.exchanges.push(`${stamp()} <- ${res.status} ${method} ${new URL(url).pathname}${detail}`);
+    return res;
+  };
+  d.dump = () => {
+    const lines = ['# --- worker log records (info and above) ---'];
+    for (const r of d.records) lines.push(`#   ${r.level.toUpperCase()} ${r.text}`);
+    lines.push("# --- the worker's HTTP exchanges ---");
+    for (const x of d.exchanges.slice(-150)) lines.push(`#   ${x}`);
+    return lines.join('\n');
+  };
+  return d;
+}
+
+/** The operator's objects for a worker test: an agent with the built-in toolset, a self-hosted
+ * environment, and an environment key minted through mnemo's `POST /v1/environments/{id}/keys`. */
+export async function workerSetup(server, client, tag = unique('w')) {
+  const agent = await client.beta.agents.create({
+    name: `compat-ts-agent-${tag}`,
+    model: 'claude-opus-4-6',
+    tools: [{ type: 'agent_toolset_20260401' }],
+  });
+  const env = await client.beta.environments.create({ name: `compat-ts-env-${tag}`, config: { type: 'self_hosted' } });
+  assert.equal(env.config.type, 'self_hosted', 'environment config.type');
+  const key = await apiRequest(server.baseURL, server.apiKey, 'POST', `/v1/environments/${env.id}/keys`, {});
+  assert.equal(key.status, 200, `POST /v1/environments/{id}/keys: ${JSON.stringify(key.body).slice(0, 300)}`);
+  assert.equal(key.body.type, 'environment_key');
+  prefixed(key.body.key, 'sk-mnemo-env-', 'environment key');
+  return { agent: agent.id, env: env.id, key: key.body.key };
+}
+
+/** The external agent driver: the agent's events with the API key (plain HTTP), results read
+ * back through the SDK. */
+export class Driver {
+  constructor(server, client, sessionId) {
+    this.server = server;
+    this.client = client;
+    this.sessionId = sessionId;
+    this.alive = () => true;
+  }
+
+  post(events) {
+    return apiRequest(this.server.baseURL, this.server.apiKey, 'POST', `/v1/sessions/${this.sessionId}/events`, { events });
+  }
+
+  async toolUse(name, input) {
+    const { status, body } = await this.post([{ type: 'agent.tool_use', name, input }]);
+    assert.equal(status, 200, `agent.tool_use ${name}: ${JSON.stringify(body).slice(0, 400)}`);
+    assert.equal(body.data?.length, 1, 'the answer holds the one recorded event');
+    prefixed(body.data[0].id, 'sevt_', 'tool use id');
+    return body.data[0].id;
+  }
+
+  events() {
+    return collect(this.client.beta.sessions.events.list(this.sessionId, { limit: 1000 }));
+  }
+
+  async waitResult(toolUseId, what, timeoutMs = 60_000) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const ev = (await this.events()).find((e) => e.type === 'user.tool_result' && e.tool_use_id === toolUseId);
+      if (ev) {
+        const blocks = ev.content ?? [];
+        for (const b of blocks) assert.equal(b.type, 'text', `${what}: text blocks only`);
+        return [Boolean(ev.is_error), blocks.map((b) => b.text).join('')];
+      }
+      assert.ok(this.alive(), `${what}: the worker ended before posting the result of ${toolUseId}`);
+      assert.ok(Date.now() < deadline, `${what}: no user.tool_result for ${toolUseId} within ${timeoutMs} ms`);
+      await sleep(200);
+    }
+  }
+
+  async call(name, input) {
+    const id = await this.toolUse(name, input);
+    return this.waitResult(id, `${name} ${JSON.stringify(input).slice(0, 120)}`);
+  }
+}
+
+export async function waitFor(cond, timeoutMs, what, alive = () => true) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    assert.ok(alive(), `the worker ended while waiting for ${what}`);
+    assert.ok(Date.now() < deadline, `timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}

@@ -42,7 +42,7 @@ function summary(passed, failed, skipped = 0) {
       ? `postgres (${process.env.MNEMO_TEST_POSTGRES}, a fresh schema per server)`
       : 'sqlite (a fresh file per server)';
   console.log(`# ${passed + failed + skipped} test(s) in ${((Date.now() - started) / 1000).toFixed(1)}s` +
-    (skipped ? `; ${skipped} skipped (see the SKIP lines)` : ''));
+    (skipped ? `; ${skipped} skipped (marked ﹣ above, with the reason)` : ''));
   console.log(`# backend: ${desc}`);
   console.log(`${passed} passed, ${failed} failed`);
 }
