@@ -217,3 +217,94 @@ test('worker: run() polls an empty queue, serves the session once queued, polls 
   assert.ok(failure === null || ctrl.signal.aborted, `run() failed: ${failure?.stack}`);
   assert.deepEqual(diag.records.filter((r) => r.level === 'error'), [], 'the worker logged no errors');
 });
+
+test('worker: always_ask calls wait for user.tool_confirmation (allow runs, deny never runs); a custom tool answers with user.custom_tool_result', { timeout: 180_000 }, async () => {
+  const tag = L.unique('c');
+  const agent = await fx.client.beta.agents.create({
+    name: `compat-ts-confirm-${tag}`,
+    model: 'claude-opus-4-6',
+    tools: [
+      { type: 'agent_toolset_20260401', configs: [{ name: 'bash', permission_policy: { type: 'always_ask' } }] },
+      { type: 'custom', name: 'lookup', description: 'looks a word up', input_schema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] } },
+    ],
+  });
+  const setup = await L.workerSetup(fx.server, fx.client, tag);
+  const session = await fx.client.beta.sessions.create({ agent: agent.id, environment_id: setup.env });
+  const driver = new L.Driver(fx.server, fx.client, session.id);
+  const workdir = path.join(area, 'workdir-c');
+  fs.mkdirSync(workdir);
+  const { betaAgentToolset20260401 } = await import(new URL(`file://${path.join(L.SDK_DIR, 'tools', 'agent-toolset', 'node.mjs')}`).href);
+  const lookups = [];
+  const lookup = {
+    type: 'custom',
+    name: 'lookup',
+    description: 'looks a word up',
+    input_schema: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] },
+    parse: (input) => input,
+    run: async ({ word }) => {
+      lookups.push(word);
+      return `definition of ${word}`;
+    },
+  };
+  const diag = L.diagnostics();
+  const ctrl = new AbortController();
+  const worker = workerClient(diag).beta.environments.work.worker({
+    environmentId: setup.env,
+    environmentKey: setup.key,
+    workdir,
+    maxIdleMs: MAX_IDLE_MS,
+    tools: (ctx) => [...betaAgentToolset20260401(ctx), lookup],
+  });
+  let ended = false;
+  let failure = null;
+  const running = worker.run(ctrl.signal).then(
+    () => (ended = true),
+    (e) => {
+      ended = true;
+      failure = e;
+    },
+  );
+  driver.alive = () => !ended;
+  try {
+    // allow: held until the confirmation, then run.
+    const asked = await driver.toolUse('bash', { command: `echo allowed > ${workdir}/allowed.txt && echo ran` });
+    const askedEvent = (await driver.events()).find((e) => e.id === asked);
+    assert.equal(askedEvent.evaluated_permission, 'ask', 'the server evaluates always_ask to ask');
+    await L.sleep(1500);
+    assert.ok(!fs.existsSync(path.join(workdir, 'allowed.txt')), 'an ask-gated call does not run before its confirmation');
+    const ok = await driver.post([{ type: 'user.tool_confirmation', tool_use_id: asked, result: 'allow' }]);
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    assert.deepEqual(await driver.waitResult(asked, 'the allowed bash call'), [false, 'ran']);
+
+    // deny: never runs, the worker posts nothing for it.
+    const denied = await driver.toolUse('bash', { command: `echo denied > ${workdir}/denied.txt` });
+    const no = await driver.post([{ type: 'user.tool_confirmation', tool_use_id: denied, result: 'deny', deny_message: 'not today' }]);
+    assert.equal(no.status, 200, JSON.stringify(no.body));
+
+    // A custom tool: the worker's own runnable tool answers with user.custom_tool_result.
+    const custom = await driver.post([{ type: 'agent.custom_tool_use', name: 'lookup', input: { word: 'mnemo' } }]);
+    assert.equal(custom.status, 200, JSON.stringify(custom.body));
+    const customId = custom.body.data[0].id;
+    await L.waitFor(async () => (await driver.events()).some((e) => e.type === 'user.custom_tool_result' && e.custom_tool_use_id === customId), 60_000, 'the custom tool result', driver.alive);
+    const result = (await driver.events()).find((e) => e.type === 'user.custom_tool_result' && e.custom_tool_use_id === customId);
+    assert.deepEqual([result.is_error, result.content.map((b) => b.text).join('')], [false, 'definition of mnemo']);
+    assert.deepEqual(lookups, ['mnemo']);
+
+    assert.equal((await driver.post([{ type: 'session.status_idle' }])).status, 200, 'ending the turn');
+    const items = await L.collect(L.newClient(fx.baseURL, setup.key).beta.environments.work.list(setup.env));
+    await L.waitFor(async () => (await fx.client.beta.environments.work.retrieve(items[0].id, { environment_id: setup.env })).state === 'stopped', 120_000, 'the item to stop', driver.alive);
+    assert.ok(!fs.existsSync(path.join(workdir, 'denied.txt')), 'the denied call never ran');
+    const history = await driver.events();
+    assert.equal(history.filter((e) => e.type === 'user.tool_result' && e.tool_use_id === denied).length, 0, 'no result for the denied call');
+    assert.equal(history.filter((e) => e.type === 'user.tool_result' && e.tool_use_id === asked).length, 1, 'one result for the allowed call');
+  } catch (err) {
+    err.message += `\n${diag.dump()}\n${fx.server.logTail()}`;
+    throw err;
+  } finally {
+    ctrl.abort();
+  }
+  await L.waitFor(() => ended, 45_000, 'run() to end after the abort');
+  await running;
+  assert.ok(failure === null || ctrl.signal.aborted, `run() failed: ${failure?.stack}`);
+  assert.deepEqual(diag.records.filter((r) => r.level === 'error'), [], 'the worker logged no errors');
+});
