@@ -308,3 +308,47 @@ test('worker: always_ask calls wait for user.tool_confirmation (allow runs, deny
   assert.ok(failure === null || ctrl.signal.aborted, `run() failed: ${failure?.stack}`);
   assert.deepEqual(diag.records.filter((r) => r.level === 'error'), [], 'the worker logged no errors');
 });
+
+test('worker: a store of 130 memories (full-view download pages of 20, basic sync pages of 100) with non-ASCII paths', { timeout: 180_000 }, async () => {
+  const tag = L.unique('p');
+  const store = await fx.newStore({ name: `Paged ${tag}` });
+  const paths = [...Array(128).keys()].map((i) => `/bulk/${String(i).padStart(3, '0')}.md`).concat(['/ünïcode/naïve ✓.md', '/zz/last.md']);
+  for (const p of paths) await fx.newMemory(store.id, p, `content of ${p}\n`);
+  const setup = await L.workerSetup(fx.server, fx.client, tag);
+  const { session, mounts: [mount] } = await newSession(setup, [[store, 'read_write']]);
+  const driver = new L.Driver(fx.server, fx.client, session.id);
+  const diag = L.diagnostics();
+  const ctrl = new AbortController();
+  const workdir = path.join(area, 'workdir-p');
+  fs.mkdirSync(workdir);
+  const worker = workerClient(diag).beta.environments.work.worker({ environmentId: setup.env, environmentKey: setup.key, workdir, maxIdleMs: MAX_IDLE_MS });
+  let ended = false;
+  const running = worker.run(ctrl.signal).finally(() => (ended = true)).catch(() => {});
+  driver.alive = () => !ended;
+  try {
+    const [countErr, count] = await driver.call('bash', { command: `find ${mount} -name '*.md' | wc -l` });
+    assert.deepEqual([countErr, count.trim()], [false, String(paths.length)], 'every memory was downloaded');
+    assert.deepEqual(await driver.call('read', { file_path: `${mount}/ünïcode/naïve ✓.md` }), [false, 'content of /ünïcode/naïve ✓.md\n']);
+    assert.deepEqual(await driver.call('edit', { file_path: `${mount}/zz/last.md`, old_string: 'content', new_string: 'edited' }), [false, `edited ${mount}/zz/last.md (1 replacement(s))`]);
+    assert.equal((await driver.call('bash', { command: `rm ${mount}/bulk/007.md` }))[0], false);
+    assert.equal((await driver.post([{ type: 'session.status_idle' }])).status, 200);
+    const items = await L.collect(L.newClient(fx.baseURL, setup.key).beta.environments.work.list(setup.env));
+    await L.waitFor(async () => (await fx.client.beta.environments.work.retrieve(items[0].id, { environment_id: setup.env })).state === 'stopped', 120_000, 'the item to stop', driver.alive);
+    assert.ok(!fs.existsSync(mount), `the worker removed ${mount}`);
+    const fullPages = diag.exchanges.filter((x) => x.includes(`-> GET`) && x.includes(`/v1/memory_stores/${store.id}/memories`) && x.includes('view=full'));
+    assert.ok(fullPages.length >= 7, `the download paged through view=full (${fullPages.length} requests)`);
+  } catch (err) {
+    err.message += `\n${diag.dump()}\n${fx.server.logTail()}`;
+    throw err;
+  } finally {
+    ctrl.abort();
+  }
+  await L.waitFor(() => ended, 45_000, 'run() to end after the abort');
+  await running;
+  assert.deepEqual(diag.records.filter((r) => r.level === 'error' || r.level === 'warn').map((r) => r.text), [], 'the worker logged no warnings or errors');
+  const vs = await sessionActorVersions(store.id, session.id);
+  assert.deepEqual(vs.map((v) => [v.operation, v.path]).reverse(), [['deleted', '/bulk/007.md'], ['modified', '/zz/last.md']]);
+  const mems = await fx.allMemories(store.id, { view: 'full' });
+  assert.equal(mems.length, paths.length - 1);
+  assert.equal(mems.find((m) => m.path === '/zz/last.md').content, 'edited of /zz/last.md\n');
+});
