@@ -176,3 +176,29 @@ test('stores: credentials: a wrong API key is an AuthenticationError', async () 
     what: 'list with a wrong key',
   });
 });
+
+test('stores: `betas: ["managed-agents-2026-04-01"]` makes the SDK send both betas; memory endpoints refuse that (as with the Python SDK)', async () => {
+  const sent = [];
+  const client = L.newClient(fx.baseURL, fx.apiKey, {
+    fetch: (url, init) => {
+      sent.push(new Headers(init.headers).get('anthropic-beta'));
+      return fetch(url, init);
+    },
+  });
+  const store = await fx.newStore();
+  const betas = [L.AGENTS_BETA];
+  for (const [what, call] of [
+    ['list stores', () => client.beta.memoryStores.list({ betas })],
+    ['retrieve store', () => client.beta.memoryStores.retrieve(store.id, { betas })],
+    ['create memory', () => client.beta.memoryStores.memories.create(store.id, { path: '/b.md', content: 'b', betas })],
+    ['list versions', () => client.beta.memoryStores.memoryVersions.list(store.id, { betas })],
+  ]) {
+    sent.length = 0;
+    await L.expectInvalid(call, `${what} with both betas`);
+    assert.deepEqual(sent.map((h) => h.split(',').map((b) => b.trim()).sort()), [[L.MEMORY_BETA, L.AGENTS_BETA].sort()], `${what}: the beta header the SDK sent`);
+  }
+  // Either value alone is accepted: the default (agent-memory) on every call above, and managed-agents alone.
+  const alone = L.newClient(fx.baseURL, fx.apiKey, { defaultHeaders: { 'anthropic-beta': L.AGENTS_BETA } });
+  const res = await alone.get(`/v1/memory_stores/${store.id}`, { headers: { 'anthropic-beta': L.AGENTS_BETA } });
+  assert.equal(res.id, store.id, 'anthropic-beta: managed-agents-2026-04-01 alone');
+});
