@@ -352,3 +352,56 @@ test('worker: a store of 130 memories (full-view download pages of 20, basic syn
   assert.equal(mems.length, paths.length - 1);
   assert.equal(mems.find((m) => m.path === '/zz/last.md').content, 'edited of /zz/last.md\n');
 });
+
+test('worker: a mid-session sync (memorySyncIntervalMs: 5000) pulls the operator\'s edits and pushes the session\'s writes', { timeout: 180_000 }, async () => {
+  const tag = L.unique('s');
+  const store = await fx.newStore({ name: `Synced ${tag}` });
+  const a = await fx.newMemory(store.id, '/a.md', 'a, first\n');
+  const setup = await L.workerSetup(fx.server, fx.client, tag);
+  const { session, mounts: [mount] } = await newSession(setup, [[store, 'read_write']]);
+  const driver = new L.Driver(fx.server, fx.client, session.id);
+  const diag = L.diagnostics();
+  const ctrl = new AbortController();
+  const workdir = path.join(area, 'workdir-s');
+  fs.mkdirSync(workdir);
+  const worker = workerClient(diag).beta.environments.work.worker({
+    environmentId: setup.env,
+    environmentKey: setup.key,
+    workdir,
+    maxIdleMs: MAX_IDLE_MS,
+    memorySyncIntervalMs: 5000,
+  });
+  let ended = false;
+  const running = worker.run(ctrl.signal).finally(() => (ended = true)).catch(() => {});
+  driver.alive = () => !ended;
+  try {
+    assert.deepEqual(await driver.call('read', { file_path: `${mount}/a.md` }), [false, 'a, first\n']);
+    // The operator edits /a.md and adds /b.md through the API while the session runs.
+    await fx.memories.update(a.id, { memory_store_id: store.id, content: 'a, edited by the operator\n', precondition: { type: 'content_sha256', content_sha256: L.sha256('a, first\n') } });
+    await fx.newMemory(store.id, '/b.md', 'b, new from the operator\n');
+    await L.sleep(5500);
+    // This call's completion makes the sync due: it pulls a and b and uploads c.
+    assert.equal((await driver.call('write', { file_path: `${mount}/c.md`, content: 'c, written by the session\n' }))[0], false);
+    await L.waitFor(async () => (await fx.allMemories(store.id)).some((m) => m.path === '/c.md'), 30_000, 'the mid-session sync to upload /c.md', driver.alive);
+    assert.deepEqual(await driver.call('read', { file_path: `${mount}/a.md` }), [false, 'a, edited by the operator\n'], 'the remote edit was pulled');
+    assert.deepEqual(await driver.call('read', { file_path: `${mount}/b.md` }), [false, 'b, new from the operator\n'], 'the remote create was pulled');
+    const c = (await fx.allMemories(store.id, { view: 'full' })).find((m) => m.path === '/c.md');
+    assert.equal(c.content, 'c, written by the session\n');
+    assert.equal((await driver.post([{ type: 'session.status_idle' }])).status, 200);
+    const items = await L.collect(L.newClient(fx.baseURL, setup.key).beta.environments.work.list(setup.env));
+    await L.waitFor(async () => (await fx.client.beta.environments.work.retrieve(items[0].id, { environment_id: setup.env })).state === 'stopped', 120_000, 'the item to stop', driver.alive);
+    assert.ok(!fs.existsSync(mount), `the worker removed ${mount}`);
+  } catch (err) {
+    err.message += `\n${diag.dump()}\n${fx.server.logTail()}`;
+    throw err;
+  } finally {
+    ctrl.abort();
+  }
+  await L.waitFor(() => ended, 45_000, 'run() to end after the abort');
+  await running;
+  assert.deepEqual(diag.records.filter((r) => r.level === 'error' || r.level === 'warn').map((r) => r.text), [], 'the worker logged no warnings or errors');
+  const vs = await sessionActorVersions(store.id, session.id);
+  assert.deepEqual(vs.map((v) => [v.operation, v.path]), [['created', '/c.md']], 'the session wrote /c.md only');
+  const mems = Object.fromEntries((await fx.allMemories(store.id, { view: 'full' })).map((m) => [m.path, m.content]));
+  assert.deepEqual(mems, { '/a.md': 'a, edited by the operator\n', '/b.md': 'b, new from the operator\n', '/c.md': 'c, written by the session\n' });
+});
