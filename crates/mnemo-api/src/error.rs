@@ -4,6 +4,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+/// `error.details.error_code` of a memory create refused because the store holds as many
+/// memories as its server allows (a `400 invalid_request_error`; `details.limit` is the cap). A
+/// mnemo extension: other servers send the status and type alone.
+pub const MEMORY_STORE_FULL_CODE: &str = "memory_store_full";
+
 /// The `error.type` values mnemo emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorType {

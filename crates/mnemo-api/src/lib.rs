@@ -22,7 +22,7 @@ mod types;
 
 pub use agents::*;
 pub use environments::*;
-pub use error::{ErrorBody, ErrorEnvelope, ErrorType};
+pub use error::{ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
     AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,

@@ -246,32 +246,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-
-    /// A tiny HTTP/1.1 server on 127.0.0.1: answers the n-th request with the n-th canned
-    /// response (then closes the connection), and records every request's head.
-    async fn serve(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&seen);
-        tokio::spawn(async move {
-            for response in responses {
-                let (mut sock, _) = listener.accept().await.unwrap();
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if sock.read(&mut byte).await.unwrap() == 0 {
-                        break;
-                    }
-                    head.push(byte[0]);
-                }
-                log.lock().unwrap().push(String::from_utf8_lossy(&head).to_lowercase());
-                let _ = sock.write_all(response.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            }
-        });
-        (base, seen)
-    }
+    use crate::testing::{json, serve};
 
     fn change_json(store: &MemoryStoreId, path: &str) -> String {
         serde_json::json!({
@@ -285,13 +260,6 @@ mod tests {
 
     fn sse(body: &str) -> String {
         format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{body}")
-    }
-
-    fn json(status: &str, body: &str) -> String {
-        format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
     }
 
     const NOT_FOUND: &str = r#"{"type":"error","error":{"type":"not_found_error","message":"Not found"}}"#;

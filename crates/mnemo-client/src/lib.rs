@@ -13,6 +13,8 @@ mod lenient;
 mod session;
 mod skills;
 mod sse;
+#[cfg(test)]
+mod testing;
 mod work;
 
 use std::time::Duration;
@@ -29,7 +31,7 @@ use serde::de::DeserializeOwned;
 
 pub use backoff::{Backoff, Jitter};
 pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FeedEvent};
-pub use error::ClientError;
+pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
 pub use skills::SkillVersion;
 pub use work::{EventPage, NO_HEARTBEAT};
@@ -130,6 +132,22 @@ impl Client {
     /// The server's base URL.
     pub fn base_url(&self) -> &str {
         &self.base
+    }
+
+    /// The base URL without anything that may carry a credential (user name and password,
+    /// query, fragment): what may be shown, logged or written down.
+    pub fn public_base_url(&self) -> String {
+        match reqwest::Url::parse(&self.base) {
+            Ok(mut url) => {
+                // Neither fails on a URL with a host, the only kind a request can go to.
+                let _ = url.set_username("");
+                let _ = url.set_password(None);
+                url.set_query(None);
+                url.set_fragment(None);
+                url.as_str().trim_end_matches('/').to_owned()
+            }
+            Err(_) => "(an invalid base URL)".to_owned(),
+        }
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
@@ -405,6 +423,27 @@ impl Client {
             .await
     }
 
+    /// Every version `params` selects, following `next_page` to the end, in the server's order
+    /// (newest first on `mnemo serve`). Pages hold 100 versions, or 20 with `view=full`, unless
+    /// `params.limit` says otherwise; `params.page` is where the walk starts.
+    pub async fn list_all_memory_versions(
+        &self,
+        store: &MemoryStoreId,
+        mut params: ListMemoryVersionsParams,
+    ) -> Result<Vec<MemoryVersion>> {
+        let full = params.view == Some(View::Full);
+        params.limit = params.limit.or(Some(if full { 20 } else { 100 }));
+        let mut out = Vec::new();
+        loop {
+            let page = self.list_memory_versions(store, &params).await?;
+            out.extend(page.data);
+            match page.next_page.filter(|p| !p.is_empty()) {
+                Some(next) => params.page = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+
     pub async fn get_memory_version(
         &self,
         store: &MemoryStoreId,
@@ -481,6 +520,7 @@ async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{json, serve};
 
     /// The query string `query` makes, as the requests above send it.
     fn query_of(query: &impl Serialize) -> String {
@@ -501,5 +541,50 @@ mod tests {
         };
         assert_eq!(query_of(&stores), "include_archived=true&created_at%5Bgte%5D=2026-01-01T00%3A00%3A00Z");
         assert_eq!(query_of(&DeleteQuery { expected_content_sha256: Some("ab") }), "expected_content_sha256=ab");
+    }
+
+    #[test]
+    fn the_public_base_url_carries_no_credential() {
+        let shown = |base: &str| Client::new(base, "sk-secret").unwrap().public_base_url();
+        assert_eq!(shown("http://127.0.0.1:8080/"), "http://127.0.0.1:8080");
+        assert_eq!(shown("https://user:pa55@api.example.com/prefix/?key=sk-x#frag"), "https://api.example.com/prefix");
+        assert_eq!(shown("https://api.anthropic.com"), "https://api.anthropic.com");
+        assert_eq!(shown("not a url"), "(an invalid base URL)");
+    }
+
+    fn version_json(store: &MemoryStoreId, n: u32) -> serde_json::Value {
+        serde_json::json!({
+            "type": "memory_version", "id": MemoryVersionId::generate(), "memory_id": MemoryId::generate(),
+            "memory_store_id": store, "operation": "created", "path": format!("/v{n}"), "content": format!("c{n}"),
+            "content_sha256": mnemo_api::content_sha256(format!("c{n}").as_bytes()), "content_size_bytes": 2,
+            "created_at": "2026-12-01T10:00:00Z", "created_by": {"type": "api_actor", "api_key_id": "apikey_01"},
+            "redacted_at": null, "redacted_by": null,
+        })
+    }
+
+    #[tokio::test]
+    async fn every_version_is_listed_page_after_page_with_the_same_query() {
+        let store = MemoryStoreId::generate();
+        let page = |items: Vec<serde_json::Value>, next: Option<&str>| {
+            json("200 OK", &serde_json::json!({"data": items, "next_page": next}).to_string())
+        };
+        let (base, seen) = serve(vec![
+            page(vec![version_json(&store, 1), version_json(&store, 2)], Some("c2")),
+            // An empty page that still points on is followed, as the reference client does.
+            page(vec![], Some("c3")),
+            page(vec![version_json(&store, 3)], None),
+        ])
+        .await;
+        let client = Client::new(&base, "k").unwrap();
+        let params = ListMemoryVersionsParams { view: Some(View::Full), ..Default::default() };
+        let versions = client.list_all_memory_versions(&store, params).await.unwrap();
+        let paths: Vec<_> = versions.iter().map(|v| v.path.as_deref().unwrap()).collect();
+        assert_eq!(paths, ["/v1", "/v2", "/v3"]);
+        assert_eq!(versions[0].content.as_deref(), Some("c1"));
+        let seen = seen.lock().unwrap().clone();
+        let path = format!("get /v1/memory_stores/{store}/memory_versions?").to_lowercase();
+        assert!(seen[0].starts_with(&format!("{path}limit=20&view=full ")), "{}", seen[0]);
+        assert!(seen[1].starts_with(&format!("{path}limit=20&view=full&page=c2 ")), "{}", seen[1]);
+        assert!(seen[2].starts_with(&format!("{path}limit=20&view=full&page=c3 ")), "{}", seen[2]);
     }
 }

@@ -92,8 +92,14 @@ impl From<StoreError> for ApiError {
                 err
             }
             StoreError::PreconditionFailed { .. } => Self::new(ErrorType::MemoryPreconditionFailed, message),
+            StoreError::StoreFull { limit, .. } => {
+                let mut err = Self::invalid(message).with_code(mnemo_api::MEMORY_STORE_FULL_CODE);
+                if let Some(Value::Object(details)) = err.extra.get_mut("details") {
+                    details.insert("limit".into(), Value::from(*limit));
+                }
+                err
+            }
             StoreError::Archived(_)
-            | StoreError::StoreFull { .. }
             | StoreError::RedactCurrentVersion { .. }
             | StoreError::Invalid(_)
             | StoreError::InvalidCursor => Self::invalid(message),
@@ -193,6 +199,11 @@ mod tests {
         assert_eq!((status, &body["error"]["details"]["error_code"]), (404, &json!("environment_not_found")));
         let archived = StoreError::Coded { code: ErrorCode::EnvironmentArchived, message: "archived".into() };
         assert_eq!(render(archived).0, 400);
+
+        let (status, retry, body) = render(StoreError::StoreFull { store: "memstore_x".into(), limit: 3 });
+        assert_eq!((status, retry), (400, None), "a full store is a plain invalid request, as the hosted API's");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert_eq!(body["error"]["details"], json!({"error_code": "memory_store_full", "limit": 3}));
 
         let (status, retry, _) = render(StoreError::Conflict("stopped".into()));
         assert_eq!((status, retry.as_deref()), (409, Some("false")));

@@ -246,6 +246,7 @@ async fn the_per_store_cap_refuses_new_memories_only() {
     let e = s.client.create_memory(&store.id, "/m3", "x", None).await.unwrap_err();
     assert_eq!(e.status(), Some(400));
     assert!(e.to_string().contains("3 memories"), "{e}");
+    assert!(e.is_store_full(), "the refusal says why in error.details: {e:?}");
     // Existing memories stay readable and editable; renames do not count as new.
     let upd = UpdateMemory { content: Some("y".into()), path: Some("/renamed".into()), ..Default::default() };
     s.client.update_memory(&store.id, &ms[0].id, &upd, None).await.unwrap();

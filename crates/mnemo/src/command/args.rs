@@ -1,9 +1,36 @@
-//! Argument types shared by the sandbox-side commands (`mount`, `worker`).
+//! Argument types shared by the commands: the client commands' server and key (`mount`,
+//! `store`), and the sandbox-side commands' sync settings (`mount`, `worker`).
 
 use std::time::Duration;
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
+use mnemo_client::Client;
 use mnemo_sync::DeletionMode;
+
+/// Where and as whom a client command calls: `mnemo serve` or the hosted API, one API key.
+#[derive(Args)]
+pub(crate) struct Api {
+    /// API base URL (`mnemo serve` or the hosted API).
+    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
+    pub(crate) base_url: String,
+
+    /// An API key of that server.
+    #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
+    pub(crate) api_key: String,
+}
+
+impl std::fmt::Debug for Api {
+    // Never print the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api").field("base_url", &self.base_url).finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(&self.base_url, &self.api_key)?)
+    }
+}
 
 /// What syncs do with files deleted locally.
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -10,6 +10,7 @@ mod quickstart;
 mod serve;
 mod session;
 mod signals;
+mod store;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -60,6 +61,10 @@ pub(crate) enum Command {
     /// changes happen, against `mnemo serve`), and on SIGINT/SIGTERM runs a final sync and a
     /// push-only flush, then removes the folder unless --keep. A second signal aborts at once.
     Mount(mount::Mount),
+    /// Export a memory store to one file, or import one: move memory between servers (the
+    /// hosted API and `mnemo serve`) or keep a copy.
+    #[command(subcommand)]
+    Store(store::Store),
     /// Serve a self-hosted environment's sessions on this host.
     ///
     /// Claims the environment's work items, runs each session's tool calls (bash, read, write,
@@ -104,6 +109,7 @@ impl Command {
         match self {
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
+            Self::Store(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,

@@ -6,11 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use mnemo_api::MemoryStoreId;
-use mnemo_client::Client;
 use mnemo_sync::{Live, LiveWork, ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
 use tokio::time::MissedTickBehavior;
 
-use super::args::{Deletions, parse_interval};
+use super::args::{Api, Deletions, parse_interval};
 use super::signals::Signals;
 
 /// The reference worker's default sync interval.
@@ -24,13 +23,8 @@ pub(crate) struct Mount {
     /// The folder to create; it must not exist yet.
     dir: PathBuf,
 
-    /// API base URL (`mnemo serve` or the hosted API).
-    #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
-    base_url: String,
-
-    /// An API key of that server.
-    #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
-    api_key: String,
+    #[command(flatten)]
+    api: Api,
 
     /// Seconds between syncs (at least 5).
     #[arg(long, default_value = DEFAULT_INTERVAL, value_parser = parse_interval)]
@@ -66,7 +60,7 @@ pub(crate) struct Mount {
 impl Mount {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         let root = std::path::absolute(&self.dir).with_context(|| format!("resolve {}", self.dir.display()))?;
-        let client = Client::new(&self.base_url, &self.api_key)?;
+        let client = self.api.client()?;
         let cfg = StoreConfig {
             read_only: self.read_only,
             deletions: self.deletions.into(),

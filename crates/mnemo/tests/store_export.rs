@@ -1,0 +1,438 @@
+//! `mnemo store export` and `mnemo store import` against real `mnemo serve` processes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use mnemo_api::{CreateMemoryStore, MemoryStoreId, UpdateMemory, View};
+use mnemo_client::{Client, ListMemoryStoresParams, ListMemoryVersionsParams};
+use serde_json::Value;
+
+use common::{KEY, Server, mnemo, wait_until_async};
+
+/// `mnemo store SUBCOMMAND …` against `server`.
+fn store_cmd(server: &Server, args: &[&str]) -> Command {
+    let mut cmd = mnemo();
+    cmd.arg("store").args(args).args(["--base-url", &server.base, "--api-key", KEY]);
+    cmd
+}
+
+fn run(server: &Server, args: &[&str]) -> Output {
+    store_cmd(server, args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Both streams, for assertion messages.
+fn shown(out: &Output) -> String {
+    format!("status {}\nstdout:\n{}\nstderr:\n{}", out.status, text(&out.stdout), text(&out.stderr))
+}
+
+fn export(server: &Server, store: &MemoryStoreId, file: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["export", store.as_str(), "--out", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run(server, &args);
+    assert!(out.status.success(), "export failed: {}", shown(&out));
+    out
+}
+
+fn import(server: &Server, file: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["import", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    run(server, &args)
+}
+
+/// The id of the store an import created, from its first line on stderr.
+fn created_store(out: &Output) -> MemoryStoreId {
+    let err = text(&out.stderr);
+    let line = err.lines().find(|l| l.starts_with("created memory store ")).unwrap_or_else(|| panic!("{}", shown(out)));
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+/// The "N created, M skipped" of an import's report.
+fn created_and_skipped(out: &Output) -> (usize, usize) {
+    let stdout = text(&out.stdout);
+    let counts = stdout.split("): ").nth(1).unwrap_or_else(|| panic!("{}", shown(out)));
+    let mut words = counts.split(", ").map(|part| part.split(' ').next().unwrap().parse::<usize>().unwrap());
+    (words.next().unwrap(), words.next().unwrap())
+}
+
+async fn new_store(client: &Client, name: &str, memories: &[(String, String)]) -> MemoryStoreId {
+    let body = CreateMemoryStore { name: name.into(), ..Default::default() };
+    let store = client.create_memory_store(&body).await.unwrap();
+    for (path, content) in memories {
+        client.create_memory(&store.id, path, content, None).await.unwrap();
+    }
+    store.id
+}
+
+/// Every memory of a store: path → (content, content_sha256).
+async fn contents(client: &Client, store: &MemoryStoreId) -> BTreeMap<String, (String, String)> {
+    let memories = client.list_all_memories(store, View::Full).await.unwrap();
+    memories.into_iter().map(|m| (m.path, (m.content.unwrap(), m.content_sha256))).collect()
+}
+
+/// The lines of an export file, parsed.
+fn lines(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn write_lines(file: &Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(file, text).unwrap();
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect()
+}
+
+/// `n` memories of `size` bytes each under a few folders.
+fn many(n: usize, size: usize) -> Vec<(String, String)> {
+    (0..n).map(|i| (format!("/bulk/d{}/m{i:05}.md", i % 7), format!("{i:05}:{}", "x".repeat(size - 6)))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_round_trips_exactly_to_another_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        Server::start(&tmp.path().join("a.sqlite"), &["--api-key", KEY]),
+        Server::start(&tmp.path().join("b.sqlite"), &["--api-key", KEY]),
+    );
+    let (ca, cb) = (a.client(), b.client());
+    let body = CreateMemoryStore {
+        name: "User Preferences ✓".into(),
+        description: Some("what the user likes".into()),
+        metadata: Some(BTreeMap::from([("end_user".into(), "u-42".into()), ("tier".into(), "gold".into())])),
+    };
+    let source = ca.create_memory_store(&body).await.unwrap().id;
+    let memories = vec![
+        ("/notes/todo.md".to_owned(), "- ship\n- test\n".to_owned()),
+        ("/a/b/c/d/e/f/deep.md".to_owned(), "deep".to_owned()),
+        ("/empty.md".to_owned(), String::new()),
+        ("/ünï/cödé 🦀.md".to_owned(), "naïve café — 日本語 🦀\r\n\t\"quoted\" \\ \u{2028}\0end".to_owned()),
+        ("/big/multibyte.md".to_owned(), "é".repeat(51_200)),
+        ("/big/ascii.md".to_owned(), "y".repeat(102_399)),
+    ];
+    for (path, content) in &memories {
+        ca.create_memory(&source, path, content, None).await.unwrap();
+    }
+    let file = tmp.path().join("prefs.jsonl");
+    let out = export(&a, &source, &file, &[]);
+    assert!(text(&out.stderr).contains("exported 6 memories"), "{}", shown(&out));
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!leftovers.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "no temp file left: {leftovers:?}");
+
+    // The file: a header without the key, one line per memory, a trailer.
+    let raw = std::fs::read_to_string(&file).unwrap();
+    assert!(!raw.contains(KEY), "the API key is not in the export");
+    let l = lines(&file);
+    assert_eq!(
+        (l[0]["type"].as_str(), l[0]["format"].as_str(), l[0]["format_version"].as_u64()),
+        (Some("header"), Some("mnemo-memory-store"), Some(1))
+    );
+    assert_eq!(l[0]["source"]["base_url"], a.base.as_str());
+    assert_eq!(l[0]["source"]["memory_store_id"], source.as_str());
+    assert_eq!(l[0]["store"]["metadata"]["end_user"], "u-42");
+    assert_eq!(l.len(), 8);
+    assert_eq!(
+        l[7],
+        serde_json::json!({"type": "trailer", "memories": 6, "content_bytes": memories.iter().map(|(_, c)| c.len()).sum::<usize>(), "histories": 0, "versions": 0})
+    );
+
+    // Into a new store on another server: the same paths, bytes, digests and store fields.
+    let out = import(&b, &file, &[]);
+    assert!(out.status.success(), "{}", shown(&out));
+    let target = created_store(&out);
+    assert!(text(&out.stdout).contains(": 6 created, 0 skipped (already there), 0 overwritten"), "{}", shown(&out));
+    assert_eq!(contents(&cb, &target).await, contents(&ca, &source).await);
+    let fields = cb.get_memory_store(&target).await.unwrap();
+    assert_eq!((fields.name.as_str(), fields.description.as_str()), ("User Preferences ✓", "what the user likes"));
+    assert_eq!(fields.metadata, body.metadata.unwrap());
+    for (path, content) in &memories {
+        let got = contents(&cb, &target).await.remove(path).unwrap();
+        assert_eq!(got, (content.clone(), mnemo_api::content_sha256(content.as_bytes())), "{path}");
+    }
+
+    // Twice: everything is skipped, nothing is written.
+    let versions_before =
+        cb.list_all_memory_versions(&target, ListMemoryVersionsParams::default()).await.unwrap().len();
+    let out = import(&b, &file, &["--into", target.as_str()]);
+    assert!(out.status.success(), "{}", shown(&out));
+    assert!(text(&out.stdout).contains(": 0 created, 6 skipped (already there), 0 overwritten"), "{}", shown(&out));
+    let versions_after = cb.list_all_memory_versions(&target, ListMemoryVersionsParams::default()).await.unwrap().len();
+    assert_eq!(versions_after, versions_before, "a second import writes nothing");
+
+    // Through a pipe: export to stdout, import from stdin, under another name.
+    let exported = run(&a, &["export", source.as_str()]);
+    assert!(exported.status.success(), "{}", shown(&exported));
+    let mut child = store_cmd(&b, &["import", "-", "--name", "piped"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&exported.stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", shown(&out));
+    let piped = created_store(&out);
+    assert_eq!(cb.get_memory_store(&piped).await.unwrap().name, "piped");
+    assert_eq!(contents(&cb, &piped).await, contents(&ca, &source).await);
+    for out in [&exported, &out] {
+        assert!(!text(&out.stderr).contains(KEY), "no key in the output: {}", shown(out));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_resumes_after_half_of_it_landed_and_after_a_kill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let all = many(600, 4096);
+    let source = new_store(&client, "source", &all).await;
+    let file = tmp.path().join("export.jsonl");
+    export(&server, &source, &file, &[]);
+
+    // The first half is already there (as an interrupted import leaves it).
+    let half = new_store(&client, "half", &all[..300]).await;
+    let out = import(&server, &file, &["--into", half.as_str()]);
+    assert!(out.status.success(), "{}", shown(&out));
+    assert!(text(&out.stdout).contains(": 300 created, 300 skipped (already there)"), "{}", shown(&out));
+    assert_eq!(contents(&client, &half).await, contents(&client, &source).await);
+
+    // Killed part-way (SIGKILL: no chance to tidy up), then run again.
+    let target = new_store(&client, "killed", &[]).await;
+    let mut child = store_cmd(&server, &["import", file.to_str().unwrap(), "--into", target.as_str()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = wait_until_async(Duration::from_secs(30), || async {
+        client.list_all_memories(&target, View::Basic).await.unwrap().len() >= 60
+    })
+    .await;
+    assert!(started, "the import never got going");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let landed = client.list_all_memories(&target, View::Basic).await.unwrap().len();
+    eprintln!("{landed} of 600 memories had landed when the import was killed");
+    let out = import(&server, &file, &["--into", target.as_str()]);
+    assert!(out.status.success(), "{}", shown(&out));
+    // Requests the killed import had sent may still land after the count: at least `landed`
+    // are skipped, the rest created.
+    let (created, skipped) = created_and_skipped(&out);
+    assert!(created + skipped == 600 && skipped >= landed, "{landed} had landed: {}", shown(&out));
+    assert_eq!(contents(&client, &target).await, contents(&client, &source).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicts_are_reported_and_left_alone_unless_overwrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let source = new_store(
+        &client,
+        "source",
+        &pairs(&[("/a.md", "from the file"), ("/dir/x.md", "x"), ("/same.md", "s"), ("/new.md", "n")]),
+    )
+    .await;
+    let file = tmp.path().join("export.jsonl");
+    export(&server, &source, &file, &[]);
+    let target = new_store(
+        &client,
+        "target",
+        &pairs(&[("/a.md", "edited here"), ("/dir", "a file, not a folder"), ("/same.md", "s"), ("/mine.md", "m")]),
+    )
+    .await;
+
+    let out = import(&server, &file, &["--into", target.as_str()]);
+    assert!(!out.status.success(), "conflicts fail the import: {}", shown(&out));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(": 1 created, 1 skipped (already there), 0 overwritten"), "{}", shown(&out));
+    assert!(
+        stdout.contains("conflicts (2), left as they are:\n  /a.md: the store holds different content there (sha256 "),
+        "{}",
+        shown(&out)
+    );
+    assert!(stdout.contains("  /dir/x.md: the memory at /dir overlaps it\n"), "{}", shown(&out));
+    assert!(stdout.contains("the store also holds 2 memories that are not in the file"), "{}", shown(&out));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("error: 2 of 4 memories were not imported"), "{}", shown(&out));
+    assert!(stderr.contains("pass --overwrite"), "{}", shown(&out));
+    let now = contents(&client, &target).await;
+    assert_eq!(now["/a.md"].0, "edited here", "not overwritten");
+    assert_eq!(now["/new.md"].0, "n");
+    assert!(!now.contains_key("/dir/x.md"));
+
+    let out = import(&server, &file, &["--into", target.as_str(), "--overwrite"]);
+    assert!(!out.status.success(), "the overlap is still a conflict: {}", shown(&out));
+    assert!(text(&out.stdout).contains(": 0 created, 2 skipped (already there), 1 overwritten"), "{}", shown(&out));
+    assert!(text(&out.stdout).contains("conflicts (1)"), "{}", shown(&out));
+    let now = contents(&client, &target).await;
+    assert_eq!(now["/a.md"].0, "from the file");
+    assert_eq!(now["/dir"].0, "a file, not a folder", "an overlapping memory is never deleted");
+    assert_eq!(now["/mine.md"].0, "m");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_store_stops_the_import_with_a_plain_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Server::start(&tmp.path().join("a.sqlite"), &["--api-key", KEY]);
+    let capped = Server::start(&tmp.path().join("b.sqlite"), &["--api-key", KEY, "--max-memories-per-store", "3"]);
+    let source = new_store(&a.client(), "five", &many(5, 64)).await;
+    let file = tmp.path().join("export.jsonl");
+    export(&a, &source, &file, &[]);
+
+    let out = import(&capped, &file, &[]);
+    assert!(!out.status.success(), "{}", shown(&out));
+    let target = created_store(&out);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(": 3 created, 0 skipped"), "{}", shown(&out));
+    assert!(
+        stdout.contains("the store is full: 2 memories were left out (the server says: memory store"),
+        "{}",
+        shown(&out)
+    );
+    assert!(stdout.contains("already holds 3 memories"), "{}", shown(&out));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("2 of 5 memories were not imported"), "{}", shown(&out));
+    assert!(stderr.contains("mnemo serve --max-memories-per-store"), "{}", shown(&out));
+    assert!(stderr.contains(&format!("--into {target}")), "{}", shown(&out));
+    assert_eq!(capped.client().list_all_memories(&target, View::Basic).await.unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_or_damaged_file_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let source =
+        new_store(&client, "source", &pairs(&[("/a.md", "alpha"), ("/b.md", "beta"), ("/c.md", "gamma")])).await;
+    let file = tmp.path().join("export.jsonl");
+    export(&server, &source, &file, &[]);
+    let good = lines(&file);
+    let stores = || async {
+        client
+            .list_memory_stores(&ListMemoryStoresParams { limit: Some(100), ..Default::default() })
+            .await
+            .unwrap()
+            .data
+            .len()
+    };
+    let before = stores().await;
+
+    let bad = tmp.path().join("bad.jsonl");
+    let mut tampered = good.clone();
+    tampered[2]["content"] = "BETA".into();
+    let mut newer = good.clone();
+    newer[0]["format_version"] = 2.into();
+    let mut bad_path = good.clone();
+    bad_path[1]["path"] = "/x/../a.md".into();
+    let cases: [(&str, Vec<Value>, &str); 5] = [
+        ("no trailer", good[..4].to_vec(), "without its trailer line: it is truncated"),
+        (
+            "a line missing",
+            [&good[..2], &good[3..]].concat(),
+            "the trailer says the file holds 3 memories, but it holds 2",
+        ),
+        ("altered content", tampered, "line 3: memory `/b.md`: content_sha256 is"),
+        ("a newer format", newer, "format version 2, newer than this mnemo reads (version 1)"),
+        ("an invalid path", bad_path, "line 2: invalid path `/x/../a.md`: path has a `.` or `..` segment"),
+    ];
+    for (what, content, expected) in cases {
+        write_lines(&bad, &content);
+        let out = import(&server, &bad, &[]);
+        assert!(!out.status.success(), "{what}: {}", shown(&out));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("nothing was written") && stderr.contains(expected), "{what}: {}", shown(&out));
+    }
+    // Cut inside a line.
+    let raw = std::fs::read(&file).unwrap();
+    std::fs::write(&bad, &raw[..raw.len() - 30]).unwrap();
+    let out = import(&server, &bad, &["--into", source.as_str()]);
+    assert!(text(&out.stderr).contains("line 5: is cut short"), "{}", shown(&out));
+    std::fs::write(&bad, b"hello\n").unwrap();
+    assert!(text(&import(&server, &bad, &[]).stderr).contains("this is not a mnemo memory store export"));
+    assert_eq!(stores().await, before, "no store was created");
+    assert_eq!(contents(&client, &source).await.len(), 3);
+
+    // Export errors: an unknown store, a folder that does not exist, a wrong key.
+    let missing: MemoryStoreId = "memstore_0357RbCaZGDhQDl3zapm8E".parse().unwrap();
+    let out = run(&server, &["export", missing.as_str()]);
+    assert!(text(&out.stderr).contains(&format!("memory store {missing} not found")), "{}", shown(&out));
+    let out =
+        run(&server, &["export", source.as_str(), "--out", tmp.path().join("no/such/dir/x.jsonl").to_str().unwrap()]);
+    assert!(!out.status.success() && text(&out.stderr).contains("does not exist"), "{}", shown(&out));
+    // A failed export leaves an existing --out file as it was; no key shows, even in trace logs.
+    let previous = tmp.path().join("previous.jsonl");
+    std::fs::write(&previous, "the previous export").unwrap();
+    let out = mnemo()
+        .args(["store", "export", source.as_str(), "--out", previous.to_str().unwrap()])
+        .args(["--base-url", &server.base, "--api-key", "sk-wrong-secret"])
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("the server refused the API key (401"), "{}", shown(&out));
+    assert!(!text(&out.stderr).contains("sk-wrong-secret"), "{}", shown(&out));
+    assert_eq!(std::fs::read_to_string(&previous).unwrap(), "the previous export");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_export_operations_actors_and_redactions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let client = server.client();
+    let store = new_store(&client, "history", &pairs(&[("/kept.md", "v1"), ("/gone.md", "bye")])).await;
+    let memories = client.list_all_memories(&store, View::Basic).await.unwrap();
+    let (gone, kept) = (&memories[0], &memories[1]);
+    let first = kept.memory_version_id.clone();
+    client
+        .update_memory(&store, &kept.id, &UpdateMemory { content: Some("v2".into()), ..Default::default() }, None)
+        .await
+        .unwrap();
+    client.redact_memory_version(&store, &first).await.unwrap();
+    client.delete_memory(&store, &gone.id, None).await.unwrap();
+
+    let file = tmp.path().join("history.jsonl");
+    export(&server, &store, &file, &["--versions"]);
+    let l = lines(&file);
+    assert_eq!(l[0]["versions"], true);
+    let memory = &l[1];
+    assert_eq!((memory["path"].as_str(), memory["content"].as_str()), (Some("/kept.md"), Some("v2")));
+    let ops: Vec<&str> =
+        memory["versions"].as_array().unwrap().iter().map(|v| v["operation"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["created", "modified"]);
+    let v = &memory["versions"][0];
+    assert_eq!(v["created_by"]["type"], "api_actor");
+    assert!(v["created_by"]["api_key_id"].as_str().unwrap().starts_with("apikey_"));
+    assert!(v["redacted_at"].is_string() && v["content"].is_null() && v["path"].is_null(), "redacted: {v}");
+    assert_eq!(v["redacted_by"]["type"], "api_actor");
+    assert_eq!(memory["versions"][1]["content"], "v2");
+    let history = &l[2];
+    assert_eq!((history["type"].as_str(), history["memory_id"].as_str()), (Some("history"), Some(gone.id.as_str())));
+    let ops: Vec<&str> =
+        history["versions"].as_array().unwrap().iter().map(|v| v["operation"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["created", "deleted"]);
+    assert_eq!(history["versions"][0]["content"], "bye");
+    assert_eq!(
+        l[3],
+        serde_json::json!({"type": "trailer", "memories": 1, "content_bytes": 2, "histories": 1, "versions": 4})
+    );
+
+    // The live memories import; the history stays in the file, and the import says so.
+    let out = import(&server, &file, &[]);
+    assert!(out.status.success(), "{}", shown(&out));
+    assert!(text(&out.stderr).contains("the file's history (4 versions) is not replayed"), "{}", shown(&out));
+    let target = created_store(&out);
+    assert_eq!(contents(&client, &target).await, contents(&client, &store).await);
+    let written = client.list_all_memory_versions(&target, ListMemoryVersionsParams::default()).await.unwrap();
+    assert_eq!(written.len(), 1, "one created version per memory: {written:?}");
+}
