@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 
 pub const KEY: &str = "sk-e2e-key";
 
-/// A `mnemo serve` process with its own database, killed on drop.
+/// A `mnemo serve` process with its own database, killed on drop. Its stderr is read as it
+/// comes (a server logs a line per request, and an undrained pipe would block it).
 pub struct Server {
     pub child: Child,
     pub base: String,
+    log: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Server {
@@ -37,7 +39,13 @@ impl Server {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        Self { child, base }
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let log = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        Self { child, base, log: Some(log) }
     }
 
     /// A server accepting [`KEY`].
@@ -49,10 +57,9 @@ impl Server {
         mnemo_client::Client::new(&self.base, KEY).unwrap().with_max_retries(0)
     }
 
+    /// Everything the server wrote on stderr; call it once the process has ended.
     pub fn stderr(&mut self) -> String {
-        let mut s = String::new();
-        self.child.stderr.take().unwrap().read_to_string(&mut s).unwrap();
-        s
+        self.log.take().expect("stderr is read once").join().expect("the stderr reader does not panic")
     }
 
     pub fn signal(&self, sig: &str) {
