@@ -12,4 +12,5 @@ mod memory_stores;
 mod memory_versions;
 mod openapi;
 mod timeouts;
+mod webhooks;
 mod work;

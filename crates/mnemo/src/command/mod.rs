@@ -10,6 +10,7 @@ mod quickstart;
 mod serve;
 mod session;
 mod signals;
+mod webhook;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +52,9 @@ pub(crate) enum Command {
     /// Mint, list and revoke a self-hosted environment's keys (workers poll with them).
     #[command(subcommand)]
     EnvKey(env_key::EnvKey),
+    /// Register, list and remove webhook endpoints, and see their deliveries.
+    #[command(subcommand)]
+    Webhook(webhook::Webhook),
     /// Drive a session as its agent from a script of tool calls (mnemo runs no model).
     #[command(subcommand)]
     Session(session::Session),
@@ -105,6 +109,7 @@ impl Command {
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
+            Self::Webhook(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,
             Self::Db(cmd) => cmd.run().await,
