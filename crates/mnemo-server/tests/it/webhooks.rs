@@ -332,3 +332,23 @@ async fn session_status_changes_are_sent_as_the_hosted_api_names_them() {
     types.sort();
     assert_eq!(sent, types, "each sent once");
 }
+
+/// Two senders on one database (as two replicas sharing PostgreSQL run them): every event
+/// reaches the receiver once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_senders_on_one_database_send_each_event_once() {
+    const EVENTS: usize = 30;
+    let (s, _a) = server_delivering(fast(3)).await;
+    let _b = tokio::spawn(mnemo_server::deliver_webhooks(s.store(), fast(3)));
+    let receiver = Receiver::start(&[], 200).await;
+    let endpoint = register(&s, &receiver.url, Some(&["memory_store.created"])).await;
+    for i in 0..EVENTS {
+        s.new_store(&format!("twice-{i}")).await;
+    }
+    let list =
+        until(&s, &endpoint, |l| l.len() == EVENTS && l.iter().all(|d| d.status == DeliveryStatus::Delivered)).await;
+    assert!(list.iter().all(|d| d.attempts == 1), "one attempt each: {list:?}");
+    let got = receiver.received();
+    let ids: std::collections::HashSet<&str> = got.iter().map(|r| header(r, "webhook-id")).collect();
+    assert_eq!((got.len(), ids.len()), (EVENTS, EVENTS), "each event sent once");
+}
