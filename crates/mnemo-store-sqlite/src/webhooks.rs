@@ -206,6 +206,17 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
+/// Whether any delivery is due now (a read: the claim itself is a write).
+pub(crate) fn any_due(c: &Connection) -> Result<bool> {
+    query_one(
+        c,
+        "SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?1 LIMIT 1",
+        [now_micros()],
+        |_| Ok(()),
+    )
+    .map(|row| row.is_some())
+}
+
 /// Claims due deliveries (one write job: the single writer makes claims exclusive).
 pub(crate) fn claim(c: &Connection, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
     let now = now_micros();

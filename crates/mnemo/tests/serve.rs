@@ -308,3 +308,45 @@ async fn webhook_deliveries_resume_after_a_restart() {
     run(&["remove", id]);
     assert_eq!(run(&["list"]), "");
 }
+
+/// Two `mnemo serve` replicas on one PostgreSQL schema, each sending webhooks: every event,
+/// whichever replica made the change, reaches the receiver exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_send_each_webhook_event_once() {
+    const EVENTS: usize = 40;
+    let schema = mnemo_store_tests::Postgres::fresh_schema().await;
+    let base = mnemo_store_tests::Postgres::url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let flags = ["--api-key", common::KEY, "--webhook-poll-interval", "0.05"];
+    let a = Server::on(&url, &flags);
+    let b = Server::on(&url, &flags);
+    let answer = Arc::new(std::sync::atomic::AtomicU16::new(200));
+    let (hook, seen) = webhook_receiver(answer).await;
+    let body = mnemo_api::CreateWebhookEndpoint {
+        url: hook,
+        event_types: Some(vec!["memory_store.created".into()]),
+        description: None,
+    };
+    a.client().create_webhook_endpoint(&body).await.unwrap();
+    for i in 0..EVENTS {
+        let via = if i % 2 == 0 { &a } else { &b };
+        via.client()
+            .create_memory_store(&CreateMemoryStore { name: format!("r{i}"), ..Default::default() })
+            .await
+            .unwrap();
+    }
+    let all = || seen.lock().unwrap().len() >= EVENTS;
+    assert!(common::wait_until(std::time::Duration::from_secs(30), all), "every event arrives");
+    // Whatever a duplicate would need (a second claim of a delivery) would have happened by the
+    // time every delivery is recorded as delivered.
+    let endpoint = a.client().list_webhook_endpoints(None, None).await.unwrap().data.remove(0);
+    let done = || async {
+        let list = b.client().list_webhook_deliveries(&endpoint.id, None, Some(100), None).await.unwrap().data;
+        list.len() == EVENTS && list.iter().all(|d| d.status == mnemo_api::DeliveryStatus::Delivered)
+    };
+    assert!(common::wait_until_async(std::time::Duration::from_secs(30), done).await);
+    let got = seen.lock().unwrap().clone();
+    let distinct: std::collections::HashSet<&String> = got.iter().collect();
+    assert_eq!((got.len(), distinct.len()), (EVENTS, EVENTS), "each event sent once: {got:?}");
+}
