@@ -323,6 +323,8 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     t.call("POST", "/v1/webhook_endpoints", {"url": "ftp://127.0.0.1/hook"}, expect=400)
     t.call("GET", f"/v1/webhook_endpoints/{hook['id']}")
     t.call("GET", f"/v1/webhook_endpoints/{hook['id']}/secret")
+    t.call("POST", f"/v1/webhook_endpoints/{hook['id']}/rotate_secret", {"keep_previous_seconds": 60})
+    t.call("POST", f"/v1/webhook_endpoints/{hook['id']}/rotate_secret", {"keep_previous_seconds": -1}, expect=400)
     t.call("POST", f"/v1/webhook_endpoints/{hook['id']}", {"event_types": None, "description": None})
     t.call("GET", "/v1/webhook_endpoints?limit=5")
 

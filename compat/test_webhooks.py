@@ -166,3 +166,34 @@ def test_a_retried_delivery_is_the_same_event_and_verifies_again(fx):
     finally:
         remove(fx, endpoint["id"])
         receiver.close()
+
+
+def test_after_a_rotation_the_sdk_accepts_either_secret_until_the_overlap_ends(fx):
+    receiver = Receiver([])
+    endpoint = register(fx, receiver.url, ["memory_store.created"])
+    old = endpoint["secret"]
+    url = f"{fx.base_url}/v1/webhook_endpoints/{endpoint['id']}/rotate_secret"
+    headers = {**fx.auth_headers(), "content-type": "application/json"}
+    try:
+        resp = http("POST", url, headers, json.dumps({"keep_previous_seconds": 3600}).encode())
+        eq(resp.status, 200, f"rotate: {resp.body!r}")
+        new = resp.json()["secret"]
+        check(new != old and resp.json()["previous_secret_expires_at"], "a new secret, the old one overlapping")
+        store = fx.new_store()
+        got = receiver.wait_for(1)
+        headers_1, body_1 = got[0]
+        for key in (old, new):
+            event = unwrap_or_skip(fx, body_1, headers_1, key)
+            eq(event.data.id, store.id, "either secret verifies during the overlap")
+        check(refused(fx, body_1, headers_1, other_secret()), "no other secret does")
+
+        resp = http("POST", url, headers, json.dumps({"keep_previous_seconds": 0}).encode())
+        eq(resp.status, 200, f"rotate without overlap: {resp.body!r}")
+        newest = resp.json()["secret"]
+        second = fx.new_store()
+        headers_2, body_2 = receiver.wait_for(2)[1]
+        eq(unwrap_or_skip(fx, body_2, headers_2, newest).data.id, second.id, "the newest secret verifies")
+        check(refused(fx, body_2, headers_2, new), "the replaced one no longer does")
+    finally:
+        remove(fx, endpoint["id"])
+        receiver.close()

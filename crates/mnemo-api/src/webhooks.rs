@@ -225,7 +225,11 @@ pub struct WebhookEndpoint {
     pub description: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// The signing secret (`whsec_…`): only in the answers to the creation and to
+    /// Until when the secret a rotation replaced still signs deliveries beside the current one
+    /// (null: no previous secret signs).
+    #[serde(default)]
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// The signing secret (`whsec_…`): only in the answers to the creation, to a rotation and to
     /// `GET /v1/webhook_endpoints/{id}/secret`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
@@ -240,6 +244,7 @@ impl fmt::Debug for WebhookEndpoint {
             .field("description", &self.description)
             .field("created_at", &self.created_at)
             .field("updated_at", &self.updated_at)
+            .field("previous_secret_expires_at", &self.previous_secret_expires_at)
             .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
             .finish()
     }
@@ -270,6 +275,20 @@ pub struct UpdateWebhookEndpoint {
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
+}
+
+/// How long a rotated-out secret keeps signing, unless the rotation says otherwise.
+pub const DEFAULT_KEEP_PREVIOUS_SECRET_SECONDS: u64 = 86_400;
+/// The longest a rotated-out secret may keep signing.
+pub const MAX_KEEP_PREVIOUS_SECRET_SECONDS: u64 = 7 * 86_400;
+
+/// The body of `POST /v1/webhook_endpoints/{id}/rotate_secret`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RotateWebhookSecret {
+    /// Seconds the old secret keeps signing beside the new one, so receivers can switch without
+    /// refusing a delivery (0–604800, default 86400; 0 stops it at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_previous_seconds: Option<u64>,
 }
 
 fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
@@ -443,6 +462,7 @@ mod tests {
             description: None,
             created_at: Timestamp::default(),
             updated_at: Timestamp::default(),
+            previous_secret_expires_at: None,
             secret: Some("whsec_c2VjcmV0".into()),
         };
         assert!(!format!("{endpoint:?}").contains("c2VjcmV0"));

@@ -424,6 +424,17 @@ impl Client {
         self.send(|| self.request(Method::GET, &format!("/v1/webhook_endpoints/{id}/secret"))).await
     }
 
+    /// Replaces the endpoint's signing secret (the answer carries the new one); the old one keeps
+    /// signing for `keep_previous_seconds` (the server's default: a day).
+    pub async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        keep_previous_seconds: Option<u64>,
+    ) -> Result<WebhookEndpoint> {
+        let body = mnemo_api::RotateWebhookSecret { keep_previous_seconds };
+        self.send(|| self.request(Method::POST, &format!("/v1/webhook_endpoints/{id}/rotate_secret")).json(&body)).await
+    }
+
     pub async fn update_webhook_endpoint(
         &self,
         id: &WebhookEndpointId,

@@ -159,7 +159,13 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
 async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConfig, d: ClaimedDelivery) {
     let body = payload(&d, config);
     let timestamp = chrono::Utc::now().timestamp();
-    let Some(signature) = sign(&d.secret, d.event.as_str(), timestamp, &body) else {
+    // During a rotation both secrets sign (Standard Webhooks: space-separated signatures, any
+    // one of which verifies), so a receiver holding either accepts the delivery.
+    let signed = std::iter::once(&d.secret)
+        .chain(d.previous_secret.as_ref())
+        .map(|secret| sign(secret, d.event.as_str(), timestamp, &body))
+        .collect::<Option<Vec<String>>>();
+    let Some(signature) = signed.map(|all| all.join(" ")) else {
         tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's signing secret is not base64; failing its delivery");
         record(store, &d, None, Some("the endpoint's signing secret is malformed".into()), Next::Failed).await;
         return;

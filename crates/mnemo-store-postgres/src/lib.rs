@@ -715,6 +715,15 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| webhooks::get_endpoint(&tx, id, with_secret).await)
     }
 
+    async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        secret: String,
+        keep_previous: Duration,
+    ) -> Result<WebhookEndpoint> {
+        write!(self.engine, |tx| webhooks::rotate_secret(&tx, id, &secret, keep_previous).await)
+    }
+
     async fn update_webhook_endpoint(
         &self,
         id: &WebhookEndpointId,

@@ -72,7 +72,9 @@ pub(crate) async fn emit_one(tx: &Tx<'_>, change: Change<'_>, resource_id: &str)
     emit(tx, outbox).await
 }
 
-const ENDPOINT_COLUMNS: &str = "id, url, event_types, description, created_at, updated_at, secret, seq";
+const ENDPOINT_COLUMNS: &str = "id, url, event_types, description, created_at, updated_at, secret, seq, \
+     CASE WHEN previous_secret_expires_at > (extract(epoch FROM clock_timestamp()) * 1000000)::int8 \
+     THEN previous_secret_expires_at END";
 
 fn endpoint_from_row(r: &Row, with_secret: bool) -> Result<(WebhookEndpoint, i64)> {
     Ok((
@@ -83,6 +85,7 @@ fn endpoint_from_row(r: &Row, with_secret: bool) -> Result<(WebhookEndpoint, i64
             description: col(r, 3)?,
             created_at: ts(col(r, 4)?),
             updated_at: ts(col(r, 5)?),
+            previous_secret_expires_at: ts_opt(col(r, 8)?),
             secret: if with_secret { Some(col(r, 6)?) } else { None },
         },
         col(r, 7)?,
@@ -142,6 +145,27 @@ pub(crate) async fn update_endpoint(
     )
     .await?;
     endpoint_from_row(&row, false).map(|(e, _)| e)
+}
+
+pub(crate) async fn rotate_secret(
+    tx: &Tx<'_>,
+    id: &WebhookEndpointId,
+    secret: &str,
+    keep_previous: Duration,
+) -> Result<WebhookEndpoint> {
+    let (_, seq) = endpoint_with_seq(tx, id, false, true).await?;
+    let now = now(tx).await?;
+    let keep = (!keep_previous.is_zero()).then(|| now.saturating_add(micros(keep_previous)));
+    let row = one(
+        tx,
+        &format!(
+            "UPDATE webhook_endpoints SET previous_secret = CASE WHEN $2::int8 IS NULL THEN NULL ELSE secret END, \
+             previous_secret_expires_at = $2, secret = $1, updated_at = $3 WHERE seq = $4 RETURNING {ENDPOINT_COLUMNS}"
+        ),
+        &[&secret, &keep, &now, &seq],
+    )
+    .await?;
+    endpoint_from_row(&row, true).map(|(e, _)| e)
 }
 
 pub(crate) async fn list_endpoints(
@@ -243,7 +267,8 @@ pub(crate) async fn claim(tx: &Tx<'_>, limit: u32, lease: Duration) -> Result<Ve
          claimed AS ( \
              UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = $2, last_attempt_at = $1 \
              FROM due WHERE d.seq = due.seq RETURNING d.id, d.attempts, d.endpoint_seq, d.event_seq) \
-         SELECT c.id, c.attempts, p.id, p.url, p.secret, e.id, e.type, e.resource_id, e.created_at \
+         SELECT c.id, c.attempts, p.id, p.url, p.secret, e.id, e.type, e.resource_id, e.created_at, \
+                CASE WHEN p.previous_secret_expires_at > $1 THEN p.previous_secret END \
          FROM claimed c JOIN webhook_endpoints p ON p.seq = c.endpoint_seq \
          JOIN webhook_events e ON e.seq = c.event_seq ORDER BY e.created_at, e.seq",
         &[&now, &until, &i64::from(limit.min(MAX_CLAIM))],
@@ -257,6 +282,7 @@ pub(crate) async fn claim(tx: &Tx<'_>, limit: u32, lease: Duration) -> Result<Ve
                 endpoint: parse_id(&col::<String>(r, 2)?)?,
                 url: col(r, 3)?,
                 secret: col(r, 4)?,
+                previous_secret: col(r, 9)?,
                 event: parse_id(&col::<String>(r, 5)?)?,
                 event_type: event_type_from_column(&col::<String>(r, 6)?)?,
                 resource_id: col(r, 7)?,

@@ -14,6 +14,9 @@ CREATE TABLE webhook_endpoints (
     -- JSON array of event type names; NULL: every type.
     event_types  TEXT,
     description  TEXT,
+    -- The secret a rotation replaced, still signing beside the new one until it expires.
+    previous_secret            TEXT,
+    previous_secret_expires_at INTEGER,
     created_at   INTEGER NOT NULL,
     updated_at   INTEGER NOT NULL
 );

@@ -593,6 +593,16 @@ impl Store for SqliteStore {
         self.engine.read(move |c| webhooks::get_endpoint(c, &id, with_secret)).await
     }
 
+    async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        secret: String,
+        keep_previous: Duration,
+    ) -> Result<WebhookEndpoint> {
+        let id = id.clone();
+        self.engine.write(move |c| webhooks::rotate_secret(c, &id, &secret, keep_previous)).await
+    }
+
     async fn update_webhook_endpoint(
         &self,
         id: &WebhookEndpointId,

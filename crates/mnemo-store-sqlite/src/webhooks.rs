@@ -60,7 +60,8 @@ pub(crate) fn emit_one(c: &Connection, change: Change<'_>, resource_id: &str) ->
     emit(c, outbox, now_micros())
 }
 
-const ENDPOINT_COLUMNS: &str = "id, url, event_types, description, created_at, updated_at, secret, seq";
+const ENDPOINT_COLUMNS: &str =
+    "id, url, event_types, description, created_at, updated_at, secret, seq, previous_secret_expires_at";
 
 fn endpoint_from_row(r: &Row<'_>, with_secret: bool) -> rusqlite::Result<(WebhookEndpoint, i64)> {
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
@@ -72,6 +73,7 @@ fn endpoint_from_row(r: &Row<'_>, with_secret: bool) -> rusqlite::Result<(Webhoo
             description: r.get(3)?,
             created_at: ts(r.get(4)?),
             updated_at: ts(r.get(5)?),
+            previous_secret_expires_at: ts_opt(r.get::<_, Option<i64>>(8)?.filter(|at| *at > now_micros())),
             secret: if with_secret { Some(r.get(6)?) } else { None },
         },
         r.get(7)?,
@@ -115,6 +117,24 @@ pub(crate) fn update_endpoint(
     )
     .map_err(backend)?;
     get_endpoint(c, id, false)
+}
+
+pub(crate) fn rotate_secret(
+    c: &Connection,
+    id: &WebhookEndpointId,
+    secret: &str,
+    keep_previous: Duration,
+) -> Result<WebhookEndpoint> {
+    let (_, seq) = endpoint_with_seq(c, id, false)?;
+    let now = now_micros();
+    let keep = (!keep_previous.is_zero()).then(|| now.saturating_add(micros(keep_previous)));
+    c.execute(
+        "UPDATE webhook_endpoints SET previous_secret = CASE WHEN ?2 IS NULL THEN NULL ELSE secret END, \
+         previous_secret_expires_at = ?2, secret = ?1, updated_at = ?3 WHERE seq = ?4",
+        params![secret, keep, now, seq],
+    )
+    .map_err(backend)?;
+    get_endpoint(c, id, true)
 }
 
 pub(crate) fn list_endpoints(c: &Connection, limit: u32, after: Option<&Cursor>) -> Result<Listing<WebhookEndpoint>> {
@@ -237,12 +257,13 @@ pub(crate) fn claim(c: &Connection, limit: u32, lease: Duration) -> Result<Vec<C
     for seq in rows {
         let d = c
             .prepare_cached(
-                "SELECT d.id, d.attempts, p.id, p.url, p.secret, e.id, e.type, e.resource_id, e.created_at \
+                "SELECT d.id, d.attempts, p.id, p.url, p.secret, e.id, e.type, e.resource_id, e.created_at, \
+                        CASE WHEN p.previous_secret_expires_at > ?2 THEN p.previous_secret END \
                  FROM webhook_deliveries d JOIN webhook_endpoints p ON p.seq = d.endpoint_seq \
                  JOIN webhook_events e ON e.seq = d.event_seq WHERE d.seq = ?1",
             )
             .and_then(|mut s| {
-                s.query_row([seq], |r| {
+                s.query_row(params![seq, now], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         r.get::<_, u32>(1)?,
@@ -253,6 +274,7 @@ pub(crate) fn claim(c: &Connection, limit: u32, lease: Duration) -> Result<Vec<C
                         r.get::<_, String>(6)?,
                         r.get::<_, String>(7)?,
                         r.get::<_, i64>(8)?,
+                        r.get::<_, Option<String>>(9)?,
                     ))
                 })
             })
@@ -263,6 +285,7 @@ pub(crate) fn claim(c: &Connection, limit: u32, lease: Duration) -> Result<Vec<C
             endpoint: parse_id(&d.2)?,
             url: d.3,
             secret: d.4,
+            previous_secret: d.9,
             event: parse_id(&d.5)?,
             event_type: event_type_from_column(&d.6)?,
             resource_id: d.7,

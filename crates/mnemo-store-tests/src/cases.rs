@@ -69,7 +69,8 @@
 //!   archived object, an agent update that changes nothing record none); a claim counts an
 //!   attempt and hides the delivery for its lease, after which an unreported attempt is made
 //!   again; outcomes apply only to the latest attempt (delivered, due again, failed); pruning
-//!   drops finished deliveries only; concurrent claimers never share a delivery.
+//!   drops finished deliveries only; concurrent claimers never share a delivery; a rotated
+//!   secret is claimed beside the new one until its overlap ends on the store's clock.
 //! - [`model`] — a property test: random creates, updates (content, rename, preconditions),
 //!   deletes, listings and redactions agree with an in-memory model, including the version log
 //!   (one version per successful write, none otherwise) and `memory_change_seq` (it moves

@@ -238,6 +238,7 @@ macro_rules! conformance {
             changes_yield_webhook_deliveries_in_their_transaction,
             deliveries_are_claimed_retried_and_finished,
             concurrent_claimers_never_share_a_delivery,
+            a_rotated_secret_signs_beside_the_new_one_until_it_expires,
         });
         $crate::conformance!(@blocking $factory; model {
             memory_model,

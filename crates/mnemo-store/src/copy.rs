@@ -285,6 +285,8 @@ pub static TABLES: &[Table] = &[
             col("secret", Text),
             opt("event_types", Text),
             opt("description", Text),
+            opt("previous_secret", Text),
+            opt("previous_secret_expires_at", Int),
             col("created_at", Int),
             col("updated_at", Int),
         ],

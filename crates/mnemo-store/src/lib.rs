@@ -537,6 +537,15 @@ pub trait Store: Send + Sync + 'static {
     async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint>;
     /// An endpoint, with its secret only if `with_secret`.
     async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint>;
+    /// Replaces an endpoint's signing secret with `secret`; the one it replaces keeps signing
+    /// beside it for `keep_previous` (on the store's clock; zero: not at all). Returns the
+    /// endpoint with its new secret.
+    async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        secret: String,
+        keep_previous: std::time::Duration,
+    ) -> Result<WebhookEndpoint>;
     /// Changes an endpoint's URL, filter or description (deliveries already made keep theirs:
     /// pending ones go to the new URL).
     async fn update_webhook_endpoint(

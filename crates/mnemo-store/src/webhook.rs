@@ -59,6 +59,9 @@ pub struct ClaimedDelivery {
     pub endpoint: WebhookEndpointId,
     pub url: String,
     pub secret: String,
+    /// The secret a rotation replaced, while it still signs (deliveries then carry both
+    /// signatures).
+    pub previous_secret: Option<String>,
     pub event: WebhookEventId,
     pub event_type: WebhookEventType,
     pub resource_id: String,

@@ -305,6 +305,10 @@ async fn webhook_deliveries_resume_after_a_restart() {
     };
     assert_eq!(run(&["list"]).trim(), format!("{id}\t{url}\tmemory_store.created"));
     assert_eq!(run(&["secret", id]).trim(), secret);
+    let rotated = run(&["rotate", id, "--keep-previous", "0"]);
+    let rotated = rotated.trim();
+    assert!(rotated.starts_with("whsec_") && rotated != secret, "{rotated}");
+    assert_eq!(run(&["secret", id]).trim(), rotated);
     run(&["remove", id]);
     assert_eq!(run(&["list"]), "");
 }

@@ -66,6 +66,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::retrieve, webhooks::update, webhooks::delete))
         .routes(routes!(webhooks::secret))
+        .routes(routes!(webhooks::rotate_secret))
         .routes(routes!(webhooks::deliveries))
         .routes(routes!(healthz))
         .routes(routes!(crate::openapi::serve))

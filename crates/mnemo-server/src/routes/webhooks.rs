@@ -6,9 +6,9 @@
 
 use axum::extract::{Path, State};
 use mnemo_api::{
-    CreateWebhookEndpoint, DeliveryStatus, Page, UpdateWebhookEndpoint, View, WebhookDelivery, WebhookEndpoint,
-    WebhookEndpointDeleted, WebhookEndpointId, generate_webhook_secret, parse_event_types, parse_webhook_url,
-    validate_webhook_description,
+    CreateWebhookEndpoint, DEFAULT_KEEP_PREVIOUS_SECRET_SECONDS, DeliveryStatus, MAX_KEEP_PREVIOUS_SECRET_SECONDS,
+    Page, RotateWebhookSecret, UpdateWebhookEndpoint, View, WebhookDelivery, WebhookEndpoint, WebhookEndpointDeleted,
+    WebhookEndpointId, generate_webhook_secret, parse_event_types, parse_webhook_url, validate_webhook_description,
 };
 use mnemo_store::{ListWebhookDeliveries, NewWebhookEndpoint, WebhookEndpointPatch};
 use serde::Deserialize;
@@ -133,6 +133,36 @@ pub(crate) async fn secret(
 ) -> Reply<WebhookEndpoint> {
     let endpoint = state.store.get_webhook_endpoint(&endpoint_id(&id)?, true).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, "read webhook signing secret");
+    Ok(axum::Json(endpoint))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/webhook_endpoints/{endpoint}/rotate_secret",
+    operation_id = "webhook_endpoints.rotate_secret",
+    tag = "webhooks",
+    summary = "Replace an endpoint's signing secret; the old one keeps signing beside it for a while",
+    params(("endpoint" = mnemo_api::WebhookEndpointId, Path, description = "The endpoint.")),
+    request_body = mnemo_api::RotateWebhookSecret,
+    responses((status = 200, description = "The endpoint, with its new `secret`.", body = mnemo_api::WebhookEndpoint)),
+    security(("api_key" = []), ("api_key_bearer" = [])),
+)]
+pub(crate) async fn rotate_secret(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Path(id): Path<String>,
+    Json(body): Json<RotateWebhookSecret>,
+) -> Reply<WebhookEndpoint> {
+    let id = endpoint_id(&id)?;
+    let keep = body.keep_previous_seconds.unwrap_or(DEFAULT_KEEP_PREVIOUS_SECRET_SECONDS);
+    if keep > MAX_KEEP_PREVIOUS_SECRET_SECONDS {
+        return Err(ApiError::invalid(format!(
+            "keep_previous_seconds must be from 0 to {MAX_KEEP_PREVIOUS_SECRET_SECONDS} (got {keep})"
+        )));
+    }
+    let endpoint =
+        state.store.rotate_webhook_secret(&id, generate_webhook_secret(), std::time::Duration::from_secs(keep)).await?;
+    tracing::info!(webhook_endpoint.id = %endpoint.id, keep_previous_seconds = keep, "rotated webhook signing secret");
     Ok(axum::Json(endpoint))
 }
 

@@ -352,3 +352,50 @@ async fn two_senders_on_one_database_send_each_event_once() {
     let ids: std::collections::HashSet<&str> = got.iter().map(|r| header(r, "webhook-id")).collect();
     assert_eq!((got.len(), ids.len()), (EVENTS, EVENTS), "each event sent once");
 }
+
+/// After a rotation a delivery carries two signatures, one per secret, so a receiver holding
+/// either accepts it; with no overlap, only the new secret signs.
+#[tokio::test]
+async fn a_rotation_signs_with_both_secrets_while_they_overlap() {
+    let (s, _task) = server_delivering(fast(3)).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let endpoint = register(&s, &receiver.url, Some(&["memory_store.created"])).await;
+    let old = endpoint.secret.clone().unwrap();
+    let rotated = s.client.rotate_webhook_secret(&endpoint.id, Some(3600)).await.unwrap();
+    let new = rotated.secret.clone().unwrap();
+    assert_ne!(new, old);
+    assert!(rotated.previous_secret_expires_at.is_some());
+    s.new_store("rotating").await;
+    let first = until(&s, &endpoint, |l| l.first().is_some_and(|d| d.status == DeliveryStatus::Delivered)).await;
+    assert_eq!(first.len(), 1);
+    let got = receiver.received();
+    assert_eq!(header(&got[0], "webhook-signature").split(' ').count(), 2);
+    assert!(verify(&got[0], &old) && verify(&got[0], &new), "either secret verifies");
+
+    let (status, body) = s
+        .call(
+            Method::POST,
+            &format!("/v1/webhook_endpoints/{}/rotate_secret", endpoint.id),
+            KEY,
+            Some(json!({"keep_previous_seconds": 0})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let newest = body["secret"].as_str().unwrap().to_owned();
+    assert_eq!(body["previous_secret_expires_at"], Value::Null);
+    s.new_store("rotated").await;
+    until(&s, &endpoint, |l| l.len() == 2 && l[0].status == DeliveryStatus::Delivered).await;
+    let last = receiver.received().pop().unwrap();
+    assert_eq!(header(&last, "webhook-signature").split(' ').count(), 1);
+    assert!(verify(&last, &newest) && !verify(&last, &new));
+
+    let (status, body) = s
+        .call(
+            Method::POST,
+            &format!("/v1/webhook_endpoints/{}/rotate_secret", endpoint.id),
+            KEY,
+            Some(json!({"keep_previous_seconds": 604801})),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+}

@@ -300,3 +300,51 @@ pub async fn concurrent_claimers_never_share_a_delivery(factory: &impl StoreFact
         s.delete_webhook_endpoint(&hook.id).await.unwrap();
     }
 }
+
+pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;
+    let old = s.get_webhook_endpoint(&hook.id, true).await.unwrap().secret.unwrap();
+    let long = Duration::from_secs(60);
+
+    let new = generate_webhook_secret();
+    let rotated = s.rotate_webhook_secret(&hook.id, new.clone(), Duration::from_secs(600)).await.unwrap();
+    assert_eq!(rotated.secret.as_deref(), Some(new.as_str()), "the answer carries the new secret");
+    assert!(rotated.previous_secret_expires_at.is_some_and(|at| at > rotated.updated_at));
+    let read = s.get_webhook_endpoint(&hook.id, true).await.unwrap();
+    assert_eq!(
+        (read.secret.as_deref(), read.previous_secret_expires_at),
+        (Some(new.as_str()), rotated.previous_secret_expires_at)
+    );
+    memory_store(&*s, "during").await;
+    let d = s.claim_webhook_deliveries(10, long).await.unwrap().remove(0);
+    assert_eq!((d.secret.as_str(), d.previous_secret.as_deref()), (new.as_str(), Some(old.as_str())), "both sign");
+    let listed = s.list_webhook_endpoints(10, None).await.unwrap().items.remove(0);
+    assert!(listed.secret.is_none() && listed.previous_secret_expires_at.is_some());
+
+    // Rotating at once (no overlap) leaves only the newest.
+    let newest = generate_webhook_secret();
+    let rotated = s.rotate_webhook_secret(&hook.id, newest.clone(), Duration::ZERO).await.unwrap();
+    assert_eq!(rotated.previous_secret_expires_at, None);
+    memory_store(&*s, "after").await;
+    let d = s.claim_webhook_deliveries(10, long).await.unwrap().remove(0);
+    assert_eq!((d.secret.as_str(), d.previous_secret.as_deref()), (newest.as_str(), None));
+
+    // An overlap ends on the store's clock.
+    s.rotate_webhook_secret(&hook.id, generate_webhook_secret(), Duration::from_secs(1)).await.unwrap();
+    let ended = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let e = s.get_webhook_endpoint(&hook.id, false).await.unwrap();
+        if e.previous_secret_expires_at.is_none() {
+            break e;
+        }
+    };
+    assert_eq!(ended.secret, None);
+    memory_store(&*s, "later").await;
+    assert_eq!(s.claim_webhook_deliveries(10, long).await.unwrap().remove(0).previous_secret, None);
+
+    assert_err!(
+        s.rotate_webhook_secret(&WebhookEndpointId::generate(), generate_webhook_secret(), long).await,
+        StoreError::NotFound { .. }
+    );
+}

@@ -39,6 +39,17 @@ pub(crate) enum Webhook {
         #[command(flatten)]
         server: Server,
     },
+    /// Replace an endpoint's signing secret and print the new one; the old one keeps signing
+    /// beside it for --keep-previous seconds, so receivers can switch without refusing a delivery.
+    Rotate {
+        /// The endpoint (`whep_…`).
+        id: WebhookEndpointId,
+        /// Seconds the old secret still signs (0–604800; the server's default is a day).
+        #[arg(long, value_name = "SECS")]
+        keep_previous: Option<u64>,
+        #[command(flatten)]
+        server: Server,
+    },
     /// Remove an endpoint; its pending deliveries are never sent.
     Remove {
         /// The endpoint (`whep_…`).
@@ -98,6 +109,11 @@ impl Webhook {
             }
             Self::Secret { id, server } => {
                 let endpoint = server.client()?.webhook_endpoint_secret(&id).await?;
+                println!("{}", endpoint.secret.context("the server returned no secret")?);
+            }
+            Self::Rotate { id, keep_previous, server } => {
+                let endpoint = server.client()?.rotate_webhook_secret(&id, keep_previous).await?;
+                tracing::info!(webhook_endpoint.id = %endpoint.id, "rotated webhook signing secret");
                 println!("{}", endpoint.secret.context("the server returned no secret")?);
             }
             Self::Remove { id, server } => {
