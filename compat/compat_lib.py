@@ -32,6 +32,8 @@ import anthropic
 DEFAULT = "default"
 CAPACITY5 = "capacity5"
 WORKER = "worker"
+# Quick webhook retries (first after 0.2 s) and a 50 ms look at the outbox.
+WEBHOOKS = "webhooks"
 # Tests that start their own `mnemo serve` processes (and need none of the runner's): the runner
 # starts no server for them and hands them a `BareFixture` (only `timeout`).
 OWN = "own"
@@ -47,6 +49,7 @@ SERVER_CONFIGS: Dict[str, List[str]] = {
     DEFAULT: [],
     CAPACITY5: ["--max-memories-per-store", "5"],
     WORKER: ["--memory-mount-root", str(WORKER_MOUNT_ROOT)],
+    WEBHOOKS: ["--webhook-retry-delay", "0.2", "--webhook-poll-interval", "0.05", "--webhook-timeout", "5"],
     OWN: [],
 }
 

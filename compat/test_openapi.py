@@ -313,8 +313,26 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     t.call("GET", f"/v1/sessions/{ses}/events?order=desc&types[]=agent.message")
     t.call("POST", f"/v1/environments/{eid}/work/{wid}/stop", {})
 
+    # Webhook endpoints and their deliveries (the changes above made none: it was registered
+    # only now; the archive below makes one, pending towards a port nobody listens on).
+    hook = t.call(
+        "POST",
+        "/v1/webhook_endpoints",
+        {"url": "http://127.0.0.1:9/hook", "event_types": ["session.archived"], "description": "tour"},
+    )
+    t.call("POST", "/v1/webhook_endpoints", {"url": "ftp://127.0.0.1/hook"}, expect=400)
+    t.call("GET", f"/v1/webhook_endpoints/{hook['id']}")
+    t.call("GET", f"/v1/webhook_endpoints/{hook['id']}/secret")
+    t.call("POST", f"/v1/webhook_endpoints/{hook['id']}/rotate_secret", {"keep_previous_seconds": 60})
+    t.call("POST", f"/v1/webhook_endpoints/{hook['id']}/rotate_secret", {"keep_previous_seconds": -1}, expect=400)
+    t.call("POST", f"/v1/webhook_endpoints/{hook['id']}", {"event_types": None, "description": None})
+    t.call("GET", "/v1/webhook_endpoints?limit=5")
+
     # Clean-up, each answer checked too.
     t.call("POST", f"/v1/sessions/{ses}/archive")
+    t.call("GET", f"/v1/webhook_endpoints/{hook['id']}/deliveries?limit=5")
+    t.call("GET", f"/v1/webhook_endpoints/{hook['id']}/deliveries?status=failed")
+    t.call("DELETE", f"/v1/webhook_endpoints/{hook['id']}")
     t.call("DELETE", f"/v1/sessions/{ses}")
     t.call("POST", f"/v1/agents/{agent['id']}/archive")
     t.call("POST", f"/v1/environments/{eid}/keys/{key['id']}/revoke")

@@ -176,6 +176,18 @@ prefixed_id!(
     EventId, "sevt_", "session event"
 );
 prefixed_id!(
+    /// Identifies a webhook endpoint (`whep_…`).
+    WebhookEndpointId, "whep_", "webhook endpoint"
+);
+prefixed_id!(
+    /// Identifies one webhook event: its payload's `id` and `webhook-id` header (`wevt_…`).
+    WebhookEventId, "wevt_", "webhook event"
+);
+prefixed_id!(
+    /// Identifies one event's delivery to one endpoint (`whdel_…`).
+    WebhookDeliveryId, "whdel_", "webhook delivery"
+);
+prefixed_id!(
     /// Identifies one HTTP request, echoed in the `request-id` header (`req_…`).
     RequestId, "req_", "request"
 );

@@ -19,6 +19,7 @@ pub mod openapi;
 mod path;
 mod sessions;
 mod types;
+mod webhooks;
 
 pub use agents::*;
 pub use environments::*;
@@ -26,11 +27,12 @@ pub use error::{ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
     AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,
-    RequestId, SessionId, WorkId, generate_secret,
+    RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, generate_secret,
 };
 pub use path::{MemoryPath, PathError, PathPrefix};
 pub use sessions::*;
 pub use types::*;
+pub use webhooks::*;
 
 use sha2::{Digest, Sha256};
 

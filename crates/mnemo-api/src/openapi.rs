@@ -40,6 +40,10 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("MemoryVersion", "memory_version"),
     ("MemoryDeleted", "memory_deleted"),
     ("MemoryStoreDeleted", "memory_store_deleted"),
+    ("WebhookEndpoint", "webhook_endpoint"),
+    ("WebhookEndpointDeleted", "webhook_endpoint_deleted"),
+    ("WebhookDelivery", "webhook_delivery"),
+    ("WebhookEvent", "event"),
 ];
 
 /// Completes a document that uses these types: the `type` constants of [`TYPE_TAGS`], and the
@@ -169,6 +173,7 @@ mod tests {
             include_str!("sessions.rs"),
             include_str!("types.rs"),
             include_str!("events.rs"),
+            include_str!("webhooks.rs"),
         ];
         let mut found = tagged_structs(&sources);
         found.sort();

@@ -22,7 +22,8 @@ use std::time::Duration;
 use mnemo_api::{
     CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
     EnvironmentKeyId, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted, MemoryStoreId,
-    MemoryVersion, MemoryVersionId, Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View,
+    MemoryVersion, MemoryVersionId, Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View, WebhookEndpoint,
+    WebhookEndpointId,
 };
 pub use reqwest::Method;
 use reqwest::{RequestBuilder, Response, StatusCode};
@@ -410,6 +411,82 @@ impl Client {
 
     pub async fn revoke_environment_key(&self, id: &EnvironmentId, key: &EnvironmentKeyId) -> Result<EnvironmentKey> {
         self.send(|| self.request(Method::POST, &format!("/v1/environments/{id}/keys/{key}/revoke"))).await
+    }
+
+    // ---- webhook endpoints (a mnemo extension) ------------------------------------------
+
+    /// Registers an endpoint; the answer carries its signing secret.
+    pub async fn create_webhook_endpoint(&self, body: &mnemo_api::CreateWebhookEndpoint) -> Result<WebhookEndpoint> {
+        self.send(|| self.request(Method::POST, "/v1/webhook_endpoints").json(body)).await
+    }
+
+    pub async fn list_webhook_endpoints(
+        &self,
+        limit: Option<u32>,
+        page: Option<&str>,
+    ) -> Result<Page<WebhookEndpoint>> {
+        #[derive(Serialize)]
+        struct Q<'a> {
+            limit: Option<u32>,
+            page: Option<&'a str>,
+        }
+        self.send(|| self.request(Method::GET, "/v1/webhook_endpoints").query(&Q { limit, page })).await
+    }
+
+    pub async fn get_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<WebhookEndpoint> {
+        self.send(|| self.request(Method::GET, &format!("/v1/webhook_endpoints/{id}"))).await
+    }
+
+    /// The endpoint with its signing secret.
+    pub async fn webhook_endpoint_secret(&self, id: &WebhookEndpointId) -> Result<WebhookEndpoint> {
+        self.send(|| self.request(Method::GET, &format!("/v1/webhook_endpoints/{id}/secret"))).await
+    }
+
+    /// Replaces the endpoint's signing secret (the answer carries the new one); the old one keeps
+    /// signing for `keep_previous_seconds` (the server's default: a day).
+    pub async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        keep_previous_seconds: Option<u64>,
+    ) -> Result<WebhookEndpoint> {
+        let body = mnemo_api::RotateWebhookSecret { keep_previous_seconds };
+        self.send(|| self.request(Method::POST, &format!("/v1/webhook_endpoints/{id}/rotate_secret")).json(&body)).await
+    }
+
+    pub async fn update_webhook_endpoint(
+        &self,
+        id: &WebhookEndpointId,
+        body: &mnemo_api::UpdateWebhookEndpoint,
+    ) -> Result<WebhookEndpoint> {
+        self.send(|| self.request(Method::POST, &format!("/v1/webhook_endpoints/{id}")).json(body)).await
+    }
+
+    pub async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<mnemo_api::WebhookEndpointDeleted> {
+        self.send(|| self.request(Method::DELETE, &format!("/v1/webhook_endpoints/{id}"))).await
+    }
+
+    /// An endpoint's deliveries, newest first (`status`: `pending`, `delivered` or `failed`).
+    pub async fn list_webhook_deliveries(
+        &self,
+        id: &WebhookEndpointId,
+        status: Option<&str>,
+        limit: Option<u32>,
+        page: Option<&str>,
+    ) -> Result<Page<mnemo_api::WebhookDelivery>> {
+        #[derive(Serialize)]
+        struct Q<'a> {
+            status: Option<&'a str>,
+            limit: Option<u32>,
+            page: Option<&'a str>,
+        }
+        self.send(|| {
+            self.request(Method::GET, &format!("/v1/webhook_endpoints/{id}/deliveries")).query(&Q {
+                status,
+                limit,
+                page,
+            })
+        })
+        .await
     }
 
     // ---- memory versions -----------------------------------------------------------------

@@ -20,6 +20,7 @@ mod metrics;
 pub mod openapi;
 mod request;
 mod routes;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub use error::ApiError;
 pub use listen::ServeConfig;
 pub use maintenance::expire_work_leases;
 pub use metrics::refresh_gauges;
+pub use webhooks::{WebhookConfig, deliver_webhooks};
 
 /// Largest request body accepted. Content is capped at 100 kB, but JSON escaping can
 /// inflate it up to six-fold.

@@ -40,6 +40,7 @@ const TAGS: &[(&str, &str)] = &[
     ("agents", "Agent configurations, versioned."),
     ("sessions", "Sessions: an agent at work in an environment, with memory stores attached."),
     ("events", "A session's event log and live stream."),
+    ("webhooks", "Webhook endpoints and their deliveries (a mnemo extension)."),
     ("service", "Health and this document."),
 ];
 

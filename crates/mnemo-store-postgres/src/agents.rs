@@ -11,7 +11,9 @@ use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
 use crate::stores::page;
+use crate::webhooks::emit_one;
 use crate::{parse_id, ts, ts_opt};
+use mnemo_store::rules::webhook::{Change, Resource};
 
 /// The agent's row, locked until the transaction ends when `lock`: its row number and latest
 /// version, and the agent without its spec.
@@ -80,6 +82,7 @@ pub(crate) async fn create(tx: &Tx<'_>, spec: &AgentSpec) -> Result<Agent> {
         &[&seq, &json, &now],
     )
     .await?;
+    emit_one(tx, Change::Created(Resource::Agent), id.as_str()).await?;
     // The spec as stored, as every later read returns it.
     Ok(Agent { id, version: 1, spec: self::spec(&json)?, created_at: ts(now), updated_at: ts(now), archived_at: None })
 }
@@ -88,7 +91,9 @@ pub(crate) async fn create(tx: &Tx<'_>, spec: &AgentSpec) -> Result<Agent> {
 /// agent's row locked); a change that changes nothing returns the agent as it is.
 pub(crate) async fn update(tx: &Tx<'_>, id: &AgentId, base: u32, params: &AgentParams) -> Result<Agent> {
     let (mut current, seq) = load(tx, id, None, true).await?;
-    let Some(spec) = catalog::update_agent(&current, base, params)? else { return Ok(current) };
+    let spec = catalog::update_agent(&current, base, params)?;
+    emit_one(tx, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str()).await?;
+    let Some(spec) = spec else { return Ok(current) };
     let version = current.version + 1;
     let now = now(tx).await?;
     let json = spec_json(&spec)?;
@@ -145,6 +150,8 @@ pub(crate) async fn list(
 
 pub(crate) async fn archive(tx: &Tx<'_>, id: &AgentId) -> Result<Agent> {
     let (mut agent, seq) = load(tx, id, None, true).await?;
+    emit_one(tx, Change::Archived { resource: Resource::Agent, already: agent.archived_at.is_some() }, id.as_str())
+        .await?;
     if agent.archived_at.is_none() {
         let now = now(tx).await?;
         exec(tx, "UPDATE agents SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq]).await?;

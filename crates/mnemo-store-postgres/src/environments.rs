@@ -15,7 +15,9 @@ use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, now, one, opt};
 use crate::stores::page;
+use crate::webhooks::emit_one;
 use crate::{parse_id, rfc3339, rfc3339_opt};
+use mnemo_store::rules::webhook::{Change, Resource};
 
 const COLUMNS: &str = "id, name, description, metadata, config, scope, created_at, updated_at, archived_at, seq";
 
@@ -91,6 +93,7 @@ pub(crate) async fn create(tx: &Tx<'_>, new: &NewEnvironment) -> Result<Environm
         ],
     )
     .await?;
+    emit_one(tx, Change::Created(Resource::Environment), id.as_str()).await?;
     from_row(&row).map(|(e, _)| e)
 }
 
@@ -107,6 +110,7 @@ pub(crate) async fn update(tx: &Tx<'_>, id: &EnvironmentId, patch: EnvironmentPa
         &[&env.name, &env.description, &metadata_json(&env.metadata), &env.config.to_string(), &env.scope, &now, &seq],
     )
     .await?;
+    emit_one(tx, Change::Updated { resource: Resource::Environment, changed: true }, id.as_str()).await?;
     from_row(&row).map(|(e, _)| e)
 }
 
@@ -131,6 +135,8 @@ pub(crate) async fn list(
 
 pub(crate) async fn archive(tx: &Tx<'_>, id: &EnvironmentId) -> Result<Environment> {
     let (mut env, seq) = lock(tx, id).await?;
+    emit_one(tx, Change::Archived { resource: Resource::Environment, already: env.archived_at.is_some() }, id.as_str())
+        .await?;
     if env.archived_at.is_none() {
         let now = now(tx).await?;
         exec(tx, "UPDATE environments SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq]).await?;
@@ -146,6 +152,7 @@ pub(crate) async fn delete(tx: &Tx<'_>, id: &EnvironmentId) -> Result<()> {
     let (_, seq) = find(tx, &format!("SELECT {COLUMNS} FROM environments WHERE id = $1 FOR UPDATE"), id).await?;
     exec(tx, "DELETE FROM environment_keys WHERE environment_seq = $1", &[&seq]).await?;
     exec(tx, "DELETE FROM environments WHERE seq = $1", &[&seq]).await?;
+    emit_one(tx, Change::Deleted(Resource::Environment), id.as_str()).await?;
     Ok(())
 }
 

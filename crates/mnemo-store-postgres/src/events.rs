@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use mnemo_api::{Event, EventId, SessionId, SessionStatus, ToolResult, WorkData};
 use mnemo_store::rules::session::{CallKind, FreshIds, KnownCall, SessionView, Step, plan_append, referenced_calls};
+use mnemo_store::rules::webhook::{Change, Outbox};
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use serde_json::Value;
 
@@ -153,9 +154,11 @@ pub(crate) async fn append(
     }
     let plan = plan_append(&view, known, events, author, &mut FreshIds(rfc3339(now)))?;
     let mut appended = Appended::default();
+    let mut outbox = Outbox::default();
     for step in plan.steps {
         match step {
             Step::Record { event, requested } => {
+                outbox.record(Change::Logged(&event.event), session.as_str());
                 let seq = sessions::insert_event(tx, session_seq, &event, now).await?;
                 let stored = SessionEvent { seq, body: event.to_json() };
                 if requested {
@@ -181,5 +184,6 @@ pub(crate) async fn append(
         work::enqueue(tx, env_seq, &WorkData::session(session), lease_ttl).await?;
         appended.enqueued_work = true;
     }
+    crate::webhooks::emit(tx, outbox).await?;
     Ok(appended)
 }

@@ -20,6 +20,7 @@ mod schema;
 mod sessions;
 mod stores;
 mod versions;
+mod webhooks;
 mod work;
 
 use std::collections::{BTreeMap, HashMap};
@@ -34,12 +35,14 @@ use mnemo_api::{
     EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
     MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
 };
+use mnemo_api::{WebhookDelivery, WebhookEndpoint, WebhookEndpointId};
 use mnemo_store::{
     Appended, ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
     Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
     MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result,
     SessionEvent, Signal, Store,
 };
+use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio::sync::broadcast;
@@ -703,6 +706,58 @@ impl Store for PostgresStore {
             }
             Ok(())
         })
+    }
+    async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
+        write!(self.engine, |tx| webhooks::create_endpoint(&tx, &new).await)
+    }
+
+    async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
+        read!(self.engine, |tx| webhooks::get_endpoint(&tx, id, with_secret).await)
+    }
+
+    async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        secret: String,
+        keep_previous: Duration,
+    ) -> Result<WebhookEndpoint> {
+        write!(self.engine, |tx| webhooks::rotate_secret(&tx, id, &secret, keep_previous).await)
+    }
+
+    async fn update_webhook_endpoint(
+        &self,
+        id: &WebhookEndpointId,
+        patch: WebhookEndpointPatch,
+    ) -> Result<WebhookEndpoint> {
+        write!(self.engine, |tx| webhooks::update_endpoint(&tx, id, patch.clone()).await)
+    }
+
+    async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
+        read!(self.engine, |tx| webhooks::list_endpoints(&tx, limit, after.as_ref()).await)
+    }
+
+    async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
+        write!(self.engine, |tx| webhooks::delete_endpoint(&tx, id).await)
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint: &WebhookEndpointId,
+        query: ListWebhookDeliveries,
+    ) -> Result<Listing<WebhookDelivery>> {
+        read!(self.engine, |tx| webhooks::list_deliveries(&tx, endpoint, &query).await)
+    }
+
+    async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
+        write!(self.engine, |tx| webhooks::claim(&tx, limit, lease).await)
+    }
+
+    async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
+        write!(self.engine, |tx| webhooks::finish(&tx, &attempt).await)
+    }
+
+    async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
+        write!(self.engine, |tx| webhooks::prune(&tx, age).await)
     }
 }
 

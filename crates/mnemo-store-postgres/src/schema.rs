@@ -11,8 +11,11 @@ use mnemo_store::StoreError;
 use crate::engine::{backend, failure};
 
 /// Every migration in order; the schema version is the count applied.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../migrations/0001_initial.sql"), include_str!("../migrations/0002_console_sessions.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_initial.sql"),
+    include_str!("../migrations/0002_console_sessions.sql"),
+    include_str!("../migrations/0003_webhooks.sql"),
+];
 
 /// The newest schema version this build knows.
 pub(crate) const VERSION: usize = MIGRATIONS.len();

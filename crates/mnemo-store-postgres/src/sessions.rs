@@ -18,7 +18,9 @@ use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
 use crate::stores::page;
+use crate::webhooks::emit_one;
 use crate::{agents, environments, rfc3339, stores, work};
+use mnemo_store::rules::webhook::{Change, Outbox, Resource};
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
 
@@ -107,6 +109,7 @@ pub(crate) async fn create(tx: &Tx<'_>, new: &NewSession, lease_ttl: u64) -> Res
         }
         _ => false,
     };
+    emit_one(tx, Change::Created(Resource::Session), id.as_str()).await?;
     Ok((session, queued))
 }
 
@@ -169,6 +172,10 @@ pub(crate) async fn archive(tx: &Tx<'_>, id: &SessionId) -> Result<Session> {
         LoggedEvent { id: EventId::generate(), event: Event::StatusTerminated, processed_at: Some(rfc3339(now)) };
     insert_event(tx, seq, &terminated, now).await?;
     work::stop_session_work(tx, id).await?;
+    let mut outbox = Outbox::default();
+    outbox.record(Change::Logged(&terminated.event), id.as_str());
+    outbox.record(Change::Archived { resource: Resource::Session, already: false }, id.as_str());
+    crate::webhooks::emit(tx, outbox).await?;
     get_with_seq(tx, id).await.map(|(s, _)| s)
 }
 
@@ -179,6 +186,7 @@ pub(crate) async fn delete(tx: &Tx<'_>, id: &SessionId) -> Result<()> {
     exec(tx, "DELETE FROM session_events WHERE session_seq = $1", &[&seq]).await?;
     exec(tx, "DELETE FROM session_memory_stores WHERE session_seq = $1", &[&seq]).await?;
     exec(tx, "DELETE FROM sessions WHERE seq = $1", &[&seq]).await?;
+    emit_one(tx, Change::Deleted(Resource::Session), id.as_str()).await?;
     Ok(())
 }
 
@@ -238,5 +246,6 @@ pub(crate) async fn update(
         &[&body.to_json()?, &now, &seq],
     )
     .await?;
+    emit_one(tx, Change::Updated { resource: Resource::Session, changed: true }, id.as_str()).await?;
     from_row(&row).map(|(s, _)| s)
 }

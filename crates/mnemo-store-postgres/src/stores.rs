@@ -12,7 +12,9 @@ use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, MemoryStoreUsage,
 use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, exec, now, opt};
+use crate::webhooks::emit_one;
 pub(crate) use mnemo_store::row::{before, page};
+use mnemo_store::rules::webhook::{Change, Resource};
 
 use crate::{parse_id, ts, ts_opt};
 
@@ -94,6 +96,7 @@ pub(crate) async fn create(tx: &Tx<'_>, new: NewMemoryStore) -> Result<MemorySto
         &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
     )
     .await?;
+    emit_one(tx, Change::Created(Resource::MemoryStore), id.as_str()).await?;
     Ok(MemoryStore {
         id,
         name: new.name,
@@ -121,6 +124,12 @@ pub(crate) async fn update(tx: &Tx<'_>, id: &MemoryStoreId, patch: MemoryStorePa
 
 pub(crate) async fn archive(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
     let (mut store, seq) = lock(tx, id).await?;
+    emit_one(
+        tx,
+        Change::Archived { resource: Resource::MemoryStore, already: store.archived_at.is_some() },
+        id.as_str(),
+    )
+    .await?;
     if store.archived_at.is_none() {
         let now = now(tx).await?;
         exec(tx, "UPDATE memory_stores SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq]).await?;
@@ -136,6 +145,7 @@ pub(crate) async fn delete(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<()> {
     exec(tx, "DELETE FROM memories WHERE store_seq = $1", &[&seq]).await?;
     exec(tx, "DELETE FROM memory_versions WHERE store_seq = $1", &[&seq]).await?;
     exec(tx, "DELETE FROM memory_stores WHERE seq = $1", &[&seq]).await?;
+    emit_one(tx, Change::Deleted(Resource::MemoryStore), id.as_str()).await?;
     Ok(())
 }
 

@@ -7,7 +7,9 @@ use rusqlite::{Connection, params};
 
 use crate::engine::{backend, query_one};
 use crate::stores::page;
+use crate::webhooks::emit_one;
 use crate::{now_micros, parse_id, ts, ts_opt};
+use mnemo_store::rules::webhook::{Change, Resource};
 
 fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i64)> {
     let row: Option<(i64, u32, i64, i64, Option<i64>)> = query_one(
@@ -58,12 +60,15 @@ pub(crate) fn create(c: &Connection, spec: &AgentSpec) -> Result<Agent> {
         params![seq, serde_json::to_string(spec).map_err(backend)?, now],
     )
     .map_err(backend)?;
+    emit_one(c, Change::Created(Resource::Agent), id.as_str())?;
     get(c, &id, None)
 }
 
 pub(crate) fn update(c: &Connection, id: &AgentId, base: u32, params_: &AgentParams) -> Result<Agent> {
     let (current, seq) = load(c, id, None)?;
-    let Some(spec) = catalog::update_agent(&current, base, params_)? else { return Ok(current) };
+    let spec = catalog::update_agent(&current, base, params_)?;
+    emit_one(c, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str())?;
+    let Some(spec) = spec else { return Ok(current) };
     let version = current.version + 1;
     let now = now_micros();
     c.execute(
@@ -99,6 +104,7 @@ pub(crate) fn list(
 
 pub(crate) fn archive(c: &Connection, id: &AgentId) -> Result<Agent> {
     let (agent, seq) = load(c, id, None)?;
+    emit_one(c, Change::Archived { resource: Resource::Agent, already: agent.archived_at.is_some() }, id.as_str())?;
     if agent.archived_at.is_none() {
         c.execute("UPDATE agents SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now_micros(), seq])
             .map_err(backend)?;

@@ -7,7 +7,9 @@ use rusqlite::{Connection, Row, params};
 
 use crate::engine::{backend, query_one};
 use crate::stores::page;
+use crate::webhooks::emit_one;
 use crate::{now_micros, parse_id, rfc3339, rfc3339_opt};
+use mnemo_store::rules::webhook::{Change, Resource};
 
 const COLUMNS: &str = "id, name, description, metadata, config, scope, created_at, updated_at, archived_at, seq";
 
@@ -54,6 +56,7 @@ pub(crate) fn create(c: &Connection, new: &NewEnvironment) -> Result<Environment
         ],
     )
     .map_err(backend)?;
+    emit_one(c, Change::Created(Resource::Environment), id.as_str())?;
     get_with_seq(c, &id).map(|(e, _)| e)
 }
 
@@ -74,6 +77,7 @@ pub(crate) fn update(c: &Connection, id: &EnvironmentId, patch: EnvironmentPatch
         ],
     )
     .map_err(backend)?;
+    emit_one(c, Change::Updated { resource: Resource::Environment, changed: true }, id.as_str())?;
     get_with_seq(c, id).map(|(e, _)| e)
 }
 
@@ -99,6 +103,7 @@ pub(crate) fn list(
 
 pub(crate) fn archive(c: &Connection, id: &EnvironmentId) -> Result<Environment> {
     let (env, seq) = get_with_seq(c, id)?;
+    emit_one(c, Change::Archived { resource: Resource::Environment, already: env.archived_at.is_some() }, id.as_str())?;
     if env.archived_at.is_none() {
         c.execute(
             "UPDATE environments SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2",
@@ -113,6 +118,7 @@ pub(crate) fn delete(c: &Connection, id: &EnvironmentId) -> Result<()> {
     let (_, seq) = get_with_seq(c, id)?;
     c.execute("DELETE FROM environment_keys WHERE environment_seq = ?1", [seq]).map_err(backend)?;
     c.execute("DELETE FROM environments WHERE seq = ?1", [seq]).map_err(backend)?;
+    emit_one(c, Change::Deleted(Resource::Environment), id.as_str())?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use mnemo_api::{Event, EventId, SessionId, SessionStatus, ToolResult, WorkData};
 use mnemo_store::rules::session::{CallKind, FreshIds, KnownCall, SessionView, Step, plan_append, referenced_calls};
+use mnemo_store::rules::webhook::{Change, Outbox};
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use rusqlite::{Connection, params};
 use serde_json::Value;
@@ -146,9 +147,11 @@ pub(crate) fn append(
     }
     let plan = plan_append(&view, known, events, author, &mut FreshIds(rfc3339(now)))?;
     let mut appended = Appended::default();
+    let mut outbox = Outbox::default();
     for step in plan.steps {
         match step {
             Step::Record { event, requested } => {
+                outbox.record(Change::Logged(&event.event), session.as_str());
                 let stored =
                     SessionEvent { seq: sessions::insert_event(c, session_seq, &event, now)?, body: event.to_json() };
                 if requested {
@@ -171,5 +174,6 @@ pub(crate) fn append(
         work::enqueue(c, env_seq, &WorkData::session(session), lease_ttl)?;
         appended.enqueued_work = true;
     }
+    crate::webhooks::emit(c, outbox, now)?;
     Ok(appended)
 }

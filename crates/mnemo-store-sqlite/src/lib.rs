@@ -18,10 +18,12 @@ mod schema;
 mod sessions;
 mod stores;
 mod versions;
+mod webhooks;
 mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
@@ -34,7 +36,9 @@ use std::collections::{BTreeMap, HashMap};
 use mnemo_api::{
     Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
 };
+use mnemo_api::{WebhookDelivery, WebhookEndpoint, WebhookEndpointId};
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
+use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use mnemo_store::{
     ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
     ListMemoryVersions, Listing, MemoryChange, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment,
@@ -578,5 +582,68 @@ impl Store for SqliteStore {
 
     async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
         self.engine.write(move |c| console::revoke(c, &hash, now_micros())).await
+    }
+
+    async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
+        self.engine.write(move |c| webhooks::create_endpoint(c, &new)).await
+    }
+
+    async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
+        let id = id.clone();
+        self.engine.read(move |c| webhooks::get_endpoint(c, &id, with_secret)).await
+    }
+
+    async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        secret: String,
+        keep_previous: Duration,
+    ) -> Result<WebhookEndpoint> {
+        let id = id.clone();
+        self.engine.write(move |c| webhooks::rotate_secret(c, &id, &secret, keep_previous)).await
+    }
+
+    async fn update_webhook_endpoint(
+        &self,
+        id: &WebhookEndpointId,
+        patch: WebhookEndpointPatch,
+    ) -> Result<WebhookEndpoint> {
+        let id = id.clone();
+        self.engine.write(move |c| webhooks::update_endpoint(c, &id, patch)).await
+    }
+
+    async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
+        self.engine.read(move |c| webhooks::list_endpoints(c, limit, after.as_ref())).await
+    }
+
+    async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
+        let id = id.clone();
+        self.engine.write(move |c| webhooks::delete_endpoint(c, &id)).await
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint: &WebhookEndpointId,
+        query: ListWebhookDeliveries,
+    ) -> Result<Listing<WebhookDelivery>> {
+        let endpoint = endpoint.clone();
+        self.engine.read(move |c| webhooks::list_deliveries(c, &endpoint, &query)).await
+    }
+
+    async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
+        // Senders look every second or so; most looks find nothing due, and a read answers that
+        // without taking the writer's turn (a delivery committed meanwhile waits for the next look).
+        if !self.engine.read(webhooks::any_due).await? {
+            return Ok(Vec::new());
+        }
+        self.engine.write(move |c| webhooks::claim(c, limit, lease)).await
+    }
+
+    async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
+        self.engine.write(move |c| webhooks::finish(c, &attempt)).await
+    }
+
+    async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
+        self.engine.write(move |c| webhooks::prune(c, age)).await
     }
 }

@@ -11,6 +11,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_environments.sql"),
     include_str!("../migrations/0003_agents_sessions_work.sql"),
     include_str!("../migrations/0004_console_sessions.sql"),
+    include_str!("../migrations/0005_webhooks.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.

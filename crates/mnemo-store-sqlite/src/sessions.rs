@@ -12,7 +12,9 @@ use rusqlite::{Connection, Row, params};
 
 use crate::engine::{backend, query_one};
 use crate::stores::page;
+use crate::webhooks::emit_one;
 use crate::{agents, environments, now_micros, rfc3339, stores, work};
+use mnemo_store::rules::webhook::{Change, Outbox, Resource};
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
 
@@ -82,6 +84,7 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
     if let (true, Some((_, env_seq))) = (plan.enqueue_work, env) {
         work::enqueue(c, env_seq, &WorkData::session(&id), lease_ttl)?;
     }
+    emit_one(c, Change::Created(Resource::Session), id.as_str())?;
     get_with_seq(c, &id).map(|(s, _)| s)
 }
 
@@ -140,6 +143,7 @@ pub(crate) fn archive(c: &Connection, id: &SessionId) -> Result<Session> {
     let (session, seq) = get_with_seq(c, id)?;
     if session.archived_at.is_none() {
         let now = now_micros();
+        let mut outbox = Outbox::default();
         c.execute(
             "UPDATE sessions SET archived_at = ?1, updated_at = ?1, status = 'terminated' WHERE seq = ?2",
             params![now, seq],
@@ -149,6 +153,9 @@ pub(crate) fn archive(c: &Connection, id: &SessionId) -> Result<Session> {
             LoggedEvent { id: EventId::generate(), event: Event::StatusTerminated, processed_at: Some(rfc3339(now)) };
         insert_event(c, seq, &terminated, now)?;
         work::stop_session_work(c, id)?;
+        outbox.record(Change::Logged(&terminated.event), id.as_str());
+        outbox.record(Change::Archived { resource: Resource::Session, already: false }, id.as_str());
+        crate::webhooks::emit(c, outbox, now)?;
     }
     get_with_seq(c, id).map(|(s, _)| s)
 }
@@ -159,6 +166,7 @@ pub(crate) fn delete(c: &Connection, id: &SessionId) -> Result<()> {
     c.execute("DELETE FROM session_events WHERE session_seq = ?1", [seq]).map_err(backend)?;
     c.execute("DELETE FROM session_memory_stores WHERE session_seq = ?1", [seq]).map_err(backend)?;
     c.execute("DELETE FROM sessions WHERE seq = ?1", [seq]).map_err(backend)?;
+    emit_one(c, Change::Deleted(Resource::Session), id.as_str())?;
     Ok(())
 }
 
@@ -213,5 +221,6 @@ pub(crate) fn update(
         params![body.to_json()?, now_micros(), seq],
     )
     .map_err(backend)?;
+    emit_one(c, Change::Updated { resource: Resource::Session, changed: true }, id.as_str())?;
     get_with_seq(c, id).map(|(s, _)| s)
 }

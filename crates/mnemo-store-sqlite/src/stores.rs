@@ -8,7 +8,9 @@ use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, MemoryStoreUsage,
 use rusqlite::{Connection, Row, params};
 
 use crate::engine::{backend, query_one};
+use crate::webhooks::emit_one;
 pub(crate) use mnemo_store::row::{before, page};
+use mnemo_store::rules::webhook::{Change, Resource};
 
 use crate::{now_micros, parse_id, ts, ts_opt};
 
@@ -54,6 +56,7 @@ pub(crate) fn create(c: &Connection, new: NewMemoryStore) -> Result<MemoryStore>
     )
     .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
     .map_err(backend)?;
+    emit_one(c, Change::Created(Resource::MemoryStore), id.as_str())?;
     Ok(MemoryStore {
         id,
         name: new.name,
@@ -80,6 +83,11 @@ pub(crate) fn update(c: &Connection, id: &MemoryStoreId, patch: MemoryStorePatch
 
 pub(crate) fn archive(c: &Connection, id: &MemoryStoreId) -> Result<MemoryStore> {
     let (mut store, seq) = get_with_seq(c, id)?;
+    emit_one(
+        c,
+        Change::Archived { resource: Resource::MemoryStore, already: store.archived_at.is_some() },
+        id.as_str(),
+    )?;
     if store.archived_at.is_none() {
         let now = now_micros();
         c.execute("UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
@@ -96,6 +104,7 @@ pub(crate) fn delete(c: &Connection, id: &MemoryStoreId) -> Result<()> {
     c.execute("DELETE FROM memories WHERE store_seq = ?1", [seq]).map_err(backend)?;
     c.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq]).map_err(backend)?;
     c.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq]).map_err(backend)?;
+    emit_one(c, Change::Deleted(Resource::MemoryStore), id.as_str())?;
     Ok(())
 }
 

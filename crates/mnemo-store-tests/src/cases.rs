@@ -62,6 +62,15 @@
 //!   the cap is filled exactly under concurrent creates; one winner among updates sharing a
 //!   precondition; twelve pollers never share a delivery and drain the queue; a reader
 //!   following `events_after` while several writers append sees every event, in order.
+//! - [`webhooks`] — endpoints are created (showing their secret), read with or without it,
+//!   listed newest first without secrets, patched and deleted (with their deliveries); every
+//!   change records its webhook events, once and in commit order, with one delivery per
+//!   subscribed endpoint in the change's own transaction (a refused write, an archive of an
+//!   archived object, an agent update that changes nothing record none); a claim counts an
+//!   attempt and hides the delivery for its lease, after which an unreported attempt is made
+//!   again; outcomes apply only to the latest attempt (delivered, due again, failed); pruning
+//!   drops finished deliveries only; concurrent claimers never share a delivery; a rotated
+//!   secret is claimed beside the new one until its overlap ends on the store's clock.
 //! - [`model`] — a property test: random creates, updates (content, rename, preconditions),
 //!   deletes, listings and redactions agree with an in-memory model, including the version log
 //!   (one version per successful write, none otherwise) and `memory_change_seq` (it moves
@@ -100,6 +109,7 @@ pub mod memories;
 pub mod model;
 pub mod sessions;
 pub mod versions;
+pub mod webhooks;
 pub mod work;
 
 /// `[n; 32]` as a credential hash.

@@ -233,6 +233,13 @@ macro_rules! conformance {
             a_concurrent_reader_sees_every_event_in_order,
             a_concurrent_feed_reader_sees_every_version_in_order,
         });
+        $crate::conformance!(@async $factory; webhooks {
+            webhook_endpoints_are_created_listed_updated_and_deleted,
+            changes_yield_webhook_deliveries_in_their_transaction,
+            deliveries_are_claimed_retried_and_finished,
+            concurrent_claimers_never_share_a_delivery,
+            a_rotated_secret_signs_beside_the_new_one_until_it_expires,
+        });
         $crate::conformance!(@blocking $factory; model {
             memory_model,
         });

@@ -276,6 +276,51 @@ pub static TABLES: &[Table] = &[
         columns: &[col("environment_seq", Int), col("worker_id", Text), col("last_poll_at", Int)],
         key: &["environment_seq", "worker_id"],
     },
+    Table {
+        name: "webhook_endpoints",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("url", Text),
+            col("secret", Text),
+            opt("event_types", Text),
+            opt("description", Text),
+            opt("previous_secret", Text),
+            opt("previous_secret_expires_at", Int),
+            col("created_at", Int),
+            col("updated_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "webhook_events",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("type", Text),
+            col("resource_id", Text),
+            col("created_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "webhook_deliveries",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("endpoint_seq", Int),
+            col("event_seq", Int),
+            col("status", Text),
+            col("attempts", Int),
+            opt("next_attempt_at", Int),
+            opt("last_attempt_at", Int),
+            opt("last_status_code", Int),
+            opt("last_error", Text),
+            col("created_at", Int),
+            opt("finished_at", Int),
+        ],
+        key: &["seq"],
+    },
 ];
 
 impl Table {

@@ -18,6 +18,7 @@ mod error;
 mod retry;
 pub mod row;
 pub mod rules;
+pub mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,14 +26,15 @@ use async_trait::async_trait;
 use mnemo_api::{
     Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
     EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
-    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View, Work,
-    WorkHeartbeat, WorkId, WorkQueueStats,
+    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View,
+    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats,
 };
 
 pub use cursor::Cursor;
 pub use error::{BoxError, ErrorCode, StoreError};
 pub use retry::{RetryPolicy, retry_transient};
 pub use rules::session::EventAuthor;
+pub use webhook::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 
 /// Result of every store call.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -529,6 +531,51 @@ pub trait Store: Send + Sync + 'static {
     async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>>;
     /// Ends a console session (signing out); ending an unknown or ended one does nothing.
     async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()>;
+
+    /// Registers a webhook endpoint; the answer carries its secret. Events of changes that
+    /// commit after this one are delivered to it (those of its filter).
+    async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint>;
+    /// An endpoint, with its secret only if `with_secret`.
+    async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint>;
+    /// Replaces an endpoint's signing secret with `secret`; the one it replaces keeps signing
+    /// beside it for `keep_previous` (on the store's clock; zero: not at all). Returns the
+    /// endpoint with its new secret.
+    async fn rotate_webhook_secret(
+        &self,
+        id: &WebhookEndpointId,
+        secret: String,
+        keep_previous: std::time::Duration,
+    ) -> Result<WebhookEndpoint>;
+    /// Changes an endpoint's URL, filter or description (deliveries already made keep theirs:
+    /// pending ones go to the new URL).
+    async fn update_webhook_endpoint(
+        &self,
+        id: &WebhookEndpointId,
+        patch: WebhookEndpointPatch,
+    ) -> Result<WebhookEndpoint>;
+    /// Endpoints, newest first, without secrets.
+    async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>>;
+    /// Removes an endpoint and its deliveries (pending ones are never sent).
+    async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()>;
+    /// An endpoint's deliveries, newest first.
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint: &WebhookEndpointId,
+        query: ListWebhookDeliveries,
+    ) -> Result<Listing<WebhookDelivery>>;
+    /// Claims up to `limit` (at most [`webhook::MAX_CLAIM`]) pending deliveries that are due,
+    /// oldest due first, for one attempt each: counts the attempt and hides each from other
+    /// claims for `lease` (at least [`webhook::MIN_CLAIM_LEASE`]; after it, an attempt never
+    /// reported is made again). Two claimers, in this process or another, never get the same
+    /// delivery while its lease runs.
+    async fn claim_webhook_deliveries(&self, limit: u32, lease: std::time::Duration) -> Result<Vec<ClaimedDelivery>>;
+    /// Records an attempt's outcome: delivered, due again after a delay, or failed. Returns
+    /// false (changing nothing) if the attempt is not the delivery's latest or the delivery is
+    /// gone (its endpoint was deleted).
+    async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool>;
+    /// Deletes deliveries that finished (delivered or failed) more than `age` ago, and the events
+    /// no delivery refers to any more; returns how many deliveries went.
+    async fn prune_webhook_deliveries(&self, age: std::time::Duration) -> Result<u64>;
 }
 
 /// Splits a listed path below `prefix` into what a `depth`-limited listing shows: `None` for

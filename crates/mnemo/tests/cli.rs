@@ -414,11 +414,17 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("listening on "), "{line}");
+        let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+        // A webhook endpoint (nobody listens there) and a change it is sent: neither the server
+        // nor the command logs its signing secret.
+        let secret = webhook_attempted(&base, "sk-cli-log-test", &log);
+        let key = secret.strip_prefix("whsec_").unwrap().to_owned();
         common::signal(&child, "-TERM");
         assert!(child.wait().unwrap().success());
         let mut stderr = String::new();
         child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        json_logs_without_credentials("serve", &stderr, &["sk-cli-log-test"]);
+        json_logs_without_credentials("serve", &stderr, &["sk-cli-log-test", "whsec_", &key]);
+        assert!(stderr.contains("webhook attempt failed; will retry"), "the attempt was made: {stderr}");
     }
     for (what, args) in runs {
         let mut cmd = common::mnemo();
@@ -431,4 +437,46 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
             assert!(out.status.success(), "{what}: {}", text(&out.stderr));
         }
     }
+}
+
+/// Registers a webhook endpoint on the server at `base` with `mnemo webhook add` (nobody listens
+/// at its URL), makes a change it is sent, and waits until the server attempted it; every
+/// `mnemo webhook` run logs JSON at trace without the secret. Returns the secret.
+fn webhook_attempted(base: &str, api_key: &str, log: &dyn Fn(&mut Command)) -> String {
+    let webhook = |args: &[&str]| {
+        let mut cmd = common::mnemo();
+        log(&mut cmd);
+        let out = cmd.arg("webhook").args(args).args(["--base-url", base, "--api-key", api_key]).output().unwrap();
+        assert!(out.status.success(), "webhook {args:?}: {}", text(&out.stderr));
+        (text(&out.stdout), text(&out.stderr))
+    };
+    let (added, logs) = webhook(&["add", "http://127.0.0.1:1/hook", "--events", "memory_store.created"]);
+    let mut lines = added.lines();
+    let (id, secret) = (lines.next().unwrap().to_owned(), lines.next().unwrap().to_owned());
+    assert!(secret.starts_with("whsec_"), "{added}");
+    let key = secret.strip_prefix("whsec_").unwrap();
+    json_logs_without_credentials("webhook add", &logs, &["whsec_", key, api_key]);
+    let (shown, logs) = webhook(&["secret", &id]);
+    assert_eq!(shown.trim(), secret);
+    json_logs_without_credentials("webhook secret", &logs, &["whsec_", key, api_key]);
+
+    let addr = base.strip_prefix("http://").unwrap();
+    let body = r#"{"name": "hooked"}"#;
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!(
+        "POST /v1/memory_stores HTTP/1.1\r\nhost: {addr}\r\nx-api-key: {api_key}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(&mut conn, request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let attempted = common::wait_until(Duration::from_secs(20), || {
+        let (listed, logs) = webhook(&["deliveries", &id]);
+        json_logs_without_credentials("webhook deliveries", &logs, &["whsec_", key, api_key]);
+        listed.contains("attempts=1") && listed.contains("last=could not connect")
+    });
+    assert!(attempted, "the delivery was attempted: {}", webhook(&["deliveries", &id]).0);
+    secret
 }

@@ -35,6 +35,9 @@ const TABLES: &[(&str, &str)] = &[
     ("work_items", "seq"),
     ("session_tokens", "seq"),
     ("worker_polls", "environment_seq, worker_id"),
+    ("webhook_endpoints", "seq"),
+    ("webhook_events", "seq"),
+    ("webhook_deliveries", "seq"),
 ];
 
 fn hash(n: u8) -> CredentialHash {
@@ -76,6 +79,15 @@ async fn fill(s: &dyn Store) {
     s.create_console_session(hash(SIGNED_OUT), &api_key, 86_400).await.unwrap();
     s.revoke_console_session(hash(SIGNED_OUT)).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
+    // Every change below is recorded for this endpoint (a delivery each).
+    s.create_webhook_endpoint(mnemo_store::NewWebhookEndpoint {
+        url: "https://hooks.example.com/mnemo".into(),
+        event_types: None,
+        description: Some("ops".into()),
+        secret: mnemo_api::generate_webhook_secret(),
+    })
+    .await
+    .unwrap();
 
     let notes = s
         .create_memory_store(NewMemoryStore {
@@ -119,6 +131,17 @@ async fn fill(s: &dyn Store) {
     s.update_agent(&agent.id, 1, AgentParams { system: Some(Some("be brief".into())), ..Default::default() })
         .await
         .unwrap();
+
+    // One delivery attempted and delivered, the rest pending.
+    let sent = s.claim_webhook_deliveries(1, std::time::Duration::from_secs(60)).await.unwrap().remove(0);
+    let delivered = mnemo_store::WebhookAttempt {
+        delivery: sent.id,
+        attempt: sent.attempt,
+        status_code: Some(204),
+        error: None,
+        next: mnemo_store::rules::webhook::Next::Delivered,
+    };
+    assert!(s.finish_webhook_attempt(delivered).await.unwrap());
 
     let session = s
         .create_session(NewSession {
@@ -237,6 +260,12 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
         for version in versions.items {
             line("version", &s.get_memory_version(&store.id, &version.id, View::Full).await.unwrap());
         }
+    }
+    for endpoint in s.list_webhook_endpoints(100, None).await.unwrap().items {
+        line("webhook endpoint", &s.get_webhook_endpoint(&endpoint.id, true).await.unwrap().secret);
+        line("webhook endpoint", &endpoint);
+        let query = mnemo_store::ListWebhookDeliveries { status: None, limit: 100, after: None };
+        line("webhook deliveries", &s.list_webhook_deliveries(&endpoint.id, query).await.unwrap().items);
     }
     let environments = s.list_environments(true, 100, None).await.unwrap().items;
     for env in &environments {

@@ -185,3 +185,172 @@ async fn connection_flags_cut_off_a_client_stalled_in_its_headers() {
         .unwrap();
     assert!(!zero.status.success(), "--max-connections 0 is refused");
 }
+
+/// A receiver on 127.0.0.1 that records the `webhook-id` of every POST and answers with the
+/// status `answer` holds at the time.
+async fn webhook_receiver(answer: Arc<std::sync::atomic::AtomicU16>) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let got = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((conn, _)) = listener.accept().await else { return };
+            let (answer, got) = (Arc::clone(&answer), Arc::clone(&got));
+            tokio::spawn(async move {
+                let mut conn = BufReader::new(conn);
+                loop {
+                    let (mut length, mut id) = (0usize, None);
+                    let mut line = String::new();
+                    if conn.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        conn.read_line(&mut line).await.unwrap();
+                        let header = line.trim_end();
+                        if header.is_empty() {
+                            break;
+                        }
+                        let (name, value) = header.split_once(':').unwrap();
+                        match name.to_ascii_lowercase().as_str() {
+                            "content-length" => length = value.trim().parse().unwrap(),
+                            "webhook-id" => id = Some(value.trim().to_owned()),
+                            _ => {}
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    conn.read_exact(&mut body).await.unwrap();
+                    got.lock().unwrap().push(id.expect("a webhook-id header"));
+                    let status = answer.load(Ordering::SeqCst);
+                    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n");
+                    conn.get_mut().write_all(reply.as_bytes()).await.unwrap();
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// `mnemo webhook` registers an endpoint; its delivery keeps failing until the server is
+/// killed (-9); after a restart on the same database the pending delivery resumes and is
+/// delivered as the same event; `deliveries`, `list`, `secret` and `remove` show and undo it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_deliveries_resume_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let flags = [
+        "--api-key",
+        common::KEY,
+        "--webhook-retry-delay",
+        "0.1",
+        "--webhook-poll-interval",
+        "0.05",
+        "--webhook-max-attempts",
+        "100",
+    ];
+    let answer = Arc::new(std::sync::atomic::AtomicU16::new(500));
+    let (url, seen) = webhook_receiver(Arc::clone(&answer)).await;
+    let mut server = Server::start(&db, &flags);
+    let at = |server: &Server| ["--base-url".to_owned(), server.base.clone(), "--api-key".into(), common::KEY.into()];
+
+    let bad = common::mnemo().args(["webhook", "add", "ftp://example.com/"]).args(at(&server)).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("http:// or https://"), "{bad:?}");
+    let added = common::mnemo()
+        .args(["webhook", "add", &url, "--events", "memory_store.created"])
+        .args(at(&server))
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let out = String::from_utf8(added.stdout).unwrap();
+    let (id, secret) = out.trim().split_once('\n').expect("the id, then the secret");
+    assert!(id.starts_with("whep_") && secret.starts_with("whsec_"), "{out}");
+
+    let store = server
+        .client()
+        .create_memory_store(&CreateMemoryStore { name: "hooked".into(), ..Default::default() })
+        .await
+        .unwrap();
+    let failing = || seen.lock().unwrap().len() >= 2;
+    assert!(common::wait_until(std::time::Duration::from_secs(20), failing), "the failing delivery is retried");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let before = seen.lock().unwrap().clone();
+    answer.store(200, Ordering::SeqCst);
+
+    let server = Server::start(&db, &flags);
+    let deliveries = || {
+        let out = common::mnemo().args(["webhook", "deliveries", id]).args(at(&server)).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(20), || deliveries().contains("\tdelivered\t")),
+        "the pending delivery resumes after the restart: {}",
+        deliveries()
+    );
+    let listed = deliveries();
+    assert!(listed.contains("memory_store.created") && listed.contains(store.id.as_str()), "{listed}");
+    assert!(listed.contains("last=HTTP 200"), "{listed}");
+    let after = seen.lock().unwrap().clone();
+    assert!(after.len() > before.len());
+    assert!(after.iter().all(|e| *e == before[0]), "every attempt, before and after the restart, is one event");
+
+    let run = |args: &[&str]| {
+        let out = common::mnemo().args(["webhook"]).args(args).args(at(&server)).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(run(&["list"]).trim(), format!("{id}\t{url}\tmemory_store.created"));
+    assert_eq!(run(&["secret", id]).trim(), secret);
+    let rotated = run(&["rotate", id, "--keep-previous", "0"]);
+    let rotated = rotated.trim();
+    assert!(rotated.starts_with("whsec_") && rotated != secret, "{rotated}");
+    assert_eq!(run(&["secret", id]).trim(), rotated);
+    run(&["remove", id]);
+    assert_eq!(run(&["list"]), "");
+}
+
+/// Two `mnemo serve` replicas on one PostgreSQL schema, each sending webhooks: every event,
+/// whichever replica made the change, reaches the receiver exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_send_each_webhook_event_once() {
+    const EVENTS: usize = 40;
+    let schema = mnemo_store_tests::Postgres::fresh_schema().await;
+    let base = mnemo_store_tests::Postgres::url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let flags = ["--api-key", common::KEY, "--webhook-poll-interval", "0.05"];
+    let a = Server::on(&url, &flags);
+    let b = Server::on(&url, &flags);
+    let answer = Arc::new(std::sync::atomic::AtomicU16::new(200));
+    let (hook, seen) = webhook_receiver(answer).await;
+    let body = mnemo_api::CreateWebhookEndpoint {
+        url: hook,
+        event_types: Some(vec!["memory_store.created".into()]),
+        description: None,
+    };
+    a.client().create_webhook_endpoint(&body).await.unwrap();
+    for i in 0..EVENTS {
+        let via = if i % 2 == 0 { &a } else { &b };
+        via.client()
+            .create_memory_store(&CreateMemoryStore { name: format!("r{i}"), ..Default::default() })
+            .await
+            .unwrap();
+    }
+    let all = || seen.lock().unwrap().len() >= EVENTS;
+    assert!(common::wait_until(std::time::Duration::from_secs(30), all), "every event arrives");
+    // Whatever a duplicate would need (a second claim of a delivery) would have happened by the
+    // time every delivery is recorded as delivered.
+    let endpoint = a.client().list_webhook_endpoints(None, None).await.unwrap().data.remove(0);
+    let done = || async {
+        let list = b.client().list_webhook_deliveries(&endpoint.id, None, Some(100), None).await.unwrap().data;
+        list.len() == EVENTS && list.iter().all(|d| d.status == mnemo_api::DeliveryStatus::Delivered)
+    };
+    assert!(common::wait_until_async(std::time::Duration::from_secs(30), done).await);
+    let got = seen.lock().unwrap().clone();
+    let distinct: std::collections::HashSet<&String> = got.iter().collect();
+    assert_eq!((got.len(), distinct.len()), (EVENTS, EVENTS), "each event sent once: {got:?}");
+}

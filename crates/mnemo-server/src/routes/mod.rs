@@ -8,6 +8,7 @@ mod memory_changes;
 mod memory_stores;
 mod memory_versions;
 mod sessions;
+mod webhooks;
 mod work;
 
 use axum::Router;
@@ -62,6 +63,11 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::archive))
         .routes(routes!(events::list, events::send))
         .routes(routes!(events::stream))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::retrieve, webhooks::update, webhooks::delete))
+        .routes(routes!(webhooks::secret))
+        .routes(routes!(webhooks::rotate_secret))
+        .routes(routes!(webhooks::deliveries))
         .routes(routes!(healthz))
         .routes(routes!(crate::openapi::serve))
 }

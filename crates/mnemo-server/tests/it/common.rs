@@ -42,6 +42,11 @@ impl TestServer {
         Self { client, base, state, _stop: stop, _store: opened }
     }
 
+    /// The server's store.
+    pub(crate) fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(&self._store.store)
+    }
+
     pub(crate) async fn new_store(&self, name: &str) -> MemoryStore {
         self.client.create_memory_store(&CreateMemoryStore { name: name.into(), ..Default::default() }).await.unwrap()
     }

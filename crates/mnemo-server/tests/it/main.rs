@@ -13,4 +13,5 @@ mod memory_stores;
 mod memory_versions;
 mod openapi;
 mod timeouts;
+mod webhooks;
 mod work;

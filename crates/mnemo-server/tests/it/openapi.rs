@@ -67,6 +67,7 @@ fn placeholder(name: &str) -> String {
         "work" => "work_",
         "agent" => "agent_",
         "session" => "sesn_",
+        "endpoint" => "whep_",
         other => panic!("a path parameter this test does not know: {other}"),
     };
     format!("{prefix}0000000000000000000000")
@@ -152,6 +153,9 @@ pub(crate) async fn fixture() -> Fixture {
         .await;
     assert_eq!(status, 200, "{memory}");
     let (_, keys) = w.s.call(Method::GET, &format!("/v1/environments/{}/keys", w.env), KEY, None).await;
+    let (status, endpoint) =
+        w.s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": "http://127.0.0.1:9/hook"}))).await;
+    assert_eq!(status, 200, "{endpoint}");
     let ids = [
         ("store", w.rw_store.clone()),
         ("memory", memory["id"].as_str().unwrap().to_owned()),
@@ -161,6 +165,7 @@ pub(crate) async fn fixture() -> Fixture {
         ("work", work),
         ("agent", w.agent.clone()),
         ("session", session),
+        ("endpoint", endpoint["id"].as_str().unwrap().to_owned()),
     ]
     .into_iter()
     .collect();

@@ -8,9 +8,11 @@
 //! - [`scope`]: which credential may take which action ([`scope::decide`]).
 //! - [`memory`]: archived stores, the cap, preconditions, overlaps, redaction.
 //! - [`catalog`]: memory stores, environments and keys, agents, and new sessions.
+//! - [`webhook`]: which change yields which webhook event, who is sent it, and retries.
 
 pub mod catalog;
 pub mod memory;
 pub mod scope;
 pub mod session;
+pub mod webhook;
 pub mod work;

@@ -18,7 +18,7 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    fn client(&self) -> anyhow::Result<Client> {
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
         Ok(Client::new(&self.base_url, &self.api_key)?)
     }
 }

@@ -11,6 +11,7 @@ mod serve;
 mod session;
 mod signals;
 mod store;
+mod webhook;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -52,6 +53,9 @@ pub(crate) enum Command {
     /// Mint, list and revoke a self-hosted environment's keys (workers poll with them).
     #[command(subcommand)]
     EnvKey(env_key::EnvKey),
+    /// Register, list and remove webhook endpoints, and see their deliveries.
+    #[command(subcommand)]
+    Webhook(webhook::Webhook),
     /// Drive a session as its agent from a script of tool calls (mnemo runs no model).
     #[command(subcommand)]
     Session(session::Session),
@@ -111,6 +115,7 @@ impl Command {
             Self::Mount(cmd) => cmd.run().await,
             Self::Store(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
+            Self::Webhook(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,
             Self::Db(cmd) => cmd.run().await,

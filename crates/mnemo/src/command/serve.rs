@@ -106,6 +106,81 @@ pub(crate) struct Serve {
     /// proxy in front says `X-Forwarded-Proto: https`.
     #[arg(long, env = "MNEMO_CONSOLE_SECURE_COOKIES")]
     console_secure_cookies: bool,
+
+    #[command(flatten)]
+    webhooks: WebhookArgs,
+}
+
+/// How webhook events are delivered (endpoints are registered with `mnemo webhook add`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Webhooks")]
+pub(crate) struct WebhookArgs {
+    /// Send no webhooks from this process (events are still recorded; another replica sharing
+    /// the database, or a later start, sends them).
+    #[arg(long, env = "MNEMO_NO_WEBHOOKS")]
+    no_webhooks: bool,
+
+    /// Seconds one delivery attempt may take (connect, send, answer).
+    #[arg(long, value_name = "SECS", default_value = "15", value_parser = parse_secs, env = "MNEMO_WEBHOOK_TIMEOUT")]
+    webhook_timeout: std::time::Duration,
+
+    /// Attempts per delivery, the first included; then it is marked failed.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = mnemo_store::rules::webhook::DeliveryPolicy::default().max_attempts,
+        value_parser = clap::value_parser!(u32).range(1..=100),
+        env = "MNEMO_WEBHOOK_MAX_ATTEMPTS"
+    )]
+    webhook_max_attempts: u32,
+
+    /// Seconds before the first retry; each later one waits twice as long (±25 %), at most an
+    /// hour. With the defaults, 8 attempts span about an hour.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs, env = "MNEMO_WEBHOOK_RETRY_DELAY")]
+    webhook_retry_delay: std::time::Duration,
+
+    /// Seconds between looks at the outbox when nothing is due.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_secs, env = "MNEMO_WEBHOOK_POLL_INTERVAL")]
+    webhook_poll_interval: std::time::Duration,
+
+    /// `data.organization_id` of every webhook event.
+    #[arg(long, value_name = "ID", default_value = "org_mnemo", env = "MNEMO_WEBHOOK_ORGANIZATION_ID")]
+    webhook_organization_id: String,
+
+    /// `data.workspace_id` of every webhook event.
+    #[arg(long, value_name = "ID", default_value = "wrkspc_default", env = "MNEMO_WEBHOOK_WORKSPACE_ID")]
+    webhook_workspace_id: String,
+}
+
+impl WebhookArgs {
+    /// The delivery settings, or `None` when this process sends no webhooks.
+    fn config(&self) -> Option<mnemo_server::WebhookConfig> {
+        if self.no_webhooks {
+            return None;
+        }
+        let defaults = mnemo_server::WebhookConfig::default();
+        Some(mnemo_server::WebhookConfig {
+            policy: mnemo_store::rules::webhook::DeliveryPolicy {
+                max_attempts: self.webhook_max_attempts,
+                first_retry: self.webhook_retry_delay,
+                ..defaults.policy
+            },
+            timeout: self.webhook_timeout,
+            poll_interval: self.webhook_poll_interval,
+            organization_id: self.webhook_organization_id.clone(),
+            workspace_id: self.webhook_workspace_id.clone(),
+            ..defaults
+        })
+    }
+}
+
+/// A number of seconds (`15`, `0.5`, `15s`): more than 0, at most a day.
+fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.trim().trim_end_matches('s').parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+        return Err(format!("expected more than 0 and at most 86400 seconds (got {s})"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 pub(crate) fn default_database() -> anyhow::Result<String> {
@@ -124,6 +199,8 @@ pub(crate) struct Running {
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     expiry: tokio::task::JoinHandle<()>,
+    /// The webhook sender (`None` with `--no-webhooks`).
+    webhooks: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Serve {
@@ -211,6 +288,10 @@ impl Serve {
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
         let expiry = tokio::spawn(mnemo_server::expire_work_leases(Arc::clone(&store), LEASE_SWEEP_EVERY));
+        let webhooks = self
+            .webhooks
+            .config()
+            .map(|config| tokio::spawn(mnemo_server::deliver_webhooks(Arc::clone(&store), config)));
         let console = (!self.no_console).then(|| mnemo_console::ConsoleConfig {
             session_ttl: std::time::Duration::from_secs(self.console_session_ttl),
             secure_cookies: self.console_secure_cookies,
@@ -228,7 +309,7 @@ impl Serve {
         let server = tokio::spawn(mnemo_server::serve_with(listener, router, config, async {
             let _ = stopped.await;
         }));
-        Ok(Running { addr, console: console_on, store, stop, server, expiry })
+        Ok(Running { addr, console: console_on, store, stop, server, expiry, webhooks })
     }
 }
 
@@ -236,7 +317,7 @@ impl Running {
     /// Serves until `stop` resolves (or the server fails), then finishes in-flight requests
     /// (at most [`SHUTDOWN_GRACE`]) and closes the database.
     pub(crate) async fn until(self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
-        let Self { store, stop: stop_tx, mut server, expiry, .. } = self;
+        let Self { store, stop: stop_tx, mut server, expiry, webhooks, .. } = self;
         let served = tokio::select! {
             served = &mut server => served,
             () = stop => {
@@ -253,6 +334,10 @@ impl Running {
             }
         };
         expiry.abort();
+        // An attempt cut short here is made again after its lease, by this or another process.
+        if let Some(webhooks) = webhooks {
+            webhooks.abort();
+        }
         // Every acknowledged write is already committed; this only finishes queued ones.
         store.close().await;
         served.context("the server task failed")?.context("serve HTTP")?;
