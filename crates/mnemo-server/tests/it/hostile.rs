@@ -38,6 +38,12 @@ fn seed(op: &str, f: &Fixture) -> Value {
         "sessions.create" => json!({"agent": f.ids["agent"], "environment_id": f.ids["environment"],
             "resources": [{"type": "memory_store", "memory_store_id": f.ids["store"], "access": "read_only"}]}),
         "sessions.update" => json!({"title": "t", "metadata": {"k": "v"}}),
+        // Port 9 (discard) on this host: whatever a spoiled URL still reaches is refused.
+        "webhook_endpoints.create" => {
+            json!({"url": "http://127.0.0.1:9/hook", "event_types": ["session.idled"], "description": "d"})
+        }
+        "webhook_endpoints.update" => json!({"url": "http://127.0.0.1:9/other", "event_types": null}),
+        "webhook_endpoints.rotate_secret" => json!({"keep_previous_seconds": 60}),
         "events.send" => json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}]}),
         other => panic!("no seed body for {other}: add one"),
     }
