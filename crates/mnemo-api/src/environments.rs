@@ -74,7 +74,8 @@ pub struct UpdateEnvironment {
     pub scope: Option<String>,
 }
 
-fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+/// Reads a field that may be absent (keep), `null` (clear) or a value (set) as a double option.
+pub(crate) fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

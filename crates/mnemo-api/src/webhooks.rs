@@ -268,11 +268,11 @@ pub struct UpdateWebhookEndpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// A list of types, or null for every type.
-    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::environments::double_option", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<String>>)]
     pub event_types: Option<Option<Vec<String>>>,
     /// A description, or null to clear it.
-    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::environments::double_option", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
 }
@@ -289,14 +289,6 @@ pub struct RotateWebhookSecret {
     /// refusing a delivery (0–604800, default 86400; 0 stops it at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_previous_seconds: Option<u64>,
-}
-
-fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Confirmation of an endpoint deletion.
