@@ -1,12 +1,16 @@
-//! Live fan-out of session events to open streams.
+//! Live fan-out of session events to open streams, in log order.
 //!
-//! On a database only this process writes (SQLite), handlers hand what they appended straight
-//! to [`EventHub::publish`]. On a database several replicas share, an append made through
-//! another replica is only heard about (a [`Signal`] from the store), so the hub is *shared*:
-//! every event — this replica's own included — reaches streams through [`follow`], which reads
-//! the signalled events back from the store in signal order. One path keeps a session's events
-//! in log order on every replica; a periodic [`Signal::Resync`] catches up whatever a lost
-//! notification hid.
+//! On a database only this process writes (SQLite), a handler tells [`EventHub::publish`] that
+//! it appended, and the hub reads the session's log back from the newest position its streams
+//! were handed. Two appends to one session may finish in either order; reading back (rather
+//! than forwarding what the handler wrote) means the later one carries the earlier one's events
+//! too, so a stream never sees a position go backwards and never skips an event (the load run
+//! found exactly that: an event out-raced by a later one was dropped as already seen).
+//! On a database several replicas share, an append made through another replica is only heard
+//! about (a [`Signal`] from the store), so the hub is *shared*: every event — this replica's own
+//! included — reaches streams through [`follow`], which reads the signalled events back from the
+//! store in signal order; a periodic [`Signal::Resync`] catches up whatever a lost notification
+//! hid.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -62,26 +66,49 @@ impl EventHub {
         session: &SessionId,
     ) -> Result<broadcast::Receiver<SessionEvent>, mnemo_store::StoreError> {
         let rx = self.subscribe(session);
-        if self.shared {
-            let newest = store
-                .list_events(session, ListEvents { descending: true, limit: 1, ..ListEvents::default() })
-                .await?
-                .items
-                .first()
-                .map_or(0, |e| e.seq);
-            if let Some(channel) = self.channels.lock().expect("event hub poisoned").get_mut(session) {
-                channel.last.get_or_insert(newest);
-            }
+        let newest = store
+            .list_events(session, ListEvents { descending: true, limit: 1, ..ListEvents::default() })
+            .await?
+            .items
+            .first()
+            .map_or(0, |e| e.seq);
+        if let Some(channel) = self.channels.lock().expect("event hub poisoned").get_mut(session) {
+            channel.last.get_or_insert(newest);
         }
         Ok(rx)
     }
 
-    /// Hands events (already committed) to every open stream of the session. A shared hub
-    /// ignores this: its events come from the store's signals, in log order.
-    pub(crate) fn publish(&self, session: &SessionId, events: &[SessionEvent]) {
-        if !self.shared {
-            self.deliver(session, events);
+    /// Tells the session's open streams that `written` (already committed) was appended: the hub
+    /// reads the log back from the newest position it handed out, so whatever another append
+    /// committed in between goes first. A shared hub ignores this: its events come from the
+    /// store's signals, in log order.
+    pub(crate) async fn publish(&self, store: &dyn Store, session: &SessionId, written: &[SessionEvent]) {
+        if self.shared || written.is_empty() {
+            return;
         }
+        let Some(last) = self.position(session) else { return };
+        let Some(last) = last else {
+            self.deliver(session, written); // no position learnt yet: nothing to order against
+            return;
+        };
+        if written.iter().all(|e| e.seq <= last) {
+            return; // an append that finished later already carried these
+        }
+        match store.events_after(session, last).await {
+            Ok(events) => self.deliver(session, &events),
+            Err(e) => {
+                // Better out of step than silent: the stream's client re-reads on reconnect.
+                tracing::warn!(session.id = %session, error = %e.chain(), "cannot read appended events back");
+                self.deliver(session, written);
+            }
+        }
+    }
+
+    /// `None` when the session has no open stream; else the newest position handed to its
+    /// streams, if one is known.
+    fn position(&self, session: &SessionId) -> Option<Option<i64>> {
+        let channels = self.channels.lock().expect("event hub poisoned");
+        channels.get(session).filter(|c| c.tx.receiver_count() > 0).map(|c| c.last)
     }
 
     fn deliver(&self, session: &SessionId, events: &[SessionEvent]) {

@@ -128,7 +128,7 @@ pub(crate) async fn send(
     }
     let events = parse_events("events", body.events)?;
     let appended = state.store.append_events(&id, events, scope::event_author(&caller.0)).await?;
-    state.hub.publish(&id, &appended.written);
+    state.hub.publish(&*state.store, &id, &appended.written).await;
     if appended.enqueued_work {
         state.work_signal.notify_waiters();
     }

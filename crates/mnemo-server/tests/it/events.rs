@@ -191,6 +191,42 @@ async fn the_stream_carries_event_lines_and_resumes_after_an_id() {
     s.call(Method::POST, &format!("/v1/sessions/{sid}/archive"), KEY, None).await;
 }
 
+/// The load run's finding: two appends to one session finishing out of order made the stream
+/// drop the earlier one as already seen. Many concurrent appends must all reach an open stream,
+/// each once, in log order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_all_reach_the_stream_once_in_log_order() {
+    const SENDERS: usize = 8;
+    const EACH: usize = 25;
+    let (s, sid, token, _) = setup(toolset()).await;
+    let resp =
+        s.raw(Method::GET, &format!("/v1/sessions/{sid}/events/stream")).bearer_auth(&token).send().await.unwrap();
+    let mut body = resp.bytes_stream();
+    let events = format!("/v1/sessions/{sid}/events");
+    let senders = (0..SENDERS).map(|t| {
+        let (s, events) = (&s, &events);
+        async move {
+            for n in 0..EACH {
+                let msg = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": format!("{t}/{n}")}]}]});
+                assert_eq!(s.call(Method::POST, events, KEY, Some(msg)).await.0, 200);
+            }
+        }
+    });
+    futures::future::join_all(senders).await;
+    let mut buf = String::new();
+    let mut streamed = Vec::new();
+    while streamed.len() < SENDERS * EACH {
+        let (kind, data) = next_sse(&mut body, &mut buf).await;
+        if kind == "user.message" {
+            streamed.push(data["id"].as_str().unwrap().to_owned());
+        }
+    }
+    let (_, log) = s.call(Method::GET, &format!("{events}?limit=1000&types[]=user.message"), KEY, None).await;
+    let logged: Vec<String> =
+        log["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(streamed, logged, "the stream carries every message once, in log order");
+}
+
 #[tokio::test]
 async fn input_to_a_session_without_live_work_queues_work_again() {
     let (s, sid, token, env) = setup(toolset()).await;

@@ -41,9 +41,15 @@ impl Server {
             .to_owned();
         let mut stderr = child.stderr.take().expect("stderr is piped");
         let log = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
+            // Kept up to a bound: a long load run logs a line per request.
+            const KEEP: usize = 64 << 20;
+            let (mut s, mut chunk) = (Vec::new(), [0u8; 64 << 10]);
+            while let Ok(n @ 1..) = stderr.read(&mut chunk) {
+                if s.len() < KEEP {
+                    s.extend_from_slice(&chunk[..n]);
+                }
+            }
+            String::from_utf8_lossy(&s).into_owned()
         });
         Self { child, base, log: Some(log) }
     }

@@ -1,0 +1,25 @@
+//! `mnemo serve` under many clients at once, briefly: 200 open SSE streams, 32 work pollers,
+//! 16 memory writers and 4 event senders for a few seconds on a debug build. Every request must
+//! succeed and every message must reach its stream exactly once; the figures are printed, never
+//! asserted (the 60-second run and the soak are `cargo bench -p mnemo --bench load`).
+
+mod common;
+#[path = "common/load.rs"]
+mod load;
+
+use std::time::Duration;
+
+use common::{KEY, Server};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_server_answers_every_client_and_delivers_every_event_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("db.sqlite"), &["--api-key", KEY]);
+    let secs = std::env::var("MNEMO_LOAD_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let shape = load::Shape::campaign(Duration::from_secs(secs));
+    let report = load::run(&server.base, server.child.id(), KEY, &shape).await;
+    println!("{}", report.table());
+    assert_eq!(report.error_count(), 0, "failures under load: {:#?}", report.errors);
+    assert!(report.sent > 0 && report.items_served > 0 && report.versions_written > 0, "{report:#?}");
+    assert_eq!(report.delivered, report.sent, "every message reaches its stream once");
+}
