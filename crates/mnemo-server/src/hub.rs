@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use mnemo_api::SessionId;
-use mnemo_store::{ListEvents, SessionEvent, Signal, Store};
+use mnemo_store::{ListEvents, SessionEvent, Signal, Store, StoreError};
 use tokio::sync::broadcast;
 
 /// Events buffered per session for slow streams; a stream that falls further behind is closed
@@ -94,14 +94,49 @@ impl EventHub {
         if written.iter().all(|e| e.seq <= last) {
             return; // an append that finished later already carried these
         }
+        if !self.read_back(store, session, last).await {
+            // Better out of step than silent: the stream's client re-reads on reconnect.
+            self.deliver(session, written);
+        }
+    }
+
+    /// Hands the session's streams whatever its log gained that the store appended on its own
+    /// (archiving writes `session.status_terminated`). A shared hub hears of it by signal.
+    pub(crate) async fn catch_up(&self, store: &dyn Store, session: &SessionId) {
+        if let (false, Some(Some(last))) = (self.shared, self.position(session)) {
+            self.read_back(store, session, last).await;
+        }
+    }
+
+    /// Delivers the log after `last`; `false` when it cannot be read (a deleted session's
+    /// streams are ended).
+    async fn read_back(&self, store: &dyn Store, session: &SessionId, last: i64) -> bool {
         match store.events_after(session, last).await {
-            Ok(events) => self.deliver(session, &events),
+            Ok(events) => {
+                self.deliver(session, &events);
+                true
+            }
+            Err(StoreError::NotFound { .. }) => {
+                self.deleted(session);
+                true
+            }
             Err(e) => {
-                // Better out of step than silent: the stream's client re-reads on reconnect.
                 tracing::warn!(session.id = %session, error = %e.chain(), "cannot read appended events back");
-                self.deliver(session, written);
+                false
             }
         }
+    }
+
+    /// Ends the open streams of a deleted session with a `session.deleted` event, as the
+    /// reference API does (no further events follow).
+    pub(crate) fn deleted(&self, session: &SessionId) {
+        let Some(channel) = self.channels.lock().expect("event hub poisoned").remove(session) else { return };
+        let body = serde_json::json!({
+            "type": "session.deleted",
+            "id": mnemo_api::EventId::generate(),
+            "processed_at": mnemo_api::rfc3339_micros(chrono::Utc::now().timestamp_micros()),
+        });
+        let _ = channel.tx.send(SessionEvent { seq: i64::MAX, body });
     }
 
     /// `None` when the session has no open stream; else the newest position handed to its
@@ -173,6 +208,7 @@ pub(crate) async fn follow(
                         let upto: Vec<_> = events.into_iter().filter(|e| e.seq <= last).collect();
                         hub.deliver(&session, &upto);
                     }
+                    Err(StoreError::NotFound { .. }) => hub.deleted(&session),
                     Err(e) => tracing::warn!(session.id = %session, error = %e.chain(), "cannot read signalled events"),
                 }
             }
@@ -186,6 +222,7 @@ pub(crate) async fn follow(
                 for (session, last) in hub.watched() {
                     match store.events_after(&session, last).await {
                         Ok(events) => hub.deliver(&session, &events),
+                        Err(StoreError::NotFound { .. }) => hub.deleted(&session),
                         Err(e) => tracing::warn!(session.id = %session, error = %e.chain(), "cannot re-check events"),
                     }
                 }

@@ -262,6 +262,7 @@ pub(crate) async fn update(
 pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Session> {
     let id: SessionId = path_id("session", &id)?;
     let session = state.store.archive_session(&id).await?;
+    state.hub.catch_up(&*state.store, &id).await;
     state.auth.forget_all();
     Ok(axum::Json(session))
 }
@@ -283,6 +284,7 @@ pub(crate) async fn delete(
 ) -> Reply<SessionDeleted> {
     let id: SessionId = path_id("session", &id)?;
     state.store.delete_session(&id).await?;
+    state.hub.deleted(&id);
     state.auth.forget_all();
     Ok(axum::Json(SessionDeleted { id }))
 }

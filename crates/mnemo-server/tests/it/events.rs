@@ -187,8 +187,36 @@ async fn the_stream_carries_event_lines_and_resumes_after_an_id() {
     let (replayed, again) = next_sse(&mut body2, &mut buf2).await;
     assert_eq!((replayed.as_str(), &again["id"]), ("agent.message", &message["id"]));
 
-    // Archiving terminates the session and ends the stream.
+    // Archiving terminates the session and ends both streams.
     s.call(Method::POST, &format!("/v1/sessions/{sid}/archive"), KEY, None).await;
+    for (body, buf) in [(&mut body, &mut buf), (&mut body2, &mut buf2)] {
+        loop {
+            let (kind, _) = next_sse(body, buf).await;
+            if kind == "session.status_terminated" {
+                break;
+            }
+        }
+        let end = tokio::time::timeout(Duration::from_secs(5), body.next()).await.expect("the stream ends");
+        assert!(end.is_none(), "nothing after session.status_terminated: {end:?}");
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_session_ends_its_open_streams() {
+    let (s, sid, token, _) = setup(toolset()).await;
+    let resp =
+        s.raw(Method::GET, &format!("/v1/sessions/{sid}/events/stream")).bearer_auth(&token).send().await.unwrap();
+    let mut body = resp.bytes_stream();
+    assert_eq!(s.call(Method::DELETE, &format!("/v1/sessions/{sid}"), KEY, None).await.0, 200);
+    let mut buf = String::new();
+    let (kind, event) = next_sse(&mut body, &mut buf).await;
+    assert_eq!(kind, "session.deleted", "{event}");
+    assert!(
+        event["id"].as_str().is_some_and(|id| id.starts_with("sevt_")) && event["processed_at"].is_string(),
+        "{event}"
+    );
+    let end = tokio::time::timeout(Duration::from_secs(5), body.next()).await.expect("the stream ends");
+    assert!(end.is_none(), "nothing after session.deleted: {end:?}");
 }
 
 /// The load run's finding: two appends to one session finishing out of order made the stream
