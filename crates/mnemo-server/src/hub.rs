@@ -35,6 +35,9 @@ pub(crate) struct EventHub {
     channels: Mutex<HashMap<SessionId, Channel>>,
     /// Events arrive through [`follow`] only.
     shared: bool,
+    /// Sessions whose signalled events are being read back ([`read_signalled`]), each with the
+    /// newest position signalled.
+    wanted: Mutex<HashMap<SessionId, i64>>,
 }
 
 impl std::fmt::Debug for EventHub {
@@ -46,7 +49,7 @@ impl std::fmt::Debug for EventHub {
 impl EventHub {
     /// A hub fed by a store's signals (see [`follow`]).
     pub(crate) fn shared() -> Self {
-        Self { channels: Mutex::default(), shared: true }
+        Self { channels: Mutex::default(), shared: true, wanted: Mutex::default() }
     }
 
     pub(crate) fn subscribe(&self, session: &SessionId) -> broadcast::Receiver<SessionEvent> {
@@ -170,6 +173,44 @@ impl EventHub {
         channels.iter().filter_map(|(id, c)| c.last.map(|last| (id.clone(), last))).collect()
     }
 
+    /// Records that the session's log reached `last`; `true` when no reader is on it yet (the
+    /// caller starts one).
+    fn want(&self, session: &SessionId, last: i64) -> bool {
+        let mut wanted = self.wanted.lock().expect("event hub poisoned");
+        match wanted.get_mut(session) {
+            Some(target) => {
+                *target = (*target).max(last);
+                false
+            }
+            None => {
+                wanted.insert(session.clone(), last);
+                true
+            }
+        }
+    }
+
+    /// The newest position signalled for `session`.
+    fn target(&self, session: &SessionId) -> i64 {
+        self.wanted.lock().expect("event hub poisoned").get(session).copied().unwrap_or(i64::MIN)
+    }
+
+    /// Whether the reader of `session` may stop: its streams were handed everything signalled,
+    /// or its last read (from `from`, begun when `before` was the target) brought nothing new
+    /// and no signal came meanwhile. Stopping forgets the session, so the next signal starts a
+    /// new reader.
+    fn satisfied(&self, session: &SessionId, from: i64, before: i64) -> bool {
+        let mut wanted = self.wanted.lock().expect("event hub poisoned");
+        let target = wanted.get(session).copied().unwrap_or(i64::MIN);
+        let done = match self.position(session) {
+            Some(Some(now)) => now >= target || (now == from && target == before),
+            _ => true,
+        };
+        if done {
+            wanted.remove(session);
+        }
+        done
+    }
+
     fn watching(&self, session: &SessionId) -> bool {
         self.channels.lock().expect("event hub poisoned").get(session).is_some_and(|c| c.tx.receiver_count() > 0)
     }
@@ -199,17 +240,9 @@ pub(crate) async fn follow(
             Err(broadcast::error::RecvError::Closed) => return,
         };
         match signal {
-            Signal::Events { session, first, last } => {
-                if !hub.watching(&session) {
-                    continue;
-                }
-                match store.events_after(&session, first - 1).await {
-                    Ok(events) => {
-                        let upto: Vec<_> = events.into_iter().filter(|e| e.seq <= last).collect();
-                        hub.deliver(&session, &upto);
-                    }
-                    Err(StoreError::NotFound { .. }) => hub.deleted(&session),
-                    Err(e) => tracing::warn!(session.id = %session, error = %e.chain(), "cannot read signalled events"),
+            Signal::Events { session, last, .. } => {
+                if hub.watching(&session) && hub.want(&session, last) {
+                    tokio::spawn(read_signalled(Arc::clone(&store), Arc::clone(&hub), session));
                 }
             }
             // The change feed follows these itself (see `changes.rs`).
@@ -219,14 +252,42 @@ pub(crate) async fn follow(
             Signal::Resync => {
                 followers.work.notify_waiters();
                 (followers.forget_credentials)();
+                // One reader per session, side by side: re-checking 200 open sessions one after
+                // another held every stream up for seconds (the load run's finding).
                 for (session, last) in hub.watched() {
-                    match store.events_after(&session, last).await {
-                        Ok(events) => hub.deliver(&session, &events),
-                        Err(StoreError::NotFound { .. }) => hub.deleted(&session),
-                        Err(e) => tracing::warn!(session.id = %session, error = %e.chain(), "cannot re-check events"),
+                    if hub.want(&session, last) {
+                        tokio::spawn(read_signalled(Arc::clone(&store), Arc::clone(&hub), session));
                     }
                 }
             }
         }
     }
+}
+
+/// Reads one session's signalled events back until its streams have everything signalled so
+/// far, then stops. One reader per session at a time (signals arriving meanwhile only raise its
+/// target, so a burst costs one read, not one per signal), readers of different sessions run
+/// side by side: one slow read no longer holds up every other session's stream. Reading from
+/// the newest position handed out is safe because a session's appends hold its row lock until
+/// they commit, so what one read sees of a session's log is always a prefix of it.
+async fn read_signalled(store: Arc<dyn Store>, hub: Arc<EventHub>, session: SessionId) {
+    while let Some(Some(from)) = hub.position(&session) {
+        let target = hub.target(&session);
+        match store.events_after(&session, from).await {
+            Ok(events) => hub.deliver(&session, &events),
+            Err(StoreError::NotFound { .. }) => {
+                hub.deleted(&session);
+                break;
+            }
+            Err(e) => {
+                // The periodic re-check catches up whatever this missed.
+                tracing::warn!(session.id = %session, error = %e.chain(), "cannot read signalled events");
+                break;
+            }
+        }
+        if hub.satisfied(&session, from, target) {
+            return;
+        }
+    }
+    hub.wanted.lock().expect("event hub poisoned").remove(&session);
 }
