@@ -398,6 +398,9 @@ async fn mount_round(api: &Client, proxy: &Proxy, base: &Path, round: u64) {
     std::fs::create_dir_all(base).unwrap();
     let mut cmd = mnemo();
     cmd.args(["mount", &store]).arg(&dir).args(["--base-url", &proxy.base, "--api-key", KEY, "--interval", "5"]);
+    if std::env::var_os("MNEMO_FAULT_LOG").is_some() {
+        cmd.env("RUST_LOG", "debug,hyper_util=info");
+    }
     let child = Proc::spawn(cmd);
     let journal = base.join(".mnt.mnemo-journal");
     assert!(
@@ -427,14 +430,21 @@ async fn mount_round(api: &Client, proxy: &Proxy, base: &Path, round: u64) {
             .map(|(p, c)| (p.to_owned(), c.to_owned()))
             .into();
     let local = |rel: &str| std::fs::read_to_string(dir.join(rel)).ok();
+    // The local deletion waits out the sync's corroboration window (30 s) on the interval
+    // syncs; the final sync makes it at once, so it is checked after the teardown.
     let converged = wait_until_async(Duration::from_secs(60), || async {
-        memories(api, &store).await == want
+        let mut remote = memories(api, &store).await;
+        remote.remove("/gone.md");
+        remote == want
             && local("b.md").as_deref() == Some("remote bee")
             && local("remote.md").as_deref() == Some("theirs")
             && local("gone.md").is_none()
     })
     .await;
     let (ok, log) = child.stop("-TERM");
+    if std::env::var_os("MNEMO_FAULT_LOG").is_some() {
+        eprintln!("---- mount log ----\n{log}");
+    }
     let ctx = format!("round {round}, {}\n{log}", proxy.summary());
     assert!(converged, "never converged: remote {:?}\n{ctx}", memories(api, &store).await);
     assert!(ok, "SIGTERM ends cleanly: {ctx}");

@@ -136,12 +136,54 @@ impl StoreSync {
 
     /// [`sync`](Self::sync) without its metrics.
     async fn sync_unrecorded(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
-        if final_sync {
-            if self.final_done {
-                return Err(SyncError::FinalTwice);
-            }
+        if final_sync && self.final_done {
+            return Err(SyncError::FinalTwice);
+        }
+        let outcome = self.sync_once(final_sync).await;
+        // A final sync that failed (a transient fault) may be tried again by the teardown.
+        if final_sync && outcome.is_ok() {
             self.final_done = true;
         }
+        outcome
+    }
+
+    /// The final sync, tried again after a transient failure (a `5xx` burst or a broken
+    /// connection outlasting the client's own retries) with back-off, until it succeeds, fails
+    /// for good, or the caller's bound cuts it off. Without this, one unlucky final sync
+    /// dropped the local deletions it carried (the flush after it pushes edits only).
+    pub async fn final_sync_retrying(&mut self) -> Result<SyncReport, SyncError> {
+        let mut attempt = 0;
+        loop {
+            match self.sync(true).await {
+                Err(e) if e.is_transient() => {
+                    let delay = super::TEARDOWN_RETRY.delay(attempt);
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, ?delay, "final memory sync failed, retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`flush`](Self::flush), tried again after a transient failure like
+    /// [`final_sync_retrying`](Self::final_sync_retrying).
+    pub async fn flush_retrying(&mut self) -> Result<SyncReport, SyncError> {
+        let mut attempt = 0;
+        loop {
+            match self.flush().await {
+                Err(e) if e.is_transient() => {
+                    let delay = super::TEARDOWN_RETRY.delay(attempt);
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, ?delay, "memory flush failed, retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn sync_once(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
         let mut report = SyncReport::default();
         // The marker first: an untrusted folder is judged on a real scan, and its change hints
         // are dropped (the next trusted sync walks), so nothing seen while it was untrusted is lost.

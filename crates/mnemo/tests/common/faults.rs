@@ -3,7 +3,8 @@
 //! (RST: zero linger, then drop), half-closed and stalled connections, truncated responses, and bursts of `5xx` the
 //! proxy answers itself. It reads request and response boundaries (`content-length`; a chunked
 //! or unbounded response, such as an SSE stream, is piped through to the end of the
-//! connection), so keep-alive connections get a fresh draw per request.
+//! connection), so keep-alive connections get a fresh draw per request. Each request goes to
+//! the server on a connection of its own.
 //!
 //! The seed: `MNEMO_FAULT_SEED=<n>` or `random`, else the test's fixed one; it is always printed
 //! so a failure can be replayed.
@@ -102,6 +103,8 @@ struct Shared {
     counts: Mutex<BTreeMap<Fault, u64>>,
     /// Non-idempotent requests (POST/DELETE) the server processed whose answer was lost.
     lost_answers: Mutex<Vec<String>>,
+    /// `MNEMO_FAULT_TRACE` is set: each request and its fault are printed.
+    trace: bool,
 }
 
 impl Shared {
@@ -134,6 +137,7 @@ impl Proxy {
             requests: AtomicU64::new(0),
             counts: Mutex::new(BTreeMap::new()),
             lost_answers: Mutex::new(Vec::new()),
+            trace: std::env::var_os("MNEMO_FAULT_TRACE").is_some(),
         });
         let s = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -261,8 +265,7 @@ fn reset(conn: TcpStream) {
 
 /// Serves one client connection, request by request.
 async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
-    let mut upstream: Option<TcpStream> = None;
-    let (mut cbuf, mut ubuf) = (Vec::new(), Vec::new());
+    let mut cbuf = Vec::new();
     loop {
         let Some(head) = read_head(&mut client, &mut cbuf, true).await else { return };
         let Length::Fixed(n) = head.length else {
@@ -280,6 +283,9 @@ async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
         let fault = draw(&s, &mut rng);
         if let Some(f) = fault {
             s.count(f);
+        }
+        if s.trace {
+            eprintln!("fault proxy: {what} → {fault:?}");
         }
         match fault {
             Some(Fault::Delay) => {
@@ -322,15 +328,14 @@ async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
             _ => {}
         }
 
-        // Forward the request.
-        if upstream.is_none() {
-            match TcpStream::connect(s.upstream).await {
-                Ok(u) => upstream = Some(u),
-                Err(_) => return reset(client), // The server is down: the client sees a reset.
-            }
-            ubuf.clear();
-        }
-        let up = upstream.as_mut().unwrap();
+        // Forward the request on a new upstream connection: the server closes idle keep-alive
+        // connections on its own clock, and a request must not meet one it just closed.
+        let mut up = match TcpStream::connect(s.upstream).await {
+            Ok(u) => u,
+            Err(_) => return reset(client), // The server is down: the client sees a reset.
+        };
+        let up = &mut up;
+        let mut ubuf = Vec::new();
         let mut request = head.bytes;
         request.extend_from_slice(&body);
         if up.write_all(&request).await.is_err() {
