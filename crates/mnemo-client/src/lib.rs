@@ -630,8 +630,7 @@ fn should_retry(s: StatusCode, headers: &reqwest::header::HeaderMap) -> bool {
 
 /// A delay the server asked for with `retry-after-ms` or `retry-after` (seconds), if sane.
 fn server_delay(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let header =
-        |name| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
     let secs = header("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| header("retry-after"))?;
     (secs > 0.0 && secs <= 60.0).then(|| Duration::from_secs_f64(secs))
 }

@@ -169,7 +169,7 @@ impl Memory {
                     // Subscribed before the download, so nothing committed meanwhile is missed.
                     let mut live =
                         if opts.live { Some(Live::subscribe(client, m.store_id.clone()).await) } else { None };
-                    let mut sync = StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)?;
+                    let mut sync = StoreSync::mount_retrying(client.clone(), cfg).await.map_err(WorkerError::from)?;
                     if let Some(live) = &mut live {
                         sync.attach_live(live);
                     }

@@ -98,7 +98,11 @@ async fn versions(api: &Client, store: &str) -> BTreeMap<String, Vec<(String, St
 /// No version was written twice: per memory, no two consecutive versions are the same
 /// operation with the same content, at most one `created` per life of the path, and at most
 /// `edits[path]` versions written by the session beyond the seed's one.
-fn assert_no_duplicate_versions(versions: &BTreeMap<String, Vec<(String, String)>>, seeded: &[&str], edits: &[(&str, usize)]) {
+fn assert_no_duplicate_versions(
+    versions: &BTreeMap<String, Vec<(String, String)>>,
+    seeded: &[&str],
+    edits: &[(&str, usize)],
+) {
     for (path, history) in versions {
         for pair in history.windows(2) {
             assert!(pair[0] != pair[1], "{path}: a version written twice: {history:?}");
@@ -256,7 +260,11 @@ async fn scripted_round(s: &Setup, proxy: &Proxy, round: u64) {
         &["/a.md", "/gone.md"],
         &[("/a.md", 1), ("/new.md", 2), ("/gone.md", 1), ("/third.md", 1)],
     );
-    assert_no_duplicate_versions(&versions(&s.api, &team).await, &["/rules.md"], &[("/rules.md", 2), ("/d/deep.md", 1)]);
+    assert_no_duplicate_versions(
+        &versions(&s.api, &team).await,
+        &["/rules.md"],
+        &[("/rules.md", 2), ("/d/deep.md", 1)],
+    );
     assert!(!Path::new(n).exists() && !Path::new(t).exists(), "the folders are removed: {ctx}");
     let session = session.expect("the script names its session");
     let status = s.api.json(Method::GET, &format!("/v1/sessions/{session}"), None).await.unwrap();
@@ -351,11 +359,21 @@ async fn a_server_killed_and_restarted_mid_session_loses_nothing() {
     assert_eq!(server.base, format!("http://{listen}"));
 
     assert_eq!(result(&api, &session, &pending).await["is_error"], false);
-    let id = call(&api, &session, "edit", json!({"file_path": folder.join("b.md"), "old_string": "bee", "new_string": "bumble"})).await;
+    let id = call(
+        &api,
+        &session,
+        "edit",
+        json!({"file_path": folder.join("b.md"), "old_string": "bee", "new_string": "bumble"}),
+    )
+    .await;
     assert_eq!(result(&api, &session, &id).await["is_error"], false);
-    api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&json!({"events": [{"type": "session.status_idle"}]})))
-        .await
-        .unwrap();
+    api.json(
+        Method::POST,
+        &format!("/v1/sessions/{session}/events"),
+        Some(&json!({"events": [{"type": "session.status_idle"}]})),
+    )
+    .await
+    .unwrap();
     let stopped =
         wait_until_async(Duration::from_secs(60), || async { work_states(&api, &env).await == ["stopped"] }).await;
     let (_, logs) = w.stop("-TERM");
@@ -363,7 +381,11 @@ async fn a_server_killed_and_restarted_mid_session_loses_nothing() {
     let want: BTreeMap<String, String> =
         [("/a.md", "two"), ("/b.md", "bumble"), ("/c.md", "sea")].map(|(p, c)| (p.to_owned(), c.to_owned())).into();
     assert_eq!(memories(&api, &notes).await, want, "{logs}");
-    assert_no_duplicate_versions(&versions(&api, &notes).await, &["/a.md"], &[("/a.md", 1), ("/b.md", 2), ("/c.md", 1)]);
+    assert_no_duplicate_versions(
+        &versions(&api, &notes).await,
+        &["/a.md"],
+        &[("/a.md", 1), ("/b.md", 2), ("/c.md", 1)],
+    );
     assert!(!folder.exists(), "{logs}");
     let log = api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await.unwrap();
     let results = log["data"].as_array().unwrap().iter().filter(|e| e["type"] == "user.tool_result").count();
@@ -414,15 +436,24 @@ async fn mount_round(api: &Client, proxy: &Proxy, base: &Path, round: u64) {
     std::fs::remove_file(dir.join("gone.md")).unwrap();
     let ids: BTreeMap<String, String> = {
         let page = api.json(Method::GET, &format!("/v1/memory_stores/{store}/memories?limit=100"), None).await.unwrap();
-        page["data"].as_array().unwrap().iter().map(|m| (m["path"].as_str().unwrap().to_owned(), m["id"].as_str().unwrap().to_owned())).collect()
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["path"].as_str().unwrap().to_owned(), m["id"].as_str().unwrap().to_owned()))
+            .collect()
     };
     let b = &ids["/b.md"];
     api.json(Method::POST, &format!("/v1/memory_stores/{store}/memories/{b}"), Some(&json!({"content": "remote bee"})))
         .await
         .unwrap();
-    api.json(Method::POST, &format!("/v1/memory_stores/{store}/memories"), Some(&json!({"path": "/remote.md", "content": "theirs"})))
-        .await
-        .unwrap();
+    api.json(
+        Method::POST,
+        &format!("/v1/memory_stores/{store}/memories"),
+        Some(&json!({"path": "/remote.md", "content": "theirs"})),
+    )
+    .await
+    .unwrap();
     std::fs::write(dir.join("local.md"), "mine, edited").unwrap();
 
     let want: BTreeMap<String, String> =

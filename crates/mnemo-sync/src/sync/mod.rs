@@ -154,7 +154,10 @@ impl SyncError {
     }
 }
 
-/// The pauses between the teardown's attempts at a final sync or a flush: 0.5 s doubling to
+/// How many times [`StoreSync::mount_retrying`] tries a download.
+pub const MOUNT_ATTEMPTS: u32 = 5;
+
+/// The pauses between the download's and the teardown's attempts at a final sync or a flush: 0.5 s doubling to
 /// 4 s, up to a quarter off, within [`TEARDOWN_BOUND`](teardown::TEARDOWN_BOUND).
 pub(crate) const TEARDOWN_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
     initial: Duration::from_millis(500),
@@ -241,6 +244,27 @@ impl StoreSync {
     /// Creates the folder (which must not exist yet) and downloads the store into it.
     pub async fn mount(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
         Self::mount_with_progress(client, cfg, None).await
+    }
+
+    /// [`mount`](Self::mount), tried again with back-off when the download fails on a
+    /// transient fault (a `5xx` burst or a broken connection outlasting the client's retries),
+    /// up to [`MOUNT_ATTEMPTS`] in all; each failed attempt removed the folder it created. A
+    /// worker used to fail its work item for good on one such fault.
+    pub async fn mount_retrying(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
+        let mut attempt = 0;
+        loop {
+            match Self::mount(client.clone(), cfg.clone()).await {
+                Err(MountError::Download { store, source })
+                    if source.is_transient() && attempt + 1 < MOUNT_ATTEMPTS =>
+                {
+                    let delay = TEARDOWN_RETRY.delay(attempt);
+                    tracing::warn!(memory_store_id = %store, ?delay, "memory store download failed, retrying: {source}");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// [`mount`](Self::mount), reporting the number of memories written as pages land.

@@ -123,6 +123,10 @@ impl Plan {
     }
 }
 
+/// How many final syncs that left an upload or a delete undone are tried again (a transient
+/// error is tried again until the teardown's bound).
+const FINAL_ATTEMPTS_WITH_FAILURES: u32 = 5;
+
 impl StoreSync {
     /// One sync. `final_sync` waives the deletion window (the cap still applies) and may run once.
     /// Failures of single files are logged and retried later; an error means the whole store
@@ -140,8 +144,9 @@ impl StoreSync {
             return Err(SyncError::FinalTwice);
         }
         let outcome = self.sync_once(final_sync).await;
-        // A final sync that failed (a transient fault) may be tried again by the teardown.
-        if final_sync && outcome.is_ok() {
+        // A final sync that failed, or left an upload or a delete undone (a transient fault),
+        // may be tried again by the teardown.
+        if final_sync && outcome.as_ref().is_ok_and(|r| r.failed == 0) {
             self.final_done = true;
         }
         outcome
@@ -154,15 +159,17 @@ impl StoreSync {
     pub async fn final_sync_retrying(&mut self) -> Result<SyncReport, SyncError> {
         let mut attempt = 0;
         loop {
-            match self.sync(true).await {
-                Err(e) if e.is_transient() => {
-                    let delay = super::TEARDOWN_RETRY.delay(attempt);
-                    tracing::warn!(memory_store_id = %self.cfg.store_id, ?delay, "final memory sync failed, retrying: {e}");
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
+            let why = match self.sync(true).await {
+                Err(e) if e.is_transient() => e.to_string(),
+                Ok(report) if report.failed > 0 && attempt < FINAL_ATTEMPTS_WITH_FAILURES => {
+                    format!("{} uploads or deletes failed", report.failed)
                 }
                 other => return other,
-            }
+            };
+            let delay = super::TEARDOWN_RETRY.delay(attempt);
+            tracing::warn!(memory_store_id = %self.cfg.store_id, ?delay, "final memory sync failed, retrying: {why}");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
         }
     }
 

@@ -313,8 +313,8 @@ async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
                 return reset(client);
             }
             Some(Fault::Status5xx) => {
-                let status = ["503 Service Unavailable", "502 Bad Gateway", "500 Internal Server Error"]
-                    [rng.random_range(0..3)];
+                let status =
+                    ["503 Service Unavailable", "502 Bad Gateway", "500 Internal Server Error"][rng.random_range(0..3)];
                 let body = r#"{"type":"error","error":{"type":"api_error","message":"injected by the fault proxy"}}"#;
                 let answer = format!(
                     "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
