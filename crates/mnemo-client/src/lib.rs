@@ -165,7 +165,45 @@ impl Client {
 
     /// Sends with the retry policy and decodes a 2xx body, or the error envelope.
     async fn send<T: DeserializeOwned>(&self, build: impl Fn() -> RequestBuilder) -> Result<T> {
-        decode(self.send_raw(build).await?).await
+        let answer = self.send_buffered(build).await?;
+        parse(&answer)
+    }
+
+    /// Sends with the retry policy, reading the whole body inside it (as the reference client
+    /// does): a connection that breaks while the body is being read is retried like one that
+    /// breaks before the headers. Answers a 2xx or a `304`, else the error envelope decoded.
+    async fn send_buffered(&self, build: impl Fn() -> RequestBuilder) -> Result<Buffered> {
+        let mut attempt = 0;
+        loop {
+            let outcome = match build().send().await {
+                Ok(resp) => {
+                    let (status, headers) = (resp.status(), resp.headers().clone());
+                    resp.bytes().await.map(|body| Buffered { status, headers, body: body.to_vec() })
+                }
+                Err(e) => Err(e),
+            };
+            let retry_after = match &outcome {
+                Ok(b) if b.status.is_success() || b.status == StatusCode::NOT_MODIFIED => None,
+                Ok(b) => should_retry(b.status, &b.headers).then(|| server_delay(&b.headers)),
+                Err(e) => transient(e).then_some(None),
+            };
+            match (retry_after, attempt < self.max_retries) {
+                (Some(delay), true) => {
+                    let delay = delay.unwrap_or_else(|| RETRY_BACKOFF.delay(attempt));
+                    tracing::debug!(attempt, ?delay, "retrying request");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                _ => {
+                    let b = outcome.map_err(ClientError::Transport)?;
+                    if b.status.is_success() || b.status == StatusCode::NOT_MODIFIED {
+                        return Ok(b);
+                    }
+                    let request_id = b.headers.get("request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+                    return Err(ClientError::from_response(b.status.as_u16(), request_id, &b.body));
+                }
+            }
+        }
     }
 
     /// Sends with the retry policy; answers the successful response unread, or the error
@@ -176,8 +214,8 @@ impl Client {
             let outcome = build().send().await;
             let retry_after = match &outcome {
                 Ok(resp) if resp.status().is_success() => None,
-                Ok(resp) => should_retry(resp).then(|| server_delay(resp)),
-                Err(e) => (e.is_connect() || e.is_timeout() || e.is_request()).then_some(None),
+                Ok(resp) => should_retry(resp.status(), resp.headers()).then(|| server_delay(resp.headers())),
+                Err(e) => transient(e).then_some(None),
             };
             match (retry_after, attempt < self.max_retries) {
                 (Some(delay), true) => {
@@ -288,16 +326,20 @@ impl Client {
     ) -> Result<Option<(Vec<Memory>, Option<String>)>> {
         let path = format!("/v1/memory_stores/{store}/memories");
         let first = ListMemoriesParams { limit: Some(100), view: Some(View::Basic), ..Default::default() };
-        let mut req = self.request(Method::GET, &path).query(&first);
-        if let Some(tag) = etag {
-            req = req.header(reqwest::header::IF_NONE_MATCH, tag);
-        }
-        let resp = req.send().await.map_err(ClientError::Transport)?;
-        if resp.status() == StatusCode::NOT_MODIFIED {
+        let answer = self
+            .send_buffered(|| {
+                let req = self.request(Method::GET, &path).query(&first);
+                match etag {
+                    Some(tag) => req.header(reqwest::header::IF_NONE_MATCH, tag),
+                    None => req,
+                }
+            })
+            .await?;
+        if answer.status == StatusCode::NOT_MODIFIED {
             return Ok(None);
         }
-        let tag = resp.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let page: Page<MemoryListItem> = decode(resp).await?;
+        let tag = answer.headers.get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let page: Page<MemoryListItem> = parse(&answer)?;
         Ok(Some((self.follow_pages(store, first, page).await?, tag)))
     }
 
@@ -551,14 +593,33 @@ fn beta_for(path: &str) -> Option<&'static str> {
     }
 }
 
+/// A response read to its end.
+struct Buffered {
+    status: StatusCode,
+    headers: reqwest::header::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// A buffered 2xx body as JSON.
+fn parse<T: DeserializeOwned>(answer: &Buffered) -> Result<T> {
+    serde_json::from_slice(&answer.body)
+        .map_err(|e| ClientError::Decode { status: answer.status.as_u16(), message: e.to_string() })
+}
+
+/// A transport failure worth another attempt: no connection, a timeout, a connection that
+/// broke while the request was sent or while the response's body was read (reqwest calls
+/// that a decoding error of the body; this client never lets reqwest decode JSON).
+fn transient(e: &reqwest::Error) -> bool {
+    e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || e.is_decode()
+}
+
 /// The reference client's rule: the server's `x-should-retry` wins; otherwise 408, 409, 429
 /// and 5xx are retried.
-fn should_retry(resp: &Response) -> bool {
-    match resp.headers().get("x-should-retry").and_then(|v| v.to_str().ok()) {
+fn should_retry(s: StatusCode, headers: &reqwest::header::HeaderMap) -> bool {
+    match headers.get("x-should-retry").and_then(|v| v.to_str().ok()) {
         Some("true") => true,
         Some("false") => false,
         _ => {
-            let s = resp.status();
             s == StatusCode::REQUEST_TIMEOUT
                 || s == StatusCode::CONFLICT
                 || s == StatusCode::TOO_MANY_REQUESTS
@@ -568,9 +629,8 @@ fn should_retry(resp: &Response) -> bool {
 }
 
 /// A delay the server asked for with `retry-after-ms` or `retry-after` (seconds), if sane.
-fn server_delay(resp: &Response) -> Option<Duration> {
-    let header =
-        |name| resp.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
+fn server_delay(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
     let secs = header("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| header("retry-after"))?;
     (secs > 0.0 && secs <= 60.0).then(|| Duration::from_secs_f64(secs))
 }
@@ -663,5 +723,37 @@ mod tests {
         assert!(seen[0].starts_with(&format!("{path}limit=20&view=full ")), "{}", seen[0]);
         assert!(seen[1].starts_with(&format!("{path}limit=20&view=full&page=c2 ")), "{}", seen[1]);
         assert!(seen[2].starts_with(&format!("{path}limit=20&view=full&page=c3 ")), "{}", seen[2]);
+    }
+
+    /// Issue 16 / the fault proxy's mount scenario: a `5xx` (or a reset) on the first page of
+    /// an interval sync's conditional listing used to skip the retry policy and lose the sync.
+    #[tokio::test]
+    async fn a_5xx_on_the_first_listing_page_of_an_interval_sync_is_retried() {
+        let store = MemoryStoreId::generate();
+        let page = json("200 OK", r#"{"data": [], "next_page": null}"#).replace("\r\n\r\n", "\r\netag: \"t2\"\r\n\r\n");
+        let (base, seen) = serve(vec![json("503 Service Unavailable", "{}"), page]).await;
+        let client = Client::new(&base, "k").unwrap();
+        let (memories, tag) = client.list_all_memories_if_changed(&store, Some("\"t1\"")).await.unwrap().unwrap();
+        assert!(memories.is_empty());
+        assert_eq!(tag.as_deref(), Some("\"t2\""));
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "retried once: {seen:?}");
+        assert!(seen.iter().all(|h| h.contains("if-none-match: \"t1\"")), "the retry is conditional too: {seen:?}");
+    }
+
+    /// The fault proxy's truncated responses: a connection that breaks while the body is read
+    /// is retried, as the reference client (which reads the body inside its retry loop) does.
+    #[tokio::test]
+    async fn a_response_cut_short_in_its_body_is_retried() {
+        let cut = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\nconnection: close\r\n\r\n{\"id\": ".to_owned();
+        let (base, seen) = serve(vec![cut, json("200 OK", r#"{"id": "whole"}"#)]).await;
+        let client = Client::new(&base, "k").unwrap();
+        let answer = client.json(Method::GET, "/v1/agents/a", None).await.unwrap();
+        assert_eq!(answer["id"], "whole");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        // Without retries the cut body is a transport error, not a decoding one.
+        let (base, _) = serve(vec![json("200 OK", "{}").replace("content-length: 2", "content-length: 9")]).await;
+        let err = Client::new(&base, "k").unwrap().with_max_retries(0).json(Method::GET, "/x", None).await.unwrap_err();
+        assert!(matches!(err, ClientError::Transport(_)), "{err:?}");
     }
 }

@@ -120,7 +120,7 @@ impl Serving<'_> {
             });
         }
         let session = tokio::select! {
-            s = client.get_session(session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
+            s = get_session_retrying(client, session_id) => s.map_err(|source| WorkerError::Session { session_id: session_id.to_owned(), source: Box::new(source) })?,
             () = stop.cancelled() => return Ok(()),
         };
         if session.is_terminated() {
@@ -266,6 +266,37 @@ pub fn read_secret_file(path: &Path) -> Result<String, WorkerError> {
         return Err(WorkerError::Config(format!("the work secret file {} is empty", path.display())));
     }
     Ok(secret.to_owned())
+}
+
+/// How many times the item's session is fetched before the item fails.
+const SESSION_ATTEMPTS: u32 = 5;
+
+/// Pauses between those fetches: 0.5 s doubling to 4 s, up to a quarter off.
+const SESSION_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
+    initial: std::time::Duration::from_millis(500),
+    max: std::time::Duration::from_secs(4),
+    jitter: mnemo_client::Jitter::Shave(0.25),
+};
+
+/// The item's session, fetched again after a transient failure outlasting the client's own
+/// retries (a `5xx` burst, a broken connection): found by the fault campaign, one such fault
+/// used to fail the work item for good.
+async fn get_session_retrying(
+    client: &mnemo_client::Client,
+    session_id: &str,
+) -> Result<mnemo_client::WorkerSession, mnemo_client::ClientError> {
+    let mut attempt = 0;
+    loop {
+        match client.get_session(session_id).await {
+            Err(e) if !e.is_permanent() && attempt + 1 < SESSION_ATTEMPTS => {
+                let delay = SESSION_RETRY.delay(attempt);
+                tracing::warn!(session_id, ?delay, "cannot fetch the session, retrying: {e}");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]

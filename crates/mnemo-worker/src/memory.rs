@@ -169,7 +169,7 @@ impl Memory {
                     // Subscribed before the download, so nothing committed meanwhile is missed.
                     let mut live =
                         if opts.live { Some(Live::subscribe(client, m.store_id.clone()).await) } else { None };
-                    let mut sync = StoreSync::mount(client.clone(), cfg).await.map_err(WorkerError::from)?;
+                    let mut sync = StoreSync::mount_retrying(client.clone(), cfg).await.map_err(WorkerError::from)?;
                     if let Some(live) = &mut live {
                         sync.attach_live(live);
                     }
@@ -272,7 +272,9 @@ impl Memory {
         // memory of a listing or a walk is held for only a few stores at once.
         stream::iter(self.stores.iter_mut())
             .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
-                if let Err(e) = s.sync.sync(final_sync).await {
+                let outcome =
+                    if final_sync { s.sync.final_sync_retrying().await } else { s.sync.sync(false).await };
+                if let Err(e) = outcome {
                     tracing::warn!(memory_store_id = %s.sync.store_id(), "memory sync failed memory_store_id={}: {e}", s.sync.store_id());
                 }
             })
@@ -326,7 +328,7 @@ impl Teardown for Memory {
         self.stop_live();
         stream::iter(self.stores.iter_mut().filter(|s| !s.read_only))
             .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
-                if let Err(e) = s.sync.flush().await {
+                if let Err(e) = s.sync.flush_retrying().await {
                     tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
                 }
             })

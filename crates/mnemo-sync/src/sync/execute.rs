@@ -19,6 +19,8 @@ struct DeleteCap {
     held: usize,
     sent: usize,
     suppressed: usize,
+    /// Deletes the server did not take (a transient fault): counted as failures of the sync.
+    failed: usize,
 }
 
 impl StoreSync {
@@ -73,7 +75,7 @@ impl StoreSync {
         report: &mut SyncReport,
     ) {
         let left = (self.state.baseline.len() / 4).clamp(8, 50);
-        let mut cap = DeleteCap { left, held: 0, sent: 0, suppressed: 0 };
+        let mut cap = DeleteCap { left, held: 0, sent: 0, suppressed: 0, failed: 0 };
         for push in pushes {
             match push {
                 Push::Upload(upload) => {
@@ -88,6 +90,7 @@ impl StoreSync {
                 }
             }
         }
+        report.failed += cap.failed;
         if cap.suppressed > 0 {
             tracing::debug!(memory_store_id = %self.cfg.store_id, count = cap.suppressed, "local deletions not propagated (deletions disabled)");
         }
@@ -194,6 +197,7 @@ impl StoreSync {
             }
             Err(e) => {
                 tracing::warn!(path = %rel, memory_store_id = %store, "failed to delete memory: {e}");
+                cap.failed += 1;
                 return false;
             }
         }

@@ -143,6 +143,28 @@ pub enum SyncError {
     Task(String),
 }
 
+impl SyncError {
+    /// A failure of the network or the server that another attempt may not meet (no answer,
+    /// a broken connection, `408`, `409`, `429`, `5xx`): not a refusal, not a local problem.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Api(e) => !e.is_permanent() && !e.is_not_found() && !matches!(e, ClientError::Decode { .. }),
+            Self::Fs(_) | Self::FinalTwice | Self::Task(_) => false,
+        }
+    }
+}
+
+/// How many times [`StoreSync::mount_retrying`] tries a download.
+pub const MOUNT_ATTEMPTS: u32 = 5;
+
+/// The pauses between the download's and the teardown's attempts at a final sync or a flush: 0.5 s doubling to
+/// 4 s, up to a quarter off, within [`TEARDOWN_BOUND`](teardown::TEARDOWN_BOUND).
+pub(crate) const TEARDOWN_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
+    initial: Duration::from_millis(500),
+    max: Duration::from_secs(4),
+    jitter: mnemo_client::Jitter::Shave(0.25),
+};
+
 /// What the engine remembers between syncs.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct State {
@@ -224,6 +246,27 @@ impl StoreSync {
         Self::mount_with_progress(client, cfg, None).await
     }
 
+    /// [`mount`](Self::mount), tried again with back-off when the download fails on a
+    /// transient fault (a `5xx` burst or a broken connection outlasting the client's retries),
+    /// up to [`MOUNT_ATTEMPTS`] in all; each failed attempt removed the folder it created. A
+    /// worker used to fail its work item for good on one such fault.
+    pub async fn mount_retrying(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
+        let mut attempt = 0;
+        loop {
+            match Self::mount(client.clone(), cfg.clone()).await {
+                Err(MountError::Download { store, source })
+                    if source.is_transient() && attempt + 1 < MOUNT_ATTEMPTS =>
+                {
+                    let delay = TEARDOWN_RETRY.delay(attempt);
+                    tracing::warn!(memory_store_id = %store, ?delay, "memory store download failed, retrying: {source}");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// [`mount`](Self::mount), reporting the number of memories written as pages land.
     pub async fn mount_with_progress(
         client: Client,
@@ -240,7 +283,13 @@ impl StoreSync {
         }
         let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
         let downloaded = match engine.stamp_and_pull(false).await {
-            Ok(_) => engine.first_journal().await.map(|()| engine.watch_from_download()),
+            // The watch starts before the journal is written: the journal tells a script or a
+            // test that the folder is ready, and an edit made from then on must be seen (it
+            // used to be missed until a full walk when it landed before the watch started).
+            Ok(_) => {
+                engine.watch_from_download();
+                engine.first_journal().await
+            }
             Err(e) => Err(e),
         };
         if let Err(source) = downloaded {

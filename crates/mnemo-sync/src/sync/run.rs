@@ -123,6 +123,10 @@ impl Plan {
     }
 }
 
+/// How many final syncs that left an upload or a delete undone are tried again (a transient
+/// error is tried again until the teardown's bound).
+const FINAL_ATTEMPTS_WITH_FAILURES: u32 = 5;
+
 impl StoreSync {
     /// One sync. `final_sync` waives the deletion window (the cap still applies) and may run once.
     /// Failures of single files are logged and retried later; an error means the whole store
@@ -136,12 +140,57 @@ impl StoreSync {
 
     /// [`sync`](Self::sync) without its metrics.
     async fn sync_unrecorded(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
-        if final_sync {
-            if self.final_done {
-                return Err(SyncError::FinalTwice);
-            }
+        if final_sync && self.final_done {
+            return Err(SyncError::FinalTwice);
+        }
+        let outcome = self.sync_once(final_sync).await;
+        // A final sync that failed, or left an upload or a delete undone (a transient fault),
+        // may be tried again by the teardown.
+        if final_sync && outcome.as_ref().is_ok_and(|r| r.failed == 0) {
             self.final_done = true;
         }
+        outcome
+    }
+
+    /// The final sync, tried again after a transient failure (a `5xx` burst or a broken
+    /// connection outlasting the client's own retries) with back-off, until it succeeds, fails
+    /// for good, or the caller's bound cuts it off. Without this, one unlucky final sync
+    /// dropped the local deletions it carried (the flush after it pushes edits only).
+    pub async fn final_sync_retrying(&mut self) -> Result<SyncReport, SyncError> {
+        let mut attempt = 0;
+        loop {
+            let why = match self.sync(true).await {
+                Err(e) if e.is_transient() => e.to_string(),
+                Ok(report) if report.failed > 0 && attempt < FINAL_ATTEMPTS_WITH_FAILURES => {
+                    format!("{} uploads or deletes failed", report.failed)
+                }
+                other => return other,
+            };
+            let delay = super::TEARDOWN_RETRY.delay(attempt);
+            tracing::warn!(memory_store_id = %self.cfg.store_id, ?delay, "final memory sync failed, retrying: {why}");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    /// [`flush`](Self::flush), tried again after a transient failure like
+    /// [`final_sync_retrying`](Self::final_sync_retrying).
+    pub async fn flush_retrying(&mut self) -> Result<SyncReport, SyncError> {
+        let mut attempt = 0;
+        loop {
+            match self.flush().await {
+                Err(e) if e.is_transient() => {
+                    let delay = super::TEARDOWN_RETRY.delay(attempt);
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, ?delay, "memory flush failed, retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn sync_once(&mut self, final_sync: bool) -> Result<SyncReport, SyncError> {
         let mut report = SyncReport::default();
         // The marker first: an untrusted folder is judged on a real scan, and its change hints
         // are dropped (the next trusted sync walks), so nothing seen while it was untrusted is lost.

@@ -2,6 +2,9 @@
 //! sync, then the push-only flush, each bounded by [`TEARDOWN_BOUND`], then the removal of the
 //! folder.
 //!
+//! A final sync or a flush that fails on a transient fault (a `5xx`, a broken connection) is
+//! tried again with back-off within its bound.
+//!
 //! The final sync may be cut off (a frozen server, a huge store); the flush that follows still
 //! uploads changed files, so edits are not lost to a slow pull. The flush may be cut off too, and
 //! the dispose runs regardless: the folder goes (with its journal) rather than lingering.
@@ -69,14 +72,14 @@ pub async fn teardown<T: Teardown>(mut target: T, steps: TeardownSteps) -> Optio
 /// One engine (`mnemo mount`): the reports are logged, failures warned about.
 impl Teardown for StoreSync {
     async fn final_sync(&mut self) {
-        match self.sync(true).await {
+        match self.final_sync_retrying().await {
             Ok(report) => tracing::info!(memory_store_id = %self.store_id(), "final sync: {report}"),
             Err(e) => tracing::warn!(memory_store_id = %self.store_id(), "final memory sync failed: {e}"),
         }
     }
 
     async fn flush(&mut self) {
-        match StoreSync::flush(self).await {
+        match self.flush_retrying().await {
             Ok(report) if report.uploaded > 0 => tracing::info!(memory_store_id = %self.store_id(), "flush: {report}"),
             Ok(_) => {}
             Err(e) => tracing::warn!(memory_store_id = %self.store_id(), "memory flush failed: {e}"),

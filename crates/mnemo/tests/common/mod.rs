@@ -24,8 +24,14 @@ impl Server {
 
     /// Starts the binary on the database `url` names.
     pub fn on(url: &str, extra: &[&str]) -> Self {
+        Self::try_listen(url, "127.0.0.1:0", extra).unwrap_or_else(|line| panic!("unexpected first line {line:?}"))
+    }
+
+    /// Starts the binary on `listen` (e.g. the address of a server just killed); answers the
+    /// first line it printed if that is not `listening on` (e.g. the port is not free yet).
+    pub fn try_listen(url: &str, listen: &str, extra: &[&str]) -> Result<Self, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--database", url])
+            .args(["serve", "--listen", listen, "--database", url])
             .args(extra)
             .env_remove("MNEMO_API_KEY")
             .stdout(Stdio::piped())
@@ -34,11 +40,11 @@ impl Server {
             .expect("spawn mnemo serve");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+        let Some(base) = line.trim().strip_prefix("listening on ").map(str::to_owned) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(line);
+        };
         let mut stderr = child.stderr.take().expect("stderr is piped");
         let log = std::thread::spawn(move || {
             // Kept up to a bound: a long load run logs a line per request.
@@ -51,7 +57,7 @@ impl Server {
             }
             String::from_utf8_lossy(&s).into_owned()
         });
-        Self { child, base, log: Some(log) }
+        Ok(Self { child, base, log: Some(log) })
     }
 
     /// A server accepting [`KEY`].
