@@ -89,6 +89,9 @@ fn extract_zip(mut zip: zip::ZipArchive<Cursor<&[u8]>>, dest: &Path, mut budget:
 }
 
 fn extract_tar(archive: &[u8], dest: &Path, mut budget: Budget) -> io::Result<()> {
+    // Pass 0: the raw headers, so a long-name or PAX extension is refused by its declared size
+    // before the tar reader would read it into memory whole.
+    screen_extensions(archive, budget.limit)?;
     // Pass 1: list and screen every member before writing anything.
     let mut stream = tar_stream(archive, budget.limit)?;
     let mut members = Vec::new();
@@ -135,6 +138,33 @@ fn extract_tar(archive: &[u8], dest: &Path, mut budget: Budget) -> io::Result<()
     }
     Ok(())
 }
+
+/// Refuses a tar whose GNU long-name / long-link or PAX extension records declare more than
+/// [`MAX_EXTENSION_BYTES`]: the tar reader keeps each in memory whole, so without this a small
+/// compressed archive could make it allocate up to the whole decompression bound. Junk that is
+/// no tar is left for the next pass to name.
+fn screen_extensions(archive: &[u8], max_bytes: u64) -> io::Result<()> {
+    let mut stream = tar_stream(archive, max_bytes)?;
+    let mut tar = tar::Archive::new(&mut stream);
+    let Ok(entries) = tar.entries() else { return Ok(()) };
+    for entry in entries.raw(true) {
+        let Ok(entry) = entry else { return Ok(()) };
+        let kind = entry.header().entry_type();
+        let extension = kind.is_gnu_longname()
+            || kind.is_gnu_longlink()
+            || kind.is_pax_local_extensions()
+            || kind.is_pax_global_extensions();
+        if extension && entry.header().entry_size()? > MAX_EXTENSION_BYTES {
+            return Err(invalid(format!(
+                "the archive has a long-name or PAX header larger than {MAX_EXTENSION_BYTES} bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The largest GNU long-name / PAX extension record read: far beyond any real name.
+const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
 /// The kind of a tar member, `None` for a pax global header (not a member). Regular files
 /// include the contiguous and GNU sparse types, as Python's `TarInfo.isreg`; an old-style
