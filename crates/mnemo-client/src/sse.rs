@@ -346,7 +346,8 @@ mod tests {
         let mut refused = None;
         for sent in 1..=(MAX_MESSAGE_BYTES / chunk.len() + 2) {
             p.push(&chunk);
-            assert!(p.buf.capacity() <= MAX_MESSAGE_BYTES + 2 * chunk.len(), "the buffer is bounded");
+            assert!(p.buf.len() <= MAX_MESSAGE_BYTES + chunk.len(), "the buffer is bounded");
+            assert!(p.buf.capacity() <= 2 * (MAX_MESSAGE_BYTES + chunk.len()));
             if let Some(r) = p.next_raw() {
                 refused = Some((sent, r));
                 break;

@@ -314,7 +314,7 @@ mod tests {
             (variant(&|v| v["unsettled"]["a\u{0}b"] = sha(9).into()), "outside the folder"),
             (variant(&|v| v["pending_deletes"]["x/../../y"] = 1.into()), "outside the folder"),
             (variant(&|v| v["baseline"]["a.md"] = "not-a-digest".into()), "not a SHA-256"),
-            (variant(&|v| v["refused"]["big.md"] = sha(1).to_uppercase().into()), "not a SHA-256"),
+            (variant(&|v| v["refused"]["big.md"] = sha(0xab).to_uppercase().into()), "not a SHA-256"),
             (variant(&|v| v["format"] = 2.into()), "unknown format 2"),
             (variant(&|v| v["extra"] = true.into()), "unknown field"),
             (variant(&|v| v["memory_store_id"] = "memstore_other".into()), "memstore_other at /srv/mnt/store"),
