@@ -285,10 +285,7 @@ mod tests {
             && segments.iter().all(|g| !g.is_empty() && *g != "." && *g != "..")
             && is_nfc(s)
             && !s.chars().any(|c| {
-                c.is_control()
-                    || c.general_category() == GeneralCategory::Format
-                    || c == '\u{2028}'
-                    || c == '\u{2029}'
+                c.is_control() || c.general_category() == GeneralCategory::Format || c == '\u{2028}' || c == '\u{2029}'
             })
     }
 

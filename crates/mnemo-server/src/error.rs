@@ -134,7 +134,8 @@ impl From<StoreError> for ApiError {
                 err
             }
             StoreError::DiskFull(_) => {
-                let mut err = Self::new(ErrorType::Api, mnemo_api::DISK_FULL_MESSAGE).with_code(mnemo_api::DISK_FULL_CODE);
+                let mut err =
+                    Self::new(ErrorType::Api, mnemo_api::DISK_FULL_MESSAGE).with_code(mnemo_api::DISK_FULL_CODE);
                 err.status_override = Some(507);
                 err.internal = Some(e.chain());
                 err.disk_full = true;
@@ -167,7 +168,10 @@ impl IntoResponse for ApiError {
         // These conflicts answer the same on every retry; tell clients not to back off and
         // try again (the reference client retries every 409 otherwise).
         if self.disk_full
-            || matches!(self.kind, ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict)
+            || matches!(
+                self.kind,
+                ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict
+            )
         {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
         }

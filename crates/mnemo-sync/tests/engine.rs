@@ -324,7 +324,10 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     let mut engine = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
     engine.sync(false).await.unwrap();
     let remote = env.remote().await;
-    assert!(remote.contains(&("/a.md".into(), "one".into())), "a digest the server does not hold deletes nothing: {remote:?}");
+    assert!(
+        remote.contains(&("/a.md".into(), "one".into())),
+        "a digest the server does not hold deletes nothing: {remote:?}"
+    );
     assert_eq!(std::fs::read_to_string(env.root().join("a.md")).unwrap(), "one", "the memory is restored instead");
     drop(engine);
 
@@ -339,7 +342,10 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     let mut engine = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
     engine.sync(false).await.unwrap();
     let remote = env.remote().await;
-    assert!(remote.contains(&("/a.md".into(), "ONE".into())), "a memory changed since the journal is never deleted: {remote:?}");
+    assert!(
+        remote.contains(&("/a.md".into(), "ONE".into())),
+        "a memory changed since the journal is never deleted: {remote:?}"
+    );
     assert_eq!(std::fs::read_to_string(env.root().join("a.md")).unwrap(), "ONE");
     engine.dispose().await;
 }

@@ -41,11 +41,7 @@ impl Tmpfs {
 
     /// Gives the volume a new size (space returns without deleting anything).
     fn resize(&self, size: &str) {
-        let out = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.path)
-            .output()
-            .unwrap();
+        let out = Command::new("mount").args(["-o", &format!("remount,size={size}")]).arg(&self.path).output().unwrap();
         assert!(out.status.success(), "remount: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
@@ -306,7 +302,12 @@ async fn a_full_mount_volume_fails_pulls_clearly_uploads_nothing_torn_and_recove
     let n1 = n1.into_iter().find(|m| m.path == "/notes/1.md").unwrap();
     let remote_edit = content("remote edit", 30_000);
     client
-        .update_memory(&store, &n1.id, &mnemo_api::UpdateMemory { content: Some(remote_edit.clone()), ..Default::default() }, None)
+        .update_memory(
+            &store,
+            &n1.id,
+            &mnemo_api::UpdateMemory { content: Some(remote_edit.clone()), ..Default::default() },
+            None,
+        )
         .await
         .unwrap();
 

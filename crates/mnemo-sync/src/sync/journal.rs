@@ -200,7 +200,9 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 fn decode(bytes: &[u8], root: &Path, store_id: &str) -> Result<State, Refusal> {
-    let damaged = |reason: String| Refusal::Damaged(format!("{reason}; the journal is damaged or not mnemo's, so it is not trusted"));
+    let damaged = |reason: String| {
+        Refusal::Damaged(format!("{reason}; the journal is damaged or not mnemo's, so it is not trusted"))
+    };
     let on_disk: OnDisk = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
     if on_disk.format != FORMAT {
         return Err(Refusal::Damaged(format!("unknown format {}", on_disk.format)));
@@ -217,7 +219,8 @@ fn decode(bytes: &[u8], root: &Path, store_id: &str) -> Result<State, Refusal> {
     let now = Instant::now();
     let mut pending_deletes = HashMap::with_capacity(on_disk.pending_deletes.len());
     for (k, ms) in on_disk.pending_deletes {
-        let rel = RelPath::parse(&k).map_err(|e| damaged(format!("its pending deletes name a path outside the folder ({e})")))?;
+        let rel = RelPath::parse(&k)
+            .map_err(|e| damaged(format!("its pending deletes name a path outside the folder ({e})")))?;
         let since = UNIX_EPOCH.checked_add(Duration::from_millis(ms)).unwrap_or(now_wall);
         let ago = now_wall.duration_since(since).unwrap_or_default();
         pending_deletes.insert(rel, now.checked_sub(ago).unwrap_or(now));
@@ -298,7 +301,8 @@ mod tests {
 
     #[test]
     fn hostile_journals_are_refused_with_the_reason() {
-        let good: serde_json::Value = serde_json::from_slice(&encode(&root(), "memstore_x", &state()).unwrap()).unwrap();
+        let good: serde_json::Value =
+            serde_json::from_slice(&encode(&root(), "memstore_x", &state()).unwrap()).unwrap();
         // Rewritten by hand (no checksum, as older versions wrote them), each with one lie.
         let variant = |edit: &dyn Fn(&mut serde_json::Value)| {
             let mut v = good.clone();
