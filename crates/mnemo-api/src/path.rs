@@ -338,11 +338,11 @@ mod tests {
                 return Ok(());
             };
             prop_assert_eq!(p.as_str(), &s);
-            prop_assert_eq!(p.to_string(), s.clone());
+            prop_assert_eq!(&p.to_string(), &s);
             let json = serde_json::to_string(&p).unwrap();
-            prop_assert_eq!(serde_json::from_str::<MemoryPath>(&json).unwrap(), p.clone());
+            prop_assert_eq!(&serde_json::from_str::<MemoryPath>(&json).unwrap(), &p);
             prop_assert_eq!(p.segments().collect::<Vec<_>>().join("/"), p.relative());
-            prop_assert_eq!(format!("/{}", p.relative()), s.clone());
+            prop_assert_eq!(&format!("/{}", p.relative()), &s);
             for a in p.ancestors() {
                 prop_assert!(MemoryPath::parse(a).is_ok(), "ancestor {:?} of {:?}", a, s);
                 let below_a = format!("{a}/");
