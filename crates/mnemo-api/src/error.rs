@@ -9,6 +9,13 @@ use utoipa::ToSchema;
 /// mnemo extension: other servers send the status and type alone.
 pub const MEMORY_STORE_FULL_CODE: &str = "memory_store_full";
 
+/// `error.details.error_code` of a `507`: the server's database volume is full (a mnemo
+/// extension; the hosted API has no such answer).
+pub const DISK_FULL_CODE: &str = "database_disk_full";
+
+/// What a write refused on a full database disk says.
+pub const DISK_FULL_MESSAGE: &str = "the server's database disk is full, so it cannot take writes; reads still work, and writes succeed again once space is freed on the database's volume";
+
 /// The `error.type` values mnemo emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorType {

@@ -23,7 +23,7 @@ mod webhooks;
 
 pub use agents::*;
 pub use environments::*;
-pub use error::{ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
+pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
     AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,

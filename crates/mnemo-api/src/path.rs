@@ -264,4 +264,113 @@ mod tests {
         assert_eq!(PathPrefix::parse("notes/").unwrap_err(), PathError::NotAbsolute);
         assert_eq!(PathPrefix::parse("/a//").unwrap_err(), PathError::EmptySegment);
     }
+
+    // ---- hostile input ---------------------------------------------------------------------
+
+    use proptest::prelude::*;
+
+    /// Cases per property: `MNEMO_FUZZ_CASES` (or `PROPTEST_CASES`), else `default`.
+    fn config(default: u32) -> ProptestConfig {
+        let env = |name| std::env::var(name).ok().and_then(|n: String| n.parse().ok());
+        let cases = env("MNEMO_FUZZ_CASES").or_else(|| env("PROPTEST_CASES")).unwrap_or(default);
+        ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    }
+
+    /// Every documented rule, spelled out independently of the parser.
+    fn obeys_the_rules(s: &str) -> bool {
+        let Some(rest) = s.strip_prefix('/') else { return false };
+        let segments: Vec<&str> = rest.split('/').collect();
+        s.len() <= 1_024
+            && (1..=20).contains(&segments.len())
+            && segments.iter().all(|g| !g.is_empty() && *g != "." && *g != "..")
+            && is_nfc(s)
+            && !s.chars().any(|c| {
+                c.is_control() || c.general_category() == GeneralCategory::Format || c == '\u{2028}' || c == '\u{2029}'
+            })
+    }
+
+    /// Strings built from the pieces paths go wrong with, random text, and near-valid paths.
+    pub(crate) fn path_like() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            4 => Just("/".to_owned()),
+            1 => Just("//".to_owned()),
+            1 => Just(".".to_owned()),
+            1 => Just("..".to_owned()),
+            1 => Just("\\".to_owned()),
+            4 => "[a-z0-9._-]{1,8}",
+            1 => Just("e\u{301}".to_owned()),
+            1 => Just("\u{e9}".to_owned()),
+            1 => Just("\u{0}".to_owned()),
+            1 => Just("\u{7f}".to_owned()),
+            1 => Just("\u{85}".to_owned()),
+            1 => Just("\u{200b}".to_owned()),
+            1 => Just("\u{202e}".to_owned()),
+            1 => Just("\u{feff}".to_owned()),
+            1 => Just("\u{2028}".to_owned()),
+            1 => Just("\u{1F600}".to_owned()),
+            1 => Just("\u{fffd}".to_owned()),
+            1 => Just("x".repeat(100)),
+            1 => Just("\u{10ffff}".to_owned()),
+            1 => any::<char>().prop_map(String::from),
+        ];
+        prop_oneof![
+            4 => prop::collection::vec(piece, 0..30).prop_map(|p| p.concat()),
+            1 => any::<String>(),
+            // At and around the segment and byte limits.
+            1 => (15usize..25).prop_map(|n| "/s".repeat(n)),
+            1 => (1_000usize..1_030).prop_map(|n| format!("/{}", "y".repeat(n - 1))),
+            1 => (340usize..345).prop_map(|n| format!("/{}", "\u{e9}".repeat(n))),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config(3_000))]
+
+        /// A string is accepted exactly when it obeys every rule; what is accepted round-trips
+        /// and its derived forms (segments, ancestors, ranges) are consistent.
+        #[test]
+        fn memory_paths_are_accepted_exactly_when_they_obey_every_rule(s in path_like()) {
+            let parsed = MemoryPath::parse(&s);
+            prop_assert_eq!(parsed.is_ok(), obeys_the_rules(&s), "{:?}: {:?}", s, parsed);
+            let Ok(p) = parsed else {
+                let refused = MemoryPath::parse_request(&s).unwrap_err();
+                prop_assert!(refused.starts_with("invalid path `"), "{}", refused);
+                return Ok(());
+            };
+            prop_assert_eq!(p.as_str(), &s);
+            prop_assert_eq!(&p.to_string(), &s);
+            let json = serde_json::to_string(&p).unwrap();
+            prop_assert_eq!(&serde_json::from_str::<MemoryPath>(&json).unwrap(), &p);
+            prop_assert_eq!(p.segments().collect::<Vec<_>>().join("/"), p.relative());
+            prop_assert_eq!(&format!("/{}", p.relative()), &s);
+            for a in p.ancestors() {
+                prop_assert!(MemoryPath::parse(a).is_ok(), "ancestor {:?} of {:?}", a, s);
+                let below_a = format!("{a}/");
+                prop_assert!(s.starts_with(&below_a));
+            }
+            prop_assert_eq!(p.ancestors().count(), p.segments().count() - 1);
+            let (lo, hi) = p.descendant_range();
+            let below = format!("{s}/x");
+            prop_assert!(lo.as_str() <= below.as_str() && below.as_str() < hi.as_str());
+            prop_assert!(!(lo.as_str() <= s.as_str() && s.as_str() < hi.as_str()), "a path is not below itself");
+            // A prefix is a valid path plus `/`.
+            let prefix = PathPrefix::parse(&format!("{s}/")).unwrap();
+            prop_assert!(prefix.matches(&below) && !prefix.matches(&s));
+            prop_assert_eq!(prefix.depth(), p.segments().count());
+        }
+
+        /// Prefixes: `/`, or a valid path followed by `/`; never a panic.
+        #[test]
+        fn path_prefixes_are_a_valid_path_and_a_slash(s in path_like()) {
+            let parsed = PathPrefix::parse(&s);
+            let valid = s == "/" || s.strip_suffix('/').is_some_and(obeys_the_rules);
+            prop_assert_eq!(parsed.is_ok(), valid, "{:?}", s);
+            if let Ok(prefix) = parsed {
+                prop_assert_eq!(prefix.as_str(), &s);
+                let (lo, hi) = prefix.range();
+                let inside = format!("{s}z");
+                prop_assert!(lo.as_str() <= inside.as_str() && inside.as_str() < hi.as_str());
+            }
+        }
+    }
 }

@@ -70,7 +70,15 @@ impl Client {
         let state = (resp.bytes_stream(), SseParser::default(), after.map(str::to_owned));
         let stream = futures::stream::unfold(state, |(mut bytes, mut parser, mut last_id)| async move {
             loop {
+                if parser.is_refused() {
+                    // The stream was refused (an oversized message): it ends here.
+                    return None;
+                }
                 while let Some(message) = parser.next_raw() {
+                    let message = match message {
+                        Ok(m) => m,
+                        Err(e) => return Some((Err(e), (bytes, parser, last_id))),
+                    };
                     // As EventSource does, the last id seen stays the cursor of later messages.
                     if let Some(id) = &message.id {
                         last_id = Some(id.clone());

@@ -120,6 +120,10 @@ impl Client {
         let bytes = success(resp).await?.bytes_stream();
         Ok(futures::stream::unfold((bytes, SseParser::default()), |(mut bytes, mut parser)| async move {
             loop {
+                if parser.is_refused() {
+                    // The stream was refused (an oversized message): it ends here.
+                    return None;
+                }
                 if let Some(message) = parser.next_message() {
                     match message {
                         Ok(Some(event)) => return Some((Ok(event), (bytes, parser))),

@@ -189,6 +189,10 @@ fn store_failure(err: &StoreError) -> (StatusCode, &'static str, String) {
                 "the database is busy or unavailable right now; reload the page in a moment".to_owned(),
             )
         }
+        StoreError::DiskFull(_) => {
+            tracing::error!(error = %err.chain(), "console request failed: the database's disk is full");
+            (StatusCode::INSUFFICIENT_STORAGE, "Disk full", mnemo_api::DISK_FULL_MESSAGE.to_owned())
+        }
         StoreError::Backend(_) => {
             tracing::error!(error = %err.chain(), "console request failed");
             (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "internal server error".to_owned())
@@ -205,6 +209,7 @@ pub(crate) fn refusal(err: StoreError) -> Result<String, PageError> {
         | StoreError::Retryable(_)
         | StoreError::Unavailable(_)
         | StoreError::Backend(_)
+        | StoreError::DiskFull(_)
         | StoreError::Forbidden(_) => Err(PageError::Store(err)),
         StoreError::Coded { ref code, .. } if code.is_not_found() => Err(PageError::Store(err)),
         other => Ok(other.to_string()),

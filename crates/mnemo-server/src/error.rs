@@ -20,11 +20,22 @@ pub struct ApiError {
     status_override: Option<u16>,
     /// Tell clients to retry (`x-should-retry: true`): the failure was transient.
     retry: bool,
+    /// The database's disk is full: logged once per request as such, and not worth a quick
+    /// retry (`x-should-retry: false`).
+    disk_full: bool,
 }
 
 impl ApiError {
     pub(crate) fn new(kind: ErrorType, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), extra: Map::new(), internal: None, status_override: None, retry: false }
+        Self {
+            kind,
+            message: message.into(),
+            extra: Map::new(),
+            internal: None,
+            status_override: None,
+            retry: false,
+            disk_full: false,
+        }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -122,6 +133,14 @@ impl From<StoreError> for ApiError {
                 err.retry = true;
                 err
             }
+            StoreError::DiskFull(_) => {
+                let mut err =
+                    Self::new(ErrorType::Api, mnemo_api::DISK_FULL_MESSAGE).with_code(mnemo_api::DISK_FULL_CODE);
+                err.status_override = Some(507);
+                err.internal = Some(e.chain());
+                err.disk_full = true;
+                err
+            }
             StoreError::Backend(_) => Self::internal(e.chain()),
         }
     }
@@ -131,7 +150,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let request_id = current_request_id();
         if let Some(cause) = &self.internal {
-            if self.retry {
+            if self.disk_full {
+                tracing::error!(error = %cause, "request failed: the database's disk is full; free space on its volume");
+            } else if self.retry {
                 tracing::warn!(error = %cause, "request failed on a transient database error");
             } else {
                 tracing::error!(error = %cause, "request failed");
@@ -146,10 +167,12 @@ impl IntoResponse for ApiError {
         let mut response = (status, axum::Json(body)).into_response();
         // These conflicts answer the same on every retry; tell clients not to back off and
         // try again (the reference client retries every 409 otherwise).
-        if matches!(
-            self.kind,
-            ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict
-        ) {
+        if self.disk_full
+            || matches!(
+                self.kind,
+                ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict
+            )
+        {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
         }
         if self.retry {
@@ -204,6 +227,14 @@ mod tests {
         assert_eq!((status, retry), (400, None), "a full store is a plain invalid request, as the hosted API's");
         assert_eq!(body["error"]["type"], "invalid_request_error");
         assert_eq!(body["error"]["details"], json!({"error_code": "memory_store_full", "limit": 3}));
+
+        let full = StoreError::DiskFull(std::io::Error::other("database or disk is full: /var/lib/mnemo/x.db").into());
+        let (status, retry, body) = render(full);
+        assert_eq!((status, retry.as_deref()), (507, Some("false")), "a full disk is a 507, not worth a quick retry");
+        assert_eq!(body["error"]["type"], "api_error");
+        assert_eq!(body["error"]["details"]["error_code"], "database_disk_full");
+        assert!(body["error"]["message"].as_str().unwrap().contains("disk is full"), "{body}");
+        assert!(!body.to_string().contains("/var/lib"), "the cause stays in the log: {body}");
 
         let (status, retry, _) = render(StoreError::Conflict("stopped".into()));
         assert_eq!((status, retry.as_deref()), (409, Some("false")));

@@ -49,6 +49,8 @@ pub(crate) fn backend(e: tokio_postgres::Error) -> StoreError {
     };
     if e.code().is_some_and(conflict_code) {
         StoreError::Retryable(Box::new(e))
+    } else if e.code() == Some(&SqlState::DISK_FULL) {
+        StoreError::DiskFull(Box::new(e))
     } else if transient {
         StoreError::Unavailable(Box::new(e))
     } else {

@@ -21,18 +21,40 @@ const MAX_BATCH: usize = 256;
 /// Idle read connections kept open.
 const MAX_IDLE_READERS: usize = 16;
 
-type Completion = Box<dyn FnOnce(Option<&str>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+type Completion = Box<dyn FnOnce(Option<&CommitFailure>) + Send>;
+/// A queued write: runs in its savepoint and hands back how to answer its caller once the batch
+/// is committed (or not), and whether it failed on a full disk.
+type Job = Box<dyn FnOnce(&Connection) -> (Completion, bool) + Send>;
 
 /// A database failure, keeping its cause: a busy or locked database (another process holds
-/// it) is worth retrying, anything else is not.
+/// it) is worth retrying, a full disk is [`StoreError::DiskFull`], anything else is not.
 pub(crate) fn backend(e: impl Into<mnemo_store::BoxError>) -> StoreError {
     let e = e.into();
-    let transient = e
-        .downcast_ref::<rusqlite::Error>()
-        .and_then(rusqlite::Error::sqlite_error_code)
-        .is_some_and(|code| matches!(code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked));
-    if transient { StoreError::Retryable(e) } else { StoreError::Backend(e) }
+    let code = e.downcast_ref::<rusqlite::Error>().and_then(rusqlite::Error::sqlite_error_code);
+    match code {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => StoreError::Retryable(e),
+        Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull(e),
+        _ => StoreError::Backend(e),
+    }
+}
+
+/// Why a batch did not commit, told to every write in it.
+#[derive(Debug)]
+pub(crate) struct CommitFailure {
+    message: String,
+    disk_full: bool,
+}
+
+impl CommitFailure {
+    fn of(what: &str, e: &rusqlite::Error) -> Self {
+        let disk_full = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
+        Self { message: format!("{what}: {e}"), disk_full }
+    }
+
+    fn error(&self) -> StoreError {
+        let cause: mnemo_store::BoxError = self.message.clone().into();
+        if self.disk_full { StoreError::DiskFull(cause) } else { StoreError::Backend(cause) }
+    }
 }
 
 /// A failure described in words (the writer thread stopped, …).
@@ -104,13 +126,17 @@ impl Engine {
         let (done, result) = oneshot::channel();
         let job: Job = Box::new(move |conn| {
             let outcome = in_savepoint(conn, f);
-            Box::new(move |commit_error: Option<&str>| {
-                let reply = match commit_error {
-                    Some(e) => Err(failure(format!("commit: {e}"))),
-                    None => outcome,
+            let disk_full = matches!(outcome, Err(StoreError::DiskFull(_)));
+            let completion: Completion = Box::new(move |failed: Option<&CommitFailure>| {
+                let reply = match (failed, outcome) {
+                    // A write refused on its own keeps its own error (more telling).
+                    (Some(_), Err(e)) => Err(e),
+                    (Some(failed), Ok(_)) => Err(failed.error()),
+                    (None, outcome) => outcome,
                 };
                 let _ = done.send(reply);
-            })
+            });
+            (completion, disk_full)
         });
         {
             let jobs = self.jobs.lock().expect("job queue lock poisoned");
@@ -176,37 +202,62 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T, S
     conn.execute_batch("SAVEPOINT job").map_err(backend)?;
     let out = f(conn);
     let end = if out.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
-    conn.execute_batch(end).map_err(backend)?;
-    out
+    match (out, conn.execute_batch(end)) {
+        (out, Ok(())) => out,
+        // The failure already rolled the whole transaction back (the savepoint with it): the
+        // write's own error says why; the writer loop sees the ended transaction.
+        (Err(e), Err(_)) if conn.is_autocommit() => Err(e),
+        (_, Err(e)) => Err(backend(e)),
+    }
 }
 
 fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
     let mut completions: Vec<Completion> = Vec::with_capacity(MAX_BATCH);
     while let Ok(first) = jobs.recv() {
         if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-            let msg = e.to_string();
-            first(conn)(Some(&msg));
+            let failed = CommitFailure::of("begin", &e);
+            first(conn).0(Some(&failed));
             metrics::gauge!("mnemo_write_queue_depth").decrement(1.0);
             continue;
         }
-        completions.push(first(conn));
-        while completions.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => completions.push(job(conn)),
-                Err(_) => break,
+        let mut next = Some(first);
+        let mut rolled_back = None;
+        while let Some(job) = next.take() {
+            let (completion, disk_full) = job(conn);
+            completions.push(completion);
+            // Some failures (a full disk, an I/O error, no memory) make SQLite roll back the
+            // whole transaction, not just the statement: the writes before this one in the batch
+            // are gone with it, and the next job would run outside any transaction. End the
+            // batch here and tell every write in it.
+            if conn.is_autocommit() {
+                let message = "the batch was rolled back by a failed write".to_owned();
+                rolled_back = Some(CommitFailure { message, disk_full });
+                break;
             }
+            if completions.len() < MAX_BATCH {
+                next = jobs.try_recv().ok();
+            }
+        }
+        metrics::gauge!("mnemo_write_queue_depth").decrement(completions.len() as f64);
+        if let Some(failed) = rolled_back {
+            for done in completions.drain(..) {
+                done(Some(&failed));
+            }
+            continue;
         }
         let commit_started = std::time::Instant::now();
         let committed = conn.execute_batch("COMMIT");
         metrics::histogram!("mnemo_write_commit_seconds").record(commit_started.elapsed().as_secs_f64());
         metrics::histogram!("mnemo_write_batch_size").record(completions.len() as f64);
-        metrics::gauge!("mnemo_write_queue_depth").decrement(completions.len() as f64);
-        if committed.is_err() {
+        let failed = committed.err().map(|e| {
             let _ = conn.execute_batch("ROLLBACK");
+            CommitFailure::of("commit", &e)
+        });
+        if let Some(failed) = &failed {
+            tracing::warn!(disk_full = failed.disk_full, "a batch of writes failed to commit: {}", failed.message);
         }
-        let error = committed.err().map(|e| e.to_string());
         for done in completions.drain(..) {
-            done(error.as_deref());
+            done(failed.as_ref());
         }
     }
     let _ = conn.execute_batch("PRAGMA optimize");

@@ -55,6 +55,10 @@ pub enum StoreError {
     /// statement timed out): `503` with `retry-after`; the call may succeed later.
     #[error("the database is unavailable")]
     Unavailable(#[source] BoxError),
+    /// The database's disk is full (SQLite's `SQLITE_FULL`, PostgreSQL's `disk_full`): the write
+    /// was rolled back whole; reads still work, and writes succeed again once space is freed.
+    #[error("the database's disk is full")]
+    DiskFull(#[source] BoxError),
     /// The database failed; the cause is for logs only.
     #[error("storage failure")]
     Backend(#[source] BoxError),

@@ -282,3 +282,70 @@ async fn edits_made_right_before_a_hinted_sync_are_not_missed() {
         assert!(!report.walked, "round {round}: the hints were used, not a walk");
     }
 }
+
+/// The journal a mount that died left beside its folder, damaged, stale or forged: it is refused
+/// whole, or what it claims is checked against the server before anything is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_journal_is_never_trusted_blindly() {
+    let env = Env::new(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]).await;
+    let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
+    drop(env.mount(cfg.clone()).await); // the mount dies: folder and journal stay
+    let journal = mnemo_sync::sync::journal::journal_path(&env.root());
+    let good = std::fs::read(&journal).unwrap();
+    let everything = pairs(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]);
+    for f in ["a.md", "b.md", "c.md"] {
+        std::fs::remove_file(env.root().join(f)).unwrap();
+    }
+
+    // 1. Damaged (one flipped bit, a cut): refused with the reason; nothing is touched.
+    let mut flipped = good.clone();
+    let i = good.windows(4).position(|w| w == b"a.md").unwrap();
+    flipped[i] ^= 0x02; // `a.md` becomes `c.md`: still valid JSON, a different claim
+    let cut = good[..good.len() / 2].to_vec();
+    for spoiled in [flipped, cut] {
+        std::fs::write(&journal, &spoiled).unwrap();
+        let err = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap_err().to_string();
+        assert!(err.contains("damaged") && err.contains(&journal.display().to_string()), "{err}");
+        assert_eq!(env.remote().await, everything, "a refused journal changes nothing");
+    }
+
+    // 2. Forged by hand (no checksum, as older versions wrote): a path outside the folder is
+    //    refused; a wrong digest for a deleted file never deletes the memory.
+    let forged = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_slice(&good).unwrap();
+        v.as_object_mut().unwrap().remove("checksum");
+        edit(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    };
+    std::fs::write(&journal, forged(&|v| v["baseline"]["../escape.md"] = "0".repeat(64).into())).unwrap();
+    let err = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap_err().to_string();
+    assert!(err.contains("outside the folder"), "{err}");
+    std::fs::write(&journal, forged(&|v| v["baseline"]["a.md"] = "f".repeat(64).into())).unwrap();
+    let mut engine = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
+    engine.sync(false).await.unwrap();
+    let remote = env.remote().await;
+    assert!(
+        remote.contains(&("/a.md".into(), "one".into())),
+        "a digest the server does not hold deletes nothing: {remote:?}"
+    );
+    assert_eq!(std::fs::read_to_string(env.root().join("a.md")).unwrap(), "one", "the memory is restored instead");
+    drop(engine);
+
+    // 3. Stale (the server moved on since it was written): deletions are sent only against the
+    //    digest the journal knew, so a changed memory comes back instead of being deleted.
+    let env = Env::new(&[("/a.md", "one"), ("/b.md", "two")]).await;
+    let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
+    drop(env.mount(cfg.clone()).await);
+    env.remote_update("/a.md", "ONE").await;
+    std::fs::remove_file(env.root().join("a.md")).unwrap();
+    std::fs::remove_file(env.root().join("b.md")).unwrap();
+    let mut engine = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
+    engine.sync(false).await.unwrap();
+    let remote = env.remote().await;
+    assert!(
+        remote.contains(&("/a.md".into(), "ONE".into())),
+        "a memory changed since the journal is never deleted: {remote:?}"
+    );
+    assert_eq!(std::fs::read_to_string(env.root().join("a.md")).unwrap(), "ONE");
+    engine.dispose().await;
+}

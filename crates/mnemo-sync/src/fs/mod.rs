@@ -115,6 +115,12 @@ impl FsError {
         matches!(self, Self::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 
+    /// Whether the operating system said the disk is full (`ENOSPC`, or a quota: `EDQUOT`).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Self::Io { source, .. }
+            if matches!(source.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded))
+    }
+
     /// Whether the file itself can never be synced as it is: a bad path, something other than a
     /// regular file, or content that is not UTF-8. Retrying will not help until the file changes.
     pub fn is_refusal(&self) -> bool {

@@ -195,4 +195,100 @@ mod tests {
         assert_eq!(top.file_name(), "x");
         assert!(top.is_top_level("x"));
     }
+
+    // ---- hostile input ---------------------------------------------------------------------
+
+    use std::path::{Component, Path};
+
+    use mnemo_api::MemoryPath;
+    use proptest::prelude::*;
+
+    fn config(default: u32) -> ProptestConfig {
+        let env = |name| std::env::var(name).ok().and_then(|n: String| n.parse().ok());
+        let cases = env("MNEMO_FUZZ_CASES").or_else(|| env("PROPTEST_CASES")).unwrap_or(default);
+        ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    }
+
+    fn rel_like() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            4 => Just("/".to_owned()),
+            1 => Just("//".to_owned()),
+            2 => Just(".".to_owned()),
+            2 => Just("..".to_owned()),
+            1 => Just("\\".to_owned()),
+            1 => Just("\\..\\".to_owned()),
+            4 => "[a-z0-9._-]{1,8}",
+            1 => Just("\u{0}".to_owned()),
+            1 => Just("\u{7f}".to_owned()),
+            1 => Just("e\u{301}".to_owned()),
+            1 => Just("\u{202e}".to_owned()),
+            1 => any::<char>().prop_map(String::from),
+        ];
+        prop_oneof![
+            4 => prop::collection::vec(piece, 0..24).prop_map(|p| p.concat()),
+            1 => any::<String>(),
+        ]
+    }
+
+    /// The relative-path rules, spelled out on their own.
+    fn obeys_the_rules(s: &str) -> bool {
+        !s.is_empty()
+            && !s.contains(['\0', '\\'])
+            && !s.starts_with('/')
+            && s.split('/').all(|g| !g.is_empty() && g != "." && g != "..")
+    }
+
+    proptest! {
+        #![proptest_config(config(3_000))]
+
+        /// Accepted exactly by the rules; an accepted path never leaves the folder (every
+        /// component is a plain name, no root, no `..`) and round-trips.
+        #[test]
+        fn rel_paths_never_escape_the_folder(s in rel_like()) {
+            let parsed = RelPath::parse(&s);
+            prop_assert_eq!(parsed.is_ok(), obeys_the_rules(&s), "{:?}: {:?}", s, parsed);
+            match parsed {
+                Ok(rel) => {
+                    prop_assert_eq!(rel.as_str(), &s);
+                    let components: Vec<Component<'_>> = Path::new(rel.as_str()).components().collect();
+                    prop_assert!(components.iter().all(|c| matches!(c, Component::Normal(_))), "{:?}", components);
+                    prop_assert_eq!(components.len(), s.split('/').count());
+                    prop_assert_eq!(Path::new("/root").join(rel.as_str()).starts_with("/root"), true);
+                    prop_assert_eq!(RelPath::from_memory_path(&rel.to_memory_path()).unwrap(), rel.clone());
+                    let names: Vec<(&str, &str)> = rel.parents().collect();
+                    prop_assert_eq!(names.len(), components.len() - 1);
+                    let rebuilt = names.iter().map(|(seg, _)| *seg).chain([rel.file_name()]).collect::<Vec<_>>().join("/");
+                    prop_assert_eq!(rebuilt, s.clone());
+                }
+                Err(e) => prop_assert!(e.is_refusal()),
+            }
+        }
+
+        /// Memory path ↔ folder path is a bijection on what both accept: every memory path a
+        /// folder can hold maps to one file and back, and only a backslash keeps a valid memory
+        /// path out of a folder.
+        #[test]
+        fn memory_paths_and_folder_paths_map_one_to_one(s in rel_like()) {
+            let memory = format!("/{s}");
+            if let Ok(m) = MemoryPath::parse(&memory) {
+                match RelPath::from_memory_path(m.as_str()) {
+                    Ok(rel) => {
+                        prop_assert_eq!(rel.to_memory_path(), m.as_str().to_owned());
+                        prop_assert_eq!(rel.as_str(), m.relative());
+                    }
+                    Err(_) => prop_assert!(m.as_str().contains('\\'), "{:?} is a valid memory path", m),
+                }
+            }
+            if let Ok(rel) = RelPath::parse(&s) {
+                let back = rel.to_memory_path();
+                if let Ok(m) = MemoryPath::parse(&back) {
+                    prop_assert_eq!(RelPath::from_memory_path(m.as_str()).unwrap(), rel);
+                }
+            }
+            // Exactly one leading `/` is stripped: `//x` is never `x`.
+            if let Ok(rel) = RelPath::from_memory_path(&format!("//{s}")) {
+                prop_assert!(false, "{:?} came from a path with two leading slashes", rel);
+            }
+        }
+    }
 }

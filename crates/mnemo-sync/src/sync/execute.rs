@@ -2,16 +2,17 @@
 //! (one by one, in path order, within the delete cap), and the content pass.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::stream::{self, StreamExt};
-use mnemo_api::View;
+use mnemo_api::{MemoryStoreId, View};
 
 use super::run::{Plan, Pull, Push, SyncReport};
 use super::upload::{Upload, UploadOutcome};
 use super::{DeletionMode, FETCH_CONCURRENCY, Remote, RemoteMap, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking};
-use crate::fs::{MarkerState, RelPath};
+use crate::fs::{FsError, MarkerState, RelPath};
 
 /// The per-sync allowance of remote deletions.
 struct DeleteCap {
@@ -108,6 +109,7 @@ impl StoreSync {
         let client = &self.client;
         let store = &self.cfg.store_id;
         let files = &self.files;
+        let root = &self.cfg.root;
         let results: Vec<(RelPath, Option<String>)> = stream::iter(pulls)
             .map(|pull| async move {
                 let fetched = match client.get_memory(store, &pull.memory.id, Some(View::Full)).await {
@@ -128,7 +130,7 @@ impl StoreSync {
                         (pull.rel, None)
                     }
                     Ok(Err(e)) => {
-                        tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to write memory: {e}");
+                        write_failed(&pull.rel, store, root, &e);
                         (pull.rel, None)
                     }
                     Err(e) => {
@@ -219,5 +221,16 @@ impl StoreSync {
             .collect()
             .await;
         results
+    }
+}
+
+/// Logs a memory that could not be written into the folder: the path, the store and the folder,
+/// and in plain words when the disk is full. The file is left as it was (writes are atomic);
+/// the pull is tried again at the next sync.
+pub(super) fn write_failed(rel: &RelPath, store: &MemoryStoreId, root: &Path, e: &FsError) {
+    if e.is_disk_full() {
+        tracing::warn!(path = %rel, memory_store_id = %store, folder = %root.display(), "failed to write memory: the disk holding {} is full ({e}); the file was left as it was, and it is pulled again at the next sync", root.display());
+    } else {
+        tracing::warn!(path = %rel, memory_store_id = %store, folder = %root.display(), "failed to write memory: {e}");
     }
 }

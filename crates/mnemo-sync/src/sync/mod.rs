@@ -444,7 +444,7 @@ impl StoreSync {
                 self.state.baseline.extend(done);
                 self.progress(written);
             }
-            let (files, store) = (Arc::clone(&self.files), self.cfg.store_id.clone());
+            let (files, store, root) = (Arc::clone(&self.files), self.cfg.store_id.clone(), self.cfg.root.clone());
             let recovering = self.recovering;
             writing = Some(tokio::task::spawn_blocking(move || {
                 let mut done = Vec::with_capacity(batch.len());
@@ -460,9 +460,7 @@ impl StoreSync {
                     };
                     match written {
                         Ok(()) => done.push((rel, memory.content_sha256)),
-                        Err(e) => {
-                            tracing::warn!(path = %rel, memory_store_id = %store, "failed to write memory: {e}")
-                        }
+                        Err(e) => execute::write_failed(&rel, &store, &root, &e),
                     }
                 }
                 done

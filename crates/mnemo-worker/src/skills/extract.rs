@@ -89,6 +89,9 @@ fn extract_zip(mut zip: zip::ZipArchive<Cursor<&[u8]>>, dest: &Path, mut budget:
 }
 
 fn extract_tar(archive: &[u8], dest: &Path, mut budget: Budget) -> io::Result<()> {
+    // Pass 0: the raw headers, so a long-name or PAX extension is refused by its declared size
+    // before the tar reader would read it into memory whole.
+    screen_extensions(archive, budget.limit)?;
     // Pass 1: list and screen every member before writing anything.
     let mut stream = tar_stream(archive, budget.limit)?;
     let mut members = Vec::new();
@@ -135,6 +138,33 @@ fn extract_tar(archive: &[u8], dest: &Path, mut budget: Budget) -> io::Result<()
     }
     Ok(())
 }
+
+/// Refuses a tar whose GNU long-name / long-link or PAX extension records declare more than
+/// [`MAX_EXTENSION_BYTES`]: the tar reader keeps each in memory whole, so without this a small
+/// compressed archive could make it allocate up to the whole decompression bound. Junk that is
+/// no tar is left for the next pass to name.
+fn screen_extensions(archive: &[u8], max_bytes: u64) -> io::Result<()> {
+    let mut stream = tar_stream(archive, max_bytes)?;
+    let mut tar = tar::Archive::new(&mut stream);
+    let Ok(entries) = tar.entries() else { return Ok(()) };
+    for entry in entries.raw(true) {
+        let Ok(entry) = entry else { return Ok(()) };
+        let kind = entry.header().entry_type();
+        let extension = kind.is_gnu_longname()
+            || kind.is_gnu_longlink()
+            || kind.is_pax_local_extensions()
+            || kind.is_pax_global_extensions();
+        if extension && entry.header().entry_size()? > MAX_EXTENSION_BYTES {
+            return Err(invalid(format!(
+                "the archive has a long-name or PAX header larger than {MAX_EXTENSION_BYTES} bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The largest GNU long-name / PAX extension record read: far beyond any real name.
+const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
 /// The kind of a tar member, `None` for a pax global header (not a member). Regular files
 /// include the contiguous and GNU sparse types, as Python's `TarInfo.isreg`; an old-style
@@ -398,5 +428,137 @@ mod tests {
         // An empty (but well-formed) tar is an empty skill.
         let (_d, files) = extracted(&tar_of(&[])).unwrap();
         assert!(files.is_empty());
+    }
+
+    /// A tar with a GNU long-name record of `size` bytes (zeros), then a small file.
+    fn long_name_tar(size: usize) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.set_size(size as u64);
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_cksum();
+        let mut name = vec![b'n'; size];
+        if let Some(last) = name.last_mut() {
+            *last = 0;
+        }
+        b.append(&h, &name[..]).unwrap();
+        let mut f = tar::Header::new_gnu();
+        f.set_entry_type(tar::EntryType::Regular);
+        f.set_size(1);
+        f.set_mode(0o644);
+        f.as_old_mut().name[..1].copy_from_slice(b"x");
+        f.set_cksum();
+        b.append(&f, &b"!"[..]).unwrap();
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_huge_long_name_header_is_refused_before_it_is_read() {
+        // 64 MiB of long name compresses to a few KiB: refused by its declared size.
+        let bomb = gzip(&long_name_tar(64 << 20));
+        assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+        let err = extracted(&bomb).unwrap_err().to_string();
+        assert!(err.contains("long-name or PAX header larger than"), "{err}");
+        // A long but sane name (250 bytes, past the 100 of a plain header) still works.
+        let (_d, files) = extracted(&long_name_tar(251)).unwrap();
+        assert_eq!(files, ["n".repeat(250)]);
+    }
+
+    #[test]
+    fn many_members_deep_nesting_and_odd_names_are_bounded() {
+        // One member past the bound.
+        let names: Vec<String> = (0..=MAX_MEMBERS).map(|i| format!("m{i}")).collect();
+        let entries: Vec<(&[u8], T<'_>)> = names.iter().map(|n| (n.as_bytes(), T::Dir)).collect();
+        let err = extracted(&gzip(&tar_of(&entries))).unwrap_err().to_string();
+        assert!(err.contains("more than 100000 members"), "{err}");
+        // Duplicates: the last one wins; non-UTF-8 names land as bytes; nothing escapes.
+        let tar = tar_of(&[
+            (b"w/a", T::File(b"1", 0o644)),
+            (b"w/a", T::File(b"2", 0o644)),
+            (b"w/\xff\xfe", T::File(b"x", 0o644)),
+            (b"w/l", T::Symlink(b"/")),
+            (b"w/l/x", T::File(b"in", 0o644)),
+        ]);
+        let (dir, files) = extracted(&tar).unwrap();
+        assert_eq!(read(&dir.path().join("stage/a")), "2");
+        assert_eq!(files.len(), 4, "{files:?}");
+        // Nesting deeper than the OS allows fails cleanly.
+        let deep = "d/".repeat(3_000) + "f";
+        let zip = zip_of(&[(deep.as_str(), Z::File(b"x", 0o644))]);
+        assert!(extracted(&zip).is_err());
+    }
+
+    // ---- generated archives ----------------------------------------------------------------
+
+    use proptest::prelude::*;
+
+    fn config(default: u32) -> ProptestConfig {
+        let env = |name| std::env::var(name).ok().and_then(|n: String| n.parse().ok());
+        let cases = env("MNEMO_FUZZ_CASES").or_else(|| env("PROPTEST_CASES")).unwrap_or(default);
+        ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    }
+
+    fn member_name() -> impl Strategy<Value = Vec<u8>> {
+        let part = prop_oneof![
+            4 => "[a-z]{1,3}".prop_map(String::into_bytes),
+            1 => Just(b"..".to_vec()),
+            1 => Just(b".".to_vec()),
+            1 => Just(b"".to_vec()),
+            1 => Just(b"\\".to_vec()),
+            1 => Just(vec![0xff]),
+        ];
+        (any::<bool>(), prop::collection::vec(part, 1..5)).prop_map(|(abs, parts)| {
+            let mut name = if abs { b"/".to_vec() } else { Vec::new() };
+            name.extend(parts.join(&b'/'));
+            name.truncate(99);
+            name
+        })
+    }
+
+    fn kind() -> impl Strategy<Value = u8> {
+        0u8..5
+    }
+
+    proptest! {
+        #![proptest_config(config(200))]
+
+        /// Whatever the members, extraction never panics, never writes outside the
+        /// destination, never leaves a symlink, and refuses every absolute or `..` name.
+        #[test]
+        fn generated_archives_stay_inside(members in prop::collection::vec((member_name(), kind()), 0..8), as_zip in any::<bool>()) {
+            let outer = tempfile::tempdir().unwrap();
+            let dest = outer.path().join("stage");
+            let archive = if as_zip {
+                let names: Vec<(String, Z<'_>)> = members.iter().map(|(n, k)| {
+                    let n = String::from_utf8_lossy(n).into_owned();
+                    (n, match k { 0 | 1 => Z::File(b"z", 0o644), 2 => Z::Dir, _ => Z::Link("/etc") })
+                }).collect();
+                let refs: Vec<(&str, Z<'_>)> = names.into_iter().map(|(n, z)| (Box::leak(n.into_boxed_str()) as &str, z)).collect();
+                std::panic::catch_unwind(|| zip_of(&refs)).ok()
+            } else {
+                let entries: Vec<(&[u8], T<'_>)> = members.iter().map(|(n, k)| (&n[..], match k {
+                    0 | 1 => T::File(b"t", 0o644), 2 => T::Dir, 3 => T::Symlink(b"/etc"), _ => T::Hardlink(b"/etc/passwd"),
+                })).collect();
+                Some(tar_of(&entries))
+            };
+            let Some(archive) = archive else { return Ok(()) };
+            let hostile = members.iter().any(|(n, _)| {
+                n.first() == Some(&b'/') || n.split(|&b| b == b'/' || b == b'\\').any(|p| p == b"..")
+            });
+            let result = extract(&archive, &dest, 1 << 20);
+            if hostile && !as_zip {
+                prop_assert!(result.is_err(), "a hostile name is refused");
+            }
+            // Nothing outside the destination, no link inside it.
+            let around: Vec<_> = std::fs::read_dir(outer.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            prop_assert!(around.iter().all(|n| n == "stage"), "{:?}", around);
+            if dest.exists() {
+                for e in ignore::WalkBuilder::new(&dest).standard_filters(false).build() {
+                    let e = e.unwrap();
+                    prop_assert!(!e.path_is_symlink(), "{:?}", e.path());
+                }
+            }
+        }
     }
 }
