@@ -378,6 +378,7 @@ mod tests {
         events
     }
 
+    #[allow(clippy::needless_pass_by_value)]
     fn ev(name: &str, data: Value) -> String {
         format!("event: {name}\ndata: {data}\n\n")
     }
@@ -426,6 +427,51 @@ mod tests {
         );
     }
 
+    /// A whole stream, fed through the SSE parser and the assembler in arbitrary chunks (split
+    /// inside frames, inside UTF-8 characters, inside the tool input's JSON), gives the same events.
+    #[test]
+    fn any_chunking_of_a_stream_gives_the_same_events() {
+        use proptest::prelude::*;
+        let wire = [
+            ev("message_start", json!({"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}})),
+            ev("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
+            ev("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"h\u{e9}\u{1f600}"}})),
+            ev("content_block_stop", json!({"type":"content_block_stop","index":0})),
+            ev("content_block_start", json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"write","input":{}}})),
+            ev("content_block_delta", json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"/a\","}})),
+            ev("content_block_delta", json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"content\":\"\u{fc}\"}"}})),
+            ev("content_block_stop", json!({"type":"content_block_stop","index":1})),
+            ev("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}})),
+            ev("message_stop", json!({"type":"message_stop"})),
+        ]
+        .concat()
+        .replace('\n', "\r\n");
+        let whole = run(&wire);
+        assert_eq!(whole.len(), 3, "{whole:?}");
+        assert_eq!(
+            whole[1],
+            Ok(ReplyEvent::Block(Block::ToolUse {
+                id: "t".into(),
+                name: "write".into(),
+                input: json!({"path":"/a","content":"\u{fc}"})
+            }))
+        );
+        let bytes = wire.into_bytes();
+        proptest!(|(mut cuts in proptest::collection::vec(0usize..=bytes.len(), 0..16))| {
+            cuts.sort_unstable();
+            let mut p = crate::sse::SseParser::default();
+            let mut out = VecDeque::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                p.feed(&bytes[at..c], &mut out);
+                at = c;
+            }
+            let mut asm = Assembler::default();
+            let got: Vec<_> = out.iter().filter_map(|m| asm.on_message(m).transpose()).collect();
+            prop_assert_eq!(&got, &whole);
+        });
+    }
+
     #[test]
     fn error_events_map_to_errors() {
         let start = ev(
@@ -443,7 +489,7 @@ mod tests {
             let got = run(&wire).pop().unwrap().unwrap_err();
             assert_eq!(got, want);
         }
-        let bad_json = start.clone()
+        let bad_json = start
             + &ev(
                 "content_block_start",
                 json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}),

@@ -7,10 +7,9 @@ use reqwest::header::HeaderMap;
 
 /// The wait a response asked for, if any (a date in the past is zero).
 pub(crate) fn parse(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(ms) = headers.get("retry-after-ms").and_then(|v| v.to_str().ok()) {
-        if let Some(d) = seconds(ms.trim()).map(|d| d / 1000) {
-            return Some(d);
-        }
+    let ms = headers.get("retry-after-ms").and_then(|v| v.to_str().ok());
+    if let Some(d) = ms.and_then(|ms| seconds(ms.trim())).map(|d| d / 1000) {
+        return Some(d);
     }
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
     parse_value(value, SystemTime::now())
