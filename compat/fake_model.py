@@ -11,7 +11,8 @@ killed).  It has the semantics of `mnemo_model::testing::FakeModelServer`:
 * A reply is a JSON object: `text` (str), `tool_calls` ([{"name", "input", "id"?}]),
   `stop_reason`, `chunk_delay_ms` (pause before each frame after the first),
   `cut_after_frames` (end the body after that many SSE frames), `error`
-  ({"status", "retry_after"?, "message"}: an HTTP error instead of a stream).
+  ({"status", "retry_after"?, "message"}: an HTTP error instead of a stream), `stream_error`
+  (an error type: a 200 stream whose first frame is followed by an error event of that type).
 * The script: a JSON list of replies, from `--script FILE` and/or `POST /_script` (appends).
 * `GET /_requests`: every request received, `[{"path", "headers", "body"}]`, in order.
   `GET /_stats`: `{"cancelled": N}`, the streams the client closed before their end.
@@ -237,6 +238,11 @@ class Handler(BaseHTTPRequestHandler):
             headers = {"retry-after": str(err["retry_after"])} if err.get("retry_after") is not None else {}
             return self.send_json(status, payload, headers)
         frames = anthropic_frames(reply, n, cache_usage(body)) if anthropic else openai_frames(reply, n, body)
+        kind = reply.get("stream_error")
+        if kind and anthropic:
+            frames = [frames[0], frame("error", {"type": "error", "error": {"type": kind, "message": "injected by the fake"}})]
+        elif kind:
+            frames = [frames[0], f"data: {dumps({'error': {'message': 'injected by the fake', 'type': kind, 'code': 500}})}\n\n".encode()]
         total = len(frames)
         cut = reply.get("cut_after_frames")
         if cut is not None:

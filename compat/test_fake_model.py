@@ -8,7 +8,8 @@ raise the SDK's own exception classes, so the fake speaks the real wire format.
 * `test_fake_model_caches_marked_prefixes`: the same long system prompt with `cache_control`
   twice: the second call reads from the cache what the first wrote; without `cache_control`
   nothing is read.
-* `test_fake_model_errors_raise_the_sdk_exceptions`: 429 (with `retry-after`), 529, 500, 400.
+* `test_fake_model_errors_raise_the_sdk_exceptions`: 429 (with `retry-after`), 529, 500, 400, and
+  an `error` event mid-stream.
 * `test_fake_model_openai_stream`: the OpenAI format, read by hand (no OpenAI SDK here).
 """
 
@@ -114,6 +115,7 @@ def test_fake_model_errors_raise_the_sdk_exceptions(fx):
         {"error": {"status": 529, "message": "Overloaded"}},
         {"error": {"status": 500, "message": "boom"}},
         {"error": {"status": 400, "message": "messages: roles must alternate"}},
+        {"stream_error": "overloaded_error"},
     ])
     client = fake.client()
     for cls, status in ((anthropic.RateLimitError, 429), (anthropic.OverloadedError, 529),
@@ -128,6 +130,13 @@ def test_fake_model_errors_raise_the_sdk_exceptions(fx):
                 eq(e.body["error"]["message"], "messages: roles must alternate", "message")
         else:
             raise AssertionError(f"no {cls.__name__}")
+    try:
+        with client.messages.stream(model="claude-fake", max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as s:
+            s.get_final_message()
+    except anthropic.APIStatusError as e:
+        check("overloaded_error" in str(e.body), f"the error event reached the SDK: {e.body}")
+    else:
+        raise AssertionError("no error from an error event mid-stream")
 
 
 def test_fake_model_openai_stream(fx):

@@ -66,6 +66,9 @@ pub struct FakeReply {
     pub cut_after_frames: Option<usize>,
     /// Answer with this HTTP error instead.
     pub error: Option<FakeError>,
+    /// After `message_start` (OpenAI: the first chunk), an error in the stream of this type
+    /// (`overloaded_error`, `api_error`, ...), and nothing more.
+    pub stream_error: Option<String>,
 }
 
 impl FakeReply {
@@ -119,6 +122,10 @@ impl FakeReply {
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::status(400, message)
+    }
+    /// A 200 stream that fails after its first frame with an error event of `kind`.
+    pub fn stream_error(kind: impl Into<String>) -> Self {
+        FakeReply { stream_error: Some(kind.into()), ..Self::text("never sent") }
     }
 }
 
@@ -457,6 +464,20 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     } else {
         openai_frames(&reply, n, &body)
     };
+    let frames = match &reply.stream_error {
+        Some(kind) if anthropic => vec![
+            frames[0].clone(),
+            format!(
+                "event: error\ndata: {}\n\n",
+                json!({"type":"error","error":{"type":kind,"message":"injected by the fake"}})
+            ),
+        ],
+        Some(kind) => vec![
+            frames[0].clone(),
+            format!("data: {}\n\n", json!({"error":{"message":"injected by the fake","type":kind,"code":500}})),
+        ],
+        None => frames,
+    };
     let total = frames.len();
     let frames: Vec<String> = match reply.cut_after_frames {
         Some(k) => frames.into_iter().take(k).collect(),
@@ -675,6 +696,23 @@ mod tests {
         let o = OpenAiProvider::new(fake.settings(ProviderKind::OpenAi));
         let e = collect(&o, request(vec![user("hi")])).await.unwrap_err();
         assert!(matches!(e, ModelError::Stream(_)), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn an_error_event_mid_stream_maps() {
+        let fake = FakeModelServer::start(vec![
+            FakeReply::stream_error("overloaded_error"),
+            FakeReply::stream_error("api_error"),
+            FakeReply::stream_error("server_error"),
+        ])
+        .await;
+        let p = AnthropicProvider::new(fake.settings(ProviderKind::Anthropic));
+        assert_eq!(collect(&p, request(vec![user("hi")])).await.unwrap_err(), ModelError::Overloaded);
+        assert_eq!(collect(&p, request(vec![user("hi")])).await.unwrap_err(), ModelError::Server { status: 500 });
+        let o = OpenAiProvider::new(fake.settings(ProviderKind::OpenAi));
+        assert_eq!(collect(&o, request(vec![user("hi")])).await.unwrap_err(), ModelError::Server { status: 500 });
+        let dbg = format!("{p:?} {o:?}");
+        assert!(!dbg.contains("fake-key") && dbg.contains("[redacted]"), "{dbg}");
     }
 
     #[tokio::test]
