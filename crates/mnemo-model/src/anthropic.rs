@@ -74,7 +74,9 @@ fn message_json(m: &Message) -> Value {
         Role::User => "user",
         Role::Assistant => "assistant",
     };
-    let content: Vec<Value> = m.content.iter().map(block_json).collect();
+    // The API refuses empty text blocks.
+    let content: Vec<Value> =
+        m.content.iter().filter(|b| !matches!(b, Block::Text { text } if text.is_empty())).map(block_json).collect();
     json!({"role": role, "content": content})
 }
 
@@ -566,5 +568,6 @@ mod tests {
         assert_eq!(b["messages"][2]["content"][0]["cache_control"], json!({"type":"ephemeral"}));
         assert_eq!(b["messages"][2]["content"][0]["content"][1]["source"]["type"], json!("base64"));
         assert_eq!(b.to_string().matches("cache_control").count(), 3);
+        assert_eq!(b["messages"][1]["content"].as_array().unwrap().len(), 1, "the empty text block is dropped");
     }
 }

@@ -134,7 +134,6 @@ struct Call {
 #[derive(Default)]
 pub(crate) struct Assembler {
     text: String,
-    text_sent: bool,
     calls: BTreeMap<u64, Call>,
     finish: Option<StopReason>,
     usage: Usage,
@@ -210,9 +209,21 @@ impl Assembler {
             }
             for (pos, tc) in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
                 self.flush_text(out);
-                let index = tc.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                let id = tc.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+                let index = match tc.get("index").and_then(Value::as_u64) {
+                    Some(i) => i,
+                    // No index (some local servers): a known id continues its call, a new id
+                    // starts one, no id continues the latest.
+                    None => match id {
+                        Some(id) => match self.calls.iter().find(|(_, c)| c.id.as_deref() == Some(id)) {
+                            Some((i, _)) => *i,
+                            None => self.calls.keys().next_back().map_or(pos as u64, |i| i + 1),
+                        },
+                        None => self.calls.keys().next_back().copied().unwrap_or(pos as u64),
+                    },
+                };
                 let call = self.calls.entry(index).or_default();
-                if let Some(id) = tc.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                if let Some(id) = id {
                     call.id = Some(id.to_string());
                 }
                 if let Some(f) = tc.get("function") {
@@ -240,11 +251,11 @@ impl Assembler {
         Ok(())
     }
 
+    /// The text so far is a complete block once a tool call starts (or the reply ends).
     fn flush_text(&mut self, out: &mut Vec<ReplyEvent>) {
-        if !self.text_sent && !self.text.is_empty() {
+        if !self.text.is_empty() {
             out.push(ReplyEvent::Block(Block::Text { text: std::mem::take(&mut self.text) }));
         }
-        self.text_sent = true;
     }
 
     /// `[DONE]` (or the end of a body after a finish reason): the remaining blocks and `Finished`.
@@ -415,6 +426,30 @@ mod tests {
         assert!(matches!(r, Err(ModelError::Stream(_))), "{r:?}");
         let (_, r) = run(&[json!({"error":{"message":"boom","code":503}})], false);
         assert_eq!(r, Err(ModelError::Server { status: 503 }));
+    }
+
+    #[test]
+    fn tool_calls_without_index_are_told_apart_by_id() {
+        let chunks = [
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"name":"read","arguments":"{\"path\":"}}]}}]}),
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"\"/x\"}"}}]}}]}),
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"glob","arguments":"{}"}}]}}]}),
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+        ];
+        let (events, r) = run(&chunks, true);
+        r.unwrap();
+        assert_eq!(
+            events[0],
+            ReplyEvent::Block(Block::ToolUse { id: "a".into(), name: "read".into(), input: json!({"path":"/x"}) })
+        );
+        assert_eq!(
+            events[1],
+            ReplyEvent::Block(Block::ToolUse { id: "b".into(), name: "glob".into(), input: json!({}) })
+        );
+        assert!(
+            matches!(events[2], ReplyEvent::Finished { stop_reason: StopReason::ToolUse, .. }),
+            "stop after tool calls is tool use"
+        );
     }
 
     #[test]
