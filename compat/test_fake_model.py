@@ -11,6 +11,7 @@ raise the SDK's own exception classes, so the fake speaks the real wire format.
 * `test_fake_model_errors_raise_the_sdk_exceptions`: 429 (with `retry-after`), 529, 500, 400, and
   an `error` event mid-stream.
 * `test_fake_model_openai_stream`: the OpenAI format, read by hand (no OpenAI SDK here).
+* `test_fake_model_counts_a_closed_stream`: a client closing a slow stream is counted (`/_stats`).
 """
 
 from __future__ import annotations
@@ -157,3 +158,23 @@ def test_fake_model_openai_stream(fx):
     finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
     eq(finish, ["tool_calls"], "finish reason")
     check(chunks[-1]["usage"]["prompt_tokens"] >= 0, "usage chunk")
+
+
+def test_fake_model_counts_a_closed_stream(fx):
+    import http.client
+    import time
+
+    fake = Fake()
+    fake.script([{"text": "a slow answer, frame by frame", "chunk_delay_ms": 100}])
+    host, port = fake.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request("POST", "/v1/messages", body=json.dumps({"model": "m", "max_tokens": 5, "stream": True, "messages": []}),
+                 headers={"content-type": "application/json"})
+    resp = conn.getresponse()
+    check(b"message_start" in resp.readline() + resp.readline(), "the first frame arrived")
+    resp.close()
+    conn.close()
+    deadline = time.monotonic() + 20
+    while fake.call("GET", "/_stats")["cancelled"] < 1:
+        check(time.monotonic() < deadline, "the fake never saw the client close the stream")
+        time.sleep(0.05)
