@@ -112,6 +112,8 @@ pub enum ConfigError {
     Syntax(String),
     #[error("models file: `{key}`: {message}")]
     Invalid { key: String, message: String },
+    #[error("models file {path}: {message}")]
+    Read { path: String, message: String },
 }
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -156,6 +158,13 @@ impl ModelConfig {
     /// Parses and validates a providers file; `api_key_env` reads the process environment.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         Self::from_toml_with_env(text, |name| std::env::var(name).ok())
+    }
+
+    /// Reads and parses a providers file (`mnemo serve --models FILE`).
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Read { path: path.display().to_string(), message: e.to_string() })?;
+        Self::from_toml(&text)
     }
 
     /// [`ModelConfig::from_toml`] with the environment given (for tests).
@@ -352,6 +361,22 @@ max_tokens = 4096
         let bad = "[providers.a]\nkind = \"anthropic\"\napi_key = \"sk-ant-secret-123\"\napi_key_env = \"X\"\n";
         let e = ModelConfig::from_toml_with_env(bad, env).unwrap_err().to_string();
         assert!(!e.contains("sk-ant-secret-123"), "{e}");
+    }
+
+    #[test]
+    fn from_file_reads_or_says_which_file() {
+        let dir = std::env::temp_dir().join(format!("mnemo-model-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("models.toml");
+        std::fs::write(
+            &path,
+            "[providers.l]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[models]\ndefault = \"l\"\n",
+        )
+        .unwrap();
+        assert_eq!(ModelConfig::from_file(&path).unwrap().resolve("m").unwrap().provider_name, "l");
+        let e = ModelConfig::from_file(&dir.join("missing.toml")).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }) && e.to_string().contains("missing.toml"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

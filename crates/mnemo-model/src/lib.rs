@@ -94,6 +94,15 @@ pub struct Usage {
     pub cache_creation_input_tokens: u64,
 }
 
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cache_read_input_tokens += o.cache_read_input_tokens;
+        self.cache_creation_input_tokens += o.cache_creation_input_tokens;
+    }
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -811,9 +811,7 @@ mod tests {
             if call == 0 {
                 first = u;
             }
-            total.input_tokens += u.input_tokens;
-            total.cache_read_input_tokens += u.cache_read_input_tokens;
-            total.cache_creation_input_tokens += u.cache_creation_input_tokens;
+            total += u;
             let blocks: Vec<Block> = events
                 .iter()
                 .filter_map(|e| if let ReplyEvent::Block(b) = e { Some(b.clone()) } else { None })
