@@ -263,6 +263,8 @@ impl Serve {
 
     /// Opens the database, binds the listener and starts serving in the background.
     pub(crate) async fn start(self) -> anyhow::Result<Running> {
+        // A bad providers file stops the server before it opens anything.
+        let models = self.models.as_deref().map(crate::models::load).transpose()?;
         let url = match self.database {
             Some(url) => url,
             None => default_database()?,
@@ -305,10 +307,9 @@ impl Serve {
         let console_on = console.is_some();
         let mut state =
             AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root).with_console(console);
-        if let Some(path) = &self.models {
-            let (resolve, limits) = crate::models::load(path)?;
+        if let Some((resolve, limits)) = models {
             state = state.with_agent_loop(resolve, limits);
-            tracing::info!(config = %path.display(), "running agents on the configured model providers");
+            tracing::info!("running agents on the configured model providers");
         }
         let router = mnemo_server::router(state);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
