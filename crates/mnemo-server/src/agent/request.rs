@@ -155,7 +155,12 @@ fn error_result(tool_use_id: &str, text: &str) -> Block {
 /// is answered with an error, so the request stays well-formed.
 pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
     let mut turns: Vec<(Role, Vec<Block>)> = Vec::new();
-    let mut push = |role: Role, blocks: Vec<Block>| {
+    // Answers known as soon as the call is made (a denial): they open the next user turn, so
+    // the assistant turn that made the call stays whole.
+    let mut denied: Vec<Block> = Vec::new();
+    let mut push = |role: Role, blocks: Vec<Block>, denied: &mut Vec<Block>| {
+        let blocks: Vec<Block> =
+            if role == Role::User { denied.drain(..).chain(blocks).collect() } else { blocks };
         if blocks.is_empty() {
             return;
         }
@@ -168,7 +173,7 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
     for event in log {
         let id = event["id"].as_str().unwrap_or_default();
         match event["type"].as_str().unwrap_or_default() {
-            "user.message" => push(Role::User, text_blocks(&event["content"])),
+            "user.message" => push(Role::User, text_blocks(&event["content"]), &mut denied),
             "system.message" => {
                 let mut blocks = text_blocks(&event["content"]);
                 for b in &mut blocks {
@@ -176,18 +181,18 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
                         *text = format!("[system] {text}");
                     }
                 }
-                push(Role::User, blocks);
+                push(Role::User, blocks, &mut denied);
             }
-            "agent.message" => push(Role::Assistant, text_blocks(&event["content"])),
+            "agent.message" => push(Role::Assistant, text_blocks(&event["content"]), &mut denied),
             kind @ ("agent.tool_use" | "agent.custom_tool_use") => {
                 let input = match &event["input"] {
                     Value::Object(m) => Value::Object(m.clone()),
                     _ => Value::Object(Map::new()),
                 };
                 let name = event["name"].as_str().unwrap_or_default().to_owned();
-                push(Role::Assistant, vec![Block::ToolUse { id: id.to_owned(), name, input }]);
+                push(Role::Assistant, vec![Block::ToolUse { id: id.to_owned(), name, input }], &mut denied);
                 if kind == "agent.tool_use" && event["evaluated_permission"] == "deny" {
-                    push(Role::User, vec![error_result(id, "This tool is disabled for this agent.")]);
+                    denied.push(error_result(id, "This tool is disabled for this agent."));
                 } else {
                     open.push(id.to_owned());
                 }
@@ -197,14 +202,12 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
                 let call = event[key].as_str().unwrap_or_default();
                 if let Some(i) = open.iter().position(|o| o == call) {
                     open.remove(i);
-                    push(
-                        Role::User,
-                        vec![Block::ToolResult {
-                            tool_use_id: call.to_owned(),
-                            content: result_parts(&event["content"]),
-                            is_error: event["is_error"].as_bool().unwrap_or(false),
-                        }],
-                    );
+                    let result = Block::ToolResult {
+                        tool_use_id: call.to_owned(),
+                        content: result_parts(&event["content"]),
+                        is_error: event["is_error"].as_bool().unwrap_or(false),
+                    };
+                    push(Role::User, vec![result], &mut denied);
                 }
             }
             "user.tool_confirmation" if event["result"] == "deny" => {
@@ -212,12 +215,13 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
                 if let Some(i) = open.iter().position(|o| o == call) {
                     open.remove(i);
                     let why = event["deny_message"].as_str().unwrap_or("The user denied this tool call.");
-                    push(Role::User, vec![error_result(call, why)]);
+                    push(Role::User, vec![error_result(call, why)], &mut denied);
                 }
             }
             _ => {}
         }
     }
+    push(Role::User, Vec::new(), &mut denied);
     // Calls nobody answered (an interrupted turn): the model must still see an answer.
     let abandoned: Vec<Block> =
         open.iter().map(|call| error_result(call, "This tool call was abandoned and has no result.")).collect();
@@ -262,5 +266,90 @@ pub(crate) fn build(
         messages: conversation(log),
         tools: tool_definitions(agent),
         max_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> Value {
+        json!({
+            "system": "Be brief.",
+            "tools": [
+                {"type": "agent_toolset_20260401", "default_config": {"enabled": true},
+                 "configs": [{"name": "bash", "enabled": false}, {"name": "edit", "permission_policy": {"type": "always_ask"}}]},
+                {"type": "custom", "name": "lookup", "description": "Looks up.", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+            ],
+        })
+    }
+
+    #[test]
+    fn tools_are_the_enabled_built_ins_then_the_custom_ones() {
+        let tools = tool_definitions(&agent());
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["read", "write", "edit", "glob", "grep", "lookup"], "bash is disabled; edit asks but is offered");
+        assert_eq!(tools[0].input_schema["required"], json!(["file_path"]));
+        assert_eq!(tools[5].input_schema["properties"]["q"]["type"], "string");
+        assert_eq!(tools[5].description, "Looks up.");
+        let all_off = json!({"tools": [{"type": "agent_toolset_20260401", "default_config": {"enabled": false}}]});
+        assert!(tool_definitions(&all_off).is_empty());
+        assert!(tool_definitions(&json!({"tools": []})).is_empty(), "no toolset, no built-in tools");
+    }
+
+    #[test]
+    fn the_system_prompt_joins_the_agents_with_the_memory_prompt() {
+        assert_eq!(system_prompt(&agent(), Some("You have memory.")), "Be brief.\n\nYou have memory.");
+        assert_eq!(system_prompt(&json!({"system": null}), Some("You have memory.")), "You have memory.");
+        assert_eq!(system_prompt(&agent(), None), "Be brief.");
+    }
+
+    fn text(t: &str) -> Block {
+        Block::Text { text: t.into() }
+    }
+
+    #[test]
+    fn the_log_becomes_alternating_turns_with_results_first() {
+        let log = vec![
+            json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "hi"}]}),
+            json!({"type": "session.status_running", "id": "sevt_2"}),
+            json!({"type": "span.model_request_start", "id": "sevt_3"}),
+            json!({"type": "agent.message", "id": "sevt_4", "content": [{"type": "text", "text": "looking"}]}),
+            json!({"type": "agent.tool_use", "id": "sevt_5", "name": "read", "input": {"file_path": "a"}, "evaluated_permission": "allow"}),
+            json!({"type": "agent.tool_use", "id": "sevt_6", "name": "bash", "input": {}, "evaluated_permission": "deny"}),
+            json!({"type": "agent.tool_use", "id": "sevt_7", "name": "edit", "input": {}, "evaluated_permission": "ask"}),
+            json!({"type": "session.status_idle", "id": "sevt_8", "stop_reason": {"type": "requires_action"}}),
+            json!({"type": "user.message", "id": "sevt_9", "content": [{"type": "text", "text": "hurry"}]}),
+            json!({"type": "user.tool_confirmation", "id": "sevt_10", "tool_use_id": "sevt_7", "result": "deny", "deny_message": "no edits"}),
+            json!({"type": "user.tool_result", "id": "sevt_11", "tool_use_id": "sevt_5", "content": [{"type": "text", "text": "A"}], "is_error": false}),
+        ];
+        let turns = conversation(&log);
+        let roles: Vec<Role> = turns.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+        assert_eq!(turns[0].content, [text("hi")]);
+        assert_eq!(turns[1].content.len(), 4);
+        assert!(matches!(&turns[1].content[1], Block::ToolUse { id, name, .. } if id == "sevt_5" && name == "read"));
+        let user = &turns[2].content;
+        assert_eq!(user.len(), 4);
+        assert!(matches!(&user[0], Block::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "sevt_6"));
+        assert!(
+            matches!(&user[1], Block::ToolResult { tool_use_id, is_error: true, content } if tool_use_id == "sevt_7" && content == &[ResultPart::Text("no edits".into())])
+        );
+        assert!(matches!(&user[2], Block::ToolResult { tool_use_id, is_error: false, .. } if tool_use_id == "sevt_5"));
+        assert_eq!(user[3], text("hurry"), "text after the results");
+    }
+
+    #[test]
+    fn a_call_never_answered_gets_an_error_result_after_its_turn() {
+        let log = vec![
+            json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "go"}]}),
+            json!({"type": "agent.custom_tool_use", "id": "sevt_2", "name": "lookup", "input": {}}),
+            json!({"type": "user.interrupt", "id": "sevt_3"}),
+            json!({"type": "user.message", "id": "sevt_4", "content": [{"type": "text", "text": "never mind"}]}),
+        ];
+        let turns = conversation(&log);
+        assert_eq!(turns.len(), 3);
+        assert!(matches!(&turns[2].content[0], Block::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "sevt_2"));
+        assert_eq!(turns[2].content[1], text("never mind"));
     }
 }
