@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus, StopReason, WorkData,
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus, StopReason,
+    WorkData,
 };
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::{agent, catalog};

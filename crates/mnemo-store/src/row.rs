@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
-use mnemo_api::{Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, ModelUsage, Session, SessionId, Timestamp};
+use mnemo_api::{
+    Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, ModelUsage, Session, SessionId, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

@@ -10,8 +10,10 @@ use mnemo_server::agent::{Limits, Resolve};
 
 /// Reads and checks the providers file; answers how agent model ids resolve and the loop's limits.
 pub(crate) fn load(path: &Path) -> anyhow::Result<(Resolve, Limits)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read the model providers file {}", path.display()))?;
-    let config = ModelConfig::from_toml(&text).with_context(|| format!("bad model providers file {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("read the model providers file {}", path.display()))?;
+    let config =
+        ModelConfig::from_toml(&text).with_context(|| format!("bad model providers file {}", path.display()))?;
     let limits = Limits {
         max_tokens: config.limits.max_tokens,
         max_model_calls_per_turn: config.limits.max_model_calls_per_turn,

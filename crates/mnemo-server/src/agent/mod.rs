@@ -120,12 +120,8 @@ impl AgentLoop {
         let holder = format!("loop_{:016x}", rand::random::<u64>());
         let signals = store.signals();
         let scan_every = limits.scan_every;
-        let inner = Arc::new(Inner {
-            ctx: Ctx { store, hub, work_signal, limits },
-            resolve,
-            holder,
-            active: Mutex::default(),
-        });
+        let inner =
+            Arc::new(Inner { ctx: Ctx { store, hub, work_signal, limits }, resolve, holder, active: Mutex::default() });
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let this = Self { inner, wake_tx };
         tokio::spawn(this.clone().supervise(wake_rx, signals, scan_every));

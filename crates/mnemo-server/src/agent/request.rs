@@ -146,7 +146,11 @@ fn result_parts(content: &Value) -> Vec<ResultPart> {
 }
 
 fn error_result(tool_use_id: &str, text: &str) -> Block {
-    Block::ToolResult { tool_use_id: tool_use_id.to_owned(), content: vec![ResultPart::Text(text.to_owned())], is_error: true }
+    Block::ToolResult {
+        tool_use_id: tool_use_id.to_owned(),
+        content: vec![ResultPart::Text(text.to_owned())],
+        is_error: true,
+    }
 }
 
 /// The conversation a log holds: user input as user turns, the agent's messages and tool
@@ -159,8 +163,7 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
     // the assistant turn that made the call stays whole.
     let mut denied: Vec<Block> = Vec::new();
     let mut push = |role: Role, blocks: Vec<Block>, denied: &mut Vec<Block>| {
-        let blocks: Vec<Block> =
-            if role == Role::User { denied.drain(..).chain(blocks).collect() } else { blocks };
+        let blocks: Vec<Block> = if role == Role::User { denied.drain(..).chain(blocks).collect() } else { blocks };
         if blocks.is_empty() {
             return;
         }
@@ -288,7 +291,11 @@ mod tests {
     fn tools_are_the_enabled_built_ins_then_the_custom_ones() {
         let tools = tool_definitions(&agent());
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["read", "write", "edit", "glob", "grep", "lookup"], "bash is disabled; edit asks but is offered");
+        assert_eq!(
+            names,
+            ["read", "write", "edit", "glob", "grep", "lookup"],
+            "bash is disabled; edit asks but is offered"
+        );
         assert_eq!(tools[0].input_schema["required"], json!(["file_path"]));
         assert_eq!(tools[5].input_schema["properties"]["q"]["type"], "string");
         assert_eq!(tools[5].description, "Looks up.");
@@ -349,7 +356,9 @@ mod tests {
         ];
         let turns = conversation(&log);
         assert_eq!(turns.len(), 3);
-        assert!(matches!(&turns[2].content[0], Block::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "sevt_2"));
+        assert!(
+            matches!(&turns[2].content[0], Block::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "sevt_2")
+        );
         assert_eq!(turns[2].content[1], text("never mind"));
     }
 }

@@ -30,7 +30,12 @@ fn tool(name: &str, input: Value) -> Result<ReplyEvent, ModelError> {
 }
 
 fn finished(stop: StopReason, input: u64, output: u64) -> Result<ReplyEvent, ModelError> {
-    let usage = Usage { input_tokens: input, output_tokens: output, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+    let usage = Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    };
     Ok(ReplyEvent::Finished { stop_reason: stop, usage })
 }
 
@@ -82,10 +87,13 @@ impl Provider for FakeHandle {
             Some(Reply::Stream { items, hang }) => {
                 let flag = DropFlag(Arc::clone(&fake.dropped));
                 let tail = if hang { stream::pending().boxed() } else { stream::empty().boxed() };
-                Ok(stream::iter(items).chain(tail).map(move |item| {
-                    let _keep = &flag;
-                    item
-                }).boxed())
+                Ok(stream::iter(items)
+                    .chain(tail)
+                    .map(move |item| {
+                        let _keep = &flag;
+                        item
+                    })
+                    .boxed())
             }
         }
     }
@@ -125,13 +133,8 @@ struct Harness {
 async fn harness(fake: &Arc<Fake>, limits: Limits) -> Harness {
     let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
     let hub = Arc::new(EventHub::default());
-    let agent_loop = AgentLoop::start(
-        Arc::clone(&store.store),
-        Arc::clone(&hub),
-        Arc::default(),
-        resolve_to(fake),
-        limits,
-    );
+    let agent_loop =
+        AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(fake), limits);
     Harness { store, hub, agent_loop }
 }
 
@@ -289,8 +292,11 @@ async fn tool_calls_wait_for_their_results_then_the_model_is_called_again() {
     assert_eq!(read["evaluated_permission"], "allow");
     assert_eq!(lookup["input"], json!({"word": "mnemo"}));
     assert_eq!(waiting["stop_reason"]["event_ids"], json!([read["id"], lookup["id"]]));
-    h.post(&id, json!({"type": "user.tool_result", "tool_use_id": read["id"], "content": [{"type": "text", "text": "A!"}]}))
-        .await;
+    h.post(
+        &id,
+        json!({"type": "user.tool_result", "tool_use_id": read["id"], "content": [{"type": "text", "text": "A!"}]}),
+    )
+    .await;
     h.post(&id, json!({"type": "user.custom_tool_result", "custom_tool_use_id": lookup["id"], "content": [{"type": "text", "text": "a word"}]}))
         .await;
     let end = h.turn_end(&id, 0).await;
@@ -299,9 +305,15 @@ async fn tool_calls_wait_for_their_results_then_the_model_is_called_again() {
     assert_eq!(requests.len(), 2);
     let second = &requests[1].messages;
     assert_eq!(second.iter().map(|m| m.role).collect::<Vec<_>>(), [Role::User, Role::Assistant, Role::User]);
-    assert!(matches!(&second[1].content[1], Block::ToolUse { id, name, .. } if id == read["id"].as_str().unwrap() && name == "read"));
-    assert!(matches!(&second[2].content[0], Block::ToolResult { tool_use_id, is_error: false, .. } if tool_use_id == read["id"].as_str().unwrap()));
-    assert!(matches!(&second[2].content[1], Block::ToolResult { tool_use_id, .. } if tool_use_id == lookup["id"].as_str().unwrap()));
+    assert!(
+        matches!(&second[1].content[1], Block::ToolUse { id, name, .. } if id == read["id"].as_str().unwrap() && name == "read")
+    );
+    assert!(
+        matches!(&second[2].content[0], Block::ToolResult { tool_use_id, is_error: false, .. } if tool_use_id == read["id"].as_str().unwrap())
+    );
+    assert!(
+        matches!(&second[2].content[1], Block::ToolResult { tool_use_id, .. } if tool_use_id == lookup["id"].as_str().unwrap())
+    );
     assert_eq!(h.store.get_session(&id).await.unwrap().usage["input_tokens"], 50);
 }
 
@@ -364,7 +376,8 @@ async fn an_interrupt_cancels_the_call_in_flight_and_ends_the_turn() {
 #[tokio::test]
 async fn a_runaway_agent_stops_at_the_model_call_limit() {
     // Every answer calls a disabled tool: denied at once, so the session keeps running.
-    let script = (0..10).map(|_| answer(vec![tool("grep", json!({"pattern": "x"})), finished(StopReason::ToolUse, 1, 1)]));
+    let script =
+        (0..10).map(|_| answer(vec![tool("grep", json!({"pattern": "x"})), finished(StopReason::ToolUse, 1, 1)]));
     let fake = Fake::new(script.collect());
     let h = harness(&fake, Limits { max_model_calls_per_turn: 3, ..quick() }).await;
     let id = session(&*h.store, "fake-model").await;
@@ -395,7 +408,14 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
     let fake = Fake::new(vec![answer(vec![text("Back."), finished(StopReason::EndTurn, 1, 1)])]);
     let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
     let id = session(&*store, "fake-model").await;
-    store.append_events(&id, vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))], EventAuthor::Client).await.unwrap();
+    store
+        .append_events(
+            &id,
+            vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
+            EventAuthor::Client,
+        )
+        .await
+        .unwrap();
     // A runner claimed the turn, started a call and died.
     assert!(store.claim_turn(&id, "dead", Duration::from_millis(100)).await.unwrap());
     store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Agent).await.unwrap();
@@ -414,9 +434,18 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
 async fn two_loops_on_one_store_run_a_turn_once() {
     let fake = Fake::new(vec![answer(vec![text("Once."), finished(StopReason::EndTurn, 1, 1)])]);
     let h = harness(&fake, quick()).await;
-    let other = AgentLoop::start(Arc::clone(&h.store.store), Arc::clone(&h.hub), Arc::default(), resolve_to(&fake), quick());
+    let other =
+        AgentLoop::start(Arc::clone(&h.store.store), Arc::clone(&h.hub), Arc::default(), resolve_to(&fake), quick());
     let id = session(&*h.store, "fake-model").await;
-    let appended = h.store.append_events(&id, vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))], EventAuthor::Client).await.unwrap();
+    let appended = h
+        .store
+        .append_events(
+            &id,
+            vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
+            EventAuthor::Client,
+        )
+        .await
+        .unwrap();
     h.hub.publish(&id, &appended.written);
     other.wake(&id);
     h.agent_loop.wake(&id);

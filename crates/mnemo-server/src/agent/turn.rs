@@ -28,7 +28,11 @@ use super::{Ctx, request};
 enum CallEnd {
     /// The model finished; `pending` are the events it produced that wait to be appended with
     /// the end of the call (its tool calls, and any text after the first of them).
-    Finished { stop: mnemo_model::StopReason, usage: mnemo_model::Usage, pending: Vec<Event> },
+    Finished {
+        stop: mnemo_model::StopReason,
+        usage: mnemo_model::Usage,
+        pending: Vec<Event>,
+    },
     Interrupted,
     TimedOut,
     Failed(ModelError),
@@ -39,7 +43,10 @@ enum Attempt {
     End(CallEnd),
     /// A provider error; `appended`: part of the answer is in the log already (no retry then,
     /// or the log would hold it twice).
-    Error { error: ModelError, appended: bool },
+    Error {
+        error: ModelError,
+        appended: bool,
+    },
 }
 
 fn bodies(events: Vec<SessionEvent>) -> Vec<Value> {
@@ -96,7 +103,13 @@ fn tool_call(agent: &Value, name: String, input: Value) -> Event {
 }
 
 /// Exponential back-off with full jitter, capped, never shorter than the provider asked.
-pub(crate) fn backoff(attempt: u32, base: Duration, cap: Duration, retry_after: Option<Duration>, jitter: f64) -> Duration {
+pub(crate) fn backoff(
+    attempt: u32,
+    base: Duration,
+    cap: Duration,
+    retry_after: Option<Duration>,
+    jitter: f64,
+) -> Duration {
     let exp = base.saturating_mul(2u32.saturating_pow(attempt)).min(cap);
     let jittered = exp.mul_f64(jitter.clamp(0.0, 1.0));
     retry_after.map_or(jittered, |after| jittered.max(after))
@@ -112,7 +125,12 @@ fn deadline(started_at: Option<&str>, bound: Duration) -> Instant {
 }
 
 /// Runs the session's turn while it owes its agent a step (see [`agent::due`]).
-pub(crate) async fn run(ctx: &Ctx, id: &SessionId, resolved: &Resolved, wake: &tokio::sync::Notify) -> Result<(), StoreError> {
+pub(crate) async fn run(
+    ctx: &Ctx,
+    id: &SessionId,
+    resolved: &Resolved,
+    wake: &tokio::sync::Notify,
+) -> Result<(), StoreError> {
     loop {
         let session = ctx.store.get_session(id).await?;
         let events = ctx.store.events_after(id, 0).await?;
@@ -142,19 +160,34 @@ pub(crate) async fn run(ctx: &Ctx, id: &SessionId, resolved: &Resolved, wake: &t
         // The start comes first: the request is read from the log after it, so whatever the
         // start follows is what this call sees (see `agent::due`).
         let started = ctx.append(id, vec![Event::ModelRequestStart]).await?;
-        let start = started.recorded.first().ok_or_else(|| StoreError::backend("the model call start was not recorded"))?;
+        let start =
+            started.recorded.first().ok_or_else(|| StoreError::backend("the model call start was not recorded"))?;
         let start_id: EventId = serde_json::from_value(start.body["id"].clone())
             .map_err(|e| StoreError::backend(format!("the model call start has no id: {e}")))?;
         let start_seq = start.seq;
-        let log: Vec<Value> = bodies(ctx.store.events_after(id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
-        let step = Step { ctx, id, agent: &session.agent, memory_prompt: session.memory_prompt.as_deref(), log: &log, resolved, seen, deadline, wake };
+        let log: Vec<Value> =
+            bodies(ctx.store.events_after(id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
+        let step = Step {
+            ctx,
+            id,
+            agent: &session.agent,
+            memory_prompt: session.memory_prompt.as_deref(),
+            log: &log,
+            resolved,
+            seen,
+            deadline,
+            wake,
+        };
         match step.call().await? {
             CallEnd::Finished { stop, usage, mut pending } => {
                 let waits = pending.iter().any(|e| matches!(e, Event::AgentToolUse(_) | Event::AgentCustomToolUse(_)));
                 pending.push(end_of_call(&start_id, usage_of(&usage), false));
                 if !waits {
-                    let reason =
-                        if matches!(stop, mnemo_model::StopReason::Refusal) { StopReason::Refusal } else { StopReason::EndTurn };
+                    let reason = if matches!(stop, mnemo_model::StopReason::Refusal) {
+                        StopReason::Refusal
+                    } else {
+                        StopReason::EndTurn
+                    };
                     pending.push(idle(reason));
                 }
                 ctx.append(id, pending).await?;
@@ -165,12 +198,17 @@ pub(crate) async fn run(ctx: &Ctx, id: &SessionId, resolved: &Resolved, wake: &t
                 // at once (then it still runs and the loop goes on).
             }
             CallEnd::Interrupted => {
-                ctx.append(id, vec![end_of_call(&start_id, ModelUsage::default(), false), idle(StopReason::EndTurn)]).await?;
+                ctx.append(id, vec![end_of_call(&start_id, ModelUsage::default(), false), idle(StopReason::EndTurn)])
+                    .await?;
                 return Ok(());
             }
             CallEnd::TimedOut => {
                 tracing::info!(session.id = %id, "the turn ran out of time");
-                ctx.append(id, vec![end_of_call(&start_id, ModelUsage::default(), true), idle(StopReason::TurnTimeout)]).await?;
+                ctx.append(
+                    id,
+                    vec![end_of_call(&start_id, ModelUsage::default(), true), idle(StopReason::TurnTimeout)],
+                )
+                .await?;
                 return Ok(());
             }
             CallEnd::Failed(error) => {
@@ -224,7 +262,8 @@ impl Step<'_> {
         let mut interrupted = interrupted;
         let mut attempt = 0;
         loop {
-            let request = request::build(self.agent, self.memory_prompt, self.log, &self.resolved.model, limits.max_tokens);
+            let request =
+                request::build(self.agent, self.memory_prompt, self.log, &self.resolved.model, limits.max_tokens);
             let (error, appended) = match self.attempt(request, interrupted.as_mut()).await? {
                 Attempt::End(end) => return Ok(end),
                 Attempt::Error { error, appended } => (error, appended),
@@ -232,13 +271,20 @@ impl Step<'_> {
             if !error.is_retryable() || appended || attempt >= limits.max_retries {
                 return Ok(CallEnd::Failed(error));
             }
-            let delay =
-                backoff(attempt, limits.backoff_base, limits.backoff_cap, error.retry_after(), rand::rng().random::<f64>());
+            let delay = backoff(
+                attempt,
+                limits.backoff_base,
+                limits.backoff_cap,
+                error.retry_after(),
+                rand::rng().random::<f64>(),
+            );
             if Instant::now() + delay >= self.deadline {
                 return Ok(CallEnd::Failed(error));
             }
             tracing::info!(session.id = %self.id, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying a model call");
-            self.ctx.append(self.id, vec![session_error(&error, &self.resolved.provider_name, RetryStatus::Retrying)]).await?;
+            self.ctx
+                .append(self.id, vec![session_error(&error, &self.resolved.provider_name, RetryStatus::Retrying)])
+                .await?;
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = interrupted.as_mut() => return Ok(CallEnd::Interrupted),

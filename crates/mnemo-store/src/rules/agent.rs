@@ -99,9 +99,8 @@ pub struct TurnProgress {
 /// The current turn's progress: the turn began after the last `session.status_idle` that ended
 /// a turn (any stop reason but `requires_action`).
 pub fn progress(log: &[Value]) -> TurnProgress {
-    let ended = log
-        .iter()
-        .rposition(|e| kind(e) == "session.status_idle" && e["stop_reason"]["type"] != "requires_action");
+    let ended =
+        log.iter().rposition(|e| kind(e) == "session.status_idle" && e["stop_reason"]["type"] != "requires_action");
     let turn = &log[ended.map_or(0, |i| i + 1)..];
     let model_calls = turn.iter().filter(|e| kind(e) == "span.model_request_start").count();
     let started_at = turn

@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 
 use mnemo_api::{
-    Event, EventId, LoggedEvent, ModelUsage, Permission, SessionId, SessionStatus, StatusIdle, StopReason, ToolResult, Verdict,
+    Event, EventId, LoggedEvent, ModelUsage, Permission, SessionId, SessionStatus, StatusIdle, StopReason, ToolResult,
+    Verdict,
 };
 use serde_json::{Value, json};
 
