@@ -1,0 +1,383 @@
+//! The providers file of `mnemo serve --models FILE`: providers, the model mapping, the loop's
+//! limits. Keys come from the file (`api_key`) or, better, from the environment (`api_key_env`);
+//! they are never logged, and `Debug` redacts them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::Provider;
+use crate::anthropic::AnthropicProvider;
+use crate::openai::OpenAiProvider;
+
+/// The hosted Anthropic API.
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// A parsed, validated providers file.
+#[derive(Clone)]
+pub struct ModelConfig {
+    providers: BTreeMap<String, ProviderEntry>,
+    /// Agent model id → (provider name, provider model name).
+    models: BTreeMap<String, (String, String)>,
+    /// The provider for any other model id (same model name).
+    default: Option<String>,
+    pub limits: Limits,
+}
+
+#[derive(Clone)]
+struct ProviderEntry {
+    settings: ProviderSettings,
+    provider: Arc<dyn Provider>,
+}
+
+/// Which API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// The OpenAI-compatible chat completions API.
+    OpenAi,
+}
+
+/// One provider's settings.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderSettings {
+    pub kind: ProviderKind,
+    /// Without a trailing `/`.
+    pub base_url: String,
+    /// Never logged; `Debug` prints `[redacted]`.
+    pub api_key: Option<String>,
+    /// The TCP (and TLS) connect timeout.
+    pub connect_timeout: Duration,
+    /// The longest wait for the response head, or between two chunks of the stream.
+    pub idle_timeout: Duration,
+}
+
+impl fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
+}
+
+/// The loop's limits (`[limits]`; read by the agent loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// `max_tokens` of each model call.
+    pub max_tokens: u32,
+    /// A turn making more model calls stops (a runaway agent).
+    pub max_model_calls_per_turn: u32,
+    /// The wall-clock bound of a turn.
+    pub turn_timeout_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_tokens: 8192, max_model_calls_per_turn: 50, turn_timeout_secs: 1800 }
+    }
+}
+
+/// Where an agent's model id goes.
+#[derive(Clone)]
+pub struct Resolved {
+    pub provider: Arc<dyn Provider>,
+    /// The provider's model name.
+    pub model: String,
+    /// The provider's name in the file (`[providers.NAME]`).
+    pub provider_name: String,
+}
+
+impl fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolved")
+            .field("model", &self.model)
+            .field("provider_name", &self.provider_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bad providers file. Each names the key at fault; none holds a key's value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("models file: {0}")]
+    Syntax(String),
+    #[error("models file: `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), message: message.into() }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    providers: BTreeMap<String, RawProvider>,
+    #[serde(default)]
+    models: BTreeMap<String, String>,
+    #[serde(default)]
+    limits: Limits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    kind: String,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    api_key_env: Option<String>,
+    connect_timeout_secs: Option<f64>,
+    idle_timeout_secs: Option<f64>,
+}
+
+impl fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let providers: BTreeMap<_, _> = self.providers.iter().map(|(k, v)| (k, &v.settings)).collect();
+        f.debug_struct("ModelConfig")
+            .field("providers", &providers)
+            .field("models", &self.models)
+            .field("default", &self.default)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl ModelConfig {
+    /// Parses and validates a providers file; `api_key_env` reads the process environment.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        Self::from_toml_with_env(text, |name| std::env::var(name).ok())
+    }
+
+    /// [`ModelConfig::from_toml`] with the environment given (for tests).
+    pub fn from_toml_with_env(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax(redact_toml_error(&e)))?;
+        let mut providers = BTreeMap::new();
+        for (name, p) in raw.providers {
+            let key = |k: &str| format!("providers.{name}.{k}");
+            if name.is_empty() || name.contains('/') {
+                return Err(invalid(format!("providers.{name}"), "a provider name is non-empty and has no `/`"));
+            }
+            let kind = match p.kind.as_str() {
+                "anthropic" => ProviderKind::Anthropic,
+                "openai" => ProviderKind::OpenAi,
+                other => {
+                    return Err(invalid(
+                        key("kind"),
+                        format!("unknown kind {other:?} (expected \"anthropic\" or \"openai\")"),
+                    ));
+                }
+            };
+            let base_url = match (p.base_url, kind) {
+                (Some(u), _) => u,
+                (None, ProviderKind::Anthropic) => ANTHROPIC_DEFAULT_BASE_URL.to_string(),
+                (None, ProviderKind::OpenAi) => return Err(invalid(key("base_url"), "required for kind \"openai\"")),
+            };
+            match reqwest::Url::parse(&base_url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => return Err(invalid(key("base_url"), "not an http(s) URL")),
+            }
+            let base_url = base_url.trim_end_matches('/').to_string();
+            let api_key = match (p.api_key, p.api_key_env) {
+                (Some(_), Some(_)) => return Err(invalid(key("api_key"), "give `api_key` or `api_key_env`, not both")),
+                (Some(k), None) => Some(k),
+                (None, Some(var)) => match env(&var).filter(|v| !v.is_empty()) {
+                    Some(v) => Some(v),
+                    None if kind == ProviderKind::Anthropic => {
+                        return Err(invalid(key("api_key_env"), format!("the environment variable {var} is not set")));
+                    }
+                    None => {
+                        tracing::warn!(provider = %name, variable = %var, "api_key_env is not set: calling without a key");
+                        None
+                    }
+                },
+                (None, None) => None,
+            };
+            if kind == ProviderKind::Anthropic && api_key.is_none() {
+                return Err(invalid(key("api_key_env"), "kind \"anthropic\" needs a key (`api_key_env` or `api_key`)"));
+            }
+            if api_key.as_deref().is_some_and(|k| k.contains(['\r', '\n'])) {
+                return Err(invalid(key("api_key"), "the key holds a line break"));
+            }
+            let secs = |v: Option<f64>, k: &str, default: f64| -> Result<Duration, ConfigError> {
+                let v = v.unwrap_or(default);
+                if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+                    return Err(invalid(key(k), "seconds, more than 0 and at most 86400"));
+                }
+                Ok(Duration::from_secs_f64(v))
+            };
+            let settings = ProviderSettings {
+                kind,
+                base_url,
+                api_key,
+                connect_timeout: secs(p.connect_timeout_secs, "connect_timeout_secs", 10.0)?,
+                idle_timeout: secs(p.idle_timeout_secs, "idle_timeout_secs", 300.0)?,
+            };
+            let provider: Arc<dyn Provider> = match kind {
+                ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(settings.clone())),
+                ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(settings.clone())),
+            };
+            providers.insert(name, ProviderEntry { settings, provider });
+        }
+        let mut models = BTreeMap::new();
+        let mut default = None;
+        for (id, target) in raw.models {
+            let key = format!("models.{id:?}");
+            if id == "default" {
+                if !providers.contains_key(&target) {
+                    return Err(invalid("models.default", format!("no provider named {target:?}")));
+                }
+                default = Some(target);
+                continue;
+            }
+            let Some((provider, model)) = target.split_once('/') else {
+                return Err(invalid(key, "expected \"provider/model\""));
+            };
+            if !providers.contains_key(provider) {
+                return Err(invalid(key, format!("no provider named {provider:?}")));
+            }
+            if model.is_empty() {
+                return Err(invalid(key, "the model name after `/` is empty"));
+            }
+            models.insert(id, (provider.to_string(), model.to_string()));
+        }
+        let limits = raw.limits;
+        if limits.max_tokens == 0 {
+            return Err(invalid("limits.max_tokens", "at least 1"));
+        }
+        if limits.max_model_calls_per_turn == 0 {
+            return Err(invalid("limits.max_model_calls_per_turn", "at least 1"));
+        }
+        if limits.turn_timeout_secs == 0 {
+            return Err(invalid("limits.turn_timeout_secs", "at least 1"));
+        }
+        Ok(ModelConfig { providers, models, default, limits })
+    }
+
+    /// The agent's `model.id` → which provider and which provider model name; None = external driver.
+    pub fn resolve(&self, agent_model_id: &str) -> Option<Resolved> {
+        let (name, model) = match self.models.get(agent_model_id) {
+            Some((p, m)) => (p.clone(), m.clone()),
+            None => (self.default.clone()?, agent_model_id.to_string()),
+        };
+        let entry = self.providers.get(&name)?;
+        Some(Resolved { provider: Arc::clone(&entry.provider), model, provider_name: name })
+    }
+
+    /// A provider's settings by name.
+    pub fn provider_settings(&self, name: &str) -> Option<&ProviderSettings> {
+        self.providers.get(name).map(|e| &e.settings)
+    }
+}
+
+/// A TOML error's message without the source excerpt (which could show an `api_key` value).
+fn redact_toml_error(e: &toml::de::Error) -> String {
+    let mut m = e.message().to_string();
+    if let Some(span) = e.span() {
+        m.push_str(&format!(" (at byte {})", span.start));
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+[providers.anthropic]
+kind = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:8000/v1/"
+api_key_env = "OPENAI_API_KEY"
+idle_timeout_secs = 30
+[models]
+"claude-sonnet-4-5" = "anthropic/claude-sonnet-4-5"
+"qwen" = "local/Qwen2.5-7B-Instruct"
+default = "anthropic"
+[limits]
+max_tokens = 4096
+"#;
+
+    fn env(name: &str) -> Option<String> {
+        (name == "ANTHROPIC_API_KEY").then(|| "sk-ant-secret-123".to_string())
+    }
+
+    #[test]
+    fn parses_the_documented_shape() {
+        let c = ModelConfig::from_toml_with_env(FILE, env).unwrap();
+        let a = c.provider_settings("anthropic").unwrap();
+        assert_eq!(a.base_url, ANTHROPIC_DEFAULT_BASE_URL);
+        assert_eq!(a.api_key.as_deref(), Some("sk-ant-secret-123"));
+        let l = c.provider_settings("local").unwrap();
+        assert_eq!(l.base_url, "http://127.0.0.1:8000/v1");
+        assert_eq!(l.api_key, None);
+        assert_eq!(l.idle_timeout, Duration::from_secs(30));
+        assert_eq!(c.limits, Limits { max_tokens: 4096, ..Limits::default() });
+        let r = c.resolve("qwen").unwrap();
+        assert_eq!((r.provider_name.as_str(), r.model.as_str()), ("local", "Qwen2.5-7B-Instruct"));
+        let r = c.resolve("claude-opus-4-1").unwrap();
+        assert_eq!((r.provider_name.as_str(), r.model.as_str()), ("anthropic", "claude-opus-4-1"));
+    }
+
+    #[test]
+    fn without_a_default_unmapped_models_are_external() {
+        let text = FILE.replace("default = \"anthropic\"\n", "");
+        let c = ModelConfig::from_toml_with_env(&text, env).unwrap();
+        assert!(c.resolve("claude-opus-4-1").is_none());
+        assert!(c.resolve("qwen").is_some());
+        assert!(ModelConfig::from_toml_with_env("", env).unwrap().resolve("x").is_none());
+    }
+
+    #[test]
+    fn keys_never_in_debug_or_errors() {
+        let c = ModelConfig::from_toml_with_env(FILE, env).unwrap();
+        let dbg = format!("{c:?} {:?}", c.resolve("qwen").unwrap());
+        assert!(!dbg.contains("sk-ant-secret-123"), "{dbg}");
+        assert!(dbg.contains("[redacted]"), "{dbg}");
+        // A syntax error on the key's line does not quote the line.
+        let bad = "[providers.a]\nkind = \"anthropic\"\napi_key = \"sk-ant-secret-123\nx\"\n";
+        let e = ModelConfig::from_toml_with_env(bad, env).unwrap_err().to_string();
+        assert!(!e.contains("sk-ant-secret-123"), "{e}");
+        let bad = "[providers.a]\nkind = \"anthropic\"\napi_key = \"sk-ant-secret-123\"\napi_key_env = \"X\"\n";
+        let e = ModelConfig::from_toml_with_env(bad, env).unwrap_err().to_string();
+        assert!(!e.contains("sk-ant-secret-123"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[providers.a]\nkind = \"gemini\"\napi_key = \"k\"\n", "providers.a.kind"),
+            ("[providers.a]\nkind = \"openai\"\n", "providers.a.base_url"),
+            ("[providers.a]\nkind = \"openai\"\nbase_url = \"ftp://x\"\n", "providers.a.base_url"),
+            ("[providers.a]\nkind = \"anthropic\"\napi_key_env = \"NOPE\"\n", "providers.a.api_key_env"),
+            ("[providers.a]\nkind = \"anthropic\"\n", "providers.a.api_key_env"),
+            (
+                "[providers.a]\nkind = \"anthropic\"\napi_key = \"k\"\nidle_timeout_secs = 0\n",
+                "providers.a.idle_timeout_secs",
+            ),
+            ("[models]\nx = \"nobody/m\"\n", "models.\"x\""),
+            ("[providers.a]\nkind = \"anthropic\"\napi_key = \"k\"\n[models]\nx = \"a\"\n", "models.\"x\""),
+            ("[models]\ndefault = \"nobody\"\n", "models.default"),
+            ("[limits]\nmax_tokens = 0\n", "limits.max_tokens"),
+        ];
+        for (text, key) in cases {
+            let e = ModelConfig::from_toml_with_env(text, env).unwrap_err();
+            assert!(e.to_string().contains(&format!("`{key}`")), "{text}: {e}");
+        }
+        let e = ModelConfig::from_toml_with_env("[providers.a]\nkind = \"anthropic\"\nbogus = 1\n", env).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = ModelConfig::from_toml_with_env("[limits]\nmax_tokens = \"many\"\n", env).unwrap_err();
+        assert!(matches!(e, ConfigError::Syntax(_)), "{e}");
+    }
+}
