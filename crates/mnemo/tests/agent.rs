@@ -61,11 +61,15 @@ async fn reads_writes_and_answers(model: &str) {
                       "resources": [{"type": "memory_store", "memory_store_id": store}]});
     let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
     let session = session["id"].as_str().unwrap().to_owned();
-    let body = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "What do you remember?"}]}]});
+    let body =
+        json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "What do you remember?"}]}]});
     api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
 
     let ended = wait_until_async(Duration::from_secs(60), || async {
-        events(&api, &session).await.iter().any(|e| e["type"] == "session.status_idle" && e["stop_reason"]["type"] == "end_turn")
+        events(&api, &session)
+            .await
+            .iter()
+            .any(|e| e["type"] == "session.status_idle" && e["stop_reason"]["type"] == "end_turn")
     })
     .await;
     let log = events(&api, &session).await;
@@ -91,7 +95,11 @@ async fn reads_writes_and_answers(model: &str) {
     // The new memory is in the store, written by the session.
     let landed = wait_until_async(Duration::from_secs(30), || async {
         let page = api.json(Method::GET, &format!("/v1/memory_stores/{store}/memories?view=full"), None).await.unwrap();
-        page["data"].as_array().unwrap().iter().any(|m| m["path"] == "/learned.md" && m["content"] == "the loop runs here\n")
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["path"] == "/learned.md" && m["content"] == "the loop runs here\n")
     })
     .await;
     assert!(landed, "the written memory never reached the store");
