@@ -66,8 +66,8 @@ impl Fake {
         Arc::new(Self { script: Mutex::new(script.into()), ..Self::default() })
     }
 
-    fn requests(&self) -> std::sync::MutexGuard<'_, Vec<ModelRequest>> {
-        self.requests.lock().unwrap()
+    fn requests(&self) -> Vec<ModelRequest> {
+        self.requests.lock().unwrap().clone()
     }
 }
 
