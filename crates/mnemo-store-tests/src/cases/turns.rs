@@ -54,10 +54,11 @@ pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFact
     let env = environment(&*s, true).await;
     let id = session(&*s, &env).await.id;
     assert_eq!(s.get_session(&id).await.unwrap().usage["input_tokens"], 0);
-    for (input, output, read, created) in [(10, 5, 0, 100), (20, 7, 100, 0)] {
+    for (round, (input, output, read, created)) in [(10, 5, 0, 100), (20, 7, 100, 0)].into_iter().enumerate() {
         let start = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Agent);
         let start = start.await.unwrap();
-        assert_eq!(start.written[0].body["type"], "session.status_running", "a model call runs the session");
+        let first = if round == 0 { "session.status_running" } else { "span.model_request_start" };
+        assert_eq!(start.written[0].body["type"], first, "the first model call runs the session");
         let end = event(json!({"type": "span.model_request_end", "model_request_start_id": id_of(&start.recorded[0]),
             "model_usage": {"input_tokens": input, "output_tokens": output,
                             "cache_read_input_tokens": read, "cache_creation_input_tokens": created}}));
