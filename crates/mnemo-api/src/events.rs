@@ -76,6 +76,10 @@ pub enum StopReason {
     RetriesExhausted,
     BudgetReached,
     Refusal,
+    /// mnemo: the agent loop made as many model calls in one turn as its limit allows.
+    ModelCallLimitReached,
+    /// mnemo: the agent loop's turn ran longer than its wall-clock bound.
+    TurnTimeout,
 }
 
 impl StopReason {
@@ -195,6 +199,88 @@ fn stop_reason_or_end_turn<'de, D: Deserializer<'de>>(d: D) -> Result<StopReason
     Ok(Option::<StopReason>::deserialize(d)?.unwrap_or(StopReason::EndTurn))
 }
 
+/// `session.error`: something went wrong while the session ran (after retries, when any).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SessionError {
+    pub error: ErrorObject,
+}
+
+/// The `error` of a `session.error` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorObject {
+    #[serde(rename = "type")]
+    pub kind: SessionErrorKind,
+    /// Human-readable; never carries a credential.
+    pub message: String,
+    pub retry_status: RetryStatus,
+}
+
+/// The kinds of `session.error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionErrorKind {
+    UnknownError,
+    ModelOverloadedError,
+    ModelRateLimitedError,
+    ModelRequestFailedError,
+    McpConnectionFailedError,
+    McpAuthenticationFailedError,
+    BillingError,
+    CredentialHostUnreachableError,
+    ToolUseLimitReachedError,
+    CompactionLimitReachedError,
+    RepositoryAuthenticationError,
+    RepositoryForbiddenError,
+    RepositoryNotFoundError,
+    RepositoryCheckoutError,
+    RepositoryCloneError,
+}
+
+/// What happens after a `session.error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RetryStatus {
+    /// The server retries by itself; the same error may come again.
+    Retrying,
+    /// The turn is over and the session idle; a new message may be sent.
+    Exhausted,
+    /// The session ends.
+    Terminal,
+}
+
+/// Tokens one model call used (`span.model_request_end.model_usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+}
+
+impl ModelUsage {
+    /// The sum of two usages (saturating).
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cache_read_input_tokens: self.cache_read_input_tokens.saturating_add(other.cache_read_input_tokens),
+            cache_creation_input_tokens: self
+                .cache_creation_input_tokens
+                .saturating_add(other.cache_creation_input_tokens),
+        }
+    }
+}
+
+/// `span.model_request_end`: a model call finished (or failed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ModelRequestEnd {
+    /// The `span.model_request_start` event this ends.
+    pub model_request_start_id: EventId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    pub model_usage: ModelUsage,
+}
+
 /// Every event type mnemo accepts or emits, tagged by `type` on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(tag = "type")]
@@ -225,6 +311,12 @@ pub enum Event {
     StatusIdle(StatusIdle),
     #[serde(rename = "session.status_terminated")]
     StatusTerminated,
+    #[serde(rename = "session.error")]
+    SessionError(SessionError),
+    #[serde(rename = "span.model_request_start")]
+    ModelRequestStart,
+    #[serde(rename = "span.model_request_end")]
+    ModelRequestEnd(ModelRequestEnd),
 }
 
 /// Serialises a result with its call id under the key its type uses.
@@ -275,7 +367,7 @@ impl EventError {
 
 impl Event {
     /// Every `type` this enum knows, in the order of its variants.
-    pub const TYPES: [&'static str; 13] = [
+    pub const TYPES: [&'static str; 16] = [
         "user.message",
         "user.interrupt",
         "user.tool_confirmation",
@@ -289,6 +381,9 @@ impl Event {
         "session.status_running",
         "session.status_idle",
         "session.status_terminated",
+        "session.error",
+        "span.model_request_start",
+        "span.model_request_end",
     ];
 
     /// The wire `type`.
@@ -307,6 +402,9 @@ impl Event {
             Self::StatusRunning => 10,
             Self::StatusIdle(_) => 11,
             Self::StatusTerminated => 12,
+            Self::SessionError(_) => 13,
+            Self::ModelRequestStart => 14,
+            Self::ModelRequestEnd(_) => 15,
         }]
     }
 
@@ -347,6 +445,9 @@ impl Event {
             "session.status_running" => Self::StatusRunning,
             "session.status_idle" => Self::StatusIdle(fields_of(body)?),
             "session.status_terminated" => Self::StatusTerminated,
+            "session.error" => Self::SessionError(fields_of(body)?),
+            "span.model_request_start" => Self::ModelRequestStart,
+            "span.model_request_end" => Self::ModelRequestEnd(fields_of(body)?),
             other => {
                 return Err(EventError::new(
                     "type",
@@ -439,6 +540,11 @@ mod tests {
             json!({"type": "agent.tool_use", "name": "bash", "input": {"command": "ls"}}),
             json!({"type": "agent.custom_tool_use", "name": "lookup", "input": {}}),
             json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}, "stop_details": null}),
+            json!({"type": "session.status_idle", "stop_reason": {"type": "model_call_limit_reached"}, "stop_details": null}),
+            json!({"type": "session.error", "error": {"type": "model_overloaded_error", "message": "m", "retry_status": {"type": "exhausted"}}}),
+            json!({"type": "span.model_request_start"}),
+            json!({"type": "span.model_request_end", "model_request_start_id": call, "is_error": false,
+                   "model_usage": {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 4}}),
         ];
         for case in cases {
             let event = Event::parse(case.clone()).unwrap_or_else(|e| panic!("{case}: {e}"));

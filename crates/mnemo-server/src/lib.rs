@@ -9,6 +9,7 @@
 //! This crate never touches the local filesystem beyond the listener, and never depends on a
 //! particular database: the binary picks the backend.
 
+pub mod agent;
 mod auth;
 mod changes;
 mod error;
@@ -54,6 +55,8 @@ pub struct AppState {
     changes: Arc<changes::ChangeHub>,
     /// How the web console behaves (`None`: not served).
     console: Option<mnemo_console::ConsoleConfig>,
+    /// The agent loop, when model providers are configured.
+    agent: Option<agent::AgentLoop>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -75,6 +78,7 @@ impl AppState {
             hub: Arc::new(if signals.is_some() { hub::EventHub::shared() } else { hub::EventHub::default() }),
             console: Some(mnemo_console::ConsoleConfig::default()),
             changes: Arc::default(),
+            agent: None,
             store,
         };
         tokio::spawn(changes::follow(
@@ -115,6 +119,26 @@ impl AppState {
             hub: Arc::clone(&self.hub),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
+    }
+
+    /// Runs the agent of every session whose agent's model `resolve` maps to a provider
+    /// (others stay driven from outside); call this inside a Tokio runtime.
+    pub fn with_agent_loop(mut self, resolve: agent::Resolve, limits: agent::Limits) -> Self {
+        self.agent = Some(agent::AgentLoop::start(
+            Arc::clone(&self.store),
+            Arc::clone(&self.hub),
+            Arc::clone(&self.work_signal),
+            resolve,
+            limits,
+        ));
+        self
+    }
+
+    /// Tells the agent loop (if any) that a session changed.
+    fn wake_agent(&self, session: &mnemo_api::SessionId) {
+        if let Some(agent) = &self.agent {
+            agent.wake(session);
+        }
     }
 
     /// Mounts sessions' memory stores under `root` instead of `/mnt/memory`.

@@ -177,8 +177,8 @@ pub(crate) async fn append(
             Step::Existing(event) => appended.recorded.push(event),
         }
     }
-    if plan.status.is_some() || plan.stop_reason.is_some() {
-        sessions::set_status(tx, &s, session_seq, plan.status, plan.stop_reason).await?;
+    if plan.status.is_some() || plan.stop_reason.is_some() || plan.usage.is_some() {
+        sessions::set_status(tx, &s, session_seq, plan.status, plan.stop_reason, plan.usage).await?;
     }
     if plan.enqueue_work {
         work::enqueue(tx, env_seq, &WorkData::session(session), lease_ttl).await?;

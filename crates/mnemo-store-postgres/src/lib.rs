@@ -492,6 +492,15 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        write!(self.engine, |tx| sessions::claim_turn(&tx, session, holder, ttl).await)
+    }
+
+    async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()> {
+        write!(self.engine, |tx| sessions::release_turn(&tx, session, holder).await)
+    }
+
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
         read!(self.engine, |tx| sessions::store_access(&tx, session, store).await)
     }

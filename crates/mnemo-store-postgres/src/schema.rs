@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_initial.sql"),
     include_str!("../migrations/0002_console_sessions.sql"),
     include_str!("../migrations/0003_webhooks.sql"),
+    include_str!("../migrations/0004_agent_turns.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus, StopReason, WorkData,
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus, StopReason,
+    WorkData,
 };
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
-use mnemo_store::rules::catalog;
+use mnemo_store::rules::{agent, catalog};
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use tokio_postgres::Row;
 
@@ -76,6 +77,7 @@ pub(crate) async fn create(tx: &Tx<'_>, new: &NewSession, lease_ttl: u64) -> Res
         metadata: new.metadata.clone(),
         agent: plan.agent,
         memory_prompt: plan.memory_prompt,
+        usage: None,
         resources: plan.resources,
         budget: new.budget.clone(),
         stop_reason: None,
@@ -210,11 +212,15 @@ pub(crate) async fn set_status(
     session_seq: i64,
     status: Option<SessionStatus>,
     stop_reason: Option<StopReason>,
+    usage: Option<ModelUsage>,
 ) -> Result<()> {
     let mut body = Body::of(session);
     if let Some(reason) = stop_reason {
         body.stop_reason =
             Some(serde_json::to_value(reason).map_err(|e| failure(format!("serialise a stop reason: {e}")))?);
+    }
+    if let Some(usage) = usage {
+        body.usage = Some(body.usage.unwrap_or_default().plus(usage));
     }
     let status = status.map_or(session.status.as_str(), |s| s.as_str());
     let now = now(tx).await?;
@@ -225,6 +231,40 @@ pub(crate) async fn set_status(
     )
     .await?;
     Ok(())
+}
+
+/// Claims (or renews) a session's turn lease under [`agent::claim`], its row locked.
+pub(crate) async fn claim_turn(tx: &Tx<'_>, id: &SessionId, holder: &str, ttl_micros: i64) -> Result<bool> {
+    let (_, seq) = lock(tx, id).await?;
+    let current = turn_lease(tx, seq).await?;
+    match agent::claim(current.as_ref(), holder, now(tx).await?, ttl_micros) {
+        agent::Claim::Held => Ok(false),
+        agent::Claim::Granted(lease) => {
+            exec(
+                tx,
+                "UPDATE sessions SET turn_holder = $1, turn_expires_at = $2 WHERE seq = $3",
+                &[&lease.holder, &lease.expires_at, &seq],
+            )
+            .await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Ends `holder`'s turn lease of a session, its row locked.
+pub(crate) async fn release_turn(tx: &Tx<'_>, id: &SessionId, holder: &str) -> Result<()> {
+    let (_, seq) = lock(tx, id).await?;
+    if agent::releases(turn_lease(tx, seq).await?.as_ref(), holder) {
+        exec(tx, "UPDATE sessions SET turn_holder = NULL, turn_expires_at = NULL WHERE seq = $1", &[&seq]).await?;
+    }
+    Ok(())
+}
+
+async fn turn_lease(tx: &Tx<'_>, seq: i64) -> Result<Option<agent::TurnLease>> {
+    let row = one(tx, "SELECT turn_holder, turn_expires_at FROM sessions WHERE seq = $1", &[&seq]).await?;
+    let holder: Option<String> = col(&row, 0)?;
+    let expires_at: Option<i64> = col(&row, 1)?;
+    Ok(holder.zip(expires_at).map(|(holder, expires_at)| agent::TurnLease { holder, expires_at }))
 }
 
 /// Updates a session's title and metadata, judged with its row locked.

@@ -167,8 +167,8 @@ pub(crate) fn append(
             Step::Existing(event) => appended.recorded.push(event),
         }
     }
-    if plan.status.is_some() || plan.stop_reason.is_some() {
-        sessions::set_status(c, session_seq, plan.status, plan.stop_reason)?;
+    if plan.status.is_some() || plan.stop_reason.is_some() || plan.usage.is_some() {
+        sessions::set_status(c, session_seq, plan.status, plan.stop_reason, plan.usage)?;
     }
     if plan.enqueue_work {
         work::enqueue(c, env_seq, &WorkData::session(session), lease_ttl)?;

@@ -353,6 +353,17 @@ impl Store for SqliteStore {
         self.engine.write(move |c| events::append(c, &session, events, author, ttl)).await
     }
 
+    async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {
+        let (session, holder) = (session.clone(), holder.to_owned());
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        self.engine.write(move |c| sessions::claim_turn(c, &session, &holder, ttl)).await
+    }
+
+    async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()> {
+        let (session, holder) = (session.clone(), holder.to_owned());
+        self.engine.write(move |c| sessions::release_turn(c, &session, &holder)).await
+    }
+
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
         let (session, store) = (session.clone(), store.clone());
         self.engine.read(move |c| sessions::store_access(c, &session, &store)).await

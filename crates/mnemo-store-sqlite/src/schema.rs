@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_agents_sessions_work.sql"),
     include_str!("../migrations/0004_console_sessions.sql"),
     include_str!("../migrations/0005_webhooks.sql"),
+    include_str!("../migrations/0006_agent_turns.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.

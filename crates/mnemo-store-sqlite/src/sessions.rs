@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus, StopReason, WorkData,
+    Access, Event, EventId, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus, StopReason,
+    WorkData,
 };
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
-use mnemo_store::rules::catalog;
+use mnemo_store::rules::{agent, catalog};
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
@@ -59,6 +60,7 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
         metadata: new.metadata.clone(),
         agent: plan.agent,
         memory_prompt: plan.memory_prompt,
+        usage: None,
         resources: plan.resources,
         budget: new.budget.clone(),
         stop_reason: None,
@@ -181,12 +183,14 @@ pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId
     Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
 }
 
-/// Sets a session's status and/or the reason it last went idle (kept in its body).
+/// Sets a session's status and/or the reason it last went idle, and adds model usage (both kept
+/// in its body).
 pub(crate) fn set_status(
     c: &Connection,
     session_seq: i64,
     status: Option<SessionStatus>,
     stop_reason: Option<StopReason>,
+    usage: Option<ModelUsage>,
 ) -> Result<()> {
     let (current, body): (String, String) = c
         .query_row("SELECT status, body FROM sessions WHERE seq = ?1", [session_seq], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -195,6 +199,9 @@ pub(crate) fn set_status(
     if let Some(reason) = stop_reason {
         body.stop_reason = Some(serde_json::to_value(reason).map_err(backend)?);
     }
+    if let Some(usage) = usage {
+        body.usage = Some(body.usage.unwrap_or_default().plus(usage));
+    }
     let status = status.map_or(current, |s| s.as_str().to_owned());
     c.execute(
         "UPDATE sessions SET status = ?1, body = ?2, updated_at = ?3 WHERE seq = ?4",
@@ -202,6 +209,42 @@ pub(crate) fn set_status(
     )
     .map_err(backend)?;
     Ok(())
+}
+
+/// Claims (or renews) a session's turn lease under [`agent::claim`].
+pub(crate) fn claim_turn(c: &Connection, id: &SessionId, holder: &str, ttl_micros: i64) -> Result<bool> {
+    let (_, seq) = get_with_seq(c, id)?;
+    let current = turn_lease(c, seq)?;
+    match agent::claim(current.as_ref(), holder, now_micros(), ttl_micros) {
+        agent::Claim::Held => Ok(false),
+        agent::Claim::Granted(lease) => {
+            c.execute(
+                "UPDATE sessions SET turn_holder = ?1, turn_expires_at = ?2 WHERE seq = ?3",
+                params![lease.holder, lease.expires_at, seq],
+            )
+            .map_err(backend)?;
+            Ok(true)
+        }
+    }
+}
+
+/// Ends `holder`'s turn lease of a session.
+pub(crate) fn release_turn(c: &Connection, id: &SessionId, holder: &str) -> Result<()> {
+    let (_, seq) = get_with_seq(c, id)?;
+    if agent::releases(turn_lease(c, seq)?.as_ref(), holder) {
+        c.execute("UPDATE sessions SET turn_holder = NULL, turn_expires_at = NULL WHERE seq = ?1", [seq])
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn turn_lease(c: &Connection, seq: i64) -> Result<Option<agent::TurnLease>> {
+    let (holder, expires_at): (Option<String>, Option<i64>) = c
+        .query_row("SELECT turn_holder, turn_expires_at FROM sessions WHERE seq = ?1", [seq], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(backend)?;
+    Ok(holder.zip(expires_at).map(|(holder, expires_at)| agent::TurnLease { holder, expires_at }))
 }
 
 pub(crate) fn update(

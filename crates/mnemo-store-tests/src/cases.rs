@@ -71,6 +71,10 @@
 //!   again; outcomes apply only to the latest attempt (delivered, due again, failed); pruning
 //!   drops finished deliveries only; concurrent claimers never share a delivery; a rotated
 //!   secret is claimed beside the new one until its overlap ends on the store's clock.
+//! - [`turns`] — the agent loop's turn lease: granted when free, renewed by its holder, held
+//!   against others, released only by its holder, free again once it lapses on the store's
+//!   clock; concurrent claimers of one session get exactly one grant; `span.model_request_end`
+//!   events add their usage to the session's `usage`, and only the agent side reports them.
 //! - [`model`] — a property test: random creates, updates (content, rename, preconditions),
 //!   deletes, listings and redactions agree with an in-memory model, including the version log
 //!   (one version per successful write, none otherwise) and `memory_change_seq` (it moves
@@ -108,6 +112,7 @@ pub mod leases;
 pub mod memories;
 pub mod model;
 pub mod sessions;
+pub mod turns;
 pub mod versions;
 pub mod webhooks;
 pub mod work;

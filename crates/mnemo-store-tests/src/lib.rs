@@ -240,6 +240,11 @@ macro_rules! conformance {
             concurrent_claimers_never_share_a_delivery,
             a_rotated_secret_signs_beside_the_new_one_until_it_expires,
         });
+        $crate::conformance!(@async $factory; turns {
+            turn_leases_go_to_one_holder_until_released_or_lapsed,
+            concurrent_claimers_get_one_turn_lease,
+            model_calls_add_their_usage_to_the_session,
+        });
         $crate::conformance!(@blocking $factory; model {
             memory_model,
         });

@@ -215,6 +215,8 @@ pub static TABLES: &[Table] = &[
             col("created_at", Int),
             col("updated_at", Int),
             opt("archived_at", Int),
+            opt("turn_holder", Text),
+            opt("turn_expires_at", Int),
         ],
         key: &["seq"],
     },

@@ -410,6 +410,12 @@ pub trait Store: Send + Sync + 'static {
     /// answer exactly one open tool call; tool calls move the session to `running` and then
     /// `idle` with `requires_action`; …).
     async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended>;
+    /// Claims the session's agent-turn lease for `holder` until `ttl` from now on the store's
+    /// clock, or renews it ([`rules::agent::claim`]): `false` while another holder's lease
+    /// runs. Two claimers, in this process or another, never both get a running lease.
+    async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool>;
+    /// Ends `holder`'s turn lease of the session; another holder's lease is left alone.
+    async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()>;
     /// How a session may use a store, if it has it attached.
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
 

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
-use mnemo_api::{Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, Session, SessionId, Timestamp};
+use mnemo_api::{
+    Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, ModelUsage, Session, SessionId, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -86,6 +88,31 @@ pub struct SessionBody {
     pub budget: Option<Value>,
     pub stop_reason: Option<Value>,
     pub memory_prompt: Option<String>,
+    /// Tokens the session's model calls used, summed (absent: none yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ModelUsage>,
+}
+
+/// A session's `usage` as the API shows it.
+pub fn usage_json(usage: ModelUsage) -> Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": usage.cache_creation_input_tokens},
+    })
+}
+
+/// Reads back what [`usage_json`] wrote.
+fn usage_of(value: &Value) -> Option<ModelUsage> {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let usage = ModelUsage {
+        input_tokens: n(&value["input_tokens"]),
+        output_tokens: n(&value["output_tokens"]),
+        cache_read_input_tokens: n(&value["cache_read_input_tokens"]),
+        cache_creation_input_tokens: n(&value["cache_creation"]["ephemeral_5m_input_tokens"]),
+    };
+    (usage != ModelUsage::default()).then_some(usage)
 }
 
 /// The columns of a session row besides its body.
@@ -110,6 +137,7 @@ impl SessionBody {
             budget: s.budget.clone(),
             stop_reason: s.stop_reason.clone(),
             memory_prompt: s.memory_prompt.clone(),
+            usage: usage_of(&s.usage),
         }
     }
 
@@ -138,7 +166,7 @@ impl SessionBody {
             budget: self.budget,
             outcome_evaluations: Vec::new(),
             stats: json!({"active_seconds": 0.0, "duration_seconds": 0.0}),
-            usage: json!({"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}),
+            usage: usage_json(self.usage.unwrap_or_default()),
             vault_ids: Vec::new(),
             deployment_id: None,
             created_at: ts(columns.created_at),

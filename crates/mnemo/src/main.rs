@@ -7,6 +7,7 @@ mod command;
 mod database;
 mod logging;
 mod metrics;
+mod models;
 
 use std::process::ExitCode;
 

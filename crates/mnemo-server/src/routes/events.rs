@@ -132,6 +132,7 @@ pub(crate) async fn send(
     if appended.enqueued_work {
         state.work_signal.notify_waiters();
     }
+    state.wake_agent(&id);
     Ok(axum::Json(Sent { data: appended.recorded.into_iter().map(|e| e.body).collect() }))
 }
 

@@ -129,6 +129,7 @@ pub(crate) async fn create(
     let session = state.store.create_session(new).await?;
     tracing::info!(session.id = %session.id, environment.id = %session.environment_id, "created session");
     state.work_signal.notify_waiters();
+    state.wake_agent(&session.id);
     Ok(axum::Json(session))
 }
 

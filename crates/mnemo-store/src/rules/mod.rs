@@ -3,6 +3,7 @@
 //! A backend loads what a rule needs inside its transaction, asks the rule, and writes what the
 //! rule returns; it decides nothing itself. Each module is tested as a table, one row per rule.
 //!
+//! - [`agent`]: the agent loop's turn lease and when a session owes a turn.
 //! - [`session`]: the session/event state machine ([`session::plan_append`]).
 //! - [`work`]: the work-item lease ([`work::Lease`]) and sessions-token liveness.
 //! - [`scope`]: which credential may take which action ([`scope::decide`]).
@@ -10,6 +11,7 @@
 //! - [`catalog`]: memory stores, environments and keys, agents, and new sessions.
 //! - [`webhook`]: which change yields which webhook event, who is sent it, and retries.
 
+pub mod agent;
 pub mod catalog;
 pub mod memory;
 pub mod scope;

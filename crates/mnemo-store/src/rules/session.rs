@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 
 use mnemo_api::{
-    Event, EventId, LoggedEvent, Permission, SessionId, SessionStatus, StatusIdle, StopReason, ToolResult, Verdict,
+    Event, EventId, LoggedEvent, ModelUsage, Permission, SessionId, SessionStatus, StatusIdle, StopReason, ToolResult,
+    Verdict,
 };
 use serde_json::{Value, json};
 
@@ -109,6 +110,8 @@ pub struct AppendPlan {
     pub stop_reason: Option<StopReason>,
     /// Queue a work item for the session.
     pub enqueue_work: bool,
+    /// Tokens the recorded `span.model_request_end` events report: added to the session's usage.
+    pub usage: Option<ModelUsage>,
 }
 
 /// Where the plan gets what it cannot decide: ids and the time.
@@ -255,14 +258,24 @@ pub fn plan_append(
                 needs_worker = true;
                 record(&mut plan, event, true);
             }
-            Event::AgentMessage(_) | Event::AgentToolUse(_) | Event::AgentCustomToolUse(_) => {
+            Event::AgentMessage(_)
+            | Event::AgentToolUse(_)
+            | Event::AgentCustomToolUse(_)
+            | Event::ModelRequestStart
+            | Event::ModelRequestEnd(_)
+            | Event::SessionError(_) => {
                 if author != EventAuthor::Agent {
                     return Err(StoreError::Forbidden(format!(
                         "only an API key driving the session may post {} events",
                         event.kind()
                     )));
                 }
-                if status != SessionStatus::Running {
+                if let Event::ModelRequestEnd(end) = &event {
+                    plan.usage = Some(plan.usage.unwrap_or_default().plus(end.model_usage));
+                }
+                // An error or the end of a model call reports on the turn; it does not start one.
+                let reports = matches!(event, Event::ModelRequestEnd(_) | Event::SessionError(_));
+                if status != SessionStatus::Running && !reports {
                     record(&mut plan, Event::StatusRunning, false);
                     status = SessionStatus::Running;
                     plan.status = Some(status);

@@ -107,6 +107,12 @@ pub(crate) struct Serve {
     #[arg(long, env = "MNEMO_CONSOLE_SECURE_COOKIES")]
     console_secure_cookies: bool,
 
+    /// Run sessions' agents on the model providers this TOML file configures (providers, the
+    /// mapping of agent model ids, the loop's limits; see docs/AGENTS.md). Sessions whose agent's
+    /// model maps to no provider stay driven from outside, as without it.
+    #[arg(long, value_name = "FILE", env = "MNEMO_MODELS")]
+    models: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     webhooks: WebhookArgs,
 }
@@ -257,6 +263,8 @@ impl Serve {
 
     /// Opens the database, binds the listener and starts serving in the background.
     pub(crate) async fn start(self) -> anyhow::Result<Running> {
+        // A bad providers file stops the server before it opens anything.
+        let models = self.models.as_deref().map(crate::models::load).transpose()?;
         let url = match self.database {
             Some(url) => url,
             None => default_database()?,
@@ -297,8 +305,12 @@ impl Serve {
             secure_cookies: self.console_secure_cookies,
         });
         let console_on = console.is_some();
-        let state =
+        let mut state =
             AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root).with_console(console);
+        if let Some((resolve, limits)) = models {
+            state = state.with_agent_loop(resolve, limits);
+            tracing::info!("running agents on the configured model providers");
+        }
         let router = mnemo_server::router(state);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = ServeConfig {

@@ -1,0 +1,269 @@
+//! The agent loop: `mnemo serve` runs the agent of every session whose agent's model resolves
+//! to a configured provider; other sessions keep being driven from outside.
+//!
+//! The [`AgentLoop`] supervisor hears of every append — from this process's handlers
+//! ([`AgentLoop::wake`]) and, on a database several replicas share, from the store's signals —
+//! and asks of the session's log whether it owes its agent a step
+//! ([`mnemo_store::rules::agent::due`]). If it does, it claims the session's turn lease in the
+//! store (one runner per turn across every replica) and runs [`turn::run`], renewing the lease
+//! while it works. A lease whose holder died lapses, and a periodic scan of running sessions
+//! (also at start) picks such turns up again, so no session stays `running` with nobody on it.
+
+mod request;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mnemo_api::{Event, SessionId};
+use mnemo_model::Resolved;
+use mnemo_store::{Appended, EventAuthor, ListSessions, Signal, Store, StoreError};
+use tokio::sync::{Notify, broadcast, mpsc};
+
+use crate::hub::EventHub;
+
+/// The loop's bounds.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// `max_tokens` of every model call.
+    pub max_tokens: u32,
+    /// Model calls one turn may make; then it ends with `model_call_limit_reached`.
+    pub max_model_calls_per_turn: u32,
+    /// How long a turn may take from its first model call; then it ends with `turn_timeout`.
+    pub turn_timeout: Duration,
+    /// Retries of a retryable provider failure (429, 529, 5xx, a cut stream) per call.
+    pub max_retries: u32,
+    /// The first back-off; each retry doubles it (with full jitter) up to `backoff_cap`.
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// How long a turn lease lasts unless renewed (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// How often running sessions are scanned for turns nobody holds.
+    pub scan_every: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_tokens: 8192,
+            max_model_calls_per_turn: 50,
+            turn_timeout: Duration::from_secs(1800),
+            max_retries: 4,
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(30),
+            lease_ttl: Duration::from_secs(30),
+            scan_every: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Which provider runs an agent model id (`None`: the session is driven from outside).
+pub type Resolve = Arc<dyn Fn(&str) -> Option<Resolved> + Send + Sync>;
+
+/// What a turn needs from the server.
+pub(crate) struct Ctx {
+    pub(crate) store: Arc<dyn Store>,
+    hub: Arc<EventHub>,
+    work_signal: Arc<Notify>,
+    pub(crate) limits: Limits,
+}
+
+impl Ctx {
+    /// Appends as the agent, and tells this process's streams and long polls, as a handler does.
+    pub(crate) async fn append(&self, id: &SessionId, events: Vec<Event>) -> Result<Appended, StoreError> {
+        let appended = self.store.append_events(id, events, EventAuthor::Agent).await?;
+        self.hub.publish(id, &appended.written);
+        if appended.enqueued_work {
+            self.work_signal.notify_waiters();
+        }
+        Ok(appended)
+    }
+}
+
+/// A session this process is looking at or running: its wake-ups, and whether one came while
+/// it was busy (then it looks again before it lets go).
+struct Active {
+    wake: Arc<Notify>,
+    again: bool,
+}
+
+struct Inner {
+    ctx: Ctx,
+    resolve: Resolve,
+    /// This process's name on the leases it holds.
+    holder: String,
+    active: Mutex<HashMap<SessionId, Active>>,
+}
+
+/// The supervisor of the agent loop (cheap to clone).
+#[derive(Clone)]
+pub struct AgentLoop {
+    inner: Arc<Inner>,
+    wake_tx: mpsc::UnboundedSender<SessionId>,
+}
+
+impl std::fmt::Debug for AgentLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLoop").field("holder", &self.inner.holder).finish_non_exhaustive()
+    }
+}
+
+impl AgentLoop {
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        hub: Arc<EventHub>,
+        work_signal: Arc<Notify>,
+        resolve: Resolve,
+        limits: Limits,
+    ) -> Self {
+        let holder = format!("loop_{:016x}", rand::random::<u64>());
+        let signals = store.signals();
+        let scan_every = limits.scan_every;
+        let inner =
+            Arc::new(Inner { ctx: Ctx { store, hub, work_signal, limits }, resolve, holder, active: Mutex::default() });
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let this = Self { inner, wake_tx };
+        tokio::spawn(this.clone().supervise(wake_rx, signals, scan_every));
+        this
+    }
+
+    /// Tells the loop that `session` changed (events appended, or a session created with events).
+    pub fn wake(&self, session: &SessionId) {
+        let _ = self.wake_tx.send(session.clone());
+    }
+
+    async fn supervise(
+        self,
+        mut wakes: mpsc::UnboundedReceiver<SessionId>,
+        mut signals: Option<broadcast::Receiver<Signal>>,
+        scan_every: Duration,
+    ) {
+        let mut scan = tokio::time::interval(scan_every);
+        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            let signal = async {
+                match signals.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                woken = wakes.recv() => match woken {
+                    Some(session) => self.look_at(session),
+                    None => return,
+                },
+                signal = signal => match signal {
+                    Ok(Signal::Events { session, .. }) => self.look_at(session),
+                    Ok(Signal::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => self.scan().await,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Closed) => signals = None,
+                },
+                // The first tick is at once: turns a dead process left running are picked up at start.
+                _ = scan.tick() => self.scan().await,
+            }
+        }
+    }
+
+    /// Looks at every running session (turns whose runner died are among them).
+    async fn scan(&self) {
+        let mut after = None;
+        loop {
+            let query = ListSessions { statuses: vec!["running".into()], limit: 100, after, ..ListSessions::default() };
+            match self.inner.ctx.store.list_sessions(query).await {
+                Ok(page) => {
+                    for s in page.items {
+                        self.look_at(s.id);
+                    }
+                    match page.next {
+                        Some(next) => after = Some(next),
+                        None => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e.chain(), "cannot list running sessions for the agent loop");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hands a wake-up to the session's task, or starts one.
+    fn look_at(&self, session: SessionId) {
+        let wake = {
+            let mut active = self.inner.active.lock().expect("agent loop poisoned");
+            if let Some(a) = active.get_mut(&session) {
+                a.again = true;
+                a.wake.notify_one();
+                return;
+            }
+            let wake = Arc::new(Notify::new());
+            active.insert(session.clone(), Active { wake: Arc::clone(&wake), again: false });
+            wake
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = this.attend(&session, &wake).await {
+                    tracing::warn!(session.id = %session, error = %e.chain(), "the agent loop could not carry on a turn");
+                }
+                let mut active = this.inner.active.lock().expect("agent loop poisoned");
+                match active.get_mut(&session) {
+                    Some(a) if a.again => a.again = false,
+                    _ => {
+                        active.remove(&session);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Runs the session's turn if its agent resolves, it owes a step and the lease is ours.
+    async fn attend(&self, id: &SessionId, wake: &Notify) -> Result<(), StoreError> {
+        let ctx = &self.inner.ctx;
+        let session = match ctx.store.get_session(id).await {
+            Ok(s) => s,
+            Err(StoreError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let Some(model) = session.agent["model"]["id"].as_str() else { return Ok(()) };
+        let Some(resolved) = (self.inner.resolve)(model) else { return Ok(()) };
+        if session.status == "terminated" {
+            return Ok(());
+        }
+        if !ctx.store.claim_turn(id, &self.inner.holder, ctx.limits.lease_ttl).await? {
+            return Ok(());
+        }
+        tracing::debug!(session.id = %id, provider = %resolved.provider_name, "running a turn");
+        let outcome = tokio::select! {
+            outcome = turn::run(ctx, id, &resolved, wake) => outcome,
+            lost = self.keep_lease(id) => Err(lost),
+        };
+        if let Err(e) = ctx.store.release_turn(id, &self.inner.holder).await {
+            tracing::warn!(session.id = %id, error = %e.chain(), "cannot release a turn lease (it lapses by itself)");
+        }
+        outcome
+    }
+
+    /// Renews the turn lease every third of its TTL; resolves (with why) once it is lost, or
+    /// once renewals have failed for longer than the lease lasts (another may hold it by now).
+    async fn keep_lease(&self, id: &SessionId) -> StoreError {
+        let ttl = self.inner.ctx.limits.lease_ttl;
+        let mut renewed = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            match self.inner.ctx.store.claim_turn(id, &self.inner.holder, ttl).await {
+                Ok(true) => renewed = tokio::time::Instant::now(),
+                Ok(false) => {
+                    return StoreError::Conflict(format!("the turn lease of session `{id}` went to another runner"));
+                }
+                Err(e) if renewed.elapsed() >= ttl => return e,
+                Err(e) => tracing::warn!(session.id = %id, error = %e.chain(), "cannot renew a turn lease"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

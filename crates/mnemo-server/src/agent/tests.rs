@@ -1,0 +1,481 @@
+//! The loop against an in-process fake provider and a real (SQLite) store.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use mnemo_api::{AgentParams, AgentSpec, DEFAULT_MEMORY_MOUNT_ROOT, Event, SessionId};
+use mnemo_model::{Block, ModelError, ModelRequest, Provider, ReplyEvent, Resolved, Role, StopReason, Usage};
+use mnemo_store::{AgentRef, EventAuthor, Limits as StoreLimits, NewEnvironment, NewSession, Store};
+use mnemo_store_tests::{StoreFactory, TestStore};
+use serde_json::{Value, json};
+
+use super::{AgentLoop, Limits, Resolve};
+use crate::hub::EventHub;
+
+/// One scripted call: refused at once, or a stream of items that then ends or hangs.
+enum Reply {
+    Refuse(ModelError),
+    Stream { items: Vec<Result<ReplyEvent, ModelError>>, hang: bool },
+}
+
+fn text(t: &str) -> Result<ReplyEvent, ModelError> {
+    Ok(ReplyEvent::Block(Block::Text { text: t.into() }))
+}
+
+fn tool(name: &str, input: Value) -> Result<ReplyEvent, ModelError> {
+    Ok(ReplyEvent::Block(Block::ToolUse { id: format!("toolu_{name}"), name: name.into(), input }))
+}
+
+fn finished(stop: StopReason, input: u64, output: u64) -> Result<ReplyEvent, ModelError> {
+    let usage = Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    };
+    Ok(ReplyEvent::Finished { stop_reason: stop, usage })
+}
+
+fn answer(items: Vec<Result<ReplyEvent, ModelError>>) -> Reply {
+    Reply::Stream { items, hang: false }
+}
+
+/// Sets a flag when the stream it travels with is dropped (the call cancelled).
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[derive(Default)]
+struct Fake {
+    script: Mutex<VecDeque<Reply>>,
+    /// Every request, in order.
+    requests: Mutex<Vec<ModelRequest>>,
+    calls: AtomicUsize,
+    dropped: Arc<AtomicBool>,
+}
+
+impl Fake {
+    fn new(script: Vec<Reply>) -> Arc<Self> {
+        Arc::new(Self { script: Mutex::new(script.into()), ..Self::default() })
+    }
+
+    fn requests(&self) -> Vec<ModelRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for FakeHandle {
+    async fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Result<BoxStream<'static, Result<ReplyEvent, ModelError>>, ModelError> {
+        let fake = &self.0;
+        fake.calls.fetch_add(1, Ordering::SeqCst);
+        fake.requests.lock().unwrap().push(request);
+        let next = fake.script.lock().unwrap().pop_front();
+        match next {
+            None => Err(ModelError::Refused { status: 400, message: "the script ran out".into() }),
+            Some(Reply::Refuse(e)) => Err(e),
+            Some(Reply::Stream { items, hang }) => {
+                let flag = DropFlag(Arc::clone(&fake.dropped));
+                let tail = if hang { stream::pending().boxed() } else { stream::empty().boxed() };
+                Ok(stream::iter(items)
+                    .chain(tail)
+                    .map(move |item| {
+                        let _keep = &flag;
+                        item
+                    })
+                    .boxed())
+            }
+        }
+    }
+}
+
+struct FakeHandle(Arc<Fake>);
+
+fn resolve_to(fake: &Arc<Fake>) -> Resolve {
+    let fake = Arc::clone(fake);
+    Arc::new(move |model: &str| {
+        (model == "fake-model").then(|| Resolved {
+            provider: Arc::new(FakeHandle(Arc::clone(&fake))) as Arc<dyn Provider>,
+            model: "provider-model".into(),
+            provider_name: "fake".into(),
+        })
+    })
+}
+
+fn quick() -> Limits {
+    Limits {
+        max_tokens: 1000,
+        max_retries: 2,
+        backoff_base: Duration::from_millis(1),
+        backoff_cap: Duration::from_millis(5),
+        lease_ttl: Duration::from_secs(30),
+        scan_every: Duration::from_secs(3600),
+        ..Limits::default()
+    }
+}
+
+struct Harness {
+    store: TestStore,
+    hub: Arc<EventHub>,
+    agent_loop: AgentLoop,
+}
+
+async fn harness(fake: &Arc<Fake>, limits: Limits) -> Harness {
+    let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
+    let hub = Arc::new(EventHub::default());
+    let agent_loop =
+        AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(fake), limits);
+    Harness { store, hub, agent_loop }
+}
+
+/// A session of an agent on the fake model with the toolset (bash asks, web_fetch and grep
+/// disabled) and one custom tool.
+async fn session(s: &dyn Store, model: &str) -> SessionId {
+    let env = s
+        .create_environment(NewEnvironment {
+            name: "loop".into(),
+            description: None,
+            metadata: Default::default(),
+            config: json!({"type": "cloud"}),
+            scope: None,
+        })
+        .await
+        .unwrap();
+    let params: AgentParams = serde_json::from_value(json!({
+        "name": "looper", "model": model, "system": "You are terse.",
+        "tools": [
+            {"type": "agent_toolset_20260401", "configs": [
+                {"name": "bash", "permission_policy": {"type": "always_ask"}},
+                {"name": "grep", "enabled": false},
+            ]},
+            {"type": "custom", "name": "lookup", "description": "looks a word up",
+             "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}}},
+        ],
+    }))
+    .unwrap();
+    let agent = s.create_agent(AgentSpec::from_params(&params).unwrap()).await.unwrap();
+    let new = NewSession {
+        agent: AgentRef { id: agent.id, version: None, overrides: None },
+        environment: env.id,
+        attachments: Vec::new(),
+        title: None,
+        metadata: Default::default(),
+        budget: None,
+        initial_events: Vec::new(),
+        mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
+    };
+    s.create_session(new).await.unwrap().id
+}
+
+fn event(v: Value) -> Event {
+    Event::parse(v).unwrap()
+}
+
+impl Harness {
+    async fn post(&self, id: &SessionId, v: Value) -> Value {
+        let appended = self.store.append_events(id, vec![event(v)], EventAuthor::Client).await.unwrap();
+        self.hub.publish(id, &appended.written);
+        self.agent_loop.wake(id);
+        appended.recorded[0].body.clone()
+    }
+
+    async fn say(&self, id: &SessionId, words: &str) {
+        self.post(id, json!({"type": "user.message", "content": [{"type": "text", "text": words}]})).await;
+    }
+
+    /// Waits for an event the predicate accepts (reading the log, then following the hub).
+    async fn until(&self, id: &SessionId, what: impl Fn(&Value) -> bool) -> Value {
+        let mut rx = self.hub.subscribe(id);
+        if let Some(e) = self.log(id).await.into_iter().find(|e| what(e)) {
+            return e;
+        }
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.expect("the loop is stuck").unwrap();
+            if what(&e.body) {
+                return e.body;
+            }
+        }
+    }
+
+    /// Waits until the turn ends (an idle that is not `requires_action`, after `after`).
+    async fn turn_end(&self, id: &SessionId, nth: usize) -> Value {
+        let ends = |log: &[Value]| {
+            log.iter()
+                .filter(|e| e["type"] == "session.status_idle" && e["stop_reason"]["type"] != "requires_action")
+                .nth(nth)
+                .cloned()
+        };
+        let mut rx = self.hub.subscribe(id);
+        loop {
+            if let Some(e) = ends(&self.log(id).await) {
+                return e;
+            }
+            tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.expect("the turn never ended").unwrap();
+        }
+    }
+
+    async fn log(&self, id: &SessionId) -> Vec<Value> {
+        self.store.events_after(id, 0).await.unwrap().into_iter().map(|e| e.body).collect()
+    }
+
+    async fn types(&self, id: &SessionId) -> Vec<String> {
+        self.log(id).await.iter().map(|e| e["type"].as_str().unwrap().to_owned()).collect()
+    }
+}
+
+#[tokio::test]
+async fn a_text_answer_ends_the_turn_and_records_usage() {
+    let fake = Fake::new(vec![answer(vec![text("Hello"), text("there."), finished(StopReason::EndTurn, 10, 5)])]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "hi").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"], json!({"type": "end_turn"}));
+    assert_eq!(
+        h.types(&id).await,
+        [
+            "user.message",
+            "session.status_running",
+            "span.model_request_start",
+            "agent.message",
+            "agent.message",
+            "span.model_request_end",
+            "session.status_idle"
+        ]
+    );
+    let log = h.log(&id).await;
+    assert_eq!(log[3]["content"], json!([{"type": "text", "text": "Hello"}]));
+    assert_eq!(log[5]["model_request_start_id"], log[2]["id"]);
+    assert_eq!(log[5]["model_usage"]["input_tokens"], 10);
+    let session = h.store.get_session(&id).await.unwrap();
+    assert_eq!((session.usage["input_tokens"].clone(), session.usage["output_tokens"].clone()), (json!(10), json!(5)));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].model, "provider-model");
+    assert_eq!(requests[0].max_tokens, 1000);
+    assert!(requests[0].system.starts_with("You are terse."), "{}", requests[0].system);
+    assert_eq!(requests[0].messages.len(), 1);
+    let names: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["bash", "read", "write", "edit", "glob", "lookup"], "grep is disabled");
+}
+
+#[tokio::test]
+async fn tool_calls_wait_for_their_results_then_the_model_is_called_again() {
+    let fake = Fake::new(vec![
+        answer(vec![
+            text("Let me look."),
+            tool("read", json!({"file_path": "/mnt/memory/notes/a.md"})),
+            tool("lookup", json!({"word": "mnemo"})),
+            finished(StopReason::ToolUse, 20, 8),
+        ]),
+        answer(vec![text("Done."), finished(StopReason::EndTurn, 30, 2)]),
+    ]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "read a").await;
+    let waiting = h.until(&id, |e| e["type"] == "session.status_idle").await;
+    assert_eq!(waiting["stop_reason"]["type"], "requires_action");
+    let log = h.log(&id).await;
+    let read = log.iter().find(|e| e["type"] == "agent.tool_use").unwrap().clone();
+    let lookup = log.iter().find(|e| e["type"] == "agent.custom_tool_use").unwrap().clone();
+    assert_eq!(read["name"], "read");
+    assert_eq!(read["evaluated_permission"], "allow");
+    assert_eq!(lookup["input"], json!({"word": "mnemo"}));
+    assert_eq!(waiting["stop_reason"]["event_ids"], json!([read["id"], lookup["id"]]));
+    h.post(
+        &id,
+        json!({"type": "user.tool_result", "tool_use_id": read["id"], "content": [{"type": "text", "text": "A!"}]}),
+    )
+    .await;
+    h.post(&id, json!({"type": "user.custom_tool_result", "custom_tool_use_id": lookup["id"], "content": [{"type": "text", "text": "a word"}]}))
+        .await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let second = &requests[1].messages;
+    assert_eq!(second.iter().map(|m| m.role).collect::<Vec<_>>(), [Role::User, Role::Assistant, Role::User]);
+    assert!(
+        matches!(&second[1].content[1], Block::ToolUse { id, name, .. } if id == read["id"].as_str().unwrap() && name == "read")
+    );
+    assert!(
+        matches!(&second[2].content[0], Block::ToolResult { tool_use_id, is_error: false, .. } if tool_use_id == read["id"].as_str().unwrap())
+    );
+    assert!(
+        matches!(&second[2].content[1], Block::ToolResult { tool_use_id, .. } if tool_use_id == lookup["id"].as_str().unwrap())
+    );
+    assert_eq!(h.store.get_session(&id).await.unwrap().usage["input_tokens"], 50);
+}
+
+#[tokio::test]
+async fn retryable_failures_are_retried_then_reported_as_a_session_error() {
+    let fake = Fake::new(vec![
+        Reply::Refuse(ModelError::Overloaded),
+        answer(vec![Err(ModelError::Server { status: 503 })]),
+        Reply::Refuse(ModelError::Overloaded),
+    ]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "hi").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 3, "one call and two retries");
+    let errors: Vec<Value> = h.log(&id).await.into_iter().filter(|e| e["type"] == "session.error").collect();
+    let statuses: Vec<&str> = errors.iter().map(|e| e["error"]["retry_status"]["type"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["retrying", "retrying", "exhausted"]);
+    assert_eq!(errors[2]["error"]["type"], "model_overloaded_error");
+    assert!(errors[2]["error"]["message"].as_str().unwrap().contains("`fake`"), "{}", errors[2]);
+    assert_eq!(h.store.get_session(&id).await.unwrap().status, "idle");
+}
+
+#[tokio::test]
+async fn a_refusal_by_the_provider_is_not_retried() {
+    let fake = Fake::new(vec![Reply::Refuse(ModelError::Refused { status: 400, message: "bad request".into() })]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "hi").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+    let error = h.log(&id).await.into_iter().find(|e| e["type"] == "session.error").unwrap();
+    assert_eq!(error["error"]["type"], "model_request_failed_error");
+    assert_eq!(error["error"]["retry_status"]["type"], "exhausted");
+}
+
+#[tokio::test]
+async fn an_interrupt_cancels_the_call_in_flight_and_ends_the_turn() {
+    let fake = Fake::new(vec![
+        Reply::Stream { items: vec![text("Thinking...")], hang: true },
+        answer(vec![text("Fresh."), finished(StopReason::EndTurn, 1, 1)]),
+    ]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "think").await;
+    h.until(&id, |e| e["type"] == "agent.message").await;
+    assert!(!fake.dropped.load(Ordering::SeqCst));
+    h.post(&id, json!({"type": "user.interrupt"})).await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    assert!(fake.dropped.load(Ordering::SeqCst), "the stream was dropped");
+    // The next message starts a new turn.
+    h.say(&id, "again").await;
+    h.turn_end(&id, 1).await;
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_runaway_agent_stops_at_the_model_call_limit() {
+    // Every answer calls a disabled tool: denied at once, so the session keeps running.
+    let script =
+        (0..10).map(|_| answer(vec![tool("grep", json!({"pattern": "x"})), finished(StopReason::ToolUse, 1, 1)]));
+    let fake = Fake::new(script.collect());
+    let h = harness(&fake, Limits { max_model_calls_per_turn: 3, ..quick() }).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "loop").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "model_call_limit_reached");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+    let last = &fake.requests()[2];
+    assert!(
+        last.messages.iter().any(|m| m.content.iter().any(|b| matches!(b, Block::ToolResult { is_error: true, .. }))),
+        "the model is told the tool is disabled"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_past_its_wall_clock_bound_ends() {
+    let fake = Fake::new(vec![Reply::Stream { items: vec![], hang: true }]);
+    let h = harness(&fake, Limits { turn_timeout: Duration::from_millis(300), ..quick() }).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "hang").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "turn_timeout");
+    assert!(fake.dropped.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
+    let fake = Fake::new(vec![answer(vec![text("Back."), finished(StopReason::EndTurn, 1, 1)])]);
+    let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
+    let id = session(&*store, "fake-model").await;
+    store
+        .append_events(
+            &id,
+            vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
+            EventAuthor::Client,
+        )
+        .await
+        .unwrap();
+    // A runner claimed the turn, started a call and died.
+    assert!(store.claim_turn(&id, "dead", Duration::from_millis(100)).await.unwrap());
+    store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Agent).await.unwrap();
+    assert_eq!(store.get_session(&id).await.unwrap().status, "running");
+    // A new process starts: its first scan finds the session; once the lease lapses, it takes over.
+    let hub = Arc::new(EventHub::default());
+    let limits = Limits { scan_every: Duration::from_millis(50), ..quick() };
+    let _loop = AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(&fake), limits);
+    let h = Harness { store, hub, agent_loop: _loop };
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn two_loops_on_one_store_run_a_turn_once() {
+    let fake = Fake::new(vec![answer(vec![text("Once."), finished(StopReason::EndTurn, 1, 1)])]);
+    let h = harness(&fake, quick()).await;
+    let other =
+        AgentLoop::start(Arc::clone(&h.store.store), Arc::clone(&h.hub), Arc::default(), resolve_to(&fake), quick());
+    let id = session(&*h.store, "fake-model").await;
+    let appended = h
+        .store
+        .append_events(
+            &id,
+            vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
+            EventAuthor::Client,
+        )
+        .await
+        .unwrap();
+    h.hub.publish(&id, &appended.written);
+    other.wake(&id);
+    h.agent_loop.wake(&id);
+    h.turn_end(&id, 0).await;
+    let starts = h.types(&id).await.iter().filter(|t| *t == "span.model_request_start").count();
+    assert_eq!(starts, 1);
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_session_whose_model_resolves_to_no_provider_is_left_to_its_driver() {
+    let fake = Fake::new(vec![answer(vec![text("Mine."), finished(StopReason::EndTurn, 1, 1)])]);
+    let h = harness(&fake, quick()).await;
+    let external = session(&*h.store, "someone-elses-model").await;
+    let ours = session(&*h.store, "fake-model").await;
+    h.say(&external, "hello?").await;
+    h.say(&ours, "hello").await;
+    h.turn_end(&ours, 0).await;
+    // The external session's wake-up came first and was handled by the time the other's was.
+    assert_eq!(h.types(&external).await, ["user.message"]);
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn back_off_doubles_with_jitter_up_to_its_cap_and_honours_retry_after() {
+    use super::turn::backoff;
+    let (base, cap) = (Duration::from_millis(100), Duration::from_secs(1));
+    assert_eq!(backoff(0, base, cap, None, 1.0), Duration::from_millis(100));
+    assert_eq!(backoff(2, base, cap, None, 1.0), Duration::from_millis(400));
+    assert_eq!(backoff(2, base, cap, None, 0.5), Duration::from_millis(200));
+    assert_eq!(backoff(10, base, cap, None, 1.0), cap);
+    assert_eq!(backoff(0, base, cap, Some(Duration::from_secs(3)), 1.0), Duration::from_secs(3));
+}

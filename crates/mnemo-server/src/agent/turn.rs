@@ -1,0 +1,352 @@
+//! One activation of a session's turn: call the model while the session owes it a step, stream
+//! the answer into the log, and stop when the session idles (the turn ended, or tool calls
+//! wait for their results — their last result runs the session again and a new activation
+//! carries on from the log).
+//!
+//! Every event goes through [`mnemo_store::Store::append_events`] with the agent as author, so
+//! the session state machine (`requires_action`, permissions, confirmations) is the one
+//! external drivers go through. The caller holds the session's turn lease throughout.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::StreamExt;
+use mnemo_api::{
+    ContentBlock, ErrorObject, Event, EventId, Message, ModelRequestEnd, ModelUsage, RetryStatus, SessionError,
+    SessionErrorKind, SessionId, SessionStatus, StatusIdle, StopReason, ToolUse,
+};
+use mnemo_model::{Block, ModelError, ReplyEvent, Resolved};
+use mnemo_store::rules::agent::{self, Due};
+use mnemo_store::{SessionEvent, StoreError};
+use rand::Rng;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::{Ctx, request};
+
+/// How a step's model call ended.
+enum CallEnd {
+    /// The model finished; `pending` are the events it produced that wait to be appended with
+    /// the end of the call (its tool calls, and any text after the first of them).
+    Finished {
+        stop: mnemo_model::StopReason,
+        usage: mnemo_model::Usage,
+        pending: Vec<Event>,
+    },
+    Interrupted,
+    TimedOut,
+    Failed(ModelError),
+}
+
+/// How one attempt of a call ended.
+enum Attempt {
+    End(CallEnd),
+    /// A provider error; `appended`: part of the answer is in the log already (no retry then,
+    /// or the log would hold it twice).
+    Error {
+        error: ModelError,
+        appended: bool,
+    },
+}
+
+fn bodies(events: Vec<SessionEvent>) -> Vec<Value> {
+    events.into_iter().map(|e| e.body).collect()
+}
+
+fn idle(reason: StopReason) -> Event {
+    Event::StatusIdle(StatusIdle { stop_reason: reason, stop_details: None })
+}
+
+fn end_of_call(start: &EventId, usage: ModelUsage, is_error: bool) -> Event {
+    Event::ModelRequestEnd(ModelRequestEnd {
+        model_request_start_id: start.clone(),
+        is_error: Some(is_error),
+        model_usage: usage,
+    })
+}
+
+fn usage_of(u: &mnemo_model::Usage) -> ModelUsage {
+    ModelUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_input_tokens: u.cache_read_input_tokens,
+        cache_creation_input_tokens: u.cache_creation_input_tokens,
+    }
+}
+
+/// The `session.error` for a provider failure: a plain message naming the provider, never a
+/// credential (the model crate's errors carry none).
+pub(crate) fn session_error(error: &ModelError, provider: &str, retry: RetryStatus) -> Event {
+    let kind = match error {
+        ModelError::RateLimited { .. } => SessionErrorKind::ModelRateLimitedError,
+        ModelError::Overloaded => SessionErrorKind::ModelOverloadedError,
+        _ => SessionErrorKind::ModelRequestFailedError,
+    };
+    let message = format!("the model request to provider `{provider}` failed: {error}");
+    Event::SessionError(SessionError { error: ErrorObject { kind, message, retry_status: retry } })
+}
+
+/// The agent event for a tool call the model made: a built-in tool of the agent's toolset is an
+/// `agent.tool_use` (the worker runs it), one of its custom tools an `agent.custom_tool_use` (the
+/// client answers it). A name the agent does not know goes to the worker, which refuses it.
+fn tool_call(agent: &Value, name: String, input: Value) -> Event {
+    let input = match input {
+        Value::Object(map) => map,
+        other => Map::from_iter([("input".to_owned(), other)]),
+    };
+    let call = ToolUse { name, input, evaluated_permission: None, evaluation: None };
+    if !request::is_built_in(&call.name) && request::is_custom(agent, &call.name) {
+        Event::AgentCustomToolUse(call)
+    } else {
+        Event::AgentToolUse(call)
+    }
+}
+
+/// Exponential back-off with full jitter, capped, never shorter than the provider asked.
+pub(crate) fn backoff(
+    attempt: u32,
+    base: Duration,
+    cap: Duration,
+    retry_after: Option<Duration>,
+    jitter: f64,
+) -> Duration {
+    let exp = base.saturating_mul(2u32.saturating_pow(attempt)).min(cap);
+    let jittered = exp.mul_f64(jitter.clamp(0.0, 1.0));
+    retry_after.map_or(jittered, |after| jittered.max(after))
+}
+
+/// When the turn must end: its first event's time plus the bound (the store's clock wrote it).
+fn deadline(started_at: Option<&str>, bound: Duration) -> Instant {
+    let elapsed = started_at
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .and_then(|t| (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).to_std().ok())
+        .unwrap_or_default();
+    Instant::now() + bound.saturating_sub(elapsed)
+}
+
+/// Runs the session's turn while it owes its agent a step (see [`agent::due`]).
+pub(crate) async fn run(
+    ctx: &Ctx,
+    id: &SessionId,
+    resolved: &Resolved,
+    wake: &tokio::sync::Notify,
+) -> Result<(), StoreError> {
+    loop {
+        let session = ctx.store.get_session(id).await?;
+        let events = ctx.store.events_after(id, 0).await?;
+        let seen = events.last().map_or(0, |e| e.seq);
+        let log = bodies(events);
+        let status = SessionStatus::parse(&session.status).unwrap_or(SessionStatus::Idle);
+        let stop_reason: Option<StopReason> = session.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok());
+        match agent::due(status, stop_reason.as_ref(), &log) {
+            Due::Nothing => return Ok(()),
+            Due::EndInterrupted => {
+                ctx.append(id, vec![idle(StopReason::EndTurn)]).await?;
+                return Ok(());
+            }
+            Due::Run => {}
+        }
+        let progress = agent::progress(&log);
+        if progress.model_calls >= ctx.limits.max_model_calls_per_turn {
+            tracing::info!(session.id = %id, calls = progress.model_calls, "the turn reached its model call limit");
+            ctx.append(id, vec![idle(StopReason::ModelCallLimitReached)]).await?;
+            return Ok(());
+        }
+        let deadline = deadline(progress.started_at.as_deref(), ctx.limits.turn_timeout);
+        if progress.started_at.is_some() && deadline <= Instant::now() {
+            ctx.append(id, vec![idle(StopReason::TurnTimeout)]).await?;
+            return Ok(());
+        }
+        // The start comes first: the request is read from the log after it, so whatever the
+        // start follows is what this call sees (see `agent::due`).
+        let started = ctx.append(id, vec![Event::ModelRequestStart]).await?;
+        let start =
+            started.recorded.first().ok_or_else(|| StoreError::backend("the model call start was not recorded"))?;
+        let start_id: EventId = serde_json::from_value(start.body["id"].clone())
+            .map_err(|e| StoreError::backend(format!("the model call start has no id: {e}")))?;
+        let start_seq = start.seq;
+        let log: Vec<Value> =
+            bodies(ctx.store.events_after(id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
+        let step = Step {
+            ctx,
+            id,
+            agent: &session.agent,
+            memory_prompt: session.memory_prompt.as_deref(),
+            log: &log,
+            resolved,
+            seen,
+            deadline,
+            wake,
+        };
+        match step.call().await? {
+            CallEnd::Finished { stop, usage, mut pending } => {
+                let waits = pending.iter().any(|e| matches!(e, Event::AgentToolUse(_) | Event::AgentCustomToolUse(_)));
+                pending.push(end_of_call(&start_id, usage_of(&usage), false));
+                if !waits {
+                    let reason = if matches!(stop, mnemo_model::StopReason::Refusal) {
+                        StopReason::Refusal
+                    } else {
+                        StopReason::EndTurn
+                    };
+                    pending.push(idle(reason));
+                }
+                ctx.append(id, pending).await?;
+                if !waits {
+                    return Ok(());
+                }
+                // Tool calls: the session idles waiting for them, unless every one was denied
+                // at once (then it still runs and the loop goes on).
+            }
+            CallEnd::Interrupted => {
+                ctx.append(id, vec![end_of_call(&start_id, ModelUsage::default(), false), idle(StopReason::EndTurn)])
+                    .await?;
+                return Ok(());
+            }
+            CallEnd::TimedOut => {
+                tracing::info!(session.id = %id, "the turn ran out of time");
+                ctx.append(
+                    id,
+                    vec![end_of_call(&start_id, ModelUsage::default(), true), idle(StopReason::TurnTimeout)],
+                )
+                .await?;
+                return Ok(());
+            }
+            CallEnd::Failed(error) => {
+                tracing::warn!(session.id = %id, provider = %resolved.provider_name, error = %error, "a model call failed");
+                ctx.append(
+                    id,
+                    vec![
+                        end_of_call(&start_id, ModelUsage::default(), true),
+                        session_error(&error, &resolved.provider_name, RetryStatus::Exhausted),
+                        idle(StopReason::RetriesExhausted),
+                    ],
+                )
+                .await?;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One step: the call of the model for the log up to its start.
+struct Step<'a> {
+    ctx: &'a Ctx,
+    id: &'a SessionId,
+    agent: &'a Value,
+    memory_prompt: Option<&'a str>,
+    log: &'a [Value],
+    resolved: &'a Resolved,
+    /// The newest position the step's decision read: an interrupt after it ends the step.
+    seen: i64,
+    deadline: Instant,
+    wake: &'a tokio::sync::Notify,
+}
+
+impl Step<'_> {
+    /// Resolves once a `user.interrupt` is in the log after [`Self::seen`].
+    async fn interrupted(&self) {
+        loop {
+            match self.ctx.store.events_after(self.id, self.seen).await {
+                Ok(events) if events.iter().any(|e| e.body["type"] == "user.interrupt") => return,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(session.id = %self.id, error = %e.chain(), "cannot look for an interrupt"),
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    /// Calls the model, retrying retryable failures with back-off within the bounds.
+    async fn call(&self) -> Result<CallEnd, StoreError> {
+        let limits = &self.ctx.limits;
+        let interrupted = pin!(self.interrupted());
+        let mut interrupted = interrupted;
+        let mut attempt = 0;
+        loop {
+            let request =
+                request::build(self.agent, self.memory_prompt, self.log, &self.resolved.model, limits.max_tokens);
+            let (error, appended) = match self.attempt(request, interrupted.as_mut()).await? {
+                Attempt::End(end) => return Ok(end),
+                Attempt::Error { error, appended } => (error, appended),
+            };
+            if !error.is_retryable() || appended || attempt >= limits.max_retries {
+                return Ok(CallEnd::Failed(error));
+            }
+            let delay = backoff(
+                attempt,
+                limits.backoff_base,
+                limits.backoff_cap,
+                error.retry_after(),
+                rand::rng().random::<f64>(),
+            );
+            if Instant::now() + delay >= self.deadline {
+                return Ok(CallEnd::Failed(error));
+            }
+            tracing::info!(session.id = %self.id, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying a model call");
+            self.ctx
+                .append(self.id, vec![session_error(&error, &self.resolved.provider_name, RetryStatus::Retrying)])
+                .await?;
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = interrupted.as_mut() => return Ok(CallEnd::Interrupted),
+            }
+            attempt += 1;
+        }
+    }
+
+    /// One attempt: opens the stream and appends each completed text block as an
+    /// `agent.message` as soon as it is complete — unless a tool call came before it, which
+    /// keeps it for the end of the call so that the calls and the text stay in order and the
+    /// session idles once, with every call of the step.
+    async fn attempt(
+        &self,
+        request: mnemo_model::ModelRequest,
+        mut interrupted: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    ) -> Result<Attempt, StoreError> {
+        let opened = tokio::select! {
+            opened = self.resolved.provider.stream(request) => opened,
+            () = interrupted.as_mut() => return Ok(Attempt::End(CallEnd::Interrupted)),
+            () = tokio::time::sleep_until(self.deadline) => return Ok(Attempt::End(CallEnd::TimedOut)),
+        };
+        let mut stream = match opened {
+            Ok(stream) => stream,
+            Err(error) => return Ok(Attempt::Error { error, appended: false }),
+        };
+        let mut pending: Vec<Event> = Vec::new();
+        let mut appended = false;
+        loop {
+            let item = tokio::select! {
+                // Dropping the stream on the way out cancels the call.
+                () = interrupted.as_mut() => return Ok(Attempt::End(CallEnd::Interrupted)),
+                () = tokio::time::sleep_until(self.deadline) => return Ok(Attempt::End(CallEnd::TimedOut)),
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(ReplyEvent::Block(Block::Text { text }))) => {
+                    if text.is_empty() {
+                        continue;
+                    }
+                    let message = Event::AgentMessage(Message { content: vec![ContentBlock::text(text)] });
+                    if pending.is_empty() {
+                        self.ctx.append(self.id, vec![message]).await?;
+                        appended = true;
+                    } else {
+                        pending.push(message);
+                    }
+                }
+                Some(Ok(ReplyEvent::Block(Block::ToolUse { name, input, .. }))) => {
+                    pending.push(tool_call(self.agent, name, input));
+                }
+                // A model never sends results; nothing to record.
+                Some(Ok(ReplyEvent::Block(Block::ToolResult { .. }))) => {}
+                Some(Ok(ReplyEvent::Finished { stop_reason, usage })) => {
+                    return Ok(Attempt::End(CallEnd::Finished { stop: stop_reason, usage, pending }));
+                }
+                Some(Err(error)) => return Ok(Attempt::Error { error, appended }),
+                None => {
+                    let error = ModelError::Stream("the reply ended before it finished".into());
+                    return Ok(Attempt::Error { error, appended });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! `--models FILE`: the model providers the agent loop runs sessions' agents on.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mnemo_model::ModelConfig;
+use mnemo_server::agent::{Limits, Resolve};
+
+/// Reads and checks the providers file; answers how agent model ids resolve and the loop's limits.
+pub(crate) fn load(path: &Path) -> anyhow::Result<(Resolve, Limits)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("read the model providers file {}", path.display()))?;
+    let config =
+        ModelConfig::from_toml(&text).with_context(|| format!("bad model providers file {}", path.display()))?;
+    let limits = Limits {
+        max_tokens: config.limits.max_tokens,
+        max_model_calls_per_turn: config.limits.max_model_calls_per_turn,
+        turn_timeout: Duration::from_secs(config.limits.turn_timeout_secs),
+        ..Limits::default()
+    };
+    let config = Arc::new(config);
+    Ok((Arc::new(move |model: &str| config.resolve(model)), limits))
+}
