@@ -184,7 +184,7 @@ fn event(v: Value) -> Event {
 impl Harness {
     async fn post(&self, id: &SessionId, v: Value) -> Value {
         let appended = self.store.append_events(id, vec![event(v)], EventAuthor::Client).await.unwrap();
-        self.hub.publish(id, &appended.written);
+        self.hub.publish(&*self.store.store, id, &appended.written).await;
         self.agent_loop.wake(id);
         appended.recorded[0].body.clone()
     }
@@ -446,7 +446,7 @@ async fn two_loops_on_one_store_run_a_turn_once() {
         )
         .await
         .unwrap();
-    h.hub.publish(&id, &appended.written);
+    h.hub.publish(&*h.store.store, &id, &appended.written).await;
     other.wake(&id);
     h.agent_loop.wake(&id);
     h.turn_end(&id, 0).await;

@@ -258,7 +258,7 @@ mod tests {
                     let names: Vec<(&str, &str)> = rel.parents().collect();
                     prop_assert_eq!(names.len(), components.len() - 1);
                     let rebuilt = names.iter().map(|(seg, _)| *seg).chain([rel.file_name()]).collect::<Vec<_>>().join("/");
-                    prop_assert_eq!(rebuilt, s.clone());
+                    prop_assert_eq!(rebuilt, s);
                 }
                 Err(e) => prop_assert!(e.is_refusal()),
             }
