@@ -132,8 +132,12 @@ class Console:
         return parts.path + (("?" + parts.query) if parts.query else "")
 
     def text(self) -> str:
-        """The page's text as a person reads it."""
-        return self.driver.find_element(By.TAG_NAME, "body").text
+        """The page's text as a person reads it (read again when a navigation still under way
+        replaces the page while it is read: a click's answer may land at any moment)."""
+        return wait_for(
+            lambda: self.driver.find_element(By.TAG_NAME, "body").text or " ",
+            f"the text of {self.driver.current_url}",
+        )
 
     def sees(self, text: str) -> bool:
         """Whether `text` is on the page: in its text or in a shown field's value (a textarea

@@ -288,6 +288,9 @@ mod tests {
             Cell::Int(1),
             Cell::Int(1),
             Cell::Null,
+            // No turn lease held.
+            Cell::Null,
+            Cell::Null,
         ];
         store.write_rows(sessions, vec![session]).await.unwrap();
         let flag = |store: &str, ro: i64| vec![Cell::Int(3), Cell::Text(store.into()), Cell::Int(ro)];

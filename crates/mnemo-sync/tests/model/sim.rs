@@ -546,10 +546,13 @@ impl Sim {
                     next.remove(&path);
                     c.deleted_remotely += 1;
                 }
+                // The delete is not known to have happened: a failure of this sync (the
+                // baseline keeps the file, so the next sync tries again or restores it).
                 Some(FaultKind::LoseResponse) => {
                     self.server.remove(&path);
+                    c.failed += 1;
                 }
-                Some(FaultKind::LoseRequest) => {}
+                Some(FaultKind::LoseRequest) => c.failed += 1,
                 // The expected digest no longer matches (409): keep the baseline; the next sync
                 // restores the remote version (row 9).
                 Some(FaultKind::RaceUpdate) if self.server.get(&path).map(String::as_str) != Some(RACED) => {
