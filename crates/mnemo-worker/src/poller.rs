@@ -78,7 +78,7 @@ pub async fn run(
             }
         };
         tracing::info!(work_id = %work.id, kind = %work.data.kind, id = %work.data.id, "claimed a work item");
-        match client.ack_work(environment, &work.id).await {
+        match acknowledge(&client, environment, &work).await {
             Ok(_) => ack_failures = 0,
             Err(e) if e.is_permanent() => {
                 tracing::warn!(work_id = %work.id, "ack refused; stopping the item: {e}");
@@ -107,6 +107,35 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Acknowledges a polled item. When the answer to an acknowledgement the server took is lost,
+/// the client's retry is refused (`409`: the item is `starting` already); the item is then ours
+/// if it is `starting` and nobody has heartbeat it yet. Were it someone else's after all (our
+/// delivery lapsed and another poller acknowledged a new one), our sessions token died with our
+/// delivery and the lease's first heartbeat decides: the loser gives the item up.
+async fn acknowledge(
+    client: &Client,
+    environment: &EnvironmentId,
+    work: &Work,
+) -> Result<(), mnemo_client::ClientError> {
+    let refused = match client.ack_work(environment, &work.id).await {
+        Ok(_) => return Ok(()),
+        Err(e) if e.is_conflict() => e,
+        Err(e) => return Err(e),
+    };
+    // The environment key may list the queue (not fetch one item): look the item up there.
+    let path = format!("/v1/environments/{environment}/work?limit=100");
+    let listed = client.json(mnemo_client::Method::GET, &path, None).await;
+    let now =
+        listed.ok().and_then(|page| page["data"].as_array()?.iter().find(|w| w["id"] == work.id.as_str()).cloned());
+    let ours = now.is_some_and(|w| w["state"] == WorkState::Starting.as_str() && w["latest_heartbeat_at"].is_null());
+    if ours {
+        tracing::info!(work_id = %work.id, "the answer to our acknowledgement was lost; the item is ours");
+        Ok(())
+    } else {
+        Err(refused)
+    }
 }
 
 async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) {

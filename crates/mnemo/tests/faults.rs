@@ -17,7 +17,7 @@ use mnemo_client::{Client, Method};
 use serde_json::{Value, json};
 
 use common::{KEY, Server, mnemo, signal, wait_until_async};
-use faults::{Plan, Proxy};
+use faults::{Fault, Plan, Proxy};
 
 /// A server whose memory mounts land under the test's folder, with an agent.
 struct Setup {
@@ -486,4 +486,27 @@ async fn mount_round(api: &Client, proxy: &Proxy, base: &Path, round: u64) {
         &["/a.md", "/b.md", "/gone.md"],
         &[("/a.md", 1), ("/b.md", 1), ("/gone.md", 1), ("/local.md", 2), ("/remote.md", 1)],
     );
+}
+
+/// The random runs' open bug: the answer to a work item's acknowledgement lost after the server
+/// took it. The client's retry is refused (`409`, the item is `starting` already); the worker
+/// used to drop the item, which then waited out its 300 s lease before anyone served it. Now
+/// it finds the item acknowledged and not yet heartbeat, takes it as its own, and serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_to_an_ack_still_serves_the_item() {
+    let s = Setup::new().await;
+    let plan = Plan { once: vec![("/ack", Fault::ResetAfter)], ..Plan::quiet() };
+    let proxy = Proxy::start(&s.server.base, 1, plan).await;
+    let (env, key) = s.environment().await;
+    let body = json!({"agent": s.agent, "environment_id": env});
+    let session = s.api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+    let session = session["id"].as_str().unwrap();
+    let (work, state) = (s.tmp.path().join("work"), s.tmp.path().join("state"));
+    std::fs::create_dir_all(&work).unwrap();
+    let _worker = worker(&env, &key, &proxy.base, &work, &state);
+    let id = call(&s.api, session, "bash", json!({"command": "echo served"})).await;
+    let result = result(&s.api, session, &id).await;
+    assert!(result["content"][0]["text"].as_str().unwrap_or_default().contains("served"), "{result}");
+    assert_eq!(proxy.counts().get(&Fault::ResetAfter), Some(&1), "the ack's answer was lost: {}", proxy.summary());
+    assert_eq!(proxy.lost_answers().len(), 1, "{:?}", proxy.lost_answers());
 }

@@ -55,6 +55,25 @@ pub struct Plan {
     pub max_delay: Duration,
     /// How long a stalled connection is held if the client does not give up first.
     pub stall_cap: Duration,
+    /// Faults dealt once each to the first request whose `METHOD /path` contains the text, whether
+    /// or not random faults are active (a scenario that must hit one exact request).
+    pub once: Vec<(&'static str, Fault)>,
+}
+
+impl Plan {
+    /// No random faults at all: only what [`Plan::once`] names.
+    pub fn quiet() -> Self {
+        Self {
+            delay: 0.0,
+            reset_before: 0.0,
+            reset_after: 0.0,
+            half_close: 0.0,
+            stall: 0.0,
+            truncate: 0.0,
+            burst: 0.0,
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for Plan {
@@ -70,6 +89,7 @@ impl Default for Plan {
             burst_max: 3,
             max_delay: Duration::from_millis(400),
             stall_cap: Duration::from_secs(2),
+            once: Vec::new(),
         }
     }
 }
@@ -105,6 +125,8 @@ struct Shared {
     lost_answers: Mutex<Vec<String>>,
     /// `MNEMO_FAULT_TRACE` is set: each request and its fault are printed.
     trace: bool,
+    /// What is left of [`Plan::once`].
+    once: Mutex<Vec<(&'static str, Fault)>>,
 }
 
 impl Shared {
@@ -129,7 +151,6 @@ impl Proxy {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shared = Arc::new(Shared {
             upstream,
-            plan,
             seed,
             active: AtomicBool::new(true),
             burst_left: AtomicU32::new(0),
@@ -138,6 +159,8 @@ impl Proxy {
             counts: Mutex::new(BTreeMap::new()),
             lost_answers: Mutex::new(Vec::new()),
             trace: std::env::var_os("MNEMO_FAULT_TRACE").is_some(),
+            once: Mutex::new(plan.once.clone()),
+            plan,
         });
         let s = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -280,7 +303,7 @@ async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
         let what = format!("{method} {}", target.split('?').next().unwrap_or_default());
         let non_idempotent = method == "POST" || method == "DELETE";
 
-        let fault = draw(&s, &mut rng);
+        let fault = draw(&s, &mut rng, &what);
         if let Some(f) = fault {
             s.count(f);
         }
@@ -380,7 +403,13 @@ async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
 }
 
 /// The fault for the next request, if any.
-fn draw(s: &Shared, rng: &mut StdRng) -> Option<Fault> {
+fn draw(s: &Shared, rng: &mut StdRng, what: &str) -> Option<Fault> {
+    {
+        let mut once = s.once.lock().unwrap();
+        if let Some(i) = once.iter().position(|(text, _)| what.contains(text)) {
+            return Some(once.remove(i).1);
+        }
+    }
     if !s.active.load(Ordering::SeqCst) {
         return None;
     }
