@@ -16,7 +16,7 @@ use std::time::Duration;
 use mnemo_client::{Client, Method};
 use serde_json::{Value, json};
 
-use common::{KEY, Server, mnemo, signal, wait_until_async};
+use common::{KEY, Server, call, mnemo, result, signal, wait_until_async};
 use faults::{Fault, Plan, Proxy};
 
 /// A server whose memory mounts land under the test's folder, with an agent.
@@ -269,33 +269,6 @@ async fn scripted_round(s: &Setup, proxy: &Proxy, round: u64) {
     let session = session.expect("the script names its session");
     let status = s.api.json(Method::GET, &format!("/v1/sessions/{session}"), None).await.unwrap();
     assert_eq!(status["status"], "idle", "{ctx}");
-}
-
-/// Posts one tool call as the agent; answers its event id.
-async fn call(api: &Client, session: &str, tool: &str, input: Value) -> String {
-    let body = json!({"events": [{"type": "agent.tool_use", "name": tool, "input": input}]});
-    let r = api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
-    r["data"][0]["id"].as_str().unwrap().to_owned()
-}
-
-/// The result of `tool_use_id`, once the worker posted it.
-async fn result(api: &Client, session: &str, tool_use_id: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(log) = api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await {
-            let found = log["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["type"] == "user.tool_result" && e["tool_use_id"] == tool_use_id)
-                .cloned();
-            if let Some(found) = found {
-                return found;
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "no result for {tool_use_id}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// `mnemo serve` killed with SIGKILL and restarted on the same address while a worker serves a

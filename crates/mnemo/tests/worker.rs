@@ -112,29 +112,12 @@ impl Setup {
 
     /// Posts one tool call as the agent; answers its event id.
     async fn call(&self, session: &str, tool: &str, input: Value) -> String {
-        let body = json!({"events": [{"type": "agent.tool_use", "name": tool, "input": input}]});
-        let r = self.api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
-        r["data"][0]["id"].as_str().unwrap().to_owned()
+        common::call(&self.api, session, tool, input).await
     }
 
     /// Waits for the result of `tool_use_id`.
     async fn result(&self, session: &str, tool_use_id: &str) -> Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let log =
-                self.api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await.unwrap();
-            let found = log["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["type"] == "user.tool_result" && e["tool_use_id"] == tool_use_id)
-                .cloned();
-            if let Some(found) = found {
-                return found;
-            }
-            assert!(std::time::Instant::now() < deadline, "no result for {tool_use_id}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        common::result(&self.api, session, tool_use_id).await
     }
 
     async fn end_turn(&self, session: &str) {

@@ -129,3 +129,33 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Posts one tool call as the agent; answers its event id.
+pub async fn call(api: &mnemo_client::Client, session: &str, tool: &str, input: serde_json::Value) -> String {
+    let body = serde_json::json!({"events": [{"type": "agent.tool_use", "name": tool, "input": input}]});
+    let r = api.json(mnemo_client::Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
+    r["data"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The result of `tool_use_id`, once the worker posted it (a failed listing is tried again: a
+/// test may restart the server meanwhile).
+pub async fn result(api: &mnemo_client::Client, session: &str, tool_use_id: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(log) =
+            api.json(mnemo_client::Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await
+        {
+            let found = log["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["type"] == "user.tool_result" && e["tool_use_id"] == tool_use_id)
+                .cloned();
+            if let Some(found) = found {
+                return found;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no result for {tool_use_id}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
