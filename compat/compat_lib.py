@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -490,3 +491,53 @@ def tick() -> None:
     """Sleeps long enough that the next write gets a strictly later timestamp even if the
     server stores whole seconds."""
     time.sleep(1.1)
+
+
+# --------------------------------------------------------------------------------------
+# The scripted model fake (`compat/fake_model.py`) as a subprocess.
+# --------------------------------------------------------------------------------------
+
+FAKE_MODEL = Path(__file__).resolve().parent / "fake_model.py"
+
+
+class FakeModel:
+    """`compat/fake_model.py` on 127.0.0.1:0, stopped when the runner ends (or by `stop()`).
+    `script()` appends replies; `requests()` is what it received, in order."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(FAKE_MODEL)], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        check(line.startswith("listening on http://127.0.0.1:"), f"fake_model printed {line!r}")
+        self.url = line.split("listening on ", 1)[1].strip()
+        at_end(self.stop)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={"content-type": "application/json"})
+        with _OPENER.open(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def script(self, replies: List[Any]) -> None:
+        self.call("POST", "/_script", replies)
+
+    def requests(self) -> List[Any]:
+        return self.call("GET", "/_requests")
+
+    def client(self) -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=self.url, api_key="fake-key", max_retries=0, timeout=20)
+
+    def models_toml(self, mapping: Dict[str, str]) -> str:
+        """A `mnemo serve --models` file: provider `fake` (Anthropic format) and `fake-openai`
+        (OpenAI format) on this fake, `mapping` (agent model id -> "provider/model"), and no
+        default (every other model is driven from outside)."""
+        lines = [
+            "[providers.fake]", 'kind = "anthropic"', f'base_url = "{self.url}"', 'api_key = "fake-key"',
+            "[providers.fake-openai]", 'kind = "openai"', f'base_url = "{self.url}/v1"',
+            "[models]", *(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in mapping.items()),
+        ]
+        return "\n".join(lines) + "\n"

@@ -17,44 +17,15 @@ raise the SDK's own exception classes, so the fake speaks the real wire format.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
-from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import anthropic
 
-from compat_lib import OWN, at_end, check, eq
+from compat_lib import OWN, check, eq
+from compat_lib import FakeModel as Fake
 
 SERVER = OWN
-FAKE = Path(__file__).resolve().parent / "fake_model.py"
-
-
-class Fake:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(FAKE)], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        check(line.startswith("listening on http://127.0.0.1:"), f"fake_model printed {line!r}")
-        self.url = line.split("listening on ", 1)[1].strip()
-        at_end(self.stop)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
-
-    def script(self, replies: List[Any]) -> None:
-        self.call("POST", "/_script", replies)
-
-    def client(self) -> anthropic.Anthropic:
-        return anthropic.Anthropic(base_url=self.url, api_key="fake-key", max_retries=0, timeout=20)
 
 
 def test_fake_model_streams_text_and_tool_calls(fx):

@@ -78,11 +78,14 @@ pub struct Limits {
     pub max_model_calls_per_turn: u32,
     /// The wall-clock bound of a turn.
     pub turn_timeout_secs: u64,
+    /// How long a turn's lease lasts unless its runner renews it: the longest a turn whose
+    /// process died waits before another process carries it on.
+    pub turn_lease_secs: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_tokens: 8192, max_model_calls_per_turn: 50, turn_timeout_secs: 1800 }
+        Limits { max_tokens: 8192, max_model_calls_per_turn: 50, turn_timeout_secs: 1800, turn_lease_secs: 30 }
     }
 }
 
@@ -266,6 +269,9 @@ impl ModelConfig {
         if limits.max_model_calls_per_turn == 0 {
             return Err(invalid("limits.max_model_calls_per_turn", "at least 1"));
         }
+        if limits.turn_lease_secs < 3 {
+            return Err(invalid("limits.turn_lease_secs", "at least 3"));
+        }
         if limits.turn_timeout_secs == 0 {
             return Err(invalid("limits.turn_timeout_secs", "at least 1"));
         }
@@ -280,6 +286,16 @@ impl ModelConfig {
         };
         let entry = self.providers.get(&name)?;
         Some(Resolved { provider: Arc::clone(&entry.provider), model, provider_name: name })
+    }
+
+    /// The agent model ids the `[models]` table maps, in order.
+    pub fn mapped_models(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
+    /// Whether any other model id goes to a default provider.
+    pub fn has_default(&self) -> bool {
+        self.default.is_some()
     }
 
     /// A provider's settings by name.
@@ -395,6 +411,7 @@ max_tokens = 4096
             ("[providers.a]\nkind = \"anthropic\"\napi_key = \"k\"\n[models]\nx = \"a\"\n", "models.\"x\""),
             ("[models]\ndefault = \"nobody\"\n", "models.default"),
             ("[limits]\nmax_tokens = 0\n", "limits.max_tokens"),
+            ("[limits]\nturn_lease_secs = 2\n", "limits.turn_lease_secs"),
         ];
         for (text, key) in cases {
             let e = ModelConfig::from_toml_with_env(text, env).unwrap_err();

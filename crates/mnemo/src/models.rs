@@ -8,16 +8,24 @@ use anyhow::Context;
 use mnemo_model::ModelConfig;
 use mnemo_server::agent::{Limits, Resolve};
 
-/// Reads and checks the providers file; answers how agent model ids resolve and the loop's limits.
-pub(crate) fn load(path: &Path) -> anyhow::Result<(Resolve, Limits)> {
+/// Reads and checks the providers file.
+pub(crate) fn read(path: &Path) -> anyhow::Result<ModelConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("read the model providers file {}", path.display()))?;
-    let config =
-        ModelConfig::from_toml(&text).with_context(|| format!("bad model providers file {}", path.display()))?;
+    ModelConfig::from_toml(&text).with_context(|| format!("bad model providers file {}", path.display()))
+}
+
+/// Reads and checks the providers file; answers how agent model ids resolve and the loop's limits.
+pub(crate) fn load(path: &Path) -> anyhow::Result<(Resolve, Limits)> {
+    let config = read(path)?;
     let limits = Limits {
         max_tokens: config.limits.max_tokens,
         max_model_calls_per_turn: config.limits.max_model_calls_per_turn,
         turn_timeout: Duration::from_secs(config.limits.turn_timeout_secs),
+        lease_ttl: Duration::from_secs(config.limits.turn_lease_secs),
+        // Often enough that a lapsed lease is found within half its length again, at most 15 s.
+        scan_every: Duration::from_secs(config.limits.turn_lease_secs / 2)
+            .clamp(Duration::from_secs(1), Duration::from_secs(15)),
         ..Limits::default()
     };
     let config = Arc::new(config);

@@ -123,3 +123,58 @@ async fn an_agent_on_an_anthropic_model_reads_and_writes_its_memory() {
 async fn an_agent_on_an_openai_compatible_model_reads_and_writes_its_memory() {
     reads_writes_and_answers("oa").await;
 }
+
+/// `mnemo serve` killed with SIGKILL while a model call streams, then started again on the same
+/// database: the turn is not left `running` — once the dead process's lease lapses, the new one
+/// makes the call again and ends the turn; what the first attempt had said stays, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_turn_carries_the_turn_on_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = FakeModelServer::start(vec![
+        FakeReply::text("Thinking it over, slowly, word by word, before I answer you.")
+            .slow(Duration::from_millis(400)),
+        FakeReply::text("Back after the restart: here is the answer."),
+    ])
+    .await;
+    let models = tmp.path().join("models.toml");
+    std::fs::write(&models, format!("{}[limits]\nturn_lease_secs = 3\n", fake.config_toml())).unwrap();
+    let db = tmp.path().join("db.sqlite");
+    let args = ["--api-key", KEY, "--models", models.to_str().unwrap()];
+    let mut server = Server::start(&db, &args);
+    let api = Client::new(&server.base, KEY).unwrap();
+    let agent = json!({"name": "a", "model": "claude-fake", "tools": []});
+    let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
+    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let body = json!({"agent": agent["id"], "environment_id": env["id"]});
+    let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+    let session = session["id"].as_str().unwrap().to_owned();
+    let body = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "Take your time."}]}]});
+    api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
+    // The call streams (slowly): kill the server in the middle of it.
+    let streaming = wait_until_async(Duration::from_secs(30), || async { !fake.requests().is_empty() }).await;
+    assert!(streaming, "the model was never called");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+
+    let server = Server::start(&db, &args);
+    let api = Client::new(&server.base, KEY).unwrap();
+    let ended = wait_until_async(Duration::from_secs(60), || async {
+        events(&api, &session).await.iter().any(|e| e["type"] == "session.status_idle")
+    })
+    .await;
+    let log = events(&api, &session).await;
+    assert!(ended, "the turn was never carried on: {log:#?}");
+    let end = log.iter().find(|e| e["type"] == "session.status_idle").unwrap();
+    assert_eq!(end["stop_reason"]["type"], "end_turn", "{log:#?}");
+    let said: Vec<&str> = log
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .map(|e| e["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["Back after the restart: here is the answer."], "the broken answer was never appended");
+    assert_eq!(fake.requests().len(), 2, "the call was made again, once");
+    assert_eq!(log.iter().filter(|e| e["type"] == "span.model_request_start").count(), 2);
+    let s = api.json(Method::GET, &format!("/v1/sessions/{session}"), None).await.unwrap();
+    assert_eq!(s["status"], "idle");
+}

@@ -80,3 +80,55 @@ fn ctrl_c_stops_the_server_and_removes_the_data_folder_and_data_dir_keeps_it() {
     assert!(dir.path().join("mnemo.sqlite").exists());
     assert!(removed_folder(&String::from_utf8_lossy(&out.stdout)).is_none());
 }
+
+/// With `--models`, the two sessions are asked in plain words and the (fake) model calls the tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_model_the_demo_agent_reads_and_writes_its_memory_itself() {
+    use mnemo_model::testing::{FakeModelServer, FakeReply};
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("mnt").join("demo-notes");
+    let fake = FakeModelServer::start(vec![
+        FakeReply::tool("read", json!({"file_path": folder.join("welcome.md")})),
+        FakeReply::tool(
+            "write",
+            json!({"file_path": folder.join("learned.md"), "content": "Short answers, please.\n"}),
+        ),
+        FakeReply::text("I read the welcome note and wrote down that you like short answers."),
+        FakeReply::tool("read", json!({"file_path": folder.join("learned.md")})),
+        FakeReply::text("An earlier session learned that you like short answers."),
+    ])
+    .await;
+    let models = dir.path().join("models.toml");
+    std::fs::write(&models, format!("{}\"demo-model\" = \"fake/fake-1\"\n", fake.config_toml())).unwrap();
+    let out = tokio::task::spawn_blocking({
+        let (dir, models) = (dir.path().to_owned(), models.clone());
+        move || {
+            mnemo()
+                .args(["quickstart", "--exit", "--listen", "127.0.0.1:0", "--data-dir"])
+                .arg(&dir)
+                .arg("--models")
+                .arg(&models)
+                .env_remove("RUST_LOG")
+                .env_remove("MNEMO_MODELS")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("on the model `demo-model`"), "{stdout}");
+    let first = stdout.split("[4] Session 1").nth(1).unwrap().split("[5] Session 2").next().unwrap();
+    assert!(first.contains("user: Your memory is the folder"), "{first}");
+    assert!(first.contains("agent → write"), "{first}");
+    assert!(first.contains("agent: I read the welcome note"), "{first}");
+    let second = stdout.split("[5] Session 2").nth(1).unwrap();
+    assert!(second.contains("← Short answers, please."), "session 2 read what session 1 wrote:\n{stdout}");
+    assert!(second.contains("agent: An earlier session learned"), "{second}");
+    assert_eq!(fake.requests().len(), 5, "three model calls for the first session, two for the second");
+    // The model was told where its memory is.
+    assert!(fake.requests()[0].body.to_string().contains(folder.to_str().unwrap()));
+}

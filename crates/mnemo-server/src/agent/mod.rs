@@ -7,7 +7,9 @@
 //! ([`mnemo_store::rules::agent::due`]). If it does, it claims the session's turn lease in the
 //! store (one runner per turn across every replica) and runs [`turn::run`], renewing the lease
 //! while it works. A lease whose holder died lapses, and a periodic scan of running sessions
-//! (also at start) picks such turns up again, so no session stays `running` with nobody on it.
+//! picks such turns up again, so no session stays `running` with nobody on it; the scan at
+//! start (and after missed signals) also looks at idle sessions, for a message a process
+//! stored but died before answering.
 
 mod request;
 mod turn;
@@ -56,6 +58,16 @@ impl Default for Limits {
             scan_every: Duration::from_secs(15),
         }
     }
+}
+
+/// Which sessions a scan looks at.
+#[derive(Debug, Clone, Copy)]
+enum Scan {
+    /// Running ones: a turn whose runner died is among them (the periodic scan).
+    Running,
+    /// Running and idle ones: an idle session may hold input nobody answered (at start, and
+    /// after missed signals). Idle sessions of agents no provider runs cost one read each.
+    Everything,
 }
 
 /// Which provider runs an agent model id (`None`: the session is driven from outside).
@@ -141,6 +153,7 @@ impl AgentLoop {
     ) {
         let mut scan = tokio::time::interval(scan_every);
         scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut first_scan = true;
         loop {
             let signal = async {
                 match signals.as_mut() {
@@ -155,21 +168,31 @@ impl AgentLoop {
                 },
                 signal = signal => match signal {
                     Ok(Signal::Events { session, .. }) => self.look_at(session),
-                    Ok(Signal::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => self.scan().await,
+                    // Signals were missed: any session may have new input.
+                    Ok(Signal::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => self.scan(Scan::Everything).await,
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Closed) => signals = None,
                 },
-                // The first tick is at once: turns a dead process left running are picked up at start.
-                _ = scan.tick() => self.scan().await,
+                _ = scan.tick() => {
+                    // The first tick is at once: at start, turns a dead process left running and
+                    // messages it stored but never answered (the session still idle) are picked up.
+                    let what = if first_scan { Scan::Everything } else { Scan::Running };
+                    first_scan = false;
+                    self.scan(what).await;
+                }
             }
         }
     }
 
-    /// Looks at every running session (turns whose runner died are among them).
-    async fn scan(&self) {
+    /// Looks at the sessions `what` names.
+    async fn scan(&self, what: Scan) {
+        let statuses = match what {
+            Scan::Running => vec!["running".into()],
+            Scan::Everything => vec!["running".into(), "idle".into()],
+        };
         let mut after = None;
         loop {
-            let query = ListSessions { statuses: vec!["running".into()], limit: 100, after, ..ListSessions::default() };
+            let query = ListSessions { statuses: statuses.clone(), limit: 100, after, ..ListSessions::default() };
             match self.inner.ctx.store.list_sessions(query).await {
                 Ok(page) => {
                     for s in page.items {
@@ -230,6 +253,10 @@ impl AgentLoop {
         let Some(model) = session.agent["model"]["id"].as_str() else { return Ok(()) };
         let Some(resolved) = (self.inner.resolve)(model) else { return Ok(()) };
         if session.status == "terminated" {
+            return Ok(());
+        }
+        if session.status == "idle" && !turn::owes_a_step(ctx, id, &session).await? {
+            // Most idle sessions a scan finds owe nothing: no lease write for them.
             return Ok(());
         }
         if !ctx.store.claim_turn(id, &self.inner.holder, ctx.limits.lease_ttl).await? {

@@ -242,6 +242,21 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
             None => {}
         }
     }
+    // A conversation ending in the agent's own words (a retried answer that broke off) asks the
+    // model to carry on from them; providers refuse such a start ending in whitespace.
+    if let Some((Role::Assistant, blocks)) = turns.last_mut() {
+        while let Some(Block::Text { text }) = blocks.last_mut() {
+            let kept = text.trim_end().len();
+            text.truncate(kept);
+            if !text.is_empty() {
+                break;
+            }
+            blocks.pop();
+        }
+        if blocks.is_empty() {
+            turns.pop();
+        }
+    }
     turns
         .into_iter()
         .map(|(role, mut content)| {
@@ -360,5 +375,19 @@ mod tests {
             matches!(&turns[2].content[0], Block::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "sevt_2")
         );
         assert_eq!(turns[2].content[1], text("never mind"));
+    }
+
+    #[test]
+    fn an_answer_that_broke_off_is_the_start_of_the_next_one_without_trailing_whitespace() {
+        let log = vec![
+            json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "go"}]}),
+            json!({"type": "agent.message", "id": "sevt_2", "content": [{"type": "text", "text": "First part. "}]}),
+            json!({"type": "agent.message", "id": "sevt_3", "content": [{"type": "text", "text": " \n"}]}),
+        ];
+        let turns = conversation(&log);
+        assert_eq!(turns.iter().map(|m| m.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
+        assert_eq!(turns[1].content, [text("First part.")], "the blank block is dropped, the other trimmed");
+        let blank = &log[..1].iter().chain(&log[2..]).cloned().collect::<Vec<_>>();
+        assert_eq!(conversation(blank).len(), 1, "an assistant turn of whitespace only is left out");
     }
 }

@@ -339,6 +339,30 @@ async fn retryable_failures_are_retried_then_reported_as_a_session_error() {
 }
 
 #[tokio::test]
+async fn a_stream_that_breaks_after_text_is_retried_and_the_model_carries_on_from_it() {
+    let fake = Fake::new(vec![
+        answer(vec![text("Part one. "), Err(ModelError::Stream("connection reset".into()))]),
+        answer(vec![text("Part two."), finished(StopReason::EndTurn, 4, 2)]),
+    ]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "tell me").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    let log = h.log(&id).await;
+    let said: Vec<&Value> =
+        log.iter().filter(|e| e["type"] == "agent.message").map(|e| &e["content"][0]["text"]).collect();
+    assert_eq!(said, ["Part one. ", "Part two."], "each part once, in order");
+    let errors: Vec<&Value> = log.iter().filter(|e| e["type"] == "session.error").collect();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0]["error"]["retry_status"]["type"], "retrying");
+    let retried = &fake.requests()[1].messages;
+    assert_eq!(retried.last().unwrap().role, Role::Assistant, "the retry starts the answer with what was said");
+    assert_eq!(retried.last().unwrap().content, [Block::Text { text: "Part one.".into() }]);
+    assert_eq!(log.iter().filter(|e| e["type"] == "span.model_request_start").count(), 1, "one call, retried");
+}
+
+#[tokio::test]
 async fn a_refusal_by_the_provider_is_not_retried() {
     let fake = Fake::new(vec![Reply::Refuse(ModelError::Refused { status: 400, message: "bad request".into() })]);
     let h = harness(&fake, quick()).await;
@@ -428,6 +452,31 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "end_turn");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start() {
+    let fake = Fake::new(vec![answer(vec![text("Sorry for the wait."), finished(StopReason::EndTurn, 1, 1)])]);
+    let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
+    let id = session(&*store, "fake-model").await;
+    let answered = session(&*store, "fake-model").await;
+    for s in [&id, &answered] {
+        let hi = event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}));
+        store.append_events(s, vec![hi], EventAuthor::Client).await.unwrap();
+    }
+    // The second one's turn ended before the process died; the first one's message was stored,
+    // then the process died before any runner saw it: the session is still idle.
+    store.append_events(&answered, vec![Event::ModelRequestStart], EventAuthor::Agent).await.unwrap();
+    let end = event(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
+    store.append_events(&answered, vec![end], EventAuthor::Agent).await.unwrap();
+    assert_eq!(store.get_session(&id).await.unwrap().status, "idle");
+    let hub = Arc::new(EventHub::default());
+    let agent_loop =
+        AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(&fake), quick());
+    let h = Harness { store, hub, agent_loop };
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1, "the answered session is not run again");
 }
 
 #[tokio::test]

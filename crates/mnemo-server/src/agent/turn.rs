@@ -41,11 +41,11 @@ enum CallEnd {
 /// How one attempt of a call ended.
 enum Attempt {
     End(CallEnd),
-    /// A provider error; `appended`: part of the answer is in the log already (no retry then,
-    /// or the log would hold it twice).
+    /// A provider error; `recorded`: the messages of the answer this attempt put in the log
+    /// before it broke (a retry continues after them rather than saying them twice).
     Error {
         error: ModelError,
-        appended: bool,
+        recorded: Vec<Value>,
     },
 }
 
@@ -124,6 +124,19 @@ fn deadline(started_at: Option<&str>, bound: Duration) -> Instant {
     Instant::now() + bound.saturating_sub(elapsed)
 }
 
+/// What the session owes its agent now (see [`agent::due`]).
+fn due_of(session: &mnemo_api::Session, log: &[Value]) -> Due {
+    let status = SessionStatus::parse(&session.status).unwrap_or(SessionStatus::Idle);
+    let stop_reason: Option<StopReason> = session.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok());
+    agent::due(status, stop_reason.as_ref(), log)
+}
+
+/// Whether the session owes its agent anything (read before claiming the turn lease).
+pub(crate) async fn owes_a_step(ctx: &Ctx, id: &SessionId, session: &mnemo_api::Session) -> Result<bool, StoreError> {
+    let log = bodies(ctx.store.events_after(id, 0).await?);
+    Ok(due_of(session, &log) != Due::Nothing)
+}
+
 /// Runs the session's turn while it owes its agent a step (see [`agent::due`]).
 pub(crate) async fn run(
     ctx: &Ctx,
@@ -136,9 +149,7 @@ pub(crate) async fn run(
         let events = ctx.store.events_after(id, 0).await?;
         let seen = events.last().map_or(0, |e| e.seq);
         let log = bodies(events);
-        let status = SessionStatus::parse(&session.status).unwrap_or(SessionStatus::Idle);
-        let stop_reason: Option<StopReason> = session.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok());
-        match agent::due(status, stop_reason.as_ref(), &log) {
+        match due_of(&session, &log) {
             Due::Nothing => return Ok(()),
             Due::EndInterrupted => {
                 ctx.append(id, vec![idle(StopReason::EndTurn)]).await?;
@@ -255,20 +266,25 @@ impl Step<'_> {
         }
     }
 
-    /// Calls the model, retrying retryable failures with back-off within the bounds.
+    /// Calls the model, retrying retryable failures with back-off within the bounds. A stream
+    /// that broke after some of the answer was recorded is retried with that part as the start
+    /// of the model's answer, so the model carries on from it.
     async fn call(&self) -> Result<CallEnd, StoreError> {
         let limits = &self.ctx.limits;
         let interrupted = pin!(self.interrupted());
         let mut interrupted = interrupted;
         let mut attempt = 0;
+        let mut log = self.log.to_vec();
         loop {
-            let request =
-                request::build(self.agent, self.memory_prompt, self.log, &self.resolved.model, limits.max_tokens);
-            let (error, appended) = match self.attempt(request, interrupted.as_mut()).await? {
+            let request = request::build(self.agent, self.memory_prompt, &log, &self.resolved.model, limits.max_tokens);
+            let error = match self.attempt(request, interrupted.as_mut()).await? {
                 Attempt::End(end) => return Ok(end),
-                Attempt::Error { error, appended } => (error, appended),
+                Attempt::Error { error, recorded } => {
+                    log.extend(recorded);
+                    error
+                }
             };
-            if !error.is_retryable() || appended || attempt >= limits.max_retries {
+            if !error.is_retryable() || attempt >= limits.max_retries {
                 return Ok(CallEnd::Failed(error));
             }
             let delay = backoff(
@@ -309,10 +325,10 @@ impl Step<'_> {
         };
         let mut stream = match opened {
             Ok(stream) => stream,
-            Err(error) => return Ok(Attempt::Error { error, appended: false }),
+            Err(error) => return Ok(Attempt::Error { error, recorded: Vec::new() }),
         };
         let mut pending: Vec<Event> = Vec::new();
-        let mut appended = false;
+        let mut recorded: Vec<Value> = Vec::new();
         loop {
             let item = tokio::select! {
                 // Dropping the stream on the way out cancels the call.
@@ -327,8 +343,8 @@ impl Step<'_> {
                     }
                     let message = Event::AgentMessage(Message { content: vec![ContentBlock::text(text)] });
                     if pending.is_empty() {
-                        self.ctx.append(self.id, vec![message]).await?;
-                        appended = true;
+                        let appended = self.ctx.append(self.id, vec![message]).await?;
+                        recorded.extend(appended.recorded.into_iter().map(|e| e.body));
                     } else {
                         pending.push(message);
                     }
@@ -341,10 +357,10 @@ impl Step<'_> {
                 Some(Ok(ReplyEvent::Finished { stop_reason, usage })) => {
                     return Ok(Attempt::End(CallEnd::Finished { stop: stop_reason, usage, pending }));
                 }
-                Some(Err(error)) => return Ok(Attempt::Error { error, appended }),
+                Some(Err(error)) => return Ok(Attempt::Error { error, recorded }),
                 None => {
                     let error = ModelError::Stream("the reply ended before it finished".into());
-                    return Ok(Attempt::Error { error, appended });
+                    return Ok(Attempt::Error { error, recorded });
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! `mnemo quickstart`: the whole product in one command — a server on the embedded database, a
-//! demo store, environment, key and agent, a worker in this process, and two scripted sessions
-//! that show memory surviving from one to the next.
+//! demo store, environment, key and agent, a worker in this process, and two sessions that show
+//! memory surviving from one to the next: scripted, or — with `--models` — asked in plain words
+//! of an agent that runs on a real model through the server's agent loop.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,8 @@ use super::signals::Signals;
 
 /// The most a demo session may take.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most a demo session on a real model may take (models can be slow).
+const AGENT_SESSION_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Args)]
 pub(crate) struct Quickstart {
@@ -35,6 +38,16 @@ pub(crate) struct Quickstart {
     /// Exit once the demo sessions are done instead of serving until Ctrl-C.
     #[arg(long)]
     exit: bool,
+
+    /// Run the demo agent on a real model: the providers file of `mnemo serve --models` (see
+    /// docs/AGENTS.md). The sessions are then asked in plain words, and the model decides
+    /// which tools to call. Without it the agent's tool calls are scripted.
+    #[arg(long, value_name = "FILE", env = "MNEMO_MODELS")]
+    models: Option<PathBuf>,
+
+    /// The demo agent's model id (default: the first one the providers file's `[models]` maps).
+    #[arg(long, value_name = "ID", requires = "models")]
+    model: Option<String>,
 }
 
 /// A step of the demo, printed as it happens.
@@ -70,7 +83,27 @@ impl Quickstart {
         outcome
     }
 
+    /// The demo agent's model when it runs on a provider.
+    fn agent_model(&self) -> anyhow::Result<Option<String>> {
+        let Some(path) = &self.models else { return Ok(None) };
+        let config = crate::models::read(path)?;
+        if let Some(model) = &self.model {
+            if config.resolve(model).is_none() {
+                bail!("the providers file {} maps no provider for the model `{model}`", path.display());
+            }
+            return Ok(Some(model.clone()));
+        }
+        match config.mapped_models().next() {
+            Some(first) => Ok(Some(first.to_owned())),
+            None if config.has_default() => {
+                bail!("name the demo agent's model with --model (the providers file maps none)")
+            }
+            None => bail!("the providers file {} maps no model; add one under [models]", path.display()),
+        }
+    }
+
     async fn demo(&self, dir: &Path, signals: &mut Signals) -> anyhow::Result<()> {
+        let model = self.agent_model()?;
         let key = mnemo_api::generate_secret("sk-mnemo-");
         let mount_root = dir.join("mnt");
         let workdir = dir.join("work");
@@ -79,7 +112,9 @@ impl Quickstart {
         let root = mount_root.to_str().context("the data folder's path is not UTF-8")?.to_owned();
 
         step(1, &format!("Starting mnemo serve on {database}"));
-        let serve = |listen| Serve::embedded(listen, database.clone(), key.clone(), root.clone());
+        let serve = |listen| {
+            Serve::embedded(listen, database.clone(), key.clone(), root.clone()).with_models(self.models.clone())
+        };
         let running = match serve(self.listen).start().await {
             Ok(r) => r,
             Err(e) if self.listen.port() != 0 => {
@@ -94,7 +129,7 @@ impl Quickstart {
 
         let stop = CancellationToken::new();
         let shown = async {
-            let setup = setup(&client).await?;
+            let setup = setup(&client, model.as_deref()).await?;
             step(3, "Starting a worker in this process (it serves the environment's sessions, mounts their memory)");
             let mut cfg = WorkerConfig::new(&base, &workdir);
             cfg.state_dir = dir.join("worker-state");
@@ -105,7 +140,10 @@ impl Quickstart {
             let worker = tokio::spawn(async move {
                 poller::run(&cfg, &env_id, &env_key, &ServeItems::InProcess, &worker_stop).await
             });
-            let outcome = sessions(&client, &setup).await;
+            let outcome = match &model {
+                Some(model) => agent_sessions(&client, &setup, model).await,
+                None => sessions(&client, &setup).await,
+            };
             Ok::<_, anyhow::Error>((setup, worker, outcome))
         };
         let (setup, worker, outcome) = tokio::select! {
@@ -161,7 +199,7 @@ struct Setup {
     agent: String,
 }
 
-async fn setup(client: &Client) -> anyhow::Result<Setup> {
+async fn setup(client: &Client, model: Option<&str>) -> anyhow::Result<Setup> {
     step(
         2,
         "Creating a memory store \"demo-notes\" with one memory, a self-hosted environment with its key, and an agent",
@@ -186,9 +224,16 @@ async fn setup(client: &Client) -> anyhow::Result<Setup> {
     let environment = id(&env)?;
     let key = client.json(Method::POST, &format!("/v1/environments/{environment}/keys"), None).await?;
     let environment_key = key["key"].as_str().context("the server returned no environment key")?.to_owned();
-    let agent = json!({"name": "demo agent", "model": "scripted", "tools": [{"type": "agent_toolset_20260401"}]});
+    let agent = match model {
+        Some(model) => json!({
+            "name": "demo agent", "model": model, "tools": [{"type": "agent_toolset_20260401"}],
+            "system": "You are the demo agent of mnemo's quick start. Keep every answer to one or two sentences.",
+        }),
+        None => json!({"name": "demo agent", "model": "scripted", "tools": [{"type": "agent_toolset_20260401"}]}),
+    };
     let agent = id(&client.json(Method::POST, "/v1/agents", Some(&agent)).await?)?;
-    println!("    store {store}, environment {environment}, agent {agent}");
+    let on = model.map(|m| format!(" on the model `{m}`")).unwrap_or_default();
+    println!("    store {store}, environment {environment}, agent {agent}{on}");
     Ok(Setup { store, environment, environment_key, agent })
 }
 
@@ -220,6 +265,96 @@ async fn sessions(client: &Client, setup: &Setup) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The same two sessions, asked in plain words: the model chooses the tool calls.
+async fn agent_sessions(client: &Client, setup: &Setup, model: &str) -> anyhow::Result<()> {
+    step(4, &format!("Session 1: the agent on `{model}` is asked to read its memory and note something down"));
+    let folder = ask(client, setup, |folder| {
+        format!(
+            "Your memory is the folder {folder}. Read {folder}/welcome.md, then write one line to \
+             {folder}/learned.md saying that the user prefers short answers. Then say what you did."
+        )
+    })
+    .await?;
+    let listing = client.json(Method::GET, &format!("/v1/memory_stores/{}/memories", setup.store), None).await?;
+    let paths: Vec<&str> =
+        listing["data"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str()).collect();
+    println!("    the session ended; its folder {folder} is gone; the store now holds: {}", paths.join(", "));
+
+    step(5, "Session 2, a new sandbox: the agent is asked what an earlier session learned");
+    ask(client, setup, |folder| {
+        format!("Your memory is the folder {folder}. What did an earlier session learn about the user? Look there.")
+    })
+    .await?;
+    Ok(())
+}
+
+/// Creates a session with the store attached, sends `prompt` (given the mount path) as the
+/// user's message, prints what the agent says and does until its turn ends, and waits for the
+/// worker to finish. Answers the mount path.
+async fn ask(client: &Client, setup: &Setup, prompt: impl FnOnce(&str) -> String) -> anyhow::Result<String> {
+    let (session, folder) = new_session(client, setup).await?;
+    let sid = id(&session)?;
+    let events = format!("/v1/sessions/{sid}/events");
+    let text = prompt(&folder);
+    println!("    user: {text}");
+    let message = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": text}]}]});
+    let drive = async {
+        client.json(Method::POST, &events, Some(&message)).await?;
+        let mut shown = 0;
+        let mut last_error = None;
+        loop {
+            let page = client.json(Method::GET, &format!("{events}?limit=1000"), None).await?;
+            let log = page["data"].as_array().cloned().unwrap_or_default();
+            for event in log.iter().skip(shown) {
+                match event["type"].as_str().unwrap_or_default() {
+                    "agent.message" => println!("    agent: {}", result_text(event)),
+                    "agent.tool_use" => {
+                        println!("    agent → {} {}", event["name"].as_str().unwrap_or("?"), event["input"])
+                    }
+                    "user.tool_result" => {
+                        let text = result_text(event);
+                        let shown: Vec<&str> = text.lines().take(4).collect();
+                        println!("      ← {}", shown.join("\n        "));
+                    }
+                    "session.error" => {
+                        let message = event["error"]["message"].as_str().unwrap_or("an error").to_owned();
+                        println!("    error: {message}");
+                        last_error = Some(message);
+                    }
+                    "session.status_idle" if event["stop_reason"]["type"] != "requires_action" => {
+                        let reason = event["stop_reason"]["type"].as_str().unwrap_or("?");
+                        if reason != "end_turn" {
+                            let why = last_error.as_deref().unwrap_or("no error was reported");
+                            bail!("the agent's turn ended with `{reason}`: {why}");
+                        }
+                        return wait_for_worker(client, &session).await;
+                    }
+                    _ => {}
+                }
+            }
+            shown = log.len();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(AGENT_SESSION_TIMEOUT, drive)
+        .await
+        .map_err(|_| anyhow::anyhow!("session {sid} did not finish within {} s", AGENT_SESSION_TIMEOUT.as_secs()))??;
+    Ok(folder)
+}
+
+/// A new session with the demo store attached, and the store's mount path.
+async fn new_session(client: &Client, setup: &Setup) -> anyhow::Result<(Value, String)> {
+    let body = json!({
+        "agent": setup.agent,
+        "environment_id": setup.environment,
+        "resources": [{"type": "memory_store", "memory_store_id": setup.store}],
+    });
+    let session = client.json(Method::POST, "/v1/sessions", Some(&body)).await.context("create a session")?;
+    let folder = session["resources"][0]["mount_path"].as_str().context("the session has no mount path")?.to_owned();
+    println!("    session {}, memory mounted at {folder}", id(&session)?);
+    Ok((session, folder))
+}
+
 /// Creates a session with the store attached, posts `calls` as the agent (given the mount
 /// path), prints each result, ends the turn and waits for the worker to finish. Answers the
 /// mount path.
@@ -228,15 +363,8 @@ async fn run_session(
     setup: &Setup,
     calls: impl FnOnce(&str) -> Vec<(&'static str, Value)>,
 ) -> anyhow::Result<String> {
-    let body = json!({
-        "agent": setup.agent,
-        "environment_id": setup.environment,
-        "resources": [{"type": "memory_store", "memory_store_id": setup.store}],
-    });
-    let session = client.json(Method::POST, "/v1/sessions", Some(&body)).await.context("create a session")?;
+    let (session, folder) = new_session(client, setup).await?;
     let sid = id(&session)?;
-    let folder = session["resources"][0]["mount_path"].as_str().context("the session has no mount path")?.to_owned();
-    println!("    session {sid}, memory mounted at {folder}");
     let events = format!("/v1/sessions/{sid}/events");
     let drive = async {
         for (tool, input) in calls(&folder) {

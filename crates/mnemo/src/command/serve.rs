@@ -225,6 +225,12 @@ impl Serve {
         serve
     }
 
+    /// Runs sessions' agents on the providers of this file (`--models`).
+    pub(crate) fn with_models(mut self, models: Option<std::path::PathBuf>) -> Self {
+        self.models = models;
+        self
+    }
+
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         // Handlers first: a supervisor may signal as soon as it reads the readiness line.
         let mut signals = Signals::install()?;
