@@ -318,6 +318,38 @@ async fn tool_calls_wait_for_their_results_then_the_model_is_called_again() {
 }
 
 #[tokio::test]
+async fn a_tool_that_asks_waits_for_the_users_verdict_and_a_denial_reaches_the_model() {
+    let fake = Fake::new(vec![
+        answer(vec![tool("bash", json!({"command": "rm -rf /tmp/x"})), finished(StopReason::ToolUse, 5, 3)]),
+        answer(vec![text("Understood, I will not."), finished(StopReason::EndTurn, 9, 4)]),
+    ]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "clean up").await;
+    let waiting = h.until(&id, |e| e["type"] == "session.status_idle").await;
+    assert_eq!(waiting["stop_reason"]["type"], "requires_action");
+    let call = h.log(&id).await.into_iter().find(|e| e["type"] == "agent.tool_use").unwrap();
+    assert_eq!(call["evaluated_permission"], "ask", "bash asks for this agent");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1, "no model call while the verdict is pending");
+    h.post(
+        &id,
+        json!({"type": "user.tool_confirmation", "tool_use_id": call["id"], "result": "deny", "deny_message": "Not on my machine."}),
+    )
+    .await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    let second = &fake.requests()[1].messages;
+    let denial = second.last().unwrap();
+    assert_eq!(denial.role, Role::User);
+    assert!(
+        matches!(&denial.content[0], Block::ToolResult { tool_use_id, is_error: true, content }
+            if tool_use_id == call["id"].as_str().unwrap() && content == &[mnemo_model::ResultPart::Text("Not on my machine.".into())]),
+        "{:?}",
+        denial.content
+    );
+}
+
+#[tokio::test]
 async fn retryable_failures_are_retried_then_reported_as_a_session_error() {
     let fake = Fake::new(vec![
         Reply::Refuse(ModelError::Overloaded),
