@@ -104,6 +104,7 @@ class Console:
         binary: str = "",
         scratch: Optional[Path] = None,
         mount_root: Optional[Path] = None,
+        fake_model_url: str = "",
     ) -> None:
         self.driver = driver
         self.base_url = base_url
@@ -115,6 +116,9 @@ class Console:
         self.binary = binary
         self.scratch = scratch if scratch is not None else shots_dir.parent / "scratch"
         self.mount_root = mount_root
+        # The scripted model fake the server's `--models` file maps agent model `browser-fake`
+        # to (compat/fake_model.py; `POST {url}/_script` queues its replies).
+        self.fake_model_url = fake_model_url
         # Processes tests started through `spawn`: the runner stops what is left after each test.
         self.processes: List[Tuple[str, "subprocess.Popen[bytes]", Any]] = []
         # Set by tests that create things other tests build on (store name → id, …).

@@ -84,9 +84,11 @@ class StartError(Exception):
 class Server:
     """One `mnemo serve` on a free port with a fresh SQLite database."""
 
-    def __init__(self, binary: str, workdir: Path, mount_root: Path) -> None:
+    def __init__(self, binary: str, workdir: Path, mount_root: Path, models: Optional[Path] = None) -> None:
         self.binary = binary
         self.workdir = workdir
+        # The providers file of the agent loop (`--models`), if the run has a model fake.
+        self.models = models
         # Where workers that tests start mount sessions' memory stores (never /mnt/memory).
         self.mount_root = mount_root
         self.api_key = "sk-browser-" + secrets.token_hex(16)
@@ -104,6 +106,7 @@ class Server:
             "--database", f"sqlite://{self.workdir / 'mnemo.sqlite'}",
             "--api-key", self.api_key,
             "--memory-mount-root", str(self.mount_root),
+            *(["--models", str(self.models)] if self.models else []),
         ]
         try:
             self.proc = subprocess.Popen(
@@ -238,6 +241,35 @@ def describe(err: BaseException) -> str:
     return text if len(text) <= 600 else text[:600] + "..."
 
 
+FAKE_MODEL = Path(__file__).resolve().parent.parent / "compat" / "fake_model.py"
+FAKE_MODEL_ID = "browser-fake"  # the agent model id the run's `--models` file maps to the fake
+
+
+def start_fake_model(workdir: Path) -> Tuple[Optional[Tuple["subprocess.Popen[str]", str]], Optional[Path]]:
+    """`compat/fake_model.py` on 127.0.0.1 and a providers file mapping `FAKE_MODEL_ID` to it, so
+    tests can watch sessions the server's agent loop runs (they script it: `POST {url}/_script`)."""
+    try:
+        proc = subprocess.Popen([sys.executable, str(FAKE_MODEL)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+    except OSError as err:
+        log(f"# no model fake ({err}); agent-loop tests will fail")
+        return None, None
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("listening on "):
+        log(f"# the model fake printed {line!r}; agent-loop tests will fail")
+        proc.kill()
+        return None, None
+    url = line.split("listening on ", 1)[1].strip()
+    models = workdir / "models.toml"
+    workdir.mkdir(parents=True, exist_ok=True)
+    models.write_text(
+        f'[providers.fake]\nkind = "anthropic"\nbase_url = "{url}"\napi_key = "fake-key"\n'
+        f'[models]\n"{FAKE_MODEL_ID}" = "fake/fake-model-1"\n',
+        encoding="utf-8",
+    )
+    return (proc, url), models
+
+
 def main(argv: List[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         log(__doc__ or "")
@@ -269,7 +301,8 @@ def main(argv: List[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="mnemo-browser-"))
     shots = os.environ.get("MNEMO_BROWSER_SHOTS", "").strip()
     shots_dir = Path(shots).resolve() if shots else workdir / "shots"
-    server = Server(binary, workdir / "server", workdir / "mnt")
+    fake_model, models = start_fake_model(workdir)
+    server = Server(binary, workdir / "server", workdir / "mnt", models)
     driver = None
     console = None
     passed, failed = 0, len(broken)
@@ -291,6 +324,7 @@ def main(argv: List[str]) -> int:
             console_lib.Console(
                 driver, server.base_url, server.api_key, shots_dir,
                 binary=binary, scratch=workdir / "scratch", mount_root=server.mount_root,
+                fake_model_url=fake_model[1] if fake_model else "",
             )
             if driver
             else None
@@ -340,6 +374,9 @@ def main(argv: List[str]) -> int:
             except Exception:  # noqa: BLE001
                 pass
         server.stop()
+        if fake_model is not None:
+            fake_model[0].kill()
+            fake_model[0].wait()
     if failed:
         log(f"# kept {workdir} (server log, chromedriver log, failures/*.png)")
     else:

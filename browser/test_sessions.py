@@ -7,10 +7,17 @@ agent's `agent.tool_use` events and ends the turn) and starts a real `mnemo work
 environment key minted through the API; the server mounts memory under the run's own directory
 (`run.py` passes `--memory-mount-root`). The worker is stopped at the end whatever happens (and
 the runner stops anything a test leaves behind).
+
+A second test watches a session the server's own agent loop runs: `run.py` starts
+`compat/fake_model.py` and passes the server a `--models` file mapping the agent model
+`browser-fake` to it; the test scripts the fake's answer and reads the model call, its tokens and
+the session's token total off the page.
 """
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from typing import List
 
 from console import Console, wait_for
@@ -189,3 +196,42 @@ def test_transcript_follows_a_session_a_worker_serves(c: Console) -> None:
     finally:
         status = c.stop(worker)
     assert status is not None, "the worker did not stop"
+
+
+LOOP_TITLE = "Asked the model"
+LOOP_ASK = "Say hello in one sentence."
+LOOP_ANSWER = "Hello from the model, in one sentence."
+
+
+def test_a_session_the_agent_loop_runs_shows_its_model_calls_and_tokens(c: Console) -> None:
+    """The server's own agent loop answers (on the run's model fake): the transcript shows the
+    model call and its tokens as they happen, and the session's facts its token total."""
+    assert c.fake_model_url, "the runner started no model fake"
+    body = json.dumps([{"text": LOOP_ANSWER}]).encode()
+    req = urllib.request.Request(c.fake_model_url + "/_script", data=body, method="POST",
+                                 headers={"content-type": "application/json"})
+    urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10).read()
+    env = c.api("POST", "/v1/environments", {"name": "Model hosts"})
+    agent = c.api("POST", "/v1/agents", {"name": "Greeter", "model": "browser-fake"})
+    session = c.api("POST", "/v1/sessions", {"agent": agent["id"], "environment_id": env["id"], "title": LOOP_TITLE})
+    sid = session["id"]
+    c.sign_in()
+    c.click("Sessions")
+    c.click(LOOP_TITLE)
+    c.expect_text(LOOP_TITLE)
+    c.expect_text("Live: new events appear here as they happen.")
+    c.api("POST", f"/v1/sessions/{sid}/events",
+          {"events": [{"type": "user.message", "content": [{"type": "text", "text": LOOP_ASK}]}]})
+    expect_entry(c, "User", LOOP_ASK)
+    expect_entry(c, "Model call")
+    expect_entry(c, "Agent", LOOP_ANSWER)
+    finished = expect_entry(c, "Model call finished", "tokens in", "out")
+    expect_entry(c, "Status: idle", "the agent finished its turn")
+    call = next(e for e in events(c, sid) if e["type"] == "span.model_request_end")["model_usage"]
+    assert f"{call['output_tokens']:,} out" in finished, f"{finished!r} vs {call}"
+    c.shot("session-agent-loop")
+    c.driver.refresh()
+    c.expect_text("Model tokens")
+    total = c.driver.find_element("id", "session-tokens").text
+    assert total.endswith(f"{call['output_tokens']:,} out") and "tokens in" in total, total
+    c.shot("session-agent-loop-tokens")

@@ -44,6 +44,8 @@ pub(crate) struct SessionRow {
     stores: Vec<(String, String)>,
     created: String,
     archived: bool,
+    /// The session's model tokens so far (sessions the agent loop runs), or empty.
+    tokens: String,
 }
 
 #[derive(Debug, Template)]
@@ -108,6 +110,7 @@ fn session_row(s: &Session, environments: &HashMap<EnvironmentId, String>) -> Se
             .collect(),
         created: when(&s.created_at),
         archived: s.archived_at.is_some(),
+        tokens: crate::transcript::tokens_text(&s.usage).unwrap_or_default(),
     }
 }
 

@@ -63,6 +63,35 @@ fn str_field<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
     body.get(name).and_then(Value::as_str)
 }
 
+/// Token counts as a person reads them (`model_usage` of a model call, or a session's `usage`):
+/// `1,200 tokens in (1,000 from the cache), 35 out`; None when there are none.
+pub(crate) fn tokens_text(usage: &Value) -> Option<String> {
+    let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let cached = n("cache_read_input_tokens");
+    let written = n("cache_creation_input_tokens")
+        + usage.pointer("/cache_creation/ephemeral_5m_input_tokens").and_then(Value::as_u64).unwrap_or(0)
+        + usage.pointer("/cache_creation/ephemeral_1h_input_tokens").and_then(Value::as_u64).unwrap_or(0);
+    let input = n("input_tokens") + cached + written;
+    let output = n("output_tokens");
+    if input == 0 && output == 0 {
+        return None;
+    }
+    let from_cache = if cached > 0 { format!(" ({} from the cache)", thousands(cached)) } else { String::new() };
+    Some(format!("{} tokens in{from_cache}, {} out", thousands(input), thousands(output)))
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub(crate) fn entry(seq: i64, body: &Value) -> Entry {
     let kind_name = str_field(body, "type").unwrap_or("event");
     let mut e = Entry {
@@ -137,6 +166,16 @@ pub(crate) fn entry(seq: i64, body: &Value) -> Entry {
             e.text = body.pointer("/error/message").and_then(Value::as_str).map(str::to_owned);
             e.detail = body.get("error").map(pretty);
         }
+        "span.model_request_start" => {
+            e.kind = "model";
+            e.title = "Model call".into();
+        }
+        "span.model_request_end" => {
+            e.kind = "model";
+            e.is_error = body.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            e.title = if e.is_error { "Model call failed".into() } else { "Model call finished".into() };
+            e.text = body.get("model_usage").and_then(tokens_text);
+        }
         k if k.starts_with("session.status_") => {
             let status = &k["session.status_".len()..];
             e.kind = "status";
@@ -181,7 +220,18 @@ mod tests {
         assert_eq!((err.title.as_str(), err.is_error, err.detail.as_deref()), ("Tool error", true, Some("boom")));
         let idle = entry(5, &json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
         assert_eq!((idle.status.as_deref(), idle.text.as_deref()), (Some("idle"), Some("the agent finished its turn")));
-        let odd = entry(6, &json!({"type": "span.model_request_start"}));
+        let call = entry(6, &json!({"type": "span.model_request_start"}));
+        assert_eq!((call.kind, call.title.as_str()), ("model", "Model call"));
+        let usage = json!({"input_tokens": 200, "output_tokens": 35, "cache_read_input_tokens": 1000,
+                           "cache_creation_input_tokens": 0});
+        let done = entry(7, &json!({"type": "span.model_request_end", "is_error": false, "model_usage": usage}));
+        assert_eq!(
+            (done.title.as_str(), done.text.as_deref()),
+            ("Model call finished", Some("1,200 tokens in (1,000 from the cache), 35 out"))
+        );
+        let failed = entry(8, &json!({"type": "span.model_request_end", "is_error": true, "model_usage": {}}));
+        assert_eq!((failed.title.as_str(), failed.is_error, failed.text), ("Model call failed", true, None));
+        let odd = entry(9, &json!({"type": "span.outcome_evaluation_start"}));
         assert_eq!(odd.kind, "other");
         assert!(odd.detail.is_some());
     }
