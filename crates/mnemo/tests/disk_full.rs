@@ -395,3 +395,154 @@ async fn a_store_larger_than_the_mount_volume_downloads_what_fits_whole_and_the_
     assert!(!dir.exists() && !journal_of(&dir).exists(), "the folder and its journal are removed on exit");
     drop(volume);
 }
+
+/// A PostgreSQL cluster of the test's own (`initdb`), listening on 127.0.0.1 only, run as the
+/// `postgres` user (PostgreSQL refuses to run as root); stopped and removed on drop. Made as
+/// `.ci/postgres` makes one, from the binaries under `/usr/lib/postgresql/*/bin`.
+struct Cluster {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+}
+
+impl Cluster {
+    /// Initialises a cluster in `dir/data` with the extra `initdb` arguments, and starts it.
+    fn start(dir: &Path, initdb: &[&str]) -> Self {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| {
+                d.filter_map(Result::ok).map(|e| e.path().join("bin")).filter(|b| b.join("initdb").exists()).max()
+            })
+            .expect("PostgreSQL's binaries under /usr/lib/postgresql/*/bin (`.ci/postgres start` installs them)");
+        chown_postgres(dir);
+        let data = dir.join("data");
+        let out = as_postgres(&bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "mnemo", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+            .args(initdb)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        // A free port: bound, then released for the cluster.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let cluster = Self { bin, data, port };
+        let options =
+            format!("-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={} -c fsync=on", dir.display());
+        let out = cluster.pg_ctl(&["-l", &dir.join("log").display().to_string(), "-w", "-o", &options, "start"]);
+        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+        cluster
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> std::process::Output {
+        as_postgres(&self.bin.join("pg_ctl")).arg("-D").arg(&self.data).args(args).output().unwrap()
+    }
+
+    /// Runs SQL as the cluster's superuser, on database `db`.
+    fn psql(&self, db: &str, sql: &str) {
+        let out = as_postgres(&self.bin.join("psql"))
+            .args([
+                "-X",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "mnemo",
+                "-d",
+                db,
+            ])
+            .args(["-c", sql])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn url(&self, db: &str) -> String {
+        format!("postgres://mnemo@127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+    }
+}
+
+fn as_postgres(program: &Path) -> Command {
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", "postgres", "--"]).arg(program);
+    cmd
+}
+
+fn chown_postgres(path: &Path) {
+    let out = Command::new("chown").arg("postgres:").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "chown postgres {}: {} (the PostgreSQL disk-full test runs as root, with a `postgres` user; `.ci/postgres \
+         start` makes one)",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+/// PostgreSQL whose database lives in a tablespace on a small tmpfs (the write-ahead log stays
+/// on the cluster's own disk): the volume fills — first by a filler file, then by the database
+/// itself — and `mnemo serve` on it answers writes `507 database_disk_full` (PostgreSQL's
+/// `53100`), keeps serving reads, and takes writes again as soon as space returns (the filler
+/// removed, the volume enlarged), without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Mounted first, so that it is unmounted after the cluster stopped.
+    let volume = Tmpfs::mount(&tmp.path().join("vol"), "24m");
+    let cluster = Cluster::start(tmp.path(), &[]);
+    chown_postgres(&volume.path);
+    cluster.psql("postgres", &format!("CREATE TABLESPACE small LOCATION '{}'", volume.path.display()));
+    cluster.psql("postgres", "CREATE DATABASE mnemo TABLESPACE small");
+    let mut server = Server::on(&cluster.url("mnemo"), &["--api-key", KEY]);
+    let client = server.client();
+    let store = new_store(&client).await;
+    let mut acked = BTreeMap::new();
+    for i in 0..5 {
+        let (path, body) = (format!("/before/{i}.md"), content(&format!("before-{i}"), 4_000));
+        client.create_memory(&store, &path, &body, None).await.unwrap();
+        acked.insert(path, body);
+    }
+
+    // 1. A filler file eats the space: writes get a clear 507, reads keep working.
+    let filler = fill(&volume.path);
+    let refused = write_until_full(&client, &store, "filled", 20_000, &mut acked).await;
+    assert_disk_full(&refused);
+    let e = client.create_memory_store(&CreateMemoryStore { name: "more".into(), ..Default::default() }).await;
+    if let Err(e) = e {
+        assert_disk_full(&e);
+    }
+    assert_eq!(remote(&client, &store).await, acked, "reads keep working and see every acknowledged write");
+
+    // 2. The filler goes: writes succeed again at once.
+    std::fs::remove_file(&filler).unwrap();
+    let body = content("after-filler", 20_000);
+    let m = client.create_memory(&store, "/after/filler.md", &body, None).await.expect("writes resume");
+    acked.insert(m.path, body);
+
+    // 3. The database itself fills the volume.
+    let refused = write_until_full(&client, &store, "grown", 30_000, &mut acked).await;
+    assert_disk_full(&refused);
+    assert_eq!(remote(&client, &store).await, acked, "reads keep working");
+
+    // 4. The volume is enlarged: writes resume on the running server, nothing acknowledged lost.
+    volume.resize("64m");
+    let body = content("after-resize", 30_000);
+    let m = client.create_memory(&store, "/after/resize.md", &body, None).await.expect("writes resume");
+    acked.insert(m.path, body);
+    assert_eq!(remote(&client, &store).await, acked, "every acknowledged write is there");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = server.stderr();
+    assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
+    assert!(!log.contains("internal server error"), "{log}");
+    eprintln!("{} memories acknowledged on a full PostgreSQL tablespace", acked.len());
+}
