@@ -84,6 +84,23 @@ fn content(tag: &str, n: usize) -> String {
     s
 }
 
+/// Memory content of `n` bytes, unique to `tag`, that does not compress (PostgreSQL compresses
+/// large values): letters and digits from a generator seeded by the tag.
+fn noise(tag: &str, n: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/";
+    let mut x = tag.bytes().fold(0x9e37_79b9_7f4a_7c15_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut s = format!("{tag}\n");
+    while s.len() < n {
+        // xorshift64
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push(char::from(ALPHABET[(x % 64) as usize]));
+    }
+    s.truncate(n);
+    s
+}
+
 async fn new_store(client: &Client) -> MemoryStoreId {
     client.create_memory_store(&CreateMemoryStore { name: "disk".into(), ..Default::default() }).await.unwrap().id
 }
@@ -113,8 +130,20 @@ async fn write_until_full(
     size: usize,
     acked: &mut BTreeMap<String, String>,
 ) -> ClientError {
+    write_until_full_of(client, store, tag, size, acked, content).await
+}
+
+/// [`write_until_full`] with the content `make` makes.
+async fn write_until_full_of(
+    client: &Client,
+    store: &MemoryStoreId,
+    tag: &str,
+    size: usize,
+    acked: &mut BTreeMap<String, String>,
+    make: fn(&str, usize) -> String,
+) -> ClientError {
     for i in 0..2_000 {
-        let (path, body) = (format!("/{tag}/{i}.md"), content(&format!("{tag}-{i}"), size));
+        let (path, body) = (format!("/{tag}/{i}.md"), make(&format!("{tag}-{i}"), size));
         match client.create_memory(store, &path, &body, None).await {
             Ok(m) => assert!(acked.insert(m.path, body).is_none()),
             Err(e) => return e,
@@ -507,14 +536,14 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
     let store = new_store(&client).await;
     let mut acked = BTreeMap::new();
     for i in 0..5 {
-        let (path, body) = (format!("/before/{i}.md"), content(&format!("before-{i}"), 4_000));
+        let (path, body) = (format!("/before/{i}.md"), noise(&format!("before-{i}"), 4_000));
         client.create_memory(&store, &path, &body, None).await.unwrap();
         acked.insert(path, body);
     }
 
     // 1. A filler file eats the space: writes get a clear 507, reads keep working.
     let filler = fill(&volume.path);
-    let refused = write_until_full(&client, &store, "filled", 20_000, &mut acked).await;
+    let refused = write_until_full_of(&client, &store, "filled", 20_000, &mut acked, noise).await;
     assert_disk_full(&refused);
     let e = client.create_memory_store(&CreateMemoryStore { name: "more".into(), ..Default::default() }).await;
     if let Err(e) = e {
@@ -524,18 +553,18 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
 
     // 2. The filler goes: writes succeed again at once.
     std::fs::remove_file(&filler).unwrap();
-    let body = content("after-filler", 20_000);
+    let body = noise("after-filler", 20_000);
     let m = client.create_memory(&store, "/after/filler.md", &body, None).await.expect("writes resume");
     acked.insert(m.path, body);
 
     // 3. The database itself fills the volume.
-    let refused = write_until_full(&client, &store, "grown", 30_000, &mut acked).await;
+    let refused = write_until_full_of(&client, &store, "grown", 30_000, &mut acked, noise).await;
     assert_disk_full(&refused);
     assert_eq!(remote(&client, &store).await, acked, "reads keep working");
 
     // 4. The volume is enlarged: writes resume on the running server, nothing acknowledged lost.
     volume.resize("64m");
-    let body = content("after-resize", 30_000);
+    let body = noise("after-resize", 30_000);
     let m = client.create_memory(&store, "/after/resize.md", &body, None).await.expect("writes resume");
     acked.insert(m.path, body);
     assert_eq!(remote(&client, &store).await, acked, "every acknowledged write is there");
