@@ -432,11 +432,13 @@ struct Cluster {
     bin: PathBuf,
     data: PathBuf,
     port: u16,
+    options: String,
 }
 
 impl Cluster {
-    /// Initialises a cluster in `dir/data` with the extra `initdb` arguments, and starts it.
-    fn start(dir: &Path, initdb: &[&str]) -> Self {
+    /// Initialises a cluster in `dir/data` with the extra `initdb` arguments, and starts it
+    /// with the extra server `options` (`-c name=value …`).
+    fn start(dir: &Path, initdb: &[&str], options: &str) -> Self {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|d| {
@@ -455,12 +457,30 @@ impl Cluster {
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
         // A free port: bound, then released for the cluster.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let cluster = Self { bin, data, port };
-        let options =
-            format!("-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={} -c fsync=on", dir.display());
-        let out = cluster.pg_ctl(&["-l", &dir.join("log").display().to_string(), "-w", "-o", &options, "start"]);
-        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={} -c fsync=on {options}",
+            dir.display()
+        );
+        let cluster = Self { bin, data, port, options };
+        cluster.start_again();
         cluster
+    }
+
+    /// Starts the (stopped) cluster again.
+    fn start_again(&self) {
+        let log = self.data.parent().unwrap().join("log").display().to_string();
+        let out = self.pg_ctl(&["-l", &log, "-w", "-o", &self.options, "start"]);
+        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Whether the cluster's postmaster runs.
+    fn running(&self) -> bool {
+        self.pg_ctl(&["status"]).status.success()
+    }
+
+    /// The cluster's log.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.data.parent().unwrap().join("log")).unwrap_or_default()
     }
 
     fn pg_ctl(&self, args: &[&str]) -> std::process::Output {
@@ -527,7 +547,7 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
     let tmp = tempfile::tempdir().unwrap();
     // Mounted first, so that it is unmounted after the cluster stopped.
     let volume = Tmpfs::mount(&tmp.path().join("vol"), "24m");
-    let cluster = Cluster::start(tmp.path(), &[]);
+    let cluster = Cluster::start(tmp.path(), &[], "");
     chown_postgres(&volume.path);
     cluster.psql("postgres", &format!("CREATE TABLESPACE small LOCATION '{}'", volume.path.display()));
     cluster.psql("postgres", "CREATE DATABASE mnemo TABLESPACE small");
@@ -574,4 +594,84 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
     assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
     assert!(!log.contains("internal server error"), "{log}");
     eprintln!("{} memories acknowledged on a full PostgreSQL tablespace", acked.len());
+}
+
+/// PostgreSQL whose write-ahead log (`pg_wal`) is on a small tmpfs, held by a replication slot
+/// nobody reads (the usual way `pg_wal` fills in production): PostgreSQL cannot write its log,
+/// and PANICs. What `mnemo serve` answers meanwhile, and that writes resume once space returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_postgres_wal_volume_is_a_clear_5xx_and_writes_resume_when_space_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let volume = Tmpfs::mount(&tmp.path().join("vol"), "12m");
+    chown_postgres(&volume.path);
+    let wal = volume.path.join("wal");
+    let cluster = Cluster::start(
+        tmp.path(),
+        &["--wal-segsize=1", &format!("--waldir={}", wal.display())],
+        "-c min_wal_size=2MB -c max_wal_size=4MB -c restart_after_crash=on",
+    );
+    cluster.psql("postgres", "CREATE DATABASE mnemo");
+    cluster.psql("postgres", "SELECT pg_create_physical_replication_slot('held', true)");
+    let mut server = Server::on(&cluster.url("mnemo"), &["--api-key", KEY]);
+    let client = server.client();
+    let store = new_store(&client).await;
+    let mut acked = BTreeMap::new();
+    let mut answers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut refused = 0;
+    for i in 0..3_000 {
+        let (path, body) = (format!("/wal/{i}.md"), noise(&format!("wal-{i}"), 20_000));
+        match client.create_memory(&store, &path, &body, None).await {
+            Ok(m) => {
+                acked.insert(m.path, body);
+            }
+            Err(e) => {
+                *answers.entry(format!("{:?} {:?}", e.status(), e.error_code())).or_default() += 1;
+                refused += 1;
+                if refused >= 20 {
+                    break;
+                }
+            }
+        }
+    }
+    eprintln!("{} writes acknowledged, then refused: {answers:?}", acked.len());
+    assert!(refused > 0, "a 12 MiB log volume held by a slot fills within 3,000 writes of 20 kB");
+    for answer in answers.keys() {
+        assert!(
+            answer == "Some(507) Some(\"database_disk_full\")" || answer == "Some(503) None",
+            "a write PostgreSQL cannot log is a 507 (the write that hit the full disk) or a 503 (while \
+             PostgreSQL recovers from its PANIC), never anything else: {answers:?}"
+        );
+    }
+    // Reads need the database too: while it recovers they are a 503 as well, never a 500.
+    let read = client.list_all_memories(&store, View::Basic).await;
+    assert!(read.as_ref().map_or_else(|e| e.status() == Some(503), |_| true), "a read meanwhile: {:?}", read.err());
+
+    // Space returns: PostgreSQL's postmaster restarts the database by itself
+    // (`restart_after_crash`, the default); if it gave up, it is started again, as an operator
+    // would. `mnemo serve` is never restarted.
+    volume.resize("64m");
+    if !cluster.running() {
+        eprintln!("the postmaster gave up; starting it again");
+        cluster.start_again();
+    }
+    let resumed = wait_until_async(Duration::from_secs(60), || async {
+        client.create_memory(&store, "/after/space.md", "back", None).await.is_ok()
+    })
+    .await;
+    assert!(resumed, "writes resume once the log has space: {}", cluster.log());
+    let now = remote(&client, &store).await;
+    for (path, body) in &acked {
+        assert_eq!(now.get(path), Some(body), "an acknowledged write survives PostgreSQL's PANIC: {path}");
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = server.stderr();
+    assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
+    assert!(log.contains("the database is unavailable"), "{log}");
+    assert!(!log.contains("internal server error"), "{log}");
+    let pg = cluster.log();
+    assert!(pg.contains("PANIC"), "PostgreSQL PANICs on a full log volume: {pg}");
+    for line in pg.lines().filter(|l| l.contains("PANIC") || l.contains("terminated by signal")) {
+        eprintln!("postgres: {line}");
+    }
 }
