@@ -351,7 +351,7 @@ fn field_edges(f: &Fixture, stores: &[String], meta_store: &str) -> Vec<Edge> {
         ),
         edge(
             "webhook description characters",
-            p.clone(),
+            p,
             "/v1/webhook_endpoints",
             json!({"url": url(30), "description": rep('é', MAX_WEBHOOK_DESCRIPTION_CHARS)}),
             json!({"url": url(30), "description": rep('é', MAX_WEBHOOK_DESCRIPTION_CHARS + 1)}),
@@ -360,7 +360,7 @@ fn field_edges(f: &Fixture, stores: &[String], meta_store: &str) -> Vec<Edge> {
     // Page sizes of every list: 1 to 100.
     let lists = [
         "/v1/memory_stores".to_owned(),
-        memories.clone(),
+        memories,
         format!("/v1/memory_stores/{store}/memory_versions"),
         "/v1/environments".to_owned(),
         "/v1/agents".to_owned(),
