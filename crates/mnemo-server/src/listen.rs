@@ -76,8 +76,10 @@ impl Default for ServeConfig {
     }
 }
 
-/// Most headers hyper parses on one request.
-const HTTP_MAX_HEADERS: usize = 10 * mnemo_api::limits::MAX_HEADERS;
+/// Most headers hyper parses on one request. Twice the API's limit: past the API's own limit,
+/// a request is answered with the envelope; hyper allocates room for this many on every request
+/// it parses, so it stays small.
+const HTTP_MAX_HEADERS: usize = 2 * mnemo_api::limits::MAX_HEADERS;
 
 /// Serves `router` on `listener` until `shutdown` completes; then stops accepting, lets every
 /// connection finish its in-flight request, and returns once all are closed.
@@ -91,7 +93,7 @@ pub(crate) async fn run(
     http.timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout.min(ServeConfig::MAX_TIMEOUT));
     // The API's own head limits (`mnemo_api::limits::MAX_HEADERS`, `MAX_HEADER_BYTES`,
     // `MAX_URI_BYTES`) are checked by the router, which answers with the error envelope; hyper's
-    // lie further out, so that a head just past the API's reaches it: up to ten times as many
+    // lie further out, so that a head just past the API's reaches it: up to twice as many
     // headers, and hyper's read buffer (about 400 KiB) for the head. Past those, hyper answers a
     // bare `431` / `414` itself (and a target over 64 KiB is always hyper's `414`).
     http.max_headers(HTTP_MAX_HEADERS);
