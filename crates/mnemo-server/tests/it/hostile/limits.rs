@@ -366,6 +366,7 @@ fn field_edges(f: &Fixture, stores: &[String], meta_store: &str) -> Vec<Edge> {
         "/v1/agents".to_owned(),
         "/v1/sessions".to_owned(),
         "/v1/webhook_endpoints".to_owned(),
+        format!("/v1/environments/{env}/work"),
     ];
     for list in lists {
         edges.push(get(
@@ -375,6 +376,9 @@ fn field_edges(f: &Fixture, stores: &[String], meta_store: &str) -> Vec<Edge> {
         ));
         edges.push(get(format!("{list} limit, bottom"), format!("{list}?limit=1"), format!("{list}?limit=0")));
     }
+    // The events list: 1 and up; more than 1,000 is capped (below).
+    let events = format!("/v1/sessions/{}/events", f.ids["session"]);
+    edges.push(get("events limit, bottom", format!("{events}?limit=1"), format!("{events}?limit=0")));
     edges
 }
 
