@@ -31,5 +31,6 @@ pub const MAX_HEADER_BYTES: usize = 65_536;
 /// Most headers on one request (`431` past it).
 pub const MAX_HEADERS: usize = 100;
 /// Longest request target (path and query string), in bytes (`414` past it): room for the
-/// longest path prefix percent-encoded three times over and every list parameter.
+/// longest `path_prefix` percent-encoded (about 3 KiB), a page cursor and every other list
+/// parameter, several times over.
 pub const MAX_URI_BYTES: usize = 16_384;
