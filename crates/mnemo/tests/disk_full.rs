@@ -426,7 +426,8 @@ async fn a_store_larger_than_the_mount_volume_downloads_what_fits_whole_and_the_
 }
 
 /// A PostgreSQL cluster of the test's own (`initdb`), listening on 127.0.0.1 only, run as the
-/// `postgres` user (PostgreSQL refuses to run as root); stopped and removed on drop. Made as
+/// `postgres` user (PostgreSQL refuses to run as root); stopped on drop, its files going with the
+/// test's temporary folder. Made as
 /// `.ci/postgres` makes one, from the binaries under `/usr/lib/postgresql/*/bin`.
 struct Cluster {
     bin: PathBuf,
@@ -442,7 +443,11 @@ impl Cluster {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|d| {
-                d.filter_map(Result::ok).map(|e| e.path().join("bin")).filter(|b| b.join("initdb").exists()).max()
+                // The newest version (by number: 9 is older than 15).
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().join("bin/initdb").exists())
+                    .max_by_key(|e| e.file_name().to_string_lossy().parse::<f64>().unwrap_or(0.0).to_bits())
+                    .map(|e| e.path().join("bin"))
             })
             .expect("PostgreSQL's binaries under /usr/lib/postgresql/*/bin (`.ci/postgres start` installs them)");
         chown_postgres(dir);
