@@ -84,6 +84,13 @@ pub fn normalize_model(model: &Value) -> Result<Value, Invalid> {
     Ok(out)
 }
 
+/// Longest agent system prompt, in characters (the SDK's documented figure).
+pub const MAX_AGENT_SYSTEM_CHARS: usize = 100_000;
+/// Most entries in an agent's `tools` (the SDK: "Maximum of 256 tools across all toolsets").
+pub const MAX_AGENT_TOOLS: usize = 256;
+/// Most MCP servers on an agent.
+pub const MAX_AGENT_MCP_SERVERS: usize = 20;
+
 /// Fills the defaults of a tool definition (the agent toolset's `default_config` and `configs`).
 pub fn normalize_tool(tool: &Value) -> Result<Value, Invalid> {
     let kind = tool.get("type").and_then(Value::as_str).ok_or_else(|| Invalid("every tool needs a `type`".into()))?;
@@ -106,6 +113,26 @@ pub fn normalize_tool(tool: &Value) -> Result<Value, Invalid> {
         other => return Err(Invalid(format!("unknown tool type `{other}`"))),
     }
     Ok(out)
+}
+
+/// The documented size limits of an agent: its system prompt, tools and MCP servers.
+fn validate_limits(spec: &AgentSpec) -> Result<(), Invalid> {
+    if let Some(system) = &spec.system {
+        let n = system.chars().count();
+        if n > MAX_AGENT_SYSTEM_CHARS {
+            return Err(Invalid(format!("system must be at most {MAX_AGENT_SYSTEM_CHARS} characters long (got {n})")));
+        }
+    }
+    if spec.tools.len() > MAX_AGENT_TOOLS {
+        return Err(Invalid(format!("an agent has at most {MAX_AGENT_TOOLS} tools (got {})", spec.tools.len())));
+    }
+    if spec.mcp_servers.len() > MAX_AGENT_MCP_SERVERS {
+        return Err(Invalid(format!(
+            "an agent has at most {MAX_AGENT_MCP_SERVERS} MCP servers (got {})",
+            spec.mcp_servers.len()
+        )));
+    }
+    Ok(())
 }
 
 impl AgentSpec {
@@ -167,6 +194,7 @@ impl AgentSpec {
             }
         }
         validate_store_name(&self.name)?;
+        validate_limits(self)?;
         validate_metadata(&self.metadata)
     }
 }
@@ -174,6 +202,32 @@ impl AgentSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_limits_take_their_edge_and_refuse_one_past_it() {
+        let custom = |i: usize| json!({"type": "custom", "name": format!("t{i}")});
+        let mcp = |i: usize| json!({"type": "url", "name": format!("m{i}"), "url": "https://example.com/mcp"});
+        let system = |n: usize| json!({"system": "é".repeat(n)});
+        let tools = |n: usize| json!({"tools": (0..n).map(custom).collect::<Vec<_>>()});
+        let servers = |n: usize| json!({"mcp_servers": (0..n).map(mcp).collect::<Vec<_>>()});
+        for (what, at, past) in [
+            ("system", system(MAX_AGENT_SYSTEM_CHARS), system(MAX_AGENT_SYSTEM_CHARS + 1)),
+            ("tools", tools(MAX_AGENT_TOOLS), tools(MAX_AGENT_TOOLS + 1)),
+            ("mcp_servers", servers(MAX_AGENT_MCP_SERVERS), servers(MAX_AGENT_MCP_SERVERS + 1)),
+        ] {
+            let params = |extra: &Value| -> AgentParams {
+                let mut p = json!({"name": "a", "model": "m"});
+                p.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+                serde_json::from_value(p).unwrap()
+            };
+            assert!(AgentSpec::from_params(&params(&at)).is_ok(), "{what} at the limit");
+            let err = AgentSpec::from_params(&params(&past)).unwrap_err();
+            assert!(err.0.contains("at most"), "{what}: {}", err.0);
+            // An update is judged on its result too.
+            let mut spec = AgentSpec::from_params(&params(&json!({}))).unwrap();
+            assert!(spec.apply(&params(&past)).is_err(), "{what} by update");
+        }
+    }
 
     #[test]
     fn creation_fills_defaults() {

@@ -24,3 +24,13 @@ pub const DEFAULT_PAGE_LIMIT: u32 = 20;
 pub const MAX_PAGE_LIMIT: u32 = 100;
 /// Largest page when items carry their content (`view=full`).
 pub const MAX_FULL_VIEW_PAGE_LIMIT: u32 = 20;
+/// Most bytes of a request's headers, names and values counted (a bigger head is refused with
+/// `431`). Far above what any client of the API sends; it bounds what one request may make the
+/// server buffer and scan.
+pub const MAX_HEADER_BYTES: usize = 65_536;
+/// Most headers on one request (`431` past it).
+pub const MAX_HEADERS: usize = 100;
+/// Longest request target (path and query string), in bytes (`414` past it): room for the
+/// longest `path_prefix` percent-encoded (about 3 KiB), a page cursor and every other list
+/// parameter, several times over.
+pub const MAX_URI_BYTES: usize = 16_384;

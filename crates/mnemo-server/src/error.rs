@@ -76,6 +76,11 @@ impl ApiError {
         Self::new(ErrorType::NotFound, message)
     }
 
+    /// An invalid request answered with another 4xx status than `400` (`414`, `431`).
+    pub(crate) fn invalid_with_status(status: u16, message: impl Into<String>) -> Self {
+        Self { status_override: Some(status), ..Self::invalid(message) }
+    }
+
     pub(crate) fn content_too_large(size: usize) -> Self {
         Self::new(ErrorType::RequestTooLarge, mnemo_api::content_too_large_message(size))
     }

@@ -76,6 +76,11 @@ impl Default for ServeConfig {
     }
 }
 
+/// Most headers hyper parses on one request. Twice the API's limit: past the API's own limit,
+/// a request is answered with the envelope; hyper allocates room for this many on every request
+/// it parses, so it stays small.
+const HTTP_MAX_HEADERS: usize = 2 * mnemo_api::limits::MAX_HEADERS;
+
 /// Serves `router` on `listener` until `shutdown` completes; then stops accepting, lets every
 /// connection finish its in-flight request, and returns once all are closed.
 pub(crate) async fn run(
@@ -86,6 +91,12 @@ pub(crate) async fn run(
 ) -> std::io::Result<()> {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout.min(ServeConfig::MAX_TIMEOUT));
+    // The API's own head limits (`mnemo_api::limits::MAX_HEADERS`, `MAX_HEADER_BYTES`,
+    // `MAX_URI_BYTES`) are checked by the router, which answers with the error envelope; hyper's
+    // lie further out, so that a head just past the API's reaches it: up to twice as many
+    // headers, and hyper's read buffer (about 400 KiB) for the head. Past those, hyper answers a
+    // bare `431` / `414` itself (and a target over 64 KiB is always hyper's `414`).
+    http.max_headers(HTTP_MAX_HEADERS);
     let body_timeout = config.body_timeout.min(ServeConfig::MAX_TIMEOUT);
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let graceful = GracefulShutdown::new();

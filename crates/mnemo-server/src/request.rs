@@ -1,13 +1,18 @@
-//! Per-request plumbing: the request id and the request log line.
+//! Per-request plumbing: the request id, the request log line and the limits of a request's
+//! head.
 
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
+use axum::response::IntoResponse;
 use axum::response::Response;
 use mnemo_api::RequestId;
+use mnemo_api::limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
 use tracing::Instrument;
+
+use crate::ApiError;
 
 tokio::task_local! {
     static REQUEST_ID: RequestId;
@@ -53,4 +58,29 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
         response.headers_mut().insert("request-id", value);
     }
     response
+}
+
+/// Refuses a request whose head is larger than the API takes — a request target over
+/// [`MAX_URI_BYTES`] (`414`), more than [`MAX_HEADERS`] headers or more than
+/// [`MAX_HEADER_BYTES`] of them (`431`) — with the error envelope, before any handler or
+/// extractor looks at it. The HTTP layer's own bounds lie further out (see `listen.rs`): only a
+/// head beyond those is answered without an envelope.
+pub(crate) async fn check_head(req: Request, next: Next) -> Response {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_URI_BYTES {
+        let message = format!("the request target is {target} bytes long; the limit is {MAX_URI_BYTES}");
+        return ApiError::invalid_with_status(414, message).into_response();
+    }
+    let headers = req.headers();
+    if headers.len() > MAX_HEADERS {
+        let message = format!("the request has {} headers; the limit is {MAX_HEADERS}", headers.len());
+        return ApiError::invalid_with_status(431, message).into_response();
+    }
+    let bytes: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    if bytes > MAX_HEADER_BYTES {
+        let message =
+            format!("the request's headers are {bytes} bytes (names and values); the limit is {MAX_HEADER_BYTES}");
+        return ApiError::invalid_with_status(431, message).into_response();
+    }
+    next.run(req).await
 }

@@ -273,3 +273,57 @@ pub(crate) fn query_one<T>(
     use rusqlite::OptionalExtension;
     c.prepare_cached(sql).and_then(|mut s| s.query_row(params, read).optional()).map_err(backend)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(conn: &Connection, x: &str) -> Result<i64, StoreError> {
+        conn.query_row("SELECT count(*) FROM t WHERE x = ?1", [x], |r| r.get(0)).map_err(backend)
+    }
+
+    /// A write whose failure made SQLite roll back the whole transaction (as a full disk, an I/O
+    /// error or running out of memory do) fails every write of its batch, and the writes queued
+    /// behind it run in a transaction of their own: what a write is told matches what the
+    /// database holds. Before, the later writes of the batch ran outside any transaction — each
+    /// committed on its own — and were then reported failed with the batch's failed `COMMIT`.
+    #[tokio::test]
+    async fn a_write_that_rolls_the_batch_back_fails_the_batch_and_later_writes_tell_the_truth() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::start(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
+
+        // Hold the writer inside a batch until every write below is queued, so they share it.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let gate = engine.write(move |_| {
+            held.recv().ok();
+            Ok(())
+        });
+        let insert = |x: &'static str| {
+            engine.write(move |c| c.execute("INSERT INTO t VALUES (?1)", [x]).map(drop).map_err(backend))
+        };
+        let before = insert("before");
+        // What SQLite does on SQLITE_FULL: the transaction is gone, not just the statement.
+        let rollback = engine.write(|c| {
+            c.execute_batch("ROLLBACK").map_err(backend)?;
+            Err::<(), _>(failure("the disk is full (simulated)"))
+        });
+        let after = [insert("after-1"), insert("after-2")];
+        let [after_1, after_2] = after;
+        let (gate, before, rollback, after_1, after_2, ()) =
+            tokio::join!(gate, before, rollback, after_1, after_2, async {
+                release.send(()).unwrap();
+            });
+
+        let held =
+            engine.read(|c| Ok((count(c, "before")?, count(c, "after-1")?, count(c, "after-2")?))).await.unwrap();
+        assert!(gate.is_err() && before.is_err(), "the writes rolled back with the batch are told so");
+        assert_eq!(held.0, 0, "and are not in the database");
+        assert!(rollback.is_err());
+        for (outcome, rows, what) in [(after_1, held.1, "after-1"), (after_2, held.2, "after-2")] {
+            assert_eq!(outcome.is_ok(), rows == 1, "{what}: answered {outcome:?}, {rows} rows in the database");
+        }
+        engine.write(|c| c.execute("INSERT INTO t VALUES ('later')", []).map(drop).map_err(backend)).await.unwrap();
+        assert_eq!(engine.read(|c| count(c, "later")).await.unwrap(), 1, "the writer goes on");
+    }
+}

@@ -332,8 +332,10 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     drop(engine);
 
     // 3. Stale (the server moved on since it was written): deletions are sent only against the
-    //    digest the journal knew, so a changed memory comes back instead of being deleted.
-    let env = Env::new(&[("/a.md", "one"), ("/b.md", "two")]).await;
+    //    digest the journal knew, so a changed memory comes back instead of being deleted. (c.md
+    //    stays: a folder emptied at once is taken for a wipe and downloaded again, never
+    //    propagated — which is why, with only a.md and b.md, b.md's deletion never went through.)
+    let env = Env::new(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]).await;
     let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
     drop(env.mount(cfg.clone()).await);
     env.remote_update("/a.md", "ONE").await;
@@ -341,10 +343,10 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     std::fs::remove_file(env.root().join("b.md")).unwrap();
     let mut engine = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
     engine.sync(false).await.unwrap();
-    let remote = env.remote().await;
-    assert!(
-        remote.contains(&("/a.md".into(), "ONE".into())),
-        "a memory changed since the journal is never deleted: {remote:?}"
+    assert_eq!(
+        env.remote().await,
+        pairs(&[("/a.md", "ONE"), ("/c.md", "three")]),
+        "a memory changed since the journal is never deleted; the unchanged b.md's deletion goes through"
     );
     assert_eq!(std::fs::read_to_string(env.root().join("a.md")).unwrap(), "ONE");
     engine.dispose().await;

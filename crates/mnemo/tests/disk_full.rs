@@ -84,6 +84,23 @@ fn content(tag: &str, n: usize) -> String {
     s
 }
 
+/// Memory content of `n` bytes, unique to `tag`, that does not compress (PostgreSQL compresses
+/// large values): letters and digits from a generator seeded by the tag.
+fn noise(tag: &str, n: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/";
+    let mut x = tag.bytes().fold(0x9e37_79b9_7f4a_7c15_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut s = format!("{tag}\n");
+    while s.len() < n {
+        // xorshift64
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push(char::from(ALPHABET[(x % 64) as usize]));
+    }
+    s.truncate(n);
+    s
+}
+
 async fn new_store(client: &Client) -> MemoryStoreId {
     client.create_memory_store(&CreateMemoryStore { name: "disk".into(), ..Default::default() }).await.unwrap().id
 }
@@ -113,8 +130,20 @@ async fn write_until_full(
     size: usize,
     acked: &mut BTreeMap<String, String>,
 ) -> ClientError {
+    write_until_full_of(client, store, tag, size, acked, content).await
+}
+
+/// [`write_until_full`] with the content `make` makes.
+async fn write_until_full_of(
+    client: &Client,
+    store: &MemoryStoreId,
+    tag: &str,
+    size: usize,
+    acked: &mut BTreeMap<String, String>,
+    make: fn(&str, usize) -> String,
+) -> ClientError {
     for i in 0..2_000 {
-        let (path, body) = (format!("/{tag}/{i}.md"), content(&format!("{tag}-{i}"), size));
+        let (path, body) = (format!("/{tag}/{i}.md"), make(&format!("{tag}-{i}"), size));
         match client.create_memory(store, &path, &body, None).await {
             Ok(m) => assert!(acked.insert(m.path, body).is_none()),
             Err(e) => return e,
@@ -394,4 +423,260 @@ async fn a_store_larger_than_the_mount_volume_downloads_what_fits_whole_and_the_
     assert!(ok, "{log}");
     assert!(!dir.exists() && !journal_of(&dir).exists(), "the folder and its journal are removed on exit");
     drop(volume);
+}
+
+/// A PostgreSQL cluster of the test's own (`initdb`), listening on 127.0.0.1 only, run as the
+/// `postgres` user (PostgreSQL refuses to run as root); stopped on drop, its files going with the
+/// test's temporary folder. Made as
+/// `.ci/postgres` makes one, from the binaries under `/usr/lib/postgresql/*/bin`.
+struct Cluster {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    options: String,
+}
+
+impl Cluster {
+    /// Initialises a cluster in `dir/data` with the extra `initdb` arguments, and starts it
+    /// with the extra server `options` (`-c name=value …`).
+    fn start(dir: &Path, initdb: &[&str], options: &str) -> Self {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| {
+                // The newest version (by number: 9 is older than 15).
+                d.filter_map(Result::ok)
+                    .filter(|e| e.path().join("bin/initdb").exists())
+                    .max_by_key(|e| e.file_name().to_string_lossy().parse::<f64>().unwrap_or(0.0).to_bits())
+                    .map(|e| e.path().join("bin"))
+            })
+            .expect("PostgreSQL's binaries under /usr/lib/postgresql/*/bin (`.ci/postgres start` installs them)");
+        chown_postgres(dir);
+        let data = dir.join("data");
+        let out = as_postgres(&bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "mnemo", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"])
+            .args(initdb)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        // A free port: bound, then released for the cluster.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={} -c fsync=on {options}",
+            dir.display()
+        );
+        let cluster = Self { bin, data, port, options };
+        cluster.start_again();
+        cluster
+    }
+
+    /// Starts the (stopped) cluster again.
+    fn start_again(&self) {
+        let log = self.data.parent().unwrap().join("log").display().to_string();
+        let out = self.pg_ctl(&["-l", &log, "-w", "-o", &self.options, "start"]);
+        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Whether the cluster's postmaster runs.
+    fn running(&self) -> bool {
+        self.pg_ctl(&["status"]).status.success()
+    }
+
+    /// The cluster's log.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.data.parent().unwrap().join("log")).unwrap_or_default()
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> std::process::Output {
+        as_postgres(&self.bin.join("pg_ctl")).arg("-D").arg(&self.data).args(args).output().unwrap()
+    }
+
+    /// Runs SQL as the cluster's superuser, on database `db`.
+    fn psql(&self, db: &str, sql: &str) {
+        let out = as_postgres(&self.bin.join("psql"))
+            .args([
+                "-X",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "mnemo",
+                "-d",
+                db,
+            ])
+            .args(["-c", sql])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn url(&self, db: &str) -> String {
+        format!("postgres://mnemo@127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+    }
+}
+
+fn as_postgres(program: &Path) -> Command {
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", "postgres", "--"]).arg(program);
+    cmd
+}
+
+fn chown_postgres(path: &Path) {
+    let out = Command::new("chown").arg("postgres:").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "chown postgres {}: {} (the PostgreSQL disk-full test runs as root, with a `postgres` user; `.ci/postgres \
+         start` makes one)",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+/// PostgreSQL whose database lives in a tablespace on a small tmpfs (the write-ahead log stays
+/// on the cluster's own disk): the volume fills — first by a filler file, then by the database
+/// itself — and `mnemo serve` on it answers writes `507 database_disk_full` (PostgreSQL's
+/// `53100`), keeps serving reads, and takes writes again as soon as space returns (the filler
+/// removed, the volume enlarged), without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Mounted first, so that it is unmounted after the cluster stopped.
+    let volume = Tmpfs::mount(&tmp.path().join("vol"), "24m");
+    let cluster = Cluster::start(tmp.path(), &[], "");
+    chown_postgres(&volume.path);
+    cluster.psql("postgres", &format!("CREATE TABLESPACE small LOCATION '{}'", volume.path.display()));
+    cluster.psql("postgres", "CREATE DATABASE mnemo TABLESPACE small");
+    let mut server = Server::on(&cluster.url("mnemo"), &["--api-key", KEY]);
+    let client = server.client();
+    let store = new_store(&client).await;
+    let mut acked = BTreeMap::new();
+    for i in 0..5 {
+        let (path, body) = (format!("/before/{i}.md"), noise(&format!("before-{i}"), 4_000));
+        client.create_memory(&store, &path, &body, None).await.unwrap();
+        acked.insert(path, body);
+    }
+
+    // 1. A filler file eats the space: writes get a clear 507, reads keep working.
+    let filler = fill(&volume.path);
+    let refused = write_until_full_of(&client, &store, "filled", 20_000, &mut acked, noise).await;
+    assert_disk_full(&refused);
+    let e = client.create_memory_store(&CreateMemoryStore { name: "more".into(), ..Default::default() }).await;
+    if let Err(e) = e {
+        assert_disk_full(&e);
+    }
+    assert_eq!(remote(&client, &store).await, acked, "reads keep working and see every acknowledged write");
+
+    // 2. The filler goes: writes succeed again at once.
+    std::fs::remove_file(&filler).unwrap();
+    let body = noise("after-filler", 20_000);
+    let m = client.create_memory(&store, "/after/filler.md", &body, None).await.expect("writes resume");
+    acked.insert(m.path, body);
+
+    // 3. The database itself fills the volume.
+    let refused = write_until_full_of(&client, &store, "grown", 30_000, &mut acked, noise).await;
+    assert_disk_full(&refused);
+    assert_eq!(remote(&client, &store).await, acked, "reads keep working");
+
+    // 4. The volume is enlarged: writes resume on the running server, nothing acknowledged lost.
+    volume.resize("64m");
+    let body = noise("after-resize", 30_000);
+    let m = client.create_memory(&store, "/after/resize.md", &body, None).await.expect("writes resume");
+    acked.insert(m.path, body);
+    assert_eq!(remote(&client, &store).await, acked, "every acknowledged write is there");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = server.stderr();
+    assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
+    assert!(!log.contains("internal server error"), "{log}");
+    eprintln!("{} memories acknowledged on a full PostgreSQL tablespace", acked.len());
+}
+
+/// PostgreSQL whose write-ahead log (`pg_wal`) is on a small tmpfs, held by a replication slot
+/// nobody reads (the usual way `pg_wal` fills in production): PostgreSQL cannot write its log,
+/// and PANICs. What `mnemo serve` answers meanwhile, and that writes resume once space returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_postgres_wal_volume_is_a_clear_5xx_and_writes_resume_when_space_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let volume = Tmpfs::mount(&tmp.path().join("vol"), "12m");
+    chown_postgres(&volume.path);
+    let wal = volume.path.join("wal");
+    let cluster = Cluster::start(
+        tmp.path(),
+        &["--wal-segsize=1", &format!("--waldir={}", wal.display())],
+        "-c min_wal_size=2MB -c max_wal_size=4MB -c restart_after_crash=on",
+    );
+    cluster.psql("postgres", "CREATE DATABASE mnemo");
+    cluster.psql("postgres", "SELECT pg_create_physical_replication_slot('held', true)");
+    let mut server = Server::on(&cluster.url("mnemo"), &["--api-key", KEY]);
+    let client = server.client();
+    let store = new_store(&client).await;
+    let mut acked = BTreeMap::new();
+    let mut answers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut refused = 0;
+    for i in 0..3_000 {
+        let (path, body) = (format!("/wal/{i}.md"), noise(&format!("wal-{i}"), 20_000));
+        match client.create_memory(&store, &path, &body, None).await {
+            Ok(m) => {
+                acked.insert(m.path, body);
+            }
+            Err(e) => {
+                *answers.entry(format!("{:?} {:?}", e.status(), e.error_code())).or_default() += 1;
+                refused += 1;
+                if refused >= 20 {
+                    break;
+                }
+            }
+        }
+    }
+    eprintln!("{} writes acknowledged, then refused: {answers:?}", acked.len());
+    assert!(refused > 0, "a 12 MiB log volume held by a slot fills within 3,000 writes of 20 kB");
+    for answer in answers.keys() {
+        assert!(
+            answer == "Some(507) Some(\"database_disk_full\")" || answer == "Some(503) None",
+            "a write PostgreSQL cannot log is a 507 (the write that hit the full disk) or a 503 (while \
+             PostgreSQL recovers from its PANIC), never anything else: {answers:?}"
+        );
+    }
+    // Reads need the database too: while it recovers they are a 503 as well, never a 500.
+    let read = client.list_all_memories(&store, View::Basic).await;
+    assert!(read.as_ref().map_or_else(|e| e.status() == Some(503), |_| true), "a read meanwhile: {:?}", read.err());
+
+    // Space returns: PostgreSQL's postmaster restarts the database by itself
+    // (`restart_after_crash`, the default); if it gave up, it is started again, as an operator
+    // would. `mnemo serve` is never restarted.
+    volume.resize("64m");
+    if !cluster.running() {
+        eprintln!("the postmaster gave up; starting it again");
+        cluster.start_again();
+    }
+    let resumed = wait_until_async(Duration::from_secs(60), || async {
+        client.create_memory(&store, "/after/space.md", "back", None).await.is_ok()
+    })
+    .await;
+    assert!(resumed, "writes resume once the log has space: {}", cluster.log());
+    let now = remote(&client, &store).await;
+    for (path, body) in &acked {
+        assert_eq!(now.get(path), Some(body), "an acknowledged write survives PostgreSQL's PANIC: {path}");
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = server.stderr();
+    assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
+    assert!(log.contains("the database is unavailable"), "{log}");
+    assert!(!log.contains("internal server error"), "{log}");
+    let pg = cluster.log();
+    assert!(pg.contains("PANIC"), "PostgreSQL PANICs on a full log volume: {pg}");
+    for line in pg.lines().filter(|l| l.contains("PANIC") || l.contains("terminated by signal")) {
+        eprintln!("postgres: {line}");
+    }
 }

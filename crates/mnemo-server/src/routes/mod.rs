@@ -84,6 +84,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(request::check_head))
         .layer(middleware::from_fn(request::track))
         .with_state(state)
 }

@@ -7,6 +7,8 @@
 //! Property-based (`proptest`) with a fixed budget; `MNEMO_FUZZ_CASES=N` runs longer. A failure
 //! prints the operation and the request that broke it (shrunk).
 
+mod limits;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reqwest::Method;
