@@ -20,6 +20,11 @@ use crate::Durability;
 const MAX_BATCH: usize = 256;
 /// Idle read connections kept open.
 const MAX_IDLE_READERS: usize = 16;
+/// What SQLite may hold in this process (every connection's page cache and statements; it is
+/// one limit for the whole process): past it, a connection reuses its cache pages instead of
+/// growing them. Each connection's own cache is 16 MB (`cache_size`), so without it a busy
+/// server's writer and 16 readers could hold over 250 MB as the database grows.
+const SOFT_HEAP_LIMIT: i64 = 64 << 20;
 
 type Completion = Box<dyn FnOnce(Option<&CommitFailure>) + Send>;
 /// A queued write: runs in its savepoint and hands back how to answer its caller once the batch
@@ -95,6 +100,9 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
 impl Engine {
     pub(crate) fn start(path: &Path, durability: Durability) -> Result<Arc<Self>, StoreError> {
         let conn = open(path, true, durability)?;
+        let _limit: i64 = conn
+            .query_row(&format!("PRAGMA soft_heap_limit = {SOFT_HEAP_LIMIT}"), [], |r| r.get(0))
+            .map_err(backend)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(failure(format!("{} cannot use write-ahead logging (journal mode is {mode})", path.display())));
@@ -277,6 +285,15 @@ pub(crate) fn query_one<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn sqlite_memory_in_the_process_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::start(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        let limit: i64 =
+            engine.read(|c| c.query_row("PRAGMA soft_heap_limit", [], |r| r.get(0)).map_err(backend)).await.unwrap();
+        assert_eq!(limit, SOFT_HEAP_LIMIT, "every connection of the process sees the one limit");
+    }
 
     fn count(conn: &Connection, x: &str) -> Result<i64, StoreError> {
         conn.query_row("SELECT count(*) FROM t WHERE x = ?1", [x], |r| r.get(0)).map_err(backend)

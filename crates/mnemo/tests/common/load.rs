@@ -69,7 +69,8 @@ pub struct Report {
     pub versions_written: u64,
     /// The server's resident set size over time (seconds since the load began, bytes), and its
     /// peak (`VmHWM`) at the end.
-    pub rss: Vec<(f64, u64)>,
+    /// (seconds into the run, the server's memory then).
+    pub rss: Vec<(f64, Memory)>,
     pub peak_rss: u64,
     pub elapsed: Duration,
 }
@@ -96,8 +97,8 @@ impl Report {
             );
         }
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-        let first = self.rss.first().map_or(0, |s| s.1);
-        let last = self.rss.last().map_or(0, |s| s.1);
+        let first = self.rss.first().map_or(0, |s| s.1.rss);
+        let last = self.rss.last().map_or(0, |s| s.1.rss);
         out += &format!(
             "\nserver RSS: {:.1} MiB at the start, {:.1} MiB at the end, peak {:.1} MiB; \
              {} messages sent, {} delivered; {} work items served; {} memory versions; {} errors\n",
@@ -113,18 +114,19 @@ impl Report {
         out
     }
 
-    /// RSS in MiB at each whole minute (and the last sample), for a soak.
+    /// RSS and its anonymous part in MiB at each whole minute (and the last sample), for a soak.
     pub fn rss_by_minute(&self) -> String {
-        let mut out = String::new();
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let mut out = String::from("    time       RSS   of it anon\n");
         let mut next = 0.0;
-        for (t, b) in &self.rss {
+        for (t, m) in &self.rss {
             if *t >= next {
-                out += &format!("{:>5.0} s  {:>7.1} MiB\n", t, *b as f64 / (1024.0 * 1024.0));
+                out += &format!("{:>6.0} s {:>7.1} MiB {:>7.1} MiB\n", t, mib(m.rss), mib(m.anon));
                 next += 60.0;
             }
         }
-        if let Some((t, b)) = self.rss.last() {
-            out += &format!("{:>5.0} s  {:>7.1} MiB (last)\n", t, *b as f64 / (1024.0 * 1024.0));
+        if let Some((t, m)) = self.rss.last() {
+            out += &format!("{:>6.0} s {:>7.1} MiB {:>7.1} MiB (last)\n", t, mib(m.rss), mib(m.anon));
         }
         out
     }
@@ -182,8 +184,19 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or_default()
 }
 
-/// The server's `VmRSS` and `VmHWM` in bytes.
-pub fn memory_of(pid: u32) -> Option<(u64, u64)> {
+/// A process's memory, in bytes, from `/proc/PID/status`.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    /// `VmRSS`: resident, file-backed and shared pages included.
+    pub rss: u64,
+    /// `VmHWM`: the peak of `rss`.
+    pub peak: u64,
+    /// `RssAnon`: the resident heap and stacks (what a leak grows).
+    pub anon: u64,
+}
+
+/// The server's memory now.
+pub fn memory_of(pid: u32) -> Option<Memory> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -192,7 +205,7 @@ pub fn memory_of(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map(|kb| kb * 1024)
     };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    Some(Memory { rss: field("VmRSS:")?, peak: field("VmHWM:")?, anon: field("RssAnon:")? })
 }
 
 /// What the clients share: the server and the resources made for the run.
@@ -286,7 +299,7 @@ pub async fn run(base: &str, pid: u32, key: &str, shape: &Shape) -> Report {
     }
     let mut rss = Vec::new();
     while started.elapsed() < shape.duration {
-        if let Some((now, _)) = memory_of(pid) {
+        if let Some(now) = memory_of(pid) {
             rss.push((started.elapsed().as_secs_f64(), now));
         }
         tokio::time::sleep(shape.sample_every.min(shape.duration.saturating_sub(started.elapsed()))).await;
@@ -304,10 +317,10 @@ pub async fn run(base: &str, pid: u32, key: &str, shape: &Shape) -> Report {
     for s in &streams {
         s.abort();
     }
-    if let Some((now, _)) = memory_of(pid) {
+    if let Some(now) = memory_of(pid) {
         rss.push((started.elapsed().as_secs_f64(), now));
     }
-    let peak_rss = memory_of(pid).map_or(0, |m| m.1);
+    let peak_rss = memory_of(pid).map_or(0, |m| m.peak);
     let missing: Vec<String> = world.outstanding.lock().unwrap().iter().cloned().collect();
     for token in missing {
         // Tell a message the log lacks from one the stream dropped.
