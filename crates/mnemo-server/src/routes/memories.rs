@@ -1,7 +1,7 @@
 //! `/v1/memory_stores/{store}/memories`: create, retrieve, update, delete, list.
 
 use axum::extract::{Path, State};
-use axum::http::header::{ETAG, IF_NONE_MATCH};
+use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{
@@ -230,4 +230,75 @@ pub(crate) async fn list(
     let listing = state.store.list_memories(&store, query).await?;
     let page: Page<MemoryListItem> = Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) };
     Ok(([(ETAG, etag)], axum::Json(page)).into_response())
+}
+
+/// Every live memory of a store with its content, as JSON Lines: one `memory` object per line
+/// in path order (bytes), then one `memory_stream_end` line with the count and the snapshot's
+/// change position. Read from one snapshot and produced chunk by chunk, so the server never
+/// holds the whole store; a failure mid-way breaks the connection before the end line, so a
+/// client never mistakes a cut stream for a whole one. A mnemo extension (the hosted API's
+/// full listing is pages of 20); callers and scopes are the listing's.
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/memories:stream",
+    operation_id = "memories.stream",
+    tag = "memories",
+    summary = "Every live memory with content from one snapshot, as JSON Lines (a mnemo extension)",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    responses((status = 200, description = "One `Memory` per line (full view) in byte order of path, then a `MemoryStreamEnd` line; a stream without that line was cut short. A mnemo extension, named in the `mnemo-extensions` header (`memory-stream`) of every answer of a server that serves it.", content((mnemo_api::Memory = "application/jsonl"), (mnemo_api::MemoryStreamEnd = "application/jsonl")), headers(("ETag" = String, description = "The snapshot's state, as the listing's `ETag` names it.")))),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    _: MemoryCaller,
+    uri: axum::http::Uri,
+    Path(store): Path<String>,
+) -> Result<Response, ApiError> {
+    if !state.memory_stream {
+        return Err(super::no_such_endpoint(&axum::http::Method::GET, uri.path()));
+    }
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let export = state.store.export_memories(&store, mnemo_store::EXPORT_CHUNK).await?;
+    let etag = format!("\"m{}\"", export.seq);
+    let body = axum::body::Body::from_stream(jsonl(export, store));
+    Ok(([(CONTENT_TYPE, "application/jsonl"), (ETAG, etag.as_str())], body).into_response())
+}
+
+/// The export's chunks as lines, one buffer per chunk, then the end line; an error (or an export
+/// that stops without its `Done`) ends the body with an error, which breaks the connection.
+fn jsonl(
+    export: mnemo_store::MemoryExport,
+    store: MemoryStoreId,
+) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> {
+    use mnemo_store::ExportPart;
+    let mnemo_store::MemoryExport { seq, parts } = export;
+    futures::stream::unfold(Some((parts, 0_u64)), move |state| {
+        let store = store.clone();
+        async move {
+            let (mut parts, count) = state?;
+            let cut = |why: String| {
+                tracing::warn!(memory_store.id = %store, "memory stream cut after {count} memories: {why}");
+                Some((Err(std::io::Error::other(why)), None))
+            };
+            match parts.recv().await {
+                Some(Ok(ExportPart::Memories(batch))) => {
+                    let mut buf = Vec::with_capacity(batch.iter().map(|m| m.content_size_bytes as usize + 400).sum());
+                    for memory in &batch {
+                        serde_json::to_writer(&mut buf, memory).expect("a memory serialises");
+                        buf.push(b'\n');
+                    }
+                    let count = count + batch.len() as u64;
+                    Some((Ok(buf.into()), Some((parts, count))))
+                }
+                Some(Ok(ExportPart::Done)) => {
+                    let end = mnemo_api::MemoryStreamEnd { memory_count: count, change_seq: seq };
+                    let mut line = serde_json::to_vec(&end).expect("the end line serialises");
+                    line.push(b'\n');
+                    Some((Ok(line.into()), None))
+                }
+                Some(Err(e)) => cut(e.to_string()),
+                None => cut("the export stopped before its end".to_owned()),
+            }
+        }
+    })
 }

@@ -425,19 +425,13 @@ impl StoreSync {
         let files = Arc::clone(&self.files);
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
-        let mut params = ListMemoriesParams { limit: Some(FULL_PAGE), view: Some(View::Full), ..Default::default() };
+        let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
         let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, String)>>> = None;
         let mut written = 0;
         loop {
-            let page = self.client.list_memories(&self.cfg.store_id, &params).await?;
-            let batch: Vec<(RelPath, Memory)> = page
-                .data
-                .into_iter()
-                .filter_map(|item| match item {
-                    MemoryListItem::Memory(m) => self.local_path(&m).map(|rel| (rel, m)),
-                    MemoryListItem::Prefix(_) => None,
-                })
-                .collect();
+            let Some(memories) = source.next(&self.client, &self.cfg.store_id).await? else { break };
+            let batch: Vec<(RelPath, Memory)> =
+                memories.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect();
             if let Some(previous) = writing.take() {
                 let done = previous.await.map_err(|e| SyncError::Task(e.to_string()))?;
                 written += done.len();
@@ -465,10 +459,6 @@ impl StoreSync {
                 }
                 done
             }));
-            match page.next_page.filter(|p| !p.is_empty()) {
-                Some(next) => params.page = Some(next),
-                None => break,
-            }
         }
         if let Some(last) = writing {
             let done = last.await.map_err(|e| SyncError::Task(e.to_string()))?;
@@ -596,5 +586,80 @@ pub(crate) fn marker_reason(marker: MarkerState) -> &'static str {
     match marker {
         MarkerState::Missing => "the marker file is gone",
         MarkerState::Mismatch | MarkerState::Matches => "the marker file does not match this store",
+    }
+}
+
+/// Memories written per blocking task of a streamed download (a page holds [`FULL_PAGE`]).
+pub const STREAM_BATCH: usize = 100;
+
+/// Where a download reads the store from: the memory stream when the server offers it (one
+/// response, one snapshot), else pages of [`FULL_PAGE`] with content (the hosted API's cap).
+enum Download {
+    Stream(mnemo_client::MemoryStream),
+    /// The next page's query; `None` once the last page was read.
+    Pages(Option<ListMemoriesParams>),
+}
+
+impl Download {
+    async fn open(client: &Client, store: &MemoryStoreId) -> Result<Self, SyncError> {
+        let pages = || {
+            Self::Pages(Some(ListMemoriesParams {
+                limit: Some(FULL_PAGE),
+                view: Some(View::Full),
+                ..Default::default()
+            }))
+        };
+        match client.open_memory_stream(store).await {
+            Ok(Some(stream)) => Ok(Self::Stream(stream)),
+            Ok(None) => Ok(pages()),
+            Err(e) => {
+                // A 404 from a server that offers the stream is the store's (the client turns
+                // the route's own 404 into `Ok(None)`); a transient failure is the caller's to retry.
+                let e = SyncError::from(e);
+                if e.is_transient() || matches!(&e, SyncError::Api(api) if api.is_not_found()) {
+                    return Err(e);
+                }
+                // A refusal of the stream alone (pages answer for themselves just after).
+                tracing::warn!(memory_store_id = %store, "the memory stream was refused; listing pages: {e}");
+                Ok(pages())
+            }
+        }
+    }
+
+    /// The next memories to write, or `None` at the end: a page, or up to [`STREAM_BATCH`]
+    /// memories of the stream.
+    async fn next(&mut self, client: &Client, store: &MemoryStoreId) -> Result<Option<Vec<Memory>>, SyncError> {
+        match self {
+            Self::Stream(stream) => {
+                let mut out: Vec<Memory> = Vec::new();
+                while out.len() < STREAM_BATCH {
+                    match stream.next_batch().await? {
+                        Some(batch) => out.extend(batch),
+                        None => break,
+                    }
+                }
+                Ok((!out.is_empty()).then_some(out))
+            }
+            Self::Pages(params) => loop {
+                let Some(query) = params.as_mut() else { return Ok(None) };
+                let page = client.list_memories(store, query).await?;
+                match page.next_page.filter(|p| !p.is_empty()) {
+                    Some(next) => query.page = Some(next),
+                    None => *params = None,
+                }
+                let memories: Vec<Memory> = page
+                    .data
+                    .into_iter()
+                    .filter_map(|item| match item {
+                        MemoryListItem::Memory(m) => Some(m),
+                        MemoryListItem::Prefix(_) => None,
+                    })
+                    .collect();
+                // An empty page that points on is followed, as the reference client does.
+                if !memories.is_empty() {
+                    return Ok(Some(memories));
+                }
+            },
+        }
     }
 }
