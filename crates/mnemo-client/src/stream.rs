@@ -239,3 +239,134 @@ impl MemoryStream {
 fn decode(message: &str) -> ClientError {
     ClientError::Decode { status: 200, message: message.to_owned() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::serve;
+
+    fn memory_line(store: &MemoryStoreId, path: &str) -> String {
+        let content = format!("content of {path}");
+        serde_json::json!({
+            "type": "memory", "id": mnemo_api::MemoryId::generate(), "memory_store_id": store, "path": path,
+            "content": content, "content_sha256": mnemo_api::content_sha256(content.as_bytes()),
+            "content_size_bytes": content.len(), "memory_version_id": mnemo_api::MemoryVersionId::generate(),
+            "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:00Z",
+        })
+        .to_string()
+            + "\n"
+    }
+
+    fn end_line(count: u64) -> String {
+        format!("{{\"type\":\"memory_stream_end\",\"memory_count\":{count},\"change_seq\":7}}\n")
+    }
+
+    /// A 200 whose body is `body`, announced as `length` bytes (more than sent: cut short).
+    fn answer(body: &str, length: usize) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/jsonl\r\nmnemo-extensions: change-feed, memory-stream\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n{body}"
+        )
+    }
+
+    fn whole(body: &str) -> String {
+        answer(body, body.len())
+    }
+
+    async fn read_all(stream: &mut MemoryStream) -> Result<Vec<String>> {
+        let mut paths = Vec::new();
+        while let Some(batch) = stream.next_batch().await? {
+            paths.extend(batch.into_iter().map(|m| m.path));
+        }
+        Ok(paths)
+    }
+
+    #[tokio::test]
+    async fn a_whole_stream_is_read_to_its_end_line() {
+        let store = MemoryStoreId::generate();
+        let body = [memory_line(&store, "/a"), memory_line(&store, "/b/c"), end_line(2)].concat();
+        let (base, seen) = serve(vec![whole(&body)]).await;
+        let client = Client::new(&base, "k").unwrap();
+        let mut stream = client.open_memory_stream(&store).await.unwrap().expect("offered");
+        assert_eq!(read_all(&mut stream).await.unwrap(), ["/a", "/b/c"]);
+        assert_eq!(stream.end(), Some(MemoryStreamEnd { memory_count: 2, change_seq: 7 }));
+        assert_eq!(client.offers_memory_stream(), Some(true));
+        let seen = seen.lock().unwrap().clone();
+        let line = format!("get /v1/memory_stores/{store}/memories:stream ").to_lowercase();
+        assert!(seen[0].starts_with(&line), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_is_refused_or_resumed_after_the_last_path() {
+        let store = MemoryStoreId::generate();
+        let (a, b, c) = (memory_line(&store, "/a"), memory_line(&store, "/b"), memory_line(&store, "/c"));
+        // Cut mid-line (the connection closes before the announced length), and cut cleanly
+        // between lines (no end line): both refused without retries…
+        let mid_line = answer(&format!("{a}{}", &b[..20]), 10_000);
+        let no_end = whole(&format!("{a}{b}"));
+        for cut in [&mid_line, &no_end] {
+            let (base, _) = serve(vec![cut.clone()]).await;
+            let client = Client::new(&base, "k").unwrap().with_max_retries(0);
+            let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+            let err = read_all(&mut stream).await.unwrap_err();
+            assert!(!err.is_permanent() && err.status().is_none(), "a cut is transient: {err:?}");
+        }
+        // …and with retries, opened again and read on after the last path handed out: `/a`
+        // once, then the second snapshot's rest (which changed meanwhile).
+        let b2 = memory_line(&store, "/b2");
+        let (base, seen) = serve(vec![mid_line, whole(&[a.clone(), b2, c, end_line(3)].concat())]).await;
+        let client = Client::new(&base, "k").unwrap().with_max_retries(1);
+        let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+        assert_eq!(read_all(&mut stream).await.unwrap(), ["/a", "/b2", "/c"]);
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_lies_is_refused() {
+        let store = MemoryStoreId::generate();
+        let other = MemoryStoreId::generate();
+        let (a, b) = (memory_line(&store, "/a"), memory_line(&store, "/b"));
+        for (body, why) in [
+            ([a.clone(), b.clone(), end_line(3)].concat(), "a count that is not the lines'"),
+            ([b.clone(), a.clone(), end_line(2)].concat(), "out of path order"),
+            ([a.clone(), a.clone(), end_line(2)].concat(), "a path twice"),
+            ([a.clone(), memory_line(&other, "/b"), end_line(2)].concat(), "another store's memory"),
+            ([a.clone(), end_line(1), b.clone()].concat(), "data after the end"),
+            (
+                [a.clone(), "{\"type\":\"memory_prefix\",\"path\":\"/x/\"}\n".into(), end_line(1)].concat(),
+                "not a memory",
+            ),
+        ] {
+            let (base, _) = serve(vec![whole(&body)]).await;
+            let client = Client::new(&base, "k").unwrap().with_max_retries(2);
+            let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+            let err = read_all(&mut stream).await.unwrap_err();
+            assert!(matches!(err, ClientError::Decode { .. }), "{why}: {err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_without_the_stream_is_remembered() {
+        let store = MemoryStoreId::generate();
+        let not_found = crate::testing::json(
+            "404 Not Found",
+            r#"{"type":"error","error":{"type":"not_found_error","message":"no such endpoint"}}"#,
+        );
+        let (base, seen) = serve(vec![not_found]).await;
+        let client = Client::new(&base, "k").unwrap();
+        assert_eq!(client.offers_memory_stream(), None);
+        assert!(client.open_memory_stream(&store).await.unwrap().is_none());
+        assert_eq!(client.offers_memory_stream(), Some(false));
+        assert!(client.clone().open_memory_stream(&store).await.unwrap().is_none(), "no second request");
+        assert_eq!(seen.lock().unwrap().len(), 1);
+
+        // The same 404 from `mnemo serve` (which names its extensions) is the store's.
+        let gone = crate::testing::json(
+            "404 Not Found",
+            r#"{"type":"error","error":{"type":"not_found_error","message":"memory store not found"}}"#,
+        )
+        .replace("connection: close", "connection: close\r\nmnemo-extensions: memory-stream");
+        let (base, _) = serve(vec![gone]).await;
+        let err = Client::new(&base, "k").unwrap().open_memory_stream(&store).await.unwrap_err();
+        assert!(err.is_not_found(), "{err:?}");
+    }
+}

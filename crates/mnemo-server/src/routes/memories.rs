@@ -302,3 +302,97 @@ fn jsonl(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use mnemo_store::{ExportPart, MemoryExport, StoreError};
+
+    use super::*;
+
+    fn memory(store: &MemoryStoreId, path: &str) -> Memory {
+        let now = chrono::Utc::now();
+        Memory {
+            id: MemoryId::generate(),
+            memory_store_id: store.clone(),
+            path: path.into(),
+            content: Some("c".into()),
+            content_sha256: mnemo_api::content_sha256(b"c"),
+            content_size_bytes: 1,
+            memory_version_id: mnemo_api::MemoryVersionId::generate(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// An export that sends `parts`, then closes.
+    fn scripted(parts: Vec<mnemo_store::Result<ExportPart>>) -> MemoryExport {
+        let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
+        for part in parts {
+            tx.try_send(part).unwrap();
+        }
+        MemoryExport { seq: 9, parts: rx }
+    }
+
+    /// What the body stream yields: each chunk's text, or `None` for an error.
+    async fn body_of(export: MemoryExport, store: &MemoryStoreId) -> Vec<Option<String>> {
+        jsonl(export, store.clone())
+            .map(|item| item.ok().map(|bytes| String::from_utf8(bytes.to_vec()).unwrap()))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn the_end_line_comes_only_after_done_and_a_failure_breaks_the_body() {
+        let store = MemoryStoreId::generate();
+        let chunk = || Ok(ExportPart::Memories(vec![memory(&store, "/a"), memory(&store, "/b")]));
+        let whole = body_of(scripted(vec![chunk(), Ok(ExportPart::Done)]), &store).await;
+        assert_eq!(whole.len(), 2);
+        assert_eq!(whole[0].as_deref().unwrap().lines().count(), 2);
+        assert_eq!(whole[1].as_deref(), Some("{\"type\":\"memory_stream_end\",\"memory_count\":2,\"change_seq\":9}\n"));
+        // A failed read, or an export that stops without `Done`: an error instead of the end.
+        let failed = scripted(vec![chunk(), Err(StoreError::Unavailable("the database went away".into()))]);
+        let cut = body_of(failed, &store).await;
+        assert_eq!((cut.len(), cut[0].is_some(), cut[1].is_none()), (2, true, true), "{cut:?}");
+        let stopped = body_of(scripted(vec![chunk()]), &store).await;
+        assert_eq!((stopped.len(), stopped[1].is_none()), (2, true), "{stopped:?}");
+    }
+
+    /// Over HTTP, a body that fails is a cut connection: the client sees the memories sent so
+    /// far and then a transient error, never an end.
+    #[tokio::test]
+    async fn a_client_refuses_a_stream_the_server_broke_off() {
+        let store = MemoryStoreId::generate();
+        // The handler's export is fed by the test, one part at a time.
+        type Feed = tokio::sync::mpsc::Sender<mnemo_store::Result<ExportPart>>;
+        let feed: std::sync::Arc<std::sync::Mutex<Option<Feed>>> = Default::default();
+        let (id, slot) = (store.clone(), std::sync::Arc::clone(&feed));
+        let app = axum::Router::new().route(
+            "/v1/memory_stores/{store}/memories:stream",
+            axum::routing::get(move || {
+                let (store, slot) = (id.clone(), std::sync::Arc::clone(&slot));
+                async move {
+                    let (tx, parts) = tokio::sync::mpsc::channel(1);
+                    tx.send(Ok(ExportPart::Memories(vec![memory(&store, "/a")]))).await.unwrap();
+                    *slot.lock().unwrap() = Some(tx);
+                    axum::body::Body::from_stream(jsonl(MemoryExport { seq: 1, parts }, store))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = mnemo_client::Client::new(&base, "k").unwrap().with_max_retries(0);
+        let mut stream = match client.open_memory_stream(&store).await {
+            Ok(Some(stream)) => stream,
+            other => panic!("the stream opens: {other:?}"),
+        };
+        let first = stream.next_batch().await.unwrap().unwrap();
+        assert_eq!(first[0].path, "/a");
+        let tx = feed.lock().unwrap().take().unwrap();
+        tx.send(Err(StoreError::Unavailable("lost".into()))).await.unwrap();
+        let err = stream.next_batch().await.unwrap_err();
+        assert!(err.status().is_none() && !err.is_permanent(), "a transient failure: {err:?}");
+        assert_eq!(stream.end(), None);
+    }
+}
