@@ -187,7 +187,7 @@ impl Client {
         loop {
             let outcome = match build().send().await {
                 Ok(resp) => {
-                    self.extensions.learn(resp.headers());
+                    self.extensions.learn(resp.status(), resp.headers());
                     let (status, headers) = (resp.status(), resp.headers().clone());
                     resp.bytes().await.map(|body| Buffered { status, headers, body: body.to_vec() })
                 }
@@ -224,7 +224,7 @@ impl Client {
         loop {
             let outcome = build().send().await;
             if let Ok(resp) = &outcome {
-                self.extensions.learn(resp.headers());
+                self.extensions.learn(resp.status(), resp.headers());
             }
             let retry_after = match &outcome {
                 Ok(resp) if resp.status().is_success() => None,

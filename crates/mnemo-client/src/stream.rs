@@ -26,9 +26,16 @@ const ABSENT: u8 = 2;
 pub(crate) struct Extensions(AtomicU8);
 
 impl Extensions {
-    /// Learns from an answer's headers: the extensions header decides; its absence means a
-    /// server without mnemo's extensions.
-    pub(crate) fn learn(&self, headers: &HeaderMap) {
+    /// Learns from an answer: the extensions header decides; its absence means a server
+    /// without mnemo's extensions. A transient failure (`408`, `429`, `5xx`) teaches nothing:
+    /// it may come from a proxy in front of the server, and must not turn the stream off.
+    pub(crate) fn learn(&self, status: reqwest::StatusCode, headers: &HeaderMap) {
+        if status.is_server_error()
+            || status == reqwest::StatusCode::REQUEST_TIMEOUT
+            || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+        {
+            return;
+        }
         let offered = headers
             .get_all(EXTENSIONS_HEADER)
             .iter()

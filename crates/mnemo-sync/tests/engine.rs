@@ -343,7 +343,9 @@ async fn edits_made_right_before_a_hinted_sync_are_not_missed() {
 async fn a_resumed_journal_is_never_trusted_blindly() {
     let env = Env::new(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]).await;
     let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
-    drop(env.mount(cfg.clone()).await); // the mount dies: folder and journal stay
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    drop(engine); // the mount dies: folder and journal stay
     let journal = mnemo_sync::sync::journal::journal_path(&env.root());
     let good = std::fs::read(&journal).unwrap();
     let everything = pairs(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]);
@@ -389,7 +391,9 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     //    digest the journal knew, so a changed memory comes back instead of being deleted.
     let env = Env::new(&[("/a.md", "one"), ("/b.md", "two")]).await;
     let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
-    drop(env.mount(cfg.clone()).await);
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    drop(engine);
     env.remote_update("/a.md", "ONE").await;
     std::fs::remove_file(env.root().join("a.md")).unwrap();
     std::fs::remove_file(env.root().join("b.md")).unwrap();
@@ -470,4 +474,46 @@ async fn a_mount_of_a_missing_store_fails_through_the_stream_too() {
     assert!(matches!(err, mnemo_sync::MountError::Download { .. }), "{err}");
     assert!(!env.root().exists(), "the folder it created is gone");
     assert_eq!(env.seen.counts(), (1, 0), "a 404 from `mnemo serve` is the store's, not the route's");
+}
+
+/// The first journal commits in the background: a mount is ready before it is durable, later
+/// journals never go back to it, and a crash before it leaves a folder that a resume refuses and
+/// leaves exactly as it is (nothing deleted, the edit kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_journal_commits_in_the_background_and_never_overtakes_a_later_one() {
+    let env = Env::new(&[("/a.md", "one"), ("/b.md", "two")]).await;
+    let cfg = StoreConfig { journal: true, ..env.cfg() };
+    let journal = mnemo_sync::sync::journal::journal_path(&env.root());
+    for _ in 0..5 {
+        // An edit and a sync at once: the sync's journal is written after the download's.
+        let mut engine = env.mount(cfg.clone()).await;
+        std::fs::write(env.root().join("a.md"), "edited").unwrap();
+        assert_eq!(engine.sync(false).await.unwrap().uploaded, 1);
+        drop(engine);
+        let resumed = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
+        let state = std::fs::read_to_string(&journal).unwrap();
+        assert!(
+            state.contains(&mnemo_api::content_sha256(b"edited")),
+            "the journal holds the sync's baseline, not the download's: {state}"
+        );
+        resumed.dispose().await;
+        assert!(!env.root().exists() && !journal.exists(), "dispose removes folder and journal");
+        env.remote_update("/a.md", "one").await;
+    }
+    // Disposed at once: the journal still committing does not land after the folder went.
+    let engine = env.mount(cfg.clone()).await;
+    engine.dispose().await;
+    assert!(!env.root().exists() && !journal.exists());
+
+    // A crash before the journal was durable (the rename never happened): no journal.
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    drop(engine);
+    std::fs::remove_file(&journal).unwrap();
+    std::fs::write(env.root().join("b.md"), "edited before the crash").unwrap();
+    let refused = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap_err();
+    assert!(matches!(refused, mnemo_sync::MountError::CannotResume { .. }), "{refused}");
+    assert_eq!(read(&env.root(), "b.md").as_deref(), Some("edited before the crash"), "left as found");
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("one"));
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "one"), ("/b.md", "two")]), "nothing sent either");
 }

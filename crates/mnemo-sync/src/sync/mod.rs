@@ -224,6 +224,12 @@ pub struct StoreSync {
     recovering: bool,
     /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
     live: Option<watch::LiveSink>,
+    /// The first journal, committing in the background after the download, with the
+    /// fingerprint of the state it records: every later journal write waits for it first.
+    first_journal: Option<(tokio::task::JoinHandle<Result<bool, SyncError>>, u64)>,
+    /// The download's files were not flushed (the first journal's flush failed): the next
+    /// journal write flushes them first, so no journal names a file a power cut could tear.
+    unflushed: bool,
 }
 
 impl std::fmt::Debug for StoreSync {
@@ -282,22 +288,24 @@ impl StoreSync {
             return Err(MountError::CannotCreate { path: cfg.root.clone(), store: cfg.store_id.clone(), source });
         }
         let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
-        let downloaded = match engine.stamp_and_pull(false).await {
+        match engine.stamp_and_pull(false).await {
             // The watch starts before the journal is written: the journal tells a script or a
             // test that the folder is ready, and an edit made from then on must be seen (it
             // used to be missed until a full walk when it landed before the watch started).
+            // The journal itself (a `syncfs` of the download and a rename) commits in the
+            // background, off the path to the first tool call: until it is durable a crash
+            // leaves a folder without a journal, which a resume refuses and leaves as it is.
             Ok(_) => {
                 engine.watch_from_download();
-                engine.first_journal().await
+                engine.start_first_journal();
+                Ok(engine)
             }
-            Err(e) => Err(e),
-        };
-        if let Err(source) = downloaded {
-            let store = engine.cfg.store_id.clone();
-            engine.dispose().await;
-            return Err(MountError::Download { store, source });
+            Err(source) => {
+                let store = engine.cfg.store_id.clone();
+                engine.dispose().await;
+                Err(MountError::Download { store, source })
+            }
         }
-        Ok(engine)
     }
 
     /// Takes over a folder left by a mount that died (kill -9, power cut), with the state its
@@ -343,18 +351,21 @@ impl StoreSync {
             remote_cache: None,
             recovering: false,
             live: None,
+            first_journal: None,
+            unflushed: false,
         }
     }
 
     /// After the first download: the files and the journal's temp file are flushed together by
     /// one `syncfs`, then the journal is renamed into place (a crash before the rename leaves no
-    /// journal, so the folder is refused rather than trusted).
-    async fn first_journal(&mut self) -> Result<(), SyncError> {
+    /// journal, so the folder is refused rather than trusted). Runs in the background; every
+    /// later journal write (and the disposal) waits for it first ([`Self::settle_first_journal`]).
+    fn start_first_journal(&mut self) {
         let (files, root, id, state) =
             (Arc::clone(&self.files), self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
         let journal = self.cfg.journal;
         let fingerprint = self.state.fingerprint();
-        let committed = blocking(move || -> Result<bool, SyncError> {
+        let task = tokio::task::spawn_blocking(move || -> Result<bool, SyncError> {
             let mut flushed = None;
             let written = journal.then(|| {
                 journal::write(&root, &id, &state, Durability::FlushedByCaller, || {
@@ -374,16 +385,36 @@ impl StoreSync {
                 }
                 None => false,
             })
-        })
-        .await??;
-        if committed {
-            self.journaled = Some(fingerprint);
+        });
+        self.first_journal = Some((task, fingerprint));
+    }
+
+    /// Waits for the first journal, if it is still committing, and records what it wrote.
+    async fn settle_first_journal(&mut self) {
+        let Some((task, fingerprint)) = self.first_journal.take() else { return };
+        match task.await {
+            Ok(Ok(true)) => self.journaled = Some(fingerprint),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => {
+                self.unflushed = true;
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the downloaded memory store folder (its journal waits for the next sync): {e}");
+            }
+            Err(e) => {
+                self.unflushed = true;
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot write the first journal: {e}");
+            }
         }
-        Ok(())
+    }
+
+    /// Whether the first journal is durable (or was not asked for); for tests and the bench.
+    pub async fn first_journal_done(&mut self) {
+        self.settle_first_journal().await;
     }
 
     /// Persists the state beside the folder; a failure is logged, never fatal.
     async fn save_journal(&mut self) {
+        // Journals are written in order: never the download's after a newer one.
+        self.settle_first_journal().await;
         if !self.cfg.journal {
             return;
         }
@@ -391,6 +422,20 @@ impl StoreSync {
         let fingerprint = self.state.fingerprint();
         if self.journaled == Some(fingerprint) {
             return;
+        }
+        if self.unflushed {
+            let files = Arc::clone(&self.files);
+            match blocking(move || files.sync_filesystem()).await {
+                Ok(Ok(())) => self.unflushed = false,
+                Ok(Err(e)) => {
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
+                    return;
+                }
+            }
         }
         let (root, id, state) = (self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
         match blocking(move || journal::save(&root, &id, &state)).await {
@@ -542,7 +587,9 @@ impl StoreSync {
 
     /// Removes the folder if this engine created it and it still carries this store's marker
     /// (or holds no files). A folder that fails the marker check but holds files is left as found.
-    pub async fn dispose(self) {
+    pub async fn dispose(mut self) {
+        // A first journal still committing must not land after the folder and journal are gone.
+        self.settle_first_journal().await;
         let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
         let created = self.created_root;
         let journal = self.cfg.journal;
