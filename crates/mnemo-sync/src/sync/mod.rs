@@ -257,9 +257,19 @@ impl StoreSync {
     /// up to [`MOUNT_ATTEMPTS`] in all; each failed attempt removed the folder it created. A
     /// worker used to fail its work item for good on one such fault.
     pub async fn mount_retrying(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
+        Self::mount_retrying_with_progress(client, cfg, || None).await
+    }
+
+    /// [`mount_retrying`](Self::mount_retrying) reporting progress: `progress` gives each
+    /// attempt its reporter (`mnemo mount` used to give up on the first transient failure).
+    pub async fn mount_retrying_with_progress(
+        client: Client,
+        cfg: StoreConfig,
+        progress: impl Fn() -> Option<ProgressFn>,
+    ) -> Result<Self, MountError> {
         let mut attempt = 0;
         loop {
-            match Self::mount(client.clone(), cfg.clone()).await {
+            match Self::mount_with_progress(client.clone(), cfg.clone(), progress()).await {
                 Err(MountError::Download { store, source })
                     if source.is_transient() && attempt + 1 < MOUNT_ATTEMPTS =>
                 {
