@@ -148,7 +148,7 @@ async fn read_versions(
 /// Where the memories are read from: `mnemo serve`'s memory stream when the server offers it
 /// (one answer, one snapshot unless it had to be resumed), else the full listing's pages.
 enum Memories {
-    Stream(mnemo_client::MemoryStream),
+    Stream(Box<mnemo_client::MemoryStream>),
     /// The next page's query; `None` after the last page.
     Pages(Option<ListMemoriesParams>),
 }
@@ -158,7 +158,7 @@ impl Memories {
         let stream =
             client.open_memory_stream(store).await.map_err(Error::call(format!("read the memories of {store}")))?;
         Ok(match stream {
-            Some(stream) => Self::Stream(stream),
+            Some(stream) => Self::Stream(Box::new(stream)),
             None => Self::Pages(Some(ListMemoriesParams {
                 limit: Some(MAX_FULL_VIEW_PAGE_LIMIT),
                 view: Some(View::Full),

@@ -652,7 +652,7 @@ pub const STREAM_BATCH: usize = 100;
 /// Where a download reads the store from: the memory stream when the server offers it (one
 /// response, one snapshot), else pages of [`FULL_PAGE`] with content (the hosted API's cap).
 enum Download {
-    Stream(mnemo_client::MemoryStream),
+    Stream(Box<mnemo_client::MemoryStream>),
     /// The next page's query; `None` once the last page was read.
     Pages(Option<ListMemoriesParams>),
 }
@@ -667,7 +667,7 @@ impl Download {
             }))
         };
         match client.open_memory_stream(store).await {
-            Ok(Some(stream)) => Ok(Self::Stream(stream)),
+            Ok(Some(stream)) => Ok(Self::Stream(Box::new(stream))),
             Ok(None) => Ok(pages()),
             Err(e) => {
                 // A 404 from a server that offers the stream is the store's (the client turns
