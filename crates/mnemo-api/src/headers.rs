@@ -8,3 +8,10 @@ pub const BETA_HEADER: &str = "anthropic-beta";
 pub const MEMORY_BETA: &str = "agent-memory-2026-07-22";
 /// The beta of environments, their work queue, agents and sessions.
 pub const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
+/// Sent by `mnemo serve` on every answer: the mnemo extensions it serves, comma-separated. A
+/// client learns from any answer (an error included) that it talks to `mnemo serve`; the hosted
+/// API sends no such header.
+pub const EXTENSIONS_HEADER: &str = "mnemo-extensions";
+/// The extension of [`EXTENSIONS_HEADER`] that is a store's memory stream
+/// (`GET /v1/memory_stores/{store}/memories:stream`).
+pub const MEMORY_STREAM_EXTENSION: &str = "memory-stream";

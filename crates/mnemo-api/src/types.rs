@@ -50,6 +50,19 @@ pub struct Memory {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The last line of a store's memory stream (`GET /v1/memory_stores/{store}/memories:stream`, a
+/// mnemo extension; `type: "memory_stream_end"`): how many memory lines came before it and the
+/// snapshot they were read from. A stream that ends without it was cut short and is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename = "memory_stream_end")]
+pub struct MemoryStreamEnd {
+    /// How many memories the stream carried.
+    pub memory_count: u64,
+    /// The store's change position the snapshot was read at (the listing's `ETag` is
+    /// `"m<change_seq>"`; the change feed's cursor counts the same way).
+    pub change_seq: i64,
+}
+
 /// A directory marker in a depth-limited listing (`type: "memory_prefix"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "memory_prefix")]

@@ -14,6 +14,10 @@ pub enum ClientError {
     /// A stream sent nothing at all (not even a keep-alive ping) for this long.
     #[error("the stream was silent for {} s", .0.as_secs())]
     Stalled(std::time::Duration),
+    /// A streamed answer ended before its end (the connection closed early): another attempt
+    /// may get it whole.
+    #[error("{0}")]
+    Incomplete(String),
     /// A success answer that is not the expected JSON.
     #[error("unexpected response body (status {status}): {message}")]
     Decode { status: u16, message: String },
@@ -36,7 +40,7 @@ impl ClientError {
     pub fn status(&self) -> Option<u16> {
         match self {
             Self::Api { status, .. } | Self::Decode { status, .. } => Some(*status),
-            Self::Transport(_) | Self::Stalled(_) => None,
+            Self::Transport(_) | Self::Stalled(_) | Self::Incomplete(_) => None,
         }
     }
 

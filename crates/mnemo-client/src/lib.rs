@@ -13,6 +13,7 @@ mod lenient;
 mod session;
 mod skills;
 mod sse;
+mod stream;
 #[cfg(test)]
 mod testing;
 mod work;
@@ -35,6 +36,7 @@ pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, Fee
 pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
 pub use skills::SkillVersion;
+pub use stream::MemoryStream;
 pub use work::{EventPage, NO_HEARTBEAT};
 
 pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};
@@ -53,6 +55,8 @@ pub struct Client {
     base: String,
     token: String,
     max_retries: u32,
+    /// What answers said of the server's extensions (shared by clones).
+    extensions: std::sync::Arc<stream::Extensions>,
 }
 
 impl std::fmt::Debug for Client {
@@ -121,7 +125,13 @@ impl Client {
             .timeout(Duration::from_secs(600))
             .build()
             .map_err(ClientError::Transport)?;
-        Ok(Self { http, base: base_url.trim_end_matches('/').to_owned(), token: token.to_owned(), max_retries: 2 })
+        Ok(Self {
+            http,
+            base: base_url.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            max_retries: 2,
+            extensions: Default::default(),
+        })
     }
 
     /// Sets how many times a retryable failure is retried (default 2).
@@ -177,6 +187,7 @@ impl Client {
         loop {
             let outcome = match build().send().await {
                 Ok(resp) => {
+                    self.extensions.learn(resp.status(), resp.headers());
                     let (status, headers) = (resp.status(), resp.headers().clone());
                     resp.bytes().await.map(|body| Buffered { status, headers, body: body.to_vec() })
                 }
@@ -212,6 +223,9 @@ impl Client {
         let mut attempt = 0;
         loop {
             let outcome = build().send().await;
+            if let Ok(resp) = &outcome {
+                self.extensions.learn(resp.status(), resp.headers());
+            }
             let retry_after = match &outcome {
                 Ok(resp) if resp.status().is_success() => None,
                 Ok(resp) => should_retry(resp.status(), resp.headers()).then(|| server_delay(resp.headers())),

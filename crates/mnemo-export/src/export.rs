@@ -1,17 +1,19 @@
 //! Reading a store into export lines.
 //!
-//! The memories are read with the full listing (`view=full`, 20 per page, following
+//! The memories are read through `mnemo serve`'s memory stream (one answer, one snapshot) when
+//! the server offers it, else with the full listing (`view=full`, 20 per page, following
 //! `next_page`), so every memory is exported once with the content its digest was computed
 //! from; every digest is checked again here. With `versions`, the store's whole version history
 //! is read first (the versions listing, `view=full`) and attached to the memories it belongs to;
 //! the history of deleted memories follows as history lines. A store that changes during an
-//! export is not caught at one instant: each memory is as the page that carried it saw it.
+//! export through pages is not caught at one instant: each memory is as the page that carried
+//! it saw it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 
 use mnemo_api::limits::MAX_FULL_VIEW_PAGE_LIMIT;
-use mnemo_api::{MemoryId, MemoryListItem, MemoryStoreId, View, content_sha256};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View, content_sha256};
 use mnemo_client::{Client, ListMemoriesParams, ListMemoryVersionsParams};
 
 use crate::Error;
@@ -77,13 +79,9 @@ pub async fn export(
 
     let mut trailer = Trailer::default();
     let mut seen = HashSet::new();
-    let mut params =
-        ListMemoriesParams { limit: Some(MAX_FULL_VIEW_PAGE_LIMIT), view: Some(View::Full), ..Default::default() };
-    loop {
-        let page =
-            client.list_memories(store, &params).await.map_err(Error::call(format!("list the memories of {store}")))?;
-        for item in page.data {
-            let MemoryListItem::Memory(memory) = item else { continue };
+    let mut source = Memories::open(client, store).await?;
+    while let Some(batch) = source.next(client, store).await? {
+        for memory in batch {
             let content = memory.content.ok_or_else(|| {
                 Error::Inconsistent(format!("memory {} came without its content in a full listing", memory.path))
             })?;
@@ -110,10 +108,6 @@ pub async fn export(
             write_line(out, &Line::Memory(entry))?;
         }
         progress(Step::Memories(trailer.memories));
-        match page.next_page.filter(|p| !p.is_empty()) {
-            Some(next) => params.page = Some(next),
-            None => break,
-        }
     }
     // What is left belongs to memories that no longer exist (in id order, which is creation order).
     for (memory_id, versions) in histories {
@@ -149,6 +143,57 @@ async fn read_versions(
         versions.sort_by_key(|v| v.created_at);
     }
     Ok(by_memory)
+}
+
+/// Where the memories are read from: `mnemo serve`'s memory stream when the server offers it
+/// (one answer, one snapshot unless it had to be resumed), else the full listing's pages.
+enum Memories {
+    Stream(Box<mnemo_client::MemoryStream>),
+    /// The next page's query; `None` after the last page.
+    Pages(Option<ListMemoriesParams>),
+}
+
+impl Memories {
+    async fn open(client: &Client, store: &MemoryStoreId) -> Result<Self, Error> {
+        let stream =
+            client.open_memory_stream(store).await.map_err(Error::call(format!("read the memories of {store}")))?;
+        Ok(match stream {
+            Some(stream) => Self::Stream(Box::new(stream)),
+            None => Self::Pages(Some(ListMemoriesParams {
+                limit: Some(MAX_FULL_VIEW_PAGE_LIMIT),
+                view: Some(View::Full),
+                ..Default::default()
+            })),
+        })
+    }
+
+    async fn next(&mut self, client: &Client, store: &MemoryStoreId) -> Result<Option<Vec<Memory>>, Error> {
+        match self {
+            Self::Stream(stream) => {
+                stream.next_batch().await.map_err(Error::call(format!("read the memories of {store}")))
+            }
+            Self::Pages(params) => {
+                let Some(query) = params.as_mut() else { return Ok(None) };
+                let page = client
+                    .list_memories(store, query)
+                    .await
+                    .map_err(Error::call(format!("list the memories of {store}")))?;
+                match page.next_page.filter(|p| !p.is_empty()) {
+                    Some(next) => query.page = Some(next),
+                    None => *params = None,
+                }
+                Ok(Some(
+                    page.data
+                        .into_iter()
+                        .filter_map(|item| match item {
+                            MemoryListItem::Memory(m) => Some(m),
+                            MemoryListItem::Prefix(_) => None,
+                        })
+                        .collect(),
+                ))
+            }
+        }
+    }
 }
 
 fn write_line(out: &mut impl Write, line: &Line) -> Result<(), Error> {

@@ -57,6 +57,9 @@ pub struct AppState {
     console: Option<mnemo_console::ConsoleConfig>,
     /// The agent loop, when model providers are configured.
     agent: Option<agent::AgentLoop>,
+    /// Whether the memory stream extension is served (off: answered like an unknown route, as
+    /// the hosted API does, and not named in the extensions header).
+    memory_stream: bool,
 }
 
 impl std::fmt::Debug for AppState {
@@ -79,6 +82,7 @@ impl AppState {
             console: Some(mnemo_console::ConsoleConfig::default()),
             changes: Arc::default(),
             agent: None,
+            memory_stream: true,
             store,
         };
         tokio::spawn(changes::follow(
@@ -139,6 +143,14 @@ impl AppState {
         if let Some(agent) = &self.agent {
             agent.wake(session);
         }
+    }
+
+    /// Serves the memory stream extension (`GET /v1/memory_stores/{store}/memories:stream`) or
+    /// hides it (`false`: clients then download page by page, as from the hosted API). On by
+    /// default.
+    pub fn with_memory_stream(mut self, on: bool) -> Self {
+        self.memory_stream = on;
+        self
     }
 
     /// Mounts sessions' memory stores under `root` instead of `/mnt/memory`.

@@ -39,8 +39,8 @@ use mnemo_api::{WebhookDelivery, WebhookEndpoint, WebhookEndpointId};
 use mnemo_store::{
     Appended, ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
     Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
-    MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result,
-    SessionEvent, Signal, Store,
+    MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession,
+    Result, SessionEvent, Signal, Store,
 };
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use rustls::pki_types::CertificateDer;
@@ -658,6 +658,26 @@ impl Store for PostgresStore {
 
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
         read!(self.engine, |tx| memories::list(&tx, store, &query).await)
+    }
+
+    async fn export_memories(&self, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
+        let mut client = self.engine.client().await?;
+        // Two chunks in flight at most: the reader's pace holds the transaction (and its snapshot).
+        let (out, mut parts) = tokio::sync::mpsc::channel(2);
+        let (began, begun) = tokio::sync::oneshot::channel();
+        let id = store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = memories::export(&mut client, &id, chunk, began, &out).await {
+                let _ = out.send(Err(e)).await;
+            }
+        });
+        match begun.await {
+            Ok(seq) => Ok(MemoryExport { seq, parts }),
+            Err(_) => match parts.recv().await {
+                Some(Err(e)) => Err(e),
+                _ => Err(failure("the export ended before it began")),
+            },
+        }
     }
 
     async fn memory_changes_after(

@@ -12,7 +12,7 @@ use mnemo_api::{
 };
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{self as rules, Update};
-use mnemo_store::{ListMemories, Listing, MemoryChange, Result, StoreError};
+use mnemo_store::{ExportPart, ListMemories, Listing, MemoryChange, Result, StoreError};
 use tokio_postgres::Row;
 
 use crate::engine::{Tx, all, col, failure, one, opt};
@@ -308,4 +308,46 @@ pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemories) -
         scan.feed(&batch, memories);
     }
     Ok(scan.finish())
+}
+
+/// [`Store::export_memories`](mnemo_store::Store::export_memories) on `client`, in one
+/// read-only repeatable-read transaction: tells `began` the snapshot's change position, then
+/// sends `chunk` memories at a time in path order (keyset on the `(store_seq, path)` index),
+/// then `Done`. Stops (rolling back) when the reader goes.
+pub(crate) async fn export(
+    client: &mut deadpool_postgres::Object,
+    store: &MemoryStoreId,
+    chunk: u32,
+    began: tokio::sync::oneshot::Sender<i64>,
+    out: &tokio::sync::mpsc::Sender<Result<ExportPart>>,
+) -> Result<()> {
+    let tx = crate::engine::begin_read(client).await?;
+    let seq = stores::change_seq(&tx, store).await?;
+    let (_, store_seq) = stores::get_with_seq(&tx, store).await?;
+    if began.send(seq).is_err() {
+        return Ok(());
+    }
+    let sql = format!(
+        "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
+         WHERE m.store_seq = $1 AND m.path > $2 ORDER BY m.path LIMIT $3"
+    );
+    let chunk = chunk.max(1);
+    let mut after = String::new();
+    loop {
+        let rows = all(&tx, &sql, &[&store_seq, &after, &i64::from(chunk)]).await?;
+        let memories = rows.iter().map(|r| from_row(store, r, true).map(|(m, _)| m)).collect::<Result<Vec<_>>>()?;
+        let last = memories.len() < chunk as usize;
+        if let Some(m) = memories.last() {
+            after.clone_from(&m.path);
+        }
+        if !memories.is_empty() && out.send(Ok(ExportPart::Memories(memories))).await.is_err() {
+            return Ok(());
+        }
+        if last {
+            break;
+        }
+    }
+    tx.commit().await.map_err(crate::engine::backend)?;
+    let _ = out.send(Ok(ExportPart::Done)).await;
+    Ok(())
 }

@@ -41,8 +41,8 @@ use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessi
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use mnemo_store::{
     ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
-    ListMemoryVersions, Listing, MemoryChange, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment,
-    NewMemoryStore, Result, Signal, Store,
+    ListMemoryVersions, Listing, MemoryChange, MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage,
+    NewEnvironment, NewMemoryStore, Result, Signal, Store,
 };
 use rusqlite::params;
 use tokio::sync::broadcast;
@@ -538,6 +538,20 @@ impl Store for SqliteStore {
         self.engine.read(move |c| memories::list(c, &store, &query)).await
     }
 
+    async fn export_memories(&self, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
+        // Two chunks in flight at most: the reader's pace holds the read (and its snapshot).
+        let (out, parts) = tokio::sync::mpsc::channel(2);
+        let (began, begun) = tokio::sync::oneshot::channel();
+        let (engine, id) = (Arc::clone(&self.engine), store.clone());
+        tokio::spawn(async move {
+            let tell = out.clone();
+            if let Err(e) = engine.read(move |c| memories::export(c, &id, chunk, began, &tell)).await {
+                let _ = out.send(Err(e)).await;
+            }
+        });
+        started_export(begun, parts).await
+    }
+
     async fn memory_changes_after(
         &self,
         store: &MemoryStoreId,
@@ -656,5 +670,20 @@ impl Store for SqliteStore {
 
     async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
         self.engine.write(move |c| webhooks::prune(c, age)).await
+    }
+}
+
+/// The export once its read began (its snapshot's position), or why it never did: the read
+/// failed (an unknown store, a closed database) before telling its position.
+async fn started_export(
+    begun: tokio::sync::oneshot::Receiver<i64>,
+    mut parts: tokio::sync::mpsc::Receiver<Result<mnemo_store::ExportPart>>,
+) -> Result<MemoryExport> {
+    match begun.await {
+        Ok(seq) => Ok(MemoryExport { seq, parts }),
+        Err(_) => match parts.recv().await {
+            Some(Err(e)) => Err(e),
+            _ => Err(failure("the export ended before it began")),
+        },
     }
 }

@@ -6,7 +6,7 @@ use mnemo_api::{
 };
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{self as rules, Update};
-use mnemo_store::{ListMemories, Listing, MemoryChange, Result, StoreError};
+use mnemo_store::{ExportPart, ListMemories, Listing, MemoryChange, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::engine::{backend, query_one};
@@ -268,4 +268,48 @@ pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> R
         scan.feed(&batch, memories);
     }
     Ok(scan.finish())
+}
+
+/// [`Store::export_memories`](mnemo_store::Store::export_memories) on the read connection `c`,
+/// inside its one read transaction: tells `began` the snapshot's change position, then sends
+/// `chunk` memories at a time in path order, then `Done`. Stops quietly when the reader goes.
+pub(crate) fn export(
+    c: &Connection,
+    store: &MemoryStoreId,
+    chunk: u32,
+    began: tokio::sync::oneshot::Sender<i64>,
+    out: &tokio::sync::mpsc::Sender<Result<ExportPart>>,
+) -> Result<()> {
+    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let seq: i64 = c
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = ?1")
+        .and_then(|mut s| s.query_row([store_seq], |r| r.get(0)))
+        .map_err(backend)?;
+    if began.send(seq).is_err() {
+        return Ok(());
+    }
+    let mut stmt = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
+             WHERE m.store_seq = ?1 AND m.path > ?2 ORDER BY m.path LIMIT ?3"
+        ))
+        .map_err(backend)?;
+    let mut after = String::new();
+    loop {
+        let memories = stmt
+            .query_map(params![store_seq, after, i64::from(chunk.max(1))], |r| from_row(store, r, true).map(|(m, _)| m))
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            .map_err(backend)?;
+        let last = memories.len() < chunk.max(1) as usize;
+        if let Some(m) = memories.last() {
+            after.clone_from(&m.path);
+        }
+        if !memories.is_empty() && out.blocking_send(Ok(ExportPart::Memories(memories))).is_err() {
+            return Ok(());
+        }
+        if last {
+            let _ = out.blocking_send(Ok(ExportPart::Done));
+            return Ok(());
+        }
+    }
 }

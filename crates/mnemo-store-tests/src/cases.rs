@@ -51,7 +51,10 @@
 //!   byte order of path, paginated, full or basic; `memory_change_seq` moves on every
 //!   change and only then; `memory_store_usage` counts live memories and their current
 //!   content's bytes per store asked for (0 and 0 for an empty one, nothing for an unknown or
-//!   deleted one); a cursor of another list is `InvalidCursor`.
+//!   deleted one); `export_memories` streams every live memory with content in byte order
+//!   of path, in chunks, from one snapshot (writes after it began are not in it; its
+//!   position is `memory_change_seq`'s), ending with `Done`, and stops when its reader goes;
+//!   a cursor of another list is `InvalidCursor`.
 //! - [`versions`] — every create, change and delete writes exactly one version with its
 //!   operation, path, digest, size and actor; version listings filter by memory (after
 //!   deletion too), operation, actor and time, newest first, paginated; redaction clears a

@@ -214,6 +214,31 @@ pub struct ListMemories {
     pub after: Option<Cursor>,
 }
 
+/// Memories per step of [`Store::export_memories`]: what a backend reads (and a server holds)
+/// at a time, whatever the store's size.
+pub const EXPORT_CHUNK: u32 = 100;
+
+/// One step of an export: a chunk of memories in path order, or the end.
+#[derive(Debug)]
+pub enum ExportPart {
+    /// The next memories in path order, with content.
+    Memories(Vec<Memory>),
+    /// Every live memory was sent; nothing follows.
+    Done,
+}
+
+/// A store's live memories read from one snapshot ([`Store::export_memories`]): the snapshot's
+/// change position, then chunks as the reader takes them. A reader that stops reading (drops
+/// `parts`) ends the read; a channel that closes without [`ExportPart::Done`] — the backend
+/// failed or went away — is a cut export, never a complete one.
+#[derive(Debug)]
+pub struct MemoryExport {
+    /// What [`Store::memory_change_seq`] reported on the snapshot: the store's listing ETag.
+    pub seq: i64,
+    /// The chunks, then `Done`; an error ends the export.
+    pub parts: tokio::sync::mpsc::Receiver<Result<ExportPart>>,
+}
+
 /// Filters of the version listing.
 #[derive(Debug, Clone)]
 pub struct ListMemoryVersions {
@@ -496,6 +521,12 @@ pub trait Store: Send + Sync + 'static {
     /// (the newest version's position): the store's listing ETag.
     async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64>;
     async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>>;
+    /// Every live memory of the store with its content, in path order (bytes), read from one
+    /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
+    /// time through a small bounded channel, so neither side holds the whole store. A store that
+    /// does not exist fails here, before any chunk. (A mnemo extension: the hosted API lists
+    /// pages of 20.)
+    async fn export_memories(&self, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport>;
     /// The store's versions after position `after` (0: from the first), oldest first, at most
     /// `limit` (capped at [`MAX_FEED_PAGE`]), without content; redacted ones as the versions
     /// listing shows them. A version that commits later never has a smaller position than one

@@ -226,6 +226,10 @@ async fn engine(cfg: &Config) -> Res<Value> {
         .await
         .map_err(|e| format!("mount: {e}"))?;
     let download = ms(t.elapsed());
+    // Ready above (the agent may start); durable here (the first journal, committed in the
+    // background after the `syncfs` of every file, is in place).
+    engine.first_journal_done().await;
+    let download_durable = ms(t.elapsed());
     let downloaded = engine.baseline_len();
     let mounted_at = Instant::now();
 
@@ -273,6 +277,7 @@ async fn engine(cfg: &Config) -> Res<Value> {
         "engine": "mnemo",
         "memories_downloaded": downloaded,
         "download_ms": download,
+        "download_durable_ms": download_durable,
         "noop_fresh_ms": median(noop_fresh.clone()),
         "noop_fresh_all_ms": noop_fresh,
         "noop_first_settled_ms": noop_first_settled[0],

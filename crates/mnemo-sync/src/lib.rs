@@ -8,7 +8,7 @@
 pub mod fs;
 pub mod sync;
 
-pub use sync::teardown::{TEARDOWN_BOUND, Teardown, TeardownSteps, teardown};
+pub use sync::teardown::{TEARDOWN_BOUND, TEARDOWN_CONCURRENCY, Teardown, TeardownSteps, teardown, teardown_pipelined};
 pub use sync::{
     DeletionMode, Live, LivePaths, LiveWork, MountError, ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport,
 };

@@ -17,11 +17,39 @@ struct Env {
     client: Client,
     store: MemoryStoreId,
     dir: tempfile::TempDir,
+    seen: Arc<Seen>,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// How the test server answers, beyond `mnemo serve`'s defaults.
+#[derive(Clone, Copy, Default)]
+struct Serving {
+    /// Hide the memory stream (answered like an unknown route).
+    no_stream: bool,
+    /// Strip the extensions header from every answer, as the hosted API (which has none) does.
+    no_extensions_header: bool,
+}
+
+/// Requests the test server saw, by kind.
+#[derive(Default)]
+struct Seen {
+    streams: std::sync::atomic::AtomicUsize,
+    full_pages: std::sync::atomic::AtomicUsize,
+}
+
+impl Seen {
+    fn counts(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.streams.load(Relaxed), self.full_pages.load(Relaxed))
+    }
 }
 
 impl Env {
     async fn new(memories: &[(&str, &str)]) -> Self {
+        Self::serving(memories, Serving::default()).await
+    }
+
+    async fn serving(memories: &[(&str, &str)], serving: Serving) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut settings = SqliteSettings::from_url(&format!("sqlite://{}/db.sqlite", dir.path().display())).unwrap();
         settings.durability = Durability::Normal;
@@ -30,7 +58,33 @@ impl Env {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(mnemo_server::serve(listener, mnemo_server::router(AppState::new(store)), async {
+        let seen = Arc::new(Seen::default());
+        let counter = Arc::clone(&seen);
+        let router = mnemo_server::router(AppState::new(store).with_memory_stream(!serving.no_stream)).layer(
+            axum::middleware::map_request(move |req: axum::extract::Request| {
+                let seen = Arc::clone(&counter);
+                async move {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    if req.uri().path().ends_with("/memories:stream") {
+                        seen.streams.fetch_add(1, Relaxed);
+                    } else if req.uri().path().ends_with("/memories")
+                        && req.uri().query().is_some_and(|q| q.contains("view=full"))
+                    {
+                        seen.full_pages.fetch_add(1, Relaxed);
+                    }
+                    req
+                }
+            }),
+        );
+        let router = if serving.no_extensions_header {
+            router.layer(axum::middleware::map_response(|mut resp: axum::response::Response| async move {
+                resp.headers_mut().remove(mnemo_api::headers::EXTENSIONS_HEADER);
+                resp
+            }))
+        } else {
+            router
+        };
+        tokio::spawn(mnemo_server::serve(listener, router, async {
             let _ = stopped.await;
         }));
         let client = Client::new(&base, KEY).unwrap().with_max_retries(0);
@@ -39,7 +93,7 @@ impl Env {
         for (path, content) in memories {
             client.create_memory(&id, path, content, None).await.unwrap();
         }
-        Self { client, store: id, dir, _stop: stop }
+        Self { client, store: id, dir, seen, _stop: stop }
     }
 
     fn root(&self) -> PathBuf {
@@ -289,7 +343,9 @@ async fn edits_made_right_before_a_hinted_sync_are_not_missed() {
 async fn a_resumed_journal_is_never_trusted_blindly() {
     let env = Env::new(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]).await;
     let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
-    drop(env.mount(cfg.clone()).await); // the mount dies: folder and journal stay
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    drop(engine); // the mount dies: folder and journal stay
     let journal = mnemo_sync::sync::journal::journal_path(&env.root());
     let good = std::fs::read(&journal).unwrap();
     let everything = pairs(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]);
@@ -337,7 +393,9 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     //    propagated — which is why, with only a.md and b.md, b.md's deletion never went through.)
     let env = Env::new(&[("/a.md", "one"), ("/b.md", "two"), ("/c.md", "three")]).await;
     let cfg = StoreConfig { journal: true, delete_window: Duration::ZERO, ..env.cfg() };
-    drop(env.mount(cfg.clone()).await);
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    drop(engine);
     env.remote_update("/a.md", "ONE").await;
     std::fs::remove_file(env.root().join("a.md")).unwrap();
     std::fs::remove_file(env.root().join("b.md")).unwrap();
@@ -350,4 +408,114 @@ async fn a_resumed_journal_is_never_trusted_blindly() {
     );
     assert_eq!(std::fs::read_to_string(env.root().join("a.md")).unwrap(), "ONE");
     engine.dispose().await;
+}
+
+/// Many memories in folders, more than one chunk of the stream and many pages of 20.
+fn many_memories(n: usize) -> Vec<(String, String)> {
+    (0..n).map(|i| (format!("/d{}/m{i:03}.md", i % 7), format!("memory {i}\n"))).collect()
+}
+
+async fn downloads_everything(env: &Env, expected: &[(String, String)]) -> StoreSync {
+    let engine = env.mount(env.cfg()).await;
+    for (path, content) in expected {
+        assert_eq!(read(&env.root(), &path[1..]).as_deref(), Some(content.as_str()), "{path}");
+    }
+    assert_eq!(engine.baseline_len(), expected.len());
+    engine
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_downloads_through_the_memory_stream_in_one_request() {
+    let many = many_memories(230);
+    let refs: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let env = Env::new(&refs).await;
+    assert_eq!(env.client.offers_memory_stream(), Some(true), "learnt from the answers so far");
+    let mut engine = downloads_everything(&env, &many).await;
+    assert_eq!(env.seen.counts(), (1, 0), "one stream, no page with content");
+    // The engine then syncs as ever: nothing to do, and a remote change is pulled.
+    let first = engine.sync(false).await.unwrap();
+    assert!(!first.changed(), "{first:?}");
+    env.remote_update("/d0/m000.md", "changed").await;
+    let pulled = engine.sync(false).await.unwrap();
+    assert_eq!(pulled.pulled, 1, "{pulled:?}");
+    assert_eq!(read(&env.root(), "d0/m000.md").as_deref(), Some("changed"));
+    engine.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_memory_stream_a_mount_lists_pages_and_remembers() {
+    let many = many_memories(45);
+    let refs: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    // `mnemo serve` with the stream hidden: its answers say so, so nothing is tried.
+    let env = Env::serving(&refs, Serving { no_stream: true, ..Default::default() }).await;
+    assert_eq!(env.client.offers_memory_stream(), Some(false));
+    downloads_everything(&env, &many).await.dispose().await;
+    assert_eq!(env.seen.counts(), (0, 3), "pages of 20, never the stream");
+
+    // A server that never names its extensions (the hosted API), met by a client that has not
+    // heard from it yet: one try, answered 404, then pages — and never again by this client.
+    let env = Env::serving(&refs, Serving { no_stream: true, no_extensions_header: true }).await;
+    let fresh = Client::new(env.client.base_url(), KEY).unwrap().with_max_retries(0);
+    assert_eq!(fresh.offers_memory_stream(), None);
+    let engine = StoreSync::mount(fresh.clone(), env.cfg()).await.unwrap();
+    assert_eq!(engine.baseline_len(), 45);
+    engine.dispose().await;
+    assert_eq!(env.seen.counts(), (1, 3));
+    assert_eq!(fresh.offers_memory_stream(), Some(false));
+    let again = StoreSync::mount(fresh.clone(), env.cfg()).await.unwrap();
+    assert_eq!(again.baseline_len(), 45);
+    again.dispose().await;
+    assert_eq!(env.seen.counts(), (1, 6), "remembered: no second try");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_of_a_missing_store_fails_through_the_stream_too() {
+    let env = Env::new(&[]).await;
+    let cfg = StoreConfig::new(MemoryStoreId::generate(), env.root());
+    let err = StoreSync::mount(env.client.clone(), cfg).await.unwrap_err();
+    assert!(matches!(err, mnemo_sync::MountError::Download { .. }), "{err}");
+    assert!(!env.root().exists(), "the folder it created is gone");
+    assert_eq!(env.seen.counts(), (1, 0), "a 404 from `mnemo serve` is the store's, not the route's");
+}
+
+/// The first journal commits in the background: a mount is ready before it is durable, later
+/// journals never go back to it, and a crash before it leaves a folder that a resume refuses and
+/// leaves exactly as it is (nothing deleted, the edit kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_journal_commits_in_the_background_and_never_overtakes_a_later_one() {
+    let env = Env::new(&[("/a.md", "one"), ("/b.md", "two")]).await;
+    let cfg = StoreConfig { journal: true, ..env.cfg() };
+    let journal = mnemo_sync::sync::journal::journal_path(&env.root());
+    for _ in 0..5 {
+        // An edit and a sync at once: the sync's journal is written after the download's.
+        let mut engine = env.mount(cfg.clone()).await;
+        std::fs::write(env.root().join("a.md"), "edited").unwrap();
+        assert_eq!(engine.sync(false).await.unwrap().uploaded, 1);
+        drop(engine);
+        let resumed = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap();
+        let state = std::fs::read_to_string(&journal).unwrap();
+        assert!(
+            state.contains(&mnemo_api::content_sha256(b"edited")),
+            "the journal holds the sync's baseline, not the download's: {state}"
+        );
+        resumed.dispose().await;
+        assert!(!env.root().exists() && !journal.exists(), "dispose removes folder and journal");
+        env.remote_update("/a.md", "one").await;
+    }
+    // Disposed at once: the journal still committing does not land after the folder went.
+    let engine = env.mount(cfg.clone()).await;
+    engine.dispose().await;
+    assert!(!env.root().exists() && !journal.exists());
+
+    // A crash before the journal was durable (the rename never happened): no journal.
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    drop(engine);
+    std::fs::remove_file(&journal).unwrap();
+    std::fs::write(env.root().join("b.md"), "edited before the crash").unwrap();
+    let refused = StoreSync::resume(env.client.clone(), cfg.clone()).await.unwrap_err();
+    assert!(matches!(refused, mnemo_sync::MountError::CannotResume { .. }), "{refused}");
+    assert_eq!(read(&env.root(), "b.md").as_deref(), Some("edited before the crash"), "left as found");
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("one"));
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "one"), ("/b.md", "two")]), "nothing sent either");
 }

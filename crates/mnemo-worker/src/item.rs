@@ -4,7 +4,7 @@ use std::path::Path;
 
 use mnemo_api::{Work, WorkSecret};
 use mnemo_client::Client;
-use mnemo_sync::{TeardownSteps, teardown};
+use mnemo_sync::TeardownSteps;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::WorkerConfig;
@@ -184,7 +184,7 @@ impl Serving<'_> {
         let clean = matches!(end, RunEnd::Idle | RunEnd::Terminated) || drained;
         tools.close().await;
         if let Some(m) = memory.take() {
-            teardown(m, TeardownSteps { final_sync: clean, dispose: true }).await;
+            m.teardown(TeardownSteps { final_sync: clean, dispose: true }).await;
         }
         match end {
             RunEnd::Refused(e) => Err(WorkerError::Runner(e)),

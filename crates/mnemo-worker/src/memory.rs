@@ -15,7 +15,10 @@ use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
 use mnemo_sync::fs::{RelPath, atomic_write};
-use mnemo_sync::{DeletionMode, Live, LiveWork, MountError, StoreConfig, StoreSync, Teardown};
+use mnemo_sync::{
+    DeletionMode, Live, LiveWork, MountError, StoreConfig, StoreSync, TEARDOWN_CONCURRENCY, Teardown, TeardownSteps,
+    teardown_pipelined,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::tools::sandbox::{self, Sandbox};
@@ -262,19 +265,17 @@ impl Memory {
     /// Syncs when at least the interval passed since the last download or sync.
     pub async fn sync_if_due(&mut self) {
         if self.last_sync.elapsed() >= self.interval {
-            self.sync_all(false).await;
+            self.sync_all().await;
         }
     }
 
-    async fn sync_all(&mut self, final_sync: bool) {
+    async fn sync_all(&mut self) {
         self.lock(false);
         // A few stores at a time: concurrent enough to hide round trips, while the transient
         // memory of a listing or a walk is held for only a few stores at once.
         stream::iter(self.stores.iter_mut())
             .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
-                let outcome =
-                    if final_sync { s.sync.final_sync_retrying().await } else { s.sync.sync(false).await };
-                if let Err(e) = outcome {
+                if let Err(e) = s.sync.sync(false).await {
                     tracing::warn!(memory_store_id = %s.sync.store_id(), "memory sync failed memory_store_id={}: {e}", s.sync.store_id());
                 }
             })
@@ -315,28 +316,55 @@ impl Memory {
     }
 }
 
-/// The item's teardown (through [`mnemo_sync::teardown`]): every store, a few at a time.
-impl Teardown for Memory {
-    /// The final sync of a clean end (the deletion window is waived).
-    async fn final_sync(&mut self) {
+impl Memory {
+    /// The item's teardown: each store's final sync (if `steps` ask for it), flush and dispose
+    /// one after the other, [`TEARDOWN_CONCURRENCY`] stores at a time, so each store's final
+    /// walk and listing are released with it before later stores take theirs (they used to be
+    /// held for every store until the last flush). The bounds are the spec's, as deadlines over
+    /// all stores ([`teardown_pipelined`]): final syncs within 30 s, flushes within 30 s after.
+    pub async fn teardown(mut self, steps: TeardownSteps) {
         self.stop_live();
-        self.sync_all(true).await;
+        self.lock(false);
+        let record = self.record.clone();
+        let stores: Vec<StoreTeardown> =
+            self.stores.drain(..).map(|s| StoreTeardown { sync: s.sync, read_only: s.read_only }).collect();
+        let kept = teardown_pipelined(stores, steps, TEARDOWN_CONCURRENCY).await;
+        if steps.dispose {
+            let _ = std::fs::remove_file(&record);
+        }
+        drop(kept);
+    }
+}
+
+/// One store's part of the item's teardown: the engine's own steps, except that a read-only
+/// store pushes nothing.
+struct StoreTeardown {
+    sync: StoreSync,
+    read_only: bool,
+}
+
+impl Teardown for StoreTeardown {
+    async fn final_sync(&mut self) {
+        if let Err(e) = self.sync.final_sync_retrying().await {
+            tracing::warn!(memory_store_id = %self.sync.store_id(), "memory sync failed memory_store_id={}: {e}", self.sync.store_id());
+        }
     }
 
-    /// Pushes changed files of every writable store, a few at a time; no deletes, no pulls.
     async fn flush(&mut self) {
-        self.stop_live();
-        stream::iter(self.stores.iter_mut().filter(|s| !s.read_only))
-            .for_each_concurrent(SYNC_CONCURRENCY, |s| async move {
-                if let Err(e) = s.sync.flush_retrying().await {
-                    tracing::warn!(memory_store_id = %s.sync.store_id(), "memory flush failed memory_store_id={}: {e}", s.sync.store_id());
-                }
-            })
-            .await;
+        if self.read_only {
+            return;
+        }
+        if let Err(e) = self.sync.flush_retrying().await {
+            tracing::warn!(memory_store_id = %self.sync.store_id(), "memory flush failed memory_store_id={}: {e}", self.sync.store_id());
+        }
     }
 
     async fn dispose(self) {
-        Memory::dispose(self).await;
+        self.sync.dispose().await;
+    }
+
+    fn memory_store_id(&self) -> Option<&MemoryStoreId> {
+        Some(self.sync.store_id())
     }
 }
 

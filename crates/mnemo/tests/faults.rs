@@ -483,3 +483,28 @@ async fn a_lost_answer_to_an_ack_still_serves_the_item() {
     assert_eq!(proxy.counts().get(&Fault::ResetAfter), Some(&1), "the ack's answer was lost: {}", proxy.summary());
     assert_eq!(proxy.lost_answers().len(), 1, "{:?}", proxy.lost_answers());
 }
+
+/// Found by a random run of the test above (seed 16831388590330974972): a burst of `5xx` on the
+/// download's request outlasted the client's retries and `mnemo mount` gave up at once (the
+/// worker's mounts already tried again). Now the mount tries the download again with back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_outlasts_a_burst_of_5xx_on_its_download() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let api = Client::new(&server.base, KEY).unwrap();
+    let store = store(&api, "m", &[("/a.md", "one"), ("/d/b.md", "bee")]).await;
+    // One more than the client's own retries, on the download itself.
+    let once = vec![("memories:stream", Fault::Status5xx); 3];
+    let proxy = Proxy::start(&server.base, 1, Plan { once, ..Plan::quiet() }).await;
+    let dir = tmp.path().join("mnt");
+    let mut cmd = mnemo();
+    cmd.args(["mount", &store]).arg(&dir).args(["--base-url", &proxy.base, "--api-key", KEY, "--no-live"]);
+    let child = Proc::spawn(cmd);
+    let journal = tmp.path().join(".mnt.mnemo-journal");
+    let downloaded = wait_until_async(Duration::from_secs(30), || async { journal.exists() }).await;
+    let (ok, log) = child.stop("-TERM");
+    assert!(downloaded, "the download never finished: {}\n{log}", proxy.summary());
+    assert!(ok, "{log}");
+    assert_eq!(proxy.counts().get(&Fault::Status5xx), Some(&3), "{}", proxy.summary());
+    assert!(log.contains("memory store download failed, retrying"), "{log}");
+}

@@ -326,6 +326,11 @@ async fn a_killed_worker_leaves_a_folder_that_only_its_session_takes_back() {
     let folder = s.mnt().join("notes");
     let id = s.call(&session, "write", json!({"file_path": folder.join("a.md"), "content": "unsynced"})).await;
     s.result(&session, &id).await;
+    // The kill comes once the mount's first journal is durable: it commits in the background
+    // after the download, and a folder killed before it has none (it is then refused and left
+    // as it is, as after a kill during the download).
+    let journal = s.mnt().join(".notes.mnemo-journal");
+    assert!(wait_until(Duration::from_secs(20), || journal.exists()), "the first journal lands");
     let mut first = first.0.take().unwrap();
     first.kill().unwrap();
     first.wait().unwrap();

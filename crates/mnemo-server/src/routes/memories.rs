@@ -1,7 +1,7 @@
 //! `/v1/memory_stores/{store}/memories`: create, retrieve, update, delete, list.
 
 use axum::extract::{Path, State};
-use axum::http::header::{ETAG, IF_NONE_MATCH};
+use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{
@@ -230,4 +230,169 @@ pub(crate) async fn list(
     let listing = state.store.list_memories(&store, query).await?;
     let page: Page<MemoryListItem> = Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) };
     Ok(([(ETAG, etag)], axum::Json(page)).into_response())
+}
+
+/// Every live memory of a store with its content, as JSON Lines: one `memory` object per line
+/// in path order (bytes), then one `memory_stream_end` line with the count and the snapshot's
+/// change position. Read from one snapshot and produced chunk by chunk, so the server never
+/// holds the whole store; a failure mid-way breaks the connection before the end line, so a
+/// client never mistakes a cut stream for a whole one. A mnemo extension (the hosted API's
+/// full listing is pages of 20); callers and scopes are the listing's.
+#[utoipa::path(
+    get,
+    path = "/v1/memory_stores/{store}/memories:stream",
+    operation_id = "memories.stream",
+    tag = "memories",
+    summary = "Every live memory with content from one snapshot, as JSON Lines (a mnemo extension)",
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    responses((status = 200, description = "One `Memory` per line (full view) in byte order of path, then a `MemoryStreamEnd` line; a stream without that line was cut short. A mnemo extension, named in the `mnemo-extensions` header (`memory-stream`) of every answer of a server that serves it.", content((mnemo_api::Memory = "application/jsonl"), (mnemo_api::MemoryStreamEnd = "application/jsonl")), headers(("ETag" = String, description = "The snapshot's state, as the listing's `ETag` names it.")))),
+    security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
+)]
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    _: MemoryCaller,
+    uri: axum::http::Uri,
+    Path(store): Path<String>,
+) -> Result<Response, ApiError> {
+    if !state.memory_stream {
+        return Err(super::no_such_endpoint(&axum::http::Method::GET, uri.path()));
+    }
+    let store: MemoryStoreId = path_id("memory store", &store)?;
+    let export = state.store.export_memories(&store, mnemo_store::EXPORT_CHUNK).await?;
+    let etag = format!("\"m{}\"", export.seq);
+    let body = axum::body::Body::from_stream(jsonl(export, store));
+    Ok(([(CONTENT_TYPE, "application/jsonl"), (ETAG, etag.as_str())], body).into_response())
+}
+
+/// The export's chunks as lines, one buffer per chunk, then the end line; an error (or an export
+/// that stops without its `Done`) ends the body with an error, which breaks the connection.
+fn jsonl(
+    export: mnemo_store::MemoryExport,
+    store: MemoryStoreId,
+) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> {
+    use mnemo_store::ExportPart;
+    let mnemo_store::MemoryExport { seq, parts } = export;
+    futures::stream::unfold(Some((parts, 0_u64)), move |state| {
+        let store = store.clone();
+        async move {
+            let (mut parts, count) = state?;
+            let cut = |why: String| {
+                tracing::warn!(memory_store.id = %store, "memory stream cut after {count} memories: {why}");
+                Some((Err(std::io::Error::other(why)), None))
+            };
+            match parts.recv().await {
+                Some(Ok(ExportPart::Memories(batch))) => {
+                    let mut buf = Vec::with_capacity(batch.iter().map(|m| m.content_size_bytes as usize + 400).sum());
+                    for memory in &batch {
+                        serde_json::to_writer(&mut buf, memory).expect("a memory serialises");
+                        buf.push(b'\n');
+                    }
+                    let count = count + batch.len() as u64;
+                    Some((Ok(buf.into()), Some((parts, count))))
+                }
+                Some(Ok(ExportPart::Done)) => {
+                    let end = mnemo_api::MemoryStreamEnd { memory_count: count, change_seq: seq };
+                    let mut line = serde_json::to_vec(&end).expect("the end line serialises");
+                    line.push(b'\n');
+                    Some((Ok(line.into()), None))
+                }
+                Some(Err(e)) => cut(e.to_string()),
+                None => cut("the export stopped before its end".to_owned()),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use mnemo_store::{ExportPart, MemoryExport, StoreError};
+
+    use super::*;
+
+    fn memory(store: &MemoryStoreId, path: &str) -> Memory {
+        let now = chrono::Utc::now();
+        Memory {
+            id: MemoryId::generate(),
+            memory_store_id: store.clone(),
+            path: path.into(),
+            content: Some("c".into()),
+            content_sha256: mnemo_api::content_sha256(b"c"),
+            content_size_bytes: 1,
+            memory_version_id: mnemo_api::MemoryVersionId::generate(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// An export that sends `parts`, then closes.
+    fn scripted(parts: Vec<mnemo_store::Result<ExportPart>>) -> MemoryExport {
+        let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
+        for part in parts {
+            tx.try_send(part).unwrap();
+        }
+        MemoryExport { seq: 9, parts: rx }
+    }
+
+    /// What the body stream yields: each chunk's text, or `None` for an error.
+    async fn body_of(export: MemoryExport, store: &MemoryStoreId) -> Vec<Option<String>> {
+        jsonl(export, store.clone())
+            .map(|item| item.ok().map(|bytes| String::from_utf8(bytes.to_vec()).unwrap()))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn the_end_line_comes_only_after_done_and_a_failure_breaks_the_body() {
+        let store = MemoryStoreId::generate();
+        let chunk = || Ok(ExportPart::Memories(vec![memory(&store, "/a"), memory(&store, "/b")]));
+        let whole = body_of(scripted(vec![chunk(), Ok(ExportPart::Done)]), &store).await;
+        assert_eq!(whole.len(), 2);
+        assert_eq!(whole[0].as_deref().unwrap().lines().count(), 2);
+        assert_eq!(whole[1].as_deref(), Some("{\"type\":\"memory_stream_end\",\"memory_count\":2,\"change_seq\":9}\n"));
+        // A failed read, or an export that stops without `Done`: an error instead of the end.
+        let failed = scripted(vec![chunk(), Err(StoreError::Unavailable("the database went away".into()))]);
+        let cut = body_of(failed, &store).await;
+        assert_eq!((cut.len(), cut[0].is_some(), cut[1].is_none()), (2, true, true), "{cut:?}");
+        let stopped = body_of(scripted(vec![chunk()]), &store).await;
+        assert_eq!((stopped.len(), stopped[1].is_none()), (2, true), "{stopped:?}");
+    }
+
+    /// Over HTTP, a body that fails is a cut connection: the client sees the memories sent so
+    /// far and then a transient error, never an end.
+    #[tokio::test]
+    async fn a_client_refuses_a_stream_the_server_broke_off() {
+        let store = MemoryStoreId::generate();
+        // The handler's export is fed by the test, one part at a time.
+        type Feed = tokio::sync::mpsc::Sender<mnemo_store::Result<ExportPart>>;
+        let feed: std::sync::Arc<std::sync::Mutex<Option<Feed>>> = Default::default();
+        let (id, slot) = (store.clone(), std::sync::Arc::clone(&feed));
+        let app = axum::Router::new().route(
+            "/v1/memory_stores/{store}/memories:stream",
+            axum::routing::get(move || {
+                let (store, slot) = (id.clone(), std::sync::Arc::clone(&slot));
+                async move {
+                    let (tx, parts) = tokio::sync::mpsc::channel(1);
+                    tx.send(Ok(ExportPart::Memories(vec![memory(&store, "/a")]))).await.unwrap();
+                    *slot.lock().unwrap() = Some(tx);
+                    axum::body::Body::from_stream(jsonl(MemoryExport { seq: 1, parts }, store))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = mnemo_client::Client::new(&base, "k").unwrap().with_max_retries(0);
+        let mut stream = match client.open_memory_stream(&store).await {
+            Ok(Some(stream)) => stream,
+            other => panic!("the stream opens: {other:?}"),
+        };
+        let first = stream.next_batch().await.unwrap().unwrap();
+        assert_eq!(first[0].path, "/a");
+        let tx = feed.lock().unwrap().take().unwrap();
+        tx.send(Err(StoreError::Unavailable("lost".into()))).await.unwrap();
+        let err = stream.next_batch().await.unwrap_err();
+        assert!(err.status().is_none() && !err.is_permanent(), "a transient failure: {err:?}");
+        assert_eq!(stream.end(), None);
+    }
 }

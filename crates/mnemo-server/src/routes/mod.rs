@@ -13,7 +13,7 @@ mod work;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::View;
@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 
 use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
-use mnemo_api::headers::{BETA_HEADER, MANAGED_AGENTS_BETA, MEMORY_BETA};
+use mnemo_api::headers::{BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BETA, MEMORY_STREAM_EXTENSION};
 
 /// Every documented route: the API's router and its OpenAPI description, from the handlers'
 /// `#[utoipa::path]` annotations (see [`crate::openapi`]).
@@ -35,6 +35,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memory_stores::archive))
         .routes(routes!(memories::create, memories::list))
         .routes(routes!(memories::retrieve, memories::update, memories::delete))
+        .routes(routes!(memories::stream))
         .routes(routes!(memory_changes::changes))
         .routes(routes!(memory_versions::list))
         .routes(routes!(memory_versions::retrieve))
@@ -74,6 +75,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
 
 pub(crate) fn router(state: AppState) -> Router {
     let console = state.console();
+    let extensions = extensions_header(&state);
     let (api, _) = api().split_for_parts();
     let mut router = Router::new();
     if let Some(console) = console {
@@ -86,7 +88,24 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(request::check_head))
         .layer(middleware::from_fn(request::track))
+        .layer(middleware::map_response(move |mut response: Response| {
+            let value = extensions.clone();
+            async move {
+                response.headers_mut().insert(EXTENSIONS_HEADER, value);
+                response
+            }
+        }))
         .with_state(state)
+}
+
+/// The extensions header every answer carries: what a client may use beyond the hosted API's
+/// routes without trying first.
+fn extensions_header(state: &AppState) -> HeaderValue {
+    let mut names = vec!["change-feed"];
+    if state.memory_stream {
+        names.push(MEMORY_STREAM_EXTENSION);
+    }
+    HeaderValue::from_str(&names.join(", ")).expect("extension names are header-safe")
 }
 
 /// Whether the server is up.
@@ -104,7 +123,12 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn unknown_route(req: Request) -> ApiError {
-    ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.uri().path()))
+    no_such_endpoint(req.method(), req.uri().path())
+}
+
+/// What a route that is not served answers.
+pub(crate) fn no_such_endpoint(method: &axum::http::Method, path: &str) -> ApiError {
+    ApiError::not_found(format!("no such endpoint: {method} {path}"))
 }
 
 async fn method_not_allowed(req: Request) -> Response {

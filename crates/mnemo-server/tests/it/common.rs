@@ -27,13 +27,18 @@ impl TestServer {
     /// A server on a fresh store of the backend `MNEMO_TEST_DATABASE` names (SQLite unless
     /// told otherwise), so this whole suite runs per backend.
     pub(crate) async fn with_limits(limits: Limits) -> Self {
+        Self::configured(limits, |state| state).await
+    }
+
+    /// [`with_limits`](Self::with_limits), with the server's state changed by `configure`.
+    pub(crate) async fn configured(limits: Limits, configure: impl FnOnce(AppState) -> AppState) -> Self {
         let opened = mnemo_store_tests::from_env().open(limits).await;
         let store: Arc<dyn Store> = Arc::clone(&opened.store);
         store.ensure_api_key(hash_credential(KEY), "test").await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = AppState::new(Arc::clone(&store));
+        let state = configure(AppState::new(Arc::clone(&store)));
         let router = mnemo_server::router(state.clone());
         tokio::spawn(mnemo_server::serve(listener, router, async {
             let _ = stopped.await;

@@ -10,6 +10,7 @@ mod hostile;
 mod memories;
 mod memory_changes;
 mod memory_stores;
+mod memory_stream;
 mod memory_versions;
 mod openapi;
 mod timeouts;

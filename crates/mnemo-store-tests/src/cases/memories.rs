@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mnemo_api::{MemoryId, MemoryListItem, MemoryStore, MemoryStoreId, View, content_sha256};
 use mnemo_store::{
-    Cursor, Limits, ListEvents, ListMemoryStores, MemoryChange, MemoryStorePatch, MemoryStoreUsage, NewMemoryStore,
-    StoreError,
+    Cursor, ExportPart, Limits, ListEvents, ListMemoryStores, MemoryChange, MemoryStorePatch, MemoryStoreUsage,
+    NewMemoryStore, StoreError,
 };
 
 use super::fixtures::{
@@ -518,4 +518,85 @@ pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
         let q = ListEvents { limit: 10, after: Some(cursor), ..Default::default() };
         assert_err!(s.list_events(&session.id, q).await, StoreError::InvalidCursor);
     }
+}
+
+/// Every part of an export until `Done` (which must come, and come last).
+async fn read_export(export: &mut mnemo_store::MemoryExport, chunk: usize) -> Vec<mnemo_api::Memory> {
+    let mut out = Vec::new();
+    loop {
+        match export.parts.recv().await {
+            Some(Ok(ExportPart::Memories(batch))) => {
+                assert!(!batch.is_empty() && batch.len() <= chunk, "a chunk holds 1..={chunk} memories");
+                out.extend(batch);
+            }
+            Some(Ok(ExportPart::Done)) => break,
+            Some(Err(e)) => panic!("the export failed: {e}"),
+            None => panic!("the export ended without `Done`"),
+        }
+    }
+    assert!(export.parts.recv().await.is_none(), "nothing follows `Done`");
+    out
+}
+
+pub async fn an_export_reads_every_live_memory_from_one_snapshot(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    assert_err!(s.export_memories(&MemoryStoreId::generate(), 4).await, StoreError::NotFound { .. });
+    let store = memory_store(&*s, "export").await;
+    let other = memory_store(&*s, "other").await;
+    s.create_memory(&other, path("/a"), "another store's".into(), api_actor()).await.unwrap();
+
+    let mut empty = s.export_memories(&store, 4).await.unwrap();
+    assert_eq!(empty.seq, s.memory_change_seq(&store).await.unwrap());
+    assert!(read_export(&mut empty, 4).await.is_empty());
+
+    // Byte order of path (upper case, `-` and `.` before `/`, multi-byte last), a deleted memory,
+    // a renamed one; 11 live memories in chunks of 4.
+    let names = ["/b", "/Z", "/a-b", "/a/x", "/a/y.md", "/a.md", "/é", "/c/d/e", "/c0", "/gone", "/m", "/n"];
+    let mut made = HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let m = s.create_memory(&store, path(name), format!("content {i}\u{0}"), api_actor()).await.unwrap();
+        made.insert(*name, m.id);
+    }
+    s.delete_memory(&store, &made["/gone"], None, api_actor()).await.unwrap();
+    s.update_memory(&store, &made["/n"], rename("/k"), api_actor()).await.unwrap();
+    let listed: Vec<mnemo_api::Memory> = all_memories(&*s, &store, memories("/", 0, 20, View::Full))
+        .await
+        .into_iter()
+        .map(|item| match item {
+            MemoryListItem::Memory(m) => m,
+            MemoryListItem::Prefix(p) => panic!("no prefixes at depth 0: {p:?}"),
+        })
+        .collect();
+    assert_eq!(listed.len(), 11);
+
+    let mut export = s.export_memories(&store, 4).await.unwrap();
+    let before = s.memory_change_seq(&store).await.unwrap();
+    assert_eq!(export.seq, before, "the snapshot's position is the listing's ETag");
+    // Writes after the export began (behind and ahead of its cursor) are not part of it.
+    let first = match export.parts.recv().await {
+        Some(Ok(ExportPart::Memories(batch))) => batch,
+        other => panic!("expected a first chunk, got {other:?}"),
+    };
+    s.create_memory(&store, path("/zz"), "late".into(), api_actor()).await.unwrap();
+    s.create_memory(&store, path("/0"), "late, before the cursor".into(), api_actor()).await.unwrap();
+    s.delete_memory(&store, &made["/m"], None, api_actor()).await.unwrap();
+    s.update_memory(&store, &made["/n"], content("changed"), api_actor()).await.unwrap();
+    let mut exported = first;
+    exported.extend(read_export(&mut export, 4).await);
+    assert_eq!(exported, listed, "the export is the listing as it stood when the export began");
+    assert!(exported.windows(2).all(|w| w[0].path.as_bytes() < w[1].path.as_bytes()), "in byte order of path");
+    assert!(exported.iter().all(|m| m.content.as_deref().is_some_and(|c| c.ends_with('\u{0}'))));
+
+    // A reader that stops early ends the read; the store carries on, and a new export sees now.
+    let mut abandoned = s.export_memories(&store, 1).await.unwrap();
+    assert!(matches!(abandoned.parts.recv().await, Some(Ok(ExportPart::Memories(_)))));
+    drop(abandoned);
+    s.create_memory(&store, path("/after"), "x".into(), api_actor()).await.unwrap();
+    let mut now = s.export_memories(&store, 100).await.unwrap();
+    assert_eq!(now.seq, s.memory_change_seq(&store).await.unwrap());
+    let paths: Vec<String> = read_export(&mut now, 100).await.into_iter().map(|m| m.path).collect();
+    assert!(
+        paths.contains(&"/zz".to_owned()) && paths.contains(&"/after".to_owned()) && !paths.contains(&"/m".to_owned())
+    );
+    assert_eq!(paths.len(), 13);
 }

@@ -224,6 +224,12 @@ pub struct StoreSync {
     recovering: bool,
     /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
     live: Option<watch::LiveSink>,
+    /// The first journal, committing in the background after the download, with the
+    /// fingerprint of the state it records: every later journal write waits for it first.
+    first_journal: Option<(tokio::task::JoinHandle<Result<bool, SyncError>>, u64)>,
+    /// The download's files were not flushed (the first journal's flush failed): the next
+    /// journal write flushes them first, so no journal names a file a power cut could tear.
+    unflushed: bool,
 }
 
 impl std::fmt::Debug for StoreSync {
@@ -251,9 +257,19 @@ impl StoreSync {
     /// up to [`MOUNT_ATTEMPTS`] in all; each failed attempt removed the folder it created. A
     /// worker used to fail its work item for good on one such fault.
     pub async fn mount_retrying(client: Client, cfg: StoreConfig) -> Result<Self, MountError> {
+        Self::mount_retrying_with_progress(client, cfg, || None).await
+    }
+
+    /// [`mount_retrying`](Self::mount_retrying) reporting progress: `progress` gives each
+    /// attempt its reporter (`mnemo mount` used to give up on the first transient failure).
+    pub async fn mount_retrying_with_progress(
+        client: Client,
+        cfg: StoreConfig,
+        progress: impl Fn() -> Option<ProgressFn>,
+    ) -> Result<Self, MountError> {
         let mut attempt = 0;
         loop {
-            match Self::mount(client.clone(), cfg.clone()).await {
+            match Self::mount_with_progress(client.clone(), cfg.clone(), progress()).await {
                 Err(MountError::Download { store, source })
                     if source.is_transient() && attempt + 1 < MOUNT_ATTEMPTS =>
                 {
@@ -282,22 +298,24 @@ impl StoreSync {
             return Err(MountError::CannotCreate { path: cfg.root.clone(), store: cfg.store_id.clone(), source });
         }
         let mut engine = Self::build(client, cfg, files, State::default(), on_progress);
-        let downloaded = match engine.stamp_and_pull(false).await {
+        match engine.stamp_and_pull(false).await {
             // The watch starts before the journal is written: the journal tells a script or a
             // test that the folder is ready, and an edit made from then on must be seen (it
             // used to be missed until a full walk when it landed before the watch started).
+            // The journal itself (a `syncfs` of the download and a rename) commits in the
+            // background, off the path to the first tool call: until it is durable a crash
+            // leaves a folder without a journal, which a resume refuses and leaves as it is.
             Ok(_) => {
                 engine.watch_from_download();
-                engine.first_journal().await
+                engine.start_first_journal();
+                Ok(engine)
             }
-            Err(e) => Err(e),
-        };
-        if let Err(source) = downloaded {
-            let store = engine.cfg.store_id.clone();
-            engine.dispose().await;
-            return Err(MountError::Download { store, source });
+            Err(source) => {
+                let store = engine.cfg.store_id.clone();
+                engine.dispose().await;
+                Err(MountError::Download { store, source })
+            }
         }
-        Ok(engine)
     }
 
     /// Takes over a folder left by a mount that died (kill -9, power cut), with the state its
@@ -343,18 +361,21 @@ impl StoreSync {
             remote_cache: None,
             recovering: false,
             live: None,
+            first_journal: None,
+            unflushed: false,
         }
     }
 
     /// After the first download: the files and the journal's temp file are flushed together by
     /// one `syncfs`, then the journal is renamed into place (a crash before the rename leaves no
-    /// journal, so the folder is refused rather than trusted).
-    async fn first_journal(&mut self) -> Result<(), SyncError> {
+    /// journal, so the folder is refused rather than trusted). Runs in the background; every
+    /// later journal write (and the disposal) waits for it first ([`Self::settle_first_journal`]).
+    fn start_first_journal(&mut self) {
         let (files, root, id, state) =
             (Arc::clone(&self.files), self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
         let journal = self.cfg.journal;
         let fingerprint = self.state.fingerprint();
-        let committed = blocking(move || -> Result<bool, SyncError> {
+        let task = tokio::task::spawn_blocking(move || -> Result<bool, SyncError> {
             let mut flushed = None;
             let written = journal.then(|| {
                 journal::write(&root, &id, &state, Durability::FlushedByCaller, || {
@@ -374,16 +395,36 @@ impl StoreSync {
                 }
                 None => false,
             })
-        })
-        .await??;
-        if committed {
-            self.journaled = Some(fingerprint);
+        });
+        self.first_journal = Some((task, fingerprint));
+    }
+
+    /// Waits for the first journal, if it is still committing, and records what it wrote.
+    async fn settle_first_journal(&mut self) {
+        let Some((task, fingerprint)) = self.first_journal.take() else { return };
+        match task.await {
+            Ok(Ok(true)) => self.journaled = Some(fingerprint),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => {
+                self.unflushed = true;
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the downloaded memory store folder (its journal waits for the next sync): {e}");
+            }
+            Err(e) => {
+                self.unflushed = true;
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot write the first journal: {e}");
+            }
         }
-        Ok(())
+    }
+
+    /// Whether the first journal is durable (or was not asked for); for tests and the bench.
+    pub async fn first_journal_done(&mut self) {
+        self.settle_first_journal().await;
     }
 
     /// Persists the state beside the folder; a failure is logged, never fatal.
     async fn save_journal(&mut self) {
+        // Journals are written in order: never the download's after a newer one.
+        self.settle_first_journal().await;
         if !self.cfg.journal {
             return;
         }
@@ -391,6 +432,20 @@ impl StoreSync {
         let fingerprint = self.state.fingerprint();
         if self.journaled == Some(fingerprint) {
             return;
+        }
+        if self.unflushed {
+            let files = Arc::clone(&self.files);
+            match blocking(move || files.sync_filesystem()).await {
+                Ok(Ok(())) => self.unflushed = false,
+                Ok(Err(e)) => {
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
+                    return;
+                }
+            }
         }
         let (root, id, state) = (self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
         match blocking(move || journal::save(&root, &id, &state)).await {
@@ -425,19 +480,13 @@ impl StoreSync {
         let files = Arc::clone(&self.files);
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
-        let mut params = ListMemoriesParams { limit: Some(FULL_PAGE), view: Some(View::Full), ..Default::default() };
+        let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
         let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, String)>>> = None;
         let mut written = 0;
         loop {
-            let page = self.client.list_memories(&self.cfg.store_id, &params).await?;
-            let batch: Vec<(RelPath, Memory)> = page
-                .data
-                .into_iter()
-                .filter_map(|item| match item {
-                    MemoryListItem::Memory(m) => self.local_path(&m).map(|rel| (rel, m)),
-                    MemoryListItem::Prefix(_) => None,
-                })
-                .collect();
+            let Some(memories) = source.next(&self.client, &self.cfg.store_id).await? else { break };
+            let batch: Vec<(RelPath, Memory)> =
+                memories.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect();
             if let Some(previous) = writing.take() {
                 let done = previous.await.map_err(|e| SyncError::Task(e.to_string()))?;
                 written += done.len();
@@ -465,10 +514,6 @@ impl StoreSync {
                 }
                 done
             }));
-            match page.next_page.filter(|p| !p.is_empty()) {
-                Some(next) => params.page = Some(next),
-                None => break,
-            }
         }
         if let Some(last) = writing {
             let done = last.await.map_err(|e| SyncError::Task(e.to_string()))?;
@@ -552,7 +597,9 @@ impl StoreSync {
 
     /// Removes the folder if this engine created it and it still carries this store's marker
     /// (or holds no files). A folder that fails the marker check but holds files is left as found.
-    pub async fn dispose(self) {
+    pub async fn dispose(mut self) {
+        // A first journal still committing must not land after the folder and journal are gone.
+        self.settle_first_journal().await;
         let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
         let created = self.created_root;
         let journal = self.cfg.journal;
@@ -596,5 +643,80 @@ pub(crate) fn marker_reason(marker: MarkerState) -> &'static str {
     match marker {
         MarkerState::Missing => "the marker file is gone",
         MarkerState::Mismatch | MarkerState::Matches => "the marker file does not match this store",
+    }
+}
+
+/// Memories written per blocking task of a streamed download (a page holds [`FULL_PAGE`]).
+pub const STREAM_BATCH: usize = 100;
+
+/// Where a download reads the store from: the memory stream when the server offers it (one
+/// response, one snapshot), else pages of [`FULL_PAGE`] with content (the hosted API's cap).
+enum Download {
+    Stream(Box<mnemo_client::MemoryStream>),
+    /// The next page's query; `None` once the last page was read.
+    Pages(Option<ListMemoriesParams>),
+}
+
+impl Download {
+    async fn open(client: &Client, store: &MemoryStoreId) -> Result<Self, SyncError> {
+        let pages = || {
+            Self::Pages(Some(ListMemoriesParams {
+                limit: Some(FULL_PAGE),
+                view: Some(View::Full),
+                ..Default::default()
+            }))
+        };
+        match client.open_memory_stream(store).await {
+            Ok(Some(stream)) => Ok(Self::Stream(Box::new(stream))),
+            Ok(None) => Ok(pages()),
+            Err(e) => {
+                // A 404 from a server that offers the stream is the store's (the client turns
+                // the route's own 404 into `Ok(None)`); a transient failure is the caller's to retry.
+                let e = SyncError::from(e);
+                if e.is_transient() || matches!(&e, SyncError::Api(api) if api.is_not_found()) {
+                    return Err(e);
+                }
+                // A refusal of the stream alone (pages answer for themselves just after).
+                tracing::warn!(memory_store_id = %store, "the memory stream was refused; listing pages: {e}");
+                Ok(pages())
+            }
+        }
+    }
+
+    /// The next memories to write, or `None` at the end: a page, or up to [`STREAM_BATCH`]
+    /// memories of the stream.
+    async fn next(&mut self, client: &Client, store: &MemoryStoreId) -> Result<Option<Vec<Memory>>, SyncError> {
+        match self {
+            Self::Stream(stream) => {
+                let mut out: Vec<Memory> = Vec::new();
+                while out.len() < STREAM_BATCH {
+                    match stream.next_batch().await? {
+                        Some(batch) => out.extend(batch),
+                        None => break,
+                    }
+                }
+                Ok((!out.is_empty()).then_some(out))
+            }
+            Self::Pages(params) => loop {
+                let Some(query) = params.as_mut() else { return Ok(None) };
+                let page = client.list_memories(store, query).await?;
+                match page.next_page.filter(|p| !p.is_empty()) {
+                    Some(next) => query.page = Some(next),
+                    None => *params = None,
+                }
+                let memories: Vec<Memory> = page
+                    .data
+                    .into_iter()
+                    .filter_map(|item| match item {
+                        MemoryListItem::Memory(m) => Some(m),
+                        MemoryListItem::Prefix(_) => None,
+                    })
+                    .collect();
+                // An empty page that points on is followed, as the reference client does.
+                if !memories.is_empty() {
+                    return Ok(Some(memories));
+                }
+            },
+        }
     }
 }

@@ -84,8 +84,8 @@ impl Mount {
                 // Subscribed before the download, so nothing committed meanwhile is missed.
                 let mut live = if live { Some(Live::subscribe(&client, cfg.store_id.clone()).await) } else { None };
                 let bar = download_progress();
-                let report = bar.clone().map(|bar| -> ProgressFn { Box::new(move |n| bar.set_position(n as u64)) });
-                let engine = StoreSync::mount_with_progress(client, cfg, report).await;
+                let report = || bar.clone().map(|bar| -> ProgressFn { Box::new(move |n| bar.set_position(n as u64)) });
+                let engine = StoreSync::mount_retrying_with_progress(client, cfg, report).await;
                 if let Some(bar) = bar {
                     bar.finish_and_clear();
                 }

@@ -92,6 +92,11 @@ pub(crate) struct Serve {
     #[arg(long, env = "MNEMO_NO_CONSOLE")]
     no_console: bool,
 
+    /// Do not serve the memory stream extension (`GET /v1/memory_stores/{id}/memories:stream`):
+    /// clients then download stores page by page, as from the hosted API (to compare the two).
+    #[arg(long, env = "MNEMO_NO_MEMORY_STREAM")]
+    no_memory_stream: bool,
+
     /// Seconds a console sign-in lasts.
     #[arg(
         long,
@@ -311,8 +316,10 @@ impl Serve {
             secure_cookies: self.console_secure_cookies,
         });
         let console_on = console.is_some();
-        let mut state =
-            AppState::new(Arc::clone(&store)).with_memory_mount_root(&self.memory_mount_root).with_console(console);
+        let mut state = AppState::new(Arc::clone(&store))
+            .with_memory_mount_root(&self.memory_mount_root)
+            .with_console(console)
+            .with_memory_stream(!self.no_memory_stream);
         if let Some((resolve, limits)) = models {
             state = state.with_agent_loop(resolve, limits);
             tracing::info!("running agents on the configured model providers");

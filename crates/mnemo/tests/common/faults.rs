@@ -281,6 +281,36 @@ async fn read_body(conn: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Option<
     Some(buf.drain(..n).collect())
 }
 
+fn is_chunked(head: &[u8]) -> bool {
+    String::from_utf8_lossy(head)
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"))
+}
+
+/// Reads a chunked body to its last chunk, framing included (no trailers: mnemo sends none).
+async fn read_chunked(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = loop {
+            if let Some(at) = buf.windows(2).position(|w| w == b"\r\n") {
+                break at;
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            }
+        };
+        let size_text = std::str::from_utf8(&buf[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        let framed = read_body(conn, buf, line_end + 2 + size + 2).await?;
+        out.extend_from_slice(&framed);
+        if size == 0 {
+            return Some(out);
+        }
+    }
+}
+
 fn reset(conn: TcpStream) {
     let _ = conn.set_zero_linger();
     drop(conn);
@@ -365,15 +395,22 @@ async fn serve(s: Arc<Shared>, mut client: TcpStream, mut rng: StdRng) {
             return reset(client);
         }
         let Some(resp) = read_head(up, &mut ubuf, false).await else { return reset(client) };
-        let Length::Fixed(len) = resp.length else {
-            // A stream (SSE) or chunked answer: pipe both ways to the end of the connection.
-            if client.write_all(&resp.bytes).await.is_err() || client.write_all(&ubuf).await.is_err() {
+        let event_stream = String::from_utf8_lossy(&resp.bytes).to_ascii_lowercase().contains("text/event-stream");
+        let resp_body = match resp.length {
+            Length::Fixed(len) => read_body(up, &mut ubuf, len).await,
+            // A chunked answer with an end (the memory stream): read whole, then faulted like
+            // any other answer.
+            Length::Unbounded if !event_stream && is_chunked(&resp.bytes) => read_chunked(up, &mut ubuf).await,
+            Length::Unbounded => {
+                // A stream (SSE) or an answer to the end of the connection: pipe both ways.
+                if client.write_all(&resp.bytes).await.is_err() || client.write_all(&ubuf).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy_bidirectional(&mut client, up).await;
                 return;
             }
-            let _ = tokio::io::copy_bidirectional(&mut client, up).await;
-            return;
         };
-        let Some(resp_body) = read_body(up, &mut ubuf, len).await else { return reset(client) };
+        let Some(resp_body) = resp_body else { return reset(client) };
         let mut answer = resp.bytes;
         answer.extend_from_slice(&resp_body);
         match fault {

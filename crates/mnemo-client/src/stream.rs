@@ -1,0 +1,379 @@
+//! A store's memory stream (`GET /v1/memory_stores/{store}/memories:stream`, a mnemo
+//! extension): every live memory with content in one response, JSON Lines, ending with a
+//! [`MemoryStreamEnd`] line.
+//!
+//! Whether a server offers it is learnt from the `mnemo-extensions` header of any answer
+//! (`mnemo serve` names its extensions on every answer; the hosted API sends no such header)
+//! and remembered by the client and its clones, so a client that has heard from the hosted API
+//! never tries, and one that has not tries once: an answer without the header tells it to use
+//! pages from then on.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use mnemo_api::headers::{EXTENSIONS_HEADER, MEMORY_STREAM_EXTENSION};
+use mnemo_api::{Memory, MemoryStoreId, MemoryStreamEnd};
+use reqwest::Response;
+use reqwest::header::HeaderMap;
+
+use crate::{Client, ClientError, Method, RETRY_BACKOFF, Result};
+
+const OFFERED: u8 = 1;
+const ABSENT: u8 = 2;
+
+/// What a client knows of its server's memory stream, shared by its clones: 0 until an answer
+/// came, then [`OFFERED`] or [`ABSENT`] as the latest answer said.
+#[derive(Debug, Default)]
+pub(crate) struct Extensions(AtomicU8);
+
+impl Extensions {
+    /// Learns from an answer: the extensions header decides; its absence means a server
+    /// without mnemo's extensions. A transient failure (`408`, `429`, `5xx`) teaches nothing:
+    /// it may come from a proxy in front of the server, and must not turn the stream off.
+    pub(crate) fn learn(&self, status: reqwest::StatusCode, headers: &HeaderMap) {
+        if status.is_server_error()
+            || status == reqwest::StatusCode::REQUEST_TIMEOUT
+            || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+        {
+            return;
+        }
+        let offered = headers
+            .get_all(EXTENSIONS_HEADER)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.split(',').any(|name| name.trim() == MEMORY_STREAM_EXTENSION));
+        self.0.store(if offered { OFFERED } else { ABSENT }, Ordering::Relaxed);
+    }
+
+    fn state(&self) -> u8 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// An open memory stream, read batch by batch ([`MemoryStream::next_batch`]). A stream cut
+/// short (a broken connection, or an end without its [`MemoryStreamEnd`] line) is opened again
+/// under the client's retry policy and read on after the last path already handed out, so no
+/// memory is handed out twice; memories before that path are those of the first snapshot (a
+/// sync reconciles them like a paged listing's).
+#[derive(Debug)]
+pub struct MemoryStream {
+    client: Client,
+    store: MemoryStoreId,
+    response: Response,
+    /// Bytes of a line not yet complete.
+    pending: Vec<u8>,
+    /// Memory lines read in the current response (the end line's count covers these).
+    lines: u64,
+    /// The last path handed out: a resumed stream skips up to it, and paths must grow.
+    last_path: Option<String>,
+    /// A resumed response is still in the part already handed out.
+    skipping: bool,
+    cuts: u32,
+    end: Option<MemoryStreamEnd>,
+}
+
+impl Client {
+    /// Opens a store's memory stream; `Ok(None)` when the server does not offer it (the
+    /// hosted API): the caller lists pages instead. Known answers are remembered, so this
+    /// costs no request against a server known not to offer it.
+    pub async fn open_memory_stream(&self, store: &MemoryStoreId) -> Result<Option<MemoryStream>> {
+        if self.extensions.state() == ABSENT {
+            return Ok(None);
+        }
+        match self.stream_request(store).await {
+            Ok(response) => Ok(Some(MemoryStream {
+                client: self.clone(),
+                store: store.clone(),
+                response,
+                pending: Vec::new(),
+                lines: 0,
+                last_path: None,
+                skipping: false,
+                cuts: 0,
+                end: None,
+            })),
+            // The answer (learnt from) came from a server without the stream: use pages.
+            Err(e) if e.status().is_some() && self.extensions.state() == ABSENT => {
+                tracing::debug!(memory_store_id = %store, "the server offers no memory stream; listing pages");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether the server is known to offer the memory stream (`None`: not heard from yet).
+    pub fn offers_memory_stream(&self) -> Option<bool> {
+        match self.extensions.state() {
+            OFFERED => Some(true),
+            ABSENT => Some(false),
+            _ => None,
+        }
+    }
+
+    async fn stream_request(&self, store: &MemoryStoreId) -> Result<Response> {
+        let path = format!("/v1/memory_stores/{store}/memories:stream");
+        self.send_raw(|| self.request(Method::GET, &path).header("accept", "application/jsonl")).await
+    }
+}
+
+impl MemoryStream {
+    /// The next memories in path order (at least one), or `Ok(None)` once the end line came
+    /// and checked out.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Memory>>> {
+        loop {
+            if self.end.is_some() {
+                return Ok(None);
+            }
+            let chunk = match self.response.chunk().await {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    self.reopen(ClientError::Transport(e)).await?;
+                    continue;
+                }
+            };
+            let Some(chunk) = chunk else {
+                let cut = ClientError::Incomplete(format!(
+                    "the memory stream of {} ended after {} memories without its end line",
+                    self.store, self.lines
+                ));
+                self.reopen(cut).await?;
+                continue;
+            };
+            let batch = self.take_lines(&chunk)?;
+            if !batch.is_empty() {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// What the end line said, once it came.
+    pub fn end(&self) -> Option<MemoryStreamEnd> {
+        self.end
+    }
+
+    /// The complete lines `chunk` finishes, parsed; the rest waits for the next chunk.
+    fn take_lines(&mut self, chunk: &[u8]) -> Result<Vec<Memory>> {
+        let mut out = Vec::new();
+        let mut rest = chunk;
+        while let Some(at) = rest.iter().position(|b| *b == b'\n') {
+            let parsed = if self.pending.is_empty() {
+                self.line(&rest[..at])
+            } else {
+                let mut whole = std::mem::take(&mut self.pending);
+                whole.extend_from_slice(&rest[..at]);
+                let parsed = self.line(&whole);
+                whole.clear();
+                self.pending = whole;
+                parsed
+            }?;
+            rest = &rest[at + 1..];
+            if let Some(memory) = parsed {
+                out.push(memory);
+            }
+            if self.end.is_some() {
+                if !rest.is_empty() {
+                    return Err(decode("the memory stream carries data after its end line"));
+                }
+                break;
+            }
+        }
+        self.pending.extend_from_slice(rest);
+        Ok(out)
+    }
+
+    /// One line: a memory to hand out, one to skip (a resumed stream's prefix), or the end.
+    fn line(&mut self, line: &[u8]) -> Result<Option<Memory>> {
+        if let Some(end) = self.end {
+            return Err(decode(&format!("the memory stream went on after its end ({} memories)", end.memory_count)));
+        }
+        let memory = match serde_json::from_slice::<Memory>(line) {
+            Ok(memory) => memory,
+            Err(not_memory) => {
+                let end: MemoryStreamEnd = serde_json::from_slice(line).map_err(|_| {
+                    decode(&format!("a memory stream line is neither a memory nor its end: {not_memory}"))
+                })?;
+                if end.memory_count != self.lines {
+                    return Err(decode(&format!(
+                        "the memory stream's end counts {} memories, {} came",
+                        end.memory_count, self.lines
+                    )));
+                }
+                self.end = Some(end);
+                return Ok(None);
+            }
+        };
+        self.lines += 1;
+        if memory.memory_store_id != self.store {
+            return Err(decode(&format!(
+                "the memory stream of {} carried a memory of {}",
+                self.store, memory.memory_store_id
+            )));
+        }
+        if memory.content.is_none() {
+            return Err(decode(&format!("the memory stream carried {} without its content", memory.path)));
+        }
+        match self.last_path.as_deref() {
+            // Handed out already, by the stream this one resumes.
+            Some(last) if memory.path.as_bytes() <= last.as_bytes() && self.skipping => Ok(None),
+            Some(last) if memory.path.as_bytes() <= last.as_bytes() => {
+                Err(decode(&format!("the memory stream is out of path order: {} after {last}", memory.path)))
+            }
+            _ => {
+                self.skipping = false;
+                self.last_path = Some(memory.path.clone());
+                Ok(Some(memory))
+            }
+        }
+    }
+
+    /// Opens the stream again after `cause`, under the client's retry policy, or gives up
+    /// with `cause`.
+    async fn reopen(&mut self, cause: ClientError) -> Result<()> {
+        if self.cuts >= self.client.max_retries {
+            return Err(cause);
+        }
+        let delay = RETRY_BACKOFF.delay(self.cuts);
+        tracing::debug!(memory_store_id = %self.store, after = self.lines, ?delay, "memory stream cut short; opening it again: {cause}");
+        tokio::time::sleep(delay).await;
+        self.cuts += 1;
+        self.response = self.client.stream_request(&self.store).await?;
+        self.pending.clear();
+        self.lines = 0;
+        self.skipping = true;
+        Ok(())
+    }
+}
+
+fn decode(message: &str) -> ClientError {
+    ClientError::Decode { status: 200, message: message.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::serve;
+
+    fn memory_line(store: &MemoryStoreId, path: &str) -> String {
+        let content = format!("content of {path}");
+        serde_json::json!({
+            "type": "memory", "id": mnemo_api::MemoryId::generate(), "memory_store_id": store, "path": path,
+            "content": content, "content_sha256": mnemo_api::content_sha256(content.as_bytes()),
+            "content_size_bytes": content.len(), "memory_version_id": mnemo_api::MemoryVersionId::generate(),
+            "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:00Z",
+        })
+        .to_string()
+            + "\n"
+    }
+
+    fn end_line(count: u64) -> String {
+        format!("{{\"type\":\"memory_stream_end\",\"memory_count\":{count},\"change_seq\":7}}\n")
+    }
+
+    /// A 200 whose body is `body`, announced as `length` bytes (more than sent: cut short).
+    fn answer(body: &str, length: usize) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/jsonl\r\nmnemo-extensions: change-feed, memory-stream\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n{body}"
+        )
+    }
+
+    fn whole(body: &str) -> String {
+        answer(body, body.len())
+    }
+
+    async fn read_all(stream: &mut MemoryStream) -> Result<Vec<String>> {
+        let mut paths = Vec::new();
+        while let Some(batch) = stream.next_batch().await? {
+            paths.extend(batch.into_iter().map(|m| m.path));
+        }
+        Ok(paths)
+    }
+
+    #[tokio::test]
+    async fn a_whole_stream_is_read_to_its_end_line() {
+        let store = MemoryStoreId::generate();
+        let body = [memory_line(&store, "/a"), memory_line(&store, "/b/c"), end_line(2)].concat();
+        let (base, seen) = serve(vec![whole(&body)]).await;
+        let client = Client::new(&base, "k").unwrap();
+        let mut stream = client.open_memory_stream(&store).await.unwrap().expect("offered");
+        assert_eq!(read_all(&mut stream).await.unwrap(), ["/a", "/b/c"]);
+        assert_eq!(stream.end(), Some(MemoryStreamEnd { memory_count: 2, change_seq: 7 }));
+        assert_eq!(client.offers_memory_stream(), Some(true));
+        let seen = seen.lock().unwrap().clone();
+        let line = format!("get /v1/memory_stores/{store}/memories:stream ").to_lowercase();
+        assert!(seen[0].starts_with(&line), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_is_refused_or_resumed_after_the_last_path() {
+        let store = MemoryStoreId::generate();
+        let (a, b, c) = (memory_line(&store, "/a"), memory_line(&store, "/b"), memory_line(&store, "/c"));
+        // Cut mid-line (the connection closes before the announced length), and cut cleanly
+        // between lines (no end line): both refused without retries…
+        let mid_line = answer(&format!("{a}{}", &b[..20]), 10_000);
+        let no_end = whole(&format!("{a}{b}"));
+        for cut in [&mid_line, &no_end] {
+            let (base, _) = serve(vec![cut.clone()]).await;
+            let client = Client::new(&base, "k").unwrap().with_max_retries(0);
+            let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+            let err = read_all(&mut stream).await.unwrap_err();
+            assert!(!err.is_permanent() && err.status().is_none(), "a cut is transient: {err:?}");
+        }
+        // …and with retries, opened again and read on after the last path handed out: `/a`
+        // once, then the second snapshot's rest (which changed meanwhile).
+        let b2 = memory_line(&store, "/b2");
+        let (base, seen) = serve(vec![mid_line, whole(&[a.clone(), b2, c, end_line(3)].concat())]).await;
+        let client = Client::new(&base, "k").unwrap().with_max_retries(1);
+        let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+        assert_eq!(read_all(&mut stream).await.unwrap(), ["/a", "/b2", "/c"]);
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_lies_is_refused() {
+        let store = MemoryStoreId::generate();
+        let other = MemoryStoreId::generate();
+        let (a, b) = (memory_line(&store, "/a"), memory_line(&store, "/b"));
+        for (body, why) in [
+            ([a.clone(), b.clone(), end_line(3)].concat(), "a count that is not the lines'"),
+            ([b.clone(), a.clone(), end_line(2)].concat(), "out of path order"),
+            ([a.clone(), a.clone(), end_line(2)].concat(), "a path twice"),
+            ([a.clone(), memory_line(&other, "/b"), end_line(2)].concat(), "another store's memory"),
+            ([a.clone(), end_line(1), b.clone()].concat(), "data after the end"),
+            (
+                [a.clone(), "{\"type\":\"memory_prefix\",\"path\":\"/x/\"}\n".into(), end_line(1)].concat(),
+                "not a memory",
+            ),
+        ] {
+            let (base, _) = serve(vec![whole(&body)]).await;
+            let client = Client::new(&base, "k").unwrap().with_max_retries(2);
+            let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+            let err = read_all(&mut stream).await.unwrap_err();
+            assert!(matches!(err, ClientError::Decode { .. }), "{why}: {err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_without_the_stream_is_remembered() {
+        let store = MemoryStoreId::generate();
+        let not_found = crate::testing::json(
+            "404 Not Found",
+            r#"{"type":"error","error":{"type":"not_found_error","message":"no such endpoint"}}"#,
+        );
+        let (base, seen) = serve(vec![not_found]).await;
+        let client = Client::new(&base, "k").unwrap();
+        assert_eq!(client.offers_memory_stream(), None);
+        assert!(client.open_memory_stream(&store).await.unwrap().is_none());
+        assert_eq!(client.offers_memory_stream(), Some(false));
+        assert!(client.clone().open_memory_stream(&store).await.unwrap().is_none(), "no second request");
+        assert_eq!(seen.lock().unwrap().len(), 1);
+
+        // The same 404 from `mnemo serve` (which names its extensions) is the store's.
+        let gone = crate::testing::json(
+            "404 Not Found",
+            r#"{"type":"error","error":{"type":"not_found_error","message":"memory store not found"}}"#,
+        )
+        .replace("connection: close", "connection: close\r\nmnemo-extensions: memory-stream");
+        let (base, _) = serve(vec![gone]).await;
+        let err = Client::new(&base, "k").unwrap().open_memory_stream(&store).await.unwrap_err();
+        assert!(err.is_not_found(), "{err:?}");
+    }
+}
