@@ -37,6 +37,7 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("MemoryStore", "memory_store"),
     ("Memory", "memory"),
     ("MemoryPrefix", "memory_prefix"),
+    ("MemoryStreamEnd", "memory_stream_end"),
     ("MemoryVersion", "memory_version"),
     ("MemoryDeleted", "memory_deleted"),
     ("MemoryStoreDeleted", "memory_store_deleted"),
