@@ -255,13 +255,19 @@ async fn sessions(client: &Client, setup: &Setup) -> anyhow::Result<()> {
         ]
     })
     .await?;
+    show_store(client, setup, &folder).await?;
+
+    step(5, "Session 2, a new sandbox: the agent reads what session 1 wrote");
+    run_session(client, setup, |folder| vec![("read", json!({"file_path": format!("{folder}/learned.md")}))]).await?;
+    Ok(())
+}
+
+/// Prints what the store holds once a session's folder is gone.
+async fn show_store(client: &Client, setup: &Setup, folder: &str) -> anyhow::Result<()> {
     let listing = client.json(Method::GET, &format!("/v1/memory_stores/{}/memories", setup.store), None).await?;
     let paths: Vec<&str> =
         listing["data"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str()).collect();
     println!("    the session ended; its folder {folder} is gone; the store now holds: {}", paths.join(", "));
-
-    step(5, "Session 2, a new sandbox: the agent reads what session 1 wrote");
-    run_session(client, setup, |folder| vec![("read", json!({"file_path": format!("{folder}/learned.md")}))]).await?;
     Ok(())
 }
 
@@ -275,10 +281,7 @@ async fn agent_sessions(client: &Client, setup: &Setup, model: &str) -> anyhow::
         )
     })
     .await?;
-    let listing = client.json(Method::GET, &format!("/v1/memory_stores/{}/memories", setup.store), None).await?;
-    let paths: Vec<&str> =
-        listing["data"].as_array().into_iter().flatten().filter_map(|m| m["path"].as_str()).collect();
-    println!("    the session ended; its folder {folder} is gone; the store now holds: {}", paths.join(", "));
+    show_store(client, setup, &folder).await?;
 
     step(5, "Session 2, a new sandbox: the agent is asked what an earlier session learned");
     ask(client, setup, |folder| {
