@@ -90,6 +90,40 @@ def rss_kib() -> Dict[str, int]:
     return out
 
 
+def cpu_ns(pid: str) -> Optional[int]:
+    """Nanoseconds the live threads of a process have run on a CPU (None: no such process)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total = 0
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat", encoding="utf-8") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class Cpu:
+    """CPU time of this process and of the server (MNEMO_BENCH_SERVER_PID), around a measurement."""
+
+    def __init__(self, server_pid: Optional[str]) -> None:
+        self.server_pid = server_pid
+        self.own = time.process_time_ns()
+        self.server = cpu_ns(server_pid) if server_pid else None
+
+    def since(self, per: int = 1) -> Dict[str, Optional[float]]:
+        own = time.process_time_ns()
+        server = cpu_ns(self.server_pid) if self.server_pid else None
+        each = lambda a, b: round((b - a) / max(per, 1) / 1e6, 3)  # noqa: E731
+        return {
+            "client_cpu_ms": each(self.own, own),
+            "server_cpu_ms": each(self.server, server) if self.server is not None and server is not None else None,
+        }
+
+
 def local_paths(root: Path) -> List[str]:
     out = []
     for dirpath, _dirs, files in os.walk(root):
@@ -118,6 +152,7 @@ async def main() -> dict:
     reps = max(1, int(setting("reps", "MNEMO_BENCH_REPS", "5")))
     tag = setting("tag", "MNEMO_BENCH_TAG", "0")
     pause = int(setting("pause-ms", "MNEMO_BENCH_PAUSE_MS", "0")) / 1000
+    server_pid = setting("server-pid", "MNEMO_BENCH_SERVER_PID")
 
     warnings = Counter()
     logging.getLogger("anthropic").addHandler(warnings)
@@ -168,7 +203,9 @@ async def main() -> dict:
     noop_fresh = await noop_syncs(3)
     await asyncio.sleep(max(0.0, SETTLE_S - (time.perf_counter() - mounted_at)))
     noop_first_settled = await noop_syncs(1)
+    cpu = Cpu(server_pid)
     noop_warm = await noop_syncs(reps)
+    noop_cpu = cpu.since(reps)
 
     # 3. Edits, one sync, then check the server holds every edited file's bytes.
     chosen = pick(local_paths(folder), edits)
@@ -180,7 +217,9 @@ async def main() -> dict:
     if pause:
         await asyncio.sleep(pause)
     before = len(warnings.messages)
+    cpu = Cpu(server_pid)
     edit_sync = await sync_now()
+    edit_cpu = cpu.since()
     edit_warnings = warnings.messages[before:]
     on_server = {}
     async for item in client.beta.memory_stores.memories.list(store_id, limit=100):
@@ -204,8 +243,12 @@ async def main() -> dict:
         "noop_first_settled_ms": noop_first_settled[0],
         "noop_ms": median(noop_warm),
         "noop_all_ms": noop_warm,
+        "noop_client_cpu_ms": noop_cpu["client_cpu_ms"],
+        "noop_server_cpu_ms": noop_cpu["server_cpu_ms"],
         "edits": len(chosen),
         "edit_sync_ms": edit_sync,
+        "edit_client_cpu_ms": edit_cpu["client_cpu_ms"],
+        "edit_server_cpu_ms": edit_cpu["server_cpu_ms"],
         "edit_warnings": edit_warnings,
         "edits_verified_on_server": verified,
         "edits_missing_on_server": missing,

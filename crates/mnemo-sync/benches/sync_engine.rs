@@ -17,10 +17,18 @@
 //! | `--tag`       | `MNEMO_BENCH_TAG`       | written into edited files so every run changes them |
 //! | `--mode`      | `MNEMO_BENCH_MODE`      | `engine` (default) or `breakdown`                  |
 //! | `--pause-ms`  | `MNEMO_BENCH_PAUSE_MS`  | wait between the last edit and the sync (0)        |
+//! | `--server-pid`| `MNEMO_BENCH_SERVER_PID`| the server's process, whose CPU time is read too   |
 //!
 //! `engine` mode: mount (download), no-op syncs right after the download (files younger than the
 //! two-second settle window, so every file is re-hashed), no-op syncs once the files settled (stat
 //! cache warm), then `edits` local edits and one sync, verified against the server; peak RSS last.
+//! The no-op syncs and the edit sync also report their CPU time, this process's and (given its
+//! pid) the server's, from the kernel's per-thread run-time counters (`/proc/<pid>/task/*/schedstat`,
+//! nanoseconds; threads that exit during a measurement are not counted).
+//!
+//! `profile` mode: for a profiler attached to this process and the server (`perf record -p`):
+//! mount, wait for the files to settle, then `reps` no-op syncs, then `reps` rounds of `edits`
+//! edits and a sync each; it prints the CPU per operation and the phases' wall-clock bounds.
 //!
 //! `breakdown` mode: the pieces of those operations timed one by one (listings, the write path
 //! with and without fsync, scans, the journal), to show where the engine's time goes.
@@ -50,6 +58,7 @@ struct Config {
     tag: String,
     mode: String,
     pause: Duration,
+    server_pid: Option<u32>,
 }
 
 fn setting(args: &[String], name: &str, env: &str) -> Option<String> {
@@ -88,6 +97,12 @@ fn config() -> Option<Config> {
         tag: setting(&args, "tag", "MNEMO_BENCH_TAG").unwrap_or_else(|| "0".into()),
         mode: setting(&args, "mode", "MNEMO_BENCH_MODE").unwrap_or_else(|| "engine".into()),
         pause: Duration::from_millis(number("pause-ms", "MNEMO_BENCH_PAUSE_MS", 0) as u64),
+        server_pid: setting(&args, "server-pid", "MNEMO_BENCH_SERVER_PID").map(|_| {
+            u32::try_from(number("server-pid", "MNEMO_BENCH_SERVER_PID", 0)).unwrap_or_else(|_| {
+                eprintln!("sync_engine: --server-pid is out of range");
+                std::process::exit(2)
+            })
+        }),
     })
 }
 
@@ -104,12 +119,18 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    // The runtime `mnemo mount` and `mnemo worker` run on (see the binary's `main`).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(4)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
     let out = match cfg.mode.as_str() {
         "engine" => rt.block_on(engine(&cfg)),
         "breakdown" => rt.block_on(breakdown(&cfg)),
+        "profile" => rt.block_on(profile(&cfg)),
         other => {
-            eprintln!("sync_engine: unknown mode {other:?} (engine | breakdown)");
+            eprintln!("sync_engine: unknown mode {other:?} (engine | breakdown | profile)");
             std::process::exit(2)
         }
     };
@@ -146,6 +167,43 @@ fn rss_kib() -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// Nanoseconds the live threads of a process have run on a CPU (`None`: no such process).
+fn cpu_ns(pid: &str) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let total = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .sum();
+    Some(total)
+}
+
+/// CPU time of this process and of the server, read around a measurement.
+#[derive(Clone, Copy)]
+struct Cpu {
+    own: u64,
+    server: Option<u64>,
+}
+
+impl Cpu {
+    fn now(server_pid: Option<u32>) -> Self {
+        Cpu { own: cpu_ns("self").unwrap_or(0), server: server_pid.and_then(|p| cpu_ns(&p.to_string())) }
+    }
+
+    /// `{client_cpu_ms, server_cpu_ms}` spent since `self`, divided by `per` (the repetitions).
+    fn since(self, server_pid: Option<u32>, per: usize) -> Value {
+        let now = Cpu::now(server_pid);
+        let each = |a: u64, b: u64| ((b.saturating_sub(a)) as f64 / per.max(1) as f64 / 1e3).round() / 1e3;
+        json!({
+            "client_cpu_ms": each(self.own, now.own),
+            "server_cpu_ms": match (self.server, now.server) {
+                (Some(a), Some(b)) => json!(each(a, b)),
+                _ => Value::Null,
+            },
+        })
+    }
 }
 
 /// Every regular file below `root` except the marker, as sorted `/`-separated relative paths.
@@ -237,7 +295,9 @@ async fn engine(cfg: &Config) -> Res<Value> {
     let noop_fresh = noop_syncs(&mut engine, 3).await?;
     tokio::time::sleep(SETTLE.saturating_sub(mounted_at.elapsed())).await;
     let noop_first_settled = noop_syncs(&mut engine, 1).await?;
+    let cpu = Cpu::now(cfg.server_pid);
     let noop_warm = noop_syncs(&mut engine, cfg.reps).await?;
+    let noop_cpu = cpu.since(cfg.server_pid, cfg.reps);
 
     // 3. Edits, one sync, then check the server holds every edited file's bytes.
     let paths = pick(&local_paths(&cfg.dir), cfg.edits);
@@ -250,9 +310,11 @@ async fn engine(cfg: &Config) -> Res<Value> {
     if !cfg.pause.is_zero() {
         tokio::time::sleep(cfg.pause).await;
     }
+    let cpu = Cpu::now(cfg.server_pid);
     let t = Instant::now();
     let edit_report = engine.sync(false).await?;
     let edit_sync = ms(t.elapsed());
+    let edit_cpu = cpu.since(cfg.server_pid, 1);
     let on_server = server_shas(&client, &store).await?;
     let missing: Vec<&String> =
         expected.iter().filter(|(path, sha)| on_server.get(*path) != Some(*sha)).map(|(path, _)| path).collect();
@@ -283,8 +345,12 @@ async fn engine(cfg: &Config) -> Res<Value> {
         "noop_first_settled_ms": noop_first_settled[0],
         "noop_ms": median(noop_warm.clone()),
         "noop_all_ms": noop_warm,
+        "noop_client_cpu_ms": noop_cpu["client_cpu_ms"],
+        "noop_server_cpu_ms": noop_cpu["server_cpu_ms"],
         "edits": paths.len(),
         "edit_sync_ms": edit_sync,
+        "edit_client_cpu_ms": edit_cpu["client_cpu_ms"],
+        "edit_server_cpu_ms": edit_cpu["server_cpu_ms"],
         "edit_report": report_json(&edit_report),
         "edits_verified_on_server": verified,
         "edits_missing_on_server": missing,
@@ -292,6 +358,69 @@ async fn engine(cfg: &Config) -> Res<Value> {
         "peak_rss_kib": hwm,
         "rss_kib": rss,
         "total_ms": elapsed,
+    }))
+}
+
+/// On-CPU nanoseconds per thread name of this process.
+fn cpu_by_thread() -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for t in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim().to_owned();
+        let ns = std::fs::read_to_string(t.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+            .unwrap_or(0);
+        *out.entry(name).or_default() += ns;
+    }
+    out
+}
+
+async fn profile(cfg: &Config) -> Res<Value> {
+    let client = Client::new(&cfg.url, &cfg.key)?;
+    let store: MemoryStoreId = cfg.store.parse()?;
+    let mut engine =
+        StoreSync::mount(client.clone(), StoreConfig::new(store, &cfg.dir)).await.map_err(|e| format!("mount: {e}"))?;
+    engine.first_journal_done().await;
+    tokio::time::sleep(SETTLE).await;
+    noop_syncs(&mut engine, 1).await?;
+    let epoch = std::time::SystemTime::now();
+    let cpu = Cpu::now(cfg.server_pid);
+    let t = Instant::now();
+    noop_syncs(&mut engine, cfg.reps).await?;
+    let noop_wall = ms(t.elapsed());
+    let noop = cpu.since(cfg.server_pid, cfg.reps);
+    let edits_from = ms(epoch.elapsed()?);
+    let paths = pick(&local_paths(&cfg.dir), cfg.edits);
+    let (mut edit_ns, mut threads) = (0u64, BTreeMap::<String, i64>::new());
+    let mut edit_wall = Duration::ZERO;
+    for round in 0..cfg.reps {
+        for (i, rel) in paths.iter().enumerate() {
+            std::fs::write(cfg.dir.join(rel), edited_content("profile", &format!("{}-{round}", cfg.tag), i))?;
+        }
+        // The listing our own uploads invalidated is refreshed by an untimed sync after each
+        // timed one, as in `engine` mode, where no-op syncs precede the edit sync.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (before, own) = (cpu_by_thread(), cpu_ns("self").unwrap_or(0));
+        let t = Instant::now();
+        let report = engine.sync(false).await?;
+        edit_wall += t.elapsed();
+        edit_ns += cpu_ns("self").unwrap_or(0) - own;
+        for (name, ns) in cpu_by_thread() {
+            *threads.entry(name.clone()).or_default() += ns as i64 - *before.get(&name).unwrap_or(&0) as i64;
+        }
+        if report.uploaded != paths.len() {
+            return Err(format!("an edit sync uploaded {} of {} edits: {report}", report.uploaded, paths.len()).into());
+        }
+        noop_syncs(&mut engine, 1).await.ok();
+    }
+    let threads: BTreeMap<String, f64> =
+        threads.into_iter().map(|(k, v)| (k, v as f64 / cfg.reps as f64 / 1e6)).collect();
+    let edit = json!({"client_cpu_ms": edit_ns as f64 / cfg.reps as f64 / 1e6, "by_thread_ms": threads});
+    let t = Instant::now() - edit_wall;
+    Ok(json!({
+        "noop_syncs": cfg.reps, "noop_wall_ms_each": noop_wall / cfg.reps as f64, "noop_cpu": noop,
+        "edit_syncs": cfg.reps, "edits_each": paths.len(), "edit_wall_ms_each": ms(t.elapsed()) / cfg.reps as f64,
+        "edit_cpu_each": edit, "edits_start_at_ms": edits_from,
     }))
 }
 

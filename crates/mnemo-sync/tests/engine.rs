@@ -182,6 +182,61 @@ async fn a_quiet_sync_with_the_watcher_neither_walks_nor_changes_anything() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_after_a_quiet_one_skips_its_plan_until_something_changes() {
+    let env = Env::new(&[("/a.md", "a"), ("/d/b.md", "b")]).await;
+    let window = Duration::from_secs(1);
+    let mut engine = env.mount(StoreConfig { delete_window: window, ..env.cfg() }).await;
+    let first = engine.sync(false).await.unwrap();
+    assert!(first.planned && !first.changed(), "the first sync decides every path: {first:?}");
+    settle().await;
+    for _ in 0..3 {
+        let quiet = engine.sync(false).await.unwrap();
+        assert!(!quiet.planned && !quiet.changed() && !quiet.listed, "{quiet:?}");
+    }
+    // Each kind of change makes the next sync plan again, and act.
+    env.client.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
+    let pulled = engine.sync(false).await.unwrap();
+    assert!(pulled.planned && pulled.pulled == 1, "a remote change: {pulled:?}");
+    assert_eq!(read(&env.root(), "remote.md").as_deref(), Some("r"));
+    settle().await;
+    assert!(engine.sync(false).await.unwrap().planned, "our own pull changed the folder and the state");
+    settle().await;
+    assert!(!engine.sync(false).await.unwrap().planned);
+
+    std::fs::write(env.root().join("d/b.md"), "b2").unwrap();
+    settle().await;
+    let edited = engine.sync(false).await.unwrap();
+    assert!(edited.planned && edited.uploaded == 1, "a local edit: {edited:?}");
+
+    // A deletion waits out its window: every sync in between plans (and corroborates it).
+    settle().await;
+    engine.sync(false).await.unwrap();
+    std::fs::remove_file(env.root().join("a.md")).unwrap();
+    settle().await;
+    let seen = engine.sync(false).await.unwrap();
+    assert!(seen.planned && seen.deleted_remotely == 0, "{seen:?}");
+    let waiting = engine.sync(false).await.unwrap();
+    assert!(waiting.planned && waiting.deleted_remotely == 0, "a pending deletion keeps planning: {waiting:?}");
+    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    let corroborated = engine.sync(false).await.unwrap();
+    assert!(corroborated.planned && corroborated.deleted_remotely == 1, "{corroborated:?}");
+    assert_eq!(env.remote().await, pairs(&[("/d/b.md", "b2"), ("/remote.md", "r")]));
+
+    // Every FULL_WALK_EVERY syncs the safety walk runs, and a walk plans.
+    let mut walked = false;
+    for _ in 0..mnemo_sync::FULL_WALK_EVERY + 1 {
+        let r = engine.sync(false).await.unwrap();
+        assert!(!r.changed(), "{r:?}");
+        if r.walked {
+            assert!(r.planned, "a walk is always followed by a plan: {r:?}");
+            walked = true;
+        }
+    }
+    assert!(walked, "the safety walk still runs among quiet syncs");
+    engine.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_deletions_wait_out_the_window_unless_final() {
     let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
     let mut engine = env.mount(env.cfg()).await;

@@ -79,6 +79,8 @@ impl plan::Listed for Remote {
 
 /// A store's listing by local path.
 pub(crate) type RemoteMap = BTreeMap<RelPath, Remote>;
+/// The folder's files by path, as a scan or the watcher's patched view has them.
+pub(crate) type LocalMap = BTreeMap<RelPath, crate::fs::LocalFile>;
 
 /// One store attached to a folder.
 #[derive(Debug, Clone)]
@@ -183,10 +185,12 @@ pub type ProgressFn = Box<dyn Fn(usize) + Send + Sync>;
 
 impl State {
     /// A hash of everything the journal records (pending deletes by path only: their times
-    /// only matter once they exist).
+    /// only matter once they exist). Compared within one process only, on every quiet sync, so
+    /// a fast unkeyed hash (the `DefaultHasher` it replaced was unkeyed too, at a third of the
+    /// speed over a 2,000-path baseline).
     fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = foldhash::fast::FixedState::with_seed(0x6d6e_656d_6f00_0001).build_hasher();
         self.baseline.hash(&mut h);
         let mut unsettled: Vec<_> = self.unsettled.iter().collect();
         unsettled.sort();
@@ -212,8 +216,12 @@ pub struct StoreSync {
     on_progress: Option<ProgressFn>,
     /// Change hints, when the config asks for them and the platform provides them.
     watch: Option<Arc<watch::Watch>>,
-    /// The local files as of the last sync, patched with the watcher's hints.
-    last_local: Option<BTreeMap<RelPath, crate::fs::LocalFile>>,
+    /// The local files as of the last sync, patched with the watcher's hints (shared, so a sync
+    /// that finds no hint costs no copy).
+    last_local: Option<Arc<LocalMap>>,
+    /// The inputs of the last sync that found nothing to do: a sync that finds the very same
+    /// local view, listing and state has nothing to do either, and skips its plan.
+    fixpoint: Option<run::Fixpoint>,
     syncs_since_walk: u32,
     last_walk: Instant,
     /// Fingerprint of the state last written to the journal.
@@ -355,6 +363,7 @@ impl StoreSync {
             on_progress,
             watch: None,
             last_local: None,
+            fixpoint: None,
             syncs_since_walk: 0,
             last_walk: Instant::now(),
             journaled: None,
@@ -477,6 +486,7 @@ impl StoreSync {
     async fn stamp_and_pull(&mut self, flush: bool) -> Result<usize, SyncError> {
         self.state = State::default();
         self.last_local = None;
+        self.fixpoint = None;
         let files = Arc::clone(&self.files);
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;

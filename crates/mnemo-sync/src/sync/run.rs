@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::plan::{Action, PathState, Warning, decide};
 use super::upload::Upload;
-use super::{Remote, RemoteMap, StoreSync, SyncError, blocking, marker_reason};
+use super::{LocalMap, Remote, RemoteMap, StoreSync, SyncError, blocking, marker_reason};
 use crate::fs::{LocalFile, MarkerState, RelPath};
 
 /// What one sync changed, for the one-line summary.
@@ -29,6 +29,9 @@ pub struct SyncReport {
     pub walked: bool,
     /// The store was listed afresh (rather than confirmed unchanged by the server).
     pub listed: bool,
+    /// Every path was decided afresh; `false` when neither side nor the engine's state had
+    /// changed since a sync that found nothing to do (no hint, no walk, a `304` listing).
+    pub planned: bool,
 }
 
 impl SyncReport {
@@ -107,6 +110,8 @@ pub(super) struct Plan {
     pub(super) removals: Vec<Removal>,
     /// Paths whose pending-delete record is void (their file exists, or both sides are gone).
     void_pending: Vec<RelPath>,
+    /// Warnings logged while deciding (a conflict, a read-only store's kept file…).
+    warnings: usize,
 }
 
 impl Plan {
@@ -114,6 +119,17 @@ impl Plan {
         if let Some(b) = baseline {
             self.next.insert(rel.clone(), b);
         }
+    }
+
+    /// Whether carrying the plan out changes nothing: no action, no warning, and every path
+    /// keeps the baseline it had.
+    fn changes_nothing(&self, baseline: &BTreeMap<RelPath, String>) -> bool {
+        self.pushes.is_empty()
+            && self.pulls.is_empty()
+            && self.removals.is_empty()
+            && self.void_pending.is_empty()
+            && self.warnings == 0
+            && self.next == *baseline
     }
 
     /// Adds a push in path order (a removal decided again may add one after later paths).
@@ -126,6 +142,23 @@ impl Plan {
 /// How many final syncs that left an upload or a delete undone are tried again (a transient
 /// error is tried again until the teardown's bound).
 const FINAL_ATTEMPTS_WITH_FAILURES: u32 = 5;
+
+/// The inputs of a sync whose plan changed nothing. `decide` is a pure function of a path's
+/// local digest, listing, baseline and refusal: the same local view (the same shared map, so
+/// no hint arrived and nothing was walked), the same listing (the server answered `304`) and
+/// the same state make the same empty plan again, so it need not be made.
+pub(super) struct Fixpoint {
+    local: Arc<LocalMap>,
+    remote: Arc<RemoteMap>,
+    state: u64,
+}
+
+impl Fixpoint {
+    /// The same local view and listing (the state is compared by its fingerprint apart).
+    fn holds(&self, local: &Arc<LocalMap>, remote: &Arc<RemoteMap>) -> bool {
+        Arc::ptr_eq(&self.local, local) && Arc::ptr_eq(&self.remote, remote)
+    }
+}
 
 impl StoreSync {
     /// One sync. `final_sync` waives the deletion window (the cap still applies) and may run once.
@@ -207,13 +240,32 @@ impl StoreSync {
         let Some((local, remote)) = self.gather(final_sync, &mut report).await? else {
             return Ok(report);
         };
+        if let Some(fixpoint) = self.fixpoint.take()
+            && !final_sync
+            && fixpoint.holds(&local, &remote)
+        {
+            let state = self.state.fingerprint();
+            if fixpoint.state == state && (!self.cfg.journal || self.journaled == Some(state)) {
+                self.fixpoint = Some(fixpoint);
+                return Ok(report);
+            }
+        }
+        report.planned = true;
         let mut plan = self.plan(&local, &remote, &mut report);
+        // A deletion waits for a later sync to corroborate it, and an unsettled upload for a
+        // listing: either makes the next sync's outcome differ even on the same inputs.
+        let quiet = plan.changes_nothing(&self.state.baseline)
+            && self.state.pending_deletes.is_empty()
+            && self.state.unsettled.is_empty();
         self.forget_void_pending(&mut plan);
         self.remove_locals(&mut plan, &remote, &mut report).await?;
         self.send_pushes(std::mem::take(&mut plan.pushes), final_sync, &mut plan.next, &mut report).await;
         self.state.baseline = plan.next;
         self.content_pass(plan.pulls, &mut report).await;
         self.save_journal().await;
+        if quiet && !final_sync {
+            self.fixpoint = Some(Fixpoint { local, remote, state: self.state.fingerprint() });
+        }
         Ok(report)
     }
 
@@ -243,7 +295,7 @@ impl StoreSync {
         &mut self,
         final_sync: bool,
         report: &mut SyncReport,
-    ) -> Result<Option<(BTreeMap<RelPath, LocalFile>, Arc<RemoteMap>)>, SyncError> {
+    ) -> Result<Option<(Arc<LocalMap>, Arc<RemoteMap>)>, SyncError> {
         let (local, walked) = self.local_files(final_sync).await?;
         report.walked = walked;
         let mut local = match local {
@@ -256,7 +308,7 @@ impl StoreSync {
         };
         // Keep the view now: the hints it consumed must survive a failure of what follows.
         if !final_sync {
-            self.last_local = Some(local.clone());
+            self.last_local = Some(Arc::clone(&local));
         }
         let (remote, listed) = self.list_for_sync().await?;
         report.listed = listed;
@@ -264,10 +316,10 @@ impl StoreSync {
         if local.is_empty() && self.state.baseline.len() > 1 && !walked {
             // A wipe is only ever decided on a real scan, never on the watcher's view.
             let files = Arc::clone(&self.files);
-            local = blocking(move || files.scan()).await??;
+            local = Arc::new(blocking(move || files.scan()).await??);
             report.walked = true;
             if !final_sync {
-                self.last_local = Some(local.clone());
+                self.last_local = Some(Arc::clone(&local));
             }
         }
         if local.is_empty() && self.state.baseline.len() > 1 {
@@ -317,10 +369,14 @@ impl StoreSync {
             read_only: self.cfg.read_only,
             refused: self.state.refused.get(rel).map(String::as_str),
         });
-        if d.clear_pending_delete {
+        if d.clear_pending_delete
+            && !self.state.pending_deletes.is_empty()
+            && self.state.pending_deletes.contains_key(rel)
+        {
             plan.void_pending.push(rel.clone());
         }
         if let Some(w) = d.warning {
+            plan.warnings += 1;
             self.log_warning(rel, w);
             if w == Warning::BothChanged {
                 report.conflicts += 1;
@@ -357,7 +413,7 @@ impl StoreSync {
     async fn local_files(
         &mut self,
         force_walk: bool,
-    ) -> Result<(Result<BTreeMap<RelPath, LocalFile>, crate::fs::FsError>, bool), SyncError> {
+    ) -> Result<(Result<Arc<LocalMap>, crate::fs::FsError>, bool), SyncError> {
         let fresh_enough =
             self.syncs_since_walk < super::FULL_WALK_EVERY && self.last_walk.elapsed() < super::FULL_WALK_MAX_AGE;
         if let (false, true, Some(watch), Some(previous)) = (force_walk, fresh_enough, &self.watch, &self.last_local)
@@ -366,7 +422,11 @@ impl StoreSync {
                 blocking(move || watch.take_settled(&watch_files)).await?
             }
         {
-            let (files, mut local) = (Arc::clone(&self.files), previous.clone());
+            if paths.is_empty() {
+                self.syncs_since_walk += 1;
+                return Ok((Ok(Arc::clone(previous)), false));
+            }
+            let (files, mut local) = (Arc::clone(&self.files), LocalMap::clone(previous));
             let patched = blocking(move || {
                 for rel in paths {
                     match files.hash_now(&rel) {
@@ -398,7 +458,7 @@ impl StoreSync {
             .await?;
             if let Some(local) = patched {
                 self.syncs_since_walk += 1;
-                return Ok((Ok(local), false));
+                return Ok((Ok(Arc::new(local)), false));
             }
         }
         if self.cfg.watch && !force_walk && self.files.root_exists() {
@@ -411,7 +471,7 @@ impl StoreSync {
             };
         }
         let files = Arc::clone(&self.files);
-        let local = blocking(move || files.scan()).await?;
+        let local = blocking(move || files.scan()).await?.map(Arc::new);
         self.syncs_since_walk = 0;
         self.last_walk = Instant::now();
         Ok((local, true))
@@ -432,7 +492,7 @@ impl StoreSync {
                     // The engine never reads `size` of its own view; only hashes are compared.
                     (rel.clone(), LocalFile { sha256: sha256.clone(), size: 0 })
                 });
-                self.last_local = Some(view.collect());
+                self.last_local = Some(Arc::new(view.collect()));
                 self.syncs_since_walk = 0;
                 self.last_walk = Instant::now();
             }
@@ -446,6 +506,7 @@ impl StoreSync {
     pub(crate) fn forget_local_view(&mut self) {
         self.watch = None;
         self.last_local = None;
+        self.fixpoint = None;
     }
 
     /// An upload whose answer never arrived may have landed: if the listing shows exactly the
