@@ -20,11 +20,11 @@ use crate::Durability;
 const MAX_BATCH: usize = 256;
 /// Idle read connections kept open.
 const MAX_IDLE_READERS: usize = 16;
-/// What SQLite may hold in this process (every connection's page cache and statements; it is
-/// one limit for the whole process): past it, a connection reuses its cache pages instead of
-/// growing them. Each connection's own cache is 16 MB (`cache_size`), so without it a busy
-/// server's writer and 16 readers could hold over 250 MB as the database grows.
-const SOFT_HEAP_LIMIT: i64 = 64 << 20;
+// What SQLite may hold in this process (`SqliteSettings::memory_limit`: every connection's page
+// cache and statements, one limit for the whole process) is set as its soft heap limit: past it,
+// a connection reuses its cache pages instead of growing them. Each connection's own cache is
+// 16 MB (`cache_size`), so without it a busy server's writer and 16 readers could hold over
+// 250 MB as the database grows.
 
 type Completion = Box<dyn FnOnce(Option<&CommitFailure>) + Send>;
 /// A queued write: runs in its savepoint and hands back how to answer its caller once the batch
@@ -98,11 +98,10 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
 }
 
 impl Engine {
-    pub(crate) fn start(path: &Path, durability: Durability) -> Result<Arc<Self>, StoreError> {
+    pub(crate) fn start(path: &Path, durability: Durability, memory_limit: i64) -> Result<Arc<Self>, StoreError> {
         let conn = open(path, true, durability)?;
-        let _limit: i64 = conn
-            .query_row(&format!("PRAGMA soft_heap_limit = {SOFT_HEAP_LIMIT}"), [], |r| r.get(0))
-            .map_err(backend)?;
+        let _limit: i64 =
+            conn.query_row(&format!("PRAGMA soft_heap_limit = {memory_limit}"), [], |r| r.get(0)).map_err(backend)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(failure(format!("{} cannot use write-ahead logging (journal mode is {mode})", path.display())));
@@ -289,10 +288,11 @@ mod tests {
     #[tokio::test]
     async fn sqlite_memory_in_the_process_is_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::start(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        let engine =
+            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
         let limit: i64 =
             engine.read(|c| c.query_row("PRAGMA soft_heap_limit", [], |r| r.get(0)).map_err(backend)).await.unwrap();
-        assert_eq!(limit, SOFT_HEAP_LIMIT, "every connection of the process sees the one limit");
+        assert_eq!(limit, crate::DEFAULT_MEMORY_LIMIT, "every connection of the process sees the one limit");
     }
 
     fn count(conn: &Connection, x: &str) -> Result<i64, StoreError> {
@@ -307,7 +307,8 @@ mod tests {
     #[tokio::test]
     async fn a_write_that_rolls_the_batch_back_fails_the_batch_and_later_writes_tell_the_truth() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::start(&dir.path().join("db.sqlite"), Durability::Normal).unwrap();
+        let engine =
+            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
 
         // Hold the writer inside a batch until every write below is queued, so they share it.

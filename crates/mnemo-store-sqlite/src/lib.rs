@@ -67,11 +67,19 @@ pub struct SqliteSettings {
     pub path: PathBuf,
     pub durability: Durability,
     pub limits: Limits,
+    /// What SQLite may hold in this process, in bytes (page caches and statements of every
+    /// connection; one limit per process): past it, connections reuse cache pages.
+    pub memory_limit: i64,
 }
+
+/// The default of [`SqliteSettings::memory_limit`]: 64 MiB.
+pub const DEFAULT_MEMORY_LIMIT: i64 = 64 << 20;
+/// The bounds of `?memory_mib=` on an `sqlite://` URL.
+const MEMORY_MIB: std::ops::RangeInclusive<i64> = 4..=65_536;
 
 impl SqliteSettings {
     /// Parses `sqlite://PATH`, `sqlite:PATH` or `sqlite:///ABS/PATH`, optionally followed by
-    /// `?synchronous=full|normal`.
+    /// `?synchronous=full|normal` and `&memory_mib=N` (SQLite's memory bound, 4–65,536 MiB).
     pub fn from_url(url: &str) -> Result<Self, String> {
         let rest = url
             .strip_prefix("sqlite://")
@@ -82,18 +90,30 @@ impl SqliteSettings {
             return Err("the sqlite:// URL names no file (use sqlite://PATH)".into());
         }
         let mut durability = Durability::Full;
+        let mut memory_limit = DEFAULT_MEMORY_LIMIT;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
+                Some(("memory_mib", v)) => {
+                    memory_limit = v.parse::<i64>().ok().filter(|n| MEMORY_MIB.contains(n)).ok_or_else(|| {
+                        format!(
+                            "sqlite:// option memory_mib must be a whole number of MiB from {} to {}, got `{v}`",
+                            MEMORY_MIB.start(),
+                            MEMORY_MIB.end()
+                        )
+                    })? << 20;
+                }
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("full") => durability = Durability::Full,
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("normal") => {
                     durability = Durability::Normal;
                 }
                 _ => {
-                    return Err(format!("unknown sqlite:// option `{pair}` (known: synchronous=full|normal)"));
+                    return Err(format!(
+                        "unknown sqlite:// option `{pair}` (known: synchronous=full|normal, memory_mib=N)"
+                    ));
                 }
             }
         }
-        Ok(Self { path: PathBuf::from(path), durability, limits: Limits::default() })
+        Ok(Self { path: PathBuf::from(path), durability, limits: Limits::default(), memory_limit })
     }
 }
 
@@ -112,7 +132,7 @@ impl SqliteStore {
         if let Some(parent) = settings.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| failure(format!("create {}: {e}", parent.display())))?;
         }
-        let engine = Engine::start(&settings.path, settings.durability)?;
+        let engine = Engine::start(&settings.path, settings.durability, settings.memory_limit)?;
         Ok(Self { engine, limits: settings.limits, memory_signals: broadcast::channel(MEMORY_SIGNALS).0 })
     }
 
@@ -685,5 +705,25 @@ async fn started_export(
             Some(Err(e)) => Err(e),
             _ => Err(failure("the export ended before it began")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_sqlite_url_names_its_durability_and_memory_bound() {
+        let plain = SqliteSettings::from_url("sqlite:///var/lib/mnemo/db.sqlite").unwrap();
+        assert_eq!(plain.path, PathBuf::from("/var/lib/mnemo/db.sqlite"));
+        assert_eq!((plain.durability, plain.memory_limit), (Durability::Full, DEFAULT_MEMORY_LIMIT));
+        let tuned = SqliteSettings::from_url("sqlite://db.sqlite?synchronous=normal&memory_mib=16").unwrap();
+        assert_eq!((tuned.durability, tuned.memory_limit), (Durability::Normal, 16 << 20));
+        for bad in ["memory_mib=3", "memory_mib=65537", "memory_mib=-1", "memory_mib=1.5", "memory_mib="] {
+            let e = SqliteSettings::from_url(&format!("sqlite://db.sqlite?{bad}")).unwrap_err();
+            assert!(e.contains("memory_mib must be a whole number of MiB from 4 to 65536"), "{bad}: {e}");
+        }
+        let e = SqliteSettings::from_url("sqlite://db.sqlite?cache=big").unwrap_err();
+        assert!(e.contains("unknown sqlite:// option `cache=big`") && e.contains("memory_mib=N"), "{e}");
     }
 }

@@ -6,7 +6,9 @@
 //! max latency, the errors (the goal is none), how many messages reached their streams, and the
 //! server's resident memory over the run. `MNEMO_LOAD_SECS=600` is the soak: it also prints the
 //! RSS minute by minute, which should stay flat. With `MNEMO_BENCH_POSTGRES=<url>` the same load
-//! runs on PostgreSQL too (a throw-away database: `.ci/postgres start`).
+//! runs on PostgreSQL too (a throw-away database: `.ci/postgres start`);
+//! `MNEMO_LOAD_BACKENDS=postgres` (or `sqlite`) runs only one of the two;
+//! `MNEMO_LOAD_SQLITE_OPTIONS=memory_mib=16` adds options to the SQLite URL.
 //!
 //! A benchmark, not a test: it asserts nothing about timings.
 
@@ -33,6 +35,12 @@ async fn one(label: &str, server: &Server, shape: &load::Shape) {
     if shape.duration >= Duration::from_secs(120) {
         println!("server RSS by minute:\n{}", report.rss_by_minute());
     }
+    if !report.stalls.is_empty() {
+        println!("requests slower than 1 s (seconds into the run when they ended, kind, ms):");
+        for (at, kind, ms) in &report.stalls {
+            println!("  {at:>7.1} s  {kind}  {ms:.0} ms");
+        }
+    }
     if report.error_count() > 0 {
         println!("errors: {:#?}", report.errors);
     }
@@ -43,13 +51,30 @@ fn main() {
     let shape = load::Shape::campaign(Duration::from_secs(secs));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
+        let only = std::env::var("MNEMO_LOAD_BACKENDS").unwrap_or_default();
+        let wanted = |name: &str| only.is_empty() || only.split(',').any(|b| b.trim().eq_ignore_ascii_case(name));
+        if !only.is_empty() && !wanted("sqlite") && !wanted("postgres") {
+            eprintln!("MNEMO_LOAD_BACKENDS={only:?}: name sqlite, postgres or both (comma-separated)");
+            std::process::exit(2);
+        }
         let tmp = tempfile::tempdir().unwrap();
-        let server = Server::start(&tmp.path().join("db.sqlite"), &["--api-key", KEY]);
-        one("SQLite", &server, &shape).await;
-        drop(server);
+        if wanted("sqlite") {
+            let mut url = format!("sqlite://{}", tmp.path().join("db.sqlite").display());
+            if let Ok(options) = std::env::var("MNEMO_LOAD_SQLITE_OPTIONS") {
+                url = format!("{url}?{options}");
+            }
+            let server = Server::on(&url, &["--api-key", KEY]);
+            one("SQLite", &server, &shape).await;
+        }
+        if !wanted("postgres") {
+            return;
+        }
         if let Ok(url) = std::env::var("MNEMO_BENCH_POSTGRES") {
             let server = Server::on(&url, &["--api-key", KEY]);
             one("PostgreSQL", &server, &shape).await;
+        } else if !only.is_empty() {
+            eprintln!("MNEMO_LOAD_BACKENDS names postgres but MNEMO_BENCH_POSTGRES is not set");
+            std::process::exit(2);
         }
     });
 }

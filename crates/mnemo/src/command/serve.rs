@@ -26,7 +26,8 @@ pub(crate) struct Serve {
     listen: SocketAddr,
 
     /// Database URL; its scheme picks the backend: `sqlite://PATH` (add `?synchronous=normal`
-    /// to trade power-loss durability for speed) or `postgres://USER:PASS@HOST:PORT/DB` (several
+    /// to trade power-loss durability for speed, `memory_mib=N` to bound SQLite's caches,
+    /// default 64) or `postgres://USER:PASS@HOST:PORT/DB` (several
     /// replicas may share one). Defaults to mnemo.sqlite in the platform data directory.
     #[arg(long, env = "MNEMO_DATABASE", hide_env_values = true)]
     database: Option<String>,

@@ -73,6 +73,8 @@ pub struct Report {
     pub rss: Vec<(f64, Memory)>,
     pub peak_rss: u64,
     pub elapsed: Duration,
+    /// Requests that took over a second: (seconds into the run when they ended, kind, ms).
+    pub stalls: Vec<(f64, &'static str, f64)>,
 }
 
 impl Report {
@@ -133,14 +135,29 @@ impl Report {
 }
 
 /// Timings and failures shared by every client task.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Tally {
+    epoch: Instant,
     latencies: Mutex<BTreeMap<&'static str, Histogram<u64>>>,
     errors: Mutex<BTreeMap<String, u64>>,
+    stalls: Mutex<Vec<(f64, &'static str, f64)>>,
 }
 
+/// A request slower than this is listed with when it ended, to line stalls up with each other
+/// (long polls aside).
+const STALL: Duration = Duration::from_secs(1);
+
 impl Tally {
+    fn new() -> Self {
+        Self { epoch: Instant::now(), latencies: Mutex::default(), errors: Mutex::default(), stalls: Mutex::default() }
+    }
+
     fn time(&self, kind: &'static str, took: Duration) {
+        // A poll's time includes its wait for an item (up to `block_ms`, then the queue's turn).
+        if took > STALL && !kind.starts_with("work.poll") {
+            let at = self.epoch.elapsed().as_secs_f64();
+            self.stalls.lock().unwrap().push((at, kind, took.as_secs_f64() * 1e3));
+        }
         let mut map = self.latencies.lock().unwrap();
         let h = map.entry(kind).or_insert_with(|| Histogram::new_with_bounds(1, 600_000_000, 3).unwrap());
         h.saturating_record(took.as_micros().max(1) as u64);
@@ -265,7 +282,7 @@ pub async fn run(base: &str, pid: u32, key: &str, shape: &Shape) -> Report {
         stores,
         epoch: Instant::now(),
         stop: AtomicBool::new(false),
-        tally: Tally::default(),
+        tally: Tally::new(),
         sent: AtomicU64::new(0),
         delivered: AtomicU64::new(0),
         items: AtomicU64::new(0),
@@ -342,6 +359,7 @@ pub async fn run(base: &str, pid: u32, key: &str, shape: &Shape) -> Report {
         rss,
         peak_rss,
         elapsed,
+        stalls: std::mem::take(&mut *world.tally.stalls.lock().unwrap()),
     }
 }
 
@@ -409,6 +427,10 @@ async fn sender_task(world: Arc<World>, every: Duration) {
     }
 }
 
+/// How long a polled but unacknowledged item stays pending before it is delivered again (the
+/// contract's default `reclaim_older_than_ms`).
+const RECLAIM: Duration = Duration::from_secs(5);
+
 /// A worker's queue cycle with the environment key: long poll, ack, one heartbeat, stop.
 async fn poller_task(world: Arc<World>, i: usize) {
     let client = Client::new(&world.base, &world.env_key).unwrap().with_max_retries(0);
@@ -427,8 +449,23 @@ async fn poller_task(world: Arc<World>, i: usize) {
             continue;
         };
         world.tally.time("work.poll", started.elapsed());
-        if world.tally.call("work.ack", client.ack_work(&world.env, &item.id)).await.is_none() {
-            continue;
+        let polled = Instant::now();
+        match client.ack_work(&world.env, &item.id).await {
+            Ok(_) => world.tally.time("work.ack", polled.elapsed()),
+            Err(ClientError::Api { status: 409, .. }) if polled.elapsed() > RECLAIM => {
+                // The contract's outcome of a late ack: the item went back to the queue and
+                // another poller serves it. Still counted, since only a stall gets here.
+                world.tally.fail_with(format!(
+                    "work.ack: HTTP 409, sent {:.1} s after its poll (past the {} s reclaim window)",
+                    polled.elapsed().as_secs_f64(),
+                    RECLAIM.as_secs()
+                ));
+                continue;
+            }
+            Err(e) => {
+                world.tally.fail("work.ack", &e);
+                continue;
+            }
         }
         let beat = client.heartbeat_work(&world.env, &item.id, NO_HEARTBEAT, Duration::from_secs(30));
         world.tally.call("work.heartbeat", beat).await;
