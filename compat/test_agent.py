@@ -39,7 +39,7 @@ import anthropic
 
 import compat_lib
 from compat_lib import OWN, FakeModel, check, eq, short
-from test_worker import Diagnostics, WorkerThread, api_post, slug
+from test_worker import Diagnostics, WorkerThread, api_post, dump_failed_worker, slug
 from test_worker_diff import MnemoWorker, OwnServer, mnemo_binary, work_items
 
 SERVER = OWN  # starts its own server (with --models) and model fake
@@ -191,18 +191,7 @@ def run_scenario(fx: Any, worker_kind: str, model: str) -> None:
            "created_by of the written memory")
         sfx.client.close()
     except BaseException:
-        if worker_kind == "sdk":
-            if worker is not None and worker.error_text:
-                print("# --- the SDK worker's exception ---", flush=True)
-                for line in worker.error_text.splitlines()[-30:]:
-                    print(f"#   {line}", flush=True)
-            diag.dump()
-        elif worker is not None:
-            worker.stop(10)
-            print("# --- mnemo worker log (tail) ---", flush=True)
-            print(worker.log_tail(), flush=True)
-        print("# --- server log (tail) ---", flush=True)
-        print(server.stderr_tail(), flush=True)
+        dump_failed_worker(worker_kind, worker, diag, server, "server")
         raise
     finally:
         if worker_kind == "sdk":

@@ -458,6 +458,23 @@ def slug(name: str) -> str:
     return "-".join("".join(c.lower() if c.isascii() and c.isalnum() else " " for c in name).split())
 
 
+def dump_failed_worker(kind: str, worker: Any, diag: Diagnostics, server: Any, server_name: str) -> None:
+    """What a failed worker scenario prints: the SDK worker's exception and the SDK's log lines,
+    or the tail of the mnemo worker's log (stopping it first); then the server's log."""
+    if kind == "sdk":
+        if worker is not None and worker.error_text:
+            print("# --- the SDK worker's exception ---", flush=True)
+            for line in worker.error_text.splitlines()[-30:]:
+                print(f"#   {line}", flush=True)
+        diag.dump()
+    elif worker is not None:
+        worker.stop(10)
+        print("# --- mnemo worker log (tail) ---", flush=True)
+        print(worker.log_tail(), flush=True)
+    print(f"# --- {server_name} log (tail) ---", flush=True)
+    print(server.stderr_tail(), flush=True)
+
+
 def check_worker_clean(worker: WorkerThread, diag: Diagnostics) -> None:
     check(worker.error is None, f"the worker raised: {worker.error!r}")
     errors = diag.worker_records(logging.ERROR)

@@ -71,7 +71,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import compat_lib
 from compat_lib import OWN, POSTGRES, check, eq, short
 from run import Server as _RunnerServer  # the runner's own server lifecycle (start, log tail, stop)
-from test_worker import Diagnostics, Driver, Setup, WorkerThread, slug
+from test_worker import Diagnostics, Driver, Setup, WorkerThread, dump_failed_worker, slug
 
 SERVER = OWN  # starts its own servers
 
@@ -392,18 +392,7 @@ def run_session(
         }
         return result
     except BaseException:
-        if kind == "sdk":
-            if worker is not None and worker.error_text:
-                print("# --- the SDK worker's exception ---", flush=True)
-                for line in worker.error_text.splitlines()[-30:]:
-                    print(f"#   {line}", flush=True)
-            diag.dump()
-        elif worker is not None:
-            worker.stop(10)
-            print("# --- mnemo worker log (tail) ---", flush=True)
-            print(worker.log_tail(), flush=True)
-        print(f"# --- server `{server.config}` log (tail) ---", flush=True)
-        print(server.stderr_tail(), flush=True)
+        dump_failed_worker(kind, worker, diag, server, f"server `{server.config}`")
         raise
     finally:
         if kind == "sdk":
