@@ -6,6 +6,7 @@
                                 [--calls 200] [--small-memories 100] [--rounds 1]
                                 [--no-build] [--workdir DIR] [--out FILE] [--keep]
     python3 bench/worker/run.py --quick      # 2 stores x 300 memories, 3 reps, 40 calls
+    python3 bench/worker/run.py --no-build --only mnemo --scenarios first_call   # profiling
 
 Scenarios, each run once per worker (fresh worker process, fresh environment + key, fresh
 session; the agent side is played here with the API key, as `docs/DRIVER.md` describes):
@@ -61,7 +62,7 @@ from typing import Any, Dict, List, Optional, Tuple
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from mnemo_bench import (  # noqa: E402
-    REPO, Api, Server, ensure_venv, fmt_mib, fmt_ms, fs_type, git_revision, log, machine, stop_process,
+    REPO, Api, Server, ensure_venv, fmt_mib, fmt_ms, fs_type, git_revision, inode_reuse_wait, log, machine, stop_process,
 )
 
 MAX_IDLE = 2  # seconds a worker keeps serving a session after its turn ended
@@ -443,6 +444,9 @@ class Bench:
         self.mnemo_bin, self.python, self.agent = mnemo_bin, python, agent
         self.runs = 0
         self.problems: List[str] = []
+        # When the last worker had removed its folders (monotonic); at first, now: an earlier run
+        # on this filesystem may just have deleted its own.
+        self.last_teardown = time.monotonic()
 
     def environment(self) -> Tuple[str, str]:
         env = self.api.call("POST", "/v1/environments", {"name": f"bench-{secrets.token_hex(4)}",
@@ -483,6 +487,7 @@ class Bench:
                 raise RuntimeError(f"{worker.kind}: the work item did not stop / folders not removed in {WAIT:.0f}s")
             time.sleep(0.1)
         code = worker.stop()
+        self.last_teardown = time.monotonic()
         session.close()
         if code != 0:
             self.problems.append(f"{worker.kind} worker exited with status {code} after SIGTERM")
@@ -770,7 +775,15 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None, help="parent of the throw-away work folder")
     ap.add_argument("--out", type=Path, help="also write the Markdown report here")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (database, logs)")
+    ap.add_argument("--only", choices=["mnemo", "sdk"], help="profiling: run this worker alone; no table, only the log")
+    ap.add_argument("--scenarios", default="first_call,noop_sync,many_calls",
+                    help="profiling, with --only: the scenarios to run, comma-separated")
     args = ap.parse_args()
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if not set(scenarios) <= {"first_call", "noop_sync", "many_calls"} or not scenarios:
+        raise SystemExit("--scenarios: a comma-separated subset of first_call,noop_sync,many_calls")
+    if not args.only and len(scenarios) != 3:
+        raise SystemExit("--scenarios needs --only (the table compares whole rounds)")
     if args.quick:
         args.stores, args.memories, args.reps, args.calls = 2, 300, 3, 40
     if not 1 <= args.stores <= 8:
@@ -789,6 +802,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mnemo-worker-bench-", dir=args.workdir)).resolve()
     mount_root = work / "mnt"
     mount_root.mkdir()
+    reuse_wait = inode_reuse_wait(mount_root)
     key = "sk-bench-" + secrets.token_hex(16)
     server = Server(mnemo_bin, work, key, ["--memory-mount-root", str(mount_root)])
     results: Dict[str, List[Dict[str, Any]]] = {"mnemo": [], "sdk": []}
@@ -808,12 +822,22 @@ def main() -> None:
         bench = Bench(args, api, server.base_url, work, mnemo_bin, python, agent)
         for rnd in range(1, args.rounds + 1):
             order = ["mnemo", "sdk"] if rnd % 2 else ["sdk", "mnemo"]
+            if args.only:
+                order = [args.only]
             row: Dict[str, Dict[str, Any]] = {k: {} for k in order}
-            for scenario in ("first_call", "noop_sync", "many_calls"):
+            for scenario in scenarios:
                 for kind in order:
                     log(f"round {rnd}: {scenario} / {kind} ...")
                     os.sync()  # untimed: the previous run's dirty pages are not this run's writeback
                     time.sleep(1)
+                    if scenario == "first_call" and reuse_wait:
+                        # The previous run's teardown freed 16,000 inodes: let the filesystem's
+                        # reuse window pass, so neither worker's download pays for the other's.
+                        left = bench.last_teardown + reuse_wait + 2 - time.monotonic()
+                        if left > 0:
+                            log(f"  waiting {left:.0f} s: ext4 without a journal skips inodes freed in the last "
+                                f"{reuse_wait:.0f} s")
+                            time.sleep(left)
                     t = time.perf_counter()
                     if scenario == "first_call":
                         r = bench.first_call(kind, big)
@@ -839,12 +863,20 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
     elapsed = time.monotonic() - started
+    if args.only:
+        log(f"{args.only} alone, {', '.join(scenarios)}: {elapsed:.0f} s; no table (it compares both workers)")
+        for p in problems:
+            log(f"problem: {p}")
+        sys.exit(1 if problems else 0)
     cmd = "python3 bench/worker/run.py " + " ".join(sys.argv[1:])
     walls = {k: {s: results[k][0][s]["scenario_wall_s"] for s in ("first_call", "noop_sync", "many_calls")}
              for k in results}
     report = [
         f"Machine: {header}. Server, workers and the driver share the cores.",
-        f"Source: {revision}. Work folder (database, mount folders): {work.parent}, {fs_type(work.parent)}.",
+        f"Source: {revision}. Work folder (database, mount folders): {work.parent}, {fs_type(work.parent)}"
+        + (f" without a journal: every first-call run started ≥ {reuse_wait + 2:.0f} s after the previous run's "
+           "teardown, since such an ext4 skips inodes freed in the last 60 s (creating 16,000 files right after "
+           "16,000 were deleted took 7–10 s of kernel time instead of ~1.3 s, for either worker)." if reuse_wait else "."),
         f"Command: `{cmd.strip()}`; {args.rounds} round(s), workers alternating first; medians over rounds. "
         f"Whole run {elapsed:.0f} s; load average {os.getloadavg()[0]:.2f} at the end.",
         "Scenario wall times, round 1 (s): " + "; ".join(

@@ -15,3 +15,6 @@ pub const EXTENSIONS_HEADER: &str = "mnemo-extensions";
 /// The extension of [`EXTENSIONS_HEADER`] that is a store's memory stream
 /// (`GET /v1/memory_stores/{store}/memories:stream`).
 pub const MEMORY_STREAM_EXTENSION: &str = "memory-stream";
+/// The extension of [`EXTENSIONS_HEADER`] that applies an ordered batch of memory writes in one
+/// request (`POST /v1/memory_stores/{store}/memories:batch`).
+pub const MEMORY_BATCH_EXTENSION: &str = "memory-batch";

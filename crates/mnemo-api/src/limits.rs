@@ -34,3 +34,6 @@ pub const MAX_HEADERS: usize = 100;
 /// longest `path_prefix` percent-encoded (about 3 KiB), a page cursor and every other list
 /// parameter, several times over.
 pub const MAX_URI_BYTES: usize = 16_384;
+/// Most writes in one memory batch (`POST /v1/memory_stores/{id}/memories:batch`, a mnemo
+/// extension); the request body's size limit applies as well.
+pub const MAX_BATCH_WRITES: usize = 100;

@@ -283,6 +283,46 @@ pub struct UpdateMemory {
     pub precondition: Option<Precondition>,
 }
 
+/// One write of a memory batch: a create or an update, with the fields of its own endpoint's body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MemoryWrite {
+    /// What `POST /v1/memory_stores/{id}/memories` does with this body.
+    Create(CreateMemory),
+    /// What `POST /v1/memory_stores/{id}/memories/{memory_id}` does with this body.
+    Update {
+        memory_id: String,
+        #[serde(flatten)]
+        change: UpdateMemory,
+    },
+}
+
+/// Body of `POST /v1/memory_stores/{id}/memories:batch` (a mnemo extension): 1 to
+/// [`crate::limits::MAX_BATCH_WRITES`] writes, applied in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MemoryWriteBatch {
+    pub writes: Vec<MemoryWrite>,
+}
+
+/// How one write of a batch ended: the status its own request would have been answered with,
+/// and the memory (`view=basic`: no content) or the error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemoryWriteResult {
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::ErrorBody>,
+}
+
+/// The answer to a memory batch (`type: "memory_write_results"`): one result per write, in the
+/// order of the writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename = "memory_write_results")]
+pub struct MemoryWriteResults {
+    pub results: Vec<MemoryWriteResult>,
+}
+
 /// A request field that breaks a documented rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

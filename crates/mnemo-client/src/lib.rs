@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use mnemo_api::{
     CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted, MemoryStoreId,
-    MemoryVersion, MemoryVersionId, Page, UpdateEnvironment, UpdateMemory, UpdateMemoryStore, View, WebhookEndpoint,
-    WebhookEndpointId,
+    EnvironmentKeyId, ErrorBody, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted,
+    MemoryStoreId, MemoryVersion, MemoryVersionId, MemoryWriteBatch, MemoryWriteResults, Page, UpdateEnvironment,
+    UpdateMemory, UpdateMemoryStore, View, WebhookEndpoint, WebhookEndpointId,
 };
 pub use reqwest::Method;
 use reqwest::{RequestBuilder, Response, StatusCode};
@@ -285,6 +285,45 @@ impl Client {
                 .json(&body)
         })
         .await
+    }
+
+    /// Whether the server is known to apply memory batches ([`Client::write_memories`]): only
+    /// after an answer from `mnemo serve` named the extension (the hosted API has none).
+    pub fn offers_memory_batch(&self) -> bool {
+        self.extensions.batch()
+    }
+
+    /// Applies creates and updates of one store in order, in one request
+    /// (`POST /v1/memory_stores/{store}/memories:batch`, a mnemo extension): one outcome per
+    /// write, in order, each what the write's own request would have been answered with (the
+    /// memory, without content, or its [`ClientError::Api`]). The outer `Err` is the request's
+    /// own failure: then none of the writes is known to have applied. Call it only when
+    /// [`Client::offers_memory_batch`] says so; a server without it answers `404`.
+    pub async fn write_memories(&self, store: &MemoryStoreId, body: &MemoryWriteBatch) -> Result<Vec<Result<Memory>>> {
+        let path = format!("/v1/memory_stores/{store}/memories:batch");
+        let answer: MemoryWriteResults = self.send(|| self.request(Method::POST, &path).json(body)).await?;
+        if answer.results.len() != body.writes.len() {
+            return Err(ClientError::Decode {
+                status: 200,
+                message: format!("{} results for {} writes", answer.results.len(), body.writes.len()),
+            });
+        }
+        Ok(answer
+            .results
+            .into_iter()
+            .map(|r| match (r.status, r.memory, r.error) {
+                (200..=299, Some(memory), _) => Ok(memory),
+                (status, _, error) => Err(ClientError::Api {
+                    status,
+                    error: error.unwrap_or_else(|| ErrorBody {
+                        kind: "api_error".into(),
+                        message: format!("the write failed with status {status} and no error object"),
+                        extra: Default::default(),
+                    }),
+                    request_id: None,
+                }),
+            })
+            .collect())
     }
 
     pub async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId, view: Option<View>) -> Result<Memory> {

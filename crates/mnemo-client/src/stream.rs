@@ -10,25 +10,27 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use mnemo_api::headers::{EXTENSIONS_HEADER, MEMORY_STREAM_EXTENSION};
+use mnemo_api::headers::{EXTENSIONS_HEADER, MEMORY_BATCH_EXTENSION, MEMORY_STREAM_EXTENSION};
 use mnemo_api::{Memory, MemoryStoreId, MemoryStreamEnd};
 use reqwest::Response;
 use reqwest::header::HeaderMap;
 
 use crate::{Client, ClientError, Method, RETRY_BACKOFF, Result};
 
-const OFFERED: u8 = 1;
-const ABSENT: u8 = 2;
+/// Bits of [`Extensions`]: an answer came; it named the memory stream; it named the batch.
+const HEARD: u8 = 1;
+const STREAM: u8 = 2;
+const BATCH: u8 = 4;
 
-/// What a client knows of its server's memory stream, shared by its clones: 0 until an answer
-/// came, then [`OFFERED`] or [`ABSENT`] as the latest answer said.
+/// What a client knows of its server's extensions, shared by its clones: 0 until an answer came,
+/// then [`HEARD`] with the bit of each extension the latest answer named.
 #[derive(Debug, Default)]
 pub(crate) struct Extensions(AtomicU8);
 
 impl Extensions {
     /// Learns from an answer: the extensions header decides; its absence means a server
     /// without mnemo's extensions. A transient failure (`408`, `429`, `5xx`) teaches nothing:
-    /// it may come from a proxy in front of the server, and must not turn the stream off.
+    /// it may come from a proxy in front of the server, and must not turn the extensions off.
     pub(crate) fn learn(&self, status: reqwest::StatusCode, headers: &HeaderMap) {
         if status.is_server_error()
             || status == reqwest::StatusCode::REQUEST_TIMEOUT
@@ -36,16 +38,27 @@ impl Extensions {
         {
             return;
         }
-        let offered = headers
-            .get_all(EXTENSIONS_HEADER)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.split(',').any(|name| name.trim() == MEMORY_STREAM_EXTENSION));
-        self.0.store(if offered { OFFERED } else { ABSENT }, Ordering::Relaxed);
+        let mut known = HEARD;
+        for name in headers.get_all(EXTENSIONS_HEADER).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(','))
+        {
+            match name.trim() {
+                MEMORY_STREAM_EXTENSION => known |= STREAM,
+                MEMORY_BATCH_EXTENSION => known |= BATCH,
+                _ => {}
+            }
+        }
+        self.0.store(known, Ordering::Relaxed);
     }
 
-    fn state(&self) -> u8 {
-        self.0.load(Ordering::Relaxed)
+    /// Whether the server is known to offer `extension` (`None`: not heard from yet).
+    fn offers(&self, extension: u8) -> Option<bool> {
+        let known = self.0.load(Ordering::Relaxed);
+        (known & HEARD != 0).then_some(known & extension != 0)
+    }
+
+    /// The server is known to offer the memory batch.
+    pub(crate) fn batch(&self) -> bool {
+        self.offers(BATCH) == Some(true)
     }
 }
 
@@ -76,7 +89,7 @@ impl Client {
     /// hosted API): the caller lists pages instead. Known answers are remembered, so this
     /// costs no request against a server known not to offer it.
     pub async fn open_memory_stream(&self, store: &MemoryStoreId) -> Result<Option<MemoryStream>> {
-        if self.extensions.state() == ABSENT {
+        if self.extensions.offers(STREAM) == Some(false) {
             return Ok(None);
         }
         match self.stream_request(store).await {
@@ -92,7 +105,7 @@ impl Client {
                 end: None,
             })),
             // The answer (learnt from) came from a server without the stream: use pages.
-            Err(e) if e.status().is_some() && self.extensions.state() == ABSENT => {
+            Err(e) if e.status().is_some() && self.extensions.offers(STREAM) == Some(false) => {
                 tracing::debug!(memory_store_id = %store, "the server offers no memory stream; listing pages");
                 Ok(None)
             }
@@ -102,11 +115,7 @@ impl Client {
 
     /// Whether the server is known to offer the memory stream (`None`: not heard from yet).
     pub fn offers_memory_stream(&self) -> Option<bool> {
-        match self.extensions.state() {
-            OFFERED => Some(true),
-            ABSENT => Some(false),
-            _ => None,
-        }
+        self.extensions.offers(STREAM)
     }
 
     async fn stream_request(&self, store: &MemoryStoreId) -> Result<Response> {

@@ -145,7 +145,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
         };
         let op = match (&parts.method, tail) {
             (&Method::GET, _) => MemoryOp::Read,
-            (_, "memories") => MemoryOp::WriteMemories,
+            (_, "memories" | "memories:batch") => MemoryOp::WriteMemories,
             (_, t) if t.starts_with("memories/") => MemoryOp::WriteMemories,
             _ => MemoryOp::Administer,
         };

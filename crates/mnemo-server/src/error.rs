@@ -151,9 +151,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let request_id = current_request_id();
+impl ApiError {
+    /// The status this error is answered with.
+    pub(crate) fn status(&self) -> u16 {
+        self.status_override.unwrap_or_else(|| self.kind.status())
+    }
+
+    /// The envelope's `error` object. The real cause of a 5xx goes to the log here, never to
+    /// the client.
+    pub(crate) fn into_body(self) -> ErrorBody {
         if let Some(cause) = &self.internal {
             if self.disk_full {
                 tracing::error!(error = %cause, "request failed: the database's disk is full; free space on its volume");
@@ -163,24 +169,25 @@ impl IntoResponse for ApiError {
                 tracing::error!(error = %cause, "request failed");
             }
         }
-        let status = StatusCode::from_u16(self.status_override.unwrap_or_else(|| self.kind.status()))
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorEnvelope {
-            error: ErrorBody { kind: self.kind.as_str().to_owned(), message: self.message, extra: self.extra },
-            request_id: request_id.map(|id| id.to_string()),
-        };
+        ErrorBody { kind: self.kind.as_str().to_owned(), message: self.message, extra: self.extra }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let request_id = current_request_id();
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let (disk_full, retry, kind) = (self.disk_full, self.retry, self.kind);
+        let body = ErrorEnvelope { error: self.into_body(), request_id: request_id.map(|id| id.to_string()) };
         let mut response = (status, axum::Json(body)).into_response();
         // These conflicts answer the same on every retry; tell clients not to back off and
         // try again (the reference client retries every 409 otherwise).
-        if self.disk_full
-            || matches!(
-                self.kind,
-                ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict
-            )
+        if disk_full
+            || matches!(kind, ErrorType::MemoryPreconditionFailed | ErrorType::MemoryPathConflict | ErrorType::Conflict)
         {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
         }
-        if self.retry {
+        if retry {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("true"));
             response.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
         }

@@ -154,6 +154,31 @@ impl Engine {
         result.await.map_err(|_| failure("the writer thread dropped a write"))?
     }
 
+    /// Runs every one of `fs` in order on the writer thread, each in its own savepoint inside
+    /// one committed batch: a refused one is rolled back alone and the next one still runs.
+    /// Each gets its own result once the batch committed. If the batch does not commit, or one
+    /// of them ended the whole transaction (as a full disk does), the call fails and none of
+    /// them applied.
+    pub(crate) async fn write_each<T, F>(&self, fs: Vec<F>) -> Result<Vec<Result<T, StoreError>>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.write(move |conn| {
+            let mut outcomes = Vec::with_capacity(fs.len());
+            for f in fs {
+                let outcome = in_savepoint(conn, f);
+                if conn.is_autocommit() {
+                    // The transaction is gone with the writes before this one: fail them all.
+                    return Err(outcome.err().unwrap_or_else(|| failure("the batch was rolled back")));
+                }
+                outcomes.push(outcome);
+            }
+            Ok(outcomes)
+        })
+        .await
+    }
+
     /// Runs `f` on a pooled read connection on the blocking thread pool.
     pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T, StoreError>
     where

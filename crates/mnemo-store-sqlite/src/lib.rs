@@ -42,7 +42,7 @@ use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, We
 use mnemo_store::{
     ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
     ListMemoryVersions, Listing, MemoryChange, MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage,
-    NewEnvironment, NewMemoryStore, Result, Signal, Store,
+    MemoryWriteOp, NewEnvironment, NewMemoryStore, Result, Signal, Store,
 };
 use rusqlite::params;
 use tokio::sync::broadcast;
@@ -505,6 +505,34 @@ impl Store for SqliteStore {
             self.engine.write(move |c| memories::create(c, &owned, &path, content, &actor, limit)).await?;
         self.memory_changed(store, seq);
         Ok(memory)
+    }
+
+    /// One job on the writer thread: the writes commit together (one flush), each in its own
+    /// savepoint, so a refused one is rolled back alone.
+    async fn write_memories(
+        &self,
+        store: &MemoryStoreId,
+        writes: Vec<MemoryWriteOp>,
+        actor: Actor,
+    ) -> Result<Vec<Result<Memory>>> {
+        let limit = self.limits.max_memories_per_store;
+        let jobs: Vec<_> = writes
+            .into_iter()
+            .map(|write| {
+                let (owned, actor) = (store.clone(), actor.clone());
+                move |c: &rusqlite::Connection| match write {
+                    MemoryWriteOp::Create { path, content } => {
+                        memories::create(c, &owned, &path, content, &actor, limit).map(|(m, seq)| (m, Some(seq)))
+                    }
+                    MemoryWriteOp::Update { id, change } => memories::update(c, &owned, &id, change, &actor),
+                }
+            })
+            .collect();
+        let outcomes = self.engine.write_each(jobs).await?;
+        if let Some(seq) = outcomes.iter().filter_map(|o| o.as_ref().ok()?.1).max() {
+            self.memory_changed(store, seq);
+        }
+        Ok(outcomes.into_iter().map(|o| o.map(|(memory, _)| memory)).collect())
     }
 
     async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {

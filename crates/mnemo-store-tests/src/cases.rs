@@ -49,7 +49,9 @@
 //!   path conflicts naming the blocker (equal, ancestor or descendant), the per-store cap
 //!   counting live memories only; listings by prefix and depth with rolled-up prefixes, in
 //!   byte order of path, paginated, full or basic; `memory_change_seq` moves on every
-//!   change and only then; `memory_store_usage` counts live memories and their current
+//!   change and only then; a batch of writes (`write_memories`) applies in order, each judged
+//!   on what the ones before it left and with its own outcome (a refusal changes nothing and
+//!   stops nothing), leaving the versions of the same writes made one by one; `memory_store_usage` counts live memories and their current
 //!   content's bytes per store asked for (0 and 0 for an empty one, nothing for an unknown or
 //!   deleted one); `export_memories` streams every live memory with content in byte order
 //!   of path, in chunks, from one snapshot (writes after it began are not in it; its

@@ -214,6 +214,7 @@ macro_rules! conformance {
             the_store_cap_counts_live_memories,
             memory_listings_roll_up_prefixes_and_paginate,
             memory_change_seq_moves_on_every_change,
+            a_batch_of_writes_applies_in_order_each_with_its_own_outcome,
             memory_store_usage_counts_live_memories_and_their_bytes,
             an_export_reads_every_live_memory_from_one_snapshot,
             cursors_of_another_list_are_refused,

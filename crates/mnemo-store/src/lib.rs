@@ -191,6 +191,15 @@ pub struct MemoryChange {
     pub expected_sha256: Option<String>,
 }
 
+/// One write of [`Store::write_memories`], already checked as its own endpoint checks it.
+#[derive(Debug, Clone)]
+pub enum MemoryWriteOp {
+    /// What [`Store::create_memory`] does.
+    Create { path: MemoryPath, content: String },
+    /// What [`Store::update_memory`] does.
+    Update { id: MemoryId, change: MemoryChange },
+}
+
 /// One entry of a store's change feed: a version (without content) and its position, the
 /// number [`Store::memory_change_seq`] reports once it is the newest. Positions grow in commit
 /// order within a store; they are not dense (stores share one numbering).
@@ -509,6 +518,28 @@ pub trait Store: Send + Sync + 'static {
         change: MemoryChange,
         actor: Actor,
     ) -> Result<Memory>;
+    /// Applies `writes` to one store in order, each judged on the state the writes before it
+    /// left and each with its own outcome: a refused write changes nothing and does not stop
+    /// the ones after it. The outer `Err` means none of them applied (a backend that commits
+    /// them together could not commit). This default makes one call per write; a backend that
+    /// can commit them in one transaction (one flush to disk instead of one each) overrides it.
+    async fn write_memories(
+        &self,
+        store: &MemoryStoreId,
+        writes: Vec<MemoryWriteOp>,
+        actor: Actor,
+    ) -> Result<Vec<Result<Memory>>> {
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for write in writes {
+            outcomes.push(match write {
+                MemoryWriteOp::Create { path, content } => {
+                    self.create_memory(store, path, content, actor.clone()).await
+                }
+                MemoryWriteOp::Update { id, change } => self.update_memory(store, &id, change, actor.clone()).await,
+            });
+        }
+        Ok(outcomes)
+    }
     /// Deletes a memory and writes its `deleted` version.
     async fn delete_memory(
         &self,

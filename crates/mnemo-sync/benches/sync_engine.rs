@@ -107,6 +107,8 @@ fn config() -> Option<Config> {
 }
 
 fn main() {
+    // As `mnemo mount` starts: one allocator arena.
+    mnemo_sync::allocator::single_arena();
     let Some(cfg) = config() else {
         eprintln!("sync_engine: no server given (MNEMO_BENCH_URL); run bench/sync/run.py, which starts one. Skipping.");
         return;

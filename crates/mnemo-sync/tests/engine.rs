@@ -35,12 +35,20 @@ struct Serving {
 struct Seen {
     streams: std::sync::atomic::AtomicUsize,
     full_pages: std::sync::atomic::AtomicUsize,
+    /// Memory batches, and creates or updates of one memory.
+    batches: std::sync::atomic::AtomicUsize,
+    single_writes: std::sync::atomic::AtomicUsize,
 }
 
 impl Seen {
     fn counts(&self) -> (usize, usize) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.streams.load(Relaxed), self.full_pages.load(Relaxed))
+    }
+
+    fn writes(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.batches.load(Relaxed), self.single_writes.load(Relaxed))
     }
 }
 
@@ -65,6 +73,14 @@ impl Env {
                 let seen = Arc::clone(&counter);
                 async move {
                     use std::sync::atomic::Ordering::Relaxed;
+                    let path = req.uri().path();
+                    if req.method() == axum::http::Method::POST && path.contains("/memories") {
+                        if path.ends_with("/memories:batch") {
+                            seen.batches.fetch_add(1, Relaxed);
+                        } else {
+                            seen.single_writes.fetch_add(1, Relaxed);
+                        }
+                    }
                     if req.uri().path().ends_with("/memories:stream") {
                         seen.streams.fetch_add(1, Relaxed);
                     } else if req.uri().path().ends_with("/memories")
@@ -326,6 +342,44 @@ async fn refused_files_wait_for_a_change_while_siblings_sync() {
     let fixed = engine.sync(false).await.unwrap();
     assert_eq!(fixed.uploaded, 1);
     assert_eq!(env.remote().await, pairs(&[("/big.md", "small now"), ("/ok.md", "fine")]));
+}
+
+/// Against `mnemo serve` a sync's uploads go in one batch, applied in path order (the same
+/// versions, in the same order, as one by one); a write the server refuses stays refused alone.
+/// Against a server that names no extensions (the hosted API) they go one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_go_in_one_batch_where_the_server_takes_them_and_one_by_one_elsewhere() {
+    for hosted in [false, true] {
+        let serving = Serving { no_extensions_header: hosted, ..Serving::default() };
+        let env = Env::serving(&[("/a.md", "a"), ("/b.md", "b"), ("/c.md", "c")], serving).await;
+        let mut engine = env.mount(env.cfg()).await;
+        let writes_before = env.seen.writes();
+        std::fs::write(env.root().join("c.md"), "c2").unwrap();
+        std::fs::write(env.root().join("a.md"), "a2").unwrap();
+        std::fs::write(env.root().join("new.md"), "n").unwrap();
+        std::fs::write(env.root().join("big.md"), "x".repeat(102_401)).unwrap();
+        settle().await;
+        let report = engine.sync(false).await.unwrap();
+        assert_eq!((report.uploaded, report.refused, report.failed), (3, 1, 0), "hosted={hosted}: {report:?}");
+        let (batches, singles) = env.seen.writes();
+        let sent = (batches - writes_before.0, singles - writes_before.1);
+        assert_eq!(sent, if hosted { (0, 4) } else { (1, 0) }, "hosted={hosted}: (batches, single writes)");
+        assert_eq!(
+            env.remote().await,
+            pairs(&[("/a.md", "a2"), ("/b.md", "b"), ("/c.md", "c2"), ("/new.md", "n")]),
+            "hosted={hosted}"
+        );
+        // The versions of the sync, oldest first: in path order either way.
+        let versions = env.client.list_all_memory_versions(&env.store, Default::default()).await.unwrap();
+        let mut paths: Vec<_> = versions.iter().rev().skip(3).filter_map(|v| v.path.clone()).collect();
+        paths.dedup();
+        assert_eq!(paths, ["/a.md", "/c.md", "/new.md"], "hosted={hosted}");
+        // Synced: nothing left to send, and the refused file waits for a change.
+        settle().await;
+        let again = engine.sync(false).await.unwrap();
+        assert_eq!((again.uploaded, again.refused, again.failed), (0, 0, 0), "hosted={hosted}: {again:?}");
+        engine.dispose().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = command::Cli::parse();
+    if cli.command.is_sandbox_side() {
+        mnemo_sync::allocator::single_arena();
+    }
     let json = cli.log_format == logging::LogFormat::Json;
     logging::init(cli.log_format, cli.command.is_chatty().then_some(logging::QUIET_FILTER));
     let mut builder = tokio::runtime::Builder::new_multi_thread();

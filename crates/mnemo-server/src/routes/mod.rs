@@ -24,7 +24,9 @@ use utoipa_axum::routes;
 
 use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
-use mnemo_api::headers::{BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BETA, MEMORY_STREAM_EXTENSION};
+use mnemo_api::headers::{
+    BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BATCH_EXTENSION, MEMORY_BETA, MEMORY_STREAM_EXTENSION,
+};
 
 /// Every documented route: the API's router and its OpenAPI description, from the handlers'
 /// `#[utoipa::path]` annotations (see [`crate::openapi`]).
@@ -36,6 +38,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memories::create, memories::list))
         .routes(routes!(memories::retrieve, memories::update, memories::delete))
         .routes(routes!(memories::stream))
+        .routes(routes!(memories::batch))
         .routes(routes!(memory_changes::changes))
         .routes(routes!(memory_versions::list))
         .routes(routes!(memory_versions::retrieve))
@@ -101,7 +104,7 @@ pub(crate) fn router(state: AppState) -> Router {
 /// The extensions header every answer carries: what a client may use beyond the hosted API's
 /// routes without trying first.
 fn extensions_header(state: &AppState) -> HeaderValue {
-    let mut names = vec!["change-feed"];
+    let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION];
     if state.memory_stream {
         names.push(MEMORY_STREAM_EXTENSION);
     }

@@ -8,6 +8,7 @@ mod environments;
 mod events;
 mod hostile;
 mod memories;
+mod memory_batch;
 mod memory_changes;
 mod memory_stores;
 mod memory_stream;

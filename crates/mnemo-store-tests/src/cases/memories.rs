@@ -7,7 +7,7 @@ use std::time::Duration;
 use mnemo_api::{MemoryId, MemoryListItem, MemoryStore, MemoryStoreId, View, content_sha256};
 use mnemo_store::{
     Cursor, ExportPart, Limits, ListEvents, ListMemoryStores, MemoryChange, MemoryStorePatch, MemoryStoreUsage,
-    NewMemoryStore, StoreError,
+    MemoryWriteOp, NewMemoryStore, StoreError,
 };
 
 use super::fixtures::{
@@ -381,6 +381,89 @@ pub async fn memory_change_seq_moves_on_every_change(factory: &impl StoreFactory
     s.delete_memory(&store, &m.id, None, api_actor()).await.unwrap();
     expect(true, "delete").await;
     assert_err!(s.memory_change_seq(&MemoryStoreId::generate()).await, StoreError::NotFound { .. });
+}
+
+/// A batch applies in order, each write judged on what the writes before it left, each with its
+/// own outcome: a refused write changes nothing and the next one still applies. The versions
+/// are those of the same writes made one by one, in the same order; the change position moves
+/// as for them, and a batch of only refusals moves nothing.
+pub async fn a_batch_of_writes_applies_in_order_each_with_its_own_outcome(factory: &impl StoreFactory) {
+    let s = factory.open(Limits { max_memories_per_store: 4, ..Limits::default() }).await;
+    let store = memory_store(&*s, "batch").await;
+    let a = s.create_memory(&store, path("/a"), "a1".into(), api_actor()).await.unwrap();
+    let create = |p: &str, text: &str| MemoryWriteOp::Create { path: path(p), content: text.into() };
+    let update = |id: &MemoryId, text: &str, expected: Option<&str>| MemoryWriteOp::Update {
+        id: id.clone(),
+        change: MemoryChange { expected_sha256: expected.map(|t| content_sha256(t.as_bytes())), ..content(text) },
+    };
+    let before = s.memory_change_seq(&store).await.unwrap();
+    let outcomes = s
+        .write_memories(
+            &store,
+            vec![
+                update(&a.id, "a2", Some("a1")),          // applies
+                update(&a.id, "a3", Some("a1")),          // judged after the first: stale
+                create("/b", "b1"),                       // applies
+                create("/b/c", "c"),                      // overlaps the memory the write before made
+                update(&a.id, "a3", Some("a2")),          // applies on the first one's content
+                update(&MemoryId::generate(), "x", None), // no such memory
+                create("/c", "c1"),                       // applies: 3 live of 4
+                create("/d", "d1"),                       // applies: 4 of 4
+                create("/e", "e1"),                       // the cap, counting this batch's creates
+            ],
+            api_actor(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcomes.len(), 9, "one outcome per write");
+    let applied: Vec<bool> = outcomes.iter().map(Result::is_ok).collect();
+    assert_eq!(applied, [true, false, true, false, true, false, true, true, false]);
+    assert_err!(&outcomes[1], StoreError::PreconditionFailed { .. });
+    assert_err!(&outcomes[3], StoreError::PathConflict { .. });
+    assert_err!(&outcomes[5], StoreError::NotFound { .. });
+    assert_err!(&outcomes[8], StoreError::StoreFull { .. });
+    let a3 = outcomes[4].as_ref().unwrap();
+    assert_eq!((a3.id.clone(), a3.content_sha256.clone()), (a.id.clone(), content_sha256(b"a3")));
+
+    let live: Vec<(String, Option<String>)> = all_memories(&*s, &store, memories("/", 0, 20, View::Full))
+        .await
+        .into_iter()
+        .filter_map(|item| match item {
+            MemoryListItem::Memory(m) => Some((m.path, m.content)),
+            MemoryListItem::Prefix(_) => None,
+        })
+        .collect();
+    let expect = |p: &str, t: &str| (p.to_owned(), Some(t.to_owned()));
+    assert_eq!(live, [expect("/a", "a3"), expect("/b", "b1"), expect("/c", "c1"), expect("/d", "d1")]);
+    // The versions, oldest first: the first create, then the batch's applied writes in order.
+    let written: Vec<(String, String)> = all_versions(&*s, &store, versions(100))
+        .await
+        .into_iter()
+        .rev()
+        .map(|v| (v.path.unwrap_or_default(), v.content_sha256.unwrap_or_default()))
+        .collect();
+    let version = |p: &str, t: &str| (p.to_owned(), content_sha256(t.as_bytes()));
+    assert_eq!(
+        written,
+        [
+            version("/a", "a1"),
+            version("/a", "a2"),
+            version("/b", "b1"),
+            version("/a", "a3"),
+            version("/c", "c1"),
+            version("/d", "d1")
+        ]
+    );
+    let after = s.memory_change_seq(&store).await.unwrap();
+    assert_ne!(after, before, "the applied writes moved the change position");
+
+    // Nothing but refusals: nothing changes.
+    let refused = s.write_memories(&store, vec![create("/a", "again"), create("/f", "f")], api_actor()).await.unwrap();
+    assert!(refused.iter().all(Result::is_err), "{refused:?}");
+    assert_eq!(s.memory_change_seq(&store).await.unwrap(), after, "a batch of refusals changes nothing");
+    // An unknown store: each write is refused as its own call would be.
+    let unknown = s.write_memories(&MemoryStoreId::generate(), vec![create("/a", "x")], api_actor()).await.unwrap();
+    assert_err!(&unknown[0], StoreError::NotFound { .. });
 }
 
 fn usage(memories: u64, bytes: u64) -> MemoryStoreUsage {

@@ -1,5 +1,6 @@
 //! Carrying out a sync's [`Plan`]: the local removals, the uploads and corroborated deletions
-//! (one by one, in path order, within the delete cap), and the content pass.
+//! (in path order: uploads in batches where the server takes them, else one by one; deletes one
+//! by one within the delete cap), and the content pass.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -77,13 +78,14 @@ impl StoreSync {
     ) {
         let left = (self.state.baseline.len() / 4).clamp(8, 50);
         let mut cap = DeleteCap { left, held: 0, sent: 0, suppressed: 0, failed: 0 };
+        // Uploads between two deletes go out together (in one request when the server takes
+        // batches), still in path order.
+        let mut uploads = Vec::new();
         for push in pushes {
             match push {
-                Push::Upload(upload) => {
-                    let outcome = self.upload(&upload).await;
-                    self.apply_upload(&upload, outcome, next, report);
-                }
+                Push::Upload(upload) => uploads.push(upload),
                 Push::Delete { rel, base, memory } => {
+                    self.send_uploads(std::mem::take(&mut uploads), next, report).await;
                     if self.corroborated_delete(&rel, &base, &memory, final_sync, &mut cap).await {
                         next.remove(&rel);
                         report.deleted_remotely += 1;
@@ -91,6 +93,7 @@ impl StoreSync {
                 }
             }
         }
+        self.send_uploads(uploads, next, report).await;
         report.failed += cap.failed;
         if cap.suppressed > 0 {
             tracing::debug!(memory_store_id = %self.cfg.store_id, count = cap.suppressed, "local deletions not propagated (deletions disabled)");
@@ -207,6 +210,22 @@ impl StoreSync {
         super::metrics::deletions("made", 1);
         self.state.pending_deletes.remove(rel);
         true
+    }
+
+    /// Sends uploads in path order and records each outcome.
+    async fn send_uploads(
+        &mut self,
+        uploads: Vec<Upload>,
+        next: &mut BTreeMap<RelPath, String>,
+        report: &mut SyncReport,
+    ) {
+        if uploads.is_empty() {
+            return;
+        }
+        let outcomes = self.upload_in_order(&uploads).await;
+        for (upload, outcome) in uploads.iter().zip(outcomes) {
+            self.apply_upload(upload, outcome, next, report);
+        }
     }
 
     /// Runs uploads [`UPLOAD_CONCURRENCY`] at a time.

@@ -3,11 +3,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mnemo_api::{Precondition, UpdateMemory, content_sha256};
+use mnemo_api::limits::MAX_BATCH_WRITES;
+use mnemo_api::{CreateMemory, Memory, MemoryWrite, MemoryWriteBatch, Precondition, UpdateMemory, content_sha256};
+use mnemo_client::ClientError;
 
 use super::run::SyncReport;
 use super::{StoreSync, blocking};
-use crate::fs::RelPath;
+use crate::fs::{FileStore, RelPath};
 
 /// A file to upload.
 #[derive(Debug, Clone)]
@@ -34,31 +36,65 @@ pub(crate) enum UploadOutcome {
     Failed { sent: Option<String>, reason: String },
 }
 
+/// A file read for upload: its digest and its text.
+struct Ready {
+    sha: String,
+    text: String,
+}
+
+/// Reads a file to upload; the outcome instead when it cannot be sent.
+fn read_for_upload(files: &FileStore, rel: &RelPath) -> Result<Ready, UploadOutcome> {
+    let bytes = match files.read(rel) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Err(UploadOutcome::Vanished),
+        Err(e) if e.is_refusal() => {
+            return Err(match files.hash_now(rel) {
+                Ok(Some(sha)) => UploadOutcome::Refused { sha, reason: e.to_string() },
+                _ => UploadOutcome::Failed { sent: None, reason: e.to_string() },
+            });
+        }
+        Err(e) => return Err(UploadOutcome::Failed { sent: None, reason: e.to_string() }),
+    };
+    let sha = content_sha256(&bytes);
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Ready { sha, text }),
+        Err(_) => Err(UploadOutcome::Refused { sha, reason: "the file is not valid UTF-8 text".into() }),
+    }
+}
+
+/// What the server's answer to a create or an update means for the sync.
+fn outcome_of(result: Result<Memory, ClientError>, update: bool, sha: String) -> UploadOutcome {
+    match result {
+        Ok(memory) => UploadOutcome::Uploaded(memory.content_sha256),
+        Err(e) if update && e.is_conflict() => UploadOutcome::LostRace { sent: sha },
+        Err(e) if matches!(e.status(), Some(400 | 413)) => UploadOutcome::Refused { sha, reason: e.to_string() },
+        Err(e) => UploadOutcome::Failed { sent: Some(sha), reason: e.to_string() },
+    }
+}
+
+/// An upload of a batch: how big its write is in the request body, at most (JSON escapes a
+/// quote, a backslash or a control character in up to six bytes).
+fn json_bound(text: &str, path: &str) -> usize {
+    let escaped = |s: &str| s.len() + s.bytes().filter(|b| *b < 0x20 || matches!(b, b'"' | b'\\')).count() * 5;
+    escaped(text) + escaped(path) + 256
+}
+
+/// Request bytes a batch may carry: the server's body limit (1 MiB) with room to spare.
+const BATCH_BODY_BUDGET: usize = 900 * 1024;
+
 impl StoreSync {
     /// Reads and sends one file.
     pub(crate) async fn upload(&self, u: &Upload) -> UploadOutcome {
         let (files, rel) = (Arc::clone(&self.files), u.rel.clone());
-        let bytes = match blocking(move || files.read(&rel)).await {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) if e.is_not_found() => return UploadOutcome::Vanished,
-            Ok(Err(e)) if e.is_refusal() => {
-                let (files, rel) = (Arc::clone(&self.files), u.rel.clone());
-                return match blocking(move || files.hash_now(&rel)).await {
-                    Ok(Ok(Some(sha))) => UploadOutcome::Refused { sha, reason: e.to_string() },
-                    _ => UploadOutcome::Failed { sent: None, reason: e.to_string() },
-                };
-            }
-            Ok(Err(e)) => {
-                return UploadOutcome::Failed { sent: None, reason: e.to_string() };
-            }
-            Err(e) => {
-                return UploadOutcome::Failed { sent: None, reason: e.to_string() };
-            }
+        let ready = match blocking(move || read_for_upload(&files, &rel)).await {
+            Ok(Ok(ready)) => ready,
+            Ok(Err(outcome)) => return outcome,
+            Err(e) => return UploadOutcome::Failed { sent: None, reason: e.to_string() },
         };
-        let sha = content_sha256(&bytes);
-        let Ok(text) = String::from_utf8(bytes) else {
-            return UploadOutcome::Refused { sha, reason: "the file is not valid UTF-8 text".into() };
-        };
+        self.send_one(u, ready).await
+    }
+
+    async fn send_one(&self, u: &Upload, Ready { sha, text }: Ready) -> UploadOutcome {
         let store = &self.cfg.store_id;
         let path = u.rel.to_memory_path();
         let result = match &u.existing {
@@ -70,17 +106,120 @@ impl StoreSync {
                 };
                 match self.client.update_memory(store, &memory.id, &body, None).await {
                     // Deleted remotely since the listing: create it again.
-                    Err(e) if e.is_not_found() => self.client.create_memory(store, &path, &text, None).await,
-                    Err(e) if e.is_conflict() => return UploadOutcome::LostRace { sent: sha },
+                    Err(e) if e.is_not_found() => {
+                        return outcome_of(self.client.create_memory(store, &path, &text, None).await, false, sha);
+                    }
                     other => other,
                 }
             }
             None => self.client.create_memory(store, &path, &text, None).await,
         };
-        match result {
-            Ok(memory) => UploadOutcome::Uploaded(memory.content_sha256),
-            Err(e) if matches!(e.status(), Some(400 | 413)) => UploadOutcome::Refused { sha, reason: e.to_string() },
-            Err(e) => UploadOutcome::Failed { sent: Some(sha), reason: e.to_string() },
+        outcome_of(result, u.existing.is_some(), sha)
+    }
+
+    /// Sends uploads in path order, one outcome each (in the same order). When the server
+    /// applies memory batches (`mnemo serve`), they go in as few requests as the batch limits
+    /// allow, each committed at once (one flush to disk instead of one per file) and applied in
+    /// the same order as one by one; otherwise (the hosted API) one request per file.
+    pub(crate) async fn upload_in_order(&self, uploads: &[Upload]) -> Vec<UploadOutcome> {
+        if uploads.len() < 2 || !self.client.offers_memory_batch() {
+            let mut outcomes = Vec::with_capacity(uploads.len());
+            for u in uploads {
+                outcomes.push(self.upload(u).await);
+            }
+            return outcomes;
+        }
+        let (files, rels) = (Arc::clone(&self.files), uploads.iter().map(|u| u.rel.clone()).collect::<Vec<_>>());
+        let read = match blocking(move || rels.iter().map(|rel| read_for_upload(&files, rel)).collect::<Vec<_>>()).await
+        {
+            Ok(read) => read,
+            Err(e) => {
+                return uploads.iter().map(|_| UploadOutcome::Failed { sent: None, reason: e.to_string() }).collect();
+            }
+        };
+        let mut outcomes: Vec<Option<UploadOutcome>> = Vec::with_capacity(uploads.len());
+        // The uploads of the batch being filled: their index and what was read.
+        let mut batch: Vec<(usize, Ready)> = Vec::new();
+        let mut bytes = 0;
+        for (i, ready) in read.into_iter().enumerate() {
+            let ready = match ready {
+                Ok(ready) => ready,
+                Err(outcome) => {
+                    outcomes.push(Some(outcome));
+                    continue;
+                }
+            };
+            outcomes.push(None);
+            let size = json_bound(&ready.text, uploads[i].rel.as_str());
+            if !batch.is_empty() && (batch.len() == MAX_BATCH_WRITES || bytes + size > BATCH_BODY_BUDGET) {
+                self.send_batch(uploads, std::mem::take(&mut batch), &mut outcomes).await;
+                bytes = 0;
+            }
+            if size > BATCH_BODY_BUDGET {
+                // Too big for any batch: alone, as its own request (which may refuse it).
+                outcomes[i] = Some(self.send_one(&uploads[i], ready).await);
+                continue;
+            }
+            bytes += size;
+            batch.push((i, ready));
+        }
+        if !batch.is_empty() {
+            self.send_batch(uploads, batch, &mut outcomes).await;
+        }
+        outcomes.into_iter().map(|o| o.expect("every upload has an outcome")).collect()
+    }
+
+    /// Sends one batch and records each upload's outcome at its index.
+    async fn send_batch(&self, uploads: &[Upload], batch: Vec<(usize, Ready)>, outcomes: &mut [Option<UploadOutcome>]) {
+        let store = &self.cfg.store_id;
+        let writes = batch
+            .iter()
+            .map(|(i, ready)| {
+                let u = &uploads[*i];
+                match &u.existing {
+                    Some((memory, precondition)) => MemoryWrite::Update {
+                        memory_id: memory.id.to_string(),
+                        change: UpdateMemory {
+                            content: Some(ready.text.clone()),
+                            precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.clone() }),
+                            ..Default::default()
+                        },
+                    },
+                    None => MemoryWrite::Create(CreateMemory {
+                        path: u.rel.to_memory_path(),
+                        content: Some(ready.text.clone()),
+                    }),
+                }
+            })
+            .collect();
+        let answers = match self.client.write_memories(store, &MemoryWriteBatch { writes }).await {
+            Ok(answers) => answers,
+            // A route the server named but does not answer (a replica behind the same address
+            // without it): one by one instead.
+            Err(e) if e.is_not_found() => {
+                tracing::debug!(memory_store_id = %store, "the memory batch was not found; uploading one by one: {e}");
+                for (i, ready) in batch {
+                    outcomes[i] = Some(self.send_one(&uploads[i], ready).await);
+                }
+                return;
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                for (i, ready) in batch {
+                    outcomes[i] = Some(UploadOutcome::Failed { sent: Some(ready.sha), reason: reason.clone() });
+                }
+                return;
+            }
+        };
+        for ((i, ready), answer) in batch.into_iter().zip(answers) {
+            let u = &uploads[i];
+            outcomes[i] = Some(match answer {
+                // Deleted remotely since the listing: create it again, as one by one would.
+                Err(e) if u.existing.is_some() && e.is_not_found() => {
+                    self.send_one(&Upload { existing: None, ..u.clone() }, ready).await
+                }
+                answer => outcome_of(answer, u.existing.is_some(), ready.sha),
+            });
         }
     }
 
