@@ -195,6 +195,14 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
         expect=409,
     )
     t.call("POST", f"/v1/memory_stores/{sid}/memories/{a['id']}", {"path": "/notes/renamed.md"})
+    # The memory batch (a mnemo extension): one result per write, each as its own request's answer.
+    batch = t.call("POST", f"/v1/memory_stores/{sid}/memories:batch", {"writes": [
+        {"type": "create", "path": "/batch/one.md", "content": "one"},
+        {"type": "create", "path": "/b.md", "content": "taken"},
+        {"type": "update", "memory_id": "mem_0000000000000000000000", "content": "none"},
+    ]})
+    eq([r["status"] for r in batch["results"]], [200, 409, 404], "the batch's results, in order")
+    t.call("POST", f"/v1/memory_stores/{sid}/memories:batch", {"writes": []}, expect=400)
 
     # Versions and the change feed.
     versions = t.call("GET", f"/v1/memory_stores/{sid}/memory_versions?view=full")

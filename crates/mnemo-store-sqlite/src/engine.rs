@@ -369,4 +369,38 @@ mod tests {
         engine.write(|c| c.execute("INSERT INTO t VALUES ('later')", []).map(drop).map_err(backend)).await.unwrap();
         assert_eq!(engine.read(|c| count(c, "later")).await.unwrap(), 1, "the writer goes on");
     }
+
+    /// `write_each`: a refused write is rolled back alone and the next one still applies, each
+    /// with its own result; a write that ends the whole transaction fails the call, and none of
+    /// the batch is in the database.
+    #[tokio::test]
+    async fn write_each_rolls_back_a_refused_write_alone_and_a_lost_transaction_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine =
+            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
+        type Write = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
+        let insert = |x: &'static str| -> Write {
+            Box::new(move |c| c.execute("INSERT INTO t VALUES (?1)", [x]).map(drop).map_err(backend))
+        };
+        let refused: Write = Box::new(|c| {
+            c.execute("INSERT INTO t VALUES ('refused')", []).map_err(backend)?;
+            Err(failure("refused after writing"))
+        });
+        let outcomes = engine.write_each(vec![insert("one"), refused, insert("two")]).await.unwrap();
+        assert_eq!(outcomes.iter().map(Result::is_ok).collect::<Vec<_>>(), [true, false, true]);
+        let rows = engine.read(|c| Ok((count(c, "one")?, count(c, "refused")?, count(c, "two")?))).await.unwrap();
+        assert_eq!(rows, (1, 0, 1), "the refused write left nothing; the ones around it applied");
+
+        let lost: Write = Box::new(|c| {
+            c.execute_batch("ROLLBACK").map_err(backend)?;
+            Err(failure("the disk is full (simulated)"))
+        });
+        let whole = engine.write_each(vec![insert("three"), lost, insert("four")]).await;
+        assert!(whole.is_err(), "the transaction is gone: the call fails");
+        let rows = engine.read(|c| Ok((count(c, "three")?, count(c, "four")?))).await.unwrap();
+        assert_eq!(rows, (0, 0), "none of that batch is in the database");
+        engine.write(|c| c.execute("INSERT INTO t VALUES ('later')", []).map(drop).map_err(backend)).await.unwrap();
+        assert_eq!(engine.read(|c| count(c, "later")).await.unwrap(), 1, "the writer goes on");
+    }
 }

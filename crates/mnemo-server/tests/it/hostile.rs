@@ -46,6 +46,9 @@ fn seed(op: &str, f: &Fixture) -> Value {
         }
         "webhook_endpoints.update" => json!({"url": "http://127.0.0.1:9/other", "event_types": null}),
         "webhook_endpoints.rotate_secret" => json!({"keep_previous_seconds": 60}),
+        "memories.batch" => json!({"writes": [{"type": "create", "path": "/fuzz/b.md", "content": "b"},
+            {"type": "update", "memory_id": "mem_0", "content": "c",
+             "precondition": {"type": "content_sha256", "content_sha256": "0".repeat(64)}}]}),
         "events.send" => json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}]}),
         other => panic!("no seed body for {other}: add one"),
     }

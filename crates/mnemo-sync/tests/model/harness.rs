@@ -247,8 +247,11 @@ impl Harness {
         let faults = Arc::new(Faults::default());
         let api_base = listen(mnemo_server::router(AppState::new(Arc::clone(&store)))).await;
         faults.set_racer(Client::new(&api_base, KEY).expect("client").with_max_retries(0));
+        // The model speaks of one request per upload, as the hosted API is served: the memory
+        // batch is left out of the extensions the engine hears of (the stream stays).
         let engine_router = mnemo_server::router(AppState::new(store))
-            .layer(axum::middleware::from_fn_with_state(Arc::clone(&faults), inject));
+            .layer(axum::middleware::from_fn_with_state(Arc::clone(&faults), inject))
+            .layer(axum::middleware::map_response(without_memory_batch));
         let engine_base = listen(engine_router).await;
         Self { api: Client::new(&api_base, KEY).expect("client").with_max_retries(0), engine_base, faults, dir }
     }
@@ -257,6 +260,18 @@ impl Harness {
     pub(crate) fn engine_client(&self) -> Client {
         Client::new(&self.engine_base, KEY).expect("client").with_max_retries(0)
     }
+}
+
+/// Drops `memory-batch` from the answer's extensions header.
+async fn without_memory_batch(mut response: axum::response::Response) -> axum::response::Response {
+    use mnemo_api::headers::{EXTENSIONS_HEADER, MEMORY_BATCH_EXTENSION};
+    let kept = response.headers().get(EXTENSIONS_HEADER).and_then(|v| v.to_str().ok()).map(|v| {
+        v.split(',').map(str::trim).filter(|name| *name != MEMORY_BATCH_EXTENSION).collect::<Vec<_>>().join(", ")
+    });
+    if let Some(value) = kept.and_then(|k| axum::http::HeaderValue::from_str(&k).ok()) {
+        response.headers_mut().insert(EXTENSIONS_HEADER, value);
+    }
+    response
 }
 
 async fn listen(router: axum::Router) -> String {
