@@ -79,6 +79,15 @@ fn json_bound(text: &str, path: &str) -> usize {
     escaped(text) + escaped(path) + 256
 }
 
+/// Takes a batch write's content back out (every write of a sync's batch carries one).
+fn content_of(write: &mut MemoryWrite) -> String {
+    match write {
+        MemoryWrite::Create(create) => create.content.take(),
+        MemoryWrite::Update { change, .. } => change.content.take(),
+    }
+    .unwrap_or_default()
+}
+
 /// Request bytes a batch may carry: the server's body limit (1 MiB) with room to spare.
 const BATCH_BODY_BUDGET: usize = 900 * 1024;
 
@@ -172,53 +181,54 @@ impl StoreSync {
     /// Sends one batch and records each upload's outcome at its index.
     async fn send_batch(&self, uploads: &[Upload], batch: Vec<(usize, Ready)>, outcomes: &mut [Option<UploadOutcome>]) {
         let store = &self.cfg.store_id;
-        let writes = batch
-            .iter()
-            .map(|(i, ready)| {
-                let u = &uploads[*i];
-                match &u.existing {
+        // The contents move into the request; a write sent again alone takes its own back.
+        let (sent, writes): (Vec<(usize, String)>, Vec<MemoryWrite>) = batch
+            .into_iter()
+            .map(|(i, Ready { sha, text })| {
+                let u = &uploads[i];
+                let write = match &u.existing {
                     Some((memory, precondition)) => MemoryWrite::Update {
                         memory_id: memory.id.to_string(),
                         change: UpdateMemory {
-                            content: Some(ready.text.clone()),
+                            content: Some(text),
                             precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.clone() }),
                             ..Default::default()
                         },
                     },
-                    None => MemoryWrite::Create(CreateMemory {
-                        path: u.rel.to_memory_path(),
-                        content: Some(ready.text.clone()),
-                    }),
-                }
+                    None => MemoryWrite::Create(CreateMemory { path: u.rel.to_memory_path(), content: Some(text) }),
+                };
+                ((i, sha), write)
             })
-            .collect();
-        let answers = match self.client.write_memories(store, &MemoryWriteBatch { writes }).await {
+            .unzip();
+        let mut body = MemoryWriteBatch { writes };
+        let answers = match self.client.write_memories(store, &body).await {
             Ok(answers) => answers,
             // A route the server named but does not answer (a replica behind the same address
             // without it): one by one instead.
             Err(e) if e.is_not_found() => {
                 tracing::debug!(memory_store_id = %store, "the memory batch was not found; uploading one by one: {e}");
-                for (i, ready) in batch {
-                    outcomes[i] = Some(self.send_one(&uploads[i], ready).await);
+                for ((i, sha), write) in sent.into_iter().zip(&mut body.writes) {
+                    outcomes[i] = Some(self.send_one(&uploads[i], Ready { sha, text: content_of(write) }).await);
                 }
                 return;
             }
             Err(e) => {
                 let reason = e.to_string();
-                for (i, ready) in batch {
-                    outcomes[i] = Some(UploadOutcome::Failed { sent: Some(ready.sha), reason: reason.clone() });
+                for (i, sha) in sent {
+                    outcomes[i] = Some(UploadOutcome::Failed { sent: Some(sha), reason: reason.clone() });
                 }
                 return;
             }
         };
-        for ((i, ready), answer) in batch.into_iter().zip(answers) {
+        for (((i, sha), write), answer) in sent.into_iter().zip(&mut body.writes).zip(answers) {
             let u = &uploads[i];
             outcomes[i] = Some(match answer {
                 // Deleted remotely since the listing: create it again, as one by one would.
                 Err(e) if u.existing.is_some() && e.is_not_found() => {
+                    let ready = Ready { sha, text: content_of(write) };
                     self.send_one(&Upload { existing: None, ..u.clone() }, ready).await
                 }
-                answer => outcome_of(answer, u.existing.is_some(), ready.sha),
+                answer => outcome_of(answer, u.existing.is_some(), sha),
             });
         }
     }
