@@ -541,13 +541,26 @@ async fn a_mount_downloads_through_the_memory_stream_in_one_request() {
     assert_eq!(env.client.offers_memory_stream(), Some(true), "learnt from the answers so far");
     let mut engine = downloads_everything(&env, &many).await;
     assert_eq!(env.seen.counts(), (1, 0), "one stream, no page with content");
-    // The engine then syncs as ever: nothing to do, and a remote change is pulled.
+    // The engine then syncs as ever: nothing to do, and the stream's snapshot stands for the
+    // first listing (the server confirms it with a 304 instead of listing 230 memories again)…
     let first = engine.sync(false).await.unwrap();
-    assert!(!first.changed(), "{first:?}");
+    assert!(!first.changed() && !first.listed, "{first:?}");
+    // …and a remote change is pulled.
     env.remote_update("/d0/m000.md", "changed").await;
     let pulled = engine.sync(false).await.unwrap();
-    assert_eq!(pulled.pulled, 1, "{pulled:?}");
+    assert!(pulled.listed && pulled.pulled == 1, "{pulled:?}");
     assert_eq!(read(&env.root(), "d0/m000.md").as_deref(), Some("changed"));
+    engine.dispose().await;
+
+    // A change landing between the download and the first sync makes the snapshot stale: the
+    // first sync lists afresh and pulls it, and deletes what was deleted meanwhile.
+    let mut engine = env.mount(StoreConfig { delete_window: Duration::ZERO, ..env.cfg() }).await;
+    env.remote_update("/d1/m001.md", "meanwhile").await;
+    env.remote_delete("/d2/m002.md").await;
+    let first = engine.sync(false).await.unwrap();
+    assert!(first.listed && first.pulled == 1, "{first:?}");
+    assert_eq!(read(&env.root(), "d1/m001.md").as_deref(), Some("meanwhile"));
+    assert_eq!(read(&env.root(), "d2/m002.md"), None);
     engine.dispose().await;
 }
 

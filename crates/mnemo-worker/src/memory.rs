@@ -10,7 +10,8 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
@@ -26,6 +27,12 @@ use crate::{WorkerError, host_path};
 
 /// How many stores sync at the same time.
 const SYNC_CONCURRENCY: usize = 2;
+
+/// How many stores download at the same time. Each download holds a connection whose read
+/// buffer grows to hyper's maximum (about 400 KB) and a few hundred memories in flight; on a
+/// sandbox host the download is bound by the filesystem's file creation, which more downloads
+/// at once do not speed up (measured in `docs/BENCHMARKS.md`).
+const MOUNT_CONCURRENCY: usize = 4;
 
 /// Where one attached store lands and how it may be used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +105,9 @@ fn write_record(state_dir: &Path, record: &SessionRecord) -> std::io::Result<()>
     atomic_write(&path, &serde_json::to_vec(record).expect("a record serialises"))
 }
 
+/// A store's engine just mounted or resumed, with its live sync if that is on.
+type MountedSync = (StoreSync, Option<Live>);
+
 struct Mounted {
     sync: StoreSync,
     read_only: bool,
@@ -156,33 +166,41 @@ impl Memory {
             lock_read_only: opts.sandbox == Sandbox::Permissions,
             record: record_path(&opts.state_dir, session_id),
         };
-        // Stores download concurrently (the reference goes one by one); every one must land.
-        let downloads = mounts.iter().map(|m| {
-            let mut cfg = StoreConfig::new(m.store_id.clone(), &m.root);
-            cfg.read_only = m.read_only;
-            cfg.deletions = opts.deletions;
-            let ours = previous.as_ref().is_some_and(|r| r.stores.contains(m));
-            async move {
-                if ours && std::fs::symlink_metadata(&m.root).is_ok() {
-                    let mut sync = resume(client, cfg, m).await?;
-                    // The feed starts after the resuming sync: its opening asks for one more.
-                    let live = opts.live.then(|| sync.live());
-                    Ok((sync, live))
-                } else {
-                    // Subscribed before the download, so nothing committed meanwhile is missed.
-                    let mut live =
-                        if opts.live { Some(Live::subscribe(client, m.store_id.clone()).await) } else { None };
-                    let mut sync = StoreSync::mount_retrying(client.clone(), cfg).await.map_err(WorkerError::from)?;
-                    if let Some(live) = &mut live {
-                        sync.attach_live(live);
+        // Stores download a few at a time (the reference goes one by one); every one must land.
+        // Boxed and collected: a stream over the borrowing closure is not provably `Send` for
+        // every lifetime, which the spawned worker needs.
+        let downloads: Vec<BoxFuture<'_, Result<MountedSync, WorkerError>>> = mounts
+            .iter()
+            .map(|m| {
+                let mut cfg = StoreConfig::new(m.store_id.clone(), &m.root);
+                cfg.read_only = m.read_only;
+                cfg.deletions = opts.deletions;
+                let ours = previous.as_ref().is_some_and(|r| r.stores.contains(m));
+                async move {
+                    if ours && std::fs::symlink_metadata(&m.root).is_ok() {
+                        let mut sync = resume(client, cfg, m).await?;
+                        // The feed starts after the resuming sync: its opening asks for one more.
+                        let live = opts.live.then(|| sync.live());
+                        Ok((sync, live))
+                    } else {
+                        // Subscribed before the download, so nothing committed meanwhile is missed.
+                        let mut live =
+                            if opts.live { Some(Live::subscribe(client, m.store_id.clone()).await) } else { None };
+                        let mut sync =
+                            StoreSync::mount_retrying(client.clone(), cfg).await.map_err(WorkerError::from)?;
+                        if let Some(live) = &mut live {
+                            sync.attach_live(live);
+                        }
+                        Ok((sync, live))
                     }
-                    Ok((sync, live))
                 }
-            }
-        });
+                .boxed()
+            })
+            .collect();
         let started = Instant::now();
         let mut failure = None;
-        for (m, mounted) in mounts.iter().zip(join_all(downloads).await) {
+        let mounted: Vec<_> = stream::iter(downloads).buffered(MOUNT_CONCURRENCY).collect().await;
+        for (m, mounted) in mounts.iter().zip(mounted) {
             match mounted {
                 Ok((sync, live)) => {
                     let real_root = std::fs::canonicalize(sync.root()).unwrap_or_else(|_| sync.root().to_path_buf());

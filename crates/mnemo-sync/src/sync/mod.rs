@@ -490,13 +490,23 @@ impl StoreSync {
         let files = Arc::clone(&self.files);
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
+        self.remote_cache = None;
         let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
         let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, String)>>> = None;
         let mut written = 0;
+        // What a content-free listing of the downloaded snapshot would hold: with the stream's
+        // tag it answers the first sync's (conditional) listing, which used to fetch and parse
+        // every memory again right after the download.
+        let mut listed = RemoteMap::new();
         loop {
             let Some(memories) = source.next(&self.client, &self.cfg.store_id).await? else { break };
             let batch: Vec<(RelPath, Memory)> =
                 memories.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect();
+            listed.extend(
+                batch.iter().map(|(rel, m)| {
+                    (rel.clone(), Remote { id: m.id.clone(), content_sha256: m.content_sha256.clone() })
+                }),
+            );
             if let Some(previous) = writing.take() {
                 let done = previous.await.map_err(|e| SyncError::Task(e.to_string()))?;
                 written += done.len();
@@ -530,6 +540,9 @@ impl StoreSync {
             written += done.len();
             self.state.baseline.extend(done);
             self.progress(written);
+        }
+        if let Some(tag) = source.snapshot_tag() {
+            self.remote_cache = Some((tag.to_owned(), Arc::new(listed)));
         }
         // One flush for every file written, before any journal records them as synced: a power
         // cut can never leave a baseline entry pointing at a torn file.
@@ -690,6 +703,15 @@ impl Download {
                 tracing::warn!(memory_store_id = %store, "the memory stream was refused; listing pages: {e}");
                 Ok(pages())
             }
+        }
+    }
+
+    /// The listing tag of the snapshot downloaded, once it is complete (the stream's; pages
+    /// carry none that covers them all).
+    fn snapshot_tag(&self) -> Option<&str> {
+        match self {
+            Self::Stream(stream) => stream.snapshot_tag(),
+            Self::Pages(_) => None,
         }
     }
 
