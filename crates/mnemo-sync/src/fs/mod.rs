@@ -20,6 +20,7 @@
 //! worker's records).
 
 mod atomic;
+mod digest;
 mod path;
 mod store;
 mod sys;
@@ -31,6 +32,7 @@ mod tests;
 use std::path::PathBuf;
 
 pub use atomic::{atomic_write, atomic_write_with};
+pub use digest::Digest;
 pub use path::RelPath;
 pub use store::FileStore;
 
@@ -58,8 +60,8 @@ pub enum Durability {
 /// One regular file found by a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalFile {
-    /// Lowercase hex SHA-256 of the file's bytes.
-    pub sha256: String,
+    /// SHA-256 of the file's bytes.
+    pub sha256: Digest,
     /// The number of bytes that were hashed.
     pub size: u64,
 }

@@ -11,7 +11,7 @@ use rustix::fs::{AtFlags, CWD, FileType};
 use rustix::io::Errno;
 
 use super::sys::{self, StatKey, io_err};
-use super::{Durability, FsError, LocalFile, MARKER_NAME, MarkerState, RelPath, marker_text, walk};
+use super::{Digest, Durability, FsError, LocalFile, MARKER_NAME, MarkerState, RelPath, marker_text, walk};
 
 /// Files changed this recently are re-hashed on every scan: on filesystems with coarse
 /// timestamps a second edit within the same tick leaves the stat unchanged.
@@ -21,7 +21,7 @@ const SETTLE_NS: i128 = 2_000_000_000;
 #[derive(Debug, Clone)]
 struct CacheEntry {
     key: StatKey,
-    sha256: String,
+    sha256: Digest,
 }
 
 /// One memory store's folder on disk, confined to its root.
@@ -114,7 +114,7 @@ impl FileStore {
             if let Some(entry) = cache.get(&rel).filter(|e| e.key == key && settled(key, now)) {
                 #[cfg(test)]
                 self.cache_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let file = LocalFile { sha256: entry.sha256.clone(), size: key.size };
+                let file = LocalFile { sha256: entry.sha256, size: key.size };
                 next.insert(rel.clone(), entry.clone());
                 out.insert(rel, file);
                 return Ok(());
@@ -131,7 +131,7 @@ impl FileStore {
             // Only a hash of a file that stood still while read, and had already settled, can be
             // trusted later on the strength of its stat alone.
             if key == StatKey::of(&after) && settled(key, now) {
-                let entry = CacheEntry { key, sha256: sha256.clone() };
+                let entry = CacheEntry { key, sha256 };
                 next.insert(rel.clone(), entry);
             }
             out.insert(rel, LocalFile { sha256, size });
@@ -144,7 +144,7 @@ impl FileStore {
     /// The hash of one file right now, always re-read; `Ok(None)` if it (or a folder on its way)
     /// does not exist. A symlink, FIFO or directory at the path, or a symlink or file in place of
     /// one of its folders, is [`FsError::NotRegular`].
-    pub fn hash_now(&self, rel: &RelPath) -> Result<Option<String>, FsError> {
+    pub fn hash_now(&self, rel: &RelPath) -> Result<Option<Digest>, FsError> {
         let Some(parent) = sys::open_parent(sys::open_root(&self.root)?, rel, false)? else {
             return Ok(None);
         };
@@ -199,7 +199,7 @@ impl FileStore {
     ///
     /// The re-check happens after the new content is on disk in a temp file, so the window in
     /// which a concurrent edit can be overwritten is as short as the hash of the current file.
-    pub fn write_if_unchanged(&self, rel: &RelPath, expected: Option<&str>, bytes: &[u8]) -> Result<bool, FsError> {
+    pub fn write_if_unchanged(&self, rel: &RelPath, expected: Option<Digest>, bytes: &[u8]) -> Result<bool, FsError> {
         self.check_writable(rel, bytes)?;
         let existing = sys::open_parent(sys::open_root(&self.root)?, rel, false)?;
         let parent = match existing {
@@ -210,13 +210,13 @@ impl FileStore {
         };
         let dir = parent.as_fd();
         sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, Durability::Durable, || {
-            Ok(current_hash(dir, rel)?.as_deref() == expected)
+            Ok(current_hash(dir, rel)? == expected)
         })
     }
 
     /// Removes the file, but only if its hash right now equals `expected`. `Ok(true)` if it was
     /// removed or is already gone, `Ok(false)` if it changed and was left alone.
-    pub fn remove_if_unchanged(&self, rel: &RelPath, expected: &str) -> Result<bool, FsError> {
+    pub fn remove_if_unchanged(&self, rel: &RelPath, expected: Digest) -> Result<bool, FsError> {
         check_not_reserved(rel)?;
         let Some(parent) = sys::open_parent(sys::open_root(&self.root)?, rel, false)? else {
             return Ok(true);
@@ -265,7 +265,7 @@ impl FileStore {
                 return MarkerState::Mismatch;
             }
         };
-        let want = mnemo_api::content_sha256(marker_text(store_id).as_bytes());
+        let want = Digest::of(marker_text(store_id).as_bytes());
         let found = sys::open_regular(root.as_fd(), MARKER_NAME, MARKER_NAME)
             .and_then(|opened| opened.map(|(mut f, _)| hash(&mut f, MARKER_NAME)).transpose());
         match found {
@@ -336,8 +336,8 @@ impl FileStore {
 
     /// Overwrites the cached hash of `rel`, so a test can tell a cached answer from a re-read.
     #[cfg(test)]
-    pub(super) fn poison_cache(&self, rel: &RelPath, sha256: &str) -> bool {
-        self.lock_cache().get_mut(rel).map(|e| e.sha256 = sha256.to_owned()).is_some()
+    pub(super) fn poison_cache(&self, rel: &RelPath, sha256: Digest) -> bool {
+        self.lock_cache().get_mut(rel).map(|e| e.sha256 = sha256).is_some()
     }
 }
 
@@ -356,13 +356,13 @@ fn check_not_reserved(rel: &RelPath) -> Result<(), FsError> {
 }
 
 /// The hash of the file `rel` in its already-open parent folder, or `None` if it is absent.
-fn current_hash(parent: BorrowedFd<'_>, rel: &RelPath) -> Result<Option<String>, FsError> {
+fn current_hash(parent: BorrowedFd<'_>, rel: &RelPath) -> Result<Option<Digest>, FsError> {
     sys::open_regular(parent, rel.file_name(), rel.as_str())?
         .map(|(mut file, _)| hash(&mut file, rel.as_str()))
         .transpose()
 }
 
-fn hash(file: &mut File, shown: &str) -> Result<String, FsError> {
+fn hash(file: &mut File, shown: &str) -> Result<Digest, FsError> {
     sys::hash_stream(file, shown).map(|(sha, _)| sha)
 }
 

@@ -12,7 +12,9 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
+
+use super::Digest;
 
 use super::{Durability, FsError, RelPath};
 
@@ -171,9 +173,9 @@ pub(super) fn read_all(mut file: File, size_hint: u64, shown: &str) -> Result<Ve
     Ok(buf)
 }
 
-/// Hashes an opened file as it streams, without holding it in memory; returns the lowercase hex
-/// SHA-256 and the number of bytes hashed.
-pub(super) fn hash_stream(file: &mut File, shown: &str) -> Result<(String, u64), FsError> {
+/// Hashes an opened file as it streams, without holding it in memory; returns the SHA-256 and
+/// the number of bytes hashed.
+pub(super) fn hash_stream(file: &mut File, shown: &str) -> Result<(Digest, u64), FsError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
@@ -189,7 +191,7 @@ pub(super) fn hash_stream(file: &mut File, shown: &str) -> Result<(String, u64),
         hasher.update(&buf[..n]);
         total += n as u64;
     }
-    Ok((hex::encode(hasher.finalize()), total))
+    Ok((Digest::from(hasher), total))
 }
 
 /// Removes a half-written temp file unless the write got as far as renaming it.

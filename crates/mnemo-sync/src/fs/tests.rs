@@ -11,6 +11,9 @@ use tempfile::TempDir;
 
 use super::*;
 
+/// A digest no file here hashes to: planted in the cache to tell a cached answer from a re-read.
+const CACHED: Digest = Digest::from_bytes([0xca; 32]);
+
 /// A temp dir holding a `store` root (created) and an `outside` folder with a `secret.txt` that
 /// nothing may read or change through the store.
 struct Fixture {
@@ -46,8 +49,8 @@ fn rel(s: &str) -> RelPath {
     RelPath::parse(s).unwrap()
 }
 
-fn sha(bytes: &[u8]) -> String {
-    mnemo_api::content_sha256(bytes)
+fn sha(bytes: &[u8]) -> Digest {
+    Digest::of(bytes)
 }
 
 fn mode(path: &Path) -> u32 {
@@ -115,7 +118,7 @@ fn failed_writes_leave_the_old_content_and_no_temp_file() {
     f.store.write(&rel("x.md"), b"old").unwrap();
 
     // The re-check fails after the temp file is written: it must be removed again.
-    let wrote = f.store.write_if_unchanged(&rel("x.md"), Some(&sha(b"other")), b"new").unwrap();
+    let wrote = f.store.write_if_unchanged(&rel("x.md"), Some(sha(b"other")), b"new").unwrap();
     assert!(!wrote);
     // Refused content never reaches the disk.
     let err = f.store.write(&rel("x.md"), b"\xff\xfe").unwrap_err();
@@ -199,7 +202,7 @@ fn symlinked_files_are_skipped_refused_and_never_written_through() {
     // The checked operations refuse to act on a symlink at all.
     let err = f.store.write_if_unchanged(&rel("link2.md"), None, b"x").unwrap_err();
     assert!(matches!(err, FsError::NotRegular(_)), "{err}");
-    let err = f.store.remove_if_unchanged(&rel("link2.md"), &sha(b"secret")).unwrap_err();
+    let err = f.store.remove_if_unchanged(&rel("link2.md"), sha(b"secret")).unwrap_err();
     assert!(matches!(err, FsError::NotRegular(_)), "{err}");
     assert!(std::fs::symlink_metadata(f.root.join("link2.md")).unwrap().is_symlink());
     f.assert_outside_untouched();
@@ -220,7 +223,7 @@ fn a_folder_swapped_for_a_symlink_is_never_entered() {
         f.store.write(&rel("sub/new.md"), b"pwned"),
         f.store.write(&rel("sub/deeper/new.md"), b"pwned"),
         f.store.write_if_unchanged(&rel("sub/new.md"), None, b"pwned").map(|_| ()),
-        f.store.remove_if_unchanged(&rel("sub/secret.txt"), &sha(b"secret")).map(|_| ()),
+        f.store.remove_if_unchanged(&rel("sub/secret.txt"), sha(b"secret")).map(|_| ()),
     ] {
         let err = op.unwrap_err();
         assert!(matches!(err, FsError::NotRegular(_)), "{err}");
@@ -326,7 +329,7 @@ fn scan_hides_the_root_marker_and_temp_files_only() {
         let err = f.store.write(&rel(path), b"x").unwrap_err();
         assert!(matches!(err, FsError::InvalidPath { .. }), "{err}");
     }
-    let err = f.store.remove_if_unchanged(&rel(MARKER_NAME), &sha(marker_text("memstore_1").as_bytes())).unwrap_err();
+    let err = f.store.remove_if_unchanged(&rel(MARKER_NAME), sha(marker_text("memstore_1").as_bytes())).unwrap_err();
     assert!(err.to_string().contains("reserved marker"), "{err}");
     assert_eq!(f.store.check_marker("memstore_1"), MarkerState::Matches);
 }
@@ -348,8 +351,8 @@ fn settled_files_are_served_from_the_stat_cache() {
     assert_eq!(f.store.cache_hits(), 1);
 
     // Proof that the hash comes from the cache and not from re-reading the file.
-    assert!(f.store.poison_cache(&rel("old.md"), "cached"));
-    assert_eq!(f.store.scan().unwrap()[&rel("old.md")].sha256, "cached");
+    assert!(f.store.poison_cache(&rel("old.md"), CACHED));
+    assert_eq!(f.store.scan().unwrap()[&rel("old.md")].sha256, CACHED);
     assert_eq!(f.store.cache_hits(), 2);
 
     // Rewritten in place with the same size and the old mtime put back: the ctime moved, so the
@@ -359,7 +362,7 @@ fn settled_files_are_served_from_the_stat_cache() {
     assert_eq!(f.store.scan().unwrap()[&rel("old.md")].sha256, sha(b"bbbb"));
     assert_eq!(f.store.cache_hits(), 2);
     // `hash_now` never trusts the cache.
-    assert!(!f.store.poison_cache(&rel("old.md"), "cached"));
+    assert!(!f.store.poison_cache(&rel("old.md"), CACHED));
     assert_eq!(f.store.hash_now(&rel("old.md")).unwrap(), Some(sha(b"bbbb")));
 }
 
@@ -371,7 +374,7 @@ fn recently_modified_files_are_rehashed_every_scan() {
         assert_eq!(f.store.scan().unwrap()[&rel("fresh.md")].sha256, sha(b"one"));
     }
     assert_eq!(f.store.cache_hits(), 0);
-    assert!(!f.store.poison_cache(&rel("fresh.md"), "cached"), "a file inside the 2 s window is not even cached");
+    assert!(!f.store.poison_cache(&rel("fresh.md"), CACHED), "a file inside the 2 s window is not even cached");
     // A future mtime (a skewed clock, or an agent's `touch`) never counts as settled either.
     set_mtime(&f.root.join("fresh.md"), SystemTime::now() + Duration::from_secs(3600));
     f.store.scan().unwrap();
@@ -383,13 +386,13 @@ fn recently_modified_files_are_rehashed_every_scan() {
 fn checked_write_refuses_when_the_file_changed() {
     let f = Fixture::new();
     let p = rel("n/a.md");
-    assert!(!f.store.write_if_unchanged(&p, Some(&sha(b"v1")), b"v2").unwrap());
+    assert!(!f.store.write_if_unchanged(&p, Some(sha(b"v1")), b"v2").unwrap());
     assert!(!f.root.join("n").exists(), "no folder for a file that is not there");
 
     assert!(f.store.write_if_unchanged(&p, None, b"v1").unwrap());
     assert!(!f.store.write_if_unchanged(&p, None, b"other").unwrap());
-    assert!(f.store.write_if_unchanged(&p, Some(&sha(b"v1")), b"v2").unwrap());
-    assert!(!f.store.write_if_unchanged(&p, Some(&sha(b"v1")), b"v3").unwrap());
+    assert!(f.store.write_if_unchanged(&p, Some(sha(b"v1")), b"v2").unwrap());
+    assert!(!f.store.write_if_unchanged(&p, Some(sha(b"v1")), b"v3").unwrap());
     assert_eq!(f.store.read(&p).unwrap(), b"v2");
     assert_eq!(names(&f.root.join("n")), ["a.md"]);
 }
@@ -398,14 +401,14 @@ fn checked_write_refuses_when_the_file_changed() {
 fn checked_remove_refuses_when_the_file_changed() {
     let f = Fixture::new();
     let p = rel("n/a.md");
-    assert!(f.store.remove_if_unchanged(&p, &sha(b"v1")).unwrap(), "already gone");
+    assert!(f.store.remove_if_unchanged(&p, sha(b"v1")).unwrap(), "already gone");
     f.store.write(&p, b"v2").unwrap();
-    assert!(!f.store.remove_if_unchanged(&p, &sha(b"v1")).unwrap());
+    assert!(!f.store.remove_if_unchanged(&p, sha(b"v1")).unwrap());
     assert_eq!(f.store.read(&p).unwrap(), b"v2");
-    assert!(f.store.remove_if_unchanged(&p, &sha(b"v2")).unwrap());
+    assert!(f.store.remove_if_unchanged(&p, sha(b"v2")).unwrap());
     assert!(!f.root.join("n/a.md").exists());
     assert_eq!(f.store.hash_now(&p).unwrap(), None);
-    assert!(f.store.remove_if_unchanged(&p, &sha(b"v2")).unwrap());
+    assert!(f.store.remove_if_unchanged(&p, sha(b"v2")).unwrap());
 }
 
 #[test]
@@ -461,7 +464,7 @@ fn prune_removes_empty_folders_but_never_the_root() {
     assert_eq!(names(&f.root), ["keep", "link"]);
     assert!(empty_outside.is_dir());
 
-    assert!(f.store.remove_if_unchanged(&rel("keep/d.md"), &sha(b"d")).unwrap());
+    assert!(f.store.remove_if_unchanged(&rel("keep/d.md"), sha(b"d")).unwrap());
     std::fs::remove_file(f.root.join("link")).unwrap();
     f.store.prune_empty_dirs();
     assert!(f.root.is_dir());

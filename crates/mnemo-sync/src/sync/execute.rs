@@ -13,7 +13,7 @@ use mnemo_api::{MemoryStoreId, View};
 use super::run::{Plan, Pull, Push, SyncReport};
 use super::upload::{Upload, UploadOutcome};
 use super::{DeletionMode, FETCH_CONCURRENCY, Remote, RemoteMap, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking};
-use crate::fs::{FsError, MarkerState, RelPath};
+use crate::fs::{Digest, FsError, MarkerState, RelPath};
 
 /// The per-sync allowance of remote deletions.
 struct DeleteCap {
@@ -37,10 +37,9 @@ impl StoreSync {
         for removal in std::mem::take(&mut plan.removals) {
             let mut next = Some(removal);
             while let Some(removal) = next.take() {
-                let (files, path, expect) =
-                    (Arc::clone(&self.files), removal.rel.clone(), removal.expect_local.clone());
-                let removed = blocking(move || -> Result<Option<Option<String>>, crate::fs::FsError> {
-                    if files.remove_if_unchanged(&path, &expect)? {
+                let (files, path, expect) = (Arc::clone(&self.files), removal.rel.clone(), removal.expect_local);
+                let removed = blocking(move || -> Result<Option<Option<Digest>>, crate::fs::FsError> {
+                    if files.remove_if_unchanged(&path, expect)? {
                         Ok(None)
                     } else {
                         // Edited since the scan: decide again with the fresh digest.
@@ -52,7 +51,7 @@ impl StoreSync {
                 match removed {
                     Ok(None) => report.removed_locally += 1,
                     Ok(Some(Some(fresh))) => {
-                        next = self.plan_path(plan, rel, remote.get(rel), Some(&fresh), report);
+                        next = self.plan_path(plan, rel, remote.get(rel), Some(fresh), report);
                         self.forget_void_pending(plan);
                     }
                     Ok(Some(None)) => {}
@@ -73,7 +72,7 @@ impl StoreSync {
         &mut self,
         pushes: Vec<Push>,
         final_sync: bool,
-        next: &mut BTreeMap<RelPath, String>,
+        next: &mut BTreeMap<RelPath, Digest>,
         report: &mut SyncReport,
     ) {
         let left = (self.state.baseline.len() / 4).clamp(8, 50);
@@ -86,7 +85,7 @@ impl StoreSync {
                 Push::Upload(upload) => uploads.push(upload),
                 Push::Delete { rel, base, memory } => {
                     self.send_uploads(std::mem::take(&mut uploads), next, report).await;
-                    if self.corroborated_delete(&rel, &base, &memory, final_sync, &mut cap).await {
+                    if self.corroborated_delete(&rel, base, &memory, final_sync, &mut cap).await {
                         next.remove(&rel);
                         report.deleted_remotely += 1;
                     }
@@ -113,7 +112,7 @@ impl StoreSync {
         let store = &self.cfg.store_id;
         let files = &self.files;
         let root = &self.cfg.root;
-        let results: Vec<(RelPath, Option<String>)> = stream::iter(pulls)
+        let results: Vec<(RelPath, Option<Digest>)> = stream::iter(pulls)
             .map(|pull| async move {
                 let fetched = match client.get_memory(store, &pull.memory.id, Some(View::Full)).await {
                     Ok(m) => m,
@@ -123,11 +122,12 @@ impl StoreSync {
                         return (pull.rel, None);
                     }
                 };
+                let Some(digest) = super::server_digest(&fetched) else { return (pull.rel, None) };
                 let (files, rel) = (Arc::clone(files), pull.rel.clone());
                 let content = fetched.content.unwrap_or_default();
-                let written = blocking(move || files.write_if_unchanged(&rel, pull.expect_local.as_deref(), content.as_bytes())).await;
+                let written = blocking(move || files.write_if_unchanged(&rel, pull.expect_local, content.as_bytes())).await;
                 match written {
-                    Ok(Ok(true)) => (pull.rel, Some(fetched.content_sha256)),
+                    Ok(Ok(true)) => (pull.rel, Some(digest)),
                     Ok(Ok(false)) => {
                         tracing::debug!(path = %pull.rel, memory_store_id = %store, "file changed during the sync; pulling it next time");
                         (pull.rel, None)
@@ -157,7 +157,7 @@ impl StoreSync {
     async fn corroborated_delete(
         &mut self,
         rel: &RelPath,
-        base: &str,
+        base: Digest,
         memory: &Remote,
         final_sync: bool,
         cap: &mut DeleteCap,
@@ -193,7 +193,7 @@ impl StoreSync {
             super::metrics::deletions("log_only", 1);
             return false;
         }
-        match self.client.delete_memory(&store, &memory.id, Some(base)).await {
+        match self.client.delete_memory(&store, &memory.id, Some(&base.to_hex())).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) if matches!(e.status(), Some(409 | 412)) => {
@@ -216,7 +216,7 @@ impl StoreSync {
     async fn send_uploads(
         &mut self,
         uploads: Vec<Upload>,
-        next: &mut BTreeMap<RelPath, String>,
+        next: &mut BTreeMap<RelPath, Digest>,
         report: &mut SyncReport,
     ) {
         if uploads.is_empty() {

@@ -43,7 +43,7 @@ impl StoreSync {
                     self.state.baseline.get(*rel) != Some(&f.sha256) || self.state.unsettled.contains_key(*rel);
                 changed && self.state.refused.get(*rel) != Some(&f.sha256)
             })
-            .map(|(rel, f)| (rel.clone(), f.sha256.clone()))
+            .map(|(rel, f)| (rel.clone(), f.sha256))
             .collect();
         if dirty.is_empty() {
             return Ok(report);
@@ -52,24 +52,20 @@ impl StoreSync {
         self.settle(&remote);
         let mut uploads = Vec::new();
         for (rel, sha) in dirty {
-            let base = self.state.baseline.get(&rel);
-            if base == Some(&sha) {
+            let base = self.state.baseline.get(&rel).copied();
+            if base == Some(sha) {
                 continue;
             }
             match remote.get(&rel) {
                 Some(m) if m.content_sha256 == sha => {
                     self.state.baseline.insert(rel, sha);
                 }
-                Some(m) if Some(&m.content_sha256) != base => {
+                Some(m) if Some(m.content_sha256) != base => {
                     tracing::warn!(path = %rel, memory_store_id = %self.cfg.store_id, "memory changed both locally and remotely; the flush leaves the remote version");
                     report.conflicts += 1;
                 }
-                Some(m) => uploads.push(Upload {
-                    rel,
-                    existing: Some((m.clone(), m.content_sha256.clone())),
-                    fallback: base.cloned(),
-                }),
-                None => uploads.push(Upload { rel, existing: None, fallback: base.cloned() }),
+                Some(m) => uploads.push(Upload { rel, existing: Some((m.clone(), m.content_sha256)), fallback: base }),
+                None => uploads.push(Upload { rel, existing: None, fallback: base }),
             }
         }
         let mut next = self.state.baseline.clone();

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use super::State;
-use crate::fs::{Durability, RelPath, atomic_write_with};
+use crate::fs::{Digest, Durability, RelPath, atomic_write_with};
 
 const FORMAT: u32 = 1;
 
@@ -101,14 +101,15 @@ pub fn journal_path(root: &Path) -> PathBuf {
 }
 
 /// The paths and digests of one map, or why the journal cannot be trusted.
-fn rel_map<C: FromIterator<(RelPath, String)>>(what: &str, map: BTreeMap<String, String>) -> Result<C, String> {
+fn rel_map<C: FromIterator<(RelPath, Digest)>>(what: &str, map: BTreeMap<String, String>) -> Result<C, String> {
     map.into_iter()
         .map(|(k, v)| {
             let rel = RelPath::parse(&k).map_err(|e| format!("its {what} names a path outside the folder ({e})"))?;
-            if v.len() != 64 || !v.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-                return Err(format!("its {what} holds a digest that is not a SHA-256 for `{k}`"));
-            }
-            Ok((rel, v))
+            // The journal writes lowercase hex only: anything else is not ours.
+            let digest = v.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')).then(|| Digest::parse_hex(&v));
+            let digest =
+                digest.flatten().ok_or_else(|| format!("its {what} holds a digest that is not a SHA-256 for `{k}`"))?;
+            Ok((rel, digest))
         })
         .collect()
 }
@@ -144,9 +145,9 @@ fn encode(root: &Path, store_id: &str, state: &State) -> std::io::Result<Vec<u8>
         format: FORMAT,
         memory_store_id: store_id.to_owned(),
         root: root.to_owned(),
-        baseline: state.baseline.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-        unsettled: state.unsettled.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-        refused: state.refused.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        baseline: state.baseline.iter().map(|(k, v)| (k.to_string(), v.to_hex())).collect(),
+        unsettled: state.unsettled.iter().map(|(k, v)| (k.to_string(), v.to_hex())).collect(),
+        refused: state.refused.iter().map(|(k, v)| (k.to_string(), v.to_hex())).collect(),
         pending_deletes: state
             .pending_deletes
             .iter()
@@ -246,13 +247,17 @@ mod tests {
         hex::encode([n; 32])
     }
 
+    fn digest(n: u8) -> Digest {
+        Digest::from_bytes([n; 32])
+    }
+
     fn state() -> State {
         let rel = |s: &str| RelPath::parse(s).unwrap();
         let mut s = State::default();
-        s.baseline.insert(rel("a.md"), sha(1));
-        s.baseline.insert(rel("notes/b.md"), sha(2));
-        s.unsettled.insert(rel("c.md"), sha(3));
-        s.refused.insert(rel("big.md"), sha(4));
+        s.baseline.insert(rel("a.md"), digest(1));
+        s.baseline.insert(rel("notes/b.md"), digest(2));
+        s.unsettled.insert(rel("c.md"), digest(3));
+        s.refused.insert(rel("big.md"), digest(4));
         s.pending_deletes.insert(rel("gone.md"), Instant::now());
         s
     }

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::run::{Plan, Push, SyncReport};
 use super::{Remote, RemoteMap, StoreSync, SyncError, blocking};
-use crate::fs::{MARKER_NAME, MarkerState, RelPath};
+use crate::fs::{Digest, MARKER_NAME, MarkerState, RelPath};
 
 /// How long a file must go without further writes before live sync uploads it.
 pub const QUIET: Duration = Duration::from_millis(200);
@@ -371,12 +371,12 @@ impl StoreSync {
             hashed
         })
         .await?;
-        let mut local: BTreeMap<RelPath, Option<String>> = BTreeMap::new();
+        let mut local: BTreeMap<RelPath, Option<Digest>> = BTreeMap::new();
         for (rel, remote, sha) in hashed {
-            let baseline = self.state.baseline.get(&rel);
+            let baseline = self.state.baseline.get(&rel).copied();
             // Only the watcher flagged it: nothing to send unless the file holds new bytes (a
             // change of the store comes with its own event, a deletion waits for a full sync).
-            let unchanged = sha.is_none() || sha.as_ref() == baseline;
+            let unchanged = sha.is_none() || sha == baseline;
             if !remote && (unchanged || self.cfg.read_only) {
                 continue;
             }
@@ -397,7 +397,7 @@ impl StoreSync {
         plan.next = self.state.baseline.clone();
         for (rel, sha) in &local {
             plan.next.remove(rel);
-            if let Some(removal) = self.plan_path(&mut plan, rel, remote.get(rel), sha.as_deref(), &mut report) {
+            if let Some(removal) = self.plan_path(&mut plan, rel, remote.get(rel), *sha, &mut report) {
                 plan.removals.push(removal);
             }
         }
@@ -421,8 +421,9 @@ impl StoreSync {
             for memory in self.client.list_folder(&self.cfg.store_id, &folder).await? {
                 if let Some(rel) = self.local_path(&memory)
                     && wanted.contains(&rel)
+                    && let Some(listed) = Remote::of(&memory)
                 {
-                    remote.insert(rel, Remote::from(memory));
+                    remote.insert(rel, listed);
                 }
             }
         }

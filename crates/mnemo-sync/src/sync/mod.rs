@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
 use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
-use crate::fs::{Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
+use crate::fs::{Digest, Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
 pub use live::{Live, LivePaths, LiveWork, QUIET};
 pub use run::SyncReport;
@@ -62,19 +62,31 @@ pub enum DeletionMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Remote {
     pub(crate) id: MemoryId,
-    pub(crate) content_sha256: String,
+    pub(crate) content_sha256: Digest,
 }
 
-impl From<Memory> for Remote {
-    fn from(m: Memory) -> Self {
-        Self { id: m.id, content_sha256: m.content_sha256 }
+impl Remote {
+    /// The memory as a sync sees it, unless its digest is not a SHA-256 ([`server_digest`]).
+    pub(crate) fn of(m: &Memory) -> Option<Self> {
+        Some(Self { id: m.id.clone(), content_sha256: server_digest(m)? })
     }
 }
 
 impl plan::Listed for Remote {
-    fn content_sha256(&self) -> &str {
-        &self.content_sha256
+    fn content_sha256(&self) -> Digest {
+        self.content_sha256
     }
+}
+
+/// The digest a server gave for `memory`, if it is a SHA-256. A memory whose digest is not
+/// cannot be reconciled, so it is left alone (and logged), like one whose path cannot live in a
+/// folder.
+pub(crate) fn server_digest(memory: &Memory) -> Option<Digest> {
+    let digest = Digest::parse_hex(&memory.content_sha256);
+    if digest.is_none() {
+        tracing::warn!(path = %memory.path, memory_id = %memory.id, "skipping memory: the server's content_sha256 is not a SHA-256");
+    }
+    digest
 }
 
 /// A store's listing by local path.
@@ -171,11 +183,11 @@ pub(crate) const TEARDOWN_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct State {
     /// Per path, the digest both sides agreed on at the last successful sync.
-    pub(crate) baseline: BTreeMap<RelPath, String>,
+    pub(crate) baseline: BTreeMap<RelPath, Digest>,
     /// Digests sent in uploads whose answer never arrived; settled by the next listing.
-    pub(crate) unsettled: HashMap<RelPath, String>,
+    pub(crate) unsettled: HashMap<RelPath, Digest>,
     /// Per path, the local digest the server refused; not retried until the file changes.
-    pub(crate) refused: HashMap<RelPath, String>,
+    pub(crate) refused: HashMap<RelPath, Digest>,
     /// Per path, when the file was first seen missing.
     pub(crate) pending_deletes: HashMap<RelPath, Instant>,
 }
@@ -492,7 +504,7 @@ impl StoreSync {
         blocking(move || files.write_marker(&id)).await??;
         self.remote_cache = None;
         let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
-        let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, String)>>> = None;
+        let mut writing: Option<tokio::task::JoinHandle<Vec<(RelPath, Digest)>>> = None;
         let mut written = 0;
         // What a content-free listing of the downloaded snapshot would hold: with the stream's
         // tag it answers the first sync's (conditional) listing, which used to fetch and parse
@@ -500,13 +512,15 @@ impl StoreSync {
         let mut listed = RemoteMap::new();
         loop {
             let Some(memories) = source.next(&self.client, &self.cfg.store_id).await? else { break };
-            let batch: Vec<(RelPath, Memory)> =
-                memories.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, m))).collect();
-            listed.extend(
-                batch.iter().map(|(rel, m)| {
-                    (rel.clone(), Remote { id: m.id.clone(), content_sha256: m.content_sha256.clone() })
-                }),
-            );
+            let batch: Vec<(RelPath, Digest, Memory)> = memories
+                .into_iter()
+                .filter_map(|m| {
+                    let (rel, remote) = (self.local_path(&m)?, Remote::of(&m)?);
+                    let digest = remote.content_sha256;
+                    listed.insert(rel.clone(), remote);
+                    Some((rel, digest, m))
+                })
+                .collect();
             if let Some(previous) = writing.take() {
                 let done = previous.await.map_err(|e| SyncError::Task(e.to_string()))?;
                 written += done.len();
@@ -517,7 +531,7 @@ impl StoreSync {
             let recovering = self.recovering;
             writing = Some(tokio::task::spawn_blocking(move || {
                 let mut done = Vec::with_capacity(batch.len());
-                for (rel, memory) in batch {
+                for (rel, digest, memory) in batch {
                     let content = memory.content.unwrap_or_default();
                     // A first download fills a folder that did not exist: flushed once below,
                     // before the journal names it. A re-download never overwrites a file that
@@ -528,7 +542,7 @@ impl StoreSync {
                         files.write_deferred(&rel, content.as_bytes())
                     };
                     match written {
-                        Ok(()) => done.push((rel, memory.content_sha256)),
+                        Ok(()) => done.push((rel, digest)),
                         Err(e) => execute::write_failed(&rel, &store, &root, &e),
                     }
                 }
@@ -580,7 +594,7 @@ impl StoreSync {
     }
 
     fn remote_map(&self, all: Vec<Memory>) -> RemoteMap {
-        all.into_iter().filter_map(|m| self.local_path(&m).map(|rel| (rel, Remote::from(m)))).collect()
+        all.into_iter().filter_map(|m| Some((self.local_path(&m)?, Remote::of(&m)?))).collect()
     }
 
     /// The store's memories for a sync: the previous listing again when the server says the

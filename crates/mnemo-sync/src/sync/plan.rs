@@ -10,37 +10,39 @@
 //!
 //! The row numbers refer to the table in `worker-behaviour.md` §6.7.
 
+use crate::fs::Digest;
+
 /// What the rules need of a listed memory: its digest. The engine passes its listing entries,
 /// so a decision hands back the very memory to update, pull or delete; the table test passes
 /// bare digests.
 pub trait Listed {
     /// `content_sha256` of the memory.
-    fn content_sha256(&self) -> &str;
+    fn content_sha256(&self) -> Digest;
 }
 
-impl Listed for str {
-    fn content_sha256(&self) -> &str {
-        self
+impl Listed for Digest {
+    fn content_sha256(&self) -> Digest {
+        *self
     }
 }
 
 /// What the engine knows about one path at the start of a sync. `'r` is the listing's lifetime
-/// (a [`Decision`] may borrow from it), `'s` that of the engine's own state (it may not).
+/// (a [`Decision`] may borrow from it); the digests are copied.
 #[derive(Debug)]
-pub struct PathState<'s, 'r, R: ?Sized = str> {
+pub struct PathState<'r, R: ?Sized = Digest> {
     /// The memory the listing shows at this path.
     pub remote: Option<&'r R>,
     /// SHA-256 of the local file now.
-    pub local: Option<&'s str>,
+    pub local: Option<Digest>,
     /// The digest both sides agreed on at the last successful sync of this path.
-    pub baseline: Option<&'s str>,
+    pub baseline: Option<Digest>,
     /// The store is attached read-only: pull, never push.
     pub read_only: bool,
     /// The local digest the server (or a local check) refused for this path, if any.
-    pub refused: Option<&'s str>,
+    pub refused: Option<Digest>,
 }
 
-impl<R: ?Sized> Default for PathState<'_, '_, R> {
+impl<R: ?Sized> Default for PathState<'_, R> {
     fn default() -> Self {
         Self { remote: None, local: None, baseline: None, read_only: false, refused: None }
     }
@@ -79,7 +81,7 @@ impl Warning {
 
 /// What to do with a path.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Action<'r, R: ?Sized = str> {
+pub enum Action<'r, R: ?Sized = Digest> {
     /// Nothing to send or fetch; the baseline becomes [`Decision::baseline`].
     Keep,
     /// Upload the file as a new memory (`POST …/memories`); the baseline becomes the digest the
@@ -90,29 +92,29 @@ pub enum Action<'r, R: ?Sized = str> {
     Update { memory: &'r R },
     /// Fetch `memory`'s content and write it, after re-checking that the file still holds
     /// `expect_local`; the baseline advances when the write lands.
-    Pull { memory: &'r R, expect_local: Option<String> },
+    Pull { memory: &'r R, expect_local: Option<Digest> },
     /// The server deleted an unchanged memory: remove the file if it still holds this digest
     /// (row 4). If it changed since the scan, decide again with the fresh digest.
-    RemoveLocal { expect_local: String },
+    RemoveLocal { expect_local: Digest },
     /// A local deletion of the unchanged `memory`: a candidate for a remote delete conditional
     /// on `base` (row 7), once corroborated; the baseline stays until the delete lands.
-    DeleteCandidate { memory: &'r R, base: String },
+    DeleteCandidate { memory: &'r R, base: Digest },
 }
 
 /// The outcome for one path.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Decision<'r, R: ?Sized = str> {
+pub struct Decision<'r, R: ?Sized = Digest> {
     pub action: Action<'r, R>,
     /// The baseline to keep unless the action replaces it (see [`Action`]).
-    pub baseline: Option<String>,
+    pub baseline: Option<Digest>,
     pub warning: Option<Warning>,
     /// Forget any pending-delete record for this path.
     pub clear_pending_delete: bool,
 }
 
 impl<'r, R: ?Sized> Decision<'r, R> {
-    fn new(action: Action<'r, R>, baseline: Option<&str>) -> Self {
-        Self { action, baseline: baseline.map(str::to_owned), warning: None, clear_pending_delete: false }
+    fn new(action: Action<'r, R>, baseline: Option<Digest>) -> Self {
+        Self { action, baseline, warning: None, clear_pending_delete: false }
     }
 
     fn warn(mut self, warning: Warning) -> Self {
@@ -127,8 +129,8 @@ impl<'r, R: ?Sized> Decision<'r, R> {
 }
 
 /// Applies the reconciliation table to one path.
-pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'_, 'r, R>) -> Decision<'r, R> {
-    let refused = |sha: &str| s.refused == Some(sha);
+pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'r, R>) -> Decision<'r, R> {
+    let refused = |sha: Digest| s.refused == Some(sha);
     let decision = match (s.remote, s.local, s.baseline) {
         // Row 1: gone on both sides.
         (None, None, _) => Decision::new(Action::Keep, None).clearing(),
@@ -141,9 +143,7 @@ pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'_, 'r, R>) -> Decision<'r, 
             }
         }
         // Row 4: the server deleted a memory the file still holds unchanged.
-        (None, Some(l), Some(b)) if l == b => {
-            Decision::new(Action::RemoveLocal { expect_local: l.to_owned() }, Some(b))
-        }
+        (None, Some(l), Some(b)) if l == b => Decision::new(Action::RemoveLocal { expect_local: l }, Some(b)),
         // Rows 5–6: deleted remotely, edited locally.
         (None, Some(l), Some(_)) => {
             if s.read_only {
@@ -167,7 +167,7 @@ pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'_, 'r, R>) -> Decision<'r, 
                 Decision::new(Action::Keep, Some(b))
             } else {
                 // Row 7.
-                Decision::new(Action::DeleteCandidate { memory, base: b.to_owned() }, Some(b))
+                Decision::new(Action::DeleteCandidate { memory, base: b }, Some(b))
             }
         }
         (Some(memory), Some(l), b) => {
@@ -178,11 +178,10 @@ pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'_, 'r, R>) -> Decision<'r, 
                     Decision::new(Action::Keep, Some(r))
                 } else if Some(l) == b {
                     // Row 12: remote-only change.
-                    Decision::new(Action::Pull { memory, expect_local: Some(l.to_owned()) }, b)
+                    Decision::new(Action::Pull { memory, expect_local: Some(l) }, b)
                 } else {
                     // Row 13: both changed; the store wins (read-only too).
-                    Decision::new(Action::Pull { memory, expect_local: Some(l.to_owned()) }, b)
-                        .warn(Warning::BothChanged)
+                    Decision::new(Action::Pull { memory, expect_local: Some(l) }, b).warn(Warning::BothChanged)
                 }
             } else if l == r {
                 // Row 14: in sync.
@@ -204,37 +203,37 @@ pub fn decide<'r, R: Listed + ?Sized>(s: &PathState<'_, 'r, R>) -> Decision<'r, 
 mod tests {
     use super::*;
 
-    const A: &str = "aaaa";
-    const B: &str = "bbbb";
-    const C: &str = "cccc";
+    const A: &Digest = &Digest::from_bytes([0xaa; 32]);
+    const B: &Digest = &Digest::from_bytes([0xbb; 32]);
+    const C: &Digest = &Digest::from_bytes([0xcc; 32]);
 
     struct Row {
         n: u8,
-        remote: Option<&'static str>,
-        local: Option<&'static str>,
-        baseline: Option<&'static str>,
+        remote: Option<&'static Digest>,
+        local: Option<&'static Digest>,
+        baseline: Option<&'static Digest>,
         read_only: bool,
-        refused: Option<&'static str>,
+        refused: Option<&'static Digest>,
         action: Action<'static>,
-        baseline_after: Option<&'static str>,
+        baseline_after: Option<&'static Digest>,
         warning: Option<Warning>,
     }
 
     impl Row {
         /// The path state the row starts from.
-        fn state(&self) -> PathState<'static, 'static> {
+        fn state(&self) -> PathState<'static> {
             PathState {
                 remote: self.remote,
-                local: self.local,
-                baseline: self.baseline,
+                local: self.local.copied(),
+                baseline: self.baseline.copied(),
                 read_only: self.read_only,
-                refused: self.refused,
+                refused: self.refused.copied(),
             }
         }
     }
 
-    fn pull(memory: &'static str, expect: Option<&str>) -> Action<'static> {
-        Action::Pull { memory, expect_local: expect.map(str::to_owned) }
+    fn pull(memory: &'static Digest, expect: Option<&Digest>) -> Action<'static> {
+        Action::Pull { memory, expect_local: expect.copied() }
     }
 
     /// One row per rule of the table (and the refusal variants of the upload rows).
@@ -257,12 +256,12 @@ mod tests {
             r(2, None, Some(A), None, false, Action::Create, None, None),
             Row { refused: Some(A), ..r(2, None, Some(A), None, false, Action::Keep, None, None) },
             r(3, None, Some(A), None, true, Action::Keep, None, None),
-            r(4, None, Some(A), Some(A), false, Action::RemoveLocal { expect_local: A.into() }, Some(A), None),
-            r(4, None, Some(A), Some(A), true, Action::RemoveLocal { expect_local: A.into() }, Some(A), None),
+            r(4, None, Some(A), Some(A), false, Action::RemoveLocal { expect_local: *A }, Some(A), None),
+            r(4, None, Some(A), Some(A), true, Action::RemoveLocal { expect_local: *A }, Some(A), None),
             r(5, None, Some(B), Some(A), false, Action::Create, None, Some(RecreatingDeletedRemotely)),
             Row { refused: Some(B), ..r(5, None, Some(B), Some(A), false, Action::Keep, None, None) },
             r(6, None, Some(B), Some(A), true, Action::Keep, None, Some(KeepingDeletedRemotelyReadOnly)),
-            r(7, Some(A), None, Some(A), false, Action::DeleteCandidate { memory: A, base: A.into() }, Some(A), None),
+            r(7, Some(A), None, Some(A), false, Action::DeleteCandidate { memory: A, base: *A }, Some(A), None),
             r(8, Some(A), None, Some(A), true, Action::Keep, Some(A), None),
             r(9, Some(B), None, Some(A), false, pull(B, None), Some(A), Some(RestoringDeletedLocally)),
             r(9, Some(B), None, Some(A), true, pull(B, None), Some(A), Some(RestoringDeletedLocally)),
@@ -292,7 +291,7 @@ mod tests {
             let state = row.state();
             let d = decide(&state);
             assert_eq!(d.action, row.action, "row {}: {state:?}", row.n);
-            assert_eq!(d.baseline.as_deref(), row.baseline_after, "row {} baseline: {state:?}", row.n);
+            assert_eq!(d.baseline.as_ref(), row.baseline_after, "row {} baseline: {state:?}", row.n);
             assert_eq!(d.warning, row.warning, "row {} warning: {state:?}", row.n);
         }
     }
@@ -317,7 +316,13 @@ mod tests {
             for local in shas {
                 for baseline in shas {
                     for refused in shas {
-                        let d = decide(&PathState { remote, local, baseline, read_only: true, refused });
+                        let d = decide(&PathState {
+                            remote,
+                            local: local.copied(),
+                            baseline: baseline.copied(),
+                            read_only: true,
+                            refused: refused.copied(),
+                        });
                         assert!(
                             !matches!(
                                 d.action,
@@ -337,8 +342,8 @@ mod tests {
         // After a sync in which both sides agree, deciding again changes nothing.
         for sha in [A, B] {
             let d =
-                decide(&PathState { remote: Some(sha), local: Some(sha), baseline: Some(sha), ..Default::default() });
-            assert_eq!((d.action, d.baseline.as_deref()), (Action::Keep, Some(sha)));
+                decide(&PathState { remote: Some(sha), local: Some(*sha), baseline: Some(*sha), ..Default::default() });
+            assert_eq!((d.action, d.baseline.as_ref()), (Action::Keep, Some(sha)));
         }
     }
 }

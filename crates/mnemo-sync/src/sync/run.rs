@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::plan::{Action, PathState, Warning, decide};
 use super::upload::Upload;
 use super::{LocalMap, Remote, RemoteMap, StoreSync, SyncError, blocking, marker_reason};
-use crate::fs::{LocalFile, MarkerState, RelPath};
+use crate::fs::{Digest, LocalFile, MarkerState, RelPath};
 
 /// What one sync changed, for the one-line summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub(super) enum Push {
     /// A row-7 candidate: deleted only once corroborated.
     Delete {
         rel: RelPath,
-        base: String,
+        base: Digest,
         memory: Remote,
     },
 }
@@ -85,22 +85,22 @@ impl Push {
 pub(super) struct Pull {
     pub(super) rel: RelPath,
     pub(super) memory: Remote,
-    pub(super) expect_local: Option<String>,
+    pub(super) expect_local: Option<Digest>,
 }
 
 /// A file the server deleted, to remove locally if it still holds `expect_local` (row 4).
 pub(super) struct Removal {
     pub(super) rel: RelPath,
-    pub(super) expect_local: String,
+    pub(super) expect_local: Digest,
     /// Kept if the removal fails.
-    pub(super) baseline: Option<String>,
+    pub(super) baseline: Option<Digest>,
 }
 
 /// What one sync will do, path by path, decided before any of it is done.
 #[derive(Default)]
 pub(super) struct Plan {
     /// The baseline of every path whose action keeps one, until an upload or a pull replaces it.
-    pub(super) next: BTreeMap<RelPath, String>,
+    pub(super) next: BTreeMap<RelPath, Digest>,
     /// Uploads and deletion candidates, in path order: they are sent one by one in that order, as
     /// the reference does, so the store's versions come out in the same sequence.
     pub(super) pushes: Vec<Push>,
@@ -115,7 +115,7 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    pub(super) fn keep(&mut self, rel: &RelPath, baseline: Option<String>) {
+    pub(super) fn keep(&mut self, rel: &RelPath, baseline: Option<Digest>) {
         if let Some(b) = baseline {
             self.next.insert(rel.clone(), b);
         }
@@ -123,7 +123,7 @@ impl Plan {
 
     /// Whether carrying the plan out changes nothing: no action, no warning, and every path
     /// keeps the baseline it had.
-    fn changes_nothing(&self, baseline: &BTreeMap<RelPath, String>) -> bool {
+    fn changes_nothing(&self, baseline: &BTreeMap<RelPath, Digest>) -> bool {
         self.pushes.is_empty()
             && self.pulls.is_empty()
             && self.removals.is_empty()
@@ -337,7 +337,7 @@ impl StoreSync {
         let mut plan = Plan::default();
         let paths: BTreeSet<&RelPath> = remote.keys().chain(local.keys()).chain(self.state.baseline.keys()).collect();
         for rel in paths {
-            let local_sha = local.get(rel).map(|f| f.sha256.as_str());
+            let local_sha = local.get(rel).map(|f| f.sha256);
             if let Some(removal) = self.plan_path(&mut plan, rel, remote.get(rel), local_sha, report) {
                 plan.removals.push(removal);
             }
@@ -359,15 +359,15 @@ impl StoreSync {
         plan: &mut Plan,
         rel: &RelPath,
         remote: Option<&Remote>,
-        local: Option<&str>,
+        local: Option<Digest>,
         report: &mut SyncReport,
     ) -> Option<Removal> {
         let d = decide(&PathState {
             remote,
             local,
-            baseline: self.state.baseline.get(rel).map(String::as_str),
+            baseline: self.state.baseline.get(rel).copied(),
             read_only: self.cfg.read_only,
-            refused: self.state.refused.get(rel).map(String::as_str),
+            refused: self.state.refused.get(rel).copied(),
         });
         if d.clear_pending_delete
             && !self.state.pending_deletes.is_empty()
@@ -386,10 +386,10 @@ impl StoreSync {
             Action::Keep => plan.keep(rel, d.baseline),
             Action::Create => plan.push(Push::Upload(Upload { rel: rel.clone(), existing: None, fallback: None })),
             Action::Update { memory } => {
-                let precondition = memory.content_sha256.clone();
+                let precondition = memory.content_sha256;
                 plan.push(Push::Upload(Upload {
                     rel: rel.clone(),
-                    existing: Some((memory.clone(), precondition.clone())),
+                    existing: Some((memory.clone(), precondition)),
                     fallback: Some(precondition),
                 }));
             }
@@ -490,7 +490,7 @@ impl StoreSync {
                 self.watch = Some(Arc::new(w));
                 let view = self.state.baseline.iter().map(|(rel, sha256)| {
                     // The engine never reads `size` of its own view; only hashes are compared.
-                    (rel.clone(), LocalFile { sha256: sha256.clone(), size: 0 })
+                    (rel.clone(), LocalFile { sha256: *sha256, size: 0 })
                 });
                 self.last_local = Some(Arc::new(view.collect()));
                 self.syncs_since_walk = 0;

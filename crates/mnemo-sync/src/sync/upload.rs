@@ -4,41 +4,41 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mnemo_api::limits::MAX_BATCH_WRITES;
-use mnemo_api::{CreateMemory, Memory, MemoryWrite, MemoryWriteBatch, Precondition, UpdateMemory, content_sha256};
+use mnemo_api::{CreateMemory, Memory, MemoryWrite, MemoryWriteBatch, Precondition, UpdateMemory};
 use mnemo_client::ClientError;
 
 use super::run::SyncReport;
 use super::{StoreSync, blocking};
-use crate::fs::{FileStore, RelPath};
+use crate::fs::{Digest, FileStore, RelPath};
 
 /// A file to upload.
 #[derive(Debug, Clone)]
 pub(crate) struct Upload {
     pub(crate) rel: RelPath,
     /// The memory to update and the digest it must hold; `None` creates a new memory.
-    pub(crate) existing: Option<(super::Remote, String)>,
+    pub(crate) existing: Option<(super::Remote, Digest)>,
     /// The baseline to keep if the upload does not land.
-    pub(crate) fallback: Option<String>,
+    pub(crate) fallback: Option<Digest>,
 }
 
 /// How an upload ended.
 #[derive(Debug)]
 pub(crate) enum UploadOutcome {
     /// The server holds the file; its digest as the server reports it.
-    Uploaded(String),
+    Uploaded(Digest),
     /// The file vanished before it could be read; the next sync decides.
     Vanished,
     /// The server (or a local check) refused this content; not retried until it changes.
-    Refused { sha: String, reason: String },
+    Refused { sha: Digest, reason: String },
     /// The precondition lost a race with another writer; the next sync pulls the winner.
-    LostRace { sent: String },
+    LostRace { sent: Digest },
     /// Anything else; retried at the next sync.
-    Failed { sent: Option<String>, reason: String },
+    Failed { sent: Option<Digest>, reason: String },
 }
 
 /// A file read for upload: its digest and its text.
 struct Ready {
-    sha: String,
+    sha: Digest,
     text: String,
 }
 
@@ -55,7 +55,7 @@ fn read_for_upload(files: &FileStore, rel: &RelPath) -> Result<Ready, UploadOutc
         }
         Err(e) => return Err(UploadOutcome::Failed { sent: None, reason: e.to_string() }),
     };
-    let sha = content_sha256(&bytes);
+    let sha = Digest::of(&bytes);
     match String::from_utf8(bytes) {
         Ok(text) => Ok(Ready { sha, text }),
         Err(_) => Err(UploadOutcome::Refused { sha, reason: "the file is not valid UTF-8 text".into() }),
@@ -63,9 +63,11 @@ fn read_for_upload(files: &FileStore, rel: &RelPath) -> Result<Ready, UploadOutc
 }
 
 /// What the server's answer to a create or an update means for the sync.
-fn outcome_of(result: Result<Memory, ClientError>, update: bool, sha: String) -> UploadOutcome {
+fn outcome_of(result: Result<Memory, ClientError>, update: bool, sha: Digest) -> UploadOutcome {
     match result {
-        Ok(memory) => UploadOutcome::Uploaded(memory.content_sha256),
+        // The server's digest, as the reference keeps it; the bytes sent if it gave none that
+        // reads as one (it stored them).
+        Ok(memory) => UploadOutcome::Uploaded(Digest::parse_hex(&memory.content_sha256).unwrap_or(sha)),
         Err(e) if update && e.is_conflict() => UploadOutcome::LostRace { sent: sha },
         Err(e) if matches!(e.status(), Some(400 | 413)) => UploadOutcome::Refused { sha, reason: e.to_string() },
         Err(e) => UploadOutcome::Failed { sent: Some(sha), reason: e.to_string() },
@@ -110,7 +112,7 @@ impl StoreSync {
             Some((memory, precondition)) => {
                 let body = UpdateMemory {
                     content: Some(text.clone()),
-                    precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.clone() }),
+                    precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.to_hex() }),
                     ..Default::default()
                 };
                 match self.client.update_memory(store, &memory.id, &body, None).await {
@@ -182,7 +184,7 @@ impl StoreSync {
     async fn send_batch(&self, uploads: &[Upload], batch: Vec<(usize, Ready)>, outcomes: &mut [Option<UploadOutcome>]) {
         let store = &self.cfg.store_id;
         // The contents move into the request; a write sent again alone takes its own back.
-        let (sent, writes): (Vec<(usize, String)>, Vec<MemoryWrite>) = batch
+        let (sent, writes): (Vec<(usize, Digest)>, Vec<MemoryWrite>) = batch
             .into_iter()
             .map(|(i, Ready { sha, text })| {
                 let u = &uploads[i];
@@ -191,7 +193,7 @@ impl StoreSync {
                         memory_id: memory.id.to_string(),
                         change: UpdateMemory {
                             content: Some(text),
-                            precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.clone() }),
+                            precondition: Some(Precondition::ContentSha256 { content_sha256: precondition.to_hex() }),
                             ..Default::default()
                         },
                     },
@@ -238,14 +240,14 @@ impl StoreSync {
         &mut self,
         u: &Upload,
         outcome: UploadOutcome,
-        next: &mut BTreeMap<RelPath, String>,
+        next: &mut BTreeMap<RelPath, Digest>,
         report: &mut SyncReport,
     ) {
         let store = &self.cfg.store_id;
         let rel = &u.rel;
         let mut keep_fallback = || {
-            if let Some(b) = &u.fallback {
-                next.insert(rel.clone(), b.clone());
+            if let Some(b) = u.fallback {
+                next.insert(rel.clone(), b);
             }
         };
         match outcome {

@@ -152,7 +152,7 @@ impl Watch {
         if files.write_deferred(&rel, b"").is_err() {
             return Changes::Rescan;
         }
-        let _ = files.remove_if_unchanged(&rel, &mnemo_api::content_sha256(b""));
+        let _ = files.remove_if_unchanged(&rel, crate::fs::Digest::of(b""));
         let deadline = Instant::now() + BARRIER_TIMEOUT;
         loop {
             {
