@@ -114,52 +114,78 @@ fn rel_map<C: FromIterator<(RelPath, Digest)>>(what: &str, map: BTreeMap<String,
         .collect()
 }
 
-/// Writes the state durably: temp file, fsync, rename, fsync of the parent.
-pub(crate) fn save(root: &Path, store_id: &str, state: &State) -> Result<(), JournalError> {
-    write(root, store_id, state, Durability::Durable, || true).map(drop)
-}
-
-/// Writes the state with [`atomic_write_with`]: `before_rename` runs once the temp file is
-/// written (with [`Durability::FlushedByCaller`], the caller flushes it there) and may call the
-/// write off (`Ok(false)`).
-pub(crate) fn write(
+/// Writes journal bytes made by [`encode`] with [`atomic_write_with`] (temp file, rename, fsync
+/// of the parent; [`Durability::Durable`] also fsyncs the temp file): `before_rename` runs once
+/// the temp file is written (with [`Durability::FlushedByCaller`], the caller flushes it there)
+/// and may call the write off (`Ok(false)`).
+pub(crate) fn write_encoded(
     root: &Path,
-    store_id: &str,
-    state: &State,
+    bytes: &[u8],
     durability: Durability,
     before_rename: impl FnOnce() -> bool,
 ) -> Result<bool, JournalError> {
     let path = journal_path(root);
-    let bytes = encode(root, store_id, state).map_err(|source| JournalError::Write { path: path.clone(), source })?;
-    atomic_write_with(&path, &bytes, durability, before_rename).map_err(|source| JournalError::Write { path, source })
+    atomic_write_with(&path, bytes, durability, before_rename).map_err(|source| JournalError::Write { path, source })
 }
 
-/// The journal's bytes for `state`, checksum included.
-fn encode(root: &Path, store_id: &str, state: &State) -> std::io::Result<Vec<u8>> {
+/// One map of the journal, borrowed from the state and in key order, as [`OnDisk`]'s
+/// `BTreeMap<String, _>` serialises it.
+struct Entries<'a, V>(Vec<(&'a str, V)>);
+
+impl<'a, V> Entries<'a, V> {
+    fn sorted(entries: impl Iterator<Item = (&'a RelPath, V)>) -> Self {
+        let mut entries: Vec<(&str, V)> = entries.map(|(k, v)| (k.as_str(), v)).collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Self(entries)
+    }
+}
+
+impl<V: Serialize> Serialize for Entries<'_, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// [`OnDisk`] without its checksum, borrowed from the state: serialised field for field alike,
+/// so the bytes are those [`OnDisk::digest`] hashes when the journal is read back.
+#[derive(Serialize)]
+struct Bare<'a> {
+    format: u32,
+    memory_store_id: &'a str,
+    root: &'a str,
+    baseline: Entries<'a, Digest>,
+    unsettled: Entries<'a, Digest>,
+    refused: Entries<'a, Digest>,
+    pending_deletes: Entries<'a, u64>,
+}
+
+/// The journal's bytes for `state`, checksum included. Serialised once, straight from the
+/// state (it used to copy every path and digest into strings, then serialise twice: once for
+/// the checksum and once for the file): the checksum is appended as the last field.
+pub(crate) fn encode(root: &Path, store_id: &str, state: &State) -> std::io::Result<Vec<u8>> {
     let now_wall = SystemTime::now();
     let now = Instant::now();
     let root = root.to_str().ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "the folder's path is not UTF-8, so it keeps no journal")
     })?;
-    let mut on_disk = OnDisk {
+    let bare = Bare {
         format: FORMAT,
-        memory_store_id: store_id.to_owned(),
-        root: root.to_owned(),
-        baseline: state.baseline.iter().map(|(k, v)| (k.to_string(), v.to_hex())).collect(),
-        unsettled: state.unsettled.iter().map(|(k, v)| (k.to_string(), v.to_hex())).collect(),
-        refused: state.refused.iter().map(|(k, v)| (k.to_string(), v.to_hex())).collect(),
-        pending_deletes: state
-            .pending_deletes
-            .iter()
-            .map(|(k, since)| {
-                let wall = now_wall - now.saturating_duration_since(*since);
-                (k.to_string(), wall.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64)
-            })
-            .collect(),
-        checksum: None,
+        memory_store_id: store_id,
+        root,
+        baseline: Entries(state.baseline.iter().map(|(k, v)| (k.as_str(), *v)).collect()),
+        unsettled: Entries::sorted(state.unsettled.iter().map(|(k, v)| (k, *v))),
+        refused: Entries::sorted(state.refused.iter().map(|(k, v)| (k, *v))),
+        pending_deletes: Entries::sorted(state.pending_deletes.iter().map(|(k, since)| {
+            let wall = now_wall - now.saturating_duration_since(*since);
+            (k, wall.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64)
+        })),
     };
-    on_disk.checksum = Some(on_disk.digest());
-    Ok(serde_json::to_vec(&on_disk.as_ref()).expect("the journal serialises"))
+    let mut bytes = serde_json::to_vec(&bare).expect("the journal serialises");
+    let checksum = hex::encode(Sha256::digest(&bytes));
+    debug_assert_eq!(bytes.last(), Some(&b'}'));
+    bytes.pop();
+    bytes.extend_from_slice(format!(r#","checksum":"{checksum}"}}"#).as_bytes());
+    Ok(bytes)
 }
 
 /// Reads the state of `root` back, if the journal names this store and folder and is whole.
@@ -283,6 +309,19 @@ mod tests {
         assert_eq!(back.pending_deletes.keys().collect::<Vec<_>>(), state().pending_deletes.keys().collect::<Vec<_>>());
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.contains("\"checksum\":\""), "{text}");
+        // Byte for byte what the parsed journal serialises to (the form its checksum covers),
+        // with several entries in the hashed maps, whose order is not the state's.
+        let mut many = state();
+        for i in 0..20u8 {
+            many.unsettled.insert(RelPath::parse(&format!("u/{i}.md")).unwrap(), digest(i));
+            many.refused.insert(RelPath::parse(&format!("r/{}.md", 20 - i)).unwrap(), digest(i));
+            many.pending_deletes.insert(RelPath::parse(&format!("p{i}.md")).unwrap(), Instant::now());
+        }
+        let bytes = encode(&root(), "memstore_x", &many).unwrap();
+        let parsed: OnDisk = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(serde_json::to_vec(&parsed.as_ref()).unwrap(), bytes);
+        assert_eq!(parsed.checksum, Some(parsed.digest()));
+        assert!(decode(&bytes, &root(), "memstore_x").is_ok());
     }
 
     #[test]
@@ -357,7 +396,7 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join(std::ffi::OsStr::from_bytes(b"st\xffore"));
-        let err = save(&root, "memstore_x", &state()).unwrap_err().to_string();
+        let err = encode(&root, "memstore_x", &state()).unwrap_err().to_string();
         assert!(err.contains("not UTF-8"), "{err}");
     }
 }

@@ -392,14 +392,16 @@ impl StoreSync {
     /// journal, so the folder is refused rather than trusted). Runs in the background; every
     /// later journal write (and the disposal) waits for it first ([`Self::settle_first_journal`]).
     fn start_first_journal(&mut self) {
-        let (files, root, id, state) =
-            (Arc::clone(&self.files), self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
-        let journal = self.cfg.journal;
+        let (files, root, id) = (Arc::clone(&self.files), self.cfg.root.clone(), self.cfg.store_id.to_string());
+        // Encoded before the task, so it holds the bytes rather than a copy of the state.
+        let encoded = self.cfg.journal.then(|| journal::encode(&root, &id, &self.state));
         let fingerprint = self.state.fingerprint();
         let task = tokio::task::spawn_blocking(move || -> Result<bool, SyncError> {
             let mut flushed = None;
-            let written = journal.then(|| {
-                journal::write(&root, &id, &state, Durability::FlushedByCaller, || {
+            let written = encoded.map(|encoded| {
+                let bytes = encoded
+                    .map_err(|source| journal::JournalError::Write { path: journal::journal_path(&root), source })?;
+                journal::write_encoded(&root, &bytes, Durability::FlushedByCaller, || {
                     let outcome = files.sync_filesystem();
                     let ok = outcome.is_ok();
                     flushed = Some(outcome);
@@ -468,9 +470,18 @@ impl StoreSync {
                 }
             }
         }
-        let (root, id, state) = (self.cfg.root.clone(), self.cfg.store_id.to_string(), self.state.clone());
-        match blocking(move || journal::save(&root, &id, &state)).await {
-            Ok(Ok(())) => self.journaled = Some(fingerprint),
+        // Encoded here, so the blocking write needs the bytes, not a copy of the state.
+        let bytes = match journal::encode(&self.cfg.root, self.cfg.store_id.as_str(), &self.state) {
+            Ok(bytes) => bytes,
+            Err(source) => {
+                let e = journal::JournalError::Write { path: journal::journal_path(&self.cfg.root), source };
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "{e}");
+                return;
+            }
+        };
+        let root = self.cfg.root.clone();
+        match blocking(move || journal::write_encoded(&root, &bytes, Durability::Durable, || true)).await {
+            Ok(Ok(_)) => self.journaled = Some(fingerprint),
             Ok(Err(e)) => tracing::warn!(memory_store_id = %self.cfg.store_id, "{e}"),
             Err(e) => {
                 tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot write the journal: {e}")
