@@ -1,6 +1,7 @@
 //! [`RelPath`]: a path inside a store folder that cannot escape it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::FsError;
 
@@ -9,14 +10,17 @@ use super::FsError;
 /// It has at least one segment, so it never names the root itself, and no segment is empty, `.`
 /// or `..`, so it can be walked one `openat` at a time without any normalisation. Backslashes and
 /// NUL are refused as well, because they would mean different things to different tools.
+///
+/// Clones share the text: the engine keeps the same paths in several maps (the baseline, the
+/// local view, the listing), which then hold one copy of each path between them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RelPath(String);
+pub struct RelPath(Arc<str>);
 
 impl RelPath {
     /// Parses a root-relative path such as `notes/todo.md`.
     pub fn parse(s: &str) -> Result<Self, FsError> {
         check(s).map_err(|reason| FsError::InvalidPath { path: s.to_owned(), reason })?;
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 
     /// Parses a memory path such as `/notes/todo.md`: exactly one leading `/` is stripped, then
@@ -24,7 +28,7 @@ impl RelPath {
     pub fn from_memory_path(path: &str) -> Result<Self, FsError> {
         let rel = path.strip_prefix('/').unwrap_or(path);
         check(rel).map_err(|reason| FsError::InvalidPath { path: path.to_owned(), reason })?;
-        Ok(Self(rel.to_owned()))
+        Ok(Self(rel.into()))
     }
 
     /// The path as stored, without a leading `/`.
@@ -57,7 +61,7 @@ impl RelPath {
 
     /// Whether this is exactly `name` directly under the root.
     pub(super) fn is_top_level(&self, name: &str) -> bool {
-        self.0 == name
+        &*self.0 == name
     }
 
     /// The first segment, which names an entry directly under the root.
