@@ -20,7 +20,16 @@ pub fn single_arena() {
     // documented constant), and is called from `main` before the runtime's threads exist.
     // Its result (0 if glibc refused the value) needs no handling: the default stays in force.
     let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    // SAFETY: as above. Blocks of 64 KiB and more (a connection's read buffer, a journal's
+    // bytes, a batch of memories) are mapped on their own and given back whole when freed;
+    // glibc otherwise raises this threshold after the first such free, and later big blocks
+    // then come from the heap, where they leave holes that keep the peak high.
+    let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) };
 }
+
+/// The size from which a block is mapped on its own ([`single_arena`]).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MMAP_THRESHOLD: libc::c_int = 64 * 1024;
 
 /// Other C libraries have no such arenas: nothing to set.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
