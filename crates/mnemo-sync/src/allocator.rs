@@ -10,6 +10,12 @@
 //! `bench/worker`, at no measurable cost in time (each thread keeps its own small cache in front
 //! of the arena). The server keeps glibc's default: its threads allocate concurrently all the
 //! time, and there an arena each is what keeps them from waiting on one another.
+//!
+//! The same call fixes the size from which glibc maps a block on its own (64 KiB). By default
+//! that threshold starts at 128 KiB and rises to the size of any mapped block freed, so after the
+//! first download's read buffers (about 400 KB each) were freed, later big blocks came from the
+//! heap and left holes there: the worker's peak fell from 23.9 to 23.0 MiB with the fixed
+//! threshold.
 
 /// Limits glibc's allocator to one arena. Call before any other thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
