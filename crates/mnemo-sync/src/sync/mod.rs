@@ -519,8 +519,10 @@ impl StoreSync {
         let mut written = 0;
         // What a content-free listing of the downloaded snapshot would hold: with the stream's
         // tag it answers the first sync's (conditional) listing, which used to fetch and parse
-        // every memory again right after the download.
+        // every memory again right after the download. Pages carry no tag that covers them
+        // all (the hosted API), so a paged download keeps none.
         let mut listed = RemoteMap::new();
+        let keep_listing = matches!(source, Download::Stream(_));
         loop {
             let Some(memories) = source.next(&self.client, &self.cfg.store_id).await? else { break };
             let batch: Vec<(RelPath, Digest, Memory)> = memories
@@ -528,7 +530,9 @@ impl StoreSync {
                 .filter_map(|m| {
                     let (rel, remote) = (self.local_path(&m)?, Remote::of(&m)?);
                     let digest = remote.content_sha256;
-                    listed.insert(rel.clone(), remote);
+                    if keep_listing {
+                        listed.insert(rel.clone(), remote);
+                    }
                     Some((rel, digest, m))
                 })
                 .collect();
