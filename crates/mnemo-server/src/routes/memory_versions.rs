@@ -47,6 +47,22 @@ pub(crate) struct ListParams {
     created_at_lte: Option<String>,
 }
 
+/// An opaque filter (an id minted elsewhere, as the hosted API's service accounts are): any text
+/// an id can be, so never a NUL byte or a control character (PostgreSQL cannot even compare
+/// with a NUL, and answered `500`), nor longer than any id.
+fn filter_text(name: &str, raw: Option<String>) -> Result<Option<String>, ApiError> {
+    const MAX_ID_LEN: usize = 256;
+    match raw {
+        Some(s) if s.chars().any(char::is_control) => {
+            Err(ApiError::invalid(format!("{name} must not contain control characters")))
+        }
+        Some(s) if s.len() > MAX_ID_LEN => {
+            Err(ApiError::invalid(format!("{name} is longer than {MAX_ID_LEN} bytes, longer than any id")))
+        }
+        other => Ok(other),
+    }
+}
+
 /// A filter id of the wrong shape matches nothing; it is still refused so typos surface.
 fn filter_id<T: std::str::FromStr>(name: &str, raw: Option<&str>) -> Result<Option<T>, ApiError>
 where
@@ -86,7 +102,7 @@ pub(crate) async fn list(
         operation,
         session_id: filter_id("session_id", q.session_id.as_deref())?,
         api_key_id: filter_id("api_key_id", q.api_key_id.as_deref())?,
-        service_account_id: q.service_account_id,
+        service_account_id: filter_text("service_account_id", q.service_account_id)?,
         created_at_gte: timestamp("created_at[gte]", q.created_at_gte.as_deref())?,
         created_at_lte: timestamp("created_at[lte]", q.created_at_lte.as_deref())?,
         limit: page_limit(q.limit.as_deref(), view)?,

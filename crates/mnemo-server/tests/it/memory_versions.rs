@@ -1,7 +1,7 @@
 use mnemo_api::{Actor, Operation, UpdateMemory, View};
 use mnemo_client::ListMemoryVersionsParams;
 
-use crate::common::{TestServer, error_type};
+use crate::common::{KEY, TestServer, error_type};
 
 #[tokio::test]
 async fn every_mutation_writes_one_version_with_its_actor() {
@@ -36,6 +36,19 @@ async fn every_mutation_writes_one_version_with_its_actor() {
     assert_eq!(created.data.iter().map(|v| v.content.as_deref()).collect::<Vec<_>>(), [Some("b"), Some("1")]);
     let bad_op = ListMemoryVersionsParams { operation: Some("renamed".into()), ..Default::default() };
     assert_eq!(error_type(s.client.list_memory_versions(&store.id, &bad_op).await).0, 400);
+    // An opaque service account id matches nothing here; one no id can be is refused on every
+    // backend (a NUL byte used to be a 500 on PostgreSQL).
+    let versions = format!("/v1/memory_stores/{}/memory_versions", store.id);
+    let (status, none) =
+        s.call(reqwest::Method::GET, &format!("{versions}?service_account_id=svac_x"), KEY, None).await;
+    assert_eq!((status, none["data"].as_array().map(Vec::len)), (200, Some(0)), "{none}");
+    let long = "s".repeat(257);
+    for bad in ["%00", "a%0Ab", long.as_str()] {
+        let (status, body) =
+            s.call(reqwest::Method::GET, &format!("{versions}?service_account_id={bad}"), KEY, None).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("service_account_id"), "{body}");
+    }
 
     let newest = s.client.get_memory_version(&store.id, &other.memory_version_id, None).await.unwrap();
     assert_eq!(newest.content.as_deref(), Some("b"), "retrieve defaults to full");
