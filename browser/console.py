@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from selenium.common.exceptions import (
     JavascriptException,
     NoAlertPresentException,
+    NoSuchElementException,
     StaleElementReferenceException,
     WebDriverException,
 )
@@ -86,8 +87,9 @@ def wait_for(check: Callable[[], Optional[T]], what: str, timeout: float = 5.0) 
             if value:
                 return value
         # A page that goes away while it is searched (a click's navigation still under way)
-        # answers a stale element or "document unloaded": look again.
-        except (StaleElementReferenceException, JavascriptException, Missing) as err:
+        # answers a stale element, "document unloaded", or, between the old document and the
+        # new one, no `body` at all: look again.
+        except (StaleElementReferenceException, NoSuchElementException, JavascriptException, Missing) as err:
             last = err
         if time.monotonic() > deadline:
             raise Missing(f"{what} (waited {timeout:.0f}s){': ' + str(last) if last else ''}")
