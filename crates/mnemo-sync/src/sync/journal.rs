@@ -162,16 +162,20 @@ struct Bare<'a> {
 /// The journal's bytes for `state`, checksum included. Serialised once, straight from the
 /// state (it used to copy every path and digest into strings, then serialise twice: once for
 /// the checksum and once for the file): the checksum is appended as the last field.
-pub(crate) fn encode(root: &Path, store_id: &str, state: &State) -> std::io::Result<Vec<u8>> {
+pub(crate) fn encode(root: &Path, store_id: &str, state: &State) -> Result<Vec<u8>, JournalError> {
     let now_wall = SystemTime::now();
     let now = Instant::now();
-    let root = root.to_str().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the folder's path is not UTF-8, so it keeps no journal")
+    let root_text = root.to_str().ok_or_else(|| JournalError::Write {
+        path: journal_path(root),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the folder's path is not UTF-8, so it keeps no journal",
+        ),
     })?;
     let bare = Bare {
         format: FORMAT,
         memory_store_id: store_id,
-        root,
+        root: root_text,
         baseline: Entries(state.baseline.iter().map(|(k, v)| (k.as_str(), *v)).collect()),
         unsettled: Entries::sorted(state.unsettled.iter().map(|(k, v)| (k, *v))),
         refused: Entries::sorted(state.refused.iter().map(|(k, v)| (k, *v))),

@@ -399,9 +399,7 @@ impl StoreSync {
         let task = tokio::task::spawn_blocking(move || -> Result<bool, SyncError> {
             let mut flushed = None;
             let written = encoded.map(|encoded| {
-                let bytes = encoded
-                    .map_err(|source| journal::JournalError::Write { path: journal::journal_path(&root), source })?;
-                journal::write_encoded(&root, &bytes, Durability::FlushedByCaller, || {
+                journal::write_encoded(&root, &encoded?, Durability::FlushedByCaller, || {
                     let outcome = files.sync_filesystem();
                     let ok = outcome.is_ok();
                     flushed = Some(outcome);
@@ -473,8 +471,7 @@ impl StoreSync {
         // Encoded here, so the blocking write needs the bytes, not a copy of the state.
         let bytes = match journal::encode(&self.cfg.root, self.cfg.store_id.as_str(), &self.state) {
             Ok(bytes) => bytes,
-            Err(source) => {
-                let e = journal::JournalError::Write { path: journal::journal_path(&self.cfg.root), source };
+            Err(e) => {
                 tracing::warn!(memory_store_id = %self.cfg.store_id, "{e}");
                 return;
             }
