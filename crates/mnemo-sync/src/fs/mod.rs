@@ -34,7 +34,7 @@ use std::path::PathBuf;
 pub use atomic::{atomic_write, atomic_write_with};
 pub use digest::Digest;
 pub use path::RelPath;
-pub use store::FileStore;
+pub use store::{FileStore, NewFiles};
 
 /// The name of the marker file at the root of every memory store folder.
 pub const MARKER_NAME: &str = ".anthropic-memory-store";

@@ -182,6 +182,12 @@ impl FileStore {
         Ok(())
     }
 
+    /// A writer of files that do not exist yet, for filling a folder this process has just
+    /// created (see [`NewFiles`]).
+    pub fn new_files(&self) -> Result<NewFiles<'_>, FsError> {
+        Ok(NewFiles { store: self, root: sys::open_root(&self.root)?, parent: None })
+    }
+
     /// Flushes everything written on the root's filesystem to disk (`syncfs`): one flush for a
     /// batch of [`FileStore::write_deferred`] writes.
     pub fn sync_filesystem(&self) -> Result<(), FsError> {
@@ -373,6 +379,46 @@ fn settled(key: StatKey, now: i128) -> bool {
 
 fn now_ns() -> i128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
+/// Writes files that must not exist yet straight to their paths, confined to the root like
+/// every [`FileStore`] write (same modes, folders created as needed): no temp file, no rename, no
+/// fsync, and the folder last written to stays open for the next file.
+///
+/// Only for a folder that nothing trusts yet: a first download, which ends with one
+/// [`FileStore::sync_filesystem`] before its journal names the files. A crash midway can leave a
+/// torn file, but a folder without a journal is never resumed (it is left as found), so a torn
+/// file can never be taken for the store's content or uploaded.
+#[derive(Debug)]
+pub struct NewFiles<'a> {
+    store: &'a FileStore,
+    root: OwnedFd,
+    /// The folder of the previous file below the root: its path (with the trailing `/`) and fd.
+    parent: Option<(String, OwnedFd)>,
+}
+
+impl NewFiles<'_> {
+    /// Creates `rel` holding `bytes`; anything already at that path is an error and left alone.
+    pub fn create(&mut self, rel: &RelPath, bytes: &[u8]) -> Result<(), FsError> {
+        self.store.check_writable(rel, bytes)?;
+        let dirs = &rel.as_str()[..rel.as_str().len() - rel.file_name().len()];
+        if dirs.is_empty() {
+            return sys::write_new(self.root.as_fd(), rel.file_name(), rel.as_str(), bytes);
+        }
+        if !matches!(&self.parent, Some((open, _)) if open == dirs) {
+            self.parent = None;
+            let mut dir: Option<OwnedFd> = None;
+            for (seg, shown) in rel.parents() {
+                let at = dir.as_ref().map_or(self.root.as_fd(), AsFd::as_fd);
+                let sub = sys::open_subdir(at, seg, shown, true)?
+                    .ok_or_else(|| io_err("create a folder for", rel.as_str(), Errno::NOENT))?;
+                dir = Some(sub);
+            }
+            self.parent = dir.map(|fd| (dirs.to_owned(), fd));
+        }
+        let Some((_, dir)) = &self.parent else { unreachable!("a path with folders has a parent") };
+        sys::write_new(dir.as_fd(), rel.file_name(), rel.as_str(), bytes)
+    }
 }
 
 /// Creates `dir` and its missing ancestors with mode `0700`. These are the host's mount path, so

@@ -256,6 +256,22 @@ pub(super) fn write_atomic(
     Ok(true)
 }
 
+/// Creates `name` in `dir`, which must not exist yet, and writes `bytes` straight into it (mode
+/// `0600`, nothing fsynced): no temp file and no rename. A failed write removes what it created.
+/// A crash midway can leave the file torn, so this is only for a folder that nothing trusts until
+/// a later `syncfs` and journal ([`super::NewFiles`]).
+pub(super) fn write_new(dir: BorrowedFd<'_>, name: &str, shown: &str, bytes: &[u8]) -> Result<(), FsError> {
+    // `O_EXCL`: whatever is already there (a file, a symlink) is an error, never written through.
+    let fd = rustix::fs::openat(dir, name, TEMP_FLAGS, FILE_MODE).map_err(|e| io_err("create", shown, e))?;
+    let mut created = TempFile { dir, name: name.to_owned(), armed: true };
+    if !umask_keeps_file_mode() {
+        rustix::fs::fchmod(&fd, FILE_MODE).map_err(|e| io_err("set the mode of", shown, e))?;
+    }
+    File::from(fd).write_all(bytes).map_err(|source| FsError::Io { op: "write", path: shown.to_owned(), source })?;
+    created.armed = false;
+    Ok(())
+}
+
 /// Whether the process umask keeps [`FILE_MODE`] intact, read once from `/proc/self/status`
 /// (reading it with `umask(2)` would briefly change it for every thread). Unknown → `false`,
 /// and every file gets an explicit `fchmod`.

@@ -181,6 +181,63 @@ fn create_root_makes_private_ancestors_and_is_idempotent() {
 }
 
 #[test]
+fn new_files_are_created_in_place_private_and_never_over_anything() {
+    let f = Fixture::new();
+    let root_mode = mode(&f.root);
+    let mut new = f.store.new_files().unwrap();
+    // The same folder twice (its fd reused), a deeper one, back to the first, then the root.
+    for (path, body) in
+        [("a/b/1.md", "one"), ("a/b/2.md", "two"), ("a/c/3.md", "three"), ("a/b/4.md", "four"), ("top.md", "top")]
+    {
+        new.create(&rel(path), body.as_bytes()).unwrap();
+    }
+    for (path, body) in
+        [("a/b/1.md", "one"), ("a/b/2.md", "two"), ("a/c/3.md", "three"), ("a/b/4.md", "four"), ("top.md", "top")]
+    {
+        assert_eq!(f.store.read(&rel(path)).unwrap(), body.as_bytes(), "{path}");
+        assert_eq!(mode(&f.root.join(path)), 0o600, "{path}");
+    }
+    assert_eq!(mode(&f.root.join("a")), 0o700);
+    assert_eq!(mode(&f.root.join("a/c")), 0o700);
+    assert_eq!(mode(&f.root), root_mode, "the root is left as it was");
+    assert_eq!(names(&f.root.join("a/b")), ["1.md", "2.md", "4.md"], "no temp file is made");
+
+    // Whatever is already at a path is an error and stays as it was: a file, a symlink, a folder.
+    let err = new.create(&rel("a/b/1.md"), b"again").unwrap_err();
+    assert!(err.to_string().contains("`a/b/1.md`"), "{err}");
+    assert_eq!(std::fs::read(f.root.join("a/b/1.md")).unwrap(), b"one");
+    symlink(f.secret(), f.root.join("a/b/link.md")).unwrap();
+    new.create(&rel("a/b/link.md"), b"pwned").unwrap_err();
+    assert!(std::fs::symlink_metadata(f.root.join("a/b/link.md")).unwrap().is_symlink());
+    new.create(&rel("a/c"), b"file").unwrap_err();
+    assert_eq!(names(&f.root.join("a/c")), ["3.md"]);
+
+    // The marker's path is reserved, and refused content never reaches the disk.
+    let err = new.create(&rel(MARKER_NAME), b"x").unwrap_err();
+    assert!(err.is_refusal(), "{err}");
+    let strict = FileStore::new(&f.root);
+    let err = strict.new_files().unwrap().create(&rel("bin.md"), b"\xff").unwrap_err();
+    assert!(matches!(err, FsError::NotUtf8(_)), "{err}");
+    assert!(!f.root.join("bin.md").exists());
+
+    // A folder swapped for a symlink is never entered, nor one that is a file.
+    symlink(&f.outside, f.root.join("sub")).unwrap();
+    let err = new.create(&rel("sub/new.md"), b"pwned").unwrap_err();
+    assert!(matches!(err, FsError::NotRegular(_)), "{err}");
+    std::fs::write(f.root.join("plain"), "plain").unwrap();
+    let err = new.create(&rel("plain/x.md"), b"x").unwrap_err();
+    assert!(matches!(err, FsError::NotRegular(_)), "{err}");
+    f.assert_outside_untouched();
+}
+
+#[test]
+fn new_files_refuse_a_missing_root() {
+    let f = Fixture::new();
+    std::fs::remove_dir(&f.root).unwrap();
+    assert!(matches!(f.store.new_files().unwrap_err(), FsError::RootMissing(_)));
+}
+
+#[test]
 fn symlinked_files_are_skipped_refused_and_never_written_through() {
     let f = Fixture::new();
     symlink(f.secret(), f.root.join("link.md")).unwrap();
