@@ -253,12 +253,15 @@ def fs_type(path: Path) -> str:
     return kind
 
 
-# ext4 without a journal does not reuse an inode within RECENTCY_MIN (60 s) of its deletion
-# (`recently_deleted()` in fs/ext4/ialloc.c; 300 s while the inode's block is still dirty, which
-# `os.sync()` rules out): every file created meanwhile first walks past the freed inodes, one
-# inode-table lookup each. Creating 16,000 files right after 16,000 were deleted took 7-10 s of
-# kernel time here instead of 1.3 s, whichever program created them.
-EXT4_NO_JOURNAL_RECENCY_S = 60.0
+# ext4 without a journal does not reuse an inode within RECENTCY_MIN (60 s) of its deletion, or
+# within 60 + 300 s while the inode's block of the inode table is dirty (`recently_deleted()` in
+# fs/ext4/ialloc.c): every file created meanwhile first walks past the freed inodes, one
+# inode-table lookup each. `os.sync()` before a run does not shorten that: the run's own first
+# new inode in a block dirties it again, and the deleted inodes beside it count as recent for
+# 360 s. Creating 16,000 files right after 16,000 were deleted took 7-10 s of kernel time here
+# instead of 1.3 s, whichever program created them; mnemo's first call, 61 s after each previous
+# teardown, took 545, 2,704 and 4,487 ms in three rounds in a row (2026-12-03).
+EXT4_NO_JOURNAL_RECENCY_S = 360.0
 
 
 def inode_reuse_wait(path: Path) -> float:

@@ -875,7 +875,8 @@ def main() -> None:
         f"Machine: {header}. Server, workers and the driver share the cores.",
         f"Source: {revision}. Work folder (database, mount folders): {work.parent}, {fs_type(work.parent)}"
         + (f" without a journal: every first-call run started ≥ {reuse_wait + 2:.0f} s after the previous run's "
-           "teardown, since such an ext4 skips inodes freed in the last 60 s (creating 16,000 files right after "
+           "teardown, since such an ext4 skips inodes freed in the last 60 s, or 360 s once their block of the inode "
+           "table is dirty again, which the next run's own files make it (creating 16,000 files right after "
            "16,000 were deleted took 7–10 s of kernel time instead of ~1.3 s, for either worker)." if reuse_wait else "."),
         f"Command: `{cmd.strip()}`; {args.rounds} round(s), workers alternating first; medians over rounds. "
         f"Whole run {elapsed:.0f} s; load average {os.getloadavg()[0]:.2f} at the end.",

@@ -528,7 +528,16 @@ impl StoreSync {
         let mut listed = RemoteMap::new();
         let keep_listing = matches!(source, Download::Stream(_));
         loop {
-            let Some(memories) = source.next(&self.client, &self.cfg.store_id).await? else { break };
+            let memories = match source.next(&self.client, &self.cfg.store_id).await {
+                Ok(Some(memories)) => memories,
+                Ok(None) => break,
+                Err(e) => {
+                    // The writers still under way finish before the caller disposes of the
+                    // folder, so none of them writes into it while it is being removed.
+                    let _ = self.finish_writes(std::mem::take(&mut writing)).await;
+                    return Err(e);
+                }
+            };
             let mut batch: Vec<(RelPath, Digest, Memory)> = memories
                 .into_iter()
                 .filter_map(|m| {
