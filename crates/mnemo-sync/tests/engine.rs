@@ -38,6 +38,17 @@ struct Seen {
     /// Memory batches, and creates or updates of one memory.
     batches: std::sync::atomic::AtomicUsize,
     single_writes: std::sync::atomic::AtomicUsize,
+    /// The next memory batch is lost this way (then the fault is spent).
+    lose_batch: std::sync::Mutex<Option<Lose>>,
+}
+
+/// How an injected fault loses a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lose {
+    /// Answered `502` before the server saw it: nothing applied.
+    Request,
+    /// Applied and committed by the server, then its answer replaced by a `502`.
+    Answer,
 }
 
 impl Seen {
@@ -69,14 +80,17 @@ impl Env {
         let seen = Arc::new(Seen::default());
         let counter = Arc::clone(&seen);
         let router = mnemo_server::router(AppState::new(store).with_memory_stream(!serving.no_stream)).layer(
-            axum::middleware::map_request(move |req: axum::extract::Request| {
+            axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let seen = Arc::clone(&counter);
                 async move {
+                    use axum::response::IntoResponse;
                     use std::sync::atomic::Ordering::Relaxed;
                     let path = req.uri().path();
+                    let mut lose = None;
                     if req.method() == axum::http::Method::POST && path.contains("/memories") {
                         if path.ends_with("/memories:batch") {
                             seen.batches.fetch_add(1, Relaxed);
+                            lose = seen.lose_batch.lock().unwrap().take();
                         } else {
                             seen.single_writes.fetch_add(1, Relaxed);
                         }
@@ -88,7 +102,16 @@ impl Env {
                     {
                         seen.full_pages.fetch_add(1, Relaxed);
                     }
-                    req
+                    let lost =
+                        || (axum::http::StatusCode::BAD_GATEWAY, "injected fault: lost in transit").into_response();
+                    match lose {
+                        None => next.run(req).await,
+                        Some(Lose::Request) => lost(),
+                        Some(Lose::Answer) => {
+                            let _ = next.run(req).await;
+                            lost()
+                        }
+                    }
                 }
             }),
         );
@@ -378,6 +401,41 @@ async fn uploads_go_in_one_batch_where_the_server_takes_them_and_one_by_one_else
         settle().await;
         let again = engine.sync(false).await.unwrap();
         assert_eq!((again.uploaded, again.refused, again.failed), (0, 0, 0), "hosted={hosted}: {again:?}");
+        engine.dispose().await;
+    }
+}
+
+/// A memory batch lost on the way (nothing applied) or whose answer is lost (all applied): the
+/// sync reports its writes failed, and the next one settles them from the listing. Nothing is
+/// lost, nothing is written twice, and no version is made over a write that already landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_memory_batch_loses_nothing_and_writes_nothing_twice() {
+    for lose in [Lose::Request, Lose::Answer] {
+        let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
+        let mut engine = env.mount(env.cfg()).await;
+        std::fs::write(env.root().join("a.md"), "a2").unwrap();
+        std::fs::write(env.root().join("new.md"), "n").unwrap();
+        settle().await;
+        *env.seen.lose_batch.lock().unwrap() = Some(lose);
+        let (batches, _) = env.seen.writes();
+        let report = engine.sync(false).await.unwrap();
+        assert_eq!(env.seen.writes().0, batches + 1, "{lose:?}: the sync's two writes went in one batch");
+        assert_eq!((report.uploaded, report.failed), (0, 2), "{lose:?}: {report:?}");
+        let applied = pairs(&[("/a.md", "a2"), ("/b.md", "b"), ("/new.md", "n")]);
+        let untouched = pairs(&[("/a.md", "a"), ("/b.md", "b")]);
+        assert_eq!(env.remote().await, if lose == Lose::Answer { applied.clone() } else { untouched }, "{lose:?}");
+
+        let again = engine.sync(false).await.unwrap();
+        assert_eq!(again.conflicts, 0, "{lose:?}: a write that landed is not taken for someone else's: {again:?}");
+        assert_eq!(env.remote().await, applied, "{lose:?}");
+        assert_eq!(read(&env.root(), "a.md").as_deref(), Some("a2"), "{lose:?}: the local edit stays");
+        // One version per write: created, then (for a.md) the one edit, never a second copy.
+        let versions = env.client.list_all_memory_versions(&env.store, Default::default()).await.unwrap();
+        let count = |path: &str| versions.iter().filter(|v| v.path.as_deref() == Some(path)).count();
+        assert_eq!((count("/a.md"), count("/b.md"), count("/new.md")), (2, 1, 1), "{lose:?}");
+        settle().await;
+        let quiet = engine.sync(false).await.unwrap();
+        assert_eq!((quiet.uploaded, quiet.failed, quiet.conflicts), (0, 0, 0), "{lose:?}: settled: {quiet:?}");
         engine.dispose().await;
     }
 }
