@@ -187,6 +187,8 @@ def derive(r: Dict[str, Any]) -> None:
 
 def floor_ms(source: Path, dest: Path) -> float:
     """The disk's floor for a download: `cp -r` of the downloaded tree, then one `syncfs`."""
+    os.sync()
+    time.sleep(1)
     t = time.perf_counter()
     subprocess.run(["cp", "-r", str(source), str(dest)], check=True)
     subprocess.run(["sync", "-f", str(dest)], check=True)
@@ -311,6 +313,10 @@ def main() -> None:
                 env = dict(base_env, MNEMO_BENCH_DIR=str(folder), MNEMO_BENCH_TAG=tag)
                 before = store_hashes(api, store)
                 log(f"round {rnd}: {engine} ...")
+                # Untimed: the seeding's or the previous run's dirty pages are not this run's
+                # flush (each download ends with a `syncfs` of the whole filesystem).
+                os.sync()
+                time.sleep(1)
                 r = run_engine(commands[engine], env, work / f"r{rnd}-{engine}.stderr.log")
                 r["verified_by_runner"] = check_edits(before, store_hashes(api, store), engine, tag, args.edits)
                 r["round"], r["order"] = rnd, pos
