@@ -17,6 +17,10 @@
 //!   has no retries, so the `502` is final); `RaceUpdate` / `RaceDelete` let another writer update
 //!   or delete the targeted memory just before the request arrives (the 404/409 rows of §6.7 and
 //!   §6.9);
+//! - memory batches (`with_memory_batches_*`, `Uploads::Batched`): the engine's listener offers
+//!   `POST …/memories:batch` and the scenarios write more between syncs; the fault layer logs a
+//!   batch as one request per write (lost for all of them, or applied for all with the answer
+//!   lost; a race meets the first write), so the model reads it as uploads one by one;
 //! - a crash: the engine is dropped without flush or dispose (once the mount's first journal,
 //!   which commits in the background, is durable) and `StoreSync::resume` takes the folder over
 //!   from its journal (and must refuse a folder without this store's marker);
@@ -136,7 +140,7 @@ use mnemo_sync::{LivePaths, MountError, StoreConfig, StoreSync, SyncError, SyncR
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 
-use harness::{Entry, FaultKind, Harness, LogLine, RACED, Raced, Seen};
+use harness::{Entry, FaultKind, Harness, LogLine, RACED, Raced, Seen, Uploads};
 use sim::{Counts, Key, LINK_DIR, Sim};
 
 const PATHS: [&str; 5] = ["a.md", "b.md", "d/c.md", "d/e/f.md", "ln/secret.txt"];
@@ -220,6 +224,11 @@ struct Scenario {
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    op_weighted(8, 6)
+}
+
+/// [`op`] with local writes and faults this often (the other operations keep their weights).
+fn op_weighted(writes: u32, faults: u32) -> impl Strategy<Value = Op> {
     let path = || prop::sample::select(&PATHS[..]);
     let content = || prop::sample::select(&CONTENTS[..]);
     let fault = prop_oneof![
@@ -229,7 +238,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(FaultKind::RaceDelete),
     ];
     prop_oneof![
-        8 => (path(), content()).prop_map(|(p, c)| Op::Write(p, c)),
+        writes => (path(), content()).prop_map(|(p, c)| Op::Write(p, c)),
         2 => (path(), 0u8..3).prop_map(|(p, n)| Op::Binary(p, n)),
         4 => path().prop_map(Op::Delete),
         2 => (path(), path()).prop_map(|(p, q)| Op::Rename(p, q)),
@@ -242,7 +251,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => path().prop_map(Op::RemoteDelete),
         10 => Just(Op::Sync),
         2 => Just(Op::Flush),
-        6 => (fault, 0u8..4).prop_map(|(k, n)| Op::Fault(k, n)),
+        faults => (fault, 0u8..4).prop_map(|(k, n)| Op::Fault(k, n)),
         2 => Just(Op::Crash),
     ]
 }
@@ -268,6 +277,12 @@ fn live_op() -> impl Strategy<Value = Op> {
 
 fn scenario() -> impl Strategy<Value = Scenario> {
     scenario_of(op().boxed())
+}
+
+/// Scenarios for memory batches: more local writes between syncs (a sync batches two uploads or
+/// more) and more faults, so that faults meet batches.
+fn batch_scenario() -> impl Strategy<Value = Scenario> {
+    scenario_of(op_weighted(20, 12).boxed())
 }
 
 /// Scenarios whose operations include the live ones (about a third of them).
@@ -1074,6 +1089,20 @@ impl Case<'_> {
         }
         for s in &seen {
             stat("engine requests");
+            if let Some(i) = s.in_batch {
+                stat("batch: writes");
+                if i == 0 {
+                    stat("batch: batches");
+                }
+            }
+            if let (Some(0), Some(kind)) = (s.in_batch, s.fault) {
+                stat(match kind {
+                    FaultKind::LoseRequest => "batch: batch lost",
+                    FaultKind::LoseResponse => "batch: batch applied, its answer lost",
+                    _ if s.raced.is_some() => "batch: a race met the batch's first write",
+                    _ => "batch: a race armed on a batch changed nothing",
+                });
+            }
             if let Some(kind) = s.fault {
                 stat(match (kind, key_of(s, &self.ids)) {
                     (FaultKind::LoseRequest, Key::ListBasic | Key::ListFull) => "fault: request lost, listing",
@@ -1564,10 +1593,11 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
-fn run_property(exact: bool, watch: bool, live: bool, default_cases: u32) {
+fn run_property(exact: bool, watch: bool, live: bool, uploads: Uploads, default_cases: u32) {
+    assert!(!live || uploads == Uploads::OneByOne, "edits in flight are modelled for uploads one by one");
     let mode = Mode { exact, watch, avoid_known_bugs: std::env::var_os("MODEL_AVOID_KNOWN_BUGS").is_some() };
     let rt = runtime();
-    let h = rt.block_on(Harness::start());
+    let h = rt.block_on(Harness::start(uploads));
     let mut config = Config::default();
     if std::env::var_os("PROPTEST_CASES").is_none() {
         config.cases = default_cases;
@@ -1579,12 +1609,18 @@ fn run_property(exact: bool, watch: bool, live: bool, default_cases: u32) {
     ))));
     let mut runner = TestRunner::new(config);
     let check = |s: Scenario| rt.block_on(run_case(&h, &s, mode)).map_err(TestCaseError::fail);
-    let outcome = if live { runner.run(&live_scenario(), check) } else { runner.run(&scenario(), check) };
-    print_stats(match (live, watch) {
-        (true, true) => "live sync, watcher on",
-        (true, false) => "live sync, watcher off",
-        (false, true) => "watcher on",
-        (false, false) => "watcher off",
+    let outcome = match (live, uploads) {
+        (true, _) => runner.run(&live_scenario(), check),
+        (false, Uploads::OneByOne) => runner.run(&scenario(), check),
+        (false, Uploads::Batched) => runner.run(&batch_scenario(), check),
+    };
+    print_stats(match (live, watch, uploads) {
+        (true, true, _) => "live sync, watcher on",
+        (true, false, _) => "live sync, watcher off",
+        (false, true, Uploads::OneByOne) => "watcher on",
+        (false, false, Uploads::OneByOne) => "watcher off",
+        (false, true, Uploads::Batched) => "memory batches, watcher on",
+        (false, false, Uploads::Batched) => "memory batches, watcher off",
     });
     if let Err(e) = outcome {
         panic!("{e}\n{runner}");
@@ -1593,22 +1629,32 @@ fn run_property(exact: bool, watch: bool, live: bool, default_cases: u32) {
 
 #[test]
 fn the_engine_follows_the_model() {
-    run_property(true, false, false, 1000);
+    run_property(true, false, false, Uploads::OneByOne, 1000);
 }
 
 #[test]
 fn with_the_watcher_the_engine_follows_the_model() {
-    run_property(true, true, false, 250);
+    run_property(true, true, false, Uploads::OneByOne, 250);
+}
+
+#[test]
+fn with_memory_batches_the_engine_follows_the_model() {
+    run_property(true, false, false, Uploads::Batched, 500);
+}
+
+#[test]
+fn with_memory_batches_and_the_watcher_the_engine_follows_the_model() {
+    run_property(true, true, false, Uploads::Batched, 150);
 }
 
 #[test]
 fn with_live_sync_the_engine_follows_the_model() {
-    run_property(true, false, true, 400);
+    run_property(true, false, true, Uploads::OneByOne, 400);
 }
 
 #[test]
 fn with_live_sync_and_the_watcher_the_engine_follows_the_model() {
-    run_property(true, true, true, 100);
+    run_property(true, true, true, Uploads::OneByOne, 100);
 }
 
 const WATCH_OFF: bool = false;
@@ -1618,7 +1664,7 @@ const WATCH_ON: bool = true;
 /// against the model-free invariants only.
 fn replay(watch: bool, initial: &[(&'static str, &'static str)], ops: Vec<Op>) -> Result<(), String> {
     let rt = runtime();
-    let h = rt.block_on(Harness::start());
+    let h = rt.block_on(Harness::start(Uploads::OneByOne));
     let scenario = Scenario { initial: initial.iter().copied().collect(), ops, end_untrusted: false };
     let mode = Mode { exact: !watch, watch, avoid_known_bugs: false };
     rt.block_on(run_case(&h, &scenario, mode))
@@ -1754,7 +1800,7 @@ fn a_skipped_sync_swallows_the_watchers_hints() {
 #[test]
 fn a_sync_right_after_writes_sees_all_of_them() {
     let rt = runtime();
-    let h = rt.block_on(Harness::start());
+    let h = rt.block_on(Harness::start(Uploads::OneByOne));
     rt.block_on(async {
         let store = h
             .api
