@@ -64,7 +64,8 @@
 //!   live sync that met no fault (edits in flight included), at every path it reconciled, the
 //!   server, the folder, the baseline, the refused and the unsettled digests are what a full sync
 //!   from the same moment (run on a copy of the model) would leave — except a local deletion,
-//!   where the memory, the missing file and the baseline stay as they were. The engine matched
+//!   where the memory, the missing file and the baseline stay as they were (the baseline after
+//!   settling an upload of unknown outcome the server turns out to hold). The engine matched
 //!   the model exactly, and the model's full sync is what the other properties hold the engine's
 //!   full sync to, so this is the engine's live sync against the interval-only engine's sync.
 //!   Not checked when a full sync would have found the folder wiped (§6.6 step 5; live sync never
@@ -1339,7 +1340,17 @@ impl Case<'_> {
                 && !matches!(before.local.get(path), Some(Entry::File(_)));
             let (server, local, baseline) = if withheld {
                 stat("live: local deletion withheld");
-                (before.server.get(path), before.local.get(path), before.state.baseline.get(path))
+                // An upload of unknown outcome that the server turns out to hold settles first
+                // (§6.7), so the deletion withheld is of what was settled.
+                let settled = before
+                    .state
+                    .unsettled
+                    .get(path)
+                    .filter(|sent| before.server.get(path).is_some_and(|held| held.as_bytes() == sent.as_slice()));
+                if settled.is_some() {
+                    stat("live: local deletion withheld after its upload settled");
+                }
+                (before.server.get(path), before.local.get(path), settled.or(before.state.baseline.get(path)))
             } else {
                 (full.server.get(path), full.local.get(path), full.state.baseline.get(path))
             };
@@ -1688,6 +1699,28 @@ fn a_live_sync_withholds_a_local_deletion() {
     use Op::*;
     replay(WATCH_OFF, &[("a.md", "x")], vec![Delete("a.md"), Live(vec![("a.md", true), ("a.md", false)], None), Sync])
         .unwrap();
+}
+
+/// A create whose answer was lost, then the file renamed: the live sync of the old path finds
+/// the server holding the bytes sent, settles the upload (the baseline is those bytes) and
+/// withholds the local deletion; the next full sync sends it. (Found by the live property: the
+/// check expected the baseline from before the settlement.)
+#[test]
+fn a_live_sync_settles_a_lost_create_before_withholding_its_deletion() {
+    use Op::*;
+    replay(
+        WATCH_OFF,
+        &[],
+        vec![
+            Fault(FaultKind::LoseResponse, 1),
+            Write("d/c.md", ""),
+            Sync,
+            Rename("d/c.md", "a.md"),
+            Live(vec![("d/c.md", true)], None),
+            Sync,
+        ],
+    )
+    .unwrap();
 }
 
 /// The agent overwrites a file while its live sync lists the folder: the sync decides on the
