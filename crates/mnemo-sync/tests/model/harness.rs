@@ -105,15 +105,11 @@ fn batch_writes(path: &str, json: Option<&serde_json::Value>) -> Option<Vec<Batc
     Some(
         writes
             .iter()
-            .map(|w| match text(w, "memory_id") {
-                Some(id) => {
-                    BatchWrite { path: format!("{memories}/{id}"), body_path: None, body_content: text(w, "content") }
-                }
-                None => BatchWrite {
-                    path: memories.to_owned(),
-                    body_path: text(w, "path"),
-                    body_content: text(w, "content"),
-                },
+            // An update names its memory (and has no `path`); a create posts to the collection.
+            .map(|w| BatchWrite {
+                path: text(w, "memory_id").map_or_else(|| memories.to_owned(), |id| format!("{memories}/{id}")),
+                body_path: text(w, "path"),
+                body_content: text(w, "content"),
             })
             .collect(),
     )
