@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::ids::EventId;
+use crate::ids::{ApiKeyId, EnvironmentKeyId, EventId, SessionId, WorkId};
 
 /// One content block (`text`, `image`, `document`, `search_result`, `redacted`, …), kept as
 /// the JSON object the client sent.
@@ -497,6 +497,21 @@ fn tool_use_of(body: Value) -> Result<ToolUse, EventError> {
     Ok(call)
 }
 
+/// Who posted an event to a session's log (the mnemo extension field `posted_by`): the
+/// credential that sent it, or the server itself for what it emits and its own agent loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventPoster {
+    /// An API key (a person's client, the console, or an agent loop run outside the server).
+    ApiActor { api_key_id: ApiKeyId },
+    /// A worker holding the environment's key.
+    EnvironmentKeyActor { environment_key_id: EnvironmentKeyId },
+    /// A worker holding the sessions token of one delivery of a work item for this session.
+    SessionActor { session_id: SessionId, work_id: WorkId },
+    /// The server: the status changes it emits and its own agent loop (`mnemo serve --models`).
+    ServerActor,
+}
+
 /// An event as a session's log records it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct LoggedEvent {
@@ -505,6 +520,8 @@ pub struct LoggedEvent {
     pub event: Event,
     /// RFC 3339; null for input not yet processed.
     pub processed_at: Option<String>,
+    /// Who posted it (a mnemo extension); null for events recorded before mnemo recorded it.
+    pub posted_by: Option<EventPoster>,
 }
 
 impl LoggedEvent {
@@ -621,8 +638,16 @@ mod tests {
     #[test]
     fn a_logged_event_carries_its_id_and_processing_time() {
         let id = EventId::generate();
-        let logged = LoggedEvent { id: id.clone(), event: Event::StatusRunning, processed_at: Some("t".into()) };
-        assert_eq!(logged.to_json(), json!({"type": "session.status_running", "id": id, "processed_at": "t"}));
+        let logged = LoggedEvent {
+            id: id.clone(),
+            event: Event::StatusRunning,
+            processed_at: Some("t".into()),
+            posted_by: Some(EventPoster::ServerActor),
+        };
+        assert_eq!(
+            logged.to_json(),
+            json!({"type": "session.status_running", "id": id, "processed_at": "t", "posted_by": {"type": "server_actor"}})
+        );
         let idle = LoggedEvent {
             id: id.clone(),
             event: Event::StatusIdle(StatusIdle {
@@ -630,10 +655,11 @@ mod tests {
                 stop_details: None,
             }),
             processed_at: None,
+            posted_by: None,
         };
         assert_eq!(
             idle.to_json(),
-            json!({"type": "session.status_idle", "id": id, "processed_at": null,
+            json!({"type": "session.status_idle", "id": id, "processed_at": null, "posted_by": null,
                    "stop_reason": {"type": "requires_action", "event_ids": [id]}, "stop_details": null})
         );
     }

@@ -3,6 +3,7 @@
 //! with `entry.html`, and the live stream sends the same fragment for each new event.
 
 use askama::Template;
+use mnemo_api::EventPoster;
 use serde_json::Value;
 
 use crate::text::{clip, when_str};
@@ -23,6 +24,9 @@ pub(crate) struct Entry {
     pub(crate) is_error: bool,
     /// For a status change: the session's status after it.
     pub(crate) status: Option<String>,
+    /// Who posted it (`posted_by`), in words; `None` for the server's own status changes and
+    /// events recorded before mnemo recorded their poster.
+    pub(crate) poster: Option<String>,
 }
 
 /// The fragment of one entry, as the page and the live stream render it.
@@ -57,6 +61,18 @@ fn blocks_text(content: &Value) -> Option<String> {
 
 fn pretty(v: &Value) -> String {
     clip(&serde_json::to_string_pretty(v).unwrap_or_default(), MAX_DETAIL_CHARS)
+}
+
+/// Who posted an event, in words: the credential that sent it (never a secret: ids only).
+fn poster_text(poster: &EventPoster) -> String {
+    match poster {
+        EventPoster::ApiActor { api_key_id } => format!("API key {api_key_id}"),
+        EventPoster::EnvironmentKeyActor { environment_key_id } => {
+            format!("worker (environment key {environment_key_id})")
+        }
+        EventPoster::SessionActor { work_id, .. } => format!("worker (sessions token of {work_id})"),
+        EventPoster::ServerActor => "mnemo (agent loop)".to_owned(),
+    }
 }
 
 fn str_field<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
@@ -104,6 +120,11 @@ pub(crate) fn entry(seq: i64, body: &Value) -> Entry {
         detail: None,
         is_error: false,
         status: None,
+        poster: body
+            .get("posted_by")
+            .and_then(|p| serde_json::from_value::<EventPoster>(p.clone()).ok())
+            .filter(|p| !(kind_name.starts_with("session.status_") && *p == EventPoster::ServerActor))
+            .map(|p| poster_text(&p)),
     };
     match kind_name {
         "user.message" => {
@@ -234,6 +255,33 @@ mod tests {
         let odd = entry(9, &json!({"type": "span.outcome_evaluation_start"}));
         assert_eq!(odd.kind, "other");
         assert!(odd.detail.is_some());
+    }
+
+    #[test]
+    fn each_entry_names_who_posted_it() {
+        let poster = |posted_by: Value, kind: &str| entry(1, &json!({"type": kind, "posted_by": posted_by})).poster;
+        assert_eq!(
+            poster(json!({"type": "api_actor", "api_key_id": "apikey_1"}), "user.tool_confirmation").as_deref(),
+            Some("API key apikey_1")
+        );
+        assert_eq!(
+            poster(json!({"type": "session_actor", "session_id": "sesn_1", "work_id": "work_1"}), "user.tool_result")
+                .as_deref(),
+            Some("worker (sessions token of work_1)")
+        );
+        assert_eq!(
+            poster(json!({"type": "environment_key_actor", "environment_key_id": "envkey_1"}), "user.tool_result")
+                .as_deref(),
+            Some("worker (environment key envkey_1)")
+        );
+        assert_eq!(poster(json!({"type": "server_actor"}), "agent.message").as_deref(), Some("mnemo (agent loop)"));
+        // The server's own status changes say nothing; old events have no poster.
+        assert_eq!(poster(json!({"type": "server_actor"}), "session.status_idle"), None);
+        assert_eq!(poster(Value::Null, "user.message"), None);
+        let e =
+            entry(1, &json!({"type": "user.message", "posted_by": {"type": "api_actor", "api_key_id": "apikey_1"}}));
+        let html = EntryFragment { e: &e }.render().unwrap();
+        assert!(html.contains("by API key apikey_1"), "{html}");
     }
 
     #[test]

@@ -106,9 +106,7 @@ impl MemoryCaller {
 
 /// A caller holding an API key (administration: environments, keys, agents).
 #[derive(Debug, Clone)]
-pub(crate) struct ApiKeyCaller(
-    #[expect(dead_code, reason = "kept for audit logs of administrative calls")] pub(crate) Caller,
-);
+pub(crate) struct ApiKeyCaller(pub(crate) Caller);
 
 fn credential(parts: &Parts) -> Option<&str> {
     if let Some(key) = parts.headers.get("x-api-key") {

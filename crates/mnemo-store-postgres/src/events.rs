@@ -128,7 +128,7 @@ pub(crate) async fn append(
     tx: &Tx<'_>,
     session: &SessionId,
     events: Vec<Event>,
-    author: EventAuthor,
+    author: &EventAuthor,
     lease_ttl: u64,
 ) -> Result<Appended> {
     let (s, session_seq) = sessions::lock(tx, session).await?;

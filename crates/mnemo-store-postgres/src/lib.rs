@@ -480,7 +480,7 @@ impl Store for PostgresStore {
     async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {
-            let appended = events::append(&tx, session, events.clone(), author, ttl).await?;
+            let appended = events::append(&tx, session, events.clone(), &author, ttl).await?;
             if let (Some(first), Some(last)) = (appended.written.first(), appended.written.last()) {
                 let signal = Signal::Events { session: session.clone(), first: first.seq, last: last.seq };
                 self.signal(&tx, &signal).await?;

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus, StopReason,
-    WorkData,
+    Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus,
+    StopReason, WorkData,
 };
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::{agent, catalog};
@@ -101,7 +101,12 @@ pub(crate) async fn create(tx: &Tx<'_>, new: &NewSession, lease_ttl: u64) -> Res
         .await?;
     }
     for event in &new.initial_events {
-        let logged = LoggedEvent { id: EventId::generate(), event: event.clone(), processed_at: Some(rfc3339(now)) };
+        let logged = LoggedEvent {
+            id: EventId::generate(),
+            event: event.clone(),
+            processed_at: Some(rfc3339(now)),
+            posted_by: Some(new.poster.clone()),
+        };
         insert_event(tx, seq, &logged, now).await?;
     }
     let queued = match (plan.enqueue_work, env) {
@@ -170,8 +175,12 @@ pub(crate) async fn archive(tx: &Tx<'_>, id: &SessionId) -> Result<Session> {
         &[&now, &seq],
     )
     .await?;
-    let terminated =
-        LoggedEvent { id: EventId::generate(), event: Event::StatusTerminated, processed_at: Some(rfc3339(now)) };
+    let terminated = LoggedEvent {
+        id: EventId::generate(),
+        event: Event::StatusTerminated,
+        processed_at: Some(rfc3339(now)),
+        posted_by: Some(EventPoster::ServerActor),
+    };
     insert_event(tx, seq, &terminated, now).await?;
     work::stop_session_work(tx, id).await?;
     let mut outbox = Outbox::default();

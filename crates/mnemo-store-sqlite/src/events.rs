@@ -121,7 +121,7 @@ pub(crate) fn append(
     c: &Connection,
     session: &SessionId,
     events: Vec<Event>,
-    author: EventAuthor,
+    author: &EventAuthor,
     lease_ttl: u64,
 ) -> Result<Appended> {
     let (s, session_seq) = sessions::get_with_seq(c, session)?;

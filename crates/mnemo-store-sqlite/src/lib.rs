@@ -370,7 +370,7 @@ impl Store for SqliteStore {
     async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended> {
         let session = session.clone();
         let ttl = self.limits.work_lease_ttl_seconds;
-        self.engine.write(move |c| events::append(c, &session, events, author, ttl)).await
+        self.engine.write(move |c| events::append(c, &session, events, &author, ttl)).await
     }
 
     async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {

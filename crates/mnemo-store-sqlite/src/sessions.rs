@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use mnemo_api::{
-    Access, Event, EventId, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus, StopReason,
-    WorkData,
+    Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus,
+    StopReason, WorkData,
 };
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::{agent, catalog};
@@ -80,7 +80,12 @@ pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result
         .map_err(backend)?;
     }
     for event in &new.initial_events {
-        let logged = LoggedEvent { id: EventId::generate(), event: event.clone(), processed_at: Some(rfc3339(now)) };
+        let logged = LoggedEvent {
+            id: EventId::generate(),
+            event: event.clone(),
+            processed_at: Some(rfc3339(now)),
+            posted_by: Some(new.poster.clone()),
+        };
         insert_event(c, seq, &logged, now)?;
     }
     if let (true, Some((_, env_seq))) = (plan.enqueue_work, env) {
@@ -151,8 +156,12 @@ pub(crate) fn archive(c: &Connection, id: &SessionId) -> Result<Session> {
             params![now, seq],
         )
         .map_err(backend)?;
-        let terminated =
-            LoggedEvent { id: EventId::generate(), event: Event::StatusTerminated, processed_at: Some(rfc3339(now)) };
+        let terminated = LoggedEvent {
+            id: EventId::generate(),
+            event: Event::StatusTerminated,
+            processed_at: Some(rfc3339(now)),
+            posted_by: Some(EventPoster::ServerActor),
+        };
         insert_event(c, seq, &terminated, now)?;
         work::stop_session_work(c, id)?;
         outbox.record(Change::Logged(&terminated.event), id.as_str());

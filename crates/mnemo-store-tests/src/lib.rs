@@ -192,6 +192,7 @@ macro_rules! conformance {
             the_session_state_machine_runs_through_the_store,
             confirmations_gate_tool_calls,
             only_the_agent_side_posts_agent_events,
+            workers_post_results_only_and_every_event_names_its_poster,
             terminated_sessions_accept_no_events,
             input_enqueues_work_only_without_live_work,
         });

@@ -90,6 +90,8 @@ pub struct NewSession {
     pub budget: Option<serde_json::Value>,
     /// `user.message` / `user.define_outcome` events to record first.
     pub initial_events: Vec<Event>,
+    /// Who posts `initial_events`: the API key creating the session.
+    pub poster: mnemo_api::EventPoster,
     /// Where mount paths are rooted (`/mnt/memory` by default).
     pub mount_root: String,
 }

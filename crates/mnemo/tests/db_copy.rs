@@ -157,6 +157,7 @@ async fn fill(s: &dyn Store) {
             initial_events: vec![event(
                 json!({"type": "user.message", "content": [{"type": "text", "text": "hello"}]}),
             )],
+            poster: mnemo_api::EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
             mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
         })
         .await
@@ -183,7 +184,7 @@ async fn fill(s: &dyn Store) {
                     json!({"type": "agent.tool_use", "name": "read", "input": {"path": "/mnt/memory/team-notes/a.md"}}),
                 ),
             ],
-            EventAuthor::Agent,
+            EventAuthor::Server,
         )
         .await
         .unwrap();
@@ -193,7 +194,7 @@ async fn fill(s: &dyn Store) {
         vec![event(json!({
             "type": "user.tool_result", "tool_use_id": call_id, "content": [{"type": "text", "text": "v1"}], "is_error": false,
         }))],
-        EventAuthor::Client,
+        EventAuthor::ApiKey("apikey_person".parse().unwrap()),
     )
     .await
     .unwrap();

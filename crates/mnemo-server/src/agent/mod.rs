@@ -84,7 +84,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// Appends as the agent, and tells this process's streams and long polls, as a handler does.
     pub(crate) async fn append(&self, id: &SessionId, events: Vec<Event>) -> Result<Appended, StoreError> {
-        let appended = self.store.append_events(id, events, EventAuthor::Agent).await?;
+        let appended = self.store.append_events(id, events, EventAuthor::Server).await?;
         self.hub.publish(&*self.store, id, &appended.written).await;
         if appended.enqueued_work {
             self.work_signal.notify_waiters();

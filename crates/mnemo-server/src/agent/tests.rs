@@ -172,6 +172,7 @@ async fn session(s: &dyn Store, model: &str) -> SessionId {
         metadata: Default::default(),
         budget: None,
         initial_events: Vec::new(),
+        poster: mnemo_api::EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
         mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
     };
     s.create_session(new).await.unwrap().id
@@ -183,7 +184,11 @@ fn event(v: Value) -> Event {
 
 impl Harness {
     async fn post(&self, id: &SessionId, v: Value) -> Value {
-        let appended = self.store.append_events(id, vec![event(v)], EventAuthor::Client).await.unwrap();
+        let appended = self
+            .store
+            .append_events(id, vec![event(v)], EventAuthor::ApiKey("apikey_person".parse().unwrap()))
+            .await
+            .unwrap();
         self.hub.publish(&*self.store.store, id, &appended.written).await;
         self.agent_loop.wake(id);
         appended.recorded[0].body.clone()
@@ -468,13 +473,13 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
         .append_events(
             &id,
             vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
-            EventAuthor::Client,
+            EventAuthor::ApiKey("apikey_person".parse().unwrap()),
         )
         .await
         .unwrap();
     // A runner claimed the turn, started a call and died.
     assert!(store.claim_turn(&id, "dead", Duration::from_millis(100)).await.unwrap());
-    store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Agent).await.unwrap();
+    store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
     assert_eq!(store.get_session(&id).await.unwrap().status, "running");
     // A new process starts: its first scan finds the session; once the lease lapses, it takes over.
     let hub = Arc::new(EventHub::default());
@@ -494,13 +499,13 @@ async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start
     let answered = session(&*store, "fake-model").await;
     for s in [&id, &answered] {
         let hi = event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}));
-        store.append_events(s, vec![hi], EventAuthor::Client).await.unwrap();
+        store.append_events(s, vec![hi], EventAuthor::ApiKey("apikey_person".parse().unwrap())).await.unwrap();
     }
     // The second one's turn ended before the process died; the first one's message was stored,
     // then the process died before any runner saw it: the session is still idle.
-    store.append_events(&answered, vec![Event::ModelRequestStart], EventAuthor::Agent).await.unwrap();
+    store.append_events(&answered, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
     let end = event(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
-    store.append_events(&answered, vec![end], EventAuthor::Agent).await.unwrap();
+    store.append_events(&answered, vec![end], EventAuthor::Server).await.unwrap();
     assert_eq!(store.get_session(&id).await.unwrap().status, "idle");
     let hub = Arc::new(EventHub::default());
     let agent_loop =
@@ -523,7 +528,7 @@ async fn two_loops_on_one_store_run_a_turn_once() {
         .append_events(
             &id,
             vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
-            EventAuthor::Client,
+            EventAuthor::ApiKey("apikey_person".parse().unwrap()),
         )
         .await
         .unwrap();

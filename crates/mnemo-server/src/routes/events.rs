@@ -127,7 +127,9 @@ pub(crate) async fn send(
         return Err(ApiError::invalid("events must not be empty"));
     }
     let events = parse_events("events", body.events)?;
-    let appended = state.store.append_events(&id, events, scope::event_author(&caller.0)).await?;
+    let author = scope::event_author(&caller.0)
+        .ok_or_else(|| ApiError::permission(format!("this credential does not reach session `{id}`")))?;
+    let appended = state.store.append_events(&id, events, author).await?;
     state.hub.publish(&*state.store, &id, &appended.written).await;
     if appended.enqueued_work {
         state.work_signal.notify_waiters();

@@ -6,7 +6,7 @@ use mnemo_api::{
     AgentParams, CreateSession, EnvironmentId, Event, MAX_MEMORY_INSTRUCTIONS_CHARS, MAX_SESSION_MEMORY_STORES,
     MemoryStoreId, Session, SessionDeleted, SessionId, View, validate_metadata,
 };
-use mnemo_store::rules::scope::Action;
+use mnemo_store::rules::scope::{self, Action};
 use mnemo_store::{AgentRef, Attachment, ListSessions, NewSession};
 use serde::Serialize;
 use serde_json::Value;
@@ -66,9 +66,12 @@ fn agent_ref(agent: &Value) -> Result<AgentRef, ApiError> {
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Json(body): Json<CreateSession>,
 ) -> Reply<Session> {
+    let poster = scope::event_author(&caller.0)
+        .map(|author| author.poster())
+        .ok_or_else(|| ApiError::permission("this endpoint needs an API key"))?;
     let environment: EnvironmentId = body
         .environment_id
         .parse()
@@ -124,6 +127,7 @@ pub(crate) async fn create(
         metadata,
         budget: body.budget,
         initial_events,
+        poster,
         mount_root: state.memory_mount_root.to_string(),
     };
     let session = state.store.create_session(new).await?;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::join_all;
 use mnemo_api::{MemoryListItem, View, WorkId, content_sha256};
-use mnemo_store::{EventAuthor, Limits, MemoryChange, StoreError};
+use mnemo_store::{Limits, MemoryChange, StoreError};
 
 use super::fixtures::{
     all_memories, all_versions, api_actor, environment, fresh_hash, listed_paths, memories, memory_store, path, seqs,
@@ -261,7 +261,7 @@ pub async fn a_concurrent_reader_sees_every_event_in_order(factory: &impl StoreF
                 let mut seqs = Vec::new();
                 for j in 0..APPENDS {
                     let batch = (0..1 + j % 3).map(|k| user_message(&format!("{w}.{j}.{k}"))).collect();
-                    let appended = s.append_events(&session, batch, EventAuthor::Client).await.unwrap();
+                    let appended = s.append_events(&session, batch, super::fixtures::person()).await.unwrap();
                     seqs.extend(appended.written.iter().map(|e| e.seq));
                 }
                 seqs

@@ -47,6 +47,11 @@ pub(crate) fn event(v: Value) -> Event {
     Event::parse(v).unwrap_or_else(|e| panic!("{shown}: {e}"))
 }
 
+/// A person's client: an API key (posts user input and, driving the agent side, agent events).
+pub(crate) fn person() -> mnemo_store::EventAuthor {
+    mnemo_store::EventAuthor::ApiKey("apikey_person".parse().unwrap())
+}
+
 pub(crate) fn user_message(text: &str) -> Event {
     event(json!({"type": "user.message", "content": [{"type": "text", "text": text}]}))
 }
@@ -104,6 +109,7 @@ pub(crate) fn new_session(agent: &Agent, env: &Environment) -> NewSession {
         metadata: BTreeMap::new(),
         budget: None,
         initial_events: Vec::new(),
+        poster: mnemo_api::EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
         mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mnemo_api::{Environment, Session, Work, WorkState};
 use mnemo_store::rules::work::NO_HEARTBEAT;
-use mnemo_store::{Credential, EventAuthor, Limits, Store};
+use mnemo_store::{Credential, Limits, Store};
 
 use super::fixtures::{environment, fresh_hash, session, user_message};
 use super::work::{beat, refused};
@@ -52,7 +52,8 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     assert_eq!(old_holder.state, WorkState::Queued);
 
     // New input to a session whose stopping item lapsed: the item is stopped and new work queued.
-    let appended = s.append_events(&input_session.id, vec![user_message("hi")], EventAuthor::Client).await.unwrap();
+    let appended =
+        s.append_events(&input_session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
     assert!(appended.enqueued_work, "a lapsed stopping item is no live work");
     assert_eq!(s.get_work(&input_env.id, &input_item.id).await.unwrap().state, WorkState::Stopped);
 
@@ -67,7 +68,8 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     let stopped = s.get_work(&stopping_env.id, &stopping.id).await.unwrap();
     assert_eq!(stopped.state, WorkState::Stopped);
     assert!(stopped.stopped_at.is_some());
-    let appended = s.append_events(&stopping_session.id, vec![user_message("hi")], EventAuthor::Client).await.unwrap();
+    let appended =
+        s.append_events(&stopping_session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
     assert!(appended.enqueued_work, "the stopped item's session gets new work");
 
     // A heartbeat kept its lease.

@@ -565,9 +565,7 @@ pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
     let env = environment(&*s, true).await;
     let session = session(&*s, &env).await;
     for i in 0..3 {
-        s.append_events(&session.id, vec![user_message(&i.to_string())], mnemo_store::EventAuthor::Client)
-            .await
-            .unwrap();
+        s.append_events(&session.id, vec![user_message(&i.to_string())], super::fixtures::person()).await.unwrap();
     }
     let ascending =
         s.list_events(&session.id, ListEvents { limit: 1, ..Default::default() }).await.unwrap().next.unwrap();

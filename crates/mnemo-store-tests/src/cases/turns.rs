@@ -55,20 +55,20 @@ pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFact
     let id = session(&*s, &env).await.id;
     assert_eq!(s.get_session(&id).await.unwrap().usage["input_tokens"], 0);
     for (round, (input, output, read, created)) in [(10, 5, 0, 100), (20, 7, 100, 0)].into_iter().enumerate() {
-        let start = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Agent);
+        let start = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Server);
         let start = start.await.unwrap();
         let first = if round == 0 { "session.status_running" } else { "span.model_request_start" };
         assert_eq!(start.written[0].body["type"], first, "the first model call runs the session");
         let end = event(json!({"type": "span.model_request_end", "model_request_start_id": id_of(&start.recorded[0]),
             "model_usage": {"input_tokens": input, "output_tokens": output,
                             "cache_read_input_tokens": read, "cache_creation_input_tokens": created}}));
-        let ended = s.append_events(&id, vec![end], EventAuthor::Agent).await.unwrap();
+        let ended = s.append_events(&id, vec![end], EventAuthor::Server).await.unwrap();
         assert_eq!(ended.written.len(), 1, "the end of a call changes no status");
     }
     let error = event(json!({"type": "session.error", "error": {"type": "model_overloaded_error",
         "message": "overloaded", "retry_status": {"type": "exhausted"}}}));
     let idle = event(json!({"type": "session.status_idle", "stop_reason": {"type": "retries_exhausted"}}));
-    s.append_events(&id, vec![error, idle], EventAuthor::Agent).await.unwrap();
+    s.append_events(&id, vec![error, idle], EventAuthor::Server).await.unwrap();
     let session = s.get_session(&id).await.unwrap();
     assert_eq!(session.status, "idle");
     assert_eq!(
@@ -76,6 +76,7 @@ pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFact
         json!({"input_tokens": 30, "output_tokens": 12, "cache_read_input_tokens": 100,
                "cache_creation": {"ephemeral_5m_input_tokens": 100}})
     );
-    let client = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Client);
+    let worker = EventAuthor::SessionToken { session: id.clone(), work: "work_w".parse().unwrap() };
+    let client = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], worker);
     assert_err!(client.await, StoreError::Forbidden(_), "only the agent side reports model calls");
 }

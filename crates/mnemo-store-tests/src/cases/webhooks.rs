@@ -142,7 +142,7 @@ pub async fn changes_yield_webhook_deliveries_in_their_transaction(factory: &imp
     s.update_agent(&agent.id, 1, renamed).await.unwrap();
     let session = s.create_session(new_session(&agent, &env)).await.unwrap();
     let call = event(json!({"type": "agent.tool_use", "name": "read", "input": {"file_path": "/x"}}));
-    s.append_events(&session.id, vec![call], EventAuthor::Agent).await.unwrap();
+    s.append_events(&session.id, vec![call], EventAuthor::Server).await.unwrap();
     s.update_session(&session.id, Some(Some("t".into())), None).await.unwrap();
     s.archive_session(&session.id).await.unwrap();
     s.archive_session(&session.id).await.unwrap();

@@ -83,11 +83,16 @@ pub fn memory_actor(caller: &Credential) -> Option<Actor> {
     }
 }
 
-/// Who a caller appends events as: an API key drives the agent side.
-pub fn event_author(caller: &Credential) -> EventAuthor {
+/// Who a caller appends events as (what it may post is [`EventAuthor::may_post`]); `None` for a
+/// healthcheck's sessions token, which reaches no session.
+pub fn event_author(caller: &Credential) -> Option<EventAuthor> {
     match caller {
-        Credential::ApiKey(_) => EventAuthor::Agent,
-        Credential::EnvironmentKey { .. } | Credential::SessionToken { .. } => EventAuthor::Client,
+        Credential::ApiKey(id) => Some(EventAuthor::ApiKey(id.clone())),
+        Credential::EnvironmentKey { id, .. } => Some(EventAuthor::EnvironmentKey(id.clone())),
+        Credential::SessionToken { work, session: Some(session), .. } => {
+            Some(EventAuthor::SessionToken { session: session.clone(), work: work.clone() })
+        }
+        Credential::SessionToken { session: None, .. } => None,
     }
 }
 

@@ -9,19 +9,104 @@
 use std::collections::HashMap;
 
 use mnemo_api::{
-    Event, EventId, LoggedEvent, ModelUsage, Permission, SessionId, SessionStatus, StatusIdle, StopReason, ToolResult,
-    Verdict,
+    ApiKeyId, EnvironmentKeyId, Event, EventId, EventPoster, LoggedEvent, ModelUsage, Permission, SessionId,
+    SessionStatus, StatusIdle, StopReason, ToolResult, Verdict, WorkId,
 };
 use serde_json::{Value, json};
 
 use crate::{SessionEvent, StoreError};
 
-/// Who appends events: the agent side (an API key driving the session) may post `agent.*`
-/// events and end turns; clients (and workers) post `user.*` and `system.message` events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who appends events, and so what they may post (see [`EventAuthor::may_post`]) and what the
+/// log records as their poster.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventAuthor {
+    /// The server's own agent loop: the agent side only (`agent.*`, `span.*`, `session.error`,
+    /// ending a turn).
+    Server,
+    /// An API key: a person's client, the console, or an agent loop run outside the server —
+    /// the user side and the agent side.
+    ApiKey(ApiKeyId),
+    /// A worker with the environment's key: tool results only, and only to a session that has a
+    /// work item in progress.
+    EnvironmentKey(EnvironmentKeyId),
+    /// A worker with the sessions token of one delivery of `work` for `session`: tool results
+    /// only, to that session (the scope decision has checked the session is its own).
+    SessionToken { session: SessionId, work: WorkId },
+}
+
+/// Which side of a session an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `agent.*`, `span.*`, `session.error`, ending a turn.
     Agent,
-    Client,
+    /// `user.tool_result`, `user.custom_tool_result`: what a worker sends back.
+    ToolResult,
+    /// `user.message`, `user.interrupt`, `user.tool_confirmation`, `user.define_outcome`,
+    /// `system.message`: a person's (or their client's) input.
+    User,
+}
+
+impl Side {
+    /// The side of a posted event; `None` for the status events only the server emits.
+    pub fn of(event: &Event) -> Option<Self> {
+        Some(match event {
+            Event::UserToolResult(_) | Event::UserCustomToolResult(_) => Self::ToolResult,
+            Event::UserMessage(_)
+            | Event::UserInterrupt(_)
+            | Event::UserToolConfirmation(_)
+            | Event::UserDefineOutcome(_)
+            | Event::SystemMessage(_) => Self::User,
+            Event::AgentMessage(_)
+            | Event::AgentToolUse(_)
+            | Event::AgentCustomToolUse(_)
+            | Event::ModelRequestStart
+            | Event::ModelRequestEnd(_)
+            | Event::SessionError(_)
+            | Event::StatusIdle(_) => Self::Agent,
+            Event::StatusRunning | Event::StatusTerminated => return None,
+        })
+    }
+}
+
+impl EventAuthor {
+    /// Whether this author may post an event of `side` to a session; `has_live_work`: the
+    /// session has a work item that is not stopped. The refusal says who may.
+    pub fn may_post(&self, side: Side, kind: &str, has_live_work: bool) -> Result<(), String> {
+        match (self, side) {
+            (Self::ApiKey(_), _) | (Self::Server, Side::Agent) => Ok(()),
+            (Self::Server, _) => Err(format!("the server's agent loop posts agent events only, not {kind}")),
+            (Self::EnvironmentKey(_) | Self::SessionToken { .. }, Side::Agent) => {
+                Err(format!("only an API key driving the session may post {kind} events"))
+            }
+            (Self::EnvironmentKey(_) | Self::SessionToken { .. }, Side::User) => Err(format!(
+                "environment keys and sessions tokens may post tool results only \
+                 (`user.tool_result`, `user.custom_tool_result`); {kind} needs an API key"
+            )),
+            (Self::EnvironmentKey(_), Side::ToolResult) if !has_live_work => {
+                Err("this session has no work item in progress: an environment key may post tool results only to a \
+                 session its worker serves"
+                    .into())
+            }
+            (Self::EnvironmentKey(_) | Self::SessionToken { .. }, Side::ToolResult) => Ok(()),
+        }
+    }
+
+    /// Whether this author drives the agent side (its tool calls leave the session waiting).
+    pub fn drives_agent(&self) -> bool {
+        matches!(self, Self::Server | Self::ApiKey(_))
+    }
+
+    /// What the log records as the poster of this author's events.
+    pub fn poster(&self) -> EventPoster {
+        match self {
+            Self::Server => EventPoster::ServerActor,
+            Self::ApiKey(id) => EventPoster::ApiActor { api_key_id: id.clone() },
+            Self::EnvironmentKey(id) => EventPoster::EnvironmentKeyActor { environment_key_id: id.clone() },
+            Self::SessionToken { session, work } => {
+                EventPoster::SessionActor { session_id: session.clone(), work_id: work.clone() }
+            }
+        }
+    }
 }
 
 /// The kind of tool call an event id names.
@@ -190,7 +275,7 @@ pub fn plan_append(
     view: &SessionView<'_>,
     known: HashMap<EventId, KnownCall>,
     events: Vec<Event>,
-    author: EventAuthor,
+    author: &EventAuthor,
     minter: &mut impl Minter,
 ) -> Result<AppendPlan, StoreError> {
     let session = view.id;
@@ -198,9 +283,12 @@ pub fn plan_append(
     let mut calls = Calls { known, open: view.open_calls.clone() };
     let mut status = view.status;
     let mut needs_worker = false;
+    let poster = author.poster();
     let mut record = |plan: &mut AppendPlan, event: Event, requested: bool| -> EventId {
         let id = minter.event_id();
-        let logged = LoggedEvent { id: id.clone(), event, processed_at: Some(minter.processed_at()) };
+        // What the request posted is its author's; what the server emits in answer is the server's.
+        let posted_by = Some(if requested { poster.clone() } else { EventPoster::ServerActor });
+        let logged = LoggedEvent { id: id.clone(), event, processed_at: Some(minter.processed_at()), posted_by };
         plan.steps.push(Step::Record { event: logged, requested });
         id
     };
@@ -208,6 +296,9 @@ pub fn plan_append(
     for event in events {
         if terminated {
             return Err(StoreError::Invalid(format!("session `{session}` is terminated; it accepts no events")));
+        }
+        if let Some(side) = Side::of(&event) {
+            author.may_post(side, event.kind(), view.has_live_work).map_err(StoreError::Forbidden)?;
         }
         match event {
             Event::UserToolResult(ref result) | Event::UserCustomToolResult(ref result) => {
@@ -264,12 +355,6 @@ pub fn plan_append(
             | Event::ModelRequestStart
             | Event::ModelRequestEnd(_)
             | Event::SessionError(_) => {
-                if author != EventAuthor::Agent {
-                    return Err(StoreError::Forbidden(format!(
-                        "only an API key driving the session may post {} events",
-                        event.kind()
-                    )));
-                }
                 if let Event::ModelRequestEnd(end) = &event {
                     plan.usage = Some(plan.usage.unwrap_or_default().plus(end.model_usage));
                 }
@@ -306,9 +391,6 @@ pub fn plan_append(
                 }
             }
             Event::StatusIdle(idle) => {
-                if author != EventAuthor::Agent {
-                    return Err(StoreError::Forbidden("only an API key driving the session may end its turn".into()));
-                }
                 if !calls.open.is_empty() {
                     return Err(StoreError::Invalid(format!(
                         "{} tool call(s) still wait for results; the turn cannot end yet",
@@ -335,7 +417,7 @@ pub fn plan_append(
             }
         }
     }
-    if status == SessionStatus::Running && !calls.open.is_empty() && author == EventAuthor::Agent {
+    if status == SessionStatus::Running && !calls.open.is_empty() && author.drives_agent() {
         // The agent is blocked on tool calls: the session idles, asking for their results.
         let reason = StopReason::RequiresAction { event_ids: calls.open.clone() };
         record(&mut plan, Event::StatusIdle(StatusIdle { stop_reason: reason.clone(), stop_details: None }), false);

@@ -54,6 +54,7 @@ fn new_session(stores: &[&str]) -> NewSession {
         metadata: BTreeMap::new(),
         budget: None,
         initial_events: vec![],
+        poster: mnemo_api::EventPoster::ServerActor,
         mount_root: "/mnt/memory".into(),
     }
 }

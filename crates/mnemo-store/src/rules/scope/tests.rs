@@ -116,9 +116,13 @@ fn the_scope_of_each_credential() {
 #[test]
 fn who_posts_as_the_agent_and_who_needs_a_lookup() {
     let w = world();
-    assert_eq!(event_author(&w.api), EventAuthor::Agent);
-    assert_eq!(event_author(&w.env_key), EventAuthor::Client);
-    assert_eq!(event_author(&w.token), EventAuthor::Client);
+    assert!(matches!(event_author(&w.api), Some(EventAuthor::ApiKey(_))));
+    assert!(matches!(event_author(&w.env_key), Some(EventAuthor::EnvironmentKey(_))));
+    assert_eq!(
+        event_author(&w.token),
+        Some(EventAuthor::SessionToken { session: w.session.clone(), work: w.item.clone() })
+    );
+    assert_eq!(event_author(&w.healthcheck), None, "a healthcheck's token posts to no session");
     assert_eq!(attachment_lookup(&w.token), Some(&w.session));
     assert_eq!(attachment_lookup(&w.api), None);
     assert_eq!(memory_actor(&w.token), Some(Actor::SessionActor { session_id: w.session.clone() }));
