@@ -153,6 +153,8 @@ enum Open {
 /// The state of one streamed reply: feed it the SSE messages, it yields events.
 #[derive(Default)]
 pub(crate) struct Assembler {
+    /// The provider's key: an unknown event's name is logged only if it holds no run of it.
+    key: Option<String>,
     open: BTreeMap<u64, Open>,
     usage: Usage,
     stop_reason: Option<StopReason>,
@@ -256,7 +258,10 @@ impl Assembler {
                 Ok(Some(ReplyEvent::Finished { stop_reason, usage: self.usage }))
             }
             other => {
-                tracing::debug!(event = other, "unknown model stream event skipped");
+                // The name is the provider's text: logged only when it is a plain identifier.
+                let event =
+                    crate::redact::error_type(other, self.key.as_deref()).unwrap_or_else(|| "(not shown)".into());
+                tracing::debug!(%event, "unknown model stream event skipped");
                 Ok(None)
             }
         }
@@ -281,8 +286,12 @@ impl Assembler {
 
 /// Turns SSE messages into reply events; the end of the body before `message_stop` is a
 /// [`ModelError::Stream`].
-pub(crate) fn events(messages: futures::stream::BoxStream<'static, Result<SseMessage, ModelError>>) -> ReplyStream {
-    futures::stream::unfold((messages, Assembler::default(), false), |(mut messages, mut asm, mut done)| async move {
+pub(crate) fn events(
+    messages: futures::stream::BoxStream<'static, Result<SseMessage, ModelError>>,
+    key: Option<String>,
+) -> ReplyStream {
+    let asm = Assembler { key, ..Assembler::default() };
+    futures::stream::unfold((messages, asm, false), |(mut messages, mut asm, mut done)| async move {
         if done {
             return None;
         }
@@ -332,7 +341,7 @@ impl Provider for AnthropicProvider {
         if !resp.status().is_success() {
             return Err(crate::failed_answer(resp, key, "anthropic", status_error).await);
         }
-        let events = events(sse::messages(resp, self.settings.idle_timeout));
+        let events = events(sse::messages(resp, self.settings.idle_timeout), self.settings.api_key.clone());
         Ok(crate::redacted_stream(events, self.settings.api_key.clone()))
     }
 }

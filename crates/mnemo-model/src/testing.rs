@@ -84,6 +84,9 @@ pub struct FakeReply {
     pub stream_error: Option<String>,
     /// The message of that error (default `injected by the fake`); `{key}` as in [`FakeError`].
     pub stream_error_message: Option<String>,
+    /// Anthropic format: an event of this type after `message_start`, which no client knows
+    /// (`{key}` as in [`FakeError`]).
+    pub unknown_event: Option<String>,
 }
 
 impl FakeReply {
@@ -145,6 +148,11 @@ impl FakeReply {
     /// The message of a [`FakeReply::stream_error`] (`{key}`: the key the request carried).
     pub fn with_stream_error_message(mut self, message: impl Into<String>) -> Self {
         self.stream_error_message = Some(message.into());
+        self
+    }
+    /// Sends an event of type `name` no client knows after `message_start` (Anthropic format).
+    pub fn with_unknown_event(mut self, name: impl Into<String>) -> Self {
+        self.unknown_event = Some(name.into());
         self
     }
     /// A redirect to `location` (an empty body).
@@ -495,7 +503,12 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     }
     let frames = if anthropic {
         let usage = cache_usage(&inner.cache, &body);
-        anthropic_frames(&reply, n, usage)
+        let mut frames = anthropic_frames(&reply, n, usage);
+        if let Some(name) = &reply.unknown_event {
+            let name = name.replace("{key}", &key);
+            frames.insert(1, format!("event: {name}\ndata: {}\n\n", json!({"type": name})));
+        }
+        frames
     } else {
         openai_frames(&reply, n, &body)
     };

@@ -272,6 +272,8 @@ async fn a_provider_echoing_the_model_key_leaks_it_nowhere() {
     };
     let fake = FakeModelServer::start(script()).await;
     fake.push(script());
+    // And an answer carrying an event no client knows, named with the key (a debug log line).
+    fake.push([FakeReply::text("Fine.").with_unknown_event("{key}")]);
     let models = format!(
         "[providers.gw]\nkind = \"anthropic\"\nbase_url = \"{0}\"\napi_key = \"{MODEL_KEY}\"\n\
          [providers.gw-openai]\nkind = \"openai\"\nbase_url = \"{0}/v1\"\napi_key = \"{MODEL_KEY}\"\n\
@@ -282,12 +284,16 @@ async fn a_provider_echoing_the_model_key_leaks_it_nowhere() {
     let api = Client::new(&server.base, KEY).unwrap();
     let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
     let mut all = Vec::new();
+    let mut first_session = String::new();
     for model in ["claude-gw", "oa-gw"] {
         let agent = json!({"name": model, "model": model, "tools": []});
         let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
         let body = json!({"agent": agent["id"], "environment_id": env["id"]});
         let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
         let session = session["id"].as_str().unwrap().to_owned();
+        if first_session.is_empty() {
+            first_session = session.clone();
+        }
         turn(&api, &session, 1).await;
         let log = turn(&api, &session, 2).await;
         let errors: Vec<&Value> = log.iter().filter(|e| e["type"] == "session.error").collect();
@@ -307,7 +313,12 @@ async fn a_provider_echoing_the_model_key_leaks_it_nowhere() {
         );
         all.extend(log);
     }
-    assert_eq!(fake.requests().len(), 4, "every scripted answer was given");
+    // The Anthropic session's third turn: the answer with the unknown event.
+    let log = turn(&api, &first_session, 3).await;
+    let end = log.iter().rfind(|e| e["type"] == "session.status_idle").unwrap();
+    assert_eq!(end["stop_reason"]["type"], "end_turn", "{log:#?}");
+    all.extend(log);
+    assert_eq!(fake.requests().len(), 5, "every scripted answer was given");
     for e in &all {
         assert!(!holds_key_run(&e.to_string()), "an event holds the key: {e}");
     }
