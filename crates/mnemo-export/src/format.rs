@@ -187,7 +187,7 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// escaped so; a writer may escape any other character too, at no more than six bytes per byte:
 /// `\uXXXX` for a 2–3 byte character, a 12-byte surrogate pair for a 4-byte one) — plus 4 KiB for
 /// the digest, size, id, times, keys and punctuation (under 2 KiB even with every one of their
-/// characters escaped). 620,544 bytes.
+/// characters escaped). 624,640 bytes.
 pub const LARGEST_MEMORY_LINE: usize = 6 * (MAX_CONTENT_BYTES + MAX_PATH_BYTES) + 4096;
 const _: () = assert!(LARGEST_MEMORY_LINE <= MAX_LINE_BYTES);
 

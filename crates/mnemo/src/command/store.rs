@@ -51,7 +51,7 @@ exactly as exported; the digests are checked on reading the file and again in th
 
 Nothing is written unless the whole file checks out: its format and version, the trailer's \
 counts (a truncated file is refused), every path, size and SHA-256 digest, no path twice, no \
-line longer than 1 MiB (a memory's line is at most ~620 KB, every byte escaped; a history is read version by \
+line longer than 1 MiB (a memory's line is at most ~625 KB, every byte escaped; a history is read version by \
 version). The check keeps no content: the contents are read again as they are uploaded (stdin \
 is kept in an unnamed temporary file meanwhile), so memory stays bounded whatever the file's \
 size, and a file that changed in between is refused.
