@@ -22,14 +22,15 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use futures::{StreamExt, stream};
+use futures::stream::BoxStream;
+use futures::{StreamExt, future};
 use mnemo_api::{
     CreateMemoryStore, ErrorType, MemoryId, MemoryStore, MemoryStoreId, Precondition, UpdateMemory, View,
     validate_metadata, validate_store_description, validate_store_name,
 };
 use mnemo_client::{Client, ClientError, PathConflict};
 
-use crate::format::{ExportFile, MemoryEntry};
+use crate::format::{ExportFile, FileError, MemoryEntry};
 use crate::plan::{Action, Conflict, Existing, plan, short};
 use crate::{Error, plain};
 
@@ -131,12 +132,15 @@ impl Outcome {
     }
 }
 
-/// Imports the memories of `file` into `store` (see the module documentation). `progress` is
-/// told how many memories are done, after each.
+/// Imports the memories of `file` into `store` (see the module documentation). `contents` is the
+/// file read again ([`ExportFile::contents`], through [`crate::read_contents`]): its memories in
+/// file order, each dropped once written, so an import holds only the contents in flight.
+/// `progress` is told how many memories are done, after each.
 pub async fn import(
     client: &Client,
     store: &MemoryStoreId,
     file: &ExportFile,
+    contents: BoxStream<'_, Result<MemoryEntry, FileError>>,
     options: ImportOptions,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<ImportReport, Error> {
@@ -150,37 +154,53 @@ pub async fn import(
     let done = AtomicUsize::new(0);
     let tick = || progress(done.fetch_add(1, Ordering::Relaxed) + 1);
     let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(actions.len());
-    let mut writes = Vec::new();
-    for (i, action) in actions.into_iter().enumerate() {
+    // The writes to make, by the memory's index in the file.
+    let mut writes: Vec<Option<Action>> = Vec::with_capacity(actions.len());
+    for action in actions {
         let settled = match action {
             Action::Skip => Some(Outcome::Skipped),
             Action::Conflict(c) => Some(Outcome::Conflict(c)),
             write => {
-                writes.push((i, write));
-                None
+                writes.push(Some(write));
+                outcomes.push(None);
+                continue;
             }
         };
-        if settled.is_some() {
-            tick();
-        }
+        tick();
+        writes.push(None);
         outcomes.push(settled);
     }
-    let results: Vec<(usize, Outcome)> = stream::iter(writes)
-        .map(|(i, action)| {
-            let (run, entry, tick) = (&run, &file.memories[i], &tick);
+    // The file's memories as they are read again; those to write go out `concurrency` at a
+    // time, the others are dropped at once.
+    let mut results = contents
+        .enumerate()
+        .filter_map(|(i, item)| {
+            future::ready(match item {
+                Err(e) => Some(Err(e)),
+                Ok(entry) => writes.get_mut(i).and_then(Option::take).map(|action| Ok((i, entry, action))),
+            })
+        })
+        .map(|item| {
+            let (run, tick) = (&run, &tick);
             async move {
-                let outcome = run.write(entry, action).await;
+                let (i, entry, action) = item?;
+                let outcome = run.write(&entry, action).await;
                 tick();
-                (i, outcome)
+                Ok::<_, FileError>((i, outcome))
             }
         })
-        .buffer_unordered(options.concurrency.max(1))
-        .collect()
-        .await;
-    for (i, outcome) in results {
+        .buffer_unordered(options.concurrency.max(1));
+    while let Some(result) = results.next().await {
+        let (i, outcome) = result.map_err(Error::File)?;
         outcomes[i] = Some(outcome);
     }
-    let mut outcomes: Vec<Outcome> = outcomes.into_iter().map(|o| o.expect("every memory was settled")).collect();
+    drop(results);
+    let mut outcomes: Vec<Outcome> = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| o.ok_or(i))
+        .collect::<Result<_, _>>()
+        .map_err(|i| Error::File(FileError::Changed { line: file.memories[i].line }))?;
 
     // Check the result against a fresh listing: what landed must be there with the file's bytes.
     let after = listing(client, store).await?;

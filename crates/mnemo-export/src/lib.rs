@@ -18,11 +18,13 @@ pub mod format;
 pub mod import;
 pub mod plan;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use mnemo_api::MemoryStoreId;
 use mnemo_client::ClientError;
 
 pub use export::{ExportOptions, ExportSummary, export};
-pub use format::{ExportFile, FileError};
+pub use format::{Contents, ExportFile, FileError, MemoryEntry, MemoryIndex};
 pub use import::{ImportOptions, ImportReport, Target, import, open_target};
 
 /// Memories uploaded at once by an import.
@@ -51,6 +53,28 @@ pub enum Error {
     /// Writing the lines failed (a full disk, a closed pipe).
     #[error("cannot write the export")]
     Write(#[source] std::io::Error),
+    /// Reading the file again, as its memories are imported, failed (it changed meanwhile).
+    #[error("{0}")]
+    File(FileError),
+}
+
+/// The memories of a checked file read again on a thread of their own (the reading blocks),
+/// handed over at most `depth` ahead of the import, so that only a few contents are in memory
+/// at once. The thread ends when the stream is dropped.
+pub fn read_contents<R>(contents: Contents<R>, depth: usize) -> BoxStream<'static, Result<MemoryEntry, FileError>>
+where
+    R: std::io::BufRead + Send + 'static,
+{
+    let (mut tx, rx) = futures::channel::mpsc::channel(depth.max(1));
+    std::thread::spawn(move || {
+        for item in contents {
+            // The receiver is gone: the import ended.
+            if futures::executor::block_on(futures::SinkExt::send(&mut tx, item)).is_err() {
+                break;
+            }
+        }
+    });
+    rx.boxed()
 }
 
 impl Error {

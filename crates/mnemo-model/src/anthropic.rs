@@ -28,11 +28,7 @@ pub struct AnthropicProvider {
 
 impl AnthropicProvider {
     pub fn new(settings: ProviderSettings) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.idle_timeout)
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
+        let http = crate::http_client(&settings);
         AnthropicProvider { settings, http }
     }
 }
@@ -105,7 +101,10 @@ pub(crate) fn status_error(status: u16, retry_after: Option<std::time::Duration>
         429 => ModelError::RateLimited { retry_after },
         529 => ModelError::Overloaded,
         500..=599 => ModelError::Server { status },
-        _ => ModelError::Refused { status, message: crate::error_message(body) },
+        _ => {
+            let (error_type, message) = crate::error_message(body);
+            ModelError::Refused { status, error_type, message }
+        }
     }
 }
 
@@ -113,15 +112,16 @@ pub(crate) fn status_error(status: u16, retry_after: Option<std::time::Duration>
 fn stream_error(data: &Value) -> ModelError {
     let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("");
     let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("(no message)").to_string();
+    let refused = |status| ModelError::Refused { status, error_type: Some(kind.to_owned()), message: message.clone() };
     match kind {
         "overloaded_error" => ModelError::Overloaded,
         "rate_limit_error" => ModelError::RateLimited { retry_after: None },
         "api_error" => ModelError::Server { status: 500 },
-        "invalid_request_error" => ModelError::Refused { status: 400, message },
-        "authentication_error" => ModelError::Refused { status: 401, message },
-        "permission_error" => ModelError::Refused { status: 403, message },
-        "not_found_error" => ModelError::Refused { status: 404, message },
-        "request_too_large" => ModelError::Refused { status: 413, message },
+        "invalid_request_error" => refused(400),
+        "authentication_error" => refused(401),
+        "permission_error" => refused(403),
+        "not_found_error" => refused(404),
+        "request_too_large" => refused(413),
         _ => ModelError::Stream(format!("error event {kind:?}: {message}")),
     }
 }
@@ -153,6 +153,8 @@ enum Open {
 /// The state of one streamed reply: feed it the SSE messages, it yields events.
 #[derive(Default)]
 pub(crate) struct Assembler {
+    /// The provider's key: an unknown event's name is logged only if it holds no run of it.
+    key: Option<String>,
     open: BTreeMap<u64, Open>,
     usage: Usage,
     stop_reason: Option<StopReason>,
@@ -256,7 +258,10 @@ impl Assembler {
                 Ok(Some(ReplyEvent::Finished { stop_reason, usage: self.usage }))
             }
             other => {
-                tracing::debug!(event = other, "unknown model stream event skipped");
+                // The name is the provider's text: logged only when it is a plain identifier.
+                let event =
+                    crate::redact::error_type(other, self.key.as_deref()).unwrap_or_else(|| "(not shown)".into());
+                tracing::debug!(%event, "unknown model stream event skipped");
                 Ok(None)
             }
         }
@@ -281,8 +286,12 @@ impl Assembler {
 
 /// Turns SSE messages into reply events; the end of the body before `message_stop` is a
 /// [`ModelError::Stream`].
-pub(crate) fn events(messages: futures::stream::BoxStream<'static, Result<SseMessage, ModelError>>) -> ReplyStream {
-    futures::stream::unfold((messages, Assembler::default(), false), |(mut messages, mut asm, mut done)| async move {
+pub(crate) fn events(
+    messages: futures::stream::BoxStream<'static, Result<SseMessage, ModelError>>,
+    key: Option<String>,
+) -> ReplyStream {
+    let asm = Assembler { key, ..Assembler::default() };
+    futures::stream::unfold((messages, asm, false), |(mut messages, mut asm, mut done)| async move {
         if done {
             return None;
         }
@@ -319,40 +328,22 @@ impl Provider for AnthropicProvider {
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(&body);
         if let Some(key) = &self.settings.api_key {
-            let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| ModelError::Refused {
-                status: 0,
-                message: "the API key is not a valid header value".into(),
-            })?;
+            let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| ModelError::InvalidKey)?;
             value.set_sensitive(true);
             req = req.header("x-api-key", value);
         }
         tracing::debug!(model = %request.model, messages = request.messages.len(), tools = request.tools.len(), "anthropic call");
+        let key = self.settings.api_key.as_deref();
         let resp = tokio::time::timeout(self.settings.idle_timeout, req.send())
             .await
             .map_err(|_| ModelError::Timeout)?
-            .map_err(crate::transport_error)?;
-        let status = resp.status().as_u16();
+            .map_err(|e| crate::transport_error(e).redacted(key))?;
         if !resp.status().is_success() {
-            let retry_after = crate::retry_after::parse(resp.headers());
-            let text = read_error_body(resp).await;
-            let e = status_error(status, retry_after, &text);
-            tracing::warn!(status, error = %e, "anthropic call failed");
-            return Err(e);
+            return Err(crate::failed_answer(resp, key, "anthropic", status_error).await);
         }
-        Ok(events(sse::messages(resp, self.settings.idle_timeout)))
+        let events = events(sse::messages(resp, self.settings.idle_timeout), self.settings.api_key.clone());
+        Ok(crate::redacted_stream(events, self.settings.api_key.clone()))
     }
-}
-
-/// At most 64 KiB of an error body.
-pub(crate) async fn read_error_body(mut resp: reqwest::Response) -> String {
-    let mut buf = Vec::new();
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        buf.extend_from_slice(&chunk);
-        if buf.len() > 64 * 1024 {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 #[cfg(test)]
@@ -484,7 +475,14 @@ mod tests {
             ("overloaded_error", ModelError::Overloaded),
             ("rate_limit_error", ModelError::RateLimited { retry_after: None }),
             ("api_error", ModelError::Server { status: 500 }),
-            ("invalid_request_error", ModelError::Refused { status: 400, message: "nope".into() }),
+            (
+                "invalid_request_error",
+                ModelError::Refused {
+                    status: 400,
+                    error_type: Some("invalid_request_error".into()),
+                    message: "nope".into(),
+                },
+            ),
         ];
         for (kind, want) in cases {
             let wire = start.clone() + &ev("error", json!({"type":"error","error":{"type":kind,"message":"nope"}}));
@@ -517,7 +515,11 @@ mod tests {
         assert_eq!(status_error(503, None, ""), ModelError::Server { status: 503 });
         assert_eq!(
             status_error(400, None, body),
-            ModelError::Refused { status: 400, message: "max_tokens: too large".into() }
+            ModelError::Refused {
+                status: 400,
+                error_type: Some("invalid_request_error".into()),
+                message: "max_tokens: too large".into()
+            }
         );
         assert!(status_error(429, None, "").is_retryable());
         assert!(status_error(529, None, "").is_retryable());

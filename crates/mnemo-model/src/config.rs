@@ -220,6 +220,17 @@ impl ModelConfig {
             if api_key.as_deref().is_some_and(|k| k.contains(['\r', '\n'])) {
                 return Err(invalid(key("api_key"), "the key holds a line break"));
             }
+            // It travels in a header (`x-api-key`, `Authorization: Bearer`): say so now, not at
+            // the first call.
+            if api_key
+                .as_deref()
+                .is_some_and(|k| reqwest::header::HeaderValue::from_str(&format!("Bearer {k}")).is_err())
+            {
+                return Err(invalid(
+                    key("api_key"),
+                    "the key holds a control character, which an HTTP header cannot carry",
+                ));
+            }
             let secs = |v: Option<f64>, k: &str, default: f64| -> Result<Duration, ConfigError> {
                 let v = v.unwrap_or(default);
                 if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
@@ -403,6 +414,7 @@ max_tokens = 4096
             ("[providers.a]\nkind = \"openai\"\nbase_url = \"ftp://x\"\n", "providers.a.base_url"),
             ("[providers.a]\nkind = \"anthropic\"\napi_key_env = \"NOPE\"\n", "providers.a.api_key_env"),
             ("[providers.a]\nkind = \"anthropic\"\n", "providers.a.api_key_env"),
+            ("[providers.a]\nkind = \"anthropic\"\napi_key = \"k\\u0007ey\"\n", "providers.a.api_key"),
             (
                 "[providers.a]\nkind = \"anthropic\"\napi_key = \"k\"\nidle_timeout_secs = 0\n",
                 "providers.a.idle_timeout_secs",

@@ -26,11 +26,7 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     pub fn new(settings: ProviderSettings) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.idle_timeout)
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
+        let http = crate::http_client(&settings);
         OpenAiProvider { settings, http }
     }
 }
@@ -181,10 +177,11 @@ impl Assembler {
             serde_json::from_str(data).map_err(|e| ModelError::Stream(format!("a chunk is not JSON ({e})")))?;
         if let Some(err) = v.get("error") {
             let message = err.get("message").and_then(Value::as_str).unwrap_or("(no message)").to_string();
+            let error_type = err.get("type").and_then(Value::as_str).map(str::to_owned);
             let code = err.get("code").and_then(|c| c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok())));
             return Err(match code {
                 Some(429) => ModelError::RateLimited { retry_after: None },
-                Some(c @ 400..=499) => ModelError::Refused { status: c as u16, message },
+                Some(c @ 400..=499) => ModelError::Refused { status: c as u16, error_type, message },
                 Some(c @ 500..=599) => ModelError::Server { status: c as u16 },
                 _ => ModelError::Stream(format!("error in stream: {message}")),
             });
@@ -330,26 +327,22 @@ impl Provider for OpenAiProvider {
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(&body);
         if let Some(key) = &self.settings.api_key {
-            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelError::Refused { status: 0, message: "the API key is not a valid header value".into() }
-            })?;
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ModelError::InvalidKey)?;
             value.set_sensitive(true);
             req = req.header(reqwest::header::AUTHORIZATION, value);
         }
         tracing::debug!(model = %request.model, messages = request.messages.len(), tools = request.tools.len(), "openai call");
+        let key = self.settings.api_key.as_deref();
         let resp = tokio::time::timeout(self.settings.idle_timeout, req.send())
             .await
             .map_err(|_| ModelError::Timeout)?
-            .map_err(crate::transport_error)?;
-        let status = resp.status().as_u16();
+            .map_err(|e| crate::transport_error(e).redacted(key))?;
         if !resp.status().is_success() {
-            let retry_after = crate::retry_after::parse(resp.headers());
-            let text = crate::anthropic::read_error_body(resp).await;
-            let e = crate::anthropic::status_error(status, retry_after, &text);
-            tracing::warn!(status, error = %e, "openai call failed");
-            return Err(e);
+            return Err(crate::failed_answer(resp, key, "openai", crate::anthropic::status_error).await);
         }
-        Ok(events(sse::messages(resp, self.settings.idle_timeout)))
+        let events = events(sse::messages(resp, self.settings.idle_timeout));
+        Ok(crate::redacted_stream(events, self.settings.api_key.clone()))
     }
 }
 

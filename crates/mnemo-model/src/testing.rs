@@ -48,8 +48,19 @@ pub struct FakeError {
     pub status: u16,
     #[serde(default)]
     pub retry_after: Option<String>,
+    /// The error's message; `{key}` is replaced by the key the request carried (`x-api-key`, or
+    /// the `Authorization: Bearer` token), as a gateway that echoes it would.
     #[serde(default)]
     pub message: String,
+}
+
+/// A redirect answer instead of a stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FakeRedirect {
+    /// 301, 302, 303, 307 or 308.
+    pub status: u16,
+    /// The `location` header.
+    pub location: String,
 }
 
 /// One scripted reply.
@@ -66,9 +77,16 @@ pub struct FakeReply {
     pub cut_after_frames: Option<usize>,
     /// Answer with this HTTP error instead.
     pub error: Option<FakeError>,
+    /// Answer with this redirect instead.
+    pub redirect: Option<FakeRedirect>,
     /// After `message_start` (OpenAI: the first chunk), an error in the stream of this type
     /// (`overloaded_error`, `api_error`, ...), and nothing more.
     pub stream_error: Option<String>,
+    /// The message of that error (default `injected by the fake`); `{key}` as in [`FakeError`].
+    pub stream_error_message: Option<String>,
+    /// Anthropic format: an event of this type after `message_start`, which no client knows
+    /// (`{key}` as in [`FakeError`]).
+    pub unknown_event: Option<String>,
 }
 
 impl FakeReply {
@@ -126,6 +144,20 @@ impl FakeReply {
     /// A 200 stream that fails after its first frame with an error event of `kind`.
     pub fn stream_error(kind: impl Into<String>) -> Self {
         FakeReply { stream_error: Some(kind.into()), ..Self::text("never sent") }
+    }
+    /// The message of a [`FakeReply::stream_error`] (`{key}`: the key the request carried).
+    pub fn with_stream_error_message(mut self, message: impl Into<String>) -> Self {
+        self.stream_error_message = Some(message.into());
+        self
+    }
+    /// Sends an event of type `name` no client knows after `message_start` (Anthropic format).
+    pub fn with_unknown_event(mut self, name: impl Into<String>) -> Self {
+        self.unknown_event = Some(name.into());
+        self
+    }
+    /// A redirect to `location` (an empty body).
+    pub fn redirect(status: u16, location: impl Into<String>) -> Self {
+        FakeReply { redirect: Some(FakeRedirect { status, location: location.into() }), ..Default::default() }
     }
 }
 
@@ -455,27 +487,48 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
             &FakeError { status: 400, retry_after: None, message: "FakeModelServer: the script is empty".into() },
         );
     };
+    // The key the request carried, for `{key}` in messages (an echoing gateway).
+    let key = headers
+        .get("x-api-key")
+        .or_else(|| headers.get("authorization"))
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_owned())
+        .unwrap_or_default();
+    if let Some(r) = &reply.redirect {
+        return Response::builder().status(r.status).header("location", &r.location).body(Body::empty()).unwrap();
+    }
     if let Some(e) = &reply.error {
-        return error_response(anthropic, e);
+        let e = FakeError { message: e.message.replace("{key}", &key), ..e.clone() };
+        return error_response(anthropic, &e);
     }
     let frames = if anthropic {
         let usage = cache_usage(&inner.cache, &body);
-        anthropic_frames(&reply, n, usage)
+        let mut frames = anthropic_frames(&reply, n, usage);
+        if let Some(name) = &reply.unknown_event {
+            let name = name.replace("{key}", &key);
+            frames.insert(1, format!("event: {name}\ndata: {}\n\n", json!({"type": name})));
+        }
+        frames
     } else {
         openai_frames(&reply, n, &body)
     };
+    let message = reply.stream_error_message.as_deref().unwrap_or("injected by the fake").replace("{key}", &key);
     let frames = match &reply.stream_error {
         Some(kind) if anthropic => vec![
             frames[0].clone(),
-            format!(
-                "event: error\ndata: {}\n\n",
-                json!({"type":"error","error":{"type":kind,"message":"injected by the fake"}})
-            ),
+            format!("event: error\ndata: {}\n\n", json!({"type":"error","error":{"type":kind,"message":message}})),
         ],
-        Some(kind) => vec![
-            frames[0].clone(),
-            format!("data: {}\n\n", json!({"error":{"message":"injected by the fake","type":kind,"code":500}})),
-        ],
+        Some(kind) => {
+            let code = match kind.as_str() {
+                "invalid_request_error" => 400,
+                "authentication_error" => 401,
+                _ => 500,
+            };
+            vec![
+                frames[0].clone(),
+                format!("data: {}\n\n", json!({"error":{"message":message,"type":kind,"code":code}})),
+            ]
+        }
         None => frames,
     };
     let total = frames.len();
@@ -634,7 +687,14 @@ mod tests {
         assert_eq!(r.body["messages"][0]["role"], json!("system"));
         assert_eq!(r.body["tools"][0]["type"], json!("function"));
         let e = collect(&p, request(vec![user("hi")])).await.unwrap_err();
-        assert_eq!(e, ModelError::Refused { status: 401, message: "bad key".into() });
+        assert_eq!(
+            e,
+            ModelError::Refused {
+                status: 401,
+                error_type: Some("authentication_error".into()),
+                message: "bad key".into()
+            }
+        );
     }
 
     #[tokio::test]
@@ -656,7 +716,11 @@ mod tests {
             ModelError::Overloaded,
             ModelError::Server { status: 500 },
             ModelError::Server { status: 503 },
-            ModelError::Refused { status: 400, message: "messages: roles must alternate".into() },
+            ModelError::Refused {
+                status: 400,
+                error_type: Some("invalid_request_error".into()),
+                message: "messages: roles must alternate".into(),
+            },
         ];
         for w in want {
             let e = collect(&p, request(vec![user("hi")])).await.unwrap_err();
@@ -678,6 +742,96 @@ mod tests {
         let e = collect(&AnthropicProvider::new(settings), request(vec![user("hi")])).await.unwrap_err();
         assert!(matches!(e, ModelError::Transport(_)), "{e:?}");
         assert!(e.is_retryable() && !e.to_string().contains("sk-ant-very-secret"));
+    }
+
+    /// A long key, like a real one.
+    const LONG_KEY: &str = "sk-ant-api03-Xq7vR2mK9pL4wT8nB3cF6hJ1dS5gZ0yAe4Uu-Wt2Nn_Pp8Qq";
+
+    /// Whether `text` holds any run of [`LONG_KEY`] of `redact::MIN_RUN` characters.
+    fn holds_key_run(text: &str) -> bool {
+        let lower = text.to_ascii_lowercase();
+        let key = LONG_KEY.to_ascii_lowercase();
+        key.as_bytes().windows(crate::redact::MIN_RUN).any(|w| lower.contains(std::str::from_utf8(w).unwrap()))
+    }
+
+    /// A gateway that echoes the key it got — whole, as `Bearer …`, cut in two, in part —
+    /// in error bodies and error events: no error (Display or Debug) holds a run of it.
+    #[tokio::test]
+    async fn a_provider_echoing_the_key_never_gets_it_into_an_error() {
+        let split = format!("{} {}", &LONG_KEY[..24], &LONG_KEY[24..]);
+        let echo = format!(
+            "invalid x-api-key {{key}}; Authorization: Bearer {{key}}; first half {split}; part {}",
+            &LONG_KEY[30..45]
+        );
+        let script = || {
+            vec![
+                FakeReply::status(401, &echo),
+                FakeReply::status(400, format!("{{key}}\n{}", "padding ".repeat(500))),
+                FakeReply::stream_error("invalid_request_error").with_stream_error_message(&echo),
+                FakeReply::stream_error("unheard_of_error").with_stream_error_message(&echo),
+            ]
+        };
+        let fake = FakeModelServer::start(script()).await;
+        fake.push(script());
+        for kind in [ProviderKind::Anthropic, ProviderKind::OpenAi] {
+            let mut settings = fake.settings(kind);
+            settings.api_key = Some(LONG_KEY.into());
+            let p: Box<dyn Provider> = match kind {
+                ProviderKind::Anthropic => Box::new(AnthropicProvider::new(settings)),
+                ProviderKind::OpenAi => Box::new(OpenAiProvider::new(settings)),
+            };
+            for _ in 0..4 {
+                let e = collect(&*p, request(vec![user("hi")])).await.unwrap_err();
+                let shown = format!("{e} {e:?} {}", e.summary());
+                assert!(!holds_key_run(&shown), "{kind:?}: {shown}");
+                assert!(shown.len() < 2 * crate::redact::MAX_TEXT_BYTES + 400, "{kind:?}: capped: {shown}");
+                assert!(!e.to_string().contains('\n'), "{kind:?}: one line: {e}");
+            }
+        }
+        // The fake did echo the key (the test would see it otherwise).
+        assert!(fake.requests().iter().all(|r| r.header("x-api-key").or(r.header("authorization")).is_some()));
+        let e = crate::anthropic::status_error(401, None, &echo.replace("{key}", LONG_KEY));
+        assert!(holds_key_run(&e.to_string()), "unredacted, the error holds the key");
+    }
+
+    /// A 3xx is an error naming its status, not retried, and the redirect's target never hears
+    /// from the client (so never sees the key).
+    #[tokio::test]
+    async fn a_redirect_is_not_followed() {
+        let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let other_url = format!("http://{}", other.local_addr().unwrap());
+        let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = Arc::clone(&reached);
+        let _other = tokio::spawn(async move {
+            while let Ok((_conn, _)) = other.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let fake = FakeModelServer::start(vec![
+            FakeReply::redirect(307, format!("{other_url}/v1/messages")),
+            FakeReply::redirect(302, format!("{other_url}/v1/messages")),
+            FakeReply::redirect(308, format!("{other_url}/v1/chat/completions")),
+            FakeReply::redirect(301, format!("{other_url}/v1/chat/completions")),
+        ])
+        .await;
+        let mut settings = fake.settings(ProviderKind::Anthropic);
+        settings.api_key = Some(LONG_KEY.into());
+        let p = AnthropicProvider::new(settings);
+        for status in [307, 302] {
+            let e = collect(&p, request(vec![user("hi")])).await.unwrap_err();
+            assert_eq!(e, ModelError::Redirected { status });
+            assert!(!e.is_retryable());
+            assert!(e.to_string().contains(&format!("redirect (HTTP {status})")), "{e}");
+            assert_eq!(e.status(), Some(status));
+        }
+        let mut settings = fake.settings(ProviderKind::OpenAi);
+        settings.api_key = Some(LONG_KEY.into());
+        let o = OpenAiProvider::new(settings);
+        for status in [308, 301] {
+            assert_eq!(collect(&o, request(vec![user("hi")])).await.unwrap_err(), ModelError::Redirected { status });
+        }
+        assert_eq!(fake.requests().len(), 4);
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0, "the redirect's target was never reached");
     }
 
     #[tokio::test]

@@ -178,3 +178,213 @@ async fn a_server_killed_mid_turn_carries_the_turn_on_after_a_restart() {
     let s = api.json(Method::GET, &format!("/v1/sessions/{session}"), None).await.unwrap();
     assert_eq!(s["status"], "idle");
 }
+
+/// A model key as long as a real one.
+const MODEL_KEY: &str = "sk-ant-api03-Xq7vR2mK9pL4wT8nB3cF6hJ1dS5gZ0yAe4Uu-Wt2Nn_Pp8Qq";
+
+/// Whether `text` holds a run of [`MODEL_KEY`] long enough to matter (8 characters, see
+/// `mnemo_model::redact`).
+fn holds_key_run(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let key = MODEL_KEY.to_ascii_lowercase();
+    key.as_bytes().windows(8).any(|w| lower.contains(std::str::from_utf8(w).unwrap()))
+}
+
+/// `mnemo serve --models FILE` logging at `trace`, its stderr read as it comes; killed on drop.
+struct Traced {
+    child: std::process::Child,
+    base: String,
+    log: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Traced {
+    fn start(tmp: &std::path::Path, models: &str) -> Self {
+        let path = tmp.join("models.toml");
+        std::fs::write(&path, models).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--api-key", KEY, "--models"])
+            .arg(&path)
+            .arg("--database")
+            .arg(format!("sqlite://{}", tmp.join("db.sqlite").display()))
+            .env("RUST_LOG", "trace")
+            .env_remove("MNEMO_API_KEY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        let base = line.trim().strip_prefix("listening on ").expect("listening on").to_owned();
+        let mut stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stderr, &mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        });
+        Self { child, base, log: Some(log) }
+    }
+
+    /// Stops the server (SIGTERM) and answers everything it logged.
+    fn stop(&mut self) -> String {
+        common::signal(&self.child, "-TERM");
+        let _ = self.child.wait();
+        self.log.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Posts a message and waits for the turn it starts to end (the session's `n`th idle).
+async fn turn(api: &Client, session: &str, n: usize) -> Vec<Value> {
+    let body = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "go"}]}]});
+    api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
+    let ended = wait_until_async(Duration::from_secs(60), || async {
+        events(api, session).await.iter().filter(|e| e["type"] == "session.status_idle").count() >= n
+    })
+    .await;
+    let log = events(api, session).await;
+    assert!(ended, "turn {n} never ended: {log:#?}");
+    log
+}
+
+/// A gateway that echoes the key it got in its error bodies and error events (whole, as
+/// `Bearer …`, split in two, in part): no `session.error`, no event at all and no log line (at
+/// `trace`) holds a run of the key; the `session.error`s name the status and the error type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_echoing_the_model_key_leaks_it_nowhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let echo = format!(
+        "invalid x-api-key {{key}} (Authorization: Bearer {{key}}); halves {} / {}; part {}",
+        &MODEL_KEY[..25],
+        &MODEL_KEY[25..],
+        &MODEL_KEY[31..47]
+    );
+    let script = || {
+        vec![
+            FakeReply::status(401, &echo),
+            FakeReply::stream_error("invalid_request_error").with_stream_error_message(&echo),
+        ]
+    };
+    let fake = FakeModelServer::start(script()).await;
+    fake.push(script());
+    // And an answer carrying an event no client knows, named with the key (a debug log line).
+    fake.push([FakeReply::text("Fine.").with_unknown_event("{key}")]);
+    let models = format!(
+        "[providers.gw]\nkind = \"anthropic\"\nbase_url = \"{0}\"\napi_key = \"{MODEL_KEY}\"\n\
+         [providers.gw-openai]\nkind = \"openai\"\nbase_url = \"{0}/v1\"\napi_key = \"{MODEL_KEY}\"\n\
+         [models]\n\"claude-gw\" = \"gw/claude-gw\"\n\"oa-gw\" = \"gw-openai/oa\"\n",
+        fake.url()
+    );
+    let mut server = Traced::start(tmp.path(), &models);
+    let api = Client::new(&server.base, KEY).unwrap();
+    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let mut all = Vec::new();
+    let mut first_session = String::new();
+    for model in ["claude-gw", "oa-gw"] {
+        let agent = json!({"name": model, "model": model, "tools": []});
+        let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
+        let body = json!({"agent": agent["id"], "environment_id": env["id"]});
+        let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+        let session = session["id"].as_str().unwrap().to_owned();
+        if first_session.is_empty() {
+            first_session = session.clone();
+        }
+        turn(&api, &session, 1).await;
+        let log = turn(&api, &session, 2).await;
+        let errors: Vec<&Value> = log.iter().filter(|e| e["type"] == "session.error").collect();
+        let messages: Vec<&str> = errors.iter().map(|e| e["error"]["message"].as_str().unwrap()).collect();
+        let provider = if model == "claude-gw" { "gw" } else { "gw-openai" };
+        assert_eq!(
+            messages,
+            [
+                format!(
+                    "the model request to provider `{provider}` failed: request refused (HTTP 401, authentication_error)"
+                ),
+                format!(
+                    "the model request to provider `{provider}` failed: request refused (HTTP 400, invalid_request_error)"
+                ),
+            ],
+            "{log:#?}"
+        );
+        all.extend(log);
+    }
+    // The Anthropic session's third turn: the answer with the unknown event.
+    let log = turn(&api, &first_session, 3).await;
+    let end = log.iter().rfind(|e| e["type"] == "session.status_idle").unwrap();
+    assert_eq!(end["stop_reason"]["type"], "end_turn", "{log:#?}");
+    all.extend(log);
+    assert_eq!(fake.requests().len(), 5, "every scripted answer was given");
+    for e in &all {
+        assert!(!holds_key_run(&e.to_string()), "an event holds the key: {e}");
+    }
+    let log = server.stop();
+    assert!(log.contains("a model call failed") && log.contains("[redacted]"), "the echo reached the log, cleaned");
+    let leaked: Vec<&str> = log.lines().filter(|l| holds_key_run(l)).collect();
+    assert!(leaked.is_empty(), "log lines hold the key: {leaked:#?}");
+}
+
+/// A provider that redirects (307, then 302) to another address: the other address never hears
+/// from the server (so never sees the key), and each turn ends at once with an error naming the
+/// status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_redirect_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other_url = format!("http://{}", other.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reached = std::sync::Arc::clone(&seen);
+    let _other = tokio::spawn(async move {
+        while let Ok((mut conn, _)) = other.accept().await {
+            let mut buf = vec![0u8; 65536];
+            let n = tokio::io::AsyncReadExt::read(&mut conn, &mut buf).await.unwrap_or(0);
+            reached.lock().unwrap().extend_from_slice(b"CONNECTION ");
+            reached.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    let fake = FakeModelServer::start(vec![
+        FakeReply::redirect(307, format!("{other_url}/v1/messages")),
+        FakeReply::redirect(302, format!("{other_url}/v1/messages")),
+    ])
+    .await;
+    let models = format!(
+        "[providers.gw]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"{MODEL_KEY}\"\n[models]\ndefault = \"gw\"\n",
+        fake.url()
+    );
+    let mut server = Traced::start(tmp.path(), &models);
+    let api = Client::new(&server.base, KEY).unwrap();
+    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let agent =
+        api.json(Method::POST, "/v1/agents", Some(&json!({"name": "a", "model": "m", "tools": []}))).await.unwrap();
+    let body = json!({"agent": agent["id"], "environment_id": env["id"]});
+    let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+    let session = session["id"].as_str().unwrap().to_owned();
+    turn(&api, &session, 1).await;
+    let log = turn(&api, &session, 2).await;
+    let errors: Vec<&str> =
+        log.iter().filter(|e| e["type"] == "session.error").map(|e| e["error"]["message"].as_str().unwrap()).collect();
+    assert_eq!(
+        errors,
+        [
+            "the model request to provider `gw` failed: redirect not followed (HTTP 307)",
+            "the model request to provider `gw` failed: redirect not followed (HTTP 302)",
+        ],
+        "{log:#?}"
+    );
+    let ends: Vec<&Value> =
+        log.iter().filter(|e| e["type"] == "session.status_idle").map(|e| &e["stop_reason"]["type"]).collect();
+    assert_eq!(ends, ["retries_exhausted", "retries_exhausted"]);
+    assert_eq!(fake.requests().len(), 2, "one call per turn: a redirect is not retried");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the redirect's target was reached: {}",
+        String::from_utf8_lossy(&seen.lock().unwrap())
+    );
+    let log = server.stop();
+    assert!(log.contains("redirect (HTTP 307)"), "the operator's log names the redirect");
+    assert!(!holds_key_run(&log), "the log holds the key");
+}

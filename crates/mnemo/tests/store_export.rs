@@ -436,3 +436,136 @@ async fn versions_export_operations_actors_and_redactions() {
     let written = client.list_all_memory_versions(&target, ListMemoryVersionsParams::default()).await.unwrap();
     assert_eq!(written.len(), 1, "one created version per memory: {written:?}");
 }
+
+/// What a finished child did, and its peak resident memory (KiB).
+struct Measured {
+    out: Output,
+    peak_kib: u64,
+}
+
+/// Runs `cmd` to its end, reading its peak resident memory (`VmHWM`, a high-water mark) from
+/// `/proc/<pid>/status` every few milliseconds until it exits: the last reading is taken just
+/// before the end (a zombie's status no longer has it).
+fn measured(mut cmd: Command) -> Measured {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            let hwm = text.lines().find_map(|l| l.strip_prefix("VmHWM:")).map(|v| v.trim().trim_end_matches(" kB"));
+            if let Some(kib) = hwm.and_then(|v| v.trim().parse::<u64>().ok()) {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    };
+    let out = Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
+    assert!(peak_kib > 0, "the child's memory was never read: {}", shown(&out));
+    Measured { out, peak_kib }
+}
+
+/// The bound an import stays under, whatever the file: its longest line is at most 1 MiB and it
+/// keeps no content beyond the few in flight.
+const IMPORT_PEAK_KIB: u64 = 64 * 1024;
+
+/// A header line for a hand-made export file.
+fn header_line() -> String {
+    serde_json::json!({
+        "type": "header", "format": "mnemo-memory-store", "format_version": 1, "mnemo_version": "test",
+        "exported_at": "2026-12-01T10:00:00Z",
+        "source": {"base_url": "http://127.0.0.1:1", "memory_store_id": "memstore_0357RbCaZGDhQDl3zapm8E"},
+        "store": {"name": "made by hand", "created_at": "2026-12-01T10:00:00Z"},
+        "versions": false
+    })
+    .to_string()
+}
+
+/// A hostile file — a memory line of 300 MB — is refused by its length, naming the line and the
+/// cap, in bounded memory (it was read whole before: 624 MB), from a file and from stdin alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_line_is_refused_in_bounded_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let file = tmp.path().join("hostile.jsonl");
+    {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).unwrap());
+        writeln!(w, "{}", header_line()).unwrap();
+        write!(w, "{{\"type\":\"memory\",\"path\":\"/big\",\"content\":\"").unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..300 {
+            w.write_all(&chunk).unwrap();
+        }
+        writeln!(w, "\",\"content_sha256\":\"{}\",\"size\":{}}}", "0".repeat(64), 300 << 20).unwrap();
+        writeln!(
+            w,
+            "{{\"type\":\"trailer\",\"memories\":1,\"content_bytes\":{},\"histories\":0,\"versions\":0}}",
+            300 << 20
+        )
+        .unwrap();
+        w.flush().unwrap();
+    }
+    let from_file = measured(store_cmd(&server, &["import", file.to_str().unwrap()]));
+    let mut piped = store_cmd(&server, &["import", "-"]);
+    piped.stdin(std::fs::File::open(&file).unwrap());
+    let from_stdin = measured(piped);
+    for (how, m) in [("file", &from_file), ("stdin", &from_stdin)] {
+        assert!(!m.out.status.success(), "{how}: {}", shown(&m.out));
+        let stderr = text(&m.out.stderr);
+        assert!(
+            stderr.contains("nothing was written") && stderr.contains("line 2 is too long: more than 1048576 bytes"),
+            "{how}: {}",
+            shown(&m.out)
+        );
+        eprintln!("{how}: peak RSS {} KiB refusing a 300 MB line", m.peak_kib);
+        assert!(m.peak_kib < IMPORT_PEAK_KIB, "{how}: peak RSS {} KiB: {}", m.peak_kib, shown(&m.out));
+    }
+    let stores = server.client().list_memory_stores(&ListMemoryStoresParams::default()).await.unwrap();
+    assert!(stores.data.is_empty(), "no store was created");
+}
+
+/// A large valid file (1,000 memories of 96 KiB: 94 MiB of content) imports whole in bounded
+/// memory: the contents are read again as they are written, never all held at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_file_imports_in_bounded_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::with_key(tmp.path());
+    let file = tmp.path().join("large.jsonl");
+    let (n, size) = (1000usize, 96 * 1024);
+    let content = |i: usize| format!("{i:06}:{}", "q".repeat(size - 7));
+    {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).unwrap());
+        writeln!(w, "{}", header_line()).unwrap();
+        for i in 0..n {
+            let c = content(i);
+            let line = serde_json::json!({"type": "memory", "path": format!("/large/d{}/m{i:05}.md", i % 10),
+                "content": c, "content_sha256": mnemo_api::content_sha256(c.as_bytes()), "size": c.len()});
+            writeln!(w, "{line}").unwrap();
+        }
+        writeln!(w, "{}", serde_json::json!({"type": "trailer", "memories": n, "content_bytes": n * size, "histories": 0, "versions": 0}))
+            .unwrap();
+        w.flush().unwrap();
+    }
+    assert!(std::fs::metadata(&file).unwrap().len() > 90 << 20);
+    let m = measured(store_cmd(&server, &["import", file.to_str().unwrap()]));
+    assert!(m.out.status.success(), "{}", shown(&m.out));
+    assert!(text(&m.out.stdout).contains(&format!(": {n} created, 0 skipped")), "{}", shown(&m.out));
+    eprintln!("peak RSS {} KiB importing {n} memories of {size} bytes", m.peak_kib);
+    assert!(m.peak_kib < IMPORT_PEAK_KIB, "peak RSS {} KiB", m.peak_kib);
+    let target = created_store(&m.out);
+    let listed = server.client().list_all_memories(&target, View::Basic).await.unwrap();
+    assert_eq!(listed.len(), n);
+    let sample = listed.iter().find(|l| l.path == "/large/d7/m00427.md").unwrap();
+    assert_eq!(sample.content_sha256, mnemo_api::content_sha256(content(427).as_bytes()));
+}

@@ -82,7 +82,7 @@ impl Provider for FakeHandle {
         fake.requests.lock().unwrap().push(request);
         let next = fake.script.lock().unwrap().pop_front();
         match next {
-            None => Err(ModelError::Refused { status: 400, message: "the script ran out".into() }),
+            None => Err(ModelError::Refused { status: 400, error_type: None, message: "the script ran out".into() }),
             Some(Reply::Refuse(e)) => Err(e),
             Some(Reply::Stream { items, hang }) => {
                 let flag = DropFlag(Arc::clone(&fake.dropped));
@@ -401,7 +401,11 @@ async fn a_stream_that_breaks_after_text_is_retried_and_the_model_carries_on_fro
 
 #[tokio::test]
 async fn a_refusal_by_the_provider_is_not_retried() {
-    let fake = Fake::new(vec![Reply::Refuse(ModelError::Refused { status: 400, message: "bad request".into() })]);
+    let fake = Fake::new(vec![Reply::Refuse(ModelError::Refused {
+        status: 400,
+        error_type: None,
+        message: "bad request".into(),
+    })]);
     let h = harness(&fake, quick()).await;
     let id = session(&*h.store, "fake-model").await;
     h.say(&id, "hi").await;
@@ -411,6 +415,58 @@ async fn a_refusal_by_the_provider_is_not_retried() {
     let error = h.log(&id).await.into_iter().find(|e| e["type"] == "session.error").unwrap();
     assert_eq!(error["error"]["type"], "model_request_failed_error");
     assert_eq!(error["error"]["retry_status"]["type"], "exhausted");
+}
+
+/// A `session.error` (which the sandbox can read) carries the provider's name, the HTTP status
+/// and the error type — never the provider's own words.
+#[tokio::test]
+async fn a_session_error_carries_the_status_and_type_not_the_providers_words() {
+    let prose = "your key sk-ant-api03-the-provider-echoed-it is not valid";
+    let fake = Fake::new(vec![
+        Reply::Refuse(ModelError::Transport(format!("connection reset by 10.0.0.7 ({prose})"))),
+        answer(vec![Err(ModelError::Stream(format!("cut: {prose}")))]),
+        Reply::Refuse(ModelError::Refused {
+            status: 401,
+            error_type: Some("authentication_error".into()),
+            message: prose.into(),
+        }),
+    ]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "hi").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
+    let errors: Vec<Value> = h.log(&id).await.into_iter().filter(|e| e["type"] == "session.error").collect();
+    let messages: Vec<&str> = errors.iter().map(|e| e["error"]["message"].as_str().unwrap()).collect();
+    assert_eq!(
+        messages,
+        [
+            "the model request to provider `fake` failed: connection failed",
+            "the model request to provider `fake` failed: broken stream",
+            "the model request to provider `fake` failed: request refused (HTTP 401, authentication_error)",
+        ]
+    );
+    for e in &errors {
+        assert!(!e.to_string().contains("echoed") && !e.to_string().contains("10.0.0.7"), "{e}");
+    }
+}
+
+/// A redirect ends the turn at once (not retried), naming the status.
+#[tokio::test]
+async fn a_redirect_ends_the_turn_without_a_retry() {
+    let fake = Fake::new(vec![Reply::Refuse(ModelError::Redirected { status: 307 })]);
+    let h = harness(&fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "hi").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+    let error = h.log(&id).await.into_iter().find(|e| e["type"] == "session.error").unwrap();
+    assert_eq!(error["error"]["type"], "model_request_failed_error");
+    assert_eq!(
+        error["error"]["message"],
+        "the model request to provider `fake` failed: redirect not followed (HTTP 307)"
+    );
 }
 
 #[tokio::test]

@@ -74,15 +74,16 @@ fn usage_of(u: &mnemo_model::Usage) -> ModelUsage {
     }
 }
 
-/// The `session.error` for a provider failure: a plain message naming the provider, never a
-/// credential (the model crate's errors carry none).
+/// The `session.error` for a provider failure: the provider's name, the HTTP status and the
+/// error type ([`ModelError::summary`]) — never the provider's own words, which may echo the
+/// key and which the sandbox could read in the log. The operator's log has them (cleaned).
 pub(crate) fn session_error(error: &ModelError, provider: &str, retry: RetryStatus) -> Event {
     let kind = match error {
         ModelError::RateLimited { .. } => SessionErrorKind::ModelRateLimitedError,
         ModelError::Overloaded => SessionErrorKind::ModelOverloadedError,
         _ => SessionErrorKind::ModelRequestFailedError,
     };
-    let message = format!("the model request to provider `{provider}` failed: {error}");
+    let message = format!("the model request to provider `{provider}` failed: {}", error.summary());
     Event::SessionError(SessionError { error: ErrorObject { kind, message, retry_status: retry } })
 }
 

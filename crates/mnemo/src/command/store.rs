@@ -1,7 +1,7 @@
 //! `mnemo store export | import`: one memory store as one file, and back. The work is
 //! [`mnemo_export`]; this file reads and writes the file, shows progress and prints the report.
 
-use std::io::{BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use mnemo_api::MemoryStoreId;
 use mnemo_export::export::Step;
-use mnemo_export::{ExportFile, ExportOptions, ImportOptions, ImportReport, Target};
+use mnemo_export::{ExportFile, ExportOptions, ImportOptions, ImportReport, MemoryEntry, Target};
 
 use super::args::Api;
 use super::signals::Signals;
@@ -50,7 +50,11 @@ archived, even if the source was), or an existing one (--into STORE_ID, whose ow
 exactly as exported; the digests are checked on reading the file and again in the store.
 
 Nothing is written unless the whole file checks out: its format and version, the trailer's \
-counts (a truncated file is refused), every path, size and SHA-256 digest, no path twice.
+counts (a truncated file is refused), every path, size and SHA-256 digest, no path twice, no \
+line longer than 1 MiB (a memory's line is at most ~625 KB, every byte escaped; a history is read version by \
+version). The check keeps no content: the contents are read again as they are uploaded (stdin \
+is kept in an unnamed temporary file meanwhile), so memory stays bounded whatever the file's \
+size, and a file that changed in between is refused.
 
 Safe to run again: a memory already at its path with the same bytes is skipped, so an import \
 that was interrupted resumes where it stopped when run again with --into the same store (an \
@@ -180,7 +184,7 @@ pub(crate) struct Import {
 impl Import {
     async fn run(self) -> anyhow::Result<()> {
         let shown = self.file.display().to_string();
-        let file =
+        let (file, source) =
             read_export(&self.file).await.with_context(|| format!("cannot import {shown}; nothing was written"))?;
         let client = self.api.client()?;
         let target = match &self.into {
@@ -208,8 +212,9 @@ impl Import {
         let options = ImportOptions { overwrite: self.overwrite, ..ImportOptions::default() };
         let started = Instant::now();
         let mut signals = Signals::install()?;
+        let contents = source.open(&file).with_context(|| format!("cannot read {shown} again to import it"))?;
         let outcome = tokio::select! {
-            outcome = mnemo_export::import(&client, &store.id, &file, options, &tick) => outcome,
+            outcome = mnemo_export::import(&client, &store.id, &file, contents, options, &tick) => outcome,
             () = signals.next() => {
                 bar.finish_and_clear();
                 bail!("interrupted; nothing imported so far is lost: run `{resume}` to finish (what is there is skipped)");
@@ -241,15 +246,52 @@ impl Import {
     }
 }
 
-/// Reads and checks the whole export (stdin for `-`).
-async fn read_export(path: &Path) -> anyhow::Result<ExportFile> {
+/// Where the second reading of an export comes from (its memories' contents, as they are
+/// imported): the file again, or the copy of a pipe kept in an unnamed temporary file.
+enum Source {
+    Path(PathBuf),
+    Copy(std::fs::File),
+}
+
+impl Source {
+    /// The file's memories read again, [`mnemo_export::IMPORT_CONCURRENCY`] ahead at most.
+    fn open(
+        self,
+        file: &ExportFile,
+    ) -> anyhow::Result<futures::stream::BoxStream<'static, Result<MemoryEntry, mnemo_export::FileError>>> {
+        let reader = match self {
+            Self::Path(path) => std::fs::File::open(&path).with_context(|| format!("open {}", path.display()))?,
+            Self::Copy(mut copy) => {
+                copy.seek(SeekFrom::Start(0)).context("rewind the temporary copy")?;
+                copy
+            }
+        };
+        let contents = file.contents(BufReader::new(reader));
+        Ok(mnemo_export::read_contents(contents, mnemo_export::IMPORT_CONCURRENCY))
+    }
+}
+
+/// Reads and checks the whole export (stdin for `-`), keeping no content: an import reads the
+/// file twice (checks first, contents as they are written), so what it holds is bounded by the
+/// longest line and the number of memories, never by the file's size. What cannot be read twice
+/// (stdin, a pipe) is copied to an unnamed temporary file as it is checked.
+async fn read_export(path: &Path) -> anyhow::Result<(ExportFile, Source)> {
     let path = path.to_owned();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<ExportFile> {
+    tokio::task::spawn_blocking(move || -> anyhow::Result<(ExportFile, Source)> {
+        let copy_of = |reader: &mut dyn BufRead| -> anyhow::Result<(ExportFile, Source)> {
+            let mut copy = tempfile::tempfile().context("create a temporary file for a copy of the input")?;
+            let file = ExportFile::read_copying(reader, BufWriter::new(&mut copy))?;
+            Ok((file, Source::Copy(copy)))
+        };
         if path.as_os_str() == "-" {
-            return Ok(ExportFile::read(std::io::stdin().lock())?);
+            return copy_of(&mut std::io::stdin().lock());
         }
         let file = std::fs::File::open(&path).with_context(|| format!("open {}", path.display()))?;
-        Ok(ExportFile::read(BufReader::new(file))?)
+        let regular = file.metadata().with_context(|| format!("read {}", path.display()))?.is_file();
+        if !regular {
+            return copy_of(&mut BufReader::new(file));
+        }
+        Ok((ExportFile::read(BufReader::new(file))?, Source::Path(path)))
     })
     .await
     .context("the reading task failed")?
