@@ -496,4 +496,14 @@ async fn allowed_hosts_are_reached_and_others_still_refused() {
     let (status, body) =
         s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": "http://[::1]:9/hook"}))).await;
     assert_eq!(status, 400, "{body}");
+
+    // Without --webhook-allow-private a real connection that fails says no more than that.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let nobody = register(&s, &dead, Some(&["memory_store.archived"])).await;
+    let store = s.new_store("archived").await;
+    s.client.archive_memory_store(&store.id).await.unwrap();
+    let list = until(&s, &nobody, |l| l.first().is_some_and(|d| d.status == DeliveryStatus::Failed)).await;
+    assert_eq!(list[0].last_error.as_deref(), Some("connection failed"), "a closed port is not told apart");
 }
