@@ -446,3 +446,72 @@ async fn webhook_endpoints_on_private_addresses_need_the_flag() {
     let out = add(&open, "http://127.0.0.1:9/hook");
     assert!(out.status.success(), "{out:?}");
 }
+
+/// Sends what `make` builds until it is not refused at the door for the address's connection
+/// cap (that answer, written before any request is read, has no `request-id`), while a
+/// connection the test just closed is still being counted.
+async fn past_the_address_cap(make: impl Fn() -> reqwest::RequestBuilder) -> reqwest::Response {
+    for _ in 0..500 {
+        let resp = make().send().await.unwrap();
+        if resp.status() == 429 && resp.headers().get("request-id").is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            continue;
+        }
+        return resp;
+    }
+    panic!("always refused at the door");
+}
+
+/// The fairness flags reach the server: `--max-connections-per-address` refuses one connection
+/// too many from an address, `--max-streams-per-credential` one stream too many of a key, and
+/// `--auth-failures-per-minute` throttles a guesser.
+#[tokio::test]
+async fn fairness_flags_reach_the_server() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--api-key",
+        common::KEY,
+        "--max-connections-per-address",
+        "2",
+        "--max-streams-per-credential",
+        "1",
+        "--auth-failures-per-minute",
+        "2",
+    ];
+    let server = Server::start(&dir.path().join("db.sqlite"), &flags);
+    let client = server.client();
+    let store =
+        client.create_memory_store(&CreateMemoryStore { name: "fair".into(), ..Default::default() }).await.unwrap();
+    drop(client);
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let feed = format!("{}/v1/memory_stores/{}/changes", server.base, store.id);
+    let first = past_the_address_cap(|| http.get(&feed).bearer_auth(common::KEY)).await;
+    assert_eq!(first.status(), 200);
+    // The feed holds one of the address's two connections, a stalled client the other.
+    let addr = server.base.strip_prefix("http://").unwrap().to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stalled.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    third.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    third.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 429") && answer.contains("2 connections"), "{answer}");
+    drop(stalled);
+
+    let second = past_the_address_cap(|| http.get(&feed).bearer_auth(common::KEY)).await;
+    assert_eq!(second.status(), 429, "one stream per credential");
+    let body: serde_json::Value = second.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("1 open streams"), "{body}");
+    drop(first);
+
+    let mut statuses = Vec::new();
+    for i in 0..3 {
+        let guess = format!("sk-guess-{i:032}");
+        let resp = past_the_address_cap(|| http.get(format!("{}/v1/memory_stores", server.base)).bearer_auth(&guess));
+        statuses.push(resp.await.status().as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 429], "the third failure is over the budget");
+}
