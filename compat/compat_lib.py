@@ -50,7 +50,11 @@ SERVER_CONFIGS: Dict[str, List[str]] = {
     DEFAULT: [],
     CAPACITY5: ["--max-memories-per-store", "5"],
     WORKER: ["--memory-mount-root", str(WORKER_MOUNT_ROOT)],
-    WEBHOOKS: ["--webhook-retry-delay", "0.2", "--webhook-poll-interval", "0.05", "--webhook-timeout", "5"],
+    # The receiver listens on 127.0.0.1, which only `--webhook-allow-private` lets endpoints use.
+    WEBHOOKS: [
+        "--webhook-allow-private",
+        "--webhook-retry-delay", "0.2", "--webhook-poll-interval", "0.05", "--webhook-timeout", "5",
+    ],
     OWN: [],
 }
 

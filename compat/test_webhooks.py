@@ -16,7 +16,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Tuple
 
-from compat_lib import WEBHOOKS, Skip, check, eq, http
+from compat_lib import DEFAULT, WEBHOOKS, Skip, check, eq, http, server
 
 SERVER = WEBHOOKS
 
@@ -197,3 +197,23 @@ def test_after_a_rotation_the_sdk_accepts_either_secret_until_the_overlap_ends(f
     finally:
         remove(fx, endpoint["id"])
         receiver.close()
+
+
+@server(DEFAULT)
+def test_a_default_server_refuses_endpoints_on_private_addresses(fx):
+    """Without --webhook-allow-private, loopback, metadata and private addresses in any spelling
+    (and localhost) are refused at registration with a 400 that says what to do."""
+    headers = {**fx.auth_headers(), "content-type": "application/json"}
+    for url in [
+        "http://127.0.0.1:9/hook",
+        "http://2130706433/hook",
+        "http://0x7f000001/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/hook",
+        "http://localhost/hook",
+    ]:
+        resp = http("POST", f"{fx.base_url}/v1/webhook_endpoints", headers, json.dumps({"url": url}).encode())
+        eq(resp.status, 400, f"registering {url}: {resp.body!r}")
+        message = resp.json()["error"]["message"]
+        check("--webhook-allow-private" in message, f"the 400 says what to do: {message!r}")

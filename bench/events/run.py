@@ -11,6 +11,7 @@ import argparse
 import base64
 import http.client
 import json
+import secrets
 import statistics
 import subprocess
 import tempfile
@@ -34,9 +35,13 @@ class Conn:
         return json.loads(data) if data else None
 
 
+# Operator keys have at least 32 characters; a fresh one per run.
+KEY = "sk-bench-" + secrets.token_hex(16)
+
+
 def serve(binary, folder):
     proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--database", f"sqlite://{folder}/db.sqlite", "--api-key", "k"],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--database", f"sqlite://{folder}/db.sqlite", "--api-key", KEY],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     return proc, proc.stdout.readline().strip().split("listening on ")[1]
@@ -46,7 +51,7 @@ def run(binary, pairs):
     with tempfile.TemporaryDirectory() as folder:
         proc, base = serve(binary, folder)
         try:
-            api = Conn(base, {"x-api-key": "k"})
+            api = Conn(base, {"x-api-key": KEY})
             agent = api.call("POST", "/v1/agents", {"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]})
             env = api.call("POST", "/v1/environments", {"name": "e"})
             key = api.call("POST", f"/v1/environments/{env['id']}/keys")["key"]

@@ -7,7 +7,9 @@
 //! without the right token, or whose `Origin` is another site's, changes nothing.
 
 use askama::Template;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -247,8 +249,32 @@ impl std::fmt::Debug for SignInForm {
     }
 }
 
+/// The sign-in page answering an address over its budget of failed sign-ins: `429` with
+/// `retry-after`, whatever the key (it was not looked up, or this failure was one too many).
+fn throttled_page(console: &Console, headers: &HeaderMap, next: &str, wait: std::time::Duration) -> Response {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let message = format!("too many failed sign-ins from this address; wait {secs} seconds and try again");
+    let mut response = sign_in_page(console, headers, next, Some(message));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    response
+}
+
+/// A failed sign-in: counted against the address, and answered with `message` — or, when that
+/// failure was over the address's budget, with the throttled page.
+fn refused(console: &Console, headers: &HeaderMap, peer: Option<IpAddr>, next: &str, message: &str) -> Response {
+    match console.hooks.sign_in_failed(peer) {
+        Ok(()) => sign_in_page(console, headers, next, Some(message.to_owned())),
+        Err(wait) => {
+            tracing::info!(peer = ?peer, "console sign-in failures over the limit; throttling the address");
+            throttled_page(console, headers, next, wait)
+        }
+    }
+}
+
 pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Response {
     let headers = req.headers().clone();
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     let form = match axum::Form::<SignInForm>::from_request(req, &console).await {
         Ok(axum::Form(form)) => form,
         Err(_) => return sign_in_page(&console, &headers, "/console", Some("the sign-in form was incomplete".into())),
@@ -267,31 +293,38 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
     if key.is_empty() {
         return sign_in_page(&console, &headers, &next, Some("enter an API key to sign in".into()));
     }
+    // An address that failed too often is not answered about any key until its wait is over.
+    if let Err(wait) = console.hooks.sign_in_allowed(peer) {
+        return throttled_page(&console, &headers, &next, wait);
+    }
     let api_key = match console.store.resolve_credential(hash(key)).await {
         Ok(Some(Credential::ApiKey(id))) => id,
         Ok(Some(Credential::EnvironmentKey { .. })) => {
-            return sign_in_page(
+            return refused(
                 &console,
                 &headers,
+                peer,
                 &next,
-                Some("that is an environment key, which only workers use; sign in with an API key".into()),
+                "that is an environment key, which only workers use; sign in with an API key",
             );
         }
         Ok(Some(Credential::SessionToken { .. })) => {
-            return sign_in_page(
+            return refused(
                 &console,
                 &headers,
+                peer,
                 &next,
-                Some("that is a session's token, which only workers use; sign in with an API key".into()),
+                "that is a session's token, which only workers use; sign in with an API key",
             );
         }
         Ok(None) => {
             tracing::info!("console sign-in refused: unknown key");
-            return sign_in_page(
+            return refused(
                 &console,
                 &headers,
+                peer,
                 &next,
-                Some("that API key is not known to this server (or was revoked); check the key and try again".into()),
+                "that API key is not known to this server (or was revoked); check the key and try again",
             );
         }
         Err(err) => return PageError::from(err).into_response(),

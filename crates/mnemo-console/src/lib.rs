@@ -44,6 +44,15 @@ pub trait Hooks: Send + Sync + 'static {
     fn credentials_changed(&self);
     /// Events appended to `session` from now on (the same feed the API's event stream uses).
     async fn subscribe(&self, session: &SessionId) -> Result<broadcast::Receiver<SessionEvent>, StoreError>;
+    /// Whether a sign-in from `peer` may be tried now: `Err(wait)` while the address has failed
+    /// too often (the key is then not even looked up).
+    fn sign_in_allowed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
+        Ok(())
+    }
+    /// A sign-in from `peer` failed: `Err(wait)` when that was over the address's limit.
+    fn sign_in_failed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
+        Ok(())
+    }
 }
 
 /// How a deployment tunes the console.

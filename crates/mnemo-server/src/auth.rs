@@ -9,10 +9,11 @@
 //! credential may do is decided by `mnemo_store::rules::scope`, in one place.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::Method;
 use axum::http::request::Parts;
 use mnemo_api::{Actor, MemoryStoreId};
@@ -20,6 +21,7 @@ use mnemo_store::rules::scope::{self, Action, Decision, MemoryOp};
 use mnemo_store::{Credential, CredentialHash, Store};
 use sha2::{Digest, Sha256};
 
+use crate::throttle::AuthThrottle;
 use crate::{ApiError, AppState};
 
 /// The SHA-256 under which a credential is stored.
@@ -32,12 +34,23 @@ pub fn hash_credential(secret: &str) -> CredentialHash {
 /// lost.
 const SHARED_MEMORY: Duration = Duration::from_secs(1);
 
-/// Resolves credentials, remembering the ones it has seen.
+/// Resolves credentials, remembering the ones it has seen, and throttles addresses that fail
+/// too often (see [`crate::throttle`]).
 pub(crate) struct Authenticator {
     store: Arc<dyn Store>,
     known: RwLock<HashMap<CredentialHash, (Credential, Instant)>>,
     /// How long a remembered credential stays trusted (`None`: until [`Self::forget_all`]).
     remember_for: Option<Duration>,
+}
+
+/// The `429` of an address over its budget of failed authentications: the same whether the
+/// credential it sent exists or not.
+pub(crate) fn throttled(wait: Duration) -> ApiError {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    ApiError::rate_limited(
+        format!("too many failed authentications from this address; retry in {secs}s with a valid key"),
+        wait,
+    )
 }
 
 impl Authenticator {
@@ -46,22 +59,44 @@ impl Authenticator {
         Self { store, known: RwLock::default(), remember_for }
     }
 
-    async fn resolve(&self, secret: &str) -> Result<Credential, ApiError> {
+    /// The credential `secret` stands for, from `peer` (the client's address, when known),
+    /// failures counted by `throttle`.
+    async fn resolve(
+        &self,
+        secret: &str,
+        peer: Option<IpAddr>,
+        throttle: &AuthThrottle,
+    ) -> Result<Credential, ApiError> {
         let hash = hash_credential(secret);
-        if let Some((found, at)) = self.known.read().expect("credential cache poisoned").get(&hash)
-            && self.remember_for.is_none_or(|d| at.elapsed() < d)
-        {
-            return Ok(found.clone());
-        }
-        match self.store.resolve_credential(hash).await? {
-            // Sessions tokens die with their work item's lease; never remember them.
-            Some(found @ Credential::SessionToken { .. }) => Ok(found),
-            Some(found) => {
-                self.known.write().expect("credential cache poisoned").insert(hash, (found.clone(), Instant::now()));
-                Ok(found)
-            }
-            None => Err(ApiError::authentication("invalid x-api-key or bearer token")),
-        }
+        // A blocked address's guesses are not looked up (the cache is a lookup too).
+        throttle.admit(peer, Some(&hash)).map_err(throttled)?;
+        let cached = match self.known.read().expect("credential cache poisoned").get(&hash) {
+            Some((found, at)) if self.remember_for.is_none_or(|d| at.elapsed() < d) => Some(found.clone()),
+            _ => None,
+        };
+        let found = match cached {
+            Some(found) => found,
+            None => match self.store.resolve_credential(hash).await? {
+                // Sessions tokens die with their work item's lease; never remember them.
+                Some(found @ Credential::SessionToken { .. }) => found,
+                Some(found) => {
+                    self.known
+                        .write()
+                        .expect("credential cache poisoned")
+                        .insert(hash, (found.clone(), Instant::now()));
+                    found
+                }
+                None => {
+                    throttle.failed(peer).map_err(|wait| {
+                        tracing::info!(peer = ?peer, "authentication failures over the limit; throttling the address");
+                        throttled(wait)
+                    })?;
+                    return Err(ApiError::authentication("invalid x-api-key or bearer token"));
+                }
+            },
+        };
+        throttle.succeeded(peer, &hash);
+        Ok(found)
     }
 
     /// Forgets every remembered credential (after a revocation).
@@ -95,6 +130,7 @@ fn decision(d: Decision) -> Result<(), ApiError> {
 #[derive(Debug, Clone)]
 pub(crate) struct MemoryCaller {
     actor: Actor,
+    credential: Credential,
 }
 
 impl MemoryCaller {
@@ -102,11 +138,21 @@ impl MemoryCaller {
     pub(crate) fn actor(&self) -> Actor {
         self.actor.clone()
     }
+
+    /// The credential it called with (what its open streams count against).
+    pub(crate) fn credential(&self) -> &Credential {
+        &self.credential
+    }
 }
 
 /// A caller holding an API key (administration: environments, keys, agents).
 #[derive(Debug, Clone)]
 pub(crate) struct ApiKeyCaller(pub(crate) Caller);
+
+/// The client's address, which `serve` puts on every request (absent in in-process calls).
+pub(crate) fn peer(parts: &Parts) -> Option<IpAddr> {
+    parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+}
 
 fn credential(parts: &Parts) -> Option<&str> {
     if let Some(key) = parts.headers.get("x-api-key") {
@@ -122,7 +168,7 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match credential(parts).filter(|s| !s.is_empty()) {
-            Some(secret) => state.auth.resolve(secret).await.map(Caller),
+            Some(secret) => state.auth.resolve(secret, peer(parts), &state.throttle).await.map(Caller),
             None => Err(ApiError::authentication(scope::MISSING_CREDENTIALS)),
         }
     }
@@ -135,7 +181,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
             caller.allow(Action::MemoryStores)?;
-            return Ok(Self { actor: actor(&caller)? });
+            return Ok(Self { actor: actor(&caller)?, credential: caller.0 });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
         let Ok(store) = store.parse::<MemoryStoreId>() else {
@@ -152,7 +198,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
             None => None,
         };
         caller.allow(Action::Memory { store: &store, op, attached })?;
-        Ok(Self { actor: actor(&caller)? })
+        Ok(Self { actor: actor(&caller)?, credential: caller.0 })
     }
 }
 

@@ -23,6 +23,11 @@ pub struct ApiError {
     /// The database's disk is full: logged once per request as such, and not worth a quick
     /// retry (`x-should-retry: false`).
     disk_full: bool,
+    /// Whole seconds to wait before trying again (`retry-after`), for a limit the caller hit.
+    retry_after: Option<u64>,
+    /// Close the connection after this answer (`connection: close`), so a refused stream does
+    /// not keep a connection slot as an idle keep-alive.
+    close: bool,
 }
 
 impl ApiError {
@@ -35,7 +40,30 @@ impl ApiError {
             status_override: None,
             retry: false,
             disk_full: false,
+            retry_after: None,
+            close: false,
         }
+    }
+
+    /// A `429 rate_limit_error` telling the caller to wait `retry_after` (at least a second).
+    pub(crate) fn rate_limited(message: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        Self::limited(ErrorType::RateLimit, message, retry_after)
+    }
+
+    /// A `529 overloaded_error`: the server is at a limit of its own, not the caller's.
+    pub(crate) fn overloaded(message: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        Self::limited(ErrorType::Overloaded, message, retry_after)
+    }
+
+    fn limited(kind: ErrorType, message: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        Self { retry_after: Some(secs.max(1)), ..Self::new(kind, message) }
+    }
+
+    /// Closes the connection once this answer is sent.
+    pub(crate) fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -178,6 +206,7 @@ impl IntoResponse for ApiError {
         let request_id = current_request_id();
         let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let (disk_full, retry, kind) = (self.disk_full, self.retry, self.kind);
+        let (retry_after, close) = (self.retry_after, self.close);
         let body = ErrorEnvelope { error: self.into_body(), request_id: request_id.map(|id| id.to_string()) };
         let mut response = (status, axum::Json(body)).into_response();
         // These conflicts answer the same on every retry; tell clients not to back off and
@@ -190,6 +219,13 @@ impl IntoResponse for ApiError {
         if retry {
             response.headers_mut().insert("x-should-retry", HeaderValue::from_static("true"));
             response.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
+        }
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert("retry-after", HeaderValue::from(secs));
+            response.headers_mut().insert("x-should-retry", HeaderValue::from_static("true"));
+        }
+        if close {
+            response.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

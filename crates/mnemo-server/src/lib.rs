@@ -19,8 +19,11 @@ mod listen;
 mod maintenance;
 mod metrics;
 pub mod openapi;
+mod outbound;
 mod request;
 mod routes;
+mod streams;
+mod throttle;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -34,6 +37,9 @@ pub use error::ApiError;
 pub use listen::ServeConfig;
 pub use maintenance::expire_work_leases;
 pub use metrics::refresh_gauges;
+pub use outbound::{WebhookTargets, is_public};
+pub use streams::StreamLimits;
+pub use throttle::AuthThrottleConfig;
 pub use webhooks::{WebhookConfig, deliver_webhooks};
 
 /// Largest request body accepted. Content is capped at 100 kB, but JSON escaping can
@@ -60,6 +66,13 @@ pub struct AppState {
     /// Whether the memory stream extension is served (off: answered like an unknown route, as
     /// the hosted API does, and not named in the extensions header).
     memory_stream: bool,
+    /// Which webhook endpoints may be registered (literal addresses and local names are judged
+    /// at once; other names when a delivery connects).
+    webhook_targets: Arc<outbound::WebhookTargets>,
+    /// Open streams, per credential and in all.
+    streams: Arc<streams::StreamLimiter>,
+    /// Failed authentications per client address (API and console sign-ins alike).
+    throttle: Arc<throttle::AuthThrottle>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -83,6 +96,9 @@ impl AppState {
             changes: Arc::default(),
             agent: None,
             memory_stream: true,
+            webhook_targets: Arc::default(),
+            streams: Arc::new(streams::StreamLimiter::new(StreamLimits::default())),
+            throttle: Arc::new(throttle::AuthThrottle::new(AuthThrottleConfig::default())),
             store,
         };
         tokio::spawn(changes::follow(
@@ -121,6 +137,7 @@ impl AppState {
             store: Arc::clone(&self.store),
             auth: Arc::clone(&self.auth),
             hub: Arc::clone(&self.hub),
+            throttle: Arc::clone(&self.throttle),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -153,6 +170,26 @@ impl AppState {
         self
     }
 
+    /// Lets webhook endpoints be registered only where `targets` allows (public addresses by
+    /// default); give the sender ([`WebhookConfig::targets`]) the same.
+    pub fn with_webhook_targets(mut self, targets: WebhookTargets) -> Self {
+        self.webhook_targets = Arc::new(targets);
+        self
+    }
+
+    /// Caps open streams (event streams, change feeds and their long polls) per credential and
+    /// in all ([`StreamLimits::default`]: 32 per credential, half of the default connection cap).
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
+        self.streams = Arc::new(streams::StreamLimiter::new(limits));
+        self
+    }
+
+    /// Limits failed authentications per client address (API calls and console sign-ins).
+    pub fn with_auth_throttle(mut self, config: AuthThrottleConfig) -> Self {
+        self.throttle = Arc::new(throttle::AuthThrottle::new(config));
+        self
+    }
+
     /// Mounts sessions' memory stores under `root` instead of `/mnt/memory`.
     pub fn with_memory_mount_root(mut self, root: &str) -> Self {
         self.memory_mount_root = root.trim_end_matches('/').into();
@@ -166,12 +203,21 @@ struct ConsoleHooks {
     store: Arc<dyn Store>,
     auth: Arc<auth::Authenticator>,
     hub: Arc<hub::EventHub>,
+    throttle: Arc<throttle::AuthThrottle>,
 }
 
 #[async_trait::async_trait]
 impl mnemo_console::Hooks for ConsoleHooks {
     fn credentials_changed(&self) {
         self.auth.forget_all();
+    }
+
+    fn sign_in_allowed(&self, peer: Option<std::net::IpAddr>) -> Result<(), std::time::Duration> {
+        self.throttle.admit(peer, None)
+    }
+
+    fn sign_in_failed(&self, peer: Option<std::net::IpAddr>) -> Result<(), std::time::Duration> {
+        self.throttle.failed(peer)
     }
 
     async fn subscribe(

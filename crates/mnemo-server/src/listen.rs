@@ -1,21 +1,25 @@
-//! The accept loop: HTTP/1.1 connections with a header-read timeout, a request-body deadline
-//! and a cap on concurrent connections, shut down gracefully.
+//! The accept loop: HTTP/1.1 connections with a first-byte timeout, a header-read timeout, a
+//! request-body deadline, a cap on concurrent connections and one per client address, shut
+//! down gracefully. Every request carries its client's address (`ConnectInfo<SocketAddr>`).
 //!
 //! The timeouts bound what a *client* sends, never what the server sends back: a long poll or
 //! an SSE stream is a response, so neither deadline touches it once its request has arrived.
 //! Between requests the header-read timeout is the keep-alive idle timeout too (hyper starts it
 //! as soon as it waits for the next request's head).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
 use axum::http::header::{CONNECTION, HeaderValue};
 use axum::http::{Request, Response};
 use axum::response::IntoResponse;
@@ -25,7 +29,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use mnemo_api::ErrorType;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
@@ -48,8 +53,18 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     /// Most connections served at once (at least 1). Further clients are not accepted until
     /// one closes: they wait in the kernel's listen backlog, where their connect succeeds and
-    /// their request is answered late rather than refused. Open SSE streams count.
+    /// their request is answered late rather than refused. Open SSE streams count (and are
+    /// capped below this by the router's `StreamLimits`).
     pub max_connections: usize,
+    /// Most connections one client address may hold at once (`0`: no cap). A connection past
+    /// it is answered `429` and closed at once, without taking one of the
+    /// [`max_connections`](Self::max_connections) places. Behind a reverse proxy every client
+    /// has the proxy's address: turn it off there and let the proxy cap its clients.
+    pub max_connections_per_address: usize,
+    /// Longest a new connection may stay silent before its first byte; then it is closed.
+    /// Shorter than [`header_read_timeout`](Self::header_read_timeout), so connections opened
+    /// and left idle cannot hold the places for long.
+    pub first_byte_timeout: Duration,
 }
 
 impl ServeConfig {
@@ -62,6 +77,15 @@ impl ServeConfig {
     /// Default [`max_connections`](Self::max_connections): well under the common soft limit of
     /// 1,024 open files, leaving room for the database and its readers.
     pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+    /// Default [`first_byte_timeout`](Self::first_byte_timeout).
+    pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// The default [`max_connections_per_address`](Self::max_connections_per_address) for a
+    /// server of `max_connections`: half of them (at least 1), so one address — a sandbox host
+    /// running many sessions included — cannot hold them all.
+    pub fn default_per_address(max_connections: usize) -> usize {
+        (max_connections / 2).max(1)
+    }
     /// The longest timeout honoured (a day), so that deadlines never overflow a clock.
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 }
@@ -72,6 +96,8 @@ impl Default for ServeConfig {
             header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
             body_timeout: Self::DEFAULT_BODY_TIMEOUT,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: Self::default_per_address(Self::DEFAULT_MAX_CONNECTIONS),
+            first_byte_timeout: Self::DEFAULT_FIRST_BYTE_TIMEOUT,
         }
     }
 }
@@ -99,7 +125,14 @@ pub(crate) async fn run(
     http.max_headers(HTTP_MAX_HEADERS);
     let body_timeout = config.body_timeout.min(ServeConfig::MAX_TIMEOUT);
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let per_address = config.max_connections_per_address;
+    let addresses = Arc::new(PerAddress::new(per_address));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
+    // Never longer than the whole head may take.
+    let first_byte_timeout = config.first_byte_timeout.min(config.header_read_timeout).min(ServeConfig::MAX_TIMEOUT);
     let graceful = GracefulShutdown::new();
+    // Tells connections still waiting for their first byte that the server is stopping.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut shutdown = pin!(shutdown);
 
     loop {
@@ -127,27 +160,150 @@ pub(crate) async fn run(
                 }
             },
         };
+        let Some(held) = addresses.take(peer.ip()) else {
+            // Over its address's cap: answered at once, and its place goes back to others.
+            drop(slot);
+            refuse(stream, peer, &refusals, per_address);
+            continue;
+        };
         // Responses and SSE events are written whole; don't hold them back for ACKs.
         let _ = stream.set_nodelay(true);
         let router = router.clone();
-        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let router = router.clone();
+            req.extensions_mut().insert(ConnectInfo(peer));
             async move { Ok::<_, Infallible>(handle(router, req, body_timeout).await) }
         });
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let http = http.clone();
+        let watcher = graceful.watcher();
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
+            // A connection that sends nothing is closed soon, before hyper's longer header
+            // timeout would; its place is free again at once.
+            let mut first = [0u8; 1];
+            let waited = tokio::select! {
+                waited = tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)) => waited,
+                _ = stopping.wait_for(|stop| *stop) => return drop((slot, held)),
+            };
+            match waited {
+                Ok(Ok(1..)) => {}
+                Ok(_) => return drop((slot, held)),
+                Err(_) => {
+                    tracing::debug!(%peer, "connection sent nothing in time; closed");
+                    return drop((slot, held));
+                }
+            }
+            let conn = watcher.watch(http.serve_connection(TokioIo::new(stream), service));
             if let Err(e) = conn.await {
                 // Header timeouts, resets, clients that hang up mid-request: routine.
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
-            drop(slot);
+            drop((slot, held));
         });
     }
 
     drop(listener);
+    let _ = stop.send(true);
     tracing::debug!(connections = graceful.count(), "waiting for open connections to finish");
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Most over-cap connections being answered at once; past it they are closed unanswered.
+const MAX_REFUSALS: usize = 64;
+/// How long a refused connection is drained before it is closed (so the client reads the
+/// answer instead of a reset).
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+
+/// Open connections per client address.
+#[derive(Debug)]
+struct PerAddress {
+    cap: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's count against its address; dropping it gives the place back.
+#[derive(Debug)]
+struct AddressSlot {
+    of: Arc<PerAddress>,
+    ip: IpAddr,
+}
+
+impl PerAddress {
+    fn new(cap: usize) -> Self {
+        Self { cap, open: Mutex::default() }
+    }
+
+    /// A place for one more connection from `ip` (always, without a cap), or `None` when the
+    /// address holds as many as it may.
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<Option<AddressSlot>> {
+        if self.cap == 0 {
+            return Some(None);
+        }
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().expect("address counts poisoned");
+        let n = open.entry(ip).or_default();
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(Some(AddressSlot { of: Arc::clone(self), ip }))
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.of.open.lock().expect("address counts poisoned");
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The answer of a connection over its address's cap, written before the request is read.
+fn refusal(cap: usize) -> Vec<u8> {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {
+            "type": ErrorType::RateLimit.as_str(),
+            "message": format!(
+                "this address holds {cap} connections to the server, the most one address may; close one, or \
+                 retry later"
+            ),
+        },
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nx-should-retry: true\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Answers a connection over its address's cap with a `429` and closes it, in a task of its
+/// own that holds no connection place; when too many are being answered, closes it unanswered.
+fn refuse(stream: TcpStream, peer: SocketAddr, refusals: &Arc<Semaphore>, cap: usize) {
+    tracing::debug!(%peer, "connection over its address's cap; refused");
+    let Ok(permit) = Arc::clone(refusals).try_acquire_owned() else { return };
+    tokio::spawn(async move {
+        let mut stream = stream;
+        let answer = refusal(cap);
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            stream.write_all(&answer).await?;
+            stream.shutdown().await?;
+            // Read what the client sent until it closes, so closing sends no reset that could
+            // reach it before the answer.
+            let mut sink = [0u8; 4096];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<_, std::io::Error>(())
+        })
+        .await;
+        drop(permit);
+    });
 }
 
 fn is_connection_error(e: &std::io::Error) -> bool {

@@ -20,6 +20,8 @@ use mnemo_store::{ClaimedDelivery, Store, WebhookAttempt};
 use rand::Rng;
 use tokio::sync::Semaphore;
 
+use crate::outbound::WebhookTargets;
+
 /// The header names of a signed delivery (Standard Webhooks).
 pub mod headers {
     pub const ID: &str = "webhook-id";
@@ -45,6 +47,8 @@ pub struct WebhookConfig {
     pub organization_id: String,
     /// `data.workspace_id` of every event.
     pub workspace_id: String,
+    /// Which addresses deliveries may connect to (public ones only by default).
+    pub targets: WebhookTargets,
 }
 
 impl Default for WebhookConfig {
@@ -57,6 +61,7 @@ impl Default for WebhookConfig {
             retention: Duration::from_secs(7 * 86_400),
             organization_id: "org_mnemo".into(),
             workspace_id: "wrkspc_default".into(),
+            targets: WebhookTargets::public_only(),
         }
     }
 }
@@ -100,10 +105,15 @@ pub(crate) fn payload(d: &ClaimedDelivery, config: &WebhookConfig) -> String {
 /// deliveries finished longer ago than `config.retention`. Store failures are logged and
 /// retried on the next round.
 pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
+    let targets = Arc::new(config.targets.clone());
     let http = match reqwest::Client::builder()
         .timeout(config.timeout)
         .connect_timeout(config.timeout.min(Duration::from_secs(10)))
         .redirect(reqwest::redirect::Policy::none())
+        // Names resolve through the target policy, so only an allowed address is ever
+        // connected to; no proxy, whose own resolution would escape that judgement.
+        .dns_resolver(targets.resolver())
+        .no_proxy()
         .user_agent(concat!("mnemo-webhooks/", env!("CARGO_PKG_VERSION")))
         .build()
     {
@@ -171,8 +181,27 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
         return;
     };
     let started = Instant::now();
+    // The resolver judges names; an IP literal (whatever its spelling, the URL parser made it
+    // dotted) is connected to without resolving, so it is judged here.
+    let url = match reqwest::Url::parse(&d.url) {
+        Ok(url) => url,
+        Err(_) => {
+            tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's url does not parse; failing its delivery");
+            record(store, &d, None, Some("the endpoint's url is malformed".into()), Next::Failed).await;
+            return;
+        }
+    };
+    if let Err(refused) = config.targets.check_url(&url) {
+        tracing::warn!(
+            webhook_endpoint.id = %d.endpoint, reason = %refused,
+            "webhook endpoint refused: not a public address (see --webhook-allow-private, --webhook-allow-hosts)"
+        );
+        let next = after_attempt(Answer::NoAnswer, d.attempt, &config.policy, rand::rng().random::<f64>());
+        record(store, &d, None, Some(COARSE_ERROR.into()), next).await;
+        return;
+    }
     let sent = http
-        .post(&d.url)
+        .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(headers::ID, d.event.as_str())
         .header(headers::TIMESTAMP, timestamp.to_string())
@@ -185,7 +214,7 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
             let status = resp.status().as_u16();
             (Answer::Status(status), (!resp.status().is_success()).then(|| format!("the endpoint answered {status}")))
         }
-        Err(e) => (Answer::NoAnswer, Some(describe(&e, config.timeout))),
+        Err(e) => (Answer::NoAnswer, Some(describe(&e, config.timeout, config.targets.allows_private()))),
     };
     let next = after_attempt(answer, d.attempt, &config.policy, rand::rng().random::<f64>());
     let outcome = match next {
@@ -240,12 +269,35 @@ async fn record(store: &dyn Store, d: &ClaimedDelivery, status_code: Option<u16>
     }
 }
 
-/// Why a request got no answer, without its URL (which may carry a token in its query).
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+/// What a delivery records when it got no answer and private targets are not allowed: one
+/// text for a refused address, a closed port, a filtered one or a failed handshake, so the
+/// deliveries API cannot be used to map what the server can reach.
+pub(crate) const COARSE_ERROR: &str = "connection failed";
+
+/// Why a request got no answer, without its URL (which may carry a token in its query). Only
+/// with `detailed` (private targets allowed: the operator's own network) does it say more than
+/// [`COARSE_ERROR`] about a connection that was never made.
+fn describe(e: &reqwest::Error, timeout: Duration, detailed: bool) -> String {
+    if !detailed {
+        if e.is_connect() {
+            tracing::debug!(error = %error_chain(e), "webhook connection failed");
+            return COARSE_ERROR.into();
+        }
+        if e.is_timeout() {
+            return format!("no answer within {}s", timeout.as_secs_f64());
+        }
+        return "the request failed".into();
+    }
     if e.is_timeout() {
         return format!("no answer within {}s", timeout.as_secs_f64());
     }
-    let mut out = if e.is_connect() { "could not connect".to_owned() } else { "the request failed".to_owned() };
+    let out = if e.is_connect() { "could not connect" } else { "the request failed" };
+    format!("{out}{}", error_chain(e))
+}
+
+/// The causes of `e`, each after `: ` (never its URL: reqwest's own text is not included).
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut out = String::new();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
         out.push_str(": ");

@@ -63,14 +63,20 @@ fn main() {
             if let Ok(options) = std::env::var("MNEMO_LOAD_SQLITE_OPTIONS") {
                 url = format!("{url}?{options}");
             }
-            let server = Server::on(&url, &["--api-key", KEY]);
+            let server = Server::on(
+                &url,
+                &["--api-key", KEY, "--max-streams-per-credential", "400", "--max-connections-per-address", "0"],
+            );
             one("SQLite", &server, &shape).await;
         }
         if !wanted("postgres") {
             return;
         }
         if let Ok(url) = std::env::var("MNEMO_BENCH_POSTGRES") {
-            let server = Server::on(&url, &["--api-key", KEY]);
+            let server = Server::on(
+                &url,
+                &["--api-key", KEY, "--max-streams-per-credential", "400", "--max-connections-per-address", "0"],
+            );
             one("PostgreSQL", &server, &shape).await;
         } else if !only.is_empty() {
             eprintln!("MNEMO_LOAD_BACKENDS names postgres but MNEMO_BENCH_POSTGRES is not set");

@@ -406,7 +406,16 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         let mut serve = common::mnemo();
         log(&mut serve);
         let mut child = serve
-            .args(["serve", "--listen", "127.0.0.1:0", "--database", &db, "--api-key", "sk-cli-log-test"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--database",
+                &db,
+                "--api-key",
+                CLI_LOG_KEY,
+                "--webhook-allow-private",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -417,13 +426,13 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
         // A webhook endpoint (nobody listens there) and a change it is sent: neither the server
         // nor the command logs its signing secret.
-        let secret = webhook_attempted(&base, "sk-cli-log-test", &log);
+        let secret = webhook_attempted(&base, CLI_LOG_KEY, &log);
         let key = secret.strip_prefix("whsec_").unwrap().to_owned();
         common::signal(&child, "-TERM");
         assert!(child.wait().unwrap().success());
         let mut stderr = String::new();
         child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        json_logs_without_credentials("serve", &stderr, &["sk-cli-log-test", "whsec_", &key]);
+        json_logs_without_credentials("serve", &stderr, &[CLI_LOG_KEY, "whsec_", &key]);
         assert!(stderr.contains("webhook attempt failed; will retry"), "the attempt was made: {stderr}");
     }
     for (what, args) in runs {
@@ -438,6 +447,9 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         }
     }
 }
+
+/// The API key of the server whose logs are checked (operator keys have at least 32 characters).
+const CLI_LOG_KEY: &str = "sk-cli-log-test-0123456789abcdefghij";
 
 /// Registers a webhook endpoint on the server at `base` with `mnemo webhook add` (nobody listens
 /// at its URL), makes a change it is sent, and waits until the server attempted it; every

@@ -24,7 +24,11 @@ async fn busy(server: &Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_server_answers_every_client_and_delivers_every_event_once() {
     let tmp = tempfile::tempdir().unwrap();
-    busy(&Server::start(&tmp.path().join("db.sqlite"), &["--api-key", KEY])).await;
+    busy(&Server::start(
+        &tmp.path().join("db.sqlite"),
+        &["--api-key", KEY, "--max-streams-per-credential", "400", "--max-connections-per-address", "0"],
+    ))
+    .await;
 }
 
 /// The same on PostgreSQL, where events reach streams through the store's notifications (the
@@ -34,5 +38,9 @@ async fn a_busy_server_on_postgres_answers_every_client_and_delivers_every_event
     let schema = mnemo_store_tests::Postgres::fresh_schema().await;
     let base = mnemo_store_tests::Postgres::url();
     let sep = if base.contains('?') { '&' } else { '?' };
-    busy(&Server::on(&format!("{base}{sep}options=-csearch_path%3D{schema}"), &["--api-key", KEY])).await;
+    busy(&Server::on(
+        &format!("{base}{sep}options=-csearch_path%3D{schema}"),
+        &["--api-key", KEY, "--max-streams-per-credential", "400", "--max-connections-per-address", "0"],
+    ))
+    .await;
 }

@@ -30,12 +30,14 @@ async fn first_start_creates_and_prints_one_key_that_works() {
     assert!(!again.stderr().contains("sk-mnemo-"), "no new key once one exists");
 }
 
+const FLAG_ONE: &str = "sk-flag-one-0123456789abcdefghijklmn";
+const FLAG_TWO: &str = "sk-flag-two-0123456789abcdefghijklmn";
+
 #[tokio::test]
 async fn api_keys_from_flags_work_and_are_never_logged() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server =
-        Server::start(&dir.path().join("db.sqlite"), &["--api-key", "sk-flag-one", "--api-key", "sk-flag-two"]);
-    for key in ["sk-flag-one", "sk-flag-two"] {
+    let mut server = Server::start(&dir.path().join("db.sqlite"), &["--api-key", FLAG_ONE, "--api-key", FLAG_TWO]);
+    for key in [FLAG_ONE, FLAG_TWO] {
         let client = Client::new(&server.base, key).unwrap();
         client.list_memory_stores(&Default::default()).await.unwrap();
     }
@@ -65,8 +67,8 @@ fn bad_database_urls_fail_with_a_clear_message() {
 async fn kill_9_never_loses_an_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db.sqlite");
-    let mut server = Server::start(&db, &["--api-key", "k"]);
-    let client = Client::new(&server.base, "k").unwrap().with_max_retries(0);
+    let mut server = Server::start(&db, &["--api-key", common::KEY]);
+    let client = Client::new(&server.base, common::KEY).unwrap().with_max_retries(0);
     let store =
         client.create_memory_store(&CreateMemoryStore { name: "crash".into(), ..Default::default() }).await.unwrap();
 
@@ -100,8 +102,8 @@ async fn kill_9_never_loses_an_acknowledged_write() {
     }
     assert!(acked.len() > 8, "the writers made progress before the kill ({})", acked.len());
 
-    let server = Server::start(&db, &["--api-key", "k"]);
-    let client = Client::new(&server.base, "k").unwrap();
+    let server = Server::start(&db, &["--api-key", common::KEY]);
+    let client = Client::new(&server.base, common::KEY).unwrap();
     let stored = client.list_all_memories(&store.id, View::Basic).await.unwrap();
     let stored: std::collections::HashMap<_, _> = stored.into_iter().map(|m| (m.path, m.content_sha256)).collect();
     for (path, sha) in &acked {
@@ -112,14 +114,14 @@ async fn kill_9_never_loses_an_acknowledged_write() {
 #[tokio::test]
 async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("db.sqlite"), &["--api-key", "admin"]);
-    let client = Client::new(&server.base, "admin").unwrap();
+    let server = Server::start(&dir.path().join("db.sqlite"), &["--api-key", common::KEY]);
+    let client = Client::new(&server.base, common::KEY).unwrap();
     let env = client
         .create_environment(&mnemo_api::CreateEnvironment { name: "e".into(), ..Default::default() })
         .await
         .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["env-key", "create", env.id.as_str(), "--base-url", &server.base, "--api-key", "admin"])
+        .args(["env-key", "create", env.id.as_str(), "--base-url", &server.base, "--api-key", common::KEY])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -138,7 +140,7 @@ async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
             "--base-url",
             &server.base,
             "--api-key",
-            "admin",
+            common::KEY,
         ])
         .output()
         .unwrap();
@@ -146,7 +148,7 @@ async fn env_key_create_prints_the_key_alone_and_revoke_ends_it() {
     assert!(client.list_environment_keys(&env.id).await.unwrap().data[0].revoked_at.is_some());
 
     let bad = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["env-key", "create", "env_doesnotexist", "--base-url", &server.base, "--api-key", "admin"])
+        .args(["env-key", "create", "env_doesnotexist", "--base-url", &server.base, "--api-key", common::KEY])
         .output()
         .unwrap();
     assert!(!bad.status.success());
@@ -162,13 +164,24 @@ async fn connection_flags_cut_off_a_client_stalled_in_its_headers() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(
         &dir.path().join("db.sqlite"),
-        &["--api-key", "k", "--header-read-timeout", "1", "--body-timeout", "1", "--max-connections", "1"],
+        &[
+            "--api-key",
+            common::KEY,
+            "--header-read-timeout",
+            "1",
+            "--body-timeout",
+            "1",
+            "--max-connections",
+            "1",
+            "--max-connections-per-address",
+            "0",
+        ],
     );
     let addr = server.base.strip_prefix("http://").unwrap().to_owned();
     let started = std::time::Instant::now();
     let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
     stalled.write_all(b"GET /healthz HTTP/1.1\r\nhost: mnemo\r\n").await.unwrap();
-    let client = Client::new(&server.base, "k").unwrap().with_max_retries(0);
+    let client = Client::new(&server.base, common::KEY).unwrap().with_max_retries(0);
     // Waits for the only slot, which the stalled client holds until its second is up.
     client.list_memory_stores(&Default::default()).await.unwrap();
     let mut buf = [0u8; 64];
@@ -243,6 +256,7 @@ async fn webhook_deliveries_resume_after_a_restart() {
     let flags = [
         "--api-key",
         common::KEY,
+        "--webhook-allow-private",
         "--webhook-retry-delay",
         "0.1",
         "--webhook-poll-interval",
@@ -322,7 +336,7 @@ async fn two_replicas_send_each_webhook_event_once() {
     let base = mnemo_store_tests::Postgres::url();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
-    let flags = ["--api-key", common::KEY, "--webhook-poll-interval", "0.05"];
+    let flags = ["--api-key", common::KEY, "--webhook-allow-private", "--webhook-poll-interval", "0.05"];
     let a = Server::on(&url, &flags);
     let b = Server::on(&url, &flags);
     let answer = Arc::new(std::sync::atomic::AtomicU16::new(200));
@@ -353,4 +367,151 @@ async fn two_replicas_send_each_webhook_event_once() {
     let got = seen.lock().unwrap().clone();
     let distinct: std::collections::HashSet<&String> = got.iter().collect();
     assert_eq!((got.len(), distinct.len()), (EVENTS, EVENTS), "each event sent once: {got:?}");
+}
+
+/// Operator-given keys shorter than 32 characters are refused at start, from the flag and from
+/// `MNEMO_API_KEY` alike, without the key in the message.
+#[test]
+fn short_api_keys_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    let serve = |key_flag: Option<&str>, key_env: Option<&str>| {
+        let mut cmd = common::mnemo();
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--database", &db]).env_remove("MNEMO_API_KEY");
+        if let Some(key) = key_flag {
+            cmd.args(["--api-key", key]);
+        }
+        if let Some(key) = key_env {
+            cmd.env("MNEMO_API_KEY", key);
+        }
+        cmd.output().unwrap()
+    };
+    for (flag, env) in [
+        (Some("a"), None),
+        (Some("sk-short-but-not-short-enough"), None),
+        (None, Some("sk-env-too-short")),
+        (None, Some(&format!("{},tiny-key", common::KEY)[..])),
+    ] {
+        let out = serve(flag, env);
+        assert!(!out.status.success(), "{flag:?} / {env:?} must be refused");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("at least 32"), "the message says what is wanted: {stderr}");
+        for secret in ["sk-short-but", "sk-env-too-short", "tiny-key"] {
+            assert!(!stderr.contains(secret), "the key is not shown: {stderr}");
+        }
+        assert!(!dir.path().join("db.sqlite").exists(), "nothing is opened before the check");
+    }
+}
+
+/// The fairness and webhook flags are checked at start: streams must leave connections for
+/// other requests, and allowed webhook hosts must be hosts.
+#[test]
+fn bad_fairness_and_webhook_flags_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    for (flags, says) in [
+        (&["--max-connections", "20", "--max-streams", "20"][..], "--max-streams must be below --max-connections"),
+        (&["--webhook-allow-hosts", "http://hooks.internal/"][..], "--webhook-allow-hosts"),
+    ] {
+        let out = common::mnemo()
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", &db, "--api-key", common::KEY])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flags:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+    }
+}
+
+/// By default `mnemo serve` refuses webhook endpoints on private addresses (the CLI shows why);
+/// `--webhook-allow-private` lets them in.
+#[tokio::test]
+async fn webhook_endpoints_on_private_addresses_need_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = |server: &Server, url: &str| {
+        common::mnemo()
+            .args(["webhook", "add", url])
+            .args(["--base-url", &server.base, "--api-key", common::KEY])
+            .output()
+            .unwrap()
+    };
+    let strict = Server::start(&dir.path().join("a.sqlite"), &["--api-key", common::KEY]);
+    for url in ["http://127.0.0.1:9/hook", "http://0x7f000001/hook", "http://169.254.169.254/", "http://localhost/"] {
+        let out = add(&strict, url);
+        assert!(!out.status.success(), "{url} is refused");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--webhook-allow-private"), "{out:?}");
+    }
+    let open = Server::start(&dir.path().join("b.sqlite"), &["--api-key", common::KEY, "--webhook-allow-private"]);
+    let out = add(&open, "http://127.0.0.1:9/hook");
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Sends what `make` builds until it is not refused at the door for the address's connection
+/// cap (that answer, written before any request is read, has no `request-id`), while a
+/// connection the test just closed is still being counted.
+async fn past_the_address_cap(make: impl Fn() -> reqwest::RequestBuilder) -> reqwest::Response {
+    for _ in 0..500 {
+        let resp = make().send().await.unwrap();
+        if resp.status() == 429 && resp.headers().get("request-id").is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            continue;
+        }
+        return resp;
+    }
+    panic!("always refused at the door");
+}
+
+/// The fairness flags reach the server: `--max-connections-per-address` refuses one connection
+/// too many from an address, `--max-streams-per-credential` one stream too many of a key, and
+/// `--auth-failures-per-minute` throttles a guesser.
+#[tokio::test]
+async fn fairness_flags_reach_the_server() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--api-key",
+        common::KEY,
+        "--max-connections-per-address",
+        "2",
+        "--max-streams-per-credential",
+        "1",
+        "--auth-failures-per-minute",
+        "2",
+    ];
+    let server = Server::start(&dir.path().join("db.sqlite"), &flags);
+    let client = server.client();
+    let store =
+        client.create_memory_store(&CreateMemoryStore { name: "fair".into(), ..Default::default() }).await.unwrap();
+    drop(client);
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let feed = format!("{}/v1/memory_stores/{}/changes", server.base, store.id);
+    let first = past_the_address_cap(|| http.get(&feed).bearer_auth(common::KEY)).await;
+    assert_eq!(first.status(), 200);
+    // The feed holds one of the address's two connections, a stalled client the other.
+    let addr = server.base.strip_prefix("http://").unwrap().to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stalled.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    third.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    third.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 429") && answer.contains("2 connections"), "{answer}");
+    drop(stalled);
+
+    let second = past_the_address_cap(|| http.get(&feed).bearer_auth(common::KEY)).await;
+    assert_eq!(second.status(), 429, "one stream per credential");
+    let body: serde_json::Value = second.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("1 open streams"), "{body}");
+    drop(first);
+
+    let mut statuses = Vec::new();
+    for i in 0..3 {
+        let guess = format!("sk-guess-{i:032}");
+        let resp = past_the_address_cap(|| http.get(format!("{}/v1/memory_stores", server.base)).bearer_auth(&guess));
+        statuses.push(resp.await.status().as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 429], "the third failure is over the budget");
 }

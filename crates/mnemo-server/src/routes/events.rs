@@ -173,6 +173,8 @@ pub(crate) async fn stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id: SessionId = path_id("session", &id)?;
     visible_session(&state, &caller, &id).await?;
+    // Held for the stream's life: one credential cannot take every connection.
+    let slot = state.streams.open(&caller.0)?;
     let resume_from = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -190,6 +192,7 @@ pub(crate) async fn stream(
         replay = all[pos + 1..].to_vec();
     }
     let stream = async_stream(move |mut emit| async move {
+        let _slot = slot;
         let mut last_seq = i64::MIN;
         for e in replay {
             last_seq = e.seq;

@@ -61,7 +61,7 @@ fn wants_json(format: Option<&str>) -> Result<bool, ApiError> {
 )]
 pub(crate) async fn changes(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     headers: HeaderMap,
     Path(store): Path<String>,
     RawQuery(q): RawQuery,
@@ -73,7 +73,10 @@ pub(crate) async fn changes(
         Some(last) => Some(cursor(last, "Last-Event-ID")?),
         None => one("after").map(|a| cursor(a, "after")).transpose()?,
     };
-    if wants_json(one("format"))? {
+    let json = wants_json(one("format"))?;
+    // Held while the feed or long poll lasts: one credential cannot take every connection.
+    let slot = state.streams.open(caller.credential())?;
+    if json {
         let wait = match one("wait_ms") {
             None => DEFAULT_WAIT_MS,
             Some(w) => w
@@ -90,15 +93,16 @@ pub(crate) async fn changes(
                 .ok_or_else(|| ApiError::invalid(format!("limit must be a positive integer (got `{s}`)")))?
                 .min(mnemo_store::MAX_FEED_PAGE),
         };
-        return long_poll(&state, &store, after, Duration::from_millis(wait), limit)
-            .await
-            .map(IntoResponse::into_response);
+        let answer = long_poll(&state, &store, after, Duration::from_millis(wait), limit).await;
+        drop(slot);
+        return answer.map(IntoResponse::into_response);
     }
     let mut feed = Feed::open(&*state.store, &state.changes, &store, after).await?;
     // The first read happens here, so a store that is gone is a 404, not an empty stream.
     let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
     let (db, hub) = (state.store.clone(), state.changes.clone());
     let stream = async_stream(move |mut emit| async move {
+        let _slot = slot;
         let mut batch = first;
         loop {
             let full = batch.len() as u32 >= FEED_BATCH;

@@ -24,6 +24,16 @@ fn invalid(e: mnemo_api::Invalid) -> ApiError {
     ApiError::invalid(e.0)
 }
 
+/// A webhook URL as registered: well-formed (`parse_webhook_url`), and — unless the server
+/// allows private targets — not a literal private address or a local name. Other names are
+/// judged when a delivery connects (see `crate::outbound`).
+fn target_url(state: &AppState, raw: &str) -> Result<String, ApiError> {
+    let url = parse_webhook_url(raw).map_err(invalid)?;
+    let parsed = reqwest::Url::parse(&url).map_err(|e| ApiError::invalid(format!("url does not parse: {e}")))?;
+    state.webhook_targets.check_url(&parsed).map_err(|refused| ApiError::invalid(refused.to_string()))?;
+    Ok(url)
+}
+
 fn endpoint_id(raw: &str) -> Result<WebhookEndpointId, ApiError> {
     path_id("webhook endpoint", raw)
 }
@@ -53,7 +63,7 @@ pub(crate) async fn create(
     _: ApiKeyCaller,
     Json(body): Json<CreateWebhookEndpoint>,
 ) -> Reply<WebhookEndpoint> {
-    let url = parse_webhook_url(&body.url).map_err(invalid)?;
+    let url = target_url(&state, &body.url)?;
     let event_types = body.event_types.as_deref().map(parse_event_types).transpose().map_err(invalid)?;
     let new = NewWebhookEndpoint {
         url,
@@ -185,7 +195,7 @@ pub(crate) async fn update(
 ) -> Reply<WebhookEndpoint> {
     let id = endpoint_id(&id)?;
     let patch = WebhookEndpointPatch {
-        url: body.url.as_deref().map(parse_webhook_url).transpose().map_err(invalid)?,
+        url: body.url.as_deref().map(|raw| target_url(&state, raw)).transpose()?,
         event_types: body
             .event_types
             .map(|types| types.as_deref().map(parse_event_types).transpose())

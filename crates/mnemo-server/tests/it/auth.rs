@@ -61,3 +61,105 @@ async fn health_unknown_routes_and_request_ids() {
     let b = s.raw(Method::GET, "/healthz").send().await.unwrap();
     assert_ne!(a.headers()["request-id"], b.headers()["request-id"]);
 }
+
+fn client_from(from: &str) -> reqwest::Client {
+    reqwest::Client::builder().local_address(from.parse::<std::net::IpAddr>().unwrap()).build().unwrap()
+}
+
+/// Guessing API keys from one address: a few failures are plain 401s, then every unproven
+/// credential from that address is a 429 with `retry-after` — a right guess included, so the
+/// answers tell nothing — while keys that already worked from there, and other addresses, are
+/// not slowed.
+#[tokio::test]
+async fn guessing_keys_is_throttled_per_address_without_telling_which_exist() {
+    let throttle = mnemo_server::AuthThrottleConfig { failures_per_minute: 5 };
+    let s = TestServer::configured(Default::default(), |state| state.with_auth_throttle(throttle)).await;
+    let here = client_from("127.0.0.1");
+    let get = |client: &reqwest::Client, path: &str, key: &str| {
+        client.get(format!("{}{path}", s.base)).bearer_auth(key).send()
+    };
+    assert_eq!(get(&here, "/v1/memory_stores", KEY).await.unwrap().status(), 200, "the key works from here");
+    let (_, env) = s
+        .call(
+            Method::POST,
+            "/v1/environments",
+            KEY,
+            Some(serde_json::json!({"name": "e", "config": {"type": "self_hosted"}})),
+        )
+        .await;
+    let env = env["id"].as_str().unwrap().to_owned();
+    let (_, minted) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+    let env_key = minted["key"].as_str().unwrap().to_owned();
+
+    for i in 0..5 {
+        let wrong = get(&here, "/v1/memory_stores", &format!("sk-guess-{i:032}")).await.unwrap();
+        assert_eq!(wrong.status(), 401, "guess {i} is within the budget");
+    }
+    let over = get(&here, "/v1/memory_stores", "sk-guess-one-too-many-000000000000").await.unwrap();
+    assert_eq!(over.status(), 429, "past the budget the address is throttled");
+    let wait: u64 = over.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "retry-after {wait}");
+    let body: serde_json::Value = over.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_error");
+
+    // A valid credential never used from this address gets the same answer as a guess.
+    let right = get(&here, &format!("/v1/environments/{env}/work/stats"), &env_key).await.unwrap();
+    assert_eq!(right.status(), 429, "a right guess is not told apart from a wrong one");
+    assert_eq!(get(&here, "/v1/memory_stores", KEY).await.unwrap().status(), 200, "a proven key is not slowed");
+    let elsewhere = client_from("127.0.0.2");
+    assert_eq!(get(&elsewhere, "/v1/memory_stores", "sk-guess-from-elsewhere-000000000").await.unwrap().status(), 401);
+    assert_eq!(get(&elsewhere, &format!("/v1/environments/{env}/work/stats"), &env_key).await.unwrap().status(), 200);
+}
+
+/// The console's sign-in form, from `client`: (status, retry-after, whether a session cookie was set).
+async fn console_sign_in(s: &TestServer, client: &reqwest::Client, key: &str) -> (u16, Option<String>, bool) {
+    let form = client.get(format!("{}/console/sign-in", s.base)).send().await.unwrap();
+    let token = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| c.strip_prefix("mnemo_console_sign_in="))
+        .map(|c| c.split(';').next().unwrap().to_owned())
+        .expect("the sign-in form's token cookie");
+    let answer = client
+        .post(format!("{}/console/sign-in", s.base))
+        .header("cookie", format!("mnemo_console_sign_in={token}"))
+        .form(&[("api_key", key), ("token", &token), ("next", "/console")])
+        .send()
+        .await
+        .unwrap();
+    let signed = answer
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|c| c.starts_with("mnemo_console=mcs_"));
+    let retry = answer.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+    (answer.status().as_u16(), retry, signed)
+}
+
+#[tokio::test]
+async fn a_console_sign_in_brute_force_is_throttled() {
+    let throttle = mnemo_server::AuthThrottleConfig { failures_per_minute: 4 };
+    let s = TestServer::configured(Default::default(), |state| state.with_auth_throttle(throttle)).await;
+    let no_redirects = |from: &str| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .local_address(from.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap()
+    };
+    let here = no_redirects("127.0.0.1");
+    for i in 0..4 {
+        let (status, _, signed) = console_sign_in(&s, &here, &format!("sk-guess-{i:032}")).await;
+        assert_eq!((status, signed), (401, false), "attempt {i} is within the budget");
+    }
+    let (status, retry, _) = console_sign_in(&s, &here, "sk-guess-one-too-many-00000000000").await;
+    assert_eq!(status, 429, "past the budget sign-ins from the address are throttled");
+    assert!(retry.is_some_and(|r| r.parse::<u64>().unwrap() >= 1));
+    let (status, _, signed) = console_sign_in(&s, &here, KEY).await;
+    assert_eq!((status, signed), (429, false), "even the right key: the answer tells nothing");
+    let (status, _, signed) = console_sign_in(&s, &no_redirects("127.0.0.2"), KEY).await;
+    assert_eq!((status, signed), (303, true), "another address signs in");
+}

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use mnemo_api::{CreateMemoryStore, MemoryId, MemoryStore, MemoryStoreId, MemoryVersion};
 use mnemo_client::Client;
 use mnemo_client::ListMemoryVersionsParams;
-use mnemo_server::{AppState, hash_credential};
+use mnemo_server::{AppState, ServeConfig, hash_credential};
 use mnemo_store::{Limits, Store};
 use tokio::sync::oneshot;
 
@@ -32,6 +32,15 @@ impl TestServer {
 
     /// [`with_limits`](Self::with_limits), with the server's state changed by `configure`.
     pub(crate) async fn configured(limits: Limits, configure: impl FnOnce(AppState) -> AppState) -> Self {
+        Self::serving(limits, configure, ServeConfig::default()).await
+    }
+
+    /// [`configured`](Self::configured), its connections served as `serve` says.
+    pub(crate) async fn serving(
+        limits: Limits,
+        configure: impl FnOnce(AppState) -> AppState,
+        serve: ServeConfig,
+    ) -> Self {
         let opened = mnemo_store_tests::from_env().open(limits).await;
         let store: Arc<dyn Store> = Arc::clone(&opened.store);
         store.ensure_api_key(hash_credential(KEY), "test").await.unwrap();
@@ -40,7 +49,7 @@ impl TestServer {
         let (stop, stopped) = oneshot::channel::<()>();
         let state = configure(AppState::new(Arc::clone(&store)));
         let router = mnemo_server::router(state.clone());
-        tokio::spawn(mnemo_server::serve(listener, router, async {
+        tokio::spawn(mnemo_server::serve_with(listener, router, serve, async {
             let _ = stopped.await;
         }));
         let client = Client::new(&base, KEY).unwrap().with_max_retries(0);

@@ -42,9 +42,9 @@ fn seed(op: &str, f: &Fixture) -> Value {
         "sessions.update" => json!({"title": "t", "metadata": {"k": "v"}}),
         // Port 9 (discard) on this host: whatever a spoiled URL still reaches is refused.
         "webhook_endpoints.create" => {
-            json!({"url": "http://127.0.0.1:9/hook", "event_types": ["session.idled"], "description": "d"})
+            json!({"url": "https://hooks.example.com/hook", "event_types": ["session.idled"], "description": "d"})
         }
-        "webhook_endpoints.update" => json!({"url": "http://127.0.0.1:9/other", "event_types": null}),
+        "webhook_endpoints.update" => json!({"url": "https://hooks.example.com/other", "event_types": null}),
         "webhook_endpoints.rotate_secret" => json!({"keep_previous_seconds": 60}),
         "memories.batch" => json!({"writes": [{"type": "create", "path": "/fuzz/b.md", "content": "b"},
             {"type": "update", "memory_id": "mem_0", "content": "c",

@@ -6,6 +6,7 @@ mod common;
 mod concurrency;
 mod environments;
 mod events;
+mod fairness;
 mod hostile;
 mod memories;
 mod memory_batch;

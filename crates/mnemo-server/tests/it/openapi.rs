@@ -154,7 +154,8 @@ pub(crate) async fn fixture() -> Fixture {
     assert_eq!(status, 200, "{memory}");
     let (_, keys) = w.s.call(Method::GET, &format!("/v1/environments/{}/keys", w.env), KEY, None).await;
     let (status, endpoint) =
-        w.s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": "http://127.0.0.1:9/hook"}))).await;
+        w.s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": "https://hooks.example.com/hook"})))
+            .await;
     assert_eq!(status, 200, "{endpoint}");
     let ids = [
         ("store", w.rw_store.clone()),

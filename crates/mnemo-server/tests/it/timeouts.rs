@@ -47,7 +47,14 @@ async fn start(config: ServeConfig) -> Server {
 }
 
 fn config(header_read: Duration, body: Duration, max_connections: usize) -> ServeConfig {
-    ServeConfig { header_read_timeout: header_read, body_timeout: body, max_connections }
+    ServeConfig {
+        header_read_timeout: header_read,
+        body_timeout: body,
+        max_connections,
+        // Every client here is 127.0.0.1; the per-address cap is tested in `fairness`.
+        max_connections_per_address: 0,
+        ..ServeConfig::default()
+    }
 }
 
 impl Server {

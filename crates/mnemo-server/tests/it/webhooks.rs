@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use mnemo_api::{CreateWebhookEndpoint, DeliveryStatus, UpdateWebhookEndpoint, WebhookDelivery, WebhookEndpoint};
-use mnemo_server::WebhookConfig;
+use mnemo_server::{WebhookConfig, WebhookTargets};
 use mnemo_store::rules::webhook::DeliveryPolicy;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -75,8 +75,14 @@ async fn receive(State(script): State<Arc<Script>>, headers: HeaderMap, body: St
     }
 }
 
-/// Quick retries, so the tests wait little.
+/// Quick retries, so the tests wait little; private targets allowed (the receivers are on
+/// 127.0.0.1), as `--webhook-allow-private` does.
 fn fast(max_attempts: u32) -> WebhookConfig {
+    WebhookConfig { targets: WebhookTargets::public_only().allow_private(true), ..public_only(max_attempts) }
+}
+
+/// Quick retries, public targets only (the default).
+fn public_only(max_attempts: u32) -> WebhookConfig {
     WebhookConfig {
         policy: DeliveryPolicy { max_attempts, first_retry: Duration::from_millis(100), ..Default::default() },
         timeout: Duration::from_millis(500),
@@ -85,8 +91,10 @@ fn fast(max_attempts: u32) -> WebhookConfig {
     }
 }
 
+/// A server whose API and sender both judge targets by `config.targets`.
 async fn server_delivering(config: WebhookConfig) -> (TestServer, tokio::task::JoinHandle<()>) {
-    let s = TestServer::start().await;
+    let targets = config.targets.clone();
+    let s = TestServer::configured(Default::default(), |state| state.with_webhook_targets(targets)).await;
     let task = tokio::spawn(mnemo_server::deliver_webhooks(s.store(), config));
     (s, task)
 }
@@ -398,4 +406,104 @@ async fn a_rotation_signs_with_both_secrets_while_they_overlap() {
         )
         .await;
     assert_eq!(status, 400, "{body}");
+}
+
+/// Every spelling of a private address is refused when an endpoint is registered or moved
+/// there, with a message that says what to do; nothing is stored.
+#[tokio::test]
+async fn endpoints_on_private_addresses_are_refused_in_every_spelling() {
+    let (s, _task) = server_delivering(public_only(1)).await;
+    let public = register(&s, "https://hooks.example.com/in", None).await;
+    for url in [
+        "http://127.0.0.1/hook",
+        "http://127.1/hook",
+        "http://2130706433/hook",
+        "http://0x7f000001/hook",
+        "http://0177.0.0.1/hook",
+        "http://[::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://0.0.0.0/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/hook",
+        "http://172.16.5.4:8080/hook",
+        "http://192.168.1.1/hook",
+        "http://100.64.0.1/hook",
+        "http://[fd00::1]/hook",
+        "http://[fe80::1]/hook",
+        "http://localhost:8080/hook",
+        "http://api.localhost/hook",
+    ] {
+        let (status, body) = s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": url}))).await;
+        assert_eq!(status, 400, "{url}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("--webhook-allow-private"), "{url}: the message says what to do: {message}");
+        let path = format!("/v1/webhook_endpoints/{}", public.id);
+        let (status, body) = s.call(Method::POST, &path, KEY, Some(json!({"url": url}))).await;
+        assert_eq!(status, 400, "moving an endpoint to {url}: {body}");
+    }
+    let listed = s.client.list_webhook_endpoints(None, None).await.unwrap().data;
+    assert_eq!(listed.len(), 1, "only the public endpoint is stored");
+    assert_eq!(listed[0].url, "https://hooks.example.com/in");
+}
+
+/// Names are judged on the addresses they resolve to when a delivery connects: an endpoint
+/// whose name resolves to loopback (stored before the check existed, or rebound since) reaches
+/// nothing, and neither does a literal address stored that way; the recorded error is the same
+/// coarse text for an open port and a closed one.
+#[tokio::test]
+async fn deliveries_never_connect_to_private_addresses_whatever_the_name() {
+    let (s, _task) = server_delivering(public_only(2)).await;
+    let listening = Receiver::start(&[], 200).await;
+    let port = listening.url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/hook").to_owned();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut endpoints = Vec::new();
+    for url in [
+        format!("http://localhost:{port}/hook"),
+        format!("http://127.0.0.1:{port}/hook"),
+        format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+        format!("http://localhost:{closed_port}/hook"),
+    ] {
+        // Straight into the store, as an endpoint registered under other rules would be.
+        let new = mnemo_store::NewWebhookEndpoint {
+            url: mnemo_api::parse_webhook_url(&url).unwrap(),
+            event_types: None,
+            description: None,
+            secret: mnemo_api::generate_webhook_secret(),
+        };
+        endpoints.push(s.store().create_webhook_endpoint(new).await.unwrap());
+    }
+    s.new_store("never-sent").await;
+    for endpoint in &endpoints {
+        let list = until(&s, endpoint, |l| l.first().is_some_and(|d| d.status == DeliveryStatus::Failed)).await;
+        assert_eq!(list[0].last_error.as_deref(), Some("connection failed"), "{}: {:?}", endpoint.url, list[0]);
+        assert_eq!(list[0].last_status_code, None);
+    }
+    assert!(listening.received().is_empty(), "nothing reached the loopback receiver");
+}
+
+/// `--webhook-allow-hosts` lets the named hosts through (and only them).
+#[tokio::test]
+async fn allowed_hosts_are_reached_and_others_still_refused() {
+    let targets = WebhookTargets::public_only().allow_hosts(&["127.0.0.1"]).unwrap();
+    let (s, _task) = server_delivering(WebhookConfig { targets, ..public_only(2) }).await;
+    let receiver = Receiver::start(&[], 200).await;
+    let endpoint = register(&s, &receiver.url, None).await;
+    s.new_store("allowed").await;
+    until(&s, &endpoint, |l| l.first().is_some_and(|d| d.status == DeliveryStatus::Delivered)).await;
+    assert_eq!(receiver.received().len(), 1);
+    let (status, body) =
+        s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": "http://[::1]:9/hook"}))).await;
+    assert_eq!(status, 400, "{body}");
+
+    // Without --webhook-allow-private a real connection that fails says no more than that.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let nobody = register(&s, &dead, Some(&["memory_store.archived"])).await;
+    let store = s.new_store("archived").await;
+    s.client.archive_memory_store(&store.id).await.unwrap();
+    let list = until(&s, &nobody, |l| l.first().is_some_and(|d| d.status == DeliveryStatus::Failed)).await;
+    assert_eq!(list[0].last_error.as_deref(), Some("connection failed"), "a closed port is not told apart");
 }

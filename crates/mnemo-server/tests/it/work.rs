@@ -19,7 +19,12 @@ pub(crate) struct World {
 }
 
 pub(crate) async fn world(ttl: u64) -> World {
-    let s = TestServer::with_limits(mnemo_store::Limits { work_lease_ttl_seconds: ttl, ..Default::default() }).await;
+    world_on(TestServer::with_limits(mnemo_store::Limits { work_lease_ttl_seconds: ttl, ..Default::default() }).await)
+        .await
+}
+
+/// The same world on a server of the caller's making.
+pub(crate) async fn world_on(s: TestServer) -> World {
     let (_, agent) = s
         .call(
             Method::POST,
@@ -73,7 +78,7 @@ impl World {
         format!("/v1/environments/{}/work{suffix}", self.env)
     }
 
-    async fn poll(&self) -> Value {
+    pub(crate) async fn poll(&self) -> Value {
         self.s.call(Method::GET, &self.work("/poll?block_ms=50"), &self.env_key, None).await.1
     }
 

@@ -84,6 +84,50 @@ pub(crate) struct Serve {
     )]
     max_connections: usize,
 
+    /// Most connections one client address may hold at once; more are answered 429 and closed
+    /// (default: half of --max-connections; 0: no cap — behind a reverse proxy, where
+    /// every client has the proxy's address).
+    #[arg(long, value_name = "N", env = "MNEMO_MAX_CONNECTIONS_PER_ADDRESS")]
+    max_connections_per_address: Option<usize>,
+
+    /// Seconds a new connection may stay silent before its first byte; then it is closed.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = ServeConfig::DEFAULT_FIRST_BYTE_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86_400),
+        env = "MNEMO_FIRST_BYTE_TIMEOUT"
+    )]
+    first_byte_timeout: u64,
+
+    /// Most streams (event streams, memory change feeds and their long polls) open at once, over
+    /// all clients; the rest of --max-connections stays for other requests (default: half of
+    /// --max-connections; it must be below it).
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), env = "MNEMO_MAX_STREAMS")]
+    max_streams: Option<usize>,
+
+    /// Most streams one credential (API key, environment key, sessions token) may hold open at
+    /// once; more are answered 429.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = mnemo_server::StreamLimits::DEFAULT_PER_CREDENTIAL,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
+        env = "MNEMO_MAX_STREAMS_PER_CREDENTIAL"
+    )]
+    max_streams_per_credential: usize,
+
+    /// Failed authentications (unknown keys on the API, failed console sign-ins) one client
+    /// address may make per minute; past it the address is answered 429 until it may try again
+    /// (keys that already worked from it are not slowed). 0 turns the limit off.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = mnemo_server::AuthThrottleConfig::DEFAULT_FAILURES_PER_MINUTE,
+        env = "MNEMO_AUTH_FAILURES_PER_MINUTE"
+    )]
+    auth_failures_per_minute: u32,
+
     /// Serve Prometheus metrics (`GET /metrics`) on this address, a listener of its own (off by
     /// default, so they are never public by accident; `127.0.0.1:0` picks a free port).
     #[arg(long, value_name = "ADDR", env = "MNEMO_METRICS_LISTEN")]
@@ -162,11 +206,30 @@ pub(crate) struct WebhookArgs {
     /// `data.workspace_id` of every webhook event.
     #[arg(long, value_name = "ID", default_value = "wrkspc_default", env = "MNEMO_WEBHOOK_WORKSPACE_ID")]
     webhook_workspace_id: String,
+
+    /// Let webhook endpoints be on any address: loopback, link-local, private networks. Off by
+    /// default, when only public addresses are reached (judged on the address connected to)
+    /// and a failed delivery records only `connection failed`.
+    #[arg(long, env = "MNEMO_WEBHOOK_ALLOW_PRIVATE")]
+    webhook_allow_private: bool,
+
+    /// Host names or IP addresses webhook endpoints may use whatever they resolve to (comma
+    /// separated or repeated), e.g. `hooks.internal,10.0.0.5`.
+    #[arg(long, value_name = "HOST[,HOST]", value_delimiter = ',', env = "MNEMO_WEBHOOK_ALLOW_HOSTS")]
+    webhook_allow_hosts: Vec<String>,
 }
 
 impl WebhookArgs {
+    /// Where webhook endpoints may point.
+    fn targets(&self) -> anyhow::Result<mnemo_server::WebhookTargets> {
+        mnemo_server::WebhookTargets::public_only()
+            .allow_private(self.webhook_allow_private)
+            .allow_hosts(&self.webhook_allow_hosts)
+            .map_err(|e| anyhow::anyhow!("--webhook-allow-hosts: {e}"))
+    }
+
     /// The delivery settings, or `None` when this process sends no webhooks.
-    fn config(&self) -> Option<mnemo_server::WebhookConfig> {
+    fn config(&self, targets: &mnemo_server::WebhookTargets) -> Option<mnemo_server::WebhookConfig> {
         if self.no_webhooks {
             return None;
         }
@@ -181,9 +244,29 @@ impl WebhookArgs {
             poll_interval: self.webhook_poll_interval,
             organization_id: self.webhook_organization_id.clone(),
             workspace_id: self.webhook_workspace_id.clone(),
+            targets: targets.clone(),
             ..defaults
         })
     }
+}
+
+/// Fewest characters of an operator-given API key: a short key can be guessed.
+const MIN_API_KEY_CHARS: usize = 32;
+
+/// Refuses keys given on the command line or in `MNEMO_API_KEY` that are too short to be safe,
+/// without showing them.
+fn check_api_keys(keys: &[String]) -> anyhow::Result<()> {
+    for (i, key) in keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()).enumerate() {
+        let n = key.chars().count();
+        if n < MIN_API_KEY_CHARS {
+            bail!(
+                "API key {} of --api-key / MNEMO_API_KEY is {n} characters long; keys must have at least \
+                 {MIN_API_KEY_CHARS} (make one with `openssl rand -hex 24`, or give none and mnemo creates one)",
+                i + 1
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A number of seconds (`15`, `0.5`, `15s`): more than 0, at most a day.
@@ -281,6 +364,16 @@ impl Serve {
             Some(url) => url,
             None => default_database()?,
         };
+        check_api_keys(&self.api_keys)?;
+        let targets = self.webhooks.targets()?;
+        let max_streams = self.max_streams.unwrap_or((self.max_connections / 2).max(1));
+        if self.max_streams.is_some() && max_streams >= self.max_connections {
+            bail!(
+                "--max-streams must be below --max-connections ({max_streams} >= {}), so some connections stay for \
+                 other requests",
+                self.max_connections
+            );
+        }
         if !self.memory_mount_root.starts_with('/') || self.memory_mount_root.split('/').any(|s| s == "..") {
             bail!("--memory-mount-root must be an absolute path without `..` (got {})", self.memory_mount_root);
         }
@@ -308,9 +401,12 @@ impl Serve {
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
         let expiry = tokio::spawn(mnemo_server::expire_work_leases(Arc::clone(&store), LEASE_SWEEP_EVERY));
+        if targets.allows_private() {
+            tracing::info!("webhooks may reach private addresses (--webhook-allow-private)");
+        }
         let webhooks = self
             .webhooks
-            .config()
+            .config(&targets)
             .map(|config| tokio::spawn(mnemo_server::deliver_webhooks(Arc::clone(&store), config)));
         let console = (!self.no_console).then(|| mnemo_console::ConsoleConfig {
             session_ttl: std::time::Duration::from_secs(self.console_session_ttl),
@@ -320,7 +416,15 @@ impl Serve {
         let mut state = AppState::new(Arc::clone(&store))
             .with_memory_mount_root(&self.memory_mount_root)
             .with_console(console)
-            .with_memory_stream(!self.no_memory_stream);
+            .with_memory_stream(!self.no_memory_stream)
+            .with_webhook_targets(targets)
+            .with_stream_limits(mnemo_server::StreamLimits {
+                per_credential: self.max_streams_per_credential,
+                total: max_streams,
+            })
+            .with_auth_throttle(mnemo_server::AuthThrottleConfig {
+                failures_per_minute: self.auth_failures_per_minute,
+            });
         if let Some((resolve, limits)) = models {
             state = state.with_agent_loop(resolve, limits);
             tracing::info!("running agents on the configured model providers");
@@ -331,6 +435,10 @@ impl Serve {
             header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout),
             body_timeout: std::time::Duration::from_secs(self.body_timeout),
             max_connections: self.max_connections,
+            max_connections_per_address: self
+                .max_connections_per_address
+                .unwrap_or_else(|| ServeConfig::default_per_address(self.max_connections)),
+            first_byte_timeout: std::time::Duration::from_secs(self.first_byte_timeout),
         };
         let server = tokio::spawn(mnemo_server::serve_with(listener, router, config, async {
             let _ = stopped.await;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const KEY: &str = "sk-e2e-key";
+pub const KEY: &str = "sk-e2e-key-0123456789abcdefghijklmn";
 
 /// A `mnemo serve` process with its own database, killed on drop. Its stderr is read as it
 /// comes (a server logs a line per request, and an undrained pipe would block it).

@@ -340,7 +340,7 @@ fn field_edges(f: &Fixture, stores: &[String], meta_store: &str) -> Vec<Edge> {
         ),
     ]);
     // Webhook endpoints.
-    let url = |n: usize| format!("http://127.0.0.1:9/{}", rep('u', n - "http://127.0.0.1:9/".len()));
+    let url = |n: usize| format!("https://hooks.example.com/{}", rep('u', n - "https://hooks.example.com/".len()));
     edges.extend([
         edge(
             "webhook url characters",
