@@ -29,7 +29,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::Router;
 use axum::routing::{get, post};
-use mnemo_api::SessionId;
+use mnemo_api::{ApiKeyId, SessionId};
 use mnemo_store::{SessionEvent, Store, StoreError};
 use tokio::sync::broadcast;
 
@@ -48,6 +48,12 @@ pub trait Hooks: Send + Sync + 'static {
     /// too often (the key is then not even looked up).
     fn sign_in_allowed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
         Ok(())
+    }
+    /// A place for one more live transcript of the person signed in with `api_key`, held (the
+    /// returned value) while it stays open: the API's stream limits count it as one of that
+    /// key's streams. `Err(wait)` past them.
+    fn open_stream(&self, _api_key: &ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, Duration> {
+        Ok(Box::new(()))
     }
     /// A sign-in from `peer` failed: `Err(wait)` when that was over the address's limit.
     fn sign_in_failed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {

@@ -281,18 +281,36 @@ async fn emit(tx: &tokio::sync::mpsc::Sender<Event>, e: &SessionEvent) -> bool {
     }
 }
 
+/// The answer to a live transcript past the stream limits: `429` with `retry-after`; the
+/// browser's event source tries again.
+fn too_many_streams(wait: std::time::Duration) -> Response {
+    let secs = wait.as_secs().max(1);
+    let mut response = (
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        "too many live views are open for this API key; close a transcript or retry later",
+    )
+        .into_response();
+    response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+    response
+}
+
 /// The transcript's later events as they are appended: `entry` messages carry the rendered
 /// fragment (ids are log positions, so a reconnect resumes where it stopped), `status` ones the
 /// session's new status.
 pub(crate) async fn live(
     State(console): State<Console>,
-    _: Signed,
+    signed: Signed,
     headers: HeaderMap,
     Path(session): Path<String>,
     Query(q): Query<LiveQuery>,
 ) -> Result<Response, PageError> {
     let session_id: SessionId = id("session", &session)?;
     console.store.get_session(&session_id).await?;
+    // A live transcript holds a connection like the API's streams, and counts with them.
+    let slot = match console.hooks.open_stream(&signed.api_key) {
+        Ok(slot) => slot,
+        Err(wait) => return Ok(too_many_streams(wait)),
+    };
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
     let from = resume.or(q.after).unwrap_or(0);
     // Subscribe before reading what is already there, so nothing falls between the two.
@@ -300,6 +318,8 @@ pub(crate) async fn live(
     let backlog = console.store.events_after(&session_id, from).await?;
     let (tx, out) = tokio::sync::mpsc::channel::<Event>(64);
     tokio::spawn(async move {
+        // The stream's place is freed when it ends (the browser left, or it fell behind).
+        let _slot = slot;
         let mut last = from;
         for e in backlog {
             last = e.seq;

@@ -138,6 +138,7 @@ impl AppState {
             auth: Arc::clone(&self.auth),
             hub: Arc::clone(&self.hub),
             throttle: Arc::clone(&self.throttle),
+            streams: Arc::clone(&self.streams),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -204,6 +205,7 @@ struct ConsoleHooks {
     auth: Arc<auth::Authenticator>,
     hub: Arc<hub::EventHub>,
     throttle: Arc<throttle::AuthThrottle>,
+    streams: Arc<streams::StreamLimiter>,
 }
 
 #[async_trait::async_trait]
@@ -218,6 +220,12 @@ impl mnemo_console::Hooks for ConsoleHooks {
 
     fn sign_in_failed(&self, peer: Option<std::net::IpAddr>) -> Result<(), std::time::Duration> {
         self.throttle.failed(peer)
+    }
+
+    fn open_stream(&self, api_key: &mnemo_api::ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
+        let slot =
+            self.streams.open(&mnemo_store::Credential::ApiKey(api_key.clone())).map_err(|_| streams::RETRY_AFTER)?;
+        Ok(Box::new(slot))
     }
 
     async fn subscribe(

@@ -43,7 +43,7 @@ impl Default for StreamLimits {
 }
 
 /// How long a refused stream is told to wait.
-const RETRY_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The open streams, per credential and in all.
 #[derive(Debug)]

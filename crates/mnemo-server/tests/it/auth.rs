@@ -111,8 +111,12 @@ async fn guessing_keys_is_throttled_per_address_without_telling_which_exist() {
     assert_eq!(get(&elsewhere, &format!("/v1/environments/{env}/work/stats"), &env_key).await.unwrap().status(), 200);
 }
 
-/// The console's sign-in form, from `client`: (status, retry-after, whether a session cookie was set).
-async fn console_sign_in(s: &TestServer, client: &reqwest::Client, key: &str) -> (u16, Option<String>, bool) {
+/// The console's sign-in form, from `client`: (status, retry-after, the session cookie if one was set).
+pub(crate) async fn console_sign_in(
+    s: &TestServer,
+    client: &reqwest::Client,
+    key: &str,
+) -> (u16, Option<String>, Option<String>) {
     let form = client.get(format!("{}/console/sign-in", s.base)).send().await.unwrap();
     let token = form
         .headers()
@@ -134,7 +138,8 @@ async fn console_sign_in(s: &TestServer, client: &reqwest::Client, key: &str) ->
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|c| c.starts_with("mnemo_console=mcs_"));
+        .find(|c| c.starts_with("mnemo_console=mcs_"))
+        .map(|c| c.split(';').next().unwrap().to_owned());
     let retry = answer.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
     (answer.status().as_u16(), retry, signed)
 }
@@ -153,13 +158,13 @@ async fn a_console_sign_in_brute_force_is_throttled() {
     let here = no_redirects("127.0.0.1");
     for i in 0..4 {
         let (status, _, signed) = console_sign_in(&s, &here, &format!("sk-guess-{i:032}")).await;
-        assert_eq!((status, signed), (401, false), "attempt {i} is within the budget");
+        assert_eq!((status, signed.is_some()), (401, false), "attempt {i} is within the budget");
     }
     let (status, retry, _) = console_sign_in(&s, &here, "sk-guess-one-too-many-00000000000").await;
     assert_eq!(status, 429, "past the budget sign-ins from the address are throttled");
     assert!(retry.is_some_and(|r| r.parse::<u64>().unwrap() >= 1));
     let (status, _, signed) = console_sign_in(&s, &here, KEY).await;
-    assert_eq!((status, signed), (429, false), "even the right key: the answer tells nothing");
+    assert_eq!((status, signed.is_some()), (429, false), "even the right key: the answer tells nothing");
     let (status, _, signed) = console_sign_in(&s, &no_redirects("127.0.0.2"), KEY).await;
-    assert_eq!((status, signed), (303, true), "another address signs in");
+    assert_eq!((status, signed.is_some()), (303, true), "another address signs in");
 }

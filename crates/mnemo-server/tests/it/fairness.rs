@@ -65,6 +65,44 @@ async fn streams_past_a_credentials_cap_are_refused_with_429() {
     drop(held);
 }
 
+/// A live transcript in the console holds a connection like an API stream: it counts among the
+/// streams of the API key the person signed in with.
+#[tokio::test]
+async fn console_live_transcripts_count_with_their_keys_streams() {
+    let limits = StreamLimits { per_credential: 2, total: 100 };
+    let s = TestServer::configured(Default::default(), |state| state.with_stream_limits(limits)).await;
+    let w = world_on(s).await;
+    let (session, _, _) = w.leased().await;
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let (status, _, cookie) = crate::auth::console_sign_in(&w.s, &client, KEY).await;
+    assert_eq!(status, 303);
+    let cookie = cookie.expect("signed in");
+    let live = |client: &reqwest::Client| {
+        client.get(format!("{}/console/sessions/{session}/live", w.s.base)).header("cookie", cookie.clone()).send()
+    };
+    let api = client.get(format!("{}{}", w.s.base, stream_path(&session))).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(api.status(), 200);
+    let first = live(&client).await.unwrap();
+    assert_eq!(first.status(), 200, "the key's second stream: a live transcript");
+    let refused = live(&client).await.unwrap();
+    assert_eq!(refused.status(), 429, "a third stream of the key, API or console, is refused");
+    assert!(refused.headers().get("retry-after").is_some());
+    drop(first);
+    // The closed transcript's place is freed once the server notices (its next write fails).
+    let reopened = tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let again = live(&client).await.unwrap();
+            if again.status() == 200 {
+                return again;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("a closed transcript frees its place");
+    drop((api, reopened));
+}
+
 /// The finding: at `--max-connections 20`, a client holding many streams with one sessions
 /// token made health checks fail for everyone. Now streams stop at their share and the rest
 /// of the connections serve health checks and ordinary requests.
