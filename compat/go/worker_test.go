@@ -313,6 +313,18 @@ func (w *workerEnv) checkItemStopped(itemID string) {
 	}
 }
 
+// workItems are the ids of a session's work items.
+func (w *workerEnv) workItems(sessionID string) []string {
+	p := w.client.Beta.Environments.Work.ListAutoPaging(w.ctx, w.su.env, anthropic.BetaEnvironmentWorkListParams{Limit: param.NewOpt[int64](100)})
+	var out []string
+	for _, it := range collect(w.t, p.Next, p.Current, p.Err) {
+		if it.Data.ID == sessionID {
+			out = append(out, it.ID)
+		}
+	}
+	return out
+}
+
 func (w *workerEnv) checkMountsRemoved() {
 	t := w.t
 	for _, m := range []string{w.rwMount(), w.roMount()} {
@@ -325,41 +337,37 @@ func (w *workerEnv) checkMountsRemoved() {
 	}
 }
 
-func TestWorkerHandleItemServesAScriptedSessionWithTwoStores(t *testing.T) {
-	w := newWorkerEnv(t)
-	d := newDiagnostics(t)
+// twoStoreSteps are the calls of the two-store session: reads in both stores, a write and an edit
+// in the read-write one, a write and an edit refused in the read-only one, bash, glob, grep.
+func (w *workerEnv) twoStoreSteps() []step {
 	rw, ro := w.rwMount(), w.roMount()
-	newPath := rw + "/ideas/new.md"
-	todoPath := rw + "/todo.md"
-	steps := []step{
+	return []step{
 		{"read", map[string]any{"file_path": rw + "/notes/readme.md"}},
 		{"read", map[string]any{"file_path": ro + "/guide.md"}},
-		{"write", map[string]any{"file_path": newPath, "content": idea}},
-		{"edit", map[string]any{"file_path": todoPath, "old_string": "call bob", "new_string": "call alice"}},
+		{"write", map[string]any{"file_path": rw + "/ideas/new.md", "content": idea}},
+		{"edit", map[string]any{"file_path": rw + "/todo.md", "old_string": "call bob", "new_string": "call alice"}},
 		{"write", map[string]any{"file_path": ro + "/denied.md", "content": "must not land"}},
 		{"edit", map[string]any{"file_path": ro + "/guide.md", "old_string": "read-only", "new_string": "writable"}},
 		{"bash", map[string]any{"command": "ls -R " + rw + " " + ro}},
 		{"glob", map[string]any{"pattern": "**/*.md", "path": rw}},
 		{"grep", map[string]any{"pattern": "alice", "path": rw}},
 	}
-	script := w.startScript(steps)
-	item := w.claim()
-	eq(t, item.Data.ID != "", true, "the item names its session")
-	if item.Secret == "" {
-		t.Fatal("the polled item carries its secret")
-	}
-	// As inside an `ant beta:worker poll --on-work` child: the secret comes from the environment.
-	t.Setenv("ANTHROPIC_WORK_SECRET", item.Secret)
-	worker := w.newWorker(d, environments.EnvironmentWorkerOptions{})
-	ctx, cancel := context.WithTimeout(w.ctx, 120*time.Second)
-	defer cancel()
-	err := worker.HandleItem(ctx, environments.HandleItemOptions{WorkID: item.ID, EnvironmentID: w.su.env, SessionID: item.Data.ID})
-	ok(t, err, "HandleItem")
-	script.wait(t)
-	eq(t, script.session, item.Data.ID, "the script's session is the item's")
+}
 
+// checkTwoStoreRun checks what a worker left after serving twoStoreSteps: the results, the item,
+// the folders, both stores and the session's versions. writeCount is what the worker counts in
+// `wrote N bytes` (the Go SDK: UTF-8 bytes; mnemo: code points).
+func (w *workerEnv) checkTwoStoreRun(script *scriptRun, itemID string, writeCount int) {
+	t := w.t
+	t.Helper()
+	rw, ro := w.rwMount(), w.roMount()
 	r := script.results
-	eq(t, len(r), len(steps), "one result per step")
+	if os.Getenv("MNEMO_COMPAT_WORKER_TRACE") != "" {
+		for _, res := range r {
+			t.Logf("step %d %s is_error=%v %q", res.Step, res.Tool, res.IsError, res.Text)
+		}
+	}
+	eq(t, len(r), len(w.twoStoreSteps()), "one result per step")
 	expect := func(i int, isError bool, text string) {
 		t.Helper()
 		if r[i].IsError != isError || r[i].Text != text {
@@ -376,32 +384,49 @@ func TestWorkerHandleItemServesAScriptedSessionWithTwoStores(t *testing.T) {
 	}
 	expect(0, false, readme)
 	expect(1, false, guide)
-	expect(2, false, fmt.Sprintf("wrote %d bytes to %s", len(idea), newPath)) // UTF-8 bytes, as the TypeScript SDK counts
-	expect(3, false, fmt.Sprintf("edited %s (1 replacement(s))", todoPath))
-	expectSome(4, true, ro+"/denied.md is inside read-only directory "+ro)
-	expectSome(5, true, ro+"/guide.md is inside read-only directory "+ro)
+	expect(2, false, fmt.Sprintf("wrote %d bytes to %s", writeCount, rw+"/ideas/new.md"))
+	expect(3, false, fmt.Sprintf("edited %s (1 replacement(s))", rw+"/todo.md"))
+	expectSome(4, true, ro+"/denied.md", "read-only")
+	expectSome(5, true, ro+"/guide.md", "read-only")
 	expectSome(6, false, "readme.md", "todo.md", "new.md", "guide.md")
 	if strings.Contains(r[6].Text, "denied.md") {
 		t.Fatalf("the refused write created denied.md: %q", r[6].Text)
 	}
 	expectSome(7, false, "ideas/new.md", "notes/readme.md", "todo.md")
 	expectSome(8, false, "call alice")
-	if os.Getenv("MNEMO_COMPAT_WORKER_TRACE") != "" {
-		for _, res := range r {
-			t.Logf("step %d %s is_error=%v %q", res.Step, res.Tool, res.IsError, res.Text)
-		}
-	}
 
-	w.checkItemStopped(item.ID)
+	w.checkItemStopped(itemID)
 	w.checkMountsRemoved()
 	eq(t, fmt.Sprint(w.memoriesOf(w.rw.ID)), fmt.Sprint(map[string]string{"/ideas/new.md": idea, "/notes/readme.md": readme, "/todo.md": todoEdited}), "the read-write store")
 	eq(t, fmt.Sprint(w.memoriesOf(w.ro.ID)), fmt.Sprint(map[string]string{"/guide.md": guide}), "the read-only store is unchanged")
-	eqSlice(t, w.sessionVersions(w.rw.ID, item.Data.ID), []string{"created /ideas/new.md", "modified /todo.md"}, "the session's versions in the read-write store")
-	eq(t, len(w.sessionVersions(w.ro.ID, item.Data.ID)), 0, "no version by the session in the read-only store")
+	eqSlice(t, w.sessionVersions(w.rw.ID, script.session), []string{"created /ideas/new.md", "modified /todo.md"}, "the session's versions in the read-write store")
+	eq(t, len(w.sessionVersions(w.ro.ID, script.session)), 0, "no version by the session in the read-only store")
 	eq(t, w.get(w.rw.ID, w.todoID).Content, todoEdited, "the edit updated the existing memory")
-	session, err := w.client.Beta.Sessions.Get(w.ctx, item.Data.ID, anthropic.BetaSessionGetParams{})
+	session, err := w.client.Beta.Sessions.Get(w.ctx, script.session, anthropic.BetaSessionGetParams{})
 	ok(t, err, "retrieve the session")
 	eq(t, string(session.Status), "idle", "the session after the worker left")
+}
+
+func TestWorkerHandleItemServesAScriptedSessionWithTwoStores(t *testing.T) {
+	w := newWorkerEnv(t)
+	d := newDiagnostics(t)
+	script := w.startScript(w.twoStoreSteps())
+	item := w.claim()
+	if item.Secret == "" || item.Data.ID == "" {
+		t.Fatalf("the polled item carries its session and its secret: %s", item.RawJSON())
+	}
+	// As inside an `ant beta:worker poll --on-work` child: everything comes from the environment.
+	t.Setenv("ANTHROPIC_WORK_SECRET", item.Secret)
+	t.Setenv("ANTHROPIC_WORK_ID", item.ID)
+	t.Setenv("ANTHROPIC_ENVIRONMENT_ID", w.su.env)
+	t.Setenv("ANTHROPIC_SESSION_ID", item.Data.ID)
+	worker := w.newWorker(d, environments.EnvironmentWorkerOptions{})
+	ctx, cancel := context.WithTimeout(w.ctx, 120*time.Second)
+	defer cancel()
+	ok(t, worker.HandleItem(ctx, environments.HandleItemOptions{}), "HandleItem")
+	script.wait(t)
+	eq(t, script.session, item.Data.ID, "the script's session is the item's")
+	w.checkTwoStoreRun(script, item.ID, len(idea))
 	if errs := d.records("ERROR"); len(errs) > 0 {
 		t.Fatalf("the worker logged errors:\n%s", strings.Join(errs, "\n"))
 	}
