@@ -140,6 +140,16 @@ def cargo_build() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def go_build() -> Path:
+    """The Go SDK's worker (compat/go/benchworker, the SDK version compat/go/go.mod pins), built
+    with the module and build caches in target/go."""
+    out = REPO / "target" / "go" / "bin" / "benchworker"
+    env = dict(os.environ, GOMODCACHE=str(REPO / "target" / "go" / "mod"), GOCACHE=str(REPO / "target" / "go" / "cache"),
+               GOPATH=str(REPO / "target" / "go" / "path"), GOFLAGS="-mod=readonly")
+    subprocess.run(["go", "build", "-o", str(out), "./benchworker"], cwd=REPO / "compat" / "go", env=env, check=True)
+    return out
+
+
 def parse_ts(value: str) -> float:
     """RFC 3339 UTC (`…Z`, any number of fraction digits) -> Unix seconds."""
     head, _, frac = value.rstrip("Z").partition(".")
@@ -439,9 +449,9 @@ class Worker:
 
 class Bench:
     def __init__(self, args: argparse.Namespace, api: Api, base_url: str, work: Path, mnemo_bin: Path,
-                 python: Path, agent: str) -> None:
+                 python: Path, agent: str, go_bin: Optional[Path] = None) -> None:
         self.args, self.api, self.base_url, self.work = args, api, base_url, work
-        self.mnemo_bin, self.python, self.agent = mnemo_bin, python, agent
+        self.mnemo_bin, self.python, self.agent, self.go_bin = mnemo_bin, python, agent, go_bin
         self.runs = 0
         self.problems: List[str] = []
         # When the last worker had removed its folders (monotonic); at first, now: an earlier run
@@ -461,12 +471,12 @@ class Bench:
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         base_env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
                          "ANTHROPIC_ENVIRONMENT_KEY": key})
-        if kind == "sdk":
+        if kind in ("sdk", "go"):
             base_env["MNEMO_BENCH_WORKER"] = json.dumps({
                 "base_url": self.base_url, "environment_id": env, "workdir": str(area / "workdir"),
                 "max_idle": MAX_IDLE, "memory_sync_interval": sync_interval,
             })
-            argv = [str(self.python), "-c", SDK_WORKER]
+            argv = [str(self.python), "-c", SDK_WORKER] if kind == "sdk" else [str(self.go_bin)]
         else:
             argv = [str(self.mnemo_bin), "worker", "poll", "--environment-id", env, "--base-url", self.base_url,
                     "--workdir", str(area / "workdir"), "--state-dir", str(area / "state"),
@@ -558,6 +568,16 @@ class Bench:
                     break
                 time.sleep(0.01)
             time.sleep(0.05)
+            if kind == "go":
+                # The Go SDK runs a due sync beside the next calls too, and offers no hook to time it
+                # (its syncAll is unexported): the window closes once the process has used no CPU
+                # for 200 ms.
+                quiet_since, last_cpu = time.monotonic(), worker.cpu()[0]
+                while time.monotonic() - quiet_since < 0.2 and time.monotonic() - x["posted"] < 60:
+                    time.sleep(0.02)
+                    now_cpu = worker.cpu()[0]
+                    if now_cpu != last_cpu:
+                        quiet_since, last_cpu = time.monotonic(), now_cpu
             cpu1 = worker.cpu()
             server = parse_ts(y["result"]["processed_at"]) - parse_ts(x["use"]["processed_at"])
             return {"server_ms": server * 1000, "client_ms": (y["seen"] - x["posted"]) * 1000,
@@ -775,7 +795,8 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None, help="parent of the throw-away work folder")
     ap.add_argument("--out", type=Path, help="also write the Markdown report here")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (database, logs)")
-    ap.add_argument("--only", choices=["mnemo", "sdk"], help="profiling: run this worker alone; no table, only the log")
+    ap.add_argument("--only", choices=["mnemo", "sdk", "go"],
+                    help="profiling: run this worker alone (go: the Go SDK's, compat/go/benchworker); no table, only the log")
     ap.add_argument("--scenarios", default="first_call,noop_sync,many_calls",
                     help="profiling, with --only: the scenarios to run, comma-separated")
     args = ap.parse_args()
@@ -806,6 +827,8 @@ def main() -> None:
     key = "sk-bench-" + secrets.token_hex(16)
     server = Server(mnemo_bin, work, key, ["--memory-mount-root", str(mount_root)])
     results: Dict[str, List[Dict[str, Any]]] = {"mnemo": [], "sdk": []}
+    if args.only:
+        results.setdefault(args.only, [])
     problems: List[str] = []
     try:
         log(f"server at {server.base_url}; work folder {work}")
@@ -819,7 +842,8 @@ def main() -> None:
             f"in {time.perf_counter() - t:.1f} s")
         agent = api.call("POST", "/v1/agents", {"name": "bench-agent", "model": "claude-opus-4-6",
                                                 "tools": [{"type": "agent_toolset_20260401"}]})["id"]
-        bench = Bench(args, api, server.base_url, work, mnemo_bin, python, agent)
+        go_bin = go_build() if args.only == "go" else None
+        bench = Bench(args, api, server.base_url, work, mnemo_bin, python, agent, go_bin)
         for rnd in range(1, args.rounds + 1):
             order = ["mnemo", "sdk"] if rnd % 2 else ["sdk", "mnemo"]
             if args.only:
