@@ -425,3 +425,48 @@ async fn the_environment_key_may_come_from_a_private_file() {
     let log = worker.stop();
     assert!(!log.contains("given on the command line"), "{log}");
 }
+
+/// `--tool-user` runs the shell as that user: it reads a read-only store and writes a
+/// read-write one the worker (root) mounted, and the write lands on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_runs_as_the_tool_user() {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        eprintln!("skipped: only a worker running as root can switch the shell to another user");
+        return;
+    }
+    let s = Setup::new().await;
+    // The tool user must reach the mount root and write the workdir (docs/WORKER.md).
+    std::fs::set_permissions(s.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(s.tmp.path().join("work"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir(s.mnt()).unwrap();
+    std::fs::set_permissions(s.mnt(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let notes = s.store("notes", &[("/a.md", "one\n")]).await;
+    let reference = s.store("ref", &[("/r.md", "reference\n")]).await;
+    let worker = s.worker(&["--tool-user", "nobody"], &[]);
+    let session = s
+        .session(json!([
+            {"type": "memory_store", "memory_store_id": notes},
+            {"type": "memory_store", "memory_store_id": reference, "access": "read_only"},
+        ]))
+        .await;
+    let (n, r) = (s.mnt().join("notes"), s.mnt().join("ref"));
+    let (text, is_error) = s
+        .bash(
+            &session,
+            &format!(
+                "id -un; cat {}/r.md {}/a.md && echo two > {}/a.md && echo here > ok.txt",
+                r.display(),
+                n.display(),
+                n.display()
+            ),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(text, "nobody\nreference\none");
+    let (text, is_error) = s.bash(&session, &format!("echo vandalised > {}/r.md", r.display())).await;
+    assert!(is_error, "{text}");
+    let log = worker.stop();
+    assert_eq!(s.memory(&notes, "/a.md").await, "two\n", "{log}");
+    assert_eq!(s.memory(&reference, "/r.md").await, "reference\n");
+}
