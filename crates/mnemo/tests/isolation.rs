@@ -160,10 +160,16 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-            if std::thread::panicking() {
-                eprintln!("---- worker log ----\n{}", self.log.take().unwrap().join().unwrap_or_default());
+            // SIGTERM first: an `--on-work` poller then stops its script's worker, which shares
+            // its stderr (a SIGKILL would leave that worker holding the log pipe open).
+            common::signal(&child, "-TERM");
+            if !common::wait_until(Duration::from_secs(60), || child.try_wait().is_ok_and(|s| s.is_some())) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            let log = self.log.take().unwrap();
+            if std::thread::panicking() && common::wait_until(Duration::from_secs(5), || log.is_finished()) {
+                eprintln!("---- worker log ----\n{}", log.join().unwrap_or_default());
             }
         }
     }
