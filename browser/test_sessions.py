@@ -117,7 +117,7 @@ def test_transcript_follows_a_session_a_worker_serves(c: Console) -> None:
             "--state-dir", str(c.scratch / "worker-state"),
             "--max-idle", "1s",
         ],
-        env={"ANTHROPIC_ENVIRONMENT_KEY": env_key, "NO_PROXY": "127.0.0.1"},
+        env={"ANTHROPIC_ENVIRONMENT_KEY": env_key, "NO_PROXY": "127.0.0.1", "MNEMO_MEMORY_MOUNT_ROOT": str(c.mount_root)},
     )
     try:
         c.sign_in()

@@ -154,7 +154,7 @@ def run_scenario(fx: Any, worker_kind: str, model: str) -> None:
             check(worker.item is not None, f"the SDK poller found no work item (error: {worker.error!r})")
         else:
             worker = MnemoWorker(binary, server.base_url, env.id, key["key"], workdir, area / "state",
-                                 area / "worker.log", live=True)
+                                 area / "worker.log", live=True, mount_root=mount_root)
 
         transcript.join(TURN_WAIT)
         check(not transcript.is_alive(), f"the turn did not end within {TURN_WAIT:.0f} s; streamed: "

@@ -208,11 +208,12 @@ def copy_database(src: Path, dst: Path) -> None:
 
 class MnemoWorker:
     def __init__(self, binary: str, base_url: str, env_id: str, env_key: str, workdir: Path, state: Path, log: Path,
-                 live: bool):
+                 live: bool, mount_root: Path):
         self.log_path = log
         self._log = open(log, "w", encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         env["ANTHROPIC_ENVIRONMENT_KEY"] = env_key  # never on the command line
+        env["MNEMO_MEMORY_MOUNT_ROOT"] = str(mount_root)  # the server's: mounts land nowhere else
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         self.proc = subprocess.Popen(
             [
@@ -342,7 +343,7 @@ def run_session(
         else:
             worker = MnemoWorker(
                 binary, server.base_url, state["env"], state["key"], workdir, area / "state", area / "worker.log",
-                live=kind == "mnemo-live",
+                live=kind == "mnemo-live", mount_root=server.mount_root,
             )
 
         driver = Driver(fx, session.id, worker)

@@ -77,7 +77,8 @@ class Worker:
         else:
             argv = [str(BINARY), "worker", "poll", "--environment-id", env_id, "--base-url", base_url,
                     "--workdir", str(area / "workdir"), "--state-dir", str(area / "state"),
-                    "--max-idle", f"{MAX_IDLE_S}s", "--memory-sync-interval", str(interval)]
+                    "--max-idle", f"{MAX_IDLE_S}s", "--memory-sync-interval", str(interval),
+                    "--memory-mount-root", str(mnt)]
             if not live:
                 argv.append("--no-live")
         # The tmpfs exists only in the worker's namespace: its folders are its own.

@@ -470,7 +470,7 @@ class Bench:
         (area / "workdir").mkdir(parents=True)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         base_env.update({"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-                         "ANTHROPIC_ENVIRONMENT_KEY": key})
+                         "ANTHROPIC_ENVIRONMENT_KEY": key, "MNEMO_MEMORY_MOUNT_ROOT": str(self.work / "mnt")})
         if kind in ("sdk", "go"):
             base_env["MNEMO_BENCH_WORKER"] = json.dumps({
                 "base_url": self.base_url, "environment_id": env, "workdir": str(area / "workdir"),

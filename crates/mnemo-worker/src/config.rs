@@ -6,6 +6,7 @@ use std::time::Duration;
 use mnemo_sync::DeletionMode;
 
 use crate::WorkerError;
+use crate::tools::sandbox::ToolUser;
 
 /// The shortest memory sync interval the worker accepts.
 pub const MIN_SYNC_INTERVAL: Duration = Duration::from_secs(5);
@@ -44,6 +45,13 @@ pub struct WorkerConfig {
     /// How long an `--on-work` poller waits for a heartbeat from inside the sandbox before it
     /// keeps the lease alive itself.
     pub script_lease_wait: Duration,
+    /// The only folder under which a server's `mount_path` may land (`/mnt/memory`): a store
+    /// whose path lies elsewhere fails the item (see [`crate::memory::plan`]).
+    pub memory_mount_root: PathBuf,
+    /// The user the tool shell runs as (`--tool-user`); the worker's own when `None`.
+    pub tool_user: Option<ToolUser>,
+    /// Variables passed to the tool shell beyond the allowlist (`--tool-env`).
+    pub tool_env: Vec<String>,
 }
 
 impl WorkerConfig {
@@ -63,6 +71,9 @@ impl WorkerConfig {
             max_file_bytes_explicit: false,
             state_dir,
             script_lease_wait: DEFAULT_SCRIPT_LEASE_WAIT,
+            memory_mount_root: PathBuf::from(mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT),
+            tool_user: None,
+            tool_env: Vec::new(),
         }
     }
 
@@ -77,9 +88,34 @@ impl WorkerConfig {
                 interval
             )));
         }
+        if !self.memory_mount_root.is_absolute()
+            || self.memory_mount_root.components().any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(WorkerError::Config(format!(
+                "--memory-mount-root must be an absolute path without `..` (got {})",
+                self.memory_mount_root.display()
+            )));
+        }
+        if let Some(name) = self.tool_env.iter().find(|n| n.is_empty() || n.contains(['=', '\0'])) {
+            return Err(WorkerError::Config(format!("--tool-env {name:?} is not a variable name")));
+        }
+        if let Some(name) = self.tool_env.iter().find(|n| SECRET_VARIABLES.contains(&n.as_str())) {
+            return Err(WorkerError::Config(format!(
+                "--tool-env {name} would hand a worker credential to the agent's shell; remove it"
+            )));
+        }
         Ok(())
     }
 }
+
+/// The variables that carry the worker's credentials (or where to find them): never passed to
+/// the tool shell, whatever `--tool-env` says.
+pub const SECRET_VARIABLES: [&str; 4] = [
+    "ANTHROPIC_ENVIRONMENT_KEY",
+    "ANTHROPIC_ENVIRONMENT_KEY_FILE",
+    "ANTHROPIC_WORK_SECRET",
+    "ANTHROPIC_WORK_SECRET_FILE",
+];
 
 /// `<hostname>-<12 hex>`, like the reference.
 pub fn default_worker_id() -> String {

@@ -18,6 +18,11 @@ pub enum WorkerError {
     NoSessionsToken { work_id: String, session_id: String },
     #[error("memory store mount_path is not a clean absolute path: '{mount_path}' (memory_store_id={store})")]
     BadMountPath { mount_path: String, store: String },
+    #[error(
+        "memory store {store} asks for mount_path '{mount_path}', which is not under this worker's memory mount root {}; the item is failed rather than write outside it (start the worker with the server's --memory-mount-root)",
+        mount_root.display()
+    )]
+    MountPathOutsideRoot { mount_path: String, store: String, mount_root: std::path::PathBuf },
     #[error(transparent)]
     Mount(#[from] Box<mnemo_sync::MountError>),
     #[error("cannot fetch session {session_id}: {source}")]

@@ -11,7 +11,7 @@ use crate::config::WorkerConfig;
 use crate::lease::{Lease, LeaseEnd};
 use crate::memory::{self, Memory, MemoryOptions};
 use crate::runner::{self, RunEnd, RunnerOptions};
-use crate::tools::{ToolContext, Toolset, sandbox};
+use crate::tools::{ToolContext, Toolset, sandbox, tool_env};
 use crate::{WorkerError, skills};
 
 /// The credential an item is served with: its sessions token when the secret carries one,
@@ -127,7 +127,7 @@ impl Serving<'_> {
             tracing::info!(work_id = %work.id, session_id, "skipping the work item of a terminated session");
             return Ok(());
         }
-        let mounts = memory::plan(&session, &cfg.workdir)?;
+        let mounts = memory::plan(&session, &cfg.workdir, &cfg.memory_mount_root)?;
         let memory_enabled = credential.sessions_token && cfg.memory_sync_interval.is_some();
         if !memory_enabled && cfg.memory_sync_interval.is_some() && !mounts.is_empty() {
             return Err(WorkerError::NoSessionsToken {
@@ -155,6 +155,7 @@ impl Serving<'_> {
                     deletions: cfg.memory_sync_deletions,
                     state_dir: cfg.state_dir.clone(),
                     sandbox,
+                    tool_owner: cfg.tool_user.as_ref().map(|u| (u.uid, u.gid)),
                     live: cfg.memory_live,
                 };
                 // The download is not cut short by a signal: a half-written folder would be left
@@ -164,6 +165,8 @@ impl Serving<'_> {
             _ => None,
         };
         let mut ctx = ToolContext::new(&cfg.workdir);
+        ctx.env = tool_env(&cfg.tool_env);
+        ctx.tool_user.clone_from(&cfg.tool_user);
         ctx.max_file_bytes = cfg.max_file_bytes;
         ctx.max_file_bytes_explicit = cfg.max_file_bytes_explicit;
         ctx.sandbox = sandbox;
@@ -248,22 +251,24 @@ pub fn synthesize_item(
     })
 }
 
-/// Reads a work secret from a file that only its owner may read or write.
-pub fn read_secret_file(path: &Path) -> Result<String, WorkerError> {
+/// Reads a credential (`what`: "work secret", "environment key") from a file that neither its
+/// group nor others may read or write (0600 or tighter), trimmed.
+pub fn read_secret_file(path: &Path, what: &str) -> Result<String, WorkerError> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path)
-        .map_err(|e| WorkerError::Config(format!("cannot read the work secret file {}: {e}", path.display())))?;
-    if meta.permissions().mode() & 0o006 != 0 {
+    let cannot =
+        |e: std::io::Error| WorkerError::Config(format!("cannot read the {what} file {}: {e}", path.display()));
+    let meta = std::fs::metadata(path).map_err(cannot)?;
+    if meta.permissions().mode() & 0o077 != 0 {
         return Err(WorkerError::Config(format!(
-            "the work secret file {} is readable or writable by others; chmod 600 it",
-            path.display()
+            "the {what} file {} is readable or writable by its group or others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.permissions().mode() & 0o777
         )));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| WorkerError::Config(format!("cannot read the work secret file {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(cannot)?;
     let secret = text.trim();
     if secret.is_empty() {
-        return Err(WorkerError::Config(format!("the work secret file {} is empty", path.display())));
+        return Err(WorkerError::Config(format!("the {what} file {} is empty", path.display())));
     }
     Ok(secret.to_owned())
 }
@@ -341,11 +346,22 @@ mod tests {
         let p = dir.path().join("secret");
         std::fs::write(&p, "  abc\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(read_secret_file(&p).unwrap(), "abc");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(read_secret_file(&p).unwrap_err().to_string().contains("readable or writable by others"));
+        assert_eq!(read_secret_file(&p, "work secret").unwrap(), "abc");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(read_secret_file(&p, "work secret").unwrap(), "abc");
+        for mode in [0o644, 0o640, 0o620, 0o604, 0o660] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_secret_file(&p, "environment key").unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "the environment key file {} is readable or writable by its group or others (mode {mode:o}); chmod 600 it",
+                    p.display()
+                )
+            );
+        }
         std::fs::write(&p, "\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(read_secret_file(&p).unwrap_err().to_string().contains("is empty"));
+        assert!(read_secret_file(&p, "work secret").unwrap_err().to_string().contains("is empty"));
     }
 }

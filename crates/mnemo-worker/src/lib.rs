@@ -8,6 +8,8 @@
 //! - [`memory`] — the session's stores as folders, through `mnemo-sync`, with crash recovery.
 //! - [`runner`] — the session tool runner: event stream, history reconcile, routing,
 //!   confirmations, result posting, the idle watchdog.
+//! - [`hardening`] — the worker makes itself non-dumpable; the name of its sealed-credentials
+//!   descriptor.
 //! - [`host_path`] — the one lexical normalisation and the one non-strict canonicalisation of
 //!   host paths.
 //! - [`tools`] — the built-in toolset (bash, read, write, edit, glob, grep), confined to the
@@ -15,6 +17,7 @@
 
 pub mod config;
 mod error;
+pub mod hardening;
 pub mod host_path;
 pub mod item;
 pub mod lease;

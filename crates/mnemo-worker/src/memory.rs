@@ -44,7 +44,13 @@ pub struct StoreMount {
 
 /// The memory stores of a session's resources, in resource order, with the folder each lands
 /// in (spec §6.1): a clean absolute `mount_path` verbatim, else `<workdir>/memory/<name or id>`.
-pub fn plan(session: &WorkerSession, workdir: &Path) -> Result<Vec<StoreMount>, WorkerError> {
+///
+/// A server's `mount_path` must lie strictly under `mount_root` (`--memory-mount-root`), both as
+/// written and with symlinks resolved: the worker never creates, fills or later removes a folder
+/// elsewhere on the host because a server said so. A path outside fails the item, as an unclean
+/// one does: the agent's prompt names that path, so running the session without the store would
+/// leave the agent writing memory that is never synced.
+pub fn plan(session: &WorkerSession, workdir: &Path, mount_root: &Path) -> Result<Vec<StoreMount>, WorkerError> {
     let mut out = Vec::new();
     for r in session.memory_stores() {
         let id = r.memory_store_id.as_deref().unwrap_or_default();
@@ -53,8 +59,20 @@ pub fn plan(session: &WorkerSession, workdir: &Path) -> Result<Vec<StoreMount>, 
             .map_err(|_| WorkerError::Config(format!("the session names an invalid memory store id: {id:?}")))?;
         let read_only = r.read_only();
         let root = match r.mount_path.as_deref().filter(|p| !p.is_empty()) {
-            Some(mount_path) => clean_absolute(mount_path)
-                .ok_or_else(|| WorkerError::BadMountPath { mount_path: mount_path.to_owned(), store: id.to_owned() })?,
+            Some(mount_path) => {
+                let root = clean_absolute(mount_path).ok_or_else(|| WorkerError::BadMountPath {
+                    mount_path: mount_path.to_owned(),
+                    store: id.to_owned(),
+                })?;
+                if !within_mount_root(&root, mount_root) {
+                    return Err(WorkerError::MountPathOutsideRoot {
+                        mount_path: mount_path.to_owned(),
+                        store: id.to_owned(),
+                        mount_root: mount_root.to_owned(),
+                    });
+                }
+                root
+            }
             None => {
                 let name = r.name.as_deref().filter(|n| !n.is_empty()).unwrap_or(id);
                 workdir.join("memory").join(name)
@@ -78,6 +96,19 @@ fn clean_absolute(path: &str) -> Option<PathBuf> {
     let p = Path::new(path);
     let clean = p.is_absolute() && !p.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
     clean.then(|| host_path::normalize(p))
+}
+
+/// Whether `path` lies strictly below `mount_root`, lexically and with every symlink on either
+/// path resolved (a symlink under the root pointing elsewhere does not count as under it).
+fn within_mount_root(path: &Path, mount_root: &Path) -> bool {
+    let root = host_path::normalize(mount_root);
+    if path == root || !path.starts_with(&root) {
+        return false;
+    }
+    match (host_path::canonicalize(path), host_path::canonicalize(&root)) {
+        (Ok(real), Ok(real_root)) => real != real_root && real.starts_with(&real_root),
+        _ => false,
+    }
 }
 
 /// What a worker remembers about the folders it mounted for a session.
@@ -122,8 +153,11 @@ pub struct Memory {
     stores: Vec<Mounted>,
     interval: Duration,
     last_sync: Instant,
-    /// Read-only folders are kept at 0444/0555 between syncs (bash's best-effort guard).
+    /// Read-only folders are kept at 0444/0555 between syncs (bash's best-effort guard, and what
+    /// lets a tool user read them).
     lock_read_only: bool,
+    /// The tool user's uid and gid: read-write folders are handed to it after every sync.
+    tool_owner: Option<(u32, u32)>,
     record: PathBuf,
 }
 
@@ -140,6 +174,9 @@ pub struct MemoryOptions {
     pub deletions: DeletionMode,
     pub state_dir: PathBuf,
     pub sandbox: Sandbox,
+    /// The tool user's uid and gid (`--tool-user`): its shell must read the folders and write
+    /// the read-write ones, which the worker's sync engine creates as its own.
+    pub tool_owner: Option<(u32, u32)>,
     /// Follow each store's change feed and push local edits after a short quiet period,
     /// between tool calls ([`Memory::next_live`]); the interval sync stays the safety net.
     pub live: bool,
@@ -163,7 +200,8 @@ impl Memory {
             stores: Vec::with_capacity(mounts.len()),
             interval: opts.interval,
             last_sync: Instant::now(),
-            lock_read_only: opts.sandbox == Sandbox::Permissions,
+            lock_read_only: opts.sandbox == Sandbox::Permissions || opts.tool_owner.is_some(),
+            tool_owner: opts.tool_owner,
             record: record_path(&opts.state_dir, session_id),
         };
         // Stores download a few at a time (the reference goes one by one); every one must land.
@@ -278,6 +316,11 @@ impl Memory {
         if guarded && let Err(e) = sandbox::lock_read_only(&root) {
             tracing::warn!(root = %root.display(), "cannot change the modes of a read-only memory folder: {e}");
         }
+        if let (false, Some((uid, gid))) = (store.read_only, self.tool_owner)
+            && let Err(e) = sandbox::give_to(&root, uid, gid)
+        {
+            tracing::warn!(root = %root.display(), "cannot hand a memory folder to the tool user: {e}");
+        }
     }
 
     /// Syncs when at least the interval passed since the last download or sync.
@@ -319,8 +362,16 @@ impl Memory {
         let _ = std::fs::remove_file(&self.record);
     }
 
-    /// Applies or lifts the file-mode guard of read-only folders (permissions sandbox only).
+    /// Applies or lifts the file-mode guard of read-only folders (permissions sandbox or tool
+    /// user only); once applied, hands the read-write folders to the tool user, if there is one.
     fn lock(&self, locked: bool) {
+        if let (true, Some((uid, gid))) = (locked, self.tool_owner) {
+            for s in self.stores.iter().filter(|s| !s.read_only) {
+                if let Err(e) = sandbox::give_to(s.sync.root(), uid, gid) {
+                    tracing::warn!(root = %s.sync.root().display(), "cannot hand a memory folder to the tool user: {e}");
+                }
+            }
+        }
         if !self.lock_read_only {
             return;
         }
@@ -416,7 +467,7 @@ mod tests {
 
     /// The plan of a session given as the JSON the API answers.
     fn plan_of(session: &serde_json::Value, workdir: &Path) -> Result<Vec<StoreMount>, WorkerError> {
-        plan(&serde_json::from_value(session.clone()).unwrap(), workdir)
+        plan(&serde_json::from_value(session.clone()).unwrap(), workdir, Path::new("/mnt"))
     }
 
     #[test]
@@ -466,6 +517,51 @@ mod tests {
             {"type": "memory_store", "memory_store_id": "memstore_b", "mount_path": "/mnt/memory/xy"},
         ]});
         assert_eq!(plan_of(&session, Path::new("/w")).unwrap().len(), 2, "a shared name prefix is no overlap");
+    }
+
+    #[test]
+    fn mount_paths_outside_the_mount_root_fail_the_item() {
+        let dir = crate::host_path::testing::canonical_tempdir();
+        let root = dir.1.join("mnt");
+        std::fs::create_dir(&root).unwrap();
+        let outside = dir.1.join("elsewhere");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let r = root.display();
+        let plan_at = |mount_path: &str| {
+            let session = json!({"resources": [
+                {"type": "memory_store", "memory_store_id": "memstore_a", "mount_path": mount_path},
+            ]});
+            plan(&serde_json::from_value(session).unwrap(), Path::new("/w"), &root)
+        };
+        for good in [format!("{r}/notes"), format!("{r}/a/b/c"), format!("{r}//x/./y")] {
+            assert!(plan_at(&good).is_ok(), "{good}");
+        }
+        for bad in [
+            "/etc".to_owned(),
+            "/root/.ssh".to_owned(),
+            r.to_string(),
+            format!("{r}/"),
+            format!("{r}x/notes"),
+            format!("{r}/link"),
+            format!("{r}/link/notes"),
+        ] {
+            let err = plan_at(&bad).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "memory store memstore_a asks for mount_path '{bad}', which is not under this worker's memory mount \
+                     root {r}; the item is failed rather than write outside it (start the worker with the server's \
+                     --memory-mount-root)"
+                )
+            );
+        }
+        // `..` is refused as unclean before the root is even looked at.
+        assert!(matches!(plan_at(&format!("{r}/../etc")), Err(WorkerError::BadMountPath { .. })));
+        // The worker's own fallback under the workdir stays allowed.
+        let session = json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_a", "name": "n"}]});
+        let plan = plan(&serde_json::from_value(session).unwrap(), Path::new("/w"), &root).unwrap();
+        assert_eq!(plan[0].root, PathBuf::from("/w/memory/n"));
     }
 
     #[test]

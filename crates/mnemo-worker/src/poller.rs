@@ -172,6 +172,7 @@ async fn run_script(
         .env("ANTHROPIC_ENVIRONMENT_KEY", environment_key)
         .env("ANTHROPIC_BASE_URL", &cfg.base_url)
         .env_remove("ANTHROPIC_WORK_SECRET")
+        .env_remove(crate::hardening::SEALED_CREDENTIALS_FD)
         .stdin(Stdio::piped())
         .stdout(std::io::stderr())
         .stderr(std::io::stderr())

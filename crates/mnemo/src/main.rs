@@ -4,6 +4,7 @@
 //! the library crates.
 
 mod command;
+mod credentials;
 mod database;
 mod logging;
 mod metrics;
@@ -14,6 +15,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Before anything else (no thread yet): a worker re-executes itself here without the
+    // credentials in its environment block and command line.
+    if let Err(err) = credentials::seal() {
+        eprintln!("error: {err:#}");
+        return ExitCode::FAILURE;
+    }
     let cli = command::Cli::parse();
     if cli.command.is_sandbox_side() {
         mnemo_sync::allocator::single_arena();

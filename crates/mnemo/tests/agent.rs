@@ -48,6 +48,8 @@ async fn reads_writes_and_answers(model: &str) {
     std::fs::create_dir_all(tmp.path().join("work")).unwrap();
     let mut worker = mnemo()
         .args(["worker", "poll", "--environment-id", env_id, "--base-url", &server.base])
+        .arg("--memory-mount-root")
+        .arg(&mnt)
         .arg("--workdir")
         .arg(tmp.path().join("work"))
         .arg("--state-dir")

@@ -152,9 +152,11 @@ impl Drop for Proc {
     }
 }
 
-fn worker(env: &str, key: &str, base: &str, workdir: &Path, state: &Path) -> Proc {
+fn worker(env: &str, key: &str, base: &str, mnt: &Path, workdir: &Path, state: &Path) -> Proc {
     let mut cmd = mnemo();
     cmd.args(["worker", "poll", "--environment-id", env, "--base-url", base])
+        .arg("--memory-mount-root")
+        .arg(mnt)
         .arg("--workdir")
         .arg(workdir)
         .arg("--state-dir")
@@ -221,7 +223,7 @@ async fn scripted_round(s: &Setup, proxy: &Proxy, round: u64) {
     std::fs::create_dir_all(dir.join("work")).unwrap();
     let file = dir.join("script.json");
     std::fs::write(&file, script.to_string()).unwrap();
-    let w = worker(&env, &key, &proxy.base, &dir.join("work"), &dir.join("state"));
+    let w = worker(&env, &key, &proxy.base, &s.tmp.path().join("mnt"), &dir.join("work"), &dir.join("state"));
     let out = mnemo()
         .args(["session", "script"])
         .arg(&file)
@@ -295,6 +297,8 @@ async fn a_server_killed_and_restarted_mid_session_loses_nothing() {
     // No live sync and no interval sync due: the edits stay in the folder until the end.
     let mut cmd = mnemo();
     cmd.args(["worker", "poll", "--environment-id", &env, "--base-url", &server.base])
+        .arg("--memory-mount-root")
+        .arg(&mnt)
         .arg("--workdir")
         .arg(tmp.path().join("work"))
         .arg("--state-dir")
@@ -476,7 +480,7 @@ async fn a_lost_answer_to_an_ack_still_serves_the_item() {
     let session = session["id"].as_str().unwrap();
     let (work, state) = (s.tmp.path().join("work"), s.tmp.path().join("state"));
     std::fs::create_dir_all(&work).unwrap();
-    let _worker = worker(&env, &key, &proxy.base, &work, &state);
+    let _worker = worker(&env, &key, &proxy.base, &s.tmp.path().join("mnt"), &work, &state);
     let id = call(&s.api, session, "bash", json!({"command": "echo served"})).await;
     let result = result(&s.api, session, &id).await;
     assert!(result["content"][0]["text"].as_str().unwrap_or_default().contains("served"), "{result}");

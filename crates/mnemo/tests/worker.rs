@@ -89,6 +89,8 @@ impl Setup {
         Proc(Some(
             mnemo()
                 .args(["worker", "poll", "--environment-id", &self.env_id, "--base-url", &self.server.base])
+                // Inherited by an `--on-work` script's `mnemo worker run` too.
+                .env("MNEMO_MEMORY_MOUNT_ROOT", self.mnt())
                 .arg("--workdir")
                 .arg(self.workdir())
                 .arg("--state-dir")
@@ -226,6 +228,7 @@ async fn a_scripted_session_uses_every_tool_and_its_memory_lands() {
             .arg("--state-dir")
             .arg(&state)
             .args(["--max-idle", "1s"])
+            .env("MNEMO_MEMORY_MOUNT_ROOT", s.mnt())
             .env("ANTHROPIC_ENVIRONMENT_KEY", &s.env_key)
             .env("RUST_LOG", "debug")
             .stdout(Stdio::null())

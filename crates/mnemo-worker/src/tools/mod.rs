@@ -51,15 +51,17 @@ pub struct ToolContext {
     pub max_file_bytes: Option<u64>,
     /// Whether `max_file_bytes` was set by the operator (binds image/PDF reads too).
     pub max_file_bytes_explicit: bool,
-    /// The environment of `bash` (and of any helper process): the worker's own environment
-    /// minus every `ANTHROPIC_*` variable, unless replaced.
+    /// The environment of `bash` (and of any helper process): the allowlisted variables of the
+    /// worker's own environment ([`tool_env`]), unless replaced.
     pub env: Vec<(OsString, OsString)>,
     /// How `bash` enforces read-only roots.
     pub sandbox: sandbox::Sandbox,
+    /// The user `bash` runs as (`--tool-user`); the worker's own when `None`.
+    pub tool_user: Option<sandbox::ToolUser>,
 }
 
 impl ToolContext {
-    /// A context for `workdir` with no memory roots, the default caps and the scrubbed
+    /// A context for `workdir` with no memory roots, the default caps and the allowlisted
     /// process environment.
     pub fn new(workdir: impl Into<PathBuf>) -> Self {
         Self {
@@ -68,16 +70,31 @@ impl ToolContext {
             read_only_roots: Vec::new(),
             max_file_bytes: Some(DEFAULT_MAX_FILE_BYTES),
             max_file_bytes_explicit: false,
-            env: scrubbed_env(),
+            env: tool_env(&[]),
             sandbox: sandbox::Sandbox::None,
+            tool_user: None,
         }
     }
 }
 
-/// The process environment without any `ANTHROPIC_*` variable, so no credential reaches a
-/// command the agent runs.
-pub fn scrubbed_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os().filter(|(k, _)| !k.as_encoded_bytes().starts_with(b"ANTHROPIC_")).collect()
+/// The variables every tool shell gets from the worker's environment (plus `LC_*`).
+pub const TOOL_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "TERM", "TZ", "USER"];
+
+/// The worker's environment cut to an allowlist: [`TOOL_ENV`], every `LC_*`, and the names in
+/// `extra` (`--tool-env`). Nothing else reaches a command the agent runs: not a credential, not
+/// a proxy's password, not whatever the worker's own supervisor set.
+pub fn tool_env(extra: &[String]) -> Vec<(OsString, OsString)> {
+    allowed_env(std::env::vars_os(), extra)
+}
+
+fn allowed_env(vars: impl Iterator<Item = (OsString, OsString)>, extra: &[String]) -> Vec<(OsString, OsString)> {
+    vars.filter(|(name, _)| {
+        let name = name.as_encoded_bytes();
+        TOOL_ENV.iter().any(|n| n.as_bytes() == name)
+            || name.starts_with(b"LC_")
+            || extra.iter().any(|n| n.as_bytes() == name)
+    })
+    .collect()
 }
 
 /// A tool's answer: content blocks as the API takes them (`text`, `image`, `document`).
@@ -231,5 +248,40 @@ pub(crate) mod testing {
     /// A result's text, or the error's message.
     pub(crate) fn text(result: Result<ToolOutput, ToolError>) -> Result<String, String> {
         result.map(|o| o.joined_text()).map_err(|e| e.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shell_environment_is_an_allowlist() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/root"),
+            ("LANG", "C.UTF-8"),
+            ("LC_ALL", "C"),
+            ("LC_TIME", "en_GB"),
+            ("TERM", "xterm"),
+            ("TZ", "UTC"),
+            ("USER", "root"),
+            ("ANTHROPIC_ENVIRONMENT_KEY", "sk-env"),
+            ("ANTHROPIC_WORK_SECRET", "secret"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("HTTPS_PROXY", "http://user:pw@proxy"),
+            ("MNEMO_SEALED_CREDENTIALS_FD", "3"),
+            ("PATHX", "no"),
+            ("XLC_ALL", "no"),
+            ("PIP_INDEX_URL", "https://mirror"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let names = |extra: &[String]| -> Vec<String> {
+            allowed_env(vars.clone().into_iter(), extra).into_iter().map(|(k, _)| k.into_string().unwrap()).collect()
+        };
+        assert_eq!(names(&[]), ["PATH", "HOME", "LANG", "LC_ALL", "LC_TIME", "TERM", "TZ", "USER"]);
+        let extra = names(&["PIP_INDEX_URL".to_owned(), "NOT_SET".to_owned()]);
+        assert_eq!(extra.last().map(String::as_str), Some("PIP_INDEX_URL"));
+        assert_eq!(extra.len(), 9);
     }
 }

@@ -133,6 +133,7 @@ impl Quickstart {
             step(3, "Starting a worker in this process (it serves the environment's sessions, mounts their memory)");
             let mut cfg = WorkerConfig::new(&base, &workdir);
             cfg.state_dir = dir.join("worker-state");
+            cfg.memory_mount_root.clone_from(&mount_root);
             cfg.max_idle = Some(Duration::from_secs(1));
             let worker_stop = stop.clone();
             let env_id = setup.environment.parse().context("the server returned a bad environment id")?;

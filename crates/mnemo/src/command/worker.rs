@@ -1,18 +1,23 @@
 //! `mnemo worker poll | run`: serve an environment's sessions on this host.
 //!
 //! Flags match `ant beta:worker` so operators can switch without relearning; each falls back to
-//! its `ANTHROPIC_*` variable.
+//! its `ANTHROPIC_*` variable. Credentials reach this module sealed (see `crate::credentials`):
+//! never from the process's environment block or command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use mnemo_api::EnvironmentId;
 use mnemo_worker::WorkerConfig;
+use mnemo_worker::hardening;
 use mnemo_worker::item::{handle_item, read_secret_file, synthesize_item};
 use mnemo_worker::poller::{self, Serve};
+use mnemo_worker::tools::sandbox::{self, ToolUser};
 use tokio_util::sync::CancellationToken;
+
+use crate::credentials::{self, Credential, Source};
 
 use super::args::{Deletions, parse_interval};
 use super::signals::Signals;
@@ -68,6 +73,22 @@ struct Common {
     /// Where the worker records the folders it mounted, so a restarted worker can recover them.
     #[arg(long, env = "MNEMO_WORKER_STATE_DIR")]
     state_dir: Option<PathBuf>,
+
+    /// The only folder under which a server's `mount_path` may land (the server's own
+    /// `--memory-mount-root`); a session whose store asks for a path elsewhere fails.
+    #[arg(long, value_name = "DIR", env = "MNEMO_MEMORY_MOUNT_ROOT", default_value = mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT)]
+    memory_mount_root: PathBuf,
+
+    /// Run the agent's bash as this user (a name or a uid) instead of the worker's own: it can
+    /// then neither read nor signal the worker even where namespaces cannot be made. Needs
+    /// util-linux's setpriv and a worker running as root; the workdir must be writable by it.
+    #[arg(long, value_name = "USER", env = "MNEMO_TOOL_USER")]
+    tool_user: Option<String>,
+
+    /// Pass this variable of the worker's environment on to the agent's bash (repeatable). Only
+    /// PATH, HOME, LANG, LC_*, TERM, TZ and USER are passed otherwise.
+    #[arg(long, value_name = "NAME", env = "MNEMO_TOOL_ENV", value_delimiter = ',')]
+    tool_env: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -109,8 +130,59 @@ impl Common {
         if let Some(dir) = &self.state_dir {
             cfg.state_dir = std::path::absolute(dir)?;
         }
+        cfg.memory_mount_root.clone_from(&self.memory_mount_root);
+        cfg.tool_env.clone_from(&self.tool_env);
+        if let Some(user) = &self.tool_user {
+            cfg.tool_user = Some(ToolUser::resolve(user).map_err(anyhow::Error::msg)?);
+        }
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// What a worker that runs tools itself checks and says at start: a tool user it cannot
+    /// switch to is refused, and what the tool shell runs without is one warning.
+    fn check_isolation(cfg: &WorkerConfig) -> anyhow::Result<()> {
+        if cfg.tool_user.is_some() {
+            anyhow::ensure!(
+                sandbox::isolation().has_setpriv(),
+                "--tool-user needs util-linux's setpriv, which is not installed or does not work here"
+            );
+        }
+        sandbox::warn_at_start(cfg.tool_user.as_ref());
+        Ok(())
+    }
+}
+
+/// A credential from its sealed value (the environment or the flag, see `credentials`) or from
+/// its file, which wins when both are given. A value from the command line is warned about.
+fn credential(
+    credential: Credential,
+    clap_value: Option<String>,
+    file: Option<&Path>,
+) -> anyhow::Result<Option<String>> {
+    let what = match credential {
+        Credential::EnvironmentKey => "environment key",
+        Credential::WorkSecret => "work secret",
+    };
+    if let Some(path) = file {
+        return Ok(Some(read_secret_file(path, what)?));
+    }
+    let sealed = credentials::sealed(credential);
+    if sealed.is_some_and(|s| s.source == Source::Flag) {
+        tracing::warn!(
+            "{} was given on the command line, which every local user can read (ps, /proc/<pid>/cmdline) until the \
+             worker re-executed itself without it; pass the {what} in the environment or in a 0600 file instead",
+            credential.flag()
+        );
+    }
+    Ok(sealed.map(|s| s.value.clone()).or(clap_value).filter(|v| !v.trim().is_empty()))
+}
+
+/// Done first by every worker: non-dumpable, so a process of its user can neither read its
+/// memory nor trace it.
+fn harden() {
+    if let Err(e) = hardening::make_non_dumpable() {
+        tracing::warn!("cannot make the worker non-dumpable (processes of its user may read its memory): {e}");
     }
 }
 
@@ -120,9 +192,15 @@ pub(crate) struct Poll {
     #[arg(long, env = "ANTHROPIC_ENVIRONMENT_ID")]
     environment_id: EnvironmentId,
 
-    /// The environment's key.
+    /// The environment's key. Prefer the environment variable or --environment-key-file: a
+    /// value on the command line is visible to every local user until the worker re-executes
+    /// itself without it.
     #[arg(long, env = "ANTHROPIC_ENVIRONMENT_KEY", hide_env_values = true)]
-    environment_key: String,
+    environment_key: Option<String>,
+
+    /// A file holding the environment's key (must be readable by its owner only: 0600).
+    #[arg(long, value_name = "FILE", env = "ANTHROPIC_ENVIRONMENT_KEY_FILE")]
+    environment_key_file: Option<PathBuf>,
 
     /// Run SCRIPT once per claimed session instead of serving it in this process. It gets the
     /// work item JSON (with `.secret`) on stdin and ANTHROPIC_{WORK,SESSION,ENVIRONMENT}_ID,
@@ -157,10 +235,14 @@ pub(crate) struct Run {
     /// Optional when a work secret is given: the item then runs on its sessions token alone.
     #[arg(long, env = "ANTHROPIC_ENVIRONMENT_KEY", hide_env_values = true)]
     environment_key: Option<String>,
-    /// A file holding the work secret (must not be readable by others).
+    /// A file holding the environment's key (must be readable by its owner only: 0600).
+    #[arg(long, value_name = "FILE", env = "ANTHROPIC_ENVIRONMENT_KEY_FILE")]
+    environment_key_file: Option<PathBuf>,
+    /// A file holding the work secret (must be readable by its owner only: 0600).
     #[arg(long, env = "ANTHROPIC_WORK_SECRET_FILE")]
     work_secret_file: Option<PathBuf>,
-    /// The work secret (prefer the file or the environment variable over the flag).
+    /// The work secret (prefer the file or the environment variable over the flag, which every
+    /// local user can read until the worker re-executes itself without it).
     #[arg(long, env = "ANTHROPIC_WORK_SECRET", hide_env_values = true)]
     work_secret: Option<String>,
 
@@ -170,6 +252,7 @@ pub(crate) struct Run {
 
 impl Worker {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
+        harden();
         let cancel = CancellationToken::new();
         let mut signals = Signals::install()?;
         {
@@ -207,9 +290,14 @@ impl Poll {
         }
         let serve = match self.on_work {
             Some(script) => Serve::Script(script),
-            None => Serve::InProcess,
+            None => {
+                Common::check_isolation(&cfg)?;
+                Serve::InProcess
+            }
         };
-        poller::run(&cfg, &self.environment_id, &self.environment_key, &serve, cancel).await?;
+        let key = credential(Credential::EnvironmentKey, self.environment_key, self.environment_key_file.as_deref())?
+            .context("set ANTHROPIC_ENVIRONMENT_KEY or --environment-key-file (the environment's key)")?;
+        poller::run(&cfg, &self.environment_id, &key, &serve, cancel).await?;
         tracing::info!("worker stopped");
         Ok(())
     }
@@ -218,17 +306,15 @@ impl Poll {
 impl Run {
     async fn run(self, cancel: &CancellationToken) -> anyhow::Result<()> {
         let cfg = self.common.config()?;
-        let secret = match (&self.work_secret_file, self.work_secret) {
-            (Some(path), _) => Some(read_secret_file(path)?),
-            (None, Some(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-            _ => None,
-        };
+        Common::check_isolation(&cfg)?;
+        let secret = credential(Credential::WorkSecret, self.work_secret, self.work_secret_file.as_deref())?;
+        let key = credential(Credential::EnvironmentKey, self.environment_key, self.environment_key_file.as_deref())?;
         anyhow::ensure!(
-            secret.is_some() || self.environment_key.as_deref().is_some_and(|k| !k.is_empty()),
-            "set ANTHROPIC_WORK_SECRET (or ANTHROPIC_WORK_SECRET_FILE) or ANTHROPIC_ENVIRONMENT_KEY"
+            secret.is_some() || key.is_some(),
+            "set ANTHROPIC_WORK_SECRET (or ANTHROPIC_WORK_SECRET_FILE) or ANTHROPIC_ENVIRONMENT_KEY (or ANTHROPIC_ENVIRONMENT_KEY_FILE)"
         );
         let work = synthesize_item(&self.work_id, &self.environment_id, &self.session_id, secret)?;
-        handle_item(&cfg, self.environment_key.as_deref(), &work, cancel).await?;
+        handle_item(&cfg, key.as_deref(), &work, cancel).await?;
         Ok(())
     }
 }

@@ -335,13 +335,16 @@ mod tests {
         bash.close().await;
     }
 
-    /// Runs `anthropic_variables_never_reach_the_shell` in a child test process that has an
-    /// `ANTHROPIC_` variable, since this process cannot set one (`set_var` is unsafe).
+    /// Runs `only_allowlisted_variables_reach_the_shell` in a child test process that has
+    /// variables of its own, since this process cannot set one (`set_var` is unsafe).
     #[test]
-    fn anthropic_variables_are_scrubbed() {
+    fn the_worker_environment_is_cut_to_the_allowlist() {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "tools::bash::tests::anthropic_variables_never_reach_the_shell", "--nocapture"])
+            .args(["--exact", "tools::bash::tests::only_allowlisted_variables_reach_the_shell", "--nocapture"])
             .env("ANTHROPIC_TEST_SECRET", "sk-must-not-leak")
+            .env("HTTPS_PROXY", "http://user:password@proxy")
+            .env("TZ", "Europe/Paris")
+            .env("LC_ALL", "C")
             .env("MNEMO_BASH_ENV_CHILD", "1")
             .output()
             .unwrap();
@@ -351,7 +354,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn anthropic_variables_never_reach_the_shell() {
+    async fn only_allowlisted_variables_reach_the_shell() {
         if std::env::var_os("MNEMO_BASH_ENV_CHILD").is_none() {
             return;
         }
@@ -359,7 +362,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut bash = BashSession::new(ToolContext::new(dir.path()));
         assert_eq!(ok(&mut bash, "env | grep -c ^ANTHROPIC_ || true").await, "0");
-        assert_eq!(ok(&mut bash, "echo \"[$MNEMO_BASH_ENV_CHILD]\"").await, "[1]");
+        let shown = "echo \"[$MNEMO_BASH_ENV_CHILD] [$HTTPS_PROXY] [$TZ] [$LC_ALL]\"";
+        assert_eq!(ok(&mut bash, shown).await, "[] [] [Europe/Paris] [C]");
+        bash.close().await;
+        // `--tool-env HTTPS_PROXY` passes that one too.
+        let mut ctx = ToolContext::new(dir.path());
+        ctx.env = crate::tools::tool_env(&["HTTPS_PROXY".to_owned()]);
+        let mut bash = BashSession::new(ctx);
+        assert_eq!(ok(&mut bash, shown).await, "[] [http://user:password@proxy] [Europe/Paris] [C]");
         bash.close().await;
     }
 

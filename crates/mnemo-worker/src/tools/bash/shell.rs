@@ -33,7 +33,7 @@ use super::super::sandbox::{self, BASH};
 pub(super) const OUTPUT_LIMIT: usize = 100 * 1024;
 /// Marks a result whose head was dropped.
 pub(super) const TRUNCATED_PREFIX: &str = "[output truncated]\n";
-/// How long a namespace-wrapped shell may take to come up (mounts included).
+/// How long a wrapped shell may take to come up (namespaces and mounts included).
 const SANDBOX_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// After the shell exited, how long to keep reading output a background job still writes.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
@@ -101,7 +101,7 @@ impl BashShell {
         // (a syntax error) land in the output too.
         let (reader, writer) = io::pipe().map_err(start_error)?;
         let writer_too = writer.try_clone().map_err(start_error)?;
-        let mut cmd = sandbox::shell_command(ctx.sandbox, ctx);
+        let mut cmd = sandbox::shell_command(ctx.sandbox, ctx).map_err(BashError::Sandbox)?;
         cmd.stdin(Stdio::piped()).stdout(writer).stderr(writer_too).kill_on_drop(true).process_group(0);
         let spawned = cmd.spawn();
         // The command holds our copies of the write end; only without them does the read end
