@@ -6,6 +6,8 @@
 mod common;
 #[path = "common/faults.rs"]
 mod faults;
+#[path = "common/fixture.rs"]
+mod fixture;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -18,51 +20,7 @@ use serde_json::{Value, json};
 
 use common::{KEY, Server, call, mnemo, result, signal, wait_until_async};
 use faults::{Fault, Plan, Proxy};
-
-/// A server whose memory mounts land under the test's folder, with an agent.
-struct Setup {
-    tmp: tempfile::TempDir,
-    server: Server,
-    api: Client,
-    agent: String,
-}
-
-impl Setup {
-    async fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        let server = Server::start(
-            &tmp.path().join("db.sqlite"),
-            &["--api-key", KEY, "--memory-mount-root", mnt.to_str().unwrap()],
-        );
-        let api = Client::new(&server.base, KEY).unwrap();
-        let agent = json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]});
-        let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
-        Self { agent: agent["id"].as_str().unwrap().to_owned(), api, server, tmp }
-    }
-
-    /// A new environment: (id, key).
-    async fn environment(&self) -> (String, String) {
-        let env = self.api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
-        let id = env["id"].as_str().unwrap().to_owned();
-        let key = self.api.json(Method::POST, &format!("/v1/environments/{id}/keys"), None).await.unwrap();
-        (id, key["key"].as_str().unwrap().to_owned())
-    }
-
-    async fn store(&self, name: &str, memories: &[(&str, &str)]) -> String {
-        store(&self.api, name, memories).await
-    }
-}
-
-async fn store(api: &Client, name: &str, memories: &[(&str, &str)]) -> String {
-    let store = api.json(Method::POST, "/v1/memory_stores", Some(&json!({"name": name}))).await.unwrap();
-    let id = store["id"].as_str().unwrap().to_owned();
-    for (path, content) in memories {
-        let body = json!({"path": path, "content": content});
-        api.json(Method::POST, &format!("/v1/memory_stores/{id}/memories"), Some(&body)).await.unwrap();
-    }
-    id
-}
+use fixture::{Fixture, store};
 
 /// The store's memories, path → content.
 async fn memories(api: &Client, store: &str) -> BTreeMap<String, String> {
@@ -178,7 +136,7 @@ async fn work_states(api: &Client, env: &str) -> Vec<String> {
 /// session idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_behind_a_faulty_network_serves_a_two_store_session_and_loses_nothing() {
-    let s = Setup::new().await;
+    let s = Fixture::new(&[]).await;
     let seed = faults::seed(15_001);
     let mut injected = BTreeMap::new();
     for round in 0..faults::rounds() {
@@ -193,7 +151,7 @@ async fn a_worker_behind_a_faulty_network_serves_a_two_store_session_and_loses_n
     assert!(injected.values().sum::<u64>() > 0, "the proxy injected nothing: the test would prove nothing");
 }
 
-async fn scripted_round(s: &Setup, proxy: &Proxy, round: u64) {
+async fn scripted_round(s: &Fixture, proxy: &Proxy, round: u64) {
     let notes = s.store("notes", &[("/a.md", "alpha\n"), ("/gone.md", "bye\n")]).await;
     let team = s.store("team", &[("/rules.md", "v1\n")]).await;
     let (env, key) = s.environment().await;
@@ -471,7 +429,7 @@ async fn mount_round(api: &Client, proxy: &Proxy, base: &Path, round: u64) {
 /// it finds the item acknowledged and not yet heartbeat, takes it as its own, and serves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_to_an_ack_still_serves_the_item() {
-    let s = Setup::new().await;
+    let s = Fixture::new(&[]).await;
     let plan = Plan { once: vec![("/ack", Fault::ResetAfter)], ..Plan::quiet() };
     let proxy = Proxy::start(&s.server.base, 1, plan).await;
     let (env, key) = s.environment().await;

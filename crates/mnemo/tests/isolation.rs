@@ -7,73 +7,25 @@
 //! worker cannot be traced, and a read-only store cannot be written through `/proc/<pid>/root`.
 
 mod common;
+#[path = "common/fixture.rs"]
+mod fixture;
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use mnemo_client::{Client, Method};
-use serde_json::{Value, json};
+use mnemo_client::Method;
+use serde_json::json;
 
-use common::{KEY, Server, mnemo, wait_until_async};
-
-/// A server whose memory mounts land under the test's own folder, an environment and its key.
-struct Setup {
-    tmp: tempfile::TempDir,
-    server: Server,
-    api: Client,
-    agent: String,
-    env_id: String,
-    env_key: String,
-}
+use common::{mnemo, wait_until_async};
+use fixture::Setup;
 
 impl Setup {
-    async fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        let server = Server::start(
-            &tmp.path().join("db.sqlite"),
-            &["--api-key", KEY, "--memory-mount-root", mnt.to_str().unwrap()],
-        );
-        let api = Client::new(&server.base, KEY).unwrap();
-        let agent = json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]});
-        let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
-        let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
-        let env_id = env["id"].as_str().unwrap().to_owned();
-        let key = api.json(Method::POST, &format!("/v1/environments/{env_id}/keys"), None).await.unwrap();
-        std::fs::create_dir_all(tmp.path().join("work")).unwrap();
-        Self {
-            env_key: key["key"].as_str().unwrap().to_owned(),
-            agent: agent["id"].as_str().unwrap().to_owned(),
-            env_id,
-            api,
-            server,
-            tmp,
-        }
-    }
-
-    fn mnt(&self) -> PathBuf {
-        self.tmp.path().join("mnt")
-    }
-
     /// `mnemo worker poll` against this server, the key in its environment, the mount root
     /// the server's, `extra` flags and `env` variables added.
     fn worker(&self, extra: &[&str], env: &[(&str, &str)]) -> Worker {
-        let mut cmd = mnemo();
-        cmd.args(["worker", "poll", "--environment-id", &self.env_id, "--base-url", &self.server.base])
-            .arg("--workdir")
-            .arg(self.tmp.path().join("work"))
-            .arg("--state-dir")
-            .arg(self.tmp.path().join("state"))
-            .args(["--max-idle", "1s"])
-            .env("MNEMO_MEMORY_MOUNT_ROOT", self.mnt())
-            .env("ANTHROPIC_ENVIRONMENT_KEY", &self.env_key)
-            .args(extra)
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
+        let mut child =
+            self.poll(&self.tmp.path().join("state")).args(extra).envs(env.iter().copied()).spawn().unwrap();
         let mut stderr = child.stderr.take().unwrap();
         let log = std::thread::spawn(move || {
             let mut s = String::new();
@@ -83,12 +35,6 @@ impl Setup {
         Worker { child: Some(child), log: Some(log) }
     }
 
-    async fn session(&self, resources: Value) -> String {
-        let body = json!({"agent": self.agent, "environment_id": self.env_id, "resources": resources});
-        let s = self.api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
-        s["id"].as_str().unwrap().to_owned()
-    }
-
     /// Runs one bash command as the agent and answers the result's text and whether it is an
     /// error.
     async fn bash(&self, session: &str, command: &str) -> (String, bool) {
@@ -96,16 +42,6 @@ impl Setup {
         let result = common::result(&self.api, session, &id).await;
         let text = result["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
         (text, result["is_error"] == true)
-    }
-
-    async fn store(&self, name: &str, memories: &[(&str, &str)]) -> String {
-        let store = self.api.json(Method::POST, "/v1/memory_stores", Some(&json!({"name": name}))).await.unwrap();
-        let id = store["id"].as_str().unwrap().to_owned();
-        for (path, content) in memories {
-            let body = json!({"path": path, "content": content});
-            self.api.json(Method::POST, &format!("/v1/memory_stores/{id}/memories"), Some(&body)).await.unwrap();
-        }
-        id
     }
 
     async fn memory(&self, store: &str, path: &str) -> String {
@@ -123,14 +59,8 @@ impl Setup {
     /// Whether the session's work items are all `stopped` within `secs` seconds.
     async fn stopped_within(&self, session: &str, secs: u64) -> bool {
         wait_until_async(Duration::from_secs(secs), || async {
-            let page = self
-                .api
-                .json(Method::GET, &format!("/v1/environments/{}/work?limit=100", self.env_id), None)
-                .await
-                .unwrap();
-            let items: Vec<&Value> =
-                page["data"].as_array().unwrap().iter().filter(|w| w["data"]["id"] == session).collect();
-            !items.is_empty() && items.iter().all(|w| w["state"] == "stopped")
+            let states = self.work_states(session).await;
+            !states.is_empty() && states.iter().all(|state| state == "stopped")
         })
         .await
     }
@@ -224,7 +154,7 @@ echo "read=$read_files hits=[$hits]""#
 /// and neither does anyone reading the worker's `/proc` files from outside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_finds_no_credential_in_proc() {
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     let worker = s.worker(&["--environment-key", &s.env_key.clone()], &[]);
     let pid = worker.pid();
     let session = s.session(json!([])).await;
@@ -246,7 +176,7 @@ async fn the_agent_finds_no_credential_in_proc() {
 /// sessions token) and the key in its environment: its shell finds neither.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_on_work_sandbox_hides_its_work_secret() {
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     let script = s.tmp.path().join("on-work.sh");
     std::fs::write(
         &script,
@@ -276,7 +206,7 @@ async fn an_on_work_sandbox_hides_its_work_secret() {
 /// `/proc/<pid>/root`, nor remount the store read-write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shell_cannot_trace_the_worker_or_write_through_its_root() {
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     let reference = s.store("ref", &[("/r.md", "reference\n")]).await;
     let worker = s.worker(&[], &[]);
     let pid = worker.pid();
@@ -345,7 +275,7 @@ fi"#
 /// The shell's environment is the allowlist plus `--tool-env`: nothing else the worker has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_allowlisted_variables_and_tool_env_reach_the_shell() {
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     let worker = s.worker(
         &["--tool-env", "MNEMO_TEST_PASSED"],
         &[
@@ -387,7 +317,7 @@ async fn only_allowlisted_variables_and_tool_env_reach_the_shell() {
 /// clearly, and nothing is created there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mount_path_outside_the_mount_root_is_refused() {
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     let notes = s.store("notes", &[("/a.md", "one")]).await;
     let root = s.tmp.path().join("elsewhere");
     let worker = s.worker(&[], &[("MNEMO_MEMORY_MOUNT_ROOT", root.to_str().unwrap())]);
@@ -407,7 +337,7 @@ async fn a_mount_path_outside_the_mount_root_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_environment_key_may_come_from_a_private_file() {
     use std::os::unix::fs::PermissionsExt;
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     let file = s.tmp.path().join("env-key");
     std::fs::write(&file, format!("{}\n", s.env_key)).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
@@ -441,7 +371,7 @@ async fn the_shell_runs_as_the_tool_user() {
         eprintln!("skipped: only a worker running as root can switch the shell to another user");
         return;
     }
-    let s = Setup::new().await;
+    let s = Setup::new(&[]).await;
     // The tool user must reach the mount root and write the workdir (docs/WORKER.md).
     std::fs::set_permissions(s.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(s.tmp.path().join("work"), std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -2,70 +2,21 @@
 //! agent side played by `mnemo session script` or by the test through the events endpoint.
 
 mod common;
+#[path = "common/fixture.rs"]
+mod fixture;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use mnemo_client::{Client, Method};
+use mnemo_client::Method;
 use serde_json::{Value, json};
 
-use common::{KEY, Server, mnemo, signal, wait_until, wait_until_async};
-
-/// A server whose memory mounts land under the test's own folder.
-struct Setup {
-    tmp: tempfile::TempDir,
-    server: Server,
-    api: Client,
-    agent: String,
-    env_id: String,
-    env_key: String,
-}
+use common::{KEY, mnemo, signal, wait_until, wait_until_async};
+use fixture::Setup;
 
 impl Setup {
-    async fn new(extra: &[&str]) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        let mut args = vec!["--api-key", KEY, "--memory-mount-root", mnt.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let server = Server::start(&tmp.path().join("db.sqlite"), &args);
-        let api = Client::new(&server.base, KEY).unwrap();
-        let agent = json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]});
-        let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
-        let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
-        let env_id = env["id"].as_str().unwrap().to_owned();
-        let key = api.json(Method::POST, &format!("/v1/environments/{env_id}/keys"), None).await.unwrap();
-        std::fs::create_dir_all(tmp.path().join("work")).unwrap();
-        Self {
-            env_key: key["key"].as_str().unwrap().to_owned(),
-            agent: agent["id"].as_str().unwrap().to_owned(),
-            env_id,
-            api,
-            server,
-            tmp,
-        }
-    }
-
-    fn mnt(&self) -> PathBuf {
-        self.tmp.path().join("mnt")
-    }
-
-    fn workdir(&self) -> PathBuf {
-        self.tmp.path().join("work")
-    }
-
-    /// A store named `name` holding `memories` (path → content).
-    async fn store(&self, name: &str, memories: &[(&str, &str)]) -> String {
-        let store = self.api.json(Method::POST, "/v1/memory_stores", Some(&json!({"name": name}))).await.unwrap();
-        let id = store["id"].as_str().unwrap().to_owned();
-        for (path, content) in memories {
-            let body = json!({"path": path, "content": content});
-            self.api.json(Method::POST, &format!("/v1/memory_stores/{id}/memories"), Some(&body)).await.unwrap();
-        }
-        id
-    }
-
     /// The store's memories as path → content.
     async fn memories(&self, store: &str) -> Vec<(String, String)> {
         let page = self
@@ -86,30 +37,7 @@ impl Setup {
 
     /// `mnemo worker poll` against this server.
     fn worker(&self, state_dir: &Path, extra: &[&str]) -> Proc {
-        Proc(Some(
-            mnemo()
-                .args(["worker", "poll", "--environment-id", &self.env_id, "--base-url", &self.server.base])
-                // Inherited by an `--on-work` script's `mnemo worker run` too.
-                .env("MNEMO_MEMORY_MOUNT_ROOT", self.mnt())
-                .arg("--workdir")
-                .arg(self.workdir())
-                .arg("--state-dir")
-                .arg(state_dir)
-                .args(["--max-idle", "1s"])
-                .args(extra)
-                .env("ANTHROPIC_ENVIRONMENT_KEY", &self.env_key)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ))
-    }
-
-    /// Creates a session directly (the test plays the agent).
-    async fn session(&self, resources: Value) -> String {
-        let body = json!({"agent": self.agent, "environment_id": self.env_id, "resources": resources});
-        let s = self.api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
-        s["id"].as_str().unwrap().to_owned()
+        Proc(Some(self.poll(state_dir).args(extra).spawn().unwrap()))
     }
 
     /// Posts one tool call as the agent; answers its event id.
@@ -130,19 +58,6 @@ impl Setup {
     /// Whether the session's one work item is `stopped` within `secs` seconds.
     async fn stopped_within(&self, session: &str, secs: u64) -> bool {
         wait_until_async(Duration::from_secs(secs), || async { self.work_states(session).await == ["stopped"] }).await
-    }
-
-    /// The states of the session's work items, oldest first.
-    async fn work_states(&self, session: &str) -> Vec<String> {
-        let page = self
-            .api
-            .json(Method::GET, &format!("/v1/environments/{}/work?limit=100", self.env_id), None)
-            .await
-            .unwrap();
-        let mut items: Vec<&Value> =
-            page["data"].as_array().unwrap().iter().filter(|w| w["data"]["id"] == session).collect();
-        items.sort_by_key(|w| w["created_at"].as_str().unwrap().to_owned());
-        items.iter().map(|w| w["state"].as_str().unwrap().to_owned()).collect()
     }
 }
 
