@@ -190,7 +190,8 @@ func serveDiff(t *testing.T, kind string) diffRun {
 		defer logFile.Close()
 		cmd := exec.Command(bin, "worker", "poll", "--environment-id", w.su.env, "--base-url", server.BaseURL,
 			"--workdir", workdir, "--state-dir", filepath.Join(area, "state"), "--max-idle", "2s", "--no-live")
-		cmd.Env = append(os.Environ(), "ANTHROPIC_ENVIRONMENT_KEY="+w.su.key)
+		// mnemo's worker mounts only under its own mount root: the server's, here.
+		cmd.Env = append(os.Environ(), "ANTHROPIC_ENVIRONMENT_KEY="+w.su.key, "MNEMO_MEMORY_MOUNT_ROOT="+mountRoot)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {

@@ -73,7 +73,9 @@ func TestWorkerSpawnScriptStartsTheSandboxSide(t *testing.T) {
 			defer logFile.Close()
 			poller := exec.Command(mnemo, "worker", "poll", "--environment-id", w.su.env, "--base-url", w.server.BaseURL,
 				"--workdir", w.workdir, "--on-work", wrapper)
-			poller.Env = append(os.Environ(), "ANTHROPIC_ENVIRONMENT_KEY="+w.su.key)
+			// mnemo's worker (the poller and `mnemo worker run` in the sandbox, which inherits
+			// the poller's environment) mounts only under its own mount root: the server's, here.
+			poller.Env = append(os.Environ(), "ANTHROPIC_ENVIRONMENT_KEY="+w.su.key, "MNEMO_MEMORY_MOUNT_ROOT="+w.mountRoot)
 			poller.Stdout, poller.Stderr = logFile, logFile
 			poller.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if err := poller.Start(); err != nil {
