@@ -20,7 +20,7 @@ import json
 import urllib.request
 from typing import List
 
-from console import Console, wait_for
+from console import NARROW, WIDE, Console, wait_for
 
 STORE = "Worker notes"
 SESSION_TITLE = "Stand-up notes"
@@ -180,6 +180,17 @@ def test_transcript_follows_a_session_a_worker_serves(c: Console) -> None:
         position = {text: next(i for i, e in enumerate(entries) if text in e) for text in (ASK, SAY, BASH, BASH_OUTPUT, LATER)}
         assert sorted(position.values()) == list(position.values()), f"entries out of order: {position}; {titles}"
         c.shot("session")
+        # Each entry names who posted it, as a person reads it: the key that asked, the worker's
+        # token that answered; the server's own status changes name nobody.
+        assert any(e.startswith("User by API key apikey_") for e in entries), entries
+        assert any(e.startswith("Tool result by worker (sessions token of work_") for e in entries), entries
+        assert not any(e.startswith("Status:") and "by mnemo" in e for e in entries), entries
+        # On a phone's width the entries and their posters fit the screen.
+        c.resize(NARROW)
+        overflow = c.driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+        assert overflow <= 0, f"the transcript is {overflow} px wider than a narrow screen"
+        c.shot("session-narrow")
+        c.resize(WIDE)
 
         # What the worker synced back, listed after a reload and recorded as the session's.
         versions = c.api("GET", f"/v1/memory_stores/{store['id']}/memory_versions?session_id={sid}&limit=100")["data"]
