@@ -152,6 +152,11 @@ impl WorkData {
     pub fn session(id: &SessionId) -> Self {
         Self { kind: "session".into(), id: id.to_string() }
     }
+
+    /// The session this work serves, if it serves one.
+    pub fn session_id(&self) -> Option<&str> {
+        (self.kind == "session").then_some(self.id.as_str())
+    }
 }
 
 /// One item of a self-hosted environment's queue (`type: "work"`).

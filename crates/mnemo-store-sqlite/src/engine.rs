@@ -295,6 +295,25 @@ fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
     let _ = conn.execute_batch("PRAGMA optimize");
 }
 
+/// The writer's (or a reader's) connection as the SQL primitives of [`mnemo_store::ops`]:
+/// every primitive runs at once on the calling thread, so an operation over them runs to its end
+/// with [`mnemo_store::ops::run_ready`].
+#[derive(Clone, Copy)]
+pub(crate) struct Lite<'c>(pub(crate) &'c Connection);
+
+impl std::ops::Deref for Lite<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.0
+    }
+}
+
+impl mnemo_store::ops::Clock for Lite<'_> {
+    async fn now(&self) -> Result<i64, StoreError> {
+        Ok(crate::now_micros())
+    }
+}
+
 /// The row `sql` finds with `params`, read by `read`; `None` when there is none.
 pub(crate) fn query_one<T>(
     c: &Connection,

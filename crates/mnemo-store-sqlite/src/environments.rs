@@ -186,3 +186,11 @@ pub(crate) fn find_key(c: &Connection, hash: &CredentialHash) -> Result<Option<(
     )?;
     row.map(|(k, e)| Ok((parse_id(&k)?, parse_id(&e)?))).transpose()
 }
+
+impl mnemo_store::ops::EnvironmentSql for crate::engine::Lite<'_> {
+    async fn hold_environment(&self, id: &EnvironmentId) -> Result<mnemo_store::ops::EnvironmentRow> {
+        // The single writer excludes every other writer: reading is holding.
+        let (environment, seq) = get_with_seq(self, id)?;
+        Ok(mnemo_store::ops::EnvironmentRow { environment, seq })
+    }
+}

@@ -1,16 +1,14 @@
 //! Session events: the log, and appending to it under the session's rules.
 
-use std::collections::HashMap;
-
-use mnemo_api::{Event, EventId, SessionId, SessionStatus, ToolResult, WorkData};
-use mnemo_store::rules::session::{CallKind, FreshIds, KnownCall, SessionView, Step, plan_append, referenced_calls};
-use mnemo_store::rules::webhook::{Change, Outbox};
+use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus};
+use mnemo_store::ops::{self, SessionRow, run_ready};
+use mnemo_store::row::SessionBody;
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use crate::engine::{backend, failure, query_one};
-use crate::{now_micros, parse_id, rfc3339, sessions, work};
+use crate::engine::{Lite, backend, query_one};
+use crate::{parse_id, sessions};
 
 fn rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<SessionEvent>> {
     c.prepare_cached(sql)
@@ -66,57 +64,79 @@ pub(crate) fn after(c: &Connection, session: &SessionId, after: i64) -> Result<V
     )
 }
 
-/// The unanswered tool calls of a session, in log order.
-fn open_calls(c: &Connection, session_seq: i64) -> Result<Vec<EventId>> {
-    let ids = c
-        .prepare_cached(
-            "SELECT id FROM session_events WHERE session_seq = ?1 AND type IN ('agent.tool_use', 'agent.custom_tool_use') \
-             AND answered = 0 ORDER BY seq",
+impl ops::SessionSql for Lite<'_> {
+    async fn lock_session(&self, id: &SessionId) -> Result<SessionRow> {
+        // The single writer excludes every other writer: reading is locking.
+        let (session, seq) = sessions::get_with_seq(self, id)?;
+        Ok(SessionRow { session, seq })
+    }
+
+    async fn unanswered_events(&self, session: i64, types: &[&str]) -> Result<Vec<EventId>> {
+        let types = serde_json::to_string(types).map_err(backend)?;
+        let ids = self
+            .prepare_cached(
+                "SELECT id FROM session_events WHERE session_seq = ?1 AND type IN (SELECT value FROM json_each(?2)) \
+                 AND answered = 0 ORDER BY seq",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![session, types], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .map_err(backend)?;
+        ids.iter().map(|id| parse_id(id)).collect()
+    }
+
+    async fn event_answered(&self, session: i64, id: &EventId) -> Result<Option<(String, bool)>> {
+        query_one(
+            self,
+            "SELECT type, answered FROM session_events WHERE id = ?1 AND session_seq = ?2",
+            params![id.as_str(), session],
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .and_then(|mut s| s.query_map([session_seq], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>())
-        .map_err(backend)?;
-    ids.iter().map(|id| parse_id(id)).collect()
-}
+    }
 
-/// A tool call of the log, with the result that answered it if one did.
-fn known_call(c: &Connection, session_seq: i64, id: &EventId) -> Result<Option<KnownCall>> {
-    let call: Option<(String, bool)> = query_one(
-        c,
-        "SELECT type, answered FROM session_events WHERE id = ?1 AND session_seq = ?2",
-        params![id.as_str(), session_seq],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let Some((kind, answered)) = call else { return Ok(None) };
-    // Confirmations name their call too: an id of another type is simply no call.
-    let Some(kind) = CallKind::of_type(&kind) else { return Ok(None) };
-    let answer = if answered { recorded_result(c, session_seq, kind, id)? } else { None };
-    Ok(Some(KnownCall { kind, answered, answer }))
-}
-
-/// The result recorded for a call, if a result (not a denial) answered it.
-fn recorded_result(
-    c: &Connection,
-    session_seq: i64,
-    kind: CallKind,
-    id: &EventId,
-) -> Result<Option<(ToolResult, SessionEvent)>> {
-    let (result_type, key) = kind.result_type_and_key();
-    let found = rows(
-        c,
-        &format!(
+    async fn first_event_naming(
+        &self,
+        session: i64,
+        kind: &str,
+        key: &str,
+        id: &EventId,
+    ) -> Result<Option<SessionEvent>> {
+        let found = rows(
+            self,
             "SELECT seq, body FROM session_events WHERE session_seq = ?1 AND type = ?2 \
-             AND json_extract(body, '$.{key}') = ?3 ORDER BY seq LIMIT 1"
-        ),
-        params![session_seq, result_type, id.as_str()],
-    )?;
-    Ok(found.into_iter().next().and_then(|e| match Event::parse(e.body.clone()) {
-        Ok(Event::UserToolResult(r) | Event::UserCustomToolResult(r)) => Some((r, e)),
-        _ => None,
-    }))
+             AND json_extract(body, '$.' || ?3) = ?4 ORDER BY seq LIMIT 1",
+            params![session, kind, key, id.as_str()],
+        )?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn insert_event(&self, session: i64, event: &LoggedEvent, processed_at: i64) -> Result<i64> {
+        sessions::insert_event(self, session, event, processed_at)
+    }
+
+    async fn mark_answered(&self, session: i64, id: &EventId) -> Result<()> {
+        self.prepare_cached("UPDATE session_events SET answered = 1 WHERE id = ?1 AND session_seq = ?2")
+            .and_then(|mut st| st.execute(params![id.as_str(), session]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn update_session_state(
+        &self,
+        session: i64,
+        status: SessionStatus,
+        body: &SessionBody,
+        now: i64,
+    ) -> Result<()> {
+        let body = body.to_json()?;
+        self.prepare_cached("UPDATE sessions SET status = ?1, body = ?2, updated_at = ?3 WHERE seq = ?4")
+            .and_then(|mut st| st.execute(params![status.as_str(), body, now, session]))
+            .map_err(backend)?;
+        Ok(())
+    }
 }
 
-/// Appends events: loads what the session's rules need, plans with
-/// [`mnemo_store::rules::session::plan_append`], and carries the plan out.
+/// Appends events under the session's rules ([`ops::events::append`]).
 pub(crate) fn append(
     c: &Connection,
     session: &SessionId,
@@ -124,56 +144,5 @@ pub(crate) fn append(
     author: &EventAuthor,
     lease_ttl: u64,
 ) -> Result<Appended> {
-    let (s, session_seq) = sessions::get_with_seq(c, session)?;
-    let (env, env_seq) = crate::environments::get_with_seq(c, &s.environment_id)?;
-    let now = now_micros();
-    work::settle_session(c, session, now)?;
-    let view = SessionView {
-        id: session,
-        status: SessionStatus::parse(&s.status)
-            .ok_or_else(|| failure(format!("session `{session}` has an unknown status `{}`", s.status)))?,
-        archived: s.archived_at.is_some(),
-        stop_reason: s.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok()),
-        agent: &s.agent,
-        open_calls: open_calls(c, session_seq)?,
-        self_hosted: env.is_self_hosted(),
-        has_live_work: work::has_live_work(c, session)?,
-    };
-    let mut known = HashMap::new();
-    for id in referenced_calls(&events) {
-        if let Some(call) = known_call(c, session_seq, id)? {
-            known.insert(id.clone(), call);
-        }
-    }
-    let plan = plan_append(&view, known, events, author, &mut FreshIds(rfc3339(now)))?;
-    let mut appended = Appended::default();
-    let mut outbox = Outbox::default();
-    for step in plan.steps {
-        match step {
-            Step::Record { event, requested } => {
-                outbox.record(Change::Logged(&event.event), session.as_str());
-                let stored =
-                    SessionEvent { seq: sessions::insert_event(c, session_seq, &event, now)?, body: event.to_json() };
-                if requested {
-                    appended.recorded.push(stored.clone());
-                }
-                appended.written.push(stored);
-            }
-            Step::MarkAnswered(id) => {
-                c.prepare_cached("UPDATE session_events SET answered = 1 WHERE id = ?1 AND session_seq = ?2")
-                    .and_then(|mut st| st.execute(params![id.as_str(), session_seq]))
-                    .map_err(backend)?;
-            }
-            Step::Existing(event) => appended.recorded.push(event),
-        }
-    }
-    if plan.status.is_some() || plan.stop_reason.is_some() || plan.usage.is_some() {
-        sessions::set_status(c, session_seq, plan.status, plan.stop_reason, plan.usage)?;
-    }
-    if plan.enqueue_work {
-        work::enqueue(c, env_seq, &WorkData::session(session), lease_ttl)?;
-        appended.enqueued_work = true;
-    }
-    crate::webhooks::emit(c, outbox, now)?;
-    Ok(appended)
+    run_ready(ops::events::append(&Lite(c), session, events, author, lease_ttl))
 }

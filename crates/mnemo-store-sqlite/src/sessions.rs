@@ -2,10 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{
-    Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus,
-    StopReason, WorkData,
-};
+use mnemo_api::{Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData};
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::{agent, catalog};
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
@@ -190,34 +187,6 @@ pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId
         |r| r.get(0),
     )?;
     Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
-}
-
-/// Sets a session's status and/or the reason it last went idle, and adds model usage (both kept
-/// in its body).
-pub(crate) fn set_status(
-    c: &Connection,
-    session_seq: i64,
-    status: Option<SessionStatus>,
-    stop_reason: Option<StopReason>,
-    usage: Option<ModelUsage>,
-) -> Result<()> {
-    let (current, body): (String, String) = c
-        .query_row("SELECT status, body FROM sessions WHERE seq = ?1", [session_seq], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(backend)?;
-    let mut body = Body::parse(&body)?;
-    if let Some(reason) = stop_reason {
-        body.stop_reason = Some(serde_json::to_value(reason).map_err(backend)?);
-    }
-    if let Some(usage) = usage {
-        body.usage = Some(body.usage.unwrap_or_default().plus(usage));
-    }
-    let status = status.map_or(current, |s| s.as_str().to_owned());
-    c.execute(
-        "UPDATE sessions SET status = ?1, body = ?2, updated_at = ?3 WHERE seq = ?4",
-        params![status, body.to_json()?, now_micros(), session_seq],
-    )
-    .map_err(backend)?;
-    Ok(())
 }
 
 /// Claims (or renews) a session's turn lease under [`agent::claim`].

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use mnemo_api::{DeliveryStatus, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
-use mnemo_store::rules::webhook::{Change, Next, Outbox};
+use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
+use mnemo_store::ops::{self, run_ready};
+use mnemo_store::rules::webhook::{Change, Next, Outbox, Planned};
 use mnemo_store::webhook::{
     MAX_CLAIM, MIN_CLAIM_LEASE, event_type_from_column, filter_from_column, filter_to_column, short_error,
     status_from_column,
@@ -16,48 +17,57 @@ use mnemo_store::{
 };
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{backend, query_one};
+use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
 use crate::{now_micros, parse_id, ts, ts_opt};
 
 /// Records the events of `outbox` and a delivery of each to every endpoint subscribed to it,
 /// in the calling write's transaction; an event nobody is subscribed to is not recorded.
-pub(crate) fn emit(c: &Connection, outbox: Outbox, now: i64) -> Result<()> {
-    if outbox.is_empty() {
-        return Ok(());
-    }
-    let endpoints = c
-        .prepare_cached("SELECT seq, event_types FROM webhook_endpoints")
-        .and_then(|mut s| {
-            s.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)?
-        .into_iter()
-        .map(|(seq, filter)| Ok((seq, filter_from_column(filter.as_deref())?)))
-        .collect::<Result<Vec<_>>>()?;
-    for event in outbox.plan(&endpoints) {
-        c.prepare_cached("INSERT INTO webhook_events (id, type, resource_id, created_at) VALUES (?1, ?2, ?3, ?4)")
-            .and_then(|mut s| s.execute(params![event.id.as_str(), event.kind.as_str(), event.resource_id, now]))
-            .map_err(backend)?;
-        let event_seq = c.last_insert_rowid();
-        for endpoint_seq in event.endpoints {
-            c.prepare_cached(
-                "INSERT INTO webhook_deliveries (id, endpoint_seq, event_seq, status, attempts, next_attempt_at, created_at) \
-                 VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?4)",
-            )
-            .and_then(|mut s| s.execute(params![WebhookDeliveryId::generate().as_str(), endpoint_seq, event_seq, now]))
-            .map_err(backend)?;
-        }
-    }
-    Ok(())
+pub(crate) fn emit(c: &Connection, outbox: Outbox, _now: i64) -> Result<()> {
+    run_ready(ops::webhooks::emit(&Lite(c), outbox))
 }
 
 /// [`emit`] for the events of one change.
 pub(crate) fn emit_one(c: &Connection, change: Change<'_>, resource_id: &str) -> Result<()> {
-    let mut outbox = Outbox::default();
-    outbox.record(change, resource_id);
-    emit(c, outbox, now_micros())
+    run_ready(ops::webhooks::emit_one(&Lite(c), change, resource_id))
+}
+
+impl ops::WebhookSql for Lite<'_> {
+    async fn webhook_filters(&self) -> Result<Vec<(i64, EventFilter)>> {
+        self.prepare_cached("SELECT seq, event_types FROM webhook_endpoints")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(backend)?
+            .into_iter()
+            .map(|(seq, filter)| Ok((seq, filter_from_column(filter.as_deref())?)))
+            .collect()
+    }
+
+    async fn insert_webhook_event(&self, event: &Planned<i64>, now: i64) -> Result<i64> {
+        self.prepare_cached("INSERT INTO webhook_events (id, type, resource_id, created_at) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut s| s.execute(params![event.id.as_str(), event.kind.as_str(), event.resource_id, now]))
+            .map_err(backend)?;
+        Ok(self.last_insert_rowid())
+    }
+
+    async fn insert_webhook_delivery(
+        &self,
+        id: &WebhookDeliveryId,
+        endpoint: i64,
+        event: i64,
+        status: DeliveryStatus,
+        now: i64,
+    ) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO webhook_deliveries (id, endpoint_seq, event_seq, status, attempts, next_attempt_at, created_at) \
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5)",
+        )
+        .and_then(|mut s| s.execute(params![id.as_str(), endpoint, event, status.as_str(), now]))
+        .map_err(backend)?;
+        Ok(())
+    }
 }
 
 const ENDPOINT_COLUMNS: &str =

@@ -12,9 +12,10 @@ use mnemo_store::rules::work::{Change, Heartbeat, Lease, Micros};
 use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, named_params, params};
 
-use crate::engine::{backend, query_one};
+use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
 use crate::{environments, now_micros, parse_id, rfc3339, rfc3339_opt};
+use mnemo_store::ops::{self, NewWork, WorkFilter, run_ready};
 
 /// A worker counts as polling for this long after its last poll.
 const POLLING_WINDOW_MICROS: i64 = 30_000_000;
@@ -23,12 +24,7 @@ const COLUMNS: &str = "w.id, e.id, w.state, w.data, w.metadata, w.created_at, w.
                        w.latest_heartbeat_at, w.stop_requested_at, w.stopped_at, w.seq, w.last_heartbeat, \
                        w.ttl_seconds, w.pending_until, w.lease_expires_at";
 
-/// A work row: the item as the API shows it, its lease, and its row number.
-struct Item {
-    work: Work,
-    lease: Lease,
-    seq: i64,
-}
+use mnemo_store::ops::WorkRow as Item;
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
     let bad = |e: String| rusqlite::Error::InvalidColumnName(e);
@@ -178,34 +174,65 @@ pub(crate) fn expire(c: &Connection, environment_seq: Option<i64>, now: Micros) 
     Ok(changed)
 }
 
-/// Applies expiry to a session's live items (before judging whether it has one).
-pub(crate) fn settle_session(c: &Connection, session: &SessionId, now: Micros) -> Result<()> {
-    let lapsed = format!("w.session_id = :session AND {LAPSED}");
-    for item in load_where(c, &lapsed, named_params! {":session": session.as_str(), ":now": now})? {
-        settle(c, item, now)?;
-    }
-    Ok(())
-}
-
 /// Queues a work item whose lease, once acknowledged, lasts `ttl` seconds between heartbeats.
 pub(crate) fn enqueue(c: &Connection, environment_seq: i64, data: &WorkData, ttl: u64) -> Result<WorkId> {
-    let id = WorkId::generate();
-    let session = (data.kind == "session").then(|| data.id.clone());
-    c.execute(
-        "INSERT INTO work_items (id, environment_seq, session_id, data, state, metadata, created_at, ttl_seconds) \
-         VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6, ?7)",
-        params![
-            id.as_str(),
-            environment_seq,
-            session,
-            serde_json::to_string(data).map_err(backend)?,
-            WorkState::Queued.as_str(),
-            now_micros(),
-            Lease::queued(id.clone(), ttl).ttl_seconds as i64
-        ],
-    )
-    .map_err(backend)?;
-    Ok(id)
+    run_ready(ops::work::enqueue(&Lite(c), environment_seq, data, ttl))
+}
+
+impl ops::WorkSql for Lite<'_> {
+    async fn work_where(&self, filter: WorkFilter<'_>) -> Result<Vec<Item>> {
+        match filter {
+            WorkFilter::LapsedOfSession { session, now } => {
+                let lapsed = format!("w.session_id = :session AND {LAPSED}");
+                load_where(self, &lapsed, named_params! {":session": session.as_str(), ":now": now})
+            }
+            WorkFilter::UnstoppedOfSession(session) => {
+                load_where(self, "w.session_id = ?1 AND w.state != 'stopped'", [session.as_str()])
+            }
+        }
+    }
+
+    async fn first_work(
+        &self,
+        filter: WorkFilter<'_>,
+        wanted: &(dyn Fn(&Lease) -> bool + Sync),
+    ) -> Result<Option<Item>> {
+        match filter {
+            WorkFilter::LapsedOfSession { session, now } => {
+                let lapsed = format!("w.session_id = :session AND {LAPSED}");
+                first_where(self, &lapsed, named_params! {":session": session.as_str(), ":now": now}, |i| {
+                    wanted(&i.lease)
+                })
+            }
+            WorkFilter::UnstoppedOfSession(session) => {
+                first_where(self, "w.session_id = ?1 AND w.state != 'stopped'", [session.as_str()], |i| {
+                    wanted(&i.lease)
+                })
+            }
+        }
+    }
+
+    async fn apply_lease(&self, seq: i64, change: &Change, now: Micros) -> Result<()> {
+        apply(self, seq, change, now)
+    }
+
+    async fn insert_work(&self, new: &NewWork<'_>) -> Result<()> {
+        self.execute(
+            "INSERT INTO work_items (id, environment_seq, session_id, data, state, metadata, created_at, ttl_seconds) \
+             VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6, ?7)",
+            params![
+                new.id.as_str(),
+                new.environment,
+                new.session,
+                serde_json::to_string(new.data).map_err(backend)?,
+                new.state.as_str(),
+                new.created_at,
+                i64::try_from(new.ttl_seconds).unwrap_or(i64::MAX)
+            ],
+        )
+        .map_err(backend)?;
+        Ok(())
+    }
 }
 
 fn self_hosted(c: &Connection, env: &EnvironmentId) -> Result<i64> {
@@ -363,12 +390,6 @@ pub(crate) fn find_token(
     }
     let session = (!session.is_empty()).then(|| parse_id(&session)).transpose()?;
     Ok(Some((item.work.id, session, item.work.environment_id)))
-}
-
-/// Whether a session has a live item.
-pub(crate) fn has_live_work(c: &Connection, session: &SessionId) -> Result<bool> {
-    let unstopped = "w.session_id = ?1 AND w.state != 'stopped'";
-    Ok(first_where(c, unstopped, [session.as_str()], |i| i.lease.is_live())?.is_some())
 }
 
 pub(crate) fn enqueue_healthcheck(c: &Connection, env: &EnvironmentId, ttl: u64) -> Result<Work> {

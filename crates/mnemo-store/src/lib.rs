@@ -15,6 +15,7 @@ pub mod check;
 pub mod copy;
 mod cursor;
 mod error;
+pub mod ops;
 mod retry;
 pub mod row;
 pub mod rules;

@@ -119,6 +119,9 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// The event types of calls, which a result or a denial answers.
+    pub const CALL_TYPES: [&'static str; 2] = [Self::Tool.call_type(), Self::Custom.call_type()];
+
     /// The event type of the result answering such a call, and the field naming the call.
     pub fn result_type_and_key(self) -> (&'static str, &'static str) {
         match self {
@@ -128,7 +131,7 @@ impl CallKind {
     }
 
     /// The event type of the call.
-    pub fn call_type(self) -> &'static str {
+    pub const fn call_type(self) -> &'static str {
         match self {
             Self::Tool => "agent.tool_use",
             Self::Custom => "agent.custom_tool_use",

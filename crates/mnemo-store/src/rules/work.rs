@@ -27,6 +27,10 @@ pub use mnemo_api::NO_HEARTBEAT;
 pub const MIN_TTL_SECONDS: u64 = 1;
 pub const MAX_TTL_SECONDS: u64 = 3_600;
 
+/// The states in which an item can lapse ([`Lease::expire`]): a backend may select by them
+/// (and by a hold that ran out) before asking, so a scan reads only the items that lapsed.
+pub const LAPSING_STATES: [WorkState; 3] = [WorkState::Starting, WorkState::Active, WorkState::Stopping];
+
 /// The mutable bookkeeping of one work item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {

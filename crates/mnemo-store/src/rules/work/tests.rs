@@ -160,3 +160,14 @@ fn only_a_self_hosted_environment_has_a_queue() {
     let cloud = check_has_queue(&env("cloud")).unwrap_err();
     assert_eq!(cloud.to_string(), "environment `env_e` is not self-hosted; it has no work queue");
 }
+
+/// A backend selects lapsed items by [`LAPSING_STATES`]: an item in any other state never
+/// expires, however long ago its hold ended.
+#[test]
+fn only_the_lapsing_states_expire() {
+    for state in [WorkState::Queued, WorkState::Starting, WorkState::Active, WorkState::Stopping, WorkState::Stopped] {
+        let lease = Lease { pending_until: Some(0), lease_expires_at: Some(0), ..with(state, beating()) };
+        let expires = lease.expire(NOW).is_some();
+        assert_eq!(expires, LAPSING_STATES.contains(&state), "{state:?}");
+    }
+}
