@@ -192,6 +192,24 @@ macro_rules! read {
     }};
 }
 
+/// A transaction as the SQL primitives of [`mnemo_store::ops`]: each primitive holds the row
+/// locks its name promises (`lock_*`: `FOR UPDATE`; `hold_*`: `FOR KEY SHARE`).
+#[derive(Clone, Copy)]
+pub(crate) struct Pg<'t, 'c>(pub(crate) &'t Tx<'c>);
+
+impl<'c> std::ops::Deref for Pg<'_, 'c> {
+    type Target = Tx<'c>;
+    fn deref(&self) -> &Tx<'c> {
+        self.0
+    }
+}
+
+impl mnemo_store::ops::Clock for Pg<'_, '_> {
+    async fn now(&self) -> Result<i64, StoreError> {
+        now(self.0).await
+    }
+}
+
 /// The database server's clock now, in microseconds since the epoch.
 pub(crate) async fn now(tx: &Tx<'_>) -> Result<i64, StoreError> {
     let row = one(tx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", &[]).await?;

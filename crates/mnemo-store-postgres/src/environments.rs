@@ -242,3 +242,10 @@ pub(crate) async fn find_key(tx: &Tx<'_>, hash: &CredentialHash) -> Result<Optio
     .await?;
     row.map(|r| Ok((parse_id(&col::<String>(&r, 0)?)?, parse_id(&col::<String>(&r, 1)?)?))).transpose()
 }
+
+impl mnemo_store::ops::EnvironmentSql for crate::engine::Pg<'_, '_> {
+    async fn hold_environment(&self, id: &EnvironmentId) -> Result<mnemo_store::ops::EnvironmentRow> {
+        let (environment, seq) = hold(self, id).await?;
+        Ok(mnemo_store::ops::EnvironmentRow { environment, seq })
+    }
+}

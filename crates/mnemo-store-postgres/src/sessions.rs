@@ -8,16 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{
-    Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, ModelUsage, Session, SessionId, SessionStatus,
-    StopReason, WorkData,
-};
+use mnemo_api::{Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData};
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::{agent, catalog};
 use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
+use crate::engine::{Tx, all, col, exec, now, one, opt};
 use crate::stores::page;
 use crate::webhooks::emit_one;
 use crate::{agents, environments, rfc3339, stores, work};
@@ -211,35 +208,6 @@ pub(crate) async fn store_access(tx: &Tx<'_>, id: &SessionId, store: &MemoryStor
     )
     .await?;
     row.map(|r| Ok(if col::<bool>(&r, 0)? { Access::ReadOnly } else { Access::ReadWrite })).transpose()
-}
-
-/// Sets a session's status and/or the reason it last went idle (kept in its body). `session`
-/// is the session as the caller loaded it while locking its row (see [`lock`]).
-pub(crate) async fn set_status(
-    tx: &Tx<'_>,
-    session: &Session,
-    session_seq: i64,
-    status: Option<SessionStatus>,
-    stop_reason: Option<StopReason>,
-    usage: Option<ModelUsage>,
-) -> Result<()> {
-    let mut body = Body::of(session);
-    if let Some(reason) = stop_reason {
-        body.stop_reason =
-            Some(serde_json::to_value(reason).map_err(|e| failure(format!("serialise a stop reason: {e}")))?);
-    }
-    if let Some(usage) = usage {
-        body.usage = Some(body.usage.unwrap_or_default().plus(usage));
-    }
-    let status = status.map_or(session.status.as_str(), |s| s.as_str());
-    let now = now(tx).await?;
-    exec(
-        tx,
-        "UPDATE sessions SET status = $1, body = $2, updated_at = $3 WHERE seq = $4",
-        &[&status, &body.to_json()?, &now, &session_seq],
-    )
-    .await?;
-    Ok(())
 }
 
 /// Claims (or renews) a session's turn lease under [`agent::claim`], its row locked.

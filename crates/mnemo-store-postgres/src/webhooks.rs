@@ -9,8 +9,9 @@
 
 use std::time::Duration;
 
-use mnemo_api::{DeliveryStatus, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
-use mnemo_store::rules::webhook::{Change, Next, Outbox};
+use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
+use mnemo_store::ops;
+use mnemo_store::rules::webhook::{Change, Next, Outbox, Planned};
 use mnemo_store::webhook::{
     MAX_CLAIM, MIN_CLAIM_LEASE, event_type_from_column, filter_from_column, filter_to_column, short_error,
     status_from_column,
@@ -21,55 +22,58 @@ use mnemo_store::{
 };
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, now, one, opt};
+use crate::engine::{Pg, Tx, all, col, exec, now, one, opt};
 use crate::stores::page;
 use crate::{parse_id, ts, ts_opt};
 
 /// Records the events of `outbox` and a delivery of each to every endpoint subscribed to it,
 /// in the calling write's transaction; an event nobody is subscribed to is not recorded.
 pub(crate) async fn emit(tx: &Tx<'_>, outbox: Outbox) -> Result<()> {
-    if outbox.is_empty() {
-        return Ok(());
-    }
-    // Held against deletion until the deliveries commit (a deletion that committed first is
-    // simply not seen), so a write never fails on an endpoint deleted meanwhile.
-    let rows = all(tx, "SELECT seq, event_types FROM webhook_endpoints FOR KEY SHARE", &[]).await?;
-    let endpoints = rows
-        .iter()
-        .map(|r| Ok((col::<i64>(r, 0)?, filter_from_column(col::<Option<String>>(r, 1)?.as_deref())?)))
-        .collect::<Result<Vec<_>>>()?;
-    let planned = outbox.plan(&endpoints);
-    if planned.is_empty() {
-        return Ok(());
-    }
-    let now = now(tx).await?;
-    for event in planned {
-        let row = one(
-            tx,
-            "INSERT INTO webhook_events (id, type, resource_id, created_at) VALUES ($1, $2, $3, $4) RETURNING seq",
-            &[&event.id.as_str(), &event.kind.as_str(), &event.resource_id, &now],
-        )
-        .await?;
-        let event_seq: i64 = col(&row, 0)?;
-        for endpoint_seq in event.endpoints {
-            exec(
-                tx,
-                "INSERT INTO webhook_deliveries \
-                 (id, endpoint_seq, event_seq, status, attempts, next_attempt_at, created_at) \
-                 VALUES ($1, $2, $3, 'pending', 0, $4, $4)",
-                &[&WebhookDeliveryId::generate().as_str(), &endpoint_seq, &event_seq, &now],
-            )
-            .await?;
-        }
-    }
-    Ok(())
+    ops::webhooks::emit(&Pg(tx), outbox).await
 }
 
 /// [`emit`] for the events of one change.
 pub(crate) async fn emit_one(tx: &Tx<'_>, change: Change<'_>, resource_id: &str) -> Result<()> {
-    let mut outbox = Outbox::default();
-    outbox.record(change, resource_id);
-    emit(tx, outbox).await
+    ops::webhooks::emit_one(&Pg(tx), change, resource_id).await
+}
+
+impl ops::WebhookSql for Pg<'_, '_> {
+    async fn webhook_filters(&self) -> Result<Vec<(i64, EventFilter)>> {
+        // Held against deletion until the deliveries commit (a deletion that committed first is
+        // simply not seen), so a write never fails on an endpoint deleted meanwhile.
+        let rows = all(self, "SELECT seq, event_types FROM webhook_endpoints FOR KEY SHARE", &[]).await?;
+        rows.iter()
+            .map(|r| Ok((col::<i64>(r, 0)?, filter_from_column(col::<Option<String>>(r, 1)?.as_deref())?)))
+            .collect()
+    }
+
+    async fn insert_webhook_event(&self, event: &Planned<i64>, now: i64) -> Result<i64> {
+        let row = one(
+            self,
+            "INSERT INTO webhook_events (id, type, resource_id, created_at) VALUES ($1, $2, $3, $4) RETURNING seq",
+            &[&event.id.as_str(), &event.kind.as_str(), &event.resource_id, &now],
+        )
+        .await?;
+        col(&row, 0)
+    }
+
+    async fn insert_webhook_delivery(
+        &self,
+        id: &WebhookDeliveryId,
+        endpoint: i64,
+        event: i64,
+        status: DeliveryStatus,
+        now: i64,
+    ) -> Result<()> {
+        exec(
+            self,
+            "INSERT INTO webhook_deliveries (id, endpoint_seq, event_seq, status, attempts, next_attempt_at, created_at) \
+             VALUES ($1, $2, $3, $4, 0, $5, $5)",
+            &[&id.as_str(), &endpoint, &event, &status.as_str(), &now],
+        )
+        .await
+        .map(drop)
+    }
 }
 
 const ENDPOINT_COLUMNS: &str = "id, url, event_types, description, created_at, updated_at, secret, seq, \

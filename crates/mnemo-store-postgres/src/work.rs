@@ -25,7 +25,9 @@ use mnemo_store::rules::work::{Change, Heartbeat, Lease};
 use mnemo_store::{CredentialHash, Cursor, ErrorCode, HeartbeatOutcome, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Param, Tx, all, backend, col, exec, failure, now, one, opt};
+use mnemo_store::ops::{self, NewWork, WorkFilter};
+
+use crate::engine::{Param, Pg, Tx, all, backend, col, exec, failure, now, one, opt};
 use crate::stores::page;
 use crate::{environments, parse_id, rfc3339, rfc3339_opt};
 
@@ -45,11 +47,7 @@ const LOCK: &str = "FOR UPDATE OF w";
 const LOCK_SKIP: &str = "FOR UPDATE OF w SKIP LOCKED";
 
 /// A work row: the item as the API shows it, its lease, and its row number.
-struct Item {
-    work: Work,
-    lease: Lease,
-    seq: i64,
-}
+use mnemo_store::ops::WorkRow as Item;
 
 fn from_row(r: &Row) -> Result<Item> {
     let state: String = col(r, 2)?;
@@ -215,39 +213,65 @@ pub(crate) async fn expire(tx: &Tx<'_>, environment_seq: Option<i64>, now: Micro
     Ok(changed)
 }
 
-/// Applies expiry to a session's live items (before judging whether it has one). The caller
-/// holds the session's row lock; the lapsed items are locked (waiting for any other holder) so
-/// the judgement that follows sees them settled.
-pub(crate) async fn settle_session(tx: &Tx<'_>, session: &SessionId, now: Micros) -> Result<()> {
-    let lapsed = format!("{LAPSED} AND w.session_id = $2");
-    for item in load_where(tx, &lapsed, LOCK, &[&now, &session.as_str()]).await? {
-        settle(tx, item, now).await?;
-    }
-    Ok(())
-}
-
 /// Queues a work item whose lease, once acknowledged, lasts `ttl` seconds between heartbeats.
 pub(crate) async fn enqueue(tx: &Tx<'_>, environment_seq: i64, data: &WorkData, ttl: u64) -> Result<WorkId> {
-    let id = WorkId::generate();
-    let session = (data.kind == "session").then(|| data.id.clone());
-    let ttl = i64::try_from(Lease::queued(id.clone(), ttl).ttl_seconds).unwrap_or(i64::MAX);
-    let now = now(tx).await?;
-    exec(
-        tx,
-        "INSERT INTO work_items (id, environment_seq, session_id, data, state, metadata, created_at, ttl_seconds) \
-         VALUES ($1, $2, $3, $4, $5, '{}', $6, $7)",
-        &[
-            &id.as_str(),
-            &environment_seq,
-            &session,
-            &serde_json::to_string(data).map_err(|e| failure(format!("serialise work data: {e}")))?,
-            &WorkState::Queued.as_str(),
-            &now,
-            &ttl,
-        ],
-    )
-    .await?;
-    Ok(id)
+    ops::work::enqueue(&Pg(tx), environment_seq, data, ttl).await
+}
+
+impl ops::WorkSql for Pg<'_, '_> {
+    async fn work_where(&self, filter: WorkFilter<'_>) -> Result<Vec<Item>> {
+        match filter {
+            // The caller holds the session's row lock; the lapsed items are locked (waiting for
+            // any other holder) so the judgement that follows sees them settled.
+            WorkFilter::LapsedOfSession { session, now } => {
+                let lapsed = format!("{LAPSED} AND w.session_id = $2");
+                load_where(self, &lapsed, LOCK, &[&now, &session.as_str()]).await
+            }
+            WorkFilter::UnstoppedOfSession(session) => {
+                load_where(self, "w.session_id = $1 AND w.state != 'stopped'", LOCK, &[&session.as_str()]).await
+            }
+        }
+    }
+
+    async fn first_work(
+        &self,
+        filter: WorkFilter<'_>,
+        wanted: &(dyn Fn(&Lease) -> bool + Sync),
+    ) -> Result<Option<Item>> {
+        match filter {
+            WorkFilter::LapsedOfSession { session, now } => {
+                let lapsed = format!("{LAPSED} AND w.session_id = $2");
+                first_where(self, &lapsed, LOCK, &[&now, &session.as_str()], |i| wanted(&i.lease)).await
+            }
+            WorkFilter::UnstoppedOfSession(session) => {
+                let unstopped = "w.session_id = $1 AND w.state != 'stopped'";
+                first_where(self, unstopped, "", &[&session.as_str()], |i| wanted(&i.lease)).await
+            }
+        }
+    }
+
+    async fn apply_lease(&self, seq: i64, change: &Change, now: Micros) -> Result<()> {
+        apply(self, seq, change, now).await
+    }
+
+    async fn insert_work(&self, new: &NewWork<'_>) -> Result<()> {
+        exec(
+            self,
+            "INSERT INTO work_items (id, environment_seq, session_id, data, state, metadata, created_at, ttl_seconds) \
+             VALUES ($1, $2, $3, $4, $5, '{}', $6, $7)",
+            &[
+                &new.id.as_str(),
+                &new.environment,
+                &new.session,
+                &serde_json::to_string(new.data).map_err(|e| failure(format!("serialise work data: {e}")))?,
+                &new.state.as_str(),
+                &new.created_at,
+                &i64::try_from(new.ttl_seconds).unwrap_or(i64::MAX),
+            ],
+        )
+        .await
+        .map(drop)
+    }
 }
 
 /// The environment's row number, if it has a work queue (only a self-hosted one does); it is
@@ -439,12 +463,6 @@ pub(crate) async fn find_token(
 
 /// Whether a session has a live item. The caller holds the session's row lock, and only a
 /// writer holding it queues a session's item, so the answer holds until it commits (expiry and
-/// stops only ever end an item's life).
-pub(crate) async fn has_live_work(tx: &Tx<'_>, session: &SessionId) -> Result<bool> {
-    let unstopped = "w.session_id = $1 AND w.state != 'stopped'";
-    Ok(first_where(tx, unstopped, "", &[&session.as_str()], |i| i.lease.is_live()).await?.is_some())
-}
-
 pub(crate) async fn enqueue_healthcheck(tx: &Tx<'_>, env: &EnvironmentId, ttl: u64) -> Result<Work> {
     let env_seq = self_hosted(tx, env).await?;
     let data = WorkData {
