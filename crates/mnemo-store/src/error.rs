@@ -67,6 +67,19 @@ pub enum StoreError {
 /// The cause of a database failure.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// A stored row that cannot be read back: the cause of a [`StoreError::Backend`] (a `500`
+/// whose log line, with the request id, names the table, the row and the column). A row is
+/// never read as a default in its place.
+#[derive(Debug, thiserror::Error)]
+#[error("table `{table}`, row `{row}`, column `{column}` cannot be read: {cause}")]
+pub struct CorruptRow {
+    pub table: &'static str,
+    /// The row's id (or number, for rows without one).
+    pub row: String,
+    pub column: &'static str,
+    pub cause: String,
+}
+
 /// The stable codes of [`StoreError::Coded`], sent as `error.details.error_code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
@@ -115,6 +128,11 @@ impl StoreError {
         Self::Backend(cause.into())
     }
 
+    /// A row of `table` whose `column` cannot be decoded ([`CorruptRow`]).
+    pub fn corrupt(table: &'static str, row: &impl ToString, column: &'static str, cause: impl ToString) -> Self {
+        Self::Backend(Box::new(CorruptRow { table, row: row.to_string(), column, cause: cause.to_string() }))
+    }
+
     /// Whether making the same call again may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Retryable(_) | Self::Unavailable(_))
@@ -146,5 +164,17 @@ mod tests {
         assert!(std::error::Error::source(&e).is_some());
         assert!(!e.is_retryable());
         assert!(StoreError::Retryable("deadlock".into()).is_retryable());
+    }
+
+    #[test]
+    fn a_corrupt_row_is_a_failure_that_names_table_row_and_column() {
+        let e = StoreError::corrupt("sessions", &"sesn_1", "body", "expected value at line 1 column 1");
+        assert_eq!(e.to_string(), "storage failure", "the caller sees no detail");
+        assert_eq!(
+            e.chain(),
+            "storage failure: table `sessions`, row `sesn_1`, column `body` cannot be read: \
+             expected value at line 1 column 1"
+        );
+        assert!(!e.is_retryable());
     }
 }

@@ -32,7 +32,7 @@ use mnemo_api::{
 };
 
 pub use cursor::Cursor;
-pub use error::{BoxError, ErrorCode, StoreError};
+pub use error::{BoxError, CorruptRow, ErrorCode, StoreError};
 pub use retry::{RetryPolicy, retry_transient};
 pub use rules::session::EventAuthor;
 pub use webhook::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
