@@ -160,3 +160,9 @@ pub(crate) async fn archive(tx: &Tx<'_>, id: &AgentId) -> Result<Agent> {
     }
     Ok(agent)
 }
+
+impl mnemo_store::ops::AgentSql for crate::engine::Pg<'_, '_> {
+    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        get(self, id, version).await
+    }
+}

@@ -212,3 +212,9 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<Me
     let rows = rows.iter().map(from_row).collect::<Result<Vec<_>>>()?;
     Ok(page(rows, q.limit))
 }
+
+impl mnemo_store::ops::StoreSql for crate::engine::Pg<'_, '_> {
+    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        get(self, id).await
+    }
+}

@@ -371,11 +371,7 @@ pub(crate) async fn stop(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId, force: b
 /// row lock; the items are locked in queue order, waiting for any other holder, and judged as
 /// they then stand.
 pub(crate) async fn stop_session_work(tx: &Tx<'_>, session: &SessionId) -> Result<()> {
-    let now = now(tx).await?;
-    for item in load_where(tx, "w.session_id = $1 AND w.state != 'stopped'", LOCK, &[&session.as_str()]).await? {
-        apply(tx, item.seq, &item.lease.stop(true, now)?, now).await?;
-    }
-    Ok(())
+    ops::work::stop_session_work(&Pg(tx), session).await
 }
 
 pub(crate) async fn get(tx: &Tx<'_>, env: &EnvironmentId, id: &WorkId) -> Result<Work> {

@@ -111,3 +111,9 @@ pub(crate) fn archive(c: &Connection, id: &AgentId) -> Result<Agent> {
     }
     get(c, id, None)
 }
+
+impl mnemo_store::ops::AgentSql for crate::engine::Lite<'_> {
+    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        get(self, id, version)
+    }
+}

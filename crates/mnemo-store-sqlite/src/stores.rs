@@ -234,3 +234,9 @@ mod tests {
         assert_eq!((usage[&small].memories, usage[&small].bytes), (1, 3));
     }
 }
+
+impl mnemo_store::ops::StoreSql for crate::engine::Lite<'_> {
+    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        get(self, id)
+    }
+}

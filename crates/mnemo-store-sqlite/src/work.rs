@@ -308,11 +308,7 @@ pub(crate) fn stop(c: &Connection, env: &EnvironmentId, id: &WorkId, force: bool
 
 /// Force-stops every live item of a session (archive, delete).
 pub(crate) fn stop_session_work(c: &Connection, session: &SessionId) -> Result<()> {
-    let now = now_micros();
-    for item in load_where(c, "w.session_id = ?1 AND w.state != 'stopped'", [session.as_str()])? {
-        apply(c, item.seq, &item.lease.stop(true, now)?, now)?;
-    }
-    Ok(())
+    run_ready(ops::work::stop_session_work(&Lite(c), session))
 }
 
 pub(crate) fn get(c: &Connection, env: &EnvironmentId, id: &WorkId) -> Result<Work> {

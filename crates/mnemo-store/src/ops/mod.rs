@@ -19,8 +19,10 @@
 // compiler sees; no caller needs a `Send` bound it cannot name.
 #![allow(async_fn_in_trait)]
 
+pub mod agents;
 pub mod environments;
 pub mod events;
+pub mod stores;
 pub mod webhooks;
 pub mod work;
 
@@ -28,8 +30,10 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+pub use agents::AgentSql;
 pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
+pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
 pub use work::{NewWork, WorkFilter, WorkRow, WorkSql};
 

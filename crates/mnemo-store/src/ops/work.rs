@@ -23,7 +23,8 @@ pub enum WorkFilter<'a> {
     /// passed before `now`, each locked (waiting for another holder): the judgement that follows
     /// sees them settled.
     LapsedOfSession { session: &'a SessionId, now: Micros },
-    /// A session's items not yet stopped.
+    /// A session's items not yet stopped (locked by [`WorkSql::work_where`]; unlocked by
+    /// [`WorkSql::first_work`], which only looks).
     UnstoppedOfSession(&'a SessionId),
 }
 
@@ -74,6 +75,15 @@ pub async fn settle<S: WorkSql>(sql: &S, mut item: WorkRow, now: Micros) -> Resu
 pub async fn settle_session<S: WorkSql>(sql: &S, session: &SessionId, now: Micros) -> Result<()> {
     for item in sql.work_where(WorkFilter::LapsedOfSession { session, now }).await? {
         settle(sql, item, now).await?;
+    }
+    Ok(())
+}
+
+/// Force-stops every item of a session not yet stopped (archive, delete).
+pub async fn stop_session_work<S: WorkSql>(sql: &S, session: &SessionId) -> Result<()> {
+    let now = sql.now().await?;
+    for item in sql.work_where(WorkFilter::UnstoppedOfSession(session)).await? {
+        sql.apply_lease(item.seq, &item.lease.stop(true, now)?, now).await?;
     }
     Ok(())
 }
