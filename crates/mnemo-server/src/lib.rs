@@ -17,6 +17,16 @@
 //! id and span and refuses oversized heads; [`openapi`] describes the routes from their own
 //! annotations; `maintenance` applies lapsed work leases.
 //!
+//! Several replicas on one PostgreSQL database never talk to each other; the database's
+//! notifications feed each one's hub, and row locks and one clock keep their writes apart:
+//!
+//! ```text
+//!  load balancer ──▶ replica A ──┐                      ┌── LISTEN ──▶ A's hub (events → streams,
+//!               └──▶ replica B ──┴─▶ PostgreSQL ─ NOTIFY ┤               work → long polls,
+//!                                   (row locks, SKIP     └── LISTEN ──▶ B's hub   credentials → forget)
+//!                                    LOCKED claims, the one clock)
+//! ```
+//!
 //! This crate never touches the local filesystem beyond the listener, and never depends on a
 //! particular database: the binary picks the backend. Every state change goes through the
 //! [`Store`] — the agent loop's too — and no body, credential or webhook secret is logged.

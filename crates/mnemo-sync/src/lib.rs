@@ -9,6 +9,15 @@
 //!
 //! Memory folders on disk are touched only through [`fs`]'s confinement: by this engine, and by
 //! the worker's file tools, which edit the same folders.
+//!
+//! ```text
+//!  agent's file tools ── edit ──▶ DIR/ (files 0600, marker .anthropic-memory-store)
+//!                                  ▲ scan/hash (inotify hints)   │ pull (write_if_unchanged)
+//!                                  │                              ▼
+//!                 StoreSync ── sync::plan per path ── mnemo-client ──▶ /v1/memory_stores/…
+//!                                  │
+//!                                  └── journal beside DIR (.DIR.mnemo-journal)
+//! ```
 
 pub mod allocator;
 pub mod fs;
