@@ -284,7 +284,15 @@ fn boundaries() -> Vec<Boundary> {
             never: all(&[
                 DATABASE_DRIVERS,
                 HTTP_SERVER,
-                &["reqwest", "anyhow", "mnemo-store-sqlite", "mnemo-store-postgres", "mnemo-server", "mnemo-console"],
+                &[
+                    "reqwest",
+                    "anyhow",
+                    "mnemo-store-sqlite",
+                    "mnemo-store-postgres",
+                    "mnemo-store-tests",
+                    "mnemo-server",
+                    "mnemo-console",
+                ],
                 HOST_SIDE,
             ]),
         },
@@ -413,7 +421,14 @@ fn boundaries() -> Vec<Boundary> {
             // The server reaches it through `Hooks`, not the other way round.
             never: all(&[
                 DATABASE_DRIVERS,
-                &["reqwest", "mnemo-server", "mnemo-store-sqlite", "mnemo-store-postgres", "anyhow"],
+                &[
+                    "reqwest",
+                    "mnemo-server",
+                    "mnemo-store-sqlite",
+                    "mnemo-store-postgres",
+                    "mnemo-store-tests",
+                    "anyhow",
+                ],
                 HOST_SIDE,
             ]),
         },
