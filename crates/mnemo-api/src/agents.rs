@@ -1,5 +1,6 @@
-//! Agents: the versioned configuration a session runs (mnemo runs no model; it keeps the
-//! configuration so sessions and workers see what the reference client expects).
+//! Agents: the versioned configuration a session runs — its model, system prompt and tools, as
+//! the reference client expects them. `mnemo serve --models` runs the agents whose model its
+//! providers file maps; the others are driven from outside.
 
 use std::collections::BTreeMap;
 

@@ -1,12 +1,16 @@
 //! Wire types shared by the mnemo server, client, worker and CLI.
 //!
-//! This crate owns everything that crosses the HTTP boundary of the memory-stores API: the
-//! prefixed identifiers ([`MemoryStoreId`], [`MemoryId`], …), the validated [`MemoryPath`],
-//! the JSON shapes ([`Memory`], [`MemoryStore`], [`MemoryVersion`], …), the limits of
-//! [`limits`] and the error envelope ([`ErrorEnvelope`]).
+//! This crate owns everything that crosses the HTTP boundary of the API: the prefixed
+//! identifiers ([`MemoryStoreId`], [`SessionId`], …, time-sortable), the validated
+//! [`MemoryPath`] and [`PathPrefix`] (every path rule, parsed once), the JSON objects
+//! ([`MemoryStore`], [`Memory`], [`MemoryVersion`], [`Agent`], [`Environment`], [`Work`],
+//! [`Session`], [`WebhookEvent`], …) with their request bodies and validation, the typed session
+//! [`Event`]s (every type accepted and emitted, parse errors naming the field), the [`limits`],
+//! the [`headers`] both ends use, [`content_sha256`], the error envelope ([`ErrorEnvelope`]), and
+//! [`openapi::complete`], what the OpenAPI document needs beyond the derived schemas.
 //!
-//! It knows nothing about HTTP frameworks, databases or the local filesystem, so every other
-//! crate can depend on it.
+//! It knows nothing about HTTP frameworks, databases, async runtimes or the local filesystem, so
+//! every other crate can depend on it. `Debug` of anything carrying a credential redacts it.
 
 mod agents;
 mod environments;

@@ -11,6 +11,14 @@
 //! preconditions and the cap are refused with the API's own words. A person signs in with an API
 //! key; the server keeps a console session (by the hash of its cookie's secret) and the key
 //! itself never reaches the browser again. What they write carries that key as its actor.
+//!
+//! Modules: `auth` (sign-in, the session cookie, the CSRF check in `Posted`), `stores`,
+//! `memories` (folder tree, path filter, editing guarded by `content_sha256`), `history`
+//! (versions, diffs, restore, redaction), `sessions` and `transcript` (events as readable
+//! entries, live over SSE from the server's event hub), `environments` (queue figures, keys),
+//! `page` (layout, error pages, security headers), `text` (what templates print), `assets`. The
+//! server is reached through [`Hooks`] (forget credentials after a revocation; follow a
+//! session's events), implemented in `mnemo-server`.
 
 mod assets;
 mod auth;

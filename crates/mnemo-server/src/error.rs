@@ -1,4 +1,10 @@
 //! The one error type of every handler, rendered as Anthropic's error envelope.
+//!
+//! [`ApiError`] is the single mapping from a failure to a status, an error type and the envelope
+//! (with the request id). Deterministic `409`s carry `x-should-retry: false`; a retryable store
+//! failure is a `529` and an unavailable database a `503`, both with `x-should-retry: true` and
+//! `retry-after`; a full database disk is a `507` with the `database_disk_full` code. A 5xx's
+//! cause is logged at ERROR and the client gets a generic message.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

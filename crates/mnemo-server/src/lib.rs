@@ -1,13 +1,35 @@
-//! The mnemo HTTP server: Anthropic's memory-stores API on top of any [`Store`].
+//! The mnemo HTTP server: Anthropic's Managed Agents API (memory stores, agents, environments
+//! and their work queues, sessions and their events) and mnemo's extensions (change feeds, the
+//! memory stream and batch, webhooks) on top of any [`Store`].
 //!
-//! [`router`] builds the axum [`Router`] (handy for in-process tests); [`serve`] runs it on a
-//! bound listener until a shutdown future completes ([`serve_with`] sets the timeouts and the
-//! connection cap of a [`ServeConfig`]). Handlers parse every input into the types of
-//! `mnemo-api` at the edge, call the [`Store`], and turn failures into Anthropic's error
-//! envelope in one place ([`ApiError`]).
+//! [`router`] builds the axum [`Router`] from an [`AppState`] (handy for in-process tests);
+//! [`serve`] runs it on a bound listener until a shutdown future completes ([`serve_with`] sets
+//! the timeouts and connection caps of a [`ServeConfig`]). Handlers parse every input into the
+//! types of `mnemo-api` at the edge, ask `auth` (and through it `mnemo_store::rules::scope`) who
+//! may call what, call the [`Store`], and turn failures into Anthropic's error envelope in one
+//! place ([`ApiError`]).
+//!
+//! Beside the handlers: `hub` and `changes` fan committed events and memory changes out to open
+//! streams and long polls (fed by the store's signals, so replicas on one database see each
+//! other's writes); [`agent`] is the agent loop of `mnemo serve --models`; [`webhooks`] sends the
+//! outbox's deliveries, to the addresses `outbound` allows; `listen`, `streams` and `throttle`
+//! bound connections, open streams and failed authentications; `request` gives each request its
+//! id and span and refuses oversized heads; [`openapi`] describes the routes from their own
+//! annotations; `maintenance` applies lapsed work leases.
+//!
+//! Several replicas on one PostgreSQL database never talk to each other; the database's
+//! notifications feed each one's hub, and row locks and one clock keep their writes apart:
+//!
+//! ```text
+//!  load balancer ──▶ replica A ──┐                      ┌── LISTEN ──▶ A's hub (events → streams,
+//!               └──▶ replica B ──┴─▶ PostgreSQL ─ NOTIFY ┤               work → long polls,
+//!                                   (row locks, SKIP     └── LISTEN ──▶ B's hub   credentials → forget)
+//!                                    LOCKED claims, the one clock)
+//! ```
 //!
 //! This crate never touches the local filesystem beyond the listener, and never depends on a
-//! particular database: the binary picks the backend.
+//! particular database: the binary picks the backend. Every state change goes through the
+//! [`Store`] — the agent loop's too — and no body, credential or webhook secret is logged.
 
 pub mod agent;
 mod auth;

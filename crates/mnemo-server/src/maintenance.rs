@@ -1,4 +1,6 @@
-//! Background upkeep of the stored state.
+//! Background upkeep of the stored state: `mnemo serve` applies lapsed work leases
+//! ([`expire_work_leases`], every 2 s) so listings and queue figures stay fresh; a lease is
+//! judged lapsed whether or not this has run.
 
 use std::sync::Arc;
 use std::time::Duration;

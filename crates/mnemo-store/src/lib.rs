@@ -1,13 +1,58 @@
-//! The storage boundary of mnemo: the [`Store`] trait and the types it speaks.
+//! The storage boundary of mnemo: the [`Store`] trait, the types it speaks, and every decision a
+//! store call makes.
 //!
-//! The HTTP server is written against [`Store`] only; each backend (`mnemo-store-sqlite` now,
-//! PostgreSQL later) lives in its own crate. The rules of the product — the session state
-//! machine, the work lease, credential scopes, memory preconditions, overlaps and the cap —
-//! live here, in [`rules`], as pure functions; a backend loads their inputs and writes their
-//! outputs inside one transaction, so two writers racing on one memory can never both win.
+//! The HTTP server, the console and the agent loop are written against [`Store`] only; each
+//! backend (`mnemo-store-sqlite`, `mnemo-store-postgres`) lives in its own crate and the binary
+//! picks one. Three layers live here:
+//!
+//! - [`rules`] — every rule of the product, a pure function over typed inputs with a table test:
+//!   the session state machine, the work lease, credential scopes, memory preconditions, overlaps
+//!   and the cap, catalog updates, the agent loop's turn lease, webhook events and retries.
+//! - `ops` — every store operation written once: it loads what a rule needs, asks the rule, and
+//!   writes what it returns (rows, events, lease transitions, the webhook outbox) through SQL
+//!   primitives, per-domain traits each backend implements on its own transaction. A backend
+//!   holds SQL, transactions, locks and its engine, and decides nothing.
+//! - What both backends share about rows: [`row`] (how values are laid out in columns),
+//!   [`copy`] (`mnemo db copy`, verified by per-table digests) and [`check`] (`mnemo db check`'s
+//!   invariants as SQL both can run).
 //!
 //! Request-shape rules (path syntax, sizes, names, event shapes) are checked before a call
 //! reaches the store, by the types of `mnemo-api`.
+//!
+//! # What every backend keeps
+//!
+//! `mnemo-store-tests` checks these on every backend, concurrency stories included:
+//!
+//! - each call is one transaction; a refused call changes nothing;
+//! - a path, the per-store cap and a precondition are judged on the state the write commits on
+//!   (a single writer, a row lock on the store, or serializable transactions with retries): two
+//!   writers racing for one path or the last slot cannot both win;
+//! - a work item is delivered to one poller at a time; leases and token liveness are judged by
+//!   one clock (the database's when there are several servers); a token dies when its lease
+//!   lapses, whether or not expiry has been written;
+//! - a memory version's time grows with its position in the store (a writer that waited for
+//!   another stamps after it);
+//! - a session's events are numbered in commit order: [`Store::events_after`] never misses an
+//!   event that commits later with a smaller number;
+//! - a store's version positions grow in commit order: [`Store::memory_changes_after`] (the
+//!   change feed) never misses a version that commits later with a smaller position, and a
+//!   memory's listing change counter moves on every created, modified or deleted version;
+//! - a write that yields webhook events records them, and one pending delivery per subscribed
+//!   endpoint, in its own transaction (an event exists exactly when its change committed); a
+//!   claim ([`Store::claim_webhook_deliveries`]) counts an attempt and hides the delivery from
+//!   every other claimer, in any process, for the attempt's lease; an outcome is recorded only
+//!   for the delivery's latest attempt;
+//! - [`Store::export_memories`] reads every live memory of a store from one snapshot, chunk by
+//!   chunk in path order, held only as long as the reader keeps reading;
+//! - [`Store::write_memories`] applies a batch in order, each write judged on what the writes
+//!   before it left and with its own outcome (a refusal stops nothing);
+//! - committed memory versions are told through [`Store::memory_signals`] whoever wrote them
+//!   ([`Signal::Memory`], and [`Signal::Resync`] when some may be lost); a store several
+//!   processes share tells of every other change through [`Store::signals`].
+//!
+//! Failures are typed the same way on every backend: a transient database failure is
+//! [`StoreError::Retryable`], an unreachable database [`StoreError::Unavailable`], a full
+//! database volume [`StoreError::DiskFull`].
 //!
 //! This crate must not depend on any database driver or HTTP framework.
 

@@ -3,8 +3,21 @@
 //! - [`allocator`] — the allocator setting of the sandbox side's processes.
 //! - [`fs`] — the confined local folder: relative paths that cannot escape, no-follow opens,
 //!   atomic writes, a stat cache for hashing.
+//! - [`sync`] — the engine ([`StoreSync`]): mount, sync (the reconciliation table of
+//!   `sync::plan` as a pure function), flush, dispose, the journal, the watcher, live sync and
+//!   the bounded teardown shared by `mnemo mount` and the worker.
 //!
-//! This is the only crate that touches memory folders on disk.
+//! Memory folders on disk are touched only through [`fs`]'s confinement: by this engine, and by
+//! the worker's file tools, which edit the same folders.
+//!
+//! ```text
+//!  agent's file tools ── edit ──▶ DIR/ (files 0600, marker .anthropic-memory-store)
+//!                                  ▲ scan/hash (inotify hints)   │ pull (write_if_unchanged)
+//!                                  │                              ▼
+//!                 StoreSync ── sync::plan per path ── mnemo-client ──▶ /v1/memory_stores/…
+//!                                  │
+//!                                  └── journal beside DIR (.DIR.mnemo-journal)
+//! ```
 
 pub mod allocator;
 pub mod fs;

@@ -14,6 +14,24 @@
 //!   host paths.
 //! - [`tools`] — the built-in toolset (bash, read, write, edit, glob, grep), confined to the
 //!   working directory and the memory folders.
+//!
+//! One item, from claim to stop:
+//!
+//! ```text
+//!  poller (environment key) ── poll/ack ──▶ /v1/environments/{id}/work
+//!     │ one item at a time
+//!     ▼
+//!  item ── lease (heartbeat task, sessions token) ──▶ …/work/{id}/heartbeat
+//!     │  GET /v1/sessions/{id}
+//!     ├── skills ──▶ <workdir>/skills (removed at the end)
+//!     ├── memory ── one mnemo_sync::StoreSync per store ──▶ /v1/memory_stores/…
+//!     ├── runner (event stream + history reconcile + routing; idle watchdog)
+//!     │      │ tool calls, one at a time            ▲ user.tool_result
+//!     │      ▼                                      │
+//!     │   tools (bash in its own namespaces; file tools confined) ── then memory's due syncs
+//!     └── teardown: per store final sync → flush → dispose; then stop the item
+//!         (unless the lease was lost)
+//! ```
 
 pub mod config;
 mod error;

@@ -1,7 +1,25 @@
 //! `mnemo`: the memory server, the worker and the command line, in one binary.
 //!
-//! This crate is thin glue: clap parsing, logging set-up and exit codes. The work happens in
-//! the library crates.
+//! This crate is thin glue: clap parsing, logging set-up, signals and exit codes. The work
+//! happens in the library crates.
+//!
+//! - `command::serve` opens the backend its `--database` URL's scheme names (`database`:
+//!   `sqlite://`, `postgres://`), reads the models file (`models`), and runs the server until
+//!   SIGTERM/SIGINT; starting (`Serve::start`) is split from serving, so `quickstart` runs the same
+//!   server in process beside an in-process worker.
+//! - `command::db` is `mnemo db copy | backup | check`, over the backends' own code.
+//! - `command::mount` runs one `mnemo_sync::StoreSync` on a timer (and live) until a signal, then
+//!   the shared teardown; `command::store` is `mnemo store export | import` around
+//!   `mnemo_export`, writing `--out` atomically and drawing progress on a terminal.
+//! - `command::worker` turns signals into cancellation of the poll loop or the single item;
+//!   `credentials`, called first in `main` before any thread, takes a worker's key and work
+//!   secret out of its environment and arguments and re-executes the binary with them sealed in
+//!   a pipe, so `/proc/<pid>/environ` and `cmdline` never hold them.
+//! - `command::{env_key, webhook, session}` call the API as a client; `healthcheck` GETs
+//!   `/healthz` (the Docker image's probe); `completions` prints shell completions.
+//! - `metrics` installs the Prometheus recorder and serves `--metrics-listen` on a listener of its
+//!   own (the libraries only call the `metrics` facade). `build.rs` records the git commit for
+//!   `--version` (`MNEMO_GIT_COMMIT` overrides it).
 
 mod command;
 mod credentials;

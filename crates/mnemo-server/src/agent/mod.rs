@@ -5,7 +5,7 @@
 //! ([`AgentLoop::wake`]) and, on a database several replicas share, from the store's signals —
 //! and asks of the session's log whether it owes its agent a step
 //! ([`mnemo_store::rules::agent::due`]). If it does, it claims the session's turn lease in the
-//! store (one runner per turn across every replica) and runs [`turn::run`], renewing the lease
+//! store (one runner per turn across every replica) and runs the turn (`turn::run`), renewing the lease
 //! while it works. A lease whose holder died lapses, and a periodic scan of running sessions
 //! picks such turns up again, so no session stays `running` with nobody on it; the scan at
 //! start (and after missed signals) also looks at idle sessions, for a message a process

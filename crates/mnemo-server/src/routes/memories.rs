@@ -1,4 +1,13 @@
-//! `/v1/memory_stores/{store}/memories`: create, retrieve, update, delete, list.
+//! `/v1/memory_stores/{store}/memories`: create, retrieve, update, delete, list — and two mnemo
+//! extensions, named in the `mnemo-extensions` header of every answer:
+//!
+//! - `memories:stream` (`memory-stream`, unless `mnemo serve --no-memory-stream` hides it): one
+//!   snapshot of every live memory ([`mnemo_store::Store::export_memories`]) as JSON Lines,
+//!   ended by a `memory_stream_end` line only once the export is done, so a failure mid-way cuts
+//!   the connection instead of ending a short stream.
+//! - `memories:batch` (`memory-batch`): each write checked as its own request would be, the
+//!   valid ones written together ([`mnemo_store::Store::write_memories`]), each answered with
+//!   the status and body its own request would have had.
 
 use axum::extract::{Path, State};
 use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};

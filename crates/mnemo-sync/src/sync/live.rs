@@ -117,7 +117,7 @@ impl Drop for Live {
 impl Live {
     /// Subscribes to `store`'s change feed *before* its folder is downloaded, so no change
     /// committed during the download is missed and no full sync is needed right after it. Waits
-    /// until the feed is open, refused or unsupported (at most [`CONNECT_WAIT`]). Hand the
+    /// until the feed is open, refused or unsupported (at most two seconds, `CONNECT_WAIT`). Hand the
     /// result to [`StoreSync::attach_live`] once the engine exists.
     pub async fn subscribe(client: &Client, store: MemoryStoreId) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();

@@ -56,7 +56,8 @@ pub(crate) enum Command {
     /// Register, list and remove webhook endpoints, and see their deliveries.
     #[command(subcommand)]
     Webhook(webhook::Webhook),
-    /// Drive a session as its agent from a script of tool calls (mnemo runs no model).
+    /// Drive a session as its agent from a script of tool calls, as an external driver does
+    /// for an agent whose model `mnemo serve --models` does not run.
     #[command(subcommand)]
     Session(session::Session),
     /// Mount one memory store as a local folder, kept in sync until SIGINT/SIGTERM.

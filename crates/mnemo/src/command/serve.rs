@@ -285,7 +285,7 @@ pub(crate) fn default_database() -> anyhow::Result<String> {
     Ok(format!("sqlite://{}", dir.join("mnemo.sqlite").display()))
 }
 
-/// A server started by [`Serve::start`], serving until [`Running::shutdown`].
+/// A server started by [`Serve::start`], serving until [`Running::until`]'s stop future resolves.
 pub(crate) struct Running {
     pub(crate) addr: SocketAddr,
     /// Whether the web console is served.
