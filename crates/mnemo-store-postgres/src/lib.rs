@@ -2,10 +2,10 @@
 //! database.
 //!
 //! Connections come from a pool ([`deadpool_postgres`] over [`tokio_postgres`]); each call is
-//! one transaction ([`engine`] says which rows it locks to keep the rules of
+//! one transaction (`engine` says which rows it locks to keep the rules of
 //! [`mnemo_store::rules`] with many writers). The schema lives in `migrations/`, the same
-//! shape as SQLite's, and is applied at start under an advisory lock ([`schema`]). Writes that
-//! live views care about send a `NOTIFY` on commit, which every replica hears ([`listen`]).
+//! shape as SQLite's, and is applied at start under an advisory lock (`schema`). Writes that
+//! live views care about send a `NOTIFY` on commit, which every replica hears (`listen`).
 
 mod agents;
 mod check;

@@ -1,7 +1,7 @@
 //! The embedded SQLite backend of [`mnemo_store::Store`].
 //!
 //! One database file in write-ahead-logging mode. Writes run on one thread and are group
-//! committed (see [`engine`]); reads run on a small pool of read-only connections. The schema
+//! committed (see `engine`); reads run on a small pool of read-only connections. The schema
 //! lives in `migrations/` and is applied on open. [`backup()`] and [`check()`] are `mnemo db
 //! backup` and `mnemo db check`: they open the file themselves, beside any server using it.
 

@@ -8,7 +8,7 @@
 //! - [`rules`] — every rule of the product, a pure function over typed inputs with a table test:
 //!   the session state machine, the work lease, credential scopes, memory preconditions, overlaps
 //!   and the cap, catalog updates, the agent loop's turn lease, webhook events and retries.
-//! - `ops` — every store operation written once: it loads what a rule needs, asks the rule, and
+//! - [`ops`] — every store operation written once: it loads what a rule needs, asks the rule, and
 //!   writes what it returns (rows, events, lease transitions, the webhook outbox) through SQL
 //!   primitives, per-domain traits each backend implements on its own transaction. A backend
 //!   holds SQL, transactions, locks and its engine, and decides nothing.
