@@ -24,7 +24,7 @@ pub struct Termination {
 
 /// What archiving a session does; `None` when it is archived already.
 pub fn archive_session(already_archived: bool) -> Option<Termination> {
-    (!already_archived).then(|| Termination {
+    (!already_archived).then_some(Termination {
         status: SessionStatus::Terminated,
         event: Event::StatusTerminated,
         poster: EventPoster::ServerActor,
