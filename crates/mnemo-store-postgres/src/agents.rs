@@ -1,19 +1,16 @@
-//! Agents and their versions.
-//!
-//! A write that judges an agent (an update against its latest version, an archive) first locks
-//! the agent's row, so a `base` version is judged against the version no other writer is about
-//! to replace.
+//! Agents and their versions: their rows as SQL primitives ([`ops::AgentSql`]; the operations
+//! are [`ops::agents`]'s), reads and listings. [`ops::AgentSql::lock_agent`] locks the agent's
+//! row (`FOR UPDATE`), so an update's `base` version is judged against the version no other
+//! writer is about to replace.
 
-use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec};
-use mnemo_store::rules::catalog;
+use mnemo_api::{Agent, AgentId, AgentSpec};
+use mnemo_store::ops::{self, AgentRow};
 use mnemo_store::{Cursor, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, failure, now, one, opt};
+use crate::engine::{Pg, Tx, all, col, exec, failure, one, opt};
 use crate::stores::page;
-use crate::webhooks::emit_one;
 use crate::{parse_id, ts, ts_opt};
-use mnemo_store::rules::webhook::{Change, Resource};
 
 /// The agent's row, locked until the transaction ends when `lock`: its row number and latest
 /// version, and the agent without its spec.
@@ -65,56 +62,6 @@ pub(crate) async fn get(tx: &Tx<'_>, id: &AgentId, version: Option<u32>) -> Resu
     load(tx, id, version, false).await.map(|(a, _)| a)
 }
 
-pub(crate) async fn create(tx: &Tx<'_>, spec: &AgentSpec) -> Result<Agent> {
-    let id = AgentId::generate();
-    let now = now(tx).await?;
-    let row = one(
-        tx,
-        "INSERT INTO agents (id, latest_version, created_at, updated_at) VALUES ($1, 1, $2, $2) RETURNING seq",
-        &[&id.as_str(), &now],
-    )
-    .await?;
-    let seq: i64 = col(&row, 0)?;
-    let json = spec_json(spec)?;
-    exec(
-        tx,
-        "INSERT INTO agent_versions (agent_seq, version, spec, created_at) VALUES ($1, 1, $2, $3)",
-        &[&seq, &json, &now],
-    )
-    .await?;
-    emit_one(tx, Change::Created(Resource::Agent), id.as_str()).await?;
-    // The spec as stored, as every later read returns it.
-    Ok(Agent { id, version: 1, spec: self::spec(&json)?, created_at: ts(now), updated_at: ts(now), archived_at: None })
-}
-
-/// A new version from `params` over `base`, which must be the latest version (judged with the
-/// agent's row locked); a change that changes nothing returns the agent as it is.
-pub(crate) async fn update(tx: &Tx<'_>, id: &AgentId, base: u32, params: &AgentParams) -> Result<Agent> {
-    let (mut current, seq) = load(tx, id, None, true).await?;
-    let spec = catalog::update_agent(&current, base, params)?;
-    emit_one(tx, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str()).await?;
-    let Some(spec) = spec else { return Ok(current) };
-    let version = current.version + 1;
-    let now = now(tx).await?;
-    let json = spec_json(&spec)?;
-    exec(
-        tx,
-        "INSERT INTO agent_versions (agent_seq, version, spec, created_at) VALUES ($1, $2, $3, $4)",
-        &[&seq, &i64::from(version), &json, &now],
-    )
-    .await?;
-    exec(
-        tx,
-        "UPDATE agents SET latest_version = $1, updated_at = $2 WHERE seq = $3",
-        &[&i64::from(version), &now, &seq],
-    )
-    .await?;
-    current.version = version;
-    current.spec = self::spec(&json)?;
-    current.updated_at = ts(now);
-    Ok(current)
-}
-
 fn from_row(r: &Row) -> Result<(Agent, i64)> {
     Ok((
         Agent {
@@ -148,21 +95,49 @@ pub(crate) async fn list(
     Ok(page(rows, limit))
 }
 
-pub(crate) async fn archive(tx: &Tx<'_>, id: &AgentId) -> Result<Agent> {
-    let (mut agent, seq) = load(tx, id, None, true).await?;
-    emit_one(tx, Change::Archived { resource: Resource::Agent, already: agent.archived_at.is_some() }, id.as_str())
-        .await?;
-    if agent.archived_at.is_none() {
-        let now = now(tx).await?;
-        exec(tx, "UPDATE agents SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq]).await?;
-        agent.archived_at = Some(ts(now));
-        agent.updated_at = ts(now);
-    }
-    Ok(agent)
-}
-
-impl mnemo_store::ops::AgentSql for crate::engine::Pg<'_, '_> {
+impl ops::AgentSql for Pg<'_, '_> {
     async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
         get(self, id, version).await
+    }
+
+    async fn lock_agent(&self, id: &AgentId) -> Result<AgentRow> {
+        let (agent, seq) = load(self, id, None, true).await?;
+        Ok(AgentRow { agent, seq })
+    }
+
+    async fn insert_agent(&self, id: &AgentId, version: u32, now: i64) -> Result<i64> {
+        let row = one(
+            self,
+            "INSERT INTO agents (id, latest_version, created_at, updated_at) VALUES ($1, $2, $3, $3) RETURNING seq",
+            &[&id.as_str(), &i64::from(version), &now],
+        )
+        .await?;
+        col(&row, 0)
+    }
+
+    async fn insert_agent_version(&self, agent: i64, version: u32, spec: &AgentSpec, now: i64) -> Result<()> {
+        exec(
+            self,
+            "INSERT INTO agent_versions (agent_seq, version, spec, created_at) VALUES ($1, $2, $3, $4)",
+            &[&agent, &i64::from(version), &spec_json(spec)?, &now],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn set_latest_agent_version(&self, agent: i64, version: u32, now: i64) -> Result<()> {
+        exec(
+            self,
+            "UPDATE agents SET latest_version = $1, updated_at = $2 WHERE seq = $3",
+            &[&i64::from(version), &now, &agent],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn archive_agent_row(&self, agent: i64, now: i64) -> Result<()> {
+        exec(self, "UPDATE agents SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &agent])
+            .await
+            .map(drop)
     }
 }

@@ -11,6 +11,7 @@ mod agents;
 mod check;
 mod console;
 mod copy;
+mod credentials;
 mod engine;
 mod environments;
 mod events;
@@ -52,7 +53,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 pub use check::{PgCheckReport, check};
 pub use listen::RECHECK_EVERY;
 
-use crate::engine::{Engine, col, failure, notify, one, opt};
+use crate::engine::{Engine, Pg, failure, notify};
+use mnemo_store::ops::{self, SessionRowSql};
 
 /// Where and how to connect.
 #[derive(Clone)]
@@ -298,52 +300,19 @@ impl Store for PostgresStore {
     }
 
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
-        read!(self.engine, |tx| {
-            let row = opt(&tx, "SELECT id FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL", &[&&hash[..]])
-                .await?;
-            row.map(|r| col::<String>(&r, 0).and_then(|id| parse_id(&id))).transpose()
-        })
+        read!(self.engine, |tx| ops::credentials::find_api_key(&Pg(&tx), &hash).await)
     }
 
     async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
-        write!(self.engine, |tx| {
-            let fresh = ApiKeyId::generate();
-            let now = engine::now(&tx).await?;
-            engine::exec(
-                &tx,
-                "INSERT INTO api_keys (id, secret_hash, label, created_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (secret_hash) DO NOTHING",
-                &[&fresh.as_str(), &&hash[..], &label, &now],
-            )
-            .await?;
-            let row = one(&tx, "SELECT id FROM api_keys WHERE secret_hash = $1", &[&&hash[..]]).await?;
-            parse_id(&col::<String>(&row, 0)?)
-        })
+        write!(self.engine, |tx| ops::credentials::ensure_api_key(&Pg(&tx), &hash, label).await)
     }
 
     async fn count_api_keys(&self) -> Result<u64> {
-        read!(self.engine, |tx| {
-            let row = one(&tx, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", &[]).await?;
-            Ok(col::<i64>(&row, 0)?.try_into().unwrap_or_default())
-        })
+        read!(self.engine, |tx| ops::credentials::count_api_keys(&Pg(&tx)).await)
     }
 
     async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
-        read!(self.engine, |tx| {
-            let api = opt(&tx, "SELECT id FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL", &[&&hash[..]])
-                .await?;
-            if let Some(row) = api {
-                return Ok(Some(Credential::ApiKey(parse_id(&col::<String>(&row, 0)?)?)));
-            }
-            if let Some((id, environment)) = environments::find_key(&tx, &hash).await? {
-                return Ok(Some(Credential::EnvironmentKey { id, environment }));
-            }
-            Ok(work::find_token(&tx, &hash).await?.map(|(work, session, environment)| Credential::SessionToken {
-                work,
-                session,
-                environment,
-            }))
-        })
+        read!(self.engine, |tx| ops::credentials::resolve_credential(&Pg(&tx), &hash).await)
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
@@ -407,7 +376,7 @@ impl Store for PostgresStore {
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
-        write!(self.engine, |tx| agents::create(&tx, &spec).await)
+        write!(self.engine, |tx| ops::agents::create(&Pg(&tx), &spec).await)
     }
 
     async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
@@ -415,7 +384,7 @@ impl Store for PostgresStore {
     }
 
     async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
-        write!(self.engine, |tx| agents::update(&tx, id, base, &params).await)
+        write!(self.engine, |tx| ops::agents::update(&Pg(&tx), id, base, &params).await)
     }
 
     async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>> {
@@ -423,17 +392,17 @@ impl Store for PostgresStore {
     }
 
     async fn archive_agent(&self, id: &AgentId) -> Result<Agent> {
-        write!(self.engine, |tx| agents::archive(&tx, id).await)
+        write!(self.engine, |tx| ops::agents::archive(&Pg(&tx), id).await)
     }
 
     async fn create_session(&self, new: NewSession) -> Result<Session> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {
-            let (session, queued) = sessions::create(&tx, &new, ttl).await?;
-            if queued {
+            let created = ops::sessions::create(&Pg(&tx), &new, ttl).await?;
+            if created.queued_work {
                 self.signal(&tx, &Signal::Work).await?;
             }
-            Ok(session)
+            Ok(created.session)
         })
     }
 
@@ -447,7 +416,7 @@ impl Store for PostgresStore {
         title: Option<Option<String>>,
         metadata: Option<BTreeMap<String, Option<String>>>,
     ) -> Result<Session> {
-        write!(self.engine, |tx| sessions::update(&tx, id, title.clone(), metadata.as_ref()).await)
+        write!(self.engine, |tx| ops::sessions::update(&Pg(&tx), id, title.clone(), metadata.as_ref()).await)
     }
 
     async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
@@ -456,7 +425,7 @@ impl Store for PostgresStore {
 
     async fn archive_session(&self, id: &SessionId) -> Result<Session> {
         write!(self.engine, |tx| {
-            let session = sessions::archive(&tx, id).await?;
+            let session = ops::sessions::archive(&Pg(&tx), id).await?;
             credentials_changed(self, &tx).await?;
             Ok(session)
         })
@@ -464,7 +433,7 @@ impl Store for PostgresStore {
 
     async fn delete_session(&self, id: &SessionId) -> Result<()> {
         write!(self.engine, |tx| {
-            sessions::delete(&tx, id).await?;
+            ops::sessions::delete(&Pg(&tx), id).await?;
             credentials_changed(self, &tx).await
         })
     }
@@ -494,15 +463,15 @@ impl Store for PostgresStore {
 
     async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {
         let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        write!(self.engine, |tx| sessions::claim_turn(&tx, session, holder, ttl).await)
+        write!(self.engine, |tx| ops::sessions::claim_turn(&Pg(&tx), session, holder, ttl).await)
     }
 
     async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()> {
-        write!(self.engine, |tx| sessions::release_turn(&tx, session, holder).await)
+        write!(self.engine, |tx| ops::sessions::release_turn(&Pg(&tx), session, holder).await)
     }
 
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
-        read!(self.engine, |tx| sessions::store_access(&tx, session, store).await)
+        read!(self.engine, |tx| Pg(&tx).store_access(session, store).await)
     }
 
     async fn poll_work(
@@ -721,16 +690,16 @@ impl Store for PostgresStore {
         api_key: &ApiKeyId,
         ttl_seconds: u64,
     ) -> Result<ConsoleSession> {
-        write!(self.engine, |tx| console::create(&tx, &hash, api_key, ttl_seconds).await)
+        write!(self.engine, |tx| ops::console::create(&Pg(&tx), &hash, api_key, ttl_seconds).await)
     }
 
     async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
-        read!(self.engine, |tx| console::find(&tx, &hash).await)
+        read!(self.engine, |tx| ops::console::find(&Pg(&tx), &hash).await)
     }
 
     async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
         write!(self.engine, |tx| {
-            if console::revoke(&tx, &hash).await? {
+            if ops::console::revoke(&Pg(&tx), &hash).await? {
                 credentials_changed(self, &tx).await?;
             }
             Ok(())

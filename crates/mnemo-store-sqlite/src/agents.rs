@@ -1,15 +1,14 @@
-//! Agents and their versions.
+//! Agents and their versions: their rows as SQL primitives ([`ops::AgentSql`]; the operations
+//! are [`ops::agents`]'s), reads and listings.
 
-use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec};
-use mnemo_store::rules::catalog;
+use mnemo_api::{Agent, AgentId, AgentSpec};
+use mnemo_store::ops::{self, AgentRow};
 use mnemo_store::{Cursor, Listing, Result, StoreError};
 use rusqlite::{Connection, params};
 
-use crate::engine::{backend, query_one};
+use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
-use crate::webhooks::emit_one;
-use crate::{now_micros, parse_id, ts, ts_opt};
-use mnemo_store::rules::webhook::{Change, Resource};
+use crate::{parse_id, ts, ts_opt};
 
 fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i64)> {
     let row: Option<(i64, u32, i64, i64, Option<i64>)> = query_one(
@@ -28,7 +27,8 @@ fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i6
     )?;
     let spec =
         spec.ok_or_else(|| StoreError::NotFound { kind: "agent version", id: format!("{id} version {version}") })?;
-    let spec: AgentSpec = serde_json::from_str(&spec).map_err(backend)?;
+    let spec: AgentSpec = serde_json::from_str(&spec)
+        .map_err(|e| StoreError::corrupt("agent_versions", &format!("{id} version {version}"), "spec", e))?;
     Ok((
         Agent {
             id: id.clone(),
@@ -44,41 +44,6 @@ fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i6
 
 pub(crate) fn get(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<Agent> {
     load(c, id, version).map(|(a, _)| a)
-}
-
-pub(crate) fn create(c: &Connection, spec: &AgentSpec) -> Result<Agent> {
-    let id = AgentId::generate();
-    let now = now_micros();
-    c.execute(
-        "INSERT INTO agents (id, latest_version, created_at, updated_at) VALUES (?1, 1, ?2, ?2)",
-        params![id.as_str(), now],
-    )
-    .map_err(backend)?;
-    let seq = c.last_insert_rowid();
-    c.execute(
-        "INSERT INTO agent_versions (agent_seq, version, spec, created_at) VALUES (?1, 1, ?2, ?3)",
-        params![seq, serde_json::to_string(spec).map_err(backend)?, now],
-    )
-    .map_err(backend)?;
-    emit_one(c, Change::Created(Resource::Agent), id.as_str())?;
-    get(c, &id, None)
-}
-
-pub(crate) fn update(c: &Connection, id: &AgentId, base: u32, params_: &AgentParams) -> Result<Agent> {
-    let (current, seq) = load(c, id, None)?;
-    let spec = catalog::update_agent(&current, base, params_)?;
-    emit_one(c, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str())?;
-    let Some(spec) = spec else { return Ok(current) };
-    let version = current.version + 1;
-    let now = now_micros();
-    c.execute(
-        "INSERT INTO agent_versions (agent_seq, version, spec, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![seq, version, serde_json::to_string(&spec).map_err(backend)?, now],
-    )
-    .map_err(backend)?;
-    c.execute("UPDATE agents SET latest_version = ?1, updated_at = ?2 WHERE seq = ?3", params![version, now, seq])
-        .map_err(backend)?;
-    get(c, id, None)
 }
 
 pub(crate) fn list(
@@ -102,18 +67,45 @@ pub(crate) fn list(
     Ok(page(rows, limit))
 }
 
-pub(crate) fn archive(c: &Connection, id: &AgentId) -> Result<Agent> {
-    let (agent, seq) = load(c, id, None)?;
-    emit_one(c, Change::Archived { resource: Resource::Agent, already: agent.archived_at.is_some() }, id.as_str())?;
-    if agent.archived_at.is_none() {
-        c.execute("UPDATE agents SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now_micros(), seq])
-            .map_err(backend)?;
-    }
-    get(c, id, None)
-}
-
-impl mnemo_store::ops::AgentSql for crate::engine::Lite<'_> {
+impl ops::AgentSql for Lite<'_> {
     async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
         get(self, id, version)
+    }
+
+    async fn lock_agent(&self, id: &AgentId) -> Result<AgentRow> {
+        // The single writer excludes every other writer: reading is locking.
+        let (agent, seq) = load(self, id, None)?;
+        Ok(AgentRow { agent, seq })
+    }
+
+    async fn insert_agent(&self, id: &AgentId, version: u32, now: i64) -> Result<i64> {
+        self.prepare_cached("INSERT INTO agents (id, latest_version, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)")
+            .and_then(|mut s| s.execute(params![id.as_str(), version, now]))
+            .map_err(backend)?;
+        Ok(self.last_insert_rowid())
+    }
+
+    async fn insert_agent_version(&self, agent: i64, version: u32, spec: &AgentSpec, now: i64) -> Result<()> {
+        let spec = serde_json::to_string(spec).map_err(backend)?;
+        self.prepare_cached(
+            "INSERT INTO agent_versions (agent_seq, version, spec, created_at) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(params![agent, version, spec, now]))
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn set_latest_agent_version(&self, agent: i64, version: u32, now: i64) -> Result<()> {
+        self.prepare_cached("UPDATE agents SET latest_version = ?1, updated_at = ?2 WHERE seq = ?3")
+            .and_then(|mut s| s.execute(params![version, now, agent]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn archive_agent_row(&self, agent: i64, now: i64) -> Result<()> {
+        self.prepare_cached("UPDATE agents SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2")
+            .and_then(|mut s| s.execute(params![now, agent]))
+            .map_err(backend)?;
+        Ok(())
     }
 }

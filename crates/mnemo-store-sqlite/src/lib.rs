@@ -10,6 +10,7 @@ mod backup;
 mod check;
 mod console;
 mod copy;
+mod credentials;
 mod engine;
 mod environments;
 mod events;
@@ -44,12 +45,12 @@ use mnemo_store::{
     ListMemoryVersions, Listing, MemoryChange, MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage,
     MemoryWriteOp, NewEnvironment, NewMemoryStore, Result, Signal, Store,
 };
-use rusqlite::params;
 use tokio::sync::broadcast;
 
 pub use crate::backup::{BackupError, BackupOptions, BackupReport, backup};
 pub use crate::check::{Check, CheckError, CheckReport, Counts, Outcome, check};
-use crate::engine::{Engine, backend, failure, query_one};
+use crate::engine::{Engine, Lite, backend, failure};
+use mnemo_store::ops::{self, SessionRowSql, run_ready};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -180,68 +181,20 @@ impl Store for SqliteStore {
     }
 
     async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
-        self.engine
-            .read(move |c| {
-                let id: Option<String> = query_one(
-                    c,
-                    "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
-                    [&hash[..]],
-                    |r| r.get(0),
-                )?;
-                id.as_deref().map(parse_id).transpose()
-            })
-            .await
+        self.engine.read(move |c| run_ready(ops::credentials::find_api_key(&Lite(c), &hash))).await
     }
 
     async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
         let label = label.to_owned();
-        self.engine
-            .write(move |c| {
-                let fresh = ApiKeyId::generate();
-                c.execute(
-                    "INSERT INTO api_keys (id, secret_hash, label, created_at) VALUES (?1, ?2, ?3, ?4) \
-                     ON CONFLICT (secret_hash) DO NOTHING",
-                    params![fresh.as_str(), &hash[..], label, now_micros()],
-                )
-                .map_err(backend)?;
-                let id: String = c
-                    .query_row("SELECT id FROM api_keys WHERE secret_hash = ?1", [&hash[..]], |r| r.get(0))
-                    .map_err(backend)?;
-                parse_id(&id)
-            })
-            .await
+        self.engine.write(move |c| run_ready(ops::credentials::ensure_api_key(&Lite(c), &hash, &label))).await
     }
 
     async fn count_api_keys(&self) -> Result<u64> {
-        self.engine
-            .read(|c| {
-                c.query_row("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL", [], |r| r.get(0)).map_err(backend)
-            })
-            .await
+        self.engine.read(|c| run_ready(ops::credentials::count_api_keys(&Lite(c)))).await
     }
 
     async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
-        self.engine
-            .read(move |c| {
-                let api: Option<String> = query_one(
-                    c,
-                    "SELECT id FROM api_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
-                    [&hash[..]],
-                    |r| r.get(0),
-                )?;
-                if let Some(id) = api {
-                    return Ok(Some(Credential::ApiKey(parse_id(&id)?)));
-                }
-                if let Some((id, environment)) = environments::find_key(c, &hash)? {
-                    return Ok(Some(Credential::EnvironmentKey { id, environment }));
-                }
-                Ok(work::find_token(c, &hash)?.map(|(work, session, environment)| Credential::SessionToken {
-                    work,
-                    session,
-                    environment,
-                }))
-            })
-            .await
+        self.engine.read(move |c| run_ready(ops::credentials::resolve_credential(&Lite(c), &hash))).await
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
@@ -301,7 +254,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
-        self.engine.write(move |c| agents::create(c, &spec)).await
+        self.engine.write(move |c| run_ready(ops::agents::create(&Lite(c), &spec))).await
     }
 
     async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
@@ -311,7 +264,7 @@ impl Store for SqliteStore {
 
     async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
         let id = id.clone();
-        self.engine.write(move |c| agents::update(c, &id, base, &params)).await
+        self.engine.write(move |c| run_ready(ops::agents::update(&Lite(c), &id, base, &params))).await
     }
 
     async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>> {
@@ -320,12 +273,14 @@ impl Store for SqliteStore {
 
     async fn archive_agent(&self, id: &AgentId) -> Result<Agent> {
         let id = id.clone();
-        self.engine.write(move |c| agents::archive(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::agents::archive(&Lite(c), &id))).await
     }
 
     async fn create_session(&self, new: NewSession) -> Result<Session> {
         let ttl = self.limits.work_lease_ttl_seconds;
-        self.engine.write(move |c| sessions::create(c, &new, ttl)).await
+        self.engine
+            .write(move |c| run_ready(ops::sessions::create(&Lite(c), &new, ttl)).map(|created| created.session))
+            .await
     }
 
     async fn get_session(&self, id: &SessionId) -> Result<Session> {
@@ -340,7 +295,7 @@ impl Store for SqliteStore {
         metadata: Option<BTreeMap<String, Option<String>>>,
     ) -> Result<Session> {
         let id = id.clone();
-        self.engine.write(move |c| sessions::update(c, &id, title, metadata.as_ref())).await
+        self.engine.write(move |c| run_ready(ops::sessions::update(&Lite(c), &id, title, metadata.as_ref()))).await
     }
 
     async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
@@ -349,12 +304,12 @@ impl Store for SqliteStore {
 
     async fn archive_session(&self, id: &SessionId) -> Result<Session> {
         let id = id.clone();
-        self.engine.write(move |c| sessions::archive(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::sessions::archive(&Lite(c), &id))).await
     }
 
     async fn delete_session(&self, id: &SessionId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| sessions::delete(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::sessions::delete(&Lite(c), &id))).await
     }
 
     async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>> {
@@ -376,17 +331,17 @@ impl Store for SqliteStore {
     async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {
         let (session, holder) = (session.clone(), holder.to_owned());
         let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        self.engine.write(move |c| sessions::claim_turn(c, &session, &holder, ttl)).await
+        self.engine.write(move |c| run_ready(ops::sessions::claim_turn(&Lite(c), &session, &holder, ttl))).await
     }
 
     async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()> {
         let (session, holder) = (session.clone(), holder.to_owned());
-        self.engine.write(move |c| sessions::release_turn(c, &session, &holder)).await
+        self.engine.write(move |c| run_ready(ops::sessions::release_turn(&Lite(c), &session, &holder))).await
     }
 
     async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
         let (session, store) = (session.clone(), store.clone());
-        self.engine.read(move |c| sessions::store_access(c, &session, &store)).await
+        self.engine.read(move |c| run_ready(Lite(c).store_access(&session, &store))).await
     }
 
     async fn poll_work(
@@ -646,15 +601,15 @@ impl Store for SqliteStore {
         ttl_seconds: u64,
     ) -> Result<ConsoleSession> {
         let api_key = api_key.clone();
-        self.engine.write(move |c| console::create(c, &hash, &api_key, ttl_seconds, now_micros())).await
+        self.engine.write(move |c| run_ready(ops::console::create(&Lite(c), &hash, &api_key, ttl_seconds))).await
     }
 
     async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
-        self.engine.read(move |c| console::find(c, &hash, now_micros())).await
+        self.engine.read(move |c| run_ready(ops::console::find(&Lite(c), &hash))).await
     }
 
     async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
-        self.engine.write(move |c| console::revoke(c, &hash, now_micros())).await
+        self.engine.write(move |c| run_ready(ops::console::revoke(&Lite(c), &hash)).map(drop)).await
     }
 
     async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {

@@ -1,18 +1,15 @@
-//! Sessions: creation (snapshots, mount paths, the work item), reads, archive, delete.
+//! Sessions: their rows as SQL primitives ([`ops::SessionRowSql`]; the operations are
+//! [`ops::sessions`]'s), reads and listings.
 
-use std::collections::BTreeMap;
-
-use mnemo_api::{Access, Event, EventId, EventPoster, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData};
+use mnemo_api::{Access, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus};
+use mnemo_store::ops::{self, NewSessionRow};
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
-use mnemo_store::rules::{agent, catalog};
-use mnemo_store::{ListSessions, Listing, NewSession, Result, StoreError};
+use mnemo_store::rules::agent::TurnLease;
+use mnemo_store::{ListSessions, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{backend, query_one};
+use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
-use crate::webhooks::emit_one;
-use crate::{agents, environments, now_micros, rfc3339, stores, work};
-use mnemo_store::rules::webhook::{Change, Outbox, Resource};
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
 
@@ -33,63 +30,6 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
 pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {
     query_one(c, &format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"), [id.as_str()], from_row)?
         .ok_or_else(|| StoreError::not_found("session", id))
-}
-
-/// `None` for an object that does not exist; any other failure stays a failure.
-fn found<T>(lookup: Result<T>) -> Result<Option<T>> {
-    match lookup {
-        Ok(object) => Ok(Some(object)),
-        Err(StoreError::NotFound { .. }) => Ok(None),
-        Err(StoreError::Coded { code, .. }) if code.is_not_found() => Ok(None),
-        Err(other) => Err(other),
-    }
-}
-
-pub(crate) fn create(c: &Connection, new: &NewSession, lease_ttl: u64) -> Result<Session> {
-    let env = found(environments::get_with_seq(c, &new.environment))?;
-    let agent = agents::get(c, &new.agent.id, new.agent.version);
-    let stores_found = new.attachments.iter().map(|a| found(stores::get(c, &a.store))).collect::<Result<Vec<_>>>()?;
-    let plan = catalog::plan_session(new, env.as_ref().map(|(e, _)| e), agent, &stores_found)?;
-    let id = SessionId::generate();
-    let now = now_micros();
-    let body = Body {
-        title: new.title.clone(),
-        metadata: new.metadata.clone(),
-        agent: plan.agent,
-        memory_prompt: plan.memory_prompt,
-        usage: None,
-        resources: plan.resources,
-        budget: new.budget.clone(),
-        stop_reason: None,
-    };
-    c.execute(
-        "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, 'idle', ?5, ?5)",
-        params![id.as_str(), new.environment.as_str(), new.agent.id.as_str(), body.to_json()?, now],
-    )
-    .map_err(backend)?;
-    let seq = c.last_insert_rowid();
-    for a in &new.attachments {
-        c.execute(
-            "INSERT INTO session_memory_stores (session_seq, memory_store_id, read_only) VALUES (?1, ?2, ?3)",
-            params![seq, a.store.as_str(), a.access == Access::ReadOnly],
-        )
-        .map_err(backend)?;
-    }
-    for event in &new.initial_events {
-        let logged = LoggedEvent {
-            id: EventId::generate(),
-            event: event.clone(),
-            processed_at: Some(rfc3339(now)),
-            posted_by: Some(new.poster.clone()),
-        };
-        insert_event(c, seq, &logged, now)?;
-    }
-    if let (true, Some((_, env_seq))) = (plan.enqueue_work, env) {
-        work::enqueue(c, env_seq, &WorkData::session(&id), lease_ttl)?;
-    }
-    emit_one(c, Change::Created(Resource::Session), id.as_str())?;
-    get_with_seq(c, &id).map(|(s, _)| s)
 }
 
 /// Records one event processed at `processed_at`; returns its position in the log.
@@ -143,105 +83,85 @@ pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>>
     Ok(page(rows, q.limit))
 }
 
-pub(crate) fn archive(c: &Connection, id: &SessionId) -> Result<Session> {
-    let (session, seq) = get_with_seq(c, id)?;
-    if session.archived_at.is_none() {
-        let now = now_micros();
-        let mut outbox = Outbox::default();
-        c.execute(
-            "UPDATE sessions SET archived_at = ?1, updated_at = ?1, status = 'terminated' WHERE seq = ?2",
-            params![now, seq],
+impl ops::SessionRowSql for Lite<'_> {
+    async fn insert_session(&self, new: &NewSessionRow<'_>) -> Result<i64> {
+        let body = new.body.to_json()?;
+        self.prepare_cached(
+            "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
         )
-        .map_err(backend)?;
-        let terminated = LoggedEvent {
-            id: EventId::generate(),
-            event: Event::StatusTerminated,
-            processed_at: Some(rfc3339(now)),
-            posted_by: Some(EventPoster::ServerActor),
-        };
-        insert_event(c, seq, &terminated, now)?;
-        work::stop_session_work(c, id)?;
-        outbox.record(Change::Logged(&terminated.event), id.as_str());
-        outbox.record(Change::Archived { resource: Resource::Session, already: false }, id.as_str());
-        crate::webhooks::emit(c, outbox, now)?;
-    }
-    get_with_seq(c, id).map(|(s, _)| s)
-}
-
-pub(crate) fn delete(c: &Connection, id: &SessionId) -> Result<()> {
-    let (_, seq) = get_with_seq(c, id)?;
-    work::stop_session_work(c, id)?;
-    c.execute("DELETE FROM session_events WHERE session_seq = ?1", [seq]).map_err(backend)?;
-    c.execute("DELETE FROM session_memory_stores WHERE session_seq = ?1", [seq]).map_err(backend)?;
-    c.execute("DELETE FROM sessions WHERE seq = ?1", [seq]).map_err(backend)?;
-    emit_one(c, Change::Deleted(Resource::Session), id.as_str())?;
-    Ok(())
-}
-
-pub(crate) fn store_access(c: &Connection, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
-    let read_only: Option<bool> = query_one(
-        c,
-        "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
-             WHERE s.id = ?1 AND m.memory_store_id = ?2",
-        params![id.as_str(), store.as_str()],
-        |r| r.get(0),
-    )?;
-    Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
-}
-
-/// Claims (or renews) a session's turn lease under [`agent::claim`].
-pub(crate) fn claim_turn(c: &Connection, id: &SessionId, holder: &str, ttl_micros: i64) -> Result<bool> {
-    let (_, seq) = get_with_seq(c, id)?;
-    let current = turn_lease(c, seq)?;
-    match agent::claim(current.as_ref(), holder, now_micros(), ttl_micros) {
-        agent::Claim::Held => Ok(false),
-        agent::Claim::Granted(lease) => {
-            c.execute(
-                "UPDATE sessions SET turn_holder = ?1, turn_expires_at = ?2 WHERE seq = ?3",
-                params![lease.holder, lease.expires_at, seq],
-            )
-            .map_err(backend)?;
-            Ok(true)
-        }
-    }
-}
-
-/// Ends `holder`'s turn lease of a session.
-pub(crate) fn release_turn(c: &Connection, id: &SessionId, holder: &str) -> Result<()> {
-    let (_, seq) = get_with_seq(c, id)?;
-    if agent::releases(turn_lease(c, seq)?.as_ref(), holder) {
-        c.execute("UPDATE sessions SET turn_holder = NULL, turn_expires_at = NULL WHERE seq = ?1", [seq])
-            .map_err(backend)?;
-    }
-    Ok(())
-}
-
-fn turn_lease(c: &Connection, seq: i64) -> Result<Option<agent::TurnLease>> {
-    let (holder, expires_at): (Option<String>, Option<i64>) = c
-        .query_row("SELECT turn_holder, turn_expires_at FROM sessions WHERE seq = ?1", [seq], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+        .and_then(|mut s| {
+            s.execute(params![
+                new.id.as_str(),
+                new.environment.as_str(),
+                new.agent.as_str(),
+                body,
+                new.status.as_str(),
+                new.created_at
+            ])
         })
         .map_err(backend)?;
-    Ok(holder.zip(expires_at).map(|(holder, expires_at)| agent::TurnLease { holder, expires_at }))
-}
+        Ok(self.last_insert_rowid())
+    }
 
-pub(crate) fn update(
-    c: &Connection,
-    id: &SessionId,
-    title: Option<Option<String>>,
-    metadata: Option<&BTreeMap<String, Option<String>>>,
-) -> Result<Session> {
-    let (session, seq) = get_with_seq(c, id)?;
-    let (title, metadata) = catalog::update_session(&session, title, metadata)?;
-    let body: String = c.query_row("SELECT body FROM sessions WHERE seq = ?1", [seq], |r| r.get(0)).map_err(backend)?;
-    let mut body = Body::parse(&body)?;
-    body.title = title;
-    body.metadata = metadata;
-    c.execute(
-        "UPDATE sessions SET body = ?1, updated_at = ?2 WHERE seq = ?3",
-        params![body.to_json()?, now_micros(), seq],
-    )
-    .map_err(backend)?;
-    emit_one(c, Change::Updated { resource: Resource::Session, changed: true }, id.as_str())?;
-    get_with_seq(c, id).map(|(s, _)| s)
+    async fn attach_store(&self, session: i64, store: &MemoryStoreId, access: Access) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO session_memory_stores (session_seq, memory_store_id, read_only) VALUES (?1, ?2, ?3)",
+        )
+        .and_then(|mut s| s.execute(params![session, store.as_str(), access == Access::ReadOnly]))
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn update_session_body(&self, session: i64, body: &Body, now: i64) -> Result<()> {
+        let body = body.to_json()?;
+        self.prepare_cached("UPDATE sessions SET body = ?1, updated_at = ?2 WHERE seq = ?3")
+            .and_then(|mut s| s.execute(params![body, now, session]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn archive_session_row(&self, session: i64, status: SessionStatus, now: i64) -> Result<()> {
+        self.prepare_cached("UPDATE sessions SET archived_at = ?1, updated_at = ?1, status = ?2 WHERE seq = ?3")
+            .and_then(|mut s| s.execute(params![now, status.as_str(), session]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn delete_session_row(&self, session: i64) -> Result<()> {
+        for sql in [
+            "DELETE FROM session_events WHERE session_seq = ?1",
+            "DELETE FROM session_memory_stores WHERE session_seq = ?1",
+            "DELETE FROM sessions WHERE seq = ?1",
+        ] {
+            self.prepare_cached(sql).and_then(|mut s| s.execute([session])).map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    async fn turn_lease(&self, session: i64) -> Result<Option<TurnLease>> {
+        let (holder, expires_at): (Option<String>, Option<i64>) = self
+            .prepare_cached("SELECT turn_holder, turn_expires_at FROM sessions WHERE seq = ?1")
+            .and_then(|mut s| s.query_row([session], |r| Ok((r.get(0)?, r.get(1)?))))
+            .map_err(backend)?;
+        Ok(holder.zip(expires_at).map(|(holder, expires_at)| TurnLease { holder, expires_at }))
+    }
+
+    async fn set_turn_lease(&self, session: i64, lease: Option<&TurnLease>) -> Result<()> {
+        self.prepare_cached("UPDATE sessions SET turn_holder = ?1, turn_expires_at = ?2 WHERE seq = ?3")
+            .and_then(|mut s| s.execute(params![lease.map(|l| &l.holder), lease.map(|l| l.expires_at), session]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn store_access(&self, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+        let read_only: Option<bool> = query_one(
+            self,
+            "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
+             WHERE s.id = ?1 AND m.memory_store_id = ?2",
+            params![id.as_str(), store.as_str()],
+            |r| r.get(0),
+        )?;
+        Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))
+    }
 }

@@ -7,7 +7,10 @@
 //!
 //! - [`credentials`] — API keys are found and counted by the hash of their secret, and an
 //!   existing hash keeps its key; `resolve_credential` tells an API key from an environment
-//!   key from nothing, and a revoked key resolves to nothing; a closed store refuses calls.
+//!   key from nothing, and a revoked key resolves to nothing; one secret that is several
+//!   credentials resolves by the lookup order (API key, then environment key, then sessions
+//!   token); a closed store refuses calls. Console sessions expire on the store's clock, are
+//!   revoked one by one, and an absurd TTL ends at the last showable instant.
 //! - [`environments`] — environments echo what they were created with; an update patches
 //!   (`null`/`""` metadata removes a key, `Some(None)` clears the description), refuses a change
 //!   of `config.type` and more than 16 metadata pairs; archiving is idempotent and freezes the

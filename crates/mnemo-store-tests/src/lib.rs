@@ -172,6 +172,8 @@ macro_rules! conformance {
             credentials_resolve_to_their_kind,
             a_closed_store_refuses_calls,
             console_sessions_expire_and_are_revoked,
+            credentials_resolve_in_the_lookup_order,
+            an_absurd_console_ttl_ends_at_a_showable_time,
         });
         $crate::conformance!(@async $factory; environments {
             environments_are_created_updated_listed_archived_and_deleted,

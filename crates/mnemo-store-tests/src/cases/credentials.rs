@@ -91,3 +91,49 @@ pub async fn console_sessions_expire_and_are_revoked(factory: &impl StoreFactory
     assert_eq!(s.find_console_session(hash(16)).await.unwrap(), None, "a session without a lifetime is none");
     assert!(s.find_console_session(hash(12)).await.unwrap().is_some(), "a live one stays");
 }
+
+/// One secret presented as several kinds of credential resolves by the lookup order: an API
+/// key first, then an environment key, then a sessions token.
+pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let env = environment(&*s, true).await;
+    // One hash for all three; another for an environment key and a token only.
+    let (all, two) = (hash(40), hash(41));
+    let api = s.ensure_api_key(all, "admin").await.unwrap();
+    let key = s.create_environment_key(&env.id, all).await.unwrap();
+    let other = s.create_environment_key(&env.id, two).await.unwrap();
+    let first = s.enqueue_healthcheck(&env.id).await.unwrap();
+    s.poll_work(&env.id, None, 60_000, all).await.unwrap().expect("the first healthcheck");
+    s.ack_work(&env.id, &first.id).await.unwrap();
+    let second = s.enqueue_healthcheck(&env.id).await.unwrap();
+    s.poll_work(&env.id, None, 60_000, two).await.unwrap().expect("the second healthcheck");
+    s.ack_work(&env.id, &second.id).await.unwrap();
+
+    assert_eq!(s.resolve_credential(all).await.unwrap(), Some(Credential::ApiKey(api)), "an API key first");
+    assert_eq!(
+        s.resolve_credential(two).await.unwrap(),
+        Some(Credential::EnvironmentKey { id: other.id.clone(), environment: env.id.clone() }),
+        "then an environment key"
+    );
+    s.revoke_environment_key(&env.id, &other.id).await.unwrap();
+    assert_eq!(
+        s.resolve_credential(two).await.unwrap(),
+        Some(Credential::SessionToken { work: second.id, session: None, environment: env.id.clone() }),
+        "then a sessions token"
+    );
+    s.revoke_environment_key(&env.id, &key.id).await.unwrap();
+    assert!(
+        matches!(s.resolve_credential(all).await.unwrap(), Some(Credential::ApiKey(_))),
+        "a live API key still wins"
+    );
+}
+
+/// A console session asked to last longer than timestamps reach ends at the last showable
+/// instant (year 9999), and is live until then.
+pub async fn an_absurd_console_ttl_ends_at_a_showable_time(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let api = s.ensure_api_key(hash(1), "admin").await.unwrap();
+    let forever = s.create_console_session(hash(50), &api, u64::MAX).await.unwrap();
+    assert_eq!(forever.expires_at.format("%Y-%m-%dT%H:%M:%S").to_string(), "9999-12-31T23:59:59");
+    assert_eq!(s.find_console_session(hash(50)).await.unwrap(), Some(forever));
+}

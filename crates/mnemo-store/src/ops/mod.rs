@@ -20,8 +20,11 @@
 #![allow(async_fn_in_trait)]
 
 pub mod agents;
+pub mod console;
+pub mod credentials;
 pub mod environments;
 pub mod events;
+pub mod sessions;
 pub mod stores;
 pub mod webhooks;
 pub mod work;
@@ -30,9 +33,13 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+pub use agents::AgentRow;
 pub use agents::AgentSql;
+pub use console::{ConsoleRow, ConsoleSql};
+pub use credentials::{CredentialSql, TokenRow};
 pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
+pub use sessions::{NewSessionRow, SessionRowSql};
 pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
 pub use work::{NewWork, WorkFilter, WorkRow, WorkSql};

@@ -9,10 +9,14 @@
 //! - [`scope`]: which credential may take which action ([`scope::decide`]).
 //! - [`memory`]: archived stores, the cap, preconditions, overlaps, redaction.
 //! - [`catalog`]: memory stores, environments and keys, agents, and new sessions.
+//! - [`console`]: how long a console sign-in lasts and how long an ended one is kept.
+//! - [`lifecycle`]: a new session's status, what archiving one does, agent version numbers.
 //! - [`webhook`]: which change yields which webhook event, who is sent it, and retries.
 
 pub mod agent;
 pub mod catalog;
+pub mod console;
+pub mod lifecycle;
 pub mod memory;
 pub mod scope;
 pub mod session;
