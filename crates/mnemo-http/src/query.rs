@@ -307,8 +307,15 @@ pub fn page<T>(listing: Listing<T>) -> Page<T> {
 mod tests {
     use super::*;
 
+    /// A value read, or the refusal's words.
+    type Read<T> = Result<T, String>;
+    /// A time range's two inclusive ends.
+    type Range = (Option<Timestamp>, Option<Timestamp>);
+    /// A raw value, its maximum, and what it reads as.
+    type PositiveCase<'a> = (Option<&'a str>, Option<u64>, Result<Option<u64>, &'a str>);
+
     /// What reading `query` as `T` gives: the value, or the refusal's words.
-    fn read<T: FromQuery>(query: &str) -> Result<T, String> {
+    fn read<T: FromQuery>(query: &str) -> Read<T> {
         let params = Params::parse(query);
         match params.repeated(T::ONCE) {
             Some(name) => Err(format!("duplicate {name}")),
@@ -352,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_full_view_caps_the_page_and_a_bad_view_is_refused_first() {
-        let cases: Vec<(&str, Result<(View, u32), String>)> = vec![
+        let cases: Vec<(&str, Read<(View, u32)>)> = vec![
             ("", Ok((View::Basic, 20))),
             ("limit=100", Ok((View::Basic, 100))),
             ("view=full", Ok((View::Full, 20))),
@@ -379,7 +386,7 @@ mod tests {
 
     #[test]
     fn flags_and_archivable_lists() {
-        let cases: Vec<(&str, Result<(bool, u32), String>)> = vec![
+        let cases: Vec<(&str, Read<(bool, u32)>)> = vec![
             ("", Ok((false, 20))),
             ("include_archived=true", Ok((true, 20))),
             ("include_archived=1&limit=3", Ok((true, 3))),
@@ -420,7 +427,7 @@ mod tests {
             let got = Order::parse(*raw).map_err(|bad| format!("{bad:?}"));
             assert_eq!(got, expected.map_err(|m| format!("{:?}", BadInput::Invalid(m.into()))), "{raw:?}");
         }
-        let positives: &[(Option<&str>, Option<u64>, Result<Option<u64>, &str>)] = &[
+        let positives: &[PositiveCase<'_>] = &[
             (None, Some(999), Ok(None)),
             (Some("999"), Some(999), Ok(Some(999))),
             (Some("1000"), Some(999), Err("block_ms must be an integer from 1 to 999 (got `1000`)")),
@@ -437,7 +444,7 @@ mod tests {
     fn time_ranges_make_strict_bounds_inclusive_and_name_the_bad_one() {
         let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
         let micro = chrono::Duration::microseconds(1);
-        let cases: Vec<(&str, Result<(Option<Timestamp>, Option<Timestamp>), String>)> = vec![
+        let cases: Vec<(&str, Read<Range>)> = vec![
             ("", Ok((None, None))),
             ("created_at[gte]=2026-01-01T00:00:00Z", Ok((Some(t("2026-01-01T00:00:00Z")), None))),
             ("created_at[gt]=2026-01-01T00:00:00Z", Ok((Some(t("2026-01-01T00:00:00Z") + micro), None))),
