@@ -2,16 +2,18 @@
 //! keys (minted once and shown once, revoked behind a confirmation).
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::Response;
 use mnemo_api::{
     ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentId, EnvironmentKeyId, WorkQueueStats, config_type, generate_secret,
 };
 use serde::Deserialize;
 
+use mnemo_http::Id;
+
 use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
-use crate::page::{Chrome, PageError, Section, id, render};
+use crate::page::{Chrome, PageError, Section, render};
 use crate::stores::{ConfirmPage, cursor};
 use crate::text::when_str;
 
@@ -150,9 +152,8 @@ async fn environment_page_with(
 pub(crate) async fn environment_page(
     State(console): State<Console>,
     who: Signed,
-    Path(env): Path<String>,
+    Id(env_id): Id<EnvironmentId>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
     environment_page_with(&console, &who, &env_id, None).await
 }
 
@@ -160,10 +161,9 @@ pub(crate) async fn environment_page(
 /// and reloading the page does not show it again.
 pub(crate) async fn mint_key(
     State(console): State<Console>,
-    Path(env): Path<String>,
+    Id(env_id): Id<EnvironmentId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
     let key = console.store.create_environment_key(&env_id, hash(&secret)).await?;
     tracing::info!(environment.id = %env_id, environment_key.id = %key.id, api_key.id = %posted.who.api_key, "minted environment key in the console");
@@ -176,10 +176,9 @@ pub(crate) async fn mint_key(
 pub(crate) async fn revoke_confirm(
     State(console): State<Console>,
     who: Signed,
-    Path((env, key)): Path<(String, String)>,
+    Id(env_id): Id<EnvironmentId>,
+    Id(key_id): Id<EnvironmentKeyId>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
-    let key_id: EnvironmentKeyId = id("environment key", &key)?;
     let env = console.store.get_environment(&env_id).await?;
     let keys = console.store.list_environment_keys(&env_id).await?;
     let key = keys
@@ -204,11 +203,10 @@ pub(crate) async fn revoke_confirm(
 
 pub(crate) async fn revoke(
     State(console): State<Console>,
-    Path((env, key)): Path<(String, String)>,
+    Id(env_id): Id<EnvironmentId>,
+    Id(key_id): Id<EnvironmentKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
-    let key_id: EnvironmentKeyId = id("environment key", &key)?;
     console.store.revoke_environment_key(&env_id, &key_id).await?;
     console.hooks.credentials_changed();
     tracing::info!(environment.id = %env_id, environment_key.id = %key_id, api_key.id = %posted.who.api_key, "revoked environment key in the console");
