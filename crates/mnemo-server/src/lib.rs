@@ -2,9 +2,10 @@
 //!
 //! [`router`] builds the axum [`Router`] (handy for in-process tests); [`serve`] runs it on a
 //! bound listener until a shutdown future completes ([`serve_with`] sets the timeouts and the
-//! connection cap of a [`ServeConfig`]). Handlers parse every input into the types of
-//! `mnemo-api` at the edge, call the [`Store`], and turn failures into Anthropic's error
-//! envelope in one place ([`ApiError`]).
+//! connection cap of a [`ServeConfig`]). Handlers take their input already typed — path ids as
+//! `mnemo_http::Id<T>`, queries as `mnemo_http::Query<T>` (paging, views, filters), bodies as
+//! JSON — so none parses text by hand; they call the [`Store`], and failures become Anthropic's
+//! error envelope in one place ([`ApiError`], which also renders `mnemo_http::BadInput`).
 //!
 //! This crate never touches the local filesystem beyond the listener, and never depends on a
 //! particular database: the binary picks the backend.
