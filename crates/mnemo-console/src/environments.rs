@@ -9,12 +9,12 @@ use mnemo_api::{
 };
 use serde::Deserialize;
 
-use mnemo_http::Id;
+use mnemo_http::{Id, PageParam};
 
 use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
 use crate::page::{Chrome, PageError, Section, render};
-use crate::stores::{ConfirmPage, cursor};
+use crate::stores::ConfirmPage;
 use crate::text::when_str;
 
 /// Environments per page of the list.
@@ -79,7 +79,6 @@ struct EnvironmentsPage {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    page: Option<String>,
     archived: Option<String>,
 }
 
@@ -87,9 +86,9 @@ pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
     Query(q): Query<ListQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
     let archived = q.archived.as_deref() == Some("true");
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console.store.list_environments(archived, PAGE, after).await?;
     let mut rows = Vec::with_capacity(listing.items.len());

@@ -5,7 +5,7 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use mnemo_api::{ApiKeyId, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, SessionId, View};
-use mnemo_http::Id;
+use mnemo_http::{Id, PageParam};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
 use serde::Deserialize;
 
@@ -13,7 +13,7 @@ use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::memories::StoreHead;
 use crate::page::{Chrome, PageError, Section, refusal, render, see_other};
-use crate::stores::{ConfirmPage, cursor};
+use crate::stores::ConfirmPage;
 use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
 
 /// Versions per page of a history.
@@ -66,7 +66,6 @@ pub(crate) struct HistoryQuery {
     session: Option<String>,
     api_key: Option<String>,
     operation: Option<String>,
-    page: Option<String>,
 }
 
 fn filled(s: Option<&str>) -> Option<&str> {
@@ -82,6 +81,7 @@ pub(crate) async fn list(
     who: Signed,
     Id(store_id): Id<MemoryStoreId>,
     Query(q): Query<HistoryQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
     let store = console.store.get_memory_store(&store_id).await?;
     let memory_id: Option<MemoryId> = filter_id("a memory", q.memory.as_deref())?;
@@ -94,7 +94,6 @@ pub(crate) async fn list(
                 PageError::Invalid(format!("`{op}` is not an operation (created, modified or deleted)"))
             })?),
         };
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console
         .store

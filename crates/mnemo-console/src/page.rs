@@ -231,7 +231,7 @@ impl From<BadInput> for PageError {
             BadInput::Cursor(_) => {
                 Self::Invalid("that page link is not valid any more; start from the first page".into())
             }
-            BadInput::Duplicate(name) => Self::Invalid(format!("{name} is given more than once")),
+            BadInput::Duplicate(name) => Self::Invalid(format!("duplicate field `{name}`")),
             BadInput::Path(rejection) => Self::Invalid(rejection.body_text()),
             BadInput::NoSuchParam(name) => Self::Store(StoreError::backend(std::io::Error::other(format!(
                 "the route has no `{{{name}}}` parameter"
@@ -242,13 +242,20 @@ impl From<BadInput> for PageError {
 
 /// How the console shows input it refuses: as its error page, after the sign-in check a page
 /// would have made first (someone signed out is sent to sign in, not told what exists). A path
-/// that does not decode is answered by axum itself, as before ids were typed.
+/// that does not decode, or a `page` given twice, is answered in axum's words, as before ids
+/// and page links were typed.
 impl Refuse for Console {
     type Rejection = Response;
 
     async fn refuse(&self, parts: &mut Parts, bad: BadInput) -> Response {
-        if let BadInput::Path(rejection) = bad {
-            return rejection.into_response();
+        match bad {
+            BadInput::Path(rejection) => return rejection.into_response(),
+            // As axum's own query extractor answered before `page` was typed.
+            BadInput::Duplicate(name) => {
+                let text = format!("Failed to deserialize query string: duplicate field `{name}`");
+                return (StatusCode::BAD_REQUEST, text).into_response();
+            }
+            _ => {}
         }
         if let Err(not_signed) = Signed::from_request_parts(parts, self).await {
             return not_signed.into_response();

@@ -12,7 +12,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use mnemo_api::{EnvironmentId, Session, SessionId};
-use mnemo_http::Id;
+use mnemo_http::{Id, PageParam};
 use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, SessionEvent, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -21,7 +21,6 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::Console;
 use crate::auth::{Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, render};
-use crate::stores::cursor;
 use crate::text::{ActorView, actor, size, when};
 use crate::transcript::{Entry, EntryFragment, entry};
 
@@ -56,11 +55,6 @@ struct SessionsPage {
     rows: Vec<SessionRow>,
     next: Option<String>,
     first_page: bool,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct PageQuery {
-    page: Option<String>,
 }
 
 fn agent_name(agent: &Value) -> String {
@@ -118,9 +112,8 @@ fn session_row(s: &Session, environments: &HashMap<EnvironmentId, String>) -> Se
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
-    Query(q): Query<PageQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console
         .store
@@ -170,10 +163,9 @@ pub(crate) async fn session_page(
     State(console): State<Console>,
     who: Signed,
     Id(session_id): Id<SessionId>,
-    Query(q): Query<PageQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
     let session = console.store.get_session(&session_id).await?;
-    let after = cursor(q.page.as_deref())?;
     let events = console
         .store
         .list_events(&session_id, ListEvents { limit: EVENTS_PAGE, after, ..ListEvents::default() })

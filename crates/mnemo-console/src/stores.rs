@@ -4,7 +4,7 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use mnemo_api::{MemoryStoreId, validate_store_description, validate_store_name};
-use mnemo_http::Id;
+use mnemo_http::{Id, PageParam};
 use mnemo_store::{Cursor, ListMemoryStores, NewMemoryStore};
 use serde::Deserialize;
 
@@ -39,7 +39,6 @@ struct StoresPage {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    page: Option<String>,
     archived: Option<String>,
 }
 
@@ -52,9 +51,9 @@ pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
     Query(q): Query<ListQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
     let archived = q.archived.as_deref() == Some("true");
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console
         .store

@@ -515,3 +515,21 @@ async fn a_malformed_id_is_not_found_in_each_pages_words_after_the_sign_in_check
     assert_eq!(stale.status, StatusCode::BAD_REQUEST);
     assert!(stale.body.contains("that page link is not valid any more; start from the first page"), "{}", stale.body);
 }
+
+#[tokio::test]
+async fn a_page_link_given_twice_is_refused_as_axum_refused_it() {
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Before {
+        page: Option<String>,
+        archived: Option<String>,
+    }
+    let uri: axum::http::Uri = "/console?page=a&page=b".parse().unwrap();
+    let before = axum::extract::Query::<Before>::try_from_uri(&uri).unwrap_err();
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    for path in ["/console?page=a&page=b", "/console/sessions?page=a&page=b", "/console/environments?page=a&page=b"] {
+        let answer = h.get(path, &cookie).await;
+        assert_eq!((answer.status, answer.body.as_str()), (before.status(), before.body_text().as_str()), "{path}");
+    }
+}

@@ -297,6 +297,18 @@ impl FromQuery for ViewParam {
     }
 }
 
+/// `page` alone, for a list whose page size the front end fixes (the console's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageParam(pub Option<Cursor>);
+
+impl FromQuery for PageParam {
+    const ONCE: &'static [&'static str] = &["page"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        cursor(q.one("page")).map(Self)
+    }
+}
+
 /// A store listing as the API's page: the items, and the cursor of the next page as `page`
 /// takes it back.
 pub fn page<T>(listing: Listing<T>) -> Page<T> {
