@@ -32,6 +32,16 @@ impl Params {
         self.0.iter().filter(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| v.clone()).collect()
     }
 
+    /// Reads the parameters as `T`. For a handler that must decide who may call before it
+    /// judges the input (a caller refused by the scope rules hears only that): it extracts the
+    /// raw `Query<Params>` and reads them once the caller is allowed.
+    pub fn read<T: FromQuery>(&self) -> Result<T, BadInput> {
+        match self.repeated(T::ONCE) {
+            Some(name) => Err(BadInput::Duplicate(name)),
+            None => T::from_query(self),
+        }
+    }
+
     /// The first of `names` to come a second time.
     fn repeated(&self, names: &[&'static str]) -> Option<&'static str> {
         let mut seen = Vec::new();
@@ -65,12 +75,7 @@ impl<T: FromQuery, S: Refuse> FromRequestParts<S> for Query<T> {
     type Rejection = S::Rejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let params = Params::parse(parts.uri.query().unwrap_or(""));
-        let read = match params.repeated(T::ONCE) {
-            Some(name) => Err(BadInput::Duplicate(name)),
-            None => T::from_query(&params),
-        };
-        match read {
+        match Params::parse(parts.uri.query().unwrap_or("")).read::<T>() {
             Ok(value) => Ok(Self(value)),
             Err(bad) => Err(state.refuse(parts, bad).await),
         }
@@ -328,15 +333,12 @@ mod tests {
 
     /// What reading `query` as `T` gives: the value, or the refusal's words.
     fn read<T: FromQuery>(query: &str) -> Read<T> {
-        let params = Params::parse(query);
-        match params.repeated(T::ONCE) {
-            Some(name) => Err(format!("duplicate {name}")),
-            None => T::from_query(&params).map_err(|bad| match bad {
-                BadInput::Invalid(message) => message,
-                BadInput::Cursor(e) => format!("cursor: {e}"),
-                other => format!("{other:?}"),
-            }),
-        }
+        Params::parse(query).read::<T>().map_err(|bad| match bad {
+            BadInput::Duplicate(name) => format!("duplicate {name}"),
+            BadInput::Invalid(message) => message,
+            BadInput::Cursor(e) => format!("cursor: {e}"),
+            other => format!("{other:?}"),
+        })
     }
 
     fn next_cursor() -> String {

@@ -48,9 +48,11 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Id(id): Id<SessionId>,
-    Query(q): Query<EventFilter>,
+    Query(q): Query<Params>,
 ) -> Result<axum::Json<EventPage>, ApiError> {
+    // Who may see the session is settled before its query is judged.
     visible_session(&state, &caller, &id).await?;
+    let q: EventFilter = q.read()?;
     let query = ListEvents {
         processed_gte: q.processed_gte,
         processed_lte: q.processed_lte,

@@ -77,10 +77,10 @@ pub(crate) async fn poll(
     caller: Caller,
     headers: HeaderMap,
     Id(env): Id<EnvironmentId>,
-    Query(q): Query<PollParams>,
+    Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
     let env = queue(&caller, env, WorkOp::Take)?;
-    let (block, reclaim) = (q.block_ms, q.reclaim_older_than_ms);
+    let PollParams { block_ms: block, reclaim_older_than_ms: reclaim } = q.read()?;
     let worker = headers.get("anthropic-worker-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(block);
     loop {
@@ -162,9 +162,10 @@ pub(crate) async fn heartbeat(
     caller: Caller,
     Id(env): Id<EnvironmentId>,
     Id(work): Id<WorkId>,
-    Query(q): Query<HeartbeatParams>,
+    Query(q): Query<Params>,
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
     let (env, work) = item(&caller, env, work, WorkOp::Heartbeat)?;
+    let q: HeartbeatParams = q.read()?;
     match state.store.heartbeat_work(&env, &work, &q.expected_last_heartbeat, q.desired_ttl_seconds).await? {
         HeartbeatOutcome::Beat(beat) => Ok(axum::Json(beat)),
         HeartbeatOutcome::PreconditionFailed(current) => Err(ApiError::precondition_failed(
@@ -263,9 +264,10 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Id(env): Id<EnvironmentId>,
-    Query(paging): Query<Paging>,
+    Query(q): Query<Params>,
 ) -> Reply<Page<Work>> {
     let env = queue(&caller, env, WorkOp::Inspect)?;
+    let paging: Paging = q.read()?;
     Ok(axum::Json(mnemo_http::page(state.store.list_work(&env, paging.limit, paging.after).await?)))
 }
 
