@@ -32,12 +32,22 @@ fn memory_path(raw: &str) -> Result<MemoryPath, ApiError> {
     MemoryPath::parse_request(raw).map_err(ApiError::invalid)
 }
 
-fn sha(name: &str, raw: &str) -> Result<String, ApiError> {
-    if is_sha256_hex(raw) { Ok(raw.to_owned()) } else { Err(ApiError::from(sha_refusal(name))) }
+/// A content digest as a request gives it: 64 lowercase hexadecimal characters.
+#[derive(Debug)]
+pub(crate) struct Sha256Hex(String);
+
+impl Sha256Hex {
+    fn parse(name: &str, raw: &str) -> Result<Self, BadInput> {
+        if is_sha256_hex(raw) {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(BadInput::Invalid(format!("{name} must be 64 lowercase hexadecimal characters")))
+        }
+    }
 }
 
-fn sha_refusal(name: &str) -> BadInput {
-    BadInput::Invalid(format!("{name} must be 64 lowercase hexadecimal characters"))
+fn sha(name: &str, raw: &str) -> Result<String, ApiError> {
+    Ok(Sha256Hex::parse(name, raw)?.0)
 }
 
 /// Drops the content unless the caller asked for it.
@@ -230,17 +240,12 @@ pub(crate) struct DeleteParams {
     expected_content_sha256: Option<Sha256Hex>,
 }
 
-/// A content digest as a query gives it: 64 lowercase hexadecimal characters.
-#[derive(Debug)]
-pub(crate) struct Sha256Hex(String);
-
 impl FromQuery for DeleteParams {
     const ONCE: &'static [&'static str] = &["expected_content_sha256"];
 
     fn from_query(q: &Params) -> Result<Self, BadInput> {
         let name = "expected_content_sha256";
-        let expected = q.one(name).map(|s| sha(name, s).map(Sha256Hex).map_err(|_| sha_refusal(name))).transpose()?;
-        Ok(Self { expected_content_sha256: expected })
+        Ok(Self { expected_content_sha256: q.one(name).map(|s| Sha256Hex::parse(name, s)).transpose()? })
     }
 }
 
