@@ -2,17 +2,19 @@
 //! keys (minted once and shown once, revoked behind a confirmation).
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::Response;
 use mnemo_api::{
     ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentId, EnvironmentKeyId, WorkQueueStats, config_type, generate_secret,
 };
 use serde::Deserialize;
 
+use mnemo_http::{Id, PageParam};
+
 use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
-use crate::page::{Chrome, PageError, Section, id, render};
-use crate::stores::{ConfirmPage, cursor};
+use crate::page::{Chrome, PageError, Section, render};
+use crate::stores::ConfirmPage;
 use crate::text::when_str;
 
 /// Environments per page of the list.
@@ -77,7 +79,6 @@ struct EnvironmentsPage {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    page: Option<String>,
     archived: Option<String>,
 }
 
@@ -85,9 +86,9 @@ pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
     Query(q): Query<ListQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
     let archived = q.archived.as_deref() == Some("true");
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console.store.list_environments(archived, PAGE, after).await?;
     let mut rows = Vec::with_capacity(listing.items.len());
@@ -150,9 +151,8 @@ async fn environment_page_with(
 pub(crate) async fn environment_page(
     State(console): State<Console>,
     who: Signed,
-    Path(env): Path<String>,
+    Id(env_id): Id<EnvironmentId>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
     environment_page_with(&console, &who, &env_id, None).await
 }
 
@@ -160,10 +160,9 @@ pub(crate) async fn environment_page(
 /// and reloading the page does not show it again.
 pub(crate) async fn mint_key(
     State(console): State<Console>,
-    Path(env): Path<String>,
+    Id(env_id): Id<EnvironmentId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
     let key = console.store.create_environment_key(&env_id, hash(&secret)).await?;
     tracing::info!(environment.id = %env_id, environment_key.id = %key.id, api_key.id = %posted.who.api_key, "minted environment key in the console");
@@ -176,10 +175,9 @@ pub(crate) async fn mint_key(
 pub(crate) async fn revoke_confirm(
     State(console): State<Console>,
     who: Signed,
-    Path((env, key)): Path<(String, String)>,
+    Id(env_id): Id<EnvironmentId>,
+    Id(key_id): Id<EnvironmentKeyId>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
-    let key_id: EnvironmentKeyId = id("environment key", &key)?;
     let env = console.store.get_environment(&env_id).await?;
     let keys = console.store.list_environment_keys(&env_id).await?;
     let key = keys
@@ -204,11 +202,10 @@ pub(crate) async fn revoke_confirm(
 
 pub(crate) async fn revoke(
     State(console): State<Console>,
-    Path((env, key)): Path<(String, String)>,
+    Id(env_id): Id<EnvironmentId>,
+    Id(key_id): Id<EnvironmentKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let env_id: EnvironmentId = id("environment", &env)?;
-    let key_id: EnvironmentKeyId = id("environment key", &key)?;
     console.store.revoke_environment_key(&env_id, &key_id).await?;
     console.hooks.credentials_changed();
     tracing::info!(environment.id = %env_id, environment_key.id = %key_id, api_key.id = %posted.who.api_key, "revoked environment key in the console");

@@ -2,26 +2,22 @@
 //! version's content, and redaction.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::Response;
 use mnemo_api::{ApiKeyId, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, SessionId, View};
+use mnemo_http::{Id, PageParam};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
 use serde::Deserialize;
 
 use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::memories::StoreHead;
-use crate::page::{Chrome, PageError, Section, id, refusal, render, see_other};
-use crate::stores::{ConfirmPage, cursor};
+use crate::page::{Chrome, PageError, Section, refusal, render, see_other};
+use crate::stores::ConfirmPage;
 use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
 
 /// Versions per page of a history.
 const PAGE: u32 = 50;
-
-/// Parses a store's and a version's id from a console URL.
-fn version_ids(store: &str, version: &str) -> Result<(MemoryStoreId, MemoryVersionId), PageError> {
-    Ok((id("memory store", store)?, id("memory version", version)?))
-}
 
 #[derive(Debug)]
 pub(crate) struct VersionRow {
@@ -70,7 +66,6 @@ pub(crate) struct HistoryQuery {
     session: Option<String>,
     api_key: Option<String>,
     operation: Option<String>,
-    page: Option<String>,
 }
 
 fn filled(s: Option<&str>) -> Option<&str> {
@@ -84,10 +79,10 @@ fn filter_id<T: std::str::FromStr>(what: &str, raw: Option<&str>) -> Result<Opti
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
-    Path(store): Path<String>,
+    Id(store_id): Id<MemoryStoreId>,
     Query(q): Query<HistoryQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
-    let store_id: MemoryStoreId = id("memory store", &store)?;
     let store = console.store.get_memory_store(&store_id).await?;
     let memory_id: Option<MemoryId> = filter_id("a memory", q.memory.as_deref())?;
     let session_id: Option<SessionId> = filter_id("a session", q.session.as_deref())?;
@@ -99,7 +94,6 @@ pub(crate) async fn list(
                 PageError::Invalid(format!("`{op}` is not an operation (created, modified or deleted)"))
             })?),
         };
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console
         .store
@@ -235,9 +229,9 @@ async fn live_memory(
 pub(crate) async fn version_page(
     State(console): State<Console>,
     who: Signed,
-    Path((store, version)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(version_id): Id<MemoryVersionId>,
 ) -> Result<Response, PageError> {
-    let (store_id, version_id) = version_ids(&store, &version)?;
     let (store, version) = tokio::try_join!(
         console.store.get_memory_store(&store_id),
         console.store.get_memory_version(&store_id, &version_id, View::Full)
@@ -275,11 +269,11 @@ pub(crate) async fn version_page(
 /// current path), or as the memory anew at the version's path if it was deleted.
 pub(crate) async fn restore(
     State(console): State<Console>,
-    Path((store, version)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
     let who = posted.who;
-    let (store_id, version_id) = version_ids(&store, &version)?;
     let version = console.store.get_memory_version(&store_id, &version_id, View::Full).await?;
     let (Some(content), Some(path)) = (version.content.clone(), version.path.clone()) else {
         return Err(PageError::Invalid(if version.redacted_at.is_some() {
@@ -311,9 +305,9 @@ pub(crate) async fn restore(
 pub(crate) async fn redact_confirm(
     State(console): State<Console>,
     who: Signed,
-    Path((store, version)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(version_id): Id<MemoryVersionId>,
 ) -> Result<Response, PageError> {
-    let (store_id, version_id) = version_ids(&store, &version)?;
     let version = console.store.get_memory_version(&store_id, &version_id, View::Basic).await?;
     let back = format!("/console/stores/{store_id}/versions/{version_id}");
     let memory = live_memory(&console, &store_id, &version.memory_id).await?;
@@ -339,10 +333,10 @@ pub(crate) async fn redact_confirm(
 
 pub(crate) async fn redact(
     State(console): State<Console>,
-    Path((store, version)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let (store_id, version_id) = version_ids(&store, &version)?;
     match console.store.redact_memory_version(&store_id, &version_id, posted.who.actor()).await {
         Ok(_) => {
             tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %posted.who.api_key, "redacted memory version in the console");

@@ -2,19 +2,20 @@
 //! the conflict path), rename, delete.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use mnemo_api::{
     Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, PathPrefix, View,
     content_too_large_message, validate_content_size,
 };
+use mnemo_http::Id;
 use mnemo_store::{Cursor, ListMemories, MemoryChange, StoreError};
 use serde::Deserialize;
 
 use crate::Console;
 use crate::auth::{Posted, Signed, encode_component};
-use crate::page::{Chrome, PageError, Section, id, refusal, render, render_with, see_other};
+use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::{ConfirmPage, cursor};
 use crate::text::{DiffLine, Line, diff, from_form, lines, size, when};
 
@@ -108,10 +109,9 @@ fn folder_of(filter: &str) -> &str {
 pub(crate) async fn store_page(
     State(console): State<Console>,
     who: Signed,
-    Path(store): Path<String>,
+    Id(store_id): Id<MemoryStoreId>,
     Query(q): Query<StoreQuery>,
 ) -> Result<Response, PageError> {
-    let store_id: MemoryStoreId = id("memory store", &store)?;
     let store = console.store.get_memory_store(&store_id).await?;
     let head = StoreHead::from(&store);
     let filter = q.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned);
@@ -235,10 +235,10 @@ pub(crate) struct NewQuery {
 pub(crate) async fn new_form(
     State(console): State<Console>,
     who: Signed,
-    Path(store): Path<String>,
+    Id(store): Id<MemoryStoreId>,
     Query(q): Query<NewQuery>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&id("memory store", &store)?).await?;
+    let store = console.store.get_memory_store(&store).await?;
     let path = q.prefix.filter(|p| p.starts_with('/') && p.ends_with('/')).unwrap_or_else(|| "/".into());
     Ok(render(&NewMemoryPage {
         chrome: who.chrome(Section::Stores),
@@ -259,11 +259,10 @@ pub(crate) struct NewMemoryForm {
 
 pub(crate) async fn create(
     State(console): State<Console>,
-    Path(store): Path<String>,
+    Id(store_id): Id<MemoryStoreId>,
     posted: Posted<NewMemoryForm>,
 ) -> Result<Response, PageError> {
     let Posted { who, form } = posted;
-    let store_id: MemoryStoreId = id("memory store", &store)?;
     let content = from_form(&form.content, false);
     let raw = form.path.trim().to_owned();
     let outcome = match (MemoryPath::parse_request(&raw), validate_content_size(&content)) {
@@ -330,18 +329,17 @@ struct MemoryPage {
     lines: Vec<Line>,
 }
 
-async fn load(console: &Console, store: &str, memory: &str) -> Result<(MemoryStore, Memory), PageError> {
-    let store_id: MemoryStoreId = id("memory store", store)?;
-    let memory_id: MemoryId = id("memory", memory)?;
+async fn load(console: &Console, store: &MemoryStoreId, memory: &MemoryId) -> Result<(MemoryStore, Memory), PageError> {
     let (store, memory) =
-        tokio::try_join!(console.store.get_memory_store(&store_id), console.store.get_memory(&store_id, &memory_id))?;
+        tokio::try_join!(console.store.get_memory_store(store), console.store.get_memory(store, memory))?;
     Ok((store, memory))
 }
 
 pub(crate) async fn memory_page(
     State(console): State<Console>,
     who: Signed,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store): Id<MemoryStoreId>,
+    Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(&console, &store, &memory).await?;
     let head = StoreHead::from(&store);
@@ -379,7 +377,8 @@ struct Conflict {
 pub(crate) async fn edit_form(
     State(console): State<Console>,
     who: Signed,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store): Id<MemoryStoreId>,
+    Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(&console, &store, &memory).await?;
     let content = memory.content.clone().unwrap_or_default();
@@ -407,11 +406,11 @@ pub(crate) struct EditForm {
 
 pub(crate) async fn save(
     State(console): State<Console>,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(memory_id): Id<MemoryId>,
     posted: Posted<EditForm>,
 ) -> Result<Response, PageError> {
     let Posted { who, form } = posted;
-    let (store_id, memory_id): (MemoryStoreId, MemoryId) = (id("memory store", &store)?, id("memory", &memory)?);
     let mine = from_form(&form.content, form.crlf == "1");
     if !mnemo_api::is_sha256_hex(&form.expected) {
         return Err(PageError::Invalid("the edit form lost its version; open the memory and edit it again".into()));
@@ -436,7 +435,7 @@ pub(crate) async fn save(
             Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))
         }
         Some(message) => {
-            let (store, memory) = load(&console, store_id.as_str(), memory_id.as_str()).await?;
+            let (store, memory) = load(&console, &store_id, &memory_id).await?;
             Ok(render_with(
                 StatusCode::BAD_REQUEST,
                 &EditPage {
@@ -463,7 +462,7 @@ async fn conflict(
     memory_id: &MemoryId,
     mine: String,
 ) -> Result<Response, PageError> {
-    let (store, memory) = load(console, store_id.as_str(), memory_id.as_str()).await?;
+    let (store, memory) = load(console, store_id, memory_id).await?;
     let theirs = memory.content.clone().unwrap_or_default();
     Ok(render_with(
         StatusCode::CONFLICT,
@@ -493,7 +492,8 @@ struct RenamePage {
 pub(crate) async fn rename_form(
     State(console): State<Console>,
     who: Signed,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store): Id<MemoryStoreId>,
+    Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(&console, &store, &memory).await?;
     Ok(render(&RenamePage {
@@ -513,11 +513,11 @@ pub(crate) struct RenameForm {
 
 pub(crate) async fn rename(
     State(console): State<Console>,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(memory_id): Id<MemoryId>,
     posted: Posted<RenameForm>,
 ) -> Result<Response, PageError> {
     let Posted { who, form } = posted;
-    let (store_id, memory_id): (MemoryStoreId, MemoryId) = (id("memory store", &store)?, id("memory", &memory)?);
     let raw = form.path.trim().to_owned();
     let refused = match MemoryPath::parse_request(&raw) {
         Err(message) => Some(message),
@@ -530,7 +530,7 @@ pub(crate) async fn rename(
         }
     };
     if let Some(message) = refused {
-        let (store, memory) = load(&console, store_id.as_str(), memory_id.as_str()).await?;
+        let (store, memory) = load(&console, &store_id, &memory_id).await?;
         return Ok(render_with(
             StatusCode::BAD_REQUEST,
             &RenamePage {
@@ -549,7 +549,8 @@ pub(crate) async fn rename(
 pub(crate) async fn delete_confirm(
     State(console): State<Console>,
     who: Signed,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store): Id<MemoryStoreId>,
+    Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(&console, &store, &memory).await?;
     Ok(render(&ConfirmPage {
@@ -575,11 +576,11 @@ pub(crate) struct DeleteQuery {
 
 pub(crate) async fn delete(
     State(console): State<Console>,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store_id): Id<MemoryStoreId>,
+    Id(memory_id): Id<MemoryId>,
     Query(q): Query<DeleteQuery>,
     posted: Posted<crate::auth::NoFields>,
 ) -> Result<Response, PageError> {
-    let (store_id, memory_id): (MemoryStoreId, MemoryId) = (id("memory store", &store)?, id("memory", &memory)?);
     let expected = q.expected.filter(|s| mnemo_api::is_sha256_hex(s));
     let memory = console.store.get_memory(&store_id, &memory_id).await?;
     match console.store.delete_memory(&store_id, &memory_id, expected, posted.who.actor()).await {

@@ -2,12 +2,17 @@
 //! security headers of every console response.
 
 use askama::Template;
-use axum::extract::Request;
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use mnemo_api::RequestId;
+use mnemo_http::{BadInput, Refuse};
 use mnemo_store::StoreError;
+
+use crate::Console;
+use crate::auth::Signed;
 
 /// What an error page needs to know about the request it answers.
 struct RequestContext {
@@ -216,7 +221,45 @@ pub(crate) fn refusal(err: StoreError) -> Result<String, PageError> {
     }
 }
 
-/// Parses an id from a console URL; one that cannot exist is not found.
-pub(crate) fn id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, PageError> {
-    raw.parse().map_err(|_| PageError::NotFound(format!("{kind} `{raw}` not found")))
+/// Input the console refuses, in its words: an id that cannot exist is not found, a page link
+/// it did not make has expired.
+impl From<BadInput> for PageError {
+    fn from(bad: BadInput) -> Self {
+        match bad {
+            BadInput::NotFound { noun, raw, .. } => Self::NotFound(BadInput::not_found_message(noun, &raw)),
+            BadInput::Invalid(message) => Self::Invalid(message),
+            BadInput::Cursor(_) => {
+                Self::Invalid("that page link is not valid any more; start from the first page".into())
+            }
+            BadInput::Duplicate(name) => Self::Invalid(format!("duplicate field `{name}`")),
+            BadInput::Path(rejection) => Self::Invalid(rejection.body_text()),
+            BadInput::NoSuchParam(name) => Self::Store(StoreError::backend(std::io::Error::other(format!(
+                "the route has no `{{{name}}}` parameter"
+            )))),
+        }
+    }
+}
+
+/// How the console shows input it refuses: as its error page, after the sign-in check a page
+/// would have made first (someone signed out is sent to sign in, not told what exists). A path
+/// that does not decode, or a `page` given twice, is answered in axum's words, as before ids
+/// and page links were typed.
+impl Refuse for Console {
+    type Rejection = Response;
+
+    async fn refuse(&self, parts: &mut Parts, bad: BadInput) -> Response {
+        match bad {
+            BadInput::Path(rejection) => return rejection.into_response(),
+            // As axum's own query extractor answered before `page` was typed.
+            BadInput::Duplicate(name) => {
+                let text = format!("Failed to deserialize query string: duplicate field `{name}`");
+                return (StatusCode::BAD_REQUEST, text).into_response();
+            }
+            _ => {}
+        }
+        if let Err(not_signed) = Signed::from_request_parts(parts, self).await {
+            return not_signed.into_response();
+        }
+        PageError::from(bad).into_response()
+    }
 }

@@ -6,12 +6,13 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use mnemo_api::{EnvironmentId, Session, SessionId};
+use mnemo_http::{Id, PageParam};
 use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, SessionEvent, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -19,8 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::Console;
 use crate::auth::{Signed, encode_component};
-use crate::page::{Chrome, PageError, Section, id, render};
-use crate::stores::cursor;
+use crate::page::{Chrome, PageError, Section, render};
 use crate::text::{ActorView, actor, size, when};
 use crate::transcript::{Entry, EntryFragment, entry};
 
@@ -55,11 +55,6 @@ struct SessionsPage {
     rows: Vec<SessionRow>,
     next: Option<String>,
     first_page: bool,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct PageQuery {
-    page: Option<String>,
 }
 
 fn agent_name(agent: &Value) -> String {
@@ -117,9 +112,8 @@ fn session_row(s: &Session, environments: &HashMap<EnvironmentId, String>) -> Se
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
-    Query(q): Query<PageQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console
         .store
@@ -168,12 +162,10 @@ struct SessionPage {
 pub(crate) async fn session_page(
     State(console): State<Console>,
     who: Signed,
-    Path(session): Path<String>,
-    Query(q): Query<PageQuery>,
+    Id(session_id): Id<SessionId>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
-    let session_id: SessionId = id("session", &session)?;
     let session = console.store.get_session(&session_id).await?;
-    let after = cursor(q.page.as_deref())?;
     let events = console
         .store
         .list_events(&session_id, ListEvents { limit: EVENTS_PAGE, after, ..ListEvents::default() })
@@ -301,10 +293,9 @@ pub(crate) async fn live(
     State(console): State<Console>,
     signed: Signed,
     headers: HeaderMap,
-    Path(session): Path<String>,
+    Id(session_id): Id<SessionId>,
     Query(q): Query<LiveQuery>,
 ) -> Result<Response, PageError> {
-    let session_id: SessionId = id("session", &session)?;
     console.store.get_session(&session_id).await?;
     // A live transcript holds a connection like the API's streams, and counts with them.
     let slot = match console.hooks.open_stream(&signed.api_key) {

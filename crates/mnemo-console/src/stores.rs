@@ -1,15 +1,16 @@
 //! The list of memory stores; creating, archiving and deleting one.
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::Response;
 use mnemo_api::{MemoryStoreId, validate_store_description, validate_store_name};
+use mnemo_http::{Id, PageParam};
 use mnemo_store::{Cursor, ListMemoryStores, NewMemoryStore};
 use serde::Deserialize;
 
 use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
-use crate::page::{Chrome, PageError, Section, id, render, see_other};
+use crate::page::{Chrome, PageError, Section, render, see_other};
 use crate::text::{size, when};
 
 /// Stores per page of the list.
@@ -38,24 +39,21 @@ struct StoresPage {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    page: Option<String>,
     archived: Option<String>,
 }
 
+/// `page`: a cursor a previous page linked to, read as the API reads it.
 pub(crate) fn cursor(raw: Option<&str>) -> Result<Option<Cursor>, PageError> {
-    raw.filter(|s| !s.is_empty())
-        .map(Cursor::decode)
-        .transpose()
-        .map_err(|_| PageError::Invalid("that page link is not valid any more; start from the first page".into()))
+    mnemo_http::cursor(raw).map_err(PageError::from)
 }
 
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
     Query(q): Query<ListQuery>,
+    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
 ) -> Result<Response, PageError> {
     let archived = q.archived.as_deref() == Some("true");
-    let after = cursor(q.page.as_deref())?;
     let first_page = after.is_none();
     let listing = console
         .store
@@ -153,9 +151,9 @@ pub(crate) struct ConfirmPage {
 pub(crate) async fn archive_confirm(
     State(console): State<Console>,
     who: Signed,
-    Path(store): Path<String>,
+    Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&id("memory store", &store)?).await?;
+    let store = console.store.get_memory_store(&store).await?;
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::Stores),
         title: "Archive this store?".into(),
@@ -172,10 +170,9 @@ pub(crate) async fn archive_confirm(
 
 pub(crate) async fn archive(
     State(console): State<Console>,
-    Path(store): Path<String>,
+    Id(id): Id<MemoryStoreId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let id: MemoryStoreId = id("memory store", &store)?;
     console.store.archive_memory_store(&id).await?;
     tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "archived memory store in the console");
     Ok(see_other(&format!("/console/stores/{id}")))
@@ -184,9 +181,9 @@ pub(crate) async fn archive(
 pub(crate) async fn delete_confirm(
     State(console): State<Console>,
     who: Signed,
-    Path(store): Path<String>,
+    Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&id("memory store", &store)?).await?;
+    let store = console.store.get_memory_store(&store).await?;
     let used = console
         .store
         .memory_store_usage(std::slice::from_ref(&store.id))
@@ -211,10 +208,9 @@ pub(crate) async fn delete_confirm(
 
 pub(crate) async fn delete(
     State(console): State<Console>,
-    Path(store): Path<String>,
+    Id(id): Id<MemoryStoreId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    let id: MemoryStoreId = id("memory store", &store)?;
     console.store.delete_memory_store(&id).await?;
     tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "deleted memory store in the console");
     Ok(see_other("/console"))

@@ -477,3 +477,59 @@ async fn a_signed_in_persons_error_page_keeps_the_navigation() {
     let anonymous = h.get("/console/assets/nope.css", "").await;
     assert!(!anonymous.body.contains("Sign out"));
 }
+
+#[tokio::test]
+async fn a_malformed_id_is_not_found_in_each_pages_words_after_the_sign_in_check() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let store = h.memory_store("s").await;
+    let env = h.self_hosted_environment().await;
+    let cases = [
+        ("/console/stores/nope".to_owned(), "memory store `nope` not found"),
+        (format!("/console/stores/{}/memories/nope", store.id), "memory `nope` not found"),
+        (format!("/console/stores/{}/versions/nope", store.id), "memory version `nope` not found"),
+        // The store is judged first, as the path names it first.
+        ("/console/stores/bad/versions/worse".to_owned(), "memory store `bad` not found"),
+        ("/console/sessions/nope".to_owned(), "session `nope` not found"),
+        ("/console/environments/nope".to_owned(), "environment `nope` not found"),
+        (format!("/console/environments/{}/keys/nope/revoke", env.id), "environment key `nope` not found"),
+    ];
+    for (path, message) in &cases {
+        let page = h.get(path, &cookie).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}: {}", page.body);
+        assert!(page.body.contains(message), "{path}: {}", page.body);
+        assert!(page.body.contains("Sign out"), "{path}: the page keeps the navigation");
+        // Someone signed out is sent to sign in, never told what exists.
+        let signed_out = h.get(path, "").await;
+        assert_eq!(signed_out.status, StatusCode::SEE_OTHER, "{path}");
+        assert!(signed_out.location().starts_with("/console/sign-in?next="), "{path}: {}", signed_out.location());
+    }
+    // A form posted to a malformed id: signed out, to sign in; signed in, not found.
+    let post = h.post("/console/stores/nope/archive", "", &[("csrf", "x")], &[]).await;
+    assert_eq!(post.status, StatusCode::SEE_OTHER);
+    assert!(post.location().starts_with("/console/sign-in"), "{}", post.location());
+    let post = h.post("/console/stores/nope/archive", &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(post.status, StatusCode::NOT_FOUND, "{}", post.body);
+    // A page link the console did not make.
+    let stale = h.get("/console/sessions?page=not-a-cursor", &cookie).await;
+    assert_eq!(stale.status, StatusCode::BAD_REQUEST);
+    assert!(stale.body.contains("that page link is not valid any more; start from the first page"), "{}", stale.body);
+}
+
+#[tokio::test]
+async fn a_page_link_given_twice_is_refused_as_axum_refused_it() {
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Before {
+        page: Option<String>,
+        archived: Option<String>,
+    }
+    let uri: axum::http::Uri = "/console?page=a&page=b".parse().unwrap();
+    let before = axum::extract::Query::<Before>::try_from_uri(&uri).unwrap_err();
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    for path in ["/console?page=a&page=b", "/console/sessions?page=a&page=b", "/console/environments?page=a&page=b"] {
+        let answer = h.get(path, &cookie).await;
+        assert_eq!((answer.status, answer.body.as_str()), (before.status(), before.body_text().as_str()), "{path}");
+    }
+}

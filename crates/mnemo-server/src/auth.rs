@@ -184,9 +184,9 @@ impl FromRequestParts<AppState> for MemoryCaller {
             return Ok(Self { actor: actor(&caller)?, credential: caller.0 });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
-        let Ok(store) = store.parse::<MemoryStoreId>() else {
-            return Err(ApiError::not_found(format!("memory store `{store}` not found")));
-        };
+        // Judged here, before the handler's `Id`, because the scope rules need the store: the
+        // raw path's text, so a store id never needs decoding.
+        let store = <MemoryStoreId as mnemo_http::PathId>::from_path(store)?;
         let op = match (&parts.method, tail) {
             (&Method::GET, _) => MemoryOp::Read,
             (_, "memories" | "memories:batch") => MemoryOp::WriteMemories,

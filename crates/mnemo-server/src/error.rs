@@ -119,7 +119,7 @@ impl ApiError {
         Self::new(ErrorType::RequestTooLarge, mnemo_api::content_too_large_message(size))
     }
 
-    fn internal(cause: String) -> Self {
+    pub(crate) fn internal(cause: String) -> Self {
         Self { internal: Some(cause), ..Self::new(ErrorType::Api, "internal server error") }
     }
 

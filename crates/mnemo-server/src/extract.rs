@@ -1,8 +1,10 @@
 //! Extractors whose rejections speak the error envelope.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, Request};
 use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use mnemo_http::{BadInput, Refuse};
 use serde::de::DeserializeOwned;
 
 use crate::{ApiError, AppState};
@@ -31,30 +33,88 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
     }
 }
 
-/// A query string, with `key[gte]`-style names spelled out in the target's serde renames.
-#[derive(Debug)]
-pub(crate) struct Query<T>(pub(crate) T);
+/// How the API shows input it refuses: as its error envelope, in the words it has always used
+/// (the one exception is a path that does not decode, which axum answers itself).
+impl Refuse for AppState {
+    type Rejection = Response;
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let query = parts.uri.query().unwrap_or("");
-        serde_urlencoded::from_str(query)
-            .map(Query)
-            .map_err(|e| ApiError::invalid(format!("invalid query string: {e}")))
+    async fn refuse(&self, _: &mut Parts, bad: BadInput) -> Response {
+        match bad {
+            BadInput::Path(rejection) => rejection.into_response(),
+            other => ApiError::from(other).into_response(),
+        }
     }
 }
 
-/// The query string as decoded pairs, for array parameters (`statuses[]=a&statuses[]=b`).
-#[derive(Debug)]
-pub(crate) struct RawQuery(pub(crate) Vec<(String, String)>);
+impl From<BadInput> for ApiError {
+    fn from(bad: BadInput) -> Self {
+        match bad {
+            BadInput::NotFound { noun, raw, code } => {
+                let err = Self::not_found(BadInput::not_found_message(noun, &raw));
+                match code {
+                    Some(code) => err.with_code(code),
+                    None => err,
+                }
+            }
+            BadInput::Invalid(message) => Self::invalid(message),
+            BadInput::Cursor(e) => Self::from(e),
+            BadInput::Duplicate(name) => Self::invalid(format!("invalid query string: duplicate field `{name}`")),
+            BadInput::Path(rejection) => Self::invalid(rejection.body_text()),
+            BadInput::NoSuchParam(name) => Self::internal(format!("the route has no `{{{name}}}` parameter")),
+        }
+    }
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for RawQuery {
-    type Rejection = ApiError;
+#[cfg(test)]
+mod tests {
+    use mnemo_api::{EnvironmentId, MemoryStoreId};
+    use mnemo_http::PathId;
+    use serde_json::{Value, json};
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let query = parts.uri.query().unwrap_or("");
-        Ok(Self(form_urlencoded::parse(query.as_bytes()).into_owned().collect()))
+    use super::*;
+
+    fn render(bad: BadInput) -> (u16, Value) {
+        let response = ApiError::from(bad).into_response();
+        let status = response.status().as_u16();
+        let body = futures::executor::block_on(axum::body::to_bytes(response.into_body(), usize::MAX)).unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        (status, body["error"].clone())
+    }
+
+    #[test]
+    fn bad_input_renders_as_the_api_has_always_answered_it() {
+        let cases: Vec<(BadInput, u16, Value)> = vec![
+            (
+                MemoryStoreId::from_path("bad").unwrap_err(),
+                404,
+                json!({"type": "not_found_error", "message": "memory store `bad` not found"}),
+            ),
+            (
+                EnvironmentId::from_path("env_").unwrap_err(),
+                404,
+                json!({"type": "not_found_error", "message": "environment `env_` not found",
+                       "details": {"error_code": "environment_not_found"}}),
+            ),
+            (
+                BadInput::Invalid("limit must be an integer from 1 to 100 (got `0`)".into()),
+                400,
+                json!({"type": "invalid_request_error", "message": "limit must be an integer from 1 to 100 (got `0`)"}),
+            ),
+            (
+                mnemo_http::cursor(Some("zzz")).unwrap_err(),
+                400,
+                json!({"type": "invalid_request_error", "message": mnemo_store::StoreError::InvalidCursor.to_string()}),
+            ),
+            (
+                BadInput::Duplicate("limit"),
+                400,
+                json!({"type": "invalid_request_error", "message": "invalid query string: duplicate field `limit`"}),
+            ),
+            (BadInput::NoSuchParam("store"), 500, json!({"type": "api_error", "message": "internal server error"})),
+        ];
+        for (bad, status, error) in cases {
+            let label = format!("{bad:?}");
+            assert_eq!(render(bad), (status, error), "{label}");
+        }
     }
 }

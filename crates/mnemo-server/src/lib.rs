@@ -4,10 +4,12 @@
 //!
 //! [`router`] builds the axum [`Router`] from an [`AppState`] (handy for in-process tests);
 //! [`serve`] runs it on a bound listener until a shutdown future completes ([`serve_with`] sets
-//! the timeouts and connection caps of a [`ServeConfig`]). Handlers parse every input into the
-//! types of `mnemo-api` at the edge, ask `auth` (and through it `mnemo_store::rules::scope`) who
-//! may call what, call the [`Store`], and turn failures into Anthropic's error envelope in one
-//! place ([`ApiError`]).
+//! the timeouts and connection caps of a [`ServeConfig`]). Handlers take their input already
+//! typed — path ids as `mnemo_http::Id<T>`, queries as `mnemo_http::Query<T>` (paging, views,
+//! filters), bodies as JSON into `mnemo-api`'s types — so none parses text by hand. They ask
+//! `auth` (and through it `mnemo_store::rules::scope`) who may call what, call the [`Store`], and
+//! turn failures into Anthropic's error envelope in one place ([`ApiError`], which also renders
+//! `mnemo_http::BadInput`).
 //!
 //! Beside the handlers: `hub` and `changes` fan committed events and memory changes out to open
 //! streams and long polls (fed by the store's signals, so replicas on one database see each

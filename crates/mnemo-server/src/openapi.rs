@@ -13,9 +13,9 @@ use std::sync::LazyLock;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use mnemo_api::ErrorEnvelope;
+use utoipa::ToSchema;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, RefOr, ResponseBuilder, Tag};
-use utoipa::{IntoParams, ToSchema};
 
 /// The credential schemes, by the name operations refer to them with.
 pub(crate) mod scheme {
@@ -172,39 +172,4 @@ fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut
 )]
 pub(crate) async fn serve() -> impl IntoResponse {
     ([(CONTENT_TYPE, "application/json")], DOCUMENT.as_str())
-}
-
-/// `limit` and `page` of a cursor-paginated list.
-#[derive(Debug, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub(crate) struct PageQuery {
-    /// Page size, 1–100 (default 20).
-    #[param(minimum = 1, maximum = 100)]
-    limit: Option<u32>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
-}
-
-/// `limit`, `page` and `include_archived` of the lists of archivable resources.
-#[derive(Debug, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub(crate) struct ArchivableQuery {
-    /// Page size, 1–100 (default 20).
-    #[param(minimum = 1, maximum = 100)]
-    limit: Option<u32>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
-    /// Include archived ones (default `false`).
-    include_archived: Option<bool>,
-}
-
-/// `view` of a single memory or version.
-#[derive(Debug, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub(crate) struct ViewQuery {
-    /// `basic` (no content) or `full` (with content).
-    view: Option<mnemo_api::View>,
 }

@@ -220,6 +220,7 @@ const SERVER_SIDE: &[&str] = &[
     "mnemo-store-postgres",
     "mnemo-store-tests",
     "mnemo-server",
+    "mnemo-http",
     "mnemo-console",
 ];
 const HOST_SIDE: &[&str] = &["mnemo-client", "mnemo-sync", "mnemo-worker", "mnemo-export"];
@@ -280,6 +281,8 @@ fn boundaries() -> Vec<Boundary> {
                 "sha2",
                 // `Signal` channels (`tokio::sync::broadcast`).
                 "tokio",
+                // A lapsed work lease is logged where the operation applies it.
+                "tracing",
             ],
             never: all(&[
                 DATABASE_DRIVERS,
@@ -372,6 +375,7 @@ fn boundaries() -> Vec<Boundary> {
                 "chrono",
                 "mnemo-api",
                 "mnemo-console",
+                "mnemo-http",
                 "mnemo-model",
                 "mnemo-store",
                 "serde",
@@ -397,6 +401,25 @@ fn boundaries() -> Vec<Boundary> {
             ]),
         },
         Boundary {
+            krate: "mnemo-http",
+            allowed: &["axum", "chrono", "form_urlencoded", "mnemo-api", "mnemo-store", "utoipa"],
+            // Parsing only: no store backend, no client, no other front end.
+            never: all(&[
+                DATABASE_DRIVERS,
+                &[
+                    "reqwest",
+                    "anyhow",
+                    "mnemo-store-sqlite",
+                    "mnemo-store-postgres",
+                    "mnemo-store-tests",
+                    "mnemo-server",
+                    "mnemo-console",
+                    "mnemo-model",
+                ],
+                HOST_SIDE,
+            ]),
+        },
+        Boundary {
             krate: "mnemo-console",
             allowed: &[
                 "askama",
@@ -407,6 +430,7 @@ fn boundaries() -> Vec<Boundary> {
                 "futures",
                 "hex",
                 "mnemo-api",
+                "mnemo-http",
                 "mnemo-store",
                 "serde",
                 "serde_json",

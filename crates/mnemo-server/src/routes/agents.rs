@@ -1,12 +1,11 @@
 //! `/v1/agents`: the configurations sessions run (versioned).
 
-use axum::extract::{Path, State};
-use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec, Page, View};
-use serde::Deserialize;
+use axum::extract::State;
+use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec, Page};
+use mnemo_http::{ArchivablePaging, BadInput, FromQuery, Id, Params, Query};
 
-use super::{flag, page_cursor, page_limit, path_id};
 use crate::auth::ApiKeyCaller;
-use crate::extract::{Json, Query};
+use crate::extract::Json;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -32,22 +31,29 @@ pub(crate) async fn create(
     Ok(axum::Json(agent))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct VersionParam {
     /// This version instead of the latest.
-    #[param(value_type = Option<u32>, minimum = 1)]
-    version: Option<String>,
+    #[param(minimum = 1)]
+    version: Option<u32>,
 }
 
-fn version(raw: Option<&str>) -> Result<Option<u32>, ApiError> {
-    raw.map(|v| {
-        v.parse::<u32>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| ApiError::invalid(format!("version must be a positive integer (got `{v}`)")))
-    })
-    .transpose()
+impl FromQuery for VersionParam {
+    const ONCE: &'static [&'static str] = &["version"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let version = q
+            .one("version")
+            .map(|v| {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| BadInput::Invalid(format!("version must be a positive integer (got `{v}`)")))
+            })
+            .transpose()?;
+        Ok(Self { version })
+    }
 }
 
 #[utoipa::path(
@@ -63,11 +69,10 @@ fn version(raw: Option<&str>) -> Result<Option<u32>, ApiError> {
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<AgentId>,
     Query(q): Query<VersionParam>,
 ) -> Reply<Agent> {
-    let id: AgentId = path_id("agent", &id)?;
-    Ok(axum::Json(state.store.get_agent(&id, version(q.version.as_deref())?).await?))
+    Ok(axum::Json(state.store.get_agent(&id, q.version).await?))
 }
 
 #[utoipa::path(
@@ -84,10 +89,9 @@ pub(crate) async fn retrieve(
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<AgentId>,
     Json(body): Json<AgentParams>,
 ) -> Reply<Agent> {
-    let id: AgentId = path_id("agent", &id)?;
     let base = body
         .version
         .ok_or_else(|| ApiError::invalid("version is required: pass the version your change is based on"))?;
@@ -100,24 +104,16 @@ pub(crate) async fn update(
     operation_id = "agents.list",
     tag = "agents",
     summary = "List agents",
-    params(crate::openapi::ArchivableQuery),
+    params(ArchivablePaging),
     responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::Agent>)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Query(q): Query<super::ArchivableListParams>,
+    Query(q): Query<ArchivablePaging>,
 ) -> Reply<Page<Agent>> {
-    let listing = state
-        .store
-        .list_agents(
-            flag("include_archived", q.include_archived.as_deref())?,
-            page_limit(q.limit.as_deref(), View::Basic)?,
-            page_cursor(q.page.as_deref())?,
-        )
-        .await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    Ok(axum::Json(mnemo_http::page(state.store.list_agents(q.include_archived, q.limit, q.after).await?)))
 }
 
 #[utoipa::path(
@@ -130,7 +126,6 @@ pub(crate) async fn list(
     responses((status = 200, description = "The archived agent.", body = mnemo_api::Agent)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
-pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Agent> {
-    let id: AgentId = path_id("agent", &id)?;
+pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Id(id): Id<AgentId>) -> Reply<Agent> {
     Ok(axum::Json(state.store.archive_agent(&id).await?))
 }

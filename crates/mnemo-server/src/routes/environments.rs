@@ -1,18 +1,18 @@
 //! `/v1/environments`: create, retrieve, update, list, archive, delete — and environment keys,
 //! a mnemo extension (the hosted product mints them in its console).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use mnemo_api::{
     CreateEnvironment, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey, EnvironmentKeyId, Page,
-    UpdateEnvironment, View, config_type, generate_secret, validate_metadata, validate_store_description,
+    UpdateEnvironment, config_type, generate_secret, validate_metadata, validate_store_description,
     validate_store_name,
 };
+use mnemo_http::{ArchivablePaging, Id, Query};
 use mnemo_store::{EnvironmentPatch, NewEnvironment};
 use serde_json::Value;
 
-use super::{flag, page_cursor, page_limit, path_id};
 use crate::auth::ApiKeyCaller;
-use crate::extract::{Json, Query};
+use crate::extract::Json;
 use crate::{ApiError, AppState, hash_credential};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -36,11 +36,6 @@ fn check_scope(scope: Option<&str>) -> Result<(), ApiError> {
         None | Some("organization" | "account") => Ok(()),
         Some(other) => Err(ApiError::invalid(format!("scope must be `organization` or `account` (got `{other}`)"))),
     }
-}
-
-fn environment_id(raw: &str) -> Result<EnvironmentId, ApiError> {
-    raw.parse()
-        .map_err(|_| ApiError::not_found(format!("environment `{raw}` not found")).with_code("environment_not_found"))
 }
 
 #[utoipa::path(
@@ -93,9 +88,9 @@ pub(crate) async fn create(
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<EnvironmentId>,
 ) -> Reply<Environment> {
-    Ok(axum::Json(state.store.get_environment(&environment_id(&id)?).await?))
+    Ok(axum::Json(state.store.get_environment(&id).await?))
 }
 
 #[utoipa::path(
@@ -112,10 +107,9 @@ pub(crate) async fn retrieve(
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<EnvironmentId>,
     Json(body): Json<UpdateEnvironment>,
 ) -> Reply<Environment> {
-    let id = environment_id(&id)?;
     if let Some(name) = &body.name {
         validate_store_name(name).map_err(invalid)?;
     }
@@ -142,24 +136,16 @@ pub(crate) async fn update(
     operation_id = "environments.list",
     tag = "environments",
     summary = "List environments",
-    params(crate::openapi::ArchivableQuery),
+    params(ArchivablePaging),
     responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::Environment>)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Query(q): Query<super::ArchivableListParams>,
+    Query(q): Query<ArchivablePaging>,
 ) -> Reply<Page<Environment>> {
-    let listing = state
-        .store
-        .list_environments(
-            flag("include_archived", q.include_archived.as_deref())?,
-            page_limit(q.limit.as_deref(), View::Basic)?,
-            page_cursor(q.page.as_deref())?,
-        )
-        .await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    Ok(axum::Json(mnemo_http::page(state.store.list_environments(q.include_archived, q.limit, q.after).await?)))
 }
 
 #[utoipa::path(
@@ -175,9 +161,9 @@ pub(crate) async fn list(
 pub(crate) async fn archive(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<EnvironmentId>,
 ) -> Reply<Environment> {
-    let env = state.store.archive_environment(&environment_id(&id)?).await?;
+    let env = state.store.archive_environment(&id).await?;
     tracing::info!(environment.id = %env.id, "archived environment");
     Ok(axum::Json(env))
 }
@@ -195,9 +181,8 @@ pub(crate) async fn archive(
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<EnvironmentId>,
 ) -> Reply<EnvironmentDeleted> {
-    let id = environment_id(&id)?;
     state.store.delete_environment(&id).await?;
     state.auth.forget_all();
     tracing::info!(environment.id = %id, "deleted environment");
@@ -218,9 +203,8 @@ pub(crate) async fn delete(
 pub(crate) async fn create_key(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<EnvironmentId>,
 ) -> Reply<EnvironmentKey> {
-    let id = environment_id(&id)?;
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
     let mut key = state.store.create_environment_key(&id, hash_credential(&secret)).await?;
     tracing::info!(environment.id = %id, environment_key.id = %key.id, "created environment key");
@@ -241,9 +225,9 @@ pub(crate) async fn create_key(
 pub(crate) async fn list_keys(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<EnvironmentId>,
 ) -> Reply<Page<EnvironmentKey>> {
-    let keys = state.store.list_environment_keys(&environment_id(&id)?).await?;
+    let keys = state.store.list_environment_keys(&id).await?;
     Ok(axum::Json(Page { data: keys, next_page: None }))
 }
 
@@ -260,10 +244,9 @@ pub(crate) async fn list_keys(
 pub(crate) async fn revoke_key(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path((env, key)): Path<(String, String)>,
+    Id(env): Id<EnvironmentId>,
+    Id(key_id): Id<EnvironmentKeyId>,
 ) -> Reply<EnvironmentKey> {
-    let env = environment_id(&env)?;
-    let key_id: EnvironmentKeyId = path_id("environment key", &key)?;
     let key = state.store.revoke_environment_key(&env, &key_id).await?;
     // Cached lookups must not outlive the revocation.
     state.auth.forget_all();

@@ -3,22 +3,21 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use mnemo_api::SessionId;
+use mnemo_api::{SessionId, Timestamp};
+use mnemo_http::{BadInput, FromQuery, Id, Order, Params, Query, cursor, positive_limit, time_range};
 use mnemo_store::rules::scope;
-use mnemo_store::{ListEvents, SessionEvent};
+use mnemo_store::{Cursor, ListEvents, SessionEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::page_cursor;
-use super::path_id;
 use super::sessions::visible_session;
 use crate::auth::Caller;
-use crate::extract::{Json, RawQuery};
+use crate::extract::Json;
 use crate::{ApiError, AppState};
 
 /// Largest page of the event log (the reference runner asks for 1000).
@@ -48,34 +47,46 @@ pub(crate) struct EventPage {
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
+    Id(id): Id<SessionId>,
+    Query(q): Query<Params>,
 ) -> Result<axum::Json<EventPage>, ApiError> {
-    let id: SessionId = path_id("session", &id)?;
+    // Who may see the session is settled before its query is judged.
     visible_session(&state, &caller, &id).await?;
-    let one = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let limit = match one("limit") {
-        None => DEFAULT_EVENTS_PAGE,
-        Some(s) => s
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| ApiError::invalid(format!("limit must be a positive integer (got `{s}`)")))?
-            .min(MAX_EVENTS_PAGE),
+    let q: EventFilter = q.read()?;
+    let query = ListEvents {
+        processed_gte: q.processed_gte,
+        processed_lte: q.processed_lte,
+        descending: q.order == Order::Desc,
+        limit: q.limit,
+        types: q.types,
+        after: q.after,
     };
-    let descending = match one("order") {
-        None | Some("asc") => false,
-        Some("desc") => true,
-        Some(other) => return Err(ApiError::invalid(format!("order must be `asc` or `desc` (got `{other}`)"))),
-    };
-    let types = q.iter().filter(|(k, _)| k == "types[]" || k == "types").map(|(_, v)| v.clone()).collect();
-    let (processed_gte, processed_lte) = super::time_range("created_at", &one)?;
-    let query = ListEvents { processed_gte, processed_lte, descending, limit, types, after: page_cursor(one("page"))? };
-    let listing = state.store.list_events(&id, query).await?;
-    Ok(axum::Json(EventPage {
-        data: listing.items.into_iter().map(|e| e.body).collect(),
-        next_page: listing.next.map(|c| c.encode()),
-    }))
+    let page = mnemo_http::page(state.store.list_events(&id, query).await?);
+    Ok(axum::Json(EventPage { data: page.data.into_iter().map(|e| e.body).collect(), next_page: page.next_page }))
+}
+
+/// The event log's query, as [`EventsQuery`] describes it. A parameter given twice counts once,
+/// as it always has here.
+#[derive(Debug)]
+pub(crate) struct EventFilter {
+    limit: u32,
+    order: Order,
+    types: Vec<String>,
+    processed_gte: Option<Timestamp>,
+    processed_lte: Option<Timestamp>,
+    after: Option<Cursor>,
+}
+
+impl FromQuery for EventFilter {
+    const ONCE: &'static [&'static str] = &[];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let limit = positive_limit(q.one("limit"), DEFAULT_EVENTS_PAGE, MAX_EVENTS_PAGE)?;
+        let order = Order::parse(q.one("order"))?;
+        let types = q.all(&["types[]", "types"]);
+        let (processed_gte, processed_lte) = time_range(q, "created_at")?;
+        Ok(Self { limit, order, types, processed_gte, processed_lte, after: cursor(q.one("page"))? })
+    }
 }
 
 /// Parses the events of a request at the edge; an error names the field (`events[2].tool_use_id`).
@@ -118,10 +129,9 @@ pub(crate) struct Sent {
 pub(crate) async fn send(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Id(id): Id<SessionId>,
     Json(body): Json<SendEvents>,
 ) -> Result<axum::Json<Sent>, ApiError> {
-    let id: SessionId = path_id("session", &id)?;
     visible_session(&state, &caller, &id).await?;
     if body.events.is_empty() {
         return Err(ApiError::invalid("events must not be empty"));
@@ -168,10 +178,9 @@ pub(crate) async fn stream(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
+    Id(id): Id<SessionId>,
+    Query(q): Query<Params>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let id: SessionId = path_id("session", &id)?;
     visible_session(&state, &caller, &id).await?;
     // Held for the stream's life: one credential cannot take every connection.
     let slot = state.streams.open(&caller.0)?;
@@ -179,7 +188,7 @@ pub(crate) async fn stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-        .or_else(|| q.iter().find(|(k, _)| k == "last_event_id").map(|(_, v)| v.clone()));
+        .or_else(|| q.one("last_event_id").map(str::to_owned));
     // Subscribe before reading history so nothing falls between the two.
     let mut live = state.hub.subscribe_from(&*state.store, &id).await?;
     let mut replay = Vec::new();

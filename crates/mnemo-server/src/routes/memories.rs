@@ -9,7 +9,7 @@
 //!   valid ones written together ([`mnemo_store::Store::write_memories`]), each answered with
 //!   the status and body its own request would have had.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -19,34 +19,44 @@ use mnemo_api::{
     MemoryWriteBatch, MemoryWriteResult, MemoryWriteResults, Page, PathPrefix, Precondition, UpdateMemory, View,
     is_sha256_hex, validate_content_size,
 };
+use mnemo_http::{BadInput, FromQuery, Id, Params, PathId, Query, ViewPaging, ViewParam};
 use mnemo_store::{ListMemories, MemoryChange, MemoryWriteOp};
-use serde::Deserialize;
 
-use super::{page_cursor, page_limit, path_id, view};
 use crate::auth::MemoryCaller;
-use crate::extract::{Json, Query};
+use crate::extract::Json;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+/// `view` of one memory, described for the API document (read as a [`ViewParam`]).
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct ViewParam {
+#[allow(dead_code)]
+pub(crate) struct MemoryView {
     /// `basic` (no content) or `full`; the default is `full` when reading one memory, `basic` when writing.
-    #[param(value_type = Option<mnemo_api::View>)]
-    view: Option<String>,
+    view: Option<View>,
 }
 
 fn memory_path(raw: &str) -> Result<MemoryPath, ApiError> {
     MemoryPath::parse_request(raw).map_err(ApiError::invalid)
 }
 
-fn sha(name: &str, raw: &str) -> Result<String, ApiError> {
-    if is_sha256_hex(raw) {
-        Ok(raw.to_owned())
-    } else {
-        Err(ApiError::invalid(format!("{name} must be 64 lowercase hexadecimal characters")))
+/// A content digest as a request gives it: 64 lowercase hexadecimal characters.
+#[derive(Debug)]
+pub(crate) struct Sha256Hex(String);
+
+impl Sha256Hex {
+    fn parse(name: &str, raw: &str) -> Result<Self, BadInput> {
+        if is_sha256_hex(raw) {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(BadInput::Invalid(format!("{name} must be 64 lowercase hexadecimal characters")))
+        }
     }
+}
+
+fn sha(name: &str, raw: &str) -> Result<String, ApiError> {
+    Ok(Sha256Hex::parse(name, raw)?.0)
 }
 
 /// Drops the content unless the caller asked for it.
@@ -57,17 +67,13 @@ fn shaped(mut memory: Memory, view: View) -> Memory {
     memory
 }
 
-fn ids(store: &str, memory: &str) -> Result<(MemoryStoreId, MemoryId), ApiError> {
-    Ok((path_id("memory store", store)?, path_id("memory", memory)?))
-}
-
 #[utoipa::path(
     post,
     path = "/v1/memory_stores/{store}/memories",
     operation_id = "memories.create",
     tag = "memories",
     summary = "Create a memory at a path",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ViewParam),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), MemoryView),
     request_body = mnemo_api::CreateMemory,
     responses((status = 200, description = "The new memory (content only under `view=full`).", body = mnemo_api::Memory), (status = 409, description = "A memory already exists at this path (`memory_path_conflict_error`, with `conflicting_memory_id`).", body = mnemo_api::ErrorEnvelope)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
@@ -75,12 +81,11 @@ fn ids(store: &str, memory: &str) -> Result<(MemoryStoreId, MemoryId), ApiError>
 pub(crate) async fn create(
     State(state): State<AppState>,
     caller: MemoryCaller,
-    Path(store): Path<String>,
-    Query(q): Query<ViewParam>,
+    Id(store): Id<MemoryStoreId>,
+    Query(view): Query<ViewParam>,
     Json(body): Json<CreateMemory>,
 ) -> Reply<Memory> {
-    let store: MemoryStoreId = path_id("memory store", &store)?;
-    let view = view(q.view.as_deref(), View::Basic)?;
+    let view = view.or(View::Basic);
     let (path, content) = new_memory(body)?;
     let memory = state.store.create_memory(&store, path, content, caller.actor()).await?;
     Ok(axum::Json(shaped(memory, view)))
@@ -116,18 +121,18 @@ fn memory_change(body: UpdateMemory) -> Result<MemoryChange, ApiError> {
     operation_id = "memories.retrieve",
     tag = "memories",
     summary = "Retrieve a memory",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), ViewParam),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), MemoryView),
     responses((status = 200, description = "The memory (with content unless `view=basic`).", body = mnemo_api::Memory)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: MemoryCaller,
-    Path((store, memory)): Path<(String, String)>,
-    Query(q): Query<ViewParam>,
+    Id(store): Id<MemoryStoreId>,
+    Id(id): Id<MemoryId>,
+    Query(view): Query<ViewParam>,
 ) -> Reply<Memory> {
-    let (store, id) = ids(&store, &memory)?;
-    let view = view(q.view.as_deref(), View::Full)?;
+    let view = view.or(View::Full);
     Ok(axum::Json(shaped(state.store.get_memory(&store, &id).await?, view)))
 }
 
@@ -137,7 +142,7 @@ pub(crate) async fn retrieve(
     operation_id = "memories.update",
     tag = "memories",
     summary = "Change a memory's content or path, optionally under a precondition",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), ViewParam),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), MemoryView),
     request_body = mnemo_api::UpdateMemory,
     responses((status = 200, description = "The updated memory.", body = mnemo_api::Memory), (status = 409, description = "The precondition failed (`memory_precondition_failed_error`) or the new path is taken (`memory_path_conflict_error`).", body = mnemo_api::ErrorEnvelope)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
@@ -145,12 +150,12 @@ pub(crate) async fn retrieve(
 pub(crate) async fn update(
     State(state): State<AppState>,
     caller: MemoryCaller,
-    Path((store, memory)): Path<(String, String)>,
-    Query(q): Query<ViewParam>,
+    Id(store): Id<MemoryStoreId>,
+    Id(id): Id<MemoryId>,
+    Query(view): Query<ViewParam>,
     Json(body): Json<UpdateMemory>,
 ) -> Reply<Memory> {
-    let (store, id) = ids(&store, &memory)?;
-    let view = view(q.view.as_deref(), View::Basic)?;
+    let view = view.or(View::Basic);
     let change = memory_change(body)?;
     let memory = state.store.update_memory(&store, &id, change, caller.actor()).await?;
     Ok(axum::Json(shaped(memory, view)))
@@ -177,10 +182,9 @@ pub(crate) async fn update(
 pub(crate) async fn batch(
     State(state): State<AppState>,
     caller: MemoryCaller,
-    Path(store): Path<String>,
+    Id(store): Id<MemoryStoreId>,
     Json(body): Json<MemoryWriteBatch>,
 ) -> Reply<MemoryWriteResults> {
-    let store: MemoryStoreId = path_id("memory store", &store)?;
     let count = body.writes.len();
     if !(1..=MAX_BATCH_WRITES).contains(&count) {
         return Err(ApiError::invalid(format!("writes must hold 1 to {MAX_BATCH_WRITES} writes (got {count})")));
@@ -193,7 +197,9 @@ pub(crate) async fn batch(
             MemoryWrite::Create(body) => {
                 new_memory(body).map(|(path, content)| MemoryWriteOp::Create { path, content })
             }
-            MemoryWrite::Update { memory_id, change } => path_id("memory", &memory_id)
+            // The id is judged as the single update's path judges it.
+            MemoryWrite::Update { memory_id, change } => MemoryId::from_path(&memory_id)
+                .map_err(ApiError::from)
                 .and_then(|id| Ok(MemoryWriteOp::Update { id, change: memory_change(change)? })),
         };
         match op {
@@ -235,11 +241,21 @@ fn refused(e: ApiError, index: usize) -> MemoryWriteResult {
     MemoryWriteResult { status, memory: None, error: Some(error) }
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct DeleteParams {
     /// Delete only if the content still hashes to this (64 lowercase hex characters).
-    expected_content_sha256: Option<String>,
+    #[param(value_type = Option<String>)]
+    expected_content_sha256: Option<Sha256Hex>,
+}
+
+impl FromQuery for DeleteParams {
+    const ONCE: &'static [&'static str] = &["expected_content_sha256"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let name = "expected_content_sha256";
+        Ok(Self { expected_content_sha256: q.one(name).map(|s| Sha256Hex::parse(name, s)).transpose()? })
+    }
 }
 
 #[utoipa::path(
@@ -255,31 +271,43 @@ pub(crate) struct DeleteParams {
 pub(crate) async fn delete(
     State(state): State<AppState>,
     caller: MemoryCaller,
-    Path((store, memory)): Path<(String, String)>,
+    Id(store): Id<MemoryStoreId>,
+    Id(id): Id<MemoryId>,
     Query(q): Query<DeleteParams>,
 ) -> Reply<MemoryDeleted> {
-    let (store, id) = ids(&store, &memory)?;
-    let expected = q.expected_content_sha256.as_deref().map(|s| sha("expected_content_sha256", s)).transpose()?;
+    let expected = q.expected_content_sha256.map(|Sha256Hex(s)| s);
     state.store.delete_memory(&store, &id, expected, caller.actor()).await?;
     Ok(axum::Json(MemoryDeleted { id }))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+/// What the memory list is narrowed to: a prefix, and how deep it looks.
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct ListParams {
-    /// Page size, 1–100 (default 20; at most 20 under `view=full`).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
-    /// `basic` (no content; the default) or `full`.
-    #[param(value_type = Option<mnemo_api::View>)]
-    view: Option<String>,
+pub(crate) struct ListFilters {
     /// Only paths under this prefix (`/` or a path ending in `/`; whole segments).
-    path_prefix: Option<String>,
+    #[param(value_type = Option<String>)]
+    path_prefix: PathPrefix,
     /// `1` rolls everything below the next level up into `memory_prefix` entries (default `0`).
     #[param(value_type = Option<u8>, minimum = 0, maximum = 1)]
-    depth: Option<String>,
+    depth: u32,
+}
+
+impl FromQuery for ListFilters {
+    const ONCE: &'static [&'static str] = &["path_prefix", "depth"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let path_prefix = match q.one("path_prefix") {
+            None => PathPrefix::root(),
+            Some(p) => PathPrefix::parse(p)
+                .map_err(|e| BadInput::Invalid(format!("invalid path_prefix `{}`: {e}", p.escape_debug())))?,
+        };
+        let depth = match q.one("depth") {
+            None | Some("0") => 0,
+            Some("1") => 1,
+            Some(other) => return Err(BadInput::Invalid(format!("depth must be 0 or 1 (got `{other}`)"))),
+        };
+        Ok(Self { path_prefix, depth })
+    }
 }
 
 /// Lists memories. The answer carries an `ETag` naming the store's state; a first-page request
@@ -291,7 +319,7 @@ pub(crate) struct ListParams {
     operation_id = "memories.list",
     tag = "memories",
     summary = "List memories in path order, optionally under a prefix and rolled up one level",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ListParams, ("If-None-Match" = Option<String>, Header, description = "The `ETag` of an earlier first page: answered `304` while the store is unchanged (a mnemo extension).")),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ViewPaging, ListFilters, ("If-None-Match" = Option<String>, Header, description = "The `ETag` of an earlier first page: answered `304` while the store is unchanged (a mnemo extension).")),
     responses((status = 200, description = "A page of memories (and `memory_prefix` entries under `depth=1`).", body = mnemo_api::Page<mnemo_api::MemoryListItem>, headers(("ETag" = String, description = "Names the store's state."))), (status = 304, description = "Unchanged since the `If-None-Match` tag.")),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
 )]
@@ -299,37 +327,25 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     _: MemoryCaller,
     headers: HeaderMap,
-    Path(store): Path<String>,
-    Query(q): Query<ListParams>,
+    Id(store): Id<MemoryStoreId>,
+    Query(paging): Query<ViewPaging>,
+    Query(f): Query<ListFilters>,
 ) -> Result<Response, ApiError> {
-    let store: MemoryStoreId = path_id("memory store", &store)?;
-    let view = view(q.view.as_deref(), View::Basic)?;
-    let prefix = match q.path_prefix.as_deref() {
-        None => PathPrefix::root(),
-        Some(p) => PathPrefix::parse(p)
-            .map_err(|e| ApiError::invalid(format!("invalid path_prefix `{}`: {e}", p.escape_debug())))?,
-    };
-    let depth = match q.depth.as_deref() {
-        None | Some("0") => 0,
-        Some("1") => 1,
-        Some(other) => return Err(ApiError::invalid(format!("depth must be 0 or 1 (got `{other}`)"))),
-    };
     // Read before the listing: if a write lands in between, the tag is older than the data and
     // the next conditional request simply lists again.
     let etag = format!("\"m{}\"", state.store.memory_change_seq(&store).await?);
-    let first_page = q.page.as_deref().is_none_or(str::is_empty);
+    let first_page = paging.after.is_none();
     if first_page && headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
         return Ok((StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
     }
     let query = ListMemories {
-        prefix,
-        depth,
-        limit: page_limit(q.limit.as_deref(), view)?,
-        view,
-        after: page_cursor(q.page.as_deref())?,
+        prefix: f.path_prefix,
+        depth: f.depth,
+        limit: paging.limit,
+        view: paging.view,
+        after: paging.after,
     };
-    let listing = state.store.list_memories(&store, query).await?;
-    let page: Page<MemoryListItem> = Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) };
+    let page: Page<MemoryListItem> = mnemo_http::page(state.store.list_memories(&store, query).await?);
     Ok(([(ETAG, etag)], axum::Json(page)).into_response())
 }
 
@@ -353,12 +369,11 @@ pub(crate) async fn stream(
     State(state): State<AppState>,
     _: MemoryCaller,
     uri: axum::http::Uri,
-    Path(store): Path<String>,
+    Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, ApiError> {
     if !state.memory_stream {
         return Err(super::no_such_endpoint(&axum::http::Method::GET, uri.path()));
     }
-    let store: MemoryStoreId = path_id("memory store", &store)?;
     let export = state.store.export_memories(&store, mnemo_store::EXPORT_CHUNK).await?;
     let etag = format!("\"m{}\"", export.seq);
     let body = axum::body::Body::from_stream(jsonl(export, store));

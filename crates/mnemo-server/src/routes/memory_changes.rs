@@ -4,18 +4,18 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{MemoryChangePage, MemoryStoreId};
 use mnemo_store::MemoryFeedEntry;
 
+use mnemo_http::{Id, Params, Query};
+
 use super::events::{PING_EVERY, async_stream};
-use super::path_id;
 use crate::auth::MemoryCaller;
 use crate::changes::{FEED_BATCH, Feed};
-use crate::extract::RawQuery;
 use crate::{ApiError, AppState};
 
 /// Longest a JSON long poll waits for a change.
@@ -63,11 +63,10 @@ pub(crate) async fn changes(
     State(state): State<AppState>,
     caller: MemoryCaller,
     headers: HeaderMap,
-    Path(store): Path<String>,
-    RawQuery(q): RawQuery,
+    Id(store): Id<MemoryStoreId>,
+    Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let store: MemoryStoreId = path_id("memory store", &store)?;
-    let one = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let one = |name: &str| q.one(name);
     // A reconnecting SSE client sends the last id it saw; it outranks the URL's `after`.
     let after = match headers.get("last-event-id").and_then(|v| v.to_str().ok()).filter(|v| !v.trim().is_empty()) {
         Some(last) => Some(cursor(last, "Last-Event-ID")?),
@@ -84,15 +83,7 @@ pub(crate) async fn changes(
                 .map_err(|_| ApiError::invalid(format!("wait_ms must be a whole number of milliseconds (got `{w}`)")))?
                 .min(MAX_WAIT_MS),
         };
-        let limit = match one("limit") {
-            None => DEFAULT_JSON_LIMIT,
-            Some(s) => s
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| ApiError::invalid(format!("limit must be a positive integer (got `{s}`)")))?
-                .min(mnemo_store::MAX_FEED_PAGE),
-        };
+        let limit = mnemo_http::positive_limit(one("limit"), DEFAULT_JSON_LIMIT, mnemo_store::MAX_FEED_PAGE)?;
         let answer = long_poll(&state, &store, after, Duration::from_millis(wait), limit).await;
         drop(slot);
         return answer.map(IntoResponse::into_response);

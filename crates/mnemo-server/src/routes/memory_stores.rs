@@ -1,16 +1,15 @@
 //! `/v1/memory_stores`: create, retrieve, update, list, archive, delete.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use mnemo_api::{
-    CreateMemoryStore, MemoryStore, MemoryStoreDeleted, MemoryStoreId, Page, UpdateMemoryStore, View,
+    CreateMemoryStore, MemoryStore, MemoryStoreDeleted, MemoryStoreId, Page, Timestamp, UpdateMemoryStore,
     validate_metadata, validate_store_description, validate_store_name,
 };
+use mnemo_http::{BadInput, FromQuery, Id, Paging, Params, Query, flag, timestamp};
 use mnemo_store::{ListMemoryStores, MemoryStorePatch, NewMemoryStore};
-use serde::Deserialize;
 
-use super::{flag, page_cursor, page_limit, path_id, timestamp};
 use crate::auth::MemoryCaller;
-use crate::extract::{Json, Query};
+use crate::extract::Json;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -57,9 +56,8 @@ pub(crate) async fn create(
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: MemoryCaller,
-    Path(store): Path<String>,
+    Id(id): Id<MemoryStoreId>,
 ) -> Reply<MemoryStore> {
-    let id: MemoryStoreId = path_id("memory store", &store)?;
     Ok(axum::Json(state.store.get_memory_store(&id).await?))
 }
 
@@ -77,10 +75,9 @@ pub(crate) async fn retrieve(
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: MemoryCaller,
-    Path(store): Path<String>,
+    Id(id): Id<MemoryStoreId>,
     Json(body): Json<UpdateMemoryStore>,
 ) -> Reply<MemoryStore> {
-    let id: MemoryStoreId = path_id("memory store", &store)?;
     if let Some(name) = &body.name {
         validate_store_name(name).map_err(invalid)?;
     }
@@ -91,25 +88,31 @@ pub(crate) async fn update(
     Ok(axum::Json(state.store.update_memory_store(&id, patch).await?))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+/// The filters of the store list.
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct ListParams {
-    /// Page size, 1–100 (default 20; at most 20 under `view=full`).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
+pub(crate) struct ListFilters {
     /// Include archived stores (default `false`).
     #[param(value_type = Option<bool>)]
-    include_archived: Option<String>,
+    include_archived: bool,
     /// Created at or after (RFC 3339).
-    #[serde(rename = "created_at[gte]")]
-    #[param(value_type = Option<String>, format = DateTime)]
-    created_at_gte: Option<String>,
+    #[param(rename = "created_at[gte]", value_type = Option<String>, format = DateTime)]
+    created_at_gte: Option<Timestamp>,
     /// Created at or before (RFC 3339).
-    #[serde(rename = "created_at[lte]")]
-    #[param(value_type = Option<String>, format = DateTime)]
-    created_at_lte: Option<String>,
+    #[param(rename = "created_at[lte]", value_type = Option<String>, format = DateTime)]
+    created_at_lte: Option<Timestamp>,
+}
+
+impl FromQuery for ListFilters {
+    const ONCE: &'static [&'static str] = &["include_archived", "created_at[gte]", "created_at[lte]"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        Ok(Self {
+            include_archived: flag("include_archived", q.one("include_archived"))?,
+            created_at_gte: timestamp("created_at[gte]", q.one("created_at[gte]"))?,
+            created_at_lte: timestamp("created_at[lte]", q.one("created_at[lte]"))?,
+        })
+    }
 }
 
 #[utoipa::path(
@@ -118,24 +121,24 @@ pub(crate) struct ListParams {
     operation_id = "memory_stores.list",
     tag = "memory stores",
     summary = "List memory stores, newest first",
-    params(ListParams),
+    params(Paging, ListFilters),
     responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::MemoryStore>)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: MemoryCaller,
-    Query(q): Query<ListParams>,
+    Query(f): Query<ListFilters>,
+    Query(paging): Query<Paging>,
 ) -> Reply<Page<MemoryStore>> {
     let query = ListMemoryStores {
-        include_archived: flag("include_archived", q.include_archived.as_deref())?,
-        created_at_gte: timestamp("created_at[gte]", q.created_at_gte.as_deref())?,
-        created_at_lte: timestamp("created_at[lte]", q.created_at_lte.as_deref())?,
-        limit: page_limit(q.limit.as_deref(), View::Basic)?,
-        after: page_cursor(q.page.as_deref())?,
+        include_archived: f.include_archived,
+        created_at_gte: f.created_at_gte,
+        created_at_lte: f.created_at_lte,
+        limit: paging.limit,
+        after: paging.after,
     };
-    let listing = state.store.list_memory_stores(query).await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    Ok(axum::Json(mnemo_http::page(state.store.list_memory_stores(query).await?)))
 }
 
 #[utoipa::path(
@@ -151,9 +154,8 @@ pub(crate) async fn list(
 pub(crate) async fn archive(
     State(state): State<AppState>,
     _: MemoryCaller,
-    Path(store): Path<String>,
+    Id(id): Id<MemoryStoreId>,
 ) -> Reply<MemoryStore> {
-    let id: MemoryStoreId = path_id("memory store", &store)?;
     let store = state.store.archive_memory_store(&id).await?;
     tracing::info!(store.id = %id, "archived memory store");
     Ok(axum::Json(store))
@@ -172,9 +174,8 @@ pub(crate) async fn archive(
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: MemoryCaller,
-    Path(store): Path<String>,
+    Id(id): Id<MemoryStoreId>,
 ) -> Reply<MemoryStoreDeleted> {
-    let id: MemoryStoreId = path_id("memory store", &store)?;
     state.store.delete_memory_store(&id).await?;
     tracing::info!(store.id = %id, "deleted memory store");
     Ok(axum::Json(MemoryStoreDeleted { id }))

@@ -16,9 +16,6 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use mnemo_api::View;
-use mnemo_api::limits::{DEFAULT_PAGE_LIMIT, MAX_FULL_VIEW_PAGE_LIMIT, MAX_PAGE_LIMIT};
-use mnemo_store::Cursor;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -158,84 +155,4 @@ async fn memory_betas(headers: HeaderMap, req: Request, next: Next) -> Response 
         .into_response();
     }
     next.run(req).await
-}
-
-/// Query of the lists of archivable resources (environments, agents).
-#[derive(Debug, serde::Deserialize)]
-pub(crate) struct ArchivableListParams {
-    pub(crate) limit: Option<String>,
-    pub(crate) page: Option<String>,
-    pub(crate) include_archived: Option<String>,
-}
-
-/// Parses an id from the URL; an id that cannot exist is simply not found.
-pub(crate) fn path_id<T: std::str::FromStr>(kind: &str, raw: &str) -> Result<T, ApiError> {
-    raw.parse().map_err(|_| ApiError::not_found(format!("{kind} `{raw}` not found")))
-}
-
-/// `limit`: 1–100, default 20; under `view=full` silently capped at 20.
-pub(crate) fn page_limit(raw: Option<&str>, view: View) -> Result<u32, ApiError> {
-    let limit = match raw {
-        None => DEFAULT_PAGE_LIMIT,
-        Some(s) => s.parse::<u32>().ok().filter(|n| (1..=MAX_PAGE_LIMIT).contains(n)).ok_or_else(|| {
-            ApiError::invalid(format!("limit must be an integer from 1 to {MAX_PAGE_LIMIT} (got `{s}`)"))
-        })?,
-    };
-    Ok(if view == View::Full { limit.min(MAX_FULL_VIEW_PAGE_LIMIT) } else { limit })
-}
-
-/// `view`: `basic` or `full`, with a per-endpoint default.
-pub(crate) fn view(raw: Option<&str>, default: View) -> Result<View, ApiError> {
-    match raw {
-        None => Ok(default),
-        Some("basic") => Ok(View::Basic),
-        Some("full") => Ok(View::Full),
-        Some(other) => Err(ApiError::invalid(format!("view must be `basic` or `full` (got `{other}`)"))),
-    }
-}
-
-/// `page`: a cursor handed out by a previous page.
-pub(crate) fn page_cursor(raw: Option<&str>) -> Result<Option<Cursor>, ApiError> {
-    raw.filter(|s| !s.is_empty()).map(Cursor::decode).transpose().map_err(ApiError::from)
-}
-
-/// A boolean query flag.
-pub(crate) fn flag(name: &str, raw: Option<&str>) -> Result<bool, ApiError> {
-    match raw {
-        None | Some("false" | "0") => Ok(false),
-        Some("true" | "1") => Ok(true),
-        Some(other) => Err(ApiError::invalid(format!("{name} must be `true` or `false` (got `{other}`)"))),
-    }
-}
-
-/// An RFC 3339 timestamp filter (`Z` or an offset).
-pub(crate) fn timestamp(name: &str, raw: Option<&str>) -> Result<Option<mnemo_api::Timestamp>, ApiError> {
-    raw.map(|s| {
-        chrono::DateTime::parse_from_rfc3339(s)
-            .map(|t| t.to_utc())
-            .map_err(|e| ApiError::invalid(format!("{name} must be an RFC 3339 timestamp (got `{s}`: {e})")))
-    })
-    .transpose()
-}
-
-/// `name[gte]`, `name[gt]`, `name[lte]`, `name[lt]` as one inclusive range (timestamps have
-/// microsecond resolution, so a strict bound is the inclusive one a microsecond inside).
-pub(crate) fn time_range<'a>(
-    name: &str,
-    one: &impl Fn(&str) -> Option<&'a str>,
-) -> Result<(Option<mnemo_api::Timestamp>, Option<mnemo_api::Timestamp>), ApiError> {
-    let micro = chrono::Duration::microseconds(1);
-    let get = |op: &str| {
-        let key = format!("{name}[{op}]");
-        timestamp(&key, one(&key))
-    };
-    let gte = match (get("gte")?, get("gt")?) {
-        (a, Some(b)) => Some(a.map_or(b + micro, |a: mnemo_api::Timestamp| a.max(b + micro))),
-        (a, None) => a,
-    };
-    let lte = match (get("lte")?, get("lt")?) {
-        (a, Some(b)) => Some(a.map_or(b - micro, |a: mnemo_api::Timestamp| a.min(b - micro))),
-        (a, None) => a,
-    };
-    Ok((gte, lte))
 }

@@ -1,19 +1,19 @@
 //! `/v1/sessions`: create (with memory-store resources and, on a self-hosted environment, a
 //! work item), retrieve, list, archive, delete.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use mnemo_api::{
-    AgentParams, CreateSession, EnvironmentId, Event, MAX_MEMORY_INSTRUCTIONS_CHARS, MAX_SESSION_MEMORY_STORES,
-    MemoryStoreId, Session, SessionDeleted, SessionId, View, validate_metadata,
+    AgentId, AgentParams, CreateSession, EnvironmentId, Event, MAX_MEMORY_INSTRUCTIONS_CHARS,
+    MAX_SESSION_MEMORY_STORES, MemoryStoreId, Session, SessionDeleted, SessionId, Timestamp, View, validate_metadata,
 };
+use mnemo_http::{BadInput, FromQuery, Id, Paging, Params, Query, filter_id, flag, time_range};
 use mnemo_store::rules::scope::{self, Action};
 use mnemo_store::{AgentRef, Attachment, ListSessions, NewSession};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{flag, page_cursor, page_limit, path_id};
 use crate::auth::{ApiKeyCaller, Caller};
-use crate::extract::{Json, RawQuery};
+use crate::extract::Json;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -155,8 +155,7 @@ pub(crate) async fn visible_session(state: &AppState, caller: &Caller, id: &Sess
     responses((status = 200, description = "OK.", body = mnemo_api::Session)),
     security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = []), ("sessions_token" = [])),
 )]
-pub(crate) async fn retrieve(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Reply<Session> {
-    let id: SessionId = path_id("session", &id)?;
+pub(crate) async fn retrieve(State(state): State<AppState>, caller: Caller, Id(id): Id<SessionId>) -> Reply<Session> {
     Ok(axum::Json(visible_session(&state, &caller, &id).await?))
 }
 
@@ -178,36 +177,61 @@ pub(crate) struct SessionPage {
     responses((status = 200, description = "OK.", body = SessionPage)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
-pub(crate) async fn list(State(state): State<AppState>, _: ApiKeyCaller, RawQuery(q): RawQuery) -> Reply<SessionPage> {
-    let one = |name: &str| q.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let statuses: Vec<String> =
-        q.iter().filter(|(k, _)| k == "statuses[]" || k == "statuses").map(|(_, v)| v.clone()).collect();
-    for s in &statuses {
-        if !matches!(s.as_str(), "idle" | "running" | "rescheduling" | "terminated") {
-            return Err(ApiError::invalid(format!(
-                "statuses accepts idle, running, rescheduling and terminated (got `{s}`)"
-            )));
-        }
-    }
-    let (created_at_gte, created_at_lte) = super::time_range("created_at", &one)?;
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    _: ApiKeyCaller,
+    Query(q): Query<SessionFilter>,
+) -> Reply<SessionPage> {
     let query = ListSessions {
-        created_at_gte,
-        created_at_lte,
-        agent_id: one("agent_id")
-            .map(|a| a.parse())
-            .transpose()
-            .map_err(|e| ApiError::invalid(format!("agent_id: {e}")))?,
-        memory_store_id: one("memory_store_id")
-            .map(|m| m.parse())
-            .transpose()
-            .map_err(|e| ApiError::invalid(format!("memory_store_id: {e}")))?,
-        statuses,
-        include_archived: flag("include_archived", one("include_archived"))?,
-        limit: page_limit(one("limit"), View::Basic)?,
-        after: page_cursor(one("page"))?,
+        created_at_gte: q.created_at_gte,
+        created_at_lte: q.created_at_lte,
+        agent_id: q.agent_id,
+        memory_store_id: q.memory_store_id,
+        statuses: q.statuses,
+        include_archived: q.include_archived,
+        limit: q.paging.limit,
+        after: q.paging.after,
     };
-    let listing = state.store.list_sessions(query).await?;
-    Ok(axum::Json(SessionPage { data: listing.items, next_page: listing.next.map(|c| c.encode()), prev_page: None }))
+    let page = mnemo_http::page(state.store.list_sessions(query).await?);
+    Ok(axum::Json(SessionPage { data: page.data, next_page: page.next_page, prev_page: None }))
+}
+
+/// The session list's query, as [`SessionsQuery`] describes it. A parameter given twice counts
+/// once, as it always has here.
+#[derive(Debug)]
+pub(crate) struct SessionFilter {
+    statuses: Vec<String>,
+    created_at_gte: Option<Timestamp>,
+    created_at_lte: Option<Timestamp>,
+    agent_id: Option<AgentId>,
+    memory_store_id: Option<MemoryStoreId>,
+    include_archived: bool,
+    paging: Paging,
+}
+
+impl FromQuery for SessionFilter {
+    const ONCE: &'static [&'static str] = &[];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let statuses = q.all(&["statuses[]", "statuses"]);
+        for s in &statuses {
+            if !matches!(s.as_str(), "idle" | "running" | "rescheduling" | "terminated") {
+                return Err(BadInput::Invalid(format!(
+                    "statuses accepts idle, running, rescheduling and terminated (got `{s}`)"
+                )));
+            }
+        }
+        let (created_at_gte, created_at_lte) = time_range(q, "created_at")?;
+        Ok(Self {
+            statuses,
+            created_at_gte,
+            created_at_lte,
+            agent_id: filter_id("agent_id", q.one("agent_id"))?,
+            memory_store_id: filter_id("memory_store_id", q.one("memory_store_id"))?,
+            include_archived: flag("include_archived", q.one("include_archived"))?,
+            paging: Paging::parse(q, View::Basic)?,
+        })
+    }
 }
 
 /// Body of `POST /v1/sessions/{id}`: `title` (`null` clears it) and a `metadata` patch.
@@ -244,10 +268,9 @@ fn some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<SessionId>,
     Json(body): Json<UpdateSession>,
 ) -> Reply<Session> {
-    let id: SessionId = path_id("session", &id)?;
     if body.vault_ids.is_some() {
         return Err(ApiError::invalid("vault_ids cannot be changed"));
     }
@@ -264,8 +287,7 @@ pub(crate) async fn update(
     responses((status = 200, description = "The archived session.", body = mnemo_api::Session)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
-pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path(id): Path<String>) -> Reply<Session> {
-    let id: SessionId = path_id("session", &id)?;
+pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Id(id): Id<SessionId>) -> Reply<Session> {
     let session = state.store.archive_session(&id).await?;
     state.hub.catch_up(&*state.store, &id).await;
     state.auth.forget_all();
@@ -285,9 +307,8 @@ pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Path
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<SessionId>,
 ) -> Reply<SessionDeleted> {
-    let id: SessionId = path_id("session", &id)?;
     state.store.delete_session(&id).await?;
     state.hub.deleted(&id);
     state.auth.forget_all();

@@ -4,18 +4,17 @@
 //! `GET /v1/webhook_endpoints/{endpoint}/secret` (an integrator configuring a receiver needs
 //! it); retrievals and listings never carry it.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use mnemo_api::{
     CreateWebhookEndpoint, DEFAULT_KEEP_PREVIOUS_SECRET_SECONDS, DeliveryStatus, MAX_KEEP_PREVIOUS_SECRET_SECONDS,
-    Page, RotateWebhookSecret, UpdateWebhookEndpoint, View, WebhookDelivery, WebhookEndpoint, WebhookEndpointDeleted,
+    Page, RotateWebhookSecret, UpdateWebhookEndpoint, WebhookDelivery, WebhookEndpoint, WebhookEndpointDeleted,
     WebhookEndpointId, generate_webhook_secret, parse_event_types, parse_webhook_url, validate_webhook_description,
 };
+use mnemo_http::{BadInput, FromQuery, Id, Paging, Params, Query};
 use mnemo_store::{ListWebhookDeliveries, NewWebhookEndpoint, WebhookEndpointPatch};
-use serde::Deserialize;
 
-use super::{page_cursor, page_limit, path_id};
 use crate::auth::ApiKeyCaller;
-use crate::extract::{Json, Query};
+use crate::extract::Json;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -32,10 +31,6 @@ fn target_url(state: &AppState, raw: &str) -> Result<String, ApiError> {
     let parsed = reqwest::Url::parse(&url).map_err(|e| ApiError::invalid(format!("url does not parse: {e}")))?;
     state.webhook_targets.check_url(&parsed).map_err(|refused| ApiError::invalid(refused.to_string()))?;
     Ok(url)
-}
-
-fn endpoint_id(raw: &str) -> Result<WebhookEndpointId, ApiError> {
-    path_id("webhook endpoint", raw)
 }
 
 fn description(d: Option<String>) -> Result<Option<String>, ApiError> {
@@ -76,36 +71,22 @@ pub(crate) async fn create(
     Ok(axum::Json(endpoint))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct ListParams {
-    /// Page size, 1–100 (default 20).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
-}
-
 #[utoipa::path(
     get,
     path = "/v1/webhook_endpoints",
     operation_id = "webhook_endpoints.list",
     tag = "webhooks",
     summary = "List webhook endpoints, newest first (never their secrets)",
-    params(ListParams),
+    params(Paging),
     responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::WebhookEndpoint>)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Query(q): Query<ListParams>,
+    Query(paging): Query<Paging>,
 ) -> Reply<Page<WebhookEndpoint>> {
-    let listing = state
-        .store
-        .list_webhook_endpoints(page_limit(q.limit.as_deref(), View::Basic)?, page_cursor(q.page.as_deref())?)
-        .await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_endpoints(paging.limit, paging.after).await?)))
 }
 
 #[utoipa::path(
@@ -121,9 +102,9 @@ pub(crate) async fn list(
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<WebhookEndpointId>,
 ) -> Reply<WebhookEndpoint> {
-    Ok(axum::Json(state.store.get_webhook_endpoint(&endpoint_id(&id)?, false).await?))
+    Ok(axum::Json(state.store.get_webhook_endpoint(&id, false).await?))
 }
 
 #[utoipa::path(
@@ -139,9 +120,9 @@ pub(crate) async fn retrieve(
 pub(crate) async fn secret(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<WebhookEndpointId>,
 ) -> Reply<WebhookEndpoint> {
-    let endpoint = state.store.get_webhook_endpoint(&endpoint_id(&id)?, true).await?;
+    let endpoint = state.store.get_webhook_endpoint(&id, true).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, "read webhook signing secret");
     Ok(axum::Json(endpoint))
 }
@@ -160,10 +141,9 @@ pub(crate) async fn secret(
 pub(crate) async fn rotate_secret(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<WebhookEndpointId>,
     Json(body): Json<RotateWebhookSecret>,
 ) -> Reply<WebhookEndpoint> {
-    let id = endpoint_id(&id)?;
     let keep = body.keep_previous_seconds.unwrap_or(DEFAULT_KEEP_PREVIOUS_SECRET_SECONDS);
     if keep > MAX_KEEP_PREVIOUS_SECRET_SECONDS {
         return Err(ApiError::invalid(format!(
@@ -190,10 +170,9 @@ pub(crate) async fn rotate_secret(
 pub(crate) async fn update(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<WebhookEndpointId>,
     Json(body): Json<UpdateWebhookEndpoint>,
 ) -> Reply<WebhookEndpoint> {
-    let id = endpoint_id(&id)?;
     let patch = WebhookEndpointPatch {
         url: body.url.as_deref().map(|raw| target_url(&state, raw)).transpose()?,
         event_types: body
@@ -221,25 +200,35 @@ pub(crate) async fn update(
 pub(crate) async fn delete(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
+    Id(id): Id<WebhookEndpointId>,
 ) -> Reply<WebhookEndpointDeleted> {
-    let id = endpoint_id(&id)?;
     state.store.delete_webhook_endpoint(&id).await?;
     tracing::info!(webhook_endpoint.id = %id, "removed webhook endpoint");
     Ok(axum::Json(WebhookEndpointDeleted { id }))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct DeliveryParams {
-    /// Page size, 1–100 (default 20).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
+pub(crate) struct DeliveryFilter {
     /// Only deliveries in this state.
     #[param(value_type = Option<mnemo_api::DeliveryStatus>)]
-    status: Option<String>,
+    status: Option<DeliveryStatus>,
+}
+
+impl FromQuery for DeliveryFilter {
+    const ONCE: &'static [&'static str] = &["status"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let status = q
+            .one("status")
+            .map(|s| {
+                DeliveryStatus::parse(s).ok_or_else(|| {
+                    BadInput::Invalid(format!("status must be `pending`, `delivered` or `failed` (got `{s}`)"))
+                })
+            })
+            .transpose()?;
+        Ok(Self { status })
+    }
 }
 
 #[utoipa::path(
@@ -248,31 +237,17 @@ pub(crate) struct DeliveryParams {
     operation_id = "webhook_endpoints.deliveries",
     tag = "webhooks",
     summary = "List an endpoint's deliveries, newest first: status, attempts, last answer or error, next attempt",
-    params(("endpoint" = mnemo_api::WebhookEndpointId, Path, description = "The endpoint."), DeliveryParams),
+    params(("endpoint" = mnemo_api::WebhookEndpointId, Path, description = "The endpoint."), Paging, DeliveryFilter),
     responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::WebhookDelivery>)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
 pub(crate) async fn deliveries(
     State(state): State<AppState>,
     _: ApiKeyCaller,
-    Path(id): Path<String>,
-    Query(q): Query<DeliveryParams>,
+    Id(id): Id<WebhookEndpointId>,
+    Query(f): Query<DeliveryFilter>,
+    Query(paging): Query<Paging>,
 ) -> Reply<Page<WebhookDelivery>> {
-    let id = endpoint_id(&id)?;
-    let status = q
-        .status
-        .as_deref()
-        .map(|s| {
-            DeliveryStatus::parse(s).ok_or_else(|| {
-                ApiError::invalid(format!("status must be `pending`, `delivered` or `failed` (got `{s}`)"))
-            })
-        })
-        .transpose()?;
-    let query = ListWebhookDeliveries {
-        status,
-        limit: page_limit(q.limit.as_deref(), View::Basic)?,
-        after: page_cursor(q.page.as_deref())?,
-    };
-    let listing = state.store.list_webhook_deliveries(&id, query).await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    let query = ListWebhookDeliveries { status: f.status, limit: paging.limit, after: paging.after };
+    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_deliveries(&id, query).await?)))
 }

@@ -3,19 +3,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{
-    EnvironmentId, Page, StopWork, View, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkSecret, generate_secret,
+    EnvironmentId, Page, StopWork, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkSecret, generate_secret,
 };
+use mnemo_http::{BadInput, FromQuery, Id, Paging, Params, Query, positive};
 use mnemo_store::rules::scope::{Action, WorkOp};
 use mnemo_store::{Credential, HeartbeatOutcome};
 use serde::Deserialize;
 
-use super::{page_cursor, page_limit, path_id};
 use crate::auth::Caller;
-use crate::extract::{Json, Query};
+use crate::extract::Json;
 use crate::{ApiError, AppState, hash_credential};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -25,44 +25,39 @@ const SESSIONS_TOKEN_PREFIX: &str = "sk-mnemo-sess-";
 /// How long a polled but unacknowledged item stays hidden by default.
 const DEFAULT_RECLAIM_MS: u64 = 5_000;
 
-fn environment_id(env: &str) -> Result<EnvironmentId, ApiError> {
-    env.parse()
-        .map_err(|_| ApiError::not_found(format!("environment `{env}` not found")).with_code("environment_not_found"))
-}
-
 /// The environment a queue-wide call is about, once the scope rules let `caller` do `op` there.
-fn queue(caller: &Caller, env: &str, op: WorkOp) -> Result<EnvironmentId, ApiError> {
-    let env = environment_id(env)?;
+fn queue(caller: &Caller, env: EnvironmentId, op: WorkOp) -> Result<EnvironmentId, ApiError> {
     caller.allow(Action::Work { environment: &env, item: None, op })?;
     Ok(env)
 }
 
 /// The item a call is about, once the scope rules let `caller` do `op` to it.
-fn item(caller: &Caller, env: &str, work: &str, op: WorkOp) -> Result<(EnvironmentId, WorkId), ApiError> {
-    let (env, work) = (environment_id(env)?, path_id("work item", work)?);
+fn item(caller: &Caller, env: EnvironmentId, work: WorkId, op: WorkOp) -> Result<(EnvironmentId, WorkId), ApiError> {
     caller.allow(Action::Work { environment: &env, item: Some(&work), op })?;
     Ok((env, work))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct PollParams {
     /// Hold an empty poll open this long, 1–999 ms (default: answer at once).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 999)]
-    block_ms: Option<String>,
+    block_ms: u64,
     /// Redeliver an item acknowledged by no one for this long (ms).
     #[param(value_type = Option<u64>, minimum = 1)]
-    reclaim_older_than_ms: Option<String>,
+    reclaim_older_than_ms: u64,
 }
 
-fn positive(name: &str, raw: Option<&str>, max: Option<u64>) -> Result<Option<u64>, ApiError> {
-    raw.map(|s| {
-        s.parse::<u64>().ok().filter(|n| *n >= 1 && max.is_none_or(|m| *n <= m)).ok_or_else(|| {
-            let range = max.map_or_else(|| "at least 1".to_owned(), |m| format!("from 1 to {m}"));
-            ApiError::invalid(format!("{name} must be an integer {range} (got `{s}`)"))
+impl FromQuery for PollParams {
+    const ONCE: &'static [&'static str] = &["block_ms", "reclaim_older_than_ms"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        Ok(Self {
+            block_ms: positive("block_ms", q.one("block_ms"), Some(999))?.unwrap_or(0),
+            reclaim_older_than_ms: positive("reclaim_older_than_ms", q.one("reclaim_older_than_ms"), None)?
+                .unwrap_or(DEFAULT_RECLAIM_MS),
         })
-    })
-    .transpose()
+    }
 }
 
 /// Claims the oldest deliverable item, holding an empty poll open up to `block_ms`. An empty
@@ -81,13 +76,11 @@ pub(crate) async fn poll(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    Path(env): Path<String>,
-    Query(q): Query<PollParams>,
+    Id(env): Id<EnvironmentId>,
+    Query(q): Query<Params>,
 ) -> Result<Response, ApiError> {
-    let env = queue(&caller, &env, WorkOp::Take)?;
-    let block = positive("block_ms", q.block_ms.as_deref(), Some(999))?.unwrap_or(0);
-    let reclaim =
-        positive("reclaim_older_than_ms", q.reclaim_older_than_ms.as_deref(), None)?.unwrap_or(DEFAULT_RECLAIM_MS);
+    let env = queue(&caller, env, WorkOp::Take)?;
+    let PollParams { block_ms: block, reclaim_older_than_ms: reclaim } = q.read()?;
     let worker = headers.get("anthropic-worker-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(block);
     loop {
@@ -122,21 +115,36 @@ pub(crate) async fn poll(
 pub(crate) async fn ack(
     State(state): State<AppState>,
     caller: Caller,
-    Path((env, work)): Path<(String, String)>,
+    Id(env): Id<EnvironmentId>,
+    Id(work): Id<WorkId>,
 ) -> Reply<Work> {
-    let (env, work) = item(&caller, &env, &work, WorkOp::Take)?;
+    let (env, work) = item(&caller, env, work, WorkOp::Take)?;
     Ok(axum::Json(state.store.ack_work(&env, &work).await?))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct HeartbeatParams {
     /// The last heartbeat this worker saw (`NO_HEARTBEAT` for the first).
     #[param(required = true, value_type = String)]
-    expected_last_heartbeat: Option<String>,
+    expected_last_heartbeat: String,
     /// How long the lease should last from now (seconds).
     #[param(value_type = Option<u64>, minimum = 1)]
-    desired_ttl_seconds: Option<String>,
+    desired_ttl_seconds: Option<u64>,
+}
+
+impl FromQuery for HeartbeatParams {
+    const ONCE: &'static [&'static str] = &["expected_last_heartbeat", "desired_ttl_seconds"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let expected = q.one("expected_last_heartbeat").ok_or_else(|| {
+            BadInput::Invalid("expected_last_heartbeat is required (`NO_HEARTBEAT` for the first heartbeat)".into())
+        })?;
+        Ok(Self {
+            expected_last_heartbeat: expected.to_owned(),
+            desired_ttl_seconds: positive("desired_ttl_seconds", q.one("desired_ttl_seconds"), None)?,
+        })
+    }
 }
 
 #[utoipa::path(
@@ -152,15 +160,13 @@ pub(crate) struct HeartbeatParams {
 pub(crate) async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
-    Path((env, work)): Path<(String, String)>,
-    Query(q): Query<HeartbeatParams>,
+    Id(env): Id<EnvironmentId>,
+    Id(work): Id<WorkId>,
+    Query(q): Query<Params>,
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
-    let (env, work) = item(&caller, &env, &work, WorkOp::Heartbeat)?;
-    let expected = q.expected_last_heartbeat.as_deref().ok_or_else(|| {
-        ApiError::invalid("expected_last_heartbeat is required (`NO_HEARTBEAT` for the first heartbeat)")
-    })?;
-    let ttl = positive("desired_ttl_seconds", q.desired_ttl_seconds.as_deref(), None)?;
-    match state.store.heartbeat_work(&env, &work, expected, ttl).await? {
+    let (env, work) = item(&caller, env, work, WorkOp::Heartbeat)?;
+    let q: HeartbeatParams = q.read()?;
+    match state.store.heartbeat_work(&env, &work, &q.expected_last_heartbeat, q.desired_ttl_seconds).await? {
         HeartbeatOutcome::Beat(beat) => Ok(axum::Json(beat)),
         HeartbeatOutcome::PreconditionFailed(current) => Err(ApiError::precondition_failed(
             "expected_last_heartbeat does not match; another worker may hold the lease",
@@ -184,10 +190,11 @@ pub(crate) async fn heartbeat(
 pub(crate) async fn stop(
     State(state): State<AppState>,
     caller: Caller,
-    Path((env, work)): Path<(String, String)>,
+    Id(env): Id<EnvironmentId>,
+    Id(work): Id<WorkId>,
     Json(body): Json<StopWork>,
 ) -> Reply<Work> {
-    let (env, work) = item(&caller, &env, &work, WorkOp::Stop)?;
+    let (env, work) = item(&caller, env, work, WorkOp::Stop)?;
     let stopped = state.store.stop_work(&env, &work, body.force.unwrap_or(false)).await?;
     tracing::info!(work.id = %work, state = stopped.state.as_str(), "stopped work item");
     Ok(axum::Json(stopped))
@@ -206,9 +213,10 @@ pub(crate) async fn stop(
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
     caller: Caller,
-    Path((env, work)): Path<(String, String)>,
+    Id(env): Id<EnvironmentId>,
+    Id(work): Id<WorkId>,
 ) -> Reply<Work> {
-    let (env, work) = item(&caller, &env, &work, WorkOp::Manage)?;
+    let (env, work) = item(&caller, env, work, WorkOp::Manage)?;
     Ok(axum::Json(state.store.get_work(&env, &work).await?))
 }
 
@@ -233,22 +241,13 @@ pub(crate) struct UpdateWork {
 pub(crate) async fn update(
     State(state): State<AppState>,
     caller: Caller,
-    Path((env, work)): Path<(String, String)>,
+    Id(env): Id<EnvironmentId>,
+    Id(work): Id<WorkId>,
     Json(body): Json<UpdateWork>,
 ) -> Reply<Work> {
-    let (env, work) = item(&caller, &env, &work, WorkOp::Manage)?;
+    let (env, work) = item(&caller, env, work, WorkOp::Manage)?;
     let patch = body.metadata.ok_or_else(|| ApiError::invalid("metadata is required"))?;
     Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct ListParams {
-    /// Page size, 1–100 (default 20).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
-    limit: Option<String>,
-    /// The `next_page` of the previous page.
-    page: Option<String>,
 }
 
 #[utoipa::path(
@@ -257,22 +256,19 @@ pub(crate) struct ListParams {
     operation_id = "work.list",
     tag = "work",
     summary = "List an environment's work items",
-    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), ListParams),
+    params(("environment" = mnemo_api::EnvironmentId, Path, description = "The environment."), Paging),
     responses((status = 200, description = "OK.", body = mnemo_api::Page<mnemo_api::Work>)),
     security(("api_key" = []), ("api_key_bearer" = []), ("environment_key" = [])),
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Path(env): Path<String>,
-    Query(q): Query<ListParams>,
+    Id(env): Id<EnvironmentId>,
+    Query(q): Query<Params>,
 ) -> Reply<Page<Work>> {
-    let env = queue(&caller, &env, WorkOp::Inspect)?;
-    let listing = state
-        .store
-        .list_work(&env, page_limit(q.limit.as_deref(), View::Basic)?, page_cursor(q.page.as_deref())?)
-        .await?;
-    Ok(axum::Json(Page { data: listing.items, next_page: listing.next.map(|c| c.encode()) }))
+    let env = queue(&caller, env, WorkOp::Inspect)?;
+    let paging: Paging = q.read()?;
+    Ok(axum::Json(mnemo_http::page(state.store.list_work(&env, paging.limit, paging.after).await?)))
 }
 
 #[utoipa::path(
@@ -288,9 +284,9 @@ pub(crate) async fn list(
 pub(crate) async fn stats(
     State(state): State<AppState>,
     caller: Caller,
-    Path(env): Path<String>,
+    Id(env): Id<EnvironmentId>,
 ) -> Reply<WorkQueueStats> {
-    let env = queue(&caller, &env, WorkOp::Inspect)?;
+    let env = queue(&caller, env, WorkOp::Inspect)?;
     Ok(axum::Json(state.store.work_stats(&env).await?))
 }
 
@@ -306,8 +302,12 @@ pub(crate) async fn stats(
     responses((status = 200, description = "The queued healthcheck item.", body = mnemo_api::Work)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
-pub(crate) async fn healthcheck(State(state): State<AppState>, caller: Caller, Path(env): Path<String>) -> Reply<Work> {
-    let env = queue(&caller, &env, WorkOp::Manage)?;
+pub(crate) async fn healthcheck(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(env): Id<EnvironmentId>,
+) -> Reply<Work> {
+    let env = queue(&caller, env, WorkOp::Manage)?;
     let work = state.store.enqueue_healthcheck(&env).await?;
     state.work_signal.notify_waiters();
     Ok(axum::Json(work))

@@ -8,6 +8,7 @@ mod environments;
 mod events;
 mod fairness;
 mod hostile;
+mod input;
 mod memories;
 mod memory_batch;
 mod memory_changes;
