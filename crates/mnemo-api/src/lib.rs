@@ -3,12 +3,14 @@
 //! This crate owns everything that crosses the HTTP boundary of the memory-stores API: the
 //! prefixed identifiers ([`MemoryStoreId`], [`MemoryId`], …), the validated [`MemoryPath`],
 //! the JSON shapes ([`Memory`], [`MemoryStore`], [`MemoryVersion`], …), the limits of
-//! [`limits`] and the error envelope ([`ErrorEnvelope`]).
+//! [`limits`] and the error envelope ([`ErrorEnvelope`]) — and the few pure policies every crate
+//! shares: the retry delay rule ([`Backoff`]) and the redacting [`Secret`].
 //!
 //! It knows nothing about HTTP frameworks, databases or the local filesystem, so every other
 //! crate can depend on it.
 
 mod agents;
+pub mod backoff;
 mod environments;
 mod error;
 mod events;
@@ -22,6 +24,7 @@ mod types;
 mod webhooks;
 
 pub use agents::*;
+pub use backoff::{Backoff, Growth, Jitter};
 pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;

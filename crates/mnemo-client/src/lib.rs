@@ -6,7 +6,6 @@
 //! 429 and 5xx are retried with capped exponential back-off unless the server says
 //! `x-should-retry: false`).
 
-pub mod backoff;
 mod changes;
 mod error;
 mod lenient;
@@ -20,6 +19,7 @@ mod work;
 
 use std::time::Duration;
 
+use mnemo_api::{Backoff, Jitter};
 use mnemo_api::{
     CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
     EnvironmentKeyId, ErrorBody, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted,
@@ -31,7 +31,6 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use backoff::{Backoff, Jitter};
 pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FeedEvent};
 pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
@@ -43,7 +42,7 @@ pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};
 
 /// The reference client's retry delays: `min(0.5 s × 2^attempt, 8 s)` with up to 25 % off.
 const RETRY_BACKOFF: Backoff =
-    Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(8), jitter: Jitter::Shave(0.25) };
+    Backoff::doubling(Duration::from_millis(500), Duration::from_secs(8)).with_jitter(Jitter::Shave(0.25));
 
 /// Result of every client call.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;

@@ -15,7 +15,6 @@ pub mod check;
 pub mod copy;
 mod cursor;
 mod error;
-mod retry;
 pub mod row;
 pub mod rules;
 pub mod webhook;
@@ -32,7 +31,6 @@ use mnemo_api::{
 
 pub use cursor::Cursor;
 pub use error::{BoxError, ErrorCode, StoreError};
-pub use retry::{RetryPolicy, retry_transient};
 pub use rules::session::EventAuthor;
 pub use webhook::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 

@@ -277,11 +277,10 @@ pub fn read_secret_file(path: &Path, what: &str) -> Result<String, WorkerError> 
 const SESSION_ATTEMPTS: u32 = 5;
 
 /// Pauses between those fetches: 0.5 s doubling to 4 s, up to a quarter off.
-const SESSION_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
-    initial: std::time::Duration::from_millis(500),
-    max: std::time::Duration::from_secs(4),
-    jitter: mnemo_client::Jitter::Shave(0.25),
-};
+const SESSION_RETRY: mnemo_api::Backoff =
+    mnemo_api::Backoff::doubling(std::time::Duration::from_millis(500), std::time::Duration::from_secs(4))
+        .with_jitter(mnemo_api::Jitter::Shave(0.25))
+        .with_retries(SESSION_ATTEMPTS - 1);
 
 /// The item's session, fetched again after a transient failure outlasting the client's own
 /// retries (a `5xx` burst, a broken connection): found by the fault campaign, one such fault
@@ -292,15 +291,14 @@ async fn get_session_retrying(
 ) -> Result<mnemo_client::WorkerSession, mnemo_client::ClientError> {
     let mut attempt = 0;
     loop {
-        match client.get_session(session_id).await {
-            Err(e) if !e.is_permanent() && attempt + 1 < SESSION_ATTEMPTS => {
-                let delay = SESSION_RETRY.delay(attempt);
-                tracing::warn!(session_id, ?delay, "cannot fetch the session, retrying: {e}");
-                tokio::time::sleep(delay).await;
-                attempt += 1;
-            }
+        let e = match client.get_session(session_id).await {
+            Err(e) if !e.is_permanent() => e,
             other => return other,
-        }
+        };
+        let Some(delay) = SESSION_RETRY.retry(attempt) else { return Err(e) };
+        tracing::warn!(session_id, ?delay, "cannot fetch the session, retrying: {e}");
+        tokio::time::sleep(delay).await;
+        attempt += 1;
     }
 }
 

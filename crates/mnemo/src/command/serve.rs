@@ -237,8 +237,7 @@ impl WebhookArgs {
         Some(mnemo_server::WebhookConfig {
             policy: mnemo_store::rules::webhook::DeliveryPolicy {
                 max_attempts: self.webhook_max_attempts,
-                first_retry: self.webhook_retry_delay,
-                ..defaults.policy
+                retry: mnemo_api::Backoff { initial: self.webhook_retry_delay, ..defaults.policy.retry },
             },
             timeout: self.webhook_timeout,
             poll_interval: self.webhook_poll_interval,
