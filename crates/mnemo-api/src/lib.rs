@@ -19,6 +19,7 @@ mod ids;
 pub mod limits;
 pub mod openapi;
 mod path;
+mod secret;
 mod sessions;
 mod types;
 mod webhooks;
@@ -33,6 +34,7 @@ pub use ids::{
     RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, generate_secret,
 };
 pub use path::{MemoryPath, PathError, PathPrefix};
+pub use secret::{REDACTED, Secret};
 pub use sessions::*;
 pub use types::*;
 pub use webhooks::*;

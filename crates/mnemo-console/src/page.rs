@@ -6,7 +6,7 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use mnemo_api::RequestId;
+use mnemo_api::{RequestId, Secret};
 use mnemo_store::StoreError;
 
 /// What an error page needs to know about the request it answers.
@@ -71,13 +71,13 @@ pub(crate) enum Section {
 pub(crate) struct Chrome {
     /// The API key's id; `None` on the sign-in page.
     pub(crate) api_key: Option<String>,
-    pub(crate) csrf: String,
+    pub(crate) csrf: Secret,
     pub(crate) section: Section,
 }
 
 impl Chrome {
     pub(crate) fn signed_out() -> Self {
-        Self { api_key: None, csrf: String::new(), section: Section::None }
+        Self { api_key: None, csrf: Secret::default(), section: Section::None }
     }
 
     pub(crate) fn is(&self, section: &str) -> bool {

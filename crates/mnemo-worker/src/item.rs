@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use mnemo_api::{Work, WorkSecret};
+use mnemo_api::{Secret, Work, WorkSecret};
 use mnemo_client::Client;
 use mnemo_sync::TeardownSteps;
 use tokio_util::sync::CancellationToken;
@@ -16,17 +16,11 @@ use crate::{WorkerError, skills};
 
 /// The credential an item is served with: its sessions token when the secret carries one,
 /// else the environment key.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ItemCredential {
-    token: String,
+    token: Secret,
     /// Whether `token` is a sessions token (memory needs one).
     pub sessions_token: bool,
-}
-
-impl std::fmt::Debug for ItemCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ItemCredential").field("sessions_token", &self.sessions_token).finish_non_exhaustive()
-    }
 }
 
 impl ItemCredential {
@@ -41,13 +35,13 @@ impl ItemCredential {
             }
         }
         match environment_key.filter(|k| !k.is_empty()) {
-            Some(key) => Ok(Self { token: key.to_owned(), sessions_token: false }),
+            Some(key) => Ok(Self { token: key.into(), sessions_token: false }),
             None => Err(WorkerError::NoCredential { work_id: work.id.to_string() }),
         }
     }
 
     pub fn client(&self, base_url: &str) -> Result<Client, WorkerError> {
-        Ok(Client::new(base_url, &self.token)?)
+        Ok(Client::new(base_url, self.token.expose())?)
     }
 }
 
@@ -315,14 +309,14 @@ mod tests {
         let secret = WorkSecret { sessions_token: "sk-ses-1".into() }.encode();
         let c = ItemCredential::for_item(&item(Some(secret)), Some("envkey")).unwrap();
         assert!(c.sessions_token);
-        assert_eq!(c.token, "sk-ses-1");
+        assert_eq!(c.token.expose(), "sk-ses-1");
     }
 
     #[test]
     fn a_bad_secret_falls_back_to_the_environment_key() {
         let c = ItemCredential::for_item(&item(Some("%%%".into())), Some("envkey")).unwrap();
         assert!(!c.sessions_token);
-        assert_eq!(c.token, "envkey");
+        assert_eq!(c.token.expose(), "envkey");
     }
 
     #[test]
@@ -334,7 +328,8 @@ mod tests {
     #[test]
     fn credentials_never_print() {
         let c = ItemCredential { token: "sk-ses-secret".into(), sessions_token: true };
-        assert!(!format!("{c:?}").contains("secret"));
+        let printed = format!("{c:?}");
+        assert!(!printed.contains("secret") && printed.contains("[redacted]"), "{printed}");
     }
 
     #[test]

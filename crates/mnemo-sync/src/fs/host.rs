@@ -288,4 +288,60 @@ mod tests {
         fs::write(root.join("f"), "").unwrap();
         assert_eq!(canonicalize(&root.join("f/x")).unwrap(), root.join("f/x"));
     }
+
+    #[test]
+    fn confine_keeps_paths_inside_the_base_or_another_root() {
+        let (_d, base) = tmp();
+        let (_o, other) = tmp();
+        let (_x, outside) = tmp();
+        fs::create_dir(base.join("dir")).unwrap();
+        symlink(&other, base.join("to-other")).unwrap();
+        symlink(&outside, base.join("to-outside")).unwrap();
+        let others = [other.clone()];
+        let sibling = format!("{}-x/f", base.display());
+        // (path, where it lands: Some(canonical path) or None for outside)
+        let table: Vec<(String, Option<PathBuf>)> = vec![
+            ("f".into(), Some(base.join("f"))),
+            ("dir/../g".into(), Some(base.join("g"))),
+            ("".into(), Some(base.clone())),
+            (base.join("dir/new/file").display().to_string(), Some(base.join("dir/new/file"))),
+            ("to-other/notes.md".into(), Some(other.join("notes.md"))),
+            (other.join("a").display().to_string(), Some(other.join("a"))),
+            ("to-outside/secret".into(), None),
+            ("../x".into(), None),
+            ("/etc/passwd".into(), None),
+            (sibling, None),
+        ];
+        for (path, want) in table {
+            match (confine(&base, &others, &path), want) {
+                (Ok(got), Some(want)) => assert_eq!(got, want, "{path}"),
+                (Err(ConfineError::Outside), None) => {}
+                (got, want) => panic!("{path}: got {got:?}, want {want:?}"),
+            }
+        }
+        assert!(matches!(confine(&base, &[], "to-other/x"), Err(ConfineError::Outside)));
+        assert!(matches!(confine(&base, &[], "a\0b"), Err(ConfineError::Nul)));
+        symlink("loop", base.join("loop")).unwrap();
+        assert!(matches!(confine(&base, &[], "loop"), Err(ConfineError::Unresolvable(CanonicalizeError::SymlinkLoop))));
+    }
+
+    #[test]
+    fn read_only_roots_are_matched_component_by_component() {
+        let (_d, base) = tmp();
+        let roots = [base.join("ro/")];
+        assert_eq!(read_only_root(&roots, &base.join("ro/x")), Some(roots[0].as_path()));
+        assert_eq!(read_only_root(&roots, &base.join("ro")), Some(roots[0].as_path()));
+        assert_eq!(read_only_root(&roots, &base.join("ro-not/x")), None);
+    }
+
+    #[test]
+    fn the_opens_follow_no_symlink() {
+        let (_d, base) = tmp();
+        fs::write(base.join("real"), "x").unwrap();
+        symlink(base.join("real"), base.join("link")).unwrap();
+        assert!(open_read(&base.join("real")).is_ok());
+        assert_eq!(open_read(&base.join("link")).unwrap_err().raw_os_error(), Some(Errno::LOOP.raw_os_error()));
+        assert_eq!(open_write(&base.join("link")).unwrap_err().raw_os_error(), Some(Errno::LOOP.raw_os_error()));
+        assert_eq!(fs::read_to_string(base.join("real")).unwrap(), "x", "nothing was written through the link");
+    }
 }
