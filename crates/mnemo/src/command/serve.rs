@@ -479,3 +479,21 @@ impl Running {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_neither_the_keys_nor_the_database_url() {
+        let serve = Serve::embedded(
+            "127.0.0.1:0".parse().unwrap(),
+            "postgres://u:hunter2@h/db".into(),
+            "sk-mnemo-TOPSECRET-0123456789abcdef0123".into(),
+            "/mnt/memory".into(),
+        );
+        let shown = format!("{serve:?}");
+        assert!(!shown.contains("hunter2") && !shown.contains("TOPSECRET"), "{shown}");
+        assert!(shown.contains("api_keys: [[redacted]]") && shown.contains("database: Some([redacted])"), "{shown}");
+    }
+}
