@@ -1,4 +1,4 @@
-"""What the benchmarks share: a `mnemo serve` process, a minimal loopback HTTP client, the edits
+"""What the benchmarks share: a `mnemo serve` process (compat/mnemo_serve.py), a minimal loopback HTTP client, the edits
 the engines make, and the report's formatting and environment lines.
 
 Standard library only: `sync/sdk_engine.py` imports it from the SDK's virtual environment too."""
@@ -9,7 +9,6 @@ import http.client
 import json
 import os
 import platform
-import queue
 import subprocess
 import sys
 import threading
@@ -24,6 +23,9 @@ API_VERSION = "2026-10-21"
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / "target" / "compat-venv"
 SDK_VERSION = "2.10.0"  # the official SDK both benchmarks compare against
+
+sys.path.append(str(REPO / "compat"))  # the `mnemo serve` launcher every Python suite shares
+import mnemo_serve  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -72,49 +74,23 @@ def ensure_release_binary(no_build: bool) -> Path:
     return binary
 
 
-class Server:
-    """`mnemo serve` on an ephemeral loopback port with a throw-away database in `workdir`."""
+class Server(mnemo_serve.MnemoServe):
+    """`mnemo serve` on an ephemeral loopback port with a throw-away database in `workdir`,
+    started by the launcher every Python suite shares; the key travels in the environment."""
 
     def __init__(
         self, binary: Path, workdir: Path, api_key: str, extra: Sequence[str] = (), database: Optional[str] = None
     ) -> None:
-        self.stderr = open(workdir / "server.stderr.log", "w", encoding="utf-8")
-        argv = [
-            str(binary), "serve", "--listen", "127.0.0.1:0",
-            "--database", database or f"sqlite://{workdir / 'db.sqlite'}", *extra,
-        ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MNEMO_"))}
-        env["MNEMO_API_KEY"] = api_key  # not on the command line, where `ps` would show it
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.stderr,
-            text=True, start_new_session=True, env=env,
+        super().__init__(
+            str(binary), workdir, api_key, database=database or f"sqlite://{workdir / 'db.sqlite'}", extra=extra,
+            key_in_env=True, env=env, name="bench",
         )
-        lines: "queue.Queue[Optional[str]]" = queue.Queue()
-
-        def pump() -> None:
-            assert self.proc.stdout is not None
-            first = True
-            for line in self.proc.stdout:
-                if first:
-                    lines.put(line)
-                    first = False
-            if first:
-                lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
         try:
-            line = lines.get(timeout=30)
-        except queue.Empty:
-            line = None
-        prefix = "listening on "
-        if not line or not line.startswith(prefix):
+            self.start(timeout=30)
+        except mnemo_serve.StartError as err:
             self.stop()
-            raise SystemExit(f"mnemo serve did not start (first line {line!r}); see {workdir}/server.stderr.log")
-        self.base_url = line[len(prefix):].strip()
-
-    def stop(self) -> None:
-        stop_process(self.proc, grace=10)
-        self.stderr.close()
+            raise SystemExit(f"mnemo serve did not start ({err}); see {self.log_path}") from None
 
 
 def stop_process(proc: "subprocess.Popen[str]", grace: float) -> None:

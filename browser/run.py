@@ -29,22 +29,18 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import queue
-import re
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-LISTEN_LINE = re.compile(r"^listening on (http://127\.0\.0\.1:(\d+))$")
 
 # Selenium must never reach out for a driver or a browser of its own.
 os.environ["SE_OFFLINE"] = "true"
@@ -53,6 +49,8 @@ for _name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_pro
     os.environ.pop(_name, None)
 
 sys.path.insert(0, str(HERE))
+sys.path.append(str(HERE.parent / "compat"))  # the launcher every Python suite shares
+import mnemo_serve  # noqa: E402
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -77,97 +75,21 @@ def log(line: str = "") -> None:
     print(line, flush=True)
 
 
-class StartError(Exception):
-    pass
+StartError = mnemo_serve.StartError
 
 
-class Server:
+class Server(mnemo_serve.MnemoServe):
     """One `mnemo serve` on a free port with a fresh SQLite database."""
 
     def __init__(self, binary: str, workdir: Path, mount_root: Path, models: Optional[Path] = None) -> None:
-        self.binary = binary
-        self.workdir = workdir
+        super().__init__(binary, workdir, "sk-browser-" + secrets.token_hex(16), name="browser")
         # The providers file of the agent loop (`--models`), if the run has a model fake.
         self.models = models
         # Where workers that tests start mount sessions' memory stores (never /mnt/memory).
         self.mount_root = mount_root
-        self.api_key = "sk-browser-" + secrets.token_hex(16)
-        self.base_url = ""
-        self.log_path = workdir / "server.stderr.log"
-        self.proc: Optional[subprocess.Popen[str]] = None
-        self._log: Any = None
 
-    def start(self, timeout: float = 30.0) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "w", encoding="utf-8")
-        argv = [
-            self.binary, "serve",
-            "--listen", "127.0.0.1:0",
-            "--database", f"sqlite://{self.workdir / 'mnemo.sqlite'}",
-            "--api-key", self.api_key,
-            "--memory-mount-root", str(self.mount_root),
-            *(["--models", str(self.models)] if self.models else []),
-        ]
-        try:
-            self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
-                text=True, encoding="utf-8", errors="replace", start_new_session=True,
-            )
-        except OSError as err:
-            raise StartError(f"cannot execute {self.binary}: {err}") from None
-        lines: "queue.Queue[Optional[str]]" = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-
-        def pump() -> None:
-            first = True
-            for line in stdout:
-                if first:
-                    lines.put(line)
-                    first = False
-            if first:
-                lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            raise StartError(f"no `listening on` line within {timeout:.0f}s") from None
-        if line is None:
-            raise StartError(f"the server exited with status {self.proc.wait(timeout=5)}: {self.tail()}")
-        match = LISTEN_LINE.match(line.rstrip("\r\n"))
-        if not match:
-            raise StartError(f"first stdout line must be `listening on http://127.0.0.1:PORT`, got {line!r}")
-        self.base_url = match.group(1)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def tail(self, count: int = 20) -> str:
-        if self._log is not None:
-            self._log.flush()
-        try:
-            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-count:]
-        except OSError:
-            return "(no server log)"
-        return "\n".join("    | " + line for line in lines) or "    | (empty)"
-
-    def stop(self) -> None:
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(proc.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    break
-                try:
-                    proc.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+    def extra_args(self) -> List[str]:
+        return ["--memory-mount-root", str(self.mount_root), *(["--models", str(self.models)] if self.models else [])]
 
 
 def start_browser(workdir: Path) -> Any:
@@ -351,7 +273,7 @@ def main(argv: List[str]) -> int:
                     pass
                 if not server.alive():
                     log("# the server is no longer running; last lines of its log:")
-                    log(server.tail())
+                    log(server.tail(20))
             else:
                 passed += 1
                 log(f"PASS {name}")

@@ -28,22 +28,17 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import queue
-import re
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-LISTEN_LINE = re.compile(r"^listening on (http://127\.0\.0\.1:(\d+))$")
 
 
 def log(line: str = "") -> None:
@@ -59,31 +54,26 @@ os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 sys.path.insert(0, str(HERE))
 import compat_lib  # noqa: E402
+import mnemo_serve  # noqa: E402
 
 
-class ServerStartError(Exception):
-    pass
+# `mnemo serve` is started and stopped by the launcher every Python suite shares.
+ServerStartError = mnemo_serve.StartError
 
 
-class Server:
-    """One `mnemo serve` subprocess."""
+class Server(mnemo_serve.MnemoServe):
+    """One `mnemo serve` subprocess of server configuration `config`."""
 
     def __init__(
         self, binary: str, config: str, workdir: Path, api_key: str, database: Optional[str] = None
     ) -> None:
         """`database`: the `--database` URL; by default a fresh one for this run's backend (an
         SQLite file `workdir/mnemo.sqlite`, or a fresh PostgreSQL schema)."""
-        self.binary = binary
+        super().__init__(binary, workdir, api_key, database=database, name=config)
         self.config = config
-        self.workdir = workdir
-        self.api_key = api_key
-        self.proc: Optional[subprocess.Popen[str]] = None
-        self.base_url = ""
-        self.stderr_path = workdir / "server.stderr.log"
-        self._stderr_file: Any = None
+        self.stderr_path = self.log_path
         self.reported_death = False
         self.db = workdir / "mnemo.sqlite"  # the SQLite file, when no `database` URL was given
-        self._database = database
 
     def extra_args(self) -> List[str]:
         """The flags of this server's configuration (see `compat_lib.SERVER_CONFIGS`)."""
@@ -98,106 +88,8 @@ class Server:
                 self._database = f"sqlite://{self.db}"
         return self._database
 
-    def argv(self) -> List[str]:
-        return [
-            self.binary,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            self.database(),
-            "--api-key",
-            self.api_key,
-            *self.extra_args(),
-        ]
-
-    def start(self, timeout: float) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self._stderr_file = open(self.stderr_path, "w", encoding="utf-8")
-        argv = self.argv()
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=self._stderr_file,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                start_new_session=True,  # Ctrl-C reaches us only; we stop the server ourselves
-            )
-        except OSError as err:
-            raise ServerStartError(f"cannot execute {self.binary}: {err}") from None
-
-        lines: "queue.Queue[Optional[str]]" = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-
-        def pump() -> None:
-            # First line to the queue; the rest is drained so the pipe never fills up.
-            first = True
-            for line in stdout:
-                if first:
-                    lines.put(line)
-                    first = False
-            if first:
-                lines.put(None)
-
-        threading.Thread(target=pump, name=f"stdout-{self.config}", daemon=True).start()
-        try:
-            first_line = lines.get(timeout=timeout)
-        except queue.Empty:
-            raise ServerStartError(
-                f"no `listening on` line on stdout within {timeout:.0f}s\n  command: {' '.join(argv)}"
-            ) from None
-        if first_line is None:
-            code = self.proc.wait(timeout=5)
-            raise ServerStartError(f"server exited with status {code} before printing `listening on`\n  command: {' '.join(argv)}")
-        first_line = first_line.rstrip("\r\n")
-        match = LISTEN_LINE.match(first_line)
-        if not match:
-            raise ServerStartError(
-                f"first stdout line must be `listening on http://127.0.0.1:PORT`, got {first_line!r}\n"
-                f"  command: {' '.join(argv)}"
-            )
-        self.base_url = match.group(1)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def stderr_tail(self, lines: int = 40) -> str:
-        try:
-            if self._stderr_file is not None:
-                self._stderr_file.flush()
-            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return "(no server log)"
-        tail = text.splitlines()[-lines:]
-        return "\n".join("    | " + line for line in tail) if tail else "    | (server log is empty)"
-
-    def stop(self) -> None:
-        # The server runs in its own session (process group) that we created; signal the whole
-        # group so helper children (e.g. of a wrapper script) go too.
-        proc = self.proc
-        if proc is not None:
-            for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    break
-                try:
-                    proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    continue
-                # The leader is gone; make sure no straggler in its group survives.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                break
-        if self._stderr_file is not None:
-            self._stderr_file.close()
-            self._stderr_file = None
+        return self.tail(lines)
 
 
 TestFn = Callable[[compat_lib.Fixture], Any]

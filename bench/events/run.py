@@ -13,9 +13,13 @@ import http.client
 import json
 import secrets
 import statistics
-import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent.parent.parent / "compat"))  # the shared launcher
+from mnemo_serve import MnemoServe  # noqa: E402
 
 
 class Conn:
@@ -40,16 +44,15 @@ KEY = "sk-bench-" + secrets.token_hex(16)
 
 
 def serve(binary, folder):
-    proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--database", f"sqlite://{folder}/db.sqlite", "--api-key", KEY],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    return proc, proc.stdout.readline().strip().split("listening on ")[1]
+    server = MnemoServe(binary, Path(folder), KEY, database=f"sqlite://{folder}/db.sqlite", name="events")
+    server.start()
+    return server
 
 
 def run(binary, pairs):
     with tempfile.TemporaryDirectory() as folder:
-        proc, base = serve(binary, folder)
+        server = serve(binary, folder)
+        base = server.base_url
         try:
             api = Conn(base, {"x-api-key": KEY})
             agent = api.call("POST", "/v1/agents", {"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]})
@@ -74,8 +77,7 @@ def run(binary, pairs):
             latencies.sort()
             return pairs / elapsed, statistics.median(latencies) * 1e3, latencies[int(pairs * 0.99)] * 1e3
         finally:
-            proc.terminate()
-            proc.wait()
+            server.stop()
 
 
 def main():

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use crate::REDACTED;
+use crate::Secret;
 use crate::ids::{EnvironmentId, EnvironmentKeyId, SessionId, WorkId};
 
 /// Where a session's tools run (`type: "environment"`). Timestamps are RFC 3339 strings, as
@@ -217,24 +219,18 @@ pub struct StopWork {
     pub force: Option<bool>,
 }
 
-/// The decoded `secret` of a polled work item. `Debug` redacts the token.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// The decoded `secret` of a polled work item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkSecret {
-    pub sessions_token: String,
+    #[schema(value_type = String)]
+    pub sessions_token: Secret,
 }
-
-/// What `Debug` prints in place of a credential.
-const REDACTED: &str = "[redacted]";
 
 /// `Some("[redacted]")` for a present secret, so a debug print tells whether one was there.
+// `Work` and `EnvironmentKey` keep `String` fields (each storage backend builds them from its
+// rows), so their `Debug` is written by hand with the same text as a `Secret`'s.
 fn redacted(secret: Option<&String>) -> Option<&'static str> {
     secret.map(|_| REDACTED)
-}
-
-impl fmt::Debug for WorkSecret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WorkSecret").field("sessions_token", &REDACTED).finish()
-    }
 }
 
 impl fmt::Debug for Work {

@@ -8,11 +8,14 @@
 //! [`Event`]s (every type accepted and emitted, parse errors naming the field), the [`limits`],
 //! the [`headers`] both ends use, [`content_sha256`], the error envelope ([`ErrorEnvelope`]), and
 //! [`openapi::complete`], what the OpenAPI document needs beyond the derived schemas.
+//! It also holds the few pure policies every crate shares: the retry delay rule ([`Backoff`])
+//! and the redacting [`Secret`].
 //!
 //! It knows nothing about HTTP frameworks, databases, async runtimes or the local filesystem, so
 //! every other crate can depend on it. `Debug` of anything carrying a credential redacts it.
 
 mod agents;
+pub mod backoff;
 mod environments;
 mod error;
 mod events;
@@ -21,11 +24,13 @@ mod ids;
 pub mod limits;
 pub mod openapi;
 mod path;
+mod secret;
 mod sessions;
 mod types;
 mod webhooks;
 
 pub use agents::*;
+pub use backoff::{Backoff, Growth, Jitter};
 pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
@@ -34,6 +39,7 @@ pub use ids::{
     RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, generate_secret,
 };
 pub use path::{MemoryPath, PathError, PathPrefix};
+pub use secret::{REDACTED, Secret};
 pub use sessions::*;
 pub use types::*;
 pub use webhooks::*;

@@ -18,7 +18,7 @@ use crate::{Backoff, Client, ClientError, Jitter, Result, success};
 
 /// Delays between reconnections of a [`ChangeSubscription`].
 pub const FEED_BACKOFF: Backoff =
-    Backoff { initial: Duration::from_millis(250), max: Duration::from_secs(15), jitter: Jitter::Shave(0.25) };
+    Backoff::doubling(Duration::from_millis(250), Duration::from_secs(15)).with_jitter(Jitter::Shave(0.25));
 
 /// With nothing (not even the server's 15 s ping) heard for this long, a stream is taken as
 /// dead and reconnected.

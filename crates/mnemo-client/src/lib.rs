@@ -6,7 +6,6 @@
 //! 429 and 5xx are retried with capped exponential back-off unless the server says
 //! `x-should-retry: false`).
 
-pub mod backoff;
 mod changes;
 mod error;
 mod lenient;
@@ -20,6 +19,7 @@ mod work;
 
 use std::time::Duration;
 
+use mnemo_api::{Backoff, Jitter, Secret};
 use mnemo_api::{
     CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
     EnvironmentKeyId, ErrorBody, Memory, MemoryDeleted, MemoryId, MemoryListItem, MemoryStore, MemoryStoreDeleted,
@@ -31,7 +31,6 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use backoff::{Backoff, Jitter};
 pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FeedEvent};
 pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
@@ -43,27 +42,20 @@ pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};
 
 /// The reference client's retry delays: `min(0.5 s × 2^attempt, 8 s)` with up to 25 % off.
 const RETRY_BACKOFF: Backoff =
-    Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(8), jitter: Jitter::Shave(0.25) };
+    Backoff::doubling(Duration::from_millis(500), Duration::from_secs(8)).with_jitter(Jitter::Shave(0.25));
 
 /// Result of every client call.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
 /// A connection to one server with one credential.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
-    token: String,
+    token: Secret,
     max_retries: u32,
     /// What answers said of the server's extensions (shared by clones).
     extensions: std::sync::Arc<stream::Extensions>,
-}
-
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the credential.
-        f.debug_struct("Client").field("base", &self.base).field("max_retries", &self.max_retries).finish()
-    }
 }
 
 // Query strings are written by `serde_urlencoded` (through reqwest's `query`), which leaves a
@@ -128,7 +120,7 @@ impl Client {
         Ok(Self {
             http,
             base: base_url.trim_end_matches('/').to_owned(),
-            token: token.to_owned(),
+            token: token.into(),
             max_retries: 2,
             extensions: Default::default(),
         })
@@ -165,7 +157,7 @@ impl Client {
         let req = self
             .http
             .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token.expose())
             .header("anthropic-version", API_VERSION);
         match beta_for(path) {
             Some(beta) => req.header(mnemo_api::headers::BETA_HEADER, beta),
@@ -710,6 +702,14 @@ async fn decode<T: DeserializeOwned>(resp: Response) -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_the_credential() {
+        let client = Client::new("http://127.0.0.1:1", "sk-mnemo-TOPSECRET").unwrap();
+        for printed in [format!("{client:?}"), format!("{client:#?}")] {
+            assert!(!printed.contains("TOPSECRET") && printed.contains("[redacted]"), "{printed}");
+        }
+    }
     use crate::testing::{json, serve};
 
     /// The query string `query` makes, as the requests above send it.

@@ -13,7 +13,7 @@ use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request, 
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mnemo_api::ApiKeyId;
+use mnemo_api::{ApiKeyId, Secret};
 use mnemo_store::{Credential, CredentialHash, StoreError};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -76,7 +76,7 @@ fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValu
 #[derive(Debug, Clone)]
 pub(crate) struct Signed {
     pub(crate) api_key: ApiKeyId,
-    pub(crate) csrf: String,
+    pub(crate) csrf: Secret,
     /// The hash of the session's secret (what signing out revokes).
     session: CredentialHash,
 }
@@ -122,7 +122,7 @@ impl FromRequestParts<Console> for Signed {
         };
         match console.store.find_console_session(hash(secret)).await {
             Ok(Some(session)) => {
-                let signed = Self { api_key: session.api_key, csrf: csrf_token(secret), session: hash(secret) };
+                let signed = Self { api_key: session.api_key, csrf: csrf_token(secret).into(), session: hash(secret) };
                 crate::page::remember_signed(signed.chrome(Section::None));
                 Ok(signed)
             }
@@ -173,7 +173,7 @@ impl<T: serde::de::DeserializeOwned + Send> FromRequest<Console> for Posted<T> {
             .map_err(|_| NotSignedIn::Failed(PageError::Invalid("the form is too large".into())))?;
         let token: CsrfField =
             serde_urlencoded::from_bytes(&bytes).map_err(|_| NotSignedIn::Failed(PageError::Csrf))?;
-        if !same(&token.csrf, &who.csrf) {
+        if !same(&token.csrf, who.csrf.expose()) {
             return Err(NotSignedIn::Failed(PageError::Csrf));
         }
         let form = serde_urlencoded::from_bytes(&bytes)
@@ -195,19 +195,13 @@ fn safe_next(next: Option<&str>) -> &str {
     }
 }
 
-#[derive(Template)]
+#[derive(Debug, Template)]
 #[template(path = "sign_in.html")]
 struct SignInPage {
     chrome: Chrome,
-    token: String,
+    token: Secret,
     next: String,
     message: Option<String>,
-}
-
-impl std::fmt::Debug for SignInPage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignInPage").field("next", &self.next).finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -218,7 +212,7 @@ pub(crate) struct NextQuery {
 fn sign_in_page(console: &Console, headers: &HeaderMap, next: &str, message: Option<String>) -> Response {
     let token = mnemo_api::generate_secret("");
     let status = if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
-    let page = SignInPage { chrome: Chrome::signed_out(), token: token.clone(), next: next.to_owned(), message };
+    let page = SignInPage { chrome: Chrome::signed_out(), token: token.clone().into(), next: next.to_owned(), message };
     let mut response = render_with(status, &page);
     response
         .headers_mut()
@@ -234,19 +228,13 @@ pub(crate) async fn sign_in_form(
     sign_in_page(&console, &headers, safe_next(q.next.as_deref()), None)
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 pub(crate) struct SignInForm {
     #[serde(default)]
-    api_key: String,
+    api_key: Secret,
     #[serde(default)]
-    token: String,
+    token: Secret,
     next: Option<String>,
-}
-
-impl std::fmt::Debug for SignInForm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignInForm").field("api_key", &"[redacted]").field("next", &self.next).finish_non_exhaustive()
-    }
 }
 
 /// The sign-in page answering an address over its budget of failed sign-ins: `429` with
@@ -281,7 +269,7 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
     };
     let next = safe_next(form.next.as_deref()).to_owned();
     let expected = cookie(&headers, SIGN_IN_COOKIE).unwrap_or_default();
-    if from_elsewhere(&headers) || expected.is_empty() || !same(expected, &form.token) {
+    if from_elsewhere(&headers) || expected.is_empty() || !same(expected, form.token.expose()) {
         return sign_in_page(
             &console,
             &headers,
@@ -289,7 +277,7 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
             Some("this sign-in form has expired; enter the API key again".into()),
         );
     }
-    let key = form.api_key.trim();
+    let key = form.api_key.expose().trim();
     if key.is_empty() {
         return sign_in_page(&console, &headers, &next, Some("enter an API key to sign in".into()));
     }
@@ -360,3 +348,25 @@ pub(crate) async fn sign_out(State(console): State<Console>, posted: Posted<NoFi
 /// A form with nothing but its CSRF token.
 #[derive(Debug, Deserialize)]
 pub(crate) struct NoFields {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sign_in_form_and_page_never_print_the_key_or_the_token() {
+        let form: SignInForm =
+            serde_urlencoded::from_str("api_key=sk-mnemo-TOPSECRET&token=tok-TOPSECRET&next=%2Fconsole").unwrap();
+        assert_eq!(form.api_key.expose(), "sk-mnemo-TOPSECRET");
+        let page = SignInPage {
+            chrome: Chrome::signed_out(),
+            token: "tok-TOPSECRET".into(),
+            next: "/console".into(),
+            message: None,
+        };
+        for printed in [format!("{form:?}"), format!("{page:?}"), format!("{page:#?}")] {
+            assert!(!printed.contains("TOPSECRET") && printed.contains("[redacted]"), "{printed}");
+        }
+        assert!(page.render().unwrap().contains("value=\"tok-TOPSECRET\""), "the page itself carries the token");
+    }
+}

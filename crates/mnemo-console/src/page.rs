@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use mnemo_api::RequestId;
+use mnemo_api::{RequestId, Secret};
 use mnemo_http::{BadInput, Refuse};
 use mnemo_store::StoreError;
 
@@ -76,13 +76,13 @@ pub(crate) enum Section {
 pub(crate) struct Chrome {
     /// The API key's id; `None` on the sign-in page.
     pub(crate) api_key: Option<String>,
-    pub(crate) csrf: String,
+    pub(crate) csrf: Secret,
     pub(crate) section: Section,
 }
 
 impl Chrome {
     pub(crate) fn signed_out() -> Self {
-        Self { api_key: None, csrf: String::new(), section: Section::None }
+        Self { api_key: None, csrf: Secret::default(), section: Section::None }
     }
 
     pub(crate) fn is(&self, section: &str) -> bool {

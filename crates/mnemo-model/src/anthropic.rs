@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
+use mnemo_api::Secret;
 use serde_json::{Value, json};
 
 use crate::config::ProviderSettings;
@@ -327,13 +328,13 @@ impl Provider for AnthropicProvider {
             .header("anthropic-version", API_VERSION)
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(&body);
-        if let Some(key) = &self.settings.api_key {
+        if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
             let mut value = reqwest::header::HeaderValue::from_str(key).map_err(|_| ModelError::InvalidKey)?;
             value.set_sensitive(true);
             req = req.header("x-api-key", value);
         }
         tracing::debug!(model = %request.model, messages = request.messages.len(), tools = request.tools.len(), "anthropic call");
-        let key = self.settings.api_key.as_deref();
+        let key = self.settings.api_key.as_ref().map(Secret::expose);
         let resp = tokio::time::timeout(self.settings.idle_timeout, req.send())
             .await
             .map_err(|_| ModelError::Timeout)?
@@ -341,8 +342,11 @@ impl Provider for AnthropicProvider {
         if !resp.status().is_success() {
             return Err(crate::failed_answer(resp, key, "anthropic", status_error).await);
         }
-        let events = events(sse::messages(resp, self.settings.idle_timeout), self.settings.api_key.clone());
-        Ok(crate::redacted_stream(events, self.settings.api_key.clone()))
+        let events = events(
+            sse::messages(resp, self.settings.idle_timeout),
+            self.settings.api_key.clone().map(Secret::into_exposed),
+        );
+        Ok(crate::redacted_stream(events, self.settings.api_key.clone().map(Secret::into_exposed)))
     }
 }
 

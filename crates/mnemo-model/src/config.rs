@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mnemo_api::Secret;
 use serde::Deserialize;
 
 use crate::Provider;
@@ -43,29 +44,17 @@ pub enum ProviderKind {
 }
 
 /// One provider's settings.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderSettings {
     pub kind: ProviderKind,
     /// Without a trailing `/`.
     pub base_url: String,
     /// Never logged; `Debug` prints `[redacted]`.
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// The TCP (and TLS) connect timeout.
     pub connect_timeout: Duration,
     /// The longest wait for the response head, or between two chunks of the stream.
     pub idle_timeout: Duration,
-}
-
-impl fmt::Debug for ProviderSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProviderSettings")
-            .field("kind", &self.kind)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
-            .finish()
-    }
 }
 
 /// The loop's limits (`[limits]`; read by the agent loop).
@@ -241,7 +230,7 @@ impl ModelConfig {
             let settings = ProviderSettings {
                 kind,
                 base_url,
-                api_key,
+                api_key: api_key.map(Secret::from),
                 connect_timeout: secs(p.connect_timeout_secs, "connect_timeout_secs", 10.0)?,
                 idle_timeout: secs(p.idle_timeout_secs, "idle_timeout_secs", 300.0)?,
             };
@@ -354,7 +343,7 @@ max_tokens = 4096
         let c = ModelConfig::from_toml_with_env(FILE, env).unwrap();
         let a = c.provider_settings("anthropic").unwrap();
         assert_eq!(a.base_url, ANTHROPIC_DEFAULT_BASE_URL);
-        assert_eq!(a.api_key.as_deref(), Some("sk-ant-secret-123"));
+        assert_eq!(a.api_key.as_ref().map(Secret::expose), Some("sk-ant-secret-123"));
         let l = c.provider_settings("local").unwrap();
         assert_eq!(l.base_url, "http://127.0.0.1:8000/v1");
         assert_eq!(l.api_key, None);

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
+use mnemo_api::Secret;
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -326,14 +327,14 @@ impl Provider for OpenAiProvider {
             .post(format!("{}/chat/completions", self.settings.base_url))
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(&body);
-        if let Some(key) = &self.settings.api_key {
+        if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
             let mut value =
                 reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ModelError::InvalidKey)?;
             value.set_sensitive(true);
             req = req.header(reqwest::header::AUTHORIZATION, value);
         }
         tracing::debug!(model = %request.model, messages = request.messages.len(), tools = request.tools.len(), "openai call");
-        let key = self.settings.api_key.as_deref();
+        let key = self.settings.api_key.as_ref().map(Secret::expose);
         let resp = tokio::time::timeout(self.settings.idle_timeout, req.send())
             .await
             .map_err(|_| ModelError::Timeout)?
@@ -342,7 +343,7 @@ impl Provider for OpenAiProvider {
             return Err(crate::failed_answer(resp, key, "openai", crate::anthropic::status_error).await);
         }
         let events = events(sse::messages(resp, self.settings.idle_timeout));
-        Ok(crate::redacted_stream(events, self.settings.api_key.clone()))
+        Ok(crate::redacted_stream(events, self.settings.api_key.clone().map(Secret::into_exposed)))
     }
 }
 

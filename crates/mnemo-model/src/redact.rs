@@ -34,7 +34,7 @@ pub const MIN_RUN: usize = 8;
 pub const MAX_TEXT_BYTES: usize = 512;
 
 /// What a cut run of the key is replaced with.
-pub const REDACTED: &str = "[redacted]";
+pub use mnemo_api::REDACTED;
 
 /// `text` without any run of `key` of [`MIN_RUN`] characters or more (nor the whole key, when
 /// shorter), each maximal run replaced by [`REDACTED`]. `None` or an empty key: unchanged.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
-use mnemo_api::{WebhookEvent, WebhookEventData, rfc3339_micros, webhook_secret_key};
+use mnemo_api::{Backoff, WebhookEvent, WebhookEventData, rfc3339_micros, webhook_secret_key};
 use mnemo_store::rules::webhook::{Answer, DeliveryPolicy, Next, after_attempt};
 use mnemo_store::{ClaimedDelivery, Store, WebhookAttempt};
 use rand::Rng;
@@ -247,24 +247,27 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
     record(store, &d, status, error, next).await;
 }
 
+/// The pauses between tries at recording an attempt's outcome: 200 ms, then 400 ms.
+const RECORD_RETRY: Backoff = Backoff::linear(Duration::from_millis(200), Duration::from_millis(400)).with_retries(2);
+
 /// Records an attempt's outcome (a few tries: a transient store failure would otherwise make
 /// the attempt again after its lease, a duplicate).
 async fn record(store: &dyn Store, d: &ClaimedDelivery, status_code: Option<u16>, error: Option<String>, next: Next) {
     let report = WebhookAttempt { delivery: d.id.clone(), attempt: d.attempt, status_code, error, next };
-    for round in 0..3u64 {
+    for round in 0.. {
         match store.finish_webhook_attempt(report.clone()).await {
             Ok(true) => return,
             Ok(false) => {
                 tracing::debug!(webhook_delivery.id = %d.id, "the delivery moved on (or is gone); outcome not recorded");
                 return;
             }
-            Err(e) if e.is_retryable() && round < 2 => {
-                tokio::time::sleep(Duration::from_millis(200 * (round + 1))).await
-            }
-            Err(e) => {
-                tracing::warn!(webhook_delivery.id = %d.id, error = %e.chain(), "could not record a webhook attempt; it will be made again");
-                return;
-            }
+            Err(e) => match RECORD_RETRY.retry(round).filter(|_| e.is_retryable()) {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => {
+                    tracing::warn!(webhook_delivery.id = %d.id, error = %e.chain(), "could not record a webhook attempt; it will be made again");
+                    return;
+                }
+            },
         }
     }
 }

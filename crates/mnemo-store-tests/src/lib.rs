@@ -92,17 +92,23 @@ impl Postgres {
     /// Creates an empty schema with a fresh name and returns the name.
     pub async fn fresh_schema() -> String {
         let url = Self::url();
-        // A loaded machine may refuse a connection now and then: try a few times.
+        // A loaded machine may refuse a connection now and then: try a few times, waiting
+        // 200 ms, 400 ms… 1 s.
+        const CONNECT_RETRY: mnemo_api::Backoff =
+            mnemo_api::Backoff::linear(std::time::Duration::from_millis(200), std::time::Duration::from_secs(1))
+                .with_retries(5);
         let mut attempt = 0;
         let (client, connection) = loop {
             match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
                 Ok(pair) => break pair,
-                Err(e) if attempt < 5 => {
-                    attempt += 1;
-                    eprintln!("connect to MNEMO_TEST_POSTGRES failed ({e}); retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
-                }
-                Err(e) => panic!("connect to MNEMO_TEST_POSTGRES: {e}"),
+                Err(e) => match CONNECT_RETRY.retry(attempt) {
+                    Some(delay) => {
+                        attempt += 1;
+                        eprintln!("connect to MNEMO_TEST_POSTGRES failed ({e}); retrying");
+                        tokio::time::sleep(delay).await;
+                    }
+                    None => panic!("connect to MNEMO_TEST_POSTGRES: {e}"),
+                },
             }
         };
         let driver = tokio::spawn(connection);

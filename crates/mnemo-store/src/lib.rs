@@ -61,7 +61,6 @@ pub mod copy;
 mod cursor;
 mod error;
 pub mod ops;
-mod retry;
 pub mod row;
 pub mod rules;
 pub mod webhook;
@@ -78,7 +77,6 @@ use mnemo_api::{
 
 pub use cursor::Cursor;
 pub use error::{BoxError, CorruptRow, ErrorCode, StoreError};
-pub use retry::{RetryPolicy, retry_transient};
 pub use rules::session::EventAuthor;
 pub use webhook::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use mnemo_api::{Work, WorkSecret};
+use mnemo_api::{Secret, Work, WorkSecret};
 use mnemo_client::Client;
 use mnemo_sync::TeardownSteps;
 use tokio_util::sync::CancellationToken;
@@ -16,17 +16,11 @@ use crate::{WorkerError, skills};
 
 /// The credential an item is served with: its sessions token when the secret carries one,
 /// else the environment key.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ItemCredential {
-    token: String,
+    token: Secret,
     /// Whether `token` is a sessions token (memory needs one).
     pub sessions_token: bool,
-}
-
-impl std::fmt::Debug for ItemCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ItemCredential").field("sessions_token", &self.sessions_token).finish_non_exhaustive()
-    }
 }
 
 impl ItemCredential {
@@ -41,13 +35,13 @@ impl ItemCredential {
             }
         }
         match environment_key.filter(|k| !k.is_empty()) {
-            Some(key) => Ok(Self { token: key.to_owned(), sessions_token: false }),
+            Some(key) => Ok(Self { token: key.into(), sessions_token: false }),
             None => Err(WorkerError::NoCredential { work_id: work.id.to_string() }),
         }
     }
 
     pub fn client(&self, base_url: &str) -> Result<Client, WorkerError> {
-        Ok(Client::new(base_url, &self.token)?)
+        Ok(Client::new(base_url, self.token.expose())?)
     }
 }
 
@@ -277,11 +271,10 @@ pub fn read_secret_file(path: &Path, what: &str) -> Result<String, WorkerError> 
 const SESSION_ATTEMPTS: u32 = 5;
 
 /// Pauses between those fetches: 0.5 s doubling to 4 s, up to a quarter off.
-const SESSION_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
-    initial: std::time::Duration::from_millis(500),
-    max: std::time::Duration::from_secs(4),
-    jitter: mnemo_client::Jitter::Shave(0.25),
-};
+const SESSION_RETRY: mnemo_api::Backoff =
+    mnemo_api::Backoff::doubling(std::time::Duration::from_millis(500), std::time::Duration::from_secs(4))
+        .with_jitter(mnemo_api::Jitter::Shave(0.25))
+        .with_retries(SESSION_ATTEMPTS - 1);
 
 /// The item's session, fetched again after a transient failure outlasting the client's own
 /// retries (a `5xx` burst, a broken connection): found by the fault campaign, one such fault
@@ -292,15 +285,14 @@ async fn get_session_retrying(
 ) -> Result<mnemo_client::WorkerSession, mnemo_client::ClientError> {
     let mut attempt = 0;
     loop {
-        match client.get_session(session_id).await {
-            Err(e) if !e.is_permanent() && attempt + 1 < SESSION_ATTEMPTS => {
-                let delay = SESSION_RETRY.delay(attempt);
-                tracing::warn!(session_id, ?delay, "cannot fetch the session, retrying: {e}");
-                tokio::time::sleep(delay).await;
-                attempt += 1;
-            }
+        let e = match client.get_session(session_id).await {
+            Err(e) if !e.is_permanent() => e,
             other => return other,
-        }
+        };
+        let Some(delay) = SESSION_RETRY.retry(attempt) else { return Err(e) };
+        tracing::warn!(session_id, ?delay, "cannot fetch the session, retrying: {e}");
+        tokio::time::sleep(delay).await;
+        attempt += 1;
     }
 }
 
@@ -317,14 +309,14 @@ mod tests {
         let secret = WorkSecret { sessions_token: "sk-ses-1".into() }.encode();
         let c = ItemCredential::for_item(&item(Some(secret)), Some("envkey")).unwrap();
         assert!(c.sessions_token);
-        assert_eq!(c.token, "sk-ses-1");
+        assert_eq!(c.token.expose(), "sk-ses-1");
     }
 
     #[test]
     fn a_bad_secret_falls_back_to_the_environment_key() {
         let c = ItemCredential::for_item(&item(Some("%%%".into())), Some("envkey")).unwrap();
         assert!(!c.sessions_token);
-        assert_eq!(c.token, "envkey");
+        assert_eq!(c.token.expose(), "envkey");
     }
 
     #[test]
@@ -336,7 +328,8 @@ mod tests {
     #[test]
     fn credentials_never_print() {
         let c = ItemCredential { token: "sk-ses-secret".into(), sessions_token: true };
-        assert!(!format!("{c:?}").contains("secret"));
+        let printed = format!("{c:?}");
+        assert!(!printed.contains("secret") && printed.contains("[redacted]"), "{printed}");
     }
 
     #[test]

@@ -10,10 +10,9 @@
 //!   confirmations, result posting, the idle watchdog.
 //! - [`hardening`] — the worker makes itself non-dumpable; the name of its sealed-credentials
 //!   descriptor.
-//! - [`host_path`] — the one lexical normalisation and the one non-strict canonicalisation of
-//!   host paths.
 //! - [`tools`] — the built-in toolset (bash, read, write, edit, glob, grep), confined to the
-//!   working directory and the memory folders.
+//!   working directory and the memory folders by `mnemo_sync::fs::host`, the confinement the
+//!   sync engine's folders use too.
 //!
 //! One item, from claim to stop:
 //!
@@ -36,7 +35,6 @@
 pub mod config;
 mod error;
 pub mod hardening;
-pub mod host_path;
 pub mod item;
 pub mod lease;
 pub mod memory;

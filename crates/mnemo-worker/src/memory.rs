@@ -15,15 +15,15 @@ use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
 use mnemo_api::MemoryStoreId;
 use mnemo_client::{Client, WorkerSession};
-use mnemo_sync::fs::{RelPath, atomic_write};
+use mnemo_sync::fs::{RelPath, atomic_write, host};
 use mnemo_sync::{
     DeletionMode, Live, LiveWork, MountError, StoreConfig, StoreSync, TEARDOWN_CONCURRENCY, Teardown, TeardownSteps,
     teardown_pipelined,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::WorkerError;
 use crate::tools::sandbox::{self, Sandbox};
-use crate::{WorkerError, host_path};
 
 /// How many stores sync at the same time.
 const SYNC_CONCURRENCY: usize = 2;
@@ -95,17 +95,17 @@ pub fn plan(session: &WorkerSession, workdir: &Path, mount_root: &Path) -> Resul
 fn clean_absolute(path: &str) -> Option<PathBuf> {
     let p = Path::new(path);
     let clean = p.is_absolute() && !p.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
-    clean.then(|| host_path::normalize(p))
+    clean.then(|| host::normalize(p))
 }
 
 /// Whether `path` lies strictly below `mount_root`, lexically and with every symlink on either
 /// path resolved (a symlink under the root pointing elsewhere does not count as under it).
 fn within_mount_root(path: &Path, mount_root: &Path) -> bool {
-    let root = host_path::normalize(mount_root);
+    let root = host::normalize(mount_root);
     if path == root || !path.starts_with(&root) {
         return false;
     }
-    match (host_path::canonicalize(path), host_path::canonicalize(&root)) {
+    match (host::canonicalize(path), host::canonicalize(&root)) {
         (Ok(real), Ok(real_root)) => real != real_root && real.starts_with(&real_root),
         _ => false,
     }
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn mount_paths_outside_the_mount_root_fail_the_item() {
-        let dir = crate::host_path::testing::canonical_tempdir();
+        let dir = crate::tools::testing::canonical_tempdir();
         let root = dir.1.join("mnt");
         std::fs::create_dir(&root).unwrap();
         let outside = dir.1.join("elsewhere");

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use mnemo_api::{EnvironmentId, Work, WorkState};
-use mnemo_client::{Backoff, Client, Jitter};
+use mnemo_api::{Backoff, EnvironmentId, Jitter, Work, WorkState};
+use mnemo_client::Client;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
@@ -22,17 +22,10 @@ const SCRIPT_GRACE: Duration = Duration::from_secs(30);
 /// The bound of the graceful stop after a script exits.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 /// The pause after an empty poll: `uniform(1, 3)` seconds.
-const IDLE_PAUSE: Backoff = Backoff {
-    initial: Duration::from_secs(1),
-    max: Duration::from_secs(1),
-    jitter: Jitter::Add(Duration::from_secs(2)),
-};
+const IDLE_PAUSE: Backoff = Backoff::constant(Duration::from_secs(1)).with_jitter(Jitter::Add(Duration::from_secs(2)));
 /// The pause after a failed poll or ack: `min(60, 2^attempt) + uniform(0, 1)` seconds.
-const FAILURE_BACKOFF: Backoff = Backoff {
-    initial: Duration::from_secs(1),
-    max: Duration::from_secs(60),
-    jitter: Jitter::Add(Duration::from_secs(1)),
-};
+const FAILURE_BACKOFF: Backoff =
+    Backoff::doubling(Duration::from_secs(1), Duration::from_secs(60)).with_jitter(Jitter::Add(Duration::from_secs(1)));
 
 /// How claimed items are served.
 #[derive(Debug, Clone)]

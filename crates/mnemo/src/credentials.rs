@@ -24,6 +24,7 @@ use std::os::unix::process::CommandExt;
 use std::sync::OnceLock;
 
 use anyhow::{Context, bail};
+use mnemo_api::Secret;
 use mnemo_worker::hardening::SEALED_CREDENTIALS_FD;
 
 /// A credential the worker takes.
@@ -62,17 +63,11 @@ pub(crate) enum Source {
 }
 
 /// One credential, taken out of the environment or the arguments.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sealed {
     pub(crate) credential: Credential,
     pub(crate) source: Source,
-    pub(crate) value: String,
-}
-
-impl std::fmt::Debug for Sealed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sealed").field("credential", &self.credential).field("source", &self.source).finish()
-    }
+    pub(crate) value: Secret,
 }
 
 /// The credentials this process was handed sealed, read once at start.
@@ -181,7 +176,7 @@ fn split(args: &[OsString], env: impl IntoIterator<Item = (OsString, OsString)>)
 fn push(sealed: &mut Vec<Sealed>, credential: Credential, source: Source, value: &OsStr) {
     let value = value.to_string_lossy().trim().to_owned();
     if !value.is_empty() {
-        sealed.push(Sealed { credential, source, value });
+        sealed.push(Sealed { credential, source, value: value.into() });
     }
 }
 
@@ -201,7 +196,7 @@ fn encode(sealed: &[Sealed]) -> Vec<u8> {
             Source::Environment => "env",
             Source::Flag => "flag",
         };
-        for field in [credential, source, s.value.as_str()] {
+        for field in [credential, source, s.value.expose()] {
             out.extend_from_slice(field.as_bytes());
             out.push(0);
         }
@@ -228,7 +223,7 @@ fn decode(bytes: &[u8]) -> anyhow::Result<Vec<Sealed>> {
                 _ => bail!("unknown credential source"),
             };
             let value = String::from_utf8(f[2].to_vec()).context("a sealed credential is not UTF-8")?;
-            Ok(Sealed { credential, source, value })
+            Ok(Sealed { credential, source, value: value.into() })
         })
         .collect()
 }
@@ -288,7 +283,7 @@ mod tests {
     }
 
     fn sealed(credential: Credential, source: Source, value: &str) -> Sealed {
-        Sealed { credential, source, value: value.to_owned() }
+        Sealed { credential, source, value: value.into() }
     }
 
     #[test]

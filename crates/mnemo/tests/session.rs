@@ -56,7 +56,7 @@ async fn a_script_posts_each_step_prints_each_result_and_waits_for_the_worker() 
     };
     let wid = work["id"].as_str().unwrap().to_owned();
     worker.json(Method::POST, &format!("/v1/environments/{env_id}/work/{wid}/ack"), None).await.unwrap();
-    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token;
+    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed();
     let as_worker = Client::new(&server.base, &token).unwrap();
     let sid = work["data"]["id"].as_str().unwrap().to_owned();
     let mut answered = 0;

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mnemo_api::{Event, SessionId};
+use mnemo_api::{Backoff, Event, Jitter, SessionId};
 use mnemo_model::Resolved;
 use mnemo_store::{Appended, EventAuthor, ListSessions, Signal, Store, StoreError};
 use tokio::sync::{Notify, broadcast, mpsc};
@@ -34,11 +34,9 @@ pub struct Limits {
     pub max_model_calls_per_turn: u32,
     /// How long a turn may take from its first model call; then it ends with `turn_timeout`.
     pub turn_timeout: Duration,
-    /// Retries of a retryable provider failure (429, 529, 5xx, a cut stream) per call.
-    pub max_retries: u32,
-    /// The first back-off; each retry doubles it (with full jitter) up to `backoff_cap`.
-    pub backoff_base: Duration,
-    pub backoff_cap: Duration,
+    /// The pauses before retrying a retryable provider failure (429, 529, 5xx, a cut stream),
+    /// and how many retries a call gets.
+    pub retry: Backoff,
     /// How long a turn lease lasts unless renewed (renewed every third of it).
     pub lease_ttl: Duration,
     /// How often running sessions are scanned for turns nobody holds.
@@ -51,9 +49,9 @@ impl Default for Limits {
             max_tokens: 8192,
             max_model_calls_per_turn: 50,
             turn_timeout: Duration::from_secs(1800),
-            max_retries: 4,
-            backoff_base: Duration::from_millis(500),
-            backoff_cap: Duration::from_secs(30),
+            retry: Backoff::doubling(Duration::from_millis(500), Duration::from_secs(30))
+                .with_jitter(Jitter::Full)
+                .with_retries(4),
             lease_ttl: Duration::from_secs(30),
             scan_every: Duration::from_secs(15),
         }

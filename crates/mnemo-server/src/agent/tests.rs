@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream, StreamExt};
-use mnemo_api::{AgentParams, AgentSpec, DEFAULT_MEMORY_MOUNT_ROOT, Event, SessionId};
+use mnemo_api::{AgentParams, AgentSpec, Backoff, DEFAULT_MEMORY_MOUNT_ROOT, Event, Jitter, SessionId};
 use mnemo_model::{Block, ModelError, ModelRequest, Provider, ReplyEvent, Resolved, Role, StopReason, Usage};
 use mnemo_store::{AgentRef, EventAuthor, Limits as StoreLimits, NewEnvironment, NewSession, Store};
 use mnemo_store_tests::{StoreFactory, TestStore};
@@ -115,9 +115,9 @@ fn resolve_to(fake: &Arc<Fake>) -> Resolve {
 fn quick() -> Limits {
     Limits {
         max_tokens: 1000,
-        max_retries: 2,
-        backoff_base: Duration::from_millis(1),
-        backoff_cap: Duration::from_millis(5),
+        retry: Backoff::doubling(Duration::from_millis(1), Duration::from_millis(5))
+            .with_jitter(Jitter::Full)
+            .with_retries(2),
         lease_ttl: Duration::from_secs(30),
         scan_every: Duration::from_secs(3600),
         ..Limits::default()
@@ -613,11 +613,13 @@ async fn a_session_whose_model_resolves_to_no_provider_is_left_to_its_driver() {
 
 #[test]
 fn back_off_doubles_with_jitter_up_to_its_cap_and_honours_retry_after() {
-    use super::turn::backoff;
+    use super::turn::retry_delay;
     let (base, cap) = (Duration::from_millis(100), Duration::from_secs(1));
-    assert_eq!(backoff(0, base, cap, None, 1.0), Duration::from_millis(100));
-    assert_eq!(backoff(2, base, cap, None, 1.0), Duration::from_millis(400));
-    assert_eq!(backoff(2, base, cap, None, 0.5), Duration::from_millis(200));
-    assert_eq!(backoff(10, base, cap, None, 1.0), cap);
-    assert_eq!(backoff(0, base, cap, Some(Duration::from_secs(3)), 1.0), Duration::from_secs(3));
+    let retry = Backoff::doubling(base, cap).with_jitter(Jitter::Full);
+    assert_eq!(retry_delay(&retry, 0, None, 1.0), Duration::from_millis(100));
+    assert_eq!(retry_delay(&retry, 2, None, 1.0), Duration::from_millis(400));
+    assert_eq!(retry_delay(&retry, 2, None, 0.5), Duration::from_millis(200));
+    assert_eq!(retry_delay(&retry, 10, None, 1.0), cap);
+    assert_eq!(retry_delay(&retry, 0, Some(Duration::from_secs(3)), 1.0), Duration::from_secs(3));
+    assert_eq!(Limits::default().retry.retries, Some(4), "a call is retried four times");
 }

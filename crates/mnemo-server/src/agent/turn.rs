@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mnemo_api::{
-    ContentBlock, ErrorObject, Event, EventId, Message, ModelRequestEnd, ModelUsage, RetryStatus, SessionError,
-    SessionErrorKind, SessionId, SessionStatus, StatusIdle, StopReason, ToolUse,
+    Backoff, ContentBlock, ErrorObject, Event, EventId, Message, ModelRequestEnd, ModelUsage, RetryStatus,
+    SessionError, SessionErrorKind, SessionId, SessionStatus, StatusIdle, StopReason, ToolUse,
 };
 use mnemo_model::{Block, ModelError, ReplyEvent, Resolved};
 use mnemo_store::rules::agent::{self, Due};
@@ -103,17 +103,11 @@ fn tool_call(agent: &Value, name: String, input: Value) -> Event {
     }
 }
 
-/// Exponential back-off with full jitter, capped, never shorter than the provider asked.
-pub(crate) fn backoff(
-    attempt: u32,
-    base: Duration,
-    cap: Duration,
-    retry_after: Option<Duration>,
-    jitter: f64,
-) -> Duration {
-    let exp = base.saturating_mul(2u32.saturating_pow(attempt)).min(cap);
-    let jittered = exp.mul_f64(jitter.clamp(0.0, 1.0));
-    retry_after.map_or(jittered, |after| jittered.max(after))
+/// The pause before retry `attempt` of a model call: `retry`'s delay for the draw `r`, never
+/// shorter than the provider asked.
+pub(crate) fn retry_delay(retry: &Backoff, attempt: u32, retry_after: Option<Duration>, r: f64) -> Duration {
+    let delay = retry.delay_with(attempt, r);
+    retry_after.map_or(delay, |after| delay.max(after))
 }
 
 /// When the turn must end: its first event's time plus the bound (the store's clock wrote it).
@@ -285,16 +279,11 @@ impl Step<'_> {
                     error
                 }
             };
-            if !error.is_retryable() || attempt >= limits.max_retries {
+            let exhausted = limits.retry.retries.is_some_and(|limit| attempt >= limit);
+            if !error.is_retryable() || exhausted {
                 return Ok(CallEnd::Failed(error));
             }
-            let delay = backoff(
-                attempt,
-                limits.backoff_base,
-                limits.backoff_cap,
-                error.retry_after(),
-                rand::rng().random::<f64>(),
-            );
+            let delay = retry_delay(&limits.retry, attempt, error.retry_after(), rand::rng().random::<f64>());
             if Instant::now() + delay >= self.deadline {
                 return Ok(CallEnd::Failed(error));
             }

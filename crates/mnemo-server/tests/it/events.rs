@@ -26,7 +26,7 @@ async fn setup_with_key(tools: Value) -> (TestServer, String, String, String, St
         s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent["id"], "environment_id": env}))).await;
     let (_, work) =
         s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), key["key"].as_str().unwrap(), None).await;
-    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token;
+    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed();
     (s, session["id"].as_str().unwrap().to_owned(), token, env, key["key"].as_str().unwrap().to_owned())
 }
 

@@ -235,7 +235,7 @@ async fn feeds_are_scoped_like_the_memory_endpoints() {
     });
     assert_eq!(s.call(Method::POST, "/v1/sessions", KEY, Some(session)).await.0, 200);
     let (_, work) = s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), &env_key, None).await;
-    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token;
+    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed();
 
     let feed = |store: &MemoryStoreId| format!("/v1/memory_stores/{store}/changes?format=json&wait_ms=0");
     let memories = |store: &MemoryStoreId| format!("/v1/memory_stores/{store}/memories");

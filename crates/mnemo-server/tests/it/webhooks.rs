@@ -84,7 +84,10 @@ fn fast(max_attempts: u32) -> WebhookConfig {
 /// Quick retries, public targets only (the default).
 fn public_only(max_attempts: u32) -> WebhookConfig {
     WebhookConfig {
-        policy: DeliveryPolicy { max_attempts, first_retry: Duration::from_millis(100), ..Default::default() },
+        policy: DeliveryPolicy {
+            max_attempts,
+            retry: mnemo_api::Backoff { initial: Duration::from_millis(100), ..DeliveryPolicy::default().retry },
+        },
         timeout: Duration::from_millis(500),
         poll_interval: Duration::from_millis(50),
         ..Default::default()

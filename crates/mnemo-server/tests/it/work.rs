@@ -92,7 +92,7 @@ impl World {
     }
 
     fn token(work: &Value) -> String {
-        mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token
+        mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed()
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use mnemo_api::{Event, EventFilter, WebhookEventId, WebhookEventType as T};
+use mnemo_api::{Backoff, Event, EventFilter, Jitter, WebhookEventId, WebhookEventType as T};
 
 /// The kinds of resource webhook events are about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,12 +130,10 @@ impl Outbox {
 pub struct DeliveryPolicy {
     /// Attempts in all, the first included; after the last one fails the delivery is failed.
     pub max_attempts: u32,
-    /// The delay before the second attempt; each later delay doubles, up to `max_delay`.
-    pub first_retry: Duration,
-    pub max_delay: Duration,
-    /// How far a delay is spread either way at random (0.25: ±25 %), so endpoints coming back
-    /// are not hit by every retry at once.
-    pub jitter: f64,
+    /// The delays between attempts: `initial` before the second, each later one doubled up to
+    /// `max`, spread either way at random so endpoints coming back are not hit by every retry
+    /// at once. Its `retries` is not used: `max_attempts` bounds the attempts.
+    pub retry: Backoff,
 }
 
 impl Default for DeliveryPolicy {
@@ -143,9 +141,8 @@ impl Default for DeliveryPolicy {
     fn default() -> Self {
         Self {
             max_attempts: 8,
-            first_retry: Duration::from_secs(30),
-            max_delay: Duration::from_secs(3600),
-            jitter: 0.25,
+            retry: Backoff::doubling(Duration::from_secs(30), Duration::from_secs(3600))
+                .with_jitter(Jitter::Spread(0.25)),
         }
     }
 }
@@ -171,13 +168,12 @@ pub enum Next {
 
 /// The delay before the attempt after attempt `attempt` (1: the first) failed, before jitter.
 pub fn retry_delay(policy: &DeliveryPolicy, attempt: u32) -> Duration {
-    let doublings = attempt.saturating_sub(1).min(31);
-    policy.first_retry.saturating_mul(1 << doublings).min(policy.max_delay)
+    Backoff { jitter: Jitter::None, ..policy.retry }.delay_with(attempt.saturating_sub(1), 0.0)
 }
 
 /// What attempt number `attempt` (1: the first) getting `answer` means: a 2xx delivers; any
 /// other status (redirects included: they are not followed) or no answer is tried again after
-/// [`retry_delay`] spread by `policy.jitter` (`random` in `[0, 1)` picks where), unless it was
+/// [`retry_delay`] jittered by `policy.retry` (`random` in `[0, 1)` picks where), unless it was
 /// the last attempt.
 pub fn after_attempt(answer: Answer, attempt: u32, policy: &DeliveryPolicy, random: f64) -> Next {
     if let Answer::Status(200..=299) = answer {
@@ -186,8 +182,7 @@ pub fn after_attempt(answer: Answer, attempt: u32, policy: &DeliveryPolicy, rand
     if attempt >= policy.max_attempts {
         return Next::Failed;
     }
-    let spread = 1.0 + policy.jitter * (2.0 * random.clamp(0.0, 1.0) - 1.0);
-    Next::RetryIn(retry_delay(policy, attempt).mul_f64(spread.max(0.0)))
+    Next::RetryIn(policy.retry.delay_with(attempt.saturating_sub(1), random))
 }
 
 #[cfg(test)]
@@ -272,7 +267,8 @@ mod tests {
         assert_eq!(delays.iter().sum::<u64>(), 3810);
         assert_eq!(after_attempt(Answer::NoAnswer, 2, &policy, 0.0), Next::RetryIn(Duration::from_secs(45)));
         assert_eq!(after_attempt(Answer::NoAnswer, 2, &policy, 1.0), Next::RetryIn(Duration::from_secs(75)));
-        let capped = DeliveryPolicy { max_attempts: 50, max_delay: Duration::from_secs(100), ..policy };
+        let capped =
+            DeliveryPolicy { max_attempts: 50, retry: Backoff { max: Duration::from_secs(100), ..policy.retry } };
         assert_eq!(retry_delay(&capped, 40), Duration::from_secs(100));
     }
 }

@@ -17,10 +17,12 @@
 //! [`FileStore`] is the entry point; [`marker_text`] and [`MARKER_NAME`] describe the marker file
 //! that tells the engine a folder belongs to a given store. [`atomic_write`] is the same atomic
 //! write for a single file addressed by path outside any folder (the journal beside a folder, the
-//! worker's records).
+//! worker's records). [`host`] confines host paths that are not in a store — the agent's working
+//! directory, for the worker's file tools — to permitted roots, with the same no-follow opens.
 
 mod atomic;
 mod digest;
+pub mod host;
 mod path;
 mod store;
 mod sys;

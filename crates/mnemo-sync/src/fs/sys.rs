@@ -23,7 +23,7 @@ pub(super) const DIR_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// Flags for opening a file to read: no symlink, and no blocking on a FIFO's writer.
-const READ_FLAGS: OFlags =
+pub(super) const READ_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
 /// Flags for creating a temp file: it must be new, so nothing planted there can be written through.

@@ -173,11 +173,9 @@ pub const MOUNT_ATTEMPTS: u32 = 5;
 
 /// The pauses between the download's and the teardown's attempts at a final sync or a flush: 0.5 s doubling to
 /// 4 s, up to a quarter off, within [`TEARDOWN_BOUND`](teardown::TEARDOWN_BOUND).
-pub(crate) const TEARDOWN_RETRY: mnemo_client::Backoff = mnemo_client::Backoff {
-    initial: Duration::from_millis(500),
-    max: Duration::from_secs(4),
-    jitter: mnemo_client::Jitter::Shave(0.25),
-};
+pub(crate) const TEARDOWN_RETRY: mnemo_api::Backoff =
+    mnemo_api::Backoff::doubling(Duration::from_millis(500), Duration::from_secs(4))
+        .with_jitter(mnemo_api::Jitter::Shave(0.25));
 
 /// What the engine remembers between syncs.
 #[derive(Debug, Default, Clone)]

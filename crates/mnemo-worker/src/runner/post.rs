@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use mnemo_client::{Backoff, Client, Jitter};
+use mnemo_api::{Backoff, Jitter};
+use mnemo_client::Client;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -16,7 +17,7 @@ const DEFAULT_SEND_WINDOW: Duration = Duration::from_secs(300);
 /// Pauses between result-send attempts: `uniform(d/2, d)` with `d = min(2^attempt, 30)` seconds
 /// (each cut to what is left of the window).
 const SEND_BACKOFF: Backoff =
-    Backoff { initial: Duration::from_secs(1), max: Duration::from_secs(30), jitter: Jitter::Shave(0.5) };
+    Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30)).with_jitter(Jitter::Shave(0.5));
 
 /// Runs one call (unless it was answered or its thread ended meanwhile) and posts its result.
 pub(super) async fn execute(

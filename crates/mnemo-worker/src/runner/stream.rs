@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use mnemo_client::{Backoff, Client, ClientError, Jitter};
+use mnemo_api::Backoff;
+use mnemo_client::{Client, ClientError};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +17,7 @@ use super::routing::{Shared, on_live_event, reconcile};
 const HISTORY_PAGE: u32 = 1000;
 /// Pauses between event-stream reconnects: 0.5 s doubling to 10 s, back to 0.5 s once an event
 /// arrives.
-const RECONNECT_BACKOFF: Backoff =
-    Backoff { initial: Duration::from_millis(500), max: Duration::from_secs(10), jitter: Jitter::None };
+const RECONNECT_BACKOFF: Backoff = Backoff::doubling(Duration::from_millis(500), Duration::from_secs(10));
 
 /// Records why the run ends (first reason wins) and closes the queue.
 pub(super) fn finish(shared: &Shared, end: &Mutex<Option<RunEnd>>, stop: &CancellationToken, reason: RunEnd) {

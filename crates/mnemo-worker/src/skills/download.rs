@@ -9,7 +9,7 @@ use mnemo_client::{Client, ClientError, SessionSkill};
 
 use super::extract::{dir_builder, extract};
 use super::{MAX_ARCHIVE_BYTES, MAX_EXTRACTED_BYTES};
-use crate::host_path;
+use mnemo_sync::fs::host;
 
 /// Why one skill could not be downloaded.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +32,7 @@ pub async fn download(client: &Client, skills: &[SessionSkill], workdir: &Path) 
         return Vec::new();
     }
     // Python's non-strict `Path.resolve`, as the reference does.
-    let root = match host_path::canonicalize(&workdir.join("skills")) {
+    let root = match host::canonicalize(&workdir.join("skills")) {
         Ok(root) => root,
         Err(e) => {
             tracing::warn!(workdir = %workdir.display(), error = %e, "cannot resolve the skills directory; no skills downloaded");
@@ -113,7 +113,7 @@ fn dir_name(name: &str, skill_id: &str) -> String {
 /// Resolves the destination and, unless it escapes `root` (`Ok(None)`), creates `root` and a
 /// private (`0700`) work directory beside the destination.
 fn prepare(root: &Path, dirname: &str) -> io::Result<Option<(PathBuf, tempfile::TempDir)>> {
-    let dest = host_path::canonicalize(&root.join(dirname))?;
+    let dest = host::canonicalize(&root.join(dirname))?;
     if !dest.starts_with(root) || dest == root {
         return Ok(None);
     }

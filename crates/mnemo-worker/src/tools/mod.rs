@@ -228,9 +228,17 @@ pub(crate) mod testing {
 
     use super::{ToolContext, ToolError, ToolOutput};
 
+    /// A temp dir and its canonical path (macOS `/var` → `/private/var`, symlinked TMPDIR), so
+    /// canonicalised results compare equal.
+    pub(crate) fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fs::canonicalize(dir.path()).unwrap();
+        (dir, path)
+    }
+
     /// A temp workdir (canonical, so symlinked `/tmp`s compare equal) and a context on it.
     pub(crate) fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
-        let (dir, root) = crate::host_path::testing::canonical_tempdir();
+        let (dir, root) = canonical_tempdir();
         let ctx = ToolContext::new(&root);
         (dir, root, ctx)
     }

@@ -1,48 +1,39 @@
-//! Path confinement shared by the file tools (spec §8.1).
+//! The file tools' paths (spec §8.1): confined by `mnemo_sync`'s [`host`] confinement, the same
+//! code that confines the sync engine's folders, and reported in the tools' own words.
 //!
 //! A tool path is made absolute against the workdir, collapsed lexically (`.`/`..`), and then
 //! every symlink on it is followed — the last component too, even when it dangles — so the result
 //! names the object the operation will really touch. Only then is it compared, component by
 //! component, with the canonical permitted roots, and the tool works on that canonical path from
-//! there on: a symlink cannot redirect an operation after it was allowed.
+//! there on: a symlink cannot redirect an operation after it was allowed ([`host::confine`],
+//! [`host::open_read`], [`host::open_write`]).
 //!
 //! The messages reproduce the reference toolset's wording (`read: path 'x' is outside …`,
 //! `write: notes.md: permission denied`), because the agent sees them verbatim.
 
-use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use mnemo_sync::fs::host::{self, CanonicalizeError, ConfineError, canonicalize};
+pub(super) use mnemo_sync::fs::host::{open_read, open_write};
 use rustix::io::Errno;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError};
-use crate::host_path::{CanonicalizeError, canonicalize, normalize};
-
-/// The canonical form of a configured root, resolved at check time. A root that cannot be
-/// resolved (a symlink loop) is compared in its lexical form, which nothing canonical can lie
-/// under by accident.
-fn canonical_root(root: &Path) -> PathBuf {
-    canonicalize(root).unwrap_or_else(|_| normalize(&std::path::absolute(root).unwrap_or_else(|_| root.to_owned())))
-}
 
 /// Resolves the tool path `p` (relative to the workdir) and checks that it lies inside the
 /// workdir or one of the other permitted roots. Returns the canonical path to operate on.
 pub(super) fn resolve(ctx: &ToolContext, tool: &str, p: &str) -> Result<PathBuf, ToolError> {
-    // The reference reports a NUL byte before touching the filesystem, without the path.
-    if p.contains('\0') {
-        return Err(ToolError(format!("{tool}: embedded null byte")));
+    match host::confine(&ctx.workdir, &ctx.allowed_roots, p) {
+        Ok(full) => Ok(full),
+        // The reference reports a NUL byte before touching the filesystem, without the path.
+        Err(ConfineError::Nul) => Err(ToolError(format!("{tool}: embedded null byte"))),
+        Err(ConfineError::Unresolvable(e)) => Err(ToolError(format!("{tool}: path {}: {}", py_repr(p), reason(&e)))),
+        Err(ConfineError::Outside) => {
+            let others = if ctx.allowed_roots.is_empty() { "" } else { " and its other permitted directories" };
+            Err(ToolError(format!("{tool}: path {} is outside the session's working directory{others}", py_repr(p))))
+        }
     }
-    let workdir = canonical_root(&ctx.workdir);
-    let candidate = Path::new(p);
-    let full = if candidate.is_absolute() { candidate.to_owned() } else { workdir.join(candidate) };
-    let full = canonicalize(&full).map_err(|e| ToolError(format!("{tool}: path {}: {}", py_repr(p), reason(&e))))?;
-    if full.starts_with(&workdir) || ctx.allowed_roots.iter().any(|root| full.starts_with(canonical_root(root))) {
-        return Ok(full);
-    }
-    let others = if ctx.allowed_roots.is_empty() { "" } else { " and its other permitted directories" };
-    Err(ToolError(format!("{tool}: path {} is outside the session's working directory{others}", py_repr(p))))
 }
 
 /// The input of the search tools (`glob`, `grep`): a pattern and where to search.
@@ -67,7 +58,7 @@ impl SearchInput {
 /// Refuses a canonical `target` that lies under one of the read-only roots (resolved at check
 /// time, like the permitted roots, so a symlinked root protects what it grants).
 pub(super) fn reject_read_only(ctx: &ToolContext, target: &Path, op: &str, file_path: &str) -> Result<(), ToolError> {
-    match ctx.read_only_roots.iter().find(|root| target.starts_with(canonical_root(root))) {
+    match host::read_only_root(&ctx.read_only_roots, target) {
         Some(root) => Err(ToolError(format!("{op}: {file_path} is inside read-only directory {}", display_path(root)))),
         None => Ok(()),
     }
@@ -116,22 +107,6 @@ pub(crate) fn fs_reason(e: &io::Error) -> String {
 /// `<op>: <file_path>: <reason>`.
 pub(super) fn fs_error(op: &str, file_path: &str, e: &io::Error) -> ToolError {
     ToolError(format!("{op}: {file_path}: {}", fs_reason(e)))
-}
-
-/// Opens a canonical path for reading without following a symlink that appeared since it was
-/// resolved and without blocking on a FIFO that appeared since it was checked.
-pub(super) fn open_read(path: &Path) -> io::Result<File> {
-    let fd =
-        rustix::fs::open(path, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;
-    Ok(File::from(fd))
-}
-
-/// Creates or truncates a canonical path for writing, never through a symlink and never blocking
-/// on a FIFO without a reader (that fails with `no such device or address` instead).
-pub(super) fn open_write(path: &Path) -> io::Result<File> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(0o666))?;
-    Ok(File::from(fd))
 }
 
 /// Renders a configured path like Python's `str(Path)`: repeated separators, `.` components and
@@ -193,7 +168,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
-    use crate::host_path::testing::canonical_tempdir as tmp;
+    use crate::tools::testing::canonical_tempdir as tmp;
     use crate::tools::testing::links_out_of;
 
     fn ctx(dir: &Path) -> ToolContext {

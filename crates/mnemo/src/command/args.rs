@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use mnemo_api::Secret;
 use mnemo_client::Client;
 use mnemo_sync::DeletionMode;
 
 /// Where and as whom a client command calls: `mnemo serve` or the hosted API, one API key.
-#[derive(Args)]
+#[derive(Debug, Args)]
 pub(crate) struct Api {
     /// API base URL (`mnemo serve` or the hosted API).
     #[arg(long, env = "ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
@@ -16,19 +17,12 @@ pub(crate) struct Api {
 
     /// An API key of that server.
     #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
-    pub(crate) api_key: String,
-}
-
-impl std::fmt::Debug for Api {
-    // Never print the key.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api").field("base_url", &self.base_url).finish_non_exhaustive()
-    }
+    pub(crate) api_key: Secret,
 }
 
 impl Api {
     pub(crate) fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(&self.base_url, &self.api_key)?)
+        Ok(Client::new(&self.base_url, self.api_key.expose())?)
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use mnemo_api::Secret;
 use mnemo_store::Store;
 use mnemo_store::copy::{self, Phase, Progress, Report, RowAccess, Side};
 use mnemo_store_postgres::{PostgresSettings, PostgresStore};
@@ -45,33 +46,22 @@ After copying, both sides are read back: per table, the row counts and a SHA-256
 every row must match, or the command fails naming the table. A failed copy leaves the target \
 partly filled; run it again with --replace.";
 
-/// `mnemo db copy`.
-#[derive(Args)]
+/// `mnemo db copy`. (URLs may carry passwords: they are [`Secret`]s.)
+#[derive(Debug, Args)]
 pub(crate) struct Copy {
     /// The database to copy: `sqlite://PATH` or `postgres://USER:PASS@HOST:PORT/DB`. Nothing
     /// may write to it meanwhile.
     #[arg(long, value_name = "URL", env = "MNEMO_COPY_FROM", hide_env_values = true)]
-    from: String,
+    from: Secret,
 
     /// The database to fill (an SQLite file is created if missing); it must be empty unless
     /// --replace is given.
     #[arg(long, value_name = "URL", env = "MNEMO_COPY_TO", hide_env_values = true)]
-    to: String,
+    to: Secret,
 
     /// Delete everything in the target before copying.
     #[arg(long)]
     replace: bool,
-}
-
-impl std::fmt::Debug for Copy {
-    // URLs may carry passwords: show only their schemes.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Copy")
-            .field("from", &scheme(&self.from))
-            .field("to", &scheme(&self.to))
-            .field("replace", &self.replace)
-            .finish()
-    }
 }
 
 impl Db {
@@ -86,8 +76,8 @@ impl Db {
 
 impl Copy {
     async fn run(self) -> anyhow::Result<()> {
-        let source = Database::open("--from", &self.from, Side::Source).await?;
-        let target = match Database::open("--to", &self.to, Side::Target).await {
+        let source = Database::open("--from", self.from.expose(), Side::Source).await?;
+        let target = match Database::open("--to", self.to.expose(), Side::Target).await {
             Ok(target) => target,
             Err(e) => {
                 source.close().await;
@@ -272,9 +262,12 @@ mod tests {
 
     #[test]
     fn debug_shows_no_url() {
+        // URLs may carry passwords: they are `Secret`s, whole (the scheme is not worth a
+        // hand-written `Debug`).
         let copy = Copy { from: "postgres://u:hunter2@h/db".into(), to: "sqlite://x".into(), replace: false };
         let shown = format!("{copy:?}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("postgres"), "{shown}");
+        assert!(!shown.contains("hunter2") && !shown.contains("sqlite://x"), "{shown}");
+        assert_eq!(shown, "Copy { from: [redacted], to: [redacted], replace: false }");
+        assert_eq!(copy.from.expose(), "postgres://u:hunter2@h/db");
     }
 }

@@ -14,12 +14,12 @@ pub(crate) struct Server {
 
     /// An API key of that server.
     #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
-    api_key: String,
+    api_key: mnemo_api::Secret,
 }
 
 impl Server {
     pub(crate) fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(&self.base_url, &self.api_key)?)
+        Ok(Client::new(&self.base_url, self.api_key.expose())?)
     }
 }
 

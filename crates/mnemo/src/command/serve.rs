@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use mnemo_api::Secret;
 use mnemo_server::{AppState, ServeConfig, hash_credential};
 use mnemo_store::{Limits, Store};
 
@@ -30,7 +31,7 @@ pub(crate) struct Serve {
     /// default 64) or `postgres://USER:PASS@HOST:PORT/DB` (several
     /// replicas may share one). Defaults to mnemo.sqlite in the platform data directory.
     #[arg(long, env = "MNEMO_DATABASE", hide_env_values = true)]
-    database: Option<String>,
+    database: Option<Secret>,
 
     #[command(flatten)]
     postgres: crate::database::PostgresArgs,
@@ -38,7 +39,7 @@ pub(crate) struct Serve {
     /// An API key to accept (repeatable). Keys are stored hashed; with none given and none in
     /// the database, one is created and printed once on stderr.
     #[arg(long = "api-key", env = "MNEMO_API_KEY", value_delimiter = ',', hide_env_values = true)]
-    api_keys: Vec<String>,
+    api_keys: Vec<Secret>,
 
     /// Most live memories a store may hold.
     #[arg(long, default_value_t = mnemo_api::limits::DEFAULT_MAX_MEMORIES_PER_STORE, env = "MNEMO_MAX_MEMORIES_PER_STORE")]
@@ -237,8 +238,7 @@ impl WebhookArgs {
         Some(mnemo_server::WebhookConfig {
             policy: mnemo_store::rules::webhook::DeliveryPolicy {
                 max_attempts: self.webhook_max_attempts,
-                first_retry: self.webhook_retry_delay,
-                ..defaults.policy
+                retry: mnemo_api::Backoff { initial: self.webhook_retry_delay, ..defaults.policy.retry },
             },
             timeout: self.webhook_timeout,
             poll_interval: self.webhook_poll_interval,
@@ -255,8 +255,8 @@ const MIN_API_KEY_CHARS: usize = 32;
 
 /// Refuses keys given on the command line or in `MNEMO_API_KEY` that are too short to be safe,
 /// without showing them.
-fn check_api_keys(keys: &[String]) -> anyhow::Result<()> {
-    for (i, key) in keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()).enumerate() {
+fn check_api_keys(keys: &[Secret]) -> anyhow::Result<()> {
+    for (i, key) in keys.iter().map(|k| k.expose().trim()).filter(|k| !k.is_empty()).enumerate() {
         let n = key.chars().count();
         if n < MIN_API_KEY_CHARS {
             bail!(
@@ -308,8 +308,8 @@ impl Serve {
             .expect("the defaults parse");
         let mut serve = Self::from_arg_matches(&matches).expect("the defaults parse");
         serve.listen = listen;
-        serve.database = Some(database);
-        serve.api_keys = vec![api_key];
+        serve.database = Some(database.into());
+        serve.api_keys = vec![api_key.into()];
         serve.memory_mount_root = mount_root;
         serve
     }
@@ -361,7 +361,7 @@ impl Serve {
         // A bad providers file stops the server before it opens anything.
         let models = self.models.as_deref().map(crate::models::load).transpose()?;
         let url = match self.database {
-            Some(url) => url,
+            Some(url) => url.into_exposed(),
             None => default_database()?,
         };
         check_api_keys(&self.api_keys)?;
@@ -383,7 +383,7 @@ impl Serve {
         };
         let store: Arc<dyn Store> = crate::database::open(&url, limits, &self.postgres).await?;
 
-        for key in self.api_keys.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
+        for key in self.api_keys.iter().map(|k| k.expose().trim()).filter(|k| !k.is_empty()) {
             let id = store.ensure_api_key(hash_credential(key), "command line").await?;
             tracing::info!(api_key.id = %id, "accepting API key from the command line");
         }
@@ -477,5 +477,23 @@ impl Running {
         served.context("the server task failed")?.context("serve HTTP")?;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_neither_the_keys_nor_the_database_url() {
+        let serve = Serve::embedded(
+            "127.0.0.1:0".parse().unwrap(),
+            "postgres://u:hunter2@h/db".into(),
+            "sk-mnemo-TOPSECRET-0123456789abcdef0123".into(),
+            "/mnt/memory".into(),
+        );
+        let shown = format!("{serve:?}");
+        assert!(!shown.contains("hunter2") && !shown.contains("TOPSECRET"), "{shown}");
+        assert!(shown.contains("api_keys: [[redacted]]") && shown.contains("database: Some([redacted])"), "{shown}");
     }
 }

@@ -39,7 +39,7 @@ pub(crate) struct Script {
 
     /// An API key of that server.
     #[arg(long, env = "ANTHROPIC_API_KEY", hide_env_values = true)]
-    api_key: String,
+    api_key: mnemo_api::Secret,
 
     /// Seconds the whole run may take.
     #[arg(long, default_value_t = 120.0)]
@@ -84,7 +84,7 @@ impl Script {
         if !(self.timeout.is_finite() && self.timeout > 0.0) {
             bail!("--timeout must be a positive number of seconds");
         }
-        let client = Client::new(&self.base_url, &self.api_key)?;
+        let client = Client::new(&self.base_url, self.api_key.expose())?;
         tokio::time::timeout(Duration::from_secs_f64(self.timeout), drive(&client, script))
             .await
             .map_err(|_| anyhow::anyhow!("the session did not finish within {} s (--timeout)", self.timeout))?

@@ -157,7 +157,7 @@ impl Common {
 /// its file, which wins when both are given. A value from the command line is warned about.
 fn credential(
     credential: Credential,
-    clap_value: Option<String>,
+    clap_value: Option<mnemo_api::Secret>,
     file: Option<&Path>,
 ) -> anyhow::Result<Option<String>> {
     let what = match credential {
@@ -175,7 +175,10 @@ fn credential(
             credential.flag()
         );
     }
-    Ok(sealed.map(|s| s.value.clone()).or(clap_value).filter(|v| !v.trim().is_empty()))
+    Ok(sealed
+        .map(|s| s.value.expose().to_owned())
+        .or(clap_value.map(mnemo_api::Secret::into_exposed))
+        .filter(|v| !v.trim().is_empty()))
 }
 
 /// Done first by every worker: non-dumpable, so a process of its user can neither read its
@@ -196,7 +199,7 @@ pub(crate) struct Poll {
     /// value on the command line is visible to every local user until the worker re-executes
     /// itself without it.
     #[arg(long, env = "ANTHROPIC_ENVIRONMENT_KEY", hide_env_values = true)]
-    environment_key: Option<String>,
+    environment_key: Option<mnemo_api::Secret>,
 
     /// A file holding the environment's key (must be readable by its owner only: 0600).
     #[arg(long, value_name = "FILE", env = "ANTHROPIC_ENVIRONMENT_KEY_FILE")]
@@ -234,7 +237,7 @@ pub(crate) struct Run {
     environment_id: String,
     /// Optional when a work secret is given: the item then runs on its sessions token alone.
     #[arg(long, env = "ANTHROPIC_ENVIRONMENT_KEY", hide_env_values = true)]
-    environment_key: Option<String>,
+    environment_key: Option<mnemo_api::Secret>,
     /// A file holding the environment's key (must be readable by its owner only: 0600).
     #[arg(long, value_name = "FILE", env = "ANTHROPIC_ENVIRONMENT_KEY_FILE")]
     environment_key_file: Option<PathBuf>,
@@ -244,7 +247,7 @@ pub(crate) struct Run {
     /// The work secret (prefer the file or the environment variable over the flag, which every
     /// local user can read until the worker re-executes itself without it).
     #[arg(long, env = "ANTHROPIC_WORK_SECRET", hide_env_values = true)]
-    work_secret: Option<String>,
+    work_secret: Option<mnemo_api::Secret>,
 
     #[command(flatten)]
     common: Common,

@@ -38,7 +38,7 @@ use serde_json::Value;
 
 use super::paths::SearchInput;
 use super::{ToolContext, ToolError, ToolOutput, parse_input};
-use crate::host_path::canonicalize;
+use mnemo_sync::fs::host::canonicalize;
 
 /// At most this many matches are collected (before the confinement filter).
 const MAX_MATCHES: usize = 50_000;

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
+use mnemo_api::Secret;
 use mnemo_store::check::{Counts, Outcome};
 use mnemo_store_postgres::{PgCheckReport, PostgresSettings};
 use mnemo_store_sqlite::{BackupOptions, CheckReport, SqliteSettings};
@@ -37,14 +38,14 @@ every index, when that extension is installed (PostgreSQL enforces foreign keys 
 Runs in one read snapshot and writes nothing (it never migrates), so it may run beside \
 `mnemo serve`. Prints a report and fails, listing every problem, when something is wrong.";
 
-/// `mnemo db backup`.
-#[derive(Args)]
+/// `mnemo db backup`. (Database URLs may carry a password: they are [`Secret`]s.)
+#[derive(Debug, Args)]
 #[command(long_about = BACKUP_ABOUT)]
 pub(crate) struct Backup {
     /// The database to back up, as `mnemo serve` takes it: `sqlite://PATH` (or a
     /// `postgres://` URL, for the `pg_dump` commands). Defaults to serve's default database.
     #[arg(long, value_name = "URL", env = "MNEMO_DATABASE", hide_env_values = true)]
-    database: Option<String>,
+    database: Option<Secret>,
 
     /// Replace PATH if it exists.
     #[arg(long)]
@@ -62,31 +63,13 @@ pub(crate) struct Backup {
 }
 
 /// `mnemo db check`.
-#[derive(Args)]
+#[derive(Debug, Args)]
 #[command(long_about = CHECK_ABOUT)]
 pub(crate) struct Check {
     /// The database to check, as `mnemo serve` takes it: `sqlite://PATH` or `postgres://…`. Defaults to serve's
     /// default database.
     #[arg(long, value_name = "URL", env = "MNEMO_DATABASE", hide_env_values = true)]
-    database: Option<String>,
-}
-
-impl std::fmt::Debug for Backup {
-    // The URL may carry a password: show only its scheme.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backup")
-            .field("database", &self.database.as_deref().map(scheme))
-            .field("force", &self.force)
-            .field("pages_per_step", &self.pages_per_step)
-            .field("path", &self.path)
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for Check {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Check").field("database", &self.database.as_deref().map(scheme)).finish()
-    }
+    database: Option<Secret>,
 }
 
 /// What a database URL names.
@@ -95,9 +78,9 @@ enum Target {
     Postgres(Box<PostgresSettings>),
 }
 
-fn target(database: Option<String>) -> anyhow::Result<Target> {
+fn target(database: Option<Secret>) -> anyhow::Result<Target> {
     let url = match database {
-        Some(url) => url,
+        Some(url) => url.into_exposed(),
         None => crate::command::serve::default_database()?,
     };
     match scheme(&url).map(str::to_ascii_lowercase).as_deref() {
