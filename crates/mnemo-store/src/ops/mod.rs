@@ -35,7 +35,7 @@ pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
 pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
-pub use work::{NewWork, WorkFilter, WorkRow, WorkSql};
+pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 
 use crate::{Result, StoreError};
 

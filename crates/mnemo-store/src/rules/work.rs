@@ -45,9 +45,9 @@ pub fn polling_since(now: Micros) -> Micros {
 }
 
 /// What a healthcheck item carries: the kind `healthcheck` and an id of its own, `hc_` and the
-/// random part of the item's id, so a worker can tell checks apart in its logs.
-pub fn healthcheck(item: &WorkId) -> WorkData {
-    let random = item.as_str().strip_prefix("work_").unwrap_or(item.as_str());
+/// random part of `fresh` (a newly generated work id), so a worker can tell checks apart.
+pub fn healthcheck(fresh: &WorkId) -> WorkData {
+    let random = fresh.as_str().strip_prefix("work_").unwrap_or(fresh.as_str());
     WorkData { kind: "healthcheck".into(), id: format!("hc_{random}") }
 }
 

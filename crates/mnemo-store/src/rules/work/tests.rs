@@ -230,10 +230,10 @@ fn queue_statistics() {
     let leased = with(WorkState::Active, item());
     let queued = item();
     let (t1, t2, t3) = ("2026-01-01T00:00:01.000000Z", "2026-01-01T00:00:02.000000Z", "2026-01-01T00:00:03.000000Z");
-    /// depth, pending, oldest
-    type Stats = (u64, u64, Option<&'static str>);
+    /// The rule, the queued items with their creation, and the expected depth, pending, oldest.
+    type Row<'a> = (&'a str, Vec<(&'a Lease, &'a str)>, (u64, u64, Option<&'a str>));
     #[rustfmt::skip]
-    let rows: Vec<(&str, Vec<(&Lease, &str)>, Stats)> = vec![
+    let rows: Vec<Row<'_>> = vec![
         ("an empty queue", vec![], (0, 0, None)),
         ("a queued item is depth", vec![(&queued, t1)], (1, 0, Some(t1))),
         ("a delivery waiting for its acknowledgement is pending, and still the oldest",
