@@ -358,3 +358,6 @@ pub async fn find_token<S: WorkSql>(sql: &S, hash: &CredentialHash) -> Result<Op
     }
     Ok(Some(TokenHolder { work: item.work.id, session: token.session, environment: item.work.environment_id }))
 }
+
+#[cfg(test)]
+mod tests;

@@ -74,7 +74,12 @@ pub fn queue_stats<'a>(
         // Every creation time is RFC 3339 text of one width, so text order is time order.
         oldest = Some(oldest.map_or(created_at, |o| o.min(created_at)));
     }
-    WorkQueueStats { depth, pending, oldest_queued_at: oldest.map(str::to_owned), workers_polling: Some(workers_polling) }
+    WorkQueueStats {
+        depth,
+        pending,
+        oldest_queued_at: oldest.map(str::to_owned),
+        workers_polling: Some(workers_polling),
+    }
 }
 
 /// The mutable bookkeeping of one work item.
