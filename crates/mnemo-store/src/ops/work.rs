@@ -202,15 +202,15 @@ pub async fn has_live_work<S: WorkSql>(sql: &S, session: &SessionId) -> Result<b
 /// seconds between heartbeats.
 pub async fn enqueue<S: WorkSql>(sql: &S, environment: Seq, data: &WorkData, ttl: u64) -> Result<WorkId> {
     let id = WorkId::generate();
-    let session = data.session_id();
+    let lease = Lease::queued(id.clone(), ttl);
     let now = sql.now().await?;
     sql.insert_work(&NewWork {
         id: &id,
         environment,
-        session,
+        session: data.session_id(),
         data,
-        state: WorkState::Queued,
-        ttl_seconds: Lease::queued(id.clone(), ttl).ttl_seconds,
+        state: lease.state,
+        ttl_seconds: lease.ttl_seconds,
         created_at: now,
     })
     .await?;
