@@ -481,13 +481,14 @@ impl Store for PostgresStore {
         reclaim_ms: u64,
         token_hash: CredentialHash,
     ) -> Result<Option<Work>> {
-        write!(self.engine, |tx| work::poll(&tx, environment, worker_id.as_deref(), reclaim_ms, &token_hash).await)
+        write!(self.engine, |tx| {
+            ops::work::poll(&Pg(&tx), environment, worker_id.as_deref(), reclaim_ms, &token_hash).await
+        })
     }
 
     async fn expire_work(&self) -> Result<u64> {
         write!(self.engine, |tx| {
-            let now = engine::now(&tx).await?;
-            let changed = work::expire(&tx, None, now).await?;
+            let changed = ops::work::expire_all(&Pg(&tx)).await?;
             if changed > 0 {
                 self.signal(&tx, &Signal::Work).await?;
             }
@@ -498,14 +499,14 @@ impl Store for PostgresStore {
     async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {
-            let item = work::enqueue_healthcheck(&tx, environment, ttl).await?;
+            let item = ops::work::enqueue_healthcheck(&Pg(&tx), environment, ttl).await?;
             self.signal(&tx, &Signal::Work).await?;
             Ok(item)
         })
     }
 
     async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        write!(self.engine, |tx| work::ack(&tx, environment, id).await)
+        write!(self.engine, |tx| ops::work::ack(&Pg(&tx), environment, id).await)
     }
 
     async fn heartbeat_work(
@@ -516,16 +517,16 @@ impl Store for PostgresStore {
         desired_ttl_seconds: Option<u64>,
     ) -> Result<HeartbeatOutcome> {
         write!(self.engine, |tx| {
-            work::heartbeat(&tx, environment, id, expected_last_heartbeat, desired_ttl_seconds).await
+            ops::work::heartbeat(&Pg(&tx), environment, id, expected_last_heartbeat, desired_ttl_seconds).await
         })
     }
 
     async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
-        write!(self.engine, |tx| work::stop(&tx, environment, id, force).await)
+        write!(self.engine, |tx| ops::work::stop(&Pg(&tx), environment, id, force).await)
     }
 
     async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        read!(self.engine, |tx| work::get(&tx, environment, id).await)
+        read!(self.engine, |tx| ops::work::get(&Pg(&tx), environment, id).await)
     }
 
     async fn update_work_metadata(
@@ -534,7 +535,7 @@ impl Store for PostgresStore {
         id: &WorkId,
         patch: BTreeMap<String, Option<String>>,
     ) -> Result<Work> {
-        write!(self.engine, |tx| work::update_metadata(&tx, environment, id, &patch).await)
+        write!(self.engine, |tx| ops::work::update_metadata(&Pg(&tx), environment, id, &patch).await)
     }
 
     async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>> {
@@ -542,7 +543,7 @@ impl Store for PostgresStore {
     }
 
     async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats> {
-        read!(self.engine, |tx| work::stats(&tx, environment).await)
+        read!(self.engine, |tx| ops::work::stats(&Pg(&tx), environment).await)
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
 use mnemo_store::ops;
-use mnemo_store::rules::webhook::{Change, Next, Outbox, Planned};
+use mnemo_store::rules::webhook::{Change, Next, Planned};
 use mnemo_store::webhook::{
     MAX_CLAIM, MIN_CLAIM_LEASE, event_type_from_column, filter_from_column, filter_to_column, short_error,
     status_from_column,
@@ -25,12 +25,6 @@ use tokio_postgres::Row;
 use crate::engine::{Pg, Tx, all, col, exec, now, one, opt};
 use crate::stores::page;
 use crate::{parse_id, ts, ts_opt};
-
-/// Records the events of `outbox` and a delivery of each to every endpoint subscribed to it,
-/// in the calling write's transaction; an event nobody is subscribed to is not recorded.
-pub(crate) async fn emit(tx: &Tx<'_>, outbox: Outbox) -> Result<()> {
-    ops::webhooks::emit(&Pg(tx), outbox).await
-}
 
 /// [`emit`] for the events of one change.
 pub(crate) async fn emit_one(tx: &Tx<'_>, change: Change<'_>, resource_id: &str) -> Result<()> {

@@ -352,22 +352,34 @@ impl Store for SqliteStore {
         token_hash: CredentialHash,
     ) -> Result<Option<Work>> {
         let environment = environment.clone();
-        self.engine.write(move |c| work::poll(c, &environment, worker_id.as_deref(), reclaim_ms, &token_hash)).await
+        self.engine
+            .write(move |c| {
+                run_ready(ops::work::poll(
+                    &crate::engine::Lite(c),
+                    &environment,
+                    worker_id.as_deref(),
+                    reclaim_ms,
+                    &token_hash,
+                ))
+            })
+            .await
     }
 
     async fn expire_work(&self) -> Result<u64> {
-        self.engine.write(|c| work::expire(c, None, now_micros())).await
+        self.engine.write(|c| run_ready(ops::work::expire_all(&Lite(c)))).await
     }
 
     async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {
         let environment = environment.clone();
         let ttl = self.limits.work_lease_ttl_seconds;
-        self.engine.write(move |c| work::enqueue_healthcheck(c, &environment, ttl)).await
+        self.engine
+            .write(move |c| run_ready(ops::work::enqueue_healthcheck(&crate::engine::Lite(c), &environment, ttl)))
+            .await
     }
 
     async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
         let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| work::ack(c, &environment, &id)).await
+        self.engine.write(move |c| run_ready(ops::work::ack(&Lite(c), &environment, &id))).await
     }
 
     async fn heartbeat_work(
@@ -378,17 +390,27 @@ impl Store for SqliteStore {
         desired_ttl_seconds: Option<u64>,
     ) -> Result<HeartbeatOutcome> {
         let (environment, id, expected) = (environment.clone(), id.clone(), expected_last_heartbeat.to_owned());
-        self.engine.write(move |c| work::heartbeat(c, &environment, &id, &expected, desired_ttl_seconds)).await
+        self.engine
+            .write(move |c| {
+                run_ready(ops::work::heartbeat(
+                    &crate::engine::Lite(c),
+                    &environment,
+                    &id,
+                    &expected,
+                    desired_ttl_seconds,
+                ))
+            })
+            .await
     }
 
     async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
         let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| work::stop(c, &environment, &id, force)).await
+        self.engine.write(move |c| run_ready(ops::work::stop(&crate::engine::Lite(c), &environment, &id, force))).await
     }
 
     async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
         let (environment, id) = (environment.clone(), id.clone());
-        self.engine.read(move |c| work::get(c, &environment, &id)).await
+        self.engine.read(move |c| run_ready(ops::work::get(&Lite(c), &environment, &id))).await
     }
 
     async fn update_work_metadata(
@@ -398,7 +420,9 @@ impl Store for SqliteStore {
         patch: BTreeMap<String, Option<String>>,
     ) -> Result<Work> {
         let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| work::update_metadata(c, &environment, &id, &patch)).await
+        self.engine
+            .write(move |c| run_ready(ops::work::update_metadata(&crate::engine::Lite(c), &environment, &id, &patch)))
+            .await
     }
 
     async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>> {
@@ -408,7 +432,7 @@ impl Store for SqliteStore {
 
     async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats> {
         let environment = environment.clone();
-        self.engine.read(move |c| work::stats(c, &environment)).await
+        self.engine.read(move |c| run_ready(ops::work::stats(&Lite(c), &environment))).await
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
 use mnemo_store::ops::{self, run_ready};
-use mnemo_store::rules::webhook::{Change, Next, Outbox, Planned};
+use mnemo_store::rules::webhook::{Change, Next, Planned};
 use mnemo_store::webhook::{
     MAX_CLAIM, MIN_CLAIM_LEASE, event_type_from_column, filter_from_column, filter_to_column, short_error,
     status_from_column,
@@ -20,12 +20,6 @@ use rusqlite::{Connection, Row, params};
 use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
 use crate::{now_micros, parse_id, ts, ts_opt};
-
-/// Records the events of `outbox` and a delivery of each to every endpoint subscribed to it,
-/// in the calling write's transaction; an event nobody is subscribed to is not recorded.
-pub(crate) fn emit(c: &Connection, outbox: Outbox, _now: i64) -> Result<()> {
-    run_ready(ops::webhooks::emit(&Lite(c), outbox))
-}
 
 /// [`emit`] for the events of one change.
 pub(crate) fn emit_one(c: &Connection, change: Change<'_>, resource_id: &str) -> Result<()> {

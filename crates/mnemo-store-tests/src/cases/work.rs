@@ -51,6 +51,14 @@ pub async fn work_is_polled_acknowledged_heartbeaten_and_stopped(factory: &impl 
     assert_eq!((stats.depth, stats.pending, stats.workers_polling), (0, 1, Some(1)));
     assert!(s.poll_work(&env.id, Some("worker-2".into()), 60_000, fresh_hash()).await.unwrap().is_none());
     assert_eq!(s.work_stats(&env.id).await.unwrap().workers_polling, Some(2), "every polling worker counts");
+    assert!(s.poll_work(&env.id, Some("worker-1".into()), 60_000, fresh_hash()).await.unwrap().is_none());
+    assert!(s.poll_work(&env.id, None, 60_000, fresh_hash()).await.unwrap().is_none());
+    let stats = s.work_stats(&env.id).await.unwrap();
+    assert_eq!(
+        (stats.depth, stats.pending, stats.workers_polling),
+        (0, 1, Some(2)),
+        "a worker counts once however often it polls; an anonymous poll counts no worker"
+    );
 
     let acked = s.ack_work(&env.id, &item.id).await.unwrap();
     assert_eq!(acked.state, WorkState::Starting);
@@ -181,10 +189,14 @@ pub async fn healthchecks_queue_oldest_first(factory: &impl StoreFactory) {
         (check.data.kind.as_str(), check.state, &check.environment_id),
         ("healthcheck", WorkState::Queued, &env.id)
     );
-    assert!(!check.data.id.is_empty());
+    // `hc_` and a random part, of the same shape as an item id's.
+    let random = check.data.id.strip_prefix("hc_").expect("a healthcheck id starts with hc_");
+    assert_eq!(random.len(), check.id.as_str().len() - "work_".len(), "{}", check.data.id);
+    assert!(random.chars().all(|c| c.is_ascii_alphanumeric()), "{}", check.data.id);
     assert_eq!(s.get_work(&env.id, &check.id).await.unwrap().data, check.data);
     let session = session(&*s, &env).await;
     let later = s.enqueue_healthcheck(&env.id).await.unwrap();
+    assert_ne!(later.data.id, check.data.id, "every healthcheck has its own id");
 
     let mut delivered = Vec::new();
     for _ in 0..3 {

@@ -1,21 +1,10 @@
 //! Credentials: API keys, and the lookup order by which a presented secret's hash is resolved.
 
-use mnemo_api::{ApiKeyId, EnvironmentId, EnvironmentKeyId, SessionId, WorkId};
+use mnemo_api::{ApiKeyId, EnvironmentId, EnvironmentKeyId};
 
+use super::work::WorkSql;
 use super::{Clock, Micros};
-use crate::rules::work::Lease;
 use crate::{Credential, CredentialHash, Result};
-
-/// A sessions token not revoked, with the work item it was minted for.
-#[derive(Debug, Clone)]
-pub struct TokenRow {
-    pub work: WorkId,
-    /// The item's session; `None` for a healthcheck.
-    pub session: Option<SessionId>,
-    pub environment: EnvironmentId,
-    /// The item's lease, which decides whether the token still authenticates.
-    pub lease: Lease,
-}
 
 /// SQL over API keys, and the lookups of every kind of credential by its secret's hash.
 pub trait CredentialSql: Clock {
@@ -34,8 +23,6 @@ pub trait CredentialSql: Clock {
     /// The environment key with secret `hash` that is not revoked, and its environment.
     async fn environment_key_by_hash(&self, hash: &CredentialHash)
     -> Result<Option<(EnvironmentKeyId, EnvironmentId)>>;
-    /// The sessions token with secret `hash` that is not revoked, with its work item.
-    async fn session_token_by_hash(&self, hash: &CredentialHash) -> Result<Option<TokenRow>>;
 }
 
 /// The live API key with secret `hash`.
@@ -57,19 +44,19 @@ pub async fn count_api_keys<S: CredentialSql>(sql: &S) -> Result<u64> {
 }
 
 /// What a presented secret is, by its hash. The lookup order: a live API key, then a live
-/// environment key, then a sessions token that still authenticates ([`Lease::token_alive`] at
+/// environment key, then a sessions token that still authenticates ([`Lease::token_alive`](crate::rules::work::Lease::token_alive) at
 /// the transaction's clock: its item not stopped, its delivery or lease not lapsed). A secret
 /// that is none of these is `None`.
-pub async fn resolve_credential<S: CredentialSql>(sql: &S, hash: &CredentialHash) -> Result<Option<Credential>> {
+pub async fn resolve_credential<S: CredentialSql + WorkSql>(
+    sql: &S,
+    hash: &CredentialHash,
+) -> Result<Option<Credential>> {
     if let Some(id) = sql.api_key_by_hash(hash, true).await? {
         return Ok(Some(Credential::ApiKey(id)));
     }
     if let Some((id, environment)) = sql.environment_key_by_hash(hash).await? {
         return Ok(Some(Credential::EnvironmentKey { id, environment }));
     }
-    let Some(token) = sql.session_token_by_hash(hash).await? else { return Ok(None) };
-    if !token.lease.token_alive(sql.now().await?) {
-        return Ok(None);
-    }
+    let Some(token) = super::work::find_token(sql, hash).await? else { return Ok(None) };
     Ok(Some(Credential::SessionToken { work: token.work, session: token.session, environment: token.environment }))
 }

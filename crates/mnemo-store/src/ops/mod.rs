@@ -36,13 +36,13 @@ use std::task::{Context, Poll, Waker};
 pub use agents::AgentRow;
 pub use agents::AgentSql;
 pub use console::{ConsoleRow, ConsoleSql};
-pub use credentials::{CredentialSql, TokenRow};
+pub use credentials::CredentialSql;
 pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
 pub use sessions::{NewSessionRow, SessionRowSql};
 pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
-pub use work::{NewWork, WorkFilter, WorkRow, WorkSql};
+pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 
 use crate::{Result, StoreError};
 

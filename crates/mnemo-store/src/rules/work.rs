@@ -6,7 +6,7 @@
 //! lease in its transaction, applies the rule, writes the returned lease back and, when told,
 //! revokes the item's tokens.
 
-use mnemo_api::{Environment, WorkHeartbeat, WorkId, WorkLeaseState, WorkState};
+use mnemo_api::{Environment, WorkData, WorkHeartbeat, WorkId, WorkLeaseState, WorkQueueStats, WorkState};
 
 use crate::StoreError;
 
@@ -30,6 +30,57 @@ pub const MAX_TTL_SECONDS: u64 = 3_600;
 /// The states in which an item can lapse ([`Lease::expire`]): a backend may select by them
 /// (and by a hold that ran out) before asking, so a scan reads only the items that lapsed.
 pub const LAPSING_STATES: [WorkState; 3] = [WorkState::Starting, WorkState::Active, WorkState::Stopping];
+
+/// The one state in which a poll may deliver an item ([`Lease::deliverable`]): a backend may
+/// select by it (and by a delivery window that ran out) before asking.
+pub const DELIVERABLE_STATE: WorkState = WorkState::Queued;
+
+/// A worker counts as polling for this long after its last poll (the queue statistics'
+/// `workers_polling`): long enough to cover a worker's long-poll and its pause between polls.
+pub const POLLING_WINDOW_MICROS: Micros = 30_000_000;
+
+/// The earliest last poll at `now` of a worker that still counts as polling.
+pub fn polling_since(now: Micros) -> Micros {
+    now.saturating_sub(POLLING_WINDOW_MICROS)
+}
+
+/// What a healthcheck item carries: the kind `healthcheck` and an id of its own, `hc_` and the
+/// random part of `fresh` (a newly generated work id), so a worker can tell checks apart.
+pub fn healthcheck(fresh: &WorkId) -> WorkData {
+    let random = fresh.as_str().strip_prefix("work_").unwrap_or(fresh.as_str());
+    WorkData { kind: "healthcheck".into(), id: format!("hc_{random}") }
+}
+
+/// A queue's statistics at `now`, from its queued items (each lease with its item's
+/// `created_at`; items in other states are not counted) and how many workers polled within
+/// [`POLLING_WINDOW_MICROS`]. `depth` counts the items a poll may deliver now; `pending` the
+/// queued ones waiting for a delivery's acknowledgement; `oldest_queued_at` is the oldest
+/// queued item's creation, delivered or not.
+pub fn queue_stats<'a>(
+    queued: impl IntoIterator<Item = (&'a Lease, &'a str)>,
+    workers_polling: u64,
+    now: Micros,
+) -> WorkQueueStats {
+    let (mut depth, mut pending, mut oldest) = (0, 0, None::<&str>);
+    for (lease, created_at) in queued {
+        if lease.state != DELIVERABLE_STATE {
+            continue;
+        }
+        if lease.deliverable(now) {
+            depth += 1;
+        } else {
+            pending += 1;
+        }
+        // Every creation time is RFC 3339 text of one width, so text order is time order.
+        oldest = Some(oldest.map_or(created_at, |o| o.min(created_at)));
+    }
+    WorkQueueStats {
+        depth,
+        pending,
+        oldest_queued_at: oldest.map(str::to_owned),
+        workers_polling: Some(workers_polling),
+    }
+}
 
 /// The mutable bookkeeping of one work item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +189,7 @@ impl Lease {
 
     /// Whether a poll may deliver the item at `now`.
     pub fn deliverable(&self, now: Micros) -> bool {
-        self.state == WorkState::Queued && self.pending_until.is_none_or(|until| until < now)
+        self.state == DELIVERABLE_STATE && self.pending_until.is_none_or(|until| until < now)
     }
 
     /// Delivery: hidden from other polls for `reclaim_ms`. Tokens of an earlier delivery that

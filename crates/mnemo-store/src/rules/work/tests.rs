@@ -171,3 +171,83 @@ fn only_the_lapsing_states_expire() {
         assert_eq!(expires, LAPSING_STATES.contains(&state), "{state:?}");
     }
 }
+
+/// A poll selects by [`DELIVERABLE_STATE`]: an item in any other state is never delivered,
+/// however long ago its delivery window closed.
+#[test]
+fn only_the_deliverable_state_is_delivered() {
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Lease, bool)> = vec![
+        ("a queued item never delivered", item(), true),
+        ("a queued item whose delivery window closed (reclaimed)", Lease { pending_until: Some(NOW - 1), ..item() }, true),
+        ("a queued item whose delivery window is open", Lease { pending_until: Some(NOW + 1), ..item() }, false),
+        ("the window closes strictly after its end", Lease { pending_until: Some(NOW), ..item() }, false),
+        ("starting", with(WorkState::Starting, item()), false),
+        ("active", with(WorkState::Active, item()), false),
+        ("stopping", with(WorkState::Stopping, item()), false),
+        ("stopped", with(WorkState::Stopped, item()), false),
+    ];
+    for (rule, lease, expected) in rows {
+        assert_eq!(lease.deliverable(NOW), expected, "rule: {rule}");
+        if expected {
+            assert_eq!(lease.state, DELIVERABLE_STATE, "rule: {rule}");
+        }
+    }
+}
+
+#[test]
+fn a_worker_counts_as_polling_for_thirty_seconds() {
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Micros, bool)> = vec![
+        ("a poll just now", NOW, true),
+        ("a poll 29 s ago", NOW - 29 * S, true),
+        ("a poll exactly 30 s ago still counts", NOW - 30 * S, true),
+        ("a poll 30 s and a microsecond ago does not", NOW - 30 * S - 1, false),
+        ("a poll a minute ago does not", NOW - 60 * S, false),
+    ];
+    for (rule, last_poll, counts) in rows {
+        assert_eq!(last_poll >= polling_since(NOW), counts, "rule: {rule}");
+    }
+    assert_eq!(POLLING_WINDOW_MICROS, 30 * S);
+    assert_eq!(polling_since(Micros::MIN), Micros::MIN, "no overflow at the clock's start");
+}
+
+#[test]
+fn a_healthcheck_carries_an_hc_id_of_its_item() {
+    let item: WorkId = "work_01abc".parse().unwrap();
+    let data = healthcheck(&item);
+    assert_eq!((data.kind.as_str(), data.id.as_str()), ("healthcheck", "hc_01abc"));
+    assert_eq!(data.session_id(), None, "a healthcheck serves no session");
+    let (a, b) = (healthcheck(&WorkId::generate()), healthcheck(&WorkId::generate()));
+    assert!(a.id.starts_with("hc_") && !a.id.contains("work_"), "{}", a.id);
+    assert_ne!(a.id, b.id, "every check has its own id");
+}
+
+#[test]
+fn queue_statistics() {
+    let open = Lease { pending_until: Some(NOW + S), ..item() };
+    let closed = Lease { pending_until: Some(NOW - S), ..item() };
+    let leased = with(WorkState::Active, item());
+    let queued = item();
+    let (t1, t2, t3) = ("2026-01-01T00:00:01.000000Z", "2026-01-01T00:00:02.000000Z", "2026-01-01T00:00:03.000000Z");
+    /// The rule, the queued items with their creation, and the expected depth, pending, oldest.
+    type Row<'a> = (&'a str, Vec<(&'a Lease, &'a str)>, (u64, u64, Option<&'a str>));
+    #[rustfmt::skip]
+    let rows: Vec<Row<'_>> = vec![
+        ("an empty queue", vec![], (0, 0, None)),
+        ("a queued item is depth", vec![(&queued, t1)], (1, 0, Some(t1))),
+        ("a delivery waiting for its acknowledgement is pending, and still the oldest",
+            vec![(&open, t1), (&queued, t2)], (1, 1, Some(t1))),
+        ("a delivery whose window closed counts as depth again", vec![(&closed, t2)], (1, 0, Some(t2))),
+        ("the oldest is the earliest creation, in any order", vec![(&queued, t3), (&open, t2), (&queued, t1)], (2, 1, Some(t1))),
+        ("an item no longer queued is not counted", vec![(&leased, t1), (&queued, t2)], (1, 0, Some(t2))),
+    ];
+    for (rule, queued, (depth, pending, oldest)) in rows {
+        let stats = queue_stats(queued, 4, NOW);
+        assert_eq!(
+            (stats.depth, stats.pending, stats.oldest_queued_at.as_deref(), stats.workers_polling),
+            (depth, pending, oldest, Some(4)),
+            "rule: {rule}"
+        );
+    }
+}
