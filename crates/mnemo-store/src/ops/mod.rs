@@ -22,7 +22,9 @@
 pub mod agents;
 pub mod environments;
 pub mod events;
+pub mod memories;
 pub mod stores;
+pub mod versions;
 pub mod webhooks;
 pub mod work;
 
@@ -33,7 +35,9 @@ use std::task::{Context, Poll, Waker};
 pub use agents::AgentSql;
 pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
-pub use stores::StoreSql;
+pub use memories::{MemoryRow, MemorySql, NewVersion, Written};
+pub use stores::{LockedStore, StoreSql};
+pub use versions::{VersionRow, VersionSql};
 pub use webhooks::WebhookSql;
 pub use work::{NewWork, WorkFilter, WorkRow, WorkSql};
 
