@@ -103,6 +103,61 @@ pub(crate) fn usage(c: &Connection, ids: &[MemoryStoreId]) -> Result<HashMap<Mem
         .collect()
 }
 
+/// SQLite's single writer excludes every other writer, so [`lock_store`](ops::StoreSql::lock_store)
+/// only reads.
+impl ops::StoreSql for Lite<'_> {
+    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        get(self, id)
+    }
+
+    async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {
+        let (store, seq, count) = query_one(
+            self,
+            &format!("SELECT {COLUMNS}, memory_count FROM memory_stores WHERE id = ?1"),
+            [id.as_str()],
+            |r| Ok((from_row(r)?, r.get::<_, i64>(8)?)),
+        )?
+        .map(|((store, seq), count)| (store, seq, count))
+        .ok_or_else(|| StoreError::not_found("memory store", id))?;
+        let memory_count =
+            u64::try_from(count).map_err(|e| StoreError::corrupt("memory_stores", &store.id, "memory_count", e))?;
+        Ok(LockedStore { store, seq, memory_count })
+    }
+
+    async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        )
+        .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
+        .map(drop)
+        .map_err(backend)
+    }
+
+    async fn update_store_row(&self, seq: i64, store: &MemoryStore, now: i64) -> Result<()> {
+        self.execute(
+            "UPDATE memory_stores SET name = ?1, description = ?2, metadata = ?3, updated_at = ?4 WHERE seq = ?5",
+            params![store.name, store.description, metadata_json(&store.metadata), now, seq],
+        )
+        .map(drop)
+        .map_err(backend)
+    }
+
+    async fn archive_store_row(&self, seq: i64, now: i64) -> Result<()> {
+        self.execute("UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
+            .map(drop)
+            .map_err(backend)
+    }
+
+    async fn delete_store_rows(&self, seq: i64) -> Result<()> {
+        // Children first: cheaper than cascading through foreign keys row by row.
+        self.execute("DELETE FROM memories WHERE store_seq = ?1", [seq]).map_err(backend)?;
+        self.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq]).map_err(backend)?;
+        self.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq]).map_err(backend)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use mnemo_api::{Actor, MemoryPath};
@@ -169,60 +224,5 @@ mod tests {
         let usage = s.memory_store_usage(&[big.clone(), small.clone()]).await.unwrap();
         assert_eq!((usage[&big].memories, usage[&big].bytes), (10_000, 100 * (0..100).sum::<u64>()));
         assert_eq!((usage[&small].memories, usage[&small].bytes), (1, 3));
-    }
-}
-
-/// SQLite's single writer excludes every other writer, so [`lock_store`](ops::StoreSql::lock_store)
-/// only reads.
-impl ops::StoreSql for Lite<'_> {
-    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        get(self, id)
-    }
-
-    async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {
-        let (store, seq, count) = query_one(
-            self,
-            &format!("SELECT {COLUMNS}, memory_count FROM memory_stores WHERE id = ?1"),
-            [id.as_str()],
-            |r| Ok((from_row(r)?, r.get::<_, i64>(8)?)),
-        )?
-        .map(|((store, seq), count)| (store, seq, count))
-        .ok_or_else(|| StoreError::not_found("memory store", id))?;
-        let memory_count =
-            u64::try_from(count).map_err(|e| StoreError::corrupt("memory_stores", &store.id, "memory_count", e))?;
-        Ok(LockedStore { store, seq, memory_count })
-    }
-
-    async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
-        self.prepare_cached(
-            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-        )
-        .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
-        .map(drop)
-        .map_err(backend)
-    }
-
-    async fn update_store_row(&self, seq: i64, store: &MemoryStore, now: i64) -> Result<()> {
-        self.execute(
-            "UPDATE memory_stores SET name = ?1, description = ?2, metadata = ?3, updated_at = ?4 WHERE seq = ?5",
-            params![store.name, store.description, metadata_json(&store.metadata), now, seq],
-        )
-        .map(drop)
-        .map_err(backend)
-    }
-
-    async fn archive_store_row(&self, seq: i64, now: i64) -> Result<()> {
-        self.execute("UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
-            .map(drop)
-            .map_err(backend)
-    }
-
-    async fn delete_store_rows(&self, seq: i64) -> Result<()> {
-        // Children first: cheaper than cascading through foreign keys row by row.
-        self.execute("DELETE FROM memories WHERE store_seq = ?1", [seq]).map_err(backend)?;
-        self.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq]).map_err(backend)?;
-        self.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq]).map_err(backend)?;
-        Ok(())
     }
 }
