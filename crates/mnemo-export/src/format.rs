@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use mnemo_api::limits::{MAX_CONTENT_BYTES, MAX_PATH_BYTES};
 use mnemo_api::{
-    Actor, MemoryId, MemoryPath, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, Overlap, Timestamp, content_sha256,
-    content_too_large_message, is_sha256_hex,
+    Actor, MemoryId, MemoryPath, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, Overlap, Timestamp,
+    content_sha256, content_too_large_message, is_sha256_hex,
 };
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};

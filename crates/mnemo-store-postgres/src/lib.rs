@@ -52,8 +52,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 pub use check::{PgCheckReport, check};
 pub use listen::RECHECK_EVERY;
 
-use crate::engine::{Engine, col, failure, notify, one, opt};
 use crate::engine::Pg;
+use crate::engine::{Engine, col, failure, notify, one, opt};
 use mnemo_store::ops;
 
 /// Where and how to connect.

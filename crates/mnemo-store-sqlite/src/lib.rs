@@ -49,8 +49,8 @@ use tokio::sync::broadcast;
 
 pub use crate::backup::{BackupError, BackupOptions, BackupReport, backup};
 pub use crate::check::{Check, CheckError, CheckReport, Counts, Outcome, check};
-use crate::engine::{Engine, backend, failure, query_one};
 use crate::engine::Lite;
+use crate::engine::{Engine, backend, failure, query_one};
 use mnemo_store::ops::{self, run_ready};
 
 /// How hard a commit tries to reach the disk.

@@ -318,10 +318,16 @@ pub async fn the_first_failing_check_wins(factory: &impl StoreFactory) {
     assert_err!(taken, StoreError::Archived(id) if id == store.as_str());
     let moved = MemoryChange { content: Some("y".into()), path: Some(path("/dir")), expected_sha256: stale() };
     assert_err!(s.update_memory(&store, &other.id, moved, api_actor()).await, StoreError::Archived(_));
-    assert_err!(s.update_memory(&store, &MemoryId::generate(), content("y"), api_actor()).await, StoreError::Archived(_));
+    assert_err!(
+        s.update_memory(&store, &MemoryId::generate(), content("y"), api_actor()).await,
+        StoreError::Archived(_)
+    );
     assert_eq!(s.memory_change_seq(&store).await.unwrap(), seq, "no refused write wrote a version");
     // A delete is not a write of new content: it checks the memory, then its precondition.
-    assert_err!(s.delete_memory(&store, &MemoryId::generate(), stale(), api_actor()).await, StoreError::NotFound { .. });
+    assert_err!(
+        s.delete_memory(&store, &MemoryId::generate(), stale(), api_actor()).await,
+        StoreError::NotFound { .. }
+    );
     assert_err!(s.delete_memory(&store, &dir.id, stale(), api_actor()).await, StoreError::PreconditionFailed { .. });
     s.delete_memory(&store, &dir.id, Some(dir.content_sha256.clone()), api_actor()).await.unwrap();
 }

@@ -116,10 +116,8 @@ pub async fn update_memory<S: MemorySql>(
 ) -> Result<(Memory, Option<Seq>)> {
     let locked = sql.lock_store(store).await?;
     rules::check_writable(&locked.store)?;
-    let MemoryRow { mut memory, seq } = sql
-        .load_memory(store, locked.seq, id, true)
-        .await?
-        .ok_or_else(|| StoreError::not_found("memory", id))?;
+    let MemoryRow { mut memory, seq } =
+        sql.load_memory(store, locked.seq, id, true).await?.ok_or_else(|| StoreError::not_found("memory", id))?;
     let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
         Update::Unchanged => return Ok((memory, None)),
         Update::Write { content, sha256, moved_to } => (content, sha256, moved_to),
@@ -158,10 +156,8 @@ pub async fn delete_memory<S: MemorySql>(
     actor: &Actor,
 ) -> Result<Seq> {
     let locked = sql.lock_store(store).await?;
-    let MemoryRow { memory, seq } = sql
-        .load_memory(store, locked.seq, id, false)
-        .await?
-        .ok_or_else(|| StoreError::not_found("memory", id))?;
+    let MemoryRow { memory, seq } =
+        sql.load_memory(store, locked.seq, id, false).await?.ok_or_else(|| StoreError::not_found("memory", id))?;
     rules::check_precondition(expected_sha256, &memory.content_sha256)?;
     let version_id = MemoryVersionId::generate();
     let version = NewVersion {

@@ -90,4 +90,3 @@ pub async fn delete_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId)
     sql.delete_store_rows(locked.seq).await?;
     emit_one(sql, Change::Deleted(Resource::MemoryStore), id.as_str()).await
 }
-

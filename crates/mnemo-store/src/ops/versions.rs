@@ -18,8 +18,12 @@ pub struct VersionRow {
 /// SQL over memory versions.
 pub trait VersionSql: StoreSql {
     /// Version `id` of the store, with its content.
-    async fn load_version(&self, store: &MemoryStoreId, store_seq: Seq, id: &MemoryVersionId)
-    -> Result<Option<VersionRow>>;
+    async fn load_version(
+        &self,
+        store: &MemoryStoreId,
+        store_seq: Seq,
+        id: &MemoryVersionId,
+    ) -> Result<Option<VersionRow>>;
     /// The version memory `memory` of store `store_seq` holds now; `None` once it is deleted.
     async fn current_version(&self, store_seq: Seq, memory: &MemoryId) -> Result<Option<MemoryVersionId>>;
     /// Writes version `seq` as `version` holds it after redaction: its path, content, digest and
@@ -38,10 +42,8 @@ pub async fn redact<S: VersionSql>(
     actor: &Actor,
 ) -> Result<MemoryVersion> {
     let locked = sql.lock_store(store).await?;
-    let VersionRow { version, seq } = sql
-        .load_version(store, locked.seq, id)
-        .await?
-        .ok_or_else(|| StoreError::not_found("memory version", id))?;
+    let VersionRow { version, seq } =
+        sql.load_version(store, locked.seq, id).await?.ok_or_else(|| StoreError::not_found("memory version", id))?;
     if version.redacted_at.is_some() {
         return Ok(version);
     }
