@@ -38,7 +38,7 @@ pub use ids::{
     AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,
     RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, generate_secret,
 };
-pub use path::{MemoryPath, PathError, PathPrefix};
+pub use path::{MemoryPath, Overlap, PathError, PathPrefix};
 pub use secret::{REDACTED, Secret};
 pub use sessions::*;
 pub use types::*;

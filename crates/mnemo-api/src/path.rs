@@ -108,6 +108,63 @@ impl MemoryPath {
     }
 }
 
+/// What "overlap" means, the one definition every writer of memories uses (both store backends
+/// when they judge a create or a move, and the export file's reader and import planner).
+///
+/// A store holds memories as files of one tree, so a path is blocked by a memory at the path
+/// itself, at an ancestor (which would have to be a directory) or below it (which would make
+/// the path a directory). In a store that keeps this rule at most one memory lies at or above
+/// a path (those paths all overlap each other), and then none lies below it; so the blocker a
+/// writer names is that one, or else the first below the path in byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overlap<'p> {
+    path: &'p MemoryPath,
+}
+
+impl<'p> Overlap<'p> {
+    /// The paths that overlap `path`.
+    pub fn of(path: &'p MemoryPath) -> Self {
+        Self { path }
+    }
+
+    /// The path whose overlaps these are.
+    pub fn path(&self) -> &'p MemoryPath {
+        self.path
+    }
+
+    /// Its proper ancestors, shortest first: a memory at one of them blocks from above.
+    pub fn above(&self) -> impl Iterator<Item = &'p str> + use<'p> {
+        self.path.ancestors()
+    }
+
+    /// The path itself, then [`above`](Self::above): what an exact-match lookup tries, in the
+    /// order the blocker is named.
+    pub fn at_or_above(&self) -> impl Iterator<Item = &'p str> + use<'p> {
+        std::iter::once(self.path.as_str()).chain(self.above())
+    }
+
+    /// The half-open range `[start, end)`, in byte order, of the paths below it.
+    pub fn below(&self) -> (String, String) {
+        self.path.descendant_range()
+    }
+
+    /// Whether a memory at `other` blocks the path.
+    pub fn blocked_by(&self, other: &str) -> bool {
+        let path = self.path.as_str();
+        other == path
+            || other.strip_prefix(path).is_some_and(|rest| rest.starts_with('/'))
+            || path.strip_prefix(other).is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// The memory of `held` (path → anything, byte order) that blocks the path, named as a
+    /// store names it: the one at or above it, else the first below it.
+    pub fn first_in<'m, V>(&self, held: &'m std::collections::BTreeMap<String, V>) -> Option<(&'m String, &'m V)> {
+        let at_or_above = self.at_or_above().find_map(|p| held.get_key_value(p));
+        let (start, end) = self.below();
+        at_or_above.or_else(|| held.range(start..end).next())
+    }
+}
+
 impl fmt::Display for MemoryPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -248,6 +305,38 @@ mod tests {
         let (lo, hi) = p.descendant_range();
         assert_eq!((lo.as_str(), hi.as_str()), ("/a/b/c.md/", "/a/b/c.md0"));
         assert_eq!(p.relative(), "a/b/c.md");
+    }
+
+    #[test]
+    fn overlaps() {
+        let held: std::collections::BTreeMap<String, ()> =
+            ["/a.md", "/b", "/c/d/e", "/c/d/f", "/c-d", "/c/d0"].into_iter().map(|p| (p.to_owned(), ())).collect();
+        #[rustfmt::skip]
+        let rows: &[(&str, &str, Option<&str>)] = &[
+            ("the path itself", "/a.md", Some("/a.md")),
+            ("an ancestor would have to be a directory", "/b/x/y", Some("/b")),
+            ("the first memory below, in byte order", "/c/d", Some("/c/d/e")),
+            ("a memory further below", "/c", Some("/c/d/e")),
+            ("a sibling sharing a name prefix is no overlap", "/a", None),
+            ("a look-alike with another separator is no overlap", "/c-", None),
+            ("a longer name is no overlap", "/b.md", None),
+        ];
+        for (rule, path, want) in rows {
+            let path = MemoryPath::parse(path).unwrap();
+            let overlap = Overlap::of(&path);
+            let got = overlap.first_in(&held).map(|(p, _)| p.as_str());
+            assert_eq!(got, *want, "rule: {rule}");
+            for other in held.keys() {
+                let expected = other == path.as_str()
+                    || other.starts_with(&format!("{path}/"))
+                    || path.as_str().starts_with(&format!("{other}/"));
+                assert_eq!(overlap.blocked_by(other), expected, "{rule}: {path} and {other}");
+            }
+        }
+        let p = MemoryPath::parse("/x/y/z").unwrap();
+        assert_eq!(Overlap::of(&p).at_or_above().collect::<Vec<_>>(), ["/x/y/z", "/x", "/x/y"]);
+        assert_eq!(Overlap::of(&p).above().collect::<Vec<_>>(), ["/x", "/x/y"]);
+        assert_eq!(Overlap::of(&p).below(), ("/x/y/z/".to_owned(), "/x/y/z0".to_owned()));
     }
 
     #[test]

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use mnemo_api::limits::{MAX_CONTENT_BYTES, MAX_PATH_BYTES};
 use mnemo_api::{
-    Actor, MemoryId, MemoryPath, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, Timestamp, content_sha256,
-    content_too_large_message, is_sha256_hex,
+    Actor, MemoryId, MemoryPath, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, Overlap, Timestamp,
+    content_sha256, content_too_large_message, is_sha256_hex,
 };
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -827,7 +827,7 @@ fn check_overlaps(memories: &[MemoryIndex]) -> Result<(), FileError> {
     let lines: HashMap<&str, usize> = memories.iter().map(|m| (m.path.as_str(), m.line)).collect();
     for entry in memories {
         let path = MemoryPath::parse(&entry.path).expect("checked on its line");
-        if let Some((above, at)) = path.ancestors().find_map(|a| lines.get(a).map(|at| (a, at))) {
+        if let Some((above, at)) = Overlap::of(&path).above().find_map(|a| lines.get(a).map(|at| (a, at))) {
             return Err(FileError::Line {
                 line: entry.line,
                 why: format!(

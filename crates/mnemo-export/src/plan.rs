@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{MemoryId, MemoryPath};
+use mnemo_api::{MemoryId, MemoryPath, Overlap};
 
 /// A memory of the target store, as a content-free listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,15 +80,12 @@ pub fn plan<'a>(
         .collect()
 }
 
-/// A memory of `existing` lying above `path` (the nearest ancestor) or below it (the first in
-/// path order), as the server would name it.
+/// The memory of `existing` that overlaps `path` ([`Overlap`]: above it, else the first below
+/// it in path order), as the server would name it.
 fn overlapping<'e>(path: &str, existing: &'e BTreeMap<String, Existing>) -> Option<&'e str> {
     // File paths were checked when the file was read; one that does not parse blocks nothing.
     let parsed = MemoryPath::parse(path).ok()?;
-    let above = parsed.ancestors().collect::<Vec<_>>().into_iter().rev().find_map(|a| existing.get_key_value(a));
-    let (start, end) = parsed.descendant_range();
-    let below = || existing.range(start..end).next();
-    above.or_else(below).map(|(p, _)| p.as_str())
+    Overlap::of(&parsed).first_in(existing).map(|(p, _)| p.as_str())
 }
 
 #[cfg(test)]

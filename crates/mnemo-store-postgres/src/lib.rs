@@ -547,7 +547,7 @@ impl Store for PostgresStore {
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
-        write!(self.engine, |tx| stores::create(&tx, new.clone()).await)
+        write!(self.engine, |tx| ops::stores::create_store(&Pg(&tx), new.clone()).await)
     }
 
     async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
@@ -555,7 +555,7 @@ impl Store for PostgresStore {
     }
 
     async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-        write!(self.engine, |tx| stores::update(&tx, id, patch.clone()).await)
+        write!(self.engine, |tx| ops::stores::update_store(&Pg(&tx), id, patch.clone()).await)
     }
 
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
@@ -567,11 +567,11 @@ impl Store for PostgresStore {
     }
 
     async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        write!(self.engine, |tx| stores::archive(&tx, id).await)
+        write!(self.engine, |tx| ops::stores::archive_store(&Pg(&tx), id).await)
     }
 
     async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
-        write!(self.engine, |tx| stores::delete(&tx, id).await)
+        write!(self.engine, |tx| ops::stores::delete_store(&Pg(&tx), id).await)
     }
 
     async fn create_memory(
@@ -583,7 +583,8 @@ impl Store for PostgresStore {
     ) -> Result<Memory> {
         let limit = self.limits.max_memories_per_store;
         write!(self.engine, |tx| {
-            let (memory, seq) = memories::create(&tx, store, &path, content.clone(), &actor, limit).await?;
+            let (memory, seq) =
+                ops::memories::create_memory(&Pg(&tx), store, &path, content.clone(), &actor, limit).await?;
             self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
             Ok(memory)
         })
@@ -601,7 +602,7 @@ impl Store for PostgresStore {
         actor: Actor,
     ) -> Result<Memory> {
         write!(self.engine, |tx| {
-            let (memory, seq) = memories::update(&tx, store, id, change.clone(), &actor).await?;
+            let (memory, seq) = ops::memories::update_memory(&Pg(&tx), store, id, change.clone(), &actor).await?;
             if let Some(seq) = seq {
                 self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
             }
@@ -617,7 +618,7 @@ impl Store for PostgresStore {
         actor: Actor,
     ) -> Result<()> {
         write!(self.engine, |tx| {
-            let seq = memories::delete(&tx, store, id, expected_sha256.as_deref(), &actor).await?;
+            let seq = ops::memories::delete_memory(&Pg(&tx), store, id, expected_sha256.as_deref(), &actor).await?;
             self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await
         })
     }
@@ -682,7 +683,7 @@ impl Store for PostgresStore {
         id: &MemoryVersionId,
         actor: Actor,
     ) -> Result<MemoryVersion> {
-        write!(self.engine, |tx| versions::redact(&tx, store, id, &actor).await)
+        write!(self.engine, |tx| ops::versions::redact(&Pg(&tx), store, id, &actor).await)
     }
 
     async fn create_console_session(

@@ -1,28 +1,17 @@
-//! Memories: create, read, update (content and rename), delete, list.
+//! Memories: the SQL of their writes ([`ops::MemorySql`]), reads, listings and exports.
 //!
-//! Every write first locks the store's row ([`stores::lock_for_memories`]) and only then reads the memory,
-//! the paths or the count it judges: writers of one store take turns, so two creates racing
-//! for one path (or for the last slot under the cap), or two updates with one
-//! `content_sha256` precondition, cannot both pass, and the store's version positions grow
-//! in commit order. Reads take no lock.
+//! The writes ([`mnemo_store::ops::memories`]) lock the store's row first and only then read
+//! what they judge; reads take no lock.
 
-use mnemo_api::{
-    Actor, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStoreId, MemoryVersionId, Operation, View,
-    content_sha256,
-};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
+use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
-use mnemo_store::rules::memory::{self as rules, Update};
-use mnemo_store::{ExportPart, ListMemories, Listing, MemoryChange, Result, StoreError};
+use mnemo_store::rules::memory::{Blocker, Overlap};
+use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, failure, one, opt};
+use crate::engine::{Pg, Tx, all, col, failure, one, opt};
 use crate::{actor_columns, parse_id, stores, ts};
-
-/// A memory row with the bookkeeping a write needs.
-struct Current {
-    memory: Memory,
-    seq: i64,
-}
 
 const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
                        m.created_at, m.updated_at, m.seq";
@@ -54,61 +43,28 @@ fn from_row(store: &MemoryStoreId, r: &Row, with_content: bool) -> Result<(Memor
     ))
 }
 
-async fn load(tx: &Tx<'_>, store: &MemoryStoreId, store_seq: i64, id: &MemoryId) -> Result<Current> {
-    let row = opt(
-        tx,
-        &format!(
+async fn load(
+    tx: &Tx<'_>,
+    store: &MemoryStoreId,
+    store_seq: i64,
+    id: &MemoryId,
+    with_content: bool,
+) -> Result<Option<MemoryRow>> {
+    let sql = if with_content {
+        format!(
             "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
              WHERE m.id = $1 AND m.store_seq = $2"
-        ),
-        &[&id.as_str(), &store_seq],
-    )
-    .await?;
-    let (memory, seq) = row
-        .as_ref()
-        .map(|r| from_row(store, r, true))
-        .transpose()?
-        .ok_or_else(|| StoreError::not_found("memory", id))?;
-    Ok(Current { memory, seq })
+        )
+    } else {
+        format!("SELECT {COLUMNS} FROM memories m WHERE m.id = $1 AND m.store_seq = $2")
+    };
+    let row = opt(tx, &sql, &[&id.as_str(), &store_seq]).await?;
+    row.as_ref().map(|r| from_row(store, r, with_content).map(|(memory, seq)| MemoryRow { memory, seq })).transpose()
 }
 
-/// The first memory (other than `except`) whose path equals, is an ancestor of, or lies below
-/// `path`: the one that blocks `path` from existing. The caller holds the store's lock, so no
-/// other writer adds a blocker before its write lands.
-async fn blocker(
-    tx: &Tx<'_>,
-    store_seq: i64,
-    path: &MemoryPath,
-    except: Option<i64>,
-) -> Result<Option<(String, String)>> {
-    let except = except.unwrap_or(-1);
-    // The path itself and its ancestors (at most one of them exists: they overlap each other),
-    // and whatever lies below it. In byte order an ancestor or the path sorts before anything
-    // below the path, so the first row is the one SQLite's two lookups would name.
-    let candidates: Vec<&str> = std::iter::once(path.as_str()).chain(path.ancestors()).collect();
-    let (lo, hi) = path.descendant_range();
-    let hit = opt(
-        tx,
-        "SELECT id, path FROM memories WHERE store_seq = $1 AND seq <> $2 \
-         AND (path = ANY($3) OR (path >= $4 AND path < $5)) ORDER BY path LIMIT 1",
-        &[&store_seq, &except, &candidates, &lo, &hi],
-    )
-    .await?;
-    hit.map(|r| Ok((col(&r, 0)?, col(&r, 1)?))).transpose()
-}
-
-async fn check_path_free(tx: &Tx<'_>, store_seq: i64, path: &MemoryPath, except: Option<i64>) -> Result<()> {
-    rules::check_path_free(path, blocker(tx, store_seq, path, except).await?)
-}
-
-/// A version to append.
-struct NewVersion<'a> {
-    memory_id: &'a MemoryId,
-    operation: Operation,
-    path: &'a str,
-    /// Text and digest; `None` for a deletion.
-    content: Option<(&'a str, &'a str)>,
-    actor: &'a Actor,
+pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+    load(tx, store, store_seq, id, true).await?.map(|row| row.memory).ok_or_else(|| StoreError::not_found("memory", id))
 }
 
 /// Appends a version and, in the same statement, the writes that go with it: each of `then` is
@@ -117,15 +73,14 @@ struct NewVersion<'a> {
 /// time (`(SELECT t FROM now)`), plus `extra` from `$11` on. One round trip under the store's
 /// lock, which keeps the store's version positions growing in commit order; the time is read
 /// by this statement, after the lock was granted, so it grows with them (a clock read with the
-/// lock could predate a wait for it). Returns the version's id, position and time.
+/// lock could predate a wait for it).
 async fn write_version(
     tx: &Tx<'_>,
     store_seq: i64,
     version: &NewVersion<'_>,
     then: &[&str],
     extra: &[crate::engine::Param<'_>],
-) -> Result<(MemoryVersionId, i64, i64)> {
-    let id = MemoryVersionId::generate();
+) -> Result<Written> {
     let (kind, actor_id) = actor_columns(version.actor);
     let size = version.content.map(|(text, _)| bigint(text.len())).transpose()?;
     let mut sql = String::from(
@@ -140,150 +95,86 @@ async fn write_version(
     sql.push_str(" SELECT seq, created_at FROM v");
     let (operation, digest) = (version.operation.as_str(), version.content.map(|(_, sha)| sha));
     let content = version.content.map(|(text, _)| text.as_bytes());
-    let (id_text, memory_id) = (id.as_str(), version.memory_id.as_str());
+    let (id_text, memory_id) = (version.id.as_str(), version.memory_id.as_str());
     let mut params: Vec<crate::engine::Param<'_>> =
         vec![&id_text, &store_seq, &memory_id, &operation, &version.path, &digest, &size, &kind, &actor_id, &content];
     params.extend_from_slice(extra);
     let row = one(tx, &sql, &params).await?;
-    Ok((id, col(&row, 0)?, col(&row, 1)?))
+    Ok(Written { seq: col(&row, 0)?, at: col(&row, 1)? })
 }
 
-/// Creates a memory. Under the store's lock: the store is writable, the path is free and one
-/// more memory fits under the cap.
-pub(crate) async fn create(
-    tx: &Tx<'_>,
-    store: &MemoryStoreId,
-    path: &MemoryPath,
-    content: String,
-    actor: &Actor,
-    limit: u32,
-) -> Result<(Memory, i64)> {
-    let locked = stores::lock_for_memories(tx, store).await?;
-    let store_seq = locked.seq;
-    rules::check_writable(&locked.store)?;
-    check_path_free(tx, store_seq, path, None).await?;
-    rules::check_capacity(&locked.store, u64::try_from(locked.memory_count).unwrap_or_default(), limit)?;
-    let id = MemoryId::generate();
-    let sha = content_sha256(content.as_bytes());
-    let version = NewVersion {
-        memory_id: &id,
-        operation: Operation::Created,
-        path: path.as_str(),
-        content: Some((&content, &sha)),
-        actor,
-    };
-    let (version_id, version_seq, now) = write_version(
-        tx,
-        store_seq,
-        &version,
-        &[
-            "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
-             version_id, created_at, updated_at) SELECT $3, $2, $5, $6, $7, v.seq, $1, v.created_at, v.created_at \
-             FROM v",
-            "UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = $2",
-        ],
-        &[],
-    )
-    .await?;
-    let memory = Memory {
-        id,
-        memory_store_id: store.clone(),
-        path: path.to_string(),
-        content_size_bytes: content.len() as u64,
-        content: Some(content),
-        content_sha256: sha,
-        memory_version_id: version_id,
-        created_at: ts(now),
-        updated_at: ts(now),
-    };
-    Ok((memory, version_seq))
-}
-
-pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
-    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
-    load(tx, store, store_seq, id).await.map(|cur| cur.memory)
-}
-
-/// Updates a memory's content, path or both. Under the store's lock: the store is writable,
-/// the `content_sha256` precondition holds against the memory as the last writer left it, and
-/// a new path is free.
-pub(crate) async fn update(
-    tx: &Tx<'_>,
-    store: &MemoryStoreId,
-    id: &MemoryId,
-    change: MemoryChange,
-    actor: &Actor,
-) -> Result<(Memory, Option<i64>)> {
-    let locked = stores::lock_for_memories(tx, store).await?;
-    let store_seq = locked.seq;
-    rules::check_writable(&locked.store)?;
-    let Current { mut memory, seq } = load(tx, store, store_seq, id).await?;
-    let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
-        Update::Unchanged => return Ok((memory, None)),
-        Update::Write { content, sha256, moved_to } => (content, sha256, moved_to),
-    };
-    if let Some(to) = &moved_to {
-        check_path_free(tx, store_seq, to, Some(seq)).await?;
+/// Every primitive runs under the store's row lock the operation took first
+/// ([`ops::StoreSql::lock_store`]), so no other writer adds a blocker or changes the count
+/// between the judgement and the write.
+impl ops::MemorySql for Pg<'_, '_> {
+    async fn find_blocker(&self, store: i64, overlap: &Overlap<'_>, except: Option<i64>) -> Result<Option<Blocker>> {
+        let except = except.unwrap_or(-1);
+        // The paths at or above (at most one of them exists: they overlap each other), and
+        // whatever lies below. In byte order those sort before anything below the path, so the
+        // first row is the blocker `Overlap` names.
+        let candidates: Vec<&str> = overlap.at_or_above().collect();
+        let (lo, hi) = overlap.below();
+        let hit = opt(
+            self,
+            "SELECT id, path FROM memories WHERE store_seq = $1 AND seq <> $2 \
+             AND (path = ANY($3) OR (path >= $4 AND path < $5)) ORDER BY path LIMIT 1",
+            &[&store, &except, &candidates, &lo, &hi],
+        )
+        .await?;
+        hit.map(|r| Ok((col(&r, 0)?, col(&r, 1)?))).transpose()
     }
-    let path = moved_to.map_or_else(|| memory.path.clone(), |p| p.to_string());
-    let version = NewVersion {
-        memory_id: id,
-        operation: Operation::Modified,
-        path: &path,
-        content: Some((&content, &sha)),
-        actor,
-    };
-    let (version_id, version_seq, now) = write_version(
-        tx,
-        store_seq,
-        &version,
-        &["UPDATE memories SET path = $5, content_sha256 = $6, content_size_bytes = $7, \
-           version_seq = (SELECT seq FROM v), version_id = $1, updated_at = (SELECT t FROM now) WHERE seq = $11"],
-        &[&seq],
-    )
-    .await?;
-    memory.path = path;
-    memory.content_sha256 = sha;
-    memory.content_size_bytes = content.len() as u64;
-    memory.content = Some(content);
-    memory.memory_version_id = version_id;
-    memory.updated_at = ts(now);
-    Ok((memory, Some(version_seq)))
-}
 
-/// Deletes a memory, leaving a `deleted` version. Under the store's lock: the
-/// `content_sha256` precondition holds against the memory as the last writer left it.
-pub(crate) async fn delete(
-    tx: &Tx<'_>,
-    store: &MemoryStoreId,
-    id: &MemoryId,
-    expected_sha256: Option<&str>,
-    actor: &Actor,
-) -> Result<i64> {
-    let locked = stores::lock_for_memories(tx, store).await?;
-    let store_seq = locked.seq;
-    let row = opt(
-        tx,
-        "SELECT seq, path, content_sha256 FROM memories WHERE id = $1 AND store_seq = $2",
-        &[&id.as_str(), &store_seq],
-    )
-    .await?
-    .ok_or_else(|| StoreError::not_found("memory", id))?;
-    let (seq, path, sha): (i64, String, String) = (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
-    rules::check_precondition(expected_sha256, &sha)?;
-    let version = NewVersion { memory_id: id, operation: Operation::Deleted, path: &path, content: None, actor };
-    let (_, version_seq, _) = write_version(
-        tx,
-        store_seq,
-        &version,
-        &[
-            "DELETE FROM memories WHERE seq = $11",
-            "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = $2",
-        ],
-        &[&seq],
-    )
-    .await?;
-    Ok(version_seq)
+    async fn load_memory(
+        &self,
+        store: &MemoryStoreId,
+        store_seq: i64,
+        id: &MemoryId,
+        with_content: bool,
+    ) -> Result<Option<MemoryRow>> {
+        load(self, store, store_seq, id, with_content).await
+    }
+
+    async fn insert_memory(&self, store: i64, version: &NewVersion<'_>) -> Result<Written> {
+        write_version(
+            self,
+            store,
+            version,
+            &[
+                "INSERT INTO memories (id, store_seq, path, content_sha256, content_size_bytes, version_seq, \
+                 version_id, created_at, updated_at) SELECT $3, $2, $5, $6, $7, v.seq, $1, v.created_at, v.created_at \
+                 FROM v",
+                "UPDATE memory_stores SET memory_count = memory_count + 1 WHERE seq = $2",
+            ],
+            &[],
+        )
+        .await
+    }
+
+    async fn rewrite_memory(&self, store: i64, memory: i64, version: &NewVersion<'_>) -> Result<Written> {
+        write_version(
+            self,
+            store,
+            version,
+            &["UPDATE memories SET path = $5, content_sha256 = $6, content_size_bytes = $7, \
+               version_seq = (SELECT seq FROM v), version_id = $1, updated_at = (SELECT t FROM now) WHERE seq = $11"],
+            &[&memory],
+        )
+        .await
+    }
+
+    async fn remove_memory(&self, store: i64, memory: i64, version: &NewVersion<'_>) -> Result<Written> {
+        write_version(
+            self,
+            store,
+            version,
+            &[
+                "DELETE FROM memories WHERE seq = $11",
+                "UPDATE memory_stores SET memory_count = memory_count - 1 WHERE seq = $2",
+            ],
+            &[&memory],
+        )
+        .await
+    }
 }
 
 /// Lists in byte order of path (the column's collation is `"C"`), as a [`RollupScan`] asks.

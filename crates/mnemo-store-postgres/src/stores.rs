@@ -1,20 +1,19 @@
 //! Memory stores.
 //!
-//! A write that judges a store's memories (paths, the cap, the change counter) first locks the
-//! store's row with [`lock`], so writers of one store take turns while writers of different
-//! stores do not wait for each other.
+//! A write that judges a store or its memories (paths, the cap, the change counter) first locks
+//! the store's row ([`ops::StoreSql::lock_store`], the order [`mnemo_store::ops::stores`]
+//! documents), so writers of one store take turns while writers of different stores do not
+//! wait for each other.
 
 use std::collections::{BTreeMap, HashMap};
 
 use mnemo_api::{MemoryStore, MemoryStoreId};
-use mnemo_store::rules::catalog;
-use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
+use mnemo_store::ops::{self, LockedStore};
+use mnemo_store::{ListMemoryStores, Listing, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, now, opt};
-use crate::webhooks::emit_one;
+use crate::engine::{Pg, Tx, all, col, exec, opt};
 pub(crate) use mnemo_store::row::{before, page};
-use mnemo_store::rules::webhook::{Change, Resource};
 
 use crate::{parse_id, ts, ts_opt};
 
@@ -42,111 +41,12 @@ pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<(Mem
     row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("memory store", id))
 }
 
-/// Like [`get_with_seq`], and locks the store's row until the transaction ends: the writer
-/// holding it is the only one judging and changing the store's memories.
-pub(crate) async fn lock(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
-    let row =
-        opt(tx, &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1 FOR UPDATE"), &[&id.as_str()]).await?;
-    row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("memory store", id))
-}
-
-/// A store locked for a write to its memories, with what such a write judges, read in the
-/// same round trip as the lock.
-pub(crate) struct Locked {
-    pub(crate) store: MemoryStore,
-    pub(crate) seq: i64,
-    /// Live memories, as the last writer left them.
-    pub(crate) memory_count: i64,
-    /// The database's clock as the lock was asked for (a wait for the lock may follow it).
-    pub(crate) now: i64,
-}
-
-/// Locks the store's row like [`lock`], reading its memory count and the database's clock with
-/// it: a memory write holds the lock for as few round trips as it can.
-pub(crate) async fn lock_for_memories(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<Locked> {
-    let row = opt(
-        tx,
-        &format!(
-            "SELECT {COLUMNS}, memory_count, (extract(epoch FROM clock_timestamp()) * 1000000)::int8 \
-             FROM memory_stores WHERE id = $1 FOR UPDATE"
-        ),
-        &[&id.as_str()],
-    )
-    .await?
-    .ok_or_else(|| StoreError::not_found("memory store", id))?;
-    let (store, seq) = from_row(&row)?;
-    Ok(Locked { store, seq, memory_count: col(&row, 8)?, now: col(&row, 9)? })
-}
-
 pub(crate) async fn get(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
     get_with_seq(tx, id).await.map(|(s, _)| s)
 }
 
 fn metadata_json(m: &BTreeMap<String, String>) -> String {
     serde_json::to_string(m).expect("a map of strings serialises")
-}
-
-pub(crate) async fn create(tx: &Tx<'_>, new: NewMemoryStore) -> Result<MemoryStore> {
-    let id = MemoryStoreId::generate();
-    let now = now(tx).await?;
-    exec(
-        tx,
-        "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $5)",
-        &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
-    )
-    .await?;
-    emit_one(tx, Change::Created(Resource::MemoryStore), id.as_str()).await?;
-    Ok(MemoryStore {
-        id,
-        name: new.name,
-        description: new.description,
-        metadata: new.metadata,
-        created_at: ts(now),
-        updated_at: ts(now),
-        archived_at: None,
-    })
-}
-
-pub(crate) async fn update(tx: &Tx<'_>, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-    let (current, seq) = lock(tx, id).await?;
-    let mut store = catalog::update_store(&current, patch)?;
-    let now = now(tx).await?;
-    exec(
-        tx,
-        "UPDATE memory_stores SET name = $1, description = $2, metadata = $3, updated_at = $4 WHERE seq = $5",
-        &[&store.name, &store.description, &metadata_json(&store.metadata), &now, &seq],
-    )
-    .await?;
-    store.updated_at = ts(now);
-    Ok(store)
-}
-
-pub(crate) async fn archive(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
-    let (mut store, seq) = lock(tx, id).await?;
-    emit_one(
-        tx,
-        Change::Archived { resource: Resource::MemoryStore, already: store.archived_at.is_some() },
-        id.as_str(),
-    )
-    .await?;
-    if store.archived_at.is_none() {
-        let now = now(tx).await?;
-        exec(tx, "UPDATE memory_stores SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq]).await?;
-        store.archived_at = Some(ts(now));
-        store.updated_at = ts(now);
-    }
-    Ok(store)
-}
-
-pub(crate) async fn delete(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<()> {
-    let (_, seq) = lock(tx, id).await?;
-    // Children first: cheaper than cascading through foreign keys row by row.
-    exec(tx, "DELETE FROM memories WHERE store_seq = $1", &[&seq]).await?;
-    exec(tx, "DELETE FROM memory_versions WHERE store_seq = $1", &[&seq]).await?;
-    exec(tx, "DELETE FROM memory_stores WHERE seq = $1", &[&seq]).await?;
-    emit_one(tx, Change::Deleted(Resource::MemoryStore), id.as_str()).await?;
-    Ok(())
 }
 
 /// The position of the store's newest version: moves on every change, because every change
@@ -213,8 +113,60 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<Me
     Ok(page(rows, q.limit))
 }
 
-impl mnemo_store::ops::StoreSql for crate::engine::Pg<'_, '_> {
+impl ops::StoreSql for Pg<'_, '_> {
     async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
         get(self, id).await
+    }
+
+    /// `FOR UPDATE`: the writer holding it is the only one judging and changing the store and
+    /// its memories; the memory count is read in the same round trip.
+    async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {
+        let row = opt(
+            self,
+            &format!("SELECT {COLUMNS}, memory_count FROM memory_stores WHERE id = $1 FOR UPDATE"),
+            &[&id.as_str()],
+        )
+        .await?
+        .ok_or_else(|| StoreError::not_found("memory store", id))?;
+        let (store, seq) = from_row(&row)?;
+        let count: i64 = col(&row, 8)?;
+        let memory_count =
+            u64::try_from(count).map_err(|e| StoreError::corrupt("memory_stores", &store.id, "memory_count", e))?;
+        Ok(LockedStore { store, seq, memory_count })
+    }
+
+    async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
+        exec(
+            self,
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $5)",
+            &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn update_store_row(&self, seq: i64, store: &MemoryStore, now: i64) -> Result<()> {
+        exec(
+            self,
+            "UPDATE memory_stores SET name = $1, description = $2, metadata = $3, updated_at = $4 WHERE seq = $5",
+            &[&store.name, &store.description, &metadata_json(&store.metadata), &now, &seq],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn archive_store_row(&self, seq: i64, now: i64) -> Result<()> {
+        exec(self, "UPDATE memory_stores SET archived_at = $1, updated_at = $1 WHERE seq = $2", &[&now, &seq])
+            .await
+            .map(drop)
+    }
+
+    async fn delete_store_rows(&self, seq: i64) -> Result<()> {
+        // Children first: cheaper than cascading through foreign keys row by row.
+        exec(self, "DELETE FROM memories WHERE store_seq = $1", &[&seq]).await?;
+        exec(self, "DELETE FROM memory_versions WHERE store_seq = $1", &[&seq]).await?;
+        exec(self, "DELETE FROM memory_stores WHERE seq = $1", &[&seq]).await?;
+        Ok(())
     }
 }

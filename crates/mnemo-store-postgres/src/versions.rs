@@ -1,17 +1,15 @@
-//! Memory versions: the immutable audit trail, and its one mutation, redaction.
-//!
-//! Redaction locks the store's row ([`stores::lock_for_memories`]) before it reads the version and the
-//! memory's current version, so no concurrent write to the memory can make the version it
-//! redacts current (or stop it being current) while it judges. Reads take no lock.
+//! Memory versions: the immutable audit trail, and the SQL of its one mutation, redaction
+//! ([`mnemo_store::ops::versions::redact`], which locks the store's row first). Reads take no
+//! lock.
 
-use mnemo_api::{Actor, MemoryChangeEvent, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_api::{MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_store::ops::{self, VersionRow};
 use mnemo_store::row::ActorFilter;
-use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Tx, all, col, exec, failure, opt};
-use crate::memories::size;
+use crate::engine::{Pg, Tx, all, col, exec, failure, opt};
+use crate::memories::{bigint, size};
 use crate::stores::{self, page};
 use crate::{actor_columns, actor_from_columns, parse_id, ts, ts_opt};
 
@@ -103,9 +101,6 @@ pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemoryVersi
     Ok(page(rows, q.limit))
 }
 
-/// Clears a version's path and content, recording who redacted it and when; redacting a
-/// redacted version answers with it as it is. Under the store's lock: the version is not its
-/// memory's current one.
 /// The store's versions after position `after`, oldest first, without content (by the
 /// `memory_versions_store` index). Writers take the store's row lock before they number a
 /// version, so positions grow in commit order and a snapshot never lacks a smaller one.
@@ -131,41 +126,43 @@ pub(crate) async fn changes_after(
         .collect()
 }
 
-pub(crate) async fn redact(
-    tx: &Tx<'_>,
-    store: &MemoryStoreId,
-    id: &MemoryVersionId,
-    actor: &Actor,
-) -> Result<MemoryVersion> {
-    let locked = stores::lock_for_memories(tx, store).await?;
-    let (store_seq, now) = (locked.seq, locked.now);
-    let (version, seq) = load(tx, store, store_seq, id, View::Full).await?;
-    if version.redacted_at.is_some() {
-        return Ok(version);
+impl ops::VersionSql for Pg<'_, '_> {
+    async fn load_version(
+        &self,
+        store: &MemoryStoreId,
+        store_seq: i64,
+        id: &MemoryVersionId,
+    ) -> Result<Option<VersionRow>> {
+        let row = opt(
+            self,
+            &format!("SELECT {COLUMNS}, content FROM memory_versions WHERE id = $1 AND store_seq = $2"),
+            &[&id.as_str(), &store_seq],
+        )
+        .await?;
+        row.as_ref().map(|r| from_row(store, r, true).map(|(version, seq)| VersionRow { version, seq })).transpose()
     }
-    let current = opt(
-        tx,
-        "SELECT version_id FROM memories WHERE id = $1 AND store_seq = $2",
-        &[&version.memory_id.as_str(), &store_seq],
-    )
-    .await?;
-    let current: Option<MemoryVersionId> = current.map(|r| parse_id(&col::<String>(&r, 0)?)).transpose()?;
-    check_redactable(&version, current.as_ref())?;
-    let (kind, redactor) = actor_columns(actor);
-    exec(
-        tx,
-        "UPDATE memory_versions SET content = NULL, path = NULL, content_sha256 = NULL, \
-         content_size_bytes = NULL, redacted_at = $1, redactor_kind = $2, redactor_id = $3 WHERE seq = $4",
-        &[&now, &kind, &redactor, &seq],
-    )
-    .await?;
-    Ok(MemoryVersion {
-        path: None,
-        content: None,
-        content_sha256: None,
-        content_size_bytes: None,
-        redacted_at: Some(ts(now)),
-        redacted_by: Some(actor.clone()),
-        ..version
-    })
+
+    async fn current_version(&self, store_seq: i64, memory: &MemoryId) -> Result<Option<MemoryVersionId>> {
+        let current = opt(
+            self,
+            "SELECT version_id FROM memories WHERE id = $1 AND store_seq = $2",
+            &[&memory.as_str(), &store_seq],
+        )
+        .await?;
+        current.map(|r| parse_id(&col::<String>(&r, 0)?)).transpose()
+    }
+
+    async fn write_redaction(&self, seq: i64, version: &MemoryVersion, now: i64) -> Result<()> {
+        let (kind, redactor) = version.redacted_by.as_ref().map(actor_columns).unzip();
+        let size = version.content_size_bytes.map(|n| bigint(n as usize)).transpose()?;
+        let content = version.content.as_deref().map(str::as_bytes);
+        exec(
+            self,
+            "UPDATE memory_versions SET content = $1, path = $2, content_sha256 = $3, content_size_bytes = $4, \
+             redacted_at = $5, redactor_kind = $6, redactor_id = $7 WHERE seq = $8",
+            &[&content, &version.path, &version.content_sha256, &size, &now, &kind, &redactor, &seq],
+        )
+        .await
+        .map(drop)
+    }
 }

@@ -436,7 +436,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
-        self.engine.write(move |c| stores::create(c, new)).await
+        self.engine.write(move |c| run_ready(ops::stores::create_store(&Lite(c), new))).await
     }
 
     async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
@@ -446,7 +446,7 @@ impl Store for SqliteStore {
 
     async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
         let id = id.clone();
-        self.engine.write(move |c| stores::update(c, &id, patch)).await
+        self.engine.write(move |c| run_ready(ops::stores::update_store(&Lite(c), &id, patch))).await
     }
 
     async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
@@ -460,12 +460,12 @@ impl Store for SqliteStore {
 
     async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
         let id = id.clone();
-        self.engine.write(move |c| stores::archive(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::stores::archive_store(&Lite(c), &id))).await
     }
 
     async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| stores::delete(c, &id)).await?;
+        self.engine.write(move |c| run_ready(ops::stores::delete_store(&Lite(c), &id))).await?;
         // Feeds of the store re-check, find it gone and end.
         let _ = self.memory_signals.send(Signal::Resync);
         Ok(())
@@ -480,8 +480,10 @@ impl Store for SqliteStore {
     ) -> Result<Memory> {
         let owned = store.clone();
         let limit = self.limits.max_memories_per_store;
-        let (memory, seq) =
-            self.engine.write(move |c| memories::create(c, &owned, &path, content, &actor, limit)).await?;
+        let (memory, seq) = self
+            .engine
+            .write(move |c| run_ready(ops::memories::create_memory(&Lite(c), &owned, &path, content, &actor, limit)))
+            .await?;
         self.memory_changed(store, seq);
         Ok(memory)
     }
@@ -499,11 +501,8 @@ impl Store for SqliteStore {
             .into_iter()
             .map(|write| {
                 let (owned, actor) = (store.clone(), actor.clone());
-                move |c: &rusqlite::Connection| match write {
-                    MemoryWriteOp::Create { path, content } => {
-                        memories::create(c, &owned, &path, content, &actor, limit).map(|(m, seq)| (m, Some(seq)))
-                    }
-                    MemoryWriteOp::Update { id, change } => memories::update(c, &owned, &id, change, &actor),
+                move |c: &rusqlite::Connection| {
+                    run_ready(ops::memories::write_memory(&Lite(c), &owned, write, &actor, limit))
                 }
             })
             .collect();
@@ -527,7 +526,10 @@ impl Store for SqliteStore {
         actor: Actor,
     ) -> Result<Memory> {
         let (owned, id) = (store.clone(), id.clone());
-        let (memory, seq) = self.engine.write(move |c| memories::update(c, &owned, &id, change, &actor)).await?;
+        let (memory, seq) = self
+            .engine
+            .write(move |c| run_ready(ops::memories::update_memory(&Lite(c), &owned, &id, change, &actor)))
+            .await?;
         if let Some(seq) = seq {
             self.memory_changed(store, seq);
         }
@@ -542,8 +544,12 @@ impl Store for SqliteStore {
         actor: Actor,
     ) -> Result<()> {
         let (owned, id) = (store.clone(), id.clone());
-        let seq =
-            self.engine.write(move |c| memories::delete(c, &owned, &id, expected_sha256.as_deref(), &actor)).await?;
+        let seq = self
+            .engine
+            .write(move |c| {
+                run_ready(ops::memories::delete_memory(&Lite(c), &owned, &id, expected_sha256.as_deref(), &actor))
+            })
+            .await?;
         self.memory_changed(store, seq);
         Ok(())
     }
@@ -615,7 +621,7 @@ impl Store for SqliteStore {
         actor: Actor,
     ) -> Result<MemoryVersion> {
         let (store, id) = (store.clone(), id.clone());
-        self.engine.write(move |c| versions::redact(c, &store, &id, &actor)).await
+        self.engine.write(move |c| run_ready(ops::versions::redact(&Lite(c), &store, &id, &actor))).await
     }
 
     async fn create_console_session(

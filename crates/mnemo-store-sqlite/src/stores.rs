@@ -3,16 +3,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mnemo_api::{MemoryStore, MemoryStoreId};
-use mnemo_store::rules::catalog;
-use mnemo_store::{ListMemoryStores, Listing, MemoryStorePatch, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
+use mnemo_store::ops::{self, LockedStore};
+use mnemo_store::{ListMemoryStores, Listing, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{backend, query_one};
-use crate::webhooks::emit_one;
+use crate::engine::{Lite, backend, query_one};
 pub(crate) use mnemo_store::row::{before, page};
-use mnemo_store::rules::webhook::{Change, Resource};
 
-use crate::{now_micros, parse_id, ts, ts_opt};
+use crate::{parse_id, ts, ts_opt};
 
 const COLUMNS: &str = "id, name, description, metadata, created_at, updated_at, archived_at, seq";
 
@@ -45,67 +43,6 @@ pub(crate) fn get(c: &Connection, id: &MemoryStoreId) -> Result<MemoryStore> {
 
 fn metadata_json(m: &BTreeMap<String, String>) -> String {
     serde_json::to_string(m).expect("a map of strings serialises")
-}
-
-pub(crate) fn create(c: &Connection, new: NewMemoryStore) -> Result<MemoryStore> {
-    let id = MemoryStoreId::generate();
-    let now = now_micros();
-    c.prepare_cached(
-        "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-    )
-    .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
-    .map_err(backend)?;
-    emit_one(c, Change::Created(Resource::MemoryStore), id.as_str())?;
-    Ok(MemoryStore {
-        id,
-        name: new.name,
-        description: new.description,
-        metadata: new.metadata,
-        created_at: ts(now),
-        updated_at: ts(now),
-        archived_at: None,
-    })
-}
-
-pub(crate) fn update(c: &Connection, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-    let (current, seq) = get_with_seq(c, id)?;
-    let mut store = catalog::update_store(&current, patch)?;
-    let now = now_micros();
-    c.execute(
-        "UPDATE memory_stores SET name = ?1, description = ?2, metadata = ?3, updated_at = ?4 WHERE seq = ?5",
-        params![store.name, store.description, metadata_json(&store.metadata), now, seq],
-    )
-    .map_err(backend)?;
-    store.updated_at = ts(now);
-    Ok(store)
-}
-
-pub(crate) fn archive(c: &Connection, id: &MemoryStoreId) -> Result<MemoryStore> {
-    let (mut store, seq) = get_with_seq(c, id)?;
-    emit_one(
-        c,
-        Change::Archived { resource: Resource::MemoryStore, already: store.archived_at.is_some() },
-        id.as_str(),
-    )?;
-    if store.archived_at.is_none() {
-        let now = now_micros();
-        c.execute("UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
-            .map_err(backend)?;
-        store.archived_at = Some(ts(now));
-        store.updated_at = ts(now);
-    }
-    Ok(store)
-}
-
-pub(crate) fn delete(c: &Connection, id: &MemoryStoreId) -> Result<()> {
-    let (_, seq) = get_with_seq(c, id)?;
-    // Children first: cheaper than cascading through foreign keys row by row.
-    c.execute("DELETE FROM memories WHERE store_seq = ?1", [seq]).map_err(backend)?;
-    c.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq]).map_err(backend)?;
-    c.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq]).map_err(backend)?;
-    emit_one(c, Change::Deleted(Resource::MemoryStore), id.as_str())?;
-    Ok(())
 }
 
 pub(crate) fn list(c: &Connection, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {
@@ -164,6 +101,61 @@ pub(crate) fn usage(c: &Connection, ids: &[MemoryStoreId]) -> Result<HashMap<Mem
             Ok((parse_id(&id)?, usage))
         })
         .collect()
+}
+
+/// SQLite's single writer excludes every other writer, so [`lock_store`](ops::StoreSql::lock_store)
+/// only reads.
+impl ops::StoreSql for Lite<'_> {
+    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
+        get(self, id)
+    }
+
+    async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {
+        let (store, seq, count) = query_one(
+            self,
+            &format!("SELECT {COLUMNS}, memory_count FROM memory_stores WHERE id = ?1"),
+            [id.as_str()],
+            |r| Ok((from_row(r)?, r.get::<_, i64>(8)?)),
+        )?
+        .map(|((store, seq), count)| (store, seq, count))
+        .ok_or_else(|| StoreError::not_found("memory store", id))?;
+        let memory_count =
+            u64::try_from(count).map_err(|e| StoreError::corrupt("memory_stores", &store.id, "memory_count", e))?;
+        Ok(LockedStore { store, seq, memory_count })
+    }
+
+    async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        )
+        .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
+        .map(drop)
+        .map_err(backend)
+    }
+
+    async fn update_store_row(&self, seq: i64, store: &MemoryStore, now: i64) -> Result<()> {
+        self.execute(
+            "UPDATE memory_stores SET name = ?1, description = ?2, metadata = ?3, updated_at = ?4 WHERE seq = ?5",
+            params![store.name, store.description, metadata_json(&store.metadata), now, seq],
+        )
+        .map(drop)
+        .map_err(backend)
+    }
+
+    async fn archive_store_row(&self, seq: i64, now: i64) -> Result<()> {
+        self.execute("UPDATE memory_stores SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
+            .map(drop)
+            .map_err(backend)
+    }
+
+    async fn delete_store_rows(&self, seq: i64) -> Result<()> {
+        // Children first: cheaper than cascading through foreign keys row by row.
+        self.execute("DELETE FROM memories WHERE store_seq = ?1", [seq]).map_err(backend)?;
+        self.execute("DELETE FROM memory_versions WHERE store_seq = ?1", [seq]).map_err(backend)?;
+        self.execute("DELETE FROM memory_stores WHERE seq = ?1", [seq]).map_err(backend)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -232,11 +224,5 @@ mod tests {
         let usage = s.memory_store_usage(&[big.clone(), small.clone()]).await.unwrap();
         assert_eq!((usage[&big].memories, usage[&big].bytes), (10_000, 100 * (0..100).sum::<u64>()));
         assert_eq!((usage[&small].memories, usage[&small].bytes), (1, 3));
-    }
-}
-
-impl mnemo_store::ops::StoreSql for crate::engine::Lite<'_> {
-    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        get(self, id)
     }
 }

@@ -1,14 +1,14 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
-use mnemo_api::{Actor, MemoryChangeEvent, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_api::{MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_store::ops::{self, VersionRow};
 use mnemo_store::row::ActorFilter;
-use mnemo_store::rules::memory::check_redactable;
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{backend, query_one};
+use crate::engine::{Lite, backend, query_one};
 use crate::stores::{self, page};
-use crate::{actor_columns, actor_from_columns, now_micros, parse_id, ts, ts_opt};
+use crate::{actor_columns, actor_from_columns, parse_id, ts, ts_opt};
 
 const COLUMNS: &str = "id, memory_id, operation, path, content_sha256, content_size_bytes, created_at, \
                        actor_kind, actor_id, redacted_at, redactor_kind, redactor_id, seq";
@@ -115,36 +115,49 @@ pub(crate) fn changes_after(
         .map_err(backend)
 }
 
-pub(crate) fn redact(
-    c: &Connection,
-    store: &MemoryStoreId,
-    id: &MemoryVersionId,
-    actor: &Actor,
-) -> Result<MemoryVersion> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
-    let (version, seq) = load(c, store, store_seq, id, View::Full)?;
-    if version.redacted_at.is_some() {
-        return Ok(version);
+impl ops::VersionSql for Lite<'_> {
+    async fn load_version(
+        &self,
+        store: &MemoryStoreId,
+        store_seq: i64,
+        id: &MemoryVersionId,
+    ) -> Result<Option<VersionRow>> {
+        Ok(query_one(
+            self,
+            &format!("SELECT {COLUMNS}, content FROM memory_versions WHERE id = ?1 AND store_seq = ?2"),
+            params![id.as_str(), store_seq],
+            |r| from_row(store, r, true),
+        )?
+        .map(|(version, seq)| VersionRow { version, seq }))
     }
-    let current: Option<String> =
-        query_one(c, "SELECT version_id FROM memories WHERE id = ?1", [version.memory_id.as_str()], |r| r.get(0))?;
-    let current: Option<MemoryVersionId> = current.as_deref().map(parse_id).transpose()?;
-    check_redactable(&version, current.as_ref())?;
-    let now = now_micros();
-    let (kind, redactor) = actor_columns(actor);
-    c.execute(
-        "UPDATE memory_versions SET content = NULL, path = NULL, content_sha256 = NULL, \
-         content_size_bytes = NULL, redacted_at = ?1, redactor_kind = ?2, redactor_id = ?3 WHERE seq = ?4",
-        params![now, kind, redactor, seq],
-    )
-    .map_err(backend)?;
-    Ok(MemoryVersion {
-        path: None,
-        content: None,
-        content_sha256: None,
-        content_size_bytes: None,
-        redacted_at: Some(ts(now)),
-        redacted_by: Some(actor.clone()),
-        ..version
-    })
+
+    async fn current_version(&self, store_seq: i64, memory: &MemoryId) -> Result<Option<MemoryVersionId>> {
+        let current: Option<String> = query_one(
+            self,
+            "SELECT version_id FROM memories WHERE id = ?1 AND store_seq = ?2",
+            params![memory.as_str(), store_seq],
+            |r| r.get(0),
+        )?;
+        current.as_deref().map(parse_id).transpose()
+    }
+
+    async fn write_redaction(&self, seq: i64, version: &MemoryVersion, now: i64) -> Result<()> {
+        let (kind, redactor) = version.redacted_by.as_ref().map(actor_columns).unzip();
+        self.execute(
+            "UPDATE memory_versions SET content = ?1, path = ?2, content_sha256 = ?3, content_size_bytes = ?4, \
+             redacted_at = ?5, redactor_kind = ?6, redactor_id = ?7 WHERE seq = ?8",
+            params![
+                version.content,
+                version.path,
+                version.content_sha256,
+                version.content_size_bytes.map(|n| n as i64),
+                now,
+                kind,
+                redactor,
+                seq
+            ],
+        )
+        .map(drop)
+        .map_err(backend)
+    }
 }

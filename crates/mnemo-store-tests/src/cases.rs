@@ -50,7 +50,8 @@
 //! - [`memories`] — memory stores CRUD (archived: reads and deletes work, writes are
 //!   `Archived`); memories: content, rename, `content_sha256` preconditions, the no-op retry,
 //!   path conflicts naming the blocker (equal, ancestor or descendant), the per-store cap
-//!   counting live memories only; listings by prefix and depth with rolled-up prefixes, in
+//!   counting live memories only; when several checks fail, the same one wins (archived, then
+//!   the memory, then the precondition, then the path, then the cap); listings by prefix and depth with rolled-up prefixes, in
 //!   byte order of path, paginated, full or basic; `memory_change_seq` moves on every
 //!   change and only then; a batch of writes (`write_memories`) applies in order, each judged
 //!   on what the ones before it left and with its own outcome (a refusal changes nothing and

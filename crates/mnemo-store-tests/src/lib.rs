@@ -221,6 +221,7 @@ macro_rules! conformance {
             memories_are_created_read_updated_and_deleted,
             paths_never_overlap,
             the_store_cap_counts_live_memories,
+            the_first_failing_check_wins,
             memory_listings_roll_up_prefixes_and_paginate,
             memory_change_seq_moves_on_every_change,
             a_batch_of_writes_applies_in_order_each_with_its_own_outcome,

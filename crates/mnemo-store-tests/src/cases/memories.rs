@@ -291,6 +291,47 @@ pub async fn the_store_cap_counts_live_memories(factory: &impl StoreFactory) {
     assert_eq!(all_memories(&*s, &store, memories("/", 0, 100, View::Basic)).await.len(), 3);
 }
 
+/// When several checks of a write fail, the same one wins on every backend: for a create, the
+/// archived store, then the taken path, then the cap; for an update, the archived store, then
+/// the unknown memory, then the stale precondition, then the taken path; a delete ignores the
+/// archive and checks the memory, then its precondition.
+pub async fn the_first_failing_check_wins(factory: &impl StoreFactory) {
+    let s = factory.open(Limits { max_memories_per_store: 2, ..Limits::default() }).await;
+    let store = memory_store(&*s, "full").await;
+    let dir = s.create_memory(&store, path("/dir"), "a file".into(), api_actor()).await.unwrap();
+    let other = s.create_memory(&store, path("/other"), "x".into(), api_actor()).await.unwrap();
+    let stale = || Some(content_sha256(b"not what it holds"));
+
+    // Full, and the path is taken: the path conflict names what to move.
+    let taken = s.create_memory(&store, path("/dir/x"), "x".into(), api_actor()).await;
+    assert_err!(taken, StoreError::PathConflict { conflicting_path, .. } if conflicting_path == "/dir");
+    assert_err!(s.create_memory(&store, path("/dir"), "x".into(), api_actor()).await, StoreError::PathConflict { .. });
+    assert_err!(s.create_memory(&store, path("/free"), "x".into(), api_actor()).await, StoreError::StoreFull { .. });
+    // A stale precondition wins over a taken path.
+    let moved = MemoryChange { content: Some("y".into()), path: Some(path("/dir")), expected_sha256: stale() };
+    assert_err!(s.update_memory(&store, &other.id, moved, api_actor()).await, StoreError::PreconditionFailed { .. });
+
+    s.archive_memory_store(&store).await.unwrap();
+    // Archived wins over all of them.
+    let seq = s.memory_change_seq(&store).await.unwrap();
+    let taken = s.create_memory(&store, path("/dir/x"), "x".into(), api_actor()).await;
+    assert_err!(taken, StoreError::Archived(id) if id == store.as_str());
+    let moved = MemoryChange { content: Some("y".into()), path: Some(path("/dir")), expected_sha256: stale() };
+    assert_err!(s.update_memory(&store, &other.id, moved, api_actor()).await, StoreError::Archived(_));
+    assert_err!(
+        s.update_memory(&store, &MemoryId::generate(), content("y"), api_actor()).await,
+        StoreError::Archived(_)
+    );
+    assert_eq!(s.memory_change_seq(&store).await.unwrap(), seq, "no refused write wrote a version");
+    // A delete is not a write of new content: it checks the memory, then its precondition.
+    assert_err!(
+        s.delete_memory(&store, &MemoryId::generate(), stale(), api_actor()).await,
+        StoreError::NotFound { .. }
+    );
+    assert_err!(s.delete_memory(&store, &dir.id, stale(), api_actor()).await, StoreError::PreconditionFailed { .. });
+    s.delete_memory(&store, &dir.id, Some(dir.content_sha256.clone()), api_actor()).await.unwrap();
+}
+
 pub async fn memory_listings_roll_up_prefixes_and_paginate(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     let store = memory_store(&*s, "tree").await;

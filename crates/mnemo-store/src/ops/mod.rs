@@ -24,8 +24,10 @@ pub mod console;
 pub mod credentials;
 pub mod environments;
 pub mod events;
+pub mod memories;
 pub mod sessions;
 pub mod stores;
+pub mod versions;
 pub mod webhooks;
 pub mod work;
 
@@ -39,8 +41,10 @@ pub use console::{ConsoleRow, ConsoleSql};
 pub use credentials::CredentialSql;
 pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
+pub use memories::{MemoryRow, MemorySql, NewVersion, Written};
 pub use sessions::{NewSessionRow, SessionRowSql};
-pub use stores::StoreSql;
+pub use stores::{LockedStore, StoreSql};
+pub use versions::{VersionRow, VersionSql};
 pub use webhooks::WebhookSql;
 pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 

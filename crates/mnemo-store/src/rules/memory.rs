@@ -6,9 +6,13 @@
 //! state the write lands on: two creates racing for one path, or for the last slot under the
 //! cap, cannot both pass.
 
-use mnemo_api::{Memory, MemoryPath, MemoryStore, MemoryVersion, MemoryVersionId, content_sha256};
+pub use mnemo_api::Overlap;
+use mnemo_api::{Actor, Memory, MemoryPath, MemoryStore, MemoryVersion, MemoryVersionId, Timestamp, content_sha256};
 
 use crate::{MemoryChange, StoreError};
+
+/// The memory (id, path) that blocks a path, as a backend found it ([`Overlap`]).
+pub type Blocker = (String, String);
 
 /// A store takes new content only while it is not archived.
 pub fn check_writable(store: &MemoryStore) -> Result<(), StoreError> {
@@ -36,9 +40,9 @@ pub fn check_precondition(expected: Option<&str>, actual: &str) -> Result<(), St
     }
 }
 
-/// The path is free: `blocker` is the memory (id, path) that equals it, is an ancestor of it
-/// or lies below it, as the backend found it (excluding the memory being moved).
-pub fn check_path_free(path: &MemoryPath, blocker: Option<(String, String)>) -> Result<(), StoreError> {
+/// The path is free: `blocker` is the memory (id, path) that overlaps it ([`Overlap`]), as the
+/// backend found it (excluding the memory being moved).
+pub fn check_path_free(path: &MemoryPath, blocker: Option<Blocker>) -> Result<(), StoreError> {
     match blocker {
         None => Ok(()),
         Some((id, conflicting_path)) => Err(StoreError::PathConflict {
@@ -47,6 +51,27 @@ pub fn check_path_free(path: &MemoryPath, blocker: Option<(String, String)>) -> 
             conflicting_path,
         }),
     }
+}
+
+/// What a create is judged on, read under the store's lock.
+#[derive(Debug, Clone)]
+pub struct CreateFacts<'a> {
+    pub store: &'a MemoryStore,
+    /// The memory overlapping the new path, if one does.
+    pub blocker: Option<Blocker>,
+    /// Live memories of the store.
+    pub live_memories: u64,
+    /// The per-store cap.
+    pub limit: u32,
+}
+
+/// A create may proceed. When several checks fail, the first in this order wins: the store is
+/// writable (an archived store is `Archived` whatever else is wrong), the path is free (a taken
+/// path in a full store is a `PathConflict`, which names what to move), then the cap.
+pub fn check_create(path: &MemoryPath, facts: CreateFacts<'_>) -> Result<(), StoreError> {
+    check_writable(facts.store)?;
+    check_path_free(path, facts.blocker)?;
+    check_capacity(facts.store, facts.live_memories, facts.limit)
 }
 
 /// What an update writes.
@@ -84,6 +109,20 @@ pub fn check_redactable(version: &MemoryVersion, current: Option<&MemoryVersionI
         });
     }
     Ok(())
+}
+
+/// `version` as redaction leaves it: its path and content (with their digest and size) are
+/// cleared, and who redacted it and when is recorded. Its id, memory, operation and author stay.
+pub fn redacted(version: MemoryVersion, by: &Actor, at: Timestamp) -> MemoryVersion {
+    MemoryVersion {
+        path: None,
+        content: None,
+        content_sha256: None,
+        content_size_bytes: None,
+        redacted_at: Some(at),
+        redacted_by: Some(by.clone()),
+        ..version
+    }
 }
 
 #[cfg(test)]
@@ -175,5 +214,71 @@ mod tests {
         assert!(check_redactable(&version, Some(&"memver_new".parse().unwrap())).is_ok(), "an older version");
         let live = check_redactable(&version, Some(&version.id)).unwrap_err();
         assert!(matches!(live, StoreError::RedactCurrentVersion { memory, .. } if memory == "mem_m"));
+    }
+
+    #[test]
+    fn the_first_failing_check_of_a_create_wins() {
+        let mut archived = MemoryStore {
+            id: "memstore_s".parse().unwrap(),
+            name: "s".into(),
+            description: String::new(),
+            metadata: Default::default(),
+            created_at: Default::default(),
+            updated_at: Default::default(),
+            archived_at: None,
+        };
+        let open = archived.clone();
+        archived.archived_at = Some(Default::default());
+        let taken = || Some(("mem_x".to_owned(), "/a".to_owned()));
+        let path = MemoryPath::parse("/a/b.md").unwrap();
+        #[rustfmt::skip]
+        let rows: Vec<(&str, &MemoryStore, Option<Blocker>, u64, &str)> = vec![
+            ("all pass", &open, None, 9, "ok"),
+            ("archived wins over a taken path and a full store", &archived, taken(), 10, "archived"),
+            ("archived alone", &archived, None, 0, "archived"),
+            ("a taken path wins over a full store", &open, taken(), 10, "path"),
+            ("a taken path alone", &open, taken(), 0, "path"),
+            ("a full store alone", &open, None, 10, "full"),
+        ];
+        for (rule, store, blocker, live_memories, want) in rows {
+            let got = match check_create(&path, CreateFacts { store, blocker, live_memories, limit: 10 }) {
+                Ok(()) => "ok",
+                Err(StoreError::Archived(_)) => "archived",
+                Err(StoreError::PathConflict { .. }) => "path",
+                Err(StoreError::StoreFull { .. }) => "full",
+                Err(other) => panic!("{rule}: {other:?}"),
+            };
+            assert_eq!(got, want, "rule: {rule}");
+        }
+    }
+
+    #[test]
+    fn redaction_clears_path_and_content_and_records_who_and_when() {
+        let version: MemoryVersion = serde_json::from_value(serde_json::json!({
+            "type": "memory_version", "id": "memver_v", "memory_id": "mem_m", "memory_store_id": "memstore_s",
+            "operation": "modified", "path": "/a.md", "content": "secret", "content_sha256": "ab",
+            "content_size_bytes": 6, "created_at": "2026-01-01T00:00:00Z",
+            "created_by": {"type": "api_actor", "api_key_id": "apikey_a"},
+        }))
+        .unwrap();
+        let by = Actor::ApiActor { api_key_id: "apikey_r".parse().unwrap() };
+        let at: Timestamp = "2026-02-01T00:00:00Z".parse().unwrap();
+        let out = redacted(version.clone(), &by, at);
+        #[rustfmt::skip]
+        let rows: Vec<(&str, bool)> = vec![
+            ("the path is cleared", out.path.is_none()),
+            ("the content is cleared", out.content.is_none()),
+            ("the digest is cleared", out.content_sha256.is_none()),
+            ("the size is cleared", out.content_size_bytes.is_none()),
+            ("when is recorded", out.redacted_at == Some(at)),
+            ("who is recorded", out.redacted_by.as_ref() == Some(&by)),
+            ("the id stays", out.id == version.id),
+            ("the memory stays", out.memory_id == version.memory_id),
+            ("the operation stays", out.operation == version.operation),
+            ("the author and time stay", out.created_by == version.created_by && out.created_at == version.created_at),
+        ];
+        for (rule, holds) in rows {
+            assert!(holds, "rule: {rule}");
+        }
     }
 }
