@@ -110,12 +110,35 @@ pub struct ListSessions {
     pub after: Option<Cursor>,
 }
 
-/// One stored session event: its position in the session's log and its JSON.
+/// One stored session event: its position in the session's log and the event, read back
+/// ([`mnemo_api::LoggedEvent::from_json`]; a type this build does not know is an
+/// [`Event::Unknown`] that writes back unchanged).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionEvent {
     pub seq: i64,
-    pub body: serde_json::Value,
+    pub event: mnemo_api::LoggedEvent,
 }
+
+impl SessionEvent {
+    /// Reads a stored event row: position `seq`, the event's `id` column and its `body`
+    /// column's text. A body that cannot be read is a [`StoreError::corrupt`] naming the row.
+    pub fn decode(seq: i64, id: &str, body: &str) -> Result<Self> {
+        let value = serde_json::from_str(body).map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
+        let event = mnemo_api::LoggedEvent::from_json(value)
+            .map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
+        Ok(Self { seq, event })
+    }
+
+    /// The JSON the API lists and streams.
+    pub fn to_json(&self) -> serde_json::Value {
+        self.event.to_json()
+    }
+}
+
+/// The table of session events, as [`StoreError::corrupt`] names it.
+pub const EVENTS_TABLE: &str = "session_events";
+/// The table of sessions, as [`StoreError::corrupt`] names it.
+pub const SESSIONS_TABLE: &str = "sessions";
 
 /// Filters of the event listing.
 #[derive(Debug, Clone, Default)]
