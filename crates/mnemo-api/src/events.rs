@@ -32,6 +32,11 @@ impl ContentBlock {
     pub fn kind(&self) -> &str {
         self.0.get("type").and_then(Value::as_str).unwrap_or_default()
     }
+
+    /// The block's fields (`type` included).
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.0
+    }
 }
 
 impl<'de> Deserialize<'de> for ContentBlock {
@@ -86,6 +91,19 @@ impl StopReason {
     /// Whether the session waits on tool calls rather than on new input.
     pub fn requires_action(&self) -> bool {
         matches!(self, Self::RequiresAction { .. })
+    }
+
+    /// The wire `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::RequiresAction { .. } => "requires_action",
+            Self::RetriesExhausted => "retries_exhausted",
+            Self::BudgetReached => "budget_reached",
+            Self::Refusal => "refusal",
+            Self::ModelCallLimitReached => "model_call_limit_reached",
+            Self::TurnTimeout => "turn_timeout",
+        }
     }
 }
 
@@ -626,6 +644,21 @@ mod tests {
             let event = Event::parse(case.clone()).unwrap_or_else(|e| panic!("{case}: {e}"));
             assert_eq!(event.kind(), case["type"]);
             assert_eq!(event.to_json(), case, "round trip of {}", case["type"]);
+        }
+    }
+
+    #[test]
+    fn a_stop_reason_names_its_wire_type() {
+        for reason in [
+            StopReason::EndTurn,
+            StopReason::RequiresAction { event_ids: vec![] },
+            StopReason::RetriesExhausted,
+            StopReason::BudgetReached,
+            StopReason::Refusal,
+            StopReason::ModelCallLimitReached,
+            StopReason::TurnTimeout,
+        ] {
+            assert_eq!(serde_json::to_value(&reason).unwrap()["type"], reason.kind());
         }
     }
 

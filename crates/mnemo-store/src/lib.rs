@@ -135,6 +135,55 @@ impl SessionEvent {
     }
 }
 
+/// What a session's live streams are handed: its log's events as they are appended, and, when
+/// the session is deleted, a last `session.deleted` (a stream-only event, never logged).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Streamed {
+    Logged(SessionEvent),
+    Deleted { id: mnemo_api::EventId, processed_at: String },
+}
+
+impl Streamed {
+    /// The position in the log (`i64::MAX` for the deletion, which comes after everything).
+    pub fn seq(&self) -> i64 {
+        match self {
+            Self::Logged(e) => e.seq,
+            Self::Deleted { .. } => i64::MAX,
+        }
+    }
+
+    /// The event's `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Logged(e) => e.event.event.kind(),
+            Self::Deleted { .. } => "session.deleted",
+        }
+    }
+
+    /// The event's id.
+    pub fn id(&self) -> &mnemo_api::EventId {
+        match self {
+            Self::Logged(e) => &e.event.id,
+            Self::Deleted { id, .. } => id,
+        }
+    }
+
+    /// Whether nothing follows it on a stream: the session ended or is gone.
+    pub fn ends_stream(&self) -> bool {
+        matches!(self, Self::Deleted { .. } | Self::Logged(SessionEvent { event: mnemo_api::LoggedEvent { event: Event::StatusTerminated, .. }, .. }))
+    }
+
+    /// The JSON a stream sends.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Logged(e) => e.to_json(),
+            Self::Deleted { id, processed_at } => {
+                serde_json::json!({"type": "session.deleted", "id": id, "processed_at": processed_at})
+            }
+        }
+    }
+}
+
 /// The table of session events, as [`StoreError::corrupt`] names it.
 pub const EVENTS_TABLE: &str = "session_events";
 /// The table of sessions, as [`StoreError::corrupt`] names it.
