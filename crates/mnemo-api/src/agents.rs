@@ -249,8 +249,7 @@ impl Toolset {
         if enabled == Some(false) {
             return (Permission::Deny, None);
         }
-        let policy =
-            config.and_then(|c| c.policy).or(toolset.default.policy).unwrap_or(PermissionPolicy::AlwaysAllow);
+        let policy = config.and_then(|c| c.policy).or(toolset.default.policy).unwrap_or(PermissionPolicy::AlwaysAllow);
         (policy.permission(), Some(policy))
     }
 
@@ -408,16 +407,39 @@ mod tests {
             (json!({"tools": [{"type": "custom", "name": "read"}]}), "read", (Deny, None)),
             (json!({"tools": [{"type": AGENT_TOOLSET_TYPE}]}), "read", (Allow, Some(AlwaysAllow))),
             (toolset(json!({"enabled": false}), json!([])), "read", (Deny, None)),
-            (toolset(json!({"enabled": false}), json!([{"name": "read", "enabled": true}])), "read", (Allow, Some(AlwaysAllow))),
+            (
+                toolset(json!({"enabled": false}), json!([{"name": "read", "enabled": true}])),
+                "read",
+                (Allow, Some(AlwaysAllow)),
+            ),
             (toolset(json!({}), json!([{"name": "bash", "enabled": false}])), "bash", (Deny, None)),
             (toolset(json!({}), json!([{"type": "bash", "enabled": false}])), "bash", (Deny, None)),
             (toolset(json!({"permission_policy": ask}), json!([])), "edit", (Ask, Some(AlwaysAsk))),
-            (toolset(json!({"permission_policy": ask}), json!([{"name": "edit", "permission_policy": {"type": "always_allow"}}])), "edit", (Allow, Some(AlwaysAllow))),
+            (
+                toolset(
+                    json!({"permission_policy": ask}),
+                    json!([{"name": "edit", "permission_policy": {"type": "always_allow"}}]),
+                ),
+                "edit",
+                (Allow, Some(AlwaysAllow)),
+            ),
             (toolset(json!({}), json!([{"name": "edit", "permission_policy": ask}])), "edit", (Ask, Some(AlwaysAsk))),
-            (toolset(json!({}), json!([{"name": "edit", "permission_policy": ask}])), "read", (Allow, Some(AlwaysAllow))),
+            (
+                toolset(json!({}), json!([{"name": "edit", "permission_policy": ask}])),
+                "read",
+                (Allow, Some(AlwaysAllow)),
+            ),
             // A null policy falls back to the default's; an unknown one lets calls through.
-            (toolset(json!({"permission_policy": ask}), json!([{"name": "edit", "permission_policy": null}])), "edit", (Ask, Some(AlwaysAsk))),
-            (toolset(json!({"permission_policy": {"type": "sometimes"}}), json!([])), "edit", (Allow, Some(AlwaysAllow))),
+            (
+                toolset(json!({"permission_policy": ask}), json!([{"name": "edit", "permission_policy": null}])),
+                "edit",
+                (Ask, Some(AlwaysAsk)),
+            ),
+            (
+                toolset(json!({"permission_policy": {"type": "sometimes"}}), json!([])),
+                "edit",
+                (Allow, Some(AlwaysAllow)),
+            ),
         ];
         for (agent, tool, expected) in cases {
             assert_eq!(Toolset::of_agent(&agent).permission(tool), expected, "{tool} under {agent}");

@@ -591,7 +591,9 @@ impl LoggedEvent {
             return Err(EventError::new("", "an event must be a JSON object"));
         };
         let id = match fields.remove("id") {
-            Some(Value::String(id)) => id.parse().map_err(|e: crate::ids::IdError| EventError::new("id", e.to_string()))?,
+            Some(Value::String(id)) => {
+                id.parse().map_err(|e: crate::ids::IdError| EventError::new("id", e.to_string()))?
+            }
             _ => return Err(EventError::new("id", "must be an event id")),
         };
         let processed_at = match fields.remove("processed_at") {
@@ -762,14 +764,20 @@ mod tests {
     #[test]
     fn a_logged_event_of_every_type_reads_back_unchanged() {
         let call = EventId::generate();
-        let usage = ModelUsage { input_tokens: 1, output_tokens: 2, cache_read_input_tokens: 3, cache_creation_input_tokens: 4 };
+        let usage = ModelUsage {
+            input_tokens: 1,
+            output_tokens: 2,
+            cache_read_input_tokens: 3,
+            cache_creation_input_tokens: 4,
+        };
         let tool_use = ToolUse {
             name: "bash".into(),
             input: Map::from_iter([("command".to_owned(), json!("ls"))]),
             evaluated_permission: Some(Permission::Ask),
             evaluation: Some(json!({"type": "always_ask"})),
         };
-        let result = ToolResult { call_id: call.clone(), content: Some(vec![ContentBlock::text("ok")]), is_error: Some(false) };
+        let result =
+            ToolResult { call_id: call.clone(), content: Some(vec![ContentBlock::text("ok")]), is_error: Some(false) };
         let known = [
             Event::UserMessage(Message { content: vec![ContentBlock::text("hi")] }),
             Event::UserInterrupt(Interrupt { session_thread_id: Some("sthr_1".into()) }),
@@ -845,7 +853,10 @@ mod tests {
             (json!({"type": "user.message", "content": []}), "id: must be an event id"),
             (json!({"type": "user.message", "id": "x", "content": []}), "id: `x` is not a valid session event id"),
             (json!({"type": "user.message", "id": id, "processed_at": 3, "content": []}), "processed_at: must be"),
-            (json!({"type": "user.message", "id": id, "posted_by": {"type": "ghost"}}), "posted_by.type: unknown variant"),
+            (
+                json!({"type": "user.message", "id": id, "posted_by": {"type": "ghost"}}),
+                "posted_by.type: unknown variant",
+            ),
             (json!({"type": "user.message", "id": id}), "missing field `content`"),
             (json!({"id": id}), "type: is required"),
         ];

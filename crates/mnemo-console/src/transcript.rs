@@ -246,10 +246,8 @@ mod tests {
 
     #[test]
     fn events_read_as_a_transcript() {
-        let m = entry(
-            1,
-            &json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}, {"type": "image"}]}),
-        );
+        let m =
+            entry(1, &json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}, {"type": "image"}]}));
         assert_eq!((m.kind, m.title.as_str(), m.text.as_deref()), ("user", "User", Some("hi\n\n[image]")));
         let call = entry(2, &json!({"type": "agent.tool_use", "name": "bash", "input": {"command": "ls /mnt"}}));
         assert_eq!((call.title.as_str(), call.detail.as_deref()), ("Tool call: bash", Some("ls /mnt")));
@@ -311,8 +309,10 @@ mod tests {
         // The server's own status changes say nothing; old events have no poster.
         assert_eq!(poster(json!({"type": "server_actor"}), "session.status_idle"), None);
         assert_eq!(poster(Value::Null, "user.message"), None);
-        let e =
-            entry(1, &json!({"type": "user.message", "content": [], "posted_by": {"type": "api_actor", "api_key_id": "apikey_1"}}));
+        let e = entry(
+            1,
+            &json!({"type": "user.message", "content": [], "posted_by": {"type": "api_actor", "api_key_id": "apikey_1"}}),
+        );
         let html = EntryFragment { e: &e }.render().unwrap();
         assert!(html.contains("by API key apikey_1"), "{html}");
     }

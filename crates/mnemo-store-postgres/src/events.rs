@@ -59,8 +59,12 @@ pub(crate) async fn list(tx: &Tx<'_>, session: &SessionId, q: &ListEvents) -> Re
 /// Every event of a session after position `after`, in log order.
 pub(crate) async fn after(tx: &Tx<'_>, session: &SessionId, after: i64) -> Result<Vec<SessionEvent>> {
     let (_, seq) = sessions::get_with_seq(tx, session).await?;
-    rows(tx, "SELECT seq, id, body FROM session_events WHERE session_seq = $1 AND seq > $2 ORDER BY seq", &[&seq, &after])
-        .await
+    rows(
+        tx,
+        "SELECT seq, id, body FROM session_events WHERE session_seq = $1 AND seq > $2 ORDER BY seq",
+        &[&seq, &after],
+    )
+    .await
 }
 
 impl ops::SessionSql for Pg<'_, '_> {

@@ -186,7 +186,8 @@ fn unreadable_rows(conn: &Connection, readable: &Readable) -> rusqlite::Result<O
         while let Some(row) = rows.next()? {
             read += 1;
             after = row.get(0)?;
-            let columns = (1..row.as_ref().column_count()).map(|i| row.get(i)).collect::<rusqlite::Result<Vec<String>>>()?;
+            let columns =
+                (1..row.as_ref().column_count()).map(|i| row.get(i)).collect::<rusqlite::Result<Vec<String>>>()?;
             found.note((readable.decode)(&columns));
         }
         if read < Readable::BATCH {

@@ -256,7 +256,11 @@ impl Unreadable {
 
     /// The check's outcome.
     pub fn outcome(self) -> Outcome {
-        if self.count == 0 { Outcome::Ok } else { Outcome::Problems(vec![Readable::problem(self.count, &self.examples)]) }
+        if self.count == 0 {
+            Outcome::Ok
+        } else {
+            Outcome::Problems(vec![Readable::problem(self.count, &self.examples)])
+        }
     }
 }
 
@@ -288,13 +292,15 @@ mod tests {
     #[test]
     fn an_unreadable_row_is_named_by_table_row_and_column() {
         let sessions = &READABLE[0];
-        let row = |status: &str, body: &str| -> Vec<String> {
-            ["sesn_1", "env_1", status, body].map(str::to_owned).to_vec()
-        };
+        let row =
+            |status: &str, body: &str| -> Vec<String> { ["sesn_1", "env_1", status, body].map(str::to_owned).to_vec() };
         let body = r#"{"title":null,"metadata":{},"agent":{},"resources":[],"budget":null,"stop_reason":null,"memory_prompt":null}"#;
         assert_eq!((sessions.decode)(&row("idle", body)), None);
         let bad_status = (sessions.decode)(&row("napping", body)).unwrap();
-        assert!(bad_status.starts_with("table `sessions`, row `sesn_1`, column `status` cannot be read"), "{bad_status}");
+        assert!(
+            bad_status.starts_with("table `sessions`, row `sesn_1`, column `status` cannot be read"),
+            "{bad_status}"
+        );
         let bad_body = (sessions.decode)(&row("idle", "{")).unwrap();
         assert!(bad_body.starts_with("table `sessions`, row `sesn_1`, column `body` cannot be read"), "{bad_body}");
 
@@ -313,6 +319,9 @@ mod tests {
         for i in 0..7 {
             found.note(Some(format!("r{i}")));
         }
-        assert_eq!(found.outcome(), Outcome::Problems(vec!["7 rows cannot be read back: r0; r1; r2; r3; r4; and 2 more".into()]));
+        assert_eq!(
+            found.outcome(),
+            Outcome::Problems(vec!["7 rows cannot be read back: r0; r1; r2; r3; r4; and 2 more".into()])
+        );
     }
 }

@@ -124,8 +124,8 @@ impl SessionEvent {
     /// column's text. A body that cannot be read is a [`StoreError::corrupt`] naming the row.
     pub fn decode(seq: i64, id: &str, body: &str) -> Result<Self> {
         let value = serde_json::from_str(body).map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
-        let event = mnemo_api::LoggedEvent::from_json(value)
-            .map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
+        let event =
+            mnemo_api::LoggedEvent::from_json(value).map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
         Ok(Self { seq, event })
     }
 
@@ -170,7 +170,14 @@ impl Streamed {
 
     /// Whether nothing follows it on a stream: the session ended or is gone.
     pub fn ends_stream(&self) -> bool {
-        matches!(self, Self::Deleted { .. } | Self::Logged(SessionEvent { event: mnemo_api::LoggedEvent { event: Event::StatusTerminated, .. }, .. }))
+        matches!(
+            self,
+            Self::Deleted { .. }
+                | Self::Logged(SessionEvent {
+                    event: mnemo_api::LoggedEvent { event: Event::StatusTerminated, .. },
+                    ..
+                })
+        )
     }
 
     /// The JSON a stream sends.

@@ -155,7 +155,8 @@ impl SessionBody {
 
     /// The session a row holds; a column that cannot be read is a [`StoreError::corrupt`].
     pub fn into_session(self, columns: SessionColumns) -> Result<Session> {
-        let corrupt = |column, cause: &dyn std::fmt::Display| StoreError::corrupt(SESSIONS_TABLE, &columns.id, column, cause);
+        let corrupt =
+            |column, cause: &dyn std::fmt::Display| StoreError::corrupt(SESSIONS_TABLE, &columns.id, column, cause);
         let id: SessionId = columns.id.parse().map_err(|e| corrupt("id", &e))?;
         let status = SessionStatus::parse(&columns.status)
             .ok_or_else(|| corrupt("status", &format_args!("`{}` is not a session status", columns.status)))?;

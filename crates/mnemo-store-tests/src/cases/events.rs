@@ -354,7 +354,10 @@ pub async fn workers_post_results_only_and_every_event_names_its_poster(factory:
     // Read back from the log: the requests' events are their posters', status changes the server's.
     let log = s.events_after(id, 0).await.unwrap();
     let refused = ["user.tool_confirmation", "system.message", "user.interrupt", "user.define_outcome"];
-    assert!(!log.iter().any(|e| refused.contains(&e.to_json()["type"].as_str().unwrap())), "nothing refused was written");
+    assert!(
+        !log.iter().any(|e| refused.contains(&e.to_json()["type"].as_str().unwrap())),
+        "nothing refused was written"
+    );
     assert_eq!(log.iter().filter(|e| e.to_json()["type"] == "user.message").count(), 1, "only the person's message");
     for e in &log {
         let json = e.to_json();

@@ -96,9 +96,8 @@ pub struct TurnProgress {
 /// The current turn's progress: the turn began after the last `session.status_idle` that ended
 /// a turn (any stop reason but `requires_action`).
 pub fn progress(log: &[LoggedEvent]) -> TurnProgress {
-    let ended = log
-        .iter()
-        .rposition(|e| matches!(&e.event, Event::StatusIdle(idle) if !idle.stop_reason.requires_action()));
+    let ended =
+        log.iter().rposition(|e| matches!(&e.event, Event::StatusIdle(idle) if !idle.stop_reason.requires_action()));
     let turn = &log[ended.map_or(0, |i| i + 1)..];
     let model_calls = turn.iter().filter(|e| matches!(e.event, Event::ModelRequestStart)).count();
     let started_at = turn
