@@ -32,7 +32,7 @@ fn from_row(r: &Row) -> Result<(Session, i64)> {
         archived_at: col(r, 6)?,
     };
     let body = Body::parse(&columns.id, &col::<String>(r, 2)?)?;
-    Ok((body.into_session(columns)?, col(r, 7)?))
+    Ok((body.into_session(&columns)?, col(r, 7)?))
 }
 
 /// The session and its row number, or not-found.

@@ -32,7 +32,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(SessionColumns, String, i64)> {
 
 /// The session a row read by [`from_row`] holds.
 fn decode((columns, body, seq): (SessionColumns, String, i64)) -> Result<(Session, i64)> {
-    Ok((Body::parse(&columns.id, &body)?.into_session(columns)?, seq))
+    Ok((Body::parse(&columns.id, &body)?.into_session(&columns)?, seq))
 }
 
 pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {

@@ -223,7 +223,7 @@ pub static READABLE: &[Readable] = &[
                 updated_at: 0,
                 archived_at: None,
             };
-            crate::row::SessionBody::parse(id, body).and_then(|b| b.into_session(columns)).err().map(|e| cause_of(&e))
+            crate::row::SessionBody::parse(id, body).and_then(|b| b.into_session(&columns)).err().map(|e| cause_of(&e))
         },
     },
     Readable {

@@ -154,7 +154,7 @@ impl SessionBody {
     }
 
     /// The session a row holds; a column that cannot be read is a [`StoreError::corrupt`].
-    pub fn into_session(self, columns: SessionColumns) -> Result<Session> {
+    pub fn into_session(self, columns: &SessionColumns) -> Result<Session> {
         let corrupt =
             |column, cause: &dyn std::fmt::Display| StoreError::corrupt(SESSIONS_TABLE, &columns.id, column, cause);
         let id: SessionId = columns.id.parse().map_err(|e| corrupt("id", &e))?;
