@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::ids::AgentId;
@@ -114,6 +114,155 @@ pub fn normalize_tool(tool: &Value) -> Result<Value, Invalid> {
         other => return Err(Invalid(format!("unknown tool type `{other}`"))),
     }
     Ok(out)
+}
+
+/// The `type` of the built-in toolset an agent's `tools` may hold.
+pub const AGENT_TOOLSET_TYPE: &str = "agent_toolset_20260401";
+
+/// How a built-in tool call is let through (`permission_policy.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionPolicy {
+    AlwaysAllow,
+    AlwaysAsk,
+}
+
+impl PermissionPolicy {
+    /// What the policy gives a call.
+    pub fn permission(self) -> crate::events::Permission {
+        match self {
+            Self::AlwaysAllow => crate::events::Permission::Allow,
+            Self::AlwaysAsk => crate::events::Permission::Ask,
+        }
+    }
+
+    /// The policy as an `agent.tool_use` event's `evaluation` shows it.
+    pub fn to_json(self) -> Value {
+        match self {
+            Self::AlwaysAllow => json!({"type": "always_allow"}),
+            Self::AlwaysAsk => json!({"type": "always_ask"}),
+        }
+    }
+}
+
+/// A built-in tool's configuration (the toolset's `default_config`, or one of its `configs`);
+/// `None`: not said here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolConfig {
+    pub enabled: Option<bool>,
+    pub policy: Option<PermissionPolicy>,
+}
+
+impl ToolConfig {
+    fn of(config: &Value) -> Self {
+        let policy = &config["permission_policy"];
+        Self {
+            enabled: config["enabled"].as_bool(),
+            // Any stated policy but `always_ask` lets calls through, as it always has.
+            policy: (!policy.is_null()).then(|| match policy["type"].as_str() {
+                Some("always_ask") => PermissionPolicy::AlwaysAsk,
+                _ => PermissionPolicy::AlwaysAllow,
+            }),
+        }
+    }
+}
+
+/// A custom tool of an agent: the client answers its calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomTool {
+    pub name: String,
+    pub description: String,
+    /// Its `input_schema` when that is an object.
+    pub input_schema: Option<Map<String, Value>>,
+}
+
+/// An agent's `tools` read once: the built-in toolset's configuration (with the permission of
+/// each tool) and the custom tools. The session state machine (which permission an
+/// `agent.tool_use` gets), the agent loop (which tools the model is offered, which calls are
+/// custom) ask this one reading.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Toolset {
+    /// `None`: the agent has no built-in toolset (every built-in call is denied).
+    built_in: Option<BuiltInToolset>,
+    custom: Vec<CustomTool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct BuiltInToolset {
+    default: ToolConfig,
+    /// Each entry's `name` (or `type`) and its configuration, in order.
+    configs: Vec<(Option<String>, Option<String>, ToolConfig)>,
+}
+
+impl Toolset {
+    /// The toolset of an agent as a session holds it (`{…, "tools": [...]}`); entries of other
+    /// types (MCP toolsets) are not this toolset's business.
+    pub fn of_agent(agent: &Value) -> Self {
+        Self::of(agent["tools"].as_array().map(Vec::as_slice).unwrap_or_default())
+    }
+
+    /// The toolset of an agent's `tools`.
+    pub fn of(tools: &[Value]) -> Self {
+        let built_in = tools.iter().find(|t| t["type"] == AGENT_TOOLSET_TYPE).map(|t| BuiltInToolset {
+            default: ToolConfig::of(&t["default_config"]),
+            configs: t["configs"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| {
+                    let text = |key: &str| c[key].as_str().map(str::to_owned);
+                    (text("name"), text("type"), ToolConfig::of(c))
+                })
+                .collect(),
+        });
+        let custom = tools
+            .iter()
+            .filter(|t| t["type"] == "custom")
+            .filter_map(|t| {
+                Some(CustomTool {
+                    name: t["name"].as_str()?.to_owned(),
+                    description: t["description"].as_str().unwrap_or_default().to_owned(),
+                    input_schema: t["input_schema"].as_object().cloned(),
+                })
+            })
+            .collect();
+        Self { built_in, custom }
+    }
+
+    /// Whether the agent has the built-in toolset.
+    pub fn has_built_in(&self) -> bool {
+        self.built_in.is_some()
+    }
+
+    /// What the agent's configuration lets a call of built-in tool `tool` do, and the policy
+    /// that said so: denied without the toolset or when the tool is disabled (its own config's
+    /// `enabled`, else the default's); else its own config's policy, else the default's,
+    /// else allowed.
+    pub fn permission(&self, tool: &str) -> (crate::events::Permission, Option<PermissionPolicy>) {
+        use crate::events::Permission;
+        let Some(toolset) = &self.built_in else { return (Permission::Deny, None) };
+        let config = toolset
+            .configs
+            .iter()
+            .find(|(name, kind, _)| name.as_deref() == Some(tool) || kind.as_deref() == Some(tool))
+            .map(|(_, _, c)| c);
+        let enabled = config.and_then(|c| c.enabled).or(toolset.default.enabled);
+        if enabled == Some(false) {
+            return (Permission::Deny, None);
+        }
+        let policy = config.and_then(|c| c.policy).or(toolset.default.policy).unwrap_or(PermissionPolicy::AlwaysAllow);
+        (policy.permission(), Some(policy))
+    }
+
+    /// The agent's custom tools, in order.
+    pub fn custom(&self) -> &[CustomTool] {
+        &self.custom
+    }
+
+    /// Whether the agent defines a custom tool called `name`.
+    pub fn is_custom(&self, name: &str) -> bool {
+        self.custom.iter().any(|t| t.name == name)
+    }
 }
 
 /// The documented size limits of an agent: its system prompt, tools and MCP servers.
@@ -245,5 +394,72 @@ mod tests {
         let bad_tool: AgentParams =
             serde_json::from_value(json!({"name": "a", "model": "m", "tools": [{"type": "laser"}]})).unwrap();
         assert!(AgentSpec::from_params(&bad_tool).is_err());
+    }
+
+    /// The permission of each built-in tool call, by the agent's toolset (table).
+    #[test]
+    fn a_toolset_gives_each_tool_its_permission() {
+        use crate::events::Permission::{Allow, Ask, Deny};
+        use PermissionPolicy::{AlwaysAllow, AlwaysAsk};
+        let ask = json!({"type": "always_ask"});
+        let toolset = |default: Value, configs: Value| json!({"tools": [{"type": AGENT_TOOLSET_TYPE, "default_config": default, "configs": configs}]});
+        let cases = [
+            (json!({"tools": []}), "read", (Deny, None)),
+            (json!({"tools": [{"type": "custom", "name": "read"}]}), "read", (Deny, None)),
+            (json!({"tools": [{"type": AGENT_TOOLSET_TYPE}]}), "read", (Allow, Some(AlwaysAllow))),
+            (toolset(json!({"enabled": false}), json!([])), "read", (Deny, None)),
+            (
+                toolset(json!({"enabled": false}), json!([{"name": "read", "enabled": true}])),
+                "read",
+                (Allow, Some(AlwaysAllow)),
+            ),
+            (toolset(json!({}), json!([{"name": "bash", "enabled": false}])), "bash", (Deny, None)),
+            (toolset(json!({}), json!([{"type": "bash", "enabled": false}])), "bash", (Deny, None)),
+            (toolset(json!({"permission_policy": ask}), json!([])), "edit", (Ask, Some(AlwaysAsk))),
+            (
+                toolset(
+                    json!({"permission_policy": ask}),
+                    json!([{"name": "edit", "permission_policy": {"type": "always_allow"}}]),
+                ),
+                "edit",
+                (Allow, Some(AlwaysAllow)),
+            ),
+            (toolset(json!({}), json!([{"name": "edit", "permission_policy": ask}])), "edit", (Ask, Some(AlwaysAsk))),
+            (
+                toolset(json!({}), json!([{"name": "edit", "permission_policy": ask}])),
+                "read",
+                (Allow, Some(AlwaysAllow)),
+            ),
+            // A null policy falls back to the default's; an unknown one lets calls through.
+            (
+                toolset(json!({"permission_policy": ask}), json!([{"name": "edit", "permission_policy": null}])),
+                "edit",
+                (Ask, Some(AlwaysAsk)),
+            ),
+            (
+                toolset(json!({"permission_policy": {"type": "sometimes"}}), json!([])),
+                "edit",
+                (Allow, Some(AlwaysAllow)),
+            ),
+        ];
+        for (agent, tool, expected) in cases {
+            assert_eq!(Toolset::of_agent(&agent).permission(tool), expected, "{tool} under {agent}");
+        }
+        assert_eq!(AlwaysAsk.to_json(), ask);
+    }
+
+    #[test]
+    fn a_toolset_knows_its_custom_tools() {
+        let tools = Toolset::of_agent(&json!({"tools": [
+            {"type": "custom", "name": "lookup", "description": "d", "input_schema": {"type": "object"}},
+            {"type": "custom", "name": "bare", "input_schema": "nonsense"},
+            {"type": "custom"},
+            {"type": "mcp_toolset", "name": "mcp"},
+        ]}));
+        assert!(!tools.has_built_in());
+        assert!(tools.is_custom("lookup") && tools.is_custom("bare") && !tools.is_custom("mcp"));
+        assert_eq!(tools.custom().len(), 2);
+        assert_eq!(tools.custom()[0].description, "d");
+        assert_eq!(tools.custom()[1].input_schema, None);
     }
 }

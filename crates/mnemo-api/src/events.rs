@@ -32,6 +32,11 @@ impl ContentBlock {
     pub fn kind(&self) -> &str {
         self.0.get("type").and_then(Value::as_str).unwrap_or_default()
     }
+
+    /// The block's fields (`type` included).
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.0
+    }
 }
 
 impl<'de> Deserialize<'de> for ContentBlock {
@@ -86,6 +91,19 @@ impl StopReason {
     /// Whether the session waits on tool calls rather than on new input.
     pub fn requires_action(&self) -> bool {
         matches!(self, Self::RequiresAction { .. })
+    }
+
+    /// The wire `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::RequiresAction { .. } => "requires_action",
+            Self::RetriesExhausted => "retries_exhausted",
+            Self::BudgetReached => "budget_reached",
+            Self::Refusal => "refusal",
+            Self::ModelCallLimitReached => "model_call_limit_reached",
+            Self::TurnTimeout => "turn_timeout",
+        }
     }
 }
 
@@ -317,6 +335,30 @@ pub enum Event {
     ModelRequestStart,
     #[serde(rename = "span.model_request_end")]
     ModelRequestEnd(ModelRequestEnd),
+    /// An event of a type this build does not know, read back from a log (a newer build wrote
+    /// it): kept as its JSON, `type` included, so it lists and streams unchanged. Requests never
+    /// parse into it ([`Event::parse`] refuses an unknown type).
+    #[serde(untagged)]
+    Unknown(UnknownEvent),
+}
+
+/// The JSON of an event whose type this build does not know (without `id`, `processed_at` and
+/// `posted_by`, which [`LoggedEvent`] holds).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = Object)]
+pub struct UnknownEvent(Map<String, Value>);
+
+impl UnknownEvent {
+    /// Its `type`.
+    pub fn kind(&self) -> &str {
+        self.0.get("type").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    /// Its fields, `type` included.
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.0
+    }
 }
 
 /// Serialises a result with its call id under the key its type uses.
@@ -387,8 +429,9 @@ impl Event {
     ];
 
     /// The wire `type`.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         Self::TYPES[match self {
+            Self::Unknown(unknown) => return unknown.kind(),
             Self::UserMessage(_) => 0,
             Self::UserInterrupt(_) => 1,
             Self::UserToolConfirmation(_) => 2,
@@ -413,15 +456,25 @@ impl Event {
         let Value::Object(mut fields) = value else {
             return Err(EventError::new("", "an event must be a JSON object"));
         };
-        let kind = match fields.remove("type") {
-            Some(Value::String(kind)) => kind,
-            Some(_) => return Err(EventError::new("type", "must be a string")),
-            None => return Err(EventError::new("type", "is required")),
-        };
         // Fields the server assigns are ignored if a client echoes them back.
         for assigned in ["id", "processed_at"] {
             fields.remove(assigned);
         }
+        Self::parse_fields(fields, false)
+    }
+
+    /// Parses an event's fields (without `id` and `processed_at`); with `keep_unknown`, a type
+    /// this build does not know is an [`Event::Unknown`] rather than an error.
+    fn parse_fields(mut fields: Map<String, Value>, keep_unknown: bool) -> Result<Self, EventError> {
+        let kind = match fields.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
+            Some(_) => return Err(EventError::new("type", "must be a string")),
+            None => return Err(EventError::new("type", "is required")),
+        };
+        if keep_unknown && !Self::TYPES.contains(&kind.as_str()) {
+            return Ok(Self::Unknown(UnknownEvent(fields)));
+        }
+        fields.remove("type");
         let body = Value::Object(fields);
         Ok(match kind.as_str() {
             "user.message" => Self::UserMessage(fields_of(body)?),
@@ -525,9 +578,35 @@ pub struct LoggedEvent {
 }
 
 impl LoggedEvent {
-    /// The JSON the API lists and streams.
+    /// The JSON the API lists and streams (and the log stores).
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("an event serialises")
+    }
+
+    /// Reads back what [`Self::to_json`] wrote: `from_json(e.to_json()) == e`, and an event
+    /// whose type this build does not know reads as [`Event::Unknown`] and writes back
+    /// unchanged. An error names the field that cannot be read.
+    pub fn from_json(value: Value) -> Result<Self, EventError> {
+        let Value::Object(mut fields) = value else {
+            return Err(EventError::new("", "an event must be a JSON object"));
+        };
+        let id = match fields.remove("id") {
+            Some(Value::String(id)) => {
+                id.parse().map_err(|e: crate::ids::IdError| EventError::new("id", e.to_string()))?
+            }
+            _ => return Err(EventError::new("id", "must be an event id")),
+        };
+        let processed_at = match fields.remove("processed_at") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(at)) => Some(at),
+            Some(_) => return Err(EventError::new("processed_at", "must be a string or null")),
+        };
+        let posted_by = match fields.remove("posted_by") {
+            None | Some(Value::Null) => None,
+            Some(poster) => Some(fields_of(poster).map_err(|e| e.within("posted_by"))?),
+        };
+        let event = Event::parse_fields(fields, true)?;
+        Ok(Self { id, event, processed_at, posted_by })
     }
 }
 
@@ -567,6 +646,21 @@ mod tests {
             let event = Event::parse(case.clone()).unwrap_or_else(|e| panic!("{case}: {e}"));
             assert_eq!(event.kind(), case["type"]);
             assert_eq!(event.to_json(), case, "round trip of {}", case["type"]);
+        }
+    }
+
+    #[test]
+    fn a_stop_reason_names_its_wire_type() {
+        for reason in [
+            StopReason::EndTurn,
+            StopReason::RequiresAction { event_ids: vec![] },
+            StopReason::RetriesExhausted,
+            StopReason::BudgetReached,
+            StopReason::Refusal,
+            StopReason::ModelCallLimitReached,
+            StopReason::TurnTimeout,
+        ] {
+            assert_eq!(serde_json::to_value(&reason).unwrap()["type"], reason.kind());
         }
     }
 
@@ -662,5 +756,115 @@ mod tests {
             json!({"type": "session.status_idle", "id": id, "processed_at": null, "posted_by": null,
                    "stop_reason": {"type": "requires_action", "event_ids": [id]}, "stop_details": null})
         );
+    }
+
+    /// Every stored event reads back as itself and writes back the same JSON; the table has
+    /// one event of each type (so a new variant without a case fails the count) and one of a
+    /// type this build does not know.
+    #[test]
+    fn a_logged_event_of_every_type_reads_back_unchanged() {
+        let call = EventId::generate();
+        let usage = ModelUsage {
+            input_tokens: 1,
+            output_tokens: 2,
+            cache_read_input_tokens: 3,
+            cache_creation_input_tokens: 4,
+        };
+        let tool_use = ToolUse {
+            name: "bash".into(),
+            input: Map::from_iter([("command".to_owned(), json!("ls"))]),
+            evaluated_permission: Some(Permission::Ask),
+            evaluation: Some(json!({"type": "always_ask"})),
+        };
+        let result =
+            ToolResult { call_id: call.clone(), content: Some(vec![ContentBlock::text("ok")]), is_error: Some(false) };
+        let known = [
+            Event::UserMessage(Message { content: vec![ContentBlock::text("hi")] }),
+            Event::UserInterrupt(Interrupt { session_thread_id: Some("sthr_1".into()) }),
+            Event::UserToolConfirmation(ToolConfirmation {
+                tool_use_id: call.clone(),
+                result: Verdict::Deny,
+                deny_message: Some("no".into()),
+            }),
+            Event::UserToolResult(result.clone()),
+            Event::UserCustomToolResult(ToolResult { content: None, is_error: None, ..result }),
+            Event::UserDefineOutcome(DefineOutcome {
+                description: "d".into(),
+                rubric: Rubric::File { file_id: "file_1".into() },
+                max_iterations: Some(2),
+            }),
+            Event::SystemMessage(Message { content: vec![] }),
+            Event::AgentMessage(Message { content: vec![ContentBlock::text("hello")] }),
+            Event::AgentToolUse(tool_use.clone()),
+            Event::AgentCustomToolUse(ToolUse { evaluated_permission: None, evaluation: None, ..tool_use }),
+            Event::StatusRunning,
+            Event::StatusIdle(StatusIdle {
+                stop_reason: StopReason::RequiresAction { event_ids: vec![call.clone()] },
+                stop_details: Some(json!({"why": 1})),
+            }),
+            Event::StatusTerminated,
+            Event::SessionError(SessionError {
+                error: ErrorObject {
+                    kind: SessionErrorKind::ModelRateLimitedError,
+                    message: "m".into(),
+                    retry_status: RetryStatus::Retrying,
+                },
+            }),
+            Event::ModelRequestStart,
+            Event::ModelRequestEnd(ModelRequestEnd {
+                model_request_start_id: call.clone(),
+                is_error: None,
+                model_usage: usage,
+            }),
+        ];
+        let kinds: std::collections::BTreeSet<&str> = known.iter().map(Event::kind).collect();
+        assert_eq!(kinds.len(), Event::TYPES.len(), "one case per event type");
+        let unknown = LoggedEvent::from_json(json!({
+            "type": "agent.thinking", "id": call, "processed_at": "t", "posted_by": null,
+            "thinking": "hmm", "nested": {"a": [1, 2]}
+        }))
+        .unwrap();
+        assert!(matches!(&unknown.event, Event::Unknown(u) if u.kind() == "agent.thinking"));
+        let posters = [
+            None,
+            Some(EventPoster::ServerActor),
+            Some(EventPoster::ApiActor { api_key_id: ApiKeyId::generate() }),
+            Some(EventPoster::SessionActor { session_id: SessionId::generate(), work_id: WorkId::generate() }),
+        ];
+        let logged = known.into_iter().enumerate().map(|(i, event)| LoggedEvent {
+            id: EventId::generate(),
+            event,
+            processed_at: (i % 2 == 0).then(|| "2026-01-01T00:00:00.000000Z".to_owned()),
+            posted_by: posters[i % posters.len()].clone(),
+        });
+        for e in logged.chain([unknown]) {
+            let json = e.to_json();
+            let back = LoggedEvent::from_json(json.clone()).unwrap_or_else(|err| panic!("{json}: {err}"));
+            assert_eq!(back, e, "{json}");
+            assert_eq!(back.to_json().to_string(), json.to_string(), "the JSON of {}", e.event.kind());
+        }
+    }
+
+    #[test]
+    fn a_stored_event_that_cannot_be_read_names_its_field() {
+        let id = EventId::generate();
+        let cases = [
+            (json!([]), "an event must be a JSON object"),
+            (json!({"type": "user.message", "content": []}), "id: must be an event id"),
+            (json!({"type": "user.message", "id": "x", "content": []}), "id: `x` is not a valid session event id"),
+            (json!({"type": "user.message", "id": id, "processed_at": 3, "content": []}), "processed_at: must be"),
+            (
+                json!({"type": "user.message", "id": id, "posted_by": {"type": "ghost"}}),
+                "posted_by.type: unknown variant",
+            ),
+            (json!({"type": "user.message", "id": id}), "missing field `content`"),
+            (json!({"id": id}), "type: is required"),
+        ];
+        for (value, expected) in cases {
+            let got = LoggedEvent::from_json(value.clone()).expect_err(&value.to_string()).to_string();
+            assert!(got.starts_with(expected), "{value}: got `{got}`, expected `{expected}…`");
+        }
+        let posted = Event::parse(json!({"type": "agent.thinking"})).unwrap_err();
+        assert_eq!(posted.field, "type", "a request never carries an unknown type");
     }
 }

@@ -76,8 +76,7 @@ pub struct MemoryStoreResource {
 #[serde(tag = "type", rename = "session")]
 pub struct Session {
     pub id: SessionId,
-    /// `idle`, `running`, `rescheduling` or `terminated`.
-    pub status: String,
+    pub status: SessionStatus,
     pub environment_id: EnvironmentId,
     pub title: Option<String>,
     #[serde(default)]
@@ -98,7 +97,7 @@ pub struct Session {
     pub archived_at: Option<DateTime<Utc>>,
     /// mnemo extension: why the session last went idle (`end_turn`, `requires_action`, …).
     #[serde(default)]
-    pub stop_reason: Option<Value>,
+    pub stop_reason: Option<crate::events::StopReason>,
     /// mnemo extension: the text an agent is given about its memory mounts.
     #[serde(default)]
     pub memory_prompt: Option<String>,

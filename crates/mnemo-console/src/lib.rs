@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use axum::Router;
 use axum::routing::{get, post};
 use mnemo_api::{ApiKeyId, SessionId};
-use mnemo_store::{SessionEvent, Store, StoreError};
+use mnemo_store::{Store, StoreError, Streamed};
 use tokio::sync::broadcast;
 
 /// Largest form body accepted: a memory's content (100 kB) grows up to three-fold when
@@ -51,7 +51,7 @@ pub trait Hooks: Send + Sync + 'static {
     /// A credential was revoked through the console: remembered lookups must be dropped.
     fn credentials_changed(&self);
     /// Events appended to `session` from now on (the same feed the API's event stream uses).
-    async fn subscribe(&self, session: &SessionId) -> Result<broadcast::Receiver<SessionEvent>, StoreError>;
+    async fn subscribe(&self, session: &SessionId) -> Result<broadcast::Receiver<Streamed>, StoreError>;
     /// Whether a sign-in from `peer` may be tried now: `Err(wait)` while the address has failed
     /// too often (the key is then not even looked up).
     fn sign_in_allowed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {

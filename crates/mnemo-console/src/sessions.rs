@@ -11,9 +11,9 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use mnemo_api::{EnvironmentId, Session, SessionId};
+use mnemo_api::{EnvironmentId, LoggedEvent, Session, SessionId, SessionStatus};
 use mnemo_http::{Id, PageParam};
-use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, SessionEvent, StoreError};
+use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, SessionEvent, StoreError, Streamed};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -89,7 +89,7 @@ fn session_row(s: &Session, environments: &HashMap<EnvironmentId, String>) -> Se
     SessionRow {
         id: s.id.to_string(),
         title: s.title.clone().unwrap_or_default(),
-        status: s.status.clone(),
+        status: s.status.as_str().to_owned(),
         agent: agent_name(&s.agent),
         environment: environments.get(&s.environment_id).cloned().unwrap_or_else(|| s.environment_id.to_string()),
         environment_href: format!("/console/environments/{}", s.environment_id),
@@ -170,7 +170,7 @@ pub(crate) async fn session_page(
         .store
         .list_events(&session_id, ListEvents { limit: EVENTS_PAGE, after, ..ListEvents::default() })
         .await?;
-    let entries: Vec<Entry> = events.items.iter().map(|e| entry(e.seq, &e.body)).collect();
+    let entries: Vec<Entry> = events.items.iter().map(|e| entry(e.seq, &e.event)).collect();
     let last_seq = events.items.last().map_or(0, |e| e.seq);
     let (live, later) = match &events.next {
         None => (Some(format!("/console/sessions/{session_id}/live?after={last_seq}")), None),
@@ -222,13 +222,7 @@ pub(crate) async fn session_page(
             mount_path: r.mount_path.clone().unwrap_or_default(),
         })
         .collect();
-    let stop_reason = session
-        .stop_reason
-        .as_ref()
-        .and_then(|r| r.get("type"))
-        .and_then(Value::as_str)
-        .map(|r| r.replace('_', " "))
-        .unwrap_or_default();
+    let stop_reason = session.stop_reason.as_ref().map(|r| r.kind().replace('_', " ")).unwrap_or_default();
     Ok(render(&SessionPage {
         chrome: who.chrome(Section::Sessions),
         by: actor(Some(&mnemo_api::Actor::SessionActor { session_id: session_id.clone() })),
@@ -248,23 +242,34 @@ pub(crate) struct LiveQuery {
     after: Option<i64>,
 }
 
-fn fragment(seq: i64, body: &Value) -> Event {
-    let e = entry(seq, body);
+fn fragment(seq: i64, event: &LoggedEvent) -> Event {
+    let e = entry(seq, event);
     let html = EntryFragment { e: &e }.render().unwrap_or_default();
     Event::default().event("entry").id(seq.to_string()).data(html)
 }
 
-fn status_event(body: &Value) -> Option<Event> {
-    let kind = body.get("type").and_then(Value::as_str)?;
-    let status = kind.strip_prefix("session.status_")?;
-    Some(Event::default().event("status").data(status))
+/// The session's status after `event`, if it is a status change.
+fn status_after(event: &mnemo_api::Event) -> Option<&str> {
+    use mnemo_api::Event as E;
+    Some(match event {
+        E::StatusRunning => SessionStatus::Running.as_str(),
+        E::StatusIdle(_) => SessionStatus::Idle.as_str(),
+        E::StatusTerminated => SessionStatus::Terminated.as_str(),
+        // A status this build does not know (a newer server wrote it) is still a status.
+        E::Unknown(unknown) => unknown.kind().strip_prefix("session.status_")?,
+        _ => return None,
+    })
+}
+
+fn status_event(event: &mnemo_api::Event) -> Option<Event> {
+    Some(Event::default().event("status").data(status_after(event)?))
 }
 
 /// Sends one event's fragment (and, for a status change, the new status); false once the
 /// browser has gone.
 async fn emit(tx: &tokio::sync::mpsc::Sender<Event>, e: &SessionEvent) -> bool {
-    let status = status_event(&e.body);
-    if tx.send(fragment(e.seq, &e.body)).await.is_err() {
+    let status = status_event(&e.event.event);
+    if tx.send(fragment(e.seq, &e.event)).await.is_err() {
         return false;
     }
     match status {
@@ -324,13 +329,15 @@ pub(crate) async fn live(
                 () = tx.closed() => return,
             };
             match next {
-                Ok(e) if e.seq <= last => {}
-                Ok(e) => {
+                Ok(e) if e.seq() <= last => {}
+                Ok(Streamed::Logged(e)) => {
                     last = e.seq;
                     if !emit(&tx, &e).await {
                         return;
                     }
                 }
+                // The session is gone: nothing more will come.
+                Ok(Streamed::Deleted { .. }) => return,
                 // Fell behind or the feed ended: the browser reconnects from the last id it saw.
                 Err(RecvError::Lagged(_) | RecvError::Closed) => return,
             }

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use mnemo_api::{Actor, MemoryPath, SessionId, View};
-use mnemo_store::{ListMemoryStores, ListMemoryVersions, NewEnvironment, NewMemoryStore, SessionEvent, StoreError};
+use mnemo_store::{ListMemoryStores, ListMemoryVersions, NewEnvironment, NewMemoryStore, StoreError, Streamed};
 use mnemo_store_tests::{TestStore, from_env};
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
@@ -30,7 +30,7 @@ impl Hooks for CountingHooks {
         self.credentials_changed.fetch_add(1, Ordering::SeqCst);
     }
 
-    async fn subscribe(&self, _: &SessionId) -> Result<broadcast::Receiver<SessionEvent>, StoreError> {
+    async fn subscribe(&self, _: &SessionId) -> Result<broadcast::Receiver<Streamed>, StoreError> {
         Ok(broadcast::channel(4).1)
     }
 }

@@ -3,7 +3,7 @@
 //! with `entry.html`, and the live stream sends the same fragment for each new event.
 
 use askama::Template;
-use mnemo_api::EventPoster;
+use mnemo_api::{Event, EventPoster, LoggedEvent};
 use serde_json::Value;
 
 use crate::text::{clip, when_str};
@@ -108,23 +108,36 @@ fn thousands(n: u64) -> String {
     out
 }
 
-pub(crate) fn entry(seq: i64, body: &Value) -> Entry {
-    let kind_name = str_field(body, "type").unwrap_or("event");
+/// Whether the event is a status change (one this build knows, or a newer one).
+fn is_status(event: &Event) -> bool {
+    match event {
+        Event::StatusRunning | Event::StatusIdle(_) | Event::StatusTerminated => true,
+        Event::Unknown(unknown) => unknown.kind().starts_with("session.status_"),
+        _ => false,
+    }
+}
+
+/// The transcript entry of one logged event. Who, when and which come from the typed event;
+/// what it says is rendered from its JSON, which also shows types this build does not know.
+pub(crate) fn entry(seq: i64, logged: &LoggedEvent) -> Entry {
+    let json = logged.to_json();
+    let body = &json;
+    let kind_name = logged.event.kind();
     let mut e = Entry {
         seq,
-        id: str_field(body, "id").unwrap_or_default().to_owned(),
+        id: logged.id.to_string(),
         kind: "other",
         title: kind_name.to_owned(),
-        time: str_field(body, "processed_at").map(when_str).unwrap_or_default(),
+        time: logged.processed_at.as_deref().map(when_str).unwrap_or_default(),
         text: None,
         detail: None,
         is_error: false,
         status: None,
-        poster: body
-            .get("posted_by")
-            .and_then(|p| serde_json::from_value::<EventPoster>(p.clone()).ok())
-            .filter(|p| !(kind_name.starts_with("session.status_") && *p == EventPoster::ServerActor))
-            .map(|p| poster_text(&p)),
+        poster: logged
+            .posted_by
+            .as_ref()
+            .filter(|p| !(is_status(&logged.event) && **p == EventPoster::ServerActor))
+            .map(poster_text),
     };
     match kind_name {
         "user.message" => {
@@ -222,12 +235,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The entry of an event given as JSON (its id made up when it has none).
+    fn entry(seq: i64, value: &Value) -> Entry {
+        let mut value = value.clone();
+        if value.get("id").is_none() {
+            value["id"] = json!(mnemo_api::EventId::generate());
+        }
+        super::entry(seq, &LoggedEvent::from_json(value).unwrap())
+    }
+
     #[test]
     fn events_read_as_a_transcript() {
-        let m = entry(
-            1,
-            &json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "hi"}, {"type": "image"}]}),
-        );
+        let m =
+            entry(1, &json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}, {"type": "image"}]}));
         assert_eq!((m.kind, m.title.as_str(), m.text.as_deref()), ("user", "User", Some("hi\n\n[image]")));
         let call = entry(2, &json!({"type": "agent.tool_use", "name": "bash", "input": {"command": "ls /mnt"}}));
         assert_eq!((call.title.as_str(), call.detail.as_deref()), ("Tool call: bash", Some("ls /mnt")));
@@ -236,7 +256,7 @@ mod tests {
         assert!(write.detail.unwrap().contains("\"file_path\": \"/a\""));
         let err = entry(
             4,
-            &json!({"type": "user.tool_result", "content": [{"type": "text", "text": "boom"}], "is_error": true}),
+            &json!({"type": "user.tool_result", "tool_use_id": "sevt_1", "content": [{"type": "text", "text": "boom"}], "is_error": true}),
         );
         assert_eq!((err.title.as_str(), err.is_error, err.detail.as_deref()), ("Tool error", true, Some("boom")));
         let idle = entry(5, &json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
@@ -245,12 +265,19 @@ mod tests {
         assert_eq!((call.kind, call.title.as_str()), ("model", "Model call"));
         let usage = json!({"input_tokens": 200, "output_tokens": 35, "cache_read_input_tokens": 1000,
                            "cache_creation_input_tokens": 0});
-        let done = entry(7, &json!({"type": "span.model_request_end", "is_error": false, "model_usage": usage}));
+        let done = entry(
+            7,
+            &json!({"type": "span.model_request_end", "model_request_start_id": "sevt_1", "is_error": false, "model_usage": usage}),
+        );
         assert_eq!(
             (done.title.as_str(), done.text.as_deref()),
             ("Model call finished", Some("1,200 tokens in (1,000 from the cache), 35 out"))
         );
-        let failed = entry(8, &json!({"type": "span.model_request_end", "is_error": true, "model_usage": {}}));
+        let none = json!({"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0});
+        let failed = entry(
+            8,
+            &json!({"type": "span.model_request_end", "model_request_start_id": "sevt_1", "is_error": true, "model_usage": none}),
+        );
         assert_eq!((failed.title.as_str(), failed.is_error, failed.text), ("Model call failed", true, None));
         let odd = entry(9, &json!({"type": "span.outcome_evaluation_start"}));
         assert_eq!(odd.kind, "other");
@@ -259,7 +286,11 @@ mod tests {
 
     #[test]
     fn each_entry_names_who_posted_it() {
-        let poster = |posted_by: Value, kind: &str| entry(1, &json!({"type": kind, "posted_by": posted_by})).poster;
+        let poster = |posted_by: Value, kind: &str| {
+            let mut event = json!({"type": kind, "posted_by": posted_by, "content": [], "result": "allow"});
+            event["tool_use_id"] = json!("sevt_1");
+            entry(1, &event).poster
+        };
         assert_eq!(
             poster(json!({"type": "api_actor", "api_key_id": "apikey_1"}), "user.tool_confirmation").as_deref(),
             Some("API key apikey_1")
@@ -278,8 +309,10 @@ mod tests {
         // The server's own status changes say nothing; old events have no poster.
         assert_eq!(poster(json!({"type": "server_actor"}), "session.status_idle"), None);
         assert_eq!(poster(Value::Null, "user.message"), None);
-        let e =
-            entry(1, &json!({"type": "user.message", "posted_by": {"type": "api_actor", "api_key_id": "apikey_1"}}));
+        let e = entry(
+            1,
+            &json!({"type": "user.message", "content": [], "posted_by": {"type": "api_actor", "api_key_id": "apikey_1"}}),
+        );
         let html = EntryFragment { e: &e }.render().unwrap();
         assert!(html.contains("by API key apikey_1"), "{html}");
     }

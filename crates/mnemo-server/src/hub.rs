@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use mnemo_api::SessionId;
-use mnemo_store::{ListEvents, SessionEvent, Signal, Store, StoreError};
+use mnemo_store::{ListEvents, SessionEvent, Signal, Store, StoreError, Streamed};
 use tokio::sync::broadcast;
 
 /// Events buffered per session for slow streams; a stream that falls further behind is closed
@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 const CAPACITY: usize = 1024;
 
 struct Channel {
-    tx: broadcast::Sender<SessionEvent>,
+    tx: broadcast::Sender<Streamed>,
     /// The newest position handed to this channel's streams (shared hubs only).
     last: Option<i64>,
 }
@@ -52,7 +52,7 @@ impl EventHub {
         Self { channels: Mutex::default(), shared: true, wanted: Mutex::default() }
     }
 
-    pub(crate) fn subscribe(&self, session: &SessionId) -> broadcast::Receiver<SessionEvent> {
+    pub(crate) fn subscribe(&self, session: &SessionId) -> broadcast::Receiver<Streamed> {
         let mut channels = self.channels.lock().expect("event hub poisoned");
         channels
             .entry(session.clone())
@@ -67,7 +67,7 @@ impl EventHub {
         &self,
         store: &dyn Store,
         session: &SessionId,
-    ) -> Result<broadcast::Receiver<SessionEvent>, mnemo_store::StoreError> {
+    ) -> Result<broadcast::Receiver<Streamed>, mnemo_store::StoreError> {
         let rx = self.subscribe(session);
         let newest = store
             .list_events(session, ListEvents { descending: true, limit: 1, ..ListEvents::default() })
@@ -134,12 +134,10 @@ impl EventHub {
     /// reference API does (no further events follow).
     pub(crate) fn deleted(&self, session: &SessionId) {
         let Some(channel) = self.channels.lock().expect("event hub poisoned").remove(session) else { return };
-        let body = serde_json::json!({
-            "type": "session.deleted",
-            "id": mnemo_api::EventId::generate(),
-            "processed_at": mnemo_api::rfc3339_micros(chrono::Utc::now().timestamp_micros()),
+        let _ = channel.tx.send(Streamed::Deleted {
+            id: mnemo_api::EventId::generate(),
+            processed_at: mnemo_api::rfc3339_micros(chrono::Utc::now().timestamp_micros()),
         });
-        let _ = channel.tx.send(SessionEvent { seq: i64::MAX, body });
     }
 
     /// `None` when the session has no open stream; else the newest position handed to its
@@ -161,7 +159,7 @@ impl EventHub {
                 continue;
             }
             channel.last = Some(e.seq);
-            let _ = channel.tx.send(e.clone());
+            let _ = channel.tx.send(Streamed::Logged(e.clone()));
         }
     }
 

@@ -255,7 +255,7 @@ impl mnemo_console::Hooks for ConsoleHooks {
     async fn subscribe(
         &self,
         session: &mnemo_api::SessionId,
-    ) -> Result<tokio::sync::broadcast::Receiver<mnemo_store::SessionEvent>, mnemo_store::StoreError> {
+    ) -> Result<tokio::sync::broadcast::Receiver<mnemo_store::Streamed>, mnemo_store::StoreError> {
         self.hub.subscribe_from(&*self.store, session).await
     }
 }

@@ -8,7 +8,10 @@
 //! an error is what stops the check itself (the database unreachable, a permission missing).
 
 use mnemo_store::StoreError;
-use mnemo_store::check::{Check, Counts, INVARIANTS, Outcome, all_ok, problems, skipped_invariants};
+use mnemo_store::check::{
+    Check, Counts, INVARIANTS, Outcome, READABLE, Readable, Unreadable, all_ok, problems, skipped_invariants,
+    skipped_readable,
+};
 use mnemo_store::copy::TABLES;
 
 use crate::PostgresSettings;
@@ -115,6 +118,9 @@ async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, Store
             };
             report.checks.push(Check { name: invariant.name, outcome });
         }
+        for readable in READABLE {
+            report.checks.push(Check { name: readable.name, outcome: unreadable_rows(&tx, readable).await? });
+        }
         let count = async |table: &str| -> Result<u64, StoreError> {
             let n: i64 = tx.query_one(&format!("SELECT count(*) FROM \"{table}\""), &[]).await.map_err(backend)?.get(0);
             Ok(n.max(0) as u64)
@@ -127,10 +133,28 @@ async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, Store
         });
     } else {
         report.checks.extend(skipped_invariants("the schema is not the one this mnemo knows"));
+        report.checks.extend(skipped_readable("the schema is not the one this mnemo knows"));
     }
     tx.commit().await.map_err(backend)?;
     report.checks.push(Check { name: "amcheck", outcome: indexes(client).await? });
     Ok(report)
+}
+
+/// Reads every row of `readable`'s table in batches and decodes it as the server would.
+async fn unreadable_rows(tx: &tokio_postgres::Transaction<'_>, readable: &Readable) -> Result<Outcome, StoreError> {
+    let mut found = Unreadable::default();
+    let mut after = i64::MIN;
+    loop {
+        let rows = tx.query(readable.batch_sql, &[&after, &Readable::BATCH]).await.map_err(backend)?;
+        for row in &rows {
+            after = row.get(0);
+            let columns: Vec<String> = (1..row.len()).map(|i| row.get(i)).collect();
+            found.note((readable.decode)(&columns));
+        }
+        if (rows.len() as i64) < Readable::BATCH {
+            return Ok(found.outcome());
+        }
+    }
 }
 
 /// The schema version is this build's, and every table has the columns `mnemo db copy` knows.

@@ -9,20 +9,17 @@ use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus};
 use mnemo_store::ops::{self, SessionRow};
 use mnemo_store::row::SessionBody;
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
-use serde_json::Value;
 
 use crate::engine::{Param, Pg, Tx, all, col, exec, opt};
 use crate::{parse_id, sessions};
 
-/// The events `sql` finds, as `(seq, body)` rows.
+/// The events `sql` finds, as `(seq, id, body)` rows; a body that cannot be read back is a
+/// corrupt row ([`SessionEvent::decode`]).
 async fn rows(tx: &Tx<'_>, sql: &str, params: &[Param<'_>]) -> Result<Vec<SessionEvent>> {
     all(tx, sql, params)
         .await?
         .iter()
-        .map(|r| {
-            let body: String = col(r, 1)?;
-            Ok(SessionEvent { seq: col(r, 0)?, body: serde_json::from_str(&body).unwrap_or(Value::Null) })
-        })
+        .map(|r| SessionEvent::decode(col(r, 0)?, &col::<String>(r, 1)?, &col::<String>(r, 2)?))
         .collect()
 }
 
@@ -38,7 +35,7 @@ pub(crate) async fn list(tx: &Tx<'_>, session: &SessionId, q: &ListEvents) -> Re
     let mut events = rows(
         tx,
         &format!(
-            "SELECT seq, body FROM session_events WHERE session_seq = $1 AND seq {cmp} $2 \
+            "SELECT seq, id, body FROM session_events WHERE session_seq = $1 AND seq {cmp} $2 \
              AND (cardinality($3::text[]) = 0 OR type = ANY($3)) \
              AND COALESCE(processed_at, 0) >= $5 AND COALESCE(processed_at, 0) <= $6 ORDER BY seq {order} LIMIT $4"
         ),
@@ -62,8 +59,12 @@ pub(crate) async fn list(tx: &Tx<'_>, session: &SessionId, q: &ListEvents) -> Re
 /// Every event of a session after position `after`, in log order.
 pub(crate) async fn after(tx: &Tx<'_>, session: &SessionId, after: i64) -> Result<Vec<SessionEvent>> {
     let (_, seq) = sessions::get_with_seq(tx, session).await?;
-    rows(tx, "SELECT seq, body FROM session_events WHERE session_seq = $1 AND seq > $2 ORDER BY seq", &[&seq, &after])
-        .await
+    rows(
+        tx,
+        "SELECT seq, id, body FROM session_events WHERE session_seq = $1 AND seq > $2 ORDER BY seq",
+        &[&seq, &after],
+    )
+    .await
 }
 
 impl ops::SessionSql for Pg<'_, '_> {
@@ -101,7 +102,7 @@ impl ops::SessionSql for Pg<'_, '_> {
     ) -> Result<Option<SessionEvent>> {
         let found = rows(
             self,
-            "SELECT seq, body FROM session_events WHERE session_seq = $1 AND type = $2 \
+            "SELECT seq, id, body FROM session_events WHERE session_seq = $1 AND type = $2 \
              AND (body::jsonb ->> $3) = $4 ORDER BY seq LIMIT 1",
             &[&session, &kind, &key, &id.as_str()],
         )

@@ -26,7 +26,8 @@ fn from_row(r: &Row) -> Result<(Session, i64)> {
         updated_at: col(r, 5)?,
         archived_at: col(r, 6)?,
     };
-    Ok((Body::parse(&col::<String>(r, 2)?)?.into_session(columns)?, col(r, 7)?))
+    let body = Body::parse(&columns.id, &col::<String>(r, 2)?)?;
+    Ok((body.into_session(&columns)?, col(r, 7)?))
 }
 
 /// The session and its row number, or not-found.

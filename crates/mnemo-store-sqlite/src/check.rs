@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mnemo_store::check::INVARIANTS;
+use mnemo_store::check::{INVARIANTS, READABLE, Readable, Unreadable};
 use mnemo_store::copy::TABLES;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
@@ -133,6 +133,14 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
         };
         report.checks.push(Check { name: invariant.name, outcome });
     }
+    for readable in READABLE {
+        let outcome = if schema_ok {
+            attempt(|| unreadable_rows(&conn, readable))?
+        } else {
+            Outcome::Skipped("the schema is not the one this mnemo knows".into())
+        };
+        report.checks.push(Check { name: readable.name, outcome });
+    }
     if schema_ok {
         let count = |table: &str| -> u64 {
             conn.query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| r.get::<_, i64>(0))
@@ -164,6 +172,27 @@ fn attempt(f: impl FnOnce() -> rusqlite::Result<Outcome>) -> Result<Outcome, Che
         Ok(outcome) => Ok(outcome),
         Err(e) if is_damage(&e) => Ok(Outcome::Problems(vec![damage(&e)])),
         Err(source) => Err(CheckError::Sqlite { doing: "run the check".into(), source }),
+    }
+}
+
+/// Reads every row of `readable`'s table in batches and decodes it as the server would.
+fn unreadable_rows(conn: &Connection, readable: &Readable) -> rusqlite::Result<Outcome> {
+    let mut found = Unreadable::default();
+    let mut stmt = conn.prepare(readable.batch_sql)?;
+    let mut after = i64::MIN;
+    loop {
+        let mut rows = stmt.query(rusqlite::params![after, Readable::BATCH])?;
+        let mut read = 0;
+        while let Some(row) = rows.next()? {
+            read += 1;
+            after = row.get(0)?;
+            let columns =
+                (1..row.as_ref().column_count()).map(|i| row.get(i)).collect::<rusqlite::Result<Vec<String>>>()?;
+            found.note((readable.decode)(&columns));
+        }
+        if read < Readable::BATCH {
+            return Ok(found.outcome());
+        }
     }
 }
 
@@ -302,7 +331,7 @@ pub(crate) mod tests {
         let report = check(&path).unwrap();
         assert!(report.is_ok(), "{:?}", report.problems());
         assert!(report.checks.iter().all(|c| c.outcome == Outcome::Ok), "{:?}", report.checks);
-        assert_eq!(report.checks.len(), 3 + INVARIANTS.len());
+        assert_eq!(report.checks.len(), 3 + INVARIANTS.len() + READABLE.len());
         assert_eq!(report.schema_version, crate::schema::VERSION);
         // 20 memories, 4 of them deleted; 2 versions each, plus a deletion or a rename for 8.
         let counts = report.counts.unwrap();
@@ -358,6 +387,70 @@ pub(crate) mod tests {
         let report = check(&path).unwrap();
         let current = problems_of(&report, "current_version");
         assert!(current[0].contains(&memory), "{current:?}");
+    }
+
+    /// A session with one message, written through the store; its id and the message's.
+    pub(crate) async fn session_with_message(s: &SqliteStore) -> (String, String) {
+        let env = s
+            .create_environment(mnemo_store::NewEnvironment {
+                name: "e".into(),
+                description: None,
+                metadata: BTreeMap::new(),
+                config: serde_json::json!({"type": "cloud"}),
+                scope: None,
+            })
+            .await
+            .unwrap();
+        let params: mnemo_api::AgentParams =
+            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
+        let agent = s.create_agent(mnemo_api::AgentSpec::from_params(&params).unwrap()).await.unwrap();
+        let session = s
+            .create_session(mnemo_store::NewSession {
+                agent: mnemo_store::AgentRef { id: agent.id, version: None, overrides: None },
+                environment: env.id,
+                attachments: Vec::new(),
+                title: None,
+                metadata: BTreeMap::new(),
+                budget: None,
+                initial_events: vec![mnemo_api::Event::UserMessage(mnemo_api::Message {
+                    content: vec![mnemo_api::ContentBlock::text("hi")],
+                })],
+                poster: mnemo_api::EventPoster::ServerActor,
+                mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
+            })
+            .await
+            .unwrap();
+        let events = s.events_after(&session.id, 0).await.unwrap();
+        (session.id.to_string(), events[0].event.id.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_row_that_cannot_be_read_back_is_a_finding_naming_table_row_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = open(&path);
+        let (session, event) = session_with_message(&store).await;
+        store.close().await;
+        assert!(check(&path).unwrap().is_ok());
+
+        let c = Connection::open(&path).unwrap();
+        c.execute("UPDATE session_events SET body = '{\"type\": \"user.message\"' WHERE id = ?1", [&event]).unwrap();
+        c.execute("UPDATE sessions SET status = 'napping' WHERE id = ?1", [&session]).unwrap();
+        drop(c);
+        let report = check(&path).unwrap();
+        let events = problems_of(&report, "readable_events");
+        assert!(
+            events[0].starts_with(&format!(
+                "1 row cannot be read back: table `session_events`, row `{event}`, column `body` cannot be read: "
+            )),
+            "{events:?}"
+        );
+        let sessions = problems_of(&report, "readable_sessions");
+        assert!(
+            sessions[0].contains(&format!("table `sessions`, row `{session}`, column `status` cannot be read")),
+            "{sessions:?}"
+        );
+        assert_eq!(report.problems().len(), 2, "{:?}", report.problems());
     }
 
     #[tokio::test]

@@ -5,21 +5,21 @@ use mnemo_store::ops::{self, SessionRow, run_ready};
 use mnemo_store::row::SessionBody;
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use rusqlite::{Connection, params};
-use serde_json::Value;
 
 use crate::engine::{Lite, backend, query_one};
 use crate::{parse_id, sessions};
 
+/// The events `sql` finds, as `(seq, id, body)` rows; a body that cannot be read back is a
+/// corrupt row ([`SessionEvent::decode`]).
 fn rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<SessionEvent>> {
-    c.prepare_cached(sql)
+    let raw = c
+        .prepare_cached(sql)
         .and_then(|mut s| {
-            s.query_map(p, |r| {
-                let body: String = r.get(1)?;
-                Ok(SessionEvent { seq: r.get(0)?, body: serde_json::from_str(&body).unwrap_or(Value::Null) })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()
+            s.query_map(p, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()
         })
-        .map_err(backend)
+        .map_err(backend)?;
+    raw.into_iter().map(|(seq, id, body)| SessionEvent::decode(seq, &id, &body)).collect()
 }
 
 pub(crate) fn list(c: &Connection, session: &SessionId, q: &ListEvents) -> Result<Listing<SessionEvent>> {
@@ -35,7 +35,7 @@ pub(crate) fn list(c: &Connection, session: &SessionId, q: &ListEvents) -> Resul
     let mut events = rows(
         c,
         &format!(
-            "SELECT seq, body FROM session_events WHERE session_seq = ?1 AND seq {cmp} ?2 \
+            "SELECT seq, id, body FROM session_events WHERE session_seq = ?1 AND seq {cmp} ?2 \
              AND (?3 = '[]' OR type IN (SELECT value FROM json_each(?3))) \
              AND COALESCE(processed_at, 0) >= ?5 AND COALESCE(processed_at, 0) <= ?6 ORDER BY seq {order} LIMIT ?4"
         ),
@@ -59,7 +59,7 @@ pub(crate) fn after(c: &Connection, session: &SessionId, after: i64) -> Result<V
     let (_, seq) = sessions::get_with_seq(c, session)?;
     rows(
         c,
-        "SELECT seq, body FROM session_events WHERE session_seq = ?1 AND seq > ?2 ORDER BY seq",
+        "SELECT seq, id, body FROM session_events WHERE session_seq = ?1 AND seq > ?2 ORDER BY seq",
         params![seq, after],
     )
 }
@@ -103,7 +103,7 @@ impl ops::SessionSql for Lite<'_> {
     ) -> Result<Option<SessionEvent>> {
         let found = rows(
             self,
-            "SELECT seq, body FROM session_events WHERE session_seq = ?1 AND type = ?2 \
+            "SELECT seq, id, body FROM session_events WHERE session_seq = ?1 AND type = ?2 \
              AND json_extract(body, '$.' || ?3) = ?4 ORDER BY seq LIMIT 1",
             params![session, kind, key, id.as_str()],
         )?;

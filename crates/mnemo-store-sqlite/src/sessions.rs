@@ -13,8 +13,9 @@ use crate::stores::page;
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
-    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+/// A session row's columns and its body's text, read as they are; [`decode`] makes the
+/// session of them (a row that cannot be read back is an error naming it, not a default).
+fn from_row(r: &Row<'_>) -> rusqlite::Result<(SessionColumns, String, i64)> {
     let columns = SessionColumns {
         id: r.get(0)?,
         environment_id: r.get(1)?,
@@ -23,12 +24,18 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Session, i64)> {
         updated_at: r.get(5)?,
         archived_at: r.get(6)?,
     };
-    let session = Body::parse(&r.get::<_, String>(2)?).and_then(|b| b.into_session(columns)).map_err(bad)?;
-    Ok((session, r.get(7)?))
+    Ok((columns, r.get(2)?, r.get(7)?))
+}
+
+/// The session a row read by [`from_row`] holds.
+fn decode((columns, body, seq): (SessionColumns, String, i64)) -> Result<(Session, i64)> {
+    Ok((Body::parse(&columns.id, &body)?.into_session(&columns)?, seq))
 }
 
 pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {
     query_one(c, &format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"), [id.as_str()], from_row)?
+        .map(decode)
+        .transpose()?
         .ok_or_else(|| StoreError::not_found("session", id))
 }
 
@@ -80,7 +87,7 @@ pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>>
         .map_err(backend)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?;
-    Ok(page(rows, q.limit))
+    Ok(page(rows.into_iter().map(decode).collect::<Result<Vec<_>>>()?, q.limit))
 }
 
 impl ops::SessionRowSql for Lite<'_> {

@@ -173,6 +173,102 @@ pub static INVARIANTS: &[Invariant] = &[
     },
 ];
 
+/// Rows of one table whose columns must read back into their typed form: a backend reads
+/// [`Readable::batch_sql`] in batches of [`Readable::BATCH`] rows after the last row number it
+/// saw (the first column), hands each row's other columns, as text, to [`Readable::decode`],
+/// and words what failed with [`Readable::problem`].
+#[derive(Debug)]
+pub struct Readable {
+    pub name: &'static str,
+    /// `SELECT seq, <text columns> FROM … WHERE seq > $1 ORDER BY seq LIMIT $2`.
+    pub batch_sql: &'static str,
+    /// Why the row cannot be read (a [`crate::CorruptRow`] naming table, row and column).
+    pub decode: fn(&[String]) -> Option<String>,
+}
+
+impl Readable {
+    /// Rows read per batch.
+    pub const BATCH: i64 = 1_000;
+
+    /// The problem `count` unreadable rows (with the first reasons) make, in words.
+    pub fn problem(count: u64, examples: &[String]) -> String {
+        let more = if count > examples.len() as u64 {
+            format!("; and {} more", count - examples.len() as u64)
+        } else {
+            String::new()
+        };
+        let plural = if count == 1 { "" } else { "s" };
+        format!("{count} row{plural} cannot be read back: {}{more}", examples.join("; "))
+    }
+}
+
+/// The cause under a store error, for a finding (the caller-facing text says nothing).
+fn cause_of(e: &crate::StoreError) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
+}
+
+/// Every table whose stored JSON the server reads back typed: every session and every event
+/// must decode, or the API answers `500` where it meets the row.
+pub static READABLE: &[Readable] = &[
+    Readable {
+        name: "readable_sessions",
+        batch_sql: "SELECT seq, id, environment_id, status, body FROM sessions WHERE seq > $1 ORDER BY seq LIMIT $2",
+        decode: |row| {
+            let [id, environment_id, status, body] = row else { return Some(format!("unexpected row {row:?}")) };
+            let columns = crate::row::SessionColumns {
+                id: id.clone(),
+                environment_id: environment_id.clone(),
+                status: status.clone(),
+                created_at: 0,
+                updated_at: 0,
+                archived_at: None,
+            };
+            crate::row::SessionBody::parse(id, body).and_then(|b| b.into_session(&columns)).err().map(|e| cause_of(&e))
+        },
+    },
+    Readable {
+        name: "readable_events",
+        batch_sql: "SELECT seq, id, body FROM session_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+        decode: |row| {
+            let [id, body] = row else { return Some(format!("unexpected row {row:?}")) };
+            crate::SessionEvent::decode(0, id, body).err().map(|e| cause_of(&e))
+        },
+    },
+];
+
+/// Gathers what [`Readable::decode`] found over a table into an outcome.
+#[derive(Debug, Default)]
+pub struct Unreadable {
+    count: u64,
+    examples: Vec<String>,
+}
+
+impl Unreadable {
+    /// Notes one row's finding, if any.
+    pub fn note(&mut self, finding: Option<String>) {
+        if let Some(finding) = finding {
+            self.count += 1;
+            if self.examples.len() < EXAMPLES {
+                self.examples.push(finding);
+            }
+        }
+    }
+
+    /// The check's outcome.
+    pub fn outcome(self) -> Outcome {
+        if self.count == 0 {
+            Outcome::Ok
+        } else {
+            Outcome::Problems(vec![Readable::problem(self.count, &self.examples)])
+        }
+    }
+}
+
+/// The outcome of every readable check under a schema this build does not know.
+pub fn skipped_readable(why: &str) -> Vec<Check> {
+    READABLE.iter().map(|r| Check { name: r.name, outcome: Outcome::Skipped(why.to_owned()) }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +287,41 @@ mod tests {
         );
         let examples: Vec<String> = (0..EXAMPLES).map(|i| format!("m{i}")).collect();
         assert!(inv.problem(7, &examples).ends_with("m4, and 2 more"));
+    }
+
+    #[test]
+    fn an_unreadable_row_is_named_by_table_row_and_column() {
+        let sessions = &READABLE[0];
+        let row =
+            |status: &str, body: &str| -> Vec<String> { ["sesn_1", "env_1", status, body].map(str::to_owned).to_vec() };
+        let body = r#"{"title":null,"metadata":{},"agent":{},"resources":[],"budget":null,"stop_reason":null,"memory_prompt":null}"#;
+        assert_eq!((sessions.decode)(&row("idle", body)), None);
+        let bad_status = (sessions.decode)(&row("napping", body)).unwrap();
+        assert!(
+            bad_status.starts_with("table `sessions`, row `sesn_1`, column `status` cannot be read"),
+            "{bad_status}"
+        );
+        let bad_body = (sessions.decode)(&row("idle", "{")).unwrap();
+        assert!(bad_body.starts_with("table `sessions`, row `sesn_1`, column `body` cannot be read"), "{bad_body}");
+
+        let events = &READABLE[1];
+        let id = mnemo_api::EventId::generate();
+        let ok = format!(r#"{{"type":"session.status_running","id":"{id}","processed_at":null,"posted_by":null}}"#);
+        assert_eq!((events.decode)(&[id.to_string(), ok]), None);
+        let unknown = format!(r#"{{"type":"agent.thinking","id":"{id}"}}"#);
+        assert_eq!((events.decode)(&[id.to_string(), unknown]), None, "a type this build does not know reads back");
+        let bad = (events.decode)(&[id.to_string(), r#"{"type":"user.message"}"#.into()]).unwrap();
+        assert!(bad.starts_with(&format!("table `session_events`, row `{id}`, column `body` cannot be read")), "{bad}");
+
+        let mut found = Unreadable::default();
+        found.note(None);
+        assert_eq!(Unreadable::default().outcome(), Outcome::Ok);
+        for i in 0..7 {
+            found.note(Some(format!("r{i}")));
+        }
+        assert_eq!(
+            found.outcome(),
+            Outcome::Problems(vec!["7 rows cannot be read back: r0; r1; r2; r3; r4; and 2 more".into()])
+        );
     }
 }

@@ -129,6 +129,7 @@ impl StoreError {
     }
 
     /// A row of `table` whose `column` cannot be decoded ([`CorruptRow`]).
+    #[expect(clippy::needless_pass_by_value, reason = "callers hand over the cause they hold, as `map_err` gives it")]
     pub fn corrupt(table: &'static str, row: &impl ToString, column: &'static str, cause: impl ToString) -> Self {
         Self::Backend(Box::new(CorruptRow { table, row: row.to_string(), column, cause: cause.to_string() }))
     }

@@ -153,12 +153,91 @@ pub struct ListSessions {
     pub after: Option<Cursor>,
 }
 
-/// One stored session event: its position in the session's log and its JSON.
+/// One stored session event: its position in the session's log and the event, read back
+/// ([`mnemo_api::LoggedEvent::from_json`]; a type this build does not know is an
+/// [`Event::Unknown`] that writes back unchanged).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionEvent {
     pub seq: i64,
-    pub body: serde_json::Value,
+    pub event: mnemo_api::LoggedEvent,
 }
+
+impl SessionEvent {
+    /// Reads a stored event row: position `seq`, the event's `id` column and its `body`
+    /// column's text. A body that cannot be read is a [`StoreError::corrupt`] naming the row.
+    pub fn decode(seq: i64, id: &str, body: &str) -> Result<Self> {
+        let value = serde_json::from_str(body).map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
+        let event =
+            mnemo_api::LoggedEvent::from_json(value).map_err(|e| StoreError::corrupt(EVENTS_TABLE, &id, "body", e))?;
+        Ok(Self { seq, event })
+    }
+
+    /// The JSON the API lists and streams.
+    pub fn to_json(&self) -> serde_json::Value {
+        self.event.to_json()
+    }
+}
+
+/// What a session's live streams are handed: its log's events as they are appended, and, when
+/// the session is deleted, a last `session.deleted` (a stream-only event, never logged).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Streamed {
+    Logged(SessionEvent),
+    Deleted { id: mnemo_api::EventId, processed_at: String },
+}
+
+impl Streamed {
+    /// The position in the log (`i64::MAX` for the deletion, which comes after everything).
+    pub fn seq(&self) -> i64 {
+        match self {
+            Self::Logged(e) => e.seq,
+            Self::Deleted { .. } => i64::MAX,
+        }
+    }
+
+    /// The event's `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Logged(e) => e.event.event.kind(),
+            Self::Deleted { .. } => "session.deleted",
+        }
+    }
+
+    /// The event's id.
+    pub fn id(&self) -> &mnemo_api::EventId {
+        match self {
+            Self::Logged(e) => &e.event.id,
+            Self::Deleted { id, .. } => id,
+        }
+    }
+
+    /// Whether nothing follows it on a stream: the session ended or is gone.
+    pub fn ends_stream(&self) -> bool {
+        matches!(
+            self,
+            Self::Deleted { .. }
+                | Self::Logged(SessionEvent {
+                    event: mnemo_api::LoggedEvent { event: Event::StatusTerminated, .. },
+                    ..
+                })
+        )
+    }
+
+    /// The JSON a stream sends.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Logged(e) => e.to_json(),
+            Self::Deleted { id, processed_at } => {
+                serde_json::json!({"type": "session.deleted", "id": id, "processed_at": processed_at})
+            }
+        }
+    }
+}
+
+/// The table of session events, as [`StoreError::corrupt`] names it.
+pub const EVENTS_TABLE: &str = "session_events";
+/// The table of sessions, as [`StoreError::corrupt`] names it.
+pub const SESSIONS_TABLE: &str = "sessions";
 
 /// Filters of the event listing.
 #[derive(Debug, Clone, Default)]

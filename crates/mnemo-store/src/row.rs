@@ -11,12 +11,13 @@ use std::collections::BTreeMap;
 
 use chrono::DateTime;
 use mnemo_api::{
-    Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, ModelUsage, Session, SessionId, Timestamp,
+    Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, ModelUsage, Session, SessionId, SessionStatus,
+    StopReason, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{Cursor, ListMemories, ListMemoryVersions, Listing, Result, StoreError, rollup};
+use crate::{Cursor, ListMemories, ListMemoryVersions, Listing, Result, SESSIONS_TABLE, StoreError, rollup};
 
 /// A timestamp column (microseconds since the epoch).
 pub fn ts(micros: i64) -> Timestamp {
@@ -86,7 +87,7 @@ pub struct SessionBody {
     pub agent: Value,
     pub resources: Vec<MemoryStoreResource>,
     pub budget: Option<Value>,
-    pub stop_reason: Option<Value>,
+    pub stop_reason: Option<StopReason>,
     pub memory_prompt: Option<String>,
     /// Tokens the session's model calls used, summed (absent: none yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,19 +147,23 @@ impl SessionBody {
         serde_json::to_string(self).map_err(|e| StoreError::backend(format!("serialise a session body: {e}")))
     }
 
-    /// Reads the column's text.
-    pub fn parse(text: &str) -> Result<Self> {
-        serde_json::from_str(text)
-            .map_err(|e| StoreError::backend(format!("malformed session body in the database: {e}")))
+    /// Reads the column's text of session row `id`; text that cannot be read is a
+    /// [`StoreError::corrupt`] naming the row.
+    pub fn parse(id: &str, text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| StoreError::corrupt(SESSIONS_TABLE, &id, "body", e))
     }
 
-    /// The session a row holds.
-    pub fn into_session(self, columns: SessionColumns) -> Result<Session> {
-        let id: SessionId = parse_id(&columns.id)?;
+    /// The session a row holds; a column that cannot be read is a [`StoreError::corrupt`].
+    pub fn into_session(self, columns: &SessionColumns) -> Result<Session> {
+        let corrupt =
+            |column, cause: &dyn std::fmt::Display| StoreError::corrupt(SESSIONS_TABLE, &columns.id, column, cause);
+        let id: SessionId = columns.id.parse().map_err(|e| corrupt("id", &e))?;
+        let status = SessionStatus::parse(&columns.status)
+            .ok_or_else(|| corrupt("status", &format_args!("`{}` is not a session status", columns.status)))?;
         Ok(Session {
             id,
-            environment_id: parse_id(&columns.environment_id)?,
-            status: columns.status,
+            environment_id: columns.environment_id.parse().map_err(|e| corrupt("environment_id", &e))?,
+            status,
             title: self.title,
             metadata: self.metadata,
             agent: self.agent,

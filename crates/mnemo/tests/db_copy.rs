@@ -188,7 +188,7 @@ async fn fill(s: &dyn Store) {
         )
         .await
         .unwrap();
-    let call_id = call.recorded[1].body["id"].clone();
+    let call_id = call.recorded[1].event.id.clone();
     s.append_events(
         &session.id,
         vec![event(json!({

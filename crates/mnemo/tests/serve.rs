@@ -515,3 +515,60 @@ async fn fairness_flags_reach_the_server() {
     }
     assert_eq!(statuses, [401, 401, 429], "the third failure is over the budget");
 }
+
+/// A stored event or session that cannot be read back is a `500` whose log line, under the
+/// request's id, names the table, the row and the column; `mnemo db check` reports the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_that_cannot_be_read_back_is_a_500_logged_with_its_table_row_and_column() {
+    use mnemo_client::{ClientError, Method};
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let mut server = Server::start(&db, &["--api-key", common::KEY]);
+    let api = Client::new(&server.base, common::KEY).unwrap().with_max_retries(0);
+    let agent = api.json(Method::POST, "/v1/agents", Some(&json!({"name": "a", "model": "m"}))).await.unwrap();
+    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let body = json!({"agent": agent["id"], "environment_id": env["id"],
+                      "initial_events": [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}]});
+    let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+    let session = session["id"].as_str().unwrap().to_owned();
+    let events = format!("/v1/sessions/{session}/events");
+    let log = api.json(Method::GET, &events, None).await.unwrap();
+    let event = log["data"][0]["id"].as_str().unwrap().to_owned();
+
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("UPDATE session_events SET body = '{\"type\": \"user.message\", \"id\": 3' WHERE id = ?1", [&event])
+        .unwrap();
+    drop(c);
+    let refused = api.json(Method::GET, &events, None).await.unwrap_err();
+    let ClientError::Api { status, error, request_id } = refused else { panic!("{refused}") };
+    assert_eq!((status, error.kind.as_str(), error.message.as_str()), (500, "api_error", "internal server error"));
+    assert!(!format!("{error:?}").contains("session_events"), "the caller is told nothing of the database");
+    let request_id = request_id.expect("a request id");
+
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("UPDATE sessions SET status = 'napping' WHERE id = ?1", [&session]).unwrap();
+    drop(c);
+    let refused = api.json(Method::GET, &format!("/v1/sessions/{session}"), None).await.unwrap_err();
+    assert!(matches!(refused, ClientError::Api { status: 500, .. }), "{refused}");
+
+    let out =
+        common::mnemo().args(["db", "check", "--database", &format!("sqlite://{}", db.display())]).output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains(&format!("table `session_events`, row `{event}`, column `body` cannot be read")),
+        "{report}"
+    );
+    assert!(report.contains(&format!("table `sessions`, row `{session}`, column `status` cannot be read")), "{report}");
+
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = server.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&request_id) && l.contains("request failed"))
+        .unwrap_or_else(|| panic!("no failure logged under {request_id}: {log}"));
+    assert!(line.contains(&format!("table `session_events`, row `{event}`, column `body` cannot be read")), "{line}");
+}

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mnemo_api::{Backoff, Event, Jitter, SessionId};
+use mnemo_api::{Backoff, Event, Jitter, SessionId, SessionStatus};
 use mnemo_model::Resolved;
 use mnemo_store::{Appended, EventAuthor, ListSessions, Signal, Store, StoreError};
 use tokio::sync::{Notify, broadcast, mpsc};
@@ -250,10 +250,10 @@ impl AgentLoop {
         };
         let Some(model) = session.agent["model"]["id"].as_str() else { return Ok(()) };
         let Some(resolved) = (self.inner.resolve)(model) else { return Ok(()) };
-        if session.status == "terminated" {
+        if session.status == SessionStatus::Terminated {
             return Ok(());
         }
-        if session.status == "idle" && !turn::owes_a_step(ctx, id, &session).await? {
+        if session.status == SessionStatus::Idle && !turn::owes_a_step(ctx, id, &session).await? {
             // Most idle sessions a scan finds owe nothing: no lease write for them.
             return Ok(());
         }

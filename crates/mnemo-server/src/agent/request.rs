@@ -1,13 +1,12 @@
 //! The model request of one step, built from the session and its log: the agent's system
 //! prompt joined with the session's memory prompt, the conversation, and the tools.
 //!
-//! Pure functions over JSON (the session's agent snapshot and the log's event bodies), so the
-//! whole mapping is tested here without a store or a model.
+//! Pure functions over the session's agent snapshot (its [`Toolset`]) and the log's events, so
+//! the whole mapping is tested here without a store or a model.
 
-use mnemo_api::Permission;
+use mnemo_api::{ContentBlock, Event, LoggedEvent, Permission, Toolset, Verdict};
 use mnemo_model::{Block, Message, ModelRequest, ResultPart, Role, ToolDefinition};
-use mnemo_store::rules::session::evaluate_permission;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The built-in tools of `agent_toolset_20260401` the loop offers, with what each is for.
 const BUILT_IN: [&str; 6] = ["bash", "read", "write", "edit", "glob", "grep"];
@@ -76,34 +75,27 @@ fn built_in_definition(name: &str) -> ToolDefinition {
 
 /// The agent's tools as the model sees them: the enabled built-in tools of its
 /// `agent_toolset_20260401` (a disabled one is left out), then its custom tools.
-pub(crate) fn tool_definitions(agent: &Value) -> Vec<ToolDefinition> {
-    let tools = agent["tools"].as_array().map(Vec::as_slice).unwrap_or_default();
+pub(crate) fn tool_definitions(tools: &Toolset) -> Vec<ToolDefinition> {
     let mut out = Vec::new();
-    if tools.iter().any(|t| t["type"] == "agent_toolset_20260401") {
+    if tools.has_built_in() {
         for name in BUILT_IN {
-            if evaluate_permission(agent, name).0 != Permission::Deny {
+            if tools.permission(name).0 != Permission::Deny {
                 out.push(built_in_definition(name));
             }
         }
     }
-    for tool in tools.iter().filter(|t| t["type"] == "custom") {
-        let Some(name) = tool["name"].as_str() else { continue };
-        let schema = match &tool["input_schema"] {
-            Value::Object(schema) => Value::Object(schema.clone()),
-            _ => json!({"type": "object", "properties": {}}),
+    for tool in tools.custom() {
+        let schema = match &tool.input_schema {
+            Some(schema) => Value::Object(schema.clone()),
+            None => json!({"type": "object", "properties": {}}),
         };
         out.push(ToolDefinition {
-            name: name.to_owned(),
-            description: tool["description"].as_str().unwrap_or_default().to_owned(),
+            name: tool.name.clone(),
+            description: tool.description.clone(),
             input_schema: schema,
         });
     }
     out
-}
-
-/// Whether the agent defines a custom tool called `name`.
-pub(crate) fn is_custom(agent: &Value, name: &str) -> bool {
-    agent["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["type"] == "custom" && t["name"] == name))
 }
 
 /// The system prompt: the agent's own, then what it is told about its memory.
@@ -113,34 +105,36 @@ pub(crate) fn system_prompt(agent: &Value, memory_prompt: Option<&str>) -> Strin
     parts.join("\n\n")
 }
 
+/// A content block's text field.
+fn text_of(b: &ContentBlock) -> &str {
+    b.fields().get("text").and_then(Value::as_str).unwrap_or_default()
+}
+
 /// The content blocks of a message event as text blocks (other kinds are named, not sent).
-fn text_blocks(content: &Value) -> Vec<Block> {
+fn text_blocks(content: &[ContentBlock]) -> Vec<Block> {
     content
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
         .iter()
-        .map(|b| match b["type"].as_str() {
-            Some("text") => Block::Text { text: b["text"].as_str().unwrap_or_default().to_owned() },
-            other => Block::Text { text: format!("[a {} block, not shown]", other.unwrap_or("content")) },
+        .map(|b| match b.kind() {
+            "text" => Block::Text { text: text_of(b).to_owned() },
+            other => Block::Text { text: format!("[a {other} block, not shown]") },
         })
         .collect()
 }
 
 /// A tool result's content as result parts: text, and base64 images.
-fn result_parts(content: &Value) -> Vec<ResultPart> {
+fn result_parts(content: &[ContentBlock]) -> Vec<ResultPart> {
     content
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
         .iter()
-        .map(|b| match b["type"].as_str() {
-            Some("text") => ResultPart::Text(b["text"].as_str().unwrap_or_default().to_owned()),
-            Some("image") if b["source"]["type"] == "base64" => ResultPart::Image {
-                media_type: b["source"]["media_type"].as_str().unwrap_or("image/png").to_owned(),
-                data: b["source"]["data"].as_str().unwrap_or_default().to_owned(),
-            },
-            other => ResultPart::Text(format!("[a {} block, not shown]", other.unwrap_or("content"))),
+        .map(|b| {
+            let source = b.fields().get("source").unwrap_or(&Value::Null);
+            match b.kind() {
+                "text" => ResultPart::Text(text_of(b).to_owned()),
+                "image" if source["type"] == "base64" => ResultPart::Image {
+                    media_type: source["media_type"].as_str().unwrap_or("image/png").to_owned(),
+                    data: source["data"].as_str().unwrap_or_default().to_owned(),
+                },
+                other => ResultPart::Text(format!("[a {other} block, not shown]")),
+            }
         })
         .collect()
 }
@@ -157,7 +151,7 @@ fn error_result(tool_use_id: &str, text: &str) -> Block {
 /// calls as assistant turns, results (and denials) as tool results. Consecutive blocks of one
 /// role share a turn; in a user turn, tool results come first. A call the log never answers
 /// is answered with an error, so the request stays well-formed.
-pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
+pub(crate) fn conversation(log: &[LoggedEvent]) -> Vec<Message> {
     let mut turns: Vec<(Role, Vec<Block>)> = Vec::new();
     // Answers known as soon as the call is made (a denial): they open the next user turn, so
     // the assistant turn that made the call stays whole.
@@ -173,12 +167,12 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
         }
     };
     let mut open: Vec<String> = Vec::new();
-    for event in log {
-        let id = event["id"].as_str().unwrap_or_default();
-        match event["type"].as_str().unwrap_or_default() {
-            "user.message" => push(Role::User, text_blocks(&event["content"]), &mut denied),
-            "system.message" => {
-                let mut blocks = text_blocks(&event["content"]);
+    for logged in log {
+        let id = logged.id.as_str();
+        match &logged.event {
+            Event::UserMessage(m) => push(Role::User, text_blocks(&m.content), &mut denied),
+            Event::SystemMessage(m) => {
+                let mut blocks = text_blocks(&m.content);
                 for b in &mut blocks {
                     if let Block::Text { text } = b {
                         *text = format!("[system] {text}");
@@ -186,38 +180,35 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
                 }
                 push(Role::User, blocks, &mut denied);
             }
-            "agent.message" => push(Role::Assistant, text_blocks(&event["content"]), &mut denied),
-            kind @ ("agent.tool_use" | "agent.custom_tool_use") => {
-                let input = match &event["input"] {
-                    Value::Object(m) => Value::Object(m.clone()),
-                    _ => Value::Object(Map::new()),
-                };
-                let name = event["name"].as_str().unwrap_or_default().to_owned();
+            Event::AgentMessage(m) => push(Role::Assistant, text_blocks(&m.content), &mut denied),
+            Event::AgentToolUse(call) | Event::AgentCustomToolUse(call) => {
+                let input = Value::Object(call.input.clone());
+                let name = call.name.clone();
                 push(Role::Assistant, vec![Block::ToolUse { id: id.to_owned(), name, input }], &mut denied);
-                if kind == "agent.tool_use" && event["evaluated_permission"] == "deny" {
+                let built_in = matches!(logged.event, Event::AgentToolUse(_));
+                if built_in && call.evaluated_permission == Some(Permission::Deny) {
                     denied.push(error_result(id, "This tool is disabled for this agent."));
                 } else {
                     open.push(id.to_owned());
                 }
             }
-            kind @ ("user.tool_result" | "user.custom_tool_result") => {
-                let key = if kind == "user.tool_result" { "tool_use_id" } else { "custom_tool_use_id" };
-                let call = event[key].as_str().unwrap_or_default();
+            Event::UserToolResult(r) | Event::UserCustomToolResult(r) => {
+                let call = r.call_id.as_str();
                 if let Some(i) = open.iter().position(|o| o == call) {
                     open.remove(i);
                     let result = Block::ToolResult {
                         tool_use_id: call.to_owned(),
-                        content: result_parts(&event["content"]),
-                        is_error: event["is_error"].as_bool().unwrap_or(false),
+                        content: result_parts(r.content.as_deref().unwrap_or_default()),
+                        is_error: r.is_error.unwrap_or(false),
                     };
                     push(Role::User, vec![result], &mut denied);
                 }
             }
-            "user.tool_confirmation" if event["result"] == "deny" => {
-                let call = event["tool_use_id"].as_str().unwrap_or_default();
+            Event::UserToolConfirmation(c) if c.result == Verdict::Deny => {
+                let call = c.tool_use_id.as_str();
                 if let Some(i) = open.iter().position(|o| o == call) {
                     open.remove(i);
-                    let why = event["deny_message"].as_str().unwrap_or("The user denied this tool call.");
+                    let why = c.deny_message.as_deref().unwrap_or("The user denied this tool call.");
                     push(Role::User, vec![error_result(call, why)], &mut denied);
                 }
             }
@@ -274,7 +265,7 @@ pub(crate) fn conversation(log: &[Value]) -> Vec<Message> {
 pub(crate) fn build(
     agent: &Value,
     memory_prompt: Option<&str>,
-    log: &[Value],
+    log: &[LoggedEvent],
     model: &str,
     max_tokens: u32,
 ) -> ModelRequest {
@@ -282,7 +273,7 @@ pub(crate) fn build(
         model: model.to_owned(),
         system: system_prompt(agent, memory_prompt),
         messages: conversation(log),
-        tools: tool_definitions(agent),
+        tools: tool_definitions(&Toolset::of_agent(agent)),
         max_tokens,
     }
 }
@@ -290,6 +281,15 @@ pub(crate) fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log from its events' JSON.
+    fn logged(events: Vec<Value>) -> Vec<LoggedEvent> {
+        events.into_iter().map(|e| LoggedEvent::from_json(e).unwrap()).collect()
+    }
+
+    fn tool_definitions(agent: &Value) -> Vec<ToolDefinition> {
+        super::tool_definitions(&Toolset::of_agent(agent))
+    }
 
     fn agent() -> Value {
         json!({
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn the_log_becomes_alternating_turns_with_results_first() {
-        let log = vec![
+        let log = logged(vec![
             json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "hi"}]}),
             json!({"type": "session.status_running", "id": "sevt_2"}),
             json!({"type": "span.model_request_start", "id": "sevt_3"}),
@@ -340,11 +340,11 @@ mod tests {
             json!({"type": "agent.tool_use", "id": "sevt_5", "name": "read", "input": {"file_path": "a"}, "evaluated_permission": "allow"}),
             json!({"type": "agent.tool_use", "id": "sevt_6", "name": "bash", "input": {}, "evaluated_permission": "deny"}),
             json!({"type": "agent.tool_use", "id": "sevt_7", "name": "edit", "input": {}, "evaluated_permission": "ask"}),
-            json!({"type": "session.status_idle", "id": "sevt_8", "stop_reason": {"type": "requires_action"}}),
+            json!({"type": "session.status_idle", "id": "sevt_8", "stop_reason": {"type": "requires_action", "event_ids": ["sevt_7"]}}),
             json!({"type": "user.message", "id": "sevt_9", "content": [{"type": "text", "text": "hurry"}]}),
             json!({"type": "user.tool_confirmation", "id": "sevt_10", "tool_use_id": "sevt_7", "result": "deny", "deny_message": "no edits"}),
             json!({"type": "user.tool_result", "id": "sevt_11", "tool_use_id": "sevt_5", "content": [{"type": "text", "text": "A"}], "is_error": false}),
-        ];
+        ]);
         let turns = conversation(&log);
         let roles: Vec<Role> = turns.iter().map(|m| m.role).collect();
         assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
@@ -363,12 +363,12 @@ mod tests {
 
     #[test]
     fn a_call_never_answered_gets_an_error_result_after_its_turn() {
-        let log = vec![
+        let log = logged(vec![
             json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "go"}]}),
             json!({"type": "agent.custom_tool_use", "id": "sevt_2", "name": "lookup", "input": {}}),
             json!({"type": "user.interrupt", "id": "sevt_3"}),
             json!({"type": "user.message", "id": "sevt_4", "content": [{"type": "text", "text": "never mind"}]}),
-        ];
+        ]);
         let turns = conversation(&log);
         assert_eq!(turns.len(), 3);
         assert!(
@@ -379,11 +379,11 @@ mod tests {
 
     #[test]
     fn an_answer_that_broke_off_is_the_start_of_the_next_one_without_trailing_whitespace() {
-        let log = vec![
+        let log = logged(vec![
             json!({"type": "user.message", "id": "sevt_1", "content": [{"type": "text", "text": "go"}]}),
             json!({"type": "agent.message", "id": "sevt_2", "content": [{"type": "text", "text": "First part. "}]}),
             json!({"type": "agent.message", "id": "sevt_3", "content": [{"type": "text", "text": " \n"}]}),
-        ];
+        ]);
         let turns = conversation(&log);
         assert_eq!(turns.iter().map(|m| m.role).collect::<Vec<_>>(), [Role::User, Role::Assistant]);
         assert_eq!(turns[1].content, [text("First part.")], "the blank block is dropped, the other trimmed");

@@ -191,7 +191,7 @@ impl Harness {
             .unwrap();
         self.hub.publish(&*self.store.store, id, &appended.written).await;
         self.agent_loop.wake(id);
-        appended.recorded[0].body.clone()
+        appended.recorded[0].to_json()
     }
 
     async fn say(&self, id: &SessionId, words: &str) {
@@ -206,8 +206,9 @@ impl Harness {
         }
         loop {
             let e = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.expect("the loop is stuck").unwrap();
-            if what(&e.body) {
-                return e.body;
+            let body = e.to_json();
+            if what(&body) {
+                return body;
             }
         }
     }
@@ -230,7 +231,7 @@ impl Harness {
     }
 
     async fn log(&self, id: &SessionId) -> Vec<Value> {
-        self.store.events_after(id, 0).await.unwrap().into_iter().map(|e| e.body).collect()
+        self.store.events_after(id, 0).await.unwrap().iter().map(mnemo_store::SessionEvent::to_json).collect()
     }
 
     async fn types(&self, id: &SessionId) -> Vec<String> {
@@ -372,7 +373,7 @@ async fn retryable_failures_are_retried_then_reported_as_a_session_error() {
     assert_eq!(statuses, ["retrying", "retrying", "exhausted"]);
     assert_eq!(errors[2]["error"]["type"], "model_overloaded_error");
     assert!(errors[2]["error"]["message"].as_str().unwrap().contains("`fake`"), "{}", errors[2]);
-    assert_eq!(h.store.get_session(&id).await.unwrap().status, "idle");
+    assert_eq!(h.store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Idle);
 }
 
 #[tokio::test]
@@ -536,7 +537,7 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
     // A runner claimed the turn, started a call and died.
     assert!(store.claim_turn(&id, "dead", Duration::from_millis(100)).await.unwrap());
     store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
-    assert_eq!(store.get_session(&id).await.unwrap().status, "running");
+    assert_eq!(store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Running);
     // A new process starts: its first scan finds the session; once the lease lapses, it takes over.
     let hub = Arc::new(EventHub::default());
     let limits = Limits { scan_every: Duration::from_millis(50), ..quick() };
@@ -562,7 +563,7 @@ async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start
     store.append_events(&answered, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
     let end = event(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
     store.append_events(&answered, vec![end], EventAuthor::Server).await.unwrap();
-    assert_eq!(store.get_session(&id).await.unwrap().status, "idle");
+    assert_eq!(store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Idle);
     let hub = Arc::new(EventHub::default());
     let agent_loop =
         AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(&fake), quick());

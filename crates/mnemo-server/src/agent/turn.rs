@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mnemo_api::{
-    Backoff, ContentBlock, ErrorObject, Event, EventId, Message, ModelRequestEnd, ModelUsage, RetryStatus,
-    SessionError, SessionErrorKind, SessionId, SessionStatus, StatusIdle, StopReason, ToolUse,
+    Backoff, ContentBlock, ErrorObject, Event, EventId, LoggedEvent, Message, ModelRequestEnd, ModelUsage, RetryStatus,
+    SessionError, SessionErrorKind, SessionId, StatusIdle, StopReason, ToolUse, Toolset,
 };
 use mnemo_model::{Block, ModelError, ReplyEvent, Resolved};
 use mnemo_store::rules::agent::{self, Due};
@@ -45,12 +45,12 @@ enum Attempt {
     /// before it broke (a retry continues after them rather than saying them twice).
     Error {
         error: ModelError,
-        recorded: Vec<Value>,
+        recorded: Vec<LoggedEvent>,
     },
 }
 
-fn bodies(events: Vec<SessionEvent>) -> Vec<Value> {
-    events.into_iter().map(|e| e.body).collect()
+fn logged(events: Vec<SessionEvent>) -> Vec<LoggedEvent> {
+    events.into_iter().map(|e| e.event).collect()
 }
 
 fn idle(reason: StopReason) -> Event {
@@ -90,13 +90,13 @@ pub(crate) fn session_error(error: &ModelError, provider: &str, retry: RetryStat
 /// The agent event for a tool call the model made: a built-in tool of the agent's toolset is an
 /// `agent.tool_use` (the worker runs it), one of its custom tools an `agent.custom_tool_use` (the
 /// client answers it). A name the agent does not know goes to the worker, which refuses it.
-fn tool_call(agent: &Value, name: String, input: Value) -> Event {
+fn tool_call(tools: &Toolset, name: String, input: Value) -> Event {
     let input = match input {
         Value::Object(map) => map,
         other => Map::from_iter([("input".to_owned(), other)]),
     };
     let call = ToolUse { name, input, evaluated_permission: None, evaluation: None };
-    if !request::is_built_in(&call.name) && request::is_custom(agent, &call.name) {
+    if !request::is_built_in(&call.name) && tools.is_custom(&call.name) {
         Event::AgentCustomToolUse(call)
     } else {
         Event::AgentToolUse(call)
@@ -120,15 +120,13 @@ fn deadline(started_at: Option<&str>, bound: Duration) -> Instant {
 }
 
 /// What the session owes its agent now (see [`agent::due`]).
-fn due_of(session: &mnemo_api::Session, log: &[Value]) -> Due {
-    let status = SessionStatus::parse(&session.status).unwrap_or(SessionStatus::Idle);
-    let stop_reason: Option<StopReason> = session.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok());
-    agent::due(status, stop_reason.as_ref(), log)
+fn due_of(session: &mnemo_api::Session, log: &[LoggedEvent]) -> Due {
+    agent::due(session.status, session.stop_reason.as_ref(), log)
 }
 
 /// Whether the session owes its agent anything (read before claiming the turn lease).
 pub(crate) async fn owes_a_step(ctx: &Ctx, id: &SessionId, session: &mnemo_api::Session) -> Result<bool, StoreError> {
-    let log = bodies(ctx.store.events_after(id, 0).await?);
+    let log = logged(ctx.store.events_after(id, 0).await?);
     Ok(due_of(session, &log) != Due::Nothing)
 }
 
@@ -143,7 +141,7 @@ pub(crate) async fn run(
         let session = ctx.store.get_session(id).await?;
         let events = ctx.store.events_after(id, 0).await?;
         let seen = events.last().map_or(0, |e| e.seq);
-        let log = bodies(events);
+        let log = logged(events);
         match due_of(&session, &log) {
             Due::Nothing => return Ok(()),
             Due::EndInterrupted => {
@@ -168,15 +166,14 @@ pub(crate) async fn run(
         let started = ctx.append(id, vec![Event::ModelRequestStart]).await?;
         let start =
             started.recorded.first().ok_or_else(|| StoreError::backend("the model call start was not recorded"))?;
-        let start_id: EventId = serde_json::from_value(start.body["id"].clone())
-            .map_err(|e| StoreError::backend(format!("the model call start has no id: {e}")))?;
+        let start_id: EventId = start.event.id.clone();
         let start_seq = start.seq;
-        let log: Vec<Value> =
-            bodies(ctx.store.events_after(id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
+        let log = logged(ctx.store.events_after(id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
         let step = Step {
             ctx,
             id,
             agent: &session.agent,
+            tools: Toolset::of_agent(&session.agent),
             memory_prompt: session.memory_prompt.as_deref(),
             log: &log,
             resolved,
@@ -239,8 +236,9 @@ struct Step<'a> {
     ctx: &'a Ctx,
     id: &'a SessionId,
     agent: &'a Value,
+    tools: Toolset,
     memory_prompt: Option<&'a str>,
-    log: &'a [Value],
+    log: &'a [LoggedEvent],
     resolved: &'a Resolved,
     /// The newest position the step's decision read: an interrupt after it ends the step.
     seen: i64,
@@ -253,7 +251,7 @@ impl Step<'_> {
     async fn interrupted(&self) {
         loop {
             match self.ctx.store.events_after(self.id, self.seen).await {
-                Ok(events) if events.iter().any(|e| e.body["type"] == "user.interrupt") => return,
+                Ok(events) if events.iter().any(|e| matches!(e.event.event, Event::UserInterrupt(_))) => return,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(session.id = %self.id, error = %e.chain(), "cannot look for an interrupt"),
             }
@@ -318,7 +316,7 @@ impl Step<'_> {
             Err(error) => return Ok(Attempt::Error { error, recorded: Vec::new() }),
         };
         let mut pending: Vec<Event> = Vec::new();
-        let mut recorded: Vec<Value> = Vec::new();
+        let mut recorded: Vec<LoggedEvent> = Vec::new();
         loop {
             let item = tokio::select! {
                 // Dropping the stream on the way out cancels the call.
@@ -334,13 +332,13 @@ impl Step<'_> {
                     let message = Event::AgentMessage(Message { content: vec![ContentBlock::text(text)] });
                     if pending.is_empty() {
                         let appended = self.ctx.append(self.id, vec![message]).await?;
-                        recorded.extend(appended.recorded.into_iter().map(|e| e.body));
+                        recorded.extend(logged(appended.recorded));
                     } else {
                         pending.push(message);
                     }
                 }
                 Some(Ok(ReplyEvent::Block(Block::ToolUse { name, input, .. }))) => {
-                    pending.push(tool_call(self.agent, name, input));
+                    pending.push(tool_call(&self.tools, name, input));
                 }
                 // A model never sends results; nothing to record.
                 Some(Ok(ReplyEvent::Block(Block::ToolResult { .. }))) => {}

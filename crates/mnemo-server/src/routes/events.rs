@@ -10,7 +10,7 @@ use futures::Stream;
 use mnemo_api::{SessionId, Timestamp};
 use mnemo_http::{BadInput, FromQuery, Id, Order, Params, Query, cursor, positive_limit, time_range};
 use mnemo_store::rules::scope;
-use mnemo_store::{Cursor, ListEvents, SessionEvent};
+use mnemo_store::{Cursor, ListEvents, SessionEvent, Streamed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -62,7 +62,7 @@ pub(crate) async fn list(
         after: q.after,
     };
     let page = mnemo_http::page(state.store.list_events(&id, query).await?);
-    Ok(axum::Json(EventPage { data: page.data.into_iter().map(|e| e.body).collect(), next_page: page.next_page }))
+    Ok(axum::Json(EventPage { data: page.data.iter().map(SessionEvent::to_json).collect(), next_page: page.next_page }))
 }
 
 /// The event log's query, as [`EventsQuery`] describes it. A parameter given twice counts once,
@@ -145,20 +145,11 @@ pub(crate) async fn send(
         state.work_signal.notify_waiters();
     }
     state.wake_agent(&id);
-    Ok(axum::Json(Sent { data: appended.recorded.into_iter().map(|e| e.body).collect() }))
+    Ok(axum::Json(Sent { data: appended.recorded.iter().map(SessionEvent::to_json).collect() }))
 }
 
-fn sse(event: &SessionEvent) -> Event {
-    let kind = event.body["type"].as_str().unwrap_or("message");
-    let mut e = Event::default().event(kind).data(event.body.to_string());
-    if let Some(id) = event.body["id"].as_str() {
-        e = e.id(id);
-    }
-    e
-}
-
-fn ends_stream(event: &SessionEvent) -> bool {
-    matches!(event.body["type"].as_str(), Some("session.status_terminated" | "session.deleted"))
+fn sse(event: &Streamed) -> Event {
+    Event::default().event(event.kind()).data(event.to_json().to_string()).id(event.id().as_str())
 }
 
 /// Streams events appended from now on; with `Last-Event-ID` (header) or `last_event_id`
@@ -196,16 +187,16 @@ pub(crate) async fn stream(
         let all = state.store.events_after(&id, 0).await?;
         let pos = all
             .iter()
-            .position(|e| e.body["id"] == last.as_str())
+            .position(|e| e.event.id.as_str() == last)
             .ok_or_else(|| ApiError::invalid(format!("event `{last}` is not in session `{id}`")))?;
-        replay = all[pos + 1..].to_vec();
+        replay = all.into_iter().skip(pos + 1).map(Streamed::Logged).collect();
     }
     let stream = async_stream(move |mut emit| async move {
         let _slot = slot;
         let mut last_seq = i64::MIN;
         for e in replay {
-            last_seq = e.seq;
-            if !emit.send(sse(&e)).await || ends_stream(&e) {
+            last_seq = e.seq();
+            if !emit.send(sse(&e)).await || e.ends_stream() {
                 return;
             }
         }
@@ -215,10 +206,10 @@ pub(crate) async fn stream(
                 () = emit.closed() => return,
             };
             match next {
-                Ok(e) if e.seq <= last_seq => {}
+                Ok(e) if e.seq() <= last_seq => {}
                 Ok(e) => {
-                    last_seq = e.seq;
-                    if !emit.send(sse(&e)).await || ends_stream(&e) {
+                    last_seq = e.seq();
+                    if !emit.send(sse(&e)).await || e.ends_stream() {
                         return;
                     }
                 }

@@ -63,9 +63,10 @@ fn agent_message(text: &str) -> mnemo_api::Event {
 }
 
 /// The session's status and why it last went idle.
+/// (As the API shows them: the stop reason as JSON.)
 async fn state(s: &dyn Store, session: &SessionId) -> (String, Value) {
     let got = s.get_session(session).await.unwrap();
-    (got.status, got.stop_reason.unwrap_or(Value::Null))
+    (got.status.as_str().to_owned(), serde_json::to_value(got.stop_reason).unwrap())
 }
 
 fn requires_action(calls: &[&EventId]) -> Value {
@@ -101,10 +102,10 @@ pub async fn events_are_listed_in_order_with_filters_and_cursors(factory: &impl 
     let log = s.events_after(&session.id, 0).await.unwrap();
     assert_eq!(types(&log), ["user.message", "user.message", "user.message", "system.message", "user.interrupt"]);
     assert!(log.windows(2).all(|w| w[0].seq < w[1].seq), "positions increase along the log");
-    assert!(log.iter().all(|e| e.body["id"].is_string() && e.body["processed_at"].is_string()));
+    assert!(log.iter().all(|e| e.to_json()["id"].is_string() && e.to_json()["processed_at"].is_string()));
     assert_eq!(&log[1..3], &first.recorded[..], "an append answers with the events as logged");
     assert_eq!(&log[3..], &second.recorded[..]);
-    assert_eq!(log[2].body["content"][0]["text"], "2");
+    assert_eq!(log[2].to_json()["content"][0]["text"], "2");
 
     // Both directions, whole and page by page.
     let mut reversed = log.clone();
@@ -164,14 +165,14 @@ pub async fn the_session_state_machine_runs_through_the_store(factory: &impl Sto
         &["session.status_running", "agent.message", "agent.tool_use", "agent.custom_tool_use", "session.status_idle"],
     );
     let (tool, custom) = (id_of(&calls.recorded[1]), id_of(&calls.recorded[2]));
-    assert_eq!(calls.recorded[1].body["evaluated_permission"], "allow");
-    assert_eq!(calls.written[4].body["stop_reason"], requires_action(&[&tool, &custom]));
+    assert_eq!(calls.recorded[1].to_json()["evaluated_permission"], "allow");
+    assert_eq!(calls.written[4].to_json()["stop_reason"], requires_action(&[&tool, &custom]));
     assert_eq!(state(&*s, id).await, ("idle".into(), requires_action(&[&tool, &custom])));
 
     // A result answers its call; the other still waits.
     let answered = s.append_events(id, vec![tool_result(&tool, "contents")], super::fixtures::person()).await.unwrap();
     assert_appended(&answered, &["user.tool_result"], &["user.tool_result"]);
-    assert_eq!(answered.recorded[0].body["tool_use_id"], json!(tool));
+    assert_eq!(answered.recorded[0].to_json()["tool_use_id"], json!(tool));
     assert_eq!(state(&*s, id).await.0, "idle");
 
     // A retried identical result is the recorded one; a different one is a conflict.
@@ -245,7 +246,7 @@ pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
     // `bash` asks: a confirmation that allows leaves the call open for its result.
     let asked = s.append_events(id, vec![tool_use("bash")], EventAuthor::Server).await.unwrap();
     let bash = id_of(&asked.recorded[0]);
-    assert_eq!(asked.recorded[0].body["evaluated_permission"], "ask");
+    assert_eq!(asked.recorded[0].to_json()["evaluated_permission"], "ask");
     let allowed = s.append_events(id, vec![confirmation(&bash, "allow")], super::fixtures::person()).await.unwrap();
     assert_appended(&allowed, &["user.tool_confirmation"], &["user.tool_confirmation"]);
     assert_eq!(state(&*s, id).await, ("idle".into(), requires_action(&[&bash])));
@@ -272,7 +273,7 @@ pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
     // A disabled tool is denied at once: it counts as answered and idles nothing.
     let fetch = s.append_events(id, vec![tool_use("web_fetch")], EventAuthor::Server).await.unwrap();
     assert_appended(&fetch, &["agent.tool_use"], &["agent.tool_use"]);
-    assert_eq!(fetch.recorded[0].body["evaluated_permission"], "deny");
+    assert_eq!(fetch.recorded[0].to_json()["evaluated_permission"], "deny");
     assert_eq!(state(&*s, id).await.0, "running");
     assert_err!(
         s.append_events(id, vec![tool_result(&id_of(&fetch.recorded[0]), "x")], super::fixtures::person()).await,
@@ -299,7 +300,7 @@ pub async fn only_the_agent_side_posts_agent_events(factory: &impl StoreFactory)
     let session = session(&*s, &env).await;
     let worker = EventAuthor::SessionToken { session: session.id.clone(), work: "work_w".parse().unwrap() };
     for agent_only in [agent_message("hi"), tool_use("read"), custom_tool_use(), end_turn()] {
-        let kind = agent_only.kind();
+        let kind = agent_only.kind().to_owned();
         let got = s.append_events(&session.id, vec![agent_only], worker.clone()).await;
         assert!(matches!(got, Err(StoreError::Forbidden(_))), "{kind} from a worker: {got:?}");
     }
@@ -328,7 +329,7 @@ pub async fn workers_post_results_only_and_every_event_names_its_poster(factory:
     ];
     for worker in [&token, &env_key] {
         for e in input.clone() {
-            let kind = e.kind();
+            let kind = e.kind().to_owned();
             let got = s.append_events(id, vec![e], worker.clone()).await;
             assert!(matches!(got, Err(StoreError::Forbidden(_))), "{kind} from {worker:?}: {got:?}");
         }
@@ -337,27 +338,31 @@ pub async fn workers_post_results_only_and_every_event_names_its_poster(factory:
     // The environment key answers while the session has its live item; the log says who did.
     let answered = s.append_events(id, vec![tool_result(&call, "ok")], env_key.clone()).await.unwrap();
     assert_eq!(
-        answered.recorded[0].body["posted_by"],
+        answered.recorded[0].to_json()["posted_by"],
         json!({"type": "environment_key_actor", "environment_key_id": "envkey_w"})
     );
     let second = s.append_events(id, vec![tool_use("read")], EventAuthor::Server).await.unwrap();
     let second = id_of(&second.recorded[0]);
     let answered = s.append_events(id, vec![tool_result(&second, "ok")], token.clone()).await.unwrap();
     assert_eq!(
-        answered.recorded[0].body["posted_by"],
+        answered.recorded[0].to_json()["posted_by"],
         json!({"type": "session_actor", "session_id": id, "work_id": item.id})
     );
     let message = s.append_events(id, vec![user_message("thanks")], super::fixtures::person()).await.unwrap();
-    assert_eq!(message.recorded[0].body["posted_by"], json!({"type": "api_actor", "api_key_id": "apikey_person"}));
+    assert_eq!(message.recorded[0].to_json()["posted_by"], json!({"type": "api_actor", "api_key_id": "apikey_person"}));
 
     // Read back from the log: the requests' events are their posters', status changes the server's.
     let log = s.events_after(id, 0).await.unwrap();
     let refused = ["user.tool_confirmation", "system.message", "user.interrupt", "user.define_outcome"];
-    assert!(!log.iter().any(|e| refused.contains(&e.body["type"].as_str().unwrap())), "nothing refused was written");
-    assert_eq!(log.iter().filter(|e| e.body["type"] == "user.message").count(), 1, "only the person's message");
+    assert!(
+        !log.iter().any(|e| refused.contains(&e.to_json()["type"].as_str().unwrap())),
+        "nothing refused was written"
+    );
+    assert_eq!(log.iter().filter(|e| e.to_json()["type"] == "user.message").count(), 1, "only the person's message");
     for e in &log {
-        let kind = e.body["type"].as_str().unwrap();
-        let poster = e.body["posted_by"]["type"].as_str().unwrap_or_else(|| panic!("{kind} records no poster"));
+        let json = e.to_json();
+        let kind = json["type"].as_str().unwrap();
+        let poster = json["posted_by"]["type"].as_str().unwrap_or_else(|| panic!("{kind} records no poster"));
         let expected = match kind {
             "user.tool_result" => ["environment_key_actor", "session_actor"].as_slice(),
             "user.message" => &["api_actor"],
@@ -391,7 +396,7 @@ pub async fn terminated_sessions_accept_no_events(factory: &impl StoreFactory) {
         (super::fixtures::person(), tool_result(&call, "late")),
         (EventAuthor::Server, agent_message("still here")),
     ] {
-        let kind = late.kind();
+        let kind = late.kind().to_owned();
         let got = s.append_events(&session.id, vec![late], author).await;
         assert!(matches!(got, Err(StoreError::Invalid(_))), "{kind} to a terminated session: {got:?}");
     }

@@ -183,17 +183,17 @@ pub(crate) async fn all_versions(
 
 /// The `type` of each event.
 pub(crate) fn types(events: &[SessionEvent]) -> Vec<&str> {
-    events.iter().map(|e| e.body["type"].as_str().unwrap_or("?")).collect()
+    events.iter().map(|e| e.event.event.kind()).collect()
 }
 
 /// The id the log gave an event.
 pub(crate) fn id_of(event: &SessionEvent) -> EventId {
-    event.body["id"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no id in {}", event.body))
+    event.event.id.clone()
 }
 
 /// When the log says an event was processed.
 pub(crate) fn processed_at(event: &SessionEvent) -> Timestamp {
-    let text = event.body["processed_at"].as_str().unwrap_or_else(|| panic!("no processed_at in {}", event.body));
+    let text = event.event.processed_at.as_deref().unwrap_or_else(|| panic!("no processed_at in {}", event.to_json()));
     DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
 }
 

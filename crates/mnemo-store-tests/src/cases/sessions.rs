@@ -52,7 +52,7 @@ pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactor
     new.initial_events = vec![user_message("hello")];
     let session = s.create_session(new).await.unwrap();
 
-    assert_eq!(session.status, SessionStatus::Idle.as_str());
+    assert_eq!(session.status, SessionStatus::Idle);
     assert_eq!(session.environment_id, env.id);
     assert_eq!(session.title.as_deref(), Some("first"));
     assert_eq!(session.metadata, map(&[("ticket", "42")]));
@@ -88,7 +88,7 @@ pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactor
 
     let log = s.events_after(&session.id, 0).await.unwrap();
     assert_eq!(types(&log), ["user.message"], "initial events are recorded first");
-    assert_eq!(log[0].body["content"][0]["text"], "hello");
+    assert_eq!(log[0].to_json()["content"][0]["text"], "hello");
 
     let work = work_of(&*s, &env, &session).await;
     assert_eq!(
@@ -194,7 +194,7 @@ pub async fn sessions_are_updated_listed_archived_and_deleted(factory: &impl Sto
 
     // Archiving terminates.
     let archived = s.archive_session(&s2.id).await.unwrap();
-    assert_eq!(archived.status, SessionStatus::Terminated.as_str());
+    assert_eq!(archived.status, SessionStatus::Terminated);
     assert!(archived.archived_at.is_some());
     let again = s.archive_session(&s2.id).await.unwrap();
     assert_eq!(again.archived_at, archived.archived_at, "archiving twice keeps the first archival");

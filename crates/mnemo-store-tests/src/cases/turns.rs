@@ -58,7 +58,7 @@ pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFact
         let start = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Server);
         let start = start.await.unwrap();
         let first = if round == 0 { "session.status_running" } else { "span.model_request_start" };
-        assert_eq!(start.written[0].body["type"], first, "the first model call runs the session");
+        assert_eq!(start.written[0].to_json()["type"], first, "the first model call runs the session");
         let end = event(json!({"type": "span.model_request_end", "model_request_start_id": id_of(&start.recorded[0]),
             "model_usage": {"input_tokens": input, "output_tokens": output,
                             "cache_read_input_tokens": read, "cache_creation_input_tokens": created}}));
@@ -70,7 +70,7 @@ pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFact
     let idle = event(json!({"type": "session.status_idle", "stop_reason": {"type": "retries_exhausted"}}));
     s.append_events(&id, vec![error, idle], EventAuthor::Server).await.unwrap();
     let session = s.get_session(&id).await.unwrap();
-    assert_eq!(session.status, "idle");
+    assert_eq!(session.status, mnemo_api::SessionStatus::Idle);
     assert_eq!(
         session.usage,
         json!({"input_tokens": 30, "output_tokens": 12, "cache_read_input_tokens": 100,

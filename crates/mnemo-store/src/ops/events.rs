@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use mnemo_api::{Event, EventId, LoggedEvent, Session, SessionId, SessionStatus, ToolResult, WorkData};
+use mnemo_api::{Event, EventId, LoggedEvent, Session, SessionId, SessionStatus, ToolResult, Toolset, WorkData};
 
 use super::environments::EnvironmentSql;
 use super::webhooks::{WebhookSql, emit};
@@ -11,7 +11,7 @@ use super::{Micros, Seq};
 use crate::row::SessionBody;
 use crate::rules::session::{CallKind, FreshIds, KnownCall, SessionView, Step, plan_append, referenced_calls};
 use crate::rules::webhook::{Change, Outbox};
-use crate::{Appended, EventAuthor, Result, SessionEvent, StoreError};
+use crate::{Appended, EventAuthor, Result, SessionEvent};
 
 /// A session and its row number.
 #[derive(Debug, Clone)]
@@ -70,17 +70,10 @@ async fn recorded_result<S: SessionSql>(
 ) -> Result<Option<(ToolResult, SessionEvent)>> {
     let (result_type, key) = kind.result_type_and_key();
     let found = sql.first_event_naming(session, result_type, key, id).await?;
-    Ok(found.and_then(|e| match Event::parse(e.body.clone()) {
-        Ok(Event::UserToolResult(r) | Event::UserCustomToolResult(r)) => Some((r, e)),
+    Ok(found.and_then(|e| match &e.event.event {
+        Event::UserToolResult(r) | Event::UserCustomToolResult(r) => Some((r.clone(), e)),
         _ => None,
     }))
-}
-
-/// The status a session row holds, as the machine's state.
-pub fn status_of(session: &Session) -> Result<SessionStatus> {
-    SessionStatus::parse(&session.status).ok_or_else(|| {
-        StoreError::backend(format!("session `{}` has an unknown status `{}`", session.id, session.status))
-    })
 }
 
 /// Appends events: locks the session's row, loads what the session's rules need, plans with
@@ -104,10 +97,10 @@ where
     settle_session(sql, session, now).await?;
     let view = SessionView {
         id: session,
-        status: status_of(&s)?,
+        status: s.status,
         archived: s.archived_at.is_some(),
-        stop_reason: s.stop_reason.clone().and_then(|r| serde_json::from_value(r).ok()),
-        agent: &s.agent,
+        stop_reason: s.stop_reason.clone(),
+        tools: Toolset::of_agent(&s.agent),
         open_calls: sql.unanswered_events(session_seq, &CallKind::CALL_TYPES).await?,
         self_hosted: env.environment.is_self_hosted(),
         has_live_work: has_live_work(sql, session).await?,
@@ -126,7 +119,7 @@ where
             Step::Record { event, requested } => {
                 outbox.record(Change::Logged(&event.event), session.as_str());
                 let seq = sql.insert_event(session_seq, &event, now).await?;
-                let stored = SessionEvent { seq, body: event.to_json() };
+                let stored = SessionEvent { seq, event };
                 if requested {
                     appended.recorded.push(stored.clone());
                 }
@@ -139,18 +132,12 @@ where
     if plan.status.is_some() || plan.stop_reason.is_some() || plan.usage.is_some() {
         let mut body = SessionBody::of(&s);
         if let Some(reason) = plan.stop_reason {
-            body.stop_reason = Some(
-                serde_json::to_value(reason)
-                    .map_err(|e| StoreError::backend(format!("serialise a stop reason: {e}")))?,
-            );
+            body.stop_reason = Some(reason);
         }
         if let Some(usage) = plan.usage {
             body.usage = Some(body.usage.unwrap_or_default().plus(usage));
         }
-        let status = match plan.status {
-            Some(status) => status,
-            None => status_of(&s)?,
-        };
+        let status = plan.status.unwrap_or(s.status);
         sql.update_session_state(session_seq, status, &body, sql.now().await?).await?;
     }
     if plan.enqueue_work {

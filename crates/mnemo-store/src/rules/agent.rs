@@ -6,8 +6,7 @@
 //! releases it when the session goes idle. A lease whose holder died lapses after its TTL (on
 //! the store's clock), and any process may then claim it and carry the turn on from the log.
 
-use mnemo_api::{SessionStatus, StopReason};
-use serde_json::Value;
+use mnemo_api::{Event, LoggedEvent, SessionStatus, StopReason};
 
 /// A session's turn lease as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,20 +52,15 @@ pub enum Due {
     EndInterrupted,
 }
 
-fn kind(event: &Value) -> &str {
-    event["type"].as_str().unwrap_or_default()
-}
-
 /// What the session owes its agent. `log` is the session's events in log order.
 ///
 /// A `user.message` is consumed by the next model call: the loop records
 /// `span.model_request_start` before it reads the log for a request, so a message is new
 /// exactly when it comes after the newest start (and after the newest interrupt, which ends
 /// the turn the message belonged to).
-pub fn due(status: SessionStatus, stop_reason: Option<&StopReason>, log: &[Value]) -> Due {
-    let last = |t: &str| log.iter().rposition(|e| kind(e) == t);
-    let start = last("span.model_request_start");
-    let interrupt = last("user.interrupt");
+pub fn due(status: SessionStatus, stop_reason: Option<&StopReason>, log: &[LoggedEvent]) -> Due {
+    let start = log.iter().rposition(|e| matches!(e.event, Event::ModelRequestStart));
+    let interrupt = log.iter().rposition(|e| matches!(e.event, Event::UserInterrupt(_)));
     match status {
         SessionStatus::Terminated => Due::Nothing,
         SessionStatus::Running | SessionStatus::Rescheduling => {
@@ -81,7 +75,10 @@ pub fn due(status: SessionStatus, stop_reason: Option<&StopReason>, log: &[Value
                 return Due::Nothing;
             }
             let seen = start.max(interrupt);
-            let fresh = log.iter().enumerate().any(|(i, e)| kind(e) == "user.message" && seen.is_none_or(|s| i > s));
+            let fresh = log
+                .iter()
+                .enumerate()
+                .any(|(i, e)| matches!(e.event, Event::UserMessage(_)) && seen.is_none_or(|s| i > s));
             if fresh { Due::Run } else { Due::Nothing }
         }
     }
@@ -98,22 +95,22 @@ pub struct TurnProgress {
 
 /// The current turn's progress: the turn began after the last `session.status_idle` that ended
 /// a turn (any stop reason but `requires_action`).
-pub fn progress(log: &[Value]) -> TurnProgress {
+pub fn progress(log: &[LoggedEvent]) -> TurnProgress {
     let ended =
-        log.iter().rposition(|e| kind(e) == "session.status_idle" && e["stop_reason"]["type"] != "requires_action");
+        log.iter().rposition(|e| matches!(&e.event, Event::StatusIdle(idle) if !idle.stop_reason.requires_action()));
     let turn = &log[ended.map_or(0, |i| i + 1)..];
-    let model_calls = turn.iter().filter(|e| kind(e) == "span.model_request_start").count();
+    let model_calls = turn.iter().filter(|e| matches!(e.event, Event::ModelRequestStart)).count();
     let started_at = turn
         .iter()
-        .find(|e| kind(e) == "session.status_running" || kind(e) == "span.model_request_start")
-        .and_then(|e| e["processed_at"].as_str())
-        .map(str::to_owned);
+        .find(|e| matches!(e.event, Event::StatusRunning | Event::ModelRequestStart))
+        .and_then(|e| e.processed_at.clone());
     TurnProgress { model_calls: u32::try_from(model_calls).unwrap_or(u32::MAX), started_at }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use mnemo_api::EventId;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -138,8 +135,22 @@ mod tests {
         assert!(!releases(None, "a"));
     }
 
-    fn log(types: &[&str]) -> Vec<Value> {
-        types.iter().map(|t| json!({"type": t})).collect()
+    /// A log event from its JSON (without its id, which is made up).
+    fn logged(mut value: Value) -> LoggedEvent {
+        value["id"] = json!(EventId::generate());
+        LoggedEvent::from_json(value).unwrap()
+    }
+
+    fn log(types: &[&str]) -> Vec<LoggedEvent> {
+        types.iter().map(|t| logged(event_of(t))).collect()
+    }
+
+    /// The smallest event of a type.
+    fn event_of(kind: &str) -> Value {
+        match kind {
+            "user.tool_result" => json!({"type": kind, "tool_use_id": EventId::generate()}),
+            _ => json!({"type": kind, "content": [], "name": "t", "input": {}}),
+        }
     }
 
     #[test]
@@ -169,21 +180,30 @@ mod tests {
 
     #[test]
     fn progress_counts_the_model_calls_of_the_current_turn_only() {
-        let mut events = vec![
-            json!({"type": "user.message"}),
+        let mut events: Vec<LoggedEvent> = [
+            json!({"type": "user.message", "content": []}),
             json!({"type": "session.status_running", "processed_at": "t1"}),
             json!({"type": "span.model_request_start", "processed_at": "t1"}),
             json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}),
-            json!({"type": "user.message"}),
-        ];
+            json!({"type": "user.message", "content": []}),
+        ]
+        .into_iter()
+        .map(logged)
+        .collect();
         assert_eq!(progress(&events), TurnProgress { model_calls: 0, started_at: None });
-        events.extend([
-            json!({"type": "session.status_running", "processed_at": "t2"}),
-            json!({"type": "span.model_request_start", "processed_at": "t2"}),
-            json!({"type": "session.status_idle", "stop_reason": {"type": "requires_action"}}),
-            json!({"type": "session.status_running", "processed_at": "t3"}),
-            json!({"type": "span.model_request_start", "processed_at": "t3"}),
-        ]);
+        events.extend(
+            [
+                json!({"type": "session.status_running", "processed_at": "t2"}),
+                json!({"type": "span.model_request_start", "processed_at": "t2"}),
+                json!({"type": "session.status_idle", "stop_reason": {"type": "requires_action", "event_ids": []}}),
+                json!({"type": "session.status_running", "processed_at": "t3"}),
+                json!({"type": "span.model_request_start", "processed_at": "t3"}),
+                // An event this build does not know changes nothing.
+                json!({"type": "agent.thinking", "processed_at": "t3"}),
+            ]
+            .into_iter()
+            .map(logged),
+        );
         assert_eq!(progress(&events), TurnProgress { model_calls: 2, started_at: Some("t2".into()) });
     }
 }

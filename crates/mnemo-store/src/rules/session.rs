@@ -9,10 +9,9 @@
 use std::collections::HashMap;
 
 use mnemo_api::{
-    ApiKeyId, EnvironmentKeyId, Event, EventId, EventPoster, LoggedEvent, ModelUsage, Permission, SessionId,
-    SessionStatus, StatusIdle, StopReason, ToolResult, Verdict, WorkId,
+    ApiKeyId, EnvironmentKeyId, Event, EventId, EventPoster, LoggedEvent, ModelUsage, Permission, PermissionPolicy,
+    SessionId, SessionStatus, StatusIdle, StopReason, ToolResult, Toolset, Verdict, WorkId,
 };
-use serde_json::{Value, json};
 
 use crate::{SessionEvent, StoreError};
 
@@ -63,7 +62,7 @@ impl Side {
             | Event::ModelRequestEnd(_)
             | Event::SessionError(_)
             | Event::StatusIdle(_) => Self::Agent,
-            Event::StatusRunning | Event::StatusTerminated => return None,
+            Event::StatusRunning | Event::StatusTerminated | Event::Unknown(_) => return None,
         })
     }
 }
@@ -166,8 +165,8 @@ pub struct SessionView<'a> {
     pub archived: bool,
     /// Why it last went idle.
     pub stop_reason: Option<StopReason>,
-    /// The session's agent snapshot (its `tools` give permissions).
-    pub agent: &'a Value,
+    /// The toolset of the session's agent snapshot: it gives permissions.
+    pub tools: Toolset,
     /// Unanswered tool calls, in log order.
     pub open_calls: Vec<EventId>,
     /// Its environment runs a work queue.
@@ -234,27 +233,6 @@ pub fn referenced_calls(events: &[Event]) -> Vec<&EventId> {
             _ => None,
         })
         .collect()
-}
-
-/// The permission an agent's configuration gives a built-in tool, and the policy that gave it.
-pub fn evaluate_permission(agent: &Value, tool: &str) -> (Permission, Option<Value>) {
-    let toolset =
-        agent["tools"].as_array().and_then(|tools| tools.iter().find(|t| t["type"] == "agent_toolset_20260401"));
-    let Some(toolset) = toolset else { return (Permission::Deny, None) };
-    let config = toolset["configs"].as_array().and_then(|c| c.iter().find(|c| c["name"] == tool || c["type"] == tool));
-    let enabled =
-        config.and_then(|c| c["enabled"].as_bool()).or_else(|| toolset["default_config"]["enabled"].as_bool());
-    if enabled == Some(false) {
-        return (Permission::Deny, None);
-    }
-    let policy = config
-        .map(|c| &c["permission_policy"])
-        .filter(|p| !p.is_null())
-        .unwrap_or(&toolset["default_config"]["permission_policy"]);
-    match policy["type"].as_str() {
-        Some("always_ask") => (Permission::Ask, Some(json!({"type": "always_ask"}))),
-        _ => (Permission::Allow, Some(json!({"type": "always_allow"}))),
-    }
 }
 
 /// The calls as the plan goes: those the backend loaded, and those the plan records.
@@ -370,9 +348,9 @@ pub fn plan_append(
                 }
                 let (event, kind, denied) = match event {
                     Event::AgentToolUse(mut call) => {
-                        let (permission, evaluation) = evaluate_permission(view.agent, &call.name);
+                        let (permission, policy) = view.tools.permission(&call.name);
                         call.evaluated_permission = Some(permission);
-                        call.evaluation = evaluation;
+                        call.evaluation = policy.map(PermissionPolicy::to_json);
                         (Event::AgentToolUse(call), Some(CallKind::Tool), permission == Permission::Deny)
                     }
                     Event::AgentCustomToolUse(mut call) => {
@@ -415,7 +393,7 @@ pub fn plan_append(
                 plan.status = Some(status);
                 plan.stop_reason = Some(reason);
             }
-            Event::StatusRunning | Event::StatusTerminated => {
+            Event::StatusRunning | Event::StatusTerminated | Event::Unknown(_) => {
                 return Err(StoreError::Invalid(format!("events of type `{}` cannot be posted", event.kind())));
             }
         }

@@ -1,6 +1,6 @@
 //! One row per rule of the session state machine.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -72,7 +72,7 @@ fn run(given: Given, events: Vec<Value>, author: &EventAuthor) -> Result<Vec<Str
         status: given.status,
         archived: given.archived,
         stop_reason: given.stop_reason,
-        agent: &agent,
+        tools: Toolset::of_agent(&agent),
         open_calls: given.open.iter().map(|o| id(o)).collect(),
         self_hosted: given.self_hosted,
         has_live_work: given.live_work,
@@ -85,7 +85,8 @@ fn run(given: Given, events: Vec<Value>, author: &EventAuthor) -> Result<Vec<Str
                 let (Event::UserToolResult(r) | Event::UserCustomToolResult(r)) = event(body.clone()) else {
                     panic!("not a result: {body}")
                 };
-                (r, SessionEvent { seq: 7, body })
+                let logged = LoggedEvent { id: id("r"), event: event(body), processed_at: None, posted_by: None };
+                (r, SessionEvent { seq: 7, event: logged })
             });
             (id(call), KnownCall { kind, answered, answer })
         })
@@ -340,12 +341,10 @@ fn a_failed_plan_changes_nothing_even_after_accepted_events() {
 #[test]
 fn permissions_follow_the_toolset() {
     let agent = agent();
-    assert_eq!(evaluate_permission(&agent, "read").0, Permission::Allow);
-    assert_eq!(evaluate_permission(&agent, "bash").0, Permission::Ask);
-    assert_eq!(evaluate_permission(&agent, "web_fetch").0, Permission::Deny);
-    assert_eq!(evaluate_permission(&json!({"tools": []}), "read"), (Permission::Deny, None));
-    let off = json!({"tools": [{"type": "agent_toolset_20260401", "default_config": {"enabled": false}}]});
-    assert_eq!(evaluate_permission(&off, "read").0, Permission::Deny);
+    let tools = Toolset::of_agent(&agent);
+    assert_eq!(tools.permission("read").0, Permission::Allow);
+    assert_eq!(tools.permission("bash").0, Permission::Ask);
+    assert_eq!(tools.permission("web_fetch").0, Permission::Deny);
 }
 
 #[test]
@@ -357,7 +356,7 @@ fn the_log_records_who_posted_each_event() {
         status: SessionStatus::Idle,
         archived: false,
         stop_reason: None,
-        agent: &agent,
+        tools: Toolset::of_agent(&agent),
         open_calls: vec![],
         self_hosted: true,
         has_live_work: false,
