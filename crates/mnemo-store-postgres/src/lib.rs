@@ -737,11 +737,11 @@ impl Store for PostgresStore {
         })
     }
     async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| webhooks::create_endpoint(&tx, &new).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::create_endpoint(&engine::Pg(&tx), &new).await)
     }
 
     async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
-        read!(self.engine, |tx| webhooks::get_endpoint(&tx, id, with_secret).await)
+        read!(self.engine, |tx| mnemo_store::ops::webhooks::get_endpoint(&engine::Pg(&tx), id, with_secret).await)
     }
 
     async fn rotate_webhook_secret(
@@ -750,7 +750,13 @@ impl Store for PostgresStore {
         secret: String,
         keep_previous: Duration,
     ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| webhooks::rotate_secret(&tx, id, &secret, keep_previous).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::rotate_secret(
+            &engine::Pg(&tx),
+            id,
+            &secret,
+            keep_previous
+        )
+        .await)
     }
 
     async fn update_webhook_endpoint(
@@ -758,15 +764,16 @@ impl Store for PostgresStore {
         id: &WebhookEndpointId,
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| webhooks::update_endpoint(&tx, id, patch.clone()).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::update_endpoint(&engine::Pg(&tx), id, patch.clone()).await)
     }
 
     async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
-        read!(self.engine, |tx| webhooks::list_endpoints(&tx, limit, after.as_ref()).await)
+        read!(self.engine, |tx| mnemo_store::ops::webhooks::list_endpoints(&engine::Pg(&tx), limit, after.as_ref())
+            .await)
     }
 
     async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
-        write!(self.engine, |tx| webhooks::delete_endpoint(&tx, id).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::delete_endpoint(&engine::Pg(&tx), id).await)
     }
 
     async fn list_webhook_deliveries(
@@ -774,19 +781,19 @@ impl Store for PostgresStore {
         endpoint: &WebhookEndpointId,
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>> {
-        read!(self.engine, |tx| webhooks::list_deliveries(&tx, endpoint, &query).await)
+        read!(self.engine, |tx| mnemo_store::ops::webhooks::list_deliveries(&engine::Pg(&tx), endpoint, &query).await)
     }
 
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
-        write!(self.engine, |tx| webhooks::claim(&tx, limit, lease).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::claim(&engine::Pg(&tx), limit, lease).await)
     }
 
     async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
-        write!(self.engine, |tx| webhooks::finish(&tx, &attempt).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::finish_attempt(&engine::Pg(&tx), &attempt).await)
     }
 
     async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
-        write!(self.engine, |tx| webhooks::prune(&tx, age).await)
+        write!(self.engine, |tx| mnemo_store::ops::webhooks::prune(&engine::Pg(&tx), age).await)
     }
 }
 

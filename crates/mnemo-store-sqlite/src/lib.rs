@@ -658,12 +658,24 @@ impl Store for SqliteStore {
     }
 
     async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        self.engine.write(move |c| webhooks::create_endpoint(c, &new)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::create_endpoint(&engine::Lite(c), &new))
+            })
+            .await
     }
 
     async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
         let id = id.clone();
-        self.engine.read(move |c| webhooks::get_endpoint(c, &id, with_secret)).await
+        self.engine
+            .read(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::get_endpoint(
+                    &engine::Lite(c),
+                    &id,
+                    with_secret,
+                ))
+            })
+            .await
     }
 
     async fn rotate_webhook_secret(
@@ -673,7 +685,16 @@ impl Store for SqliteStore {
         keep_previous: Duration,
     ) -> Result<WebhookEndpoint> {
         let id = id.clone();
-        self.engine.write(move |c| webhooks::rotate_secret(c, &id, &secret, keep_previous)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::rotate_secret(
+                    &engine::Lite(c),
+                    &id,
+                    &secret,
+                    keep_previous,
+                ))
+            })
+            .await
     }
 
     async fn update_webhook_endpoint(
@@ -682,16 +703,32 @@ impl Store for SqliteStore {
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint> {
         let id = id.clone();
-        self.engine.write(move |c| webhooks::update_endpoint(c, &id, patch)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::update_endpoint(&engine::Lite(c), &id, patch))
+            })
+            .await
     }
 
     async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
-        self.engine.read(move |c| webhooks::list_endpoints(c, limit, after.as_ref())).await
+        self.engine
+            .read(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::list_endpoints(
+                    &engine::Lite(c),
+                    limit,
+                    after.as_ref(),
+                ))
+            })
+            .await
     }
 
     async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| webhooks::delete_endpoint(c, &id)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::delete_endpoint(&engine::Lite(c), &id))
+            })
+            .await
     }
 
     async fn list_webhook_deliveries(
@@ -700,24 +737,46 @@ impl Store for SqliteStore {
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>> {
         let endpoint = endpoint.clone();
-        self.engine.read(move |c| webhooks::list_deliveries(c, &endpoint, &query)).await
+        self.engine
+            .read(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::list_deliveries(
+                    &engine::Lite(c),
+                    &endpoint,
+                    &query,
+                ))
+            })
+            .await
     }
 
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
         // Senders look every second or so; most looks find nothing due, and a read answers that
         // without taking the writer's turn (a delivery committed meanwhile waits for the next look).
-        if !self.engine.read(webhooks::any_due).await? {
+        if !self
+            .engine
+            .read(|c| mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::any_due(&engine::Lite(c))))
+            .await?
+        {
             return Ok(Vec::new());
         }
-        self.engine.write(move |c| webhooks::claim(c, limit, lease)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::claim(&engine::Lite(c), limit, lease))
+            })
+            .await
     }
 
     async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
-        self.engine.write(move |c| webhooks::finish(c, &attempt)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::finish_attempt(&engine::Lite(c), &attempt))
+            })
+            .await
     }
 
     async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
-        self.engine.write(move |c| webhooks::prune(c, age)).await
+        self.engine
+            .write(move |c| mnemo_store::ops::run_ready(mnemo_store::ops::webhooks::prune(&engine::Lite(c), age)))
+            .await
     }
 }
 

@@ -35,6 +35,7 @@ pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
 pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
+pub use webhooks::{DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
 pub use work::{NewWork, WorkFilter, WorkRow, WorkSql};
 
 use crate::{Result, StoreError};

@@ -266,7 +266,9 @@ pub fn record(status: DeliveryStatus, attempts: u32, attempt: u32, next: Next, n
         return None;
     }
     Some(match next {
-        Next::Delivered => Recorded { status: DeliveryStatus::Delivered, next_attempt_at: None, finished_at: Some(now) },
+        Next::Delivered => {
+            Recorded { status: DeliveryStatus::Delivered, next_attempt_at: None, finished_at: Some(now) }
+        }
         Next::Failed => Recorded { status: DeliveryStatus::Failed, next_attempt_at: None, finished_at: Some(now) },
         Next::RetryIn(delay) => Recorded {
             status: DeliveryStatus::Pending,
@@ -408,7 +410,12 @@ mod tests {
             // A lease shorter than the least is the least.
             (1, 10, Duration::ZERO, Claim { attempt: 2, last_attempt_at: 10, next_attempt_at: 10 + s }),
             (1, 10, Duration::from_millis(10), Claim { attempt: 2, last_attempt_at: 10, next_attempt_at: 10 + s }),
-            (u32::MAX, 10, Duration::MAX, Claim { attempt: u32::MAX, last_attempt_at: 10, next_attempt_at: Micros::MAX }),
+            (
+                u32::MAX,
+                10,
+                Duration::MAX,
+                Claim { attempt: u32::MAX, last_attempt_at: 10, next_attempt_at: Micros::MAX },
+            ),
         ];
         for (attempts, now, lease, want) in table {
             assert_eq!(claim(*attempts, *now, *lease), *want, "{attempts} {lease:?}");
@@ -452,7 +459,13 @@ mod tests {
                 Next::RetryIn(Duration::from_secs(30)),
                 Some(Recorded { status: Pending, next_attempt_at: Some(100 + 30_000_000), finished_at: None }),
             ),
-            (Pending, 2, 2, Next::RetryIn(Duration::ZERO), Some(Recorded { status: Pending, next_attempt_at: Some(100), finished_at: None })),
+            (
+                Pending,
+                2,
+                2,
+                Next::RetryIn(Duration::ZERO),
+                Some(Recorded { status: Pending, next_attempt_at: Some(100), finished_at: None }),
+            ),
             // An attempt whose lease ran out and was made again reports too late.
             (Pending, 2, 1, Next::Delivered, None),
             (Pending, 0, 1, Next::Delivered, None),
@@ -461,7 +474,11 @@ mod tests {
             (Failed, 8, 8, Next::Delivered, None),
         ];
         for (status, attempts, attempt, next, want) in table {
-            assert_eq!(record(*status, *attempts, *attempt, *next, 100), *want, "{status:?} {attempts} {attempt} {next:?}");
+            assert_eq!(
+                record(*status, *attempts, *attempt, *next, 100),
+                *want,
+                "{status:?} {attempts} {attempt} {next:?}"
+            );
         }
         assert_eq!(prune_before(100_000_000, Duration::from_secs(60)), 40_000_000);
         assert_eq!(prune_before(100, Duration::ZERO), 100);
@@ -493,7 +510,11 @@ mod tests {
         let table: &[(WebhookEndpointPatch, (&str, EventFilter, Option<&str>))] = &[
             (WebhookEndpointPatch::default(), ("https://a", filter.clone(), Some("d"))),
             (
-                WebhookEndpointPatch { url: Some("https://b".into()), event_types: Some(None), description: Some(None) },
+                WebhookEndpointPatch {
+                    url: Some("https://b".into()),
+                    event_types: Some(None),
+                    description: Some(None),
+                },
                 ("https://b", None, None),
             ),
             (
