@@ -347,15 +347,15 @@ impl Store for PostgresStore {
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        write!(self.engine, |tx| environments::create(&tx, &new).await)
+        write!(self.engine, |tx| mnemo_store::ops::environments::create(&engine::Pg(&tx), &new).await)
     }
 
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        read!(self.engine, |tx| environments::get_with_seq(&tx, id).await.map(|(e, _)| e))
+        read!(self.engine, |tx| mnemo_store::ops::environments::get(&engine::Pg(&tx), id).await)
     }
 
     async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
-        write!(self.engine, |tx| environments::update(&tx, id, patch.clone()).await)
+        write!(self.engine, |tx| mnemo_store::ops::environments::update(&engine::Pg(&tx), id, patch.clone()).await)
     }
 
     async fn list_environments(
@@ -369,7 +369,7 @@ impl Store for PostgresStore {
 
     async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         write!(self.engine, |tx| {
-            let archived = environments::archive(&tx, id).await?;
+            let archived = mnemo_store::ops::environments::archive(&engine::Pg(&tx), id).await?;
             credentials_changed(self, &tx).await?;
             Ok(archived)
         })
@@ -377,7 +377,7 @@ impl Store for PostgresStore {
 
     async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
         write!(self.engine, |tx| {
-            environments::delete(&tx, id).await?;
+            mnemo_store::ops::environments::delete(&engine::Pg(&tx), id).await?;
             credentials_changed(self, &tx).await
         })
     }
@@ -387,7 +387,7 @@ impl Store for PostgresStore {
         environment: &EnvironmentId,
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
-        write!(self.engine, |tx| environments::create_key(&tx, environment, hash).await)
+        write!(self.engine, |tx| mnemo_store::ops::environments::create_key(&engine::Pg(&tx), environment, &hash).await)
     }
 
     async fn revoke_environment_key(
@@ -396,14 +396,14 @@ impl Store for PostgresStore {
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey> {
         write!(self.engine, |tx| {
-            let key = environments::revoke_key(&tx, environment, id).await?;
+            let key = mnemo_store::ops::environments::revoke_key(&engine::Pg(&tx), environment, id).await?;
             credentials_changed(self, &tx).await?;
             Ok(key)
         })
     }
 
     async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
-        read!(self.engine, |tx| environments::list_keys(&tx, environment).await)
+        read!(self.engine, |tx| mnemo_store::ops::environments::list_keys(&engine::Pg(&tx), environment).await)
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {

@@ -245,17 +245,25 @@ impl Store for SqliteStore {
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        self.engine.write(move |c| environments::create(c, &new)).await
+        self.engine
+            .write(move |c| mnemo_store::ops::run_ready(mnemo_store::ops::environments::create(&engine::Lite(c), &new)))
+            .await
     }
 
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         let id = id.clone();
-        self.engine.read(move |c| environments::get_with_seq(c, &id).map(|(e, _)| e)).await
+        self.engine
+            .read(move |c| mnemo_store::ops::run_ready(mnemo_store::ops::environments::get(&engine::Lite(c), &id)))
+            .await
     }
 
     async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
         let id = id.clone();
-        self.engine.write(move |c| environments::update(c, &id, patch)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::environments::update(&engine::Lite(c), &id, patch))
+            })
+            .await
     }
 
     async fn list_environments(
@@ -269,12 +277,16 @@ impl Store for SqliteStore {
 
     async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         let id = id.clone();
-        self.engine.write(move |c| environments::archive(c, &id)).await
+        self.engine
+            .write(move |c| mnemo_store::ops::run_ready(mnemo_store::ops::environments::archive(&engine::Lite(c), &id)))
+            .await
     }
 
     async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| environments::delete(c, &id)).await
+        self.engine
+            .write(move |c| mnemo_store::ops::run_ready(mnemo_store::ops::environments::delete(&engine::Lite(c), &id)))
+            .await
     }
 
     async fn create_environment_key(
@@ -283,7 +295,15 @@ impl Store for SqliteStore {
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
         let environment = environment.clone();
-        self.engine.write(move |c| environments::create_key(c, &environment, hash)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::environments::create_key(
+                    &engine::Lite(c),
+                    &environment,
+                    &hash,
+                ))
+            })
+            .await
     }
 
     async fn revoke_environment_key(
@@ -292,12 +312,24 @@ impl Store for SqliteStore {
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey> {
         let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| environments::revoke_key(c, &environment, &id)).await
+        self.engine
+            .write(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::environments::revoke_key(
+                    &engine::Lite(c),
+                    &environment,
+                    &id,
+                ))
+            })
+            .await
     }
 
     async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
         let environment = environment.clone();
-        self.engine.read(move |c| environments::list_keys(c, &environment)).await
+        self.engine
+            .read(move |c| {
+                mnemo_store::ops::run_ready(mnemo_store::ops::environments::list_keys(&engine::Lite(c), &environment))
+            })
+            .await
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {

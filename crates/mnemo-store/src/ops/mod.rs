@@ -32,6 +32,7 @@ use std::task::{Context, Poll, Waker};
 
 pub use agents::AgentSql;
 pub use environments::{EnvironmentRow, EnvironmentSql};
+pub use environments::EnvironmentColumns;
 pub use events::{SessionRow, SessionSql};
 pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
