@@ -50,7 +50,10 @@ impl EnvironmentColumns {
         let corrupt = |column, cause: serde_json::Error| StoreError::corrupt("environments", &self.id, column, cause);
         let metadata = serde_json::from_str(&self.metadata).map_err(|e| corrupt("metadata", e))?;
         let config = serde_json::from_str(&self.config).map_err(|e| corrupt("config", e))?;
-        let id = self.id.parse().map_err(|_| StoreError::corrupt("environments", &self.id, "id", "not an environment id"))?;
+        let id = self
+            .id
+            .parse()
+            .map_err(|_| StoreError::corrupt("environments", &self.id, "id", "not an environment id"))?;
         Ok(EnvironmentRow {
             environment: Environment {
                 id,
@@ -200,13 +203,7 @@ pub async fn create_key<S: EnvironmentSql>(
     let id = EnvironmentKeyId::generate();
     let now = sql.now().await?;
     sql.insert_environment_key(&id, row.seq, hash, now).await?;
-    Ok(EnvironmentKey {
-        id,
-        environment_id: row.environment.id,
-        key: None,
-        created_at: rfc3339(now),
-        revoked_at: None,
-    })
+    Ok(EnvironmentKey { id, environment_id: row.environment.id, key: None, created_at: rfc3339(now), revoked_at: None })
 }
 
 /// Revokes a key of `environment` ([`catalog::check_key_of`]: a key of another environment is
@@ -258,7 +255,9 @@ mod tests {
         assert_eq!((row.seq, row.environment.metadata["a"].as_str()), (7, "1"));
         assert!(row.environment.is_self_hosted() && row.environment.archived_at.is_some());
         assert_eq!(json_columns(&row.environment), (r#"{"a":"1"}"#.into(), r#"{"type":"self_hosted"}"#.into()));
-        for (bad, column) in [(columns("{", "{}"), "metadata"), (columns("{}", "nope"), "config"), (columns("[1]", "{}"), "metadata")] {
+        for (bad, column) in
+            [(columns("{", "{}"), "metadata"), (columns("{}", "nope"), "config"), (columns("[1]", "{}"), "metadata")]
+        {
             let e = bad.decode().unwrap_err().chain();
             assert!(e.contains("environments") && e.contains("env_1") && e.contains(column), "{e}");
         }

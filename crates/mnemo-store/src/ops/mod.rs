@@ -31,8 +31,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 pub use agents::AgentSql;
-pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use environments::EnvironmentColumns;
+pub use environments::{EnvironmentRow, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
 pub use stores::StoreSql;
 pub use webhooks::WebhookSql;
