@@ -507,7 +507,8 @@ mod tests {
     #[test]
     fn an_endpoint_patch_replaces_what_it_names() {
         let filter = Some(vec![T::SessionCreated]);
-        let table: &[(WebhookEndpointPatch, (&str, EventFilter, Option<&str>))] = &[
+        type Want<'a> = (&'a str, EventFilter, Option<&'a str>);
+        let table: &[(WebhookEndpointPatch, Want<'_>)] = &[
             (WebhookEndpointPatch::default(), ("https://a", filter.clone(), Some("d"))),
             (
                 WebhookEndpointPatch {
