@@ -279,7 +279,8 @@ pub async fn list_deliveries<S: WebhookSql>(
     Ok(page(rows, q.limit))
 }
 
-/// Whether any delivery is due now (a look that claims nothing).
+/// Whether any delivery is due now: a look that claims nothing, which SQLite takes on a reader
+/// before it spends the writer's turn on a [`claim`] (most looks find nothing due).
 pub async fn any_due<S: WebhookSql>(sql: &S) -> Result<bool> {
     let now = sql.now().await?;
     Ok(!sql.lock_due_deliveries(rule::CLAIMABLE, now, 1).await?.is_empty())
