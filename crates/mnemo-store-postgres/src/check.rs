@@ -132,8 +132,8 @@ async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, Store
             sessions: count("sessions").await?,
         });
     } else {
-        report.checks.extend(skipped_invariants("the schema is not the one this mnemo knows"));
-        report.checks.extend(skipped_readable("the schema is not the one this mnemo knows"));
+        report.checks.extend(skipped_invariants(mnemo_store::check::UNKNOWN_SCHEMA));
+        report.checks.extend(skipped_readable(mnemo_store::check::UNKNOWN_SCHEMA));
     }
     tx.commit().await.map_err(backend)?;
     report.checks.push(Check { name: "amcheck", outcome: indexes(client).await? });
@@ -159,20 +159,8 @@ async fn unreadable_rows(tx: &tokio_postgres::Transaction<'_>, readable: &Readab
 
 /// The schema version is this build's, and every table has the columns `mnemo db copy` knows.
 async fn schema_outcome(tx: &tokio_postgres::Transaction<'_>, version: i64, known: i64) -> Result<Outcome, StoreError> {
-    if version == 0 {
-        return Ok(Outcome::Problems(vec![
-            "schema version 0: no mnemo tables here (mnemo serve has never opened this schema)".into(),
-        ]));
-    }
-    if version > known {
-        return Ok(Outcome::Problems(vec![format!(
-            "schema version {version} is newer than this mnemo knows ({known}); check it with a newer mnemo"
-        )]));
-    }
-    if version < known {
-        return Ok(Outcome::Skipped(format!(
-            "schema version {version} is older than this mnemo's ({known}); mnemo serve migrates it on start"
-        )));
+    if let Some(outcome) = mnemo_store::check::schema_version(version, known) {
+        return Ok(outcome);
     }
     let columns = tx
         .prepare(

@@ -316,15 +316,15 @@ impl Store for PostgresStore {
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        write!(self.engine, |tx| environments::create(&tx, &new).await)
+        write!(self.engine, |tx| ops::environments::create(&Pg(&tx), &new).await)
     }
 
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        read!(self.engine, |tx| environments::get_with_seq(&tx, id).await.map(|(e, _)| e))
+        read!(self.engine, |tx| ops::environments::get(&Pg(&tx), id).await)
     }
 
     async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
-        write!(self.engine, |tx| environments::update(&tx, id, patch.clone()).await)
+        write!(self.engine, |tx| ops::environments::update(&Pg(&tx), id, patch.clone()).await)
     }
 
     async fn list_environments(
@@ -338,7 +338,7 @@ impl Store for PostgresStore {
 
     async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         write!(self.engine, |tx| {
-            let archived = environments::archive(&tx, id).await?;
+            let archived = ops::environments::archive(&Pg(&tx), id).await?;
             credentials_changed(self, &tx).await?;
             Ok(archived)
         })
@@ -346,7 +346,7 @@ impl Store for PostgresStore {
 
     async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
         write!(self.engine, |tx| {
-            environments::delete(&tx, id).await?;
+            ops::environments::delete(&Pg(&tx), id).await?;
             credentials_changed(self, &tx).await
         })
     }
@@ -356,7 +356,7 @@ impl Store for PostgresStore {
         environment: &EnvironmentId,
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
-        write!(self.engine, |tx| environments::create_key(&tx, environment, hash).await)
+        write!(self.engine, |tx| ops::environments::create_key(&Pg(&tx), environment, &hash).await)
     }
 
     async fn revoke_environment_key(
@@ -365,14 +365,14 @@ impl Store for PostgresStore {
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey> {
         write!(self.engine, |tx| {
-            let key = environments::revoke_key(&tx, environment, id).await?;
+            let key = ops::environments::revoke_key(&Pg(&tx), environment, id).await?;
             credentials_changed(self, &tx).await?;
             Ok(key)
         })
     }
 
     async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
-        read!(self.engine, |tx| environments::list_keys(&tx, environment).await)
+        read!(self.engine, |tx| ops::environments::list_keys(&Pg(&tx), environment).await)
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
@@ -708,11 +708,11 @@ impl Store for PostgresStore {
         })
     }
     async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| webhooks::create_endpoint(&tx, &new).await)
+        write!(self.engine, |tx| ops::webhooks::create_endpoint(&Pg(&tx), &new).await)
     }
 
     async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
-        read!(self.engine, |tx| webhooks::get_endpoint(&tx, id, with_secret).await)
+        read!(self.engine, |tx| ops::webhooks::get_endpoint(&Pg(&tx), id, with_secret).await)
     }
 
     async fn rotate_webhook_secret(
@@ -721,7 +721,7 @@ impl Store for PostgresStore {
         secret: String,
         keep_previous: Duration,
     ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| webhooks::rotate_secret(&tx, id, &secret, keep_previous).await)
+        write!(self.engine, |tx| ops::webhooks::rotate_secret(&Pg(&tx), id, &secret, keep_previous).await)
     }
 
     async fn update_webhook_endpoint(
@@ -729,15 +729,15 @@ impl Store for PostgresStore {
         id: &WebhookEndpointId,
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| webhooks::update_endpoint(&tx, id, patch.clone()).await)
+        write!(self.engine, |tx| ops::webhooks::update_endpoint(&Pg(&tx), id, patch.clone()).await)
     }
 
     async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
-        read!(self.engine, |tx| webhooks::list_endpoints(&tx, limit, after.as_ref()).await)
+        read!(self.engine, |tx| ops::webhooks::list_endpoints(&Pg(&tx), limit, after.as_ref()).await)
     }
 
     async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
-        write!(self.engine, |tx| webhooks::delete_endpoint(&tx, id).await)
+        write!(self.engine, |tx| ops::webhooks::delete_endpoint(&Pg(&tx), id).await)
     }
 
     async fn list_webhook_deliveries(
@@ -745,19 +745,19 @@ impl Store for PostgresStore {
         endpoint: &WebhookEndpointId,
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>> {
-        read!(self.engine, |tx| webhooks::list_deliveries(&tx, endpoint, &query).await)
+        read!(self.engine, |tx| ops::webhooks::list_deliveries(&Pg(&tx), endpoint, &query).await)
     }
 
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
-        write!(self.engine, |tx| webhooks::claim(&tx, limit, lease).await)
+        write!(self.engine, |tx| ops::webhooks::claim(&Pg(&tx), limit, lease).await)
     }
 
     async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
-        write!(self.engine, |tx| webhooks::finish(&tx, &attempt).await)
+        write!(self.engine, |tx| ops::webhooks::finish_attempt(&Pg(&tx), &attempt).await)
     }
 
     async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
-        write!(self.engine, |tx| webhooks::prune(&tx, age).await)
+        write!(self.engine, |tx| ops::webhooks::prune(&Pg(&tx), age).await)
     }
 }
 

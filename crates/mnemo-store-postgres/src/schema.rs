@@ -53,9 +53,7 @@ pub(crate) async fn migrate(client: &mut Object) -> Result<String, StoreError> {
         tx.query_opt("SELECT max(version) FROM mnemo_schema", &[]).await.map_err(backend)?.and_then(|r| r.get(0));
     let current = usize::try_from(current.unwrap_or(0)).unwrap_or(0);
     if current > VERSION {
-        return Err(failure(format!(
-            "the database has schema version {current}, newer than this mnemo knows ({VERSION}); upgrade mnemo"
-        )));
+        return Err(failure(mnemo_store::check::newer_schema(current, VERSION)));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         tx.batch_execute(sql).await.map_err(|e| failure(format!("migration {}: {e}", i + 1)))?;

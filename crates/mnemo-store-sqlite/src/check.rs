@@ -129,7 +129,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
                 Ok(Outcome::Problems(vec![invariant.problem(count as u64, &examples)]))
             })?
         } else {
-            Outcome::Skipped("the schema is not the one this mnemo knows".into())
+            Outcome::Skipped(mnemo_store::check::UNKNOWN_SCHEMA.into())
         };
         report.checks.push(Check { name: invariant.name, outcome });
     }
@@ -226,20 +226,8 @@ fn foreign_keys(conn: &Connection) -> rusqlite::Result<Outcome> {
 /// The schema version is this build's, and every table has the columns `mnemo db copy` knows.
 fn schema(conn: &Connection, version: i64) -> rusqlite::Result<Outcome> {
     let known = crate::schema::VERSION;
-    if version == 0 {
-        return Ok(Outcome::Problems(vec![
-            "schema version 0: this is not a mnemo database (mnemo serve has never opened it)".into(),
-        ]));
-    }
-    if version > known {
-        return Ok(Outcome::Problems(vec![format!(
-            "schema version {version} is newer than this mnemo knows ({known}); check it with a newer mnemo"
-        )]));
-    }
-    if version < known {
-        return Ok(Outcome::Skipped(format!(
-            "schema version {version} is older than this mnemo's ({known}); mnemo serve migrates it on start"
-        )));
+    if let Some(outcome) = mnemo_store::check::schema_version(version, known) {
+        return Ok(outcome);
     }
     let mut problems = Vec::new();
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;

@@ -1,84 +1,43 @@
-//! Environments and environment keys.
+//! Environments and environment keys: the SQL of [`ops::environments`]. The single writer
+//! excludes every other writer, so its locking primitives only read.
 
-use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId};
-use mnemo_store::rules::catalog;
-use mnemo_store::{CredentialHash, Cursor, EnvironmentPatch, ErrorCode, Listing, NewEnvironment, Result, StoreError};
+use mnemo_api::{EnvironmentId, EnvironmentKey, EnvironmentKeyId};
+use mnemo_store::ops::environments::{json_columns, not_found};
+use mnemo_store::ops::{self, EnvironmentColumns, EnvironmentRow};
+use mnemo_store::{CredentialHash, Cursor, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{backend, query_one};
+use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
-use crate::webhooks::emit_one;
-use crate::{now_micros, parse_id, rfc3339, rfc3339_opt};
-use mnemo_store::rules::webhook::{Change, Resource};
+use crate::{parse_id, rfc3339, rfc3339_opt};
 
 const COLUMNS: &str = "id, name, description, metadata, config, scope, created_at, updated_at, archived_at, seq";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(Environment, i64)> {
-    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
-    let metadata: String = r.get(3)?;
-    let config: String = r.get(4)?;
-    Ok((
-        Environment {
-            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
-            name: r.get(1)?,
-            description: r.get(2)?,
-            metadata: serde_json::from_str(&metadata).unwrap_or_default(),
-            config: serde_json::from_str(&config).unwrap_or_default(),
-            scope: r.get(5)?,
-            created_at: rfc3339(r.get(6)?),
-            updated_at: rfc3339(r.get(7)?),
-            archived_at: rfc3339_opt(r.get(8)?),
-        },
-        r.get(9)?,
-    ))
+fn columns(r: &Row<'_>) -> rusqlite::Result<EnvironmentColumns> {
+    Ok(EnvironmentColumns {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        description: r.get(2)?,
+        metadata: r.get(3)?,
+        config: r.get(4)?,
+        scope: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+        archived_at: r.get(8)?,
+        seq: r.get(9)?,
+    })
 }
 
-pub(crate) fn get_with_seq(c: &Connection, id: &EnvironmentId) -> Result<(Environment, i64)> {
-    query_one(c, &format!("SELECT {COLUMNS} FROM environments WHERE id = ?1"), [id.as_str()], from_row)?.ok_or_else(
-        || StoreError::Coded { code: ErrorCode::EnvironmentNotFound, message: format!("environment `{id}` not found") },
-    )
+fn find(c: &Connection, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+    query_one(c, &format!("SELECT {COLUMNS} FROM environments WHERE id = ?1"), [id.as_str()], columns)?
+        .map(EnvironmentColumns::decode)
+        .transpose()
 }
 
-pub(crate) fn create(c: &Connection, new: &NewEnvironment) -> Result<Environment> {
-    let id = EnvironmentId::generate();
-    let now = now_micros();
-    c.execute(
-        "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-        params![
-            id.as_str(),
-            new.name,
-            new.description,
-            serde_json::to_string(&new.metadata).expect("metadata serialises"),
-            new.config.to_string(),
-            new.scope,
-            now
-        ],
-    )
-    .map_err(backend)?;
-    emit_one(c, Change::Created(Resource::Environment), id.as_str())?;
-    get_with_seq(c, &id).map(|(e, _)| e)
-}
-
-pub(crate) fn update(c: &Connection, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
-    let (current, seq) = get_with_seq(c, id)?;
-    let env = catalog::update_environment(&current, patch)?;
-    c.execute(
-        "UPDATE environments SET name = ?1, description = ?2, metadata = ?3, config = ?4, scope = ?5, updated_at = ?6 \
-         WHERE seq = ?7",
-        params![
-            env.name,
-            env.description,
-            serde_json::to_string(&env.metadata).expect("metadata serialises"),
-            env.config.to_string(),
-            env.scope,
-            now_micros(),
-            seq
-        ],
-    )
-    .map_err(backend)?;
-    emit_one(c, Change::Updated { resource: Resource::Environment, changed: true }, id.as_str())?;
-    get_with_seq(c, id).map(|(e, _)| e)
+/// The environment and its row number, or not-found.
+pub(crate) fn get_with_seq(c: &Connection, id: &EnvironmentId) -> Result<(mnemo_api::Environment, i64)> {
+    let row = find(c, id)?.ok_or_else(|| not_found(id))?;
+    Ok((row.environment, row.seq))
 }
 
 pub(crate) fn list(
@@ -86,7 +45,7 @@ pub(crate) fn list(
     include_archived: bool,
     limit: u32,
     after: Option<&Cursor>,
-) -> Result<Listing<Environment>> {
+) -> Result<Listing<mnemo_api::Environment>> {
     let before = crate::stores::before(after)?;
     let mut stmt = c
         .prepare_cached(&format!(
@@ -94,32 +53,14 @@ pub(crate) fn list(
         ))
         .map_err(backend)?;
     let rows = stmt
-        .query_map(params![before, include_archived, i64::from(limit) + 1], from_row)
+        .query_map(params![before, include_archived, i64::from(limit) + 1], columns)
         .map_err(backend)?
         .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(backend)?;
+        .map_err(backend)?
+        .into_iter()
+        .map(|cols| cols.decode().map(|row| (row.environment, row.seq)))
+        .collect::<Result<Vec<_>>>()?;
     Ok(page(rows, limit))
-}
-
-pub(crate) fn archive(c: &Connection, id: &EnvironmentId) -> Result<Environment> {
-    let (env, seq) = get_with_seq(c, id)?;
-    emit_one(c, Change::Archived { resource: Resource::Environment, already: env.archived_at.is_some() }, id.as_str())?;
-    if env.archived_at.is_none() {
-        c.execute(
-            "UPDATE environments SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2",
-            params![now_micros(), seq],
-        )
-        .map_err(backend)?;
-    }
-    get_with_seq(c, id).map(|(e, _)| e)
-}
-
-pub(crate) fn delete(c: &Connection, id: &EnvironmentId) -> Result<()> {
-    let (_, seq) = get_with_seq(c, id)?;
-    c.execute("DELETE FROM environment_keys WHERE environment_seq = ?1", [seq]).map_err(backend)?;
-    c.execute("DELETE FROM environments WHERE seq = ?1", [seq]).map_err(backend)?;
-    emit_one(c, Change::Deleted(Resource::Environment), id.as_str())?;
-    Ok(())
 }
 
 const KEY_COLUMNS: &str = "k.id, e.id, k.created_at, k.revoked_at";
@@ -135,46 +76,6 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
     })
 }
 
-pub(crate) fn create_key(c: &Connection, environment: &EnvironmentId, hash: CredentialHash) -> Result<EnvironmentKey> {
-    let (env, seq) = get_with_seq(c, environment)?;
-    catalog::check_takes_keys(&env)?;
-    let id = EnvironmentKeyId::generate();
-    c.execute(
-        "INSERT INTO environment_keys (id, environment_seq, secret_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![id.as_str(), seq, &hash[..], now_micros()],
-    )
-    .map_err(backend)?;
-    get_key(c, &id)
-}
-
-fn get_key(c: &Connection, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
-    query_one(c, &format!(
-        "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq WHERE k.id = ?1"
-    ), [id.as_str()], key_from_row)?
-    .ok_or_else(|| StoreError::not_found("environment key", id))
-}
-
-pub(crate) fn revoke_key(c: &Connection, environment: &EnvironmentId, id: &EnvironmentKeyId) -> Result<EnvironmentKey> {
-    catalog::check_key_of(&get_key(c, id)?, environment)?;
-    c.execute(
-        "UPDATE environment_keys SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
-        params![now_micros(), id.as_str()],
-    )
-    .map_err(backend)?;
-    get_key(c, id)
-}
-
-pub(crate) fn list_keys(c: &Connection, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
-    let (_, seq) = get_with_seq(c, environment)?;
-    let mut stmt = c
-        .prepare_cached(&format!(
-            "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
-             WHERE k.environment_seq = ?1 ORDER BY k.seq"
-        ))
-        .map_err(backend)?;
-    stmt.query_map([seq], key_from_row).map_err(backend)?.collect::<rusqlite::Result<Vec<_>>>().map_err(backend)
-}
-
 /// The environment key hashing to `hash`, unless revoked, with its environment.
 pub(crate) fn find_key(c: &Connection, hash: &CredentialHash) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
     let row: Option<(String, String)> = query_one(
@@ -187,10 +88,106 @@ pub(crate) fn find_key(c: &Connection, hash: &CredentialHash) -> Result<Option<(
     row.map(|(k, e)| Ok((parse_id(&k)?, parse_id(&e)?))).transpose()
 }
 
-impl mnemo_store::ops::EnvironmentSql for crate::engine::Lite<'_> {
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<mnemo_store::ops::EnvironmentRow> {
-        // The single writer excludes every other writer: reading is holding.
-        let (environment, seq) = get_with_seq(self, id)?;
-        Ok(mnemo_store::ops::EnvironmentRow { environment, seq })
+impl ops::EnvironmentSql for Lite<'_> {
+    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
+        find(self, id)?.ok_or_else(|| not_found(id))
+    }
+}
+
+impl ops::EnvironmentRowSql for Lite<'_> {
+    async fn find_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, id)
+    }
+
+    async fn share_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, id)
+    }
+
+    async fn lock_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, id)
+    }
+
+    async fn lock_environment_to_delete(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, id)
+    }
+
+    async fn insert_environment(&self, env: &mnemo_api::Environment, now: i64) -> Result<()> {
+        let (metadata, config) = json_columns(env);
+        self.execute(
+            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            params![env.id.as_str(), env.name, env.description, metadata, config, env.scope, now],
+        )
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn set_environment(&self, seq: i64, env: &mnemo_api::Environment, now: i64) -> Result<()> {
+        let (metadata, config) = json_columns(env);
+        self.execute(
+            "UPDATE environments SET name = ?1, description = ?2, metadata = ?3, config = ?4, scope = ?5, \
+             updated_at = ?6 WHERE seq = ?7",
+            params![env.name, env.description, metadata, config, env.scope, now, seq],
+        )
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn set_environment_archived(&self, seq: i64, now: i64) -> Result<()> {
+        self.execute("UPDATE environments SET archived_at = ?1, updated_at = ?1 WHERE seq = ?2", params![now, seq])
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn delete_environment_keys(&self, seq: i64) -> Result<()> {
+        self.execute("DELETE FROM environment_keys WHERE environment_seq = ?1", [seq]).map_err(backend)?;
+        Ok(())
+    }
+
+    async fn delete_environment_row(&self, seq: i64) -> Result<()> {
+        self.execute("DELETE FROM environments WHERE seq = ?1", [seq]).map_err(backend)?;
+        Ok(())
+    }
+
+    async fn insert_environment_key(
+        &self,
+        id: &EnvironmentKeyId,
+        environment: i64,
+        hash: &CredentialHash,
+        now: i64,
+    ) -> Result<()> {
+        self.execute(
+            "INSERT INTO environment_keys (id, environment_seq, secret_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![id.as_str(), environment, &hash[..], now],
+        )
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn find_environment_key(&self, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>> {
+        query_one(
+            self,
+            &format!(
+                "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
+                 WHERE k.id = ?1"
+            ),
+            [id.as_str()],
+            key_from_row,
+        )
+    }
+
+    async fn set_environment_key_revoked(&self, id: &EnvironmentKeyId, now: i64) -> Result<()> {
+        self.execute("UPDATE environment_keys SET revoked_at = ?1 WHERE id = ?2", params![now, id.as_str()])
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn environment_keys(&self, environment: i64) -> Result<Vec<EnvironmentKey>> {
+        self.prepare_cached(&format!(
+            "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
+             WHERE k.environment_seq = ?1 ORDER BY k.seq"
+        ))
+        .and_then(|mut s| s.query_map([environment], key_from_row)?.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(backend)
     }
 }

@@ -198,17 +198,17 @@ impl Store for SqliteStore {
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        self.engine.write(move |c| environments::create(c, &new)).await
+        self.engine.write(move |c| run_ready(ops::environments::create(&Lite(c), &new))).await
     }
 
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         let id = id.clone();
-        self.engine.read(move |c| environments::get_with_seq(c, &id).map(|(e, _)| e)).await
+        self.engine.read(move |c| run_ready(ops::environments::get(&Lite(c), &id))).await
     }
 
     async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
         let id = id.clone();
-        self.engine.write(move |c| environments::update(c, &id, patch)).await
+        self.engine.write(move |c| run_ready(ops::environments::update(&Lite(c), &id, patch))).await
     }
 
     async fn list_environments(
@@ -222,12 +222,12 @@ impl Store for SqliteStore {
 
     async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
         let id = id.clone();
-        self.engine.write(move |c| environments::archive(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::environments::archive(&Lite(c), &id))).await
     }
 
     async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| environments::delete(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::environments::delete(&Lite(c), &id))).await
     }
 
     async fn create_environment_key(
@@ -236,7 +236,7 @@ impl Store for SqliteStore {
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
         let environment = environment.clone();
-        self.engine.write(move |c| environments::create_key(c, &environment, hash)).await
+        self.engine.write(move |c| run_ready(ops::environments::create_key(&Lite(c), &environment, &hash))).await
     }
 
     async fn revoke_environment_key(
@@ -245,12 +245,12 @@ impl Store for SqliteStore {
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey> {
         let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| environments::revoke_key(c, &environment, &id)).await
+        self.engine.write(move |c| run_ready(ops::environments::revoke_key(&Lite(c), &environment, &id))).await
     }
 
     async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
         let environment = environment.clone();
-        self.engine.read(move |c| environments::list_keys(c, &environment)).await
+        self.engine.read(move |c| run_ready(ops::environments::list_keys(&Lite(c), &environment))).await
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
@@ -643,12 +643,12 @@ impl Store for SqliteStore {
     }
 
     async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        self.engine.write(move |c| webhooks::create_endpoint(c, &new)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::create_endpoint(&Lite(c), &new))).await
     }
 
     async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
         let id = id.clone();
-        self.engine.read(move |c| webhooks::get_endpoint(c, &id, with_secret)).await
+        self.engine.read(move |c| run_ready(ops::webhooks::get_endpoint(&Lite(c), &id, with_secret))).await
     }
 
     async fn rotate_webhook_secret(
@@ -658,7 +658,7 @@ impl Store for SqliteStore {
         keep_previous: Duration,
     ) -> Result<WebhookEndpoint> {
         let id = id.clone();
-        self.engine.write(move |c| webhooks::rotate_secret(c, &id, &secret, keep_previous)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::rotate_secret(&Lite(c), &id, &secret, keep_previous))).await
     }
 
     async fn update_webhook_endpoint(
@@ -667,16 +667,16 @@ impl Store for SqliteStore {
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint> {
         let id = id.clone();
-        self.engine.write(move |c| webhooks::update_endpoint(c, &id, patch)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::update_endpoint(&Lite(c), &id, patch))).await
     }
 
     async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
-        self.engine.read(move |c| webhooks::list_endpoints(c, limit, after.as_ref())).await
+        self.engine.read(move |c| run_ready(ops::webhooks::list_endpoints(&Lite(c), limit, after.as_ref()))).await
     }
 
     async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
         let id = id.clone();
-        self.engine.write(move |c| webhooks::delete_endpoint(c, &id)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::delete_endpoint(&Lite(c), &id))).await
     }
 
     async fn list_webhook_deliveries(
@@ -685,24 +685,24 @@ impl Store for SqliteStore {
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>> {
         let endpoint = endpoint.clone();
-        self.engine.read(move |c| webhooks::list_deliveries(c, &endpoint, &query)).await
+        self.engine.read(move |c| run_ready(ops::webhooks::list_deliveries(&Lite(c), &endpoint, &query))).await
     }
 
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
         // Senders look every second or so; most looks find nothing due, and a read answers that
         // without taking the writer's turn (a delivery committed meanwhile waits for the next look).
-        if !self.engine.read(webhooks::any_due).await? {
+        if !self.engine.read(|c| run_ready(ops::webhooks::any_due(&Lite(c)))).await? {
             return Ok(Vec::new());
         }
-        self.engine.write(move |c| webhooks::claim(c, limit, lease)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::claim(&Lite(c), limit, lease))).await
     }
 
     async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
-        self.engine.write(move |c| webhooks::finish(c, &attempt)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::finish_attempt(&Lite(c), &attempt))).await
     }
 
     async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
-        self.engine.write(move |c| webhooks::prune(c, age)).await
+        self.engine.write(move |c| run_ready(ops::webhooks::prune(&Lite(c), age))).await
     }
 }
 

@@ -26,10 +26,7 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         .try_into()
         .map_err(backend)?;
     if current > MIGRATIONS.len() {
-        return Err(crate::engine::failure(format!(
-            "the database has schema version {current}, newer than this mnemo knows ({}); upgrade mnemo",
-            MIGRATIONS.len()
-        )));
+        return Err(crate::engine::failure(mnemo_store::check::newer_schema(current, MIGRATIONS.len())));
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;", i + 1))

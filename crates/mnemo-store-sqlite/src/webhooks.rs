@@ -1,34 +1,74 @@
-//! Webhooks: endpoints, the outbox a write fills in its own transaction ([`emit`]), and the
-//! claims and outcomes of delivery attempts. Every write runs on the single writer thread, so a
-//! claim is one write job and two claims can never take the same delivery.
+//! Webhooks: the SQL of [`ops::webhooks`] (endpoints, the outbox a write fills in its own
+//! transaction, the claims and outcomes of delivery attempts). Every write runs on the single
+//! writer thread, so a claim is one write job and two claims can never take the same delivery.
 
-use std::time::Duration;
-
-use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId};
-use mnemo_store::ops::{self, run_ready};
-use mnemo_store::rules::webhook::{Change, Next, Planned};
-use mnemo_store::webhook::{
-    MAX_CLAIM, MIN_CLAIM_LEASE, event_type_from_column, filter_from_column, filter_to_column, short_error,
-    status_from_column,
-};
-use mnemo_store::{
-    ClaimedDelivery, Cursor, ListWebhookDeliveries, Listing, NewWebhookEndpoint, Result, StoreError, WebhookAttempt,
-    WebhookEndpointPatch,
-};
-use rusqlite::{Connection, Row, params};
+use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpointId};
+use mnemo_store::ops::{self, DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
+use mnemo_store::rules::webhook::{Claim, Planned, Recorded};
+use mnemo_store::webhook::{event_type_from_column, filter_from_column, filter_to_column, status_from_column};
+use mnemo_store::{Result, StoreError};
+use rusqlite::{Row, params};
 
 use crate::engine::{Lite, backend, query_one};
-use crate::stores::page;
-use crate::{now_micros, parse_id, ts, ts_opt};
+use crate::{parse_id, ts, ts_opt};
 
-/// [`emit`] for the events of one change.
-pub(crate) fn emit_one(c: &Connection, change: Change<'_>, resource_id: &str) -> Result<()> {
-    run_ready(ops::webhooks::emit_one(&Lite(c), change, resource_id))
+const ENDPOINT_COLUMNS: &str = "seq, id, url, event_types, description, created_at, updated_at, secret, \
+     previous_secret, previous_secret_expires_at";
+
+fn endpoint_from_row(r: &Row<'_>) -> rusqlite::Result<EndpointRow> {
+    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+    Ok(EndpointRow {
+        seq: r.get(0)?,
+        id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
+        url: r.get(2)?,
+        event_types: filter_from_column(r.get::<_, Option<String>>(3)?.as_deref()).map_err(bad)?,
+        description: r.get(4)?,
+        created_at: r.get(5)?,
+        updated_at: r.get(6)?,
+        secret: r.get(7)?,
+        previous_secret: r.get(8)?,
+        previous_secret_expires_at: r.get(9)?,
+    })
+}
+
+const DELIVERY_COLUMNS: &str = "d.id, p.id, e.id, e.type, e.resource_id, d.status, d.attempts, d.last_attempt_at, \
+     d.last_status_code, d.last_error, d.next_attempt_at, d.created_at, d.finished_at, d.seq";
+
+fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<(WebhookDelivery, i64)> {
+    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+    Ok((
+        WebhookDelivery {
+            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
+            endpoint_id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
+            event_id: parse_id(&r.get::<_, String>(2)?).map_err(bad)?,
+            event_type: event_type_from_column(&r.get::<_, String>(3)?).map_err(bad)?,
+            resource_id: r.get(4)?,
+            status: status_from_column(&r.get::<_, String>(5)?).map_err(bad)?,
+            attempts: r.get(6)?,
+            last_attempt_at: ts_opt(r.get(7)?),
+            last_status_code: r.get(8)?,
+            last_error: r.get(9)?,
+            next_attempt_at: ts_opt(r.get(10)?),
+            created_at: ts(r.get(11)?),
+            finished_at: ts_opt(r.get(12)?),
+        },
+        r.get(13)?,
+    ))
+}
+
+fn delivery_state(r: &Row<'_>) -> rusqlite::Result<DeliveryRow> {
+    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+    Ok(DeliveryRow {
+        seq: r.get(0)?,
+        status: status_from_column(&r.get::<_, String>(1)?).map_err(bad)?,
+        attempts: r.get(2)?,
+        next_attempt_at: r.get(3)?,
+    })
 }
 
 impl ops::WebhookSql for Lite<'_> {
     async fn webhook_filters(&self) -> Result<Vec<(i64, EventFilter)>> {
-        self.prepare_cached("SELECT seq, event_types FROM webhook_endpoints")
+        self.prepare_cached("SELECT seq, event_types FROM webhook_endpoints ORDER BY seq")
             .and_then(|mut s| {
                 s.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?
                     .collect::<rusqlite::Result<Vec<_>>>()
@@ -62,279 +102,212 @@ impl ops::WebhookSql for Lite<'_> {
         .map_err(backend)?;
         Ok(())
     }
-}
 
-const ENDPOINT_COLUMNS: &str =
-    "id, url, event_types, description, created_at, updated_at, secret, seq, previous_secret_expires_at";
-
-fn endpoint_from_row(r: &Row<'_>, with_secret: bool) -> rusqlite::Result<(WebhookEndpoint, i64)> {
-    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
-    Ok((
-        WebhookEndpoint {
-            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
-            url: r.get(1)?,
-            event_types: filter_from_column(r.get::<_, Option<String>>(2)?.as_deref()).map_err(bad)?,
-            description: r.get(3)?,
-            created_at: ts(r.get(4)?),
-            updated_at: ts(r.get(5)?),
-            previous_secret_expires_at: ts_opt(r.get::<_, Option<i64>>(8)?.filter(|at| *at > now_micros())),
-            secret: if with_secret { Some(r.get(6)?) } else { None },
-        },
-        r.get(7)?,
-    ))
-}
-
-fn endpoint_with_seq(c: &Connection, id: &WebhookEndpointId, with_secret: bool) -> Result<(WebhookEndpoint, i64)> {
-    query_one(c, &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1"), [id.as_str()], |r| {
-        endpoint_from_row(r, with_secret)
-    })?
-    .ok_or_else(|| StoreError::not_found("webhook endpoint", id))
-}
-
-pub(crate) fn get_endpoint(c: &Connection, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
-    endpoint_with_seq(c, id, with_secret).map(|(e, _)| e)
-}
-
-pub(crate) fn create_endpoint(c: &Connection, new: &NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-    let id = WebhookEndpointId::generate();
-    c.execute(
-        "INSERT INTO webhook_endpoints (id, url, secret, event_types, description, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-        params![id.as_str(), new.url, new.secret, filter_to_column(&new.event_types), new.description, now_micros()],
-    )
-    .map_err(backend)?;
-    get_endpoint(c, &id, true)
-}
-
-pub(crate) fn update_endpoint(
-    c: &Connection,
-    id: &WebhookEndpointId,
-    patch: WebhookEndpointPatch,
-) -> Result<WebhookEndpoint> {
-    let (current, seq) = endpoint_with_seq(c, id, false)?;
-    let url = patch.url.unwrap_or(current.url);
-    let filter = patch.event_types.unwrap_or(current.event_types);
-    let description = patch.description.unwrap_or(current.description);
-    c.execute(
-        "UPDATE webhook_endpoints SET url = ?1, event_types = ?2, description = ?3, updated_at = ?4 WHERE seq = ?5",
-        params![url, filter_to_column(&filter), description, now_micros(), seq],
-    )
-    .map_err(backend)?;
-    get_endpoint(c, id, false)
-}
-
-pub(crate) fn rotate_secret(
-    c: &Connection,
-    id: &WebhookEndpointId,
-    secret: &str,
-    keep_previous: Duration,
-) -> Result<WebhookEndpoint> {
-    let (_, seq) = endpoint_with_seq(c, id, false)?;
-    let now = now_micros();
-    let keep = (!keep_previous.is_zero()).then(|| now.saturating_add(micros(keep_previous)));
-    c.execute(
-        "UPDATE webhook_endpoints SET previous_secret = CASE WHEN ?2 IS NULL THEN NULL ELSE secret END, \
-         previous_secret_expires_at = ?2, secret = ?1, updated_at = ?3 WHERE seq = ?4",
-        params![secret, keep, now, seq],
-    )
-    .map_err(backend)?;
-    get_endpoint(c, id, true)
-}
-
-pub(crate) fn list_endpoints(c: &Connection, limit: u32, after: Option<&Cursor>) -> Result<Listing<WebhookEndpoint>> {
-    let before = crate::stores::before(after)?;
-    let rows = c
-        .prepare_cached(&format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2"
-        ))
-        .and_then(|mut s| {
-            s.query_map(params![before, i64::from(limit) + 1], |r| endpoint_from_row(r, false))?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)?;
-    Ok(page(rows, limit))
-}
-
-pub(crate) fn delete_endpoint(c: &Connection, id: &WebhookEndpointId) -> Result<()> {
-    let (_, seq) = endpoint_with_seq(c, id, false)?;
-    c.execute("DELETE FROM webhook_deliveries WHERE endpoint_seq = ?1", [seq]).map_err(backend)?;
-    c.execute("DELETE FROM webhook_endpoints WHERE seq = ?1", [seq]).map_err(backend)?;
-    delete_orphan_events(c)?;
-    Ok(())
-}
-
-/// Events no delivery refers to any more (their endpoints were deleted or their deliveries
-/// pruned).
-fn delete_orphan_events(c: &Connection) -> Result<u64> {
-    let n = c
-        .execute(
-            "DELETE FROM webhook_events WHERE NOT EXISTS \
-             (SELECT 1 FROM webhook_deliveries d WHERE d.event_seq = webhook_events.seq)",
-            [],
+    async fn insert_endpoint(&self, row: NewEndpointRow<'_>) -> Result<()> {
+        let new = row.new;
+        self.execute(
+            "INSERT INTO webhook_endpoints (id, url, secret, event_types, description, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+            params![row.id.as_str(), new.url, new.secret, filter_to_column(&new.event_types), new.description, row.now],
         )
         .map_err(backend)?;
-    Ok(n as u64)
-}
+        Ok(())
+    }
 
-const DELIVERY_COLUMNS: &str = "d.id, p.id, e.id, e.type, e.resource_id, d.status, d.attempts, d.last_attempt_at, \
-     d.last_status_code, d.last_error, d.next_attempt_at, d.created_at, d.finished_at, d.seq";
+    async fn find_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
+        query_one(
+            self,
+            &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1"),
+            [id.as_str()],
+            endpoint_from_row,
+        )
+    }
 
-fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<(WebhookDelivery, i64)> {
-    let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
-    Ok((
-        WebhookDelivery {
-            id: parse_id(&r.get::<_, String>(0)?).map_err(bad)?,
-            endpoint_id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
-            event_id: parse_id(&r.get::<_, String>(2)?).map_err(bad)?,
-            event_type: event_type_from_column(&r.get::<_, String>(3)?).map_err(bad)?,
-            resource_id: r.get(4)?,
-            status: status_from_column(&r.get::<_, String>(5)?).map_err(bad)?,
-            attempts: r.get(6)?,
-            last_attempt_at: ts_opt(r.get(7)?),
-            last_status_code: r.get(8)?,
-            last_error: r.get(9)?,
-            next_attempt_at: ts_opt(r.get(10)?),
-            created_at: ts(r.get(11)?),
-            finished_at: ts_opt(r.get(12)?),
-        },
-        r.get(13)?,
-    ))
-}
+    async fn lock_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
+        // The single writer excludes every other writer: reading is locking.
+        self.find_endpoint(id).await
+    }
 
-pub(crate) fn list_deliveries(
-    c: &Connection,
-    endpoint: &WebhookEndpointId,
-    q: &ListWebhookDeliveries,
-) -> Result<Listing<WebhookDelivery>> {
-    let (_, endpoint_seq) = endpoint_with_seq(c, endpoint, false)?;
-    let before = crate::stores::before(q.after.as_ref())?;
-    let rows = c
-        .prepare_cached(&format!(
+    async fn endpoints_before(&self, before: i64, limit: u32) -> Result<Vec<EndpointRow>> {
+        self.prepare_cached(&format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2"
+        ))
+        .and_then(|mut s| s.query_map(params![before, limit], endpoint_from_row)?.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(backend)
+    }
+
+    async fn set_endpoint(
+        &self,
+        seq: i64,
+        url: &str,
+        filter: &EventFilter,
+        description: Option<&str>,
+        now: i64,
+    ) -> Result<()> {
+        self.execute(
+            "UPDATE webhook_endpoints SET url = ?1, event_types = ?2, description = ?3, updated_at = ?4 WHERE seq = ?5",
+            params![url, filter_to_column(filter), description, now, seq],
+        )
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn set_secret(
+        &self,
+        seq: i64,
+        secret: &str,
+        previous: Option<&str>,
+        until: Option<i64>,
+        now: i64,
+    ) -> Result<()> {
+        self.execute(
+            "UPDATE webhook_endpoints SET secret = ?1, previous_secret = ?2, previous_secret_expires_at = ?3, \
+             updated_at = ?4 WHERE seq = ?5",
+            params![secret, previous, until, now, seq],
+        )
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn delete_endpoint_deliveries(&self, seq: i64) -> Result<()> {
+        self.execute("DELETE FROM webhook_deliveries WHERE endpoint_seq = ?1", [seq]).map_err(backend)?;
+        Ok(())
+    }
+
+    async fn delete_endpoint_row(&self, seq: i64) -> Result<()> {
+        self.execute("DELETE FROM webhook_endpoints WHERE seq = ?1", [seq]).map_err(backend)?;
+        Ok(())
+    }
+
+    async fn delete_orphan_events(&self) -> Result<u64> {
+        let n = self
+            .execute(
+                "DELETE FROM webhook_events WHERE NOT EXISTS \
+                 (SELECT 1 FROM webhook_deliveries d WHERE d.event_seq = webhook_events.seq)",
+                [],
+            )
+            .map_err(backend)?;
+        Ok(n as u64)
+    }
+
+    async fn deliveries_before(
+        &self,
+        endpoint: &EndpointRow,
+        status: Option<DeliveryStatus>,
+        before: i64,
+        limit: u32,
+    ) -> Result<Vec<(WebhookDelivery, i64)>> {
+        self.prepare_cached(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d \
              JOIN webhook_endpoints p ON p.seq = d.endpoint_seq JOIN webhook_events e ON e.seq = d.event_seq \
              WHERE d.endpoint_seq = ?1 AND d.seq < ?2 AND (?3 IS NULL OR d.status = ?3) \
              ORDER BY d.seq DESC LIMIT ?4"
         ))
         .and_then(|mut s| {
-            s.query_map(
-                params![endpoint_seq, before, q.status.map(DeliveryStatus::as_str), i64::from(q.limit) + 1],
-                delivery_from_row,
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)?;
-    Ok(page(rows, q.limit))
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// Whether any delivery is due now (a read: the claim itself is a write).
-pub(crate) fn any_due(c: &Connection) -> Result<bool> {
-    query_one(
-        c,
-        "SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?1 LIMIT 1",
-        [now_micros()],
-        |_| Ok(()),
-    )
-    .map(|row| row.is_some())
-}
-
-/// Claims due deliveries (one write job: the single writer makes claims exclusive).
-pub(crate) fn claim(c: &Connection, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
-    let now = now_micros();
-    let until = now.saturating_add(micros(lease.max(MIN_CLAIM_LEASE)));
-    let rows = c
-        .prepare_cached(
-            "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?2, last_attempt_at = ?1 \
-             WHERE seq IN (SELECT seq FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?1 \
-                           ORDER BY next_attempt_at, seq LIMIT ?3) \
-             RETURNING seq",
-        )
-        .and_then(|mut s| {
-            s.query_map(params![now, until, i64::from(limit.min(MAX_CLAIM))], |r| r.get::<_, i64>(0))?
+            s.query_map(params![endpoint.seq, before, status.map(DeliveryStatus::as_str), limit], delivery_from_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })
-        .map_err(backend)?;
-    let mut claimed = Vec::with_capacity(rows.len());
-    for seq in rows {
-        let d = c
+        .map_err(backend)
+    }
+
+    async fn lock_due_deliveries(&self, status: DeliveryStatus, now: i64, limit: u32) -> Result<Vec<DeliveryRow>> {
+        self.prepare_cached(
+            "SELECT seq, status, attempts, next_attempt_at FROM webhook_deliveries \
+             WHERE status = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, seq LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![status.as_str(), now, limit], delivery_state)?.collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(backend)
+    }
+
+    async fn start_attempts(&self, claims: &[(i64, Claim)]) -> Result<()> {
+        let mut stmt = self
             .prepare_cached(
-                "SELECT d.id, d.attempts, p.id, p.url, p.secret, e.id, e.type, e.resource_id, e.created_at, \
-                        CASE WHEN p.previous_secret_expires_at > ?2 THEN p.previous_secret END \
+                "UPDATE webhook_deliveries SET attempts = ?2, last_attempt_at = ?3, next_attempt_at = ?4 WHERE seq = ?1",
+            )
+            .map_err(backend)?;
+        for (seq, c) in claims {
+            stmt.execute(params![seq, c.attempt, c.last_attempt_at, c.next_attempt_at]).map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    async fn deliveries_to_send(&self, seqs: &[i64]) -> Result<Vec<SendRow>> {
+        let mut stmt = self
+            .prepare_cached(
+                "SELECT d.seq, d.id, p.id, p.url, p.secret, p.previous_secret, p.previous_secret_expires_at, \
+                        e.id, e.type, e.resource_id, e.created_at \
                  FROM webhook_deliveries d JOIN webhook_endpoints p ON p.seq = d.endpoint_seq \
                  JOIN webhook_events e ON e.seq = d.event_seq WHERE d.seq = ?1",
             )
-            .and_then(|mut s| {
-                s.query_row(params![seq, now], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, u32>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, String>(5)?,
-                        r.get::<_, String>(6)?,
-                        r.get::<_, String>(7)?,
-                        r.get::<_, i64>(8)?,
-                        r.get::<_, Option<String>>(9)?,
-                    ))
-                })
-            })
             .map_err(backend)?;
-        claimed.push(ClaimedDelivery {
-            id: parse_id(&d.0)?,
-            attempt: d.1,
-            endpoint: parse_id(&d.2)?,
-            url: d.3,
-            secret: d.4,
-            previous_secret: d.9,
-            event: parse_id(&d.5)?,
-            event_type: event_type_from_column(&d.6)?,
-            resource_id: d.7,
-            created_at: ts(d.8),
-        });
+        let mut out = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+            let row = stmt
+                .query_row([seq], |r| {
+                    Ok(SendRow {
+                        seq: r.get(0)?,
+                        id: parse_id(&r.get::<_, String>(1)?).map_err(bad)?,
+                        endpoint: parse_id(&r.get::<_, String>(2)?).map_err(bad)?,
+                        url: r.get(3)?,
+                        secret: r.get(4)?,
+                        previous_secret: r.get(5)?,
+                        previous_secret_expires_at: r.get(6)?,
+                        event: parse_id(&r.get::<_, String>(7)?).map_err(bad)?,
+                        event_type: event_type_from_column(&r.get::<_, String>(8)?).map_err(bad)?,
+                        resource_id: r.get(9)?,
+                        created_at: r.get(10)?,
+                    })
+                })
+                .map_err(backend)?;
+            out.push(row);
+        }
+        Ok(out)
     }
-    claimed.sort_by_key(|d| d.created_at);
-    Ok(claimed)
-}
 
-pub(crate) fn finish(c: &Connection, a: &WebhookAttempt) -> Result<bool> {
-    let now = now_micros();
-    let (status, next_at, finished_at) = match a.next {
-        Next::Delivered => ("delivered", None, Some(now)),
-        Next::Failed => ("failed", None, Some(now)),
-        Next::RetryIn(d) => ("pending", Some(now.saturating_add(micros(d))), None),
-    };
-    let n = c
-        .prepare_cached(
+    async fn lock_delivery(&self, id: &WebhookDeliveryId) -> Result<Option<DeliveryRow>> {
+        query_one(
+            self,
+            "SELECT seq, status, attempts, next_attempt_at FROM webhook_deliveries WHERE id = ?1",
+            [id.as_str()],
+            delivery_state,
+        )
+    }
+
+    async fn record_attempt(
+        &self,
+        seq: i64,
+        recorded: &Recorded,
+        status_code: Option<u16>,
+        error: Option<&str>,
+    ) -> Result<()> {
+        self.prepare_cached(
             "UPDATE webhook_deliveries SET status = ?1, next_attempt_at = ?2, finished_at = ?3, \
-             last_status_code = ?4, last_error = ?5 \
-             WHERE id = ?6 AND attempts = ?7 AND status = 'pending'",
+             last_status_code = ?4, last_error = ?5 WHERE seq = ?6",
         )
         .and_then(|mut s| {
             s.execute(params![
-                status,
-                next_at,
-                finished_at,
-                a.status_code,
-                a.error.as_deref().map(short_error),
-                a.delivery.as_str(),
-                a.attempt
+                recorded.status.as_str(),
+                recorded.next_attempt_at,
+                recorded.finished_at,
+                status_code,
+                error,
+                seq
             ])
         })
         .map_err(backend)?;
-    Ok(n == 1)
-}
-
-pub(crate) fn prune(c: &Connection, age: Duration) -> Result<u64> {
-    let cutoff = now_micros().saturating_sub(micros(age));
-    let n = c
-        .execute("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND finished_at < ?1", [cutoff])
-        .map_err(backend)?;
-    if n > 0 {
-        delete_orphan_events(c)?;
+        Ok(())
     }
-    Ok(n as u64)
+
+    async fn delete_finished_deliveries(&self, status: DeliveryStatus, before: i64) -> Result<u64> {
+        let n = self
+            .execute(
+                "DELETE FROM webhook_deliveries WHERE status = ?1 AND finished_at < ?2",
+                params![status.as_str(), before],
+            )
+            .map_err(backend)?;
+        Ok(n as u64)
+    }
 }

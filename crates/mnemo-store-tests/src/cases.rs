@@ -78,7 +78,9 @@
 //!   archived object, an agent update that changes nothing record none); a claim counts an
 //!   attempt and hides the delivery for its lease, after which an unreported attempt is made
 //!   again; outcomes apply only to the latest attempt (delivered, due again, failed); pruning
-//!   drops finished deliveries only; concurrent claimers never share a delivery; a rotated
+//!   drops finished deliveries only; concurrent claimers never share a delivery; a claim takes
+//!   the oldest due first (a retry due earlier before a newer event's first attempt; deliveries
+//!   due together in the order they were made) and returns them in that order; a rotated
 //!   secret is claimed beside the new one until its overlap ends on the store's clock.
 //! - [`turns`] — the agent loop's turn lease: granted when free, renewed by its holder, held
 //!   against others, released only by its holder, free again once it lapses on the store's

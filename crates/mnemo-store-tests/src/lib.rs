@@ -250,6 +250,7 @@ macro_rules! conformance {
             changes_yield_webhook_deliveries_in_their_transaction,
             deliveries_are_claimed_retried_and_finished,
             concurrent_claimers_never_share_a_delivery,
+            claims_take_the_oldest_due_first_and_return_them_in_that_order,
             a_rotated_secret_signs_beside_the_new_one_until_it_expires,
         });
         $crate::conformance!(@async $factory; turns {

@@ -55,6 +55,34 @@ pub fn skipped_invariants(why: &str) -> Vec<Check> {
     INVARIANTS.iter().map(|i| Check { name: i.name, outcome: Outcome::Skipped(why.to_owned()) }).collect()
 }
 
+/// Why the invariants are not checked under a schema this build does not know.
+pub const UNKNOWN_SCHEMA: &str = "the schema is not the one this mnemo knows";
+
+/// How a database's schema version `version` compares with `known`, the newest this build
+/// knows, worded the same for every backend: `None` when they are the same (the tables are
+/// checked next); version 0 (no mnemo tables) and a newer version are problems; an older one
+/// is skipped, since `mnemo serve` migrates it.
+pub fn schema_version(version: i64, known: i64) -> Option<Outcome> {
+    match version {
+        0 => Some(Outcome::Problems(vec![
+            "schema version 0: no mnemo tables here (mnemo serve has never opened it)".into(),
+        ])),
+        v if v > known => Some(Outcome::Problems(vec![format!(
+            "schema version {v} is newer than this mnemo knows ({known}); check it with a newer mnemo"
+        )])),
+        v if v < known => Some(Outcome::Skipped(format!(
+            "schema version {v} is older than this mnemo's ({known}); mnemo serve migrates it on start"
+        ))),
+        _ => None,
+    }
+}
+
+/// Why `mnemo serve` refuses a database whose schema version `version` is newer than `known`,
+/// the newest this build knows.
+pub fn newer_schema(version: impl std::fmt::Display, known: impl std::fmt::Display) -> String {
+    format!("the database has schema version {version}, newer than this mnemo knows ({known}); upgrade mnemo")
+}
+
 /// One promise the tables keep.
 #[derive(Debug)]
 pub struct Invariant {
@@ -322,6 +350,38 @@ mod tests {
         assert_eq!(
             found.outcome(),
             Outcome::Problems(vec!["7 rows cannot be read back: r0; r1; r2; r3; r4; and 2 more".into()])
+        );
+    }
+
+    #[test]
+    fn schema_versions_are_judged_and_worded_once_for_every_backend() {
+        let table: &[(i64, Option<Outcome>)] = &[
+            (
+                0,
+                Some(Outcome::Problems(vec![
+                    "schema version 0: no mnemo tables here (mnemo serve has never opened it)".into(),
+                ])),
+            ),
+            (
+                5,
+                Some(Outcome::Problems(vec![
+                    "schema version 5 is newer than this mnemo knows (4); check it with a newer mnemo".into(),
+                ])),
+            ),
+            (
+                3,
+                Some(Outcome::Skipped(
+                    "schema version 3 is older than this mnemo's (4); mnemo serve migrates it on start".into(),
+                )),
+            ),
+            (4, None),
+        ];
+        for (version, want) in table {
+            assert_eq!(schema_version(*version, 4), *want, "{version}");
+        }
+        assert_eq!(
+            newer_schema(99, 4),
+            "the database has schema version 99, newer than this mnemo knows (4); upgrade mnemo"
         );
     }
 }

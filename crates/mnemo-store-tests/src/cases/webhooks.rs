@@ -301,6 +301,48 @@ pub async fn concurrent_claimers_never_share_a_delivery(factory: &impl StoreFact
     }
 }
 
+pub async fn claims_take_the_oldest_due_first_and_return_them_in_that_order(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let long = Duration::from_secs(60);
+    let first = endpoint(&*s, "https://example.com/first", Some(vec![T::MemoryStoreCreated])).await;
+    let second = endpoint(&*s, "https://example.com/second", Some(vec![T::MemoryStoreCreated])).await;
+    let a = memory_store(&*s, "a").await;
+    // The oldest event's deliveries are attempted once and both are due again at once, after the
+    // two newer events' first attempts became due.
+    let old = s.claim_webhook_deliveries(10, long).await.unwrap();
+    let got: Vec<_> = old.iter().map(|d| (&d.endpoint, d.resource_id.as_str())).collect();
+    assert_eq!(got, [(&first.id, a.as_str()), (&second.id, a.as_str())], "one event's deliveries in endpoint order");
+    let b = memory_store(&*s, "b").await;
+    let c = memory_store(&*s, "c").await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    for d in old.iter().rev() {
+        assert!(s.finish_webhook_attempt(attempt(&d.id, 1, Some(503), Next::RetryIn(Duration::ZERO))).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+
+    // A claim of one takes the delivery due longest: the first attempt of `b` to the first endpoint.
+    let one = s.claim_webhook_deliveries(1, long).await.unwrap();
+    assert_eq!(
+        one.iter().map(|d| (&d.endpoint, d.resource_id.as_str(), d.attempt)).collect::<Vec<_>>(),
+        [(&first.id, b.as_str(), 1)]
+    );
+    let rest = s.claim_webhook_deliveries(10, long).await.unwrap();
+    let got: Vec<_> = rest.iter().map(|d| (&d.endpoint, d.resource_id.as_str(), d.attempt)).collect();
+    assert_eq!(
+        got,
+        [
+            (&second.id, b.as_str(), 1),
+            (&first.id, c.as_str(), 1),
+            (&second.id, c.as_str(), 1),
+            // The retries, due last, in the order they became due (the second endpoint's was
+            // reported first), not the order they were made.
+            (&second.id, a.as_str(), 2),
+            (&first.id, a.as_str(), 2),
+        ],
+        "oldest due first, and deliveries due together in the order they were made"
+    );
+}
+
 pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;

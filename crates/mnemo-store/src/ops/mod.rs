@@ -39,13 +39,15 @@ pub use agents::AgentRow;
 pub use agents::AgentSql;
 pub use console::{ConsoleRow, ConsoleSql};
 pub use credentials::CredentialSql;
-pub use environments::{EnvironmentRow, EnvironmentSql};
+pub use environments::EnvironmentColumns;
+pub use environments::{EnvironmentRow, EnvironmentRowSql, EnvironmentSql};
 pub use events::{SessionRow, SessionSql};
 pub use memories::{MemoryRow, MemorySql, NewVersion, Written};
 pub use sessions::{NewSessionRow, SessionRowSql};
 pub use stores::{LockedStore, StoreSql};
 pub use versions::{VersionRow, VersionSql};
 pub use webhooks::WebhookSql;
+pub use webhooks::{DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
 pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 
 use crate::{Result, StoreError};

@@ -1,7 +1,11 @@
 //! Webhooks: which change yields which event types ([`event_types`]), which endpoints an event
-//! goes to ([`subscribed`], [`Outbox::plan`]), and what an attempt's answer means for its
+//! goes to ([`subscribed`], [`Outbox::plan`]), what an attempt's answer means for its
 //! delivery ([`after_attempt`]: delivered, tried again after an exponential, jittered delay,
-//! or given up).
+//! or given up), and the life of a delivery in the store: which ones a claim takes and in which
+//! order ([`CLAIMABLE`], [`claim_order`]), what a claim writes ([`claim`]), which report is
+//! recorded and what it writes ([`record`]), what pruning removes ([`FINISHED`],
+//! [`prune_before`]); and how long a rotated-out secret still signs ([`previous_secret_until`],
+//! [`previous_secret_signs`]).
 //!
 //! A backend gathers the changes a write makes in an [`Outbox`], and before it commits loads
 //! the endpoints, asks [`Outbox::plan`] which deliveries to create, and writes them in the same
@@ -10,7 +14,13 @@
 
 use std::time::Duration;
 
-use mnemo_api::{Backoff, Event, EventFilter, Jitter, WebhookEventId, WebhookEventType as T};
+use mnemo_api::{Backoff, DeliveryStatus, Event, EventFilter, Jitter, WebhookEventId, WebhookEventType as T};
+
+use crate::WebhookEndpointPatch;
+use crate::webhook::{MAX_CLAIM, MIN_CLAIM_LEASE};
+
+/// Microseconds since the Unix epoch (the store's clock).
+pub type Micros = i64;
 
 /// The kinds of resource webhook events are about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +195,121 @@ pub fn after_attempt(answer: Answer, attempt: u32, policy: &DeliveryPolicy, rand
     Next::RetryIn(policy.retry.delay_with(attempt.saturating_sub(1), random))
 }
 
+/// The status of a delivery a claim may take: only a pending one is ever attempted.
+pub const CLAIMABLE: DeliveryStatus = DeliveryStatus::Pending;
+
+/// The statuses of a delivery that is over (no attempt is made any more): what pruning removes.
+pub const FINISHED: [DeliveryStatus; 2] = [DeliveryStatus::Delivered, DeliveryStatus::Failed];
+
+/// Whether a delivery in `status` whose next attempt is at `next_attempt_at` is due at `now`.
+pub fn is_due(status: DeliveryStatus, next_attempt_at: Option<Micros>, now: Micros) -> bool {
+    status == CLAIMABLE && next_attempt_at.is_some_and(|at| at <= now)
+}
+
+/// The key claims order due deliveries by, smallest first: the oldest due first (the one whose
+/// next attempt has waited longest), and among deliveries due at the same moment the one
+/// created first (`seq`, its row number: a write's events in the order they happened, each to
+/// its endpoints in the order they were created). A claim of `limit` takes the first `limit`
+/// in this order and returns them in it, so they are sent in it.
+pub fn claim_order(next_attempt_at: Micros, seq: i64) -> (Micros, i64) {
+    (next_attempt_at, seq)
+}
+
+/// How many deliveries a claim asking for `limit` takes at the most.
+pub fn claim_limit(limit: u32) -> u32 {
+    limit.min(MAX_CLAIM)
+}
+
+/// What a claim at `now` writes to a delivery that has had `attempts` attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    /// This attempt's number (1: the first); the delivery's attempt count becomes it.
+    pub attempt: u32,
+    pub last_attempt_at: Micros,
+    /// The delivery is due again then (the claim's lease), in case the attempt is never
+    /// reported.
+    pub next_attempt_at: Micros,
+}
+
+/// A claim at `now` of a delivery that has had `attempts` attempts, for `lease` (at least
+/// [`MIN_CLAIM_LEASE`]): the attempt is counted when it is claimed, not when it is reported.
+pub fn claim(attempts: u32, now: Micros, lease: Duration) -> Claim {
+    Claim {
+        attempt: attempts.saturating_add(1),
+        last_attempt_at: now,
+        next_attempt_at: now.saturating_add(micros(lease.max(MIN_CLAIM_LEASE))),
+    }
+}
+
+/// What recording an attempt's outcome writes to its delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub status: DeliveryStatus,
+    /// When it is due again (pending only).
+    pub next_attempt_at: Option<Micros>,
+    /// When it finished (delivered or failed only).
+    pub finished_at: Option<Micros>,
+}
+
+/// The transition of a delivery in `status` after `attempts` attempts when attempt `attempt`
+/// reports `next` at `now`: pending → delivered, pending → failed (both finished now), or
+/// pending → pending due again after the delay. `None` (nothing is recorded): the delivery is
+/// no longer pending, or the report is of an attempt that is not its latest (its lease ran out
+/// and a later claim made another).
+pub fn record(status: DeliveryStatus, attempts: u32, attempt: u32, next: Next, now: Micros) -> Option<Recorded> {
+    if status != DeliveryStatus::Pending || attempts != attempt {
+        return None;
+    }
+    Some(match next {
+        Next::Delivered => {
+            Recorded { status: DeliveryStatus::Delivered, next_attempt_at: None, finished_at: Some(now) }
+        }
+        Next::Failed => Recorded { status: DeliveryStatus::Failed, next_attempt_at: None, finished_at: Some(now) },
+        Next::RetryIn(delay) => Recorded {
+            status: DeliveryStatus::Pending,
+            next_attempt_at: Some(now.saturating_add(micros(delay))),
+            finished_at: None,
+        },
+    })
+}
+
+/// Pruning at `now` removes [`FINISHED`] deliveries that finished before this: more than `age`
+/// ago.
+pub fn prune_before(now: Micros, age: Duration) -> Micros {
+    now.saturating_sub(micros(age))
+}
+
+/// Until when the secret a rotation at `now` replaces keeps signing beside the new one: `keep`
+/// from now; `None` (a zero `keep`): it stops at once and is not kept at all.
+pub fn previous_secret_until(now: Micros, keep: Duration) -> Option<Micros> {
+    (!keep.is_zero()).then(|| now.saturating_add(micros(keep)))
+}
+
+/// Whether a replaced secret kept until `until` still signs at `now` (and the endpoint shows
+/// `until`): strictly before it.
+pub fn previous_secret_signs(until: Option<Micros>, now: Micros) -> bool {
+    until.is_some_and(|until| now < until)
+}
+
+/// An endpoint's URL, filter and description after `patch`: each field it names replaces the
+/// current one, the others stay.
+pub fn patch_endpoint(
+    url: &str,
+    filter: &EventFilter,
+    description: Option<&str>,
+    patch: WebhookEndpointPatch,
+) -> (String, EventFilter, Option<String>) {
+    (
+        patch.url.unwrap_or_else(|| url.to_owned()),
+        patch.event_types.unwrap_or_else(|| filter.clone()),
+        patch.description.unwrap_or_else(|| description.map(str::to_owned)),
+    )
+}
+
+fn micros(d: Duration) -> Micros {
+    Micros::try_from(d.as_micros()).unwrap_or(Micros::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use mnemo_api::{StatusIdle, StopReason};
@@ -270,5 +395,133 @@ mod tests {
         let capped =
             DeliveryPolicy { max_attempts: 50, retry: Backoff { max: Duration::from_secs(100), ..policy.retry } };
         assert_eq!(retry_delay(&capped, 40), Duration::from_secs(100));
+    }
+
+    #[test]
+    fn a_claim_counts_the_attempt_and_hides_the_delivery_for_its_lease() {
+        let s = 1_000_000;
+        let table: &[(u32, Micros, Duration, Claim)] = &[
+            (0, 10, Duration::from_secs(60), Claim { attempt: 1, last_attempt_at: 10, next_attempt_at: 10 + 60 * s }),
+            (3, 10, Duration::from_secs(5), Claim { attempt: 4, last_attempt_at: 10, next_attempt_at: 10 + 5 * s }),
+            // A lease shorter than the least is the least.
+            (1, 10, Duration::ZERO, Claim { attempt: 2, last_attempt_at: 10, next_attempt_at: 10 + s }),
+            (1, 10, Duration::from_millis(10), Claim { attempt: 2, last_attempt_at: 10, next_attempt_at: 10 + s }),
+            (
+                u32::MAX,
+                10,
+                Duration::MAX,
+                Claim { attempt: u32::MAX, last_attempt_at: 10, next_attempt_at: Micros::MAX },
+            ),
+        ];
+        for (attempts, now, lease, want) in table {
+            assert_eq!(claim(*attempts, *now, *lease), *want, "{attempts} {lease:?}");
+        }
+        assert_eq!([claim_limit(0), claim_limit(3), claim_limit(MAX_CLAIM), claim_limit(u32::MAX)], [0, 3, 100, 100]);
+    }
+
+    #[test]
+    fn only_a_pending_delivery_that_is_due_is_claimed_oldest_due_first() {
+        use DeliveryStatus::*;
+        let table: &[(DeliveryStatus, Option<Micros>, Micros, bool)] = &[
+            (Pending, Some(5), 5, true),
+            (Pending, Some(4), 5, true),
+            (Pending, Some(6), 5, false),
+            (Pending, None, 5, false),
+            (Delivered, Some(4), 5, false),
+            (Failed, Some(4), 5, false),
+        ];
+        for (status, at, now, due) in table {
+            assert_eq!(is_due(*status, *at, *now), *due, "{status:?} {at:?} {now}");
+        }
+        assert!(!FINISHED.contains(&CLAIMABLE) && FINISHED.contains(&Delivered) && FINISHED.contains(&Failed));
+        // (next attempt at, row number): a retry due at 5 goes before a first attempt due at 7
+        // of an older row, and rows due together go in the order they were made.
+        let mut due = [(7, 1), (5, 9), (7, 3), (5, 2)];
+        due.sort_by_key(|(at, seq)| claim_order(*at, *seq));
+        assert_eq!(due, [(5, 2), (5, 9), (7, 1), (7, 3)]);
+    }
+
+    #[test]
+    fn a_report_of_the_latest_attempt_moves_a_pending_delivery_on_any_other_changes_nothing() {
+        use DeliveryStatus::*;
+        let done = |status| Some(Recorded { status, next_attempt_at: None, finished_at: Some(100) });
+        let table: &[(DeliveryStatus, u32, u32, Next, Option<Recorded>)] = &[
+            (Pending, 1, 1, Next::Delivered, done(Delivered)),
+            (Pending, 8, 8, Next::Failed, done(Failed)),
+            (
+                Pending,
+                2,
+                2,
+                Next::RetryIn(Duration::from_secs(30)),
+                Some(Recorded { status: Pending, next_attempt_at: Some(100 + 30_000_000), finished_at: None }),
+            ),
+            (
+                Pending,
+                2,
+                2,
+                Next::RetryIn(Duration::ZERO),
+                Some(Recorded { status: Pending, next_attempt_at: Some(100), finished_at: None }),
+            ),
+            // An attempt whose lease ran out and was made again reports too late.
+            (Pending, 2, 1, Next::Delivered, None),
+            (Pending, 0, 1, Next::Delivered, None),
+            // A finished delivery stays as it finished.
+            (Delivered, 2, 2, Next::Failed, None),
+            (Failed, 8, 8, Next::Delivered, None),
+        ];
+        for (status, attempts, attempt, next, want) in table {
+            assert_eq!(
+                record(*status, *attempts, *attempt, *next, 100),
+                *want,
+                "{status:?} {attempts} {attempt} {next:?}"
+            );
+        }
+        assert_eq!(prune_before(100_000_000, Duration::from_secs(60)), 40_000_000);
+        assert_eq!(prune_before(100, Duration::ZERO), 100);
+        assert_eq!(prune_before(Micros::MIN, Duration::MAX), Micros::MIN);
+    }
+
+    #[test]
+    fn a_rotated_out_secret_signs_for_the_time_kept_and_not_at_all_when_none_is() {
+        let s = 1_000_000;
+        let table: &[(Duration, Option<Micros>)] = &[
+            (Duration::ZERO, None),
+            (Duration::from_secs(1), Some(10 + s)),
+            (Duration::from_secs(86_400), Some(10 + 86_400 * s)),
+            (Duration::MAX, Some(Micros::MAX)),
+        ];
+        for (keep, want) in table {
+            assert_eq!(previous_secret_until(10, *keep), *want, "{keep:?}");
+        }
+        let signs: &[(Option<Micros>, Micros, bool)] =
+            &[(None, 10, false), (Some(11), 10, true), (Some(10), 10, false), (Some(9), 10, false)];
+        for (until, now, want) in signs {
+            assert_eq!(previous_secret_signs(*until, *now), *want, "{until:?} at {now}");
+        }
+    }
+
+    #[test]
+    fn an_endpoint_patch_replaces_what_it_names() {
+        let filter = Some(vec![T::SessionCreated]);
+        type Want<'a> = (&'a str, EventFilter, Option<&'a str>);
+        let table: &[(WebhookEndpointPatch, Want<'_>)] = &[
+            (WebhookEndpointPatch::default(), ("https://a", filter.clone(), Some("d"))),
+            (
+                WebhookEndpointPatch {
+                    url: Some("https://b".into()),
+                    event_types: Some(None),
+                    description: Some(None),
+                },
+                ("https://b", None, None),
+            ),
+            (
+                WebhookEndpointPatch { description: Some(Some("e".into())), ..Default::default() },
+                ("https://a", filter.clone(), Some("e")),
+            ),
+        ];
+        for (patch, (url, types, description)) in table {
+            let got = patch_endpoint("https://a", &filter, Some("d"), patch.clone());
+            assert_eq!(got, (url.to_string(), types.clone(), description.map(str::to_owned)), "{patch:?}");
+        }
     }
 }
