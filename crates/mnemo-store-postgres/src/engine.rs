@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool, PoolError};
+use mnemo_api::Backoff;
 use mnemo_store::StoreError;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, ToSql};
@@ -28,6 +29,8 @@ pub(crate) type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// Attempts of a transaction that keeps losing to deadlocks or serialization failures.
 const MAX_ATTEMPTS: u32 = 5;
+/// Pauses between those attempts: 3, 6, 9, 12 ms.
+const CONFLICT_RETRY: Backoff = Backoff::linear(Duration::from_millis(3), Duration::MAX).with_retries(MAX_ATTEMPTS - 1);
 
 /// The failure a database error is: a lost connection, a server shutting down or a timeout is
 /// worth retrying later; a deadlock or serialization failure at once; anything else is not.
@@ -115,14 +118,16 @@ impl Engine {
         self.pool.close();
     }
 
-    /// Whether another attempt of a transaction that failed with `e` should run (after a short
-    /// pause that grows with each attempt).
+    /// Whether another attempt of a transaction that failed with `e` should run (after
+    /// [`CONFLICT_RETRY`]'s pause, which grows with each attempt).
     pub(crate) async fn again(e: &StoreError, attempt: &mut u32) -> bool {
-        *attempt += 1;
-        if !is_conflict(e) || *attempt >= MAX_ATTEMPTS {
+        if !is_conflict(e) {
+            *attempt += 1;
             return false;
         }
-        tokio::time::sleep(Duration::from_millis(u64::from(*attempt) * 3)).await;
+        let Some(delay) = CONFLICT_RETRY.retry(*attempt) else { return false };
+        *attempt += 1;
+        tokio::time::sleep(delay).await;
         true
     }
 }

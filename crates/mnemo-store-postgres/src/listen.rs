@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use mnemo_api::Backoff;
 use mnemo_api::{MemoryStoreId, SessionId};
-use mnemo_store::Signal;
 use tokio::sync::broadcast;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -66,17 +66,19 @@ pub(crate) async fn run(
     channel: String,
     out: broadcast::Sender<Signal>,
 ) {
-    let mut pause = Duration::from_millis(100);
+    // 100 ms after a clean end; after failures in a row 200 ms, 400 ms, … up to 5 s.
+    const RECONNECT: Backoff = Backoff::doubling(Duration::from_millis(100), Duration::from_secs(5));
+    let mut failures = 0_u32;
     loop {
         match listen_once(&config, &tls, &channel, &out).await {
-            Ok(()) => pause = Duration::from_millis(100),
+            Ok(()) => failures = 0,
             Err(e) => {
                 tracing::warn!(error = %e, "lost the database's notifications; reconnecting");
-                pause = (pause * 2).min(Duration::from_secs(5));
+                failures = failures.saturating_add(1);
             }
         }
         let _ = out.send(Signal::Resync);
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(RECONNECT.delay(failures)).await;
     }
 }
 
