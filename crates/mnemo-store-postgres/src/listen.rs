@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use mnemo_api::Backoff;
-use mnemo_api::{MemoryStoreId, SessionId};
+use mnemo_api::{Backoff, MemoryStoreId, SessionId};
+use mnemo_store::Signal;
 use tokio::sync::broadcast;
 use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
