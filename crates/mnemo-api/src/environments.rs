@@ -1,13 +1,11 @@
 //! Environments and the self-hosted work queue: wire shapes.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::REDACTED;
 use crate::Secret;
 use crate::ids::{EnvironmentId, EnvironmentKeyId, SessionId, WorkId};
 
@@ -93,15 +91,15 @@ pub struct EnvironmentDeleted {
 }
 
 /// A freshly minted environment key: the only time the secret is shown.
-// (`Debug` redacts the secret.)
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "environment_key")]
 pub struct EnvironmentKey {
     pub id: EnvironmentKeyId,
     pub environment_id: EnvironmentId,
     /// Present only in the answer to the creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub key: Option<Secret>,
     pub created_at: String,
     pub revoked_at: Option<String>,
 }
@@ -162,8 +160,7 @@ impl WorkData {
 }
 
 /// One item of a self-hosted environment's queue (`type: "work"`).
-// (`Debug` redacts the secret.)
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "work")]
 pub struct Work {
     pub id: WorkId,
@@ -171,7 +168,8 @@ pub struct Work {
     pub state: WorkState,
     pub data: WorkData,
     /// Only on the poll answer: base64url JSON carrying a fresh `sessions_token`.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Secret>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
     pub created_at: String,
@@ -224,44 +222,6 @@ pub struct StopWork {
 pub struct WorkSecret {
     #[schema(value_type = String)]
     pub sessions_token: Secret,
-}
-
-/// `Some("[redacted]")` for a present secret, so a debug print tells whether one was there.
-// `Work` and `EnvironmentKey` keep `String` fields (each storage backend builds them from its
-// rows), so their `Debug` is written by hand with the same text as a `Secret`'s.
-fn redacted(secret: Option<&String>) -> Option<&'static str> {
-    secret.map(|_| REDACTED)
-}
-
-impl fmt::Debug for Work {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Work")
-            .field("id", &self.id)
-            .field("environment_id", &self.environment_id)
-            .field("state", &self.state)
-            .field("data", &self.data)
-            .field("secret", &redacted(self.secret.as_ref()))
-            .field("metadata", &self.metadata)
-            .field("created_at", &self.created_at)
-            .field("acknowledged_at", &self.acknowledged_at)
-            .field("started_at", &self.started_at)
-            .field("latest_heartbeat_at", &self.latest_heartbeat_at)
-            .field("stop_requested_at", &self.stop_requested_at)
-            .field("stopped_at", &self.stopped_at)
-            .finish()
-    }
-}
-
-impl fmt::Debug for EnvironmentKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EnvironmentKey")
-            .field("id", &self.id)
-            .field("environment_id", &self.environment_id)
-            .field("key", &redacted(self.key.as_ref()))
-            .field("created_at", &self.created_at)
-            .field("revoked_at", &self.revoked_at)
-            .finish()
-    }
 }
 
 impl WorkSecret {

@@ -214,8 +214,7 @@ pub fn webhook_secret_key(secret: &str) -> Option<Vec<u8>> {
 }
 
 /// An endpoint that webhook events are POSTed to (`type: "webhook_endpoint"`).
-// (`Debug` redacts the secret.)
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename = "webhook_endpoint")]
 pub struct WebhookEndpoint {
     pub id: WebhookEndpointId,
@@ -232,22 +231,8 @@ pub struct WebhookEndpoint {
     /// The signing secret (`whsec_…`): only in the answers to the creation, to a rotation and to
     /// `GET /v1/webhook_endpoints/{id}/secret`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-}
-
-impl fmt::Debug for WebhookEndpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WebhookEndpoint")
-            .field("id", &self.id)
-            .field("url", &self.url)
-            .field("event_types", &self.event_types)
-            .field("description", &self.description)
-            .field("created_at", &self.created_at)
-            .field("updated_at", &self.updated_at)
-            .field("previous_secret_expires_at", &self.previous_secret_expires_at)
-            .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
-            .finish()
-    }
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<crate::Secret>,
 }
 
 /// The body of `POST /v1/webhook_endpoints`.

@@ -173,7 +173,7 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
     // one of which verifies), so a receiver holding either accepts the delivery.
     let signed = std::iter::once(&d.secret)
         .chain(d.previous_secret.as_ref())
-        .map(|secret| sign(secret, d.event.as_str(), timestamp, &body))
+        .map(|secret| sign(secret.expose(), d.event.as_str(), timestamp, &body))
         .collect::<Option<Vec<String>>>();
     let Some(signature) = signed.map(|all| all.join(" ")) else {
         tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's signing secret is not base64; failing its delivery");

@@ -112,7 +112,14 @@ impl ops::WebhookSql for Pg<'_, '_> {
             self,
             "INSERT INTO webhook_endpoints (id, url, secret, event_types, description, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $6)",
-            &[&row.id.as_str(), &new.url, &new.secret, &filter_to_column(&new.event_types), &new.description, &row.now],
+            &[
+                &row.id.as_str(),
+                &new.url,
+                &new.secret.expose(),
+                &filter_to_column(&new.event_types),
+                &new.description,
+                &row.now,
+            ],
         )
         .await
         .map(drop)

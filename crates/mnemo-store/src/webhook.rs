@@ -2,32 +2,22 @@
 //! deliveries claimed for an attempt, and an attempt's outcome. The rules (which change yields
 //! which event, retries) are in [`crate::rules::webhook`].
 
-use std::fmt;
 use std::time::Duration;
 
 use mnemo_api::{
-    DeliveryStatus, EventFilter, Timestamp, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WebhookEventType,
+    DeliveryStatus, EventFilter, Secret, Timestamp, WebhookDeliveryId, WebhookEndpointId, WebhookEventId,
+    WebhookEventType,
 };
 
 use crate::{Cursor, Result, StoreError};
 
 /// A new endpoint, validated; `secret` is its signing secret (`whsec_…`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct NewWebhookEndpoint {
     pub url: String,
     pub event_types: EventFilter,
     pub description: Option<String>,
-    pub secret: String,
-}
-
-impl fmt::Debug for NewWebhookEndpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NewWebhookEndpoint")
-            .field("url", &self.url)
-            .field("event_types", &self.event_types)
-            .field("description", &self.description)
-            .finish_non_exhaustive()
-    }
+    pub secret: Secret,
 }
 
 /// An endpoint update, validated; `None` keeps a field.
@@ -51,36 +41,22 @@ pub struct ListWebhookDeliveries {
 /// A delivery claimed for one attempt: everything needed to send it. Until the claim's lease
 /// ends nobody else claims it; the attempt is reported with
 /// [`crate::Store::finish_webhook_attempt`] under its `attempt` number.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ClaimedDelivery {
     pub id: WebhookDeliveryId,
     /// This attempt's number (1: the first).
     pub attempt: u32,
     pub endpoint: WebhookEndpointId,
     pub url: String,
-    pub secret: String,
+    pub secret: Secret,
     /// The secret a rotation replaced, while it still signs (deliveries then carry both
     /// signatures).
-    pub previous_secret: Option<String>,
+    pub previous_secret: Option<Secret>,
     pub event: WebhookEventId,
     pub event_type: WebhookEventType,
     pub resource_id: String,
     /// When the event happened.
     pub created_at: Timestamp,
-}
-
-impl fmt::Debug for ClaimedDelivery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClaimedDelivery")
-            .field("id", &self.id)
-            .field("attempt", &self.attempt)
-            .field("endpoint", &self.endpoint)
-            .field("url", &self.url)
-            .field("event", &self.event)
-            .field("event_type", &self.event_type)
-            .field("resource_id", &self.resource_id)
-            .finish_non_exhaustive()
-    }
 }
 
 /// What one attempt got, and what becomes of its delivery.

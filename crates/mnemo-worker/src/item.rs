@@ -26,7 +26,7 @@ pub struct ItemCredential {
 impl ItemCredential {
     /// Spec §2: decode the secret; fall back to the environment key.
     pub fn for_item(work: &Work, environment_key: Option<&str>) -> Result<Self, WorkerError> {
-        if let Some(secret) = work.secret.as_deref() {
+        if let Some(secret) = work.secret.as_ref().map(mnemo_api::Secret::expose) {
             match WorkSecret::decode(secret) {
                 Some(s) => return Ok(Self { token: s.sessions_token, sessions_token: true }),
                 None => {
@@ -234,7 +234,7 @@ pub fn synthesize_item(
         environment_id: environment_id.parse().map_err(|_| bad("ANTHROPIC_ENVIRONMENT_ID", environment_id))?,
         state: mnemo_api::WorkState::Starting,
         data: mnemo_api::WorkData { kind: "session".into(), id: session_id.to_owned() },
-        secret,
+        secret: secret.map(mnemo_api::Secret::from),
         metadata: Default::default(),
         created_at: String::new(),
         acknowledged_at: None,

@@ -84,7 +84,7 @@ async fn fill(s: &dyn Store) {
         url: "https://hooks.example.com/mnemo".into(),
         event_types: None,
         description: Some("ops".into()),
-        secret: mnemo_api::generate_webhook_secret(),
+        secret: mnemo_api::generate_webhook_secret().into(),
     })
     .await
     .unwrap();

@@ -208,7 +208,7 @@ pub(crate) async fn create_key(
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
     let mut key = state.store.create_environment_key(&id, hash_credential(&secret)).await?;
     tracing::info!(environment.id = %id, environment_key.id = %key.id, "created environment key");
-    key.key = Some(secret);
+    key.key = Some(secret.into());
     Ok(axum::Json(key))
 }
 

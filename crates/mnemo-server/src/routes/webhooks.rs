@@ -64,7 +64,7 @@ pub(crate) async fn create(
         url,
         event_types,
         description: description(body.description)?,
-        secret: generate_webhook_secret(),
+        secret: generate_webhook_secret().into(),
     };
     let endpoint = state.store.create_webhook_endpoint(new).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, "registered webhook endpoint");

@@ -80,7 +80,7 @@ async fn environment_keys_are_minted_once_scoped_and_revocable() {
     let s = TestServer::start().await;
     let env = s.client.create_environment(&CreateEnvironment { name: "e".into(), ..Default::default() }).await.unwrap();
     let key = s.client.create_environment_key(&env.id).await.unwrap();
-    let secret = key.key.clone().expect("the secret is shown once");
+    let secret = key.key.clone().expect("the secret is shown once").into_exposed();
     assert!(secret.starts_with("sk-mnemo-env-"));
     let listed = s.client.list_environment_keys(&env.id).await.unwrap().data;
     assert_eq!(listed.len(), 1);

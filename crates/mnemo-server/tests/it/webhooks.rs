@@ -148,7 +148,7 @@ async fn events_are_delivered_signed_and_listed() {
     let (s, _task) = server_delivering(fast(3)).await;
     let receiver = Receiver::start(&[], 200).await;
     let endpoint = register(&s, &receiver.url, None).await;
-    let secret = endpoint.secret.clone().expect("the creation shows the secret");
+    let secret = endpoint.secret.clone().expect("the creation shows the secret").into_exposed();
     assert!(secret.starts_with("whsec_"));
 
     let store = s.new_store("hooked").await;
@@ -193,7 +193,7 @@ async fn a_failing_endpoint_is_retried_with_the_same_event_until_it_answers() {
     let ids: Vec<&str> = got.iter().map(|r| header(r, "webhook-id")).collect();
     assert!(ids.iter().all(|id| *id == list[0].event_id.as_str()), "every attempt is the same event: {ids:?}");
     assert!(got.iter().all(|r| r.body == got[0].body), "the same payload bytes on every attempt");
-    assert!(got.iter().all(|r| verify(r, endpoint.secret.as_deref().unwrap())), "each attempt signed afresh");
+    assert!(got.iter().all(|r| verify(r, endpoint.secret.as_ref().unwrap().expose())), "each attempt signed afresh");
 }
 
 #[tokio::test]
@@ -371,9 +371,9 @@ async fn a_rotation_signs_with_both_secrets_while_they_overlap() {
     let (s, _task) = server_delivering(fast(3)).await;
     let receiver = Receiver::start(&[], 200).await;
     let endpoint = register(&s, &receiver.url, Some(&["memory_store.created"])).await;
-    let old = endpoint.secret.clone().unwrap();
+    let old = endpoint.secret.clone().unwrap().into_exposed();
     let rotated = s.client.rotate_webhook_secret(&endpoint.id, Some(3600)).await.unwrap();
-    let new = rotated.secret.clone().unwrap();
+    let new = rotated.secret.clone().unwrap().into_exposed();
     assert_ne!(new, old);
     assert!(rotated.previous_secret_expires_at.is_some());
     s.new_store("rotating").await;
@@ -473,7 +473,7 @@ async fn deliveries_never_connect_to_private_addresses_whatever_the_name() {
             url: mnemo_api::parse_webhook_url(&url).unwrap(),
             event_types: None,
             description: None,
-            secret: mnemo_api::generate_webhook_secret(),
+            secret: mnemo_api::generate_webhook_secret().into(),
         };
         endpoints.push(s.store().create_webhook_endpoint(new).await.unwrap());
     }

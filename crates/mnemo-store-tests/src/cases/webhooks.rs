@@ -25,7 +25,7 @@ async fn endpoint(s: &dyn Store, url: &str, types: Option<Vec<T>>) -> WebhookEnd
         url: url.into(),
         event_types: types,
         description: None,
-        secret: generate_webhook_secret(),
+        secret: generate_webhook_secret().into(),
     };
     s.create_webhook_endpoint(new).await.unwrap()
 }
@@ -69,17 +69,21 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
             url: "https://example.com/hook".into(),
             event_types: Some(vec![T::SessionStatusIdled]),
             description: Some("ops".into()),
-            secret: secret.clone(),
+            secret: secret.clone().into(),
         })
         .await
         .unwrap();
-    assert_eq!(created.secret.as_deref(), Some(secret.as_str()), "the creation shows the secret");
+    assert_eq!(
+        created.secret.as_ref().map(mnemo_api::Secret::expose),
+        Some(secret.as_str()),
+        "the creation shows the secret"
+    );
     assert_eq!(created.event_types, Some(vec![T::SessionStatusIdled]));
     assert_eq!(created.description.as_deref(), Some("ops"));
     let plain = s.get_webhook_endpoint(&created.id, false).await.unwrap();
     assert_eq!(plain.secret, None);
     assert_eq!(plain.url, "https://example.com/hook");
-    assert_eq!(s.get_webhook_endpoint(&created.id, true).await.unwrap().secret, Some(secret));
+    assert_eq!(s.get_webhook_endpoint(&created.id, true).await.unwrap().secret, Some(secret.into()));
     let second = endpoint(&*s, "http://127.0.0.1:9/", None).await;
 
     let page = s.list_webhook_endpoints(1, None).await.unwrap();
@@ -351,16 +355,24 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
 
     let new = generate_webhook_secret();
     let rotated = s.rotate_webhook_secret(&hook.id, new.clone(), Duration::from_secs(600)).await.unwrap();
-    assert_eq!(rotated.secret.as_deref(), Some(new.as_str()), "the answer carries the new secret");
+    assert_eq!(
+        rotated.secret.as_ref().map(mnemo_api::Secret::expose),
+        Some(new.as_str()),
+        "the answer carries the new secret"
+    );
     assert!(rotated.previous_secret_expires_at.is_some_and(|at| at > rotated.updated_at));
     let read = s.get_webhook_endpoint(&hook.id, true).await.unwrap();
     assert_eq!(
-        (read.secret.as_deref(), read.previous_secret_expires_at),
+        (read.secret.as_ref().map(mnemo_api::Secret::expose), read.previous_secret_expires_at),
         (Some(new.as_str()), rotated.previous_secret_expires_at)
     );
     memory_store(&*s, "during").await;
     let d = s.claim_webhook_deliveries(10, long).await.unwrap().remove(0);
-    assert_eq!((d.secret.as_str(), d.previous_secret.as_deref()), (new.as_str(), Some(old.as_str())), "both sign");
+    assert_eq!(
+        (d.secret.expose(), d.previous_secret.as_ref().map(mnemo_api::Secret::expose)),
+        (new.as_str(), Some(old.expose())),
+        "both sign"
+    );
     let listed = s.list_webhook_endpoints(10, None).await.unwrap().items.remove(0);
     assert!(listed.secret.is_none() && listed.previous_secret_expires_at.is_some());
 
@@ -370,7 +382,7 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
     assert_eq!(rotated.previous_secret_expires_at, None);
     memory_store(&*s, "after").await;
     let d = s.claim_webhook_deliveries(10, long).await.unwrap().remove(0);
-    assert_eq!((d.secret.as_str(), d.previous_secret.as_deref()), (newest.as_str(), None));
+    assert_eq!((d.secret.expose(), d.previous_secret.as_ref().map(mnemo_api::Secret::expose)), (newest.as_str(), None));
 
     // An overlap ends on the store's clock.
     s.rotate_webhook_secret(&hook.id, generate_webhook_secret(), Duration::from_secs(1)).await.unwrap();

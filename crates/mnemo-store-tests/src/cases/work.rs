@@ -32,7 +32,10 @@ pub async fn work_is_polled_acknowledged_heartbeaten_and_stopped(factory: &impl 
     let env = environment(&*s, true).await;
     let session = session(&*s, &env).await;
     let item = work_of(&*s, &env, &session).await;
-    assert_eq!((item.state, item.data.kind.as_str(), item.secret.as_deref()), (WorkState::Queued, "session", None));
+    assert_eq!(
+        (item.state, item.data.kind.as_str(), item.secret.as_ref().map(mnemo_api::Secret::expose)),
+        (WorkState::Queued, "session", None)
+    );
     assert_eq!(item.environment_id, env.id);
     let stats = s.work_stats(&env.id).await.unwrap();
     assert_eq!((stats.depth, stats.pending, stats.oldest_queued_at.as_deref()), (1, 0, Some(item.created_at.as_str())));

@@ -58,7 +58,7 @@ impl EndpointRow {
             created_at: ts(self.created_at),
             updated_at: ts(self.updated_at),
             previous_secret_expires_at: ts_opt(until.filter(|_| rule::previous_secret_signs(until, now))),
-            secret: with_secret.then_some(self.secret),
+            secret: with_secret.then_some(self.secret.into()),
         }
     }
 }
@@ -313,8 +313,8 @@ pub async fn claim<S: WebhookSql>(sql: &S, limit: u32, lease: Duration) -> Resul
             attempt: c.attempt,
             endpoint: r.endpoint,
             url: r.url,
-            secret: r.secret,
-            previous_secret: r.previous_secret.filter(|_| signs),
+            secret: r.secret.into(),
+            previous_secret: r.previous_secret.filter(|_| signs).map(mnemo_api::Secret::from),
             event: r.event,
             event_type: r.event_type,
             resource_id: r.resource_id,
