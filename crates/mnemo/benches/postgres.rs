@@ -380,7 +380,8 @@ async fn self_hosted_environment(api: &Client) -> (EnvironmentId, String) {
     let body =
         CreateEnvironment { name: "bench".into(), config: Some(json!({"type": "self_hosted"})), ..Default::default() };
     let env = api.create_environment(&body).await.unwrap();
-    let key = api.create_environment_key(&env.id).await.unwrap().key.expect("a new key shows its secret").into_exposed();
+    let key =
+        api.create_environment_key(&env.id).await.unwrap().key.expect("a new key shows its secret").into_exposed();
     (env.id, key)
 }
 
