@@ -56,7 +56,7 @@ impl EnvKey {
             Self::Create { environment_id, server } => {
                 let key = server.client()?.create_environment_key(&environment_id).await?;
                 tracing::info!(environment_key.id = %key.id, "created environment key");
-                println!("{}", key.key.context("the server returned no secret")?);
+                println!("{}", key.key.context("the server returned no secret")?.expose());
             }
             Self::Revoke { environment_id, key_id, server } => {
                 let key = server.client()?.revoke_environment_key(&environment_id, &key_id).await?;

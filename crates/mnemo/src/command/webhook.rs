@@ -92,7 +92,7 @@ impl Webhook {
                 let endpoint = server.client()?.create_webhook_endpoint(&body).await?;
                 tracing::info!(webhook_endpoint.id = %endpoint.id, "registered webhook endpoint");
                 println!("{}", endpoint.id);
-                println!("{}", endpoint.secret.context("the server returned no secret")?);
+                println!("{}", endpoint.secret.context("the server returned no secret")?.expose());
             }
             Self::List { server } => {
                 let client = server.client()?;
@@ -109,12 +109,12 @@ impl Webhook {
             }
             Self::Secret { id, server } => {
                 let endpoint = server.client()?.webhook_endpoint_secret(&id).await?;
-                println!("{}", endpoint.secret.context("the server returned no secret")?);
+                println!("{}", endpoint.secret.context("the server returned no secret")?.expose());
             }
             Self::Rotate { id, keep_previous, server } => {
                 let endpoint = server.client()?.rotate_webhook_secret(&id, keep_previous).await?;
                 tracing::info!(webhook_endpoint.id = %endpoint.id, "rotated webhook signing secret");
-                println!("{}", endpoint.secret.context("the server returned no secret")?);
+                println!("{}", endpoint.secret.context("the server returned no secret")?.expose());
             }
             Self::Remove { id, server } => {
                 server.client()?.delete_webhook_endpoint(&id).await?;
