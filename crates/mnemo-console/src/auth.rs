@@ -9,11 +9,12 @@
 use askama::Template;
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{ApiKeyId, Secret};
+use mnemo_http::{BadInput, FromQuery, Params, Query};
 use mnemo_store::{Credential, CredentialHash, StoreError};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -204,9 +205,18 @@ struct SignInPage {
     message: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Where to go once signed in (`next`), as the sign-in redirect names it.
+#[derive(Debug)]
 pub(crate) struct NextQuery {
     next: Option<String>,
+}
+
+impl FromQuery for NextQuery {
+    const ONCE: &'static [&'static str] = &["next"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        Ok(Self { next: q.one("next").map(str::to_owned) })
+    }
 }
 
 fn sign_in_page(console: &Console, headers: &HeaderMap, next: &str, message: Option<String>) -> Response {
@@ -287,23 +297,14 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
     }
     let api_key = match console.store.resolve_credential(hash(key)).await {
         Ok(Some(Credential::ApiKey(id))) => id,
-        Ok(Some(Credential::EnvironmentKey { .. })) => {
-            return refused(
-                &console,
-                &headers,
-                peer,
-                &next,
-                "that is an environment key, which only workers use; sign in with an API key",
-            );
-        }
-        Ok(Some(Credential::SessionToken { .. })) => {
-            return refused(
-                &console,
-                &headers,
-                peer,
-                &next,
-                "that is a session's token, which only workers use; sign in with an API key",
-            );
+        // A worker's credential is a real one, but not a person's.
+        Ok(Some(worker @ (Credential::EnvironmentKey { .. } | Credential::SessionToken { .. }))) => {
+            let what = match worker {
+                Credential::EnvironmentKey { .. } => "an environment key",
+                _ => "a session's token",
+            };
+            let message = format!("that is {what}, which only workers use; sign in with an API key");
+            return refused(&console, &headers, peer, &next, &message);
         }
         Ok(None) => {
             tracing::info!("console sign-in refused: unknown key");

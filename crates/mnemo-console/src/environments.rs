@@ -2,19 +2,17 @@
 //! keys (minted once and shown once, revoked behind a confirmation).
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use mnemo_api::{
     ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentId, EnvironmentKeyId, WorkQueueStats, config_type, generate_secret,
 };
-use serde::Deserialize;
-
-use mnemo_http::{Id, PageParam};
+use mnemo_http::{Id, Query};
 
 use crate::Console;
-use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
+use crate::auth::{NoFields, Posted, Signed, hash};
 use crate::page::{Chrome, PageError, Section, render};
-use crate::stores::ConfirmPage;
+use crate::stores::{ArchivedList, ConfirmPage};
 use crate::text::when_str;
 
 /// Environments per page of the list.
@@ -77,31 +75,19 @@ struct EnvironmentsPage {
     first_page: bool,
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListQuery {
-    archived: Option<String>,
-}
-
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
-    Query(q): Query<ListQuery>,
-    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
+    Query(mut q): Query<ArchivedList>,
 ) -> Result<Response, PageError> {
-    let archived = q.archived.as_deref() == Some("true");
-    let first_page = after.is_none();
-    let listing = console.store.list_environments(archived, PAGE, after).await?;
+    let first_page = q.after.is_none();
+    let listing = console.store.list_environments(q.archived, PAGE, q.after.take()).await?;
     let mut rows = Vec::with_capacity(listing.items.len());
     for env in &listing.items {
         rows.push(row(env, stats(&console, env).await?.as_ref()));
     }
-    let next = listing.next.map(|c| {
-        format!(
-            "/console/environments?page={}{}",
-            encode_component(&c.encode()),
-            if archived { "&archived=true" } else { "" }
-        )
-    });
+    let next = q.next_link("/console/environments", listing.next);
+    let archived = q.archived;
     Ok(render(&EnvironmentsPage { chrome: who.chrome(Section::Environments), rows, archived, next, first_page }))
 }
 

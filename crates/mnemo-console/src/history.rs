@@ -2,12 +2,11 @@
 //! version's content, and redaction.
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use mnemo_api::{ApiKeyId, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, SessionId, View};
-use mnemo_http::{Id, PageParam};
+use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
-use serde::Deserialize;
 
 use crate::Console;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
@@ -60,56 +59,87 @@ struct HistoryPage {
     first_page: bool,
 }
 
-#[derive(Debug, Deserialize)]
+/// A history's filters as its form sends them (a blank field filters nothing), and the page
+/// link.
+#[derive(Debug)]
 pub(crate) struct HistoryQuery {
-    memory: Option<String>,
-    session: Option<String>,
-    api_key: Option<String>,
-    operation: Option<String>,
+    memory: Option<MemoryId>,
+    session: Option<SessionId>,
+    api_key: Option<ApiKeyId>,
+    operation: Option<Operation>,
+    after: Option<Cursor>,
 }
 
 fn filled(s: Option<&str>) -> Option<&str> {
     s.map(str::trim).filter(|s| !s.is_empty())
 }
 
-fn filter_id<T: std::str::FromStr>(what: &str, raw: Option<&str>) -> Result<Option<T>, PageError> {
-    filled(raw).map(|s| s.parse().map_err(|_| PageError::Invalid(format!("`{s}` is not {what} id")))).transpose()
+fn filter_id<T: std::str::FromStr>(what: &str, raw: Option<&str>) -> Result<Option<T>, BadInput> {
+    filled(raw).map(|s| s.parse().map_err(|_| BadInput::Invalid(format!("`{s}` is not {what} id")))).transpose()
+}
+
+impl FromQuery for HistoryQuery {
+    const ONCE: &'static [&'static str] = &["memory", "session", "api_key", "operation", "page"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let memory = filter_id("a memory", q.one("memory"))?;
+        let session = filter_id("a session", q.one("session"))?;
+        let api_key = filter_id("an API key", q.one("api_key"))?;
+        let operation = filled(q.one("operation")).map(|op| {
+            Operation::parse(op)
+                .ok_or_else(|| BadInput::Invalid(format!("`{op}` is not an operation (created, modified or deleted)")))
+        });
+        Ok(Self {
+            memory,
+            session,
+            api_key,
+            operation: operation.transpose()?,
+            after: mnemo_http::cursor(q.one("page"))?,
+        })
+    }
+}
+
+impl HistoryQuery {
+    /// The filters as a query string, each followed by `&` (the next page's link adds `page`).
+    fn filters(&self) -> String {
+        let mut query = String::new();
+        for (k, v) in [
+            ("memory", self.memory.as_ref().map(ToString::to_string)),
+            ("session", self.session.as_ref().map(ToString::to_string)),
+            ("api_key", self.api_key.as_ref().map(ToString::to_string)),
+            ("operation", self.operation.map(|o| o.as_str().to_owned())),
+        ] {
+            if let Some(v) = v {
+                query.push_str(&format!("{k}={}&", encode_component(&v)));
+            }
+        }
+        query
+    }
 }
 
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
     Id(store_id): Id<MemoryStoreId>,
-    Query(q): Query<HistoryQuery>,
-    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
+    Query(mut q): Query<HistoryQuery>,
 ) -> Result<Response, PageError> {
     let store = console.store.get_memory_store(&store_id).await?;
-    let memory_id: Option<MemoryId> = filter_id("a memory", q.memory.as_deref())?;
-    let session_id: Option<SessionId> = filter_id("a session", q.session.as_deref())?;
-    let api_key_id: Option<ApiKeyId> = filter_id("an API key", q.api_key.as_deref())?;
-    let operation =
-        match filled(q.operation.as_deref()) {
-            None => None,
-            Some(op) => Some(Operation::parse(op).ok_or_else(|| {
-                PageError::Invalid(format!("`{op}` is not an operation (created, modified or deleted)"))
-            })?),
-        };
-    let first_page = after.is_none();
+    let first_page = q.after.is_none();
     let listing = console
         .store
         .list_memory_versions(
             &store_id,
             ListMemoryVersions {
-                memory_id: memory_id.clone(),
-                operation,
-                session_id: session_id.clone(),
-                api_key_id: api_key_id.clone(),
-                after,
+                memory_id: q.memory.clone(),
+                operation: q.operation,
+                session_id: q.session.clone(),
+                api_key_id: q.api_key.clone(),
+                after: q.after.take(),
                 ..ListMemoryVersions::newest(PAGE)
             },
         )
         .await?;
-    let memory = match &memory_id {
+    let memory = match &q.memory {
         None => None,
         Some(m) => {
             let live = match console.store.get_memory(&store_id, m).await {
@@ -123,29 +153,18 @@ pub(crate) async fn list(
             })
         }
     };
-    let mut query = String::new();
-    for (k, v) in [
-        ("memory", memory_id.as_ref().map(ToString::to_string)),
-        ("session", session_id.as_ref().map(ToString::to_string)),
-        ("api_key", api_key_id.as_ref().map(ToString::to_string)),
-        ("operation", operation.map(|o| o.as_str().to_owned())),
-    ] {
-        if let Some(v) = v {
-            query.push_str(&format!("{k}={}&", encode_component(&v)));
-        }
-    }
     let next = listing
         .next
-        .map(|c| format!("/console/stores/{store_id}/history?{query}page={}", encode_component(&c.encode())));
+        .map(|c| format!("/console/stores/{store_id}/history?{}page={}", q.filters(), encode_component(&c.encode())));
     let rows = listing.items.iter().map(|v| row(store_id.as_str(), v)).collect();
     Ok(render(&HistoryPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
         memory,
-        memory_id: memory_id.map(|m| m.to_string()).unwrap_or_default(),
-        session: session_id.map(|s| s.to_string()).unwrap_or_default(),
-        api_key: api_key_id.map(|k| k.to_string()).unwrap_or_default(),
-        operation: operation.map(|o| o.as_str().to_owned()).unwrap_or_default(),
+        memory_id: q.memory.map(|m| m.to_string()).unwrap_or_default(),
+        session: q.session.map(|s| s.to_string()).unwrap_or_default(),
+        api_key: q.api_key.map(|k| k.to_string()).unwrap_or_default(),
+        operation: q.operation.map(|o| o.as_str().to_owned()).unwrap_or_default(),
         rows,
         next,
         first_page,

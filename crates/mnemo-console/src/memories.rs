@@ -2,21 +2,21 @@
 //! the conflict path), rename, delete.
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use mnemo_api::{
     Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, PathPrefix, View,
     content_too_large_message, validate_content_size,
 };
-use mnemo_http::Id;
+use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemories, MemoryChange, StoreError};
 use serde::Deserialize;
 
 use crate::Console;
 use crate::auth::{Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
-use crate::stores::{ConfirmPage, cursor};
+use crate::stores::ConfirmPage;
 use crate::text::{DiffLine, Line, diff, from_form, lines, size, when};
 
 /// Entries per page of a folder.
@@ -76,11 +76,32 @@ struct StorePage {
     message: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// What a store's page lists: a folder (`prefix`, `/` when not given), or, when `filter` is
+/// filled in, the memories whose path starts with it; and the page link.
+#[derive(Debug)]
 pub(crate) struct StoreQuery {
-    prefix: Option<String>,
+    /// The filter as typed, trimmed; `None` when blank.
     filter: Option<String>,
-    page: Option<String>,
+    /// The folder shown when there is no filter.
+    folder: PathPrefix,
+    after: Option<Cursor>,
+}
+
+impl FromQuery for StoreQuery {
+    const ONCE: &'static [&'static str] = &["prefix", "filter", "page"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let filter = q.one("filter").map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned);
+        // A filter searches its own folder: `prefix` is not looked at then.
+        let folder = match q.one("prefix").filter(|_| filter.is_none()) {
+            None => PathPrefix::root(),
+            Some(raw) => {
+                let raw = if raw.ends_with('/') { raw.to_owned() } else { format!("{raw}/") };
+                PathPrefix::parse(&raw).map_err(|e| BadInput::Invalid(format!("`{raw}` is not a folder: {e}")))?
+            }
+        };
+        Ok(Self { filter, folder, after: mnemo_http::cursor(q.one("page"))? })
+    }
 }
 
 fn store_url(store: &str, prefix: &str) -> String {
@@ -114,35 +135,23 @@ pub(crate) async fn store_page(
 ) -> Result<Response, PageError> {
     let store = console.store.get_memory_store(&store_id).await?;
     let head = StoreHead::from(&store);
-    let filter = q.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned);
+    let StoreQuery { filter, folder, after } = q;
+    let first_page = after.is_none();
     let mut message = None;
     // A filter lists every memory whose path starts with it, below its folder, in path order.
-    let (prefix, depth, mut after) = match &filter {
+    let (prefix, depth, after) = match &filter {
         Some(f) => {
             let f = if f.starts_with('/') { f.clone() } else { format!("/{f}") };
             match PathPrefix::parse(folder_of(&f)) {
-                Ok(p) => {
-                    let start = cursor(q.page.as_deref())?.unwrap_or(Cursor::FromPath(f.clone()));
-                    (p, 0, Some(start))
-                }
+                Ok(p) => (p, 0, Some(after.unwrap_or(Cursor::FromPath(f)))),
                 Err(e) => {
                     message = Some(format!("`{f}` cannot start a memory path: {e}"));
                     (PathPrefix::root(), 1, None)
                 }
             }
         }
-        None => {
-            let raw = q.prefix.as_deref().unwrap_or("/");
-            let raw = if raw.ends_with('/') { raw.to_owned() } else { format!("{raw}/") };
-            let prefix =
-                PathPrefix::parse(&raw).map_err(|e| PageError::Invalid(format!("`{raw}` is not a folder: {e}")))?;
-            (prefix, 1, cursor(q.page.as_deref())?)
-        }
+        None => (folder, 1, after),
     };
-    let first_page = q.page.is_none();
-    if message.is_some() {
-        after = None;
-    }
     let listing = console
         .store
         .list_memories(&store_id, ListMemories { prefix: prefix.clone(), depth, limit: PAGE, view: View::Basic, after })
@@ -227,9 +236,19 @@ struct NewMemoryPage {
     message: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The folder a new memory's form starts in: `prefix` when it is a folder's path, else `/`.
+#[derive(Debug)]
 pub(crate) struct NewQuery {
-    prefix: Option<String>,
+    folder: String,
+}
+
+impl FromQuery for NewQuery {
+    const ONCE: &'static [&'static str] = &["prefix"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let folder = q.one("prefix").filter(|p| p.starts_with('/') && p.ends_with('/')).unwrap_or("/");
+        Ok(Self { folder: folder.to_owned() })
+    }
 }
 
 pub(crate) async fn new_form(
@@ -239,11 +258,10 @@ pub(crate) async fn new_form(
     Query(q): Query<NewQuery>,
 ) -> Result<Response, PageError> {
     let store = console.store.get_memory_store(&store).await?;
-    let path = q.prefix.filter(|p| p.starts_with('/') && p.ends_with('/')).unwrap_or_else(|| "/".into());
     Ok(render(&NewMemoryPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
-        path,
+        path: q.folder,
         content: String::new(),
         message: None,
     }))
@@ -569,9 +587,19 @@ pub(crate) async fn delete_confirm(
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// The content digest the deletion was confirmed against (`expected`, when it is one): a
+/// memory changed since is kept.
+#[derive(Debug)]
 pub(crate) struct DeleteQuery {
     expected: Option<String>,
+}
+
+impl FromQuery for DeleteQuery {
+    const ONCE: &'static [&'static str] = &["expected"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        Ok(Self { expected: q.one("expected").filter(|s| mnemo_api::is_sha256_hex(s)).map(str::to_owned) })
+    }
 }
 
 pub(crate) async fn delete(
@@ -581,9 +609,8 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteQuery>,
     posted: Posted<crate::auth::NoFields>,
 ) -> Result<Response, PageError> {
-    let expected = q.expected.filter(|s| mnemo_api::is_sha256_hex(s));
     let memory = console.store.get_memory(&store_id, &memory_id).await?;
-    match console.store.delete_memory(&store_id, &memory_id, expected, posted.who.actor()).await {
+    match console.store.delete_memory(&store_id, &memory_id, q.expected, posted.who.actor()).await {
         Ok(()) => {}
         Err(StoreError::PreconditionFailed { .. }) => {
             return Err(PageError::Invalid(

@@ -6,15 +6,14 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use mnemo_api::{EnvironmentId, LoggedEvent, Session, SessionId, SessionStatus};
-use mnemo_http::{Id, PageParam};
+use mnemo_http::{BadInput, FromQuery, Id, PageParam, Params, Query};
 use mnemo_store::{ListEvents, ListMemoryVersions, ListSessions, SessionEvent, StoreError, Streamed};
-use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -112,7 +111,7 @@ fn session_row(s: &Session, environments: &HashMap<EnvironmentId, String>) -> Se
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
-    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
+    Query(PageParam(after)): Query<PageParam>,
 ) -> Result<Response, PageError> {
     let first_page = after.is_none();
     let listing = console
@@ -163,7 +162,7 @@ pub(crate) async fn session_page(
     State(console): State<Console>,
     who: Signed,
     Id(session_id): Id<SessionId>,
-    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
+    Query(PageParam(after)): Query<PageParam>,
 ) -> Result<Response, PageError> {
     let session = console.store.get_session(&session_id).await?;
     let events = console
@@ -237,9 +236,23 @@ pub(crate) async fn session_page(
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// Where a live transcript starts: after the event at `after`, the last one its page shows.
+#[derive(Debug)]
 pub(crate) struct LiveQuery {
     after: Option<i64>,
+}
+
+impl FromQuery for LiveQuery {
+    const ONCE: &'static [&'static str] = &["after"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let after = q.one("after").map(|s| {
+            s.parse().map_err(|_| {
+                BadInput::Invalid(format!("after must be an event's position, a whole number (got `{s}`)"))
+            })
+        });
+        Ok(Self { after: after.transpose()? })
+    }
 }
 
 fn fragment(seq: i64, event: &LoggedEvent) -> Event {

@@ -1,10 +1,10 @@
 //! The list of memory stores; creating, archiving and deleting one.
 
 use askama::Template;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use mnemo_api::{MemoryStoreId, validate_store_description, validate_store_name};
-use mnemo_http::{Id, PageParam};
+use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemoryStores, NewMemoryStore};
 use serde::Deserialize;
 
@@ -37,32 +37,47 @@ struct StoresPage {
     next: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListQuery {
-    archived: Option<String>,
+/// The query of a list that hides archived items unless asked (stores, environments): its
+/// toggle's `archived=true`, and the page link.
+#[derive(Debug)]
+pub(crate) struct ArchivedList {
+    /// Show archived ones too. Only the toggle's `archived=true` asks for it; any other value
+    /// leaves them hidden, as a missing one does.
+    pub(crate) archived: bool,
+    /// The page a previous page linked to (`page`).
+    pub(crate) after: Option<Cursor>,
 }
 
-/// `page`: a cursor a previous page linked to, read as the API reads it.
-pub(crate) fn cursor(raw: Option<&str>) -> Result<Option<Cursor>, PageError> {
-    mnemo_http::cursor(raw).map_err(PageError::from)
+impl FromQuery for ArchivedList {
+    const ONCE: &'static [&'static str] = &["archived", "page"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        Ok(Self { archived: q.one("archived") == Some("true"), after: mnemo_http::cursor(q.one("page"))? })
+    }
+}
+
+impl ArchivedList {
+    /// The link to the page at `next` of the list at `base`, keeping the toggle.
+    pub(crate) fn next_link(&self, base: &str, next: Option<Cursor>) -> Option<String> {
+        let archived = if self.archived { "&archived=true" } else { "" };
+        next.map(|c| format!("{base}?page={}{archived}", encode_component(&c.encode())))
+    }
 }
 
 pub(crate) async fn list(
     State(console): State<Console>,
     who: Signed,
-    Query(q): Query<ListQuery>,
-    mnemo_http::Query(PageParam(after)): mnemo_http::Query<PageParam>,
+    Query(mut q): Query<ArchivedList>,
 ) -> Result<Response, PageError> {
-    let archived = q.archived.as_deref() == Some("true");
-    let first_page = after.is_none();
+    let first_page = q.after.is_none();
     let listing = console
         .store
         .list_memory_stores(ListMemoryStores {
-            include_archived: archived,
+            include_archived: q.archived,
             created_at_gte: None,
             created_at_lte: None,
             limit: PAGE,
-            after,
+            after: q.after.take(),
         })
         .await?;
     let ids: Vec<MemoryStoreId> = listing.items.iter().map(|s| s.id.clone()).collect();
@@ -83,11 +98,8 @@ pub(crate) async fn list(
             }
         })
         .collect();
-    let next = listing.next.map(|c| {
-        let archived = if archived { "&archived=true" } else { "" };
-        format!("/console?page={}{archived}", encode_component(&c.encode()))
-    });
-    Ok(render(&StoresPage { chrome: who.chrome(Section::Stores), rows, archived, first_page, next }))
+    let next = q.next_link("/console", listing.next);
+    Ok(render(&StoresPage { chrome: who.chrome(Section::Stores), rows, archived: q.archived, first_page, next }))
 }
 
 #[derive(Debug, Template)]

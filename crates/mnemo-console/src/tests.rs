@@ -533,3 +533,60 @@ async fn a_page_link_given_twice_is_refused_as_axum_refused_it() {
         assert_eq!((answer.status, answer.body.as_str()), (before.status(), before.body_text().as_str()), "{path}");
     }
 }
+
+#[tokio::test]
+async fn list_queries_are_read_by_the_shared_extractor_in_the_consoles_words() {
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    let store = h.memory_store("s").await;
+    let s = store.id.as_str();
+    let duplicate = |name: &str| format!("Failed to deserialize query string: duplicate field `{name}`");
+    // (path, status, what the answer says)
+    let cases: Vec<(String, StatusCode, String)> = vec![
+        ("/console?archived=true".into(), StatusCode::OK, "Showing archived stores too.".into()),
+        // Only the toggle's own value shows archived ones; others hide them, as before.
+        ("/console?archived=yes".into(), StatusCode::OK, "Archived stores are hidden.".into()),
+        ("/console/environments?archived=true".into(), StatusCode::OK, "Showing archived environments too.".into()),
+        ("/console?archived=true&archived=false".into(), StatusCode::BAD_REQUEST, duplicate("archived")),
+        (
+            format!("/console/stores/{s}?prefix=%2Fx"),
+            StatusCode::OK,
+            "<strong aria-current=\"page\">x/</strong>".into(),
+        ),
+        (format!("/console/stores/{s}?prefix=x"), StatusCode::BAD_REQUEST, "`x/` is not a folder".into()),
+        // A filter searches its own folder; the prefix is not judged then.
+        (format!("/console/stores/{s}?filter=+notes&prefix=x"), StatusCode::OK, "value=\"notes\"".into()),
+        (format!("/console/stores/{s}?filter=a&filter=b"), StatusCode::BAD_REQUEST, duplicate("filter")),
+        (
+            format!("/console/stores/{s}?page=zzz"),
+            StatusCode::BAD_REQUEST,
+            "that page link is not valid any more".into(),
+        ),
+        (format!("/console/stores/{s}/history?session=+&operation=created"), StatusCode::OK, "Clear filters".into()),
+        (
+            format!("/console/stores/{s}/history?session=nope"),
+            StatusCode::BAD_REQUEST,
+            "`nope` is not a session id".into(),
+        ),
+        (format!("/console/stores/{s}/history?api_key=x"), StatusCode::BAD_REQUEST, "`x` is not an API key id".into()),
+        (format!("/console/stores/{s}/history?memory=x"), StatusCode::BAD_REQUEST, "`x` is not a memory id".into()),
+        (
+            format!("/console/stores/{s}/history?operation=made"),
+            StatusCode::BAD_REQUEST,
+            "`made` is not an operation (created, modified or deleted)".into(),
+        ),
+        (format!("/console/stores/{s}/memories/new?prefix=%2Fa%2F"), StatusCode::OK, "value=\"/a/\"".into()),
+        (format!("/console/stores/{s}/memories/new?prefix=a"), StatusCode::OK, "value=\"/\"".into()),
+        ("/console/sign-in?next=a&next=b".into(), StatusCode::BAD_REQUEST, duplicate("next")),
+        (
+            "/console/sessions/sesn_0000000000000000000000/live?after=x".into(),
+            StatusCode::BAD_REQUEST,
+            "after must be".into(),
+        ),
+    ];
+    for (path, status, says) in cases {
+        let answer = h.get(&path, &cookie).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        assert!(answer.body.contains(&says), "{path} does not say {says:?}: {}", answer.body);
+    }
+}

@@ -140,19 +140,13 @@ pub(crate) fn entry(seq: i64, logged: &LoggedEvent) -> Entry {
             .map(poster_text),
     };
     match kind_name {
-        "user.message" => {
-            e.kind = "user";
-            e.title = "User".into();
-            e.text = body.get("content").and_then(blocks_text);
-        }
-        "system.message" => {
-            e.kind = "user";
-            e.title = "System".into();
-            e.text = body.get("content").and_then(blocks_text);
-        }
-        "agent.message" => {
-            e.kind = "agent";
-            e.title = "Agent".into();
+        "user.message" | "system.message" | "agent.message" => {
+            // Who spoke: the system's words are shown on the user's side, as its input.
+            (e.kind, e.title) = match kind_name {
+                "user.message" => ("user", "User".into()),
+                "system.message" => ("user", "System".into()),
+                _ => ("agent", "Agent".into()),
+            };
             e.text = body.get("content").and_then(blocks_text);
         }
         "agent.thinking" => {
