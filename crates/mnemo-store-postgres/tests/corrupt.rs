@@ -4,13 +4,10 @@
 //!
 //! Needs `MNEMO_TEST_POSTGRES` (see `mnemo_store_tests::Postgres`).
 
-use std::collections::BTreeMap;
-
-use mnemo_api::{AgentParams, AgentSpec, DEFAULT_MEMORY_MOUNT_ROOT, Event, EventPoster};
-use mnemo_store::{AgentRef, Limits, ListEvents, NewEnvironment, NewSession, Store, StoreError};
+use mnemo_store::{Limits, ListEvents, Store, StoreError};
 use mnemo_store_postgres::PostgresStore;
 use mnemo_store_tests::Postgres;
-use serde_json::json;
+use mnemo_store_tests::cases::fixtures::{environment, person, session, user_message};
 
 /// Runs `sql` in `schema` of the test database, beside the store.
 async fn psql(schema: &str, sql: &str, id: &str) {
@@ -38,35 +35,10 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
     let settings = Postgres::settings(&schema, Limits::default());
     let store = PostgresStore::open(&settings).await.unwrap();
 
-    let env = store
-        .create_environment(NewEnvironment {
-            name: "e".into(),
-            description: None,
-            metadata: BTreeMap::new(),
-            config: json!({"type": "self_hosted"}),
-            scope: None,
-        })
-        .await
-        .unwrap();
-    let params: AgentParams = serde_json::from_value(json!({"name": "a", "model": "m"})).unwrap();
-    let agent = store.create_agent(AgentSpec::from_params(&params).unwrap()).await.unwrap();
-    let hi = Event::parse(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]})).unwrap();
-    let session = store
-        .create_session(NewSession {
-            agent: AgentRef { id: agent.id.clone(), version: None, overrides: None },
-            environment: env.id.clone(),
-            attachments: Vec::new(),
-            title: None,
-            metadata: BTreeMap::new(),
-            budget: None,
-            initial_events: vec![hi],
-            poster: EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
-            mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
-        })
-        .await
-        .unwrap();
-    let listed = store.list_events(&session.id, events()).await.unwrap();
-    let event = listed.items.first().expect("the initial event").event.id.to_string();
+    let env = environment(&store, true).await;
+    let session = session(&store, &env).await;
+    let appended = store.append_events(&session.id, vec![user_message("hi")], person()).await.unwrap();
+    let event = appended.recorded[0].event.id.to_string();
     let work = store.enqueue_healthcheck(&env.id).await.unwrap();
     let clean = mnemo_store_postgres::check(&settings).await.expect("the check runs");
     assert!(clean.is_ok(), "a fresh deployment checks clean: {:?}", clean.problems());

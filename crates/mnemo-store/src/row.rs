@@ -217,8 +217,7 @@ pub fn work_typed(
     ttl_seconds: i64,
 ) -> Result<(WorkState, WorkData, BTreeMap<String, String>, u64)> {
     let corrupt = |column, cause: &dyn std::fmt::Display| StoreError::corrupt(WORK_TABLE, &id, column, cause);
-    let state =
-        WorkState::parse(state).ok_or_else(|| corrupt("state", &format_args!("unknown state `{state}`")))?;
+    let state = WorkState::parse(state).ok_or_else(|| corrupt("state", &format_args!("unknown state `{state}`")))?;
     let data = serde_json::from_str(data).map_err(|e| corrupt("data", &e))?;
     let metadata = serde_json::from_str(metadata).map_err(|e| corrupt("metadata", &e))?;
     let ttl_seconds = u64::try_from(ttl_seconds).map_err(|e| corrupt("ttl_seconds", &e))?;
