@@ -250,6 +250,24 @@ pub(crate) fn col<'a, T: FromSql<'a>>(row: &'a Row, idx: usize) -> Result<T, Sto
     row.try_get(idx).map_err(|e| failure(format!("column {idx}: {e}")))
 }
 
+/// A row as the shared decoders of [`mnemo_store::row`] read it.
+pub(crate) struct Cols<'a>(pub(crate) &'a Row);
+
+impl mnemo_store::row::Columns for Cols<'_> {
+    fn text(&self, idx: usize) -> Result<String, StoreError> {
+        col(self.0, idx)
+    }
+    fn opt_text(&self, idx: usize) -> Result<Option<String>, StoreError> {
+        col(self.0, idx)
+    }
+    fn int(&self, idx: usize) -> Result<i64, StoreError> {
+        col(self.0, idx)
+    }
+    fn opt_int(&self, idx: usize) -> Result<Option<i64>, StoreError> {
+        col(self.0, idx)
+    }
+}
+
 /// Column `idx` of `row` holding UTF-8 text as bytes (memory content, which may contain
 /// U+0000 that a TEXT column refuses).
 pub(crate) fn text_bytes(row: &Row, idx: usize) -> Result<Option<String>, StoreError> {

@@ -4,7 +4,6 @@
 
 use mnemo_api::{MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
 use mnemo_store::ops::{self, VersionRow};
-use mnemo_store::row::ActorFilter;
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use tokio_postgres::Row;
 
@@ -66,10 +65,8 @@ pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryVersionId
 pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
     let (_, store_seq) = stores::get_with_seq(tx, store).await?;
     let before = stores::before(q.after.as_ref())?;
-    let (actor_kind, actor_id) = match q.actor_filter() {
-        ActorFilter::Any => (None, None),
-        ActorFilter::One(kind, id) => (Some(kind), Some(id)),
-        ActorFilter::Nothing => return Ok(Listing { items: Vec::new(), next: None }),
+    let Some((actor_kind, actor_id)) = q.actor_filter().params() else {
+        return Ok(Listing { items: Vec::new(), next: None });
     };
     let with_content = q.view == View::Full;
     let sql = format!(

@@ -18,20 +18,18 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, Work, WorkId, WorkState};
+use mnemo_api::{EnvironmentId, Work, WorkState};
 use mnemo_store::ops::{self, NewWork, StoredToken, WorkFilter};
 use mnemo_store::row::{before, page};
 use mnemo_store::rules::work::{Change, DELIVERABLE_STATE, LAPSING_STATES, Lease, Micros};
-use mnemo_store::{CredentialHash, Cursor, Listing, Result, StoreError};
+use mnemo_store::{CredentialHash, Cursor, Listing, Result};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use crate::engine::{Param, Pg, Tx, all, backend, col, exec, failure, one, opt};
-use crate::{environments, parse_id, rfc3339, rfc3339_opt};
+use crate::engine::{Cols, Param, Pg, Tx, all, backend, col, exec, failure, one, opt};
+use crate::{environments, parse_id};
 
-const COLUMNS: &str = "w.id, e.id, w.state, w.data, w.metadata, w.created_at, w.acknowledged_at, w.started_at, \
-                       w.latest_heartbeat_at, w.stop_requested_at, w.stopped_at, w.seq, w.last_heartbeat, \
-                       w.ttl_seconds, w.pending_until, w.lease_expires_at";
+use mnemo_store::row::WORK_COLUMNS as COLUMNS;
 
 /// Locks nothing.
 const NO_LOCK: &str = "";
@@ -44,47 +42,7 @@ const LOCK_SKIP: &str = "FOR UPDATE OF w SKIP LOCKED";
 use mnemo_store::ops::WorkRow as Item;
 
 fn from_row(r: &Row) -> Result<Item> {
-    let id: String = col(r, 0)?;
-    let corrupt = |column, cause: String| StoreError::corrupt("work_items", &id, column, cause);
-    let state: String = col(r, 2)?;
-    let data: String = col(r, 3)?;
-    let metadata: String = col(r, 4)?;
-    let state = WorkState::parse(&state).ok_or_else(|| corrupt("state", format!("unknown state `{state}`")))?;
-    let data = serde_json::from_str(&data).map_err(|e| corrupt("data", e.to_string()))?;
-    let metadata = serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e.to_string()))?;
-    let ttl_seconds = u64::try_from(col::<i64>(r, 13)?).map_err(|e| corrupt("ttl_seconds", e.to_string()))?;
-    let id: WorkId = parse_id(&id)?;
-    let lease = Lease {
-        id: id.clone(),
-        state,
-        pending_until: col(r, 14)?,
-        lease_expires_at: col(r, 15)?,
-        last_heartbeat: col(r, 12)?,
-        ttl_seconds,
-        acknowledged_at: col(r, 6)?,
-        started_at: col(r, 7)?,
-        latest_heartbeat_at: col(r, 8)?,
-        stop_requested_at: col(r, 9)?,
-        stopped_at: col(r, 10)?,
-    };
-    Ok(Item {
-        work: Work {
-            environment_id: parse_id(&col::<String>(r, 1)?)?,
-            state,
-            data,
-            secret: None,
-            metadata,
-            created_at: rfc3339(col(r, 5)?),
-            acknowledged_at: rfc3339_opt(lease.acknowledged_at),
-            started_at: rfc3339_opt(lease.started_at),
-            latest_heartbeat_at: rfc3339_opt(lease.latest_heartbeat_at),
-            stop_requested_at: rfc3339_opt(lease.stop_requested_at),
-            stopped_at: rfc3339_opt(lease.stopped_at),
-            id,
-        },
-        lease,
-        seq: col(r, 11)?,
-    })
+    mnemo_store::row::work(&Cols(r))
 }
 
 /// One owned statement parameter.
@@ -357,7 +315,7 @@ impl ops::WorkSql for Pg<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_api::SessionId;
+    use mnemo_api::{SessionId, WorkId};
 
     /// Every filter's SQL binds as many parameters as it numbers, locks as asked, and names no
     /// state.

@@ -314,6 +314,24 @@ impl mnemo_store::ops::Clock for Lite<'_> {
     }
 }
 
+/// A row as the shared decoders of [`mnemo_store::row`] read it.
+pub(crate) struct Cols<'a, 'r>(pub(crate) &'a rusqlite::Row<'r>);
+
+impl mnemo_store::row::Columns for Cols<'_, '_> {
+    fn text(&self, idx: usize) -> Result<String, StoreError> {
+        self.0.get(idx).map_err(backend)
+    }
+    fn opt_text(&self, idx: usize) -> Result<Option<String>, StoreError> {
+        self.0.get(idx).map_err(backend)
+    }
+    fn int(&self, idx: usize) -> Result<i64, StoreError> {
+        self.0.get(idx).map_err(backend)
+    }
+    fn opt_int(&self, idx: usize) -> Result<Option<i64>, StoreError> {
+        self.0.get(idx).map_err(backend)
+    }
+}
+
 /// The row `sql` finds with `params`, read by `read`; `None` when there is none.
 pub(crate) fn query_one<T>(
     c: &Connection,

@@ -5,67 +5,23 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, Work, WorkId, WorkState};
+use mnemo_api::{EnvironmentId, Work, WorkState};
 use mnemo_store::ops::{self, NewWork, StoredToken, WorkFilter};
 use mnemo_store::row::{before, page};
 use mnemo_store::rules::work::{Change, DELIVERABLE_STATE, LAPSING_STATES, Lease, Micros};
-use mnemo_store::{CredentialHash, Cursor, Listing, Result, StoreError};
+use mnemo_store::{CredentialHash, Cursor, Listing, Result};
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row, params, params_from_iter};
 
-use crate::engine::{Lite, backend, query_one};
-use crate::{environments, parse_id, rfc3339, rfc3339_opt};
+use crate::engine::{Cols, Lite, backend, query_one};
+use crate::{environments, parse_id};
 
-const COLUMNS: &str = "w.id, e.id, w.state, w.data, w.metadata, w.created_at, w.acknowledged_at, w.started_at, \
-                       w.latest_heartbeat_at, w.stop_requested_at, w.stopped_at, w.seq, w.last_heartbeat, \
-                       w.ttl_seconds, w.pending_until, w.lease_expires_at";
+use mnemo_store::row::WORK_COLUMNS as COLUMNS;
 
 use mnemo_store::ops::WorkRow as Item;
 
 fn from_row(r: &Row<'_>) -> Result<Item> {
-    let get = |e: rusqlite::Error| backend(e);
-    let id: String = r.get(0).map_err(get)?;
-    let corrupt = |column, cause: String| StoreError::corrupt("work_items", &id, column, cause);
-    let state: String = r.get(2).map_err(get)?;
-    let data: String = r.get(3).map_err(get)?;
-    let metadata: String = r.get(4).map_err(get)?;
-    let state = WorkState::parse(&state).ok_or_else(|| corrupt("state", format!("unknown state `{state}`")))?;
-    let data = serde_json::from_str(&data).map_err(|e| corrupt("data", e.to_string()))?;
-    let metadata = serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e.to_string()))?;
-    let ttl: i64 = r.get(13).map_err(get)?;
-    let ttl_seconds = u64::try_from(ttl).map_err(|e| corrupt("ttl_seconds", e.to_string()))?;
-    let id: WorkId = parse_id(&id)?;
-    let lease = Lease {
-        id: id.clone(),
-        state,
-        pending_until: r.get(14).map_err(get)?,
-        lease_expires_at: r.get(15).map_err(get)?,
-        last_heartbeat: r.get(12).map_err(get)?,
-        ttl_seconds,
-        acknowledged_at: r.get(6).map_err(get)?,
-        started_at: r.get(7).map_err(get)?,
-        latest_heartbeat_at: r.get(8).map_err(get)?,
-        stop_requested_at: r.get(9).map_err(get)?,
-        stopped_at: r.get(10).map_err(get)?,
-    };
-    Ok(Item {
-        work: Work {
-            id,
-            environment_id: parse_id(&r.get::<_, String>(1).map_err(get)?)?,
-            state,
-            data,
-            secret: None,
-            metadata,
-            created_at: rfc3339(r.get(5).map_err(get)?),
-            acknowledged_at: rfc3339_opt(lease.acknowledged_at),
-            started_at: rfc3339_opt(lease.started_at),
-            latest_heartbeat_at: rfc3339_opt(lease.latest_heartbeat_at),
-            stop_requested_at: rfc3339_opt(lease.stop_requested_at),
-            stopped_at: rfc3339_opt(lease.stopped_at),
-        },
-        lease,
-        seq: r.get(11).map_err(get)?,
-    })
+    mnemo_store::row::work(&Cols(r))
 }
 
 /// A filter as SQL over `w` (items) and `e` (their environments), and its parameters in order.
@@ -326,7 +282,7 @@ impl ops::WorkSql for Lite<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_api::SessionId;
+    use mnemo_api::{SessionId, WorkId};
 
     /// Every filter's SQL binds as many parameters as it has placeholders, and names no state.
     #[test]

@@ -112,7 +112,8 @@ macro_rules! assert_err {
     };
 }
 
-mod fixtures;
+/// Set-up the cases share, for a backend's own tests too (e.g. of rows it cannot read back).
+pub mod fixtures;
 
 pub mod agents;
 pub mod concurrency;

@@ -235,8 +235,8 @@ fn cause_of(e: &crate::StoreError) -> String {
     std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
 }
 
-/// Every table whose stored JSON the server reads back typed: every session and every event
-/// must decode, or the API answers `500` where it meets the row.
+/// Every table whose stored JSON and states the server reads back typed: every session, event
+/// and work item must decode, or the API answers `500` where it meets the row.
 pub static READABLE: &[Readable] = &[
     Readable {
         name: "readable_sessions",
@@ -260,6 +260,17 @@ pub static READABLE: &[Readable] = &[
         decode: |row| {
             let [id, body] = row else { return Some(format!("unexpected row {row:?}")) };
             crate::SessionEvent::decode(0, id, body).err().map(|e| cause_of(&e))
+        },
+    },
+    Readable {
+        name: "readable_work",
+        batch_sql: "SELECT seq, id, state, data, metadata, CAST(ttl_seconds AS TEXT) FROM work_items \
+                    WHERE seq > $1 ORDER BY seq LIMIT $2",
+        decode: |row| {
+            let [id, state, data, metadata, ttl] = row else { return Some(format!("unexpected row {row:?}")) };
+            // Text that is no integer reads as out of range: a finding, like a negative one.
+            let ttl = ttl.parse().unwrap_or(i64::MIN);
+            crate::row::work_typed(id, state, data, metadata, ttl).err().map(|e| cause_of(&e))
         },
     },
 ];
@@ -340,6 +351,20 @@ mod tests {
         assert_eq!((events.decode)(&[id.to_string(), unknown]), None, "a type this build does not know reads back");
         let bad = (events.decode)(&[id.to_string(), r#"{"type":"user.message"}"#.into()]).unwrap();
         assert!(bad.starts_with(&format!("table `session_events`, row `{id}`, column `body` cannot be read")), "{bad}");
+
+        let work = &READABLE[2];
+        let row = |state: &str, data: &str, ttl: &str| -> Vec<String> {
+            ["work_1", state, data, "{}", ttl].map(str::to_owned).to_vec()
+        };
+        let data = r#"{"type":"session","id":"sesn_1"}"#;
+        assert_eq!((work.decode)(&row("queued", data, "60")), None);
+        for (state, data, ttl, column) in
+            [("dozing", data, "60", "state"), ("queued", "[", "60", "data"), ("queued", data, "-1", "ttl_seconds")]
+        {
+            let bad = (work.decode)(&row(state, data, ttl)).unwrap();
+            let named = format!("table `work_items`, row `work_1`, column `{column}` cannot be read");
+            assert!(bad.starts_with(&named), "{bad}");
+        }
 
         let mut found = Unreadable::default();
         found.note(None);

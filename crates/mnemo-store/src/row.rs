@@ -12,11 +12,13 @@ use std::collections::BTreeMap;
 use chrono::DateTime;
 use mnemo_api::{
     Actor, Memory, MemoryListItem, MemoryPrefix, MemoryStoreResource, ModelUsage, Session, SessionId, SessionStatus,
-    StopReason, Timestamp,
+    StopReason, Timestamp, Work, WorkData, WorkId, WorkState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::ops::WorkRow;
+use crate::rules::work::Lease;
 use crate::{Cursor, ListMemories, ListMemoryVersions, Listing, Result, SESSIONS_TABLE, StoreError, rollup};
 
 /// A timestamp column (microseconds since the epoch).
@@ -183,6 +185,83 @@ impl SessionBody {
     }
 }
 
+/// A row as a backend's driver hands it over, read by position in the types every backend
+/// stores (TEXT and 64-bit INTEGER columns). Each backend implements it once for its row type,
+/// so a row shape is decoded once for all backends (e.g. [`work`]).
+pub trait Columns {
+    /// A TEXT column.
+    fn text(&self, idx: usize) -> Result<String>;
+    /// A nullable TEXT column.
+    fn opt_text(&self, idx: usize) -> Result<Option<String>>;
+    /// An INTEGER column.
+    fn int(&self, idx: usize) -> Result<i64>;
+    /// A nullable INTEGER column.
+    fn opt_int(&self, idx: usize) -> Result<Option<i64>>;
+}
+
+/// The table of work items.
+pub const WORK_TABLE: &str = "work_items";
+
+/// What [`work`] reads, in order, over `w` (the item) joined to `e` (its environment).
+pub const WORK_COLUMNS: &str = "w.id, e.id, w.state, w.data, w.metadata, w.created_at, w.acknowledged_at, \
+                                w.started_at, w.latest_heartbeat_at, w.stop_requested_at, w.stopped_at, w.seq, \
+                                w.last_heartbeat, w.ttl_seconds, w.pending_until, w.lease_expires_at";
+
+/// The typed columns of work item `id` — its state, data, metadata and lease length — read
+/// from what is stored; one that cannot be read is a [`StoreError::corrupt`] naming it.
+pub fn work_typed(
+    id: &str,
+    state: &str,
+    data: &str,
+    metadata: &str,
+    ttl_seconds: i64,
+) -> Result<(WorkState, WorkData, BTreeMap<String, String>, u64)> {
+    let corrupt = |column, cause: &dyn std::fmt::Display| StoreError::corrupt(WORK_TABLE, &id, column, cause);
+    let state = WorkState::parse(state).ok_or_else(|| corrupt("state", &format_args!("unknown state `{state}`")))?;
+    let data = serde_json::from_str(data).map_err(|e| corrupt("data", &e))?;
+    let metadata = serde_json::from_str(metadata).map_err(|e| corrupt("metadata", &e))?;
+    let ttl_seconds = u64::try_from(ttl_seconds).map_err(|e| corrupt("ttl_seconds", &e))?;
+    Ok((state, data, metadata, ttl_seconds))
+}
+
+/// A work item selected as [`WORK_COLUMNS`].
+pub fn work(r: &impl Columns) -> Result<WorkRow> {
+    let id = r.text(0)?;
+    let (state, data, metadata, ttl_seconds) = work_typed(&id, &r.text(2)?, &r.text(3)?, &r.text(4)?, r.int(13)?)?;
+    let id: WorkId = parse_id(&id)?;
+    let lease = Lease {
+        id: id.clone(),
+        state,
+        pending_until: r.opt_int(14)?,
+        lease_expires_at: r.opt_int(15)?,
+        last_heartbeat: r.opt_text(12)?,
+        ttl_seconds,
+        acknowledged_at: r.opt_int(6)?,
+        started_at: r.opt_int(7)?,
+        latest_heartbeat_at: r.opt_int(8)?,
+        stop_requested_at: r.opt_int(9)?,
+        stopped_at: r.opt_int(10)?,
+    };
+    Ok(WorkRow {
+        work: Work {
+            id,
+            environment_id: parse_id(&r.text(1)?)?,
+            state,
+            data,
+            secret: None,
+            metadata,
+            created_at: mnemo_api::rfc3339_micros(r.int(5)?),
+            acknowledged_at: rfc3339_opt(lease.acknowledged_at),
+            started_at: rfc3339_opt(lease.started_at),
+            latest_heartbeat_at: rfc3339_opt(lease.latest_heartbeat_at),
+            stop_requested_at: rfc3339_opt(lease.stop_requested_at),
+            stopped_at: rfc3339_opt(lease.stopped_at),
+        },
+        lease,
+        seq: r.int(11)?,
+    })
+}
+
 /// The one actor filter of a version listing, as columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActorFilter<'a> {
@@ -192,6 +271,18 @@ pub enum ActorFilter<'a> {
     One(&'static str, &'a str),
     /// Filters on two different actor kinds: no version matches.
     Nothing,
+}
+
+impl<'a> ActorFilter<'a> {
+    /// The filter as a listing's `(actor_kind, actor_id)` parameters (both `NULL`: any actor);
+    /// `None` when no version matches.
+    pub fn params(self) -> Option<(Option<&'static str>, Option<&'a str>)> {
+        match self {
+            ActorFilter::Any => Some((None, None)),
+            ActorFilter::One(kind, id) => Some((Some(kind), Some(id))),
+            ActorFilter::Nothing => None,
+        }
+    }
 }
 
 impl ListMemoryVersions {
@@ -382,10 +473,13 @@ mod tests {
     fn version_listings_have_at_most_one_actor_filter() {
         let mut q = ListMemoryVersions::newest(10);
         assert_eq!(q.actor_filter(), ActorFilter::Any);
+        assert_eq!(q.actor_filter().params(), Some((None, None)));
         q.service_account_id = Some("svc".into());
         assert_eq!(q.actor_filter(), ActorFilter::One("service_account_actor", "svc"));
+        assert_eq!(q.actor_filter().params(), Some((Some("service_account_actor"), Some("svc"))));
         q.api_key_id = Some(mnemo_api::ApiKeyId::generate());
         assert_eq!(q.actor_filter(), ActorFilter::Nothing);
+        assert_eq!(q.actor_filter().params(), None);
     }
 
     #[test]

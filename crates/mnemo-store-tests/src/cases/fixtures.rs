@@ -42,17 +42,17 @@ pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// Parses an event as the server does at the edge.
-pub(crate) fn event(v: Value) -> Event {
+pub fn event(v: Value) -> Event {
     let shown = v.to_string();
     Event::parse(v).unwrap_or_else(|e| panic!("{shown}: {e}"))
 }
 
 /// A person's client: an API key (posts user input and, driving the agent side, agent events).
-pub(crate) fn person() -> mnemo_store::EventAuthor {
+pub fn person() -> mnemo_store::EventAuthor {
     mnemo_store::EventAuthor::ApiKey("apikey_person".parse().unwrap())
 }
 
-pub(crate) fn user_message(text: &str) -> Event {
+pub fn user_message(text: &str) -> Event {
     event(json!({"type": "user.message", "content": [{"type": "text", "text": text}]}))
 }
 
@@ -68,7 +68,7 @@ pub(crate) async fn memory_store(s: &dyn Store, name: &str) -> MemoryStoreId {
 }
 
 /// A `self_hosted` environment (a work queue), or a `cloud` one (no queue).
-pub(crate) async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
+pub async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
     let config = if self_hosted { json!({"type": "self_hosted"}) } else { json!({"type": "cloud"}) };
     s.create_environment(NewEnvironment {
         name: "conformance".into(),
@@ -83,7 +83,7 @@ pub(crate) async fn environment(s: &dyn Store, self_hosted: bool) -> Environment
 
 /// An agent whose toolset asks before `bash`, never runs `web_fetch` and allows every other
 /// built-in tool, with one custom tool, `lookup`.
-pub(crate) async fn agent(s: &dyn Store) -> Agent {
+pub async fn agent(s: &dyn Store) -> Agent {
     let params: AgentParams = serde_json::from_value(json!({
         "name": "conformance",
         "model": "claude-opus-4-6",
@@ -100,7 +100,7 @@ pub(crate) async fn agent(s: &dyn Store) -> Agent {
 }
 
 /// A session of `agent` on `env`, latest version, nothing attached.
-pub(crate) fn new_session(agent: &Agent, env: &Environment) -> NewSession {
+pub fn new_session(agent: &Agent, env: &Environment) -> NewSession {
     NewSession {
         agent: AgentRef { id: agent.id.clone(), version: None, overrides: None },
         environment: env.id.clone(),
@@ -115,7 +115,7 @@ pub(crate) fn new_session(agent: &Agent, env: &Environment) -> NewSession {
 }
 
 /// A session of a fresh agent on `env`.
-pub(crate) async fn session(s: &dyn Store, env: &Environment) -> Session {
+pub async fn session(s: &dyn Store, env: &Environment) -> Session {
     let agent = agent(s).await;
     s.create_session(new_session(&agent, env)).await.unwrap()
 }
