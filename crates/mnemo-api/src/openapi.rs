@@ -46,6 +46,12 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("WebhookEndpointDeleted", "webhook_endpoint_deleted"),
     ("WebhookDelivery", "webhook_delivery"),
     ("WebhookEvent", "event"),
+    ("Organization", "organization"),
+    ("Workspace", "workspace"),
+    ("ApiKey", "api_key"),
+    ("RateLimit", "rate_limit"),
+    ("WorkspaceRateLimit", "workspace_rate_limit"),
+    ("AuditEvent", "audit_event"),
 ];
 
 /// Completes a document that uses these types: the `type` constants of [`TYPE_TAGS`], and the
@@ -177,6 +183,7 @@ mod tests {
     #[test]
     fn every_tagged_struct_is_listed() {
         let sources = [
+            include_str!("admin.rs"),
             include_str!("agents.rs"),
             include_str!("environments.rs"),
             include_str!("error.rs"),
