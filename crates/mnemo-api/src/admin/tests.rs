@@ -9,9 +9,9 @@ fn t(secs: i64) -> DateTime<Utc> {
 }
 
 /// Parses `fixture`, and checks that writing it back gives the same JSON.
-fn round_trip<T: Serialize + for<'de> Deserialize<'de>>(fixture: Value) -> T {
-    let parsed: T = serde_json::from_value(fixture.clone()).unwrap();
-    assert_eq!(serde_json::to_value(&parsed).unwrap(), fixture);
+fn round_trip<T: Serialize + for<'de> Deserialize<'de>>(fixture: &Value) -> T {
+    let parsed = T::deserialize(fixture).unwrap();
+    assert_eq!(&serde_json::to_value(&parsed).unwrap(), fixture);
     parsed
 }
 
@@ -42,17 +42,17 @@ fn workspace() -> Workspace {
 #[test]
 fn objects_round_trip_in_the_sdk_shapes() {
     let org: Organization =
-        round_trip(json!({"type": "organization", "id": "0f8e6b1e-6b7a-4c55-9d43-1f0e2b3c4d5e", "name": "mnemo"}));
+        round_trip(&json!({"type": "organization", "id": "0f8e6b1e-6b7a-4c55-9d43-1f0e2b3c4d5e", "name": "mnemo"}));
     assert_eq!(org.name, "mnemo");
 
-    let ws: Workspace = round_trip(workspace_fixture());
+    let ws: Workspace = round_trip(&workspace_fixture());
     assert_eq!(ws.data_residency, DataResidency::default());
     let mut listed = workspace_fixture();
     listed["data_residency"]["allowed_inference_geos"] = json!(["us", "eu"]);
-    let ws: Workspace = round_trip(listed);
+    let ws: Workspace = round_trip(&listed);
     assert_eq!(ws.data_residency.allowed_inference_geos, AllowedInferenceGeos::Only(vec!["us".into(), "eu".into()]));
 
-    let key: ApiKey = round_trip(json!({
+    let key: ApiKey = round_trip(&json!({
         "type": "api_key",
         "id": "apikey_01JABCDEFGHJKMNPQRSTVWXYZ",
         "name": "ci",
@@ -66,7 +66,7 @@ fn objects_round_trip_in_the_sdk_shapes() {
         "workspace_id": "wrkspc_01JABCDEFGHJKMNPQRSTVWXYZ"
     }));
     assert_eq!(key.status, ApiKeyStatus::Active);
-    let legacy: ApiKey = round_trip(json!({
+    let legacy: ApiKey = round_trip(&json!({
         "type": "api_key", "id": "apikey_x1", "name": "key 1", "status": "expired",
         "scope": {"type": "organization"},
         "principal": {"type": "service_account_actor", "service_account_id": "svac_1"},
@@ -76,13 +76,13 @@ fn objects_round_trip_in_the_sdk_shapes() {
     assert_eq!(legacy.scope, ApiKeyScope::Organization);
     assert!(legacy.created_by.is_none());
 
-    let page: AdminPage<Workspace> = round_trip(json!({
+    let page: AdminPage<Workspace> = round_trip(&json!({
         "data": [workspace_fixture()], "has_more": false,
         "first_id": "wrkspc_01JABCDEFGHJKMNPQRSTVWXYZ", "last_id": "wrkspc_01JABCDEFGHJKMNPQRSTVWXYZ"
     }));
     assert_eq!(page.data.len(), 1);
     let empty: AdminPage<ApiKey> =
-        round_trip(json!({"data": [], "has_more": false, "first_id": null, "last_id": null}));
+        round_trip(&json!({"data": [], "has_more": false, "first_id": null, "last_id": null}));
     assert!(empty.data.is_empty());
 }
 
@@ -95,7 +95,7 @@ fn a_created_key_carries_its_secret_once_and_never_prints_it() {
         "expires_at": null, "partial_key_hint": "sk-mnemo-TOP…CRET", "workspace_id": "wrkspc_w1",
         "key": "sk-mnemo-TOPSECRET"
     });
-    let created: ApiKeyCreated = round_trip(fixture.clone());
+    let created: ApiKeyCreated = round_trip(&fixture);
     assert_eq!(created.key.expose(), "sk-mnemo-TOPSECRET");
     assert_eq!(created.api_key.name, "ci");
     let printed = format!("{created:?}");
@@ -107,14 +107,14 @@ fn a_created_key_carries_its_secret_once_and_never_prints_it() {
 
 #[test]
 fn rate_limit_objects_parse_unknown_names_and_round_trip() {
-    let org: RateLimit = round_trip(json!({
+    let org: RateLimit = round_trip(&json!({
         "type": "rate_limit", "id": "ratelimit_api",
         "group": {"type": "managed_agents", "id": "rlg_mnemo_managed_agents"},
         "limits": [{"type": "requests_per_minute", "value": 600}],
         "models": null
     }));
     assert_eq!(org.group.kind, RateLimitGroupType::ManagedAgents);
-    let hosted: RateLimit = round_trip(json!({
+    let hosted: RateLimit = round_trip(&json!({
         "type": "rate_limit", "id": "rl_1",
         "group": {"type": "priority_tier", "id": "rlg_x", "display_name": "Priority"},
         "limits": [{"type": "images_per_minute", "value": 5}],
@@ -123,7 +123,7 @@ fn rate_limit_objects_parse_unknown_names_and_round_trip() {
     assert_eq!(hosted.group.kind, RateLimitGroupType::Other("priority_tier".into()));
     assert_eq!(hosted.limits[0].kind, LimiterType::Other("images_per_minute".into()));
 
-    let ws: WorkspaceRateLimit = round_trip(json!({
+    let ws: WorkspaceRateLimit = round_trip(&json!({
         "type": "workspace_rate_limit", "rate_limit_id": "ratelimit_api", "workspace_id": "wrkspc_w1",
         "group": {"type": "managed_agents", "id": "rlg_mnemo_managed_agents"}, "models": null,
         "limits": [
@@ -134,7 +134,7 @@ fn rate_limit_objects_parse_unknown_names_and_round_trip() {
     assert_eq!(ws.limits[0].source, LimitSource::Workspace);
     assert_eq!(ws.limits[1].org_limit, None);
 
-    let update: RateLimitUpdate = round_trip(json!({"limits": [{"type": "requests_per_minute", "value": null}]}));
+    let update: RateLimitUpdate = round_trip(&json!({"limits": [{"type": "requests_per_minute", "value": null}]}));
     assert_eq!(update.limits[0].value, None);
     for known in LimiterType::KNOWN {
         assert_eq!(&LimiterType::parse(known.as_str()), known);
@@ -146,7 +146,7 @@ fn rate_limit_objects_parse_unknown_names_and_round_trip() {
 
 #[test]
 fn audit_events_round_trip() {
-    let event: AuditEvent = round_trip(json!({
+    let event: AuditEvent = round_trip(&json!({
         "type": "audit_event", "id": "audit_01JABC", "created_at": "2026-11-02T10:00:00Z",
         "workspace_id": "wrkspc_w1",
         "actor": {"type": "admin_key", "id": "admkey_01JABC"},
@@ -157,7 +157,7 @@ fn audit_events_round_trip() {
         "details": {"status": {"from": "active", "to": "inactive"}}
     }));
     assert_eq!(event.actor.kind, AuditActorType::AdminKey);
-    let sign_in: AuditEvent = round_trip(json!({
+    let sign_in: AuditEvent = round_trip(&json!({
         "type": "audit_event", "id": "audit_2", "created_at": "2026-11-02T10:00:00Z", "workspace_id": null,
         "actor": {"type": "system", "id": "system"}, "action": "sign_in.failed", "resource": null,
         "client_ip": null, "outcome": "failure", "details": {}

@@ -190,11 +190,13 @@ mod tests {
     }
 
     type Change = (Option<ApiKeyStatus>, bool, bool);
+    /// (rule, stored status, expires_at, body, what it changes or the refusal)
+    type TransitionRow = (&'static str, ApiKeyStatus, Option<Micros>, ApiKeyUpdate, Result<Change, &'static str>);
 
     #[test]
     fn status_transitions() {
         #[rustfmt::skip]
-        let rows: Vec<(&str, ApiKeyStatus, Option<Micros>, ApiKeyUpdate, Result<Change, &str>)> = vec![
+        let rows: Vec<TransitionRow> = vec![
             // (rule, stored, expires_at, body, Ok((status to store, reactivates, revokes)))
             ("deactivate", Active, None, body(json!({"status": "inactive"})), Ok((Some(Inactive), false, true))),
             ("reactivate", Inactive, None, body(json!({"status": "active"})), Ok((Some(Active), true, false))),

@@ -350,13 +350,16 @@ mod tests {
         assert_eq!(catalogue(&[]).len(), 1);
     }
 
+    /// (rule, flag, the one value it sets or part of the refusal)
+    type FlagRow = (&'static str, &'static str, Result<(&'static str, LimiterType, u64), &'static str>);
+
     #[test]
     fn org_limits_from_flags() {
         let cat = catalogue(&families());
         let one = |flag: &str| parse_org_limits(&[flag.to_owned()], &cat);
         let rpm = LimiterType::RequestsPerMinute;
         #[rustfmt::skip]
-        let rows: Vec<(&str, &str, Result<(&str, LimiterType, u64), &str>)> = vec![
+        let rows: Vec<FlagRow> = vec![
             ("by group type", "managed_agents:requests_per_minute=600", Ok(("ratelimit_api", rpm.clone(), 600))),
             ("by entry id", "ratelimit_api:requests_per_minute=5", Ok(("ratelimit_api", rpm.clone(), 5))),
             ("by group id", "rlg_mnemo_managed_agents:requests_per_minute=5", Ok(("ratelimit_api", rpm.clone(), 5))),
@@ -432,12 +435,7 @@ mod tests {
         let own = workspace_view(&cat[0], &ws, &set, &org, false);
         assert_eq!(
             own.limits,
-            [WorkspaceLimitValue {
-                kind: rpm.clone(),
-                value: Some(60),
-                org_limit: Some(600),
-                source: LimitSource::Workspace
-            }]
+            [WorkspaceLimitValue { kind: rpm, value: Some(60), org_limit: Some(600), source: LimitSource::Workspace }]
         );
         let clear: RateLimitUpdate =
             serde_json::from_value(serde_json::json!({"limits": [{"type": "requests_per_minute", "value": null}]}))

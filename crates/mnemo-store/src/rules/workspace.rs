@@ -143,10 +143,13 @@ mod tests {
         }
     }
 
+    /// (rule, is Default, archived_at, what archiving does or the refusal)
+    type ArchiveRow = (&'static str, bool, Option<Micros>, Result<Archive, &'static str>);
+
     #[test]
     fn archiving_is_final_and_idempotent() {
         #[rustfmt::skip]
-        let rows: Vec<(&str, bool, Option<Micros>, Result<Archive, &str>)> = vec![
+        let rows: Vec<ArchiveRow> = vec![
             ("an open workspace is archived now", false, None, Ok(Archive::Now(50))),
             ("archiving again keeps the first time", false, Some(7), Ok(Archive::Already(7))),
             ("Default cannot be archived", true, None, Err("the Default workspace cannot be archived")),
