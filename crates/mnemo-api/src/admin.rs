@@ -351,18 +351,9 @@ pub fn validate_display_color(color: &str) -> Result<(), Invalid> {
 
 /// Checks one tag: key 1–64 characters not starting with `anthropic`, value at most 512.
 pub fn validate_tag(key: &str, value: &str) -> Result<(), Invalid> {
-    let k = key.chars().count();
-    if k == 0 || k > MAX_TAG_KEY_CHARS {
-        return Err(Invalid(format!("tag keys must be 1 to {MAX_TAG_KEY_CHARS} characters long (got {k})")));
-    }
+    crate::types::validate_pair("tag", key, value, MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS)?;
     if key.to_ascii_lowercase().starts_with(RESERVED_TAG_PREFIX) {
         return Err(Invalid(format!("tag key `{key}` must not start with `{RESERVED_TAG_PREFIX}`")));
-    }
-    let v = value.chars().count();
-    if v > MAX_TAG_VALUE_CHARS {
-        return Err(Invalid(format!(
-            "tag value for `{key}` must be at most {MAX_TAG_VALUE_CHARS} characters long (got {v})"
-        )));
     }
     Ok(())
 }
