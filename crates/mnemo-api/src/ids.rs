@@ -188,6 +188,19 @@ prefixed_id!(
     WebhookDeliveryId, "whdel_", "webhook delivery"
 );
 prefixed_id!(
+    /// Identifies a workspace, the unit every Managed Agents resource belongs to (`wrkspc_…`).
+    WorkspaceId, "wrkspc_", "workspace"
+);
+prefixed_id!(
+    /// Identifies an admin key, never the secret itself (`admkey_…`): the credential of the
+    /// Admin API, which belongs to the organization rather than to a workspace.
+    AdminKeyId, "admkey_", "admin key"
+);
+prefixed_id!(
+    /// Identifies one entry of the audit log (`audit_…`).
+    AuditEventId, "audit_", "audit event"
+);
+prefixed_id!(
     /// Identifies one HTTP request, echoed in the `request-id` header (`req_…`).
     RequestId, "req_", "request"
 );
@@ -211,6 +224,32 @@ mod tests {
         assert!("memstore_".parse::<MemoryStoreId>().is_err());
         assert!("memstore_a/b".parse::<MemoryStoreId>().is_err());
         assert!("memstore_011CZkZaBF1tNoB5wlCeusgy".parse::<MemoryStoreId>().is_ok());
+    }
+
+    #[test]
+    fn tenancy_ids_have_their_own_prefixes() {
+        #[rustfmt::skip]
+        let rows: Vec<(&str, bool, bool, bool, bool)> = vec![
+            // (text, workspace?, admin key?, audit event?, API key?)
+            ("wrkspc_01JABCdef", true, false, false, false),
+            ("admkey_01JABCdef", false, true, false, false),
+            ("audit_01JABCdef", false, false, true, false),
+            ("apikey_01JABCdef", false, false, false, true),
+            ("wrkspc_", false, false, false, false),
+            ("wrkspc_a-b", false, false, false, false),
+            ("default", false, false, false, false),
+        ];
+        for (text, ws, admin, audit, api) in rows {
+            assert_eq!(text.parse::<WorkspaceId>().is_ok(), ws, "{text}");
+            assert_eq!(text.parse::<AdminKeyId>().is_ok(), admin, "{text}");
+            assert_eq!(text.parse::<AuditEventId>().is_ok(), audit, "{text}");
+            assert_eq!(text.parse::<ApiKeyId>().is_ok(), api, "{text}");
+        }
+        assert!(WorkspaceId::generate().as_str().starts_with(WorkspaceId::PREFIX));
+        assert!(AdminKeyId::generate().as_str().starts_with("admkey_"));
+        assert!(AuditEventId::generate().as_str().starts_with("audit_"));
+        let err = "apikey_x".parse::<WorkspaceId>().unwrap_err().to_string();
+        assert!(err.contains("workspace") && err.contains("wrkspc_"), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! ([`MemoryStore`], [`Memory`], [`MemoryVersion`], [`Agent`], [`Environment`], [`Work`],
 //! [`Session`], [`WebhookEvent`], …) with their request bodies and validation, the typed session
 //! [`Event`]s (every type accepted and emitted, parse errors naming the field), the [`limits`],
+//! the Admin API's objects ([`admin`]: [`Workspace`], [`ApiKey`], rate limits, the audit log),
 //! the [`headers`] both ends use, [`content_sha256`], the error envelope ([`ErrorEnvelope`]), and
 //! [`openapi::complete`], what the OpenAPI document needs beyond the derived schemas.
 //! It also holds the few pure policies every crate shares: the retry delay rule ([`Backoff`])
@@ -14,6 +15,7 @@
 //! It knows nothing about HTTP frameworks, databases, async runtimes or the local filesystem, so
 //! every other crate can depend on it. `Debug` of anything carrying a credential redacts it.
 
+pub mod admin;
 mod agents;
 pub mod backoff;
 mod environments;
@@ -29,14 +31,16 @@ mod sessions;
 mod types;
 mod webhooks;
 
+pub use admin::*;
 pub use agents::*;
 pub use backoff::{Backoff, Growth, Jitter};
 pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
-    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,
-    RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, generate_secret,
+    AdminKeyId, AgentId, ApiKeyId, AuditEventId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId,
+    MemoryStoreId, MemoryVersionId, RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId,
+    WorkspaceId, generate_secret,
 };
 pub use path::{MemoryPath, Overlap, PathError, PathPrefix};
 pub use secret::{REDACTED, Secret};

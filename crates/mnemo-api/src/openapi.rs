@@ -46,6 +46,12 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("WebhookEndpointDeleted", "webhook_endpoint_deleted"),
     ("WebhookDelivery", "webhook_delivery"),
     ("WebhookEvent", "event"),
+    ("Organization", "organization"),
+    ("Workspace", "workspace"),
+    ("ApiKey", "api_key"),
+    ("RateLimit", "rate_limit"),
+    ("WorkspaceRateLimit", "workspace_rate_limit"),
+    ("AuditEvent", "audit_event"),
 ];
 
 /// Completes a document that uses these types: the `type` constants of [`TYPE_TAGS`], and the
@@ -102,15 +108,18 @@ pub fn complete(doc: &mut OpenApi) {
     components.schemas.remove("UnknownEvent");
 }
 
-/// Points the `data` items of every `Page_X` at the component `X`: the derive inlines a generic
-/// argument, and an inlined copy would miss what is added to `X` afterwards.
+/// Points the `data` items of every `Page_X` and `AdminPage_X` at the component `X`: the derive
+/// inlines a generic argument, and an inlined copy would miss what is added to `X` afterwards.
 fn refer_page_items(doc: &mut OpenApi) {
     use utoipa::openapi::schema::ArrayItems;
     let Some(components) = doc.components.as_mut() else { return };
     let pages: Vec<(String, String)> = components
         .schemas
         .keys()
-        .filter_map(|name| Some((name.clone(), name.strip_prefix("Page_")?.to_owned())))
+        .filter_map(|name| {
+            let item = name.strip_prefix("Page_").or_else(|| name.strip_prefix("AdminPage_"))?;
+            Some((name.clone(), item.to_owned()))
+        })
         .filter(|(_, item)| components.schemas.contains_key(item))
         .collect();
     for (page, item) in pages {
@@ -177,6 +186,7 @@ mod tests {
     #[test]
     fn every_tagged_struct_is_listed() {
         let sources = [
+            include_str!("admin.rs"),
             include_str!("agents.rs"),
             include_str!("environments.rs"),
             include_str!("error.rs"),
@@ -191,6 +201,24 @@ mod tests {
             TYPE_TAGS.iter().map(|(n, t)| ((*n).to_owned(), (*t).to_owned())).collect();
         listed.sort();
         assert_eq!(found, listed);
+    }
+
+    #[test]
+    fn admin_pages_refer_to_their_tagged_items() {
+        use utoipa::OpenApi as _;
+        #[derive(utoipa::OpenApi)]
+        #[openapi(components(schemas(crate::Workspace, crate::AdminPage<crate::Workspace>, crate::ApiKeyCreated)))]
+        struct Doc;
+        let mut doc = Doc::openapi();
+        complete(&mut doc);
+        let json = serde_json::to_value(&doc).unwrap();
+        let schemas = &json["components"]["schemas"];
+        assert_eq!(
+            schemas["AdminPage_Workspace"]["properties"]["data"]["items"]["$ref"],
+            "#/components/schemas/Workspace"
+        );
+        assert_eq!(schemas["Workspace"]["properties"]["type"]["enum"], serde_json::json!(["workspace"]));
+        assert_eq!(schemas["Workspace"]["properties"]["id"]["$ref"], "#/components/schemas/WorkspaceId");
     }
 
     #[test]

@@ -357,15 +357,25 @@ pub fn validate_store_description(description: &str) -> Result<(), Invalid> {
 
 /// Checks one metadata pair: key 1–64 characters, value at most 512.
 pub fn validate_metadata_pair(key: &str, value: &str) -> Result<(), Invalid> {
+    validate_pair("metadata", key, value, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS)
+}
+
+/// Checks one pair of a string map (`what` names it in the message: `metadata`, `tag`): key 1
+/// to `max_key` characters, value at most `max_value`.
+pub(crate) fn validate_pair(
+    what: &str,
+    key: &str,
+    value: &str,
+    max_key: usize,
+    max_value: usize,
+) -> Result<(), Invalid> {
     let k = key.chars().count();
-    if k == 0 || k > MAX_METADATA_KEY_CHARS {
-        return Err(Invalid(format!("metadata keys must be 1 to {MAX_METADATA_KEY_CHARS} characters long (got {k})")));
+    if k == 0 || k > max_key {
+        return Err(Invalid(format!("{what} keys must be 1 to {max_key} characters long (got {k})")));
     }
     let v = value.chars().count();
-    if v > MAX_METADATA_VALUE_CHARS {
-        return Err(Invalid(format!(
-            "metadata value for `{key}` must be at most {MAX_METADATA_VALUE_CHARS} characters long (got {v})"
-        )));
+    if v > max_value {
+        return Err(Invalid(format!("{what} value for `{key}` must be at most {max_value} characters long (got {v})")));
     }
     Ok(())
 }

@@ -12,13 +12,24 @@
 //! - [`console`]: how long a console sign-in lasts and how long an ended one is kept.
 //! - [`lifecycle`]: a new session's status, what archiving one does, agent version numbers.
 //! - [`webhook`]: which change yields which webhook event, who is sent it, and retries.
+//! - [`workspace`]: the Default workspace, the workspace cap, archiving and what it freezes.
+//! - [`api_key`]: API and admin keys: status at a time, transitions, caps, hints.
+//! - [`rate_limit`]: the rate-limit catalogue, `--rate-limit`, the effective limit, the token
+//!   bucket and who is counted.
+//! - [`audit`]: the audited actions, their details and how long the log is kept.
+//! - [`refusal`]: how the organization rules above say no ([`refusal::Refusal`]).
 
 pub mod agent;
+pub mod api_key;
+pub mod audit;
 pub mod catalog;
 pub mod console;
 pub mod lifecycle;
 pub mod memory;
+pub mod rate_limit;
+pub mod refusal;
 pub mod scope;
 pub mod session;
 pub mod webhook;
 pub mod work;
+pub mod workspace;
