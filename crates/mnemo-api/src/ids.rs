@@ -188,6 +188,14 @@ prefixed_id!(
     WebhookDeliveryId, "whdel_", "webhook delivery"
 );
 prefixed_id!(
+    /// Identifies a workspace: the unit every Managed Agents resource belongs to (`wrkspc_…`).
+    WorkspaceId, "wrkspc_", "workspace"
+);
+prefixed_id!(
+    /// Identifies an admin key, never the secret itself (`admkey_…`).
+    AdminKeyId, "admkey_", "admin key"
+);
+prefixed_id!(
     /// Identifies one HTTP request, echoed in the `request-id` header (`req_…`).
     RequestId, "req_", "request"
 );

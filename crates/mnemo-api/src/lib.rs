@@ -21,6 +21,7 @@ mod error;
 mod events;
 pub mod headers;
 mod ids;
+mod keys;
 pub mod limits;
 pub mod openapi;
 mod path;
@@ -35,9 +36,11 @@ pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
-    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId, MemoryVersionId,
-    RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, generate_secret,
+    AdminKeyId, AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId, MemoryStoreId,
+    MemoryVersionId, RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId, WorkspaceId,
+    generate_secret,
 };
+pub use keys::ApiKeyStatus;
 pub use path::{MemoryPath, Overlap, PathError, PathPrefix};
 pub use secret::{REDACTED, Secret};
 pub use sessions::*;

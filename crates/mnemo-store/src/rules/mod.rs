@@ -9,6 +9,7 @@
 //! - [`scope`]: which credential may take which action ([`scope::decide`]).
 //! - [`memory`]: archived stores, the cap, preconditions, overlaps, redaction.
 //! - [`catalog`]: memory stores, environments and keys, agents, and new sessions.
+//! - [`credential`]: when a stored API key still authenticates.
 //! - [`console`]: how long a console sign-in lasts and how long an ended one is kept.
 //! - [`lifecycle`]: a new session's status, what archiving one does, agent version numbers.
 //! - [`webhook`]: which change yields which webhook event, who is sent it, and retries.
@@ -16,6 +17,7 @@
 pub mod agent;
 pub mod catalog;
 pub mod console;
+pub mod credential;
 pub mod lifecycle;
 pub mod memory;
 pub mod scope;
