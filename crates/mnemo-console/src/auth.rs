@@ -295,8 +295,12 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
     if let Err(wait) = console.hooks.sign_in_allowed(peer) {
         return throttled_page(&console, &headers, &next, wait);
     }
-    let api_key = match console.store.resolve_credential(hash(key)).await {
+    let api_key = match console.store.resolve_credential(hash(key)).await.map(|p| p.map(|p| p.credential)) {
         Ok(Some(Credential::ApiKey(id))) => id,
+        Ok(Some(Credential::AdminKey(_))) => {
+            let message = "that is an admin key, which reaches only the Admin API; sign in with an API key";
+            return refused(&console, &headers, peer, &next, message);
+        }
         // A worker's credential is a real one, but not a person's.
         Ok(Some(worker @ (Credential::EnvironmentKey { .. } | Credential::SessionToken { .. }))) => {
             let what = match worker {

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::Method;
 use axum::http::request::Parts;
-use mnemo_api::{Actor, MemoryStoreId};
+use mnemo_api::{Actor, MemoryStoreId, WorkspaceId};
 use mnemo_store::rules::scope::{self, Action, Decision, MemoryOp};
-use mnemo_store::{Credential, CredentialHash, Store};
+use mnemo_store::{Credential, CredentialHash, Principal, Store};
 use sha2::{Digest, Sha256};
 
 use crate::throttle::AuthThrottle;
@@ -38,7 +38,7 @@ const SHARED_MEMORY: Duration = Duration::from_secs(1);
 /// too often (see [`crate::throttle`]).
 pub(crate) struct Authenticator {
     store: Arc<dyn Store>,
-    known: RwLock<HashMap<CredentialHash, (Credential, Instant)>>,
+    known: RwLock<HashMap<CredentialHash, (Principal, Instant)>>,
     /// How long a remembered credential stays trusted (`None`: until [`Self::forget_all`]).
     remember_for: Option<Duration>,
 }
@@ -66,7 +66,7 @@ impl Authenticator {
         secret: &str,
         peer: Option<IpAddr>,
         throttle: &AuthThrottle,
-    ) -> Result<Credential, ApiError> {
+    ) -> Result<Principal, ApiError> {
         let hash = hash_credential(secret);
         // A blocked address's guesses are not looked up (the cache is a lookup too).
         throttle.admit(peer, Some(&hash)).map_err(throttled)?;
@@ -78,7 +78,7 @@ impl Authenticator {
             Some(found) => found,
             None => match self.store.resolve_credential(hash).await? {
                 // Sessions tokens die with their work item's lease; never remember them.
-                Some(found @ Credential::SessionToken { .. }) => found,
+                Some(found @ Principal { credential: Credential::SessionToken { .. }, .. }) => found,
                 Some(found) => {
                     self.known
                         .write()
@@ -105,15 +105,24 @@ impl Authenticator {
     }
 }
 
-/// An authenticated caller, whatever its credential. What it may do is decided by
-/// [`mnemo_store::rules::scope::decide`]; [`Caller::allow`] asks.
+/// An authenticated caller, whatever its credential, and the workspace it works in. What it
+/// may do is decided by [`mnemo_store::rules::scope::decide`]; [`Caller::allow`] asks.
 #[derive(Debug, Clone)]
-pub(crate) struct Caller(pub(crate) Credential);
+pub(crate) struct Caller {
+    pub(crate) credential: Credential,
+    /// `None` only for an admin key, which the scope rules keep off every Managed Agents route.
+    workspace: Option<WorkspaceId>,
+}
 
 impl Caller {
     /// Whether this caller may take `action`: `Ok`, or the `401`/`403` to answer.
     pub(crate) fn allow(&self, action: Action<'_>) -> Result<(), ApiError> {
-        decision(scope::decide(Some(&self.0), action))
+        decision(scope::decide(Some(&self.credential), action))
+    }
+
+    /// The workspace this caller's request works in: its credential's (admin-api.md §8.2).
+    pub(crate) fn workspace(&self) -> Result<&WorkspaceId, ApiError> {
+        self.workspace.as_ref().ok_or_else(|| ApiError::permission(scope::ADMIN_KEY_OUTSIDE_ADMIN_API))
     }
 }
 
@@ -130,7 +139,7 @@ fn decision(d: Decision) -> Result<(), ApiError> {
 #[derive(Debug, Clone)]
 pub(crate) struct MemoryCaller {
     actor: Actor,
-    credential: Credential,
+    caller: Caller,
 }
 
 impl MemoryCaller {
@@ -141,7 +150,12 @@ impl MemoryCaller {
 
     /// The credential it called with (what its open streams count against).
     pub(crate) fn credential(&self) -> &Credential {
-        &self.credential
+        &self.caller.credential
+    }
+
+    /// The workspace it works in.
+    pub(crate) fn workspace(&self) -> Result<&WorkspaceId, ApiError> {
+        self.caller.workspace()
     }
 }
 
@@ -152,6 +166,25 @@ pub(crate) struct ApiKeyCaller(pub(crate) Caller);
 /// The client's address, which `serve` puts on every request (absent in in-process calls).
 pub(crate) fn peer(parts: &Parts) -> Option<IpAddr> {
     parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+}
+
+/// `anthropic-workspace-id` on a Managed Agents request (admin-api.md §8.2): every credential
+/// is bound to one workspace, so the header only checks it — a malformed value is a `400`, a
+/// different workspace a `403` with `details.error_code: "workspace_mismatch"`.
+fn check_workspace_header(parts: &Parts, bound: Option<&WorkspaceId>) -> Result<(), ApiError> {
+    let Some(value) = parts.headers.get("anthropic-workspace-id") else { return Ok(()) };
+    let named: WorkspaceId = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| ApiError::invalid("the anthropic-workspace-id header is not a workspace id (`wrkspc_…`)"))?;
+    match bound {
+        Some(own) if *own != named => Err(ApiError::permission(format!(
+            "this credential works in workspace `{own}`, not the `{named}` that anthropic-workspace-id names"
+        ))
+        .with_code("workspace_mismatch")),
+        _ => Ok(()),
+    }
 }
 
 fn credential(parts: &Parts) -> Option<&str> {
@@ -167,10 +200,17 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match credential(parts).filter(|s| !s.is_empty()) {
-            Some(secret) => state.auth.resolve(secret, peer(parts), &state.throttle).await.map(Caller),
-            None => Err(ApiError::authentication(scope::MISSING_CREDENTIALS)),
+        let Some(secret) = credential(parts).filter(|s| !s.is_empty()) else {
+            return Err(ApiError::authentication(scope::MISSING_CREDENTIALS));
+        };
+        let Principal { credential, workspace } = state.auth.resolve(secret, peer(parts), &state.throttle).await?;
+        if !parts.uri.path().starts_with("/v1/organizations/") {
+            check_workspace_header(parts, workspace.as_ref())?;
+            if let (Some(workspace), Some(slot)) = (&workspace, parts.extensions.get::<crate::request::ServedIn>()) {
+                slot.set(workspace);
+            }
         }
+        Ok(Caller { credential, workspace })
     }
 }
 
@@ -181,7 +221,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
             caller.allow(Action::MemoryStores)?;
-            return Ok(Self { actor: actor(&caller)?, credential: caller.0 });
+            return Ok(Self { actor: actor(&caller)?, caller });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
         // Judged here, before the handler's `Id`, because the scope rules need the store: the
@@ -193,18 +233,18 @@ impl FromRequestParts<AppState> for MemoryCaller {
             (_, t) if t.starts_with("memories/") => MemoryOp::WriteMemories,
             _ => MemoryOp::Administer,
         };
-        let attached = match scope::attachment_lookup(&caller.0) {
+        let attached = match scope::attachment_lookup(&caller.credential) {
             Some(session) => state.store.session_store_access(session, &store).await?,
             None => None,
         };
         caller.allow(Action::Memory { store: &store, op, attached })?;
-        Ok(Self { actor: actor(&caller)?, credential: caller.0 })
+        Ok(Self { actor: actor(&caller)?, caller })
     }
 }
 
 /// The caller as the versions it writes record it, once the scope rules let it in.
 fn actor(caller: &Caller) -> Result<Actor, ApiError> {
-    scope::memory_actor(&caller.0)
+    scope::memory_actor(&caller.credential)
         .ok_or_else(|| ApiError::permission("this credential cannot be recorded as the author of a memory version"))
 }
 

@@ -1,6 +1,7 @@
 //! Per-request plumbing: the request id, the request log line and the limits of a request's
 //! head.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
@@ -8,7 +9,7 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use mnemo_api::RequestId;
+use mnemo_api::{RequestId, WorkspaceId};
 use mnemo_api::limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
 use tracing::Instrument;
 
@@ -28,12 +29,25 @@ pub(crate) fn current_request_id() -> Option<RequestId> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Routine;
 
+/// The workspace a request was served in, set by the caller's extractor once the credential
+/// is known, and answered as `anthropic-workspace-id` (admin-api.md §8.1).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServedIn(Arc<OnceLock<WorkspaceId>>);
+
+impl ServedIn {
+    pub(crate) fn set(&self, workspace: &WorkspaceId) {
+        let _ = self.0.set(workspace.clone());
+    }
+}
+
 /// Gives every request an id (echoed as `request-id` and in error bodies) and a span named after
 /// its route template, and logs it once it is answered.
 pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     let id = RequestId::generate();
     // Handlers outside this crate (the console's pages) name it too.
     req.extensions_mut().insert(id.clone());
+    let served_in = ServedIn::default();
+    req.extensions_mut().insert(served_in.clone());
     let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().clone();
     let span = tracing::info_span!("request", %method, %route, request_id = %id);
@@ -56,6 +70,11 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     });
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert("request-id", value);
+    }
+    if let Some(workspace) = served_in.0.get()
+        && let Ok(value) = HeaderValue::from_str(workspace.as_str())
+    {
+        response.headers_mut().insert("anthropic-workspace-id", value);
     }
     response
 }

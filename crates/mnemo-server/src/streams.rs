@@ -69,6 +69,7 @@ pub(crate) struct StreamSlot {
 /// item, so a new delivery of the same item shares the count).
 fn key(credential: &Credential) -> String {
     match credential {
+        Credential::AdminKey(id) => id.to_string(),
         Credential::ApiKey(id) => id.to_string(),
         Credential::EnvironmentKey { id, .. } => id.to_string(),
         Credential::SessionToken { work, .. } => work.to_string(),

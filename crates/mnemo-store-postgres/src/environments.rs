@@ -75,18 +75,6 @@ fn key_from_row(r: &Row) -> Result<EnvironmentKey> {
     })
 }
 
-/// The environment key hashing to `hash`, unless revoked, with its environment.
-pub(crate) async fn find_key(tx: &Tx<'_>, hash: &CredentialHash) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
-    let row = opt(
-        tx,
-        "SELECT k.id, e.id FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
-         WHERE k.secret_hash = $1 AND k.revoked_at IS NULL",
-        &[&&hash[..]],
-    )
-    .await?;
-    row.map(|r| Ok((parse_id(&col::<String>(&r, 0)?)?, parse_id(&col::<String>(&r, 1)?)?))).transpose()
-}
-
 impl ops::EnvironmentSql for Pg<'_, '_> {
     /// Like [`get_with_seq`], and keeps the environment from being deleted until the transaction
     /// ends (`FOR KEY SHARE`, the lock a foreign key takes): a writer that goes on to insert rows

@@ -36,13 +36,14 @@ use mnemo_api::{
     EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
     MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
 };
-use mnemo_api::{WebhookDelivery, WebhookEndpoint, WebhookEndpointId};
+use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
 use mnemo_store::{
-    Appended, ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
+    Appended, ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
     Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
     MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession,
     Result, SessionEvent, Signal, Store,
 };
+use mnemo_store::Principal;
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -311,8 +312,20 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| ops::credentials::count_api_keys(&Pg(&tx)).await)
     }
 
-    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
+    async fn ensure_admin_key(&self, hash: CredentialHash, name: &str) -> Result<AdminKeyId> {
+        write!(self.engine, |tx| ops::credentials::ensure_admin_key(&Pg(&tx), &hash, name).await)
+    }
+
+    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Principal>> {
         read!(self.engine, |tx| ops::credentials::resolve_credential(&Pg(&tx), &hash).await)
+    }
+
+    async fn default_workspace(&self) -> Result<WorkspaceId> {
+        read!(self.engine, |tx| ops::CredentialSql::default_workspace(&Pg(&tx)).await)
+    }
+
+    async fn create_workspace(&self, name: &str) -> Result<WorkspaceId> {
+        write!(self.engine, |tx| ops::workspaces::create(&Pg(&tx), name).await)
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_console_sessions.sql"),
     include_str!("../migrations/0003_webhooks.sql"),
     include_str!("../migrations/0004_agent_turns.sql"),
+    include_str!("../migrations/0005_workspaces.sql"),
 ];
 
 /// The newest schema version this build knows.

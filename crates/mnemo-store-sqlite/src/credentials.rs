@@ -1,43 +1,79 @@
-//! Credentials: API keys and the lookups of every credential by its secret's hash, as SQL
-//! primitives ([`ops::CredentialSql`]; which lookup wins is [`ops::credentials`]'s).
+//! Credentials: API keys, admin keys and the lookups of every credential by its secret's
+//! hash, as SQL primitives ([`ops::CredentialSql`]; which lookup wins is [`ops::credentials`]'s).
 
-use mnemo_api::{ApiKeyId, EnvironmentId, EnvironmentKeyId};
-use mnemo_store::ops;
-use mnemo_store::{CredentialHash, Result};
+use mnemo_api::{AdminKeyId, ApiKeyId, ApiKeyStatus, EnvironmentId, EnvironmentKeyId, WorkspaceId};
+use mnemo_store::ops::{self, credentials::ApiKeyRow};
+use mnemo_store::{CredentialHash, Result, StoreError};
 use rusqlite::params;
 
 use crate::engine::{Lite, backend, query_one};
-use crate::{environments, parse_id};
+use crate::parse_id;
 
 impl ops::CredentialSql for Lite<'_> {
-    async fn api_key_by_hash(&self, hash: &CredentialHash, live: bool) -> Result<Option<ApiKeyId>> {
-        let id: Option<String> = query_one(
+    async fn api_key_by_hash(&self, hash: &CredentialHash) -> Result<Option<ApiKeyRow>> {
+        let row: Option<(String, String, String, Option<i64>)> = query_one(
             self,
-            "SELECT id FROM api_keys WHERE secret_hash = ?1 AND (NOT ?2 OR revoked_at IS NULL)",
-            params![&hash[..], live],
-            |r| r.get(0),
+            "SELECT id, workspace_id, status, expires_at FROM api_keys WHERE secret_hash = ?1",
+            params![&hash[..]],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
-        id.as_deref().map(parse_id).transpose()
+        let Some((id, workspace, status, expires_at)) = row else { return Ok(None) };
+        let status = ApiKeyStatus::parse(&status)
+            .ok_or_else(|| StoreError::corrupt("api_keys", &id, "status", format!("unknown status `{status}`")))?;
+        Ok(Some(ApiKeyRow { id: parse_id(&id)?, workspace: parse_id(&workspace)?, status, expires_at }))
     }
 
     async fn insert_api_key_unless_known(
         &self,
         id: &ApiKeyId,
+        workspace: &WorkspaceId,
         hash: &CredentialHash,
         label: &str,
         now: i64,
     ) -> Result<()> {
         self.prepare_cached(
-            "INSERT INTO api_keys (id, secret_hash, label, created_at) VALUES (?1, ?2, ?3, ?4) \
+            "INSERT INTO api_keys (id, workspace_id, secret_hash, label, created_at) VALUES (?1, ?2, ?3, ?4, ?5) \
              ON CONFLICT (secret_hash) DO NOTHING",
         )
-        .and_then(|mut s| s.execute(params![id.as_str(), &hash[..], label, now]))
+        .and_then(|mut s| s.execute(params![id.as_str(), workspace.as_str(), &hash[..], label, now]))
         .map_err(backend)?;
         Ok(())
     }
 
-    async fn count_live_api_keys(&self) -> Result<u64> {
-        self.prepare_cached("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL")
+    async fn count_api_keys_in(&self, status: ApiKeyStatus) -> Result<u64> {
+        self.prepare_cached("SELECT count(*) FROM api_keys WHERE status = ?1")
+            .and_then(|mut s| s.query_row([status.as_str()], |r| r.get(0)))
+            .map_err(backend)
+    }
+
+    async fn admin_key_by_hash(&self, hash: &CredentialHash) -> Result<Option<AdminKeyId>> {
+        let id: Option<String> = query_one(
+            self,
+            "SELECT id FROM admin_keys WHERE secret_hash = ?1 AND revoked_at IS NULL",
+            params![&hash[..]],
+            |r| r.get(0),
+        )?;
+        id.as_deref().map(parse_id).transpose()
+    }
+
+    async fn insert_admin_key_unless_known(
+        &self,
+        id: &AdminKeyId,
+        hash: &CredentialHash,
+        name: &str,
+        now: i64,
+    ) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO admin_keys (id, secret_hash, name, created_at) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (secret_hash) DO NOTHING",
+        )
+        .and_then(|mut s| s.execute(params![id.as_str(), &hash[..], name, now]))
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn count_live_admin_keys(&self) -> Result<u64> {
+        self.prepare_cached("SELECT count(*) FROM admin_keys WHERE revoked_at IS NULL")
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .map_err(backend)
     }
@@ -45,7 +81,42 @@ impl ops::CredentialSql for Lite<'_> {
     async fn environment_key_by_hash(
         &self,
         hash: &CredentialHash,
-    ) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
-        environments::find_key(self, hash)
+    ) -> Result<Option<(EnvironmentKeyId, EnvironmentId, WorkspaceId)>> {
+        let row: Option<(String, String, String)> = query_one(
+            self,
+            "SELECT k.id, e.id, e.workspace_id FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
+             WHERE k.secret_hash = ?1 AND k.revoked_at IS NULL",
+            [&hash[..]],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        row.map(|(k, e, w)| Ok((parse_id(&k)?, parse_id(&e)?, parse_id(&w)?))).transpose()
+    }
+
+    async fn environment_workspace(&self, environment: &EnvironmentId) -> Result<Option<WorkspaceId>> {
+        let id: Option<String> =
+            query_one(self, "SELECT workspace_id FROM environments WHERE id = ?1", [environment.as_str()], |r| {
+                r.get(0)
+            })?;
+        id.as_deref().map(parse_id).transpose()
+    }
+
+    async fn default_workspace(&self) -> Result<WorkspaceId> {
+        let id: Option<String> = query_one(self, "SELECT id FROM workspaces WHERE is_default = 1", [], |r| r.get(0))?;
+        let id = id.ok_or_else(|| StoreError::backend("the database has no Default workspace"))?;
+        parse_id(&id)
+    }
+}
+
+impl ops::WorkspaceSql for Lite<'_> {
+    async fn insert_workspace(&self, row: ops::NewWorkspaceRow<'_>) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO workspaces (id, name, display_color, tags, data_residency, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![row.id.as_str(), row.name, row.display_color, row.tags, row.data_residency, row.created_at])
+        })
+        .map_err(backend)?;
+        Ok(())
     }
 }

@@ -76,18 +76,6 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
     })
 }
 
-/// The environment key hashing to `hash`, unless revoked, with its environment.
-pub(crate) fn find_key(c: &Connection, hash: &CredentialHash) -> Result<Option<(EnvironmentKeyId, EnvironmentId)>> {
-    let row: Option<(String, String)> = query_one(
-        c,
-        "SELECT k.id, e.id FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
-             WHERE k.secret_hash = ?1 AND k.revoked_at IS NULL",
-        [&hash[..]],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    row.map(|(k, e)| Ok((parse_id(&k)?, parse_id(&e)?))).transpose()
-}
-
 impl ops::EnvironmentSql for Lite<'_> {
     async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
         find(self, id)?.ok_or_else(|| not_found(id))

@@ -37,11 +37,12 @@ use std::collections::{BTreeMap, HashMap};
 use mnemo_api::{
     Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
 };
-use mnemo_api::{WebhookDelivery, WebhookEndpoint, WebhookEndpointId};
+use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
+use mnemo_store::Principal;
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use mnemo_store::{
-    ConsoleSession, Credential, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
+    ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
     ListMemoryVersions, Listing, MemoryChange, MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage,
     MemoryWriteOp, NewEnvironment, NewMemoryStore, Result, Signal, Store,
 };
@@ -193,8 +194,22 @@ impl Store for SqliteStore {
         self.engine.read(|c| run_ready(ops::credentials::count_api_keys(&Lite(c)))).await
     }
 
-    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>> {
+    async fn ensure_admin_key(&self, hash: CredentialHash, name: &str) -> Result<AdminKeyId> {
+        let name = name.to_owned();
+        self.engine.write(move |c| run_ready(ops::credentials::ensure_admin_key(&Lite(c), &hash, &name))).await
+    }
+
+    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Principal>> {
         self.engine.read(move |c| run_ready(ops::credentials::resolve_credential(&Lite(c), &hash))).await
+    }
+
+    async fn default_workspace(&self) -> Result<WorkspaceId> {
+        self.engine.read(|c| run_ready(ops::CredentialSql::default_workspace(&Lite(c)))).await
+    }
+
+    async fn create_workspace(&self, name: &str) -> Result<WorkspaceId> {
+        let name = name.to_owned();
+        self.engine.write(move |c| run_ready(ops::workspaces::create(&Lite(c), &name))).await
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {

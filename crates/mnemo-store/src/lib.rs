@@ -69,10 +69,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
+    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
     EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
     MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View,
-    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats,
+    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkspaceId,
 };
 
 pub use cursor::Cursor;
@@ -432,6 +432,8 @@ pub struct EnvironmentPatch {
 /// What a bearer credential turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
+    /// Reaches the Admin API only (admin-api.md §8.2); bound to no workspace.
+    AdminKey(AdminKeyId),
     ApiKey(ApiKeyId),
     EnvironmentKey {
         id: EnvironmentKeyId,
@@ -444,6 +446,15 @@ pub enum Credential {
         session: Option<SessionId>,
         environment: EnvironmentId,
     },
+}
+
+/// A resolved credential and the workspace it is bound to: every credential but an admin key
+/// is bound to exactly one (admin-api.md §8.2), the one its requests work in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub credential: Credential,
+    /// `None` only for an admin key.
+    pub workspace: Option<WorkspaceId>,
 }
 
 /// A person signed in to the web console, known by the hash of its cookie's secret.
@@ -510,10 +521,17 @@ pub trait Store: Send + Sync + 'static {
     /// Records an API key by the hash of its secret; an already known hash is left alone.
     /// Returns the key's id.
     async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
-    /// How many unrevoked API keys exist.
+    /// How many active API keys exist.
     async fn count_api_keys(&self) -> Result<u64>;
-    /// Whatever unrevoked credential hashes to `hash`: an API key or an environment key.
-    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Credential>>;
+    /// Records an admin key by the hash of its secret; an already known hash is left alone.
+    /// Returns the key's id.
+    async fn ensure_admin_key(&self, hash: CredentialHash, name: &str) -> Result<AdminKeyId>;
+    /// Whatever live credential hashes to `hash`, and the workspace it is bound to.
+    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Principal>>;
+    /// The Default workspace.
+    async fn default_workspace(&self) -> Result<WorkspaceId>;
+    /// Creates a workspace named `name` (default colour, no tags).
+    async fn create_workspace(&self, name: &str) -> Result<WorkspaceId>;
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment>;
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment>;

@@ -137,7 +137,7 @@ pub(crate) async fn send(
         return Err(ApiError::invalid("events must not be empty"));
     }
     let events = parse_events("events", body.events)?;
-    let author = scope::event_author(&caller.0)
+    let author = scope::event_author(&caller.credential)
         .ok_or_else(|| ApiError::permission(format!("this credential does not reach session `{id}`")))?;
     let appended = state.store.append_events(&id, events, author).await?;
     state.hub.publish(&*state.store, &id, &appended.written).await;
@@ -174,7 +174,7 @@ pub(crate) async fn stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     visible_session(&state, &caller, &id).await?;
     // Held for the stream's life: one credential cannot take every connection.
-    let slot = state.streams.open(&caller.0)?;
+    let slot = state.streams.open(&caller.credential)?;
     let resume_from = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())

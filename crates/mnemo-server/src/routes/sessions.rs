@@ -69,7 +69,7 @@ pub(crate) async fn create(
     ApiKeyCaller(caller): ApiKeyCaller,
     Json(body): Json<CreateSession>,
 ) -> Reply<Session> {
-    let poster = scope::event_author(&caller.0)
+    let poster = scope::event_author(&caller.credential)
         .map(|author| author.poster())
         .ok_or_else(|| ApiError::permission("this endpoint needs an API key"))?;
     let environment: EnvironmentId = body

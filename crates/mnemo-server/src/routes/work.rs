@@ -89,7 +89,7 @@ pub(crate) async fn poll(
         let token = generate_secret(SESSIONS_TOKEN_PREFIX);
         if let Some(mut work) = state.store.poll_work(&env, worker.clone(), reclaim, hash_credential(&token)).await? {
             work.secret = Some(WorkSecret { sessions_token: token.into() }.encode().into());
-            if let Credential::EnvironmentKey { id, .. } = &caller.0 {
+            if let Credential::EnvironmentKey { id, .. } = &caller.credential {
                 tracing::info!(work.id = %work.id, environment.id = %env, environment_key.id = %id, "delivered work item");
             }
             return Ok(axum::Json(work).into_response());

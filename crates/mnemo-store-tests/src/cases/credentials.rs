@@ -27,7 +27,7 @@ pub async fn api_keys_are_found_by_hash_and_counted(factory: &impl StoreFactory)
 pub async fn credentials_resolve_to_their_kind(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     let api = s.ensure_api_key(hash(1), "admin").await.unwrap();
-    assert_eq!(s.resolve_credential(hash(1)).await.unwrap(), Some(Credential::ApiKey(api)));
+    assert_eq!(s.resolve_credential(hash(1)).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(api)));
 
     let env = environment(&*s, true).await;
     let key = s.create_environment_key(&env.id, hash(2)).await.unwrap();
@@ -36,15 +36,15 @@ pub async fn credentials_resolve_to_their_kind(factory: &impl StoreFactory) {
         (&env.id, None, None)
     );
     assert_eq!(
-        s.resolve_credential(hash(2)).await.unwrap(),
+        s.resolve_credential(hash(2)).await.unwrap().map(|p| p.credential),
         Some(Credential::EnvironmentKey { id: key.id.clone(), environment: env.id.clone() })
     );
     assert_eq!(s.find_api_key(hash(2)).await.unwrap(), None, "an environment key is not an API key");
     assert_eq!(s.count_api_keys().await.unwrap(), 1);
-    assert_eq!(s.resolve_credential(hash(3)).await.unwrap(), None, "an unknown hash is nobody");
+    assert_eq!(s.resolve_credential(hash(3)).await.unwrap().map(|p| p.credential), None, "an unknown hash is nobody");
 
     s.revoke_environment_key(&env.id, &key.id).await.unwrap();
-    assert_eq!(s.resolve_credential(hash(2)).await.unwrap(), None, "a revoked key is nobody");
+    assert_eq!(s.resolve_credential(hash(2)).await.unwrap().map(|p| p.credential), None, "a revoked key is nobody");
 }
 
 pub async fn a_closed_store_refuses_calls(factory: &impl StoreFactory) {
@@ -67,7 +67,7 @@ pub async fn console_sessions_expire_and_are_revoked(factory: &impl StoreFactory
     assert_eq!(s.find_console_session(hash(10)).await.unwrap(), Some(signed_in.clone()));
     assert_eq!(s.find_console_session(hash(11)).await.unwrap(), None, "another hash is no session");
     assert_eq!(s.find_console_session(hash(1)).await.unwrap(), None, "an API key is no console session");
-    assert_eq!(s.resolve_credential(hash(10)).await.unwrap(), None, "a console session is no API credential");
+    assert_eq!(s.resolve_credential(hash(10)).await.unwrap().map(|p| p.credential), None, "a console session is no API credential");
 
     // A second session of the same key outlives the first one's sign-out.
     let other = s.create_console_session(hash(12), &api, 3600).await.unwrap();
@@ -112,21 +112,21 @@ pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory
     s.poll_work(&env.id, None, 60_000, two).await.unwrap().expect("the second healthcheck");
     s.ack_work(&env.id, &second.id).await.unwrap();
 
-    assert_eq!(s.resolve_credential(all).await.unwrap(), Some(Credential::ApiKey(api)), "an API key first");
+    assert_eq!(s.resolve_credential(all).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(api)), "an API key first");
     assert_eq!(
-        s.resolve_credential(two).await.unwrap(),
+        s.resolve_credential(two).await.unwrap().map(|p| p.credential),
         Some(Credential::EnvironmentKey { id: other.id.clone(), environment: env.id.clone() }),
         "then an environment key"
     );
     s.revoke_environment_key(&env.id, &other.id).await.unwrap();
     assert_eq!(
-        s.resolve_credential(two).await.unwrap(),
+        s.resolve_credential(two).await.unwrap().map(|p| p.credential),
         Some(Credential::SessionToken { work: second.id, session: None, environment: env.id.clone() }),
         "then a sessions token"
     );
     s.revoke_environment_key(&env.id, &key.id).await.unwrap();
     assert!(
-        matches!(s.resolve_credential(all).await.unwrap(), Some(Credential::ApiKey(_))),
+        matches!(s.resolve_credential(all).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(_))),
         "a live API key still wins"
     );
 }

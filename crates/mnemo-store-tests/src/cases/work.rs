@@ -228,7 +228,7 @@ pub async fn a_healthcheck_token_resolves_to_its_item(factory: &impl StoreFactor
     let token = fresh_hash();
     s.poll_work(&env.id, None, 60_000, token).await.unwrap().expect("the healthcheck");
     s.ack_work(&env.id, &check.id).await.unwrap();
-    let resolved = s.resolve_credential(token).await;
+    let resolved = s.resolve_credential(token).await.map(|p| p.map(|p| p.credential));
     assert!(
         matches!(&resolved, Ok(Some(Credential::SessionToken { work, environment, session: None }))
             if *work == check.id && *environment == env.id),

@@ -30,6 +30,7 @@ pub mod stores;
 pub mod versions;
 pub mod webhooks;
 pub mod work;
+pub mod workspaces;
 
 use std::future::Future;
 use std::pin::pin;
@@ -48,6 +49,7 @@ pub use stores::{LockedStore, StoreSql};
 pub use versions::{VersionRow, VersionSql};
 pub use webhooks::WebhookSql;
 pub use webhooks::{DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
+pub use workspaces::{NewWorkspaceRow, WorkspaceSql};
 pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 
 use crate::{Result, StoreError};

@@ -67,7 +67,7 @@ pub enum Decision {
 pub fn attachment_lookup(caller: &Credential) -> Option<&SessionId> {
     match caller {
         Credential::SessionToken { session, .. } => session.as_ref(),
-        Credential::ApiKey(_) | Credential::EnvironmentKey { .. } => None,
+        Credential::AdminKey(_) | Credential::ApiKey(_) | Credential::EnvironmentKey { .. } => None,
     }
 }
 
@@ -79,7 +79,9 @@ pub fn memory_actor(caller: &Credential) -> Option<Actor> {
         Credential::SessionToken { session: Some(session), .. } => {
             Some(Actor::SessionActor { session_id: session.clone() })
         }
-        Credential::SessionToken { session: None, .. } | Credential::EnvironmentKey { .. } => None,
+        Credential::SessionToken { session: None, .. } | Credential::EnvironmentKey { .. } | Credential::AdminKey(_) => {
+            None
+        }
     }
 }
 
@@ -92,12 +94,16 @@ pub fn event_author(caller: &Credential) -> Option<EventAuthor> {
         Credential::SessionToken { work, session: Some(session), .. } => {
             Some(EventAuthor::SessionToken { session: session.clone(), work: work.clone() })
         }
-        Credential::SessionToken { session: None, .. } => None,
+        Credential::SessionToken { session: None, .. } | Credential::AdminKey(_) => None,
     }
 }
 
 /// Why a request without a (known) credential is refused.
 pub const MISSING_CREDENTIALS: &str = "missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`";
+
+/// Why an admin key is refused on a Managed Agents endpoint (admin-api.md §8.2, as hosted).
+pub const ADMIN_KEY_OUTSIDE_ADMIN_API: &str =
+    "an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here";
 
 fn forbid(message: impl Into<String>) -> Decision {
     Decision::Forbidden(message.into())
@@ -108,6 +114,9 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
     let Some(caller) = caller else {
         return Decision::Unauthenticated(MISSING_CREDENTIALS.into());
     };
+    if let Credential::AdminKey(_) = caller {
+        return forbid(ADMIN_KEY_OUTSIDE_ADMIN_API);
+    }
     match action {
         Action::Administer => match caller {
             Credential::ApiKey(_) => Decision::Allow,
@@ -118,6 +127,7 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
                 Credential::ApiKey(_) => true,
                 Credential::EnvironmentKey { environment: own, .. } => own == environment,
                 Credential::SessionToken { session: own, .. } => own.as_ref() == Some(session),
+                Credential::AdminKey(_) => false,
             };
             if reaches {
                 Decision::Allow
@@ -132,6 +142,7 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
 
 fn memory(caller: &Credential, action: Action<'_>) -> Decision {
     let session = match caller {
+        Credential::AdminKey(_) => return forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
         Credential::ApiKey(_) => return Decision::Allow,
         Credential::EnvironmentKey { .. } => {
             return forbid(
@@ -163,6 +174,7 @@ fn memory(caller: &Credential, action: Action<'_>) -> Decision {
 
 fn work(caller: &Credential, environment: &EnvironmentId, item: Option<&WorkId>, op: WorkOp) -> Decision {
     let allowed = match caller {
+        Credential::AdminKey(_) => false,
         Credential::ApiKey(_) => matches!(op, WorkOp::Stop | WorkOp::Inspect | WorkOp::Manage),
         Credential::EnvironmentKey { environment: own, .. } => own == environment && op != WorkOp::Manage,
         Credential::SessionToken { work, environment: own, .. } => {

@@ -3,6 +3,7 @@
 use super::*;
 
 struct World {
+    admin: Credential,
     api: Credential,
     env_key: Credential,
     other_env_key: Credential,
@@ -23,6 +24,7 @@ fn world() -> World {
     let session: SessionId = "sesn_a".parse().unwrap();
     let item: WorkId = "work_a".parse().unwrap();
     World {
+        admin: Credential::AdminKey("admkey_a".parse().unwrap()),
         api: Credential::ApiKey("apikey_a".parse().unwrap()),
         env_key: Credential::EnvironmentKey { id: "envkey_a".parse().unwrap(), environment: env.clone() },
         other_env_key: Credential::EnvironmentKey { id: "envkey_b".parse().unwrap(), environment: other_env.clone() },
@@ -61,6 +63,14 @@ fn the_scope_of_each_credential() {
         ("no credential is unauthenticated", None, Action::Administer,
             "401 missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`"),
         ("an API key administers", Some(&w.api), Action::Administer, "allow"),
+        ("an admin key does not administer a workspace's resources", Some(&w.admin), Action::Administer,
+            "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
+        ("nor reaches a session", Some(&w.admin), session(&w.session),
+            "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
+        ("nor memory", Some(&w.admin), Action::MemoryStores,
+            "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
+        ("nor a work queue", Some(&w.admin), work(&w.env, None, WorkOp::Inspect),
+            "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
         ("an environment key does not administer", Some(&w.env_key), Action::Administer,
             "403 this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),
         ("a sessions token does not administer", Some(&w.token), Action::Administer,
@@ -129,4 +139,6 @@ fn who_posts_as_the_agent_and_who_needs_a_lookup() {
     assert!(matches!(memory_actor(&w.api), Some(Actor::ApiActor { .. })));
     assert_eq!(memory_actor(&w.env_key), None, "an environment key writes no memory");
     assert_eq!(memory_actor(&w.healthcheck), None, "nor does a healthcheck's token");
+    assert_eq!(memory_actor(&w.admin), None, "nor an admin key");
+    assert_eq!(event_author(&w.admin), None, "an admin key posts to no session");
 }
