@@ -77,6 +77,8 @@ fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValu
 #[derive(Debug, Clone)]
 pub(crate) struct Signed {
     pub(crate) api_key: ApiKeyId,
+    /// The key's workspace: the one every page shows and writes in.
+    pub(crate) workspace: mnemo_api::WorkspaceId,
     pub(crate) csrf: Secret,
     /// The hash of the session's secret (what signing out revokes).
     session: CredentialHash,
@@ -123,7 +125,7 @@ impl FromRequestParts<Console> for Signed {
         };
         match console.store.find_console_session(hash(secret)).await {
             Ok(Some(session)) => {
-                let signed = Self { api_key: session.api_key, csrf: csrf_token(secret).into(), session: hash(secret) };
+                let signed = Self { api_key: session.api_key, workspace: session.workspace, csrf: csrf_token(secret).into(), session: hash(secret) };
                 crate::page::remember_signed(signed.chrome(Section::None));
                 Ok(signed)
             }

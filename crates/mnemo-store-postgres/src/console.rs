@@ -2,17 +2,21 @@
 //! [`ops::console`]'s). Expiry is judged on the database's clock.
 
 use mnemo_api::ApiKeyId;
-use mnemo_store::ops::{self, ConsoleRow};
+use mnemo_store::ops::{self, ConsoleKey, ConsoleRow};
 use mnemo_store::{CredentialHash, Result};
 
 use crate::engine::{Pg, col, exec, opt};
 use crate::parse_id;
 
 impl ops::ConsoleSql for Pg<'_, '_> {
-    async fn hold_live_api_key(&self, id: &ApiKeyId) -> Result<Option<i64>> {
-        let row = opt(self, "SELECT seq FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR SHARE", &[&id.as_str()])
-            .await?;
-        row.map(|r| col(&r, 0)).transpose()
+    async fn hold_api_key(&self, id: &ApiKeyId) -> Result<Option<ConsoleKey>> {
+        let row = opt(
+            self,
+            "SELECT k.seq, k.id, k.workspace_id, k.status, k.expires_at FROM api_keys k WHERE k.id = $1 FOR SHARE",
+            &[&id.as_str()],
+        )
+        .await?;
+        row.map(|r| key(&r)).transpose()
     }
 
     async fn delete_console_sessions_ended_before(&self, key: i64, cutoff: i64) -> Result<()> {
@@ -44,17 +48,14 @@ impl ops::ConsoleSql for Pg<'_, '_> {
     async fn find_console_session(&self, hash: &CredentialHash, now: i64) -> Result<Option<ConsoleRow>> {
         let row = opt(
             self,
-            "SELECT k.id, s.created_at, s.expires_at FROM console_sessions s JOIN api_keys k ON k.seq = s.api_key_seq \
-             WHERE s.secret_hash = $1 AND s.revoked_at IS NULL AND k.revoked_at IS NULL AND s.expires_at > $2",
+            "SELECT k.seq, k.id, k.workspace_id, k.status, k.expires_at, s.created_at, s.expires_at \
+             FROM console_sessions s JOIN api_keys k ON k.seq = s.api_key_seq \
+             WHERE s.secret_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > $2",
             &[&&hash[..], &now],
         )
         .await?;
         row.map(|r| {
-            Ok(ConsoleRow {
-                api_key: parse_id(&col::<String>(&r, 0)?)?,
-                created_at: col(&r, 1)?,
-                expires_at: col(&r, 2)?,
-            })
+            Ok(ConsoleRow { api_key: key(&r)?, created_at: col(&r, 5)?, expires_at: col(&r, 6)? })
         })
         .transpose()
     }
@@ -68,4 +69,20 @@ impl ops::ConsoleSql for Pg<'_, '_> {
         .await?;
         Ok(ended > 0)
     }
+}
+
+/// The key of a console lookup: its first five columns.
+fn key(r: &tokio_postgres::Row) -> Result<ConsoleKey> {
+    let id: String = col(r, 1)?;
+    let status: String = col(r, 3)?;
+    let status = mnemo_api::ApiKeyStatus::parse(&status).ok_or_else(|| {
+        mnemo_store::StoreError::corrupt("api_keys", &id, "status", format!("unknown status `{status}`"))
+    })?;
+    Ok(ConsoleKey {
+        seq: col(r, 0)?,
+        id: parse_id(&id)?,
+        workspace: parse_id(&col::<String>(r, 2)?)?,
+        status,
+        expires_at: col(r, 4)?,
+    })
 }

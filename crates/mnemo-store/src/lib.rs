@@ -462,6 +462,8 @@ pub struct Principal {
 pub struct ConsoleSession {
     /// The API key the person signed in with: the actor of what they write.
     pub api_key: ApiKeyId,
+    /// That key's workspace: the one the console's pages show.
+    pub workspace: WorkspaceId,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
 }

@@ -38,7 +38,7 @@ use std::task::{Context, Poll, Waker};
 
 pub use agents::AgentRow;
 pub use agents::AgentSql;
-pub use console::{ConsoleRow, ConsoleSql};
+pub use console::{ConsoleKey, ConsoleRow, ConsoleSql};
 pub use credentials::CredentialSql;
 pub use environments::EnvironmentColumns;
 pub use environments::{EnvironmentRow, EnvironmentRowSql, EnvironmentSql};
