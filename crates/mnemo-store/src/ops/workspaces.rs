@@ -315,7 +315,7 @@ mod tests {
         AdminPageQuery { limit, cursor }
     }
 
-    fn ids(p: &AdminPage<&str>) -> (Vec<&str>, bool, Option<&str>, Option<&str>) {
+    fn ids<'a>(p: &'a AdminPage<&'a str>) -> (Vec<&'a str>, bool, Option<&'a str>, Option<&'a str>) {
         (p.data.clone(), p.has_more, p.first_id.as_deref(), p.last_id.as_deref())
     }
 
