@@ -160,8 +160,7 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
 }
 
 /// Why a workspace credential is refused on the Admin API.
-pub const ADMIN_API_NEEDS_ADMIN_KEY: &str =
-    "the Admin API needs an admin key (`sk-mnemo-admin-…`); this credential reaches only `GET /v1/organizations/me` here";
+pub const ADMIN_API_NEEDS_ADMIN_KEY: &str = "the Admin API needs an admin key (`sk-mnemo-admin-…`); this credential reaches only `GET /v1/organizations/me` here";
 
 /// Who may do what on the Admin API: an admin key everything; an API key only which
 /// organization it is in; worker credentials nothing.
