@@ -127,6 +127,7 @@ pub mod sessions;
 pub mod turns;
 pub mod versions;
 pub mod webhooks;
+pub mod workspaces;
 pub mod work;
 
 /// `[n; 32]` as a credential hash.
