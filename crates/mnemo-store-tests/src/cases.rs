@@ -127,8 +127,8 @@ pub mod sessions;
 pub mod turns;
 pub mod versions;
 pub mod webhooks;
-pub mod workspaces;
 pub mod work;
+pub mod workspaces;
 
 /// `[n; 32]` as a credential hash.
 pub fn hash(n: u8) -> [u8; 32] {

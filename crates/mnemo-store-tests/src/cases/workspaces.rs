@@ -55,10 +55,14 @@ pub async fn workspaces_are_created_updated_listed_and_archived(factory: &impl S
 
     let ids = |p: mnemo_api::AdminPage<mnemo_api::Workspace>| p.data.into_iter().map(|w| w.id).collect::<Vec<_>>();
     assert_eq!(ids(s.list_workspaces(listing(false, false)).await.unwrap()), [a.id.clone(), b.id.clone()]);
-    assert_eq!(ids(s.list_workspaces(listing(false, true)).await.unwrap()), [default.clone(), a.id.clone(), b.id.clone()]);
+    assert_eq!(
+        ids(s.list_workspaces(listing(false, true)).await.unwrap()),
+        [default.clone(), a.id.clone(), b.id.clone()]
+    );
     let only_b = ListWorkspaces { ids: Some(vec![b.id.clone()]), ..listing(false, true) };
     assert_eq!(ids(s.list_workspaces(only_b).await.unwrap()), [b.id.clone()]);
-    let page = ListWorkspaces { page: AdminPageQuery { limit: 1, cursor: AdminCursor::Start }, ..listing(false, false) };
+    let page =
+        ListWorkspaces { page: AdminPageQuery { limit: 1, cursor: AdminCursor::Start }, ..listing(false, false) };
     let first = s.list_workspaces(page).await.unwrap();
     assert_eq!((first.data.len(), first.has_more, first.last_id.as_deref()), (1, true, Some(a.id.as_str())));
 

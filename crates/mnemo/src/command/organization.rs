@@ -24,7 +24,12 @@ pub(crate) struct AdminServer {
 
 impl AdminServer {
     /// One Admin API call: the JSON answer, or the server's error message.
-    async fn call<T: DeserializeOwned>(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<T> {
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<T> {
         let url = format!("{}{path}", self.base_url.trim_end_matches('/'));
         let mut req = reqwest::Client::new().request(method, &url).bearer_auth(self.admin_key.expose());
         if let Some(body) = body {
@@ -181,7 +186,8 @@ impl ApiKeyCmd {
                 if let Some(at) = expires_at {
                     body["expires_at"] = Value::String(at);
                 }
-                let created: ApiKeyCreated = server.call(Method::POST, "/v1/organizations/api_keys", Some(body)).await?;
+                let created: ApiKeyCreated =
+                    server.call(Method::POST, "/v1/organizations/api_keys", Some(body)).await?;
                 tracing::info!(api_key.id = %created.api_key.id, "created API key");
                 println!("{}", created.key.expose());
             }
