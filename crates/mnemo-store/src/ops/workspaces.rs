@@ -315,7 +315,10 @@ mod tests {
         AdminPageQuery { limit, cursor }
     }
 
-    fn ids<'a>(p: &'a AdminPage<&'a str>) -> (Vec<&'a str>, bool, Option<&'a str>, Option<&'a str>) {
+    /// (items, has_more, first_id, last_id)
+    type Shown<'a> = (Vec<&'a str>, bool, Option<&'a str>, Option<&'a str>);
+
+    fn ids<'a>(p: &'a AdminPage<&'a str>) -> Shown<'a> {
         (p.data.clone(), p.has_more, p.first_id.as_deref(), p.last_id.as_deref())
     }
 
@@ -324,7 +327,7 @@ mod tests {
         let items = vec!["a", "b", "c", "d", "e"];
         let id = |s: &&str| (*s).to_owned();
         #[rustfmt::skip]
-        let rows: Vec<(&str, AdminPageQuery, (Vec<&str>, bool, Option<&str>, Option<&str>))> = vec![
+        let rows: Vec<(&str, AdminPageQuery, Shown<'_>)> = vec![
             ("first page", q(2, AdminCursor::Start), (vec!["a", "b"], true, Some("a"), Some("b"))),
             ("everything fits", q(20, AdminCursor::Start), (vec!["a", "b", "c", "d", "e"], false, Some("a"), Some("e"))),
             ("after b", q(2, AdminCursor::After("b".into())), (vec!["c", "d"], true, Some("c"), Some("d"))),

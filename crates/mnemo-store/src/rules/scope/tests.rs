@@ -154,7 +154,7 @@ fn who_reaches_the_admin_api() {
     let rows: Vec<(&str, Option<&Credential>, [String; 4])> = vec![
         ("no credential", None, std::array::from_fn(|_| "401 missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`".to_owned())),
         ("admin key", Some(&w.admin), std::array::from_fn(|_| "allow".to_owned())),
-        ("API key", Some(&w.api), ["allow".to_owned(), api_key_refused.clone(), api_key_refused.clone(), api_key_refused.clone()]),
+        ("API key", Some(&w.api), ["allow".to_owned(), api_key_refused.clone(), api_key_refused.clone(), api_key_refused]),
         ("environment key", Some(&w.env_key), std::array::from_fn(|_| worker_refused.clone())),
         ("sessions token", Some(&w.token), std::array::from_fn(|_| worker_refused.clone())),
         ("healthcheck token", Some(&w.healthcheck), std::array::from_fn(|_| worker_refused.clone())),
