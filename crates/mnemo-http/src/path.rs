@@ -5,8 +5,8 @@ use std::str::FromStr;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use mnemo_api::{
-    AgentId, EnvironmentId, EnvironmentKeyId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId, WebhookEndpointId,
-    WorkId,
+    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId,
+    WebhookEndpointId, WorkId, WorkspaceId,
 };
 
 use crate::{BadInput, Refuse};
@@ -52,6 +52,8 @@ path_id! {
     WorkId => "work", "work item";
     SessionId => "session", "session";
     WebhookEndpointId => "endpoint", "webhook endpoint";
+    WorkspaceId => "workspace_id", "workspace";
+    ApiKeyId => "api_key_id", "API key";
 }
 
 /// The id in the route parameter `T::PARAM`, parsed. A handler with two ids takes two of these,

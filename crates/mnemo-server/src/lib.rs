@@ -97,6 +97,32 @@ pub struct AppState {
     streams: Arc<streams::StreamLimiter>,
     /// Failed authentications per client address (API and console sign-ins alike).
     throttle: Arc<throttle::AuthThrottle>,
+    /// The organization's settings the Admin API needs.
+    admin: Arc<AdminSettings>,
+    /// The organization's id, read from the store once (`anthropic-organization-id` on every
+    /// response).
+    organization_id: Arc<tokio::sync::OnceCell<String>>,
+}
+
+/// What the Admin API needs to know of the server's configuration (admin-api.md §8.5, §8.9).
+#[derive(Debug, Clone)]
+pub struct AdminSettings {
+    /// Most active workspaces (`--max-workspaces`).
+    pub max_workspaces: u32,
+    /// Every rate-limit entry of this server.
+    pub rate_limits: Vec<mnemo_store::rules::rate_limit::Entry>,
+    /// The organization's values (`--rate-limit`).
+    pub org_limits: mnemo_store::rules::rate_limit::OrgLimits,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        Self {
+            max_workspaces: mnemo_store::rules::workspace::DEFAULT_MAX_WORKSPACES,
+            rate_limits: mnemo_store::rules::rate_limit::catalogue(&[]),
+            org_limits: mnemo_store::rules::rate_limit::OrgLimits::new(),
+        }
+    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -123,6 +149,8 @@ impl AppState {
             webhook_targets: Arc::default(),
             streams: Arc::new(streams::StreamLimiter::new(StreamLimits::default())),
             throttle: Arc::new(throttle::AuthThrottle::new(AuthThrottleConfig::default())),
+            admin: Arc::default(),
+            organization_id: Arc::default(),
             store,
         };
         tokio::spawn(changes::follow(
@@ -185,6 +213,22 @@ impl AppState {
         if let Some(agent) = &self.agent {
             agent.wake(session);
         }
+    }
+
+    /// The Admin API's settings (`--max-workspaces`, the rate-limit catalogue and `--rate-limit`).
+    pub fn with_admin_settings(mut self, settings: AdminSettings) -> Self {
+        self.admin = Arc::new(settings);
+        self
+    }
+
+    /// The organization's id, read from the store on first use and kept.
+    pub(crate) async fn organization_id(&self) -> Option<&str> {
+        let store = Arc::clone(&self.store);
+        self.organization_id
+            .get_or_try_init(|| async move { store.organization().await.map(|o| o.id) })
+            .await
+            .ok()
+            .map(String::as_str)
     }
 
     /// Serves the memory stream extension (`GET /v1/memory_stores/{store}/memories:stream`) or

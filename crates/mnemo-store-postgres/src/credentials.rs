@@ -2,10 +2,13 @@
 //! hash, as SQL primitives ([`ops::CredentialSql`]; which lookup wins is [`ops::credentials`]'s).
 
 use mnemo_api::{AdminKeyId, ApiKeyId, ApiKeyStatus, EnvironmentId, EnvironmentKeyId, WorkspaceId};
-use mnemo_store::ops::{self, credentials::ApiKeyRow};
+use mnemo_store::ops::{
+    self,
+    credentials::{ApiKeyRecord, ApiKeyRow, NewApiKeyRow},
+};
 use mnemo_store::{CredentialHash, Result, StoreError};
 
-use crate::engine::{Pg, col, exec, one, opt};
+use crate::engine::{Pg, all, col, exec, one, opt};
 use crate::parse_id;
 
 /// A count as the API reports it.
@@ -116,17 +119,74 @@ impl ops::CredentialSql for Pg<'_, '_> {
         let row = row.ok_or_else(|| StoreError::backend("the database has no Default workspace"))?;
         parse_id(&col::<String>(&row, 0)?)
     }
-}
+    async fn api_key_records(
+        &self,
+        only: Option<&ApiKeyId>,
+        workspace: Option<&WorkspaceId>,
+        lock: bool,
+    ) -> Result<Vec<ApiKeyRecord>> {
+        let sql = format!(
+            "SELECT seq, id, label, workspace_id, status, expires_at, created_by, partial_key_hint, created_at \
+             FROM api_keys WHERE ($1::text IS NULL OR id = $1) AND ($2::text IS NULL OR workspace_id = $2) \
+             ORDER BY seq{}",
+            if lock { " FOR UPDATE" } else { "" }
+        );
+        let rows = all(self, &sql, &[&only.map(ApiKeyId::as_str), &workspace.map(WorkspaceId::as_str)]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ApiKeyRecord {
+                    seq: col(r, 0)?,
+                    id: col(r, 1)?,
+                    label: col(r, 2)?,
+                    workspace: col(r, 3)?,
+                    status: col(r, 4)?,
+                    expires_at: col(r, 5)?,
+                    created_by: col(r, 6)?,
+                    partial_key_hint: col(r, 7)?,
+                    created_at: col(r, 8)?,
+                })
+            })
+            .collect()
+    }
 
-impl ops::WorkspaceSql for Pg<'_, '_> {
-    async fn insert_workspace(&self, row: ops::NewWorkspaceRow<'_>) -> Result<()> {
+    async fn insert_api_key(&self, row: NewApiKeyRow<'_>) -> Result<()> {
         exec(
             self,
-            "INSERT INTO workspaces (id, name, display_color, tags, data_residency, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&row.id.as_str(), &row.name, &row.display_color, &row.tags, &row.data_residency, &row.created_at],
+            "INSERT INTO api_keys (id, workspace_id, secret_hash, label, expires_at, created_by, partial_key_hint, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &row.id.as_str(),
+                &row.workspace.as_str(),
+                &&row.hash[..],
+                &row.name,
+                &row.expires_at,
+                &row.created_by,
+                &row.partial_key_hint,
+                &row.created_at,
+            ],
         )
         .await
         .map(drop)
+    }
+
+    async fn set_api_key(&self, id: &ApiKeyId, name: Option<&str>, status: Option<ApiKeyStatus>) -> Result<()> {
+        exec(
+            self,
+            "UPDATE api_keys SET label = coalesce($2, label), status = coalesce($3, status) WHERE id = $1",
+            &[&id.as_str(), &name, &status.map(ApiKeyStatus::as_str)],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn count_active_api_keys(&self, workspace: &WorkspaceId, now: i64) -> Result<u64> {
+        let row = one(
+            self,
+            "SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND status = 'active' \
+             AND (expires_at IS NULL OR expires_at > $2)",
+            &[&workspace.as_str(), &now],
+        )
+        .await?;
+        count(col(&row, 0)?, "API keys")
     }
 }

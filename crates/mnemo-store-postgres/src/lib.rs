@@ -23,6 +23,7 @@ mod stores;
 mod versions;
 mod webhooks;
 mod work;
+mod workspaces;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -37,13 +38,13 @@ use mnemo_api::{
     MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
 };
 use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
-use mnemo_store::{
-    Appended, ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
-    Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
-    MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession,
-    Result, SessionEvent, Signal, Store,
-};
 use mnemo_store::Principal;
+use mnemo_store::{
+    Appended, ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome, Limits,
+    ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange, MemoryExport,
+    MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result,
+    SessionEvent, Signal, Store,
+};
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -326,6 +327,95 @@ impl Store for PostgresStore {
 
     async fn create_workspace(&self, name: &str) -> Result<WorkspaceId> {
         write!(self.engine, |tx| ops::workspaces::create(&Pg(&tx), name).await)
+    }
+
+    async fn organization(&self) -> Result<mnemo_api::Organization> {
+        read!(self.engine, |tx| ops::workspaces::organization(&Pg(&tx)).await)
+    }
+
+    async fn rename_organization(&self, name: &str) -> Result<mnemo_api::Organization> {
+        write!(self.engine, |tx| ops::workspaces::rename_organization(&Pg(&tx), name).await)
+    }
+
+    async fn create_workspace_with(&self, new: mnemo_api::NewWorkspace, max: u32) -> Result<mnemo_api::Workspace> {
+        write!(self.engine, |tx| ops::workspaces::create_workspace(&Pg(&tx), &new, max).await)
+    }
+
+    async fn get_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace> {
+        read!(self.engine, |tx| ops::workspaces::get(&Pg(&tx), id).await)
+    }
+
+    async fn update_workspace(
+        &self,
+        id: &WorkspaceId,
+        body: mnemo_api::WorkspaceUpdate,
+    ) -> Result<mnemo_api::Workspace> {
+        write!(self.engine, |tx| ops::workspaces::update(&Pg(&tx), id, &body).await)
+    }
+
+    async fn list_workspaces(
+        &self,
+        query: ops::workspaces::ListWorkspaces,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::Workspace>> {
+        read!(self.engine, |tx| ops::workspaces::list(&Pg(&tx), &query).await)
+    }
+
+    async fn archive_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace> {
+        write!(self.engine, |tx| {
+            let (workspace, revoked) = ops::workspaces::archive(&Pg(&tx), id).await?;
+            if revoked {
+                credentials_changed(self, &tx).await?;
+            }
+            Ok(workspace)
+        })
+    }
+
+    async fn workspace_rate_limits(&self, id: &WorkspaceId) -> Result<ops::workspaces::Overrides> {
+        read!(self.engine, |tx| ops::workspaces::overrides(&Pg(&tx), id).await)
+    }
+
+    async fn update_workspace_rate_limits(
+        &self,
+        id: &WorkspaceId,
+        entry: mnemo_store::rules::rate_limit::Entry,
+        body: mnemo_api::RateLimitUpdate,
+    ) -> Result<BTreeMap<mnemo_api::LimiterType, u64>> {
+        write!(self.engine, |tx| ops::workspaces::update_overrides(&Pg(&tx), id, &entry, &body).await)
+    }
+
+    async fn create_api_key(
+        &self,
+        new: mnemo_api::NewApiKey,
+        hash: CredentialHash,
+        hint: &str,
+        created_by: Option<&str>,
+    ) -> Result<mnemo_api::ApiKey> {
+        write!(self.engine, |tx| ops::credentials::create_api_key(&Pg(&tx), &new, &hash, hint, created_by).await)
+    }
+
+    async fn get_api_key(&self, id: &ApiKeyId) -> Result<mnemo_api::ApiKey> {
+        read!(self.engine, |tx| ops::credentials::get_api_key(&Pg(&tx), id).await)
+    }
+
+    async fn list_api_keys(
+        &self,
+        query: ops::credentials::ListApiKeys,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::ApiKey>> {
+        read!(self.engine, |tx| ops::credentials::list_api_keys(&Pg(&tx), &query).await)
+    }
+
+    async fn update_api_key(&self, id: &ApiKeyId, body: mnemo_api::ApiKeyUpdate) -> Result<(mnemo_api::ApiKey, bool)> {
+        write!(self.engine, |tx| {
+            let (key, revoked) = ops::credentials::update_api_key(&Pg(&tx), id, &body).await?;
+            if revoked {
+                credentials_changed(self, &tx).await?;
+            }
+            Ok((key, revoked))
+        })
+    }
+
+    async fn count_admin_keys(&self) -> Result<u64> {
+        read!(self.engine, |tx| ops::CredentialSql::count_live_admin_keys(&Pg(&tx)).await)
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {

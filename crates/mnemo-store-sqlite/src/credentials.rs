@@ -2,7 +2,10 @@
 //! hash, as SQL primitives ([`ops::CredentialSql`]; which lookup wins is [`ops::credentials`]'s).
 
 use mnemo_api::{AdminKeyId, ApiKeyId, ApiKeyStatus, EnvironmentId, EnvironmentKeyId, WorkspaceId};
-use mnemo_store::ops::{self, credentials::ApiKeyRow};
+use mnemo_store::ops::{
+    self,
+    credentials::{ApiKeyRecord, ApiKeyRow, NewApiKeyRow},
+};
 use mnemo_store::{CredentialHash, Result, StoreError};
 use rusqlite::params;
 
@@ -105,18 +108,73 @@ impl ops::CredentialSql for Lite<'_> {
         let id = id.ok_or_else(|| StoreError::backend("the database has no Default workspace"))?;
         parse_id(&id)
     }
-}
 
-impl ops::WorkspaceSql for Lite<'_> {
-    async fn insert_workspace(&self, row: ops::NewWorkspaceRow<'_>) -> Result<()> {
+    async fn api_key_records(
+        &self,
+        only: Option<&ApiKeyId>,
+        workspace: Option<&WorkspaceId>,
+        _lock: bool,
+    ) -> Result<Vec<ApiKeyRecord>> {
+        let mut s = self
+            .prepare_cached(
+                "SELECT seq, id, label, workspace_id, status, expires_at, created_by, partial_key_hint, created_at \
+                 FROM api_keys WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR workspace_id = ?2) ORDER BY seq",
+            )
+            .map_err(backend)?;
+        let rows = s
+            .query_map(params![only.map(ApiKeyId::as_str), workspace.map(WorkspaceId::as_str)], |r| {
+                Ok(ApiKeyRecord {
+                    seq: r.get(0)?,
+                    id: r.get(1)?,
+                    label: r.get(2)?,
+                    workspace: r.get(3)?,
+                    status: r.get(4)?,
+                    expires_at: r.get(5)?,
+                    created_by: r.get(6)?,
+                    partial_key_hint: r.get(7)?,
+                    created_at: r.get(8)?,
+                })
+            })
+            .map_err(backend)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(backend)
+    }
+
+    async fn insert_api_key(&self, row: NewApiKeyRow<'_>) -> Result<()> {
         self.prepare_cached(
-            "INSERT INTO workspaces (id, name, display_color, tags, data_residency, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO api_keys (id, workspace_id, secret_hash, label, expires_at, created_by, partial_key_hint, \
+             created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .and_then(|mut s| {
-            s.execute(params![row.id.as_str(), row.name, row.display_color, row.tags, row.data_residency, row.created_at])
+            s.execute(params![
+                row.id.as_str(),
+                row.workspace.as_str(),
+                &row.hash[..],
+                row.name,
+                row.expires_at,
+                row.created_by,
+                row.partial_key_hint,
+                row.created_at
+            ])
         })
         .map_err(backend)?;
         Ok(())
+    }
+
+    async fn set_api_key(&self, id: &ApiKeyId, name: Option<&str>, status: Option<ApiKeyStatus>) -> Result<()> {
+        self.prepare_cached(
+            "UPDATE api_keys SET label = coalesce(?2, label), status = coalesce(?3, status) WHERE id = ?1",
+        )
+        .and_then(|mut s| s.execute(params![id.as_str(), name, status.map(ApiKeyStatus::as_str)]))
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn count_active_api_keys(&self, workspace: &WorkspaceId, now: i64) -> Result<u64> {
+        self.prepare_cached(
+            "SELECT count(*) FROM api_keys WHERE workspace_id = ?1 AND status = 'active' \
+             AND (expires_at IS NULL OR expires_at > ?2)",
+        )
+        .and_then(|mut s| s.query_row(params![workspace.as_str(), now], |r| r.get(0)))
+        .map_err(backend)
     }
 }

@@ -21,6 +21,7 @@ mod stores;
 mod versions;
 mod webhooks;
 mod work;
+mod workspaces;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,8 +39,8 @@ use mnemo_api::{
     Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
 };
 use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
-use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::Principal;
+use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use mnemo_store::{
     ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
@@ -210,6 +211,97 @@ impl Store for SqliteStore {
     async fn create_workspace(&self, name: &str) -> Result<WorkspaceId> {
         let name = name.to_owned();
         self.engine.write(move |c| run_ready(ops::workspaces::create(&Lite(c), &name))).await
+    }
+
+    async fn organization(&self) -> Result<mnemo_api::Organization> {
+        self.engine.read(|c| run_ready(ops::workspaces::organization(&Lite(c)))).await
+    }
+
+    async fn rename_organization(&self, name: &str) -> Result<mnemo_api::Organization> {
+        let name = name.to_owned();
+        self.engine.write(move |c| run_ready(ops::workspaces::rename_organization(&Lite(c), &name))).await
+    }
+
+    async fn create_workspace_with(&self, new: mnemo_api::NewWorkspace, max: u32) -> Result<mnemo_api::Workspace> {
+        self.engine.write(move |c| run_ready(ops::workspaces::create_workspace(&Lite(c), &new, max))).await
+    }
+
+    async fn get_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace> {
+        let id = id.clone();
+        self.engine.read(move |c| run_ready(ops::workspaces::get(&Lite(c), &id))).await
+    }
+
+    async fn update_workspace(
+        &self,
+        id: &WorkspaceId,
+        body: mnemo_api::WorkspaceUpdate,
+    ) -> Result<mnemo_api::Workspace> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::workspaces::update(&Lite(c), &id, &body))).await
+    }
+
+    async fn list_workspaces(
+        &self,
+        query: ops::workspaces::ListWorkspaces,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::Workspace>> {
+        self.engine.read(move |c| run_ready(ops::workspaces::list(&Lite(c), &query))).await
+    }
+
+    async fn archive_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace> {
+        let id = id.clone();
+        let (workspace, _) = self.engine.write(move |c| run_ready(ops::workspaces::archive(&Lite(c), &id))).await?;
+        Ok(workspace)
+    }
+
+    async fn workspace_rate_limits(&self, id: &WorkspaceId) -> Result<ops::workspaces::Overrides> {
+        let id = id.clone();
+        self.engine.read(move |c| run_ready(ops::workspaces::overrides(&Lite(c), &id))).await
+    }
+
+    async fn update_workspace_rate_limits(
+        &self,
+        id: &WorkspaceId,
+        entry: mnemo_store::rules::rate_limit::Entry,
+        body: mnemo_api::RateLimitUpdate,
+    ) -> Result<BTreeMap<mnemo_api::LimiterType, u64>> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::workspaces::update_overrides(&Lite(c), &id, &entry, &body))).await
+    }
+
+    async fn create_api_key(
+        &self,
+        new: mnemo_api::NewApiKey,
+        hash: CredentialHash,
+        hint: &str,
+        created_by: Option<&str>,
+    ) -> Result<mnemo_api::ApiKey> {
+        let (hint, created_by) = (hint.to_owned(), created_by.map(str::to_owned));
+        self.engine
+            .write(move |c| {
+                run_ready(ops::credentials::create_api_key(&Lite(c), &new, &hash, &hint, created_by.as_deref()))
+            })
+            .await
+    }
+
+    async fn get_api_key(&self, id: &ApiKeyId) -> Result<mnemo_api::ApiKey> {
+        let id = id.clone();
+        self.engine.read(move |c| run_ready(ops::credentials::get_api_key(&Lite(c), &id))).await
+    }
+
+    async fn list_api_keys(
+        &self,
+        query: ops::credentials::ListApiKeys,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::ApiKey>> {
+        self.engine.read(move |c| run_ready(ops::credentials::list_api_keys(&Lite(c), &query))).await
+    }
+
+    async fn update_api_key(&self, id: &ApiKeyId, body: mnemo_api::ApiKeyUpdate) -> Result<(mnemo_api::ApiKey, bool)> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::credentials::update_api_key(&Lite(c), &id, &body))).await
+    }
+
+    async fn count_admin_keys(&self) -> Result<u64> {
+        self.engine.read(|c| run_ready(ops::CredentialSql::count_live_admin_keys(&Lite(c)))).await
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {

@@ -128,6 +128,7 @@ pub mod turns;
 pub mod versions;
 pub mod webhooks;
 pub mod work;
+pub mod workspaces;
 
 /// `[n; 32]` as a credential hash.
 pub fn hash(n: u8) -> [u8; 32] {

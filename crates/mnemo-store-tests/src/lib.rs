@@ -253,6 +253,12 @@ macro_rules! conformance {
             claims_take_the_oldest_due_first_and_return_them_in_that_order,
             a_rotated_secret_signs_beside_the_new_one_until_it_expires,
         });
+        $crate::conformance!(@async $factory; workspaces {
+            the_organization_is_read_and_renamed,
+            workspaces_are_created_updated_listed_and_archived,
+            api_keys_are_minted_listed_and_changed,
+            workspace_rate_limits_are_overridden_and_cleared,
+        });
         $crate::conformance!(@async $factory; turns {
             turn_leases_go_to_one_holder_until_released_or_lapsed,
             concurrent_claimers_get_one_turn_lease,

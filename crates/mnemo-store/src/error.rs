@@ -87,6 +87,8 @@ pub enum ErrorCode {
     EnvironmentArchived,
     InvalidConfigTypeChange,
     InvalidMetadata,
+    /// A code of the Admin API's error table (`workspace_api_key_limit_exceeded`, …).
+    Admin(mnemo_api::AdminErrorCode),
 }
 
 impl ErrorCode {
@@ -97,6 +99,7 @@ impl ErrorCode {
             Self::EnvironmentArchived => "environment_archived",
             Self::InvalidConfigTypeChange => "invalid_config_type_change",
             Self::InvalidMetadata => "invalid_metadata",
+            Self::Admin(code) => code.as_str(),
         }
     }
 
@@ -114,6 +117,16 @@ fn path_conflict_message(requested: &str, conflicting: &str) -> String {
         format!("{requested} overlaps the memory at {conflicting}, which would have to be a directory")
     } else {
         format!("{requested} overlaps the memory at {conflicting}, which lies below it")
+    }
+}
+
+impl From<crate::rules::refusal::Refusal> for StoreError {
+    /// An organization rule's refusal: `400`, with its code as `error.details.error_code`.
+    fn from(r: crate::rules::refusal::Refusal) -> Self {
+        match r.code {
+            Some(code) => Self::Coded { code: ErrorCode::Admin(code), message: r.message },
+            None => Self::Invalid(r.message),
+        }
     }
 }
 

@@ -69,10 +69,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
-    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View,
-    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkspaceId,
+    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId,
+    EnvironmentKey, EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath,
+    MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp,
+    View, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats,
+    WorkspaceId,
 };
 
 pub use cursor::Cursor;
@@ -534,6 +535,59 @@ pub trait Store: Send + Sync + 'static {
     async fn default_workspace(&self) -> Result<WorkspaceId>;
     /// Creates a workspace named `name` (default colour, no tags).
     async fn create_workspace(&self, name: &str) -> Result<WorkspaceId>;
+
+    /// The organization this server is (admin-api.md §8.1).
+    async fn organization(&self) -> Result<mnemo_api::Organization>;
+    /// Renames the organization (`mnemo serve --org-name`).
+    async fn rename_organization(&self, name: &str) -> Result<mnemo_api::Organization>;
+    /// Creates a validated workspace unless `max` active ones exist.
+    async fn create_workspace_with(&self, new: mnemo_api::NewWorkspace, max: u32) -> Result<mnemo_api::Workspace>;
+    /// One workspace, archived or not.
+    async fn get_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace>;
+    /// Updates a workspace (the Default one keeps its name).
+    async fn update_workspace(
+        &self,
+        id: &WorkspaceId,
+        body: mnemo_api::WorkspaceUpdate,
+    ) -> Result<mnemo_api::Workspace>;
+    /// A page of workspaces.
+    async fn list_workspaces(
+        &self,
+        query: ops::workspaces::ListWorkspaces,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::Workspace>>;
+    /// Archives a workspace and, in the same transaction, its keys, environment keys, work and
+    /// webhook deliveries (admin-api.md §8.5); idempotent. Credentials that died are announced
+    /// to every process sharing the database ([`Signal::Credentials`]).
+    async fn archive_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace>;
+    /// A workspace's rate-limit overrides by entry.
+    async fn workspace_rate_limits(&self, id: &WorkspaceId) -> Result<ops::workspaces::Overrides>;
+    /// Changes a workspace's overrides of one entry; answers that entry's overrides.
+    async fn update_workspace_rate_limits(
+        &self,
+        id: &WorkspaceId,
+        entry: rules::rate_limit::Entry,
+        body: mnemo_api::RateLimitUpdate,
+    ) -> Result<BTreeMap<mnemo_api::LimiterType, u64>>;
+    /// Mints an API key (its secret's hash and hint given) in an open workspace.
+    async fn create_api_key(
+        &self,
+        new: mnemo_api::NewApiKey,
+        hash: CredentialHash,
+        hint: &str,
+        created_by: Option<&str>,
+    ) -> Result<mnemo_api::ApiKey>;
+    /// One API key.
+    async fn get_api_key(&self, id: &ApiKeyId) -> Result<mnemo_api::ApiKey>;
+    /// A page of API keys.
+    async fn list_api_keys(
+        &self,
+        query: ops::credentials::ListApiKeys,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::ApiKey>>;
+    /// Renames a key or changes its status; answers the key and whether it stopped
+    /// authenticating (then announced as [`Signal::Credentials`]).
+    async fn update_api_key(&self, id: &ApiKeyId, body: mnemo_api::ApiKeyUpdate) -> Result<(mnemo_api::ApiKey, bool)>;
+    /// How many admin keys are not revoked.
+    async fn count_admin_keys(&self) -> Result<u64>;
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment>;
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment>;

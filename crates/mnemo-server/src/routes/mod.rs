@@ -7,6 +7,7 @@ mod memories;
 mod memory_changes;
 mod memory_stores;
 mod memory_versions;
+mod organizations;
 mod sessions;
 mod webhooks;
 mod work;
@@ -69,6 +70,15 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::secret))
         .routes(routes!(webhooks::rotate_secret))
         .routes(routes!(webhooks::deliveries))
+        .routes(routes!(organizations::me))
+        .routes(routes!(organizations::create_workspace, organizations::list_workspaces))
+        .routes(routes!(organizations::retrieve_workspace, organizations::update_workspace))
+        .routes(routes!(organizations::archive_workspace))
+        .routes(routes!(organizations::list_workspace_rate_limits))
+        .routes(routes!(organizations::update_workspace_rate_limit))
+        .routes(routes!(organizations::create_api_key, organizations::list_api_keys))
+        .routes(routes!(organizations::retrieve_api_key, organizations::update_api_key))
+        .routes(routes!(organizations::list_rate_limits))
         .routes(routes!(healthz))
         .routes(routes!(crate::openapi::serve))
 }
@@ -87,6 +97,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(request::check_head))
+        .layer(middleware::from_fn_with_state(state.clone(), organization_header))
         .layer(middleware::from_fn(request::track))
         .layer(middleware::map_response(move |mut response: Response| {
             let value = extensions.clone();
@@ -100,6 +111,19 @@ pub(crate) fn router(state: AppState) -> Router {
 
 /// The extensions header every answer carries: what a client may use beyond the hosted API's
 /// routes without trying first.
+/// `anthropic-organization-id` on every response (admin-api.md §8.1): the organization's UUID.
+async fn organization_header(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(req).await;
+    if let Some(value) = state.organization_id().await.and_then(|id| HeaderValue::from_str(id).ok()) {
+        response.headers_mut().insert("anthropic-organization-id", value);
+    }
+    response
+}
+
 fn extensions_header(state: &AppState) -> HeaderValue {
     let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION];
     if state.memory_stream {

@@ -68,6 +68,9 @@ fn placeholder(name: &str) -> String {
         "agent" => "agent_",
         "session" => "sesn_",
         "endpoint" => "whep_",
+        "workspace_id" => "wrkspc_",
+        "api_key_id" => "apikey_",
+        "rate_limit_id" => "ratelimit_",
         other => panic!("a path parameter this test does not know: {other}"),
     };
     format!("{prefix}0000000000000000000000")

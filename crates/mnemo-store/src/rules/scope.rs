@@ -35,9 +35,24 @@ pub enum WorkOp {
     Manage,
 }
 
+/// What is done on the Admin API (`/v1/organizations/…`, admin-api.md §5, §8.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrgOp {
+    /// `GET /v1/organizations/me`: which organization this is.
+    ReadOrganization,
+    /// Workspaces: create, read, list, update, archive.
+    Workspaces,
+    /// API keys: mint, read, list, update.
+    ApiKeys,
+    /// Organization and workspace rate limits: read and override.
+    RateLimits,
+}
+
 /// An action on a resource.
 #[derive(Debug, Clone, Copy)]
 pub enum Action<'a> {
+    /// The Admin API. People's roles (spec §8.6) become rows of [`organization`]'s table.
+    Organization(OrgOp),
     /// Environments and their keys, agents, and creating, listing, changing, archiving or
     /// deleting sessions.
     Administer,
@@ -79,9 +94,9 @@ pub fn memory_actor(caller: &Credential) -> Option<Actor> {
         Credential::SessionToken { session: Some(session), .. } => {
             Some(Actor::SessionActor { session_id: session.clone() })
         }
-        Credential::SessionToken { session: None, .. } | Credential::EnvironmentKey { .. } | Credential::AdminKey(_) => {
-            None
-        }
+        Credential::SessionToken { session: None, .. }
+        | Credential::EnvironmentKey { .. }
+        | Credential::AdminKey(_) => None,
     }
 }
 
@@ -114,10 +129,14 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
     let Some(caller) = caller else {
         return Decision::Unauthenticated(MISSING_CREDENTIALS.into());
     };
+    if let Action::Organization(op) = action {
+        return organization(caller, op);
+    }
     if let Credential::AdminKey(_) = caller {
         return forbid(ADMIN_KEY_OUTSIDE_ADMIN_API);
     }
     match action {
+        Action::Organization(op) => organization(caller, op),
         Action::Administer => match caller {
             Credential::ApiKey(_) => Decision::Allow,
             _ => forbid("this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),
@@ -137,6 +156,26 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
         }
         Action::MemoryStores | Action::Memory { .. } => memory(caller, action),
         Action::Work { environment, item, op } => work(caller, environment, item, op),
+    }
+}
+
+/// Why a workspace credential is refused on the Admin API.
+pub const ADMIN_API_NEEDS_ADMIN_KEY: &str = "the Admin API needs an admin key (`sk-mnemo-admin-…`); this credential reaches only `GET /v1/organizations/me` here";
+
+/// Who may do what on the Admin API: an admin key everything; an API key only which
+/// organization it is in; worker credentials nothing.
+fn organization(caller: &Credential, op: OrgOp) -> Decision {
+    let allowed = match caller {
+        Credential::AdminKey(_) => true,
+        Credential::ApiKey(_) => op == OrgOp::ReadOrganization,
+        Credential::EnvironmentKey { .. } | Credential::SessionToken { .. } => false,
+    };
+    if allowed {
+        Decision::Allow
+    } else if matches!(caller, Credential::ApiKey(_)) {
+        forbid(ADMIN_API_NEEDS_ADMIN_KEY)
+    } else {
+        forbid("environment keys and sessions tokens do not reach the Admin API")
     }
 }
 

@@ -6,6 +6,7 @@ mod db;
 mod env_key;
 mod healthcheck;
 mod mount;
+mod organization;
 mod quickstart;
 mod serve;
 mod session;
@@ -53,6 +54,15 @@ pub(crate) enum Command {
     /// Mint, list and revoke a self-hosted environment's keys (workers poll with them).
     #[command(subcommand)]
     EnvKey(env_key::EnvKey),
+    /// Recover the organization's administration: `mnemo admin bootstrap` prints a new admin key.
+    #[command(subcommand)]
+    Admin(organization::Admin),
+    /// Create, list and archive workspaces (with an admin key).
+    #[command(subcommand)]
+    Workspace(organization::WorkspaceCmd),
+    /// Mint, list and deactivate API keys of workspaces (with an admin key).
+    #[command(subcommand)]
+    ApiKey(organization::ApiKeyCmd),
     /// Register, list and remove webhook endpoints, and see their deliveries.
     #[command(subcommand)]
     Webhook(webhook::Webhook),
@@ -116,6 +126,9 @@ impl Command {
             Self::Mount(cmd) => cmd.run().await,
             Self::Store(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
+            Self::Admin(cmd) => cmd.run().await,
+            Self::Workspace(cmd) => cmd.run().await,
+            Self::ApiKey(cmd) => cmd.run().await,
             Self::Webhook(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,

@@ -41,6 +41,20 @@ pub(crate) struct Serve {
     #[arg(long = "api-key", env = "MNEMO_API_KEY", value_delimiter = ',', hide_env_values = true)]
     api_keys: Vec<Secret>,
 
+    /// An admin key to accept (repeatable): it reaches only the Admin API
+    /// (`/v1/organizations/…`). Stored hashed; with none given and none in the database, one is
+    /// created and printed once on stderr.
+    #[arg(long = "admin-key", env = "MNEMO_ADMIN_KEY", value_delimiter = ',', hide_env_values = true)]
+    admin_keys: Vec<Secret>,
+
+    /// The organization's name (`GET /v1/organizations/me`); the stored one is kept when absent.
+    #[arg(long, env = "MNEMO_ORG_NAME")]
+    org_name: Option<String>,
+
+    /// Most active (not archived) workspaces.
+    #[arg(long, default_value_t = mnemo_store::rules::workspace::DEFAULT_MAX_WORKSPACES, env = "MNEMO_MAX_WORKSPACES")]
+    max_workspaces: u32,
+
     /// Most live memories a store may hold.
     #[arg(long, default_value_t = mnemo_api::limits::DEFAULT_MAX_MEMORIES_PER_STORE, env = "MNEMO_MAX_MEMORIES_PER_STORE")]
     max_memories_per_store: u32,
@@ -396,6 +410,22 @@ impl Serve {
                  console (/console) with it."
             );
         }
+        for key in self.admin_keys.iter().map(|k| k.expose().trim()).filter(|k| !k.is_empty()) {
+            let id = store.ensure_admin_key(hash_credential(key), "command line").await?;
+            tracing::info!(admin_key.id = %id, "accepting admin key from the command line");
+        }
+        if self.admin_keys.is_empty() && store.count_admin_keys().await? == 0 {
+            let key = mnemo_api::generate_secret(mnemo_api::ADMIN_KEY_PREFIX);
+            let id = store.ensure_admin_key(hash_credential(&key), "generated on first start").await?;
+            eprintln!(
+                "Created admin key {id} (shown once; only its hash is stored):\n\n    {key}\n\n\
+                 It reaches only the Admin API (/v1/organizations/…): workspaces, API keys, rate limits. \
+                 Lost it? `mnemo admin bootstrap --database URL` prints a new one."
+            );
+        }
+        if let Some(name) = self.org_name.as_deref() {
+            store.rename_organization(name).await.context("--org-name")?;
+        }
 
         let listener =
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
@@ -414,6 +444,10 @@ impl Serve {
         });
         let console_on = console.is_some();
         let mut state = AppState::new(Arc::clone(&store))
+            .with_admin_settings(mnemo_server::AdminSettings {
+                max_workspaces: self.max_workspaces,
+                ..Default::default()
+            })
             .with_memory_mount_root(&self.memory_mount_root)
             .with_console(console)
             .with_memory_stream(!self.no_memory_stream)
