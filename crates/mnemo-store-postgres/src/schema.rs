@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_webhooks.sql"),
     include_str!("../migrations/0004_agent_turns.sql"),
     include_str!("../migrations/0005_workspaces.sql"),
+    include_str!("../migrations/0007_audit.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -69,6 +69,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::secret))
         .routes(routes!(webhooks::rotate_secret))
         .routes(routes!(webhooks::deliveries))
+        .routes(routes!(crate::audit::list))
         .routes(routes!(healthz))
         .routes(routes!(crate::openapi::serve))
 }
@@ -85,6 +86,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .merge(api)
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // Innermost: it needs the route matched and the caller known, and sees the answer.
+        .layer(middleware::from_fn_with_state(state.clone(), crate::audit::record))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(request::check_head))
         .layer(middleware::from_fn(request::track))

@@ -1,6 +1,7 @@
 //! End-to-end tests of the HTTP API: a real server on an ephemeral port, driven by the
 //! project's own typed client.
 
+mod audit;
 mod auth;
 mod common;
 mod concurrency;
