@@ -944,6 +944,16 @@ pub enum AuditOutcome {
     Failure,
 }
 
+impl AuditOutcome {
+    /// The wire name (and the stored one).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+        }
+    }
+}
+
 /// One entry of the audit log (`type: "audit_event"`, extension): never a secret or memory
 /// content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{ApiKeyId, Secret};
 use mnemo_http::{BadInput, FromQuery, Params, Query};
+use mnemo_store::rules::audit::{AuditAction, actor_of};
 use mnemo_store::{Credential, CredentialHash, StoreError};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -262,7 +263,45 @@ fn throttled_page(console: &Console, headers: &HeaderMap, next: &str, wait: std:
 
 /// A failed sign-in: counted against the address, and answered with `message` — or, when that
 /// failure was over the address's budget, with the throttled page.
-fn refused(console: &Console, headers: &HeaderMap, peer: Option<IpAddr>, next: &str, message: &str) -> Response {
+/// Records a console sign-in (or sign-out) in the audit log: `who` is the key presented, when
+/// it is a known one (a refused sign-in with an unknown key names the console itself).
+async fn audit(
+    console: &Console,
+    peer: Option<IpAddr>,
+    action: AuditAction,
+    who: Option<&Credential>,
+    outcome: mnemo_api::AuditOutcome,
+    reason: Option<&str>,
+) {
+    let actor = who.map(actor_of).unwrap_or_else(|| mnemo_api::AuditActor {
+        kind: mnemo_api::AuditActorType::System,
+        id: "console".into(),
+    });
+    let details = reason.map_or_else(|| serde_json::json!({}), |r| serde_json::json!({ "reason": r }));
+    let event = mnemo_store::ops::NewAuditEvent {
+        action,
+        workspace: None,
+        actor,
+        resource: None,
+        client_ip: peer.map(|ip| ip.to_string()),
+        outcome,
+        details,
+    };
+    if let Err(e) = console.store.record_audit_event(event).await {
+        tracing::error!(error = %e.chain(), %action, "could not record an audit event");
+    }
+}
+
+/// A refused sign-in: recorded, counted against the address, and the form shown again.
+async fn refused(
+    console: &Console,
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    next: &str,
+    who: Option<&Credential>,
+    message: &str,
+) -> Response {
+    audit(console, peer, AuditAction::SignInFailed, who, mnemo_api::AuditOutcome::Failure, Some(message)).await;
     match console.hooks.sign_in_failed(peer) {
         Ok(()) => sign_in_page(console, headers, next, Some(message.to_owned())),
         Err(wait) => {
@@ -297,11 +336,12 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
     if let Err(wait) = console.hooks.sign_in_allowed(peer) {
         return throttled_page(&console, &headers, &next, wait);
     }
-    let api_key = match console.store.resolve_credential(hash(key)).await.map(|p| p.map(|p| p.credential)) {
+    let found = console.store.resolve_credential(hash(key)).await.map(|p| p.map(|p| p.credential));
+    let api_key = match found {
         Ok(Some(Credential::ApiKey(id))) => id,
-        Ok(Some(Credential::AdminKey(_))) => {
+        Ok(Some(admin @ Credential::AdminKey(_))) => {
             let message = "that is an admin key, which reaches only the Admin API; sign in with an API key";
-            return refused(&console, &headers, peer, &next, message);
+            return refused(&console, &headers, peer, &next, Some(&admin), message).await;
         }
         // A worker's credential is a real one, but not a person's.
         Ok(Some(worker @ (Credential::EnvironmentKey { .. } | Credential::SessionToken { .. }))) => {
@@ -310,7 +350,7 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
                 _ => "a session's token",
             };
             let message = format!("that is {what}, which only workers use; sign in with an API key");
-            return refused(&console, &headers, peer, &next, &message);
+            return refused(&console, &headers, peer, &next, Some(&worker), &message).await;
         }
         Ok(None) => {
             tracing::info!("console sign-in refused: unknown key");
@@ -319,8 +359,10 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
                 &headers,
                 peer,
                 &next,
+                None,
                 "that API key is not known to this server (or was revoked); check the key and try again",
-            );
+            )
+            .await;
         }
         Err(err) => return PageError::from(err).into_response(),
     };
@@ -334,6 +376,8 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
             other => PageError::from(other).into_response(),
         };
     }
+    let who = Credential::ApiKey(api_key.clone());
+    audit(&console, peer, AuditAction::SignIn, Some(&who), mnemo_api::AuditOutcome::Success, None).await;
     tracing::info!(api_key.id = %api_key, "signed in to the console");
     let secure = over_tls(&console, &headers);
     let mut response = see_other(&next);
@@ -346,6 +390,8 @@ pub(crate) async fn sign_out(State(console): State<Console>, posted: Posted<NoFi
     if let Err(err) = console.store.revoke_console_session(posted.who.session).await {
         return PageError::from(err).into_response();
     }
+    let who = Credential::ApiKey(posted.who.api_key.clone());
+    audit(&console, None, AuditAction::SignOut, Some(&who), mnemo_api::AuditOutcome::Success, None).await;
     tracing::info!(api_key.id = %posted.who.api_key, "signed out of the console");
     let mut response = see_other("/console/sign-in");
     response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, "", 0, console.config.secure_cookies));

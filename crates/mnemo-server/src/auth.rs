@@ -204,11 +204,14 @@ impl FromRequestParts<AppState> for Caller {
             return Err(ApiError::authentication(scope::MISSING_CREDENTIALS));
         };
         let Principal { credential, workspace } = state.auth.resolve(secret, peer(parts), &state.throttle).await?;
-        if !parts.uri.path().starts_with("/v1/organizations/") {
+        let organization = parts.uri.path().starts_with("/v1/organizations/");
+        if !organization {
             check_workspace_header(parts, workspace.as_ref())?;
-            if let (Some(workspace), Some(slot)) = (&workspace, parts.extensions.get::<crate::request::ServedIn>()) {
-                slot.set(workspace);
-            }
+        }
+        if let Some(slot) = parts.extensions.get::<crate::request::ServedIn>() {
+            // Admin API answers name no workspace; the audit log still learns who called.
+            let served = if organization { None } else { workspace.as_ref() };
+            slot.set(served, mnemo_store::rules::audit::actor_of(&credential));
         }
         Ok(Caller { credential, workspace })
     }

@@ -34,6 +34,7 @@
 //! [`Store`] — the agent loop's too — and no body, credential or webhook secret is logged.
 
 pub mod agent;
+mod audit;
 mod auth;
 mod changes;
 mod error;
@@ -59,7 +60,7 @@ use tokio::net::TcpListener;
 pub use auth::hash_credential;
 pub use error::ApiError;
 pub use listen::ServeConfig;
-pub use maintenance::expire_work_leases;
+pub use maintenance::{AUDIT_PRUNE_EVERY, expire_work_leases, prune_audit_log};
 pub use metrics::refresh_gauges;
 pub use outbound::{WebhookTargets, is_public};
 pub use streams::StreamLimits;

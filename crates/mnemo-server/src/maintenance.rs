@@ -25,3 +25,21 @@ pub async fn expire_work_leases(store: Arc<dyn Store>, every: Duration) {
         }
     }
 }
+
+/// How often the audit log's old entries are deleted.
+pub const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Deletes audit entries older than `days` days, now and every `every` until the task is
+/// dropped. Failures are logged and retried on the next tick.
+pub async fn prune_audit_log(store: Arc<dyn Store>, days: u32, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store.prune_audit_events(days).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(entries = n, days, "deleted audit entries past their retention"),
+            Err(e) => tracing::warn!(error = %e.chain(), "could not delete old audit entries"),
+        }
+    }
+}

@@ -9,8 +9,8 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
+use mnemo_api::{AuditActor, RequestId, WorkspaceId};
 use mnemo_api::limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
-use mnemo_api::{RequestId, WorkspaceId};
 use tracing::Instrument;
 
 use crate::ApiError;
@@ -29,14 +29,34 @@ pub(crate) fn current_request_id() -> Option<RequestId> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Routine;
 
-/// The workspace a request was served in, set by the caller's extractor once the credential
-/// is known, and answered as `anthropic-workspace-id` (admin-api.md §8.1).
+/// Who a request was served for, set by the caller's extractor once the credential is known:
+/// its workspace, answered as `anthropic-workspace-id` (admin-api.md §8.1), and its actor, which
+/// the audit log records.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ServedIn(Arc<OnceLock<WorkspaceId>>);
+pub(crate) struct ServedIn(Arc<Served>);
+
+#[derive(Debug, Default)]
+struct Served {
+    workspace: OnceLock<WorkspaceId>,
+    actor: OnceLock<AuditActor>,
+}
 
 impl ServedIn {
-    pub(crate) fn set(&self, workspace: &WorkspaceId) {
-        let _ = self.0.set(workspace.clone());
+    pub(crate) fn set(&self, workspace: Option<&WorkspaceId>, actor: AuditActor) {
+        if let Some(workspace) = workspace {
+            let _ = self.0.workspace.set(workspace.clone());
+        }
+        let _ = self.0.actor.set(actor);
+    }
+
+    /// The workspace the request was served in, once its caller is known.
+    pub(crate) fn workspace(&self) -> Option<&WorkspaceId> {
+        self.0.workspace.get()
+    }
+
+    /// The caller, once known.
+    pub(crate) fn actor(&self) -> Option<&AuditActor> {
+        self.0.actor.get()
     }
 }
 
@@ -71,7 +91,7 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert("request-id", value);
     }
-    if let Some(workspace) = served_in.0.get()
+    if let Some(workspace) = served_in.workspace()
         && let Ok(value) = HeaderValue::from_str(workspace.as_str())
     {
         response.headers_mut().insert("anthropic-workspace-id", value);

@@ -8,6 +8,7 @@
 //! live views care about send a `NOTIFY` on commit, which every replica hears (`listen`).
 
 mod agents;
+mod audit;
 mod check;
 mod console;
 mod copy;
@@ -416,6 +417,22 @@ impl Store for PostgresStore {
 
     async fn count_admin_keys(&self) -> Result<u64> {
         read!(self.engine, |tx| ops::CredentialSql::count_live_admin_keys(&Pg(&tx)).await)
+    }
+
+    async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId> {
+        write!(self.engine, |tx| ops::audit::record(&Pg(&tx), event.clone()).await)
+    }
+
+    async fn list_audit_events(
+        &self,
+        filter: ops::AuditFilter,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::AuditEvent>> {
+        read!(self.engine, |tx| ops::audit::list(&Pg(&tx), &filter, &page).await)
+    }
+
+    async fn prune_audit_events(&self, days: u32) -> Result<u64> {
+        write!(self.engine, |tx| ops::audit::prune(&Pg(&tx), days).await)
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {

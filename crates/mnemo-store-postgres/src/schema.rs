@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_agent_turns.sql"),
     include_str!("../migrations/0005_workspaces.sql"),
     include_str!("../migrations/0006_workspace_rate_limits.sql"),
+    include_str!("../migrations/0007_audit.sql"),
 ];
 
 /// The newest schema version this build knows.

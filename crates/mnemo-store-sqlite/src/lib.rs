@@ -6,6 +6,7 @@
 //! backup` and `mnemo db check`: they open the file themselves, beside any server using it.
 
 mod agents;
+mod audit;
 mod backup;
 mod check;
 mod console;
@@ -302,6 +303,22 @@ impl Store for SqliteStore {
 
     async fn count_admin_keys(&self) -> Result<u64> {
         self.engine.read(|c| run_ready(ops::CredentialSql::count_live_admin_keys(&Lite(c)))).await
+    }
+
+    async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId> {
+        self.engine.write(move |c| run_ready(ops::audit::record(&Lite(c), event))).await
+    }
+
+    async fn list_audit_events(
+        &self,
+        filter: ops::AuditFilter,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::AuditEvent>> {
+        self.engine.read(move |c| run_ready(ops::audit::list(&Lite(c), &filter, &page))).await
+    }
+
+    async fn prune_audit_events(&self, days: u32) -> Result<u64> {
+        self.engine.write(move |c| run_ready(ops::audit::prune(&Lite(c), days))).await
     }
 
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {

@@ -116,6 +116,7 @@ macro_rules! assert_err {
 pub mod fixtures;
 
 pub mod agents;
+pub mod audit;
 pub mod concurrency;
 pub mod credentials;
 pub mod environments;

@@ -181,6 +181,11 @@ macro_rules! conformance {
             credentials_resolve_in_the_lookup_order,
             an_absurd_console_ttl_ends_at_a_showable_time,
         });
+        $crate::conformance!(@async $factory; audit {
+            audit_entries_are_listed_newest_first_through_filters_and_pages,
+            audit_entries_of_the_organization_name_no_workspace,
+            audit_details_never_hold_a_secret,
+        });
         $crate::conformance!(@async $factory; environments {
             environments_are_created_updated_listed_archived_and_deleted,
             environment_keys_are_scoped_to_their_environment,

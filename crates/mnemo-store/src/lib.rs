@@ -589,6 +589,17 @@ pub trait Store: Send + Sync + 'static {
     /// How many admin keys are not revoked.
     async fn count_admin_keys(&self) -> Result<u64>;
 
+    /// Appends an entry to the audit log.
+    async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId>;
+    /// A page of the audit log, newest first.
+    async fn list_audit_events(
+        &self,
+        filter: ops::AuditFilter,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::AuditEvent>>;
+    /// Deletes audit entries older than `days` days; how many.
+    async fn prune_audit_events(&self, days: u32) -> Result<u64>;
+
     async fn create_environment(&self, new: NewEnvironment) -> Result<Environment>;
     async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment>;
     /// Updates an environment; an archived one, or a change of `config.type`, is refused.

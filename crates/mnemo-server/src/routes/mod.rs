@@ -79,6 +79,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(organizations::create_api_key, organizations::list_api_keys))
         .routes(routes!(organizations::retrieve_api_key, organizations::update_api_key))
         .routes(routes!(organizations::list_rate_limits))
+        .routes(routes!(crate::audit::list))
         .routes(routes!(healthz))
         .routes(routes!(crate::openapi::serve))
 }
@@ -95,6 +96,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .merge(api)
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // Innermost: it needs the route matched and the caller known, and sees the answer.
+        .layer(middleware::from_fn_with_state(state.clone(), crate::audit::record))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(request::check_head))
         .layer(middleware::from_fn_with_state(state.clone(), organization_header))

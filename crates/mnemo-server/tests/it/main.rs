@@ -2,6 +2,7 @@
 //! project's own typed client.
 
 mod admin;
+mod audit;
 mod auth;
 mod common;
 mod concurrency;

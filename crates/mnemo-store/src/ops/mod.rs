@@ -20,6 +20,7 @@
 #![allow(async_fn_in_trait)]
 
 pub mod agents;
+pub mod audit;
 pub mod console;
 pub mod credentials;
 pub mod environments;
@@ -37,6 +38,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 pub use agents::AgentRow;
+pub use audit::{AuditFilter, AuditSql, AuditWindow, NewAuditEvent};
 pub use agents::AgentSql;
 pub use console::{ConsoleKey, ConsoleRow, ConsoleSql};
 pub use credentials::CredentialSql;

@@ -145,6 +145,21 @@ pub fn check_details(details: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Who an entry names as its actor for a request made with `credential`: the key's id, or for
+/// a sessions token its session (its work item's id for a healthcheck, which has none).
+pub fn actor_of(credential: &crate::Credential) -> mnemo_api::AuditActor {
+    use crate::Credential;
+    use mnemo_api::{AuditActor, AuditActorType};
+    let (kind, id) = match credential {
+        Credential::AdminKey(id) => (AuditActorType::AdminKey, id.to_string()),
+        Credential::ApiKey(id) => (AuditActorType::ApiKey, id.to_string()),
+        Credential::EnvironmentKey { id, .. } => (AuditActorType::EnvironmentKey, id.to_string()),
+        Credential::SessionToken { session: Some(session), .. } => (AuditActorType::Session, session.to_string()),
+        Credential::SessionToken { work, session: None, .. } => (AuditActorType::Session, work.to_string()),
+    };
+    AuditActor { kind, id }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +240,34 @@ mod tests {
         ];
         for (rule, details, ok) in rows {
             assert_eq!(check_details(&details).is_ok(), ok, "rule: {rule}");
+        }
+    }
+
+    #[test]
+    fn the_actor_of_each_credential_is_its_id_or_its_session() {
+        use crate::Credential;
+        use mnemo_api::AuditActorType::*;
+        let work: mnemo_api::WorkId = "work_a".parse().unwrap();
+        let session: mnemo_api::SessionId = "sesn_a".parse().unwrap();
+        let env: mnemo_api::EnvironmentId = "env_a".parse().unwrap();
+        let rows = [
+            (Credential::AdminKey("admkey_a".parse().unwrap()), AdminKey, "admkey_a"),
+            (Credential::ApiKey("apikey_a".parse().unwrap()), ApiKey, "apikey_a"),
+            (
+                Credential::EnvironmentKey { id: "envkey_a".parse().unwrap(), environment: env.clone() },
+                EnvironmentKey,
+                "envkey_a",
+            ),
+            (
+                Credential::SessionToken { work: work.clone(), session: Some(session), environment: env.clone() },
+                Session,
+                "sesn_a",
+            ),
+            (Credential::SessionToken { work, session: None, environment: env }, Session, "work_a"),
+        ];
+        for (credential, kind, id) in rows {
+            let actor = actor_of(&credential);
+            assert_eq!((actor.kind, actor.id.as_str()), (kind, id), "{credential:?}");
         }
     }
 }

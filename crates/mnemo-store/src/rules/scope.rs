@@ -65,6 +65,8 @@ pub enum Action<'a> {
     Memory { store: &'a MemoryStoreId, op: MemoryOp, attached: Option<Access> },
     /// An environment's work queue, or one item of it.
     Work { environment: &'a EnvironmentId, item: Option<&'a WorkId>, op: WorkOp },
+    /// Reading the organization's audit log.
+    ReadAuditLog,
 }
 
 /// The answer.
@@ -129,14 +131,13 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
     let Some(caller) = caller else {
         return Decision::Unauthenticated(MISSING_CREDENTIALS.into());
     };
-    if let Action::Organization(op) = action {
-        return organization(caller, op);
-    }
-    if let Credential::AdminKey(_) = caller {
-        return forbid(ADMIN_KEY_OUTSIDE_ADMIN_API);
-    }
     match action {
         Action::Organization(op) => organization(caller, op),
+        Action::ReadAuditLog => match caller {
+            Credential::AdminKey(_) => Decision::Allow,
+            _ => forbid("the audit log is read with an admin key"),
+        },
+        _ if matches!(caller, Credential::AdminKey(_)) => forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
         Action::Administer => match caller {
             Credential::ApiKey(_) => Decision::Allow,
             _ => forbid("this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),

@@ -180,6 +180,12 @@ pub(crate) struct Serve {
 
     #[command(flatten)]
     webhooks: WebhookArgs,
+
+    /// How many days the audit log keeps an entry (`GET /v1/organizations/audit_events`); older
+    /// entries are deleted hourly.
+    #[arg(long, value_name = "DAYS", default_value_t = mnemo_store::rules::audit::DEFAULT_AUDIT_RETENTION_DAYS,
+          value_parser = parse_retention, env = "MNEMO_AUDIT_RETENTION_DAYS")]
+    audit_retention_days: u32,
 }
 
 /// How webhook events are delivered (endpoints are registered with `mnemo webhook add`).
@@ -430,7 +436,14 @@ impl Serve {
         let listener =
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
-        let expiry = tokio::spawn(mnemo_server::expire_work_leases(Arc::clone(&store), LEASE_SWEEP_EVERY));
+        let (leases, audit) = (Arc::clone(&store), Arc::clone(&store));
+        let days = self.audit_retention_days;
+        let expiry = tokio::spawn(async move {
+            tokio::join!(
+                mnemo_server::expire_work_leases(leases, LEASE_SWEEP_EVERY),
+                mnemo_server::prune_audit_log(audit, days, mnemo_server::AUDIT_PRUNE_EVERY),
+            );
+        });
         if targets.allows_private() {
             tracing::info!("webhooks may reach private addresses (--webhook-allow-private)");
         }
@@ -512,6 +525,11 @@ impl Running {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Parses `--audit-retention-days` ([`mnemo_store::rules::audit::parse_retention_days`]).
+fn parse_retention(raw: &str) -> Result<u32, String> {
+    mnemo_store::rules::audit::parse_retention_days(raw)
 }
 
 #[cfg(test)]
