@@ -381,6 +381,7 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=20.0, help="the server alone, before each round")
     ap.add_argument("--only", choices=VARIANTS, action="append", help="run only these variants (repeatable)")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--binary", type=Path, help="the `mnemo` binary to run (default: target/release/mnemo, built if stale)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--keep", action="store_true")
@@ -388,7 +389,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     variants = args.only or VARIANTS
 
-    mnemo = ensure_release_binary(args.no_build)
+    mnemo = args.binary or ensure_release_binary(args.no_build)
     python = ensure_venv() if "sdk" in variants else None
     work = Path(tempfile.mkdtemp(prefix="mnemo-mount-bench-", dir=args.workdir))
     key = "sk-bench-" + secrets.token_hex(16)

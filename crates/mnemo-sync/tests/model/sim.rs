@@ -171,8 +171,13 @@ struct Upload {
 impl Sim {
     /// The state right after a successful mount of a store holding `memories`.
     pub(crate) fn mounted(memories: &BTreeMap<String, String>) -> Self {
-        let mut sim =
-            Self { server: memories.clone(), root_exists: true, marker_ok: true, listing_current: true, ..Self::default() };
+        let mut sim = Self {
+            server: memories.clone(),
+            root_exists: true,
+            marker_ok: true,
+            listing_current: true,
+            ..Self::default()
+        };
         for (path, content) in memories {
             sim.local.insert(path.clone(), Entry::File(content.as_bytes().to_vec()));
             sim.state.baseline.insert(path.clone(), content.as_bytes().to_vec());
