@@ -255,7 +255,7 @@ impl Live {
                 return LiveWork::FullSync;
             }
             let now = Instant::now();
-            let wake = self.batch_due();
+            let wake = self.batch_due(now);
             if wake.is_some_and(|at| at <= now) {
                 // Every path pinned or quiet by now goes, together.
                 let due: Vec<RelPath> =
@@ -279,12 +279,12 @@ impl Live {
     /// When the dirty set is due: now with a pinned path in it; else once its last local path
     /// has been quiet for [`QUIET`], but no later than [`MAX_HOLD`] after its first was. `None`
     /// when it is empty.
-    fn batch_due(&self) -> Option<Instant> {
-        let mut quiet = self.dirty.values().filter(|d| !d.pinned).map(|d| d.due);
-        let first = quiet.next();
+    fn batch_due(&self, now: Instant) -> Option<Instant> {
         if self.dirty.values().any(|d| d.pinned) {
-            return Some(Instant::now());
+            return Some(now);
         }
+        let mut quiet = self.dirty.values().map(|d| d.due);
+        let first = quiet.next();
         let first = first?;
         let (earliest, latest) = quiet.fold((first, first), |(lo, hi), due| (lo.min(due), hi.max(due)));
         Some(latest.min(earliest + MAX_HOLD))
@@ -662,6 +662,16 @@ mod tests {
         let _tx = writer.await.unwrap();
         assert_eq!(got, [("quiet.md".to_owned(), false), ("r.md".to_owned(), true)]);
         assert_eq!(paths(live.next().await), [("fresh.md".to_owned(), false)]);
+    }
+
+    /// On the real clock (the paused one never moves between two readings): a pinned path is
+    /// due at once, not at a `now` read a moment later, which never came.
+    #[tokio::test]
+    async fn a_remote_change_is_due_at_once_on_the_real_clock() {
+        let (mut live, tx) = live();
+        tx.send(Hint::Remote(rel("r.md"), Seen::Unknown)).unwrap();
+        let work = tokio::time::timeout(Duration::from_secs(5), live.next()).await.expect("due at once");
+        assert_eq!(paths(work), [("r.md".to_owned(), true)]);
     }
 
     #[test]
