@@ -252,6 +252,35 @@ pub(crate) fn http_client(settings: &config::ProviderSettings) -> reqwest::Clien
         .expect("a client with rustls, timeouts and no redirects builds (only a TLS backend that cannot start fails)")
 }
 
+/// Makes a provider's call and waits (at most the idle timeout) for its answer's head. The key
+/// goes in `key_header` after `key_prefix`, marked sensitive; a failed answer becomes
+/// [`failed_answer`]'s error (`map` reads its status and body); no error carries the key.
+pub(crate) async fn call(
+    settings: &config::ProviderSettings,
+    provider: &'static str,
+    request: &ModelRequest,
+    mut req: reqwest::RequestBuilder,
+    (key_header, key_prefix): (reqwest::header::HeaderName, &str),
+    map: fn(u16, Option<Duration>, &str) -> ModelError,
+) -> Result<reqwest::Response, ModelError> {
+    let key = settings.api_key.as_ref().map(mnemo_api::Secret::expose);
+    if let Some(key) = key {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("{key_prefix}{key}"))
+            .map_err(|_| ModelError::InvalidKey)?;
+        value.set_sensitive(true);
+        req = req.header(key_header, value);
+    }
+    tracing::debug!(model = %request.model, messages = request.messages.len(), tools = request.tools.len(), "{provider} call");
+    let resp = tokio::time::timeout(settings.idle_timeout, req.send())
+        .await
+        .map_err(|_| ModelError::Timeout)?
+        .map_err(|e| transport_error(e).redacted(key))?;
+    if !resp.status().is_success() {
+        return Err(failed_answer(resp, key, provider, map).await);
+    }
+    Ok(resp)
+}
+
 /// What a provider does with a non-success answer: a redirect is refused (its body is not
 /// read), any other status is mapped by `map` from the first 64 KiB of the body. The error is
 /// logged once here, cleaned of the key.

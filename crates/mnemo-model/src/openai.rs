@@ -321,27 +321,14 @@ fn events(messages: futures::stream::BoxStream<'static, Result<SseMessage, Model
 #[async_trait::async_trait]
 impl Provider for OpenAiProvider {
     async fn stream(&self, request: ModelRequest) -> Result<ReplyStream, ModelError> {
-        let body = request_body(&request);
-        let mut req = self
+        let req = self
             .http
             .post(format!("{}/chat/completions", self.settings.base_url))
             .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&body);
-        if let Some(key) = self.settings.api_key.as_ref().map(Secret::expose) {
-            let mut value =
-                reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ModelError::InvalidKey)?;
-            value.set_sensitive(true);
-            req = req.header(reqwest::header::AUTHORIZATION, value);
-        }
-        tracing::debug!(model = %request.model, messages = request.messages.len(), tools = request.tools.len(), "openai call");
-        let key = self.settings.api_key.as_ref().map(Secret::expose);
-        let resp = tokio::time::timeout(self.settings.idle_timeout, req.send())
-            .await
-            .map_err(|_| ModelError::Timeout)?
-            .map_err(|e| crate::transport_error(e).redacted(key))?;
-        if !resp.status().is_success() {
-            return Err(crate::failed_answer(resp, key, "openai", crate::anthropic::status_error).await);
-        }
+            .json(&request_body(&request));
+        let key_header = (reqwest::header::AUTHORIZATION, "Bearer ");
+        let resp =
+            crate::call(&self.settings, "openai", &request, req, key_header, crate::anthropic::status_error).await?;
         let events = events(sse::messages(resp, self.settings.idle_timeout));
         Ok(crate::redacted_stream(events, self.settings.api_key.clone().map(Secret::into_exposed)))
     }

@@ -35,14 +35,13 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
 
-const CLIENTS: usize = 16;
+#[path = "common/writes.rs"]
+mod writes;
+use writes::{CLIENTS, content, join_all, write_round};
+
 const POLLERS: usize = 32;
 const WARM_UP: usize = 256;
 const API_KEY: &str = "bench";
-
-fn content(i: usize) -> String {
-    format!("memory {i}: {}", "the agent noted something worth keeping. ".repeat(5))
-}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -158,37 +157,6 @@ async fn shut_all(replicas: Vec<Replica>) {
 }
 
 // ---- memory writes -------------------------------------------------------------------------
-
-/// Writes `count` memories (numbered from `offset`) from [`CLIENTS`] concurrent clients; client
-/// `c` talks to `clients[c % len]` and writes into `stores[c % len]`. Answers each write's
-/// latency.
-async fn write_round(clients: &[Client], stores: &[MemoryStoreId], offset: usize, count: usize) -> Vec<Duration> {
-    let tasks: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let client = clients[c % clients.len()].clone();
-            let store = stores[c % stores.len()].clone();
-            tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                for i in (c..count).step_by(CLIENTS) {
-                    let n = offset + i;
-                    let started = Instant::now();
-                    client.create_memory(&store, &format!("/bench/{n:07}.md"), &content(n), None).await.unwrap();
-                    latencies.push(started.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    join_all(tasks).await
-}
-
-async fn join_all(tasks: Vec<tokio::task::JoinHandle<Vec<Duration>>>) -> Vec<Duration> {
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    all
-}
 
 /// One way of writing memories, set up on its own schema.
 enum Writer {

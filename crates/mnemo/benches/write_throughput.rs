@@ -18,11 +18,9 @@ use mnemo_server::{AppState, hash_credential};
 use mnemo_store::Store;
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 
-const CLIENTS: usize = 16;
-
-fn content(i: usize) -> String {
-    format!("memory {i}: {}", "the agent noted something worth keeping. ".repeat(5))
-}
+#[path = "common/writes.rs"]
+mod writes;
+use writes::{CLIENTS, content, write_round};
 
 fn settings(dir: &std::path::Path, name: &str, durability: Durability) -> SqliteSettings {
     let mut s = SqliteSettings::from_url(&format!("sqlite://{}/{name}.sqlite", dir.display())).unwrap();
@@ -44,33 +42,10 @@ async fn server_rate(dir: &std::path::Path, durability: Durability, writes: usiz
     let ms =
         client.create_memory_store(&CreateMemoryStore { name: "bench".into(), ..Default::default() }).await.unwrap();
 
-    let run = |offset: usize, count: usize| {
-        let tasks: Vec<_> = (0..CLIENTS)
-            .map(|c| {
-                let (client, id) = (client.clone(), ms.id.clone());
-                tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    for i in (c..count).step_by(CLIENTS) {
-                        let n = offset + i;
-                        let started = Instant::now();
-                        client.create_memory(&id, &format!("/bench/{n:07}.md"), &content(n), None).await.unwrap();
-                        latencies.push(started.elapsed());
-                    }
-                    latencies
-                })
-            })
-            .collect();
-        async move {
-            let mut all = Vec::new();
-            for t in tasks {
-                all.extend(t.await.unwrap());
-            }
-            all
-        }
-    };
-    run(0, 256).await; // warm-up: connections, statement caches
+    let (clients, stores) = ([client], [ms.id]);
+    write_round(&clients, &stores, 0, 256).await; // warm-up: connections, statement caches
     let started = Instant::now();
-    let mut latencies = run(1_000_000, writes).await;
+    let mut latencies = write_round(&clients, &stores, 1_000_000, writes).await;
     let elapsed = started.elapsed();
     latencies.sort();
     let _ = stop.send(());

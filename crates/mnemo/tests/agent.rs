@@ -10,7 +10,7 @@ use mnemo_client::{Client, Method};
 use mnemo_model::testing::{FakeModelServer, FakeReply};
 use serde_json::{Value, json};
 
-use common::{KEY, Server, mnemo, wait_until_async};
+use common::{KEY, Server, wait_until_async, worker_poll};
 
 async fn events(api: &Client, session: &str) -> Vec<Value> {
     let log = api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await.unwrap();
@@ -46,15 +46,9 @@ async fn reads_writes_and_answers(model: &str) {
     let body = json!({"path": "/hello.md", "content": "hi from memory\n"});
     api.json(Method::POST, &format!("/v1/memory_stores/{store}/memories"), Some(&body)).await.unwrap();
     std::fs::create_dir_all(tmp.path().join("work")).unwrap();
-    let mut worker = mnemo()
-        .args(["worker", "poll", "--environment-id", env_id, "--base-url", &server.base])
-        .arg("--memory-mount-root")
-        .arg(&mnt)
-        .arg("--workdir")
-        .arg(tmp.path().join("work"))
-        .arg("--state-dir")
-        .arg(tmp.path().join("state"))
-        .env("ANTHROPIC_ENVIRONMENT_KEY", key["key"].as_str().unwrap())
+    let key = key["key"].as_str().unwrap();
+    let (work, state) = (tmp.path().join("work"), tmp.path().join("state"));
+    let mut worker = worker_poll(env_id, key, &server.base, &mnt, &work, &state)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

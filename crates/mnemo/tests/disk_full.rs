@@ -15,7 +15,7 @@ use std::time::Duration;
 use mnemo_api::{CreateMemoryStore, MemoryStoreId, View};
 use mnemo_client::{Client, ClientError};
 
-use common::{KEY, Server, mnemo, signal, wait_until, wait_until_async};
+use common::{KEY, Server, mnemo, remote_files, signal, wait_until, wait_until_async};
 
 /// A size-limited tmpfs mounted at a folder, unmounted on drop.
 struct Tmpfs {
@@ -105,14 +105,17 @@ async fn new_store(client: &Client) -> MemoryStoreId {
     client.create_memory_store(&CreateMemoryStore { name: "disk".into(), ..Default::default() }).await.unwrap().id
 }
 
-async fn remote(client: &Client, store: &MemoryStoreId) -> BTreeMap<String, String> {
-    client
-        .list_all_memories(store, View::Full)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| (m.path, m.content.unwrap_or_default()))
-        .collect()
+/// A new store holding five 4 KB memories under `/before/` (their content made by `make`),
+/// and those memories: what every later write adds to.
+async fn store_of_five(client: &Client, make: fn(&str, usize) -> String) -> (MemoryStoreId, BTreeMap<String, String>) {
+    let store = new_store(client).await;
+    let mut acked = BTreeMap::new();
+    for i in 0..5 {
+        let (path, body) = (format!("/before/{i}.md"), make(&format!("before-{i}"), 4_000));
+        client.create_memory(&store, &path, &body, None).await.unwrap();
+        acked.insert(path, body);
+    }
+    (store, acked)
 }
 
 /// A write refused because the database's disk is full: a 507 with its code, never a 500.
@@ -165,13 +168,7 @@ async fn a_full_database_volume_refuses_writes_with_507_keeps_reads_and_recovers
     let url = format!("sqlite://{}", db_path.display());
     let mut server = Server::start(&db_path, &["--api-key", KEY]);
     let client = server.client();
-    let store = new_store(&client).await;
-    let mut acked = BTreeMap::new();
-    for i in 0..5 {
-        let (path, body) = (format!("/before/{i}.md"), content(&format!("before-{i}"), 4_000));
-        client.create_memory(&store, &path, &body, None).await.unwrap();
-        acked.insert(path, body);
-    }
+    let (store, mut acked) = store_of_five(&client, content).await;
 
     // 1. A filler file eats the space: writes get a clear 507, reads keep working.
     let filler = fill(&volume.path);
@@ -191,7 +188,7 @@ async fn a_full_database_volume_refuses_writes_with_507_keeps_reads_and_recovers
     if let Err(e) = e {
         assert_disk_full(&e);
     }
-    assert_eq!(remote(&client, &store).await, acked, "reads keep working and see every acknowledged write");
+    assert_eq!(remote_files(&client, &store).await, acked, "reads keep working and see every acknowledged write");
 
     // 2. The filler goes: writes succeed again at once.
     std::fs::remove_file(&filler).unwrap();
@@ -202,7 +199,7 @@ async fn a_full_database_volume_refuses_writes_with_507_keeps_reads_and_recovers
     // 3. The database itself fills the volume; then the server is killed while it is full.
     let refused = write_until_full(&client, &store, "grown", 30_000, &mut acked).await;
     assert_disk_full(&refused);
-    assert_eq!(remote(&client, &store).await, acked);
+    assert_eq!(remote_files(&client, &store).await, acked);
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     let log = server.stderr();
@@ -217,7 +214,7 @@ async fn a_full_database_volume_refuses_writes_with_507_keeps_reads_and_recovers
     assert!(report.contains(": ok"), "{report}");
     let server = Server::start(&db_path, &["--api-key", KEY]);
     let client = server.client();
-    assert_eq!(remote(&client, &store).await, acked, "every acknowledged write survived");
+    assert_eq!(remote_files(&client, &store).await, acked, "every acknowledged write survived");
     client.create_memory(&store, "/after/restart.md", "fine", None).await.expect("writes resume after a restart");
     eprintln!("{} memories acknowledged on a 2 MiB volume", acked.len());
 }
@@ -359,13 +356,13 @@ async fn a_full_mount_volume_fails_pulls_clearly_uploads_nothing_torn_and_recove
     // The edit made before the disk filled reached the server anyway; the engine uploaded no
     // torn file: whatever it sent of agent.md is what the agent's write left on disk.
     let pushed = wait_until_async(Duration::from_secs(30), || async {
-        remote(&client, &store).await.get("/notes/0.md").is_some_and(|c| c == "edited before the disk filled")
+        remote_files(&client, &store).await.get("/notes/0.md").is_some_and(|c| c == "edited before the disk filled")
     })
     .await;
     assert!(pushed, "uploads still work on a full disk: {}", mount.log());
     let on_disk = std::fs::read_to_string(dir.join("agent.md")).unwrap_or_default();
     assert!(agent.starts_with(&on_disk), "the disk holds a prefix of the agent's write");
-    if let Some(sent) = remote(&client, &store).await.get("/agent.md") {
+    if let Some(sent) = remote_files(&client, &store).await.get("/agent.md") {
         assert!(agent.starts_with(sent.as_str()), "only the agent's own bytes are ever uploaded");
     }
 
@@ -373,7 +370,7 @@ async fn a_full_mount_volume_fails_pulls_clearly_uploads_nothing_torn_and_recove
     std::fs::remove_file(&filler).unwrap();
     std::fs::write(dir.join("agent.md"), &agent).unwrap();
     let converged = wait_until_async(Duration::from_secs(40), || async {
-        let (files, server_side) = (local(&dir), remote(&client, &store).await);
+        let (files, server_side) = (local(&dir), remote_files(&client, &store).await);
         files == server_side && server_side.get("/agent.md") == Some(&agent)
     })
     .await;
@@ -418,7 +415,7 @@ async fn a_store_larger_than_the_mount_volume_downloads_what_fits_whole_and_the_
     volume.resize("8m");
     let converged = wait_until(Duration::from_secs(40), || local(&dir) == want);
     assert!(converged, "the rest arrives once space returns: {}", mount.log());
-    assert_eq!(remote(&client, &store).await, want, "the store is untouched");
+    assert_eq!(remote_files(&client, &store).await, want, "the store is untouched");
     let (ok, log) = mount.finish("-TERM");
     assert!(ok, "{log}");
     assert!(!dir.exists() && !journal_of(&dir).exists(), "the folder and its journal are removed on exit");
@@ -558,13 +555,7 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
     cluster.psql("postgres", "CREATE DATABASE mnemo TABLESPACE small");
     let mut server = Server::on(&cluster.url("mnemo"), &["--api-key", KEY]);
     let client = server.client();
-    let store = new_store(&client).await;
-    let mut acked = BTreeMap::new();
-    for i in 0..5 {
-        let (path, body) = (format!("/before/{i}.md"), noise(&format!("before-{i}"), 4_000));
-        client.create_memory(&store, &path, &body, None).await.unwrap();
-        acked.insert(path, body);
-    }
+    let (store, mut acked) = store_of_five(&client, noise).await;
 
     // 1. A filler file eats the space: writes get a clear 507, reads keep working.
     let filler = fill(&volume.path);
@@ -574,7 +565,7 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
     if let Err(e) = e {
         assert_disk_full(&e);
     }
-    assert_eq!(remote(&client, &store).await, acked, "reads keep working and see every acknowledged write");
+    assert_eq!(remote_files(&client, &store).await, acked, "reads keep working and see every acknowledged write");
 
     // 2. The filler goes: writes succeed again at once.
     std::fs::remove_file(&filler).unwrap();
@@ -585,14 +576,14 @@ async fn a_full_postgres_tablespace_refuses_writes_with_507_keeps_reads_and_reco
     // 3. The database itself fills the volume.
     let refused = write_until_full_of(&client, &store, "grown", 30_000, &mut acked, noise).await;
     assert_disk_full(&refused);
-    assert_eq!(remote(&client, &store).await, acked, "reads keep working");
+    assert_eq!(remote_files(&client, &store).await, acked, "reads keep working");
 
     // 4. The volume is enlarged: writes resume on the running server, nothing acknowledged lost.
     volume.resize("64m");
     let body = noise("after-resize", 30_000);
     let m = client.create_memory(&store, "/after/resize.md", &body, None).await.expect("writes resume");
     acked.insert(m.path, body);
-    assert_eq!(remote(&client, &store).await, acked, "every acknowledged write is there");
+    assert_eq!(remote_files(&client, &store).await, acked, "every acknowledged write is there");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     let log = server.stderr();
@@ -664,7 +655,7 @@ async fn a_full_postgres_wal_volume_is_a_clear_5xx_and_writes_resume_when_space_
     })
     .await;
     assert!(resumed, "writes resume once the log has space: {}", cluster.log());
-    let now = remote(&client, &store).await;
+    let now = remote_files(&client, &store).await;
     for (path, body) in &acked {
         assert_eq!(now.get(path), Some(body), "an acknowledged write survives PostgreSQL's PANIC: {path}");
     }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use mnemo_client::{Client, Method};
 use serde_json::{Value, json};
 
-use common::{KEY, Server, call, mnemo, result, signal, wait_until_async};
+use common::{KEY, Server, call, mnemo, result, signal, wait_until_async, worker_poll};
 use faults::{Fault, Plan, Proxy};
 use fixture::{Fixture, store};
 
@@ -111,16 +111,8 @@ impl Drop for Proc {
 }
 
 fn worker(env: &str, key: &str, base: &str, mnt: &Path, workdir: &Path, state: &Path) -> Proc {
-    let mut cmd = mnemo();
-    cmd.args(["worker", "poll", "--environment-id", env, "--base-url", base])
-        .arg("--memory-mount-root")
-        .arg(mnt)
-        .arg("--workdir")
-        .arg(workdir)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["--max-idle", "1s"])
-        .env("ANTHROPIC_ENVIRONMENT_KEY", key);
+    let mut cmd = worker_poll(env, key, base, mnt, workdir, state);
+    cmd.args(["--max-idle", "1s"]);
     Proc::spawn(cmd)
 }
 
@@ -253,16 +245,10 @@ async fn a_server_killed_and_restarted_mid_session_loses_nothing() {
     let notes = store(&api, "notes", &[("/a.md", "one")]).await;
     std::fs::create_dir_all(tmp.path().join("work")).unwrap();
     // No live sync and no interval sync due: the edits stay in the folder until the end.
-    let mut cmd = mnemo();
-    cmd.args(["worker", "poll", "--environment-id", &env, "--base-url", &server.base])
-        .arg("--memory-mount-root")
-        .arg(&mnt)
-        .arg("--workdir")
-        .arg(tmp.path().join("work"))
-        .arg("--state-dir")
-        .arg(tmp.path().join("state"))
-        .args(["--max-idle", "1s", "--memory-sync-interval", "600", "--no-live"])
-        .env("ANTHROPIC_ENVIRONMENT_KEY", key["key"].as_str().unwrap());
+    let key = key["key"].as_str().unwrap();
+    let (work, state) = (tmp.path().join("work"), tmp.path().join("state"));
+    let mut cmd = worker_poll(&env, key, &server.base, &mnt, &work, &state);
+    cmd.args(["--max-idle", "1s", "--memory-sync-interval", "600", "--no-live"]);
     let w = Proc::spawn(cmd);
     let body = json!({"agent": agent["id"], "environment_id": env, "resources": [{"type": "memory_store", "memory_store_id": notes}]});
     let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();

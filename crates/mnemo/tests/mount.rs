@@ -12,7 +12,7 @@ use mnemo_api::{CreateMemoryStore, MemoryStoreId, UpdateMemory, View};
 use mnemo_client::Client;
 use tempfile::TempDir;
 
-use common::{KEY, Server, mnemo, signal, wait_until, wait_until_async};
+use common::{KEY, Server, mnemo, remote_files, signal, wait_until, wait_until_async};
 
 const MARKER: &str = ".anthropic-memory-store";
 
@@ -68,16 +68,6 @@ impl WaitStderr for Child {
         }
         (self.wait().unwrap().success(), err)
     }
-}
-
-async fn remote_files(client: &Client, store: &MemoryStoreId) -> BTreeMap<String, String> {
-    client
-        .list_all_memories(store, View::Full)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| (m.path, m.content.unwrap_or_default()))
-        .collect()
 }
 
 async fn new_store(client: &Client, memories: &[(&str, &str)]) -> MemoryStoreId {

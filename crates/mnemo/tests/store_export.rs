@@ -35,6 +35,15 @@ fn shown(out: &Output) -> String {
     format!("status {}\nstdout:\n{}\nstderr:\n{}", out.status, text(&out.stdout), text(&out.stderr))
 }
 
+/// Panics, showing both streams, unless `stream` (the run's stdout or stderr) holds every one
+/// of `fragments`.
+fn assert_says(out: &Output, stream: &[u8], fragments: &[&str]) {
+    let said = text(stream);
+    for fragment in fragments {
+        assert!(said.contains(fragment), "no {fragment:?} in {}", shown(out));
+    }
+}
+
 fn export(server: &Server, store: &MemoryStoreId, file: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["export", store.as_str(), "--out", file.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -254,18 +263,17 @@ async fn conflicts_are_reported_and_left_alone_unless_overwrite() {
 
     let out = import(&server, &file, &["--into", target.as_str()]);
     assert!(!out.status.success(), "conflicts fail the import: {}", shown(&out));
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains(": 1 created, 1 skipped (already there), 0 overwritten"), "{}", shown(&out));
-    assert!(
-        stdout.contains("conflicts (2), left as they are:\n  /a.md: the store holds different content there (sha256 "),
-        "{}",
-        shown(&out)
+    assert_says(
+        &out,
+        &out.stdout,
+        &[
+            ": 1 created, 1 skipped (already there), 0 overwritten",
+            "conflicts (2), left as they are:\n  /a.md: the store holds different content there (sha256 ",
+            "  /dir/x.md: the memory at /dir overlaps it\n",
+            "the store also holds 2 memories that are not in the file",
+        ],
     );
-    assert!(stdout.contains("  /dir/x.md: the memory at /dir overlaps it\n"), "{}", shown(&out));
-    assert!(stdout.contains("the store also holds 2 memories that are not in the file"), "{}", shown(&out));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("error: 2 of 4 memories were not imported"), "{}", shown(&out));
-    assert!(stderr.contains("pass --overwrite"), "{}", shown(&out));
+    assert_says(&out, &out.stderr, &["error: 2 of 4 memories were not imported", "pass --overwrite"]);
     let now = contents(&client, &target).await;
     assert_eq!(now["/a.md"].0, "edited here", "not overwritten");
     assert_eq!(now["/new.md"].0, "n");
@@ -273,8 +281,7 @@ async fn conflicts_are_reported_and_left_alone_unless_overwrite() {
 
     let out = import(&server, &file, &["--into", target.as_str(), "--overwrite"]);
     assert!(!out.status.success(), "the overlap is still a conflict: {}", shown(&out));
-    assert!(text(&out.stdout).contains(": 0 created, 2 skipped (already there), 1 overwritten"), "{}", shown(&out));
-    assert!(text(&out.stdout).contains("conflicts (1)"), "{}", shown(&out));
+    assert_says(&out, &out.stdout, &[": 0 created, 2 skipped (already there), 1 overwritten", "conflicts (1)"]);
     let now = contents(&client, &target).await;
     assert_eq!(now["/a.md"].0, "from the file");
     assert_eq!(now["/dir"].0, "a file, not a folder", "an overlapping memory is never deleted");
@@ -293,18 +300,21 @@ async fn a_full_store_stops_the_import_with_a_plain_message() {
     let out = import(&capped, &file, &[]);
     assert!(!out.status.success(), "{}", shown(&out));
     let target = created_store(&out);
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains(": 3 created, 0 skipped"), "{}", shown(&out));
-    assert!(
-        stdout.contains("the store is full: 2 memories were left out (the server says: memory store"),
-        "{}",
-        shown(&out)
+    assert_says(
+        &out,
+        &out.stdout,
+        &[
+            ": 3 created, 0 skipped",
+            "the store is full: 2 memories were left out (the server says: memory store",
+            "already holds 3 memories",
+        ],
     );
-    assert!(stdout.contains("already holds 3 memories"), "{}", shown(&out));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("2 of 5 memories were not imported"), "{}", shown(&out));
-    assert!(stderr.contains("mnemo serve --max-memories-per-store"), "{}", shown(&out));
-    assert!(stderr.contains(&format!("--into {target}")), "{}", shown(&out));
+    let into = format!("--into {target}");
+    assert_says(
+        &out,
+        &out.stderr,
+        &["2 of 5 memories were not imported", "mnemo serve --max-memories-per-store", &into],
+    );
     assert_eq!(capped.client().list_all_memories(&target, View::Basic).await.unwrap().len(), 3);
 }
 
@@ -380,7 +390,7 @@ async fn a_truncated_or_damaged_file_is_refused_before_anything_is_written() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("the server refused the API key (401"), "{}", shown(&out));
+    assert_says(&out, &out.stderr, &["the server refused the API key (401"]);
     assert!(!text(&out.stderr).contains("sk-wrong-secret"), "{}", shown(&out));
     assert_eq!(std::fs::read_to_string(&previous).unwrap(), "the previous export");
 }

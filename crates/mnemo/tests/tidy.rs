@@ -224,6 +224,8 @@ const SERVER_SIDE: &[&str] = &[
     "mnemo-console",
 ];
 const HOST_SIDE: &[&str] = &["mnemo-client", "mnemo-sync", "mnemo-worker", "mnemo-export"];
+/// The crates that tie code to one particular database (the conformance suite opens both).
+const STORE_BACKENDS: &[&str] = &["mnemo-store-sqlite", "mnemo-store-postgres", "mnemo-store-tests"];
 
 fn boundaries() -> Vec<Boundary> {
     // `never` lists are built from the groups above; each `allowed` is the crate's
@@ -287,15 +289,8 @@ fn boundaries() -> Vec<Boundary> {
             never: all(&[
                 DATABASE_DRIVERS,
                 HTTP_SERVER,
-                &[
-                    "reqwest",
-                    "anyhow",
-                    "mnemo-store-sqlite",
-                    "mnemo-store-postgres",
-                    "mnemo-store-tests",
-                    "mnemo-server",
-                    "mnemo-console",
-                ],
+                STORE_BACKENDS,
+                &["reqwest", "anyhow", "mnemo-server", "mnemo-console"],
                 HOST_SIDE,
             ]),
         },
@@ -394,11 +389,7 @@ fn boundaries() -> Vec<Boundary> {
                 "utoipa-axum",
             ],
             // Any `Store`, no particular database; the client only as a dev-dependency.
-            never: all(&[
-                DATABASE_DRIVERS,
-                &["mnemo-store-sqlite", "mnemo-store-postgres", "mnemo-store-tests", "anyhow"],
-                HOST_SIDE,
-            ]),
+            never: all(&[DATABASE_DRIVERS, STORE_BACKENDS, &["anyhow"], HOST_SIDE]),
         },
         Boundary {
             krate: "mnemo-http",
@@ -406,16 +397,8 @@ fn boundaries() -> Vec<Boundary> {
             // Parsing only: no store backend, no client, no other front end.
             never: all(&[
                 DATABASE_DRIVERS,
-                &[
-                    "reqwest",
-                    "anyhow",
-                    "mnemo-store-sqlite",
-                    "mnemo-store-postgres",
-                    "mnemo-store-tests",
-                    "mnemo-server",
-                    "mnemo-console",
-                    "mnemo-model",
-                ],
+                STORE_BACKENDS,
+                &["reqwest", "anyhow", "mnemo-server", "mnemo-console", "mnemo-model"],
                 HOST_SIDE,
             ]),
         },
@@ -443,18 +426,7 @@ fn boundaries() -> Vec<Boundary> {
                 "tracing",
             ],
             // The server reaches it through `Hooks`, not the other way round.
-            never: all(&[
-                DATABASE_DRIVERS,
-                &[
-                    "reqwest",
-                    "mnemo-server",
-                    "mnemo-store-sqlite",
-                    "mnemo-store-postgres",
-                    "mnemo-store-tests",
-                    "anyhow",
-                ],
-                HOST_SIDE,
-            ]),
+            never: all(&[DATABASE_DRIVERS, STORE_BACKENDS, &["reqwest", "mnemo-server", "anyhow"], HOST_SIDE]),
         },
         Boundary {
             krate: "mnemo-model",

@@ -131,11 +131,21 @@ struct Harness {
 }
 
 async fn harness(fake: &Arc<Fake>, limits: Limits) -> Harness {
-    let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
+    start_loop(mnemo_store_tests::Sqlite.open(StoreLimits::default()).await, fake, limits)
+}
+
+/// A loop started on `store` (which may hold what an earlier process left), calling `fake`.
+fn start_loop(store: TestStore, fake: &Arc<Fake>, limits: Limits) -> Harness {
     let hub = Arc::new(EventHub::default());
     let agent_loop =
         AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(fake), limits);
     Harness { store, hub, agent_loop }
+}
+
+/// Stores `words` as a user message of the API key `apikey_person`, waking no loop.
+async fn store_message(s: &dyn Store, id: &SessionId, words: &str) -> mnemo_store::Appended {
+    let message = event(json!({"type": "user.message", "content": [{"type": "text", "text": words}]}));
+    s.append_events(id, vec![message], EventAuthor::ApiKey("apikey_person".parse().unwrap())).await.unwrap()
 }
 
 /// A session of an agent on the fake model with the toolset (bash asks, web_fetch and grep
@@ -176,6 +186,27 @@ async fn session(s: &dyn Store, model: &str) -> SessionId {
         mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
     };
     s.create_session(new).await.unwrap().id
+}
+
+/// A harness on `fake` (quick limits) and a session of it on the fake model, told `words`.
+async fn started(fake: &Arc<Fake>, words: &str) -> (Harness, SessionId) {
+    let h = harness(fake, quick()).await;
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, words).await;
+    (h, id)
+}
+
+/// Runs a turn whose one model call fails with `error`, which is not retried: the turn ends
+/// `retries_exhausted` after that one call. Returns its `session.error` event.
+async fn a_turn_failing_once(error: ModelError) -> Value {
+    let fake = Fake::new(vec![Reply::Refuse(error)]);
+    let (h, id) = started(&fake, "hi").await;
+    let end = h.turn_end(&id, 0).await;
+    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1, "the call is not retried");
+    let error = h.log(&id).await.into_iter().find(|e| e["type"] == "session.error").unwrap();
+    assert_eq!(error["error"]["type"], "model_request_failed_error");
+    error
 }
 
 fn event(v: Value) -> Event {
@@ -242,9 +273,7 @@ impl Harness {
 #[tokio::test]
 async fn a_text_answer_ends_the_turn_and_records_usage() {
     let fake = Fake::new(vec![answer(vec![text("Hello"), text("there."), finished(StopReason::EndTurn, 10, 5)])]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "hi").await;
+    let (h, id) = started(&fake, "hi").await;
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"], json!({"type": "end_turn"}));
     assert_eq!(
@@ -286,9 +315,7 @@ async fn tool_calls_wait_for_their_results_then_the_model_is_called_again() {
         ]),
         answer(vec![text("Done."), finished(StopReason::EndTurn, 30, 2)]),
     ]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "read a").await;
+    let (h, id) = started(&fake, "read a").await;
     let waiting = h.until(&id, |e| e["type"] == "session.status_idle").await;
     assert_eq!(waiting["stop_reason"]["type"], "requires_action");
     let log = h.log(&id).await;
@@ -329,9 +356,7 @@ async fn a_tool_that_asks_waits_for_the_users_verdict_and_a_denial_reaches_the_m
         answer(vec![tool("bash", json!({"command": "rm -rf /tmp/x"})), finished(StopReason::ToolUse, 5, 3)]),
         answer(vec![text("Understood, I will not."), finished(StopReason::EndTurn, 9, 4)]),
     ]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "clean up").await;
+    let (h, id) = started(&fake, "clean up").await;
     let waiting = h.until(&id, |e| e["type"] == "session.status_idle").await;
     assert_eq!(waiting["stop_reason"]["type"], "requires_action");
     let call = h.log(&id).await.into_iter().find(|e| e["type"] == "agent.tool_use").unwrap();
@@ -362,9 +387,7 @@ async fn retryable_failures_are_retried_then_reported_as_a_session_error() {
         answer(vec![Err(ModelError::Server { status: 503 })]),
         Reply::Refuse(ModelError::Overloaded),
     ]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "hi").await;
+    let (h, id) = started(&fake, "hi").await;
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 3, "one call and two retries");
@@ -382,9 +405,7 @@ async fn a_stream_that_breaks_after_text_is_retried_and_the_model_carries_on_fro
         answer(vec![text("Part one. "), Err(ModelError::Stream("connection reset".into()))]),
         answer(vec![text("Part two."), finished(StopReason::EndTurn, 4, 2)]),
     ]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "tell me").await;
+    let (h, id) = started(&fake, "tell me").await;
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "end_turn");
     let log = h.log(&id).await;
@@ -402,19 +423,8 @@ async fn a_stream_that_breaks_after_text_is_retried_and_the_model_carries_on_fro
 
 #[tokio::test]
 async fn a_refusal_by_the_provider_is_not_retried() {
-    let fake = Fake::new(vec![Reply::Refuse(ModelError::Refused {
-        status: 400,
-        error_type: None,
-        message: "bad request".into(),
-    })]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "hi").await;
-    let end = h.turn_end(&id, 0).await;
-    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
-    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
-    let error = h.log(&id).await.into_iter().find(|e| e["type"] == "session.error").unwrap();
-    assert_eq!(error["error"]["type"], "model_request_failed_error");
+    let refused = ModelError::Refused { status: 400, error_type: None, message: "bad request".into() };
+    let error = a_turn_failing_once(refused).await;
     assert_eq!(error["error"]["retry_status"]["type"], "exhausted");
 }
 
@@ -432,9 +442,7 @@ async fn a_session_error_carries_the_status_and_type_not_the_providers_words() {
             message: prose.into(),
         }),
     ]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "hi").await;
+    let (h, id) = started(&fake, "hi").await;
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
     let errors: Vec<Value> = h.log(&id).await.into_iter().filter(|e| e["type"] == "session.error").collect();
@@ -455,15 +463,7 @@ async fn a_session_error_carries_the_status_and_type_not_the_providers_words() {
 /// A redirect ends the turn at once (not retried), naming the status.
 #[tokio::test]
 async fn a_redirect_ends_the_turn_without_a_retry() {
-    let fake = Fake::new(vec![Reply::Refuse(ModelError::Redirected { status: 307 })]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "hi").await;
-    let end = h.turn_end(&id, 0).await;
-    assert_eq!(end["stop_reason"]["type"], "retries_exhausted");
-    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
-    let error = h.log(&id).await.into_iter().find(|e| e["type"] == "session.error").unwrap();
-    assert_eq!(error["error"]["type"], "model_request_failed_error");
+    let error = a_turn_failing_once(ModelError::Redirected { status: 307 }).await;
     assert_eq!(
         error["error"]["message"],
         "the model request to provider `fake` failed: redirect not followed (HTTP 307)"
@@ -476,9 +476,7 @@ async fn an_interrupt_cancels_the_call_in_flight_and_ends_the_turn() {
         Reply::Stream { items: vec![text("Thinking...")], hang: true },
         answer(vec![text("Fresh."), finished(StopReason::EndTurn, 1, 1)]),
     ]);
-    let h = harness(&fake, quick()).await;
-    let id = session(&*h.store, "fake-model").await;
-    h.say(&id, "think").await;
+    let (h, id) = started(&fake, "think").await;
     h.until(&id, |e| e["type"] == "agent.message").await;
     assert!(!fake.dropped.load(Ordering::SeqCst));
     h.post(&id, json!({"type": "user.interrupt"})).await;
@@ -526,23 +524,13 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
     let fake = Fake::new(vec![answer(vec![text("Back."), finished(StopReason::EndTurn, 1, 1)])]);
     let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
     let id = session(&*store, "fake-model").await;
-    store
-        .append_events(
-            &id,
-            vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
-            EventAuthor::ApiKey("apikey_person".parse().unwrap()),
-        )
-        .await
-        .unwrap();
+    store_message(&*store, &id, "hi").await;
     // A runner claimed the turn, started a call and died.
     assert!(store.claim_turn(&id, "dead", Duration::from_millis(100)).await.unwrap());
     store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
     assert_eq!(store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Running);
     // A new process starts: its first scan finds the session; once the lease lapses, it takes over.
-    let hub = Arc::new(EventHub::default());
-    let limits = Limits { scan_every: Duration::from_millis(50), ..quick() };
-    let _loop = AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(&fake), limits);
-    let h = Harness { store, hub, agent_loop: _loop };
+    let h = start_loop(store, &fake, Limits { scan_every: Duration::from_millis(50), ..quick() });
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "end_turn");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
@@ -555,8 +543,7 @@ async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start
     let id = session(&*store, "fake-model").await;
     let answered = session(&*store, "fake-model").await;
     for s in [&id, &answered] {
-        let hi = event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}));
-        store.append_events(s, vec![hi], EventAuthor::ApiKey("apikey_person".parse().unwrap())).await.unwrap();
+        store_message(&*store, s, "hi").await;
     }
     // The second one's turn ended before the process died; the first one's message was stored,
     // then the process died before any runner saw it: the session is still idle.
@@ -564,10 +551,7 @@ async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start
     let end = event(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
     store.append_events(&answered, vec![end], EventAuthor::Server).await.unwrap();
     assert_eq!(store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Idle);
-    let hub = Arc::new(EventHub::default());
-    let agent_loop =
-        AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(&fake), quick());
-    let h = Harness { store, hub, agent_loop };
+    let h = start_loop(store, &fake, quick());
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "end_turn");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1, "the answered session is not run again");
@@ -580,15 +564,7 @@ async fn two_loops_on_one_store_run_a_turn_once() {
     let other =
         AgentLoop::start(Arc::clone(&h.store.store), Arc::clone(&h.hub), Arc::default(), resolve_to(&fake), quick());
     let id = session(&*h.store, "fake-model").await;
-    let appended = h
-        .store
-        .append_events(
-            &id,
-            vec![event(json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}))],
-            EventAuthor::ApiKey("apikey_person".parse().unwrap()),
-        )
-        .await
-        .unwrap();
+    let appended = store_message(&*h.store, &id, "hi").await;
     h.hub.publish(&*h.store.store, &id, &appended.written).await;
     other.wake(&id);
     h.agent_loop.wake(&id);

@@ -5,9 +5,42 @@ use mnemo_client::Client;
 use mnemo_client::ListMemoryVersionsParams;
 use mnemo_server::{AppState, ServeConfig, hash_credential};
 use mnemo_store::{Limits, Store};
+use reqwest::Method;
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 pub(crate) const KEY: &str = "sk-test-key";
+
+/// The tools of an agent that uses the built-in toolset as it comes.
+pub(crate) fn toolset() -> Value {
+    json!([{"type": "agent_toolset_20260401"}])
+}
+
+/// The records many tests start from, made through the API of any server that answers a JSON
+/// call (the shared [`TestServer`] and the timeout tests' own).
+pub(crate) trait Fixtures {
+    /// A JSON call with a bearer token: the status and the body.
+    async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value);
+
+    /// A new agent named `a` with these tools: its id.
+    async fn new_agent(&self, tools: Value) -> String {
+        let body = json!({"name": "a", "model": "claude-opus-4-6", "tools": tools});
+        let (status, agent) = self.call(Method::POST, "/v1/agents", KEY, Some(body)).await;
+        assert_eq!(status, 200, "{agent}");
+        agent["id"].as_str().unwrap().to_owned()
+    }
+
+    /// A new environment named `e` (self-hosted, the default) and a key for it: the
+    /// environment's id and the key.
+    async fn new_environment_with_key(&self) -> (String, String) {
+        let (status, env) = self.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
+        assert_eq!(status, 200, "{env}");
+        let env = env["id"].as_str().unwrap().to_owned();
+        let (status, key) = self.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+        assert_eq!(status, 200, "{key}");
+        (env, key["key"].as_str().unwrap().to_owned())
+    }
+}
 
 /// A server on 127.0.0.1 with its own database, stopped on drop.
 pub(crate) struct TestServer {
@@ -92,6 +125,12 @@ impl TestServer {
     /// A raw request, for what the typed client cannot express.
     pub(crate) fn raw(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         reqwest::Client::new().request(method, format!("{}{path}", self.base))
+    }
+}
+
+impl Fixtures for TestServer {
+    async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+        TestServer::call(self, method, path, token, body).await
     }
 }
 

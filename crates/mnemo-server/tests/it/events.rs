@@ -6,7 +6,7 @@ use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{KEY, TestServer};
+use crate::common::{Fixtures, KEY, TestServer, toolset};
 
 async fn setup(tools: Value) -> (TestServer, String, String, String) {
     let (s, session, token, env, _) = setup_with_key(tools).await;
@@ -17,21 +17,13 @@ async fn setup(tools: Value) -> (TestServer, String, String, String) {
 /// id, the item's sessions token, the environment's id and its key.
 async fn setup_with_key(tools: Value) -> (TestServer, String, String, String, String) {
     let s = TestServer::start().await;
-    let (_, agent) =
-        s.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m", "tools": tools}))).await;
-    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
-    let env = env["id"].as_str().unwrap().to_owned();
-    let (_, key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+    let agent = s.new_agent(tools).await;
+    let (env, key) = s.new_environment_with_key().await;
     let (_, session) =
-        s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent["id"], "environment_id": env}))).await;
-    let (_, work) =
-        s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), key["key"].as_str().unwrap(), None).await;
+        s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent, "environment_id": env}))).await;
+    let (_, work) = s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), &key, None).await;
     let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed();
-    (s, session["id"].as_str().unwrap().to_owned(), token, env, key["key"].as_str().unwrap().to_owned())
-}
-
-fn toolset() -> Value {
-    json!([{"type": "agent_toolset_20260401"}])
+    (s, session["id"].as_str().unwrap().to_owned(), token, env, key)
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use mnemo_api::{MemoryStoreId, UpdateMemory};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{KEY, TestServer};
+use crate::common::{Fixtures, KEY, TestServer};
 
 type Body = std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
@@ -225,10 +225,7 @@ async fn feeds_are_scoped_like_the_memory_endpoints() {
     let attached = s.new_store("attached").await.id;
     let foreign = s.new_store("foreign").await.id;
     let (_, agent) = s.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m"}))).await;
-    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
-    let env = env["id"].as_str().unwrap().to_owned();
-    let (_, key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
-    let env_key = key["key"].as_str().unwrap().to_owned();
+    let (env, env_key) = s.new_environment_with_key().await;
     let session = json!({
         "agent": agent["id"], "environment_id": env,
         "resources": [{"type": "memory_store", "memory_store_id": attached, "access": "read_only"}]

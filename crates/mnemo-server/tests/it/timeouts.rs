@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::common::KEY;
+use crate::common::{Fixtures, KEY, toolset};
 
 /// How long any test waits for something that should happen; far above every timeout used.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -64,6 +64,12 @@ impl Server {
         reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap()
     }
 
+    async fn healthz(&self) -> u16 {
+        self.http().get(format!("{}/healthz", self.base)).send().await.unwrap().status().as_u16()
+    }
+}
+
+impl Fixtures for Server {
     async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
         let mut req = self.http().request(method, format!("{}{path}", self.base)).bearer_auth(token);
         if let Some(body) = body {
@@ -72,10 +78,6 @@ impl Server {
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap())
-    }
-
-    async fn healthz(&self) -> u16 {
-        self.http().get(format!("{}/healthz", self.base)).send().await.unwrap().status().as_u16()
     }
 }
 
@@ -192,10 +194,7 @@ async fn connections_over_the_cap_wait_until_one_closes() {
 async fn long_polls_and_event_streams_outlive_both_timeouts() {
     let timeout = Duration::from_millis(400);
     let s = start(config(timeout, timeout, 64)).await;
-    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
-    let env = env["id"].as_str().unwrap().to_owned();
-    let (_, env_key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
-    let env_key = env_key["key"].as_str().unwrap().to_owned();
+    let (env, env_key) = s.new_environment_with_key().await;
     let poll = format!("/v1/environments/{env}/work/poll");
 
     // Nothing queued: the poll waits out its 999 ms, far past both timeouts.
@@ -204,16 +203,9 @@ async fn long_polls_and_event_streams_outlive_both_timeouts() {
     assert_eq!((status, got), (200, Value::Null));
     assert!(started.elapsed() >= Duration::from_millis(900));
 
-    let (_, agent) = s
-        .call(
-            Method::POST,
-            "/v1/agents",
-            KEY,
-            Some(json!({"name": "a", "model": "m", "tools": [{"type": "agent_toolset_20260401"}]})),
-        )
-        .await;
+    let agent = s.new_agent(toolset()).await;
     let (_, session) =
-        s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent["id"], "environment_id": env}))).await;
+        s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent, "environment_id": env}))).await;
     let sid = session["id"].as_str().unwrap().to_owned();
     let (_, work) = s.call(Method::GET, &poll, &env_key, None).await;
     assert_eq!(work["type"], "work", "{work}");
@@ -241,10 +233,7 @@ async fn long_polls_and_event_streams_outlive_both_timeouts() {
 #[tokio::test]
 async fn shutdown_finishes_the_request_in_flight_and_stops_accepting() {
     let mut s = start(ServeConfig::default()).await;
-    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
-    let env = env["id"].as_str().unwrap().to_owned();
-    let (_, env_key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
-    let env_key = env_key["key"].as_str().unwrap().to_owned();
+    let (env, env_key) = s.new_environment_with_key().await;
 
     let url = format!("{}/v1/environments/{env}/work/poll?block_ms=999", s.base);
     let (http, key) = (s.http(), env_key.clone());

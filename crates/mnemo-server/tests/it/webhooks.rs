@@ -14,7 +14,7 @@ use mnemo_store::rules::webhook::DeliveryPolicy;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{KEY, TestServer, error_type};
+use crate::common::{Fixtures, KEY, TestServer, error_type, toolset};
 
 /// What the receiver does with the next request.
 #[derive(Debug, Clone, Copy)]
@@ -300,18 +300,10 @@ async fn session_status_changes_are_sent_as_the_hosted_api_names_them() {
         ]),
     )
     .await;
-    let (_, agent) = s
-        .call(
-            Method::POST,
-            "/v1/agents",
-            KEY,
-            Some(json!({"name": "a", "model": "claude-opus-4-6", "tools": [{"type": "agent_toolset_20260401"}]})),
-        )
-        .await;
-    let (_, env) = s.call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e"}))).await;
-    let (status, session) = s
-        .call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent["id"], "environment_id": env["id"]})))
-        .await;
+    let agent = s.new_agent(toolset()).await;
+    let (env, _) = s.new_environment_with_key().await;
+    let (status, session) =
+        s.call(Method::POST, "/v1/sessions", KEY, Some(json!({"agent": agent, "environment_id": env}))).await;
     assert_eq!(status, 200, "{session}");
     let id = session["id"].as_str().unwrap();
     let call = json!({"events": [{"type": "agent.tool_use", "name": "read", "input": {"file_path": "/x"}}]});

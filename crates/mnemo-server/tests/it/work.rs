@@ -6,7 +6,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::{KEY, TestServer};
+use crate::common::{Fixtures, KEY, TestServer, toolset};
 
 /// An agent, a self-hosted environment with a key, and two memory stores.
 pub(crate) struct World {
@@ -25,27 +25,16 @@ pub(crate) async fn world(ttl: u64) -> World {
 
 /// The same world on a server of the caller's making.
 pub(crate) async fn world_on(s: TestServer) -> World {
-    let (_, agent) = s
-        .call(
-            Method::POST,
-            "/v1/agents",
-            KEY,
-            Some(json!({"name": "a", "model": "claude-opus-4-6", "tools": [{"type": "agent_toolset_20260401"}]})),
-        )
-        .await;
-    let (_, env) = s
-        .call(Method::POST, "/v1/environments", KEY, Some(json!({"name": "e", "config": {"type": "self_hosted"}})))
-        .await;
-    let env = env["id"].as_str().unwrap().to_owned();
-    let (_, key) = s.call(Method::POST, &format!("/v1/environments/{env}/keys"), KEY, None).await;
+    let agent = s.new_agent(toolset()).await;
+    let (env, env_key) = s.new_environment_with_key().await;
     let (_, rw) = s
         .call(Method::POST, "/v1/memory_stores", KEY, Some(json!({"name": "User Preferences", "description": "prefs"})))
         .await;
     let (_, ro) = s.call(Method::POST, "/v1/memory_stores", KEY, Some(json!({"name": "user preferences!"}))).await;
     World {
         env,
-        env_key: key["key"].as_str().unwrap().to_owned(),
-        agent: agent["id"].as_str().unwrap().to_owned(),
+        env_key,
+        agent,
         rw_store: rw["id"].as_str().unwrap().to_owned(),
         ro_store: ro["id"].as_str().unwrap().to_owned(),
         s,

@@ -131,6 +131,19 @@ mod tests {
 
     use super::*;
 
+    /// The store `memstore_s`, open (not archived).
+    fn open_store() -> MemoryStore {
+        MemoryStore {
+            id: "memstore_s".parse().unwrap(),
+            name: "s".into(),
+            description: String::new(),
+            metadata: Default::default(),
+            created_at: Default::default(),
+            updated_at: Default::default(),
+            archived_at: None,
+        }
+    }
+
     fn memory(path: &str, content: &str) -> Memory {
         Memory {
             id: "mem_m".parse::<MemoryId>().unwrap(),
@@ -181,15 +194,7 @@ mod tests {
 
     #[test]
     fn store_and_path_checks() {
-        let mut store = MemoryStore {
-            id: "memstore_s".parse().unwrap(),
-            name: "s".into(),
-            description: String::new(),
-            metadata: Default::default(),
-            created_at: Default::default(),
-            updated_at: Default::default(),
-            archived_at: None,
-        };
+        let mut store = open_store();
         assert!(check_writable(&store).is_ok());
         assert!(check_capacity(&store, 9, 10).is_ok());
         assert!(matches!(check_capacity(&store, 10, 10), Err(StoreError::StoreFull { limit: 10, .. })));
@@ -218,15 +223,7 @@ mod tests {
 
     #[test]
     fn the_first_failing_check_of_a_create_wins() {
-        let mut archived = MemoryStore {
-            id: "memstore_s".parse().unwrap(),
-            name: "s".into(),
-            description: String::new(),
-            metadata: Default::default(),
-            created_at: Default::default(),
-            updated_at: Default::default(),
-            archived_at: None,
-        };
+        let mut archived = open_store();
         let open = archived.clone();
         archived.archived_at = Some(Default::default());
         let taken = || Some(("mem_x".to_owned(), "/a".to_owned()));

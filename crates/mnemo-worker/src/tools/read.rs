@@ -327,15 +327,13 @@ mod tests {
     fn missing_directory_and_confinement_errors() {
         let (_d, root, ctx) = setup();
         fs::create_dir(root.join("dir")).unwrap();
-        assert_eq!(
-            read(&ctx, json!({"file_path": "nope.txt"})).unwrap_err(),
-            "read: nope.txt: no such file or directory"
-        );
-        assert_eq!(read(&ctx, json!({"file_path": "dir"})).unwrap_err(), "read: dir: not a regular file");
-        assert_eq!(
-            read(&ctx, json!({"file_path": "../x"})).unwrap_err(),
-            "read: path '../x' is outside the session's working directory"
-        );
+        for (file_path, refusal) in [
+            ("nope.txt", "read: nope.txt: no such file or directory"),
+            ("dir", "read: dir: not a regular file"),
+            ("../x", "read: path '../x' is outside the session's working directory"),
+        ] {
+            assert_eq!(read(&ctx, json!({"file_path": file_path})).unwrap_err(), refusal);
+        }
     }
 
     #[test]

@@ -130,6 +130,35 @@ where
     }
 }
 
+/// `mnemo worker poll` serving environment `env` of the server at `base` with `key`: its memory
+/// folders under `mnt`, its work and state folders where the test says.
+pub fn worker_poll(env: &str, key: &str, base: &str, mnt: &Path, workdir: &Path, state: &Path) -> Command {
+    let mut cmd = mnemo();
+    cmd.args(["worker", "poll", "--environment-id", env, "--base-url", base])
+        .arg("--memory-mount-root")
+        .arg(mnt)
+        .arg("--workdir")
+        .arg(workdir)
+        .arg("--state-dir")
+        .arg(state)
+        .env("ANTHROPIC_ENVIRONMENT_KEY", key);
+    cmd
+}
+
+/// Every memory of a store, as the server holds it: path to content.
+pub async fn remote_files(
+    client: &mnemo_client::Client,
+    store: &mnemo_api::MemoryStoreId,
+) -> std::collections::BTreeMap<String, String> {
+    client
+        .list_all_memories(store, mnemo_api::View::Full)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.path, m.content.unwrap_or_default()))
+        .collect()
+}
+
 /// Posts one tool call as the agent; answers its event id.
 pub async fn call(api: &mnemo_client::Client, session: &str, tool: &str, input: serde_json::Value) -> String {
     let body = serde_json::json!({"events": [{"type": "agent.tool_use", "name": tool, "input": input}]});
