@@ -11,7 +11,7 @@
 //!
 //! When nothing is due the sender looks again after `poll_interval` — on a database only this
 //! process writes (SQLite), only once this process wrote something since its last look
-//! (`maintenance::WRITES`: a delivery is only ever queued by a write), a retry it
+//! ([`crate::maintenance::WRITES`]: a delivery is only ever queued by a write), a retry it
 //! scheduled falls due, or [`IDLE_LOOK`] has passed. An idle server used to spend most of its
 //! CPU on a look at the outbox every second.
 
