@@ -129,4 +129,10 @@ impl ops::WorkspaceSql for Pg<'_, '_> {
         .await
         .map(drop)
     }
+
+    async fn organization(&self) -> Result<mnemo_store::Organization> {
+        let row = opt(self, "SELECT id, name FROM organization LIMIT 1", &[]).await?;
+        let row = row.ok_or_else(|| StoreError::backend("the database has no organization"))?;
+        Ok(mnemo_store::Organization { id: col(&row, 0)?, name: col(&row, 1)? })
+    }
 }

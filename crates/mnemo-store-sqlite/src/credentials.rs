@@ -119,4 +119,10 @@ impl ops::WorkspaceSql for Lite<'_> {
         .map_err(backend)?;
         Ok(())
     }
+
+    async fn organization(&self) -> Result<mnemo_store::Organization> {
+        let row = query_one(self, "SELECT id, name FROM organization LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let (id, name) = row.ok_or_else(|| StoreError::backend("the database has no organization"))?;
+        Ok(mnemo_store::Organization { id, name })
+    }
 }

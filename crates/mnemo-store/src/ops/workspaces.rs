@@ -27,6 +27,8 @@ pub struct NewWorkspaceRow<'a> {
 /// SQL over workspaces.
 pub trait WorkspaceSql: Clock {
     async fn insert_workspace(&self, row: NewWorkspaceRow<'_>) -> Result<()>;
+    /// The organization (one row, made by the migration).
+    async fn organization(&self) -> Result<crate::Organization>;
 }
 
 /// Creates a workspace named `name` with the default colour, no tags and the default residency.
