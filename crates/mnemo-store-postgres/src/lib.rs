@@ -400,7 +400,11 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn list_environment_keys(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
+    async fn list_environment_keys(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+    ) -> Result<Vec<EnvironmentKey>> {
         read!(self.engine, |tx| ops::environments::list_keys(&Pg(&tx), ws, environment).await)
     }
 

@@ -282,7 +282,11 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::environments::revoke_key(&Lite(c), &ws, &environment, &id))).await
     }
 
-    async fn list_environment_keys(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
+    async fn list_environment_keys(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+    ) -> Result<Vec<EnvironmentKey>> {
         let (ws, environment) = (ws.clone(), environment.clone());
         self.engine.read(move |c| run_ready(ops::environments::list_keys(&Lite(c), &ws, &environment))).await
     }

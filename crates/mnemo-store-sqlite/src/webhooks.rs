@@ -142,7 +142,9 @@ impl ops::WebhookSql for Lite<'_> {
             "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE workspace_id = ?3 AND seq < ?1 \
              ORDER BY seq DESC LIMIT ?2"
         ))
-        .and_then(|mut s| s.query_map(params![before, limit, ws.as_str()], endpoint_from_row)?.collect::<rusqlite::Result<Vec<_>>>())
+        .and_then(|mut s| {
+            s.query_map(params![before, limit, ws.as_str()], endpoint_from_row)?.collect::<rusqlite::Result<Vec<_>>>()
+        })
         .map_err(backend)
     }
 

@@ -649,8 +649,7 @@ pub trait Store: Send + Sync + 'static {
         expected_last_heartbeat: &str,
         desired_ttl_seconds: Option<u64>,
     ) -> Result<HeartbeatOutcome>;
-    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool)
-    -> Result<Work>;
+    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work>;
     async fn get_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
     async fn update_work_metadata(
         &self,

@@ -56,7 +56,10 @@ pub async fn environments_are_created_updated_listed_archived_and_deleted(factor
     assert_eq!(updated.scope.as_deref(), Some("workspace"));
     assert_eq!(updated.created_at, env.created_at);
     assert_eq!(s.get_environment(&s.default_workspace().await.unwrap(), &env.id).await.unwrap(), updated);
-    let kept = s.update_environment(&s.default_workspace().await.unwrap(), &env.id, EnvironmentPatch::default()).await.unwrap();
+    let kept = s
+        .update_environment(&s.default_workspace().await.unwrap(), &env.id, EnvironmentPatch::default())
+        .await
+        .unwrap();
     assert_eq!((kept.name.as_str(), &kept.metadata, &kept.scope), ("renamed", &updated.metadata, &updated.scope));
 
     let retype = EnvironmentPatch { config: Some(json!({"type": "cloud"})), ..Default::default() };
@@ -90,7 +93,10 @@ pub async fn environments_are_created_updated_listed_archived_and_deleted(factor
     let again = s.archive_environment(&s.default_workspace().await.unwrap(), &second.id).await.unwrap();
     assert_eq!(again.archived_at, archived.archived_at, "archiving twice keeps the first archival");
     let ids = |l: Vec<mnemo_api::Environment>| l.into_iter().map(|e| e.id).collect::<Vec<EnvironmentId>>();
-    assert_eq!(ids(s.list_environments(&s.default_workspace().await.unwrap(), false, 10, None).await.unwrap().items), [third.id.clone(), env.id.clone()]);
+    assert_eq!(
+        ids(s.list_environments(&s.default_workspace().await.unwrap(), false, 10, None).await.unwrap().items),
+        [third.id.clone(), env.id.clone()]
+    );
     assert_eq!(
         ids(s.list_environments(&s.default_workspace().await.unwrap(), true, 10, None).await.unwrap().items),
         [third.id.clone(), second.id.clone(), env.id.clone()]
@@ -107,7 +113,10 @@ pub async fn environments_are_created_updated_listed_archived_and_deleted(factor
     assert_err!(s.delete_environment(&s.default_workspace().await.unwrap(), &env.id).await, e if is_environment_not_found(&e));
     assert_err!(s.update_environment(&s.default_workspace().await.unwrap(), &env.id, EnvironmentPatch::default()).await, e if is_environment_not_found(&e));
     assert_err!(s.archive_environment(&s.default_workspace().await.unwrap(), &env.id).await, e if is_environment_not_found(&e));
-    assert_eq!(ids(s.list_environments(&s.default_workspace().await.unwrap(), true, 10, None).await.unwrap().items), [third.id, second.id]);
+    assert_eq!(
+        ids(s.list_environments(&s.default_workspace().await.unwrap(), true, 10, None).await.unwrap().items),
+        [third.id, second.id]
+    );
     assert_err!(s.get_environment(&s.default_workspace().await.unwrap(), &EnvironmentId::generate()).await, e if is_environment_not_found(&e));
 }
 
@@ -120,21 +129,41 @@ pub async fn environment_keys_are_scoped_to_their_environment(factory: &impl Sto
     let ka2 = s.create_environment_key(&s.default_workspace().await.unwrap(), &a.id, ha2).await.unwrap();
     let kb = s.create_environment_key(&s.default_workspace().await.unwrap(), &b.id, hb).await.unwrap();
     let key_ids = |keys: Vec<mnemo_api::EnvironmentKey>| keys.into_iter().map(|k| k.id).collect::<Vec<_>>();
-    assert_eq!(key_ids(s.list_environment_keys(&s.default_workspace().await.unwrap(), &a.id).await.unwrap()), [ka1.id.clone(), ka2.id.clone()]);
-    assert_eq!(key_ids(s.list_environment_keys(&s.default_workspace().await.unwrap(), &b.id).await.unwrap()), std::slice::from_ref(&kb.id));
+    assert_eq!(
+        key_ids(s.list_environment_keys(&s.default_workspace().await.unwrap(), &a.id).await.unwrap()),
+        [ka1.id.clone(), ka2.id.clone()]
+    );
+    assert_eq!(
+        key_ids(s.list_environment_keys(&s.default_workspace().await.unwrap(), &b.id).await.unwrap()),
+        std::slice::from_ref(&kb.id)
+    );
 
     // A key is revoked through its own environment only.
-    assert_err!(s.revoke_environment_key(&s.default_workspace().await.unwrap(), &a.id, &kb.id).await, StoreError::NotFound { .. });
-    assert!(matches!(s.resolve_credential(hb).await.unwrap().map(|p| p.credential), Some(Credential::EnvironmentKey { .. })));
     assert_err!(
-        s.revoke_environment_key(&s.default_workspace().await.unwrap(), &a.id, &mnemo_api::EnvironmentKeyId::generate()).await,
+        s.revoke_environment_key(&s.default_workspace().await.unwrap(), &a.id, &kb.id).await,
+        StoreError::NotFound { .. }
+    );
+    assert!(matches!(
+        s.resolve_credential(hb).await.unwrap().map(|p| p.credential),
+        Some(Credential::EnvironmentKey { .. })
+    ));
+    assert_err!(
+        s.revoke_environment_key(
+            &s.default_workspace().await.unwrap(),
+            &a.id,
+            &mnemo_api::EnvironmentKeyId::generate()
+        )
+        .await,
         StoreError::NotFound { .. }
     );
 
     let revoked = s.revoke_environment_key(&s.default_workspace().await.unwrap(), &a.id, &ka1.id).await.unwrap();
     assert!(revoked.revoked_at.is_some());
     assert_eq!(s.resolve_credential(ha1).await.unwrap().map(|p| p.credential), None);
-    assert!(s.resolve_credential(ha2).await.unwrap().map(|p| p.credential).is_some(), "the environment's other key lives on");
+    assert!(
+        s.resolve_credential(ha2).await.unwrap().map(|p| p.credential).is_some(),
+        "the environment's other key lives on"
+    );
     let twice = s.revoke_environment_key(&s.default_workspace().await.unwrap(), &a.id, &ka1.id).await.unwrap();
     assert_eq!(twice.revoked_at, revoked.revoked_at, "revoking twice returns the key unchanged");
     let listed = s.list_environment_keys(&s.default_workspace().await.unwrap(), &a.id).await.unwrap();

@@ -70,13 +70,16 @@ pub(crate) async fn memory_store(s: &dyn Store, name: &str) -> MemoryStoreId {
 /// A `self_hosted` environment (a work queue), or a `cloud` one (no queue).
 pub async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
     let config = if self_hosted { json!({"type": "self_hosted"}) } else { json!({"type": "cloud"}) };
-    s.create_environment(&s.default_workspace().await.unwrap(), NewEnvironment {
-        name: "conformance".into(),
-        description: None,
-        metadata: BTreeMap::new(),
-        config,
-        scope: None,
-    })
+    s.create_environment(
+        &s.default_workspace().await.unwrap(),
+        NewEnvironment {
+            name: "conformance".into(),
+            description: None,
+            metadata: BTreeMap::new(),
+            config,
+            scope: None,
+        },
+    )
     .await
     .unwrap()
 }

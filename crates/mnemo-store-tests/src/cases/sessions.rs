@@ -229,13 +229,20 @@ pub async fn archiving_or_deleting_a_session_stops_its_work(factory: &impl Store
     let archived = session(&*s, &env).await;
     let deleted = session(&*s, &env).await;
     let token = fresh_hash();
-    let item = s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, token).await.unwrap().expect("the oldest item");
+    let item = s
+        .poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, token)
+        .await
+        .unwrap()
+        .expect("the oldest item");
     assert_eq!(item.data.id, archived.id.as_str());
     s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap();
     assert!(s.resolve_credential(token).await.unwrap().is_some());
 
     s.archive_session(&archived.id).await.unwrap();
-    assert_eq!(s.get_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap().state, WorkState::Stopped);
+    assert_eq!(
+        s.get_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap().state,
+        WorkState::Stopped
+    );
     assert_eq!(s.resolve_credential(token).await.unwrap(), None, "the stopped item's token dies");
 
     let queued = work_of(&*s, &env, &deleted).await;
@@ -244,5 +251,11 @@ pub async fn archiving_or_deleting_a_session_stops_its_work(factory: &impl Store
         Ok(work) => assert_eq!(work.state, WorkState::Stopped, "a deleted session's item is stopped"),
         Err(e) => assert!(matches!(e, StoreError::NotFound { .. }), "{e:?}"),
     }
-    assert!(s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, fresh_hash()).await.unwrap().is_none(), "nothing left to deliver");
+    assert!(
+        s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, fresh_hash())
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing left to deliver"
+    );
 }

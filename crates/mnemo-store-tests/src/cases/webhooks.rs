@@ -35,7 +35,8 @@ async fn deliveries(s: &dyn Store, endpoint: &WebhookEndpointId) -> Vec<WebhookD
     let mut out = Vec::new();
     let mut query = ListWebhookDeliveries { status: None, limit: 7, after: None };
     loop {
-        let page = s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), endpoint, query.clone()).await.unwrap();
+        let page =
+            s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), endpoint, query.clone()).await.unwrap();
         assert!(page.items.len() <= 7);
         out.extend(page.items);
         match page.next {
@@ -65,12 +66,15 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
     let s = factory.open(Limits::default()).await;
     let secret = generate_webhook_secret();
     let created = s
-        .create_webhook_endpoint(&s.default_workspace().await.unwrap(), NewWebhookEndpoint {
-            url: "https://example.com/hook".into(),
-            event_types: Some(vec![T::SessionStatusIdled]),
-            description: Some("ops".into()),
-            secret: secret.clone().into(),
-        })
+        .create_webhook_endpoint(
+            &s.default_workspace().await.unwrap(),
+            NewWebhookEndpoint {
+                url: "https://example.com/hook".into(),
+                event_types: Some(vec![T::SessionStatusIdled]),
+                description: Some("ops".into()),
+                secret: secret.clone().into(),
+            },
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -83,7 +87,10 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
     let plain = s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, false).await.unwrap();
     assert_eq!(plain.secret, None);
     assert_eq!(plain.url, "https://example.com/hook");
-    assert_eq!(s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, true).await.unwrap().secret, Some(secret.into()));
+    assert_eq!(
+        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, true).await.unwrap().secret,
+        Some(secret.into())
+    );
     let second = endpoint(&*s, "http://127.0.0.1:9/", None).await;
 
     let page = s.list_webhook_endpoints(&s.default_workspace().await.unwrap(), 1, None).await.unwrap();
@@ -104,18 +111,37 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
         ("https://example.org/other", &None, &None)
     );
     assert!(updated.updated_at >= created.updated_at);
-    let kept = s.update_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, WebhookEndpointPatch::default()).await.unwrap();
+    let kept = s
+        .update_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, WebhookEndpointPatch::default())
+        .await
+        .unwrap();
     assert_eq!(kept.url, "https://example.org/other", "an empty patch keeps every field");
 
     s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id).await.unwrap();
-    assert_err!(s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, false).await, StoreError::NotFound { .. });
-    assert_err!(s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id).await, StoreError::NotFound { .. });
     assert_err!(
-        s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &created.id, ListWebhookDeliveries { limit: 10, ..Default::default() }).await,
+        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, false).await,
         StoreError::NotFound { .. }
     );
     assert_err!(
-        s.update_webhook_endpoint(&s.default_workspace().await.unwrap(), &WebhookEndpointId::generate(), WebhookEndpointPatch::default()).await,
+        s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id).await,
+        StoreError::NotFound { .. }
+    );
+    assert_err!(
+        s.list_webhook_deliveries(
+            &s.default_workspace().await.unwrap(),
+            &created.id,
+            ListWebhookDeliveries { limit: 10, ..Default::default() }
+        )
+        .await,
+        StoreError::NotFound { .. }
+    );
+    assert_err!(
+        s.update_webhook_endpoint(
+            &s.default_workspace().await.unwrap(),
+            &WebhookEndpointId::generate(),
+            WebhookEndpointPatch::default()
+        )
+        .await,
         StoreError::NotFound { .. }
     );
 }
@@ -192,7 +218,13 @@ pub async fn changes_yield_webhook_deliveries_in_their_transaction(factory: &imp
     assert_ne!(shared[0].id, picked[0].id);
 
     let pending = ListWebhookDeliveries { status: Some(DeliveryStatus::Delivered), limit: 10, after: None };
-    assert!(s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &all.id, pending).await.unwrap().items.is_empty());
+    assert!(
+        s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &all.id, pending)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFactory) {
@@ -206,7 +238,10 @@ pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFac
     let first = &claimed[0];
     assert_eq!((first.attempt, &first.endpoint, first.url.as_str()), (1, &hook.id, "https://example.com/hook"));
     assert_eq!((first.event_type, first.resource_id.as_str()), (T::MemoryStoreCreated, store.as_str()));
-    assert_eq!(Some(first.secret.clone()), s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap().secret);
+    assert_eq!(
+        Some(first.secret.clone()),
+        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap().secret
+    );
     assert!(s.claim_webhook_deliveries(10, long).await.unwrap().is_empty(), "a claimed delivery is hidden");
     let listed = &deliveries(&*s, &hook.id).await[0];
     assert_eq!((listed.attempts, listed.status), (1, DeliveryStatus::Pending));
@@ -236,7 +271,14 @@ pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFac
     assert_eq!((failed.status, failed.last_status_code), (DeliveryStatus::Failed, None));
     assert_eq!(failed.last_error.as_deref(), Some("connection refused"));
     let only_failed = ListWebhookDeliveries { status: Some(DeliveryStatus::Failed), limit: 10, after: None };
-    assert_eq!(s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &hook.id, only_failed).await.unwrap().items.len(), 1);
+    assert_eq!(
+        s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &hook.id, only_failed)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 
     // An attempt never reported is made again once its lease ends.
     memory_store(&*s, "three").await;
@@ -350,11 +392,15 @@ pub async fn claims_take_the_oldest_due_first_and_return_them_in_that_order(fact
 pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
     let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;
-    let old = s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap().secret.unwrap();
+    let old =
+        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap().secret.unwrap();
     let long = Duration::from_secs(60);
 
     let new = generate_webhook_secret();
-    let rotated = s.rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, new.clone(), Duration::from_secs(600)).await.unwrap();
+    let rotated = s
+        .rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, new.clone(), Duration::from_secs(600))
+        .await
+        .unwrap();
     assert_eq!(
         rotated.secret.as_ref().map(mnemo_api::Secret::expose),
         Some(new.as_str()),
@@ -373,19 +419,30 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
         (new.as_str(), Some(old.expose())),
         "both sign"
     );
-    let listed = s.list_webhook_endpoints(&s.default_workspace().await.unwrap(), 10, None).await.unwrap().items.remove(0);
+    let listed =
+        s.list_webhook_endpoints(&s.default_workspace().await.unwrap(), 10, None).await.unwrap().items.remove(0);
     assert!(listed.secret.is_none() && listed.previous_secret_expires_at.is_some());
 
     // Rotating at once (no overlap) leaves only the newest.
     let newest = generate_webhook_secret();
-    let rotated = s.rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, newest.clone(), Duration::ZERO).await.unwrap();
+    let rotated = s
+        .rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, newest.clone(), Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(rotated.previous_secret_expires_at, None);
     memory_store(&*s, "after").await;
     let d = s.claim_webhook_deliveries(10, long).await.unwrap().remove(0);
     assert_eq!((d.secret.expose(), d.previous_secret.as_ref().map(mnemo_api::Secret::expose)), (newest.as_str(), None));
 
     // An overlap ends on the store's clock.
-    s.rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, generate_webhook_secret(), Duration::from_secs(1)).await.unwrap();
+    s.rotate_webhook_secret(
+        &s.default_workspace().await.unwrap(),
+        &hook.id,
+        generate_webhook_secret(),
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap();
     let ended = loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let e = s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, false).await.unwrap();
@@ -398,7 +455,13 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
     assert_eq!(s.claim_webhook_deliveries(10, long).await.unwrap().remove(0).previous_secret, None);
 
     assert_err!(
-        s.rotate_webhook_secret(&s.default_workspace().await.unwrap(), &WebhookEndpointId::generate(), generate_webhook_secret(), long).await,
+        s.rotate_webhook_secret(
+            &s.default_workspace().await.unwrap(),
+            &WebhookEndpointId::generate(),
+            generate_webhook_secret(),
+            long
+        )
+        .await,
         StoreError::NotFound { .. }
     );
 }

@@ -55,7 +55,8 @@ pub async fn create<S: AgentSql + WebhookSql>(sql: &S, spec: &AgentSpec) -> Resu
 pub async fn update<S: AgentSql + WebhookSql>(sql: &S, id: &AgentId, base: u32, params: &AgentParams) -> Result<Agent> {
     let AgentRow { agent: current, seq } = sql.lock_agent(id).await?;
     let spec = catalog::update_agent(&current, base, params)?;
-    emit_one_in_default(sql, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str()).await?;
+    emit_one_in_default(sql, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str())
+        .await?;
     let Some(spec) = spec else { return Ok(current) };
     let version = next_agent_version(current.version)?;
     let now = sql.now().await?;

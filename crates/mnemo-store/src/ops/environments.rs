@@ -139,7 +139,11 @@ fn key_not_found(id: &EnvironmentKeyId) -> StoreError {
 }
 
 /// Creates an environment.
-pub async fn create<S: EnvironmentRowSql + WebhookSql>(sql: &S, ws: &WorkspaceId, new: &NewEnvironment) -> Result<Environment> {
+pub async fn create<S: EnvironmentRowSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    new: &NewEnvironment,
+) -> Result<Environment> {
     let now = sql.now().await?;
     let environment = Environment {
         id: EnvironmentId::generate(),
@@ -180,7 +184,11 @@ pub async fn update<S: EnvironmentRowSql + WebhookSql>(
 
 /// Archives an environment, locked; archiving an archived one changes nothing (and yields no
 /// event).
-pub async fn archive<S: EnvironmentRowSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
+pub async fn archive<S: EnvironmentRowSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &EnvironmentId,
+) -> Result<Environment> {
     let EnvironmentRow { mut environment, seq } = sql.lock_environment(ws, id).await?.ok_or_else(|| not_found(id))?;
     let already = environment.archived_at.is_some();
     emit_one(sql, ws, Change::Archived { resource: Resource::Environment, already }, id.as_str()).await?;
