@@ -74,7 +74,9 @@ async fn another_workspaces_environments_work_and_endpoints_answer_like_unknown_
     for (method, of_a, unknown, body) in calls {
         let (got_status, got) = s.call(method.clone(), &of_a, KEY_B, body.clone()).await;
         let (want_status, want) = s.call(method.clone(), &unknown, KEY_B, body).await;
-        assert_eq!(got_status, 404, "{method} {of_a}: {got}");
+        // 404, or 403 where the scope rules refuse an API key before any lookup (a worker's
+        // acknowledgement or heartbeat): either way, what an unknown id gets.
+        assert!(matches!(got_status, 403 | 404), "{method} {of_a}: {got}");
         assert_eq!(
             (got_status, neutral(got, &[&env, &key, &item, &hook])),
             (want_status, neutral(want, &[&env_x, &key_x, &item_x, &hook_x])),
