@@ -58,11 +58,11 @@ fn row(env: &Environment, stats: Option<&WorkQueueStats>) -> EnvironmentRow {
     }
 }
 
-async fn stats(console: &Console, env: &Environment) -> Result<Option<WorkQueueStats>, PageError> {
+async fn stats(console: &Console, who: &Signed, env: &Environment) -> Result<Option<WorkQueueStats>, PageError> {
     if !env.is_self_hosted() {
         return Ok(None);
     }
-    Ok(Some(console.store.work_stats(&env.id).await?))
+    Ok(Some(console.store.work_stats(&who.workspace, &env.id).await?))
 }
 
 #[derive(Debug, Template)]
@@ -81,10 +81,10 @@ pub(crate) async fn list(
     Query(mut q): Query<ArchivedList>,
 ) -> Result<Response, PageError> {
     let first_page = q.after.is_none();
-    let listing = console.store.list_environments(q.archived, PAGE, q.after.take()).await?;
+    let listing = console.store.list_environments(&who.workspace, q.archived, PAGE, q.after.take()).await?;
     let mut rows = Vec::with_capacity(listing.items.len());
     for env in &listing.items {
-        rows.push(row(env, stats(&console, env).await?.as_ref()));
+        rows.push(row(env, stats(&console, &who, env).await?.as_ref()));
     }
     let next = q.next_link("/console/environments", listing.next);
     let archived = q.archived;
@@ -114,9 +114,9 @@ async fn environment_page_with(
     env_id: &EnvironmentId,
     minted: Option<(String, String)>,
 ) -> Result<Response, PageError> {
-    let env = console.store.get_environment(env_id).await?;
-    let (stats, keys) = tokio::try_join!(stats(console, &env), async {
-        console.store.list_environment_keys(env_id).await.map_err(PageError::from)
+    let env = console.store.get_environment(&who.workspace, env_id).await?;
+    let (stats, keys) = tokio::try_join!(stats(console, who, &env), async {
+        console.store.list_environment_keys(&who.workspace, env_id).await.map_err(PageError::from)
     })?;
     let keys = keys
         .iter()
@@ -150,7 +150,7 @@ pub(crate) async fn mint_key(
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
-    let key = console.store.create_environment_key(&env_id, hash(&secret)).await?;
+    let key = console.store.create_environment_key(&posted.who.workspace, &env_id, hash(&secret)).await?;
     tracing::info!(environment.id = %env_id, environment_key.id = %key.id, api_key.id = %posted.who.api_key, "minted environment key in the console");
     let mut response =
         environment_page_with(&console, &posted.who, &env_id, Some((key.id.to_string(), secret))).await?;
@@ -164,8 +164,8 @@ pub(crate) async fn revoke_confirm(
     Id(env_id): Id<EnvironmentId>,
     Id(key_id): Id<EnvironmentKeyId>,
 ) -> Result<Response, PageError> {
-    let env = console.store.get_environment(&env_id).await?;
-    let keys = console.store.list_environment_keys(&env_id).await?;
+    let env = console.store.get_environment(&who.workspace, &env_id).await?;
+    let keys = console.store.list_environment_keys(&who.workspace, &env_id).await?;
     let key = keys
         .iter()
         .find(|k| k.id == key_id)
@@ -192,7 +192,7 @@ pub(crate) async fn revoke(
     Id(key_id): Id<EnvironmentKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    console.store.revoke_environment_key(&env_id, &key_id).await?;
+    console.store.revoke_environment_key(&posted.who.workspace, &env_id, &key_id).await?;
     console.hooks.credentials_changed();
     tracing::info!(environment.id = %env_id, environment_key.id = %key_id, api_key.id = %posted.who.api_key, "revoked environment key in the console");
     Ok(crate::page::see_other(&format!("/console/environments/{env_id}")))

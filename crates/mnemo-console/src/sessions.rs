@@ -67,6 +67,7 @@ fn agent_name(agent: &Value) -> String {
 /// Environment names by id, looked up once per page.
 async fn environment_names(
     console: &Console,
+    ws: &mnemo_api::WorkspaceId,
     ids: impl Iterator<Item = &EnvironmentId>,
 ) -> Result<HashMap<EnvironmentId, String>, PageError> {
     let mut names = HashMap::new();
@@ -74,7 +75,7 @@ async fn environment_names(
         if names.contains_key(id) {
             continue;
         }
-        let name = match console.store.get_environment(id).await {
+        let name = match console.store.get_environment(ws, id).await {
             Ok(env) => env.name,
             Err(StoreError::NotFound { .. } | StoreError::Coded { .. }) => format!("{id} (deleted)"),
             Err(err) => return Err(err.into()),
@@ -118,7 +119,7 @@ pub(crate) async fn list(
         .store
         .list_sessions(ListSessions { include_archived: true, limit: PAGE, after, ..ListSessions::default() })
         .await?;
-    let environments = environment_names(&console, listing.items.iter().map(|s| &s.environment_id)).await?;
+    let environments = environment_names(&console, &who.workspace, listing.items.iter().map(|s| &s.environment_id)).await?;
     let rows = listing.items.iter().map(|s| session_row(s, &environments)).collect();
     let next = listing.next.map(|c| format!("/console/sessions?page={}", encode_component(&c.encode())));
     Ok(render(&SessionsPage { chrome: who.chrome(Section::Sessions), rows, next, first_page }))
@@ -210,7 +211,7 @@ pub(crate) async fn session_page(
             href: format!("/console/stores/{}/versions/{}", r.memory_store_id, v.id),
         }));
     }
-    let environments = environment_names(&console, std::iter::once(&session.environment_id)).await?;
+    let environments = environment_names(&console, &who.workspace, std::iter::once(&session.environment_id)).await?;
     let attached = session
         .resources
         .iter()

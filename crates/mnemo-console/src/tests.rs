@@ -112,8 +112,9 @@ impl Harness {
     }
 
     async fn self_hosted_environment(&self) -> mnemo_api::Environment {
+        let ws = self.store.default_workspace().await.unwrap();
         self.store
-            .create_environment(NewEnvironment {
+            .create_environment(&ws, NewEnvironment {
                 name: "e".into(),
                 description: None,
                 metadata: Default::default(),
@@ -209,7 +210,8 @@ async fn wrong_keys_environment_keys_and_stale_forms_do_not_sign_in() {
     let h = harness().await;
     let env = h.self_hosted_environment().await;
     let env_key = "sk-mnemo-env-test-0123456789abcdefghijklmnopq";
-    h.store.create_environment_key(&env.id, Sha256::digest(env_key.as_bytes()).into()).await.unwrap();
+    let ws = h.store.default_workspace().await.unwrap();
+    h.store.create_environment_key(&ws, &env.id, Sha256::digest(env_key.as_bytes()).into()).await.unwrap();
     for (key, says) in [
         ("sk-wrong-0123456789abcdefghijklmnopqrstuv", "not known to this server"),
         (env_key, "environment key"),

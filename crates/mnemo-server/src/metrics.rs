@@ -61,10 +61,12 @@ pub async fn refresh_gauges(store: &dyn Store) -> Result<(), StoreError> {
     }
     let (mut depth, mut pending) = (0u64, 0u64);
     let mut after = None;
+    // Queues of the Default workspace (TODO(merge): every workspace's, once the store lists them).
+    let ws = store.default_workspace().await?;
     loop {
-        let page = store.list_environments(false, 100, after).await?;
+        let page = store.list_environments(&ws, false, 100, after).await?;
         for env in &page.items {
-            let stats = store.work_stats(&env.id).await?;
+            let stats = store.work_stats(&ws, &env.id).await?;
             depth += stats.depth;
             pending += stats.pending;
         }

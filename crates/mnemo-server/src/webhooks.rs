@@ -42,11 +42,6 @@ pub struct WebhookConfig {
     pub concurrency: usize,
     /// How long finished deliveries (delivered or failed) stay listed.
     pub retention: Duration,
-    /// `data.organization_id` of every event (mnemo has no organizations: one name for the
-    /// deployment).
-    pub organization_id: String,
-    /// `data.workspace_id` of every event.
-    pub workspace_id: String,
     /// Which addresses deliveries may connect to (public ones only by default).
     pub targets: WebhookTargets,
 }
@@ -59,8 +54,6 @@ impl Default for WebhookConfig {
             poll_interval: Duration::from_secs(1),
             concurrency: 8,
             retention: Duration::from_secs(7 * 86_400),
-            organization_id: "org_mnemo".into(),
-            workspace_id: "wrkspc_default".into(),
             targets: WebhookTargets::public_only(),
         }
     }
@@ -86,15 +79,15 @@ pub fn sign(secret: &str, id: &str, timestamp: i64, payload: &str) -> Option<Str
 }
 
 /// The payload of a claimed delivery: the same bytes on every attempt.
-pub(crate) fn payload(d: &ClaimedDelivery, config: &WebhookConfig) -> String {
+pub(crate) fn payload(d: &ClaimedDelivery) -> String {
     let event = WebhookEvent {
         id: d.event.clone(),
         created_at: rfc3339_micros(d.created_at.timestamp_micros()),
         data: WebhookEventData {
             kind: d.event_type,
             id: d.resource_id.clone(),
-            organization_id: config.organization_id.clone(),
-            workspace_id: config.workspace_id.clone(),
+            organization_id: d.organization_id.clone(),
+            workspace_id: d.workspace_id.to_string(),
         },
     };
     serde_json::to_string(&event).expect("an event serialises")
@@ -167,7 +160,7 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
 
 /// Makes one attempt of a claimed delivery and records its outcome.
 async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConfig, d: ClaimedDelivery) {
-    let body = payload(&d, config);
+    let body = payload(&d);
     let timestamp = chrono::Utc::now().timestamp();
     // During a rotation both secrets sign (Standard Webhooks: space-separated signatures, any
     // one of which verifies), so a receiver holding either accepts the delivery.

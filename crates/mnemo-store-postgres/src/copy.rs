@@ -337,8 +337,10 @@ mod tests {
 
         // After the copy, the database numbers new rows past the copied `seq`.
         store.finish_copy().await.unwrap();
+        let ws = mnemo_store::Store::default_workspace(&store).await.unwrap();
         let created = mnemo_store::Store::create_environment(
             &store,
+            &ws,
             mnemo_store::NewEnvironment {
                 name: "next".into(),
                 description: None,

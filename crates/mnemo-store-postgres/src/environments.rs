@@ -4,7 +4,7 @@
 //! meanwhile); delete locks it `FOR UPDATE` and waits for every writer that [holds](hold) it; a
 //! new key takes it `FOR SHARE`.
 
-use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId};
+use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, WorkspaceId};
 use mnemo_store::ops::environments::{json_columns, not_found};
 use mnemo_store::ops::{self, EnvironmentColumns, EnvironmentRow};
 use mnemo_store::{CredentialHash, Cursor, Listing, Result};
@@ -32,20 +32,28 @@ fn from_row(r: &Row) -> Result<EnvironmentRow> {
     .decode()
 }
 
-/// The environment `id`, locked as `lock` says (`""`: not at all).
-async fn find(tx: &Tx<'_>, id: &EnvironmentId, lock: &str) -> Result<Option<EnvironmentRow>> {
-    let row = opt(tx, &format!("SELECT {COLUMNS} FROM environments WHERE id = $1{lock}"), &[&id.as_str()]).await?;
+/// The environment `id`, locked as `lock` says (`""`: not at all), of workspace `ws` if given
+/// (one of another workspace is not found).
+async fn find(tx: &Tx<'_>, ws: Option<&WorkspaceId>, id: &EnvironmentId, lock: &str) -> Result<Option<EnvironmentRow>> {
+    let row = match ws {
+        None => opt(tx, &format!("SELECT {COLUMNS} FROM environments WHERE id = $1{lock}"), &[&id.as_str()]).await?,
+        Some(ws) => {
+            let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = $1 AND workspace_id = $2{lock}");
+            opt(tx, &sql, &[&id.as_str(), &ws.as_str()]).await?
+        }
+    };
     row.as_ref().map(from_row).transpose()
 }
 
-/// The environment and its row number, or not-found.
-pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &EnvironmentId) -> Result<(Environment, i64)> {
-    let row = find(tx, id, "").await?.ok_or_else(|| not_found(id))?;
+/// Workspace `ws`'s environment and its row number, or not-found.
+pub(crate) async fn get_with_seq(tx: &Tx<'_>, ws: &WorkspaceId, id: &EnvironmentId) -> Result<(Environment, i64)> {
+    let row = find(tx, Some(ws), id, "").await?.ok_or_else(|| not_found(id))?;
     Ok((row.environment, row.seq))
 }
 
 pub(crate) async fn list(
     tx: &Tx<'_>,
+    ws: &WorkspaceId,
     include_archived: bool,
     limit: u32,
     after: Option<&Cursor>,
@@ -54,9 +62,10 @@ pub(crate) async fn list(
     let rows = all(
         tx,
         &format!(
-            "SELECT {COLUMNS} FROM environments WHERE seq < $1 AND ($2 OR archived_at IS NULL) ORDER BY seq DESC LIMIT $3"
+            "SELECT {COLUMNS} FROM environments WHERE workspace_id = $4 AND seq < $1 AND ($2 OR archived_at IS NULL) \
+             ORDER BY seq DESC LIMIT $3"
         ),
-        &[&before, &include_archived, &(i64::from(limit) + 1)],
+        &[&before, &include_archived, &(i64::from(limit) + 1), &ws.as_str()],
     )
     .await?;
     let rows = rows.iter().map(|r| from_row(r).map(|row| (row.environment, row.seq))).collect::<Result<Vec<_>>>()?;
@@ -81,34 +90,39 @@ impl ops::EnvironmentSql for Pg<'_, '_> {
     /// referencing it (a work item) meets no deleted parent, and a delete waits for it. It does not
     /// wait for updates, nor they for it.
     async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        find(self, id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
+        find(self, None, id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
+    }
+
+    async fn hold_environment_in(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
+        find(self, Some(ws), id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
     }
 }
 
 impl ops::EnvironmentRowSql for Pg<'_, '_> {
-    async fn find_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id, "").await
+    async fn find_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, Some(ws), id, "").await
     }
 
-    async fn share_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id, " FOR SHARE").await
+    async fn share_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, Some(ws), id, " FOR SHARE").await
     }
 
-    async fn lock_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id, " FOR NO KEY UPDATE").await
+    async fn lock_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, Some(ws), id, " FOR NO KEY UPDATE").await
     }
 
-    async fn lock_environment_to_delete(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id, " FOR UPDATE").await
+    async fn lock_environment_to_delete(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, Some(ws), id, " FOR UPDATE").await
     }
 
-    async fn insert_environment(&self, env: &Environment, now: i64) -> Result<()> {
+    async fn insert_environment(&self, ws: &WorkspaceId, env: &Environment, now: i64) -> Result<()> {
         let (metadata, config) = json_columns(env);
         exec(
             self,
-            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
-            &[&env.id.as_str(), &env.name, &env.description, &metadata, &config, &env.scope, &now],
+            "INSERT INTO environments \
+             (id, name, description, metadata, config, scope, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)",
+            &[&env.id.as_str(), &env.name, &env.description, &metadata, &config, &env.scope, &now, &ws.as_str()],
         )
         .await
         .map(drop)
@@ -156,14 +170,14 @@ impl ops::EnvironmentRowSql for Pg<'_, '_> {
         .map(drop)
     }
 
-    async fn find_environment_key(&self, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>> {
+    async fn find_environment_key(&self, ws: &WorkspaceId, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>> {
         let row = opt(
             self,
             &format!(
                 "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
-                 WHERE k.id = $1"
+                 WHERE k.id = $1 AND e.workspace_id = $2"
             ),
-            &[&id.as_str()],
+            &[&id.as_str(), &ws.as_str()],
         )
         .await?;
         row.as_ref().map(key_from_row).transpose()

@@ -435,64 +435,80 @@ impl Store for PostgresStore {
         write!(self.engine, |tx| ops::audit::prune(&Pg(&tx), days).await)
     }
 
-    async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        write!(self.engine, |tx| ops::environments::create(&Pg(&tx), &new).await)
+    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
+        write!(self.engine, |tx| ops::credentials::ensure_api_key_in(&Pg(&tx), ws, &hash, label).await)
     }
 
-    async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        read!(self.engine, |tx| ops::environments::get(&Pg(&tx), id).await)
+    async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment> {
+        write!(self.engine, |tx| ops::environments::create(&Pg(&tx), ws, &new).await)
     }
 
-    async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
-        write!(self.engine, |tx| ops::environments::update(&Pg(&tx), id, patch.clone()).await)
+    async fn get_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
+        read!(self.engine, |tx| ops::environments::get(&Pg(&tx), ws, id).await)
+    }
+
+    async fn update_environment(
+        &self,
+        ws: &WorkspaceId,
+        id: &EnvironmentId,
+        patch: EnvironmentPatch,
+    ) -> Result<Environment> {
+        write!(self.engine, |tx| ops::environments::update(&Pg(&tx), ws, id, patch.clone()).await)
     }
 
     async fn list_environments(
         &self,
+        ws: &WorkspaceId,
         include_archived: bool,
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Environment>> {
-        read!(self.engine, |tx| environments::list(&tx, include_archived, limit, after.as_ref()).await)
+        read!(self.engine, |tx| environments::list(&tx, ws, include_archived, limit, after.as_ref()).await)
     }
 
-    async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
+    async fn archive_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
         write!(self.engine, |tx| {
-            let archived = ops::environments::archive(&Pg(&tx), id).await?;
+            let archived = ops::environments::archive(&Pg(&tx), ws, id).await?;
             credentials_changed(self, &tx).await?;
             Ok(archived)
         })
     }
 
-    async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
+    async fn delete_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()> {
         write!(self.engine, |tx| {
-            ops::environments::delete(&Pg(&tx), id).await?;
+            ops::environments::delete(&Pg(&tx), ws, id).await?;
             credentials_changed(self, &tx).await
         })
     }
 
     async fn create_environment_key(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
-        write!(self.engine, |tx| ops::environments::create_key(&Pg(&tx), environment, &hash).await)
+        write!(self.engine, |tx| ops::environments::create_key(&Pg(&tx), ws, environment, &hash).await)
     }
 
     async fn revoke_environment_key(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey> {
         write!(self.engine, |tx| {
-            let key = ops::environments::revoke_key(&Pg(&tx), environment, id).await?;
+            let key = ops::environments::revoke_key(&Pg(&tx), ws, environment, id).await?;
             credentials_changed(self, &tx).await?;
             Ok(key)
         })
     }
 
-    async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
-        read!(self.engine, |tx| ops::environments::list_keys(&Pg(&tx), environment).await)
+    async fn list_environment_keys(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+    ) -> Result<Vec<EnvironmentKey>> {
+        read!(self.engine, |tx| ops::environments::list_keys(&Pg(&tx), ws, environment).await)
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
@@ -596,13 +612,14 @@ impl Store for PostgresStore {
 
     async fn poll_work(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         worker_id: Option<String>,
         reclaim_ms: u64,
         token_hash: CredentialHash,
     ) -> Result<Option<Work>> {
         write!(self.engine, |tx| {
-            ops::work::poll(&Pg(&tx), environment, worker_id.as_deref(), reclaim_ms, &token_hash).await
+            ops::work::poll(&Pg(&tx), ws, environment, worker_id.as_deref(), reclaim_ms, &token_hash).await
         })
     }
 
@@ -616,54 +633,62 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {
+    async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {
-            let item = ops::work::enqueue_healthcheck(&Pg(&tx), environment, ttl).await?;
+            let item = ops::work::enqueue_healthcheck(&Pg(&tx), ws, environment, ttl).await?;
             self.signal(&tx, &Signal::Work).await?;
             Ok(item)
         })
     }
 
-    async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        write!(self.engine, |tx| ops::work::ack(&Pg(&tx), environment, id).await)
+    async fn ack_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        write!(self.engine, |tx| ops::work::ack(&Pg(&tx), ws, environment, id).await)
     }
 
     async fn heartbeat_work(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &WorkId,
         expected_last_heartbeat: &str,
         desired_ttl_seconds: Option<u64>,
     ) -> Result<HeartbeatOutcome> {
         write!(self.engine, |tx| {
-            ops::work::heartbeat(&Pg(&tx), environment, id, expected_last_heartbeat, desired_ttl_seconds).await
+            ops::work::heartbeat(&Pg(&tx), ws, environment, id, expected_last_heartbeat, desired_ttl_seconds).await
         })
     }
 
-    async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
-        write!(self.engine, |tx| ops::work::stop(&Pg(&tx), environment, id, force).await)
+    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
+        write!(self.engine, |tx| ops::work::stop(&Pg(&tx), ws, environment, id, force).await)
     }
 
-    async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        read!(self.engine, |tx| ops::work::get(&Pg(&tx), environment, id).await)
+    async fn get_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        read!(self.engine, |tx| ops::work::get(&Pg(&tx), ws, environment, id).await)
     }
 
     async fn update_work_metadata(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &WorkId,
         patch: BTreeMap<String, Option<String>>,
     ) -> Result<Work> {
-        write!(self.engine, |tx| ops::work::update_metadata(&Pg(&tx), environment, id, &patch).await)
+        write!(self.engine, |tx| ops::work::update_metadata(&Pg(&tx), ws, environment, id, &patch).await)
     }
 
-    async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>> {
-        read!(self.engine, |tx| work::list(&tx, environment, limit, after.as_ref()).await)
+    async fn list_work(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Work>> {
+        read!(self.engine, |tx| work::list(&tx, ws, environment, limit, after.as_ref()).await)
     }
 
-    async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats> {
-        read!(self.engine, |tx| ops::work::stats(&Pg(&tx), environment).await)
+    async fn work_stats(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats> {
+        read!(self.engine, |tx| ops::work::stats(&Pg(&tx), ws, environment).await)
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
@@ -827,45 +852,58 @@ impl Store for PostgresStore {
             Ok(())
         })
     }
-    async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| ops::webhooks::create_endpoint(&Pg(&tx), &new).await)
+    async fn create_webhook_endpoint(&self, ws: &WorkspaceId, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
+        write!(self.engine, |tx| ops::webhooks::create_endpoint(&Pg(&tx), ws, &new).await)
     }
 
-    async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
-        read!(self.engine, |tx| ops::webhooks::get_endpoint(&Pg(&tx), id, with_secret).await)
+    async fn get_webhook_endpoint(
+        &self,
+        ws: &WorkspaceId,
+        id: &WebhookEndpointId,
+        with_secret: bool,
+    ) -> Result<WebhookEndpoint> {
+        read!(self.engine, |tx| ops::webhooks::get_endpoint(&Pg(&tx), ws, id, with_secret).await)
     }
 
     async fn rotate_webhook_secret(
         &self,
+        ws: &WorkspaceId,
         id: &WebhookEndpointId,
         secret: String,
         keep_previous: Duration,
     ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| ops::webhooks::rotate_secret(&Pg(&tx), id, &secret, keep_previous).await)
+        write!(self.engine, |tx| ops::webhooks::rotate_secret(&Pg(&tx), ws, id, &secret, keep_previous).await)
     }
 
     async fn update_webhook_endpoint(
         &self,
+        ws: &WorkspaceId,
         id: &WebhookEndpointId,
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| ops::webhooks::update_endpoint(&Pg(&tx), id, patch.clone()).await)
+        write!(self.engine, |tx| ops::webhooks::update_endpoint(&Pg(&tx), ws, id, patch.clone()).await)
     }
 
-    async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
-        read!(self.engine, |tx| ops::webhooks::list_endpoints(&Pg(&tx), limit, after.as_ref()).await)
+    async fn list_webhook_endpoints(
+        &self,
+        ws: &WorkspaceId,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<WebhookEndpoint>> {
+        read!(self.engine, |tx| ops::webhooks::list_endpoints(&Pg(&tx), ws, limit, after.as_ref()).await)
     }
 
-    async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
-        write!(self.engine, |tx| ops::webhooks::delete_endpoint(&Pg(&tx), id).await)
+    async fn delete_webhook_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<()> {
+        write!(self.engine, |tx| ops::webhooks::delete_endpoint(&Pg(&tx), ws, id).await)
     }
 
     async fn list_webhook_deliveries(
         &self,
+        ws: &WorkspaceId,
         endpoint: &WebhookEndpointId,
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>> {
-        read!(self.engine, |tx| ops::webhooks::list_deliveries(&Pg(&tx), endpoint, &query).await)
+        read!(self.engine, |tx| ops::webhooks::list_deliveries(&Pg(&tx), ws, endpoint, &query).await)
     }
 
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {

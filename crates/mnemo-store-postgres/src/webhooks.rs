@@ -6,7 +6,7 @@
 //! `next_attempt_at` past the attempt's lease before it commits, so no other claim sees it as
 //! due until the lease ends. Times are the database's clock, as for work leases.
 
-use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpointId};
+use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
 use mnemo_store::Result;
 use mnemo_store::ops::{self, DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
 use mnemo_store::rules::webhook::{Claim, Planned, Recorded};
@@ -69,10 +69,11 @@ fn delivery_state(r: &Row) -> Result<DeliveryRow> {
 }
 
 impl ops::WebhookSql for Pg<'_, '_> {
-    async fn webhook_filters(&self) -> Result<Vec<(i64, EventFilter)>> {
+    async fn webhook_filters(&self, ws: &WorkspaceId) -> Result<Vec<(i64, EventFilter)>> {
         // Held against deletion until the deliveries commit (a deletion that committed first is
         // simply not seen), so a write never fails on an endpoint deleted meanwhile.
-        let rows = all(self, "SELECT seq, event_types FROM webhook_endpoints ORDER BY seq FOR KEY SHARE", &[]).await?;
+        let sql = "SELECT seq, event_types FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY seq FOR KEY SHARE";
+        let rows = all(self, sql, &[&ws.as_str()]).await?;
         rows.iter()
             .map(|r| Ok((col::<i64>(r, 0)?, filter_from_column(col::<Option<String>>(r, 1)?.as_deref())?)))
             .collect()
@@ -110,8 +111,9 @@ impl ops::WebhookSql for Pg<'_, '_> {
         let new = row.new;
         exec(
             self,
-            "INSERT INTO webhook_endpoints (id, url, secret, event_types, description, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            "INSERT INTO webhook_endpoints \
+             (id, url, secret, event_types, description, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
             &[
                 &row.id.as_str(),
                 &new.url,
@@ -119,30 +121,34 @@ impl ops::WebhookSql for Pg<'_, '_> {
                 &filter_to_column(&new.event_types),
                 &new.description,
                 &row.now,
+                &row.ws.as_str(),
             ],
         )
         .await
         .map(drop)
     }
 
-    async fn find_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
-        let row =
-            opt(self, &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1"), &[&id.as_str()])
-                .await?;
+    async fn find_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
+        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND workspace_id = $2");
+        let row = opt(self, &sql, &[&id.as_str(), &ws.as_str()]).await?;
         row.as_ref().map(endpoint_from_row).transpose()
     }
 
-    async fn lock_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
-        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 FOR UPDATE");
-        let row = opt(self, &sql, &[&id.as_str()]).await?;
+    async fn lock_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
+        let sql =
+            format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND workspace_id = $2 FOR UPDATE");
+        let row = opt(self, &sql, &[&id.as_str(), &ws.as_str()]).await?;
         row.as_ref().map(endpoint_from_row).transpose()
     }
 
-    async fn endpoints_before(&self, before: i64, limit: u32) -> Result<Vec<EndpointRow>> {
+    async fn endpoints_before(&self, ws: &WorkspaceId, before: i64, limit: u32) -> Result<Vec<EndpointRow>> {
         let rows = all(
             self,
-            &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE seq < $1 ORDER BY seq DESC LIMIT $2"),
-            &[&before, &i64::from(limit)],
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE workspace_id = $3 AND seq < $1 \
+                 ORDER BY seq DESC LIMIT $2"
+            ),
+            &[&before, &i64::from(limit), &ws.as_str()],
         )
         .await?;
         rows.iter().map(endpoint_from_row).collect()
@@ -255,7 +261,8 @@ impl ops::WebhookSql for Pg<'_, '_> {
         let rows = all(
             self,
             "SELECT d.seq, d.id, p.id, p.url, p.secret, p.previous_secret, p.previous_secret_expires_at, \
-                    e.id, e.type, e.resource_id, e.created_at \
+                    e.id, e.type, e.resource_id, e.created_at, p.workspace_id, \
+                    (SELECT id FROM organization LIMIT 1) \
              FROM webhook_deliveries d JOIN webhook_endpoints p ON p.seq = d.endpoint_seq \
              JOIN webhook_events e ON e.seq = d.event_seq WHERE d.seq = ANY($1)",
             &[&seqs],
@@ -275,6 +282,8 @@ impl ops::WebhookSql for Pg<'_, '_> {
                     event_type: event_type_from_column(&col::<String>(r, 8)?)?,
                     resource_id: col(r, 9)?,
                     created_at: col(r, 10)?,
+                    workspace_id: parse_id(&col::<String>(r, 11)?)?,
+                    organization_id: col(r, 12)?,
                 })
             })
             .collect()

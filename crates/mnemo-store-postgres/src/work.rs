@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, Work, WorkState};
+use mnemo_api::{EnvironmentId, Work, WorkState, WorkspaceId};
 use mnemo_store::ops::{self, NewWork, StoredToken, WorkFilter};
 use mnemo_store::row::{before, page};
 use mnemo_store::rules::work::{Change, DELIVERABLE_STATE, LAPSING_STATES, Lease, Micros};
@@ -73,9 +73,12 @@ fn filter_sql(filter: WorkFilter<'_>, lock: &str) -> (String, Vec<Value>) {
     };
     let p = &mut Vec::new();
     let sql = match filter {
-        WorkFilter::Item { environment, id } => {
-            format!("w.id = {} AND e.id = {}", bind(p, text(id.as_str())), bind(p, text(environment.as_str())))
-        }
+        WorkFilter::Item { ws, environment, id } => format!(
+            "w.id = {} AND e.id = {} AND e.workspace_id = {}",
+            bind(p, text(id.as_str())),
+            bind(p, text(environment.as_str())),
+            bind(p, text(ws.as_str()))
+        ),
         WorkFilter::Seq(seq) => format!("w.seq = {}", bind(p, int(seq))),
         WorkFilter::Lapsed { environment, now } => {
             let lapsed = lapsed(now, p);
@@ -144,14 +147,15 @@ async fn first(
     }
 }
 
-/// A page of an environment's items, newest first.
+/// A page of the items of workspace `ws`'s environment, newest first.
 pub(crate) async fn list(
     tx: &Tx<'_>,
+    ws: &WorkspaceId,
     env: &EnvironmentId,
     limit: u32,
     after: Option<&Cursor>,
 ) -> Result<Listing<Work>> {
-    let (_, env_seq) = environments::get_with_seq(tx, env).await?;
+    let (_, env_seq) = environments::get_with_seq(tx, ws, env).await?;
     let before = before(after)?;
     let rows = all(
         tx,
@@ -307,8 +311,8 @@ impl ops::WorkSql for Pg<'_, '_> {
         u64::try_from(col::<i64>(&row, 0)?).map_err(|e| failure(format!("worker count: {e}")))
     }
 
-    async fn environment_seq(&self, id: &EnvironmentId) -> Result<i64> {
-        environments::get_with_seq(self, id).await.map(|(_, seq)| seq)
+    async fn environment_seq(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<i64> {
+        environments::get_with_seq(self, ws, id).await.map(|(_, seq)| seq)
     }
 }
 
@@ -323,8 +327,9 @@ mod tests {
     fn every_filter_binds_what_it_names() {
         let (env, id, session): (EnvironmentId, WorkId, SessionId) =
             (EnvironmentId::generate(), WorkId::generate(), SessionId::generate());
+        let ws = WorkspaceId::generate();
         let filters = [
-            WorkFilter::Item { environment: &env, id: &id },
+            WorkFilter::Item { ws: &ws, environment: &env, id: &id },
             WorkFilter::Seq(1),
             WorkFilter::Lapsed { environment: None, now: 1 },
             WorkFilter::Lapsed { environment: Some(1), now: 1 },

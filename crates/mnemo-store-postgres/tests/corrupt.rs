@@ -39,7 +39,8 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
     let session = session(&store, &env).await;
     let appended = store.append_events(&session.id, vec![user_message("hi")], person()).await.unwrap();
     let event = appended.recorded[0].event.id.to_string();
-    let work = store.enqueue_healthcheck(&env.id).await.unwrap();
+    let ws = store.default_workspace().await.unwrap();
+    let work = store.enqueue_healthcheck(&ws, &env.id).await.unwrap();
     let clean = mnemo_store_postgres::check(&settings).await.expect("the check runs");
     assert!(clean.is_ok(), "a fresh deployment checks clean: {:?}", clean.problems());
 
@@ -52,8 +53,8 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
     assert_corrupt(store.get_session(&session.id).await, "sessions", session.id.as_str(), "status");
 
     psql(&schema, "UPDATE work_items SET state = 'dozing' WHERE id = $1", work.id.as_str()).await;
-    assert_corrupt(store.get_work(&env.id, &work.id).await, "work_items", work.id.as_str(), "state");
-    assert_corrupt(store.list_work(&env.id, 10, None).await, "work_items", work.id.as_str(), "state");
+    assert_corrupt(store.get_work(&ws, &env.id, &work.id).await, "work_items", work.id.as_str(), "state");
+    assert_corrupt(store.list_work(&ws, &env.id, 10, None).await, "work_items", work.id.as_str(), "state");
 
     let report = mnemo_store_postgres::check(&settings).await.expect("the check runs");
     assert!(!report.is_ok(), "{:?}", report.checks);

@@ -133,19 +133,23 @@ async fn an_outage_fails_fast_loses_nothing_and_heals_itself() {
             }
         }
     };
+    let ws = store.default_workspace().await.expect("the Default workspace");
     let env = store
-        .create_environment(mnemo_store::NewEnvironment {
-            name: "e".into(),
-            description: None,
-            metadata: Default::default(),
-            config: serde_json::json!({"type": "self_hosted"}),
-            scope: None,
-        })
+        .create_environment(
+            &ws,
+            mnemo_store::NewEnvironment {
+                name: "e".into(),
+                description: None,
+                metadata: Default::default(),
+                config: serde_json::json!({"type": "self_hosted"}),
+                scope: None,
+            },
+        )
         .await
         .expect("create an environment");
     let listened = async {
         loop {
-            store.archive_environment(&env.id).await.expect("archive");
+            store.archive_environment(&ws, &env.id).await.expect("archive");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     };

@@ -380,13 +380,16 @@ pub(crate) mod tests {
     /// A session with one message, written through the store; its id and the message's.
     pub(crate) async fn session_with_message(s: &SqliteStore) -> (String, String) {
         let env = s
-            .create_environment(mnemo_store::NewEnvironment {
-                name: "e".into(),
-                description: None,
-                metadata: BTreeMap::new(),
-                config: serde_json::json!({"type": "cloud"}),
-                scope: None,
-            })
+            .create_environment(
+                &s.default_workspace().await.unwrap(),
+                mnemo_store::NewEnvironment {
+                    name: "e".into(),
+                    description: None,
+                    metadata: BTreeMap::new(),
+                    config: serde_json::json!({"type": "cloud"}),
+                    scope: None,
+                },
+            )
             .await
             .unwrap();
         let params: mnemo_api::AgentParams =

@@ -1,7 +1,7 @@
 //! Environments and environment keys: the SQL of [`ops::environments`]. The single writer
 //! excludes every other writer, so its locking primitives only read.
 
-use mnemo_api::{EnvironmentId, EnvironmentKey, EnvironmentKeyId};
+use mnemo_api::{EnvironmentId, EnvironmentKey, EnvironmentKeyId, WorkspaceId};
 use mnemo_store::ops::environments::{json_columns, not_found};
 use mnemo_store::ops::{self, EnvironmentColumns, EnvironmentRow};
 use mnemo_store::{CredentialHash, Cursor, Listing, Result, StoreError};
@@ -28,20 +28,31 @@ fn columns(r: &Row<'_>) -> rusqlite::Result<EnvironmentColumns> {
     })
 }
 
-fn find(c: &Connection, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+fn find_any(c: &Connection, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
     query_one(c, &format!("SELECT {COLUMNS} FROM environments WHERE id = ?1"), [id.as_str()], columns)?
         .map(EnvironmentColumns::decode)
         .transpose()
 }
 
-/// The environment and its row number, or not-found.
-pub(crate) fn get_with_seq(c: &Connection, id: &EnvironmentId) -> Result<(mnemo_api::Environment, i64)> {
-    let row = find(c, id)?.ok_or_else(|| not_found(id))?;
+/// Workspace `ws`'s environment: one of another workspace is not found.
+fn find(c: &Connection, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = ?1 AND workspace_id = ?2");
+    query_one(c, &sql, [id.as_str(), ws.as_str()], columns)?.map(EnvironmentColumns::decode).transpose()
+}
+
+/// Workspace `ws`'s environment and its row number, or not-found.
+pub(crate) fn get_with_seq(
+    c: &Connection,
+    ws: &WorkspaceId,
+    id: &EnvironmentId,
+) -> Result<(mnemo_api::Environment, i64)> {
+    let row = find(c, ws, id)?.ok_or_else(|| not_found(id))?;
     Ok((row.environment, row.seq))
 }
 
 pub(crate) fn list(
     c: &Connection,
+    ws: &WorkspaceId,
     include_archived: bool,
     limit: u32,
     after: Option<&Cursor>,
@@ -49,11 +60,12 @@ pub(crate) fn list(
     let before = crate::stores::before(after)?;
     let mut stmt = c
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM environments WHERE seq < ?1 AND (?2 OR archived_at IS NULL) ORDER BY seq DESC LIMIT ?3"
+            "SELECT {COLUMNS} FROM environments WHERE workspace_id = ?4 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
+             ORDER BY seq DESC LIMIT ?3"
         ))
         .map_err(backend)?;
     let rows = stmt
-        .query_map(params![before, include_archived, i64::from(limit) + 1], columns)
+        .query_map(params![before, include_archived, i64::from(limit) + 1, ws.as_str()], columns)
         .map_err(backend)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)?
@@ -78,33 +90,38 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
 
 impl ops::EnvironmentSql for Lite<'_> {
     async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        find(self, id)?.ok_or_else(|| not_found(id))
+        find_any(self, id)?.ok_or_else(|| not_found(id))
+    }
+
+    async fn hold_environment_in(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
+        find(self, ws, id)?.ok_or_else(|| not_found(id))
     }
 }
 
 impl ops::EnvironmentRowSql for Lite<'_> {
-    async fn find_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id)
+    async fn find_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, ws, id)
     }
 
-    async fn share_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id)
+    async fn share_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, ws, id)
     }
 
-    async fn lock_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id)
+    async fn lock_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, ws, id)
     }
 
-    async fn lock_environment_to_delete(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, id)
+    async fn lock_environment_to_delete(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
+        find(self, ws, id)
     }
 
-    async fn insert_environment(&self, env: &mnemo_api::Environment, now: i64) -> Result<()> {
+    async fn insert_environment(&self, ws: &WorkspaceId, env: &mnemo_api::Environment, now: i64) -> Result<()> {
         let (metadata, config) = json_columns(env);
         self.execute(
-            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            params![env.id.as_str(), env.name, env.description, metadata, config, env.scope, now],
+            "INSERT INTO environments \
+             (id, name, description, metadata, config, scope, created_at, updated_at, workspace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
+            params![env.id.as_str(), env.name, env.description, metadata, config, env.scope, now, ws.as_str()],
         )
         .map_err(backend)?;
         Ok(())
@@ -152,14 +169,14 @@ impl ops::EnvironmentRowSql for Lite<'_> {
         Ok(())
     }
 
-    async fn find_environment_key(&self, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>> {
+    async fn find_environment_key(&self, ws: &WorkspaceId, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>> {
         query_one(
             self,
             &format!(
                 "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
-                 WHERE k.id = ?1"
+                 WHERE k.id = ?1 AND e.workspace_id = ?2"
             ),
-            [id.as_str()],
+            [id.as_str(), ws.as_str()],
             key_from_row,
         )
     }

@@ -321,60 +321,79 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::audit::prune(&Lite(c), days))).await
     }
 
-    async fn create_environment(&self, new: NewEnvironment) -> Result<Environment> {
-        self.engine.write(move |c| run_ready(ops::environments::create(&Lite(c), &new))).await
+    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
+        let (ws, label) = (ws.clone(), label.to_owned());
+        self.engine.write(move |c| run_ready(ops::credentials::ensure_api_key_in(&Lite(c), &ws, &hash, &label))).await
     }
 
-    async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        let id = id.clone();
-        self.engine.read(move |c| run_ready(ops::environments::get(&Lite(c), &id))).await
+    async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment> {
+        let ws = ws.clone();
+        self.engine.write(move |c| run_ready(ops::environments::create(&Lite(c), &ws, &new))).await
     }
 
-    async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::environments::update(&Lite(c), &id, patch))).await
+    async fn get_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.read(move |c| run_ready(ops::environments::get(&Lite(c), &ws, &id))).await
+    }
+
+    async fn update_environment(
+        &self,
+        ws: &WorkspaceId,
+        id: &EnvironmentId,
+        patch: EnvironmentPatch,
+    ) -> Result<Environment> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::environments::update(&Lite(c), &ws, &id, patch))).await
     }
 
     async fn list_environments(
         &self,
+        ws: &WorkspaceId,
         include_archived: bool,
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Environment>> {
-        self.engine.read(move |c| environments::list(c, include_archived, limit, after.as_ref())).await
+        let ws = ws.clone();
+        self.engine.read(move |c| environments::list(c, &ws, include_archived, limit, after.as_ref())).await
     }
 
-    async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::environments::archive(&Lite(c), &id))).await
+    async fn archive_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::environments::archive(&Lite(c), &ws, &id))).await
     }
 
-    async fn delete_environment(&self, id: &EnvironmentId) -> Result<()> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::environments::delete(&Lite(c), &id))).await
+    async fn delete_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::environments::delete(&Lite(c), &ws, &id))).await
     }
 
     async fn create_environment_key(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         hash: CredentialHash,
     ) -> Result<EnvironmentKey> {
-        let environment = environment.clone();
-        self.engine.write(move |c| run_ready(ops::environments::create_key(&Lite(c), &environment, &hash))).await
+        let (ws, environment) = (ws.clone(), environment.clone());
+        self.engine.write(move |c| run_ready(ops::environments::create_key(&Lite(c), &ws, &environment, &hash))).await
     }
 
     async fn revoke_environment_key(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey> {
-        let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| run_ready(ops::environments::revoke_key(&Lite(c), &environment, &id))).await
+        let (ws, environment, id) = (ws.clone(), environment.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::environments::revoke_key(&Lite(c), &ws, &environment, &id))).await
     }
 
-    async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
-        let environment = environment.clone();
-        self.engine.read(move |c| run_ready(ops::environments::list_keys(&Lite(c), &environment))).await
+    async fn list_environment_keys(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+    ) -> Result<Vec<EnvironmentKey>> {
+        let (ws, environment) = (ws.clone(), environment.clone());
+        self.engine.read(move |c| run_ready(ops::environments::list_keys(&Lite(c), &ws, &environment))).await
     }
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
@@ -470,16 +489,18 @@ impl Store for SqliteStore {
 
     async fn poll_work(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         worker_id: Option<String>,
         reclaim_ms: u64,
         token_hash: CredentialHash,
     ) -> Result<Option<Work>> {
-        let environment = environment.clone();
+        let (ws, environment) = (ws.clone(), environment.clone());
         self.engine
             .write(move |c| {
                 run_ready(ops::work::poll(
                     &crate::engine::Lite(c),
+                    &ws,
                     &environment,
                     worker_id.as_deref(),
                     reclaim_ms,
@@ -493,31 +514,34 @@ impl Store for SqliteStore {
         self.engine.write(|c| run_ready(ops::work::expire_all(&Lite(c)))).await
     }
 
-    async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work> {
-        let environment = environment.clone();
+    async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work> {
+        let (ws, environment) = (ws.clone(), environment.clone());
         let ttl = self.limits.work_lease_ttl_seconds;
         self.engine
-            .write(move |c| run_ready(ops::work::enqueue_healthcheck(&crate::engine::Lite(c), &environment, ttl)))
+            .write(move |c| run_ready(ops::work::enqueue_healthcheck(&crate::engine::Lite(c), &ws, &environment, ttl)))
             .await
     }
 
-    async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| run_ready(ops::work::ack(&Lite(c), &environment, &id))).await
+    async fn ack_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        let (ws, environment, id) = (ws.clone(), environment.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::work::ack(&Lite(c), &ws, &environment, &id))).await
     }
 
     async fn heartbeat_work(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &WorkId,
         expected_last_heartbeat: &str,
         desired_ttl_seconds: Option<u64>,
     ) -> Result<HeartbeatOutcome> {
-        let (environment, id, expected) = (environment.clone(), id.clone(), expected_last_heartbeat.to_owned());
+        let (ws, environment, id, expected) =
+            (ws.clone(), environment.clone(), id.clone(), expected_last_heartbeat.to_owned());
         self.engine
             .write(move |c| {
                 run_ready(ops::work::heartbeat(
                     &crate::engine::Lite(c),
+                    &ws,
                     &environment,
                     &id,
                     &expected,
@@ -527,36 +551,47 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
-        let (environment, id) = (environment.clone(), id.clone());
-        self.engine.write(move |c| run_ready(ops::work::stop(&crate::engine::Lite(c), &environment, &id, force))).await
+    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
+        let (ws, environment, id) = (ws.clone(), environment.clone(), id.clone());
+        self.engine
+            .write(move |c| run_ready(ops::work::stop(&crate::engine::Lite(c), &ws, &environment, &id, force)))
+            .await
     }
 
-    async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        let (environment, id) = (environment.clone(), id.clone());
-        self.engine.read(move |c| run_ready(ops::work::get(&Lite(c), &environment, &id))).await
+    async fn get_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+        let (ws, environment, id) = (ws.clone(), environment.clone(), id.clone());
+        self.engine.read(move |c| run_ready(ops::work::get(&Lite(c), &ws, &environment, &id))).await
     }
 
     async fn update_work_metadata(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &WorkId,
         patch: BTreeMap<String, Option<String>>,
     ) -> Result<Work> {
-        let (environment, id) = (environment.clone(), id.clone());
+        let (ws, environment, id) = (ws.clone(), environment.clone(), id.clone());
         self.engine
-            .write(move |c| run_ready(ops::work::update_metadata(&crate::engine::Lite(c), &environment, &id, &patch)))
+            .write(move |c| {
+                run_ready(ops::work::update_metadata(&crate::engine::Lite(c), &ws, &environment, &id, &patch))
+            })
             .await
     }
 
-    async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>> {
-        let environment = environment.clone();
-        self.engine.read(move |c| work::list(c, &environment, limit, after.as_ref())).await
+    async fn list_work(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Work>> {
+        let (ws, environment) = (ws.clone(), environment.clone());
+        self.engine.read(move |c| work::list(c, &ws, &environment, limit, after.as_ref())).await
     }
 
-    async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats> {
-        let environment = environment.clone();
-        self.engine.read(move |c| run_ready(ops::work::stats(&Lite(c), &environment))).await
+    async fn work_stats(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats> {
+        let (ws, environment) = (ws.clone(), environment.clone());
+        self.engine.read(move |c| run_ready(ops::work::stats(&Lite(c), &ws, &environment))).await
     }
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
@@ -766,50 +801,67 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::console::revoke(&Lite(c), &hash)).map(drop)).await
     }
 
-    async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        self.engine.write(move |c| run_ready(ops::webhooks::create_endpoint(&Lite(c), &new))).await
+    async fn create_webhook_endpoint(&self, ws: &WorkspaceId, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
+        let ws = ws.clone();
+        self.engine.write(move |c| run_ready(ops::webhooks::create_endpoint(&Lite(c), &ws, &new))).await
     }
 
-    async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint> {
-        let id = id.clone();
-        self.engine.read(move |c| run_ready(ops::webhooks::get_endpoint(&Lite(c), &id, with_secret))).await
+    async fn get_webhook_endpoint(
+        &self,
+        ws: &WorkspaceId,
+        id: &WebhookEndpointId,
+        with_secret: bool,
+    ) -> Result<WebhookEndpoint> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.read(move |c| run_ready(ops::webhooks::get_endpoint(&Lite(c), &ws, &id, with_secret))).await
     }
 
     async fn rotate_webhook_secret(
         &self,
+        ws: &WorkspaceId,
         id: &WebhookEndpointId,
         secret: String,
         keep_previous: Duration,
     ) -> Result<WebhookEndpoint> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::webhooks::rotate_secret(&Lite(c), &id, &secret, keep_previous))).await
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine
+            .write(move |c| run_ready(ops::webhooks::rotate_secret(&Lite(c), &ws, &id, &secret, keep_previous)))
+            .await
     }
 
     async fn update_webhook_endpoint(
         &self,
+        ws: &WorkspaceId,
         id: &WebhookEndpointId,
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::webhooks::update_endpoint(&Lite(c), &id, patch))).await
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::webhooks::update_endpoint(&Lite(c), &ws, &id, patch))).await
     }
 
-    async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>> {
-        self.engine.read(move |c| run_ready(ops::webhooks::list_endpoints(&Lite(c), limit, after.as_ref()))).await
+    async fn list_webhook_endpoints(
+        &self,
+        ws: &WorkspaceId,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<WebhookEndpoint>> {
+        let ws = ws.clone();
+        self.engine.read(move |c| run_ready(ops::webhooks::list_endpoints(&Lite(c), &ws, limit, after.as_ref()))).await
     }
 
-    async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::webhooks::delete_endpoint(&Lite(c), &id))).await
+    async fn delete_webhook_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<()> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::webhooks::delete_endpoint(&Lite(c), &ws, &id))).await
     }
 
     async fn list_webhook_deliveries(
         &self,
+        ws: &WorkspaceId,
         endpoint: &WebhookEndpointId,
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>> {
-        let endpoint = endpoint.clone();
-        self.engine.read(move |c| run_ready(ops::webhooks::list_deliveries(&Lite(c), &endpoint, &query))).await
+        let (ws, endpoint) = (ws.clone(), endpoint.clone());
+        self.engine.read(move |c| run_ready(ops::webhooks::list_deliveries(&Lite(c), &ws, &endpoint, &query))).await
     }
 
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {

@@ -2,7 +2,7 @@
 //! transaction, the claims and outcomes of delivery attempts). Every write runs on the single
 //! writer thread, so a claim is one write job and two claims can never take the same delivery.
 
-use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpointId};
+use mnemo_api::{DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
 use mnemo_store::ops::{self, DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
 use mnemo_store::rules::webhook::{Claim, Planned, Recorded};
 use mnemo_store::webhook::{event_type_from_column, filter_from_column, filter_to_column, status_from_column};
@@ -67,10 +67,10 @@ fn delivery_state(r: &Row<'_>) -> rusqlite::Result<DeliveryRow> {
 }
 
 impl ops::WebhookSql for Lite<'_> {
-    async fn webhook_filters(&self) -> Result<Vec<(i64, EventFilter)>> {
-        self.prepare_cached("SELECT seq, event_types FROM webhook_endpoints ORDER BY seq")
+    async fn webhook_filters(&self, ws: &WorkspaceId) -> Result<Vec<(i64, EventFilter)>> {
+        self.prepare_cached("SELECT seq, event_types FROM webhook_endpoints WHERE workspace_id = ?1 ORDER BY seq")
             .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?
+                s.query_map([ws.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?
                     .collect::<rusqlite::Result<Vec<_>>>()
             })
             .map_err(backend)?
@@ -106,40 +106,45 @@ impl ops::WebhookSql for Lite<'_> {
     async fn insert_endpoint(&self, row: NewEndpointRow<'_>) -> Result<()> {
         let new = row.new;
         self.execute(
-            "INSERT INTO webhook_endpoints (id, url, secret, event_types, description, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+            "INSERT INTO webhook_endpoints \
+             (id, url, secret, event_types, description, created_at, updated_at, workspace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
             params![
                 row.id.as_str(),
                 new.url,
                 new.secret.expose(),
                 filter_to_column(&new.event_types),
                 new.description,
-                row.now
+                row.now,
+                row.ws.as_str()
             ],
         )
         .map_err(backend)?;
         Ok(())
     }
 
-    async fn find_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
+    async fn find_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
         query_one(
             self,
-            &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1"),
-            [id.as_str()],
+            &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1 AND workspace_id = ?2"),
+            [id.as_str(), ws.as_str()],
             endpoint_from_row,
         )
     }
 
-    async fn lock_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
+    async fn lock_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<Option<EndpointRow>> {
         // The single writer excludes every other writer: reading is locking.
-        self.find_endpoint(id).await
+        self.find_endpoint(ws, id).await
     }
 
-    async fn endpoints_before(&self, before: i64, limit: u32) -> Result<Vec<EndpointRow>> {
+    async fn endpoints_before(&self, ws: &WorkspaceId, before: i64, limit: u32) -> Result<Vec<EndpointRow>> {
         self.prepare_cached(&format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2"
+            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE workspace_id = ?3 AND seq < ?1 \
+             ORDER BY seq DESC LIMIT ?2"
         ))
-        .and_then(|mut s| s.query_map(params![before, limit], endpoint_from_row)?.collect::<rusqlite::Result<Vec<_>>>())
+        .and_then(|mut s| {
+            s.query_map(params![before, limit, ws.as_str()], endpoint_from_row)?.collect::<rusqlite::Result<Vec<_>>>()
+        })
         .map_err(backend)
     }
 
@@ -244,7 +249,8 @@ impl ops::WebhookSql for Lite<'_> {
         let mut stmt = self
             .prepare_cached(
                 "SELECT d.seq, d.id, p.id, p.url, p.secret, p.previous_secret, p.previous_secret_expires_at, \
-                        e.id, e.type, e.resource_id, e.created_at \
+                        e.id, e.type, e.resource_id, e.created_at, p.workspace_id, \
+                        (SELECT id FROM organization LIMIT 1) \
                  FROM webhook_deliveries d JOIN webhook_endpoints p ON p.seq = d.endpoint_seq \
                  JOIN webhook_events e ON e.seq = d.event_seq WHERE d.seq = ?1",
             )
@@ -266,6 +272,8 @@ impl ops::WebhookSql for Lite<'_> {
                         event_type: event_type_from_column(&r.get::<_, String>(8)?).map_err(bad)?,
                         resource_id: r.get(9)?,
                         created_at: r.get(10)?,
+                        workspace_id: parse_id(&r.get::<_, String>(11)?).map_err(bad)?,
+                        organization_id: r.get(12)?,
                     })
                 })
                 .map_err(backend)?;

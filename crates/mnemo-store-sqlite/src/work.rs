@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, Work, WorkState};
+use mnemo_api::{EnvironmentId, Work, WorkState, WorkspaceId};
 use mnemo_store::ops::{self, NewWork, StoredToken, WorkFilter};
 use mnemo_store::row::{before, page};
 use mnemo_store::rules::work::{Change, DELIVERABLE_STATE, LAPSING_STATES, Lease, Micros};
@@ -37,9 +37,9 @@ fn filter_sql(filter: WorkFilter<'_>) -> (String, Vec<Value>) {
     };
     let mut params = Vec::new();
     let sql = match filter {
-        WorkFilter::Item { environment, id } => {
-            params.extend([text(id.as_str()), text(environment.as_str())]);
-            "w.id = ? AND e.id = ?".to_owned()
+        WorkFilter::Item { ws, environment, id } => {
+            params.extend([text(id.as_str()), text(environment.as_str()), text(ws.as_str())]);
+            "w.id = ? AND e.id = ? AND e.workspace_id = ?".to_owned()
         }
         WorkFilter::Seq(seq) => {
             params.push(Value::Integer(seq));
@@ -116,9 +116,15 @@ fn first(c: &Connection, filter: WorkFilter<'_>, wanted: &(dyn Fn(&Lease) -> boo
     Ok(found)
 }
 
-/// A page of an environment's items, newest first.
-pub(crate) fn list(c: &Connection, env: &EnvironmentId, limit: u32, after: Option<&Cursor>) -> Result<Listing<Work>> {
-    let (_, env_seq) = environments::get_with_seq(c, env)?;
+/// A page of the items of workspace `ws`'s environment, newest first.
+pub(crate) fn list(
+    c: &Connection,
+    ws: &WorkspaceId,
+    env: &EnvironmentId,
+    limit: u32,
+    after: Option<&Cursor>,
+) -> Result<Listing<Work>> {
+    let (_, env_seq) = environments::get_with_seq(c, ws, env)?;
     let before = before(after)?;
     let mut stmt = c
         .prepare_cached(&format!(
@@ -274,8 +280,8 @@ impl ops::WorkSql for Lite<'_> {
         u64::try_from(count).map_err(backend)
     }
 
-    async fn environment_seq(&self, id: &EnvironmentId) -> Result<i64> {
-        environments::get_with_seq(self, id).map(|(_, seq)| seq)
+    async fn environment_seq(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<i64> {
+        environments::get_with_seq(self, ws, id).map(|(_, seq)| seq)
     }
 }
 
@@ -289,8 +295,9 @@ mod tests {
     fn every_filter_binds_what_it_names() {
         let (env, id, session): (EnvironmentId, WorkId, SessionId) =
             (EnvironmentId::generate(), WorkId::generate(), SessionId::generate());
+        let ws = WorkspaceId::generate();
         let filters = [
-            WorkFilter::Item { environment: &env, id: &id },
+            WorkFilter::Item { ws: &ws, environment: &env, id: &id },
             WorkFilter::Seq(1),
             WorkFilter::Lapsed { environment: None, now: 1 },
             WorkFilter::Lapsed { environment: Some(1), now: 1 },

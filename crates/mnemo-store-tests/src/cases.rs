@@ -17,6 +17,11 @@
 //!   environment; deletion takes its keys with it; an unknown environment is
 //!   `environment_not_found`. Keys are listed per environment, revoked only through their own
 //!   environment (another's is not found), and revoking twice changes nothing.
+//! - [`isolation_environments`] — a call in one workspace about another workspace's
+//!   environment, environment key, work item, queue or webhook endpoint fails exactly as for an
+//!   unknown id and changes nothing; listings show a workspace's own rows only; an event is
+//!   delivered to its resource's workspace's endpoints only, with that workspace's id and the
+//!   organization's.
 //! - [`agents`] — an update builds a new version on the latest one only (a stale or future
 //!   base is a `Conflict`), an update that changes nothing writes no version, old versions stay
 //!   readable; listings show the latest version, newest first, archived ones on request;
@@ -121,6 +126,7 @@ pub mod concurrency;
 pub mod credentials;
 pub mod environments;
 pub mod events;
+pub mod isolation_environments;
 pub mod leases;
 pub mod memories;
 pub mod model;

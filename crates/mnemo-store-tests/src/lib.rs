@@ -190,6 +190,12 @@ macro_rules! conformance {
             environments_are_created_updated_listed_archived_and_deleted,
             environment_keys_are_scoped_to_their_environment,
         });
+        $crate::conformance!(@async $factory; isolation_environments {
+            environments_and_keys_of_another_workspace_are_unknown,
+            work_of_another_workspace_is_unknown,
+            webhook_endpoints_of_another_workspace_are_unknown,
+            webhook_events_reach_only_their_workspaces_endpoints,
+        });
         $crate::conformance!(@async $factory; agents {
             agents_are_versioned_and_updates_build_on_the_latest,
             agents_are_listed_and_archived,

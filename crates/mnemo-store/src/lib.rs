@@ -535,6 +535,9 @@ pub trait Store: Send + Sync + 'static {
     async fn default_workspace(&self) -> Result<WorkspaceId>;
     /// Creates a workspace named `name` (default colour, no tags).
     async fn create_workspace(&self, name: &str) -> Result<WorkspaceId>;
+    /// Records an API key of workspace `ws` by the hash of its secret; an already known hash is
+    /// left alone (in its own workspace). Returns the key's id.
+    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
 
     /// The organization this server is (admin-api.md §8.1).
     async fn organization(&self) -> Result<mnemo_api::Organization>;
@@ -600,30 +603,44 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes audit entries older than `days` days; how many.
     async fn prune_audit_events(&self, days: u32) -> Result<u64>;
 
-    async fn create_environment(&self, new: NewEnvironment) -> Result<Environment>;
-    async fn get_environment(&self, id: &EnvironmentId) -> Result<Environment>;
+    // Environments, their keys and their work queues belong to workspace `ws`: every call
+    // below finds only `ws`'s, and answers another workspace's exactly like an unknown id.
+    async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment>;
+    async fn get_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment>;
     /// Updates an environment; an archived one, or a change of `config.type`, is refused.
-    async fn update_environment(&self, id: &EnvironmentId, patch: EnvironmentPatch) -> Result<Environment>;
+    async fn update_environment(
+        &self,
+        ws: &WorkspaceId,
+        id: &EnvironmentId,
+        patch: EnvironmentPatch,
+    ) -> Result<Environment>;
     async fn list_environments(
         &self,
+        ws: &WorkspaceId,
         include_archived: bool,
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Environment>>;
-    async fn archive_environment(&self, id: &EnvironmentId) -> Result<Environment>;
+    async fn archive_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment>;
     /// Deletes an environment with its keys.
-    async fn delete_environment(&self, id: &EnvironmentId) -> Result<()>;
+    async fn delete_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()>;
     /// Records a new key for an environment by the hash of its secret.
-    async fn create_environment_key(&self, environment: &EnvironmentId, hash: CredentialHash)
-    -> Result<EnvironmentKey>;
+    async fn create_environment_key(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+        hash: CredentialHash,
+    ) -> Result<EnvironmentKey>;
     /// Revokes a key of `environment` (a key of another environment is not found); revoking
     /// twice returns it unchanged.
     async fn revoke_environment_key(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &EnvironmentKeyId,
     ) -> Result<EnvironmentKey>;
-    async fn list_environment_keys(&self, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>>;
+    async fn list_environment_keys(&self, ws: &WorkspaceId, environment: &EnvironmentId)
+    -> Result<Vec<EnvironmentKey>>;
 
     async fn create_agent(&self, spec: AgentSpec) -> Result<Agent>;
     async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent>;
@@ -667,6 +684,7 @@ pub trait Store: Send + Sync + 'static {
     /// polls for `reclaim_ms`, and binds a fresh sessions token (by its hash) to it.
     async fn poll_work(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         worker_id: Option<String>,
         reclaim_ms: u64,
@@ -677,25 +695,33 @@ pub trait Store: Send + Sync + 'static {
     /// items a call touches, so this only keeps listings and statistics fresh.
     async fn expire_work(&self) -> Result<u64>;
     /// Queues a `healthcheck` item (workers ack and stop it without touching any session).
-    async fn enqueue_healthcheck(&self, environment: &EnvironmentId) -> Result<Work>;
-    async fn ack_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
+    async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work>;
+    async fn ack_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
     async fn heartbeat_work(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &WorkId,
         expected_last_heartbeat: &str,
         desired_ttl_seconds: Option<u64>,
     ) -> Result<HeartbeatOutcome>;
-    async fn stop_work(&self, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work>;
-    async fn get_work(&self, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
+    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work>;
+    async fn get_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
     async fn update_work_metadata(
         &self,
+        ws: &WorkspaceId,
         environment: &EnvironmentId,
         id: &WorkId,
         patch: BTreeMap<String, Option<String>>,
     ) -> Result<Work>;
-    async fn list_work(&self, environment: &EnvironmentId, limit: u32, after: Option<Cursor>) -> Result<Listing<Work>>;
-    async fn work_stats(&self, environment: &EnvironmentId) -> Result<WorkQueueStats>;
+    async fn list_work(
+        &self,
+        ws: &WorkspaceId,
+        environment: &EnvironmentId,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Work>>;
+    async fn work_stats(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats>;
 
     async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore>;
     async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
@@ -810,16 +836,23 @@ pub trait Store: Send + Sync + 'static {
     /// Ends a console session (signing out); ending an unknown or ended one does nothing.
     async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()>;
 
-    /// Registers a webhook endpoint; the answer carries its secret. Events of changes that
-    /// commit after this one are delivered to it (those of its filter).
-    async fn create_webhook_endpoint(&self, new: NewWebhookEndpoint) -> Result<WebhookEndpoint>;
+    /// Registers a webhook endpoint of workspace `ws`; the answer carries its secret. Events of
+    /// `ws`'s changes that commit after this one are delivered to it (those of its filter), and
+    /// no other workspace's. Every endpoint call below finds only `ws`'s endpoints.
+    async fn create_webhook_endpoint(&self, ws: &WorkspaceId, new: NewWebhookEndpoint) -> Result<WebhookEndpoint>;
     /// An endpoint, with its secret only if `with_secret`.
-    async fn get_webhook_endpoint(&self, id: &WebhookEndpointId, with_secret: bool) -> Result<WebhookEndpoint>;
+    async fn get_webhook_endpoint(
+        &self,
+        ws: &WorkspaceId,
+        id: &WebhookEndpointId,
+        with_secret: bool,
+    ) -> Result<WebhookEndpoint>;
     /// Replaces an endpoint's signing secret with `secret`; the one it replaces keeps signing
     /// beside it for `keep_previous` (on the store's clock; zero: not at all). Returns the
     /// endpoint with its new secret.
     async fn rotate_webhook_secret(
         &self,
+        ws: &WorkspaceId,
         id: &WebhookEndpointId,
         secret: String,
         keep_previous: std::time::Duration,
@@ -828,16 +861,23 @@ pub trait Store: Send + Sync + 'static {
     /// pending ones go to the new URL).
     async fn update_webhook_endpoint(
         &self,
+        ws: &WorkspaceId,
         id: &WebhookEndpointId,
         patch: WebhookEndpointPatch,
     ) -> Result<WebhookEndpoint>;
     /// Endpoints, newest first, without secrets.
-    async fn list_webhook_endpoints(&self, limit: u32, after: Option<Cursor>) -> Result<Listing<WebhookEndpoint>>;
+    async fn list_webhook_endpoints(
+        &self,
+        ws: &WorkspaceId,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<WebhookEndpoint>>;
     /// Removes an endpoint and its deliveries (pending ones are never sent).
-    async fn delete_webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<()>;
+    async fn delete_webhook_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<()>;
     /// An endpoint's deliveries, newest first.
     async fn list_webhook_deliveries(
         &self,
+        ws: &WorkspaceId,
         endpoint: &WebhookEndpointId,
         query: ListWebhookDeliveries,
     ) -> Result<Listing<WebhookDelivery>>;

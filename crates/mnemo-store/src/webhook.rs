@@ -57,6 +57,11 @@ pub struct ClaimedDelivery {
     pub resource_id: String,
     /// When the event happened.
     pub created_at: Timestamp,
+    /// The event's workspace (the endpoint's: an endpoint hears its own workspace's events
+    /// only): the payload's `data.workspace_id`.
+    pub workspace_id: mnemo_api::WorkspaceId,
+    /// The payload's `data.organization_id`: the organization's id.
+    pub organization_id: String,
 }
 
 /// What one attempt got, and what becomes of its delivery.

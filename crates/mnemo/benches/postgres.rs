@@ -360,12 +360,14 @@ async fn claims(url: &str, replica_count: usize, items: usize) -> Claims {
 
     // Queue through the store (faster than sessions over HTTP), 16 writers at once.
     let queued = Arc::new(AtomicUsize::new(0));
+    let ws = replicas[0].store.default_workspace().await.unwrap();
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let (store, env, queued) = (Arc::clone(&replicas[0].store), env.clone(), Arc::clone(&queued));
+            let ws = ws.clone();
             tokio::spawn(async move {
                 while queued.fetch_add(1, Ordering::Relaxed) < items {
-                    store.enqueue_healthcheck(&env).await.unwrap();
+                    store.enqueue_healthcheck(&ws, &env).await.unwrap();
                 }
             })
         })
@@ -429,7 +431,7 @@ async fn claims(url: &str, replica_count: usize, items: usize) -> Claims {
     let deliveries = ids.len();
     ids.sort();
     ids.dedup();
-    let stats = replicas[0].store.work_stats(&env).await.unwrap();
+    let stats = replicas[0].store.work_stats(&ws, &env).await.unwrap();
     let left = stats.depth + stats.pending;
     let done = acked.load(Ordering::Relaxed);
     let result = Claims {

@@ -74,13 +74,14 @@ fn path(p: &str) -> MemoryPath {
 
 /// A deployment with at least one row in every table.
 async fn fill(s: &dyn Store) {
+    let ws = s.default_workspace().await.unwrap();
     let api_key = s.ensure_api_key(hash(API_KEY), "admin").await.unwrap();
     s.create_console_session(hash(CONSOLE_SESSION), &api_key, 86_400).await.unwrap();
     s.create_console_session(hash(SIGNED_OUT), &api_key, 86_400).await.unwrap();
     s.revoke_console_session(hash(SIGNED_OUT)).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
     // Every change below is recorded for this endpoint (a delivery each).
-    s.create_webhook_endpoint(mnemo_store::NewWebhookEndpoint {
+    s.create_webhook_endpoint(&ws, mnemo_store::NewWebhookEndpoint {
         url: "https://hooks.example.com/mnemo".into(),
         event_types: None,
         description: Some("ops".into()),
@@ -108,7 +109,7 @@ async fn fill(s: &dyn Store) {
     s.create_memory(&old.id, path("/kept.md"), "from before".into(), by_key.clone()).await.unwrap();
 
     let env = s
-        .create_environment(NewEnvironment {
+        .create_environment(&ws, NewEnvironment {
             name: "hosts".into(),
             description: Some("our machines".into()),
             metadata: BTreeMap::new(),
@@ -117,9 +118,9 @@ async fn fill(s: &dyn Store) {
         })
         .await
         .unwrap();
-    let revoked = s.create_environment_key(&env.id, hash(REVOKED_ENV_KEY)).await.unwrap();
-    s.revoke_environment_key(&env.id, &revoked.id).await.unwrap();
-    s.create_environment_key(&env.id, hash(LIVE_ENV_KEY)).await.unwrap();
+    let revoked = s.create_environment_key(&ws, &env.id, hash(REVOKED_ENV_KEY)).await.unwrap();
+    s.revoke_environment_key(&ws, &env.id, &revoked.id).await.unwrap();
+    s.create_environment_key(&ws, &env.id, hash(LIVE_ENV_KEY)).await.unwrap();
 
     let params: AgentParams = serde_json::from_value(json!({
         "name": "copier",
@@ -165,10 +166,10 @@ async fn fill(s: &dyn Store) {
     s.archive_memory_store(&old.id).await.unwrap();
 
     // The worker takes the session's item, acknowledges it and beats once.
-    let work = s.poll_work(&env.id, Some("host-1".into()), 60_000, hash(SESSION_TOKEN)).await.unwrap().unwrap();
-    s.ack_work(&env.id, &work.id).await.unwrap();
+    let work = s.poll_work(&ws, &env.id, Some("host-1".into()), 60_000, hash(SESSION_TOKEN)).await.unwrap().unwrap();
+    s.ack_work(&ws, &env.id, &work.id).await.unwrap();
     let HeartbeatOutcome::Beat(_) =
-        s.heartbeat_work(&env.id, &work.id, mnemo_api::NO_HEARTBEAT, Some(600)).await.unwrap()
+        s.heartbeat_work(&ws, &env.id, &work.id, mnemo_api::NO_HEARTBEAT, Some(600)).await.unwrap()
     else {
         panic!("the first heartbeat beats")
     };
@@ -224,6 +225,7 @@ fn versions_query() -> ListMemoryVersions {
 
 /// Everything the `Store` trait shows of a deployment, one line per answer.
 async fn snapshot(s: &dyn Store) -> Vec<String> {
+    let ws = s.default_workspace().await.unwrap();
     let mut out = Vec::new();
     let mut line = |what: &str, value: &dyn std::fmt::Debug| out.push(format!("{what}: {value:?}"));
     line("api keys", &s.count_api_keys().await.unwrap());
@@ -262,18 +264,18 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
             line("version", &s.get_memory_version(&store.id, &version.id, View::Full).await.unwrap());
         }
     }
-    for endpoint in s.list_webhook_endpoints(100, None).await.unwrap().items {
-        line("webhook endpoint", &s.get_webhook_endpoint(&endpoint.id, true).await.unwrap().secret);
+    for endpoint in s.list_webhook_endpoints(&ws, 100, None).await.unwrap().items {
+        line("webhook endpoint", &s.get_webhook_endpoint(&ws, &endpoint.id, true).await.unwrap().secret);
         line("webhook endpoint", &endpoint);
         let query = mnemo_store::ListWebhookDeliveries { status: None, limit: 100, after: None };
-        line("webhook deliveries", &s.list_webhook_deliveries(&endpoint.id, query).await.unwrap().items);
+        line("webhook deliveries", &s.list_webhook_deliveries(&ws, &endpoint.id, query).await.unwrap().items);
     }
-    let environments = s.list_environments(true, 100, None).await.unwrap().items;
+    let environments = s.list_environments(&ws, true, 100, None).await.unwrap().items;
     for env in &environments {
         line("environment", env);
-        line("keys", &s.list_environment_keys(&env.id).await.unwrap());
-        line("work", &s.list_work(&env.id, 100, None).await.unwrap().items);
-        line("work stats", &s.work_stats(&env.id).await.unwrap());
+        line("keys", &s.list_environment_keys(&ws, &env.id).await.unwrap());
+        line("work", &s.list_work(&ws, &env.id, 100, None).await.unwrap().items);
+        line("work stats", &s.work_stats(&ws, &env.id).await.unwrap());
     }
     for agent in s.list_agents(true, 100, None).await.unwrap().items {
         line("agent", &agent);

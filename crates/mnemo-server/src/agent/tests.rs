@@ -151,8 +151,9 @@ async fn store_message(s: &dyn Store, id: &SessionId, words: &str) -> mnemo_stor
 /// A session of an agent on the fake model with the toolset (bash asks, web_fetch and grep
 /// disabled) and one custom tool.
 async fn session(s: &dyn Store, model: &str) -> SessionId {
+    let ws = s.default_workspace().await.unwrap();
     let env = s
-        .create_environment(NewEnvironment {
+        .create_environment(&ws, NewEnvironment {
             name: "loop".into(),
             description: None,
             metadata: Default::default(),

@@ -50,7 +50,7 @@ fn check_scope(scope: Option<&str>) -> Result<(), ApiError> {
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Json(body): Json<CreateEnvironment>,
 ) -> Reply<Environment> {
     validate_store_name(&body.name).map_err(invalid)?;
@@ -70,7 +70,7 @@ pub(crate) async fn create(
         config,
         scope: Some(body.scope.unwrap_or_else(|| "organization".into())),
     };
-    let env = state.store.create_environment(new).await?;
+    let env = state.store.create_environment(caller.0.workspace()?, new).await?;
     tracing::info!(environment.id = %env.id, "created environment");
     Ok(axum::Json(env))
 }
@@ -87,10 +87,10 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<EnvironmentId>,
 ) -> Reply<Environment> {
-    Ok(axum::Json(state.store.get_environment(&id).await?))
+    Ok(axum::Json(state.store.get_environment(caller.0.workspace()?, &id).await?))
 }
 
 #[utoipa::path(
@@ -106,7 +106,7 @@ pub(crate) async fn retrieve(
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<EnvironmentId>,
     Json(body): Json<UpdateEnvironment>,
 ) -> Reply<Environment> {
@@ -127,7 +127,7 @@ pub(crate) async fn update(
         metadata: body.metadata,
         scope: body.scope,
     };
-    Ok(axum::Json(state.store.update_environment(&id, patch).await?))
+    Ok(axum::Json(state.store.update_environment(caller.0.workspace()?, &id, patch).await?))
 }
 
 #[utoipa::path(
@@ -142,10 +142,10 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Query(q): Query<ArchivablePaging>,
 ) -> Reply<Page<Environment>> {
-    Ok(axum::Json(mnemo_http::page(state.store.list_environments(q.include_archived, q.limit, q.after).await?)))
+    Ok(axum::Json(mnemo_http::page(state.store.list_environments(caller.0.workspace()?, q.include_archived, q.limit, q.after).await?)))
 }
 
 #[utoipa::path(
@@ -160,10 +160,10 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn archive(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<EnvironmentId>,
 ) -> Reply<Environment> {
-    let env = state.store.archive_environment(&id).await?;
+    let env = state.store.archive_environment(caller.0.workspace()?, &id).await?;
     tracing::info!(environment.id = %env.id, "archived environment");
     Ok(axum::Json(env))
 }
@@ -180,10 +180,10 @@ pub(crate) async fn archive(
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<EnvironmentId>,
 ) -> Reply<EnvironmentDeleted> {
-    state.store.delete_environment(&id).await?;
+    state.store.delete_environment(caller.0.workspace()?, &id).await?;
     state.auth.forget_all();
     tracing::info!(environment.id = %id, "deleted environment");
     Ok(axum::Json(EnvironmentDeleted { id }))
@@ -202,11 +202,11 @@ pub(crate) async fn delete(
 )]
 pub(crate) async fn create_key(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<EnvironmentId>,
 ) -> Reply<EnvironmentKey> {
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
-    let mut key = state.store.create_environment_key(&id, hash_credential(&secret)).await?;
+    let mut key = state.store.create_environment_key(caller.0.workspace()?, &id, hash_credential(&secret)).await?;
     tracing::info!(environment.id = %id, environment_key.id = %key.id, "created environment key");
     key.key = Some(secret.into());
     Ok(axum::Json(key))
@@ -224,10 +224,10 @@ pub(crate) async fn create_key(
 )]
 pub(crate) async fn list_keys(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<EnvironmentId>,
 ) -> Reply<Page<EnvironmentKey>> {
-    let keys = state.store.list_environment_keys(&id).await?;
+    let keys = state.store.list_environment_keys(caller.0.workspace()?, &id).await?;
     Ok(axum::Json(Page { data: keys, next_page: None }))
 }
 
@@ -243,11 +243,11 @@ pub(crate) async fn list_keys(
 )]
 pub(crate) async fn revoke_key(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(env): Id<EnvironmentId>,
     Id(key_id): Id<EnvironmentKeyId>,
 ) -> Reply<EnvironmentKey> {
-    let key = state.store.revoke_environment_key(&env, &key_id).await?;
+    let key = state.store.revoke_environment_key(caller.0.workspace()?, &env, &key_id).await?;
     // Cached lookups must not outlive the revocation.
     state.auth.forget_all();
     tracing::info!(environment.id = %env, environment_key.id = %key_id, "revoked environment key");

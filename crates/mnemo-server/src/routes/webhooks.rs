@@ -55,7 +55,7 @@ fn description(d: Option<String>) -> Result<Option<String>, ApiError> {
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Json(body): Json<CreateWebhookEndpoint>,
 ) -> Reply<WebhookEndpoint> {
     let url = target_url(&state, &body.url)?;
@@ -66,7 +66,7 @@ pub(crate) async fn create(
         description: description(body.description)?,
         secret: generate_webhook_secret().into(),
     };
-    let endpoint = state.store.create_webhook_endpoint(new).await?;
+    let endpoint = state.store.create_webhook_endpoint(caller.0.workspace()?, new).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, "registered webhook endpoint");
     Ok(axum::Json(endpoint))
 }
@@ -83,10 +83,10 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Query(paging): Query<Paging>,
 ) -> Reply<Page<WebhookEndpoint>> {
-    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_endpoints(paging.limit, paging.after).await?)))
+    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_endpoints(caller.0.workspace()?, paging.limit, paging.after).await?)))
 }
 
 #[utoipa::path(
@@ -101,10 +101,10 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<WebhookEndpointId>,
 ) -> Reply<WebhookEndpoint> {
-    Ok(axum::Json(state.store.get_webhook_endpoint(&id, false).await?))
+    Ok(axum::Json(state.store.get_webhook_endpoint(caller.0.workspace()?, &id, false).await?))
 }
 
 #[utoipa::path(
@@ -119,10 +119,10 @@ pub(crate) async fn retrieve(
 )]
 pub(crate) async fn secret(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<WebhookEndpointId>,
 ) -> Reply<WebhookEndpoint> {
-    let endpoint = state.store.get_webhook_endpoint(&id, true).await?;
+    let endpoint = state.store.get_webhook_endpoint(caller.0.workspace()?, &id, true).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, "read webhook signing secret");
     Ok(axum::Json(endpoint))
 }
@@ -140,7 +140,7 @@ pub(crate) async fn secret(
 )]
 pub(crate) async fn rotate_secret(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<WebhookEndpointId>,
     Json(body): Json<RotateWebhookSecret>,
 ) -> Reply<WebhookEndpoint> {
@@ -151,7 +151,7 @@ pub(crate) async fn rotate_secret(
         )));
     }
     let endpoint =
-        state.store.rotate_webhook_secret(&id, generate_webhook_secret(), std::time::Duration::from_secs(keep)).await?;
+        state.store.rotate_webhook_secret(caller.0.workspace()?, &id, generate_webhook_secret(), std::time::Duration::from_secs(keep)).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, keep_previous_seconds = keep, "rotated webhook signing secret");
     Ok(axum::Json(endpoint))
 }
@@ -169,7 +169,7 @@ pub(crate) async fn rotate_secret(
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<WebhookEndpointId>,
     Json(body): Json<UpdateWebhookEndpoint>,
 ) -> Reply<WebhookEndpoint> {
@@ -182,7 +182,7 @@ pub(crate) async fn update(
             .map_err(invalid)?,
         description: body.description.map(description).transpose()?,
     };
-    let endpoint = state.store.update_webhook_endpoint(&id, patch).await?;
+    let endpoint = state.store.update_webhook_endpoint(caller.0.workspace()?, &id, patch).await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, "updated webhook endpoint");
     Ok(axum::Json(endpoint))
 }
@@ -199,10 +199,10 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<WebhookEndpointId>,
 ) -> Reply<WebhookEndpointDeleted> {
-    state.store.delete_webhook_endpoint(&id).await?;
+    state.store.delete_webhook_endpoint(caller.0.workspace()?, &id).await?;
     tracing::info!(webhook_endpoint.id = %id, "removed webhook endpoint");
     Ok(axum::Json(WebhookEndpointDeleted { id }))
 }
@@ -243,11 +243,11 @@ impl FromQuery for DeliveryFilter {
 )]
 pub(crate) async fn deliveries(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    caller: ApiKeyCaller,
     Id(id): Id<WebhookEndpointId>,
     Query(f): Query<DeliveryFilter>,
     Query(paging): Query<Paging>,
 ) -> Reply<Page<WebhookDelivery>> {
     let query = ListWebhookDeliveries { status: f.status, limit: paging.limit, after: paging.after };
-    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_deliveries(&id, query).await?)))
+    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_deliveries(caller.0.workspace()?, &id, query).await?)))
 }

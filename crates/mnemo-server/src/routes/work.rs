@@ -87,7 +87,7 @@ pub(crate) async fn poll(
         // Register for a wake-up before looking, so an item queued in between is not missed.
         let notified = state.work_signal.notified();
         let token = generate_secret(SESSIONS_TOKEN_PREFIX);
-        if let Some(mut work) = state.store.poll_work(&env, worker.clone(), reclaim, hash_credential(&token)).await? {
+        if let Some(mut work) = state.store.poll_work(caller.workspace()?, &env, worker.clone(), reclaim, hash_credential(&token)).await? {
             work.secret = Some(WorkSecret { sessions_token: token.into() }.encode().into());
             if let Credential::EnvironmentKey { id, .. } = &caller.credential {
                 tracing::info!(work.id = %work.id, environment.id = %env, environment_key.id = %id, "delivered work item");
@@ -119,7 +119,7 @@ pub(crate) async fn ack(
     Id(work): Id<WorkId>,
 ) -> Reply<Work> {
     let (env, work) = item(&caller, env, work, WorkOp::Take)?;
-    Ok(axum::Json(state.store.ack_work(&env, &work).await?))
+    Ok(axum::Json(state.store.ack_work(caller.workspace()?, &env, &work).await?))
 }
 
 #[derive(Debug, utoipa::IntoParams)]
@@ -166,7 +166,7 @@ pub(crate) async fn heartbeat(
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
     let (env, work) = item(&caller, env, work, WorkOp::Heartbeat)?;
     let q: HeartbeatParams = q.read()?;
-    match state.store.heartbeat_work(&env, &work, &q.expected_last_heartbeat, q.desired_ttl_seconds).await? {
+    match state.store.heartbeat_work(caller.workspace()?, &env, &work, &q.expected_last_heartbeat, q.desired_ttl_seconds).await? {
         HeartbeatOutcome::Beat(beat) => Ok(axum::Json(beat)),
         HeartbeatOutcome::PreconditionFailed(current) => Err(ApiError::precondition_failed(
             "expected_last_heartbeat does not match; another worker may hold the lease",
@@ -195,7 +195,7 @@ pub(crate) async fn stop(
     Json(body): Json<StopWork>,
 ) -> Reply<Work> {
     let (env, work) = item(&caller, env, work, WorkOp::Stop)?;
-    let stopped = state.store.stop_work(&env, &work, body.force.unwrap_or(false)).await?;
+    let stopped = state.store.stop_work(caller.workspace()?, &env, &work, body.force.unwrap_or(false)).await?;
     tracing::info!(work.id = %work, state = stopped.state.as_str(), "stopped work item");
     Ok(axum::Json(stopped))
 }
@@ -217,7 +217,7 @@ pub(crate) async fn retrieve(
     Id(work): Id<WorkId>,
 ) -> Reply<Work> {
     let (env, work) = item(&caller, env, work, WorkOp::Manage)?;
-    Ok(axum::Json(state.store.get_work(&env, &work).await?))
+    Ok(axum::Json(state.store.get_work(caller.workspace()?, &env, &work).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -247,7 +247,7 @@ pub(crate) async fn update(
 ) -> Reply<Work> {
     let (env, work) = item(&caller, env, work, WorkOp::Manage)?;
     let patch = body.metadata.ok_or_else(|| ApiError::invalid("metadata is required"))?;
-    Ok(axum::Json(state.store.update_work_metadata(&env, &work, patch).await?))
+    Ok(axum::Json(state.store.update_work_metadata(caller.workspace()?, &env, &work, patch).await?))
 }
 
 #[utoipa::path(
@@ -268,7 +268,7 @@ pub(crate) async fn list(
 ) -> Reply<Page<Work>> {
     let env = queue(&caller, env, WorkOp::Inspect)?;
     let paging: Paging = q.read()?;
-    Ok(axum::Json(mnemo_http::page(state.store.list_work(&env, paging.limit, paging.after).await?)))
+    Ok(axum::Json(mnemo_http::page(state.store.list_work(caller.workspace()?, &env, paging.limit, paging.after).await?)))
 }
 
 #[utoipa::path(
@@ -287,7 +287,7 @@ pub(crate) async fn stats(
     Id(env): Id<EnvironmentId>,
 ) -> Reply<WorkQueueStats> {
     let env = queue(&caller, env, WorkOp::Inspect)?;
-    Ok(axum::Json(state.store.work_stats(&env).await?))
+    Ok(axum::Json(state.store.work_stats(caller.workspace()?, &env).await?))
 }
 
 /// Queues a `healthcheck` item (a mnemo extension; API key): a way to check that a worker is
@@ -308,7 +308,7 @@ pub(crate) async fn healthcheck(
     Id(env): Id<EnvironmentId>,
 ) -> Reply<Work> {
     let env = queue(&caller, env, WorkOp::Manage)?;
-    let work = state.store.enqueue_healthcheck(&env).await?;
+    let work = state.store.enqueue_healthcheck(caller.workspace()?, &env).await?;
     state.work_signal.notify_waiters();
     Ok(axum::Json(work))
 }

@@ -11,6 +11,7 @@ mod events;
 mod fairness;
 mod hostile;
 mod input;
+mod isolation_environments;
 mod memories;
 mod memory_batch;
 mod memory_changes;

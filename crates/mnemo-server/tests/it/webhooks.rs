@@ -143,6 +143,47 @@ fn verify(r: &Received, secret: &str) -> bool {
     header(r, "webhook-signature").split(' ').any(|s| s == want)
 }
 
+/// An event goes to the endpoints of its resource's workspace only, and says which workspace
+/// and organization it is of.
+#[tokio::test]
+async fn events_reach_only_their_workspaces_endpoints() {
+    const KEY_B: &str = "sk-test-key-of-workspace-b";
+    let (s, _task) = server_delivering(fast(3)).await;
+    let b = s.store().create_workspace("B").await.unwrap();
+    s.store().ensure_api_key_in(&b, mnemo_server::hash_credential(KEY_B), "b").await.unwrap();
+    let (to_a, to_b) = (Receiver::start(&[], 200).await, Receiver::start(&[], 200).await);
+    register(&s, &to_a.url, Some(&["environment.created"])).await;
+    let body = json!({"url": to_b.url, "event_types": ["environment.created"]});
+    let (status, hook_b) = s.call(reqwest::Method::POST, "/v1/webhook_endpoints", KEY_B, Some(body)).await;
+    assert_eq!(status, 200, "{hook_b}");
+
+    let (status, env_b) =
+        s.call(reqwest::Method::POST, "/v1/environments", KEY_B, Some(json!({"name": "of B"}))).await;
+    assert_eq!(status, 200, "{env_b}");
+    let (status, env_a) = s.call(reqwest::Method::POST, "/v1/environments", KEY, Some(json!({"name": "of A"}))).await;
+    assert_eq!(status, 200, "{env_a}");
+
+    let organization = s.store().organization().await.unwrap();
+    let a = s.store().default_workspace().await.unwrap();
+    for (receiver, env, ws) in [(&to_a, &env_a, json!(a)), (&to_b, &env_b, json!(b))] {
+        for _ in 0..400 {
+            if !receiver.received().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let got = receiver.received();
+        assert_eq!(got.len(), 1, "one event, of its own workspace: {:?}", got.iter().map(|r| &r.body).collect::<Vec<_>>());
+        let payload: Value = serde_json::from_str(&got[0].body).unwrap();
+        assert_eq!(payload["data"]["id"], env["id"], "{payload}");
+        assert_eq!(payload["data"]["workspace_id"], ws, "{payload}");
+        assert_eq!(payload["data"]["organization_id"], json!(organization.id), "{payload}");
+    }
+    let (_, listed) = s.call(reqwest::Method::GET, "/v1/webhook_endpoints", KEY_B, None).await;
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1), "B lists its own endpoint only: {listed}");
+}
+
 #[tokio::test]
 async fn events_are_delivered_signed_and_listed() {
     let (s, _task) = server_delivering(fast(3)).await;
@@ -170,8 +211,10 @@ async fn events_are_delivered_signed_and_listed() {
     assert_eq!(payload["id"], json!(d.event_id));
     assert_eq!(payload["data"]["type"], "memory_store.created");
     assert_eq!(payload["data"]["id"], json!(store.id));
-    assert_eq!(payload["data"]["organization_id"], "org_mnemo");
-    assert_eq!(payload["data"]["workspace_id"], "wrkspc_default");
+    // The server's organization and the resource's workspace (the Default one's, here).
+    let organization = s.store().organization().await.unwrap();
+    assert_eq!(payload["data"]["organization_id"], json!(organization.id));
+    assert_eq!(payload["data"]["workspace_id"], json!(s.store().default_workspace().await.unwrap()));
     chrono::DateTime::parse_from_rfc3339(payload["created_at"].as_str().unwrap()).expect("RFC 3339");
     let now = chrono::Utc::now().timestamp();
     let sent: i64 = header(r, "webhook-timestamp").parse().unwrap();
@@ -467,7 +510,8 @@ async fn deliveries_never_connect_to_private_addresses_whatever_the_name() {
             description: None,
             secret: mnemo_api::generate_webhook_secret().into(),
         };
-        endpoints.push(s.store().create_webhook_endpoint(new).await.unwrap());
+        let ws = s.store().default_workspace().await.unwrap();
+        endpoints.push(s.store().create_webhook_endpoint(&ws, new).await.unwrap());
     }
     s.new_store("never-sent").await;
     for endpoint in &endpoints {

@@ -192,8 +192,14 @@ pub async fn concurrent_pollers_never_share_a_delivery(factory: &impl StoreFacto
         for _ in 0..ITEMS {
             session(&*s, &env).await;
         }
-        let queued: HashSet<WorkId> =
-            s.list_work(&env.id, 100, None).await.unwrap().items.into_iter().map(|w| w.id).collect();
+        let queued: HashSet<WorkId> = s
+            .list_work(&s.default_workspace().await.unwrap(), &env.id, 100, None)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|w| w.id)
+            .collect();
         assert_eq!(queued.len(), ITEMS);
         // Each poller drains the queue, acknowledging what it gets; the delivery window
         // (60 s) stays open throughout, so no item may be handed out twice.
@@ -201,10 +207,20 @@ pub async fn concurrent_pollers_never_share_a_delivery(factory: &impl StoreFacto
             let (s, env) = (Arc::clone(&s.store), env.id.clone());
             async move {
                 let mut got = Vec::new();
-                while let Some(work) =
-                    s.poll_work(&env, Some(format!("poller-{i}")), 60_000, fresh_hash()).await.unwrap()
+                while let Some(work) = s
+                    .poll_work(
+                        &s.default_workspace().await.unwrap(),
+                        &env,
+                        Some(format!("poller-{i}")),
+                        60_000,
+                        fresh_hash(),
+                    )
+                    .await
+                    .unwrap()
                 {
-                    s.ack_work(&env, &work.id).await.expect("a poller acknowledges its own delivery");
+                    s.ack_work(&s.default_workspace().await.unwrap(), &env, &work.id)
+                        .await
+                        .expect("a poller acknowledges its own delivery");
                     got.push(work.id);
                 }
                 got
@@ -221,7 +237,7 @@ pub async fn concurrent_pollers_never_share_a_delivery(factory: &impl StoreFacto
         }
         let delivered: HashSet<WorkId> = seen.into_keys().collect();
         assert_eq!(delivered, queued, "round {round}: every item delivered");
-        let stats = s.work_stats(&env.id).await.unwrap();
+        let stats = s.work_stats(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
         assert_eq!((stats.depth, stats.pending), (0, 0));
     }
 }

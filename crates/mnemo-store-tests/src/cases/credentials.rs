@@ -30,7 +30,7 @@ pub async fn credentials_resolve_to_their_kind(factory: &impl StoreFactory) {
     assert_eq!(s.resolve_credential(hash(1)).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(api)));
 
     let env = environment(&*s, true).await;
-    let key = s.create_environment_key(&env.id, hash(2)).await.unwrap();
+    let key = s.create_environment_key(&s.default_workspace().await.unwrap(), &env.id, hash(2)).await.unwrap();
     assert_eq!(
         (&key.environment_id, key.key.as_ref().map(mnemo_api::Secret::expose), key.revoked_at.as_deref()),
         (&env.id, None, None)
@@ -43,7 +43,7 @@ pub async fn credentials_resolve_to_their_kind(factory: &impl StoreFactory) {
     assert_eq!(s.count_api_keys().await.unwrap(), 1);
     assert_eq!(s.resolve_credential(hash(3)).await.unwrap().map(|p| p.credential), None, "an unknown hash is nobody");
 
-    s.revoke_environment_key(&env.id, &key.id).await.unwrap();
+    s.revoke_environment_key(&s.default_workspace().await.unwrap(), &env.id, &key.id).await.unwrap();
     assert_eq!(s.resolve_credential(hash(2)).await.unwrap().map(|p| p.credential), None, "a revoked key is nobody");
 }
 
@@ -107,14 +107,20 @@ pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory
     // One hash for all three; another for an environment key and a token only.
     let (all, two) = (hash(40), hash(41));
     let api = s.ensure_api_key(all, "admin").await.unwrap();
-    let key = s.create_environment_key(&env.id, all).await.unwrap();
-    let other = s.create_environment_key(&env.id, two).await.unwrap();
-    let first = s.enqueue_healthcheck(&env.id).await.unwrap();
-    s.poll_work(&env.id, None, 60_000, all).await.unwrap().expect("the first healthcheck");
-    s.ack_work(&env.id, &first.id).await.unwrap();
-    let second = s.enqueue_healthcheck(&env.id).await.unwrap();
-    s.poll_work(&env.id, None, 60_000, two).await.unwrap().expect("the second healthcheck");
-    s.ack_work(&env.id, &second.id).await.unwrap();
+    let key = s.create_environment_key(&s.default_workspace().await.unwrap(), &env.id, all).await.unwrap();
+    let other = s.create_environment_key(&s.default_workspace().await.unwrap(), &env.id, two).await.unwrap();
+    let first = s.enqueue_healthcheck(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
+    s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, all)
+        .await
+        .unwrap()
+        .expect("the first healthcheck");
+    s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &first.id).await.unwrap();
+    let second = s.enqueue_healthcheck(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
+    s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, two)
+        .await
+        .unwrap()
+        .expect("the second healthcheck");
+    s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &second.id).await.unwrap();
 
     assert_eq!(
         s.resolve_credential(all).await.unwrap().map(|p| p.credential),
@@ -126,13 +132,13 @@ pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory
         Some(Credential::EnvironmentKey { id: other.id.clone(), environment: env.id.clone() }),
         "then an environment key"
     );
-    s.revoke_environment_key(&env.id, &other.id).await.unwrap();
+    s.revoke_environment_key(&s.default_workspace().await.unwrap(), &env.id, &other.id).await.unwrap();
     assert_eq!(
         s.resolve_credential(two).await.unwrap().map(|p| p.credential),
         Some(Credential::SessionToken { work: second.id, session: None, environment: env.id.clone() }),
         "then a sessions token"
     );
-    s.revoke_environment_key(&env.id, &key.id).await.unwrap();
+    s.revoke_environment_key(&s.default_workspace().await.unwrap(), &env.id, &key.id).await.unwrap();
     assert!(
         matches!(s.resolve_credential(all).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(_))),
         "a live API key still wins"

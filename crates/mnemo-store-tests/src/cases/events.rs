@@ -374,9 +374,9 @@ pub async fn workers_post_results_only_and_every_event_names_its_poster(factory:
     // Without a live item, an environment key answers nothing.
     let third = s.append_events(id, vec![tool_use("glob")], EventAuthor::Server).await.unwrap();
     let third = id_of(&third.recorded[0]);
-    for w in s.list_work(&env.id, 10, None).await.unwrap().items {
+    for w in s.list_work(&s.default_workspace().await.unwrap(), &env.id, 10, None).await.unwrap().items {
         if w.state != WorkState::Stopped {
-            s.stop_work(&env.id, &w.id, true).await.unwrap();
+            s.stop_work(&s.default_workspace().await.unwrap(), &env.id, &w.id, true).await.unwrap();
         }
     }
     let got = s.append_events(id, vec![tool_result(&third, "late")], env_key).await;
@@ -414,22 +414,22 @@ pub async fn input_enqueues_work_only_without_live_work(factory: &impl StoreFact
     let live = s.append_events(&session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
     assert!(!live.enqueued_work, "the session already has a live item");
 
-    s.stop_work(&env.id, &first.id, true).await.unwrap();
+    s.stop_work(&s.default_workspace().await.unwrap(), &env.id, &first.id, true).await.unwrap();
     let input = s.append_events(&session.id, vec![user_message("again")], super::fixtures::person()).await.unwrap();
     assert!(input.enqueued_work, "new input for a session without live work queues an item");
-    let items = s.list_work(&env.id, 10, None).await.unwrap().items;
+    let items = s.list_work(&s.default_workspace().await.unwrap(), &env.id, 10, None).await.unwrap().items;
     assert_eq!(items.iter().map(|w| w.state).collect::<Vec<_>>(), [WorkState::Queued, WorkState::Stopped]);
     assert_eq!(items[0].data.id, session.id.as_str());
     let more = s.append_events(&session.id, vec![user_message("and again")], super::fixtures::person()).await.unwrap();
     assert!(!more.enqueued_work);
 
     // Results need a worker already there; tool calls need one.
-    s.stop_work(&env.id, &items[0].id, true).await.unwrap();
+    s.stop_work(&s.default_workspace().await.unwrap(), &env.id, &items[0].id, true).await.unwrap();
     let call = s.append_events(&session.id, vec![tool_use("read")], EventAuthor::Server).await.unwrap();
     assert!(call.enqueued_work, "a tool call without a worker queues one");
-    let items = s.list_work(&env.id, 10, None).await.unwrap().items;
+    let items = s.list_work(&s.default_workspace().await.unwrap(), &env.id, 10, None).await.unwrap().items;
     assert_eq!(items.len(), 3);
-    s.stop_work(&env.id, &items[0].id, true).await.unwrap();
+    s.stop_work(&s.default_workspace().await.unwrap(), &env.id, &items[0].id, true).await.unwrap();
     let result = s
         .append_events(&session.id, vec![tool_result(&id_of(&call.recorded[0]), "ok")], super::fixtures::person())
         .await

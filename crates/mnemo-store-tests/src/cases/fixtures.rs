@@ -70,13 +70,16 @@ pub(crate) async fn memory_store(s: &dyn Store, name: &str) -> MemoryStoreId {
 /// A `self_hosted` environment (a work queue), or a `cloud` one (no queue).
 pub async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
     let config = if self_hosted { json!({"type": "self_hosted"}) } else { json!({"type": "cloud"}) };
-    s.create_environment(NewEnvironment {
-        name: "conformance".into(),
-        description: None,
-        metadata: BTreeMap::new(),
-        config,
-        scope: None,
-    })
+    s.create_environment(
+        &s.default_workspace().await.unwrap(),
+        NewEnvironment {
+            name: "conformance".into(),
+            description: None,
+            metadata: BTreeMap::new(),
+            config,
+            scope: None,
+        },
+    )
     .await
     .unwrap()
 }
@@ -122,7 +125,7 @@ pub async fn session(s: &dyn Store, env: &Environment) -> Session {
 
 /// The work item queued for `session` on `env`.
 pub(crate) async fn work_of(s: &dyn Store, env: &Environment, session: &Session) -> Work {
-    let items = s.list_work(&env.id, 100, None).await.unwrap().items;
+    let items = s.list_work(&s.default_workspace().await.unwrap(), &env.id, 100, None).await.unwrap().items;
     let mut mine: Vec<Work> = items.into_iter().filter(|w| w.data.id == session.id.as_str()).collect();
     assert_eq!(mine.len(), 1, "one work item for session {}", session.id);
     mine.pop().unwrap()

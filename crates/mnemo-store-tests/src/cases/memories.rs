@@ -628,9 +628,15 @@ pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
         assert_err!(s.list_memory_versions(&store, q).await, StoreError::InvalidCursor);
         let q = ListMemoryStores { after: Some(cursor.clone()), ..stores(10) };
         assert_err!(s.list_memory_stores(q).await, StoreError::InvalidCursor);
-        assert_err!(s.list_environments(true, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
+        assert_err!(
+            s.list_environments(&s.default_workspace().await.unwrap(), true, 10, Some(cursor.clone())).await,
+            StoreError::InvalidCursor
+        );
         assert_err!(s.list_agents(true, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
-        assert_err!(s.list_work(&env.id, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
+        assert_err!(
+            s.list_work(&s.default_workspace().await.unwrap(), &env.id, 10, Some(cursor.clone())).await,
+            StoreError::InvalidCursor
+        );
         let q = mnemo_store::ListSessions { limit: 10, after: Some(cursor.clone()), ..Default::default() };
         assert_err!(s.list_sessions(q).await, StoreError::InvalidCursor);
     }

@@ -141,7 +141,7 @@ pub async fn sessions_refuse_what_they_cannot_run(factory: &impl StoreFactory) {
     assert_err!(s.create_session(new_session(&archived_agent, &env)).await, StoreError::Invalid(_));
 
     let archived_env = environment(&*s, true).await;
-    s.archive_environment(&archived_env.id).await.unwrap();
+    s.archive_environment(&s.default_workspace().await.unwrap(), &archived_env.id).await.unwrap();
     assert_err!(s.create_session(new_session(&agent, &archived_env)).await, StoreError::Invalid(_));
 
     let sessions = s.list_sessions(ListSessions { include_archived: true, ..list(10) }).await.unwrap();
@@ -229,20 +229,33 @@ pub async fn archiving_or_deleting_a_session_stops_its_work(factory: &impl Store
     let archived = session(&*s, &env).await;
     let deleted = session(&*s, &env).await;
     let token = fresh_hash();
-    let item = s.poll_work(&env.id, None, 60_000, token).await.unwrap().expect("the oldest item");
+    let item = s
+        .poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, token)
+        .await
+        .unwrap()
+        .expect("the oldest item");
     assert_eq!(item.data.id, archived.id.as_str());
-    s.ack_work(&env.id, &item.id).await.unwrap();
+    s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap();
     assert!(s.resolve_credential(token).await.unwrap().is_some());
 
     s.archive_session(&archived.id).await.unwrap();
-    assert_eq!(s.get_work(&env.id, &item.id).await.unwrap().state, WorkState::Stopped);
+    assert_eq!(
+        s.get_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap().state,
+        WorkState::Stopped
+    );
     assert_eq!(s.resolve_credential(token).await.unwrap(), None, "the stopped item's token dies");
 
     let queued = work_of(&*s, &env, &deleted).await;
     s.delete_session(&deleted.id).await.unwrap();
-    match s.get_work(&env.id, &queued.id).await {
+    match s.get_work(&s.default_workspace().await.unwrap(), &env.id, &queued.id).await {
         Ok(work) => assert_eq!(work.state, WorkState::Stopped, "a deleted session's item is stopped"),
         Err(e) => assert!(matches!(e, StoreError::NotFound { .. }), "{e:?}"),
     }
-    assert!(s.poll_work(&env.id, None, 60_000, fresh_hash()).await.unwrap().is_none(), "nothing left to deliver");
+    assert!(
+        s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, fresh_hash())
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing left to deliver"
+    );
 }

@@ -7,7 +7,7 @@
 
 use mnemo_api::{Agent, AgentId, AgentParams, AgentSpec};
 
-use super::webhooks::{WebhookSql, emit_one};
+use super::webhooks::{WebhookSql, emit_one_in_default};
 use super::{Clock, Micros, Seq};
 use crate::Result;
 use crate::rules::catalog;
@@ -45,7 +45,7 @@ pub async fn create<S: AgentSql + WebhookSql>(sql: &S, spec: &AgentSpec) -> Resu
     let now = sql.now().await?;
     let seq = sql.insert_agent(&id, FIRST_AGENT_VERSION, now).await?;
     sql.insert_agent_version(seq, FIRST_AGENT_VERSION, spec, now).await?;
-    emit_one(sql, Change::Created(Resource::Agent), id.as_str()).await?;
+    emit_one_in_default(sql, Change::Created(Resource::Agent), id.as_str()).await?;
     sql.get_agent(&id, None).await
 }
 
@@ -55,7 +55,8 @@ pub async fn create<S: AgentSql + WebhookSql>(sql: &S, spec: &AgentSpec) -> Resu
 pub async fn update<S: AgentSql + WebhookSql>(sql: &S, id: &AgentId, base: u32, params: &AgentParams) -> Result<Agent> {
     let AgentRow { agent: current, seq } = sql.lock_agent(id).await?;
     let spec = catalog::update_agent(&current, base, params)?;
-    emit_one(sql, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str()).await?;
+    emit_one_in_default(sql, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str())
+        .await?;
     let Some(spec) = spec else { return Ok(current) };
     let version = next_agent_version(current.version)?;
     let now = sql.now().await?;
@@ -69,7 +70,7 @@ pub async fn update<S: AgentSql + WebhookSql>(sql: &S, id: &AgentId, base: u32, 
 pub async fn archive<S: AgentSql + WebhookSql>(sql: &S, id: &AgentId) -> Result<Agent> {
     let AgentRow { agent, seq } = sql.lock_agent(id).await?;
     let already = agent.archived_at.is_some();
-    emit_one(sql, Change::Archived { resource: Resource::Agent, already }, id.as_str()).await?;
+    emit_one_in_default(sql, Change::Archived { resource: Resource::Agent, already }, id.as_str()).await?;
     if already {
         return Ok(agent);
     }

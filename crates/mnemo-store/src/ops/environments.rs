@@ -11,7 +11,7 @@
 //! them); a write that only references it [holds](EnvironmentSql::hold_environment) it
 //! (`FOR KEY SHARE`).
 
-use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, rfc3339_micros as rfc3339};
+use mnemo_api::{Environment, EnvironmentId, EnvironmentKey, EnvironmentKeyId, WorkspaceId, rfc3339_micros as rfc3339};
 
 use super::webhooks::{WebhookSql, emit_one};
 use super::{Clock, Micros, Seq};
@@ -82,23 +82,27 @@ pub trait EnvironmentSql: Clock {
     /// The environment, held against deletion until the transaction ends (PostgreSQL: `FOR KEY
     /// SHARE`), so rows written under it never reference a deleted one. Unknown: [`not_found`].
     async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow>;
+    /// [`Self::hold_environment`] of workspace `ws`'s environment: one of another workspace is
+    /// [`not_found`] like an unknown one.
+    async fn hold_environment_in(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow>;
 }
 
 /// SQL over environments and their keys.
 pub trait EnvironmentRowSql: EnvironmentSql {
-    /// The environment, if it exists (no lock: reads).
-    async fn find_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
+    /// Workspace `ws`'s environment, if it exists there (no lock: reads). Every lookup below is
+    /// of `ws` alone: another workspace's environment is not found.
+    async fn find_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
     /// The environment, if it exists, share-locked until the transaction ends (PostgreSQL: `FOR
     /// SHARE`): it is neither changed nor deleted meanwhile.
-    async fn share_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
+    async fn share_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
     /// The environment, if it exists, locked against other writes that judge it until the
     /// transaction ends (PostgreSQL: `FOR NO KEY UPDATE`).
-    async fn lock_environment(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
+    async fn lock_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
     /// The environment, if it exists, locked exclusively (PostgreSQL: `FOR UPDATE`), after every
     /// writer holding it.
-    async fn lock_environment_to_delete(&self, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
-    /// Records a new environment, created at `now`.
-    async fn insert_environment(&self, environment: &Environment, now: Micros) -> Result<()>;
+    async fn lock_environment_to_delete(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>>;
+    /// Records a new environment of workspace `ws`, created at `now`.
+    async fn insert_environment(&self, ws: &WorkspaceId, environment: &Environment, now: Micros) -> Result<()>;
     /// Writes environment `seq`'s fields (name, description, metadata, config, scope), updated
     /// at `now`.
     async fn set_environment(&self, seq: Seq, environment: &Environment, now: Micros) -> Result<()>;
@@ -117,8 +121,8 @@ pub trait EnvironmentRowSql: EnvironmentSql {
         hash: &CredentialHash,
         now: Micros,
     ) -> Result<()>;
-    /// The key, under whichever environment, if it exists.
-    async fn find_environment_key(&self, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>>;
+    /// The key, under whichever environment of workspace `ws`, if it exists there.
+    async fn find_environment_key(&self, ws: &WorkspaceId, id: &EnvironmentKeyId) -> Result<Option<EnvironmentKey>>;
     /// Marks key `id` revoked at `now`.
     async fn set_environment_key_revoked(&self, id: &EnvironmentKeyId, now: Micros) -> Result<()>;
     /// Environment `environment`'s keys, oldest first.
@@ -135,7 +139,11 @@ fn key_not_found(id: &EnvironmentKeyId) -> StoreError {
 }
 
 /// Creates an environment.
-pub async fn create<S: EnvironmentRowSql + WebhookSql>(sql: &S, new: &NewEnvironment) -> Result<Environment> {
+pub async fn create<S: EnvironmentRowSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    new: &NewEnvironment,
+) -> Result<Environment> {
     let now = sql.now().await?;
     let environment = Environment {
         id: EnvironmentId::generate(),
@@ -148,37 +156,42 @@ pub async fn create<S: EnvironmentRowSql + WebhookSql>(sql: &S, new: &NewEnviron
         updated_at: rfc3339(now),
         archived_at: None,
     };
-    sql.insert_environment(&environment, now).await?;
-    emit_one(sql, Change::Created(Resource::Environment), environment.id.as_str()).await?;
+    sql.insert_environment(ws, &environment, now).await?;
+    emit_one(sql, ws, Change::Created(Resource::Environment), environment.id.as_str()).await?;
     Ok(environment)
 }
 
 /// An environment.
-pub async fn get<S: EnvironmentRowSql>(sql: &S, id: &EnvironmentId) -> Result<Environment> {
-    Ok(sql.find_environment(id).await?.ok_or_else(|| not_found(id))?.environment)
+pub async fn get<S: EnvironmentRowSql>(sql: &S, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
+    Ok(sql.find_environment(ws, id).await?.ok_or_else(|| not_found(id))?.environment)
 }
 
 /// Applies `patch` ([`catalog::update_environment`]), the environment locked.
 pub async fn update<S: EnvironmentRowSql + WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     id: &EnvironmentId,
     patch: EnvironmentPatch,
 ) -> Result<Environment> {
-    let current = sql.lock_environment(id).await?.ok_or_else(|| not_found(id))?;
+    let current = sql.lock_environment(ws, id).await?.ok_or_else(|| not_found(id))?;
     let mut environment = catalog::update_environment(&current.environment, patch)?;
     let now = sql.now().await?;
     sql.set_environment(current.seq, &environment, now).await?;
     environment.updated_at = rfc3339(now);
-    emit_one(sql, Change::Updated { resource: Resource::Environment, changed: true }, id.as_str()).await?;
+    emit_one(sql, ws, Change::Updated { resource: Resource::Environment, changed: true }, id.as_str()).await?;
     Ok(environment)
 }
 
 /// Archives an environment, locked; archiving an archived one changes nothing (and yields no
 /// event).
-pub async fn archive<S: EnvironmentRowSql + WebhookSql>(sql: &S, id: &EnvironmentId) -> Result<Environment> {
-    let EnvironmentRow { mut environment, seq } = sql.lock_environment(id).await?.ok_or_else(|| not_found(id))?;
+pub async fn archive<S: EnvironmentRowSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &EnvironmentId,
+) -> Result<Environment> {
+    let EnvironmentRow { mut environment, seq } = sql.lock_environment(ws, id).await?.ok_or_else(|| not_found(id))?;
     let already = environment.archived_at.is_some();
-    emit_one(sql, Change::Archived { resource: Resource::Environment, already }, id.as_str()).await?;
+    emit_one(sql, ws, Change::Archived { resource: Resource::Environment, already }, id.as_str()).await?;
     if !already {
         let now = sql.now().await?;
         sql.set_environment_archived(seq, now).await?;
@@ -189,20 +202,21 @@ pub async fn archive<S: EnvironmentRowSql + WebhookSql>(sql: &S, id: &Environmen
 }
 
 /// Deletes an environment, locked to delete, with its keys; sessions on it stay.
-pub async fn delete<S: EnvironmentRowSql + WebhookSql>(sql: &S, id: &EnvironmentId) -> Result<()> {
-    let row = sql.lock_environment_to_delete(id).await?.ok_or_else(|| not_found(id))?;
+pub async fn delete<S: EnvironmentRowSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()> {
+    let row = sql.lock_environment_to_delete(ws, id).await?.ok_or_else(|| not_found(id))?;
     sql.delete_environment_keys(row.seq).await?;
     sql.delete_environment_row(row.seq).await?;
-    emit_one(sql, Change::Deleted(Resource::Environment), id.as_str()).await
+    emit_one(sql, ws, Change::Deleted(Resource::Environment), id.as_str()).await
 }
 
 /// Adds a key to an environment that takes keys ([`catalog::check_takes_keys`]), shared.
 pub async fn create_key<S: EnvironmentRowSql>(
     sql: &S,
+    ws: &WorkspaceId,
     environment: &EnvironmentId,
     hash: &CredentialHash,
 ) -> Result<EnvironmentKey> {
-    let row = sql.share_environment(environment).await?.ok_or_else(|| not_found(environment))?;
+    let row = sql.share_environment(ws, environment).await?.ok_or_else(|| not_found(environment))?;
     catalog::check_takes_keys(&row.environment)?;
     let id = EnvironmentKeyId::generate();
     let now = sql.now().await?;
@@ -214,12 +228,13 @@ pub async fn create_key<S: EnvironmentRowSql>(
 /// not found), the environment locked; a key already revoked stays as it was.
 pub async fn revoke_key<S: EnvironmentRowSql>(
     sql: &S,
+    ws: &WorkspaceId,
     environment: &EnvironmentId,
     id: &EnvironmentKeyId,
 ) -> Result<EnvironmentKey> {
-    catalog::check_key_of(&sql.find_environment_key(id).await?.ok_or_else(|| key_not_found(id))?, environment)?;
-    sql.lock_environment(environment).await?.ok_or_else(|| not_found(environment))?;
-    let key = sql.find_environment_key(id).await?.ok_or_else(|| key_not_found(id))?;
+    catalog::check_key_of(&sql.find_environment_key(ws, id).await?.ok_or_else(|| key_not_found(id))?, environment)?;
+    sql.lock_environment(ws, environment).await?.ok_or_else(|| not_found(environment))?;
+    let key = sql.find_environment_key(ws, id).await?.ok_or_else(|| key_not_found(id))?;
     if key.revoked_at.is_some() {
         return Ok(key);
     }
@@ -229,8 +244,12 @@ pub async fn revoke_key<S: EnvironmentRowSql>(
 }
 
 /// An environment's keys, oldest first.
-pub async fn list_keys<S: EnvironmentRowSql>(sql: &S, environment: &EnvironmentId) -> Result<Vec<EnvironmentKey>> {
-    let row = sql.find_environment(environment).await?.ok_or_else(|| not_found(environment))?;
+pub async fn list_keys<S: EnvironmentRowSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    environment: &EnvironmentId,
+) -> Result<Vec<EnvironmentKey>> {
+    let row = sql.find_environment(ws, environment).await?.ok_or_else(|| not_found(environment))?;
     sql.environment_keys(row.seq).await
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use mnemo_api::{Event, EventId, LoggedEvent, Session, SessionId, SessionStatus, ToolResult, Toolset, WorkData};
 
 use super::environments::EnvironmentSql;
-use super::webhooks::{WebhookSql, emit};
+use super::webhooks::{WebhookSql, emit_in_default};
 use super::work::{WorkSql, enqueue, has_live_work, settle_session};
 use super::{Micros, Seq};
 use crate::row::SessionBody;
@@ -144,6 +144,6 @@ where
         enqueue(sql, env.seq, &WorkData::session(session), lease_ttl).await?;
         appended.enqueued_work = true;
     }
-    emit(sql, outbox).await?;
+    emit_in_default(sql, outbox).await?;
     Ok(appended)
 }

@@ -15,7 +15,7 @@ use super::agents::AgentSql;
 use super::environments::EnvironmentSql;
 use super::events::{SessionRow, SessionSql};
 use super::stores::StoreSql;
-use super::webhooks::{WebhookSql, emit, emit_one};
+use super::webhooks::{WebhookSql, emit_in_default, emit_one_in_default};
 use super::work::{WorkSql, enqueue, stop_session_work};
 use super::{Micros, Seq, found};
 use crate::row::SessionBody;
@@ -119,7 +119,7 @@ where
         }
         _ => false,
     };
-    emit_one(sql, Change::Created(Resource::Session), id.as_str()).await?;
+    emit_one_in_default(sql, Change::Created(Resource::Session), id.as_str()).await?;
     // The row is this transaction's own: reading it back is not waiting.
     Ok(Created { session: sql.lock_session(&id).await?.session, queued_work })
 }
@@ -138,7 +138,7 @@ pub async fn update<S: SessionRowSql + WebhookSql>(
     body.title = title;
     body.metadata = metadata;
     sql.update_session_body(seq, &body, sql.now().await?).await?;
-    emit_one(sql, Change::Updated { resource: Resource::Session, changed: true }, id.as_str()).await?;
+    emit_one_in_default(sql, Change::Updated { resource: Resource::Session, changed: true }, id.as_str()).await?;
     Ok(sql.lock_session(id).await?.session)
 }
 
@@ -165,7 +165,7 @@ pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, id: &Sess
     let mut outbox = Outbox::default();
     outbox.record(Change::Logged(&terminated.event), id.as_str());
     outbox.record(Change::Archived { resource: Resource::Session, already: false }, id.as_str());
-    emit(sql, outbox).await?;
+    emit_in_default(sql, outbox).await?;
     Ok(sql.lock_session(id).await?.session)
 }
 
@@ -176,7 +176,7 @@ pub async fn delete<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, id: &Sessi
     let SessionRow { seq, .. } = sql.lock_session(id).await?;
     stop_session_work(sql, id).await?;
     sql.delete_session_row(seq).await?;
-    emit_one(sql, Change::Deleted(Resource::Session), id.as_str()).await
+    emit_one_in_default(sql, Change::Deleted(Resource::Session), id.as_str()).await
 }
 
 /// Claims (or renews) a session's turn lease for `ttl_micros` under [`agent::claim`], its row

@@ -10,7 +10,7 @@
 
 use mnemo_api::{MemoryStore, MemoryStoreId};
 
-use super::webhooks::{WebhookSql, emit_one};
+use super::webhooks::{WebhookSql, emit_one_in_default};
 use super::{Clock, Micros, Seq};
 use crate::row::ts;
 use crate::rules::catalog;
@@ -48,7 +48,7 @@ pub async fn create_store<S: StoreSql + WebhookSql>(sql: &S, new: NewMemoryStore
     let id = MemoryStoreId::generate();
     let now = sql.now().await?;
     sql.insert_store(&id, &new, now).await?;
-    emit_one(sql, Change::Created(Resource::MemoryStore), id.as_str()).await?;
+    emit_one_in_default(sql, Change::Created(Resource::MemoryStore), id.as_str()).await?;
     Ok(MemoryStore {
         id,
         name: new.name,
@@ -74,7 +74,7 @@ pub async fn update_store<S: StoreSql>(sql: &S, id: &MemoryStoreId, patch: Memor
 pub async fn archive_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId) -> Result<MemoryStore> {
     let LockedStore { mut store, seq, .. } = sql.lock_store(id).await?;
     let already = store.archived_at.is_some();
-    emit_one(sql, Change::Archived { resource: Resource::MemoryStore, already }, id.as_str()).await?;
+    emit_one_in_default(sql, Change::Archived { resource: Resource::MemoryStore, already }, id.as_str()).await?;
     if !already {
         let now = sql.now().await?;
         sql.archive_store_row(seq, now).await?;
@@ -88,5 +88,5 @@ pub async fn archive_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId
 pub async fn delete_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId) -> Result<()> {
     let locked = sql.lock_store(id).await?;
     sql.delete_store_rows(locked.seq).await?;
-    emit_one(sql, Change::Deleted(Resource::MemoryStore), id.as_str()).await
+    emit_one_in_default(sql, Change::Deleted(Resource::MemoryStore), id.as_str()).await
 }

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use mnemo_api::{
     DeliveryStatus, EventFilter, WebhookDelivery, WebhookDeliveryId, WebhookEndpoint, WebhookEndpointId,
-    WebhookEventId, WebhookEventType,
+    WebhookEventId, WebhookEventType, WorkspaceId,
 };
 
-use super::{Clock, Micros, Seq};
+use super::credentials::CredentialSql;
+use super::{Micros, Seq};
 use crate::row::{page, ts, ts_opt};
 use crate::rules::webhook::{self as rule, Change, Outbox, Planned, Recorded};
 use crate::webhook::short_error;
@@ -66,6 +67,8 @@ impl EndpointRow {
 /// A new endpoint's row.
 #[derive(Debug, Clone, Copy)]
 pub struct NewEndpointRow<'a> {
+    /// The workspace it belongs to: it receives that workspace's events only.
+    pub ws: &'a WorkspaceId,
     pub id: &'a WebhookEndpointId,
     pub new: &'a NewWebhookEndpoint,
     pub now: Micros,
@@ -95,6 +98,11 @@ pub struct SendRow {
     pub resource_id: String,
     /// When the event happened.
     pub created_at: Micros,
+    /// The endpoint's workspace: the event's (an endpoint receives its own workspace's events
+    /// only).
+    pub workspace_id: WorkspaceId,
+    /// The id of the organization every workspace belongs to.
+    pub organization_id: String,
 }
 
 impl std::fmt::Debug for SendRow {
@@ -108,11 +116,15 @@ impl std::fmt::Debug for SendRow {
     }
 }
 
-/// SQL over webhook endpoints, events and deliveries.
-pub trait WebhookSql: Clock {
-    /// Every endpoint's row number and event filter, held against deletion until the
-    /// transaction ends (a deletion that committed first is simply not seen).
-    async fn webhook_filters(&self) -> Result<Vec<(Seq, EventFilter)>>;
+/// SQL over webhook endpoints, events and deliveries. Endpoints are looked up in one workspace:
+/// another workspace's endpoint is not found, and is never subscribed to its events.
+///
+/// (`CredentialSql` is a supertrait only for [`emit_in_default`], until every domain's
+/// operations know their workspace.)
+pub trait WebhookSql: CredentialSql {
+    /// Every endpoint of workspace `ws`: its row number and event filter, held against deletion
+    /// until the transaction ends (a deletion that committed first is simply not seen).
+    async fn webhook_filters(&self, ws: &WorkspaceId) -> Result<Vec<(Seq, EventFilter)>>;
     /// Records a webhook event; its row number.
     async fn insert_webhook_event(&self, event: &Planned<Seq>, now: Micros) -> Result<Seq>;
     /// Records a delivery of event `event` to endpoint `endpoint`, first attempted at `now`.
@@ -127,13 +139,13 @@ pub trait WebhookSql: Clock {
 
     /// Records a new endpoint.
     async fn insert_endpoint(&self, row: NewEndpointRow<'_>) -> Result<()>;
-    /// The endpoint, if it exists (no lock: reads).
-    async fn find_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>>;
-    /// The endpoint, if it exists, locked against other updates, rotations and deletion until
-    /// the transaction ends (PostgreSQL: `FOR UPDATE`).
-    async fn lock_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<EndpointRow>>;
-    /// Up to `limit` endpoints with row numbers below `before`, newest first.
-    async fn endpoints_before(&self, before: Seq, limit: u32) -> Result<Vec<EndpointRow>>;
+    /// Workspace `ws`'s endpoint, if it exists there (no lock: reads).
+    async fn find_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<Option<EndpointRow>>;
+    /// Workspace `ws`'s endpoint, if it exists there, locked against other updates, rotations
+    /// and deletion until the transaction ends (PostgreSQL: `FOR UPDATE`).
+    async fn lock_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<Option<EndpointRow>>;
+    /// Up to `limit` endpoints of workspace `ws` with row numbers below `before`, newest first.
+    async fn endpoints_before(&self, ws: &WorkspaceId, before: Seq, limit: u32) -> Result<Vec<EndpointRow>>;
     /// Writes endpoint `seq`'s URL, filter and description.
     async fn set_endpoint(
         &self,
@@ -194,32 +206,38 @@ fn endpoint_not_found(id: &WebhookEndpointId) -> StoreError {
 }
 
 /// Registers an endpoint; the answer carries its secret.
-pub async fn create_endpoint<S: WebhookSql>(sql: &S, new: &NewWebhookEndpoint) -> Result<WebhookEndpoint> {
+pub async fn create_endpoint<S: WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    new: &NewWebhookEndpoint,
+) -> Result<WebhookEndpoint> {
     let id = WebhookEndpointId::generate();
     let now = sql.now().await?;
-    sql.insert_endpoint(NewEndpointRow { id: &id, new, now }).await?;
-    let row = sql.find_endpoint(&id).await?.ok_or_else(|| endpoint_not_found(&id))?;
+    sql.insert_endpoint(NewEndpointRow { ws, id: &id, new, now }).await?;
+    let row = sql.find_endpoint(ws, &id).await?.ok_or_else(|| endpoint_not_found(&id))?;
     Ok(row.view(now, true))
 }
 
 /// An endpoint, with its secret only if `with_secret`.
 pub async fn get_endpoint<S: WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     id: &WebhookEndpointId,
     with_secret: bool,
 ) -> Result<WebhookEndpoint> {
-    let row = sql.find_endpoint(id).await?.ok_or_else(|| endpoint_not_found(id))?;
+    let row = sql.find_endpoint(ws, id).await?.ok_or_else(|| endpoint_not_found(id))?;
     Ok(row.view(sql.now().await?, with_secret))
 }
 
 /// Endpoints, newest first, without secrets.
 pub async fn list_endpoints<S: WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     limit: u32,
     after: Option<&Cursor>,
 ) -> Result<Listing<WebhookEndpoint>> {
     let before = crate::row::before(after)?;
-    let rows = sql.endpoints_before(before, limit.saturating_add(1)).await?;
+    let rows = sql.endpoints_before(ws, before, limit.saturating_add(1)).await?;
     let now = sql.now().await?;
     Ok(page(rows.into_iter().map(|r| (r.seq, r.view(now, false))).map(|(seq, e)| (e, seq)).collect(), limit))
 }
@@ -227,10 +245,11 @@ pub async fn list_endpoints<S: WebhookSql>(
 /// Applies `patch` to an endpoint ([`rule::patch_endpoint`]), its row locked.
 pub async fn update_endpoint<S: WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     id: &WebhookEndpointId,
     patch: WebhookEndpointPatch,
 ) -> Result<WebhookEndpoint> {
-    let mut row = sql.lock_endpoint(id).await?.ok_or_else(|| endpoint_not_found(id))?;
+    let mut row = sql.lock_endpoint(ws, id).await?.ok_or_else(|| endpoint_not_found(id))?;
     let (url, filter, description) =
         rule::patch_endpoint(&row.url, &row.event_types, row.description.as_deref(), patch);
     let now = sql.now().await?;
@@ -243,11 +262,12 @@ pub async fn update_endpoint<S: WebhookSql>(
 /// until [`rule::previous_secret_until`]. The answer carries the new secret.
 pub async fn rotate_secret<S: WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     id: &WebhookEndpointId,
     secret: &str,
     keep_previous: Duration,
 ) -> Result<WebhookEndpoint> {
-    let mut row = sql.lock_endpoint(id).await?.ok_or_else(|| endpoint_not_found(id))?;
+    let mut row = sql.lock_endpoint(ws, id).await?.ok_or_else(|| endpoint_not_found(id))?;
     let now = sql.now().await?;
     let until = rule::previous_secret_until(now, keep_previous);
     let previous = until.map(|_| row.secret.as_str());
@@ -259,8 +279,8 @@ pub async fn rotate_secret<S: WebhookSql>(
 
 /// Removes an endpoint, its row locked, with its deliveries and the events only they referred
 /// to.
-pub async fn delete_endpoint<S: WebhookSql>(sql: &S, id: &WebhookEndpointId) -> Result<()> {
-    let row = sql.lock_endpoint(id).await?.ok_or_else(|| endpoint_not_found(id))?;
+pub async fn delete_endpoint<S: WebhookSql>(sql: &S, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<()> {
+    let row = sql.lock_endpoint(ws, id).await?.ok_or_else(|| endpoint_not_found(id))?;
     sql.delete_endpoint_deliveries(row.seq).await?;
     sql.delete_endpoint_row(row.seq).await?;
     sql.delete_orphan_events().await?;
@@ -270,10 +290,11 @@ pub async fn delete_endpoint<S: WebhookSql>(sql: &S, id: &WebhookEndpointId) -> 
 /// An endpoint's deliveries, newest first.
 pub async fn list_deliveries<S: WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     endpoint: &WebhookEndpointId,
     q: &ListWebhookDeliveries,
 ) -> Result<Listing<WebhookDelivery>> {
-    let row = sql.find_endpoint(endpoint).await?.ok_or_else(|| endpoint_not_found(endpoint))?;
+    let row = sql.find_endpoint(ws, endpoint).await?.ok_or_else(|| endpoint_not_found(endpoint))?;
     let before = crate::row::before(q.after.as_ref())?;
     let rows = sql.deliveries_before(&row, q.status, before, q.limit.saturating_add(1)).await?;
     Ok(page(rows, q.limit))
@@ -319,6 +340,8 @@ pub async fn claim<S: WebhookSql>(sql: &S, limit: u32, lease: Duration) -> Resul
             event_type: r.event_type,
             resource_id: r.resource_id,
             created_at: ts(r.created_at),
+            workspace_id: r.workspace_id,
+            organization_id: r.organization_id,
         });
     }
     Ok(claimed)
@@ -349,14 +372,14 @@ pub async fn prune<S: WebhookSql>(sql: &S, age: Duration) -> Result<u64> {
     Ok(n)
 }
 
-/// Records the events of `outbox` and a delivery to every endpoint subscribed to each
-/// ([`Outbox::plan`]), in the caller's transaction: an event exists if and only if its change
-/// commits.
-pub async fn emit<S: WebhookSql>(sql: &S, outbox: Outbox) -> Result<()> {
+/// Records the events of `outbox` — changes of resources of workspace `ws` — and a delivery to
+/// every endpoint of `ws` subscribed to each ([`Outbox::plan`]), in the caller's transaction: an
+/// event exists if and only if its change commits, and no other workspace's endpoint hears of it.
+pub async fn emit<S: WebhookSql>(sql: &S, ws: &WorkspaceId, outbox: Outbox) -> Result<()> {
     if outbox.is_empty() {
         return Ok(());
     }
-    let planned = outbox.plan(&sql.webhook_filters().await?);
+    let planned = outbox.plan(&sql.webhook_filters(ws).await?);
     if planned.is_empty() {
         return Ok(());
     }
@@ -372,8 +395,22 @@ pub async fn emit<S: WebhookSql>(sql: &S, outbox: Outbox) -> Result<()> {
 }
 
 /// [`emit`] for the events of one change.
-pub async fn emit_one<S: WebhookSql>(sql: &S, change: Change<'_>, resource_id: &str) -> Result<()> {
+pub async fn emit_one<S: WebhookSql>(sql: &S, ws: &WorkspaceId, change: Change<'_>, resource_id: &str) -> Result<()> {
     let mut outbox = Outbox::default();
     outbox.record(change, resource_id);
-    emit(sql, outbox).await
+    emit(sql, ws, outbox).await
+}
+
+/// [`emit`] into the Default workspace, for the operations that do not know their resource's
+/// workspace yet. Transitional: once every domain passes its `ws`, this goes (and the compiler
+/// names every caller left).
+pub async fn emit_in_default<S: WebhookSql>(sql: &S, outbox: Outbox) -> Result<()> {
+    let ws = sql.default_workspace().await?;
+    emit(sql, &ws, outbox).await
+}
+
+/// [`emit_one`] into the Default workspace; transitional like [`emit_in_default`].
+pub async fn emit_one_in_default<S: WebhookSql>(sql: &S, change: Change<'_>, resource_id: &str) -> Result<()> {
+    let ws = sql.default_workspace().await?;
+    emit_one(sql, &ws, change, resource_id).await
 }

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats, WorkState};
+use mnemo_api::{EnvironmentId, SessionId, Work, WorkData, WorkId, WorkQueueStats, WorkState, WorkspaceId};
 
 use super::environments::EnvironmentSql;
 use super::{Clock, Micros, Seq};
@@ -33,8 +33,8 @@ pub struct WorkRow {
 /// rule judges every row it selects.
 #[derive(Debug, Clone, Copy)]
 pub enum WorkFilter<'a> {
-    /// Item `id`, if it belongs to `environment`.
-    Item { environment: &'a EnvironmentId, id: &'a WorkId },
+    /// Item `id`, if it belongs to `environment` and that environment to workspace `ws`.
+    Item { ws: &'a WorkspaceId, environment: &'a EnvironmentId, id: &'a WorkId },
     /// The item with row number `seq`.
     Seq(Seq),
     /// Items of one environment (`None`: of every environment) in a state that can lapse
@@ -131,8 +131,9 @@ pub trait WorkSql: Clock {
     async fn record_poll(&self, environment: Seq, worker: &str, now: Micros) -> Result<()>;
     /// How many workers last polled environment `environment` at or after `since`.
     async fn workers_polled_since(&self, environment: Seq, since: Micros) -> Result<u64>;
-    /// The environment's row number, unlocked (a reader's look). Unknown: not found.
-    async fn environment_seq(&self, id: &EnvironmentId) -> Result<Seq>;
+    /// The row number of workspace `ws`'s environment, unlocked (a reader's look). Unknown, or
+    /// of another workspace: not found.
+    async fn environment_seq(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Seq>;
 }
 
 /// The one item `filter` selects (an [`WorkFilter::Item`]), or not-found.
@@ -142,21 +143,21 @@ fn only(id: &WorkId, rows: Vec<WorkRow>) -> Result<WorkRow> {
 
 /// Item `id` of `environment` as it stands, unlocked; not-found if it is not that
 /// environment's.
-pub async fn get<S: WorkSql>(sql: &S, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-    Ok(only(id, sql.read_work(WorkFilter::Item { environment, id }).await?)?.work)
+pub async fn get<S: WorkSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+    Ok(only(id, sql.read_work(WorkFilter::Item { ws, environment, id }).await?)?.work)
 }
 
 /// Item `id` of `environment`, its row locked: this writer alone judges and changes its lease
 /// until it commits.
-async fn lock<S: WorkSql>(sql: &S, environment: &EnvironmentId, id: &WorkId) -> Result<WorkRow> {
-    only(id, sql.lock_work(WorkFilter::Item { environment, id }).await?)
+async fn lock<S: WorkSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<WorkRow> {
+    only(id, sql.lock_work(WorkFilter::Item { ws, environment, id }).await?)
 }
 
-/// The row number of `environment`'s queue, the environment held against deletion so the rows
+/// The row number of `environment`'s queue (an environment of workspace `ws`), the environment held against deletion so the rows
 /// written under it never reference a deleted one: unknown, not found; not self-hosted, it has
 /// no queue ([`rule::check_has_queue`]).
-async fn queue_of<S: EnvironmentSql>(sql: &S, environment: &EnvironmentId) -> Result<Seq> {
-    let held = sql.hold_environment(environment).await?;
+async fn queue_of<S: EnvironmentSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Seq> {
+    let held = sql.hold_environment_in(ws, environment).await?;
     rule::check_has_queue(&held.environment)?;
     Ok(held.seq)
 }
@@ -244,12 +245,13 @@ pub async fn expire_all<S: WorkSql>(sql: &S) -> Result<u64> {
 /// its record's lock is the last one taken, so two polls of one worker never deadlock.
 pub async fn poll<S: WorkSql + EnvironmentSql>(
     sql: &S,
+    ws: &WorkspaceId,
     environment: &EnvironmentId,
     worker: Option<&str>,
     reclaim_ms: u64,
     token_hash: &CredentialHash,
 ) -> Result<Option<Work>> {
-    let queue = queue_of(sql, environment).await?;
+    let queue = queue_of(sql, ws, environment).await?;
     let now = Clock::now(sql).await?;
     expire(sql, Some(queue), now).await?;
     let deliverable = |lease: &Lease| lease.deliverable(now);
@@ -266,24 +268,25 @@ pub async fn poll<S: WorkSql + EnvironmentSql>(
 }
 
 /// Acknowledges a delivery ([`Lease::ack`]), judged once the item's row is locked.
-pub async fn ack<S: WorkSql>(sql: &S, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-    let item = lock(sql, environment, id).await?;
+pub async fn ack<S: WorkSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
+    let item = lock(sql, ws, environment, id).await?;
     let now = sql.now().await?;
     sql.apply_lease(item.seq, &item.lease.ack(now)?, now).await?;
-    get(sql, environment, id).await
+    get(sql, ws, environment, id).await
 }
 
 /// A conditional heartbeat ([`Lease::heartbeat`]), judged after expiry once the item's row is
 /// locked, so of two heartbeats echoing the same value only the first extends the lease.
 pub async fn heartbeat<S: WorkSql>(
     sql: &S,
+    ws: &WorkspaceId,
     environment: &EnvironmentId,
     id: &WorkId,
     expected: &str,
     desired_ttl: Option<u64>,
 ) -> Result<HeartbeatOutcome> {
     let now = sql.now().await?;
-    let item = settle(sql, lock(sql, environment, id).await?, now).await?;
+    let item = settle(sql, lock(sql, ws, environment, id).await?, now).await?;
     Ok(match item.lease.heartbeat(expected, desired_ttl, now) {
         Heartbeat::Beat(change, answer) => {
             sql.apply_lease(item.seq, &change, now).await?;
@@ -296,42 +299,50 @@ pub async fn heartbeat<S: WorkSql>(
 
 /// Stops an item, forced or graceful ([`Lease::stop`]), judged after expiry once its row is
 /// locked.
-pub async fn stop<S: WorkSql>(sql: &S, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
+pub async fn stop<S: WorkSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    environment: &EnvironmentId,
+    id: &WorkId,
+    force: bool,
+) -> Result<Work> {
     let now = sql.now().await?;
-    let item = settle(sql, lock(sql, environment, id).await?, now).await?;
+    let item = settle(sql, lock(sql, ws, environment, id).await?, now).await?;
     sql.apply_lease(item.seq, &item.lease.stop(force, now)?, now).await?;
-    get(sql, environment, id).await
+    get(sql, ws, environment, id).await
 }
 
 /// Patches an item's metadata; its row is locked first, so concurrent patches both apply.
 pub async fn update_metadata<S: WorkSql>(
     sql: &S,
+    ws: &WorkspaceId,
     environment: &EnvironmentId,
     id: &WorkId,
     patch: &BTreeMap<String, Option<String>>,
 ) -> Result<Work> {
-    let item = lock(sql, environment, id).await?;
+    let item = lock(sql, ws, environment, id).await?;
     let metadata = patch_metadata(&item.work.metadata, patch, Some(ErrorCode::InvalidMetadata))?;
     sql.set_work_metadata(item.seq, &metadata).await?;
-    get(sql, environment, id).await
+    get(sql, ws, environment, id).await
 }
 
 /// Queues a healthcheck on `environment` ([`rule::healthcheck`]) whose lease, once
 /// acknowledged, lasts `ttl` seconds between heartbeats.
 pub async fn enqueue_healthcheck<S: WorkSql + EnvironmentSql>(
     sql: &S,
+    ws: &WorkspaceId,
     environment: &EnvironmentId,
     ttl: u64,
 ) -> Result<Work> {
-    let queue = queue_of(sql, environment).await?;
+    let queue = queue_of(sql, ws, environment).await?;
     let id = enqueue(sql, queue, &rule::healthcheck(&WorkId::generate()), ttl).await?;
-    get(sql, environment, &id).await
+    get(sql, ws, environment, &id).await
 }
 
 /// The statistics of `environment`'s queue now ([`rule::queue_stats`]); any environment has
 /// them (an empty queue's, if it is not self-hosted).
-pub async fn stats<S: WorkSql>(sql: &S, environment: &EnvironmentId) -> Result<WorkQueueStats> {
-    let queue = sql.environment_seq(environment).await?;
+pub async fn stats<S: WorkSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats> {
+    let queue = sql.environment_seq(ws, environment).await?;
     let now = sql.now().await?;
     let queued = sql.read_work(WorkFilter::Queued { environment: queue }).await?;
     let workers = sql.workers_polled_since(queue, rule::polling_since(now)).await?;

@@ -220,14 +220,6 @@ pub(crate) struct WebhookArgs {
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_secs, env = "MNEMO_WEBHOOK_POLL_INTERVAL")]
     webhook_poll_interval: std::time::Duration,
 
-    /// `data.organization_id` of every webhook event.
-    #[arg(long, value_name = "ID", default_value = "org_mnemo", env = "MNEMO_WEBHOOK_ORGANIZATION_ID")]
-    webhook_organization_id: String,
-
-    /// `data.workspace_id` of every webhook event.
-    #[arg(long, value_name = "ID", default_value = "wrkspc_default", env = "MNEMO_WEBHOOK_WORKSPACE_ID")]
-    webhook_workspace_id: String,
-
     /// Let webhook endpoints be on any address: loopback, link-local, private networks. Off by
     /// default, when only public addresses are reached (judged on the address connected to)
     /// and a failed delivery records only `connection failed`.
@@ -262,8 +254,6 @@ impl WebhookArgs {
             },
             timeout: self.webhook_timeout,
             poll_interval: self.webhook_poll_interval,
-            organization_id: self.webhook_organization_id.clone(),
-            workspace_id: self.webhook_workspace_id.clone(),
             targets: targets.clone(),
             ..defaults
         })

@@ -14,6 +14,7 @@ const NOW: Micros = 1_800_000_000 * S;
 /// A queue in memory; every primitive call is recorded by name (and a lease write by the state
 /// it writes).
 struct Fake {
+    ws: WorkspaceId,
     environment: EnvironmentId,
     self_hosted: bool,
     items: RefCell<Vec<WorkRow>>,
@@ -25,6 +26,7 @@ impl Fake {
     fn new(self_hosted: bool) -> Self {
         let environment = EnvironmentId::generate();
         Self {
+            ws: WorkspaceId::generate(),
             environment,
             self_hosted,
             items: Default::default(),
@@ -71,7 +73,7 @@ impl Fake {
         };
         let session = |r: &WorkRow, s: &SessionId| r.work.data.session_id() == Some(s.as_str());
         let selected = |r: &WorkRow| match filter {
-            WorkFilter::Item { environment, id } => r.work.id == *id && r.work.environment_id == *environment,
+            WorkFilter::Item { environment, id, .. } => r.work.id == *id && r.work.environment_id == *environment,
             WorkFilter::Seq(seq) => r.seq == seq,
             WorkFilter::Lapsed { now, .. } => lapsed(&r.lease, now),
             WorkFilter::LapsedOfSession { session: s, now } => session(r, s) && lapsed(&r.lease, now),
@@ -92,8 +94,11 @@ impl Clock for Fake {
 }
 
 impl EnvironmentSql for Fake {
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        self.call("hold_environment");
+    async fn hold_environment(&self, _id: &EnvironmentId) -> Result<EnvironmentRow> {
+        unreachable!("the queue's operations hold an environment of their workspace")
+    }
+    async fn hold_environment_in(&self, _ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
+        self.call("hold_environment_in");
         let kind = if self.self_hosted { "self_hosted" } else { "cloud" };
         let environment: Environment = serde_json::from_value(serde_json::json!({
             "type": "environment", "id": id, "name": "e", "description": null, "metadata": {},
@@ -173,7 +178,7 @@ impl WorkSql for Fake {
         self.call(format!("workers_polled_since -{}s", (NOW - since) / S));
         Ok(2)
     }
-    async fn environment_seq(&self, _id: &EnvironmentId) -> Result<Seq> {
+    async fn environment_seq(&self, _ws: &WorkspaceId, _id: &EnvironmentId) -> Result<Seq> {
         self.call("environment_seq");
         Ok(1)
     }
@@ -185,11 +190,11 @@ fn a_poll_expires_then_claims_then_records_the_worker_last() {
     let queued = q.add(WorkState::Queued, None, None);
     q.add(WorkState::Active, Some(NOW - S), None);
     let env = q.environment.clone();
-    let polled = run_ready(poll(&q, &env, Some("w1"), 5_000, &[7; 32])).unwrap().unwrap();
+    let polled = run_ready(poll(&q, &q.ws, &env, Some("w1"), 5_000, &[7; 32])).unwrap().unwrap();
     assert_eq!(polled.id, queued, "the oldest deliverable item");
     #[rustfmt::skip]
     assert_eq!(q.calls(), [
-        "hold_environment",
+        "hold_environment_in",
         "claim_work", "apply_lease queued",             // the lapsed lease goes back to the queue
         "claim_first_work", "apply_lease queued",       // the delivery
         "insert_session_token",
@@ -198,10 +203,10 @@ fn a_poll_expires_then_claims_then_records_the_worker_last() {
     assert_eq!(q.tokens.borrow().as_slice(), [([7; 32], 1)]);
 
     // Anonymous: no poll recorded. The requeued item is delivered next, and then nothing.
-    assert!(run_ready(poll(&q, &env, None, 5_000, &[8; 32])).unwrap().is_some());
+    assert!(run_ready(poll(&q, &q.ws, &env, None, 5_000, &[8; 32])).unwrap().is_some());
     assert!(!q.calls().iter().any(|c| c.starts_with("record_poll")));
-    assert!(run_ready(poll(&q, &env, Some("w1"), 5_000, &[9; 32])).unwrap().is_none());
-    assert_eq!(q.calls(), ["hold_environment", "claim_work", "claim_first_work", "record_poll w1"]);
+    assert!(run_ready(poll(&q, &q.ws, &env, Some("w1"), 5_000, &[9; 32])).unwrap().is_none());
+    assert_eq!(q.calls(), ["hold_environment_in", "claim_work", "claim_first_work", "record_poll w1"]);
 }
 
 #[test]
@@ -209,9 +214,9 @@ fn a_queue_is_judged_before_any_item_is_touched() {
     let q = Fake::new(false);
     q.add(WorkState::Queued, None, None);
     let env = q.environment.clone();
-    assert!(matches!(run_ready(poll(&q, &env, Some("w"), 5_000, &[0; 32])), Err(StoreError::Invalid(_))));
-    assert!(matches!(run_ready(enqueue_healthcheck(&q, &env, 60)), Err(StoreError::Invalid(_))));
-    assert_eq!(q.calls(), ["hold_environment", "hold_environment"]);
+    assert!(matches!(run_ready(poll(&q, &q.ws, &env, Some("w"), 5_000, &[0; 32])), Err(StoreError::Invalid(_))));
+    assert!(matches!(run_ready(enqueue_healthcheck(&q, &q.ws, &env, 60)), Err(StoreError::Invalid(_))));
+    assert_eq!(q.calls(), ["hold_environment_in", "hold_environment_in"]);
 }
 
 #[test]
@@ -219,22 +224,22 @@ fn transitions_lock_the_item_then_settle_it_before_judging() {
     let q = Fake::new(true);
     let env = q.environment.clone();
     let lapsed = q.add(WorkState::Active, Some(NOW - S), None);
-    let beat = run_ready(heartbeat(&q, &env, &lapsed, NO_HEARTBEAT, None)).unwrap();
+    let beat = run_ready(heartbeat(&q, &q.ws, &env, &lapsed, NO_HEARTBEAT, None)).unwrap();
     let HeartbeatOutcome::PreconditionFailed(WorkLeaseState { state, .. }) = beat else { panic!("{beat:?}") };
     assert_eq!(state, WorkState::Queued, "judged after its lapsed lease was expired");
     assert_eq!(q.calls(), ["lock_work", "apply_lease queued"]);
 
     let abandoned = q.add(WorkState::Stopping, None, None);
-    let twice = run_ready(stop(&q, &env, &abandoned, false));
+    let twice = run_ready(stop(&q, &q.ws, &env, &abandoned, false));
     assert!(matches!(twice, Err(StoreError::Conflict(_))), "nobody held it: expiry stopped it first: {twice:?}");
     assert_eq!(q.calls(), ["lock_work", "apply_lease stopped"]);
 
     let held = q.add(WorkState::Active, Some(NOW + S), None);
-    assert_eq!(run_ready(stop(&q, &env, &held, false)).unwrap().state, WorkState::Stopping);
+    assert_eq!(run_ready(stop(&q, &q.ws, &env, &held, false)).unwrap().state, WorkState::Stopping);
     assert_eq!(q.calls(), ["lock_work", "apply_lease stopping", "read_work"], "answered as it is read back");
 
     let unknown = WorkId::generate();
-    assert!(matches!(run_ready(ack(&q, &env, &unknown)), Err(StoreError::NotFound { .. })));
+    assert!(matches!(run_ready(ack(&q, &q.ws, &env, &unknown)), Err(StoreError::NotFound { .. })));
     assert_eq!(q.calls(), ["lock_work"]);
 }
 
@@ -245,7 +250,7 @@ fn stats_count_workers_within_the_polling_window() {
     q.add(WorkState::Queued, None, Some(NOW + S));
     q.add(WorkState::Active, Some(NOW + S), None);
     let env = q.environment.clone();
-    let stats = run_ready(stats(&q, &env)).unwrap();
+    let stats = run_ready(stats(&q, &q.ws, &env)).unwrap();
     assert_eq!(
         (stats.depth, stats.pending, stats.oldest_queued_at.as_deref(), stats.workers_polling),
         (1, 1, Some("2026-01-01T00:00:00.000000Z"), Some(2))
