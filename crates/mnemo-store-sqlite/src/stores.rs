@@ -106,8 +106,15 @@ pub(crate) fn usage(c: &Connection, ids: &[MemoryStoreId]) -> Result<HashMap<Mem
 /// SQLite's single writer excludes every other writer, so [`lock_store`](ops::StoreSql::lock_store)
 /// only reads.
 impl ops::StoreSql for Lite<'_> {
-    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        get(self, id)
+    async fn get_store(&self, ws: &mnemo_api::WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        query_one(
+            self,
+            &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = ?1 AND workspace_id = ?2"),
+            [id.as_str(), ws.as_str()],
+            from_row,
+        )?
+        .map(|(store, _)| store)
+        .ok_or_else(|| StoreError::not_found("memory store", id))
     }
 
     async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {

@@ -72,6 +72,19 @@ pub async fn ensure_api_key<S: CredentialSql>(sql: &S, hash: &CredentialHash, la
     key.map(|k| k.id).ok_or_else(|| StoreError::backend("an API key just written is gone"))
 }
 
+/// The API key with secret `hash`, created in workspace `ws` with `label` if there is none (a
+/// known secret stays where it is, whatever its status).
+pub async fn ensure_api_key_in<S: CredentialSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    hash: &CredentialHash,
+    label: &str,
+) -> Result<ApiKeyId> {
+    sql.insert_api_key_unless_known(&ApiKeyId::generate(), ws, hash, label, sql.now().await?).await?;
+    let key = sql.api_key_by_hash(hash).await?;
+    key.map(|k| k.id).ok_or_else(|| StoreError::backend("an API key just written is gone"))
+}
+
 /// How many API keys are active.
 pub async fn count_api_keys<S: CredentialSql>(sql: &S) -> Result<u64> {
     sql.count_api_keys_in(ApiKeyStatus::Active).await

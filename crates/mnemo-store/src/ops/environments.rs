@@ -80,8 +80,10 @@ pub fn json_columns(environment: &Environment) -> (String, String) {
 /// What other domains' operations need of environments.
 pub trait EnvironmentSql: Clock {
     /// The environment, held against deletion until the transaction ends (PostgreSQL: `FOR KEY
-    /// SHARE`), so rows written under it never reference a deleted one. Unknown: [`not_found`].
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow>;
+    /// SHARE`), so rows written under it never reference a deleted one. Unknown, or not of
+    /// workspace `ws` when one is given: [`not_found`]. (`None`: the caller reached the
+    /// environment through a credential bound to it, a worker's.)
+    async fn hold_environment(&self, ws: Option<&mnemo_api::WorkspaceId>, id: &EnvironmentId) -> Result<EnvironmentRow>;
 }
 
 /// SQL over environments and their keys.

@@ -156,7 +156,7 @@ async fn lock<S: WorkSql>(sql: &S, environment: &EnvironmentId, id: &WorkId) -> 
 /// written under it never reference a deleted one: unknown, not found; not self-hosted, it has
 /// no queue ([`rule::check_has_queue`]).
 async fn queue_of<S: EnvironmentSql>(sql: &S, environment: &EnvironmentId) -> Result<Seq> {
-    let held = sql.hold_environment(environment).await?;
+    let held = sql.hold_environment(None, environment).await?;
     rule::check_has_queue(&held.environment)?;
     Ok(held.seq)
 }
