@@ -80,8 +80,15 @@ impl ops::EnvironmentSql for Pg<'_, '_> {
     /// ends (`FOR KEY SHARE`, the lock a foreign key takes): a writer that goes on to insert rows
     /// referencing it (a work item) meets no deleted parent, and a delete waits for it. It does not
     /// wait for updates, nor they for it.
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        find(self, id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
+    async fn hold_environment(
+        &self,
+        ws: Option<&mnemo_api::WorkspaceId>,
+        id: &EnvironmentId,
+    ) -> Result<EnvironmentRow> {
+        let Some(ws) = ws else { return find(self, id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id)) };
+        let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = $1 AND workspace_id = $2 FOR KEY SHARE");
+        let row = opt(self, &sql, &[&id.as_str(), &ws.as_str()]).await?;
+        row.as_ref().map(from_row).transpose()?.ok_or_else(|| not_found(id))
     }
 }
 

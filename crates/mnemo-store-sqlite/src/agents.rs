@@ -65,7 +65,7 @@ pub(crate) fn list(
             s.query_map(params![before, include_archived, i64::from(limit) + 1, ws.as_str()], |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })?
-                .collect::<rusqlite::Result<Vec<_>>>()
+            .collect::<rusqlite::Result<Vec<_>>>()
         })
         .map_err(backend)?;
     let rows =
@@ -89,7 +89,7 @@ impl ops::AgentSql for Lite<'_> {
             "INSERT INTO agents (id, latest_version, created_at, updated_at, workspace_id) VALUES (?1, ?2, ?3, ?3, ?4)",
         )
         .and_then(|mut s| s.execute(params![id.as_str(), version, now, ws.as_str()]))
-            .map_err(backend)?;
+        .map_err(backend)?;
         Ok(self.last_insert_rowid())
     }
 

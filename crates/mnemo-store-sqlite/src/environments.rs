@@ -77,7 +77,11 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
 }
 
 impl ops::EnvironmentSql for Lite<'_> {
-    async fn hold_environment(&self, ws: Option<&mnemo_api::WorkspaceId>, id: &EnvironmentId) -> Result<EnvironmentRow> {
+    async fn hold_environment(
+        &self,
+        ws: Option<&mnemo_api::WorkspaceId>,
+        id: &EnvironmentId,
+    ) -> Result<EnvironmentRow> {
         let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = ?1 AND (?2 IS NULL OR workspace_id = ?2)");
         query_one(self, &sql, params![id.as_str(), ws.map(|w| w.as_str())], columns)?
             .map(EnvironmentColumns::decode)

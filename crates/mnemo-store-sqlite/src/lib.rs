@@ -38,8 +38,8 @@ use mnemo_api::{
     Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
 };
 use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
-use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::Principal;
+use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use mnemo_store::{
     ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,
@@ -325,9 +325,7 @@ impl Store for SqliteStore {
         metadata: Option<BTreeMap<String, Option<String>>>,
     ) -> Result<Session> {
         let (ws, id) = (ws.clone(), id.clone());
-        self.engine
-            .write(move |c| run_ready(ops::sessions::update(&Lite(c), &ws, &id, title, metadata.as_ref())))
-            .await
+        self.engine.write(move |c| run_ready(ops::sessions::update(&Lite(c), &ws, &id, title, metadata.as_ref()))).await
     }
 
     async fn list_sessions(&self, ws: &WorkspaceId, query: ListSessions) -> Result<Listing<Session>> {

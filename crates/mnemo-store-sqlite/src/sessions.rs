@@ -40,9 +40,9 @@ pub(crate) fn get_with_seq(c: &Connection, ws: &WorkspaceId, id: &SessionId) -> 
         [id.as_str(), ws.as_str()],
         from_row,
     )?
-        .map(decode)
-        .transpose()?
-        .ok_or_else(|| StoreError::not_found("session", id))
+    .map(decode)
+    .transpose()?
+    .ok_or_else(|| StoreError::not_found("session", id))
 }
 
 /// Records one event processed at `processed_at`; returns its position in the log.

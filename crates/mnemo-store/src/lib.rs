@@ -69,10 +69,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
-    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View,
-    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkspaceId,
+    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId,
+    EnvironmentKey, EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath,
+    MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp,
+    View, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats,
+    WorkspaceId,
 };
 
 pub use cursor::Cursor;
@@ -604,8 +605,12 @@ pub trait Store: Send + Sync + 'static {
     async fn archive_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session>;
     async fn delete_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<()>;
     /// A page of a session's events in log order (or reversed).
-    async fn list_events(&self, ws: &WorkspaceId, session: &SessionId, query: ListEvents)
-    -> Result<Listing<SessionEvent>>;
+    async fn list_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        query: ListEvents,
+    ) -> Result<Listing<SessionEvent>>;
     /// Every event after position `seq` (for resuming streams).
     async fn events_after(&self, ws: &WorkspaceId, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>>;
     /// Appends events in one transaction, carrying out [`rules::session::plan_append`] (results

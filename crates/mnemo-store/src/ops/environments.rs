@@ -83,7 +83,8 @@ pub trait EnvironmentSql: Clock {
     /// SHARE`), so rows written under it never reference a deleted one. Unknown, or not of
     /// workspace `ws` when one is given: [`not_found`]. (`None`: the caller reached the
     /// environment through a credential bound to it, a worker's.)
-    async fn hold_environment(&self, ws: Option<&mnemo_api::WorkspaceId>, id: &EnvironmentId) -> Result<EnvironmentRow>;
+    async fn hold_environment(&self, ws: Option<&mnemo_api::WorkspaceId>, id: &EnvironmentId)
+    -> Result<EnvironmentRow>;
 }
 
 /// SQL over environments and their keys.

@@ -92,7 +92,11 @@ impl Clock for Fake {
 }
 
 impl EnvironmentSql for Fake {
-    async fn hold_environment(&self, _ws: Option<&mnemo_api::WorkspaceId>, id: &EnvironmentId) -> Result<EnvironmentRow> {
+    async fn hold_environment(
+        &self,
+        _ws: Option<&mnemo_api::WorkspaceId>,
+        id: &EnvironmentId,
+    ) -> Result<EnvironmentRow> {
         self.call("hold_environment");
         let kind = if self.self_hosted { "self_hosted" } else { "cloud" };
         let environment: Environment = serde_json::from_value(serde_json::json!({
