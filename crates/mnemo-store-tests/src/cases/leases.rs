@@ -52,8 +52,15 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     assert_eq!(old_holder.state, WorkState::Queued);
 
     // New input to a session whose stopping item lapsed: the item is stopped and new work queued.
-    let appended =
-        s.append_events(&input_session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
+    let appended = s
+        .append_events(
+            &s.default_workspace().await.unwrap(),
+            &input_session.id,
+            vec![user_message("hi")],
+            super::fixtures::person(),
+        )
+        .await
+        .unwrap();
     assert!(appended.enqueued_work, "a lapsed stopping item is no live work");
     assert_eq!(s.get_work(&input_env.id, &input_item.id).await.unwrap().state, WorkState::Stopped);
 
@@ -68,8 +75,15 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     let stopped = s.get_work(&stopping_env.id, &stopping.id).await.unwrap();
     assert_eq!(stopped.state, WorkState::Stopped);
     assert!(stopped.stopped_at.is_some());
-    let appended =
-        s.append_events(&stopping_session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
+    let appended = s
+        .append_events(
+            &s.default_workspace().await.unwrap(),
+            &stopping_session.id,
+            vec![user_message("hi")],
+            super::fixtures::person(),
+        )
+        .await
+        .unwrap();
     assert!(appended.enqueued_work, "the stopped item's session gets new work");
 
     // A heartbeat kept its lease.
@@ -96,15 +110,27 @@ pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl 
     assert_eq!(s.resolve_credential(first).await.unwrap().map(|p| p.credential), Some(alive(&item)));
     // …and dies when that window lapses, with no other call in between.
     past_the_lease().await;
-    assert_eq!(s.resolve_credential(first).await.unwrap().map(|p| p.credential), None, "the acknowledgement window lapsed");
+    assert_eq!(
+        s.resolve_credential(first).await.unwrap().map(|p| p.credential),
+        None,
+        "the acknowledgement window lapsed"
+    );
 
     // A re-delivery mints a new token; the old one stays dead although the item is held again.
     let second = fresh_hash();
     s.poll_work(&env.id, None, 60_000, second).await.unwrap().expect("delivered again");
-    assert_eq!(s.resolve_credential(first).await.unwrap().map(|p| p.credential), None, "a re-delivery kills the old token");
+    assert_eq!(
+        s.resolve_credential(first).await.unwrap().map(|p| p.credential),
+        None,
+        "a re-delivery kills the old token"
+    );
     assert_eq!(s.resolve_credential(second).await.unwrap().map(|p| p.credential), Some(alive(&item)));
     s.ack_work(&env.id, &item.id).await.unwrap();
-    assert_eq!(s.resolve_credential(second).await.unwrap().map(|p| p.credential), Some(alive(&item)), "alive while leased");
+    assert_eq!(
+        s.resolve_credential(second).await.unwrap().map(|p| p.credential),
+        Some(alive(&item)),
+        "alive while leased"
+    );
 
     // The lease lapses: the token dies at once, before anything writes the expiry down.
     past_the_lease().await;
@@ -119,7 +145,11 @@ pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl 
 
     // Stopping: the token lives on while the worker winds down and confirms, then dies.
     s.stop_work(&env.id, &item.id, false).await.unwrap();
-    assert_eq!(s.resolve_credential(third).await.unwrap().map(|p| p.credential), Some(alive(&item)), "alive while stopping");
+    assert_eq!(
+        s.resolve_credential(third).await.unwrap().map(|p| p.credential),
+        Some(alive(&item)),
+        "alive while stopping"
+    );
     s.stop_work(&env.id, &item.id, true).await.unwrap();
     assert_eq!(s.resolve_credential(third).await.unwrap().map(|p| p.credential), None, "a stop kills the token");
 }
