@@ -113,8 +113,8 @@ impl ops::EnvironmentRowSql for Pg<'_, '_> {
         let (metadata, config) = json_columns(env);
         exec(
             self,
-            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, (SELECT id FROM workspaces WHERE is_default))",
             &[&env.id.as_str(), &env.name, &env.description, &metadata, &config, &env.scope, &now],
         )
         .await

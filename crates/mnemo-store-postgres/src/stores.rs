@@ -140,8 +140,8 @@ impl ops::StoreSql for Pg<'_, '_> {
     async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
         exec(
             self,
-            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $5)",
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $4, $5, $5, (SELECT id FROM workspaces WHERE is_default))",
             &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
         )
         .await

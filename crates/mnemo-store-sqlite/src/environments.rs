@@ -110,8 +110,8 @@ impl ops::EnvironmentRowSql for Lite<'_> {
     async fn insert_environment(&self, env: &mnemo_api::Environment, now: i64) -> Result<()> {
         let (metadata, config) = json_columns(env);
         self.execute(
-            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            "INSERT INTO environments (id, name, description, metadata, config, scope, created_at, updated_at, workspace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, (SELECT id FROM workspaces WHERE is_default))",
             params![env.id.as_str(), env.name, env.description, metadata, config, env.scope, now],
         )
         .map_err(backend)?;

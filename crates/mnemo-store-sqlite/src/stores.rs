@@ -133,8 +133,8 @@ impl ops::StoreSql for Lite<'_> {
 
     async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
         self.prepare_cached(
-            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at, workspace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, (SELECT id FROM workspaces WHERE is_default))",
         )
         .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
         .map(drop)
