@@ -50,8 +50,13 @@ pub(crate) const MAX_FORM_BYTES: usize = 512 * 1024;
 pub trait Hooks: Send + Sync + 'static {
     /// A credential was revoked through the console: remembered lookups must be dropped.
     fn credentials_changed(&self);
-    /// Events appended to `session` from now on (the same feed the API's event stream uses).
-    async fn subscribe(&self, session: &SessionId) -> Result<broadcast::Receiver<Streamed>, StoreError>;
+    /// Events appended to workspace `ws`'s `session` from now on (the same feed the API's event
+    /// stream uses).
+    async fn subscribe(
+        &self,
+        ws: &mnemo_api::WorkspaceId,
+        session: &SessionId,
+    ) -> Result<broadcast::Receiver<Streamed>, StoreError>;
     /// Whether a sign-in from `peer` may be tried now: `Err(wait)` while the address has failed
     /// too often (the key is then not even looked up).
     fn sign_in_allowed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {

@@ -117,7 +117,10 @@ pub(crate) async fn list(
     let first_page = after.is_none();
     let listing = console
         .store
-        .list_sessions(ListSessions { include_archived: true, limit: PAGE, after, ..ListSessions::default() })
+        .list_sessions(
+            &who.workspace,
+            ListSessions { include_archived: true, limit: PAGE, after, ..ListSessions::default() },
+        )
         .await?;
     let environments = environment_names(&console, &who.workspace, listing.items.iter().map(|s| &s.environment_id)).await?;
     let rows = listing.items.iter().map(|s| session_row(s, &environments)).collect();
@@ -165,10 +168,10 @@ pub(crate) async fn session_page(
     Id(session_id): Id<SessionId>,
     Query(PageParam(after)): Query<PageParam>,
 ) -> Result<Response, PageError> {
-    let session = console.store.get_session(&session_id).await?;
+    let session = console.store.get_session(&who.workspace, &session_id).await?;
     let events = console
         .store
-        .list_events(&session_id, ListEvents { limit: EVENTS_PAGE, after, ..ListEvents::default() })
+        .list_events(&who.workspace, &session_id, ListEvents { limit: EVENTS_PAGE, after, ..ListEvents::default() })
         .await?;
     let entries: Vec<Entry> = events.items.iter().map(|e| entry(e.seq, &e.event)).collect();
     let last_seq = events.items.last().map_or(0, |e| e.seq);
@@ -315,7 +318,7 @@ pub(crate) async fn live(
     Id(session_id): Id<SessionId>,
     Query(q): Query<LiveQuery>,
 ) -> Result<Response, PageError> {
-    console.store.get_session(&session_id).await?;
+    console.store.get_session(&signed.workspace, &session_id).await?;
     // A live transcript holds a connection like the API's streams, and counts with them.
     let slot = match console.hooks.open_stream(&signed.api_key) {
         Ok(slot) => slot,
@@ -324,8 +327,8 @@ pub(crate) async fn live(
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
     let from = resume.or(q.after).unwrap_or(0);
     // Subscribe before reading what is already there, so nothing falls between the two.
-    let mut rx = console.hooks.subscribe(&session_id).await?;
-    let backlog = console.store.events_after(&session_id, from).await?;
+    let mut rx = console.hooks.subscribe(&signed.workspace, &session_id).await?;
+    let backlog = console.store.events_after(&signed.workspace, &session_id, from).await?;
     let (tx, out) = tokio::sync::mpsc::channel::<Event>(64);
     tokio::spawn(async move {
         // The stream's place is freed when it ends (the browser left, or it fell behind).

@@ -30,7 +30,11 @@ impl Hooks for CountingHooks {
         self.credentials_changed.fetch_add(1, Ordering::SeqCst);
     }
 
-    async fn subscribe(&self, _: &SessionId) -> Result<broadcast::Receiver<Streamed>, StoreError> {
+    async fn subscribe(
+        &self,
+        _: &mnemo_api::WorkspaceId,
+        _: &SessionId,
+    ) -> Result<broadcast::Receiver<Streamed>, StoreError> {
         Ok(broadcast::channel(4).1)
     }
 }

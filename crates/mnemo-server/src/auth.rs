@@ -237,7 +237,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
             _ => MemoryOp::Administer,
         };
         let attached = match scope::attachment_lookup(&caller.credential) {
-            Some(session) => state.store.session_store_access(session, &store).await?,
+            Some(session) => state.store.session_store_access(caller.workspace()?, session, &store).await?,
             None => None,
         };
         caller.allow(Action::Memory { store: &store, op, attached })?;

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mnemo_api::SessionId;
+use mnemo_api::{SessionId, WorkspaceId};
 use mnemo_store::{ListEvents, SessionEvent, Signal, Store, StoreError, Streamed};
 use tokio::sync::broadcast;
 
@@ -25,6 +25,8 @@ const CAPACITY: usize = 1024;
 
 struct Channel {
     tx: broadcast::Sender<Streamed>,
+    /// The session's workspace: the hub's own reads of its log are made in it.
+    workspace: WorkspaceId,
     /// The newest position handed to this channel's streams (shared hubs only).
     last: Option<i64>,
 }
@@ -52,11 +54,12 @@ impl EventHub {
         Self { channels: Mutex::default(), shared: true, wanted: Mutex::default() }
     }
 
-    pub(crate) fn subscribe(&self, session: &SessionId) -> broadcast::Receiver<Streamed> {
+    /// Subscribes to workspace `ws`'s session (the caller found it there).
+    pub(crate) fn subscribe(&self, ws: &WorkspaceId, session: &SessionId) -> broadcast::Receiver<Streamed> {
         let mut channels = self.channels.lock().expect("event hub poisoned");
         channels
             .entry(session.clone())
-            .or_insert_with(|| Channel { tx: broadcast::channel(CAPACITY).0, last: None })
+            .or_insert_with(|| Channel { tx: broadcast::channel(CAPACITY).0, workspace: ws.clone(), last: None })
             .tx
             .subscribe()
     }
@@ -66,11 +69,12 @@ impl EventHub {
     pub(crate) async fn subscribe_from(
         &self,
         store: &dyn Store,
+        ws: &WorkspaceId,
         session: &SessionId,
     ) -> Result<broadcast::Receiver<Streamed>, mnemo_store::StoreError> {
-        let rx = self.subscribe(session);
+        let rx = self.subscribe(ws, session);
         let newest = store
-            .list_events(session, ListEvents { descending: true, limit: 1, ..ListEvents::default() })
+            .list_events(ws, session, ListEvents { descending: true, limit: 1, ..ListEvents::default() })
             .await?
             .items
             .first()
@@ -114,7 +118,8 @@ impl EventHub {
     /// Delivers the log after `last`; `false` when it cannot be read (a deleted session's
     /// streams are ended).
     async fn read_back(&self, store: &dyn Store, session: &SessionId, last: i64) -> bool {
-        match store.events_after(session, last).await {
+        let Some(ws) = self.workspace_of(session) else { return true };
+        match store.events_after(&ws, session, last).await {
             Ok(events) => {
                 self.deliver(session, &events);
                 true
@@ -138,6 +143,11 @@ impl EventHub {
             id: mnemo_api::EventId::generate(),
             processed_at: mnemo_api::rfc3339_micros(chrono::Utc::now().timestamp_micros()),
         });
+    }
+
+    /// The workspace of the session's streams, while it has a channel.
+    fn workspace_of(&self, session: &SessionId) -> Option<WorkspaceId> {
+        self.channels.lock().expect("event hub poisoned").get(session).map(|c| c.workspace.clone())
     }
 
     /// `None` when the session has no open stream; else the newest position handed to its
@@ -269,9 +279,9 @@ pub(crate) async fn follow(
 /// the newest position handed out is safe because a session's appends hold its row lock until
 /// they commit, so what one read sees of a session's log is always a prefix of it.
 async fn read_signalled(store: Arc<dyn Store>, hub: Arc<EventHub>, session: SessionId) {
-    while let Some(Some(from)) = hub.position(&session) {
+    while let (Some(Some(from)), Some(ws)) = (hub.position(&session), hub.workspace_of(&session)) {
         let target = hub.target(&session);
-        match store.events_after(&session, from).await {
+        match store.events_after(&ws, &session, from).await {
             Ok(events) => hub.deliver(&session, &events),
             Err(StoreError::NotFound { .. }) => {
                 hub.deleted(&session);

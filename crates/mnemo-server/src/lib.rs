@@ -209,10 +209,10 @@ impl AppState {
         self
     }
 
-    /// Tells the agent loop (if any) that a session changed.
-    fn wake_agent(&self, session: &mnemo_api::SessionId) {
+    /// Tells the agent loop (if any) that workspace `ws`'s session changed.
+    fn wake_agent(&self, ws: &mnemo_api::WorkspaceId, session: &mnemo_api::SessionId) {
         if let Some(agent) = &self.agent {
-            agent.wake(session);
+            agent.wake(ws, session);
         }
     }
 
@@ -299,9 +299,10 @@ impl mnemo_console::Hooks for ConsoleHooks {
 
     async fn subscribe(
         &self,
+        ws: &mnemo_api::WorkspaceId,
         session: &mnemo_api::SessionId,
     ) -> Result<tokio::sync::broadcast::Receiver<mnemo_store::Streamed>, mnemo_store::StoreError> {
-        self.hub.subscribe_from(&*self.store, session).await
+        self.hub.subscribe_from(&*self.store, ws, session).await
     }
 }
 

@@ -3,7 +3,7 @@
 //! row (`FOR UPDATE`), so an update's `base` version is judged against the version no other
 //! writer is about to replace.
 
-use mnemo_api::{Agent, AgentId, AgentSpec};
+use mnemo_api::{Agent, AgentId, AgentSpec, WorkspaceId};
 use mnemo_store::ops::{self, AgentRow};
 use mnemo_store::{Cursor, Listing, Result, StoreError};
 use tokio_postgres::Row;
@@ -12,15 +12,17 @@ use crate::engine::{Pg, Tx, all, col, exec, failure, one, opt};
 use crate::stores::page;
 use crate::{parse_id, ts, ts_opt};
 
-/// The agent's row, locked until the transaction ends when `lock`: its row number and latest
-/// version, and the agent without its spec.
-async fn head(tx: &Tx<'_>, id: &AgentId, lock: bool) -> Result<(i64, u32, i64, i64, Option<i64>)> {
+/// Workspace `ws`'s agent's row (another workspace's is not found), locked until the
+/// transaction ends when `lock`: its row number and latest version, and the agent without its
+/// spec.
+async fn head(tx: &Tx<'_>, ws: &WorkspaceId, id: &AgentId, lock: bool) -> Result<(i64, u32, i64, i64, Option<i64>)> {
     let sql = if lock {
-        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = $1 FOR UPDATE"
+        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents \
+         WHERE id = $1 AND workspace_id = $2 FOR UPDATE"
     } else {
-        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = $1"
+        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = $1 AND workspace_id = $2"
     };
-    let row = opt(tx, sql, &[&id.as_str()]).await?.ok_or_else(|| StoreError::not_found("agent", id))?;
+    let row = opt(tx, sql, &[&id.as_str(), &ws.as_str()]).await?.ok_or_else(|| StoreError::not_found("agent", id))?;
     Ok((col(&row, 0)?, version(col(&row, 1)?)?, col(&row, 2)?, col(&row, 3)?, col(&row, 4)?))
 }
 
@@ -38,8 +40,8 @@ fn spec_json(spec: &AgentSpec) -> Result<String> {
 
 /// An agent at `version` (the latest when `None`) and its row number; the agent's row is
 /// locked when `lock`.
-async fn load(tx: &Tx<'_>, id: &AgentId, version: Option<u32>, lock: bool) -> Result<(Agent, i64)> {
-    let (seq, latest, created_at, updated_at, archived_at) = head(tx, id, lock).await?;
+async fn load(tx: &Tx<'_>, ws: &WorkspaceId, id: &AgentId, version: Option<u32>, lock: bool) -> Result<(Agent, i64)> {
+    let (seq, latest, created_at, updated_at, archived_at) = head(tx, ws, id, lock).await?;
     let version = version.unwrap_or(latest);
     let row =
         opt(tx, "SELECT spec FROM agent_versions WHERE agent_seq = $1 AND version = $2", &[&seq, &i64::from(version)])
@@ -58,8 +60,8 @@ async fn load(tx: &Tx<'_>, id: &AgentId, version: Option<u32>, lock: bool) -> Re
     ))
 }
 
-pub(crate) async fn get(tx: &Tx<'_>, id: &AgentId, version: Option<u32>) -> Result<Agent> {
-    load(tx, id, version, false).await.map(|(a, _)| a)
+pub(crate) async fn get(tx: &Tx<'_>, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+    load(tx, ws, id, version, false).await.map(|(a, _)| a)
 }
 
 fn from_row(r: &Row) -> Result<(Agent, i64)> {
@@ -78,6 +80,7 @@ fn from_row(r: &Row) -> Result<(Agent, i64)> {
 
 pub(crate) async fn list(
     tx: &Tx<'_>,
+    ws: &WorkspaceId,
     include_archived: bool,
     limit: u32,
     after: Option<&Cursor>,
@@ -87,8 +90,8 @@ pub(crate) async fn list(
         tx,
         "SELECT a.id, a.latest_version, v.spec, a.created_at, a.updated_at, a.archived_at, a.seq \
          FROM agents a JOIN agent_versions v ON v.agent_seq = a.seq AND v.version = a.latest_version \
-         WHERE a.seq < $1 AND ($2 OR a.archived_at IS NULL) ORDER BY a.seq DESC LIMIT $3",
-        &[&before, &include_archived, &(i64::from(limit) + 1)],
+         WHERE a.workspace_id = $4 AND a.seq < $1 AND ($2 OR a.archived_at IS NULL) ORDER BY a.seq DESC LIMIT $3",
+        &[&before, &include_archived, &(i64::from(limit) + 1), &ws.as_str()],
     )
     .await?;
     let rows = rows.iter().map(from_row).collect::<Result<Vec<_>>>()?;
@@ -96,20 +99,21 @@ pub(crate) async fn list(
 }
 
 impl ops::AgentSql for Pg<'_, '_> {
-    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
-        get(self, id, version).await
+    async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        get(self, ws, id, version).await
     }
 
-    async fn lock_agent(&self, id: &AgentId) -> Result<AgentRow> {
-        let (agent, seq) = load(self, id, None, true).await?;
+    async fn lock_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<AgentRow> {
+        let (agent, seq) = load(self, ws, id, None, true).await?;
         Ok(AgentRow { agent, seq })
     }
 
-    async fn insert_agent(&self, id: &AgentId, version: u32, now: i64) -> Result<i64> {
+    async fn insert_agent(&self, ws: &WorkspaceId, id: &AgentId, version: u32, now: i64) -> Result<i64> {
         let row = one(
             self,
-            "INSERT INTO agents (id, latest_version, created_at, updated_at) VALUES ($1, $2, $3, $3) RETURNING seq",
-            &[&id.as_str(), &i64::from(version), &now],
+            "INSERT INTO agents (id, latest_version, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $3, $4) RETURNING seq",
+            &[&id.as_str(), &i64::from(version), &now, &ws.as_str()],
         )
         .await?;
         col(&row, 0)

@@ -32,22 +32,17 @@ fn from_row(r: &Row) -> Result<EnvironmentRow> {
     .decode()
 }
 
-/// The environment `id`, locked as `lock` says (`""`: not at all), of workspace `ws` if given
+/// Workspace `ws`'s environment `id`, locked as `lock` says (`""`: not at all)
 /// (one of another workspace is not found).
-async fn find(tx: &Tx<'_>, ws: Option<&WorkspaceId>, id: &EnvironmentId, lock: &str) -> Result<Option<EnvironmentRow>> {
-    let row = match ws {
-        None => opt(tx, &format!("SELECT {COLUMNS} FROM environments WHERE id = $1{lock}"), &[&id.as_str()]).await?,
-        Some(ws) => {
-            let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = $1 AND workspace_id = $2{lock}");
-            opt(tx, &sql, &[&id.as_str(), &ws.as_str()]).await?
-        }
-    };
+async fn find(tx: &Tx<'_>, ws: &WorkspaceId, id: &EnvironmentId, lock: &str) -> Result<Option<EnvironmentRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = $1 AND workspace_id = $2{lock}");
+    let row = opt(tx, &sql, &[&id.as_str(), &ws.as_str()]).await?;
     row.as_ref().map(from_row).transpose()
 }
 
 /// Workspace `ws`'s environment and its row number, or not-found.
 pub(crate) async fn get_with_seq(tx: &Tx<'_>, ws: &WorkspaceId, id: &EnvironmentId) -> Result<(Environment, i64)> {
-    let row = find(tx, Some(ws), id, "").await?.ok_or_else(|| not_found(id))?;
+    let row = find(tx, ws, id, "").await?.ok_or_else(|| not_found(id))?;
     Ok((row.environment, row.seq))
 }
 
@@ -89,30 +84,26 @@ impl ops::EnvironmentSql for Pg<'_, '_> {
     /// ends (`FOR KEY SHARE`, the lock a foreign key takes): a writer that goes on to insert rows
     /// referencing it (a work item) meets no deleted parent, and a delete waits for it. It does not
     /// wait for updates, nor they for it.
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        find(self, None, id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
-    }
-
-    async fn hold_environment_in(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        find(self, Some(ws), id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
+    async fn hold_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
+        find(self, ws, id, " FOR KEY SHARE").await?.ok_or_else(|| not_found(id))
     }
 }
 
 impl ops::EnvironmentRowSql for Pg<'_, '_> {
     async fn find_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, Some(ws), id, "").await
+        find(self, ws, id, "").await
     }
 
     async fn share_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, Some(ws), id, " FOR SHARE").await
+        find(self, ws, id, " FOR SHARE").await
     }
 
     async fn lock_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, Some(ws), id, " FOR NO KEY UPDATE").await
+        find(self, ws, id, " FOR NO KEY UPDATE").await
     }
 
     async fn lock_environment_to_delete(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-        find(self, Some(ws), id, " FOR UPDATE").await
+        find(self, ws, id, " FOR UPDATE").await
     }
 
     async fn insert_environment(&self, ws: &WorkspaceId, env: &Environment, now: i64) -> Result<()> {

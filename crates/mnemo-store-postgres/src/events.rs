@@ -5,7 +5,7 @@
 //! it writes, and the events it writes are numbered after every event already committed: a
 //! reader that has seen position `n` of a log never later finds an event before `n`.
 
-use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus};
+use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus, WorkspaceId};
 use mnemo_store::ops::{self, SessionRow};
 use mnemo_store::row::SessionBody;
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
@@ -23,8 +23,13 @@ async fn rows(tx: &Tx<'_>, sql: &str, params: &[Param<'_>]) -> Result<Vec<Sessio
         .collect()
 }
 
-pub(crate) async fn list(tx: &Tx<'_>, session: &SessionId, q: &ListEvents) -> Result<Listing<SessionEvent>> {
-    let (_, seq) = sessions::get_with_seq(tx, session).await?;
+pub(crate) async fn list(
+    tx: &Tx<'_>,
+    ws: &WorkspaceId,
+    session: &SessionId,
+    q: &ListEvents,
+) -> Result<Listing<SessionEvent>> {
+    let (_, seq) = sessions::get_with_seq(tx, ws, session).await?;
     let (bound, order, cmp) = match (&q.after, q.descending) {
         (None, false) => (i64::MIN, "ASC", ">"),
         (None, true) => (i64::MAX, "DESC", "<"),
@@ -57,8 +62,8 @@ pub(crate) async fn list(tx: &Tx<'_>, session: &SessionId, q: &ListEvents) -> Re
 }
 
 /// Every event of a session after position `after`, in log order.
-pub(crate) async fn after(tx: &Tx<'_>, session: &SessionId, after: i64) -> Result<Vec<SessionEvent>> {
-    let (_, seq) = sessions::get_with_seq(tx, session).await?;
+pub(crate) async fn after(tx: &Tx<'_>, ws: &WorkspaceId, session: &SessionId, after: i64) -> Result<Vec<SessionEvent>> {
+    let (_, seq) = sessions::get_with_seq(tx, ws, session).await?;
     rows(
         tx,
         "SELECT seq, id, body FROM session_events WHERE session_seq = $1 AND seq > $2 ORDER BY seq",
@@ -68,8 +73,8 @@ pub(crate) async fn after(tx: &Tx<'_>, session: &SessionId, after: i64) -> Resul
 }
 
 impl ops::SessionSql for Pg<'_, '_> {
-    async fn lock_session(&self, id: &SessionId) -> Result<SessionRow> {
-        let (session, seq) = sessions::lock(self, id).await?;
+    async fn lock_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<SessionRow> {
+        let (session, seq) = sessions::lock(self, ws, id).await?;
         Ok(SessionRow { session, seq })
     }
 
@@ -144,10 +149,11 @@ impl ops::SessionSql for Pg<'_, '_> {
 /// Appends events under the session's rules ([`ops::events::append`]).
 pub(crate) async fn append(
     tx: &Tx<'_>,
+    ws: &WorkspaceId,
     session: &SessionId,
     events: Vec<Event>,
     author: &EventAuthor,
     lease_ttl: u64,
 ) -> Result<Appended> {
-    ops::events::append(&Pg(tx), session, events, author, lease_ttl).await
+    ops::events::append(&Pg(tx), ws, session, events, author, lease_ttl).await
 }

@@ -310,6 +310,10 @@ impl Store for PostgresStore {
         write!(self.engine, |tx| ops::credentials::ensure_api_key(&Pg(&tx), &hash, label).await)
     }
 
+    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
+        write!(self.engine, |tx| ops::credentials::ensure_api_key_in(&Pg(&tx), ws, &hash, label).await)
+    }
+
     async fn count_api_keys(&self) -> Result<u64> {
         read!(self.engine, |tx| ops::credentials::count_api_keys(&Pg(&tx)).await)
     }
@@ -435,10 +439,6 @@ impl Store for PostgresStore {
         write!(self.engine, |tx| ops::audit::prune(&Pg(&tx), days).await)
     }
 
-    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
-        write!(self.engine, |tx| ops::credentials::ensure_api_key_in(&Pg(&tx), ws, &hash, label).await)
-    }
-
     async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment> {
         write!(self.engine, |tx| ops::environments::create(&Pg(&tx), ws, &new).await)
     }
@@ -511,30 +511,36 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| ops::environments::list_keys(&Pg(&tx), ws, environment).await)
     }
 
-    async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
-        write!(self.engine, |tx| ops::agents::create(&Pg(&tx), &spec).await)
+    async fn create_agent(&self, ws: &WorkspaceId, spec: AgentSpec) -> Result<Agent> {
+        write!(self.engine, |tx| ops::agents::create(&Pg(&tx), ws, &spec).await)
     }
 
-    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
-        read!(self.engine, |tx| agents::get(&tx, id, version).await)
+    async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        read!(self.engine, |tx| agents::get(&tx, ws, id, version).await)
     }
 
-    async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
-        write!(self.engine, |tx| ops::agents::update(&Pg(&tx), id, base, &params).await)
+    async fn update_agent(&self, ws: &WorkspaceId, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
+        write!(self.engine, |tx| ops::agents::update(&Pg(&tx), ws, id, base, &params).await)
     }
 
-    async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>> {
-        read!(self.engine, |tx| agents::list(&tx, include_archived, limit, after.as_ref()).await)
+    async fn list_agents(
+        &self,
+        ws: &WorkspaceId,
+        include_archived: bool,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Agent>> {
+        read!(self.engine, |tx| agents::list(&tx, ws, include_archived, limit, after.as_ref()).await)
     }
 
-    async fn archive_agent(&self, id: &AgentId) -> Result<Agent> {
-        write!(self.engine, |tx| ops::agents::archive(&Pg(&tx), id).await)
+    async fn archive_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<Agent> {
+        write!(self.engine, |tx| ops::agents::archive(&Pg(&tx), ws, id).await)
     }
 
-    async fn create_session(&self, new: NewSession) -> Result<Session> {
+    async fn create_session(&self, ws: &WorkspaceId, new: NewSession) -> Result<Session> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {
-            let created = ops::sessions::create(&Pg(&tx), &new, ttl).await?;
+            let created = ops::sessions::create(&Pg(&tx), ws, &new, ttl).await?;
             if created.queued_work {
                 self.signal(&tx, &Signal::Work).await?;
             }
@@ -542,50 +548,75 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn get_session(&self, id: &SessionId) -> Result<Session> {
-        read!(self.engine, |tx| sessions::get_with_seq(&tx, id).await.map(|(s, _)| s))
+    async fn get_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session> {
+        read!(self.engine, |tx| sessions::get_with_seq(&tx, ws, id).await.map(|(s, _)| s))
     }
 
     async fn update_session(
         &self,
+        ws: &WorkspaceId,
         id: &SessionId,
         title: Option<Option<String>>,
         metadata: Option<BTreeMap<String, Option<String>>>,
     ) -> Result<Session> {
-        write!(self.engine, |tx| ops::sessions::update(&Pg(&tx), id, title.clone(), metadata.as_ref()).await)
+        write!(self.engine, |tx| ops::sessions::update(&Pg(&tx), ws, id, title.clone(), metadata.as_ref()).await)
     }
 
-    async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
-        read!(self.engine, |tx| sessions::list(&tx, &query).await)
+    async fn list_sessions(&self, ws: &WorkspaceId, query: ListSessions) -> Result<Listing<Session>> {
+        read!(self.engine, |tx| sessions::list(&tx, ws, &query).await)
     }
 
-    async fn archive_session(&self, id: &SessionId) -> Result<Session> {
+    async fn list_turn_sessions(
+        &self,
+        statuses: Vec<String>,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<(WorkspaceId, SessionId)>> {
+        read!(self.engine, |tx| sessions::list_turn_sessions(&tx, &statuses, limit, after.as_ref()).await)
+    }
+
+    async fn session_workspace(&self, id: &SessionId) -> Result<Option<WorkspaceId>> {
+        read!(self.engine, |tx| sessions::workspace_of(&tx, id).await)
+    }
+
+    async fn archive_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session> {
         write!(self.engine, |tx| {
-            let session = ops::sessions::archive(&Pg(&tx), id).await?;
+            let session = ops::sessions::archive(&Pg(&tx), ws, id).await?;
             credentials_changed(self, &tx).await?;
             Ok(session)
         })
     }
 
-    async fn delete_session(&self, id: &SessionId) -> Result<()> {
+    async fn delete_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<()> {
         write!(self.engine, |tx| {
-            ops::sessions::delete(&Pg(&tx), id).await?;
+            ops::sessions::delete(&Pg(&tx), ws, id).await?;
             credentials_changed(self, &tx).await
         })
     }
 
-    async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>> {
-        read!(self.engine, |tx| events::list(&tx, session, &query).await)
+    async fn list_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        query: ListEvents,
+    ) -> Result<Listing<SessionEvent>> {
+        read!(self.engine, |tx| events::list(&tx, ws, session, &query).await)
     }
 
-    async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>> {
-        read!(self.engine, |tx| events::after(&tx, session, seq).await)
+    async fn events_after(&self, ws: &WorkspaceId, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>> {
+        read!(self.engine, |tx| events::after(&tx, ws, session, seq).await)
     }
 
-    async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended> {
+    async fn append_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        events: Vec<Event>,
+        author: EventAuthor,
+    ) -> Result<Appended> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {
-            let appended = events::append(&tx, session, events.clone(), &author, ttl).await?;
+            let appended = events::append(&tx, ws, session, events.clone(), &author, ttl).await?;
             if let (Some(first), Some(last)) = (appended.written.first(), appended.written.last()) {
                 let signal = Signal::Events { session: session.clone(), first: first.seq, last: last.seq };
                 self.signal(&tx, &signal).await?;
@@ -597,17 +628,28 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {
+    async fn claim_turn(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool> {
         let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        write!(self.engine, |tx| ops::sessions::claim_turn(&Pg(&tx), session, holder, ttl).await)
+        write!(self.engine, |tx| ops::sessions::claim_turn(&Pg(&tx), ws, session, holder, ttl).await)
     }
 
-    async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()> {
-        write!(self.engine, |tx| ops::sessions::release_turn(&Pg(&tx), session, holder).await)
+    async fn release_turn(&self, ws: &WorkspaceId, session: &SessionId, holder: &str) -> Result<()> {
+        write!(self.engine, |tx| ops::sessions::release_turn(&Pg(&tx), ws, session, holder).await)
     }
 
-    async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
-        read!(self.engine, |tx| Pg(&tx).store_access(session, store).await)
+    async fn session_store_access(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        store: &MemoryStoreId,
+    ) -> Result<Option<Access>> {
+        read!(self.engine, |tx| Pg(&tx).store_access(ws, session, store).await)
     }
 
     async fn poll_work(

@@ -5,11 +5,11 @@
 //! with [`lock`] (`FOR UPDATE`) and holds it until it commits: writers of one session take
 //! turns, and a session's events are numbered in commit order.
 
-use mnemo_api::{Access, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus};
+use mnemo_api::{Access, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus, WorkspaceId};
 use mnemo_store::ops::{self, NewSessionRow};
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::agent::TurnLease;
-use mnemo_store::{ListSessions, Listing, Result, StoreError};
+use mnemo_store::{Cursor, ListSessions, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
 use crate::engine::{Pg, Tx, all, col, exec, one, opt};
@@ -30,16 +30,18 @@ fn from_row(r: &Row) -> Result<(Session, i64)> {
     Ok((body.into_session(&columns)?, col(r, 7)?))
 }
 
-/// The session and its row number, or not-found.
-pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &SessionId) -> Result<(Session, i64)> {
-    let row = opt(tx, &format!("SELECT {COLUMNS} FROM sessions WHERE id = $1"), &[&id.as_str()]).await?;
+/// Workspace `ws`'s session and its row number, or not-found (also for another workspace's).
+pub(crate) async fn get_with_seq(tx: &Tx<'_>, ws: &WorkspaceId, id: &SessionId) -> Result<(Session, i64)> {
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1 AND workspace_id = $2");
+    let row = opt(tx, &sql, &[&id.as_str(), &ws.as_str()]).await?;
     row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("session", id))
 }
 
 /// Like [`get_with_seq`], and locks the session's row until the transaction ends: the writer
 /// holding it is the only one judging and changing the session (its status, its log).
-pub(crate) async fn lock(tx: &Tx<'_>, id: &SessionId) -> Result<(Session, i64)> {
-    let row = opt(tx, &format!("SELECT {COLUMNS} FROM sessions WHERE id = $1 FOR UPDATE"), &[&id.as_str()]).await?;
+pub(crate) async fn lock(tx: &Tx<'_>, ws: &WorkspaceId, id: &SessionId) -> Result<(Session, i64)> {
+    let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1 AND workspace_id = $2 FOR UPDATE");
+    let row = opt(tx, &sql, &[&id.as_str(), &ws.as_str()]).await?;
     row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("session", id))
 }
 
@@ -56,12 +58,12 @@ pub(crate) async fn insert_event(tx: &Tx<'_>, session_seq: i64, event: &LoggedEv
     col(&row, 0)
 }
 
-pub(crate) async fn list(tx: &Tx<'_>, q: &ListSessions) -> Result<Listing<Session>> {
+pub(crate) async fn list(tx: &Tx<'_>, ws: &WorkspaceId, q: &ListSessions) -> Result<Listing<Session>> {
     let before = crate::stores::before(q.after.as_ref())?;
     let rows = all(
         tx,
         &format!(
-            "SELECT {COLUMNS} FROM sessions s WHERE seq < $1 AND ($2 OR archived_at IS NULL) \
+            "SELECT {COLUMNS} FROM sessions s WHERE workspace_id = $9 AND seq < $1 AND ($2 OR archived_at IS NULL) \
                AND ($3::text IS NULL OR agent_id = $3) \
                AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM session_memory_stores m \
                     WHERE m.session_seq = s.seq AND m.memory_store_id = $4)) \
@@ -78,6 +80,7 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListSessions) -> Result<Listing<Sessio
             &(i64::from(q.limit) + 1),
             &q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
             &q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+            &ws.as_str(),
         ],
     )
     .await?;
@@ -85,12 +88,42 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListSessions) -> Result<Listing<Sessio
     Ok(page(rows, q.limit))
 }
 
+/// Sessions of every workspace in one of `statuses`, newest first, with their workspace.
+pub(crate) async fn list_turn_sessions(
+    tx: &Tx<'_>,
+    statuses: &[String],
+    limit: u32,
+    after: Option<&Cursor>,
+) -> Result<Listing<(WorkspaceId, SessionId)>> {
+    let before = crate::stores::before(after)?;
+    let rows = all(
+        tx,
+        "SELECT workspace_id, id, seq FROM sessions WHERE seq < $1 AND status = ANY($2) ORDER BY seq DESC LIMIT $3",
+        &[&before, &statuses, &(i64::from(limit) + 1)],
+    )
+    .await?;
+    let rows = rows
+        .iter()
+        .map(|r| {
+            let ws = crate::parse_id(&col::<String>(r, 0)?)?;
+            Ok(((ws, crate::parse_id(&col::<String>(r, 1)?)?), col(r, 2)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+/// The workspace of session `id`, if it exists.
+pub(crate) async fn workspace_of(tx: &Tx<'_>, id: &SessionId) -> Result<Option<WorkspaceId>> {
+    let row = opt(tx, "SELECT workspace_id FROM sessions WHERE id = $1", &[&id.as_str()]).await?;
+    row.map(|r| crate::parse_id(&col::<String>(&r, 0)?)).transpose()
+}
+
 impl ops::SessionRowSql for Pg<'_, '_> {
     async fn insert_session(&self, new: &NewSessionRow<'_>) -> Result<i64> {
         let row = one(
             self,
-            "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING seq",
+            "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6, $7) RETURNING seq",
             &[
                 &new.id.as_str(),
                 &new.environment.as_str(),
@@ -98,6 +131,7 @@ impl ops::SessionRowSql for Pg<'_, '_> {
                 &new.body.to_json()?,
                 &new.status.as_str(),
                 &new.created_at,
+                &new.workspace.as_str(),
             ],
         )
         .await?;
@@ -158,12 +192,12 @@ impl ops::SessionRowSql for Pg<'_, '_> {
         .map(drop)
     }
 
-    async fn store_access(&self, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+    async fn store_access(&self, ws: &WorkspaceId, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
         let row = opt(
             self,
             "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
-             WHERE s.id = $1 AND m.memory_store_id = $2",
-            &[&id.as_str(), &store.as_str()],
+             WHERE s.id = $1 AND s.workspace_id = $3 AND m.memory_store_id = $2",
+            &[&id.as_str(), &store.as_str(), &ws.as_str()],
         )
         .await?;
         row.map(|r| Ok(if col::<bool>(&r, 0)? { Access::ReadOnly } else { Access::ReadWrite })).transpose()

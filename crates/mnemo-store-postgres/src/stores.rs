@@ -114,8 +114,10 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<Me
 }
 
 impl ops::StoreSql for Pg<'_, '_> {
-    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        get(self, id).await
+    async fn get_store(&self, ws: &mnemo_api::WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        let sql = format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1 AND workspace_id = $2");
+        let row = opt(self, &sql, &[&id.as_str(), &ws.as_str()]).await?;
+        row.as_ref().map(from_row).transpose()?.map(|(s, _)| s).ok_or_else(|| StoreError::not_found("memory store", id))
     }
 
     /// `FOR UPDATE`: the writer holding it is the only one judging and changing the store and
@@ -138,8 +140,8 @@ impl ops::StoreSql for Pg<'_, '_> {
     async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
         exec(
             self,
-            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $5)",
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at, workspace_id) \
+             VALUES ($1, $2, $3, $4, $5, $5, (SELECT id FROM workspaces WHERE is_default))",
             &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
         )
         .await

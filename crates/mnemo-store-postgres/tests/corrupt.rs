@@ -37,7 +37,10 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
 
     let env = environment(&store, true).await;
     let session = session(&store, &env).await;
-    let appended = store.append_events(&session.id, vec![user_message("hi")], person()).await.unwrap();
+    let appended = store
+        .append_events(&store.default_workspace().await.unwrap(), &session.id, vec![user_message("hi")], person())
+        .await
+        .unwrap();
     let event = appended.recorded[0].event.id.to_string();
     let ws = store.default_workspace().await.unwrap();
     let work = store.enqueue_healthcheck(&ws, &env.id).await.unwrap();
@@ -46,11 +49,26 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
 
     psql(&schema, "UPDATE session_events SET body = '{\"type\": \"user.message\", \"id\": 3' WHERE id = $1", &event)
         .await;
-    assert_corrupt(store.list_events(&session.id, events()).await, "session_events", &event, "body");
-    assert_corrupt(store.events_after(&session.id, 0).await, "session_events", &event, "body");
+    assert_corrupt(
+        store.list_events(&store.default_workspace().await.unwrap(), &session.id, events()).await,
+        "session_events",
+        &event,
+        "body",
+    );
+    assert_corrupt(
+        store.events_after(&store.default_workspace().await.unwrap(), &session.id, 0).await,
+        "session_events",
+        &event,
+        "body",
+    );
 
     psql(&schema, "UPDATE sessions SET status = 'napping' WHERE id = $1", session.id.as_str()).await;
-    assert_corrupt(store.get_session(&session.id).await, "sessions", session.id.as_str(), "status");
+    assert_corrupt(
+        store.get_session(&store.default_workspace().await.unwrap(), &session.id).await,
+        "sessions",
+        session.id.as_str(),
+        "status",
+    );
 
     psql(&schema, "UPDATE work_items SET state = 'dozing' WHERE id = $1", work.id.as_str()).await;
     assert_corrupt(store.get_work(&ws, &env.id, &work.id).await, "work_items", work.id.as_str(), "state");

@@ -1,7 +1,7 @@
 //! Agents and their versions: their rows as SQL primitives ([`ops::AgentSql`]; the operations
 //! are [`ops::agents`]'s), reads and listings.
 
-use mnemo_api::{Agent, AgentId, AgentSpec};
+use mnemo_api::{Agent, AgentId, AgentSpec, WorkspaceId};
 use mnemo_store::ops::{self, AgentRow};
 use mnemo_store::{Cursor, Listing, Result, StoreError};
 use rusqlite::{Connection, params};
@@ -10,11 +10,13 @@ use crate::engine::{Lite, backend, query_one};
 use crate::stores::page;
 use crate::{parse_id, ts, ts_opt};
 
-fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i64)> {
+/// Workspace `ws`'s agent at `version` (`None`: latest) and its row number; another workspace's
+/// is not found.
+fn load(c: &Connection, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<(Agent, i64)> {
     let row: Option<(i64, u32, i64, i64, Option<i64>)> = query_one(
         c,
-        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = ?1",
-        [id.as_str()],
+        "SELECT seq, latest_version, created_at, updated_at, archived_at FROM agents WHERE id = ?1 AND workspace_id = ?2",
+        [id.as_str(), ws.as_str()],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )?;
     let (seq, latest, created_at, updated_at, archived_at) = row.ok_or_else(|| StoreError::not_found("agent", id))?;
@@ -42,12 +44,13 @@ fn load(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<(Agent, i6
     ))
 }
 
-pub(crate) fn get(c: &Connection, id: &AgentId, version: Option<u32>) -> Result<Agent> {
-    load(c, id, version).map(|(a, _)| a)
+pub(crate) fn get(c: &Connection, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+    load(c, ws, id, version).map(|(a, _)| a)
 }
 
 pub(crate) fn list(
     c: &Connection,
+    ws: &WorkspaceId,
     include_archived: bool,
     limit: u32,
     after: Option<&Cursor>,
@@ -55,33 +58,38 @@ pub(crate) fn list(
     let before = crate::stores::before(after)?;
     let ids: Vec<(String, i64)> = c
         .prepare_cached(
-            "SELECT id, seq FROM agents WHERE seq < ?1 AND (?2 OR archived_at IS NULL) ORDER BY seq DESC LIMIT ?3",
+            "SELECT id, seq FROM agents WHERE workspace_id = ?4 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
+             ORDER BY seq DESC LIMIT ?3",
         )
         .and_then(|mut s| {
-            s.query_map(params![before, include_archived, i64::from(limit) + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()
+            s.query_map(params![before, include_archived, i64::from(limit) + 1, ws.as_str()], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
         })
         .map_err(backend)?;
     let rows =
-        ids.into_iter().map(|(id, seq)| Ok((get(c, &parse_id(&id)?, None)?, seq))).collect::<Result<Vec<_>>>()?;
+        ids.into_iter().map(|(id, seq)| Ok((get(c, ws, &parse_id(&id)?, None)?, seq))).collect::<Result<Vec<_>>>()?;
     Ok(page(rows, limit))
 }
 
 impl ops::AgentSql for Lite<'_> {
-    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
-        get(self, id, version)
+    async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        get(self, ws, id, version)
     }
 
-    async fn lock_agent(&self, id: &AgentId) -> Result<AgentRow> {
+    async fn lock_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<AgentRow> {
         // The single writer excludes every other writer: reading is locking.
-        let (agent, seq) = load(self, id, None)?;
+        let (agent, seq) = load(self, ws, id, None)?;
         Ok(AgentRow { agent, seq })
     }
 
-    async fn insert_agent(&self, id: &AgentId, version: u32, now: i64) -> Result<i64> {
-        self.prepare_cached("INSERT INTO agents (id, latest_version, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)")
-            .and_then(|mut s| s.execute(params![id.as_str(), version, now]))
-            .map_err(backend)?;
+    async fn insert_agent(&self, ws: &WorkspaceId, id: &AgentId, version: u32, now: i64) -> Result<i64> {
+        self.prepare_cached(
+            "INSERT INTO agents (id, latest_version, created_at, updated_at, workspace_id) VALUES (?1, ?2, ?3, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(params![id.as_str(), version, now, ws.as_str()]))
+        .map_err(backend)?;
         Ok(self.last_insert_rowid())
     }
 

@@ -292,9 +292,12 @@ pub(crate) mod tests {
         }
         let params: mnemo_api::AgentParams =
             serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
-        let agent = s.create_agent(mnemo_api::AgentSpec::from_params(&params).unwrap()).await.unwrap();
+        let agent = s
+            .create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
+            .await
+            .unwrap();
         let update = mnemo_api::AgentParams { system: Some(Some("be brief".into())), ..Default::default() };
-        s.update_agent(&agent.id, 1, update).await.unwrap();
+        s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, update).await.unwrap();
     }
 
     async fn filled(dir: &Path) -> PathBuf {
@@ -394,24 +397,30 @@ pub(crate) mod tests {
             .unwrap();
         let params: mnemo_api::AgentParams =
             serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
-        let agent = s.create_agent(mnemo_api::AgentSpec::from_params(&params).unwrap()).await.unwrap();
-        let session = s
-            .create_session(mnemo_store::NewSession {
-                agent: mnemo_store::AgentRef { id: agent.id, version: None, overrides: None },
-                environment: env.id,
-                attachments: Vec::new(),
-                title: None,
-                metadata: BTreeMap::new(),
-                budget: None,
-                initial_events: vec![mnemo_api::Event::UserMessage(mnemo_api::Message {
-                    content: vec![mnemo_api::ContentBlock::text("hi")],
-                })],
-                poster: mnemo_api::EventPoster::ServerActor,
-                mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
-            })
+        let agent = s
+            .create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
             .await
             .unwrap();
-        let events = s.events_after(&session.id, 0).await.unwrap();
+        let session = s
+            .create_session(
+                &s.default_workspace().await.unwrap(),
+                mnemo_store::NewSession {
+                    agent: mnemo_store::AgentRef { id: agent.id, version: None, overrides: None },
+                    environment: env.id,
+                    attachments: Vec::new(),
+                    title: None,
+                    metadata: BTreeMap::new(),
+                    budget: None,
+                    initial_events: vec![mnemo_api::Event::UserMessage(mnemo_api::Message {
+                        content: vec![mnemo_api::ContentBlock::text("hi")],
+                    })],
+                    poster: mnemo_api::EventPoster::ServerActor,
+                    mount_root: mnemo_api::DEFAULT_MEMORY_MOUNT_ROOT.into(),
+                },
+            )
+            .await
+            .unwrap();
+        let events = s.events_after(&s.default_workspace().await.unwrap(), &session.id, 0).await.unwrap();
         (session.id.to_string(), events[0].event.id.to_string())
     }
 

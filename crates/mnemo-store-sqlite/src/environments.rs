@@ -28,12 +28,6 @@ fn columns(r: &Row<'_>) -> rusqlite::Result<EnvironmentColumns> {
     })
 }
 
-fn find_any(c: &Connection, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
-    query_one(c, &format!("SELECT {COLUMNS} FROM environments WHERE id = ?1"), [id.as_str()], columns)?
-        .map(EnvironmentColumns::decode)
-        .transpose()
-}
-
 /// Workspace `ws`'s environment: one of another workspace is not found.
 fn find(c: &Connection, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Option<EnvironmentRow>> {
     let sql = format!("SELECT {COLUMNS} FROM environments WHERE id = ?1 AND workspace_id = ?2");
@@ -89,11 +83,7 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<EnvironmentKey> {
 }
 
 impl ops::EnvironmentSql for Lite<'_> {
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        find_any(self, id)?.ok_or_else(|| not_found(id))
-    }
-
-    async fn hold_environment_in(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
+    async fn hold_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
         find(self, ws, id)?.ok_or_else(|| not_found(id))
     }
 }

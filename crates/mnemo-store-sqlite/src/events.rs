@@ -1,6 +1,6 @@
 //! Session events: the log, and appending to it under the session's rules.
 
-use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus};
+use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus, WorkspaceId};
 use mnemo_store::ops::{self, SessionRow, run_ready};
 use mnemo_store::row::SessionBody;
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
@@ -22,8 +22,13 @@ fn rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Sessi
     raw.into_iter().map(|(seq, id, body)| SessionEvent::decode(seq, &id, &body)).collect()
 }
 
-pub(crate) fn list(c: &Connection, session: &SessionId, q: &ListEvents) -> Result<Listing<SessionEvent>> {
-    let (_, seq) = sessions::get_with_seq(c, session)?;
+pub(crate) fn list(
+    c: &Connection,
+    ws: &WorkspaceId,
+    session: &SessionId,
+    q: &ListEvents,
+) -> Result<Listing<SessionEvent>> {
+    let (_, seq) = sessions::get_with_seq(c, ws, session)?;
     let types = serde_json::to_string(&q.types).map_err(backend)?;
     let (bound, order, cmp) = match (&q.after, q.descending) {
         (None, false) => (i64::MIN, "ASC", ">"),
@@ -55,8 +60,8 @@ pub(crate) fn list(c: &Connection, session: &SessionId, q: &ListEvents) -> Resul
     Ok(Listing { items: events, next: next.flatten() })
 }
 
-pub(crate) fn after(c: &Connection, session: &SessionId, after: i64) -> Result<Vec<SessionEvent>> {
-    let (_, seq) = sessions::get_with_seq(c, session)?;
+pub(crate) fn after(c: &Connection, ws: &WorkspaceId, session: &SessionId, after: i64) -> Result<Vec<SessionEvent>> {
+    let (_, seq) = sessions::get_with_seq(c, ws, session)?;
     rows(
         c,
         "SELECT seq, id, body FROM session_events WHERE session_seq = ?1 AND seq > ?2 ORDER BY seq",
@@ -65,9 +70,9 @@ pub(crate) fn after(c: &Connection, session: &SessionId, after: i64) -> Result<V
 }
 
 impl ops::SessionSql for Lite<'_> {
-    async fn lock_session(&self, id: &SessionId) -> Result<SessionRow> {
+    async fn lock_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<SessionRow> {
         // The single writer excludes every other writer: reading is locking.
-        let (session, seq) = sessions::get_with_seq(self, id)?;
+        let (session, seq) = sessions::get_with_seq(self, ws, id)?;
         Ok(SessionRow { session, seq })
     }
 
@@ -139,10 +144,11 @@ impl ops::SessionSql for Lite<'_> {
 /// Appends events under the session's rules ([`ops::events::append`]).
 pub(crate) fn append(
     c: &Connection,
+    ws: &WorkspaceId,
     session: &SessionId,
     events: Vec<Event>,
     author: &EventAuthor,
     lease_ttl: u64,
 ) -> Result<Appended> {
-    run_ready(ops::events::append(&Lite(c), session, events, author, lease_ttl))
+    run_ready(ops::events::append(&Lite(c), ws, session, events, author, lease_ttl))
 }

@@ -192,6 +192,11 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::credentials::ensure_api_key(&Lite(c), &hash, &label))).await
     }
 
+    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
+        let (ws, label) = (ws.clone(), label.to_owned());
+        self.engine.write(move |c| run_ready(ops::credentials::ensure_api_key_in(&Lite(c), &ws, &hash, &label))).await
+    }
+
     async fn count_api_keys(&self) -> Result<u64> {
         self.engine.read(|c| run_ready(ops::credentials::count_api_keys(&Lite(c)))).await
     }
@@ -321,11 +326,6 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::audit::prune(&Lite(c), days))).await
     }
 
-    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
-        let (ws, label) = (ws.clone(), label.to_owned());
-        self.engine.write(move |c| run_ready(ops::credentials::ensure_api_key_in(&Lite(c), &ws, &hash, &label))).await
-    }
-
     async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment> {
         let ws = ws.clone();
         self.engine.write(move |c| run_ready(ops::environments::create(&Lite(c), &ws, &new))).await
@@ -396,95 +396,142 @@ impl Store for SqliteStore {
         self.engine.read(move |c| run_ready(ops::environments::list_keys(&Lite(c), &ws, &environment))).await
     }
 
-    async fn create_agent(&self, spec: AgentSpec) -> Result<Agent> {
-        self.engine.write(move |c| run_ready(ops::agents::create(&Lite(c), &spec))).await
+    async fn create_agent(&self, ws: &WorkspaceId, spec: AgentSpec) -> Result<Agent> {
+        let ws = ws.clone();
+        self.engine.write(move |c| run_ready(ops::agents::create(&Lite(c), &ws, &spec))).await
     }
 
-    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent> {
-        let id = id.clone();
-        self.engine.read(move |c| agents::get(c, &id, version)).await
+    async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.read(move |c| agents::get(c, &ws, &id, version)).await
     }
 
-    async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::agents::update(&Lite(c), &id, base, &params))).await
+    async fn update_agent(&self, ws: &WorkspaceId, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::agents::update(&Lite(c), &ws, &id, base, &params))).await
     }
 
-    async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>> {
-        self.engine.read(move |c| agents::list(c, include_archived, limit, after.as_ref())).await
+    async fn list_agents(
+        &self,
+        ws: &WorkspaceId,
+        include_archived: bool,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Agent>> {
+        let ws = ws.clone();
+        self.engine.read(move |c| agents::list(c, &ws, include_archived, limit, after.as_ref())).await
     }
 
-    async fn archive_agent(&self, id: &AgentId) -> Result<Agent> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::agents::archive(&Lite(c), &id))).await
+    async fn archive_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<Agent> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::agents::archive(&Lite(c), &ws, &id))).await
     }
 
-    async fn create_session(&self, new: NewSession) -> Result<Session> {
+    async fn create_session(&self, ws: &WorkspaceId, new: NewSession) -> Result<Session> {
         let ttl = self.limits.work_lease_ttl_seconds;
+        let ws = ws.clone();
         self.engine
-            .write(move |c| run_ready(ops::sessions::create(&Lite(c), &new, ttl)).map(|created| created.session))
+            .write(move |c| run_ready(ops::sessions::create(&Lite(c), &ws, &new, ttl)).map(|created| created.session))
             .await
     }
 
-    async fn get_session(&self, id: &SessionId) -> Result<Session> {
-        let id = id.clone();
-        self.engine.read(move |c| sessions::get_with_seq(c, &id).map(|(s, _)| s)).await
+    async fn get_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.read(move |c| sessions::get_with_seq(c, &ws, &id).map(|(s, _)| s)).await
     }
 
     async fn update_session(
         &self,
+        ws: &WorkspaceId,
         id: &SessionId,
         title: Option<Option<String>>,
         metadata: Option<BTreeMap<String, Option<String>>>,
     ) -> Result<Session> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::sessions::update(&Lite(c), &ws, &id, title, metadata.as_ref()))).await
+    }
+
+    async fn list_sessions(&self, ws: &WorkspaceId, query: ListSessions) -> Result<Listing<Session>> {
+        let ws = ws.clone();
+        self.engine.read(move |c| sessions::list(c, &ws, &query)).await
+    }
+
+    async fn list_turn_sessions(
+        &self,
+        statuses: Vec<String>,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<(WorkspaceId, SessionId)>> {
+        self.engine.read(move |c| sessions::list_turn_sessions(c, &statuses, limit, after.as_ref())).await
+    }
+
+    async fn session_workspace(&self, id: &SessionId) -> Result<Option<WorkspaceId>> {
         let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::sessions::update(&Lite(c), &id, title, metadata.as_ref()))).await
+        self.engine.read(move |c| sessions::workspace_of(c, &id)).await
     }
 
-    async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>> {
-        self.engine.read(move |c| sessions::list(c, &query)).await
+    async fn archive_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::sessions::archive(&Lite(c), &ws, &id))).await
     }
 
-    async fn archive_session(&self, id: &SessionId) -> Result<Session> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::sessions::archive(&Lite(c), &id))).await
+    async fn delete_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<()> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::sessions::delete(&Lite(c), &ws, &id))).await
     }
 
-    async fn delete_session(&self, id: &SessionId) -> Result<()> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::sessions::delete(&Lite(c), &id))).await
+    async fn list_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        query: ListEvents,
+    ) -> Result<Listing<SessionEvent>> {
+        let (ws, session) = (ws.clone(), session.clone());
+        self.engine.read(move |c| events::list(c, &ws, &session, &query)).await
     }
 
-    async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>> {
-        let session = session.clone();
-        self.engine.read(move |c| events::list(c, &session, &query)).await
+    async fn events_after(&self, ws: &WorkspaceId, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>> {
+        let (ws, session) = (ws.clone(), session.clone());
+        self.engine.read(move |c| events::after(c, &ws, &session, seq)).await
     }
 
-    async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>> {
-        let session = session.clone();
-        self.engine.read(move |c| events::after(c, &session, seq)).await
-    }
-
-    async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended> {
-        let session = session.clone();
+    async fn append_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        events: Vec<Event>,
+        author: EventAuthor,
+    ) -> Result<Appended> {
+        let (ws, session) = (ws.clone(), session.clone());
         let ttl = self.limits.work_lease_ttl_seconds;
-        self.engine.write(move |c| events::append(c, &session, events, &author, ttl)).await
+        self.engine.write(move |c| events::append(c, &ws, &session, events, &author, ttl)).await
     }
 
-    async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool> {
-        let (session, holder) = (session.clone(), holder.to_owned());
+    async fn claim_turn(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool> {
+        let (ws, session, holder) = (ws.clone(), session.clone(), holder.to_owned());
         let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        self.engine.write(move |c| run_ready(ops::sessions::claim_turn(&Lite(c), &session, &holder, ttl))).await
+        self.engine.write(move |c| run_ready(ops::sessions::claim_turn(&Lite(c), &ws, &session, &holder, ttl))).await
     }
 
-    async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()> {
-        let (session, holder) = (session.clone(), holder.to_owned());
-        self.engine.write(move |c| run_ready(ops::sessions::release_turn(&Lite(c), &session, &holder))).await
+    async fn release_turn(&self, ws: &WorkspaceId, session: &SessionId, holder: &str) -> Result<()> {
+        let (ws, session, holder) = (ws.clone(), session.clone(), holder.to_owned());
+        self.engine.write(move |c| run_ready(ops::sessions::release_turn(&Lite(c), &ws, &session, &holder))).await
     }
 
-    async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
-        let (session, store) = (session.clone(), store.clone());
-        self.engine.read(move |c| run_ready(Lite(c).store_access(&session, &store))).await
+    async fn session_store_access(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        store: &MemoryStoreId,
+    ) -> Result<Option<Access>> {
+        let (ws, session, store) = (ws.clone(), session.clone(), store.clone());
+        self.engine.read(move |c| run_ready(Lite(c).store_access(&ws, &session, &store))).await
     }
 
     async fn poll_work(

@@ -1,11 +1,11 @@
 //! Sessions: their rows as SQL primitives ([`ops::SessionRowSql`]; the operations are
 //! [`ops::sessions`]'s), reads and listings.
 
-use mnemo_api::{Access, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus};
+use mnemo_api::{Access, LoggedEvent, MemoryStoreId, Session, SessionId, SessionStatus, WorkspaceId};
 use mnemo_store::ops::{self, NewSessionRow};
 use mnemo_store::row::{SessionBody as Body, SessionColumns};
 use mnemo_store::rules::agent::TurnLease;
-use mnemo_store::{ListSessions, Listing, Result, StoreError};
+use mnemo_store::{Cursor, ListSessions, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
 use crate::engine::{Lite, backend, query_one};
@@ -32,11 +32,17 @@ fn decode((columns, body, seq): (SessionColumns, String, i64)) -> Result<(Sessio
     Ok((Body::parse(&columns.id, &body)?.into_session(&columns)?, seq))
 }
 
-pub(crate) fn get_with_seq(c: &Connection, id: &SessionId) -> Result<(Session, i64)> {
-    query_one(c, &format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"), [id.as_str()], from_row)?
-        .map(decode)
-        .transpose()?
-        .ok_or_else(|| StoreError::not_found("session", id))
+/// Workspace `ws`'s session and its row number; another workspace's is not found.
+pub(crate) fn get_with_seq(c: &Connection, ws: &WorkspaceId, id: &SessionId) -> Result<(Session, i64)> {
+    query_one(
+        c,
+        &format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1 AND workspace_id = ?2"),
+        [id.as_str(), ws.as_str()],
+        from_row,
+    )?
+    .map(decode)
+    .transpose()?
+    .ok_or_else(|| StoreError::not_found("session", id))
 }
 
 /// Records one event processed at `processed_at`; returns its position in the log.
@@ -57,12 +63,12 @@ pub(crate) fn insert_event(c: &Connection, session_seq: i64, event: &LoggedEvent
     Ok(c.last_insert_rowid())
 }
 
-pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>> {
+pub(crate) fn list(c: &Connection, ws: &WorkspaceId, q: &ListSessions) -> Result<Listing<Session>> {
     let before = crate::stores::before(q.after.as_ref())?;
     let statuses = serde_json::to_string(&q.statuses).map_err(backend)?;
     let mut stmt = c
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM sessions s WHERE seq < ?1 AND (?2 OR archived_at IS NULL) \
+            "SELECT {COLUMNS} FROM sessions s WHERE workspace_id = ?9 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
                AND (?3 IS NULL OR agent_id = ?3) \
                AND (?4 IS NULL OR EXISTS (SELECT 1 FROM session_memory_stores m WHERE m.session_seq = s.seq AND m.memory_store_id = ?4)) \
                AND (?5 = '[]' OR status IN (SELECT value FROM json_each(?5))) \
@@ -80,7 +86,8 @@ pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>>
                 statuses,
                 i64::from(q.limit) + 1,
                 q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
-                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros())
+                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+                ws.as_str()
             ],
             from_row,
         )
@@ -90,12 +97,45 @@ pub(crate) fn list(c: &Connection, q: &ListSessions) -> Result<Listing<Session>>
     Ok(page(rows.into_iter().map(decode).collect::<Result<Vec<_>>>()?, q.limit))
 }
 
+/// Sessions of every workspace in one of `statuses`, newest first, with their workspace.
+pub(crate) fn list_turn_sessions(
+    c: &Connection,
+    statuses: &[String],
+    limit: u32,
+    after: Option<&Cursor>,
+) -> Result<Listing<(WorkspaceId, SessionId)>> {
+    let before = crate::stores::before(after)?;
+    let statuses = serde_json::to_string(statuses).map_err(backend)?;
+    let rows: Vec<(String, String, i64)> = c
+        .prepare_cached(
+            "SELECT workspace_id, id, seq FROM sessions WHERE seq < ?1 \
+               AND status IN (SELECT value FROM json_each(?2)) ORDER BY seq DESC LIMIT ?3",
+        )
+        .and_then(|mut s| {
+            s.query_map(params![before, statuses, i64::from(limit) + 1], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(backend)?;
+    let rows = rows
+        .into_iter()
+        .map(|(ws, id, seq)| Ok(((crate::parse_id(&ws)?, crate::parse_id(&id)?), seq)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page(rows, limit))
+}
+
+/// The workspace of session `id`, if it exists.
+pub(crate) fn workspace_of(c: &Connection, id: &SessionId) -> Result<Option<WorkspaceId>> {
+    let ws: Option<String> =
+        query_one(c, "SELECT workspace_id FROM sessions WHERE id = ?1", [id.as_str()], |r| r.get(0))?;
+    ws.map(|ws| crate::parse_id(&ws)).transpose()
+}
+
 impl ops::SessionRowSql for Lite<'_> {
     async fn insert_session(&self, new: &NewSessionRow<'_>) -> Result<i64> {
         let body = new.body.to_json()?;
         self.prepare_cached(
-            "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+            "INSERT INTO sessions (id, environment_id, agent_id, body, status, created_at, updated_at, workspace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -104,7 +144,8 @@ impl ops::SessionRowSql for Lite<'_> {
                 new.agent.as_str(),
                 body,
                 new.status.as_str(),
-                new.created_at
+                new.created_at,
+                new.workspace.as_str()
             ])
         })
         .map_err(backend)?;
@@ -161,12 +202,12 @@ impl ops::SessionRowSql for Lite<'_> {
         Ok(())
     }
 
-    async fn store_access(&self, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
+    async fn store_access(&self, ws: &WorkspaceId, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>> {
         let read_only: Option<bool> = query_one(
             self,
             "SELECT m.read_only FROM session_memory_stores m JOIN sessions s ON s.seq = m.session_seq \
-             WHERE s.id = ?1 AND m.memory_store_id = ?2",
-            params![id.as_str(), store.as_str()],
+             WHERE s.id = ?1 AND s.workspace_id = ?3 AND m.memory_store_id = ?2",
+            params![id.as_str(), store.as_str(), ws.as_str()],
             |r| r.get(0),
         )?;
         Ok(read_only.map(|ro| if ro { Access::ReadOnly } else { Access::ReadWrite }))

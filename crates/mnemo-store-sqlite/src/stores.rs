@@ -106,8 +106,15 @@ pub(crate) fn usage(c: &Connection, ids: &[MemoryStoreId]) -> Result<HashMap<Mem
 /// SQLite's single writer excludes every other writer, so [`lock_store`](ops::StoreSql::lock_store)
 /// only reads.
 impl ops::StoreSql for Lite<'_> {
-    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        get(self, id)
+    async fn get_store(&self, ws: &mnemo_api::WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        query_one(
+            self,
+            &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = ?1 AND workspace_id = ?2"),
+            [id.as_str(), ws.as_str()],
+            from_row,
+        )?
+        .map(|(store, _)| store)
+        .ok_or_else(|| StoreError::not_found("memory store", id))
     }
 
     async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {
@@ -126,8 +133,8 @@ impl ops::StoreSql for Lite<'_> {
 
     async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
         self.prepare_cached(
-            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at, workspace_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, (SELECT id FROM workspaces WHERE is_default))",
         )
         .and_then(|mut s| s.execute(params![id.as_str(), new.name, new.description, metadata_json(&new.metadata), now]))
         .map(drop)

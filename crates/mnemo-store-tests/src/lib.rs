@@ -215,6 +215,12 @@ macro_rules! conformance {
             terminated_sessions_accept_no_events,
             input_enqueues_work_only_without_live_work,
         });
+        $crate::conformance!(@async $factory; isolation_sessions {
+            agents_are_invisible_to_other_workspaces,
+            sessions_and_their_events_are_invisible_to_other_workspaces,
+            session_bodies_reference_only_their_workspace,
+            api_keys_are_minted_in_their_workspace,
+        });
         $crate::conformance!(@async $factory; work {
             work_is_polled_acknowledged_heartbeaten_and_stopped,
             work_items_are_scoped_listed_annotated_and_counted,

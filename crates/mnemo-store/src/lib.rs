@@ -524,6 +524,9 @@ pub trait Store: Send + Sync + 'static {
     /// Records an API key by the hash of its secret; an already known hash is left alone.
     /// Returns the key's id.
     async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
+    /// Records an API key of workspace `ws` by the hash of its secret; an already known hash is
+    /// left alone (wherever it is). Returns the key's id.
+    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
     /// How many active API keys exist.
     async fn count_api_keys(&self) -> Result<u64>;
     /// Records an admin key by the hash of its secret; an already known hash is left alone.
@@ -535,10 +538,6 @@ pub trait Store: Send + Sync + 'static {
     async fn default_workspace(&self) -> Result<WorkspaceId>;
     /// Creates a workspace named `name` (default colour, no tags).
     async fn create_workspace(&self, name: &str) -> Result<WorkspaceId>;
-    /// Records an API key of workspace `ws` by the hash of its secret; an already known hash is
-    /// left alone (in its own workspace). Returns the key's id.
-    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
-
     /// The organization this server is (admin-api.md §8.1).
     async fn organization(&self) -> Result<mnemo_api::Organization>;
     /// Renames the organization (`mnemo serve --org-name`).
@@ -642,43 +641,84 @@ pub trait Store: Send + Sync + 'static {
     async fn list_environment_keys(&self, ws: &WorkspaceId, environment: &EnvironmentId)
     -> Result<Vec<EnvironmentKey>>;
 
-    async fn create_agent(&self, spec: AgentSpec) -> Result<Agent>;
-    async fn get_agent(&self, id: &AgentId, version: Option<u32>) -> Result<Agent>;
+    async fn create_agent(&self, ws: &WorkspaceId, spec: AgentSpec) -> Result<Agent>;
+    async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent>;
     /// Applies `params` on top of version `base`, which must be the latest: a new version.
-    async fn update_agent(&self, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent>;
-    async fn list_agents(&self, include_archived: bool, limit: u32, after: Option<Cursor>) -> Result<Listing<Agent>>;
-    async fn archive_agent(&self, id: &AgentId) -> Result<Agent>;
+    async fn update_agent(&self, ws: &WorkspaceId, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent>;
+    async fn list_agents(
+        &self,
+        ws: &WorkspaceId,
+        include_archived: bool,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<Agent>>;
+    async fn archive_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<Agent>;
 
-    /// Creates a session (and, on a self-hosted environment, its work item).
-    async fn create_session(&self, new: NewSession) -> Result<Session>;
-    async fn get_session(&self, id: &SessionId) -> Result<Session>;
+    /// Creates a session (and, on a self-hosted environment, its work item). Its agent,
+    /// environment and stores are looked up in `ws`: another workspace's is an unknown id.
+    async fn create_session(&self, ws: &WorkspaceId, new: NewSession) -> Result<Session>;
+    async fn get_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session>;
     /// Changes a session's title (`Some(None)` clears it) and patches its metadata.
     async fn update_session(
         &self,
+        ws: &WorkspaceId,
         id: &SessionId,
         title: Option<Option<String>>,
         metadata: Option<BTreeMap<String, Option<String>>>,
     ) -> Result<Session>;
-    async fn list_sessions(&self, query: ListSessions) -> Result<Listing<Session>>;
+    async fn list_sessions(&self, ws: &WorkspaceId, query: ListSessions) -> Result<Listing<Session>>;
+    /// Sessions of every workspace in one of `statuses`, newest first, each with its workspace:
+    /// what the agent loop scans for turns owed (a background reader, not a workspace's request).
+    async fn list_turn_sessions(
+        &self,
+        statuses: Vec<String>,
+        limit: u32,
+        after: Option<Cursor>,
+    ) -> Result<Listing<(WorkspaceId, SessionId)>>;
+    /// The workspace of session `id`, if it exists: the agent loop hears of appends (through
+    /// [`Signal::Events`]) by session id alone.
+    async fn session_workspace(&self, id: &SessionId) -> Result<Option<WorkspaceId>>;
     /// Archives (and so terminates) a session, stopping its live work item.
-    async fn archive_session(&self, id: &SessionId) -> Result<Session>;
-    async fn delete_session(&self, id: &SessionId) -> Result<()>;
+    async fn archive_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session>;
+    async fn delete_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<()>;
     /// A page of a session's events in log order (or reversed).
-    async fn list_events(&self, session: &SessionId, query: ListEvents) -> Result<Listing<SessionEvent>>;
+    async fn list_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        query: ListEvents,
+    ) -> Result<Listing<SessionEvent>>;
     /// Every event after position `seq` (for resuming streams).
-    async fn events_after(&self, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>>;
+    async fn events_after(&self, ws: &WorkspaceId, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>>;
     /// Appends events in one transaction, carrying out [`rules::session::plan_append`] (results
     /// answer exactly one open tool call; tool calls move the session to `running` and then
     /// `idle` with `requires_action`; …).
-    async fn append_events(&self, session: &SessionId, events: Vec<Event>, author: EventAuthor) -> Result<Appended>;
+    async fn append_events(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        events: Vec<Event>,
+        author: EventAuthor,
+    ) -> Result<Appended>;
     /// Claims the session's agent-turn lease for `holder` until `ttl` from now on the store's
     /// clock, or renews it ([`rules::agent::claim`]): `false` while another holder's lease
     /// runs. Two claimers, in this process or another, never both get a running lease.
-    async fn claim_turn(&self, session: &SessionId, holder: &str, ttl: std::time::Duration) -> Result<bool>;
+    async fn claim_turn(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool>;
     /// Ends `holder`'s turn lease of the session; another holder's lease is left alone.
-    async fn release_turn(&self, session: &SessionId, holder: &str) -> Result<()>;
+    async fn release_turn(&self, ws: &WorkspaceId, session: &SessionId, holder: &str) -> Result<()>;
     /// How a session may use a store, if it has it attached.
-    async fn session_store_access(&self, session: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
+    async fn session_store_access(
+        &self,
+        ws: &WorkspaceId,
+        session: &SessionId,
+        store: &MemoryStoreId,
+    ) -> Result<Option<Access>>;
 
     /// Claims the oldest deliverable item of a self-hosted environment, hiding it from other
     /// polls for `reclaim_ms`, and binds a fresh sessions token (by its hash) to it.

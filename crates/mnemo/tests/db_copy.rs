@@ -128,8 +128,8 @@ async fn fill(s: &dyn Store) {
         "tools": [{"type": "agent_toolset_20260401"}],
     }))
     .unwrap();
-    let agent = s.create_agent(AgentSpec::from_params(&params).unwrap()).await.unwrap();
-    s.update_agent(&agent.id, 1, AgentParams { system: Some(Some("be brief".into())), ..Default::default() })
+    let agent = s.create_agent(&s.default_workspace().await.unwrap(), AgentSpec::from_params(&params).unwrap()).await.unwrap();
+    s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, AgentParams { system: Some(Some("be brief".into())), ..Default::default() })
         .await
         .unwrap();
 
@@ -145,7 +145,7 @@ async fn fill(s: &dyn Store) {
     assert!(s.finish_webhook_attempt(delivered).await.unwrap());
 
     let session = s
-        .create_session(NewSession {
+        .create_session(&s.default_workspace().await.unwrap(), NewSession {
             agent: AgentRef { id: agent.id.clone(), version: Some(1), overrides: None },
             environment: env.id.clone(),
             attachments: vec![
@@ -177,7 +177,7 @@ async fn fill(s: &dyn Store) {
     // A tool call, answered.
     let by_session = Actor::SessionActor { session_id: session.id.clone() };
     let call = s
-        .append_events(
+        .append_events(&s.default_workspace().await.unwrap(), 
             &session.id,
             vec![
                 event(json!({"type": "agent.message", "content": [{"type": "text", "text": "let me look"}]})),
@@ -190,7 +190,7 @@ async fn fill(s: &dyn Store) {
         .await
         .unwrap();
     let call_id = call.recorded[1].event.id.clone();
-    s.append_events(
+    s.append_events(&s.default_workspace().await.unwrap(), 
         &session.id,
         vec![event(json!({
             "type": "user.tool_result", "tool_use_id": call_id, "content": [{"type": "text", "text": "v1"}], "is_error": false,
@@ -277,17 +277,17 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
         line("work", &s.list_work(&ws, &env.id, 100, None).await.unwrap().items);
         line("work stats", &s.work_stats(&ws, &env.id).await.unwrap());
     }
-    for agent in s.list_agents(true, 100, None).await.unwrap().items {
+    for agent in s.list_agents(&s.default_workspace().await.unwrap(), true, 100, None).await.unwrap().items {
         line("agent", &agent);
-        line("agent v1", &s.get_agent(&agent.id, Some(1)).await.unwrap());
+        line("agent v1", &s.get_agent(&s.default_workspace().await.unwrap(), &agent.id, Some(1)).await.unwrap());
     }
     for session in
-        s.list_sessions(ListSessions { include_archived: true, limit: 100, ..Default::default() }).await.unwrap().items
+        s.list_sessions(&s.default_workspace().await.unwrap(), ListSessions { include_archived: true, limit: 100, ..Default::default() }).await.unwrap().items
     {
         line("session", &session);
-        line("events", &s.events_after(&session.id, 0).await.unwrap());
+        line("events", &s.events_after(&s.default_workspace().await.unwrap(), &session.id, 0).await.unwrap());
         for store in &stores.items {
-            line("access", &s.session_store_access(&session.id, &store.id).await.unwrap());
+            line("access", &s.session_store_access(&s.default_workspace().await.unwrap(), &session.id, &store.id).await.unwrap());
         }
     }
     out

@@ -18,9 +18,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mnemo_api::{Backoff, Event, Jitter, SessionId, SessionStatus};
+use mnemo_api::{Backoff, Event, Jitter, SessionId, SessionStatus, WorkspaceId};
 use mnemo_model::Resolved;
-use mnemo_store::{Appended, EventAuthor, ListSessions, Signal, Store, StoreError};
+use mnemo_store::{Appended, EventAuthor, Signal, Store, StoreError};
 use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::hub::EventHub;
@@ -80,9 +80,15 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Appends as the agent, and tells this process's streams and long polls, as a handler does.
-    pub(crate) async fn append(&self, id: &SessionId, events: Vec<Event>) -> Result<Appended, StoreError> {
-        let appended = self.store.append_events(id, events, EventAuthor::Server).await?;
+    /// Appends as the agent to workspace `ws`'s session, and tells this process's streams and
+    /// long polls, as a handler does.
+    pub(crate) async fn append(
+        &self,
+        ws: &WorkspaceId,
+        id: &SessionId,
+        events: Vec<Event>,
+    ) -> Result<Appended, StoreError> {
+        let appended = self.store.append_events(ws, id, events, EventAuthor::Server).await?;
         self.hub.publish(&*self.store, id, &appended.written).await;
         if appended.enqueued_work {
             self.work_signal.notify_waiters();
@@ -110,7 +116,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct AgentLoop {
     inner: Arc<Inner>,
-    wake_tx: mpsc::UnboundedSender<SessionId>,
+    wake_tx: mpsc::UnboundedSender<(WorkspaceId, SessionId)>,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -138,14 +144,15 @@ impl AgentLoop {
         this
     }
 
-    /// Tells the loop that `session` changed (events appended, or a session created with events).
-    pub fn wake(&self, session: &SessionId) {
-        let _ = self.wake_tx.send(session.clone());
+    /// Tells the loop that workspace `ws`'s `session` changed (events appended, or a session
+    /// created with events).
+    pub fn wake(&self, ws: &WorkspaceId, session: &SessionId) {
+        let _ = self.wake_tx.send((ws.clone(), session.clone()));
     }
 
     async fn supervise(
         self,
-        mut wakes: mpsc::UnboundedReceiver<SessionId>,
+        mut wakes: mpsc::UnboundedReceiver<(WorkspaceId, SessionId)>,
         mut signals: Option<broadcast::Receiver<Signal>>,
         scan_every: Duration,
     ) {
@@ -161,11 +168,12 @@ impl AgentLoop {
             };
             tokio::select! {
                 woken = wakes.recv() => match woken {
-                    Some(session) => self.look_at(session),
+                    Some((ws, session)) => self.look_at(Some(ws), session),
                     None => return,
                 },
                 signal = signal => match signal {
-                    Ok(Signal::Events { session, .. }) => self.look_at(session),
+                    // A signal names the session only: its workspace is looked up.
+                    Ok(Signal::Events { session, .. }) => self.look_at(None, session),
                     // Signals were missed: any session may have new input.
                     Ok(Signal::Resync) | Err(broadcast::error::RecvError::Lagged(_)) => self.scan(Scan::Everything).await,
                     Ok(_) => {}
@@ -182,19 +190,18 @@ impl AgentLoop {
         }
     }
 
-    /// Looks at the sessions `what` names.
+    /// Looks at the sessions `what` names, in every workspace.
     async fn scan(&self, what: Scan) {
-        let statuses = match what {
+        let statuses: Vec<String> = match what {
             Scan::Running => vec!["running".into()],
             Scan::Everything => vec!["running".into(), "idle".into()],
         };
         let mut after = None;
         loop {
-            let query = ListSessions { statuses: statuses.clone(), limit: 100, after, ..ListSessions::default() };
-            match self.inner.ctx.store.list_sessions(query).await {
+            match self.inner.ctx.store.list_turn_sessions(statuses.clone(), 100, after).await {
                 Ok(page) => {
-                    for s in page.items {
-                        self.look_at(s.id);
+                    for (ws, id) in page.items {
+                        self.look_at(Some(ws), id);
                     }
                     match page.next {
                         Some(next) => after = Some(next),
@@ -209,8 +216,9 @@ impl AgentLoop {
         }
     }
 
-    /// Hands a wake-up to the session's task, or starts one.
-    fn look_at(&self, session: SessionId) {
+    /// Hands a wake-up to the session's task, or starts one (`ws`: the session's workspace, if
+    /// known; else the task looks it up).
+    fn look_at(&self, ws: Option<WorkspaceId>, session: SessionId) {
         let wake = {
             let mut active = self.inner.active.lock().expect("agent loop poisoned");
             if let Some(a) = active.get_mut(&session) {
@@ -225,7 +233,7 @@ impl AgentLoop {
         let this = self.clone();
         tokio::spawn(async move {
             loop {
-                if let Err(e) = this.attend(&session, &wake).await {
+                if let Err(e) = this.attend(ws.as_ref(), &session, &wake).await {
                     tracing::warn!(session.id = %session, error = %e.chain(), "the agent loop could not carry on a turn");
                 }
                 let mut active = this.inner.active.lock().expect("agent loop poisoned");
@@ -240,10 +248,22 @@ impl AgentLoop {
         });
     }
 
-    /// Runs the session's turn if its agent resolves, it owes a step and the lease is ours.
-    async fn attend(&self, id: &SessionId, wake: &Notify) -> Result<(), StoreError> {
+    /// Runs the session's turn if its agent resolves, it owes a step and the lease is ours,
+    /// reading and writing the session in its own workspace.
+    async fn attend(&self, ws: Option<&WorkspaceId>, id: &SessionId, wake: &Notify) -> Result<(), StoreError> {
         let ctx = &self.inner.ctx;
-        let session = match ctx.store.get_session(id).await {
+        let looked_up;
+        let ws = match ws {
+            Some(ws) => ws,
+            None => match ctx.store.session_workspace(id).await? {
+                Some(ws) => {
+                    looked_up = ws;
+                    &looked_up
+                }
+                None => return Ok(()),
+            },
+        };
+        let session = match ctx.store.get_session(ws, id).await {
             Ok(s) => s,
             Err(StoreError::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
@@ -253,19 +273,19 @@ impl AgentLoop {
         if session.status == SessionStatus::Terminated {
             return Ok(());
         }
-        if session.status == SessionStatus::Idle && !turn::owes_a_step(ctx, id, &session).await? {
+        if session.status == SessionStatus::Idle && !turn::owes_a_step(ctx, ws, id, &session).await? {
             // Most idle sessions a scan finds owe nothing: no lease write for them.
             return Ok(());
         }
-        if !ctx.store.claim_turn(id, &self.inner.holder, ctx.limits.lease_ttl).await? {
+        if !ctx.store.claim_turn(ws, id, &self.inner.holder, ctx.limits.lease_ttl).await? {
             return Ok(());
         }
         tracing::debug!(session.id = %id, provider = %resolved.provider_name, "running a turn");
         let outcome = tokio::select! {
-            outcome = turn::run(ctx, id, &resolved, wake) => outcome,
-            lost = self.keep_lease(id) => Err(lost),
+            outcome = turn::run(ctx, ws, id, &resolved, wake) => outcome,
+            lost = self.keep_lease(ws, id) => Err(lost),
         };
-        if let Err(e) = ctx.store.release_turn(id, &self.inner.holder).await {
+        if let Err(e) = ctx.store.release_turn(ws, id, &self.inner.holder).await {
             tracing::warn!(session.id = %id, error = %e.chain(), "cannot release a turn lease (it lapses by itself)");
         }
         outcome
@@ -273,12 +293,12 @@ impl AgentLoop {
 
     /// Renews the turn lease every third of its TTL; resolves (with why) once it is lost, or
     /// once renewals have failed for longer than the lease lasts (another may hold it by now).
-    async fn keep_lease(&self, id: &SessionId) -> StoreError {
+    async fn keep_lease(&self, ws: &WorkspaceId, id: &SessionId) -> StoreError {
         let ttl = self.inner.ctx.limits.lease_ttl;
         let mut renewed = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(ttl / 3).await;
-            match self.inner.ctx.store.claim_turn(id, &self.inner.holder, ttl).await {
+            match self.inner.ctx.store.claim_turn(ws, id, &self.inner.holder, ttl).await {
                 Ok(true) => renewed = tokio::time::Instant::now(),
                 Ok(false) => {
                     return StoreError::Conflict(format!("the turn lease of session `{id}` went to another runner"));

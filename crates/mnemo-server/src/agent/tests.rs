@@ -145,7 +145,14 @@ fn start_loop(store: TestStore, fake: &Arc<Fake>, limits: Limits) -> Harness {
 /// Stores `words` as a user message of the API key `apikey_person`, waking no loop.
 async fn store_message(s: &dyn Store, id: &SessionId, words: &str) -> mnemo_store::Appended {
     let message = event(json!({"type": "user.message", "content": [{"type": "text", "text": words}]}));
-    s.append_events(id, vec![message], EventAuthor::ApiKey("apikey_person".parse().unwrap())).await.unwrap()
+    s.append_events(
+        &s.default_workspace().await.unwrap(),
+        id,
+        vec![message],
+        EventAuthor::ApiKey("apikey_person".parse().unwrap()),
+    )
+    .await
+    .unwrap()
 }
 
 /// A session of an agent on the fake model with the toolset (bash asks, web_fetch and grep
@@ -174,7 +181,8 @@ async fn session(s: &dyn Store, model: &str) -> SessionId {
         ],
     }))
     .unwrap();
-    let agent = s.create_agent(AgentSpec::from_params(&params).unwrap()).await.unwrap();
+    let agent =
+        s.create_agent(&s.default_workspace().await.unwrap(), AgentSpec::from_params(&params).unwrap()).await.unwrap();
     let new = NewSession {
         agent: AgentRef { id: agent.id, version: None, overrides: None },
         environment: env.id,
@@ -186,7 +194,7 @@ async fn session(s: &dyn Store, model: &str) -> SessionId {
         poster: mnemo_api::EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
         mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
     };
-    s.create_session(new).await.unwrap().id
+    s.create_session(&s.default_workspace().await.unwrap(), new).await.unwrap().id
 }
 
 /// A harness on `fake` (quick limits) and a session of it on the fake model, told `words`.
@@ -216,13 +224,14 @@ fn event(v: Value) -> Event {
 
 impl Harness {
     async fn post(&self, id: &SessionId, v: Value) -> Value {
+        let ws = self.store.default_workspace().await.unwrap();
         let appended = self
             .store
-            .append_events(id, vec![event(v)], EventAuthor::ApiKey("apikey_person".parse().unwrap()))
+            .append_events(&ws, id, vec![event(v)], EventAuthor::ApiKey("apikey_person".parse().unwrap()))
             .await
             .unwrap();
         self.hub.publish(&*self.store.store, id, &appended.written).await;
-        self.agent_loop.wake(id);
+        self.agent_loop.wake(&ws, id);
         appended.recorded[0].to_json()
     }
 
@@ -232,7 +241,7 @@ impl Harness {
 
     /// Waits for an event the predicate accepts (reading the log, then following the hub).
     async fn until(&self, id: &SessionId, what: impl Fn(&Value) -> bool) -> Value {
-        let mut rx = self.hub.subscribe(id);
+        let mut rx = self.hub.subscribe(&self.store.default_workspace().await.unwrap(), id);
         if let Some(e) = self.log(id).await.into_iter().find(|e| what(e)) {
             return e;
         }
@@ -253,7 +262,7 @@ impl Harness {
                 .nth(nth)
                 .cloned()
         };
-        let mut rx = self.hub.subscribe(id);
+        let mut rx = self.hub.subscribe(&self.store.default_workspace().await.unwrap(), id);
         loop {
             if let Some(e) = ends(&self.log(id).await) {
                 return e;
@@ -263,7 +272,13 @@ impl Harness {
     }
 
     async fn log(&self, id: &SessionId) -> Vec<Value> {
-        self.store.events_after(id, 0).await.unwrap().iter().map(mnemo_store::SessionEvent::to_json).collect()
+        self.store
+            .events_after(&self.store.default_workspace().await.unwrap(), id, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(mnemo_store::SessionEvent::to_json)
+            .collect()
     }
 
     async fn types(&self, id: &SessionId) -> Vec<String> {
@@ -293,7 +308,7 @@ async fn a_text_answer_ends_the_turn_and_records_usage() {
     assert_eq!(log[3]["content"], json!([{"type": "text", "text": "Hello"}]));
     assert_eq!(log[5]["model_request_start_id"], log[2]["id"]);
     assert_eq!(log[5]["model_usage"]["input_tokens"], 10);
-    let session = h.store.get_session(&id).await.unwrap();
+    let session = h.store.get_session(&h.store.default_workspace().await.unwrap(), &id).await.unwrap();
     assert_eq!((session.usage["input_tokens"].clone(), session.usage["output_tokens"].clone()), (json!(10), json!(5)));
     let requests = fake.requests();
     assert_eq!(requests.len(), 1);
@@ -348,7 +363,10 @@ async fn tool_calls_wait_for_their_results_then_the_model_is_called_again() {
     assert!(
         matches!(&second[2].content[1], Block::ToolResult { tool_use_id, .. } if tool_use_id == lookup["id"].as_str().unwrap())
     );
-    assert_eq!(h.store.get_session(&id).await.unwrap().usage["input_tokens"], 50);
+    assert_eq!(
+        h.store.get_session(&h.store.default_workspace().await.unwrap(), &id).await.unwrap().usage["input_tokens"],
+        50
+    );
 }
 
 #[tokio::test]
@@ -397,7 +415,10 @@ async fn retryable_failures_are_retried_then_reported_as_a_session_error() {
     assert_eq!(statuses, ["retrying", "retrying", "exhausted"]);
     assert_eq!(errors[2]["error"]["type"], "model_overloaded_error");
     assert!(errors[2]["error"]["message"].as_str().unwrap().contains("`fake`"), "{}", errors[2]);
-    assert_eq!(h.store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Idle);
+    assert_eq!(
+        h.store.get_session(&h.store.default_workspace().await.unwrap(), &id).await.unwrap().status,
+        mnemo_api::SessionStatus::Idle
+    );
 }
 
 #[tokio::test]
@@ -527,9 +548,25 @@ async fn a_turn_left_running_by_a_dead_runner_is_carried_on() {
     let id = session(&*store, "fake-model").await;
     store_message(&*store, &id, "hi").await;
     // A runner claimed the turn, started a call and died.
-    assert!(store.claim_turn(&id, "dead", Duration::from_millis(100)).await.unwrap());
-    store.append_events(&id, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
-    assert_eq!(store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Running);
+    assert!(
+        store
+            .claim_turn(&store.default_workspace().await.unwrap(), &id, "dead", Duration::from_millis(100))
+            .await
+            .unwrap()
+    );
+    store
+        .append_events(
+            &store.default_workspace().await.unwrap(),
+            &id,
+            vec![Event::ModelRequestStart],
+            EventAuthor::Server,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_session(&store.default_workspace().await.unwrap(), &id).await.unwrap().status,
+        mnemo_api::SessionStatus::Running
+    );
     // A new process starts: its first scan finds the session; once the lease lapses, it takes over.
     let h = start_loop(store, &fake, Limits { scan_every: Duration::from_millis(50), ..quick() });
     let end = h.turn_end(&id, 0).await;
@@ -548,10 +585,24 @@ async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start
     }
     // The second one's turn ended before the process died; the first one's message was stored,
     // then the process died before any runner saw it: the session is still idle.
-    store.append_events(&answered, vec![Event::ModelRequestStart], EventAuthor::Server).await.unwrap();
+    store
+        .append_events(
+            &store.default_workspace().await.unwrap(),
+            &answered,
+            vec![Event::ModelRequestStart],
+            EventAuthor::Server,
+        )
+        .await
+        .unwrap();
     let end = event(json!({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}}));
-    store.append_events(&answered, vec![end], EventAuthor::Server).await.unwrap();
-    assert_eq!(store.get_session(&id).await.unwrap().status, mnemo_api::SessionStatus::Idle);
+    store
+        .append_events(&store.default_workspace().await.unwrap(), &answered, vec![end], EventAuthor::Server)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_session(&store.default_workspace().await.unwrap(), &id).await.unwrap().status,
+        mnemo_api::SessionStatus::Idle
+    );
     let h = start_loop(store, &fake, quick());
     let end = h.turn_end(&id, 0).await;
     assert_eq!(end["stop_reason"]["type"], "end_turn");
@@ -567,8 +618,9 @@ async fn two_loops_on_one_store_run_a_turn_once() {
     let id = session(&*h.store, "fake-model").await;
     let appended = store_message(&*h.store, &id, "hi").await;
     h.hub.publish(&*h.store.store, &id, &appended.written).await;
-    other.wake(&id);
-    h.agent_loop.wake(&id);
+    let ws = h.store.default_workspace().await.unwrap();
+    other.wake(&ws, &id);
+    h.agent_loop.wake(&ws, &id);
     h.turn_end(&id, 0).await;
     let starts = h.types(&id).await.iter().filter(|t| *t == "span.model_request_start").count();
     assert_eq!(starts, 1);

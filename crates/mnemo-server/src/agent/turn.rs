@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use mnemo_api::{
     Backoff, ContentBlock, ErrorObject, Event, EventId, LoggedEvent, Message, ModelRequestEnd, ModelUsage, RetryStatus,
-    SessionError, SessionErrorKind, SessionId, StatusIdle, StopReason, ToolUse, Toolset,
+    SessionError, SessionErrorKind, SessionId, StatusIdle, StopReason, ToolUse, Toolset, WorkspaceId,
 };
 use mnemo_model::{Block, ModelError, ReplyEvent, Resolved};
 use mnemo_store::rules::agent::{self, Due};
@@ -125,27 +125,33 @@ fn due_of(session: &mnemo_api::Session, log: &[LoggedEvent]) -> Due {
 }
 
 /// Whether the session owes its agent anything (read before claiming the turn lease).
-pub(crate) async fn owes_a_step(ctx: &Ctx, id: &SessionId, session: &mnemo_api::Session) -> Result<bool, StoreError> {
-    let log = logged(ctx.store.events_after(id, 0).await?);
+pub(crate) async fn owes_a_step(
+    ctx: &Ctx,
+    ws: &WorkspaceId,
+    id: &SessionId,
+    session: &mnemo_api::Session,
+) -> Result<bool, StoreError> {
+    let log = logged(ctx.store.events_after(ws, id, 0).await?);
     Ok(due_of(session, &log) != Due::Nothing)
 }
 
 /// Runs the session's turn while it owes its agent a step (see [`agent::due`]).
 pub(crate) async fn run(
     ctx: &Ctx,
+    ws: &WorkspaceId,
     id: &SessionId,
     resolved: &Resolved,
     wake: &tokio::sync::Notify,
 ) -> Result<(), StoreError> {
     loop {
-        let session = ctx.store.get_session(id).await?;
-        let events = ctx.store.events_after(id, 0).await?;
+        let session = ctx.store.get_session(ws, id).await?;
+        let events = ctx.store.events_after(ws, id, 0).await?;
         let seen = events.last().map_or(0, |e| e.seq);
         let log = logged(events);
         match due_of(&session, &log) {
             Due::Nothing => return Ok(()),
             Due::EndInterrupted => {
-                ctx.append(id, vec![idle(StopReason::EndTurn)]).await?;
+                ctx.append(ws, id, vec![idle(StopReason::EndTurn)]).await?;
                 return Ok(());
             }
             Due::Run => {}
@@ -153,24 +159,25 @@ pub(crate) async fn run(
         let progress = agent::progress(&log);
         if progress.model_calls >= ctx.limits.max_model_calls_per_turn {
             tracing::info!(session.id = %id, calls = progress.model_calls, "the turn reached its model call limit");
-            ctx.append(id, vec![idle(StopReason::ModelCallLimitReached)]).await?;
+            ctx.append(ws, id, vec![idle(StopReason::ModelCallLimitReached)]).await?;
             return Ok(());
         }
         let deadline = deadline(progress.started_at.as_deref(), ctx.limits.turn_timeout);
         if progress.started_at.is_some() && deadline <= Instant::now() {
-            ctx.append(id, vec![idle(StopReason::TurnTimeout)]).await?;
+            ctx.append(ws, id, vec![idle(StopReason::TurnTimeout)]).await?;
             return Ok(());
         }
         // The start comes first: the request is read from the log after it, so whatever the
         // start follows is what this call sees (see `agent::due`).
-        let started = ctx.append(id, vec![Event::ModelRequestStart]).await?;
+        let started = ctx.append(ws, id, vec![Event::ModelRequestStart]).await?;
         let start =
             started.recorded.first().ok_or_else(|| StoreError::backend("the model call start was not recorded"))?;
         let start_id: EventId = start.event.id.clone();
         let start_seq = start.seq;
-        let log = logged(ctx.store.events_after(id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
+        let log = logged(ctx.store.events_after(ws, id, 0).await?.into_iter().filter(|e| e.seq <= start_seq).collect());
         let step = Step {
             ctx,
+            ws,
             id,
             agent: &session.agent,
             tools: Toolset::of_agent(&session.agent),
@@ -193,7 +200,7 @@ pub(crate) async fn run(
                     };
                     pending.push(idle(reason));
                 }
-                ctx.append(id, pending).await?;
+                ctx.append(ws, id, pending).await?;
                 if !waits {
                     return Ok(());
                 }
@@ -201,13 +208,18 @@ pub(crate) async fn run(
                 // at once (then it still runs and the loop goes on).
             }
             CallEnd::Interrupted => {
-                ctx.append(id, vec![end_of_call(&start_id, ModelUsage::default(), false), idle(StopReason::EndTurn)])
-                    .await?;
+                ctx.append(
+                    ws,
+                    id,
+                    vec![end_of_call(&start_id, ModelUsage::default(), false), idle(StopReason::EndTurn)],
+                )
+                .await?;
                 return Ok(());
             }
             CallEnd::TimedOut => {
                 tracing::info!(session.id = %id, "the turn ran out of time");
                 ctx.append(
+                    ws,
                     id,
                     vec![end_of_call(&start_id, ModelUsage::default(), true), idle(StopReason::TurnTimeout)],
                 )
@@ -217,6 +229,7 @@ pub(crate) async fn run(
             CallEnd::Failed(error) => {
                 tracing::warn!(session.id = %id, provider = %resolved.provider_name, error = %error, "a model call failed");
                 ctx.append(
+                    ws,
                     id,
                     vec![
                         end_of_call(&start_id, ModelUsage::default(), true),
@@ -234,6 +247,7 @@ pub(crate) async fn run(
 /// One step: the call of the model for the log up to its start.
 struct Step<'a> {
     ctx: &'a Ctx,
+    ws: &'a WorkspaceId,
     id: &'a SessionId,
     agent: &'a Value,
     tools: Toolset,
@@ -250,7 +264,7 @@ impl Step<'_> {
     /// Resolves once a `user.interrupt` is in the log after [`Self::seen`].
     async fn interrupted(&self) {
         loop {
-            match self.ctx.store.events_after(self.id, self.seen).await {
+            match self.ctx.store.events_after(self.ws, self.id, self.seen).await {
                 Ok(events) if events.iter().any(|e| matches!(e.event.event, Event::UserInterrupt(_))) => return,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(session.id = %self.id, error = %e.chain(), "cannot look for an interrupt"),
@@ -287,7 +301,11 @@ impl Step<'_> {
             }
             tracing::info!(session.id = %self.id, attempt, delay_ms = delay.as_millis() as u64, error = %error, "retrying a model call");
             self.ctx
-                .append(self.id, vec![session_error(&error, &self.resolved.provider_name, RetryStatus::Retrying)])
+                .append(
+                    self.ws,
+                    self.id,
+                    vec![session_error(&error, &self.resolved.provider_name, RetryStatus::Retrying)],
+                )
                 .await?;
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -331,7 +349,7 @@ impl Step<'_> {
                     }
                     let message = Event::AgentMessage(Message { content: vec![ContentBlock::text(text)] });
                     if pending.is_empty() {
-                        let appended = self.ctx.append(self.id, vec![message]).await?;
+                        let appended = self.ctx.append(self.ws, self.id, vec![message]).await?;
                         recorded.extend(logged(appended.recorded));
                     } else {
                         pending.push(message);

@@ -22,11 +22,11 @@ type Reply<T> = Result<axum::Json<T>, ApiError>;
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Json(body): Json<AgentParams>,
 ) -> Reply<Agent> {
     let spec = AgentSpec::from_params(&body).map_err(|e| ApiError::invalid(e.0))?;
-    let agent = state.store.create_agent(spec).await?;
+    let agent = state.store.create_agent(caller.workspace()?, spec).await?;
     tracing::info!(agent.id = %agent.id, "created agent");
     Ok(axum::Json(agent))
 }
@@ -68,11 +68,11 @@ impl FromQuery for VersionParam {
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Id(id): Id<AgentId>,
     Query(q): Query<VersionParam>,
 ) -> Reply<Agent> {
-    Ok(axum::Json(state.store.get_agent(&id, q.version).await?))
+    Ok(axum::Json(state.store.get_agent(caller.workspace()?, &id, q.version).await?))
 }
 
 #[utoipa::path(
@@ -88,14 +88,14 @@ pub(crate) async fn retrieve(
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Id(id): Id<AgentId>,
     Json(body): Json<AgentParams>,
 ) -> Reply<Agent> {
     let base = body
         .version
         .ok_or_else(|| ApiError::invalid("version is required: pass the version your change is based on"))?;
-    Ok(axum::Json(state.store.update_agent(&id, base, body).await?))
+    Ok(axum::Json(state.store.update_agent(caller.workspace()?, &id, base, body).await?))
 }
 
 #[utoipa::path(
@@ -110,10 +110,12 @@ pub(crate) async fn update(
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Query(q): Query<ArchivablePaging>,
 ) -> Reply<Page<Agent>> {
-    Ok(axum::Json(mnemo_http::page(state.store.list_agents(q.include_archived, q.limit, q.after).await?)))
+    Ok(axum::Json(mnemo_http::page(
+        state.store.list_agents(caller.workspace()?, q.include_archived, q.limit, q.after).await?,
+    )))
 }
 
 #[utoipa::path(
@@ -126,6 +128,10 @@ pub(crate) async fn list(
     responses((status = 200, description = "The archived agent.", body = mnemo_api::Agent)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
-pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Id(id): Id<AgentId>) -> Reply<Agent> {
-    Ok(axum::Json(state.store.archive_agent(&id).await?))
+pub(crate) async fn archive(
+    State(state): State<AppState>,
+    ApiKeyCaller(caller): ApiKeyCaller,
+    Id(id): Id<AgentId>,
+) -> Reply<Agent> {
+    Ok(axum::Json(state.store.archive_agent(caller.workspace()?, &id).await?))
 }

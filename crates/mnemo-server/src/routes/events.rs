@@ -52,6 +52,7 @@ pub(crate) async fn list(
 ) -> Result<axum::Json<EventPage>, ApiError> {
     // Who may see the session is settled before its query is judged.
     visible_session(&state, &caller, &id).await?;
+    let ws = caller.workspace()?;
     let q: EventFilter = q.read()?;
     let query = ListEvents {
         processed_gte: q.processed_gte,
@@ -61,7 +62,7 @@ pub(crate) async fn list(
         types: q.types,
         after: q.after,
     };
-    let page = mnemo_http::page(state.store.list_events(&id, query).await?);
+    let page = mnemo_http::page(state.store.list_events(ws, &id, query).await?);
     Ok(axum::Json(EventPage { data: page.data.iter().map(SessionEvent::to_json).collect(), next_page: page.next_page }))
 }
 
@@ -139,12 +140,13 @@ pub(crate) async fn send(
     let events = parse_events("events", body.events)?;
     let author = scope::event_author(&caller.credential)
         .ok_or_else(|| ApiError::permission(format!("this credential does not reach session `{id}`")))?;
-    let appended = state.store.append_events(&id, events, author).await?;
+    let ws = caller.workspace()?;
+    let appended = state.store.append_events(ws, &id, events, author).await?;
     state.hub.publish(&*state.store, &id, &appended.written).await;
     if appended.enqueued_work {
         state.work_signal.notify_waiters();
     }
-    state.wake_agent(&id);
+    state.wake_agent(ws, &id);
     Ok(axum::Json(Sent { data: appended.recorded.iter().map(SessionEvent::to_json).collect() }))
 }
 
@@ -181,10 +183,11 @@ pub(crate) async fn stream(
         .map(str::to_owned)
         .or_else(|| q.one("last_event_id").map(str::to_owned));
     // Subscribe before reading history so nothing falls between the two.
-    let mut live = state.hub.subscribe_from(&*state.store, &id).await?;
+    let ws = caller.workspace()?;
+    let mut live = state.hub.subscribe_from(&*state.store, ws, &id).await?;
     let mut replay = Vec::new();
     if let Some(last) = resume_from {
-        let all = state.store.events_after(&id, 0).await?;
+        let all = state.store.events_after(ws, &id, 0).await?;
         let pos = all
             .iter()
             .position(|e| e.event.id.as_str() == last)

@@ -130,17 +130,18 @@ pub(crate) async fn create(
         poster,
         mount_root: state.memory_mount_root.to_string(),
     };
-    let session = state.store.create_session(new).await?;
+    let ws = caller.workspace()?;
+    let session = state.store.create_session(ws, new).await?;
     tracing::info!(session.id = %session.id, environment.id = %session.environment_id, "created session");
     state.work_signal.notify_waiters();
-    state.wake_agent(&session.id);
+    state.wake_agent(ws, &session.id);
     Ok(axum::Json(session))
 }
 
 /// A session, if the caller may see it: API keys see every session, environment keys those of
 /// their environment, sessions tokens their own session.
 pub(crate) async fn visible_session(state: &AppState, caller: &Caller, id: &SessionId) -> Result<Session, ApiError> {
-    let session = state.store.get_session(id).await?;
+    let session = state.store.get_session(caller.workspace()?, id).await?;
     caller.allow(Action::Session { session: id, environment: &session.environment_id })?;
     Ok(session)
 }
@@ -179,7 +180,7 @@ pub(crate) struct SessionPage {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Query(q): Query<SessionFilter>,
 ) -> Reply<SessionPage> {
     let query = ListSessions {
@@ -192,7 +193,7 @@ pub(crate) async fn list(
         limit: q.paging.limit,
         after: q.paging.after,
     };
-    let page = mnemo_http::page(state.store.list_sessions(query).await?);
+    let page = mnemo_http::page(state.store.list_sessions(caller.workspace()?, query).await?);
     Ok(axum::Json(SessionPage { data: page.data, next_page: page.next_page, prev_page: None }))
 }
 
@@ -267,14 +268,14 @@ fn some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Id(id): Id<SessionId>,
     Json(body): Json<UpdateSession>,
 ) -> Reply<Session> {
     if body.vault_ids.is_some() {
         return Err(ApiError::invalid("vault_ids cannot be changed"));
     }
-    Ok(axum::Json(state.store.update_session(&id, body.title, body.metadata).await?))
+    Ok(axum::Json(state.store.update_session(caller.workspace()?, &id, body.title, body.metadata).await?))
 }
 
 #[utoipa::path(
@@ -287,8 +288,12 @@ pub(crate) async fn update(
     responses((status = 200, description = "The archived session.", body = mnemo_api::Session)),
     security(("api_key" = []), ("api_key_bearer" = [])),
 )]
-pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Id(id): Id<SessionId>) -> Reply<Session> {
-    let session = state.store.archive_session(&id).await?;
+pub(crate) async fn archive(
+    State(state): State<AppState>,
+    ApiKeyCaller(caller): ApiKeyCaller,
+    Id(id): Id<SessionId>,
+) -> Reply<Session> {
+    let session = state.store.archive_session(caller.workspace()?, &id).await?;
     state.hub.catch_up(&*state.store, &id).await;
     state.auth.forget_all();
     Ok(axum::Json(session))
@@ -306,10 +311,10 @@ pub(crate) async fn archive(State(state): State<AppState>, _: ApiKeyCaller, Id(i
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    _: ApiKeyCaller,
+    ApiKeyCaller(caller): ApiKeyCaller,
     Id(id): Id<SessionId>,
 ) -> Reply<SessionDeleted> {
-    state.store.delete_session(&id).await?;
+    state.store.delete_session(caller.workspace()?, &id).await?;
     state.hub.deleted(&id);
     state.auth.forget_all();
     Ok(axum::Json(SessionDeleted { id }))

@@ -259,7 +259,7 @@ pub async fn a_concurrent_reader_sees_every_event_in_order(factory: &impl StoreF
                     // Read the flag first: a read that starts after every writer finished
                     // must see everything, so it is the last one.
                     let finished = done.load(Ordering::SeqCst);
-                    for event in s.events_after(&session, last).await.unwrap() {
+                    for event in s.events_after(&s.default_workspace().await.unwrap(), &session, last).await.unwrap() {
                         assert!(event.seq > last, "events_after({last}) returned {} out of order", event.seq);
                         last = event.seq;
                         seen.push(event.seq);
@@ -277,7 +277,15 @@ pub async fn a_concurrent_reader_sees_every_event_in_order(factory: &impl StoreF
                 let mut seqs = Vec::new();
                 for j in 0..APPENDS {
                     let batch = (0..1 + j % 3).map(|k| user_message(&format!("{w}.{j}.{k}"))).collect();
-                    let appended = s.append_events(&session, batch, super::fixtures::person()).await.unwrap();
+                    let appended = s
+                        .append_events(
+                            &s.default_workspace().await.unwrap(),
+                            &session,
+                            batch,
+                            super::fixtures::person(),
+                        )
+                        .await
+                        .unwrap();
                     seqs.extend(appended.written.iter().map(|e| e.seq));
                 }
                 seqs
@@ -287,7 +295,7 @@ pub async fn a_concurrent_reader_sees_every_event_in_order(factory: &impl StoreF
         done.store(true, Ordering::SeqCst);
         let seen = reader.await.expect("the reader panicked");
 
-        let log = seqs(&s.events_after(&session, 0).await.unwrap());
+        let log = seqs(&s.events_after(&s.default_workspace().await.unwrap(), &session, 0).await.unwrap());
         let mut expected: Vec<i64> = written.into_iter().flatten().collect();
         expected.sort_unstable();
         assert_eq!(log, expected, "round {round}: the log is exactly what the writers wrote");

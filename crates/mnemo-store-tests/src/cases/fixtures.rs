@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use mnemo_api::{
     Actor, Agent, AgentParams, AgentSpec, DEFAULT_MEMORY_MOUNT_ROOT, Environment, Event, EventId, MemoryListItem,
-    MemoryPath, MemoryStoreId, MemoryVersion, PathPrefix, Session, Timestamp, View, Work,
+    MemoryPath, MemoryStoreId, MemoryVersion, PathPrefix, Session, Timestamp, View, Work, WorkspaceId,
 };
 use mnemo_store::{
     AgentRef, CredentialHash, ErrorCode, ListMemories, ListMemoryVersions, NewEnvironment, NewMemoryStore, NewSession,
@@ -85,8 +85,13 @@ pub async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
 }
 
 /// An agent whose toolset asks before `bash`, never runs `web_fetch` and allows every other
-/// built-in tool, with one custom tool, `lookup`.
+/// built-in tool, with one custom tool, `lookup`, in the Default workspace.
 pub async fn agent(s: &dyn Store) -> Agent {
+    agent_in(s, &s.default_workspace().await.unwrap()).await
+}
+
+/// [`agent`], in workspace `ws`.
+pub async fn agent_in(s: &dyn Store, ws: &WorkspaceId) -> Agent {
     let params: AgentParams = serde_json::from_value(json!({
         "name": "conformance",
         "model": "claude-opus-4-6",
@@ -99,7 +104,7 @@ pub async fn agent(s: &dyn Store) -> Agent {
         ],
     }))
     .unwrap();
-    s.create_agent(AgentSpec::from_params(&params).unwrap()).await.unwrap()
+    s.create_agent(ws, AgentSpec::from_params(&params).unwrap()).await.unwrap()
 }
 
 /// A session of `agent` on `env`, latest version, nothing attached.
@@ -120,7 +125,7 @@ pub fn new_session(agent: &Agent, env: &Environment) -> NewSession {
 /// A session of a fresh agent on `env`.
 pub async fn session(s: &dyn Store, env: &Environment) -> Session {
     let agent = agent(s).await;
-    s.create_session(new_session(&agent, env)).await.unwrap()
+    s.create_session(&s.default_workspace().await.unwrap(), new_session(&agent, env)).await.unwrap()
 }
 
 /// The work item queued for `session` on `env`.

@@ -65,8 +65,15 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     assert_eq!(old_holder.state, WorkState::Queued);
 
     // New input to a session whose stopping item lapsed: the item is stopped and new work queued.
-    let appended =
-        s.append_events(&input_session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
+    let appended = s
+        .append_events(
+            &s.default_workspace().await.unwrap(),
+            &input_session.id,
+            vec![user_message("hi")],
+            super::fixtures::person(),
+        )
+        .await
+        .unwrap();
     assert!(appended.enqueued_work, "a lapsed stopping item is no live work");
     assert_eq!(
         s.get_work(&s.default_workspace().await.unwrap(), &input_env.id, &input_item.id).await.unwrap().state,
@@ -85,8 +92,15 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     let stopped = s.get_work(&s.default_workspace().await.unwrap(), &stopping_env.id, &stopping.id).await.unwrap();
     assert_eq!(stopped.state, WorkState::Stopped);
     assert!(stopped.stopped_at.is_some());
-    let appended =
-        s.append_events(&stopping_session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
+    let appended = s
+        .append_events(
+            &s.default_workspace().await.unwrap(),
+            &stopping_session.id,
+            vec![user_message("hi")],
+            super::fixtures::person(),
+        )
+        .await
+        .unwrap();
     assert!(appended.enqueued_work, "the stopped item's session gets new work");
 
     // A heartbeat kept its lease.

@@ -606,12 +606,27 @@ pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
     let env = environment(&*s, true).await;
     let session = session(&*s, &env).await;
     for i in 0..3 {
-        s.append_events(&session.id, vec![user_message(&i.to_string())], super::fixtures::person()).await.unwrap();
+        s.append_events(
+            &s.default_workspace().await.unwrap(),
+            &session.id,
+            vec![user_message(&i.to_string())],
+            super::fixtures::person(),
+        )
+        .await
+        .unwrap();
     }
-    let ascending =
-        s.list_events(&session.id, ListEvents { limit: 1, ..Default::default() }).await.unwrap().next.unwrap();
+    let ascending = s
+        .list_events(&s.default_workspace().await.unwrap(), &session.id, ListEvents { limit: 1, ..Default::default() })
+        .await
+        .unwrap()
+        .next
+        .unwrap();
     let descending = s
-        .list_events(&session.id, ListEvents { limit: 1, descending: true, ..Default::default() })
+        .list_events(
+            &s.default_workspace().await.unwrap(),
+            &session.id,
+            ListEvents { limit: 1, descending: true, ..Default::default() },
+        )
         .await
         .unwrap()
         .next
@@ -632,19 +647,25 @@ pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
             s.list_environments(&s.default_workspace().await.unwrap(), true, 10, Some(cursor.clone())).await,
             StoreError::InvalidCursor
         );
-        assert_err!(s.list_agents(true, 10, Some(cursor.clone())).await, StoreError::InvalidCursor);
+        assert_err!(
+            s.list_agents(&s.default_workspace().await.unwrap(), true, 10, Some(cursor.clone())).await,
+            StoreError::InvalidCursor
+        );
         assert_err!(
             s.list_work(&s.default_workspace().await.unwrap(), &env.id, 10, Some(cursor.clone())).await,
             StoreError::InvalidCursor
         );
         let q = mnemo_store::ListSessions { limit: 10, after: Some(cursor.clone()), ..Default::default() };
-        assert_err!(s.list_sessions(q).await, StoreError::InvalidCursor);
+        assert_err!(s.list_sessions(&s.default_workspace().await.unwrap(), q).await, StoreError::InvalidCursor);
     }
     let q = ListEvents { limit: 10, descending: true, after: Some(ascending), ..Default::default() };
-    assert_err!(s.list_events(&session.id, q).await, StoreError::InvalidCursor);
+    assert_err!(s.list_events(&s.default_workspace().await.unwrap(), &session.id, q).await, StoreError::InvalidCursor);
     for cursor in [descending, path_cursor, store_cursor] {
         let q = ListEvents { limit: 10, after: Some(cursor), ..Default::default() };
-        assert_err!(s.list_events(&session.id, q).await, StoreError::InvalidCursor);
+        assert_err!(
+            s.list_events(&s.default_workspace().await.unwrap(), &session.id, q).await,
+            StoreError::InvalidCursor
+        );
     }
 }
 

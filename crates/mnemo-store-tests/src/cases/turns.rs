@@ -17,19 +17,37 @@ pub async fn turn_leases_go_to_one_holder_until_released_or_lapsed(factory: &imp
     let s = factory.open(Limits::default()).await;
     let env = environment(&*s, true).await;
     let id = session(&*s, &env).await.id;
-    assert!(s.claim_turn(&id, "a", LONG).await.unwrap(), "a free lease is granted");
-    assert!(!s.claim_turn(&id, "b", LONG).await.unwrap(), "a running lease is held");
-    assert!(s.claim_turn(&id, "a", LONG).await.unwrap(), "its holder renews it");
-    s.release_turn(&id, "b").await.unwrap();
-    assert!(!s.claim_turn(&id, "b", LONG).await.unwrap(), "only the holder releases a lease");
-    s.release_turn(&id, "a").await.unwrap();
-    assert!(s.claim_turn(&id, "b", Duration::from_millis(200)).await.unwrap(), "a released lease is free");
+    assert!(
+        s.claim_turn(&s.default_workspace().await.unwrap(), &id, "a", LONG).await.unwrap(),
+        "a free lease is granted"
+    );
+    assert!(
+        !s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", LONG).await.unwrap(),
+        "a running lease is held"
+    );
+    assert!(s.claim_turn(&s.default_workspace().await.unwrap(), &id, "a", LONG).await.unwrap(), "its holder renews it");
+    s.release_turn(&s.default_workspace().await.unwrap(), &id, "b").await.unwrap();
+    assert!(
+        !s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", LONG).await.unwrap(),
+        "only the holder releases a lease"
+    );
+    s.release_turn(&s.default_workspace().await.unwrap(), &id, "a").await.unwrap();
+    assert!(
+        s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", Duration::from_millis(200)).await.unwrap(),
+        "a released lease is free"
+    );
     // b dies without releasing: once its lease lapses on the store's clock, a may take over.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(s.claim_turn(&id, "a", LONG).await.unwrap(), "a lapsed lease is free");
-    assert!(!s.claim_turn(&id, "b", LONG).await.unwrap());
+    assert!(
+        s.claim_turn(&s.default_workspace().await.unwrap(), &id, "a", LONG).await.unwrap(),
+        "a lapsed lease is free"
+    );
+    assert!(!s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", LONG).await.unwrap());
     let unknown = SessionId::generate();
-    assert_err!(s.claim_turn(&unknown, "a", LONG).await, StoreError::NotFound { .. });
+    assert_err!(
+        s.claim_turn(&s.default_workspace().await.unwrap(), &unknown, "a", LONG).await,
+        StoreError::NotFound { .. }
+    );
 }
 
 pub async fn concurrent_claimers_get_one_turn_lease(factory: &impl StoreFactory) {
@@ -41,7 +59,11 @@ pub async fn concurrent_claimers_get_one_turn_lease(factory: &impl StoreFactory)
         let handles: Vec<_> = (0..CLAIMERS)
             .map(|i| {
                 let (s, id) = (Arc::clone(&s.store), id.clone());
-                tokio::spawn(async move { s.claim_turn(&id, &format!("replica-{i}"), LONG).await.unwrap() })
+                tokio::spawn(async move {
+                    s.claim_turn(&s.default_workspace().await.unwrap(), &id, &format!("replica-{i}"), LONG)
+                        .await
+                        .unwrap()
+                })
             })
             .collect();
         let granted = join_all(handles).await.into_iter().filter(|r| *r.as_ref().expect("a task panicked")).count();
@@ -51,25 +73,27 @@ pub async fn concurrent_claimers_get_one_turn_lease(factory: &impl StoreFactory)
 
 pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     let id = session(&*s, &env).await.id;
-    assert_eq!(s.get_session(&id).await.unwrap().usage["input_tokens"], 0);
+    assert_eq!(s.get_session(&ws, &id).await.unwrap().usage["input_tokens"], 0);
     for (round, (input, output, read, created)) in [(10, 5, 0, 100), (20, 7, 100, 0)].into_iter().enumerate() {
-        let start = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Server);
+        let start =
+            s.append_events(&ws, &id, vec![event(json!({"type": "span.model_request_start"}))], EventAuthor::Server);
         let start = start.await.unwrap();
         let first = if round == 0 { "session.status_running" } else { "span.model_request_start" };
         assert_eq!(start.written[0].to_json()["type"], first, "the first model call runs the session");
         let end = event(json!({"type": "span.model_request_end", "model_request_start_id": id_of(&start.recorded[0]),
             "model_usage": {"input_tokens": input, "output_tokens": output,
                             "cache_read_input_tokens": read, "cache_creation_input_tokens": created}}));
-        let ended = s.append_events(&id, vec![end], EventAuthor::Server).await.unwrap();
+        let ended = s.append_events(&ws, &id, vec![end], EventAuthor::Server).await.unwrap();
         assert_eq!(ended.written.len(), 1, "the end of a call changes no status");
     }
     let error = event(json!({"type": "session.error", "error": {"type": "model_overloaded_error",
         "message": "overloaded", "retry_status": {"type": "exhausted"}}}));
     let idle = event(json!({"type": "session.status_idle", "stop_reason": {"type": "retries_exhausted"}}));
-    s.append_events(&id, vec![error, idle], EventAuthor::Server).await.unwrap();
-    let session = s.get_session(&id).await.unwrap();
+    s.append_events(&ws, &id, vec![error, idle], EventAuthor::Server).await.unwrap();
+    let session = s.get_session(&ws, &id).await.unwrap();
     assert_eq!(session.status, mnemo_api::SessionStatus::Idle);
     assert_eq!(
         session.usage,
@@ -77,6 +101,6 @@ pub async fn model_calls_add_their_usage_to_the_session(factory: &impl StoreFact
                "cache_creation": {"ephemeral_5m_input_tokens": 100}})
     );
     let worker = EventAuthor::SessionToken { session: id.clone(), work: "work_w".parse().unwrap() };
-    let client = s.append_events(&id, vec![event(json!({"type": "span.model_request_start"}))], worker);
+    let client = s.append_events(&ws, &id, vec![event(json!({"type": "span.model_request_start"}))], worker);
     assert_err!(client.await, StoreError::Forbidden(_), "only the agent side reports model calls");
 }

@@ -167,17 +167,17 @@ pub async fn changes_yield_webhook_deliveries_in_their_transaction(factory: &imp
     s.update_environment(&s.default_workspace().await.unwrap(), &env.id, patch).await.unwrap();
     let agent = agent(&*s).await;
     let same: AgentParams = serde_json::from_value(json!({})).unwrap();
-    s.update_agent(&agent.id, 1, same).await.unwrap();
+    s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, same).await.unwrap();
     let renamed: AgentParams = serde_json::from_value(json!({"name": "renamed"})).unwrap();
-    s.update_agent(&agent.id, 1, renamed).await.unwrap();
-    let session = s.create_session(new_session(&agent, &env)).await.unwrap();
+    s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, renamed).await.unwrap();
+    let session = s.create_session(&s.default_workspace().await.unwrap(), new_session(&agent, &env)).await.unwrap();
     let call = event(json!({"type": "agent.tool_use", "name": "read", "input": {"file_path": "/x"}}));
-    s.append_events(&session.id, vec![call], EventAuthor::Server).await.unwrap();
-    s.update_session(&session.id, Some(Some("t".into())), None).await.unwrap();
-    s.archive_session(&session.id).await.unwrap();
-    s.archive_session(&session.id).await.unwrap();
-    s.delete_session(&session.id).await.unwrap();
-    s.archive_agent(&agent.id).await.unwrap();
+    s.append_events(&s.default_workspace().await.unwrap(), &session.id, vec![call], EventAuthor::Server).await.unwrap();
+    s.update_session(&s.default_workspace().await.unwrap(), &session.id, Some(Some("t".into())), None).await.unwrap();
+    s.archive_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap();
+    s.archive_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap();
+    s.delete_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap();
+    s.archive_agent(&s.default_workspace().await.unwrap(), &agent.id).await.unwrap();
     s.archive_environment(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
     s.delete_environment(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
 

@@ -80,11 +80,9 @@ pub fn json_columns(environment: &Environment) -> (String, String) {
 /// What other domains' operations need of environments.
 pub trait EnvironmentSql: Clock {
     /// The environment, held against deletion until the transaction ends (PostgreSQL: `FOR KEY
-    /// SHARE`), so rows written under it never reference a deleted one. Unknown: [`not_found`].
-    async fn hold_environment(&self, id: &EnvironmentId) -> Result<EnvironmentRow>;
-    /// [`Self::hold_environment`] of workspace `ws`'s environment: one of another workspace is
-    /// [`not_found`] like an unknown one.
-    async fn hold_environment_in(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow>;
+    /// SHARE`), so rows written under it never reference a deleted one.
+    /// Unknown, or of another workspace than `ws`: [`not_found`], alike.
+    async fn hold_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow>;
 }
 
 /// SQL over environments and their keys.

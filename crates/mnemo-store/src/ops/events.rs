@@ -2,10 +2,12 @@
 
 use std::collections::HashMap;
 
-use mnemo_api::{Event, EventId, LoggedEvent, Session, SessionId, SessionStatus, ToolResult, Toolset, WorkData};
+use mnemo_api::{
+    Event, EventId, LoggedEvent, Session, SessionId, SessionStatus, ToolResult, Toolset, WorkData, WorkspaceId,
+};
 
 use super::environments::EnvironmentSql;
-use super::webhooks::{WebhookSql, emit_in_default};
+use super::webhooks::{WebhookSql, emit};
 use super::work::{WorkSql, enqueue, has_live_work, settle_session};
 use super::{Micros, Seq};
 use crate::row::SessionBody;
@@ -24,8 +26,8 @@ pub struct SessionRow {
 pub trait SessionSql: super::Clock {
     /// The session, its row locked until the transaction ends (PostgreSQL: `FOR UPDATE`), so
     /// what an append judges stays true while it writes and its events are numbered after every
-    /// event already committed. Unknown: not found.
-    async fn lock_session(&self, id: &SessionId) -> Result<SessionRow>;
+    /// event already committed. Unknown, or another workspace's: not found.
+    async fn lock_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<SessionRow>;
     /// The ids of the session's events of the given types not yet answered, in log order.
     async fn unanswered_events(&self, session: Seq, types: &[&str]) -> Result<Vec<EventId>>;
     /// The type of event `id` of the session's log and whether it was answered.
@@ -83,6 +85,7 @@ async fn recorded_result<S: SessionSql>(
 /// item may be queued on it), then the session's lapsed work items as they are settled.
 pub async fn append<S>(
     sql: &S,
+    ws: &WorkspaceId,
     session: &SessionId,
     events: Vec<Event>,
     author: &EventAuthor,
@@ -91,8 +94,8 @@ pub async fn append<S>(
 where
     S: SessionSql + EnvironmentSql + WorkSql + WebhookSql,
 {
-    let SessionRow { session: s, seq: session_seq } = sql.lock_session(session).await?;
-    let env = sql.hold_environment(&s.environment_id).await?;
+    let SessionRow { session: s, seq: session_seq } = sql.lock_session(ws, session).await?;
+    let env = sql.hold_environment(ws, &s.environment_id).await?;
     let now = sql.now().await?;
     settle_session(sql, session, now).await?;
     let view = SessionView {
@@ -144,6 +147,6 @@ where
         enqueue(sql, env.seq, &WorkData::session(session), lease_ttl).await?;
         appended.enqueued_work = true;
     }
-    emit_in_default(sql, outbox).await?;
+    emit(sql, ws, outbox).await?;
     Ok(appended)
 }

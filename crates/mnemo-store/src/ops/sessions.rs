@@ -9,13 +9,15 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_api::{Access, AgentId, EnvironmentId, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData};
+use mnemo_api::{
+    Access, AgentId, EnvironmentId, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData, WorkspaceId,
+};
 
 use super::agents::AgentSql;
 use super::environments::EnvironmentSql;
 use super::events::{SessionRow, SessionSql};
 use super::stores::StoreSql;
-use super::webhooks::{WebhookSql, emit_in_default, emit_one_in_default};
+use super::webhooks::{WebhookSql, emit, emit_one};
 use super::work::{WorkSql, enqueue, stop_session_work};
 use super::{Micros, Seq, found};
 use crate::row::SessionBody;
@@ -28,6 +30,7 @@ use crate::{NewSession, Result};
 /// A session row to insert.
 #[derive(Debug, Clone)]
 pub struct NewSessionRow<'a> {
+    pub workspace: &'a WorkspaceId,
     pub id: &'a SessionId,
     pub environment: &'a EnvironmentId,
     pub agent: &'a AgentId,
@@ -52,8 +55,9 @@ pub trait SessionRowSql: SessionSql {
     async fn turn_lease(&self, session: Seq) -> Result<Option<TurnLease>>;
     /// Writes (`None`: clears) the session's turn lease.
     async fn set_turn_lease(&self, session: Seq, lease: Option<&TurnLease>) -> Result<()>;
-    /// How session `id` may reach `store`; `None` when it has not attached it (or is unknown).
-    async fn store_access(&self, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
+    /// How workspace `ws`'s session `id` may reach `store`; `None` when it has not attached it
+    /// (or is unknown, or another workspace's).
+    async fn store_access(&self, ws: &WorkspaceId, id: &SessionId, store: &MemoryStoreId) -> Result<Option<Access>>;
 }
 
 /// A new session, and whether it queued a work item.
@@ -63,19 +67,20 @@ pub struct Created {
     pub queued_work: bool,
 }
 
-/// Creates a session: resolves its environment (held against deletion until the session and its
-/// work item commit), agent and stores, plans it with [`catalog::plan_session`], and writes the
-/// row, its attachments, its initial events, its work item (a self-hosted environment) and its
-/// webhook.
-pub async fn create<S>(sql: &S, new: &NewSession, lease_ttl: u64) -> Result<Created>
+/// Creates a session in workspace `ws`: resolves its environment (held against deletion until
+/// the session and its work item commit), agent and stores — each looked up in `ws`, so another
+/// workspace's is refused exactly as an unknown id — plans it with [`catalog::plan_session`], and
+/// writes the row, its attachments, its initial events, its work item (a self-hosted
+/// environment) and its webhook.
+pub async fn create<S>(sql: &S, ws: &WorkspaceId, new: &NewSession, lease_ttl: u64) -> Result<Created>
 where
     S: SessionRowSql + EnvironmentSql + AgentSql + StoreSql + WorkSql + WebhookSql,
 {
-    let env = found(sql.hold_environment(&new.environment).await)?;
-    let agent = sql.get_agent(&new.agent.id, new.agent.version).await;
+    let env = found(sql.hold_environment(ws, &new.environment).await)?;
+    let agent = sql.get_agent(ws, &new.agent.id, new.agent.version).await;
     let mut stores = Vec::with_capacity(new.attachments.len());
     for a in &new.attachments {
-        stores.push(found(sql.get_store(&a.store).await)?);
+        stores.push(found(sql.get_store(ws, &a.store).await)?);
     }
     let plan = catalog::plan_session(new, env.as_ref().map(|e| &e.environment), agent, &stores)?;
     let id = SessionId::generate();
@@ -92,6 +97,7 @@ where
     };
     let seq = sql
         .insert_session(&NewSessionRow {
+            workspace: ws,
             id: &id,
             environment: &new.environment,
             agent: &new.agent.id,
@@ -119,27 +125,28 @@ where
         }
         _ => false,
     };
-    emit_one_in_default(sql, Change::Created(Resource::Session), id.as_str()).await?;
+    emit_one(sql, ws, Change::Created(Resource::Session), id.as_str()).await?;
     // The row is this transaction's own: reading it back is not waiting.
-    Ok(Created { session: sql.lock_session(&id).await?.session, queued_work })
+    Ok(Created { session: sql.lock_session(ws, &id).await?.session, queued_work })
 }
 
 /// Updates a session's title and metadata ([`catalog::update_session`]), judged with its row
 /// locked.
 pub async fn update<S: SessionRowSql + WebhookSql>(
     sql: &S,
+    ws: &WorkspaceId,
     id: &SessionId,
     title: Option<Option<String>>,
     metadata: Option<&BTreeMap<String, Option<String>>>,
 ) -> Result<Session> {
-    let SessionRow { session, seq } = sql.lock_session(id).await?;
+    let SessionRow { session, seq } = sql.lock_session(ws, id).await?;
     let (title, metadata) = catalog::update_session(&session, title, metadata)?;
     let mut body = SessionBody::of(&session);
     body.title = title;
     body.metadata = metadata;
     sql.update_session_body(seq, &body, sql.now().await?).await?;
-    emit_one_in_default(sql, Change::Updated { resource: Resource::Session, changed: true }, id.as_str()).await?;
-    Ok(sql.lock_session(id).await?.session)
+    emit_one(sql, ws, Change::Updated { resource: Resource::Session, changed: true }, id.as_str()).await?;
+    Ok(sql.lock_session(ws, id).await?.session)
 }
 
 /// Archives a session: archiving terminates it ([`lifecycle::archive_session`]) — its status, an
@@ -147,8 +154,12 @@ pub async fn update<S: SessionRowSql + WebhookSql>(
 /// returns it as it is.
 ///
 /// Locks, in order: the session's row, then its work items not yet stopped.
-pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, id: &SessionId) -> Result<Session> {
-    let SessionRow { session, seq } = sql.lock_session(id).await?;
+pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &SessionId,
+) -> Result<Session> {
+    let SessionRow { session, seq } = sql.lock_session(ws, id).await?;
     let Some(end) = lifecycle::archive_session(session.archived_at.is_some()) else { return Ok(session) };
     let now = sql.now().await?;
     sql.archive_session_row(seq, end.status, now).await?;
@@ -165,24 +176,30 @@ pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, id: &Sess
     let mut outbox = Outbox::default();
     outbox.record(Change::Logged(&terminated.event), id.as_str());
     outbox.record(Change::Archived { resource: Resource::Session, already: false }, id.as_str());
-    emit_in_default(sql, outbox).await?;
-    Ok(sql.lock_session(id).await?.session)
+    emit(sql, ws, outbox).await?;
+    Ok(sql.lock_session(ws, id).await?.session)
 }
 
 /// Deletes a session, its log and its attachments, after force-stopping its work.
 ///
 /// Locks, in order: the session's row, then its work items not yet stopped.
-pub async fn delete<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, id: &SessionId) -> Result<()> {
-    let SessionRow { seq, .. } = sql.lock_session(id).await?;
+pub async fn delete<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &SessionId) -> Result<()> {
+    let SessionRow { seq, .. } = sql.lock_session(ws, id).await?;
     stop_session_work(sql, id).await?;
     sql.delete_session_row(seq).await?;
-    emit_one_in_default(sql, Change::Deleted(Resource::Session), id.as_str()).await
+    emit_one(sql, ws, Change::Deleted(Resource::Session), id.as_str()).await
 }
 
 /// Claims (or renews) a session's turn lease for `ttl_micros` under [`agent::claim`], its row
 /// locked; whether the caller holds it.
-pub async fn claim_turn<S: SessionRowSql>(sql: &S, id: &SessionId, holder: &str, ttl_micros: i64) -> Result<bool> {
-    let SessionRow { seq, .. } = sql.lock_session(id).await?;
+pub async fn claim_turn<S: SessionRowSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &SessionId,
+    holder: &str,
+    ttl_micros: i64,
+) -> Result<bool> {
+    let SessionRow { seq, .. } = sql.lock_session(ws, id).await?;
     let current = sql.turn_lease(seq).await?;
     match agent::claim(current.as_ref(), holder, sql.now().await?, ttl_micros) {
         agent::Claim::Held => Ok(false),
@@ -194,8 +211,8 @@ pub async fn claim_turn<S: SessionRowSql>(sql: &S, id: &SessionId, holder: &str,
 }
 
 /// Ends `holder`'s turn lease of a session ([`agent::releases`]), its row locked.
-pub async fn release_turn<S: SessionRowSql>(sql: &S, id: &SessionId, holder: &str) -> Result<()> {
-    let SessionRow { seq, .. } = sql.lock_session(id).await?;
+pub async fn release_turn<S: SessionRowSql>(sql: &S, ws: &WorkspaceId, id: &SessionId, holder: &str) -> Result<()> {
+    let SessionRow { seq, .. } = sql.lock_session(ws, id).await?;
     if agent::releases(sql.turn_lease(seq).await?.as_ref(), holder) {
         sql.set_turn_lease(seq, None).await?;
     }

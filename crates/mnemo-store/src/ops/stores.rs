@@ -28,8 +28,8 @@ pub struct LockedStore {
 
 /// SQL over memory stores.
 pub trait StoreSql: Clock {
-    /// The store (archived or not). Unknown: not found.
-    async fn get_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
+    /// Workspace `ws`'s store (archived or not). Unknown, or another workspace's: not found.
+    async fn get_store(&self, ws: &mnemo_api::WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
     /// The store and its live memory count, its row locked until the transaction ends
     /// (PostgreSQL: `FOR UPDATE`). Unknown: not found.
     async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore>;

@@ -157,7 +157,7 @@ async fn lock<S: WorkSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId
 /// written under it never reference a deleted one: unknown, not found; not self-hosted, it has
 /// no queue ([`rule::check_has_queue`]).
 async fn queue_of<S: EnvironmentSql>(sql: &S, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Seq> {
-    let held = sql.hold_environment_in(ws, environment).await?;
+    let held = sql.hold_environment(ws, environment).await?;
     rule::check_has_queue(&held.environment)?;
     Ok(held.seq)
 }

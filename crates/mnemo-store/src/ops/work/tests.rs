@@ -94,11 +94,8 @@ impl Clock for Fake {
 }
 
 impl EnvironmentSql for Fake {
-    async fn hold_environment(&self, _id: &EnvironmentId) -> Result<EnvironmentRow> {
-        unreachable!("the queue's operations hold an environment of their workspace")
-    }
-    async fn hold_environment_in(&self, _ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
-        self.call("hold_environment_in");
+    async fn hold_environment(&self, _ws: &WorkspaceId, id: &EnvironmentId) -> Result<EnvironmentRow> {
+        self.call("hold_environment");
         let kind = if self.self_hosted { "self_hosted" } else { "cloud" };
         let environment: Environment = serde_json::from_value(serde_json::json!({
             "type": "environment", "id": id, "name": "e", "description": null, "metadata": {},
@@ -194,7 +191,7 @@ fn a_poll_expires_then_claims_then_records_the_worker_last() {
     assert_eq!(polled.id, queued, "the oldest deliverable item");
     #[rustfmt::skip]
     assert_eq!(q.calls(), [
-        "hold_environment_in",
+        "hold_environment",
         "claim_work", "apply_lease queued",             // the lapsed lease goes back to the queue
         "claim_first_work", "apply_lease queued",       // the delivery
         "insert_session_token",
@@ -206,7 +203,7 @@ fn a_poll_expires_then_claims_then_records_the_worker_last() {
     assert!(run_ready(poll(&q, &q.ws, &env, None, 5_000, &[8; 32])).unwrap().is_some());
     assert!(!q.calls().iter().any(|c| c.starts_with("record_poll")));
     assert!(run_ready(poll(&q, &q.ws, &env, Some("w1"), 5_000, &[9; 32])).unwrap().is_none());
-    assert_eq!(q.calls(), ["hold_environment_in", "claim_work", "claim_first_work", "record_poll w1"]);
+    assert_eq!(q.calls(), ["hold_environment", "claim_work", "claim_first_work", "record_poll w1"]);
 }
 
 #[test]
@@ -216,7 +213,7 @@ fn a_queue_is_judged_before_any_item_is_touched() {
     let env = q.environment.clone();
     assert!(matches!(run_ready(poll(&q, &q.ws, &env, Some("w"), 5_000, &[0; 32])), Err(StoreError::Invalid(_))));
     assert!(matches!(run_ready(enqueue_healthcheck(&q, &q.ws, &env, 60)), Err(StoreError::Invalid(_))));
-    assert_eq!(q.calls(), ["hold_environment_in", "hold_environment_in"]);
+    assert_eq!(q.calls(), ["hold_environment", "hold_environment"]);
 }
 
 #[test]
