@@ -67,7 +67,18 @@ pub async fn find_api_key<S: CredentialSql>(sql: &S, hash: &CredentialHash) -> R
 /// none (whatever its status: a deactivated secret stays deactivated).
 pub async fn ensure_api_key<S: CredentialSql>(sql: &S, hash: &CredentialHash, label: &str) -> Result<ApiKeyId> {
     let workspace = sql.default_workspace().await?;
-    sql.insert_api_key_unless_known(&ApiKeyId::generate(), &workspace, hash, label, sql.now().await?).await?;
+    ensure_api_key_in(sql, &workspace, hash, label).await
+}
+
+/// The API key with secret `hash`, created in `workspace` with `label` if there is none (a known
+/// secret keeps its key, its workspace and its status).
+pub async fn ensure_api_key_in<S: CredentialSql>(
+    sql: &S,
+    workspace: &WorkspaceId,
+    hash: &CredentialHash,
+    label: &str,
+) -> Result<ApiKeyId> {
+    sql.insert_api_key_unless_known(&ApiKeyId::generate(), workspace, hash, label, sql.now().await?).await?;
     let key = sql.api_key_by_hash(hash).await?;
     key.map(|k| k.id).ok_or_else(|| StoreError::backend("an API key just written is gone"))
 }

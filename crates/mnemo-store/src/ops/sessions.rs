@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use mnemo_api::{Access, AgentId, EnvironmentId, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData};
 
+use super::credentials::CredentialSql;
 use super::agents::AgentSql;
 use super::environments::EnvironmentSql;
 use super::events::{SessionRow, SessionSql};
@@ -69,13 +70,16 @@ pub struct Created {
 /// webhook.
 pub async fn create<S>(sql: &S, new: &NewSession, lease_ttl: u64) -> Result<Created>
 where
-    S: SessionRowSql + EnvironmentSql + AgentSql + StoreSql + WorkSql + WebhookSql,
+    S: SessionRowSql + EnvironmentSql + AgentSql + StoreSql + WorkSql + WebhookSql + CredentialSql,
 {
+    // Until sessions are scoped by workspace, they are made in the Default one: their stores
+    // are looked up there.
+    let ws = sql.default_workspace().await?;
     let env = found(sql.hold_environment(&new.environment).await)?;
     let agent = sql.get_agent(&new.agent.id, new.agent.version).await;
     let mut stores = Vec::with_capacity(new.attachments.len());
     for a in &new.attachments {
-        stores.push(found(sql.get_store(&a.store).await)?);
+        stores.push(found(sql.get_store(&ws, &a.store).await)?);
     }
     let plan = catalog::plan_session(new, env.as_ref().map(|e| &e.environment), agent, &stores)?;
     let id = SessionId::generate();
