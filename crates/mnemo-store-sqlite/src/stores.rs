@@ -104,7 +104,9 @@ pub(crate) fn usage(
     let ids = serde_json::to_string(&ids.iter().map(MemoryStoreId::as_str).collect::<Vec<_>>()).map_err(backend)?;
     let mut stmt = c.prepare_cached(USAGE).map_err(backend)?;
     let rows = stmt
-        .query_map([ids.as_str(), ws.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
+        .query_map([ids.as_str(), ws.as_str()], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        })
         .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
         .map_err(backend)?;
     rows.into_iter()
@@ -142,14 +144,7 @@ impl ops::StoreSql for Lite<'_> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
         )
         .and_then(|mut s| {
-            s.execute(params![
-                id.as_str(),
-                ws.as_str(),
-                new.name,
-                new.description,
-                metadata_json(&new.metadata),
-                now
-            ])
+            s.execute(params![id.as_str(), ws.as_str(), new.name, new.description, metadata_json(&new.metadata), now])
         })
         .map(drop)
         .map_err(backend)

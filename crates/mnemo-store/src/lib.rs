@@ -69,10 +69,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
-    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View,
-    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkspaceId,
+    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId,
+    EnvironmentKey, EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath,
+    MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp,
+    View, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats,
+    WorkspaceId,
 };
 
 pub use cursor::Cursor;
@@ -640,11 +641,20 @@ pub trait Store: Send + Sync + 'static {
     /// error as an unknown id (admin-api.md §8.2), in lookups, writes, listings and the feed.
     async fn create_memory_store(&self, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore>;
     async fn get_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
-    async fn update_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore>;
+    async fn update_memory_store(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        patch: MemoryStorePatch,
+    ) -> Result<MemoryStore>;
     async fn list_memory_stores(&self, ws: &WorkspaceId, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
     /// How many live memories each store holds and their total content size, for the given stores
     /// (an unknown id is simply absent from the answer). One query per call, not per store.
-    async fn memory_store_usage(&self, ws: &WorkspaceId, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>>;
+    async fn memory_store_usage(
+        &self,
+        ws: &WorkspaceId,
+        stores: &[MemoryStoreId],
+    ) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>>;
     /// Archives a store; archiving an archived store returns it unchanged.
     async fn archive_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
     /// Deletes a store with all its memories and versions.
@@ -706,7 +716,12 @@ pub trait Store: Send + Sync + 'static {
     /// A number that changes whenever any memory of the store is created, changed or deleted
     /// (the newest version's position): the store's listing ETag.
     async fn memory_change_seq(&self, ws: &WorkspaceId, store: &MemoryStoreId) -> Result<i64>;
-    async fn list_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>>;
+    async fn list_memories(
+        &self,
+        ws: &WorkspaceId,
+        store: &MemoryStoreId,
+        query: ListMemories,
+    ) -> Result<Listing<MemoryListItem>>;
     /// Every live memory of the store with its content, in path order (bytes), read from one
     /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
     /// time through a small bounded channel, so neither side holds the whole store. A store that
@@ -717,8 +732,13 @@ pub trait Store: Send + Sync + 'static {
     /// `limit` (capped at [`MAX_FEED_PAGE`]), without content; redacted ones as the versions
     /// listing shows them. A version that commits later never has a smaller position than one
     /// already returned, so reading on from the last position never misses one.
-    async fn memory_changes_after(&self, ws: &WorkspaceId, store: &MemoryStoreId, after: i64, limit: u32)
-    -> Result<Vec<MemoryFeedEntry>>;
+    async fn memory_changes_after(
+        &self,
+        ws: &WorkspaceId,
+        store: &MemoryStoreId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<MemoryFeedEntry>>;
 
     async fn get_memory_version(
         &self,

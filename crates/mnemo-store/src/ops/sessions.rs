@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use mnemo_api::{Access, AgentId, EnvironmentId, EventId, LoggedEvent, MemoryStoreId, Session, SessionId, WorkData};
 
-use super::credentials::CredentialSql;
 use super::agents::AgentSql;
+use super::credentials::CredentialSql;
 use super::environments::EnvironmentSql;
 use super::events::{SessionRow, SessionSql};
 use super::stores::StoreSql;

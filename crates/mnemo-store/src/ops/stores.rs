@@ -35,7 +35,8 @@ pub trait StoreSql: Clock {
     /// transaction ends (PostgreSQL: `FOR UPDATE`). Unknown, or of another workspace: not found.
     async fn lock_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<LockedStore>;
     /// Records a new store of workspace `ws`, created and updated at `now`.
-    async fn insert_store(&self, ws: &WorkspaceId, id: &MemoryStoreId, new: &NewMemoryStore, now: Micros) -> Result<()>;
+    async fn insert_store(&self, ws: &WorkspaceId, id: &MemoryStoreId, new: &NewMemoryStore, now: Micros)
+    -> Result<()>;
     /// Writes a store's name, description and metadata, updated at `now`.
     async fn update_store_row(&self, seq: Seq, store: &MemoryStore, now: Micros) -> Result<()>;
     /// Marks store `seq` archived (and updated) at `now`.
@@ -45,7 +46,11 @@ pub trait StoreSql: Clock {
 }
 
 /// Creates a store, with its `memory_store.created` webhook event.
-pub async fn create_store<S: StoreSql + WebhookSql>(sql: &S, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore> {
+pub async fn create_store<S: StoreSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    new: NewMemoryStore,
+) -> Result<MemoryStore> {
     let id = MemoryStoreId::generate();
     let now = sql.now().await?;
     sql.insert_store(ws, &id, &new, now).await?;
@@ -66,7 +71,8 @@ pub async fn update_store<S: StoreSql>(
     sql: &S,
     ws: &WorkspaceId,
     id: &MemoryStoreId,
-    patch: MemoryStorePatch) -> Result<MemoryStore> {
+    patch: MemoryStorePatch,
+) -> Result<MemoryStore> {
     let locked = sql.lock_store(ws, id).await?;
     let mut store = catalog::update_store(&locked.store, patch)?;
     let now = sql.now().await?;
@@ -76,7 +82,11 @@ pub async fn update_store<S: StoreSql>(
 }
 
 /// Archives a store; archiving an archived one changes nothing (its webhook event says so).
-pub async fn archive_store<S: StoreSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+pub async fn archive_store<S: StoreSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &MemoryStoreId,
+) -> Result<MemoryStore> {
     let LockedStore { mut store, seq, .. } = sql.lock_store(ws, id).await?;
     let already = store.archived_at.is_some();
     emit_one(sql, Change::Archived { resource: Resource::MemoryStore, already }, id.as_str()).await?;
