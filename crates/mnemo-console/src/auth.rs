@@ -125,12 +125,7 @@ impl FromRequestParts<Console> for Signed {
         };
         match console.store.find_console_session(hash(secret)).await {
             Ok(Some(session)) => {
-                let signed = Self {
-                    api_key: session.api_key,
-                    workspace: session.workspace,
-                    csrf: csrf_token(secret).into(),
-                    session: hash(secret),
-                };
+                let signed = Self { api_key: session.api_key, workspace: session.workspace, csrf: csrf_token(secret).into(), session: hash(secret) };
                 crate::page::remember_signed(signed.chrome(Section::None));
                 Ok(signed)
             }

@@ -408,8 +408,7 @@ async fn revoking_a_key_in_the_console_tells_the_server() {
     assert_eq!(minted.status, StatusCode::OK);
     let at = minted.body.find("sk-mnemo-env-").expect("the new key is shown");
     let secret: String = minted.body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect();
-    let found =
-        h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential);
+    let found = h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential);
     let Some(mnemo_store::Credential::EnvironmentKey { id, .. }) = found else {
         panic!("the shown key is not the stored one: {found:?}")
     };

@@ -37,13 +37,13 @@ use mnemo_api::{
     MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
 };
 use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
-use mnemo_store::Principal;
 use mnemo_store::{
-    Appended, ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome, Limits,
-    ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange, MemoryExport,
-    MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result,
-    SessionEvent, Signal, Store,
+    Appended, ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome,
+    Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange,
+    MemoryExport, MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession,
+    Result, SessionEvent, Signal, Store,
 };
+use mnemo_store::Principal;
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;

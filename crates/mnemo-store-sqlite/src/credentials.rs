@@ -114,14 +114,7 @@ impl ops::WorkspaceSql for Lite<'_> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .and_then(|mut s| {
-            s.execute(params![
-                row.id.as_str(),
-                row.name,
-                row.display_color,
-                row.tags,
-                row.data_residency,
-                row.created_at
-            ])
+            s.execute(params![row.id.as_str(), row.name, row.display_color, row.tags, row.data_residency, row.created_at])
         })
         .map_err(backend)?;
         Ok(())

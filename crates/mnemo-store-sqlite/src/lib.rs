@@ -38,8 +38,8 @@ use mnemo_api::{
     Access, Agent, AgentId, AgentParams, AgentSpec, Event, Session, SessionId, Work, WorkId, WorkQueueStats,
 };
 use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
-use mnemo_store::Principal;
 use mnemo_store::{Appended, EventAuthor, HeartbeatOutcome, ListEvents, ListSessions, NewSession, SessionEvent};
+use mnemo_store::Principal;
 use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use mnemo_store::{
     ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, Limits, ListMemories, ListMemoryStores,

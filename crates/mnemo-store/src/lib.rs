@@ -69,11 +69,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use mnemo_api::{
-    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId,
-    EnvironmentKey, EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath,
-    MemoryStore, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp,
-    View, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats,
-    WorkspaceId,
+    Access, Actor, AdminKeyId, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
+    EnvironmentKeyId, Event, Memory, MemoryChangeEvent, MemoryId, MemoryListItem, MemoryPath, MemoryStore,
+    MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, PathPrefix, Session, SessionId, Timestamp, View,
+    WebhookDelivery, WebhookEndpoint, WebhookEndpointId, Work, WorkHeartbeat, WorkId, WorkQueueStats, WorkspaceId,
 };
 
 pub use cursor::Cursor;

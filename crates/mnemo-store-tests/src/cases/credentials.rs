@@ -67,11 +67,7 @@ pub async fn console_sessions_expire_and_are_revoked(factory: &impl StoreFactory
     assert_eq!(s.find_console_session(hash(10)).await.unwrap(), Some(signed_in.clone()));
     assert_eq!(s.find_console_session(hash(11)).await.unwrap(), None, "another hash is no session");
     assert_eq!(s.find_console_session(hash(1)).await.unwrap(), None, "an API key is no console session");
-    assert_eq!(
-        s.resolve_credential(hash(10)).await.unwrap().map(|p| p.credential),
-        None,
-        "a console session is no API credential"
-    );
+    assert_eq!(s.resolve_credential(hash(10)).await.unwrap().map(|p| p.credential), None, "a console session is no API credential");
 
     // A second session of the same key outlives the first one's sign-out.
     let other = s.create_console_session(hash(12), &api, 3600).await.unwrap();
@@ -116,11 +112,7 @@ pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory
     s.poll_work(&env.id, None, 60_000, two).await.unwrap().expect("the second healthcheck");
     s.ack_work(&env.id, &second.id).await.unwrap();
 
-    assert_eq!(
-        s.resolve_credential(all).await.unwrap().map(|p| p.credential),
-        Some(Credential::ApiKey(api)),
-        "an API key first"
-    );
+    assert_eq!(s.resolve_credential(all).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(api)), "an API key first");
     assert_eq!(
         s.resolve_credential(two).await.unwrap().map(|p| p.credential),
         Some(Credential::EnvironmentKey { id: other.id.clone(), environment: env.id.clone() }),

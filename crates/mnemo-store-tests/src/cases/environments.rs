@@ -125,10 +125,7 @@ pub async fn environment_keys_are_scoped_to_their_environment(factory: &impl Sto
 
     // A key is revoked through its own environment only.
     assert_err!(s.revoke_environment_key(&a.id, &kb.id).await, StoreError::NotFound { .. });
-    assert!(matches!(
-        s.resolve_credential(hb).await.unwrap().map(|p| p.credential),
-        Some(Credential::EnvironmentKey { .. })
-    ));
+    assert!(matches!(s.resolve_credential(hb).await.unwrap().map(|p| p.credential), Some(Credential::EnvironmentKey { .. })));
     assert_err!(
         s.revoke_environment_key(&a.id, &mnemo_api::EnvironmentKeyId::generate()).await,
         StoreError::NotFound { .. }
@@ -137,10 +134,7 @@ pub async fn environment_keys_are_scoped_to_their_environment(factory: &impl Sto
     let revoked = s.revoke_environment_key(&a.id, &ka1.id).await.unwrap();
     assert!(revoked.revoked_at.is_some());
     assert_eq!(s.resolve_credential(ha1).await.unwrap().map(|p| p.credential), None);
-    assert!(
-        s.resolve_credential(ha2).await.unwrap().map(|p| p.credential).is_some(),
-        "the environment's other key lives on"
-    );
+    assert!(s.resolve_credential(ha2).await.unwrap().map(|p| p.credential).is_some(), "the environment's other key lives on");
     let twice = s.revoke_environment_key(&a.id, &ka1.id).await.unwrap();
     assert_eq!(twice.revoked_at, revoked.revoked_at, "revoking twice returns the key unchanged");
     let listed = s.list_environment_keys(&a.id).await.unwrap();

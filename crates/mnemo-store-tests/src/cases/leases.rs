@@ -96,27 +96,15 @@ pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl 
     assert_eq!(s.resolve_credential(first).await.unwrap().map(|p| p.credential), Some(alive(&item)));
     // …and dies when that window lapses, with no other call in between.
     past_the_lease().await;
-    assert_eq!(
-        s.resolve_credential(first).await.unwrap().map(|p| p.credential),
-        None,
-        "the acknowledgement window lapsed"
-    );
+    assert_eq!(s.resolve_credential(first).await.unwrap().map(|p| p.credential), None, "the acknowledgement window lapsed");
 
     // A re-delivery mints a new token; the old one stays dead although the item is held again.
     let second = fresh_hash();
     s.poll_work(&env.id, None, 60_000, second).await.unwrap().expect("delivered again");
-    assert_eq!(
-        s.resolve_credential(first).await.unwrap().map(|p| p.credential),
-        None,
-        "a re-delivery kills the old token"
-    );
+    assert_eq!(s.resolve_credential(first).await.unwrap().map(|p| p.credential), None, "a re-delivery kills the old token");
     assert_eq!(s.resolve_credential(second).await.unwrap().map(|p| p.credential), Some(alive(&item)));
     s.ack_work(&env.id, &item.id).await.unwrap();
-    assert_eq!(
-        s.resolve_credential(second).await.unwrap().map(|p| p.credential),
-        Some(alive(&item)),
-        "alive while leased"
-    );
+    assert_eq!(s.resolve_credential(second).await.unwrap().map(|p| p.credential), Some(alive(&item)), "alive while leased");
 
     // The lease lapses: the token dies at once, before anything writes the expiry down.
     past_the_lease().await;
@@ -131,11 +119,7 @@ pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl 
 
     // Stopping: the token lives on while the worker winds down and confirms, then dies.
     s.stop_work(&env.id, &item.id, false).await.unwrap();
-    assert_eq!(
-        s.resolve_credential(third).await.unwrap().map(|p| p.credential),
-        Some(alive(&item)),
-        "alive while stopping"
-    );
+    assert_eq!(s.resolve_credential(third).await.unwrap().map(|p| p.credential), Some(alive(&item)), "alive while stopping");
     s.stop_work(&env.id, &item.id, true).await.unwrap();
     assert_eq!(s.resolve_credential(third).await.unwrap().map(|p| p.credential), None, "a stop kills the token");
 }

@@ -49,8 +49,8 @@ pub use stores::{LockedStore, StoreSql};
 pub use versions::{VersionRow, VersionSql};
 pub use webhooks::WebhookSql;
 pub use webhooks::{DeliveryRow, EndpointRow, NewEndpointRow, SendRow};
-pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 pub use workspaces::{NewWorkspaceRow, WorkspaceSql};
+pub use work::{NewWork, StoredToken, TokenHolder, WorkFilter, WorkRow, WorkSql};
 
 use crate::{Result, StoreError};
 

@@ -79,9 +79,9 @@ pub fn memory_actor(caller: &Credential) -> Option<Actor> {
         Credential::SessionToken { session: Some(session), .. } => {
             Some(Actor::SessionActor { session_id: session.clone() })
         }
-        Credential::SessionToken { session: None, .. }
-        | Credential::EnvironmentKey { .. }
-        | Credential::AdminKey(_) => None,
+        Credential::SessionToken { session: None, .. } | Credential::EnvironmentKey { .. } | Credential::AdminKey(_) => {
+            None
+        }
     }
 }
 
