@@ -182,6 +182,7 @@ pub(crate) async fn session_page(
         let versions = match console
             .store
             .list_memory_versions(
+                &who.workspace,
                 &r.memory_store_id,
                 ListMemoryVersions {
                     session_id: Some(session_id.clone()),

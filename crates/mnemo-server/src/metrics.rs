@@ -43,14 +43,16 @@ impl Drop for OpenStream {
 pub async fn refresh_gauges(store: &dyn Store) -> Result<(), StoreError> {
     let started = Instant::now();
     let (mut stores, mut memories, mut bytes) = (0u64, 0u64, 0u64);
+    // Stores are listed per workspace; until workspaces can be listed, the Default one's.
+    let ws = store.default_workspace().await?;
     let mut after = None;
     loop {
         let query =
             ListMemoryStores { include_archived: false, created_at_gte: None, created_at_lte: None, limit: 100, after };
-        let page = store.list_memory_stores(query).await?;
+        let page = store.list_memory_stores(&ws, query).await?;
         let ids: Vec<_> = page.items.iter().map(|s| s.id.clone()).collect();
         stores += ids.len() as u64;
-        for usage in store.memory_store_usage(&ids).await?.values() {
+        for usage in store.memory_store_usage(&ws, &ids).await?.values() {
             memories += usage.memories;
             bytes += usage.bytes;
         }
