@@ -120,6 +120,7 @@ pub mod concurrency;
 pub mod credentials;
 pub mod environments;
 pub mod events;
+pub mod isolation_memory;
 pub mod leases;
 pub mod memories;
 pub mod model;
