@@ -9,6 +9,7 @@ mod events;
 mod fairness;
 mod hostile;
 mod input;
+mod isolation_memory;
 mod memories;
 mod memory_batch;
 mod memory_changes;
