@@ -126,7 +126,12 @@ impl FromRequestParts<Console> for Signed {
         };
         match console.store.find_console_session(hash(secret)).await {
             Ok(Some(session)) => {
-                let signed = Self { api_key: session.api_key, workspace: session.workspace, csrf: csrf_token(secret).into(), session: hash(secret) };
+                let signed = Self {
+                    api_key: session.api_key,
+                    workspace: session.workspace,
+                    csrf: csrf_token(secret).into(),
+                    session: hash(secret),
+                };
                 crate::page::remember_signed(signed.chrome(Section::None));
                 Ok(signed)
             }
@@ -273,10 +278,9 @@ async fn audit(
     outcome: mnemo_api::AuditOutcome,
     reason: Option<&str>,
 ) {
-    let actor = who.map(actor_of).unwrap_or_else(|| mnemo_api::AuditActor {
-        kind: mnemo_api::AuditActorType::System,
-        id: "console".into(),
-    });
+    let actor = who
+        .map(actor_of)
+        .unwrap_or_else(|| mnemo_api::AuditActor { kind: mnemo_api::AuditActorType::System, id: "console".into() });
     let details = reason.map_or_else(|| serde_json::json!({}), |r| serde_json::json!({ "reason": r }));
     let event = mnemo_store::ops::NewAuditEvent {
         action,

@@ -4,7 +4,9 @@
 use askama::Template;
 use axum::extract::State;
 use axum::response::Response;
-use mnemo_api::{ApiKeyId, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, SessionId, View};
+use mnemo_api::{
+    ApiKeyId, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, SessionId, View, WorkspaceId,
+};
 use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
 
@@ -123,11 +125,12 @@ pub(crate) async fn list(
     Id(store_id): Id<MemoryStoreId>,
     Query(mut q): Query<HistoryQuery>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&store_id).await?;
+    let store = console.store.get_memory_store(&who.workspace, &store_id).await?;
     let first_page = q.after.is_none();
     let listing = console
         .store
         .list_memory_versions(
+            &who.workspace,
             &store_id,
             ListMemoryVersions {
                 memory_id: q.memory.clone(),
@@ -142,7 +145,7 @@ pub(crate) async fn list(
     let memory = match &q.memory {
         None => None,
         Some(m) => {
-            let live = match console.store.get_memory(&store_id, m).await {
+            let live = match console.store.get_memory(&who.workspace, &store_id, m).await {
                 Ok(memory) => Some((memory.path, Some(format!("/console/stores/{store_id}/memories/{m}")))),
                 Err(StoreError::NotFound { .. }) => None,
                 Err(err) => return Err(err.into()),
@@ -201,6 +204,7 @@ struct VersionPage {
 /// The version of the same memory just before `version`, if any (histories are newest first).
 async fn previous_version(
     console: &Console,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     version: &MemoryVersion,
 ) -> Result<Option<MemoryVersion>, StoreError> {
@@ -210,6 +214,7 @@ async fn previous_version(
         let page = console
             .store
             .list_memory_versions(
+                ws,
                 store,
                 ListMemoryVersions {
                     memory_id: Some(version.memory_id.clone()),
@@ -220,7 +225,7 @@ async fn previous_version(
             .await?;
         for v in page.items {
             if seen {
-                return console.store.get_memory_version(store, &v.id, View::Full).await.map(Some);
+                return console.store.get_memory_version(ws, store, &v.id, View::Full).await.map(Some);
             }
             seen = v.id == version.id;
         }
@@ -235,10 +240,11 @@ async fn previous_version(
 /// redacted).
 async fn live_memory(
     console: &Console,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     memory: &MemoryId,
 ) -> Result<Option<mnemo_api::Memory>, StoreError> {
-    match console.store.get_memory(store, memory).await {
+    match console.store.get_memory(ws, store, memory).await {
         Ok(m) => Ok(Some(m)),
         Err(StoreError::NotFound { .. }) => Ok(None),
         Err(err) => Err(err),
@@ -252,12 +258,12 @@ pub(crate) async fn version_page(
     Id(version_id): Id<MemoryVersionId>,
 ) -> Result<Response, PageError> {
     let (store, version) = tokio::try_join!(
-        console.store.get_memory_store(&store_id),
-        console.store.get_memory_version(&store_id, &version_id, View::Full)
+        console.store.get_memory_store(&who.workspace, &store_id),
+        console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Full)
     )?;
     let (memory, previous) = tokio::try_join!(
-        live_memory(&console, &store_id, &version.memory_id),
-        previous_version(&console, &store_id, &version)
+        live_memory(&console, &who.workspace, &store_id, &version.memory_id),
+        previous_version(&console, &who.workspace, &store_id, &version)
     )?;
     let body = version.content.as_deref();
     let c = match (body, &previous) {
@@ -293,7 +299,7 @@ pub(crate) async fn restore(
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
     let who = posted.who;
-    let version = console.store.get_memory_version(&store_id, &version_id, View::Full).await?;
+    let version = console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Full).await?;
     let (Some(content), Some(path)) = (version.content.clone(), version.path.clone()) else {
         return Err(PageError::Invalid(if version.redacted_at.is_some() {
             "this version was redacted: it holds no content to restore".into()
@@ -301,15 +307,15 @@ pub(crate) async fn restore(
             "a deleted version holds no content; restore the version before it".into()
         }));
     };
-    let restored = match live_memory(&console, &store_id, &version.memory_id).await? {
+    let restored = match live_memory(&console, &who.workspace, &store_id, &version.memory_id).await? {
         Some(memory) => {
             let change =
                 MemoryChange { content: Some(content), path: None, expected_sha256: Some(memory.content_sha256) };
-            console.store.update_memory(&store_id, &memory.id, change, who.actor()).await
+            console.store.update_memory(&who.workspace, &store_id, &memory.id, change, who.actor()).await
         }
         None => {
             let path = mnemo_api::MemoryPath::parse_request(&path).map_err(PageError::Invalid)?;
-            console.store.create_memory(&store_id, path, content, who.actor()).await
+            console.store.create_memory(&who.workspace, &store_id, path, content, who.actor()).await
         }
     };
     match restored {
@@ -327,9 +333,9 @@ pub(crate) async fn redact_confirm(
     Id(store_id): Id<MemoryStoreId>,
     Id(version_id): Id<MemoryVersionId>,
 ) -> Result<Response, PageError> {
-    let version = console.store.get_memory_version(&store_id, &version_id, View::Basic).await?;
+    let version = console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Basic).await?;
     let back = format!("/console/stores/{store_id}/versions/{version_id}");
-    let memory = live_memory(&console, &store_id, &version.memory_id).await?;
+    let memory = live_memory(&console, &who.workspace, &store_id, &version.memory_id).await?;
     if memory.is_some_and(|m| m.memory_version_id == version.id) {
         return Err(PageError::Invalid(
             "this version holds the memory's current content, so it cannot be redacted: edit or delete the memory first; then this version is history and can be redacted".into(),
@@ -356,7 +362,7 @@ pub(crate) async fn redact(
     Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    match console.store.redact_memory_version(&store_id, &version_id, posted.who.actor()).await {
+    match console.store.redact_memory_version(&posted.who.workspace, &store_id, &version_id, posted.who.actor()).await {
         Ok(_) => {
             tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %posted.who.api_key, "redacted memory version in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/versions/{version_id}")))

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use mnemo_api::{
-    Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, PathPrefix, View,
+    Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, PathPrefix, View, WorkspaceId,
     content_too_large_message, validate_content_size,
 };
 use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
@@ -133,7 +133,7 @@ pub(crate) async fn store_page(
     Id(store_id): Id<MemoryStoreId>,
     Query(q): Query<StoreQuery>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&store_id).await?;
+    let store = console.store.get_memory_store(&who.workspace, &store_id).await?;
     let head = StoreHead::from(&store);
     let StoreQuery { filter, folder, after } = q;
     let first_page = after.is_none();
@@ -154,7 +154,11 @@ pub(crate) async fn store_page(
     };
     let listing = console
         .store
-        .list_memories(&store_id, ListMemories { prefix: prefix.clone(), depth, limit: PAGE, view: View::Basic, after })
+        .list_memories(
+            &who.workspace,
+            &store_id,
+            ListMemories { prefix: prefix.clone(), depth, limit: PAGE, view: View::Basic, after },
+        )
         .await?;
     let wanted = filter
         .as_deref()
@@ -206,7 +210,7 @@ pub(crate) async fn store_page(
     });
     let used = console
         .store
-        .memory_store_usage(std::slice::from_ref(&store_id))
+        .memory_store_usage(&who.workspace, std::slice::from_ref(&store_id))
         .await?
         .get(&store_id)
         .copied()
@@ -257,7 +261,7 @@ pub(crate) async fn new_form(
     Id(store): Id<MemoryStoreId>,
     Query(q): Query<NewQuery>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&store).await?;
+    let store = console.store.get_memory_store(&who.workspace, &store).await?;
     Ok(render(&NewMemoryPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
@@ -286,15 +290,17 @@ pub(crate) async fn create(
     let outcome = match (MemoryPath::parse_request(&raw), validate_content_size(&content)) {
         (Err(message), _) => Err(message),
         (_, Err(len)) => Err(content_too_large_message(len)),
-        (Ok(path), Ok(())) => match console.store.create_memory(&store_id, path, content.clone(), who.actor()).await {
-            Ok(memory) => Ok(memory),
-            Err(err) => Err(refusal(err)?),
-        },
+        (Ok(path), Ok(())) => {
+            match console.store.create_memory(&who.workspace, &store_id, path, content.clone(), who.actor()).await {
+                Ok(memory) => Ok(memory),
+                Err(err) => Err(refusal(err)?),
+            }
+        }
     };
     match outcome {
         Ok(memory) => Ok(see_other(&format!("/console/stores/{store_id}/memories/{}", memory.id))),
         Err(message) => {
-            let store = console.store.get_memory_store(&store_id).await?;
+            let store = console.store.get_memory_store(&who.workspace, &store_id).await?;
             Ok(render_with(
                 StatusCode::BAD_REQUEST,
                 &NewMemoryPage {
@@ -347,9 +353,14 @@ struct MemoryPage {
     lines: Vec<Line>,
 }
 
-async fn load(console: &Console, store: &MemoryStoreId, memory: &MemoryId) -> Result<(MemoryStore, Memory), PageError> {
+async fn load(
+    console: &Console,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    memory: &MemoryId,
+) -> Result<(MemoryStore, Memory), PageError> {
     let (store, memory) =
-        tokio::try_join!(console.store.get_memory_store(store), console.store.get_memory(store, memory))?;
+        tokio::try_join!(console.store.get_memory_store(ws, store), console.store.get_memory(ws, store, memory))?;
     Ok((store, memory))
 }
 
@@ -359,7 +370,7 @@ pub(crate) async fn memory_page(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
-    let (store, memory) = load(&console, &store, &memory).await?;
+    let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     let head = StoreHead::from(&store);
     Ok(render(&MemoryPage {
         chrome: who.chrome(Section::Stores),
@@ -398,7 +409,7 @@ pub(crate) async fn edit_form(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
-    let (store, memory) = load(&console, &store, &memory).await?;
+    let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     let content = memory.content.clone().unwrap_or_default();
     Ok(render(&EditPage {
         chrome: who.chrome(Section::Stores),
@@ -438,7 +449,7 @@ pub(crate) async fn save(
         Ok(()) => {
             let change =
                 MemoryChange { content: Some(mine.clone()), path: None, expected_sha256: Some(form.expected.clone()) };
-            match console.store.update_memory(&store_id, &memory_id, change, who.actor()).await {
+            match console.store.update_memory(&who.workspace, &store_id, &memory_id, change, who.actor()).await {
                 Ok(_) => None,
                 Err(StoreError::PreconditionFailed { .. }) => {
                     return conflict(&console, &who, &store_id, &memory_id, mine).await;
@@ -453,7 +464,7 @@ pub(crate) async fn save(
             Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))
         }
         Some(message) => {
-            let (store, memory) = load(&console, &store_id, &memory_id).await?;
+            let (store, memory) = load(&console, &who.workspace, &store_id, &memory_id).await?;
             Ok(render_with(
                 StatusCode::BAD_REQUEST,
                 &EditPage {
@@ -480,7 +491,7 @@ async fn conflict(
     memory_id: &MemoryId,
     mine: String,
 ) -> Result<Response, PageError> {
-    let (store, memory) = load(console, store_id, memory_id).await?;
+    let (store, memory) = load(console, &who.workspace, store_id, memory_id).await?;
     let theirs = memory.content.clone().unwrap_or_default();
     Ok(render_with(
         StatusCode::CONFLICT,
@@ -513,7 +524,7 @@ pub(crate) async fn rename_form(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
-    let (store, memory) = load(&console, &store, &memory).await?;
+    let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     Ok(render(&RenamePage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
@@ -541,14 +552,14 @@ pub(crate) async fn rename(
         Err(message) => Some(message),
         Ok(path) => {
             let change = MemoryChange { content: None, path: Some(path), expected_sha256: None };
-            match console.store.update_memory(&store_id, &memory_id, change, who.actor()).await {
+            match console.store.update_memory(&who.workspace, &store_id, &memory_id, change, who.actor()).await {
                 Ok(_) => None,
                 Err(err) => Some(refusal(err)?),
             }
         }
     };
     if let Some(message) = refused {
-        let (store, memory) = load(&console, &store_id, &memory_id).await?;
+        let (store, memory) = load(&console, &who.workspace, &store_id, &memory_id).await?;
         return Ok(render_with(
             StatusCode::BAD_REQUEST,
             &RenamePage {
@@ -570,7 +581,7 @@ pub(crate) async fn delete_confirm(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
-    let (store, memory) = load(&console, &store, &memory).await?;
+    let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::Stores),
         title: "Delete this memory?".into(),
@@ -609,8 +620,12 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteQuery>,
     posted: Posted<crate::auth::NoFields>,
 ) -> Result<Response, PageError> {
-    let memory = console.store.get_memory(&store_id, &memory_id).await?;
-    match console.store.delete_memory(&store_id, &memory_id, q.expected, posted.who.actor()).await {
+    let memory = console.store.get_memory(&posted.who.workspace, &store_id, &memory_id).await?;
+    match console
+        .store
+        .delete_memory(&posted.who.workspace, &store_id, &memory_id, q.expected, posted.who.actor())
+        .await
+    {
         Ok(()) => {}
         Err(StoreError::PreconditionFailed { .. }) => {
             return Err(PageError::Invalid(

@@ -122,7 +122,8 @@ pub(crate) async fn list(
             ListSessions { include_archived: true, limit: PAGE, after, ..ListSessions::default() },
         )
         .await?;
-    let environments = environment_names(&console, &who.workspace, listing.items.iter().map(|s| &s.environment_id)).await?;
+    let environments =
+        environment_names(&console, &who.workspace, listing.items.iter().map(|s| &s.environment_id)).await?;
     let rows = listing.items.iter().map(|s| session_row(s, &environments)).collect();
     let next = listing.next.map(|c| format!("/console/sessions?page={}", encode_component(&c.encode())));
     Ok(render(&SessionsPage { chrome: who.chrome(Section::Sessions), rows, next, first_page }))
@@ -186,6 +187,7 @@ pub(crate) async fn session_page(
         let versions = match console
             .store
             .list_memory_versions(
+                &who.workspace,
                 &r.memory_store_id,
                 ListMemoryVersions {
                     session_id: Some(session_id.clone()),

@@ -72,16 +72,19 @@ pub(crate) async fn list(
     let first_page = q.after.is_none();
     let listing = console
         .store
-        .list_memory_stores(ListMemoryStores {
-            include_archived: q.archived,
-            created_at_gte: None,
-            created_at_lte: None,
-            limit: PAGE,
-            after: q.after.take(),
-        })
+        .list_memory_stores(
+            &who.workspace,
+            ListMemoryStores {
+                include_archived: q.archived,
+                created_at_gte: None,
+                created_at_lte: None,
+                limit: PAGE,
+                after: q.after.take(),
+            },
+        )
         .await?;
     let ids: Vec<MemoryStoreId> = listing.items.iter().map(|s| s.id.clone()).collect();
-    let usage = console.store.memory_store_usage(&ids).await?;
+    let usage = console.store.memory_store_usage(&who.workspace, &ids).await?;
     let rows = listing
         .items
         .into_iter()
@@ -142,8 +145,10 @@ pub(crate) async fn create(
             &NewStorePage { chrome: who.chrome(Section::Stores), name, description, message: Some(err.0) },
         ));
     }
-    let store =
-        console.store.create_memory_store(NewMemoryStore { name, description, metadata: Default::default() }).await?;
+    let store = console
+        .store
+        .create_memory_store(&who.workspace, NewMemoryStore { name, description, metadata: Default::default() })
+        .await?;
     tracing::info!(store.id = %store.id, api_key.id = %who.api_key, "created memory store in the console");
     Ok(see_other(&format!("/console/stores/{}", store.id)))
 }
@@ -165,7 +170,7 @@ pub(crate) async fn archive_confirm(
     who: Signed,
     Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&store).await?;
+    let store = console.store.get_memory_store(&who.workspace, &store).await?;
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::Stores),
         title: "Archive this store?".into(),
@@ -185,7 +190,7 @@ pub(crate) async fn archive(
     Id(id): Id<MemoryStoreId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    console.store.archive_memory_store(&id).await?;
+    console.store.archive_memory_store(&posted.who.workspace, &id).await?;
     tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "archived memory store in the console");
     Ok(see_other(&format!("/console/stores/{id}")))
 }
@@ -195,10 +200,10 @@ pub(crate) async fn delete_confirm(
     who: Signed,
     Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, PageError> {
-    let store = console.store.get_memory_store(&store).await?;
+    let store = console.store.get_memory_store(&who.workspace, &store).await?;
     let used = console
         .store
-        .memory_store_usage(std::slice::from_ref(&store.id))
+        .memory_store_usage(&who.workspace, std::slice::from_ref(&store.id))
         .await?
         .get(&store.id)
         .copied()
@@ -223,7 +228,7 @@ pub(crate) async fn delete(
     Id(id): Id<MemoryStoreId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
-    console.store.delete_memory_store(&id).await?;
+    console.store.delete_memory_store(&posted.who.workspace, &id).await?;
     tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "deleted memory store in the console");
     Ok(see_other("/console"))
 }

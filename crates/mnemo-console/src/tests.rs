@@ -112,19 +112,22 @@ impl Harness {
 
     async fn memory_store(&self, name: &str) -> mnemo_api::MemoryStore {
         let new = NewMemoryStore { name: name.into(), description: String::new(), metadata: Default::default() };
-        self.store.create_memory_store(new).await.unwrap()
+        self.store.create_memory_store(&self.store.default_workspace().await.unwrap(), new).await.unwrap()
     }
 
     async fn self_hosted_environment(&self) -> mnemo_api::Environment {
         let ws = self.store.default_workspace().await.unwrap();
         self.store
-            .create_environment(&ws, NewEnvironment {
-                name: "e".into(),
-                description: None,
-                metadata: Default::default(),
-                config: serde_json::json!({"type": "self_hosted"}),
-                scope: None,
-            })
+            .create_environment(
+                &ws,
+                NewEnvironment {
+                    name: "e".into(),
+                    description: None,
+                    metadata: Default::default(),
+                    config: serde_json::json!({"type": "self_hosted"}),
+                    scope: None,
+                },
+            )
             .await
             .unwrap()
     }
@@ -253,13 +256,16 @@ async fn a_form_without_the_right_token_or_from_another_site_changes_nothing() {
         let store = Arc::clone(&h.store.store);
         async move {
             store
-                .list_memory_stores(ListMemoryStores {
-                    include_archived: true,
-                    created_at_gte: None,
-                    created_at_lte: None,
-                    limit: 100,
-                    after: None,
-                })
+                .list_memory_stores(
+                    &store.default_workspace().await.unwrap(),
+                    ListMemoryStores {
+                        include_archived: true,
+                        created_at_gte: None,
+                        created_at_lte: None,
+                        limit: 100,
+                        after: None,
+                    },
+                )
                 .await
                 .unwrap()
                 .items
@@ -280,16 +286,16 @@ async fn hostile_text_is_escaped_everywhere_it_shows() {
     let payload = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
     let store = h
         .store
-        .create_memory_store(NewMemoryStore {
-            name: payload.into(),
-            description: payload.into(),
-            metadata: Default::default(),
-        })
+        .create_memory_store(
+            &h.store.default_workspace().await.unwrap(),
+            NewMemoryStore { name: payload.into(), description: payload.into(), metadata: Default::default() },
+        )
         .await
         .unwrap();
     let memory = h
         .store
         .create_memory(
+            &h.store.default_workspace().await.unwrap(),
             &store.id,
             MemoryPath::parse("/x/a.md").unwrap(),
             payload.into(),
@@ -332,7 +338,11 @@ async fn what_a_person_writes_is_recorded_as_their_api_key() {
     assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
     let versions = h
         .store
-        .list_memory_versions(&store.id, ListMemoryVersions { view: View::Full, ..ListMemoryVersions::newest(10) })
+        .list_memory_versions(
+            &h.store.default_workspace().await.unwrap(),
+            &store.id,
+            ListMemoryVersions { view: View::Full, ..ListMemoryVersions::newest(10) },
+        )
         .await
         .unwrap();
     let v = &versions.items[0];
@@ -345,24 +355,52 @@ async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
     let store = h.memory_store("s").await;
-    let memory =
-        h.store.create_memory(&store.id, MemoryPath::parse("/a.md").unwrap(), "first".into(), someone()).await.unwrap();
+    let memory = h
+        .store
+        .create_memory(
+            &h.store.default_workspace().await.unwrap(),
+            &store.id,
+            MemoryPath::parse("/a.md").unwrap(),
+            "first".into(),
+            someone(),
+        )
+        .await
+        .unwrap();
     let edit_url = format!("/console/stores/{}/memories/{}/edit", store.id, memory.id);
     let form = h.get(&edit_url, &cookie).await;
     let expected = form.field("expected");
     assert_eq!(expected, memory.content_sha256);
     let change = mnemo_store::MemoryChange { content: Some("theirs".into()), path: None, expected_sha256: None };
-    h.store.update_memory(&store.id, &memory.id, change, someone()).await.unwrap();
+    h.store
+        .update_memory(&h.store.default_workspace().await.unwrap(), &store.id, &memory.id, change, someone())
+        .await
+        .unwrap();
     let saved = h.post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &expected)], &[]).await;
     assert_eq!(saved.status, StatusCode::CONFLICT, "{}", saved.body);
     assert!(saved.body.contains(">theirs<") && saved.body.contains("mine"), "{}", saved.body);
-    assert_eq!(h.store.get_memory(&store.id, &memory.id).await.unwrap().content.as_deref(), Some("theirs"));
+    assert_eq!(
+        h.store
+            .get_memory(&h.store.default_workspace().await.unwrap(), &store.id, &memory.id)
+            .await
+            .unwrap()
+            .content
+            .as_deref(),
+        Some("theirs")
+    );
     // The conflict form is guarded by what the memory holds now: saving it is a knowing choice.
     let again = h
         .post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &saved.field("expected"))], &[])
         .await;
     assert_eq!(again.status, StatusCode::SEE_OTHER, "{}", again.body);
-    assert_eq!(h.store.get_memory(&store.id, &memory.id).await.unwrap().content.as_deref(), Some("mine"));
+    assert_eq!(
+        h.store
+            .get_memory(&h.store.default_workspace().await.unwrap(), &store.id, &memory.id)
+            .await
+            .unwrap()
+            .content
+            .as_deref(),
+        Some("mine")
+    );
 }
 
 #[tokio::test]
@@ -370,7 +408,16 @@ async fn refusals_use_the_apis_words() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
     let store = h.memory_store("s").await;
-    h.store.create_memory(&store.id, MemoryPath::parse("/a/b.md").unwrap(), "x".into(), someone()).await.unwrap();
+    h.store
+        .create_memory(
+            &h.store.default_workspace().await.unwrap(),
+            &store.id,
+            MemoryPath::parse("/a/b.md").unwrap(),
+            "x".into(),
+            someone(),
+        )
+        .await
+        .unwrap();
     let url = format!("/console/stores/{}/memories", store.id);
     for (path, says) in [("/a", "overlaps the memory at /a/b.md"), ("no-slash", "invalid path `no-slash`")] {
         let answer = h.post(&url, &cookie, &[("csrf", &csrf), ("path", path), ("content", "y")], &[]).await;
@@ -378,7 +425,13 @@ async fn refusals_use_the_apis_words() {
         let expected = match path {
             "/a" => h
                 .store
-                .create_memory(&store.id, MemoryPath::parse("/a").unwrap(), "y".into(), someone())
+                .create_memory(
+                    &h.store.default_workspace().await.unwrap(),
+                    &store.id,
+                    MemoryPath::parse("/a").unwrap(),
+                    "y".into(),
+                    someone(),
+                )
                 .await
                 .unwrap_err()
                 .to_string(),
@@ -389,7 +442,7 @@ async fn refusals_use_the_apis_words() {
         assert!(answer.body.contains(&expected) || answer.body.contains(&shown), "{path}: {}", answer.body);
         assert!(answer.body.contains(&format!("value=\"{path}\"")), "the form keeps what was typed");
     }
-    h.store.archive_memory_store(&store.id).await.unwrap();
+    h.store.archive_memory_store(&h.store.default_workspace().await.unwrap(), &store.id).await.unwrap();
     let archived = h.post(&url, &cookie, &[("csrf", &csrf), ("path", "/c.md"), ("content", "y")], &[]).await;
     assert!(archived.body.contains("archived"), "{}", archived.body);
 }
@@ -414,7 +467,8 @@ async fn revoking_a_key_in_the_console_tells_the_server() {
     assert_eq!(minted.status, StatusCode::OK);
     let at = minted.body.find("sk-mnemo-env-").expect("the new key is shown");
     let secret: String = minted.body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect();
-    let found = h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential);
+    let found =
+        h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential);
     let Some(mnemo_store::Credential::EnvironmentKey { id, .. }) = found else {
         panic!("the shown key is not the stored one: {found:?}")
     };

@@ -9,12 +9,12 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use axum::Json;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::Json;
 use mnemo_api::{
     AdminPage, AdminPageParams, AdminPageQuery, AuditActorType, AuditEvent, AuditOutcome, AuditResource, WorkspaceId,
 };
@@ -111,7 +111,8 @@ pub(crate) async fn record(State(state): State<AppState>, req: Request, next: Ne
         IdIn::Path(name) => path_param(route, &path, name),
         IdIn::Answer => answer.as_ref().and_then(|a| a.get("id")?.as_str().map(str::to_owned)),
     };
-    let resource = audited.action.resource_type().zip(resource_id).map(|(kind, id)| AuditResource { kind: kind.into(), id });
+    let resource =
+        audited.action.resource_type().zip(resource_id).map(|(kind, id)| AuditResource { kind: kind.into(), id });
     let mut details = Map::new();
     if let Some(answer) = &answer {
         for field in audited.details {
@@ -185,8 +186,17 @@ pub(crate) struct AuditQuery {
 }
 
 impl FromQuery for AuditQuery {
-    const ONCE: &'static [&'static str] =
-        &["workspace_id", "actor_type", "actor_id", "action", "starting_at", "ending_at", "limit", "after_id", "before_id"];
+    const ONCE: &'static [&'static str] = &[
+        "workspace_id",
+        "actor_type",
+        "actor_id",
+        "action",
+        "starting_at",
+        "ending_at",
+        "limit",
+        "after_id",
+        "before_id",
+    ];
 
     fn from_query(q: &Params) -> Result<Self, BadInput> {
         let workspace = filter_id::<WorkspaceId>("workspace_id", q.one("workspace_id"))?;
@@ -210,7 +220,9 @@ impl FromQuery for AuditQuery {
         };
         let limit = q
             .one("limit")
-            .map(|l| l.parse::<u32>().map_err(|_| BadInput::Invalid(format!("limit must be a whole number (got `{l}`)"))))
+            .map(|l| {
+                l.parse::<u32>().map_err(|_| BadInput::Invalid(format!("limit must be a whole number (got `{l}`)")))
+            })
             .transpose()?;
         let params = AdminPageParams {
             limit,
@@ -268,9 +280,15 @@ mod tests {
     #[test]
     fn an_admin_answer_names_its_workspace() {
         let key = serde_json::json!({"type": "api_key", "id": "apikey_a", "scope": {"type": "workspace", "workspace_id": "wrkspc_0000000000000000000001"}});
-        assert_eq!(answer_workspace(Some(&key)).map(|w| w.to_string()).as_deref(), Some("wrkspc_0000000000000000000001"));
+        assert_eq!(
+            answer_workspace(Some(&key)).map(|w| w.to_string()).as_deref(),
+            Some("wrkspc_0000000000000000000001")
+        );
         let ws = serde_json::json!({"type": "workspace", "id": "wrkspc_0000000000000000000002"});
-        assert_eq!(answer_workspace(Some(&ws)).map(|w| w.to_string()).as_deref(), Some("wrkspc_0000000000000000000002"));
+        assert_eq!(
+            answer_workspace(Some(&ws)).map(|w| w.to_string()).as_deref(),
+            Some("wrkspc_0000000000000000000002")
+        );
         assert_eq!(answer_workspace(Some(&serde_json::json!({"type": "memory_store", "id": "memstore_x"}))), None);
     }
 }

@@ -9,19 +9,26 @@
 //! [`Signal::Resync`] (PostgreSQL's periodic re-check, or a subscriber that fell behind)
 //! re-reads each watched store's newest position once — one query per store, however many
 //! feeds watch it.
+//!
+//! The signals are global (every workspace's stores), but a feed only wakes on its own store's
+//! id, and it reads only through its caller's workspace ([`Feed::open`] checks the store there
+//! first): another workspace's changes never reach it. A re-check reads a store in the workspace
+//! a feed verified it in, so a feed that failed (a store of another workspace) never decides
+//! for the feeds that did not.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Weak};
 
-use mnemo_api::MemoryStoreId;
+use mnemo_api::{MemoryStoreId, WorkspaceId};
 use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 
-/// One watch channel per store with open feeds.
+/// One watch channel per store with open feeds, and the store's workspace once a feed found it
+/// there.
 #[derive(Default)]
 pub(crate) struct ChangeHub {
-    stores: Mutex<HashMap<MemoryStoreId, watch::Sender<i64>>>,
+    stores: Mutex<HashMap<MemoryStoreId, (watch::Sender<i64>, Option<WorkspaceId>)>>,
     /// Store reads made for feeds (by feeds and by re-checks), for tests and diagnostics.
     reads: AtomicU64,
 }
@@ -37,7 +44,14 @@ impl ChangeHub {
     /// `store`. Subscribe before reading, so nothing committed in between is missed.
     pub(crate) fn subscribe(&self, store: &MemoryStoreId) -> watch::Receiver<i64> {
         let mut stores = self.stores.lock().expect("change hub poisoned");
-        stores.entry(store.clone()).or_insert_with(|| watch::channel(0).0).subscribe()
+        stores.entry(store.clone()).or_insert_with(|| (watch::channel(0).0, None)).0.subscribe()
+    }
+
+    /// A feed found `store` in workspace `ws`: re-checks read it there.
+    fn found_in(&self, store: &MemoryStoreId, ws: &WorkspaceId) {
+        if let Some(entry) = self.stores.lock().expect("change hub poisoned").get_mut(store) {
+            entry.1 = Some(ws.clone());
+        }
     }
 
     /// Counts one store read made for the feeds.
@@ -52,7 +66,7 @@ impl ChangeHub {
     /// A version at `seq` committed in `store`: wakes its feeds unless they were told already.
     fn heard(&self, store: &MemoryStoreId, seq: i64) {
         let mut stores = self.stores.lock().expect("change hub poisoned");
-        let Some(tx) = stores.get(store) else { return };
+        let Some((tx, _)) = stores.get(store) else { return };
         if tx.receiver_count() == 0 {
             stores.remove(store);
             return;
@@ -66,11 +80,12 @@ impl ChangeHub {
         });
     }
 
-    /// Stores with open feeds; forgets those whose feeds have all gone.
-    fn watched(&self) -> Vec<MemoryStoreId> {
+    /// Stores with open feeds that found them, and their workspace; forgets those whose feeds
+    /// have all gone.
+    fn watched(&self) -> Vec<(WorkspaceId, MemoryStoreId)> {
         let mut stores = self.stores.lock().expect("change hub poisoned");
-        stores.retain(|_, tx| tx.receiver_count() > 0);
-        stores.keys().cloned().collect()
+        stores.retain(|_, (tx, _)| tx.receiver_count() > 0);
+        stores.iter().filter_map(|(id, (_, ws))| Some((ws.clone()?, id.clone()))).collect()
     }
 
     /// The store is gone: its feeds end (their receivers see the sender dropped).
@@ -99,9 +114,9 @@ pub(crate) async fn follow(
                     continue;
                 }
                 let Some(db) = store.upgrade() else { return };
-                for id in watched {
+                for (ws, id) in watched {
                     hub.count_read();
-                    match db.memory_change_seq(&id).await {
+                    match db.memory_change_seq(&ws, &id).await {
                         Ok(seq) => hub.heard(&id, seq),
                         Err(StoreError::NotFound { .. }) => hub.gone(&id),
                         Err(e) => {
@@ -117,6 +132,7 @@ pub(crate) async fn follow(
 
 /// One reader of a store's feed: where it stands, and what wakes it.
 pub(crate) struct Feed {
+    ws: WorkspaceId,
     store: MemoryStoreId,
     cursor: i64,
     wake: watch::Receiver<i64>,
@@ -126,11 +142,12 @@ pub(crate) struct Feed {
 pub(crate) const FEED_BATCH: u32 = 100;
 
 impl Feed {
-    /// A feed of `store` from `after` (`None`: from the newest version now). Subscribes first,
-    /// then reads, so a version committed in between is still seen.
+    /// A feed of `store` of workspace `ws` from `after` (`None`: from the newest version now).
+    /// Subscribes first, then reads, so a version committed in between is still seen.
     pub(crate) async fn open(
         db: &dyn Store,
         hub: &ChangeHub,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         after: Option<i64>,
     ) -> Result<Self, StoreError> {
@@ -139,12 +156,13 @@ impl Feed {
         let cursor = match after {
             Some(after) => {
                 // Refuses an unknown store now, not at the first change.
-                db.get_memory_store(store).await?;
+                db.get_memory_store(ws, store).await?;
                 after
             }
-            None => db.memory_change_seq(store).await?,
+            None => db.memory_change_seq(ws, store).await?,
         };
-        Ok(Self { store: store.clone(), cursor, wake })
+        hub.found_in(store, ws);
+        Ok(Self { ws: ws.clone(), store: store.clone(), cursor, wake })
     }
 
     pub(crate) fn store(&self) -> &MemoryStoreId {
@@ -167,7 +185,7 @@ impl Feed {
         // Everything up to what the hub heard is covered by this read.
         self.wake.borrow_and_update();
         hub.count_read();
-        let entries = db.memory_changes_after(&self.store, self.cursor, limit).await?;
+        let entries = db.memory_changes_after(&self.ws, &self.store, self.cursor, limit).await?;
         if let Some(last) = entries.last() {
             self.cursor = last.seq;
         }

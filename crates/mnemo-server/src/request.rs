@@ -9,8 +9,8 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use mnemo_api::{AuditActor, RequestId, WorkspaceId};
 use mnemo_api::limits::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
+use mnemo_api::{AuditActor, RequestId, WorkspaceId};
 use tracing::Instrument;
 
 use crate::ApiError;

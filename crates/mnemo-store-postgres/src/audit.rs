@@ -48,8 +48,9 @@ impl ops::AuditSql for Pg<'_, '_> {
             AuditWindow::Older { below } => ("seq < $7", "DESC", below),
             AuditWindow::Newer { above } => ("seq > $7", "ASC", above),
         };
-        let sql =
-            format!("SELECT {AUDIT_COLUMNS} FROM audit_events WHERE {FILTER} AND {bound} ORDER BY seq {order} LIMIT $8");
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_events WHERE {FILTER} AND {bound} ORDER BY seq {order} LIMIT $8"
+        );
         let limit = i64::from(limit);
         let rows = all(
             self,

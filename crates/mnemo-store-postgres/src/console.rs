@@ -54,10 +54,7 @@ impl ops::ConsoleSql for Pg<'_, '_> {
             &[&&hash[..], &now],
         )
         .await?;
-        row.map(|r| {
-            Ok(ConsoleRow { api_key: key(&r)?, created_at: col(&r, 5)?, expires_at: col(&r, 6)? })
-        })
-        .transpose()
+        row.map(|r| Ok(ConsoleRow { api_key: key(&r)?, created_at: col(&r, 5)?, expires_at: col(&r, 6)? })).transpose()
     }
 
     async fn revoke_console_session(&self, hash: &CredentialHash, now: i64) -> Result<bool> {

@@ -263,6 +263,7 @@ mod tests {
                 Cell::Int(1),
                 Cell::Int(2),
                 Cell::Null,
+                Cell::Text("wrkspc_a".into()),
             ]
         };
         store.write_rows(envs, vec![env(4), env(9)]).await.unwrap();
@@ -291,6 +292,7 @@ mod tests {
             // No turn lease held.
             Cell::Null,
             Cell::Null,
+            Cell::Text("wrkspc_a".into()),
         ];
         store.write_rows(sessions, vec![session]).await.unwrap();
         let flag = |store: &str, ro: i64| vec![Cell::Int(3), Cell::Text(store.into()), Cell::Int(ro)];
@@ -314,6 +316,7 @@ mod tests {
                     Cell::Int(1),
                     Cell::Null,
                     Cell::Int(0),
+                    text("wrkspc_a"),
                 ]],
             )
             .await

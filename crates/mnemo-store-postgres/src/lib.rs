@@ -733,36 +733,46 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| ops::work::stats(&Pg(&tx), ws, environment).await)
     }
 
-    async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
-        write!(self.engine, |tx| ops::stores::create_store(&Pg(&tx), new.clone()).await)
+    async fn create_memory_store(&self, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore> {
+        write!(self.engine, |tx| ops::stores::create_store(&Pg(&tx), ws, new.clone()).await)
     }
 
-    async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        read!(self.engine, |tx| stores::get(&tx, id).await)
+    async fn get_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        read!(self.engine, |tx| stores::get(&tx, ws, id).await)
     }
 
-    async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-        write!(self.engine, |tx| ops::stores::update_store(&Pg(&tx), id, patch.clone()).await)
+    async fn update_memory_store(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        patch: MemoryStorePatch,
+    ) -> Result<MemoryStore> {
+        write!(self.engine, |tx| ops::stores::update_store(&Pg(&tx), ws, id, patch.clone()).await)
     }
 
-    async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
-        read!(self.engine, |tx| stores::list(&tx, &query).await)
+    async fn list_memory_stores(&self, ws: &WorkspaceId, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
+        read!(self.engine, |tx| stores::list(&tx, ws, &query).await)
     }
 
-    async fn memory_store_usage(&self, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
-        read!(self.engine, |tx| stores::usage(&tx, stores).await)
+    async fn memory_store_usage(
+        &self,
+        ws: &WorkspaceId,
+        stores: &[MemoryStoreId],
+    ) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+        read!(self.engine, |tx| stores::usage(&tx, ws, stores).await)
     }
 
-    async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        write!(self.engine, |tx| ops::stores::archive_store(&Pg(&tx), id).await)
+    async fn archive_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        write!(self.engine, |tx| ops::stores::archive_store(&Pg(&tx), ws, id).await)
     }
 
-    async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
-        write!(self.engine, |tx| ops::stores::delete_store(&Pg(&tx), id).await)
+    async fn delete_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()> {
+        write!(self.engine, |tx| ops::stores::delete_store(&Pg(&tx), ws, id).await)
     }
 
     async fn create_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         path: MemoryPath,
         content: String,
@@ -771,25 +781,26 @@ impl Store for PostgresStore {
         let limit = self.limits.max_memories_per_store;
         write!(self.engine, |tx| {
             let (memory, seq) =
-                ops::memories::create_memory(&Pg(&tx), store, &path, content.clone(), &actor, limit).await?;
+                ops::memories::create_memory(&Pg(&tx), ws, store, &path, content.clone(), &actor, limit).await?;
             self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
             Ok(memory)
         })
     }
 
-    async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
-        read!(self.engine, |tx| memories::get(&tx, store, id).await)
+    async fn get_memory(&self, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+        read!(self.engine, |tx| memories::get(&tx, ws, store, id).await)
     }
 
     async fn update_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryId,
         change: MemoryChange,
         actor: Actor,
     ) -> Result<Memory> {
         write!(self.engine, |tx| {
-            let (memory, seq) = ops::memories::update_memory(&Pg(&tx), store, id, change.clone(), &actor).await?;
+            let (memory, seq) = ops::memories::update_memory(&Pg(&tx), ws, store, id, change.clone(), &actor).await?;
             if let Some(seq) = seq {
                 self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
             }
@@ -799,33 +810,39 @@ impl Store for PostgresStore {
 
     async fn delete_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryId,
         expected_sha256: Option<String>,
         actor: Actor,
     ) -> Result<()> {
         write!(self.engine, |tx| {
-            let seq = ops::memories::delete_memory(&Pg(&tx), store, id, expected_sha256.as_deref(), &actor).await?;
+            let seq = ops::memories::delete_memory(&Pg(&tx), ws, store, id, expected_sha256.as_deref(), &actor).await?;
             self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await
         })
     }
 
-    async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64> {
-        read!(self.engine, |tx| stores::change_seq(&tx, store).await)
+    async fn memory_change_seq(&self, ws: &WorkspaceId, store: &MemoryStoreId) -> Result<i64> {
+        read!(self.engine, |tx| stores::change_seq(&tx, ws, store).await)
     }
 
-    async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
-        read!(self.engine, |tx| memories::list(&tx, store, &query).await)
+    async fn list_memories(
+        &self,
+        ws: &WorkspaceId,
+        store: &MemoryStoreId,
+        query: ListMemories,
+    ) -> Result<Listing<MemoryListItem>> {
+        read!(self.engine, |tx| memories::list(&tx, ws, store, &query).await)
     }
 
-    async fn export_memories(&self, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
+    async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
         let mut client = self.engine.client().await?;
         // Two chunks in flight at most: the reader's pace holds the transaction (and its snapshot).
         let (out, mut parts) = tokio::sync::mpsc::channel(2);
         let (began, begun) = tokio::sync::oneshot::channel();
-        let id = store.clone();
+        let (ws, id) = (ws.clone(), store.clone());
         tokio::spawn(async move {
-            if let Err(e) = memories::export(&mut client, &id, chunk, began, &out).await {
+            if let Err(e) = memories::export(&mut client, &ws, &id, chunk, began, &out).await {
                 let _ = out.send(Err(e)).await;
             }
         });
@@ -840,37 +857,41 @@ impl Store for PostgresStore {
 
     async fn memory_changes_after(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         after: i64,
         limit: u32,
     ) -> Result<Vec<MemoryFeedEntry>> {
-        read!(self.engine, |tx| versions::changes_after(&tx, store, after, limit).await)
+        read!(self.engine, |tx| versions::changes_after(&tx, ws, store, after, limit).await)
     }
 
     async fn get_memory_version(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryVersionId,
         view: View,
     ) -> Result<MemoryVersion> {
-        read!(self.engine, |tx| versions::get(&tx, store, id, view).await)
+        read!(self.engine, |tx| versions::get(&tx, ws, store, id, view).await)
     }
 
     async fn list_memory_versions(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         query: ListMemoryVersions,
     ) -> Result<Listing<MemoryVersion>> {
-        read!(self.engine, |tx| versions::list(&tx, store, &query).await)
+        read!(self.engine, |tx| versions::list(&tx, ws, store, &query).await)
     }
 
     async fn redact_memory_version(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryVersionId,
         actor: Actor,
     ) -> Result<MemoryVersion> {
-        write!(self.engine, |tx| ops::versions::redact(&Pg(&tx), store, id, &actor).await)
+        write!(self.engine, |tx| ops::versions::redact(&Pg(&tx), ws, store, id, &actor).await)
     }
 
     async fn create_console_session(

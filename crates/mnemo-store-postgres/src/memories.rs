@@ -3,7 +3,7 @@
 //! The writes ([`mnemo_store::ops::memories`]) lock the store's row first and only then read
 //! what they judge; reads take no lock.
 
-use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -62,8 +62,8 @@ async fn load(
     row.as_ref().map(|r| from_row(store, r, with_content).map(|(memory, seq)| MemoryRow { memory, seq })).transpose()
 }
 
-pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
-    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+pub(crate) async fn get(tx: &Tx<'_>, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+    let (_, store_seq) = stores::get_with_seq(tx, ws, store).await?;
     load(tx, store, store_seq, id, true).await?.map(|row| row.memory).ok_or_else(|| StoreError::not_found("memory", id))
 }
 
@@ -178,8 +178,13 @@ impl ops::MemorySql for Pg<'_, '_> {
 }
 
 /// Lists in byte order of path (the column's collation is `"C"`), as a [`RollupScan`] asks.
-pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemories) -> Result<Listing<MemoryListItem>> {
-    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+pub(crate) async fn list(
+    tx: &Tx<'_>,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    q: &ListMemories,
+) -> Result<Listing<MemoryListItem>> {
+    let (_, store_seq) = stores::get_with_seq(tx, ws, store).await?;
     let full = q.view == View::Full;
     let sql = if full {
         format!(
@@ -207,14 +212,15 @@ pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemories) -
 /// then `Done`. Stops (rolling back) when the reader goes.
 pub(crate) async fn export(
     client: &mut deadpool_postgres::Object,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     chunk: u32,
     began: tokio::sync::oneshot::Sender<i64>,
     out: &tokio::sync::mpsc::Sender<Result<ExportPart>>,
 ) -> Result<()> {
     let tx = crate::engine::begin_read(client).await?;
-    let seq = stores::change_seq(&tx, store).await?;
-    let (_, store_seq) = stores::get_with_seq(&tx, store).await?;
+    let seq = stores::change_seq(&tx, ws, store).await?;
+    let (_, store_seq) = stores::get_with_seq(&tx, ws, store).await?;
     if began.send(seq).is_err() {
         return Ok(());
     }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mnemo_api::{MemoryStore, MemoryStoreId};
+use mnemo_api::{MemoryStore, MemoryStoreId, WorkspaceId};
 use mnemo_store::ops::{self, LockedStore};
 use mnemo_store::{ListMemoryStores, Listing, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
 use tokio_postgres::Row;
@@ -35,14 +35,20 @@ fn from_row(r: &Row) -> Result<(MemoryStore, i64)> {
     ))
 }
 
-/// The store and its row number, or not-found.
-pub(crate) async fn get_with_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
-    let row = opt(tx, &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1"), &[&id.as_str()]).await?;
+/// Store `id` of workspace `ws` and its row number, or not-found (a store of another workspace
+/// included: its existence never shows).
+pub(crate) async fn get_with_seq(tx: &Tx<'_>, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<(MemoryStore, i64)> {
+    let row = opt(
+        tx,
+        &format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1 AND workspace_id = $2"),
+        &[&id.as_str(), &ws.as_str()],
+    )
+    .await?;
     row.as_ref().map(from_row).transpose()?.ok_or_else(|| StoreError::not_found("memory store", id))
 }
 
-pub(crate) async fn get(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<MemoryStore> {
-    get_with_seq(tx, id).await.map(|(s, _)| s)
+pub(crate) async fn get(tx: &Tx<'_>, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+    get_with_seq(tx, ws, id).await.map(|(s, _)| s)
 }
 
 fn metadata_json(m: &BTreeMap<String, String>) -> String {
@@ -51,8 +57,8 @@ fn metadata_json(m: &BTreeMap<String, String>) -> String {
 
 /// The position of the store's newest version: moves on every change, because every change
 /// writes a version while holding the store's lock (so positions grow in commit order).
-pub(crate) async fn change_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<i64> {
-    let (_, seq) = get_with_seq(tx, id).await?;
+pub(crate) async fn change_seq(tx: &Tx<'_>, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<i64> {
+    let (_, seq) = get_with_seq(tx, ws, id).await?;
     let row = crate::engine::one(tx, "SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = $1", &[&seq])
         .await?;
     col(&row, 0)
@@ -66,8 +72,12 @@ pub(crate) async fn change_seq(tx: &Tx<'_>, id: &MemoryStoreId) -> Result<i64> {
 /// `LEFT JOIN … GROUP BY` let the planner hash-join a full scan of every store's memories (about
 /// 7x slower for 20 stores of 500 holding 110,000 memories). An aggregate without `GROUP BY`
 /// always yields a row, so a store without memories is answered as 0 and 0; `sum` of a `BIGINT`
-/// is a `NUMERIC`, hence the cast back.
-pub(crate) async fn usage(tx: &Tx<'_>, ids: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+/// is a `NUMERIC`, hence the cast back. A store of another workspace is absent, as an unknown one is.
+pub(crate) async fn usage(
+    tx: &Tx<'_>,
+    ws: &WorkspaceId,
+    ids: &[MemoryStoreId],
+) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -77,8 +87,8 @@ pub(crate) async fn usage(tx: &Tx<'_>, ids: &[MemoryStoreId]) -> Result<HashMap<
         "SELECT s.id, u.memories, u.bytes FROM memory_stores s \
          CROSS JOIN LATERAL (SELECT count(*) AS memories, COALESCE(sum(m.content_size_bytes), 0)::int8 AS bytes \
                              FROM memories m WHERE m.store_seq = s.seq) u \
-         WHERE s.id = ANY($1::text[])",
-        &[&ids],
+         WHERE s.id = ANY($1::text[]) AND s.workspace_id = $2",
+        &[&ids, &ws.as_str()],
     )
     .await?;
     rows.iter()
@@ -90,13 +100,13 @@ pub(crate) async fn usage(tx: &Tx<'_>, ids: &[MemoryStoreId]) -> Result<HashMap<
         .collect()
 }
 
-pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {
+pub(crate) async fn list(tx: &Tx<'_>, ws: &WorkspaceId, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {
     let before = before(q.after.as_ref())?;
     let rows = all(
         tx,
         &format!(
             "SELECT {COLUMNS} FROM memory_stores \
-             WHERE seq < $1 AND ($2 OR archived_at IS NULL) \
+             WHERE workspace_id = $6 AND seq < $1 AND ($2 OR archived_at IS NULL) \
                AND created_at >= $3 AND created_at <= $4 \
              ORDER BY seq DESC LIMIT $5"
         ),
@@ -106,6 +116,7 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<Me
             &q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
             &q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
             &(i64::from(q.limit) + 1),
+            &ws.as_str(),
         ],
     )
     .await?;
@@ -114,19 +125,19 @@ pub(crate) async fn list(tx: &Tx<'_>, q: &ListMemoryStores) -> Result<Listing<Me
 }
 
 impl ops::StoreSql for Pg<'_, '_> {
-    async fn get_store(&self, ws: &mnemo_api::WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
-        let sql = format!("SELECT {COLUMNS} FROM memory_stores WHERE id = $1 AND workspace_id = $2");
-        let row = opt(self, &sql, &[&id.as_str(), &ws.as_str()]).await?;
-        row.as_ref().map(from_row).transpose()?.map(|(s, _)| s).ok_or_else(|| StoreError::not_found("memory store", id))
+    async fn get_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        get(self, ws, id).await
     }
 
     /// `FOR UPDATE`: the writer holding it is the only one judging and changing the store and
     /// its memories; the memory count is read in the same round trip.
-    async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore> {
+    async fn lock_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<LockedStore> {
         let row = opt(
             self,
-            &format!("SELECT {COLUMNS}, memory_count FROM memory_stores WHERE id = $1 FOR UPDATE"),
-            &[&id.as_str()],
+            &format!(
+                "SELECT {COLUMNS}, memory_count FROM memory_stores WHERE id = $1 AND workspace_id = $2 FOR UPDATE"
+            ),
+            &[&id.as_str(), &ws.as_str()],
         )
         .await?
         .ok_or_else(|| StoreError::not_found("memory store", id))?;
@@ -137,12 +148,12 @@ impl ops::StoreSql for Pg<'_, '_> {
         Ok(LockedStore { store, seq, memory_count })
     }
 
-    async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
+    async fn insert_store(&self, ws: &WorkspaceId, id: &MemoryStoreId, new: &NewMemoryStore, now: i64) -> Result<()> {
         exec(
             self,
-            "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at, workspace_id) \
-             VALUES ($1, $2, $3, $4, $5, $5, (SELECT id FROM workspaces WHERE is_default))",
-            &[&id.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
+            "INSERT INTO memory_stores (id, workspace_id, name, description, metadata, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            &[&id.as_str(), &ws.as_str(), &new.name, &new.description, &metadata_json(&new.metadata), &now],
         )
         .await
         .map(drop)

@@ -2,7 +2,9 @@
 //! ([`mnemo_store::ops::versions::redact`], which locks the store's row first). Reads take no
 //! lock.
 
-use mnemo_api::{MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_api::{
+    MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View, WorkspaceId,
+};
 use mnemo_store::ops::{self, VersionRow};
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use tokio_postgres::Row;
@@ -56,14 +58,25 @@ async fn load(
         .ok_or_else(|| StoreError::not_found("memory version", id))
 }
 
-pub(crate) async fn get(tx: &Tx<'_>, store: &MemoryStoreId, id: &MemoryVersionId, view: View) -> Result<MemoryVersion> {
-    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+pub(crate) async fn get(
+    tx: &Tx<'_>,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    id: &MemoryVersionId,
+    view: View,
+) -> Result<MemoryVersion> {
+    let (_, store_seq) = stores::get_with_seq(tx, ws, store).await?;
     load(tx, store, store_seq, id, view).await.map(|(v, _)| v)
 }
 
 /// Lists a store's versions newest first.
-pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
-    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+pub(crate) async fn list(
+    tx: &Tx<'_>,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    q: &ListMemoryVersions,
+) -> Result<Listing<MemoryVersion>> {
+    let (_, store_seq) = stores::get_with_seq(tx, ws, store).await?;
     let before = stores::before(q.after.as_ref())?;
     let Some((actor_kind, actor_id)) = q.actor_filter().params() else {
         return Ok(Listing { items: Vec::new(), next: None });
@@ -103,11 +116,12 @@ pub(crate) async fn list(tx: &Tx<'_>, store: &MemoryStoreId, q: &ListMemoryVersi
 /// version, so positions grow in commit order and a snapshot never lacks a smaller one.
 pub(crate) async fn changes_after(
     tx: &Tx<'_>,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     after: i64,
     limit: u32,
 ) -> Result<Vec<MemoryFeedEntry>> {
-    let (_, store_seq) = stores::get_with_seq(tx, store).await?;
+    let (_, store_seq) = stores::get_with_seq(tx, ws, store).await?;
     let limit = i64::from(limit.min(MAX_FEED_PAGE));
     let rows = all(
         tx,

@@ -94,15 +94,16 @@ async fn an_outage_fails_fast_loses_nothing_and_heals_itself() {
     let settings = via(proxy.addr.port(), &schema);
     let store = Arc::new(PostgresStore::open(&settings).await.expect("open through the proxy"));
     let mut signals = store.signals().expect("a shared store signals");
+    let ws = store.default_workspace().await.expect("the Default workspace");
 
-    let before = store.create_memory_store(store_named("before")).await.expect("a write while up");
+    let before = store.create_memory_store(&ws, store_named("before")).await.expect("a write while up");
 
     proxy.cut().await;
     let started = Instant::now();
-    let down = store.get_memory_store(&before.id).await.expect_err("the database is down");
+    let down = store.get_memory_store(&ws, &before.id).await.expect_err("the database is down");
     assert!(matches!(down, StoreError::Unavailable(_)), "an outage is Unavailable (503), not {down:?}");
     assert!(down.is_retryable());
-    let write = store.create_memory_store(store_named("during")).await.expect_err("no write while down");
+    let write = store.create_memory_store(&ws, store_named("during")).await.expect_err("no write while down");
     assert!(matches!(write, StoreError::Unavailable(_)), "{write:?}");
     // Fails fast: bounded by the connect timeout, not by a hung request.
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
@@ -110,7 +111,7 @@ async fn an_outage_fails_fast_loses_nothing_and_heals_itself() {
     proxy.resume().await;
     let healed = async {
         loop {
-            match store.get_memory_store(&before.id).await {
+            match store.get_memory_store(&ws, &before.id).await {
                 Ok(found) => return found,
                 Err(e) => {
                     assert!(e.is_retryable(), "while reconnecting, failures stay retryable: {e:?}");
@@ -121,7 +122,7 @@ async fn an_outage_fails_fast_loses_nothing_and_heals_itself() {
     };
     let found = tokio::time::timeout(Duration::from_secs(20), healed).await.expect("the store reconnects by itself");
     assert_eq!(found.id, before.id, "an acknowledged write survives the outage");
-    let after = store.create_memory_store(store_named("after")).await.expect("writes work again");
+    let after = store.create_memory_store(&ws, store_named("after")).await.expect("writes work again");
 
     // The listener reconnects too: a change made now is heard.
     let heard = async {
@@ -133,7 +134,6 @@ async fn an_outage_fails_fast_loses_nothing_and_heals_itself() {
             }
         }
     };
-    let ws = store.default_workspace().await.expect("the Default workspace");
     let env = store
         .create_environment(
             &ws,

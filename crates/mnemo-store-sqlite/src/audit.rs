@@ -1,8 +1,8 @@
 //! The audit log's SQL primitives ([`ops::AuditSql`]).
 
 use mnemo_api::{AuditEvent, AuditEventId};
-use mnemo_store::ops::{self, AuditFilter, AuditWindow, NewAuditEvent, Seq};
 use mnemo_store::Result;
+use mnemo_store::ops::{self, AuditFilter, AuditWindow, NewAuditEvent, Seq};
 use mnemo_store::row::{AUDIT_COLUMNS, audit_event};
 use rusqlite::params;
 

@@ -332,7 +332,10 @@ mod tests {
 
         // A server opened on the copy finds everything.
         let restored = open(&target);
-        assert_eq!(restored.memory_store_usage(&[]).await.unwrap().len(), 0);
+        assert_eq!(
+            restored.memory_store_usage(&restored.default_workspace().await.unwrap(), &[]).await.unwrap().len(),
+            0
+        );
         restored.close().await;
     }
 

@@ -265,27 +265,53 @@ pub(crate) mod tests {
         let actor = Actor::UserActor { user_id: "u".into() };
         let new =
             |name: &str| NewMemoryStore { name: name.into(), description: String::new(), metadata: BTreeMap::new() };
-        let a = s.create_memory_store(new("a")).await.unwrap();
-        let b = s.create_memory_store(new("b")).await.unwrap();
+        let a = s.create_memory_store(&s.default_workspace().await.unwrap(), new("a")).await.unwrap();
+        let b = s.create_memory_store(&s.default_workspace().await.unwrap(), new("b")).await.unwrap();
         for i in 0..memories {
             let store = if i % 2 == 0 { &a } else { &b };
             let path = MemoryPath::parse(&format!("/notes/{i}.md")).unwrap();
             let m = s
-                .create_memory(&store.id, path, format!("v1 of {i} {}", "x".repeat(200)), actor.clone())
+                .create_memory(
+                    &s.default_workspace().await.unwrap(),
+                    &store.id,
+                    path,
+                    format!("v1 of {i} {}", "x".repeat(200)),
+                    actor.clone(),
+                )
                 .await
                 .unwrap();
             let change = MemoryChange { content: Some(format!("v2 of {i} é\0")), path: None, expected_sha256: None };
-            s.update_memory(&store.id, &m.id, change, actor.clone()).await.unwrap();
+            s.update_memory(&s.default_workspace().await.unwrap(), &store.id, &m.id, change, actor.clone())
+                .await
+                .unwrap();
             match i % 5 {
-                1 => s.delete_memory(&store.id, &m.id, None, actor.clone()).await.unwrap(),
+                1 => s
+                    .delete_memory(&s.default_workspace().await.unwrap(), &store.id, &m.id, None, actor.clone())
+                    .await
+                    .unwrap(),
                 2 => {
                     let to = MemoryPath::parse(&format!("/moved/{i}.md")).unwrap();
                     let change = MemoryChange { content: None, path: Some(to), expected_sha256: None };
-                    s.update_memory(&store.id, &m.id, change, actor.clone()).await.unwrap();
+                    s.update_memory(&s.default_workspace().await.unwrap(), &store.id, &m.id, change, actor.clone())
+                        .await
+                        .unwrap();
                     let mut q = mnemo_store::ListMemoryVersions::newest(10);
                     q.memory_id = Some(m.id.clone());
-                    let oldest = s.list_memory_versions(&store.id, q).await.unwrap().items.pop().unwrap();
-                    s.redact_memory_version(&store.id, &oldest.id, actor.clone()).await.unwrap();
+                    let oldest = s
+                        .list_memory_versions(&s.default_workspace().await.unwrap(), &store.id, q)
+                        .await
+                        .unwrap()
+                        .items
+                        .pop()
+                        .unwrap();
+                    s.redact_memory_version(
+                        &s.default_workspace().await.unwrap(),
+                        &store.id,
+                        &oldest.id,
+                        actor.clone(),
+                    )
+                    .await
+                    .unwrap();
                 }
                 _ => {}
             }

@@ -206,6 +206,7 @@ mod tests {
             Cell::Int(1),
             Cell::Int(2),
             Cell::Null,
+            Cell::Text("wrkspc_a".into()),
         ];
         store.write_rows(envs, vec![env.clone()]).await.unwrap();
         let poll = |worker: &str| vec![Cell::Int(4), Cell::Text(worker.into()), Cell::Int(9)];

@@ -641,37 +641,48 @@ impl Store for SqliteStore {
         self.engine.read(move |c| run_ready(ops::work::stats(&Lite(c), &ws, &environment))).await
     }
 
-    async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore> {
-        self.engine.write(move |c| run_ready(ops::stores::create_store(&Lite(c), new))).await
+    async fn create_memory_store(&self, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore> {
+        let ws = ws.clone();
+        self.engine.write(move |c| run_ready(ops::stores::create_store(&Lite(c), &ws, new))).await
     }
 
-    async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        let id = id.clone();
-        self.engine.read(move |c| stores::get(c, &id)).await
+    async fn get_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.read(move |c| stores::get(c, &ws, &id)).await
     }
 
-    async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::stores::update_store(&Lite(c), &id, patch))).await
+    async fn update_memory_store(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        patch: MemoryStorePatch,
+    ) -> Result<MemoryStore> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::stores::update_store(&Lite(c), &ws, &id, patch))).await
     }
 
-    async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
-        self.engine.read(move |c| stores::list(c, &query)).await
+    async fn list_memory_stores(&self, ws: &WorkspaceId, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
+        let ws = ws.clone();
+        self.engine.read(move |c| stores::list(c, &ws, &query)).await
     }
 
-    async fn memory_store_usage(&self, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
-        let ids = stores.to_vec();
-        self.engine.read(move |c| stores::usage(c, &ids)).await
+    async fn memory_store_usage(
+        &self,
+        ws: &WorkspaceId,
+        stores: &[MemoryStoreId],
+    ) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>> {
+        let (ws, ids) = (ws.clone(), stores.to_vec());
+        self.engine.read(move |c| stores::usage(c, &ws, &ids)).await
     }
 
-    async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::stores::archive_store(&Lite(c), &id))).await
+    async fn archive_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::stores::archive_store(&Lite(c), &ws, &id))).await
     }
 
-    async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()> {
-        let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::stores::delete_store(&Lite(c), &id))).await?;
+    async fn delete_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::stores::delete_store(&Lite(c), &ws, &id))).await?;
         // Feeds of the store re-check, find it gone and end.
         let _ = self.memory_signals.send(Signal::Resync);
         Ok(())
@@ -679,16 +690,19 @@ impl Store for SqliteStore {
 
     async fn create_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         path: MemoryPath,
         content: String,
         actor: Actor,
     ) -> Result<Memory> {
-        let owned = store.clone();
+        let (ws, owned) = (ws.clone(), store.clone());
         let limit = self.limits.max_memories_per_store;
         let (memory, seq) = self
             .engine
-            .write(move |c| run_ready(ops::memories::create_memory(&Lite(c), &owned, &path, content, &actor, limit)))
+            .write(move |c| {
+                run_ready(ops::memories::create_memory(&Lite(c), &ws, &owned, &path, content, &actor, limit))
+            })
             .await?;
         self.memory_changed(store, seq);
         Ok(memory)
@@ -698,6 +712,7 @@ impl Store for SqliteStore {
     /// savepoint, so a refused one is rolled back alone.
     async fn write_memories(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         writes: Vec<MemoryWriteOp>,
         actor: Actor,
@@ -706,9 +721,9 @@ impl Store for SqliteStore {
         let jobs: Vec<_> = writes
             .into_iter()
             .map(|write| {
-                let (owned, actor) = (store.clone(), actor.clone());
+                let (ws, owned, actor) = (ws.clone(), store.clone(), actor.clone());
                 move |c: &rusqlite::Connection| {
-                    run_ready(ops::memories::write_memory(&Lite(c), &owned, write, &actor, limit))
+                    run_ready(ops::memories::write_memory(&Lite(c), &ws, &owned, write, &actor, limit))
                 }
             })
             .collect();
@@ -719,22 +734,23 @@ impl Store for SqliteStore {
         Ok(outcomes.into_iter().map(|o| o.map(|(memory, _)| memory)).collect())
     }
 
-    async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
-        let (store, id) = (store.clone(), id.clone());
-        self.engine.read(move |c| memories::get(c, &store, &id)).await
+    async fn get_memory(&self, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+        let (ws, store, id) = (ws.clone(), store.clone(), id.clone());
+        self.engine.read(move |c| memories::get(c, &ws, &store, &id)).await
     }
 
     async fn update_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryId,
         change: MemoryChange,
         actor: Actor,
     ) -> Result<Memory> {
-        let (owned, id) = (store.clone(), id.clone());
+        let (ws, owned, id) = (ws.clone(), store.clone(), id.clone());
         let (memory, seq) = self
             .engine
-            .write(move |c| run_ready(ops::memories::update_memory(&Lite(c), &owned, &id, change, &actor)))
+            .write(move |c| run_ready(ops::memories::update_memory(&Lite(c), &ws, &owned, &id, change, &actor)))
             .await?;
         if let Some(seq) = seq {
             self.memory_changed(store, seq);
@@ -744,27 +760,29 @@ impl Store for SqliteStore {
 
     async fn delete_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryId,
         expected_sha256: Option<String>,
         actor: Actor,
     ) -> Result<()> {
-        let (owned, id) = (store.clone(), id.clone());
+        let (ws, owned, id) = (ws.clone(), store.clone(), id.clone());
         let seq = self
             .engine
             .write(move |c| {
-                run_ready(ops::memories::delete_memory(&Lite(c), &owned, &id, expected_sha256.as_deref(), &actor))
+                let expected = expected_sha256.as_deref();
+                run_ready(ops::memories::delete_memory(&Lite(c), &ws, &owned, &id, expected, &actor))
             })
             .await?;
         self.memory_changed(store, seq);
         Ok(())
     }
 
-    async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64> {
-        let store = store.clone();
+    async fn memory_change_seq(&self, ws: &WorkspaceId, store: &MemoryStoreId) -> Result<i64> {
+        let (ws, store) = (ws.clone(), store.clone());
         self.engine
             .read(move |c| {
-                let (_, seq) = stores::get_with_seq(c, &store)?;
+                let (_, seq) = stores::get_with_seq(c, &ws, &store)?;
                 c.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = ?1")
                     .and_then(|mut s| s.query_row([seq], |r| r.get(0)))
                     .map_err(backend)
@@ -772,19 +790,24 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>> {
-        let store = store.clone();
-        self.engine.read(move |c| memories::list(c, &store, &query)).await
+    async fn list_memories(
+        &self,
+        ws: &WorkspaceId,
+        store: &MemoryStoreId,
+        query: ListMemories,
+    ) -> Result<Listing<MemoryListItem>> {
+        let (ws, store) = (ws.clone(), store.clone());
+        self.engine.read(move |c| memories::list(c, &ws, &store, &query)).await
     }
 
-    async fn export_memories(&self, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
+    async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
         // Two chunks in flight at most: the reader's pace holds the read (and its snapshot).
         let (out, parts) = tokio::sync::mpsc::channel(2);
         let (began, begun) = tokio::sync::oneshot::channel();
-        let (engine, id) = (Arc::clone(&self.engine), store.clone());
+        let (engine, ws, id) = (Arc::clone(&self.engine), ws.clone(), store.clone());
         tokio::spawn(async move {
             let tell = out.clone();
-            if let Err(e) = engine.read(move |c| memories::export(c, &id, chunk, began, &tell)).await {
+            if let Err(e) = engine.read(move |c| memories::export(c, &ws, &id, chunk, began, &tell)).await {
                 let _ = out.send(Err(e)).await;
             }
         });
@@ -793,41 +816,45 @@ impl Store for SqliteStore {
 
     async fn memory_changes_after(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         after: i64,
         limit: u32,
     ) -> Result<Vec<MemoryFeedEntry>> {
-        let store = store.clone();
-        self.engine.read(move |c| versions::changes_after(c, &store, after, limit)).await
+        let (ws, store) = (ws.clone(), store.clone());
+        self.engine.read(move |c| versions::changes_after(c, &ws, &store, after, limit)).await
     }
 
     async fn get_memory_version(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryVersionId,
         view: View,
     ) -> Result<MemoryVersion> {
-        let (store, id) = (store.clone(), id.clone());
-        self.engine.read(move |c| versions::get(c, &store, &id, view)).await
+        let (ws, store, id) = (ws.clone(), store.clone(), id.clone());
+        self.engine.read(move |c| versions::get(c, &ws, &store, &id, view)).await
     }
 
     async fn list_memory_versions(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         query: ListMemoryVersions,
     ) -> Result<Listing<MemoryVersion>> {
-        let store = store.clone();
-        self.engine.read(move |c| versions::list(c, &store, &query)).await
+        let (ws, store) = (ws.clone(), store.clone());
+        self.engine.read(move |c| versions::list(c, &ws, &store, &query)).await
     }
 
     async fn redact_memory_version(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryVersionId,
         actor: Actor,
     ) -> Result<MemoryVersion> {
-        let (store, id) = (store.clone(), id.clone());
-        self.engine.write(move |c| run_ready(ops::versions::redact(&Lite(c), &store, &id, &actor))).await
+        let (ws, store, id) = (ws.clone(), store.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::versions::redact(&Lite(c), &ws, &store, &id, &actor))).await
     }
 
     async fn create_console_session(

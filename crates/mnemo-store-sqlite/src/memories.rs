@@ -1,6 +1,6 @@
 //! Memories: the SQL of their writes ([`ops::MemorySql`]), reads, listings and exports.
 
-use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -50,8 +50,8 @@ fn load(
         .map(|(memory, seq)| MemoryRow { memory, seq }))
 }
 
-pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
+pub(crate) fn get(c: &Connection, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
+    let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
     load(c, store, store_seq, id, true)?.map(|row| row.memory).ok_or_else(|| StoreError::not_found("memory", id))
 }
 
@@ -183,8 +183,13 @@ impl ops::MemorySql for Lite<'_> {
 }
 
 /// Lists in byte order of path, as a [`RollupScan`] asks.
-pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> Result<Listing<MemoryListItem>> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
+pub(crate) fn list(
+    c: &Connection,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    q: &ListMemories,
+) -> Result<Listing<MemoryListItem>> {
+    let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
     let full = q.view == View::Full;
     let sql = if full {
         format!(
@@ -217,12 +222,13 @@ pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemories) -> R
 /// `chunk` memories at a time in path order, then `Done`. Stops quietly when the reader goes.
 pub(crate) fn export(
     c: &Connection,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     chunk: u32,
     began: tokio::sync::oneshot::Sender<i64>,
     out: &tokio::sync::mpsc::Sender<Result<ExportPart>>,
 ) -> Result<()> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
     let seq: i64 = c
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM memory_versions WHERE store_seq = ?1")
         .and_then(|mut s| s.query_row([store_seq], |r| r.get(0)))

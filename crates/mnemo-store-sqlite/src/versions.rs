@@ -1,6 +1,8 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
-use mnemo_api::{MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View};
+use mnemo_api::{
+    MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View, WorkspaceId,
+};
 use mnemo_store::ops::{self, VersionRow};
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use rusqlite::{Connection, Row, params};
@@ -51,13 +53,24 @@ fn load(
     .ok_or_else(|| StoreError::not_found("memory version", id))
 }
 
-pub(crate) fn get(c: &Connection, store: &MemoryStoreId, id: &MemoryVersionId, view: View) -> Result<MemoryVersion> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
+pub(crate) fn get(
+    c: &Connection,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    id: &MemoryVersionId,
+    view: View,
+) -> Result<MemoryVersion> {
+    let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
     load(c, store, store_seq, id, view).map(|(v, _)| v)
 }
 
-pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemoryVersions) -> Result<Listing<MemoryVersion>> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
+pub(crate) fn list(
+    c: &Connection,
+    ws: &WorkspaceId,
+    store: &MemoryStoreId,
+    q: &ListMemoryVersions,
+) -> Result<Listing<MemoryVersion>> {
+    let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
     let before = crate::stores::before(q.after.as_ref())?;
     let Some((actor_kind, actor_id)) = q.actor_filter().params() else {
         return Ok(Listing { items: Vec::new(), next: None });
@@ -98,11 +111,12 @@ pub(crate) fn list(c: &Connection, store: &MemoryStoreId, q: &ListMemoryVersions
 /// `memory_versions_store` index). The single writer commits versions in position order.
 pub(crate) fn changes_after(
     c: &Connection,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     after: i64,
     limit: u32,
 ) -> Result<Vec<MemoryFeedEntry>> {
-    let (_, store_seq) = stores::get_with_seq(c, store)?;
+    let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
     let sql = format!("SELECT {COLUMNS} FROM memory_versions WHERE store_seq = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
     let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
     stmt.query_map(params![store_seq, after, limit.min(MAX_FEED_PAGE)], |r| from_row(store, r, false))

@@ -127,6 +127,7 @@ pub mod credentials;
 pub mod environments;
 pub mod events;
 pub mod isolation_environments;
+pub mod isolation_memory;
 pub mod isolation_sessions;
 pub mod leases;
 pub mod memories;

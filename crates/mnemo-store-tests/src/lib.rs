@@ -232,6 +232,11 @@ macro_rules! conformance {
             a_lapsed_lease_returns_the_item_to_the_queue,
             a_sessions_token_lives_exactly_as_long_as_its_lease,
         });
+        $crate::conformance!(@async $factory; isolation_memory {
+            memory_operations_on_another_workspaces_store_answer_as_for_an_unknown_one,
+            a_workspaces_listings_and_usage_show_only_its_stores,
+            an_api_key_made_in_a_workspace_resolves_to_it,
+        });
         $crate::conformance!(@async $factory; memories {
             memory_stores_are_created_updated_listed_archived_and_deleted,
             an_archived_store_is_read_and_emptied_but_not_written,

@@ -83,6 +83,44 @@ use Kind::{Bool, Bytes, Int, Text};
 /// Every table of the schema, parents before children (the order rows are written in).
 pub static TABLES: &[Table] = &[
     Table {
+        name: "organization",
+        columns: &[col("id", Text), col("name", Text), col("created_at", Int)],
+        key: &["id"],
+    },
+    Table {
+        name: "workspaces",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("name", Text),
+            col("display_color", Text),
+            col("tags", Text),
+            col("data_residency", Text),
+            col("is_default", Bool),
+            col("created_at", Int),
+            opt("archived_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "workspace_rate_limits",
+        columns: &[col("workspace_id", Text), col("entry_id", Text), col("limiter", Text), col("value", Int)],
+        key: &["workspace_id", "entry_id", "limiter"],
+    },
+    Table {
+        name: "admin_keys",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("secret_hash", Bytes),
+            col("name", Text),
+            opt("partial_key_hint", Text),
+            col("created_at", Int),
+            opt("revoked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
         name: "api_keys",
         columns: &[
             col("seq", Int),
@@ -91,6 +129,11 @@ pub static TABLES: &[Table] = &[
             col("label", Text),
             col("created_at", Int),
             opt("revoked_at", Int),
+            col("workspace_id", Text),
+            col("status", Text),
+            opt("expires_at", Int),
+            opt("created_by", Text),
+            opt("partial_key_hint", Text),
         ],
         key: &["seq"],
     },
@@ -118,6 +161,7 @@ pub static TABLES: &[Table] = &[
             col("updated_at", Int),
             opt("archived_at", Int),
             col("memory_count", Int),
+            col("workspace_id", Text),
         ],
         key: &["seq"],
     },
@@ -171,6 +215,7 @@ pub static TABLES: &[Table] = &[
             col("created_at", Int),
             col("updated_at", Int),
             opt("archived_at", Int),
+            col("workspace_id", Text),
         ],
         key: &["seq"],
     },
@@ -195,6 +240,7 @@ pub static TABLES: &[Table] = &[
             col("created_at", Int),
             col("updated_at", Int),
             opt("archived_at", Int),
+            col("workspace_id", Text),
         ],
         key: &["seq"],
     },
@@ -217,6 +263,7 @@ pub static TABLES: &[Table] = &[
             opt("archived_at", Int),
             opt("turn_holder", Text),
             opt("turn_expires_at", Int),
+            col("workspace_id", Text),
         ],
         key: &["seq"],
     },
@@ -291,6 +338,7 @@ pub static TABLES: &[Table] = &[
             opt("previous_secret_expires_at", Int),
             col("created_at", Int),
             col("updated_at", Int),
+            col("workspace_id", Text),
         ],
         key: &["seq"],
     },
@@ -323,9 +371,37 @@ pub static TABLES: &[Table] = &[
         ],
         key: &["seq"],
     },
+    Table {
+        name: "audit_events",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("created_at", Int),
+            opt("workspace_id", Text),
+            col("actor_type", Text),
+            col("actor_id", Text),
+            col("action", Text),
+            opt("resource_type", Text),
+            opt("resource_id", Text),
+            opt("client_ip", Text),
+            col("outcome", Text),
+            col("details", Text),
+        ],
+        key: &["seq"],
+    },
 ];
 
+/// The tables a new database is born with rows in (its migrations make the organization and
+/// the Default workspace). A copy replaces them: they do not make a target "not empty", nor a
+/// source worth copying.
+pub const SEEDED: &[&str] = &["organization", "workspaces"];
+
 impl Table {
+    /// Whether a new database already has rows in this table (see [`SEEDED`]).
+    pub fn is_seeded(&self) -> bool {
+        SEEDED.contains(&self.name)
+    }
+
     /// Whether the table's key is a `seq` column the database numbers (a sequence to move
     /// past the copied rows, in backends that keep one).
     pub fn has_seq(&self) -> bool {
@@ -516,7 +592,9 @@ pub enum CopyError {
     SameDatabase,
     #[error("table `{table}` of the {side} database is not the table this mnemo copies: {detail}")]
     Schema { side: Side, table: &'static str, detail: String },
-    #[error("the source database holds no rows at all: nothing to copy (is it the right database?)")]
+    #[error(
+        "the source database holds nothing but what a new database starts with: nothing to copy (is it the right database?)"
+    )]
     EmptySource,
     #[error(
         "the target database is not empty (table `{table}` holds {rows} rows); pass --replace to empty it \
@@ -652,23 +730,28 @@ pub async fn run(
     check_schema(from, Side::Source).await?;
     check_schema(to, Side::Target).await?;
 
-    let mut total = 0;
+    let (mut total, mut made) = (0, 0);
     for table in TABLES {
-        total += count(from, Side::Source, table).await?;
+        let rows = count(from, Side::Source, table).await?;
+        total += rows;
+        if !table.is_seeded() {
+            made += rows;
+        }
     }
-    if total == 0 {
+    if made == 0 {
         return Err(CopyError::EmptySource);
     }
-    if options.replace {
-        to.empty_tables().await.map_err(store(Side::Target, "emptying its tables"))?;
-    } else {
-        for table in TABLES {
+    if !options.replace {
+        for table in TABLES.iter().filter(|t| !t.is_seeded()) {
             let rows = count(to, Side::Target, table).await?;
             if rows > 0 {
                 return Err(CopyError::TargetNotEmpty { table: table.name, rows });
             }
         }
     }
+    // Also when not replacing: the target's own organization and Default workspace give way to
+    // the source's.
+    to.empty_tables().await.map_err(store(Side::Target, "emptying its tables"))?;
 
     progress.phase(Phase::Copy, total);
     let mut copied = Vec::with_capacity(TABLES.len());

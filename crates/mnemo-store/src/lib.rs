@@ -763,32 +763,46 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Listing<Work>>;
     async fn work_stats(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats>;
 
-    async fn create_memory_store(&self, new: NewMemoryStore) -> Result<MemoryStore>;
-    async fn get_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
-    async fn update_memory_store(&self, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore>;
-    async fn list_memory_stores(&self, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
+    /// Memory stores and everything in them belong to workspace `ws`: every call below takes the
+    /// caller's workspace first, and a store of another workspace is not found, with the same
+    /// error as an unknown id (admin-api.md §8.2), in lookups, writes, listings and the feed.
+    async fn create_memory_store(&self, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore>;
+    async fn get_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
+    async fn update_memory_store(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        patch: MemoryStorePatch,
+    ) -> Result<MemoryStore>;
+    async fn list_memory_stores(&self, ws: &WorkspaceId, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
     /// How many live memories each store holds and their total content size, for the given stores
     /// (an unknown id is simply absent from the answer). One query per call, not per store.
-    async fn memory_store_usage(&self, stores: &[MemoryStoreId]) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>>;
+    async fn memory_store_usage(
+        &self,
+        ws: &WorkspaceId,
+        stores: &[MemoryStoreId],
+    ) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>>;
     /// Archives a store; archiving an archived store returns it unchanged.
-    async fn archive_memory_store(&self, id: &MemoryStoreId) -> Result<MemoryStore>;
+    async fn archive_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
     /// Deletes a store with all its memories and versions.
-    async fn delete_memory_store(&self, id: &MemoryStoreId) -> Result<()>;
+    async fn delete_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()>;
 
     /// Creates a memory and its `created` version. Returns it with content.
     async fn create_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         path: MemoryPath,
         content: String,
         actor: Actor,
     ) -> Result<Memory>;
     /// A memory with its content.
-    async fn get_memory(&self, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory>;
+    async fn get_memory(&self, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory>;
     /// Changes content and/or path and writes a `modified` version; a change to the state the
     /// memory already holds writes nothing. Returns the memory with content.
     async fn update_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryId,
         change: MemoryChange,
@@ -801,6 +815,7 @@ pub trait Store: Send + Sync + 'static {
     /// can commit them in one transaction (one flush to disk instead of one each) overrides it.
     async fn write_memories(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         writes: Vec<MemoryWriteOp>,
         actor: Actor,
@@ -809,9 +824,9 @@ pub trait Store: Send + Sync + 'static {
         for write in writes {
             outcomes.push(match write {
                 MemoryWriteOp::Create { path, content } => {
-                    self.create_memory(store, path, content, actor.clone()).await
+                    self.create_memory(ws, store, path, content, actor.clone()).await
                 }
-                MemoryWriteOp::Update { id, change } => self.update_memory(store, &id, change, actor.clone()).await,
+                MemoryWriteOp::Update { id, change } => self.update_memory(ws, store, &id, change, actor.clone()).await,
             });
         }
         Ok(outcomes)
@@ -819,6 +834,7 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a memory and writes its `deleted` version.
     async fn delete_memory(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryId,
         expected_sha256: Option<String>,
@@ -826,35 +842,48 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<()>;
     /// A number that changes whenever any memory of the store is created, changed or deleted
     /// (the newest version's position): the store's listing ETag.
-    async fn memory_change_seq(&self, store: &MemoryStoreId) -> Result<i64>;
-    async fn list_memories(&self, store: &MemoryStoreId, query: ListMemories) -> Result<Listing<MemoryListItem>>;
+    async fn memory_change_seq(&self, ws: &WorkspaceId, store: &MemoryStoreId) -> Result<i64>;
+    async fn list_memories(
+        &self,
+        ws: &WorkspaceId,
+        store: &MemoryStoreId,
+        query: ListMemories,
+    ) -> Result<Listing<MemoryListItem>>;
     /// Every live memory of the store with its content, in path order (bytes), read from one
     /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
     /// time through a small bounded channel, so neither side holds the whole store. A store that
     /// does not exist fails here, before any chunk. (A mnemo extension: the hosted API lists
     /// pages of 20.)
-    async fn export_memories(&self, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport>;
+    async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport>;
     /// The store's versions after position `after` (0: from the first), oldest first, at most
     /// `limit` (capped at [`MAX_FEED_PAGE`]), without content; redacted ones as the versions
     /// listing shows them. A version that commits later never has a smaller position than one
     /// already returned, so reading on from the last position never misses one.
-    async fn memory_changes_after(&self, store: &MemoryStoreId, after: i64, limit: u32)
-    -> Result<Vec<MemoryFeedEntry>>;
+    async fn memory_changes_after(
+        &self,
+        ws: &WorkspaceId,
+        store: &MemoryStoreId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<MemoryFeedEntry>>;
 
     async fn get_memory_version(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryVersionId,
         view: View,
     ) -> Result<MemoryVersion>;
     async fn list_memory_versions(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         query: ListMemoryVersions,
     ) -> Result<Listing<MemoryVersion>>;
     /// Clears a version's content, digest, size and path; redacting twice is a no-op.
     async fn redact_memory_version(
         &self,
+        ws: &WorkspaceId,
         store: &MemoryStoreId,
         id: &MemoryVersionId,
         actor: Actor,

@@ -81,41 +81,49 @@ async fn fill(s: &dyn Store) {
     s.revoke_console_session(hash(SIGNED_OUT)).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
     // Every change below is recorded for this endpoint (a delivery each).
-    s.create_webhook_endpoint(&ws, mnemo_store::NewWebhookEndpoint {
-        url: "https://hooks.example.com/mnemo".into(),
-        event_types: None,
-        description: Some("ops".into()),
-        secret: mnemo_api::generate_webhook_secret().into(),
-    })
+    s.create_webhook_endpoint(
+        &ws,
+        mnemo_store::NewWebhookEndpoint {
+            url: "https://hooks.example.com/mnemo".into(),
+            event_types: None,
+            description: Some("ops".into()),
+            secret: mnemo_api::generate_webhook_secret().into(),
+        },
+    )
     .await
     .unwrap();
 
     let notes = s
-        .create_memory_store(NewMemoryStore {
-            name: "Team Notes".into(),
-            description: "what the team knows".into(),
-            metadata: [("team".to_owned(), "core".to_owned())].into(),
-        })
+        .create_memory_store(
+            &ws,
+            NewMemoryStore {
+                name: "Team Notes".into(),
+                description: "what the team knows".into(),
+                metadata: [("team".to_owned(), "core".to_owned())].into(),
+            },
+        )
         .await
         .unwrap();
     let old = s
-        .create_memory_store(NewMemoryStore {
-            name: "Old".into(),
-            description: String::new(),
-            metadata: BTreeMap::new(),
-        })
+        .create_memory_store(
+            &ws,
+            NewMemoryStore { name: "Old".into(), description: String::new(), metadata: BTreeMap::new() },
+        )
         .await
         .unwrap();
-    s.create_memory(&old.id, path("/kept.md"), "from before".into(), by_key.clone()).await.unwrap();
+    s.create_memory(&ws, &old.id, path("/kept.md"), "from before".into(), by_key.clone()).await.unwrap();
 
     let env = s
-        .create_environment(&ws, NewEnvironment {
-            name: "hosts".into(),
-            description: Some("our machines".into()),
-            metadata: BTreeMap::new(),
-            config: json!({"type": "self_hosted"}),
-            scope: None,
-        })
+        .create_environment(
+            &ws,
+            NewEnvironment {
+                name: "hosts".into(),
+                description: Some("our machines".into()),
+                metadata: BTreeMap::new(),
+                config: json!({"type": "self_hosted"}),
+                scope: None,
+            },
+        )
         .await
         .unwrap();
     let revoked = s.create_environment_key(&ws, &env.id, hash(REVOKED_ENV_KEY)).await.unwrap();
@@ -128,10 +136,16 @@ async fn fill(s: &dyn Store) {
         "tools": [{"type": "agent_toolset_20260401"}],
     }))
     .unwrap();
-    let agent = s.create_agent(&s.default_workspace().await.unwrap(), AgentSpec::from_params(&params).unwrap()).await.unwrap();
-    s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, AgentParams { system: Some(Some("be brief".into())), ..Default::default() })
-        .await
-        .unwrap();
+    let agent =
+        s.create_agent(&s.default_workspace().await.unwrap(), AgentSpec::from_params(&params).unwrap()).await.unwrap();
+    s.update_agent(
+        &s.default_workspace().await.unwrap(),
+        &agent.id,
+        1,
+        AgentParams { system: Some(Some("be brief".into())), ..Default::default() },
+    )
+    .await
+    .unwrap();
 
     // One delivery attempted and delivered, the rest pending.
     let sent = s.claim_webhook_deliveries(1, std::time::Duration::from_secs(60)).await.unwrap().remove(0);
@@ -145,25 +159,32 @@ async fn fill(s: &dyn Store) {
     assert!(s.finish_webhook_attempt(delivered).await.unwrap());
 
     let session = s
-        .create_session(&s.default_workspace().await.unwrap(), NewSession {
-            agent: AgentRef { id: agent.id.clone(), version: Some(1), overrides: None },
-            environment: env.id.clone(),
-            attachments: vec![
-                Attachment { store: notes.id.clone(), access: Access::ReadWrite, instructions: Some("tidy".into()) },
-                Attachment { store: old.id.clone(), access: Access::ReadOnly, instructions: None },
-            ],
-            title: Some("copy me".into()),
-            metadata: [("ticket".to_owned(), "42".to_owned())].into(),
-            budget: None,
-            initial_events: vec![event(
-                json!({"type": "user.message", "content": [{"type": "text", "text": "hello"}]}),
-            )],
-            poster: mnemo_api::EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
-            mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
-        })
+        .create_session(
+            &s.default_workspace().await.unwrap(),
+            NewSession {
+                agent: AgentRef { id: agent.id.clone(), version: Some(1), overrides: None },
+                environment: env.id.clone(),
+                attachments: vec![
+                    Attachment {
+                        store: notes.id.clone(),
+                        access: Access::ReadWrite,
+                        instructions: Some("tidy".into()),
+                    },
+                    Attachment { store: old.id.clone(), access: Access::ReadOnly, instructions: None },
+                ],
+                title: Some("copy me".into()),
+                metadata: [("ticket".to_owned(), "42".to_owned())].into(),
+                budget: None,
+                initial_events: vec![event(
+                    json!({"type": "user.message", "content": [{"type": "text", "text": "hello"}]}),
+                )],
+                poster: mnemo_api::EventPoster::ApiActor { api_key_id: "apikey_person".parse().unwrap() },
+                mount_root: DEFAULT_MEMORY_MOUNT_ROOT.into(),
+            },
+        )
         .await
         .unwrap();
-    s.archive_memory_store(&old.id).await.unwrap();
+    s.archive_memory_store(&ws, &old.id).await.unwrap();
 
     // The worker takes the session's item, acknowledges it and beats once.
     let work = s.poll_work(&ws, &env.id, Some("host-1".into()), 60_000, hash(SESSION_TOKEN)).await.unwrap().unwrap();
@@ -177,7 +198,8 @@ async fn fill(s: &dyn Store) {
     // A tool call, answered.
     let by_session = Actor::SessionActor { session_id: session.id.clone() };
     let call = s
-        .append_events(&s.default_workspace().await.unwrap(), 
+        .append_events(
+            &s.default_workspace().await.unwrap(),
             &session.id,
             vec![
                 event(json!({"type": "agent.message", "content": [{"type": "text", "text": "let me look"}]})),
@@ -190,7 +212,8 @@ async fn fill(s: &dyn Store) {
         .await
         .unwrap();
     let call_id = call.recorded[1].event.id.clone();
-    s.append_events(&s.default_workspace().await.unwrap(), 
+    s.append_events(
+        &ws,
         &session.id,
         vec![event(json!({
             "type": "user.tool_result", "tool_use_id": call_id, "content": [{"type": "text", "text": "v1"}], "is_error": false,
@@ -202,21 +225,23 @@ async fn fill(s: &dyn Store) {
 
     // A memory with several versions (by the key and by the session, content the PostgreSQL
     // backend keeps as bytes), the first redacted; and a deleted memory.
-    let memory = s.create_memory(&notes.id, path("/a.md"), "v1".into(), by_key.clone()).await.unwrap();
+    let memory = s.create_memory(&ws, &notes.id, path("/a.md"), "v1".into(), by_key.clone()).await.unwrap();
     let change = |content: &str, to: Option<&str>| MemoryChange {
         content: Some(content.into()),
         path: to.map(path),
         expected_sha256: None,
     };
-    s.update_memory(&notes.id, &memory.id, change("v2 with a NUL \0 and é", None), by_session.clone()).await.unwrap();
-    s.update_memory(&notes.id, &memory.id, change("v3", Some("/docs/a.md")), by_key.clone()).await.unwrap();
-    let gone = s.create_memory(&notes.id, path("/scratch.md"), "tmp".into(), by_session.clone()).await.unwrap();
-    s.delete_memory(&notes.id, &gone.id, None, by_session).await.unwrap();
+    s.update_memory(&ws, &notes.id, &memory.id, change("v2 with a NUL \0 and é", None), by_session.clone())
+        .await
+        .unwrap();
+    s.update_memory(&ws, &notes.id, &memory.id, change("v3", Some("/docs/a.md")), by_key.clone()).await.unwrap();
+    let gone = s.create_memory(&ws, &notes.id, path("/scratch.md"), "tmp".into(), by_session.clone()).await.unwrap();
+    s.delete_memory(&ws, &notes.id, &gone.id, None, by_session).await.unwrap();
     let mut query = versions_query();
     query.memory_id = Some(memory.id.clone());
-    let first = s.list_memory_versions(&notes.id, query).await.unwrap().items.pop().unwrap();
+    let first = s.list_memory_versions(&ws, &notes.id, query).await.unwrap().items.pop().unwrap();
     assert_eq!(first.operation, mnemo_api::Operation::Created);
-    s.redact_memory_version(&notes.id, &first.id, by_key).await.unwrap();
+    s.redact_memory_version(&ws, &notes.id, &first.id, by_key).await.unwrap();
 }
 
 fn versions_query() -> ListMemoryVersions {
@@ -236,21 +261,25 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
         line("console session", &s.find_console_session(hash(n)).await.unwrap());
     }
     let stores = s
-        .list_memory_stores(ListMemoryStores {
-            include_archived: true,
-            created_at_gte: None,
-            created_at_lte: None,
-            limit: 100,
-            after: None,
-        })
+        .list_memory_stores(
+            &ws,
+            ListMemoryStores {
+                include_archived: true,
+                created_at_gte: None,
+                created_at_lte: None,
+                limit: 100,
+                after: None,
+            },
+        )
         .await
         .unwrap();
     assert!(stores.next.is_none());
     for store in &stores.items {
         line("store", store);
-        line("change seq", &s.memory_change_seq(&store.id).await.unwrap());
+        line("change seq", &s.memory_change_seq(&ws, &store.id).await.unwrap());
         let memories = s
             .list_memories(
+                &ws,
                 &store.id,
                 ListMemories { prefix: PathPrefix::root(), depth: 0, limit: 20, view: View::Full, after: None },
             )
@@ -258,10 +287,10 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
             .unwrap();
         assert!(memories.next.is_none());
         line("memories", &memories.items);
-        let versions = s.list_memory_versions(&store.id, versions_query()).await.unwrap();
+        let versions = s.list_memory_versions(&ws, &store.id, versions_query()).await.unwrap();
         assert!(versions.next.is_none());
         for version in versions.items {
-            line("version", &s.get_memory_version(&store.id, &version.id, View::Full).await.unwrap());
+            line("version", &s.get_memory_version(&ws, &store.id, &version.id, View::Full).await.unwrap());
         }
     }
     for endpoint in s.list_webhook_endpoints(&ws, 100, None).await.unwrap().items {
@@ -281,13 +310,22 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
         line("agent", &agent);
         line("agent v1", &s.get_agent(&s.default_workspace().await.unwrap(), &agent.id, Some(1)).await.unwrap());
     }
-    for session in
-        s.list_sessions(&s.default_workspace().await.unwrap(), ListSessions { include_archived: true, limit: 100, ..Default::default() }).await.unwrap().items
+    for session in s
+        .list_sessions(
+            &s.default_workspace().await.unwrap(),
+            ListSessions { include_archived: true, limit: 100, ..Default::default() },
+        )
+        .await
+        .unwrap()
+        .items
     {
         line("session", &session);
         line("events", &s.events_after(&s.default_workspace().await.unwrap(), &session.id, 0).await.unwrap());
         for store in &stores.items {
-            line("access", &s.session_store_access(&s.default_workspace().await.unwrap(), &session.id, &store.id).await.unwrap());
+            line(
+                "access",
+                &s.session_store_access(&s.default_workspace().await.unwrap(), &session.id, &store.id).await.unwrap(),
+            );
         }
     }
     out
@@ -362,15 +400,17 @@ async fn filled(path: &Path) -> Vec<String> {
 
 /// After a copy, new rows are numbered past the copied ones.
 async fn still_writable(s: &dyn Store) {
+    let ws = s.default_workspace().await.unwrap();
     let store = s
-        .create_memory_store(NewMemoryStore {
-            name: "after".into(),
-            description: String::new(),
-            metadata: BTreeMap::new(),
-        })
+        .create_memory_store(
+            &ws,
+            NewMemoryStore { name: "after".into(), description: String::new(), metadata: BTreeMap::new() },
+        )
         .await
         .unwrap();
-    s.create_memory(&store.id, path("/new.md"), "new".into(), Actor::UserActor { user_id: "u".into() }).await.unwrap();
+    s.create_memory(&ws, &store.id, path("/new.md"), "new".into(), Actor::UserActor { user_id: "u".into() })
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,7 +498,7 @@ async fn sqlite_to_sqlite_and_what_is_refused() {
     let empty = dir.path().join("empty.sqlite");
     open_sqlite(&empty).close().await;
     let err = failure(&copy(&["--from", &sqlite_url(&empty), "--to", &sqlite_url(&dir.path().join("y.sqlite"))]));
-    assert!(err.contains("the source database holds no rows at all"), "{err}");
+    assert!(err.contains("the source database holds nothing but what a new database starts with"), "{err}");
 
     // Bad URLs are named by their option, never echoed with a password.
     let source = sqlite_url(&original);

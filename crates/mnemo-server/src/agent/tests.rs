@@ -160,13 +160,16 @@ async fn store_message(s: &dyn Store, id: &SessionId, words: &str) -> mnemo_stor
 async fn session(s: &dyn Store, model: &str) -> SessionId {
     let ws = s.default_workspace().await.unwrap();
     let env = s
-        .create_environment(&ws, NewEnvironment {
-            name: "loop".into(),
-            description: None,
-            metadata: Default::default(),
-            config: json!({"type": "cloud"}),
-            scope: None,
-        })
+        .create_environment(
+            &ws,
+            NewEnvironment {
+                name: "loop".into(),
+                description: None,
+                metadata: Default::default(),
+                config: json!({"type": "cloud"}),
+                scope: None,
+            },
+        )
         .await
         .unwrap();
     let params: AgentParams = serde_json::from_value(json!({

@@ -145,7 +145,9 @@ pub(crate) async fn list(
     caller: ApiKeyCaller,
     Query(q): Query<ArchivablePaging>,
 ) -> Reply<Page<Environment>> {
-    Ok(axum::Json(mnemo_http::page(state.store.list_environments(caller.0.workspace()?, q.include_archived, q.limit, q.after).await?)))
+    Ok(axum::Json(mnemo_http::page(
+        state.store.list_environments(caller.0.workspace()?, q.include_archived, q.limit, q.after).await?,
+    )))
 }
 
 #[utoipa::path(

@@ -87,7 +87,7 @@ pub(crate) async fn create(
 ) -> Reply<Memory> {
     let view = view.or(View::Basic);
     let (path, content) = new_memory(body)?;
-    let memory = state.store.create_memory(&store, path, content, caller.actor()).await?;
+    let memory = state.store.create_memory(caller.workspace()?, &store, path, content, caller.actor()).await?;
     Ok(axum::Json(shaped(memory, view)))
 }
 
@@ -127,13 +127,13 @@ fn memory_change(body: UpdateMemory) -> Result<MemoryChange, ApiError> {
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(store): Id<MemoryStoreId>,
     Id(id): Id<MemoryId>,
     Query(view): Query<ViewParam>,
 ) -> Reply<Memory> {
     let view = view.or(View::Full);
-    Ok(axum::Json(shaped(state.store.get_memory(&store, &id).await?, view)))
+    Ok(axum::Json(shaped(state.store.get_memory(caller.workspace()?, &store, &id).await?, view)))
 }
 
 #[utoipa::path(
@@ -157,7 +157,7 @@ pub(crate) async fn update(
 ) -> Reply<Memory> {
     let view = view.or(View::Basic);
     let change = memory_change(body)?;
-    let memory = state.store.update_memory(&store, &id, change, caller.actor()).await?;
+    let memory = state.store.update_memory(caller.workspace()?, &store, &id, change, caller.actor()).await?;
     Ok(axum::Json(shaped(memory, view)))
 }
 
@@ -210,7 +210,7 @@ pub(crate) async fn batch(
             Err(e) => results.push(Some(refused(e, i))),
         }
     }
-    let mut outcomes = state.store.write_memories(&store, ops, caller.actor()).await?.into_iter();
+    let mut outcomes = state.store.write_memories(caller.workspace()?, &store, ops, caller.actor()).await?.into_iter();
     let results = results
         .into_iter()
         .enumerate()
@@ -276,7 +276,7 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteParams>,
 ) -> Reply<MemoryDeleted> {
     let expected = q.expected_content_sha256.map(|Sha256Hex(s)| s);
-    state.store.delete_memory(&store, &id, expected, caller.actor()).await?;
+    state.store.delete_memory(caller.workspace()?, &store, &id, expected, caller.actor()).await?;
     Ok(axum::Json(MemoryDeleted { id }))
 }
 
@@ -325,7 +325,7 @@ impl FromQuery for ListFilters {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     headers: HeaderMap,
     Id(store): Id<MemoryStoreId>,
     Query(paging): Query<ViewPaging>,
@@ -333,7 +333,7 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     // Read before the listing: if a write lands in between, the tag is older than the data and
     // the next conditional request simply lists again.
-    let etag = format!("\"m{}\"", state.store.memory_change_seq(&store).await?);
+    let etag = format!("\"m{}\"", state.store.memory_change_seq(caller.workspace()?, &store).await?);
     let first_page = paging.after.is_none();
     if first_page && headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
         return Ok((StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
@@ -345,7 +345,8 @@ pub(crate) async fn list(
         view: paging.view,
         after: paging.after,
     };
-    let page: Page<MemoryListItem> = mnemo_http::page(state.store.list_memories(&store, query).await?);
+    let page: Page<MemoryListItem> =
+        mnemo_http::page(state.store.list_memories(caller.workspace()?, &store, query).await?);
     Ok(([(ETAG, etag)], axum::Json(page)).into_response())
 }
 
@@ -367,14 +368,14 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn stream(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     uri: axum::http::Uri,
     Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, ApiError> {
     if !state.memory_stream {
         return Err(super::no_such_endpoint(&axum::http::Method::GET, uri.path()));
     }
-    let export = state.store.export_memories(&store, mnemo_store::EXPORT_CHUNK).await?;
+    let export = state.store.export_memories(caller.workspace()?, &store, mnemo_store::EXPORT_CHUNK).await?;
     let etag = format!("\"m{}\"", export.seq);
     let body = axum::body::Body::from_stream(jsonl(export, store));
     Ok(([(CONTENT_TYPE, "application/jsonl"), (ETAG, etag.as_str())], body).into_response())

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use mnemo_api::{MemoryChangePage, MemoryStoreId};
+use mnemo_api::{MemoryChangePage, MemoryStoreId, WorkspaceId};
 use mnemo_store::MemoryFeedEntry;
 
 use mnemo_http::{Id, Params, Query};
@@ -84,11 +84,11 @@ pub(crate) async fn changes(
                 .min(MAX_WAIT_MS),
         };
         let limit = mnemo_http::positive_limit(one("limit"), DEFAULT_JSON_LIMIT, mnemo_store::MAX_FEED_PAGE)?;
-        let answer = long_poll(&state, &store, after, Duration::from_millis(wait), limit).await;
+        let answer = long_poll(&state, caller.workspace()?, &store, after, Duration::from_millis(wait), limit).await;
         drop(slot);
         return answer.map(IntoResponse::into_response);
     }
-    let mut feed = Feed::open(&*state.store, &state.changes, &store, after).await?;
+    let mut feed = Feed::open(&*state.store, &state.changes, caller.workspace()?, &store, after).await?;
     // The first read happens here, so a store that is gone is a 404, not an empty stream.
     let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
     let (db, hub) = (state.store.clone(), state.changes.clone());
@@ -138,12 +138,13 @@ fn empty(feed: &Feed) -> axum::Json<MemoryChangePage> {
 /// has passed.
 async fn long_poll(
     state: &AppState,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     after: Option<i64>,
     wait: Duration,
     limit: u32,
 ) -> Result<axum::Json<MemoryChangePage>, ApiError> {
-    let mut feed = Feed::open(&*state.store, &state.changes, store, after).await?;
+    let mut feed = Feed::open(&*state.store, &state.changes, ws, store, after).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let data = feed.read(&*state.store, &state.changes, limit).await?;

@@ -30,7 +30,7 @@ fn invalid(e: mnemo_api::Invalid) -> ApiError {
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Json(body): Json<CreateMemoryStore>,
 ) -> Reply<MemoryStore> {
     validate_store_name(&body.name).map_err(invalid)?;
@@ -38,7 +38,10 @@ pub(crate) async fn create(
     validate_store_description(&description).map_err(invalid)?;
     let metadata = body.metadata.unwrap_or_default();
     validate_metadata(&metadata).map_err(invalid)?;
-    let store = state.store.create_memory_store(NewMemoryStore { name: body.name, description, metadata }).await?;
+    let store = state
+        .store
+        .create_memory_store(caller.workspace()?, NewMemoryStore { name: body.name, description, metadata })
+        .await?;
     tracing::info!(store.id = %store.id, "created memory store");
     Ok(axum::Json(store))
 }
@@ -55,10 +58,10 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(id): Id<MemoryStoreId>,
 ) -> Reply<MemoryStore> {
-    Ok(axum::Json(state.store.get_memory_store(&id).await?))
+    Ok(axum::Json(state.store.get_memory_store(caller.workspace()?, &id).await?))
 }
 
 #[utoipa::path(
@@ -74,7 +77,7 @@ pub(crate) async fn retrieve(
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(id): Id<MemoryStoreId>,
     Json(body): Json<UpdateMemoryStore>,
 ) -> Reply<MemoryStore> {
@@ -85,7 +88,7 @@ pub(crate) async fn update(
         validate_store_description(description).map_err(invalid)?;
     }
     let patch = MemoryStorePatch { name: body.name, description: body.description, metadata: body.metadata };
-    Ok(axum::Json(state.store.update_memory_store(&id, patch).await?))
+    Ok(axum::Json(state.store.update_memory_store(caller.workspace()?, &id, patch).await?))
 }
 
 /// The filters of the store list.
@@ -127,7 +130,7 @@ impl FromQuery for ListFilters {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Query(f): Query<ListFilters>,
     Query(paging): Query<Paging>,
 ) -> Reply<Page<MemoryStore>> {
@@ -138,7 +141,7 @@ pub(crate) async fn list(
         limit: paging.limit,
         after: paging.after,
     };
-    Ok(axum::Json(mnemo_http::page(state.store.list_memory_stores(query).await?)))
+    Ok(axum::Json(mnemo_http::page(state.store.list_memory_stores(caller.workspace()?, query).await?)))
 }
 
 #[utoipa::path(
@@ -153,10 +156,10 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn archive(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(id): Id<MemoryStoreId>,
 ) -> Reply<MemoryStore> {
-    let store = state.store.archive_memory_store(&id).await?;
+    let store = state.store.archive_memory_store(caller.workspace()?, &id).await?;
     tracing::info!(store.id = %id, "archived memory store");
     Ok(axum::Json(store))
 }
@@ -173,10 +176,10 @@ pub(crate) async fn archive(
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(id): Id<MemoryStoreId>,
 ) -> Reply<MemoryStoreDeleted> {
-    state.store.delete_memory_store(&id).await?;
+    state.store.delete_memory_store(caller.workspace()?, &id).await?;
     tracing::info!(store.id = %id, "deleted memory store");
     Ok(axum::Json(MemoryStoreDeleted { id }))
 }

@@ -98,7 +98,7 @@ fn filter_text(name: &str, raw: Option<&str>) -> Result<Option<String>, BadInput
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(store): Id<MemoryStoreId>,
     Query(paging): Query<ViewPaging>,
     Query(f): Query<ListFilters>,
@@ -115,7 +115,7 @@ pub(crate) async fn list(
         view: paging.view,
         after: paging.after,
     };
-    Ok(axum::Json(mnemo_http::page(state.store.list_memory_versions(&store, query).await?)))
+    Ok(axum::Json(mnemo_http::page(state.store.list_memory_versions(caller.workspace()?, &store, query).await?)))
 }
 
 /// `view` of one version, described for the API document (read as a [`ViewParam`]).
@@ -139,12 +139,12 @@ pub(crate) struct VersionView {
 )]
 pub(crate) async fn retrieve(
     State(state): State<AppState>,
-    _: MemoryCaller,
+    caller: MemoryCaller,
     Id(store): Id<MemoryStoreId>,
     Id(id): Id<MemoryVersionId>,
     Query(view): Query<ViewParam>,
 ) -> Reply<MemoryVersion> {
-    Ok(axum::Json(state.store.get_memory_version(&store, &id, view.or(View::Full)).await?))
+    Ok(axum::Json(state.store.get_memory_version(caller.workspace()?, &store, &id, view.or(View::Full)).await?))
 }
 
 #[utoipa::path(
@@ -163,7 +163,7 @@ pub(crate) async fn redact(
     Id(store): Id<MemoryStoreId>,
     Id(id): Id<MemoryVersionId>,
 ) -> Reply<MemoryVersion> {
-    let version = state.store.redact_memory_version(&store, &id, caller.actor()).await?;
+    let version = state.store.redact_memory_version(caller.workspace()?, &store, &id, caller.actor()).await?;
     tracing::info!(store.id = %store, version.id = %id, "redacted memory version");
     Ok(axum::Json(version))
 }

@@ -86,7 +86,9 @@ pub(crate) async fn list(
     caller: ApiKeyCaller,
     Query(paging): Query<Paging>,
 ) -> Reply<Page<WebhookEndpoint>> {
-    Ok(axum::Json(mnemo_http::page(state.store.list_webhook_endpoints(caller.0.workspace()?, paging.limit, paging.after).await?)))
+    Ok(axum::Json(mnemo_http::page(
+        state.store.list_webhook_endpoints(caller.0.workspace()?, paging.limit, paging.after).await?,
+    )))
 }
 
 #[utoipa::path(
@@ -150,8 +152,15 @@ pub(crate) async fn rotate_secret(
             "keep_previous_seconds must be from 0 to {MAX_KEEP_PREVIOUS_SECRET_SECONDS} (got {keep})"
         )));
     }
-    let endpoint =
-        state.store.rotate_webhook_secret(caller.0.workspace()?, &id, generate_webhook_secret(), std::time::Duration::from_secs(keep)).await?;
+    let endpoint = state
+        .store
+        .rotate_webhook_secret(
+            caller.0.workspace()?,
+            &id,
+            generate_webhook_secret(),
+            std::time::Duration::from_secs(keep),
+        )
+        .await?;
     tracing::info!(webhook_endpoint.id = %endpoint.id, keep_previous_seconds = keep, "rotated webhook signing secret");
     Ok(axum::Json(endpoint))
 }

@@ -87,7 +87,9 @@ pub(crate) async fn poll(
         // Register for a wake-up before looking, so an item queued in between is not missed.
         let notified = state.work_signal.notified();
         let token = generate_secret(SESSIONS_TOKEN_PREFIX);
-        if let Some(mut work) = state.store.poll_work(caller.workspace()?, &env, worker.clone(), reclaim, hash_credential(&token)).await? {
+        if let Some(mut work) =
+            state.store.poll_work(caller.workspace()?, &env, worker.clone(), reclaim, hash_credential(&token)).await?
+        {
             work.secret = Some(WorkSecret { sessions_token: token.into() }.encode().into());
             if let Credential::EnvironmentKey { id, .. } = &caller.credential {
                 tracing::info!(work.id = %work.id, environment.id = %env, environment_key.id = %id, "delivered work item");
@@ -166,7 +168,11 @@ pub(crate) async fn heartbeat(
 ) -> Result<axum::Json<WorkHeartbeat>, ApiError> {
     let (env, work) = item(&caller, env, work, WorkOp::Heartbeat)?;
     let q: HeartbeatParams = q.read()?;
-    match state.store.heartbeat_work(caller.workspace()?, &env, &work, &q.expected_last_heartbeat, q.desired_ttl_seconds).await? {
+    match state
+        .store
+        .heartbeat_work(caller.workspace()?, &env, &work, &q.expected_last_heartbeat, q.desired_ttl_seconds)
+        .await?
+    {
         HeartbeatOutcome::Beat(beat) => Ok(axum::Json(beat)),
         HeartbeatOutcome::PreconditionFailed(current) => Err(ApiError::precondition_failed(
             "expected_last_heartbeat does not match; another worker may hold the lease",
@@ -268,7 +274,9 @@ pub(crate) async fn list(
 ) -> Reply<Page<Work>> {
     let env = queue(&caller, env, WorkOp::Inspect)?;
     let paging: Paging = q.read()?;
-    Ok(axum::Json(mnemo_http::page(state.store.list_work(caller.workspace()?, &env, paging.limit, paging.after).await?)))
+    Ok(axum::Json(mnemo_http::page(
+        state.store.list_work(caller.workspace()?, &env, paging.limit, paging.after).await?,
+    )))
 }
 
 #[utoipa::path(

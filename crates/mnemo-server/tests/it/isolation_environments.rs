@@ -42,8 +42,11 @@ async fn another_workspaces_environments_work_and_endpoints_answer_like_unknown_
     assert_eq!(status, 200, "{hook}");
     let hook = hook["id"].as_str().unwrap().to_owned();
 
-    let (env_x, item_x, hook_x) =
-        (EnvironmentId::generate().to_string(), WorkId::generate().to_string(), WebhookEndpointId::generate().to_string());
+    let (env_x, item_x, hook_x) = (
+        EnvironmentId::generate().to_string(),
+        WorkId::generate().to_string(),
+        WebhookEndpointId::generate().to_string(),
+    );
     let key_x = mnemo_api::EnvironmentKeyId::generate().to_string();
     let hb = "heartbeat?expected_last_heartbeat=NO_HEARTBEAT";
     // (method, path about A's resources, the same path about unknown ids, body)

@@ -113,7 +113,8 @@ async fn a_batch_holds_one_to_a_hundred_writes_of_a_known_shape() {
     let (status, body) = s.call(Method::POST, &path, KEY, Some(json!({ "writes": hundred }))).await;
     assert_eq!(status, 200, "{body}");
     assert!(outcomes(&body).iter().all(|o| o.0 == 200));
-    assert_eq!(s.store().memory_store_usage(std::slice::from_ref(&store)).await.unwrap()[&store].memories, 100);
+    let ws = s.store().default_workspace().await.unwrap();
+    assert_eq!(s.store().memory_store_usage(&ws, std::slice::from_ref(&store)).await.unwrap()[&store].memories, 100);
     // An unknown store: each write answered as its own request would be.
     let unknown = batch_path(mnemo_api::MemoryStoreId::generate().as_str());
     let (status, body) = s.call(Method::POST, &unknown, KEY, Some(json!({"writes": [create(1)]}))).await;

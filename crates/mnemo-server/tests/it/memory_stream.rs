@@ -27,10 +27,11 @@ fn lines(body: &[u8]) -> (Vec<Memory>, MemoryStreamEnd) {
 
 async fn fill(s: &TestServer, store: &MemoryStoreId, n: usize, size: usize) {
     let db = s.store();
+    let ws = db.default_workspace().await.unwrap();
     let actor = mnemo_api::Actor::ApiActor { api_key_id: "apikey_stream".parse().unwrap() };
     for i in 0..n {
         let path = mnemo_api::MemoryPath::parse(&format!("/f{}/m{i:04}.md", i % 9)).unwrap();
-        db.create_memory(store, path, format!("{i:04} {}", "x".repeat(size)), actor.clone()).await.unwrap();
+        db.create_memory(&ws, store, path, format!("{i:04} {}", "x".repeat(size)), actor.clone()).await.unwrap();
     }
 }
 

@@ -157,8 +157,7 @@ async fn events_reach_only_their_workspaces_endpoints() {
     let (status, hook_b) = s.call(reqwest::Method::POST, "/v1/webhook_endpoints", KEY_B, Some(body)).await;
     assert_eq!(status, 200, "{hook_b}");
 
-    let (status, env_b) =
-        s.call(reqwest::Method::POST, "/v1/environments", KEY_B, Some(json!({"name": "of B"}))).await;
+    let (status, env_b) = s.call(reqwest::Method::POST, "/v1/environments", KEY_B, Some(json!({"name": "of B"}))).await;
     assert_eq!(status, 200, "{env_b}");
     let (status, env_a) = s.call(reqwest::Method::POST, "/v1/environments", KEY, Some(json!({"name": "of A"}))).await;
     assert_eq!(status, 200, "{env_a}");
@@ -174,7 +173,12 @@ async fn events_reach_only_their_workspaces_endpoints() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         let got = receiver.received();
-        assert_eq!(got.len(), 1, "one event, of its own workspace: {:?}", got.iter().map(|r| &r.body).collect::<Vec<_>>());
+        assert_eq!(
+            got.len(),
+            1,
+            "one event, of its own workspace: {:?}",
+            got.iter().map(|r| &r.body).collect::<Vec<_>>()
+        );
         let payload: Value = serde_json::from_str(&got[0].body).unwrap();
         assert_eq!(payload["data"]["id"], env["id"], "{payload}");
         assert_eq!(payload["data"]["workspace_id"], ws, "{payload}");

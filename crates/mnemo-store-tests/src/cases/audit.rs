@@ -1,9 +1,7 @@
 //! The audit log: entries are appended with the store's clock, listed newest first through
 //! filters and pages, and never hold a field that could carry a secret.
 
-use mnemo_api::{
-    AdminCursor, AdminPageQuery, AuditActor, AuditActorType, AuditOutcome, AuditResource, WorkspaceId,
-};
+use mnemo_api::{AdminCursor, AdminPageQuery, AuditActor, AuditActorType, AuditOutcome, AuditResource, WorkspaceId};
 use mnemo_store::ops::{AuditFilter, NewAuditEvent};
 use mnemo_store::rules::audit::AuditAction;
 use mnemo_store::{Limits, StoreError};

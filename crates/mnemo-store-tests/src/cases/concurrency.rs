@@ -29,12 +29,13 @@ async fn all_spawned<T: Send + 'static>(
 
 pub async fn racing_creates_of_one_path_have_one_winner(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     for round in 0..ROUNDS {
         let store = memory_store(&*s, "race").await;
         let writers = 2 + round;
         let results = all_spawned((0..writers).map(|i| {
-            let (s, store) = (Arc::clone(&s.store), store.clone());
-            async move { s.create_memory(&store, path("/race.md"), format!("writer {i}"), api_actor()).await }
+            let (s, store, ws) = (Arc::clone(&s.store), store.clone(), ws.clone());
+            async move { s.create_memory(&ws, &store, path("/race.md"), format!("writer {i}"), api_actor()).await }
         }))
         .await;
         let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
@@ -58,6 +59,7 @@ pub async fn racing_creates_of_one_path_have_one_winner(factory: &impl StoreFact
 
 pub async fn overlapping_paths_created_concurrently_never_coexist(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     for round in 0..ROUNDS {
         let store = memory_store(&*s, "overlaps").await;
         // Groups of paths that pairwise overlap: pairs (a file and a file below it) and chains.
@@ -68,9 +70,9 @@ pub async fn overlapping_paths_created_concurrently_never_coexist(factory: &impl
             attempts.reverse();
         }
         let results = all_spawned(attempts.iter().cloned().map(|p| {
-            let (s, store) = (Arc::clone(&s.store), store.clone());
+            let (s, store, ws) = (Arc::clone(&s.store), store.clone(), ws.clone());
             async move {
-                let got = s.create_memory(&store, path(&p), "x".into(), api_actor()).await;
+                let got = s.create_memory(&ws, &store, path(&p), "x".into(), api_actor()).await;
                 (p, got)
             }
         }))
@@ -106,11 +108,12 @@ pub async fn overlapping_paths_created_concurrently_never_coexist(factory: &impl
 pub async fn concurrent_creates_fill_the_cap_exactly(factory: &impl StoreFactory) {
     const LIMIT: u32 = 5;
     let s = factory.open(Limits { max_memories_per_store: LIMIT, ..Limits::default() }).await;
+    let ws = s.default_workspace().await.unwrap();
     for round in 0..ROUNDS {
         let store = memory_store(&*s, "capped").await;
         let results = all_spawned((0..20).map(|i| {
-            let (s, store) = (Arc::clone(&s.store), store.clone());
-            async move { s.create_memory(&store, path(&format!("/cap/{i}.md")), "x".into(), api_actor()).await }
+            let (s, store, ws) = (Arc::clone(&s.store), store.clone(), ws.clone());
+            async move { s.create_memory(&ws, &store, path(&format!("/cap/{i}.md")), "x".into(), api_actor()).await }
         }))
         .await;
         let ok = results.iter().filter(|r| r.is_ok()).count();
@@ -127,14 +130,18 @@ pub async fn concurrent_creates_fill_the_cap_exactly(factory: &impl StoreFactory
 /// writer that waited for another stamps its version after the one it waited for.
 pub async fn concurrent_writers_stamp_versions_in_their_order(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let store = memory_store(&*s, "stamped").await;
     all_spawned((0..8).map(|w| {
-        let (s, store) = (Arc::clone(&s.store), store.clone());
+        let (s, store, ws) = (Arc::clone(&s.store), store.clone(), ws.clone());
         async move {
             for i in 0..12 {
-                let m = s.create_memory(&store, path(&format!("/w{w}/{i}.md")), "x".into(), api_actor()).await.unwrap();
+                let m = s
+                    .create_memory(&ws, &store, path(&format!("/w{w}/{i}.md")), "x".into(), api_actor())
+                    .await
+                    .unwrap();
                 let change = MemoryChange { content: Some("y".into()), path: None, expected_sha256: None };
-                s.update_memory(&store, &m.id, change, api_actor()).await.unwrap();
+                s.update_memory(&ws, &store, &m.id, change, api_actor()).await.unwrap();
             }
         }
     }))
@@ -155,16 +162,18 @@ pub async fn concurrent_writers_stamp_versions_in_their_order(factory: &impl Sto
 
 pub async fn concurrent_updates_with_one_precondition_have_one_winner(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     for round in 0..ROUNDS {
         let store = memory_store(&*s, "contended").await;
-        let memory = s.create_memory(&store, path("/doc.md"), "v0".into(), api_actor()).await.unwrap();
+        let memory = s.create_memory(&ws, &store, path("/doc.md"), "v0".into(), api_actor()).await.unwrap();
         let expected = memory.content_sha256.clone();
         let results = all_spawned((1..=10).map(|i| {
-            let (s, store, id, expected) = (Arc::clone(&s.store), store.clone(), memory.id.clone(), expected.clone());
+            let (s, store, id, expected, ws) =
+                (Arc::clone(&s.store), store.clone(), memory.id.clone(), expected.clone(), ws.clone());
             async move {
                 let change =
                     MemoryChange { content: Some(format!("v{i}")), path: None, expected_sha256: Some(expected) };
-                s.update_memory(&store, &id, change, api_actor()).await
+                s.update_memory(&ws, &store, &id, change, api_actor()).await
             }
         }))
         .await;
@@ -178,7 +187,7 @@ pub async fn concurrent_updates_with_one_precondition_have_one_winner(factory: &
                 "round {round}: the others see the winner's content: {e:?}"
             );
         }
-        assert_eq!(s.get_memory(&store, &memory.id).await.unwrap().content, Some(winner));
+        assert_eq!(s.get_memory(&ws, &store, &memory.id).await.unwrap().content, Some(winner));
         assert_eq!(all_versions(&*s, &store, versions(100)).await.len(), 2, "created, then one change");
     }
 }
@@ -310,22 +319,23 @@ pub async fn a_concurrent_feed_reader_sees_every_version_in_order(factory: &impl
     const WRITERS: usize = 4;
     const WRITES: usize = 15;
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     for round in 0..4 {
         let store = memory_store(&*s, &format!("feed {round}")).await;
         let done = Arc::new(AtomicBool::new(false));
         let reader = {
-            let (s, store, done) = (Arc::clone(&s.store), store.clone(), Arc::clone(&done));
+            let (s, store, done, ws) = (Arc::clone(&s.store), store.clone(), Arc::clone(&done), ws.clone());
             tokio::spawn(async move {
                 let mut last = 0;
                 let mut seen = Vec::new();
                 loop {
                     let finished = done.load(Ordering::SeqCst);
-                    for entry in s.memory_changes_after(&store, last, 7).await.unwrap() {
+                    for entry in s.memory_changes_after(&ws, &store, last, 7).await.unwrap() {
                         assert!(entry.seq > last, "memory_changes_after({last}) returned {} out of order", entry.seq);
                         last = entry.seq;
                         seen.push(entry.change.memory_version_id);
                     }
-                    if finished && s.memory_changes_after(&store, last, 1).await.unwrap().is_empty() {
+                    if finished && s.memory_changes_after(&ws, &store, last, 1).await.unwrap().is_empty() {
                         return seen;
                     }
                     tokio::task::yield_now().await;
@@ -333,14 +343,14 @@ pub async fn a_concurrent_feed_reader_sees_every_version_in_order(factory: &impl
             })
         };
         let written = all_spawned((0..WRITERS).map(|w| {
-            let (s, store) = (Arc::clone(&s.store), store.clone());
+            let (s, store, ws) = (Arc::clone(&s.store), store.clone(), ws.clone());
             async move {
                 let mut ids = Vec::new();
-                let m = s.create_memory(&store, path(&format!("/w{w}")), "0".into(), api_actor()).await.unwrap();
+                let m = s.create_memory(&ws, &store, path(&format!("/w{w}")), "0".into(), api_actor()).await.unwrap();
                 ids.push(m.memory_version_id);
                 for j in 1..WRITES {
                     let change = MemoryChange { content: Some(j.to_string()), path: None, expected_sha256: None };
-                    let m = s.update_memory(&store, &m.id, change, api_actor()).await.unwrap();
+                    let m = s.update_memory(&ws, &store, &m.id, change, api_actor()).await.unwrap();
                     ids.push(m.memory_version_id);
                 }
                 ids
@@ -350,7 +360,7 @@ pub async fn a_concurrent_feed_reader_sees_every_version_in_order(factory: &impl
         done.store(true, Ordering::SeqCst);
         let seen = reader.await.expect("the reader panicked");
 
-        let feed = s.memory_changes_after(&store, 0, 1000).await.unwrap();
+        let feed = s.memory_changes_after(&ws, &store, 0, 1000).await.unwrap();
         assert!(feed.windows(2).all(|w| w[0].seq < w[1].seq), "round {round}: positions strictly increase");
         let listed: Vec<_> = feed.iter().map(|e| e.change.memory_version_id.clone()).collect();
         let mut expected: Vec<_> = written.into_iter().flatten().collect();

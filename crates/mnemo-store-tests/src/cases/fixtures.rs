@@ -60,11 +60,16 @@ pub(crate) fn is_environment_not_found(e: &StoreError) -> bool {
     matches!(e, StoreError::Coded { code: ErrorCode::EnvironmentNotFound, .. })
 }
 
+/// A store of the Default workspace.
 pub(crate) async fn memory_store(s: &dyn Store, name: &str) -> MemoryStoreId {
-    s.create_memory_store(NewMemoryStore { name: name.into(), description: String::new(), metadata: BTreeMap::new() })
-        .await
-        .unwrap()
-        .id
+    let ws = s.default_workspace().await.unwrap();
+    s.create_memory_store(
+        &ws,
+        NewMemoryStore { name: name.into(), description: String::new(), metadata: BTreeMap::new() },
+    )
+    .await
+    .unwrap()
+    .id
 }
 
 /// A `self_hosted` environment (a work queue), or a `cloud` one (no queue).
@@ -143,9 +148,10 @@ pub(crate) fn memories(prefix: &str, depth: u32, limit: u32, view: View) -> List
 
 /// Every item of a memory listing, following `next` to the end.
 pub(crate) async fn all_memories(s: &dyn Store, store: &MemoryStoreId, mut query: ListMemories) -> Vec<MemoryListItem> {
+    let ws = s.default_workspace().await.unwrap();
     let mut out = Vec::new();
     loop {
-        let page = s.list_memories(store, query.clone()).await.unwrap();
+        let page = s.list_memories(&ws, store, query.clone()).await.unwrap();
         assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
         out.extend(page.items);
         match page.next {
@@ -177,9 +183,10 @@ pub(crate) async fn all_versions(
     store: &MemoryStoreId,
     mut query: ListMemoryVersions,
 ) -> Vec<MemoryVersion> {
+    let ws = s.default_workspace().await.unwrap();
     let mut out = Vec::new();
     loop {
-        let page = s.list_memory_versions(store, query.clone()).await.unwrap();
+        let page = s.list_memory_versions(&ws, store, query.clone()).await.unwrap();
         assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
         out.extend(page.items);
         match page.next {

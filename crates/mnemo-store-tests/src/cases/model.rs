@@ -121,9 +121,10 @@ impl Model {
 
 /// The `ops` against the store, after each one the version log and the change sequence.
 async fn run(db: &dyn Store, ops: Vec<Op>) {
+    let ws = db.default_workspace().await.unwrap();
     let store = memory_store(db, "model").await;
     let mut model = Model::default();
-    let mut seq = db.memory_change_seq(&store).await.unwrap();
+    let mut seq = db.memory_change_seq(&ws, &store).await.unwrap();
     for op in ops {
         let label = format!("{op:?}");
         // A successful write: (memory, operation, path, digest) of the version it must add.
@@ -131,7 +132,7 @@ async fn run(db: &dyn Store, ops: Vec<Op>) {
         let mut rule = Seq::Stays;
         match op {
             Op::Create(path_text, content) => {
-                let got = db.create_memory(&store, path(&path_text), content.clone(), api_actor()).await;
+                let got = db.create_memory(&ws, &store, path(&path_text), content.clone(), api_actor()).await;
                 match model.blocker(&path_text, None) {
                     Some(b) => match got {
                         Err(StoreError::PathConflict { conflicting_path, .. }) => assert_eq!(conflicting_path, b),
@@ -157,7 +158,7 @@ async fn run(db: &dyn Store, ops: Vec<Op>) {
                     path: rename.as_deref().map(path),
                     expected_sha256: expected.clone(),
                 };
-                let got = db.update_memory(&store, &id, change, api_actor()).await;
+                let got = db.update_memory(&ws, &store, &id, change, api_actor()).await;
                 let new_content = content.unwrap_or_else(|| old_content.clone());
                 let new_path = rename.unwrap_or_else(|| old_path.clone());
                 let noop = new_content == old_content && new_path == old_path;
@@ -188,7 +189,7 @@ async fn run(db: &dyn Store, ops: Vec<Op>) {
                 let expected = fresh_sha
                     .map(|fresh| if fresh { content_sha256(content.as_bytes()) } else { content_sha256(b"stale") });
                 let stale = fresh_sha == Some(false);
-                let got = db.delete_memory(&store, &id, expected, api_actor()).await;
+                let got = db.delete_memory(&ws, &store, &id, expected, api_actor()).await;
                 if stale {
                     assert!(matches!(got, Err(StoreError::PreconditionFailed { .. })), "{got:?}");
                 } else {
@@ -204,7 +205,7 @@ async fn run(db: &dyn Store, ops: Vec<Op>) {
                 let mut got = Vec::new();
                 loop {
                     let q = ListMemories { prefix: prefix.clone(), depth, limit, view, after: after.take() };
-                    let Listing { items, next } = db.list_memories(&store, q).await.unwrap();
+                    let Listing { items, next } = db.list_memories(&ws, &store, q).await.unwrap();
                     assert!(items.len() <= limit as usize);
                     for item in items {
                         got.push(match item {
@@ -232,7 +233,7 @@ async fn run(db: &dyn Store, ops: Vec<Op>) {
                     continue;
                 }
                 let i = pick % model.versions.len();
-                let got = db.redact_memory_version(&store, &model.versions[i].id, api_actor()).await;
+                let got = db.redact_memory_version(&ws, &store, &model.versions[i].id, api_actor()).await;
                 if !model.versions[i].redacted && model.is_current(i) {
                     assert!(matches!(got, Err(StoreError::RedactCurrentVersion { .. })), "{got:?}");
                 } else {
@@ -265,11 +266,11 @@ async fn run(db: &dyn Store, ops: Vec<Op>) {
             }
         }
         for (id, _) in model.by_path.values() {
-            let current = db.get_memory(&store, id).await.unwrap().memory_version_id;
+            let current = db.get_memory(&ws, &store, id).await.unwrap().memory_version_id;
             assert_eq!(&current, model.newest(id), "{label}: a memory holds its newest version");
         }
 
-        let now = db.memory_change_seq(&store).await.unwrap();
+        let now = db.memory_change_seq(&ws, &store).await.unwrap();
         match rule {
             Seq::Moves => assert_ne!(now, seq, "{label}: a write moves the change sequence"),
             Seq::Stays => assert_eq!(now, seq, "{label}: no write, no move"),

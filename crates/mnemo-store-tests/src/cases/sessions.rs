@@ -26,15 +26,19 @@ fn ids(sessions: &[Session]) -> Vec<&SessionId> {
 
 pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     let agent = agent(&*s).await;
     let prefs = memory_store(&*s, "User Preferences").await;
     let notes = s
-        .create_memory_store(NewMemoryStore {
-            name: "Team Notes".into(),
-            description: "what the team knows".into(),
-            metadata: BTreeMap::new(),
-        })
+        .create_memory_store(
+            &ws,
+            NewMemoryStore {
+                name: "Team Notes".into(),
+                description: "what the team knows".into(),
+                metadata: BTreeMap::new(),
+            },
+        )
         .await
         .unwrap()
         .id;
@@ -122,6 +126,7 @@ pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactor
 
 pub async fn sessions_refuse_what_they_cannot_run(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     let agent = agent(&*s).await;
     let store = memory_store(&*s, "notes").await;
@@ -147,7 +152,7 @@ pub async fn sessions_refuse_what_they_cannot_run(factory: &impl StoreFactory) {
     }
 
     let archived_store = memory_store(&*s, "old").await;
-    s.archive_memory_store(&archived_store).await.unwrap();
+    s.archive_memory_store(&ws, &archived_store).await.unwrap();
     let mut new = new_session(&agent, &env);
     new.attachments = vec![attach(&archived_store, Access::ReadOnly)];
     assert_err!(s.create_session(&s.default_workspace().await.unwrap(), new).await, StoreError::Invalid(_));

@@ -23,22 +23,23 @@ fn ids(versions: &[MemoryVersion]) -> Vec<&MemoryVersionId> {
 
 pub async fn versions_record_every_change_and_filter(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let store = memory_store(&*s, "audited").await;
     let other = memory_store(&*s, "other").await;
     let session = SessionId::generate();
     let by_session = Actor::SessionActor { session_id: session.clone() };
     let by_service = Actor::ServiceAccountActor { service_account_id: "svac_1".into() };
 
-    let m1 = s.create_memory(&store, path("/m1"), "one".into(), api("apikey_a")).await.unwrap();
+    let m1 = s.create_memory(&ws, &store, path("/m1"), "one".into(), api("apikey_a")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let change = MemoryChange { content: Some("two".into()), path: None, expected_sha256: None };
-    let changed = s.update_memory(&store, &m1.id, change, by_session.clone()).await.unwrap();
+    let changed = s.update_memory(&ws, &store, &m1.id, change, by_session.clone()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let rename = MemoryChange { content: None, path: Some(path("/m1b")), expected_sha256: None };
-    let moved = s.update_memory(&store, &m1.id, rename, by_service.clone()).await.unwrap();
-    s.delete_memory(&store, &m1.id, None, user("user_1")).await.unwrap();
-    let m2 = s.create_memory(&store, path("/m2"), "x".into(), api("apikey_b")).await.unwrap();
-    s.create_memory(&other, path("/m1"), "elsewhere".into(), api("apikey_a")).await.unwrap();
+    let moved = s.update_memory(&ws, &store, &m1.id, rename, by_service.clone()).await.unwrap();
+    s.delete_memory(&ws, &store, &m1.id, None, user("user_1")).await.unwrap();
+    let m2 = s.create_memory(&ws, &store, path("/m2"), "x".into(), api("apikey_b")).await.unwrap();
+    s.create_memory(&ws, &other, path("/m1"), "elsewhere".into(), api("apikey_a")).await.unwrap();
 
     // Newest first, one version per change, each saying what it recorded and who made it.
     let all = all_versions(&*s, &store, versions(100)).await;
@@ -115,41 +116,42 @@ pub async fn versions_record_every_change_and_filter(factory: &impl StoreFactory
     assert_eq!(only(both).await, pick(&[3]));
 
     // Single versions.
-    let got = s.get_memory_version(&store, &changed.memory_version_id, View::Full).await.unwrap();
+    let got = s.get_memory_version(&ws, &store, &changed.memory_version_id, View::Full).await.unwrap();
     assert_eq!((got.content.as_deref(), got.operation), (Some("two"), Operation::Modified));
-    let basic = s.get_memory_version(&store, &changed.memory_version_id, View::Basic).await.unwrap();
+    let basic = s.get_memory_version(&ws, &store, &changed.memory_version_id, View::Basic).await.unwrap();
     assert_eq!(basic, MemoryVersion { content: None, ..got });
     assert_eq!(basic, all[3]);
     assert_err!(
-        s.get_memory_version(&other, &changed.memory_version_id, View::Full).await,
+        s.get_memory_version(&ws, &other, &changed.memory_version_id, View::Full).await,
         StoreError::NotFound { .. }
     );
     assert_err!(
-        s.get_memory_version(&store, &MemoryVersionId::generate(), View::Full).await,
+        s.get_memory_version(&ws, &store, &MemoryVersionId::generate(), View::Full).await,
         StoreError::NotFound { .. }
     );
     assert_err!(
-        s.list_memory_versions(&mnemo_api::MemoryStoreId::generate(), versions(10)).await,
+        s.list_memory_versions(&ws, &mnemo_api::MemoryStoreId::generate(), versions(10)).await,
         StoreError::NotFound { .. }
     );
 }
 
 pub async fn redaction_clears_a_version_but_never_the_current_one(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let store = memory_store(&*s, "redacted").await;
-    let created = s.create_memory(&store, path("/secret.md"), "password".into(), api("apikey_a")).await.unwrap();
+    let created = s.create_memory(&ws, &store, path("/secret.md"), "password".into(), api("apikey_a")).await.unwrap();
     let change = MemoryChange { content: Some("nothing to see".into()), path: None, expected_sha256: None };
-    let current = s.update_memory(&store, &created.id, change, api("apikey_a")).await.unwrap();
+    let current = s.update_memory(&ws, &store, &created.id, change, api("apikey_a")).await.unwrap();
 
     assert_err!(
-        s.redact_memory_version(&store, &current.memory_version_id, user("admin")).await,
+        s.redact_memory_version(&ws, &store, &current.memory_version_id, user("admin")).await,
         StoreError::RedactCurrentVersion { version, memory }
             if version == current.memory_version_id.as_str() && memory == created.id.as_str()
     );
-    let untouched = s.get_memory_version(&store, &current.memory_version_id, View::Full).await.unwrap();
+    let untouched = s.get_memory_version(&ws, &store, &current.memory_version_id, View::Full).await.unwrap();
     assert_eq!((untouched.content.as_deref(), untouched.redacted_at), (Some("nothing to see"), None));
 
-    let redacted = s.redact_memory_version(&store, &created.memory_version_id, user("admin")).await.unwrap();
+    let redacted = s.redact_memory_version(&ws, &store, &created.memory_version_id, user("admin")).await.unwrap();
     assert_eq!(
         (
             redacted.path.as_deref(),
@@ -163,31 +165,31 @@ pub async fn redaction_clears_a_version_but_never_the_current_one(factory: &impl
     assert_eq!(redacted.redacted_by, Some(user("admin")));
     assert_eq!((redacted.operation, &redacted.memory_id), (Operation::Created, &created.id), "what happened stays");
     assert_eq!(redacted.created_by, Some(api("apikey_a")), "and who did it");
-    assert_eq!(s.get_memory_version(&store, &created.memory_version_id, View::Full).await.unwrap(), redacted);
+    assert_eq!(s.get_memory_version(&ws, &store, &created.memory_version_id, View::Full).await.unwrap(), redacted);
     let listed = all_versions(&*s, &store, ListMemoryVersions { view: View::Full, ..versions(100) }).await;
     assert_eq!(listed[1], redacted);
 
-    let twice = s.redact_memory_version(&store, &created.memory_version_id, user("someone else")).await.unwrap();
+    let twice = s.redact_memory_version(&ws, &store, &created.memory_version_id, user("someone else")).await.unwrap();
     assert_eq!(twice, redacted, "redacting twice is a no-op: the first redaction stands");
-    assert_eq!(s.get_memory(&store, &created.id).await.unwrap().content.as_deref(), Some("nothing to see"));
+    assert_eq!(s.get_memory(&ws, &store, &created.id).await.unwrap().content.as_deref(), Some("nothing to see"));
 
     // Once the memory is gone, none of its versions is current.
-    s.delete_memory(&store, &created.id, None, api("apikey_a")).await.unwrap();
-    let last = s.redact_memory_version(&store, &current.memory_version_id, user("admin")).await.unwrap();
+    s.delete_memory(&ws, &store, &created.id, None, api("apikey_a")).await.unwrap();
+    let last = s.redact_memory_version(&ws, &store, &current.memory_version_id, user("admin")).await.unwrap();
     assert_eq!((last.path, last.content, last.content_sha256), (None, None, None));
     let all = all_versions(&*s, &store, versions(100)).await;
     assert_eq!(all[0].operation, Operation::Deleted);
-    let deleted = s.redact_memory_version(&store, &all[0].id, user("admin")).await.unwrap();
+    let deleted = s.redact_memory_version(&ws, &store, &all[0].id, user("admin")).await.unwrap();
     assert_eq!((deleted.operation, deleted.path), (Operation::Deleted, None));
     assert!(all_versions(&*s, &store, versions(100)).await.iter().all(|v| v.redacted_at.is_some() && v.path.is_none()));
 
     let other = memory_store(&*s, "other").await;
     assert_err!(
-        s.redact_memory_version(&other, &created.memory_version_id, user("admin")).await,
+        s.redact_memory_version(&ws, &other, &created.memory_version_id, user("admin")).await,
         StoreError::NotFound { .. }
     );
     assert_err!(
-        s.redact_memory_version(&store, &MemoryVersionId::generate(), user("admin")).await,
+        s.redact_memory_version(&ws, &store, &MemoryVersionId::generate(), user("admin")).await,
         StoreError::NotFound { .. }
     );
 }
@@ -198,22 +200,23 @@ fn feed_ops(feed: &[MemoryFeedEntry]) -> Vec<(Operation, Option<&str>)> {
 
 pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let store = memory_store(&*s, "fed").await;
     let other = memory_store(&*s, "elsewhere").await;
-    assert!(s.memory_changes_after(&store, 0, 10).await.unwrap().is_empty(), "a new store has no changes");
-    let a = s.create_memory(&store, path("/a.md"), "one".into(), api("apikey_feed")).await.unwrap();
-    s.create_memory(&other, path("/a.md"), "not here".into(), api("apikey_feed")).await.unwrap();
+    assert!(s.memory_changes_after(&ws, &store, 0, 10).await.unwrap().is_empty(), "a new store has no changes");
+    let a = s.create_memory(&ws, &store, path("/a.md"), "one".into(), api("apikey_feed")).await.unwrap();
+    s.create_memory(&ws, &other, path("/a.md"), "not here".into(), api("apikey_feed")).await.unwrap();
     let change = |content: Option<&str>, to: Option<&str>| MemoryChange {
         content: content.map(Into::into),
         path: to.map(path),
         expected_sha256: None,
     };
-    s.update_memory(&store, &a.id, change(Some("two"), None), api("apikey_feed")).await.unwrap();
-    s.update_memory(&store, &a.id, change(Some("two"), None), api("apikey_feed")).await.unwrap();
-    s.update_memory(&store, &a.id, change(None, Some("/b.md")), user("mover")).await.unwrap();
-    s.delete_memory(&store, &a.id, None, api("apikey_feed")).await.unwrap();
+    s.update_memory(&ws, &store, &a.id, change(Some("two"), None), api("apikey_feed")).await.unwrap();
+    s.update_memory(&ws, &store, &a.id, change(Some("two"), None), api("apikey_feed")).await.unwrap();
+    s.update_memory(&ws, &store, &a.id, change(None, Some("/b.md")), user("mover")).await.unwrap();
+    s.delete_memory(&ws, &store, &a.id, None, api("apikey_feed")).await.unwrap();
 
-    let feed = s.memory_changes_after(&store, 0, 100).await.unwrap();
+    let feed = s.memory_changes_after(&ws, &store, 0, 100).await.unwrap();
     assert_eq!(
         feed_ops(&feed),
         [
@@ -227,7 +230,7 @@ pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &i
     assert!(feed.windows(2).all(|w| w[0].seq < w[1].seq), "positions grow");
     assert_eq!(
         feed.last().unwrap().seq,
-        s.memory_change_seq(&store).await.unwrap(),
+        s.memory_change_seq(&ws, &store).await.unwrap(),
         "the last position is the listing's"
     );
     let listed = all_versions(&*s, &store, versions(100)).await;
@@ -241,16 +244,16 @@ pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &i
     assert_eq!(feed[3].change.content_sha256, None, "a deletion has no content");
 
     // Reading on from a position, and in pages.
-    let rest = s.memory_changes_after(&store, feed[1].seq, 100).await.unwrap();
+    let rest = s.memory_changes_after(&ws, &store, feed[1].seq, 100).await.unwrap();
     assert_eq!(rest, feed[2..], "after a position: exactly the later versions");
-    let page = s.memory_changes_after(&store, 0, 2).await.unwrap();
+    let page = s.memory_changes_after(&ws, &store, 0, 2).await.unwrap();
     assert_eq!(page, feed[..2], "at most `limit`");
-    assert!(s.memory_changes_after(&store, feed[3].seq, 100).await.unwrap().is_empty());
+    assert!(s.memory_changes_after(&ws, &store, feed[3].seq, 100).await.unwrap().is_empty());
 
     // A redacted version stays in the feed without path, digest or size.
     let created = &feed[0].change.memory_version_id;
-    s.redact_memory_version(&store, created, user("admin")).await.unwrap();
-    let redacted = &s.memory_changes_after(&store, 0, 1).await.unwrap()[0];
+    s.redact_memory_version(&ws, &store, created, user("admin")).await.unwrap();
+    let redacted = &s.memory_changes_after(&ws, &store, 0, 1).await.unwrap()[0];
     assert_eq!((&redacted.change.memory_version_id, redacted.seq), (created, feed[0].seq));
     assert_eq!(
         (&redacted.change.path, &redacted.change.content_sha256, redacted.change.content_size_bytes),
@@ -258,7 +261,7 @@ pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &i
     );
 
     assert_err!(
-        s.memory_changes_after(&mnemo_api::MemoryStoreId::generate(), 0, 10).await,
+        s.memory_changes_after(&ws, &mnemo_api::MemoryStoreId::generate(), 0, 10).await,
         StoreError::NotFound { .. }
     );
 }
@@ -282,10 +285,11 @@ async fn next_memory_signal(rx: &mut broadcast::Receiver<Signal>) -> (mnemo_api:
 /// `LISTEN`) loses what commits meanwhile and covers it with `Resync` only, so the checked
 /// sequence starts once a warm-up write has been heard (written again every 2 s until it is).
 async fn until_signals_flow(s: &dyn Store, rx: &mut broadcast::Receiver<Signal>) {
+    let ws = s.default_workspace().await.unwrap();
     let warm = memory_store(s, "signals warm-up").await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     for i in 0.. {
-        s.create_memory(&warm, path(&format!("/warm-{i}")), "w".into(), api("apikey_sig")).await.unwrap();
+        s.create_memory(&ws, &warm, path(&format!("/warm-{i}")), "w".into(), api("apikey_sig")).await.unwrap();
         let heard = tokio::time::timeout(Duration::from_secs(2), async {
             loop {
                 match rx.recv().await {
@@ -305,20 +309,21 @@ async fn until_signals_flow(s: &dyn Store, rx: &mut broadcast::Receiver<Signal>)
 
 pub async fn memory_signals_follow_every_committed_version(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let store = memory_store(&*s, "signalled").await;
     let mut rx = s.memory_signals();
     until_signals_flow(&*s, &mut rx).await;
-    let m = s.create_memory(&store, path("/a"), "1".into(), api("apikey_sig")).await.unwrap();
-    assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&store).await.unwrap()));
+    let m = s.create_memory(&ws, &store, path("/a"), "1".into(), api("apikey_sig")).await.unwrap();
+    assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&ws, &store).await.unwrap()));
     let unchanged = MemoryChange { content: Some("1".into()), path: None, expected_sha256: None };
-    s.update_memory(&store, &m.id, unchanged, api("apikey_sig")).await.unwrap();
+    s.update_memory(&ws, &store, &m.id, unchanged, api("apikey_sig")).await.unwrap();
     let changed = MemoryChange { content: Some("2".into()), path: None, expected_sha256: None };
-    s.update_memory(&store, &m.id, changed, api("apikey_sig")).await.unwrap();
+    s.update_memory(&ws, &store, &m.id, changed, api("apikey_sig")).await.unwrap();
     assert_eq!(
         next_memory_signal(&mut rx).await,
-        (store.clone(), s.memory_change_seq(&store).await.unwrap()),
+        (store.clone(), s.memory_change_seq(&ws, &store).await.unwrap()),
         "an update that writes nothing signals nothing; the next one does"
     );
-    s.delete_memory(&store, &m.id, None, api("apikey_sig")).await.unwrap();
-    assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&store).await.unwrap()));
+    s.delete_memory(&ws, &store, &m.id, None, api("apikey_sig")).await.unwrap();
+    assert_eq!(next_memory_signal(&mut rx).await, (store.clone(), s.memory_change_seq(&ws, &store).await.unwrap()));
 }

@@ -148,19 +148,20 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
 
 pub async fn changes_yield_webhook_deliveries_in_their_transaction(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let all = endpoint(&*s, "https://example.com/all", None).await;
     let picky =
         endpoint(&*s, "https://example.com/picky", Some(vec![T::SessionRequiresAction, T::MemoryStoreArchived])).await;
 
     let store = memory_store(&*s, "hooks").await;
-    s.archive_memory_store(&store).await.unwrap();
-    s.archive_memory_store(&store).await.unwrap();
+    s.archive_memory_store(&ws, &store).await.unwrap();
+    s.archive_memory_store(&ws, &store).await.unwrap();
     // A refused write records nothing.
     assert_err!(
-        s.update_memory_store(&store, MemoryStorePatch { name: Some("x".into()), ..Default::default() }).await,
+        s.update_memory_store(&ws, &store, MemoryStorePatch { name: Some("x".into()), ..Default::default() }).await,
         StoreError::Archived(_)
     );
-    s.delete_memory_store(&store).await.unwrap();
+    s.delete_memory_store(&ws, &store).await.unwrap();
 
     let env = environment(&*s, true).await;
     let patch = EnvironmentPatch { name: Some("renamed".into()), ..Default::default() };

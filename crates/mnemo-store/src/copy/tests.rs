@@ -22,6 +22,11 @@ fn api_key(seq: i64, label: &str) -> Row {
         text(label),
         Cell::Int(7),
         Cell::Null,
+        text("wrkspc_default"),
+        text("active"),
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
     ]
 }
 
@@ -52,6 +57,11 @@ fn the_digest_of_a_table_is_pinned() {
     expected.update(b"k");
     expected.update([1, 0, 0, 0, 0, 0, 0, 0, 7]);
     expected.update([0]);
+    expected.update([2, 0, 0, 0, 0, 0, 0, 0, 14]);
+    expected.update(b"wrkspc_default");
+    expected.update([2, 0, 0, 0, 0, 0, 0, 0, 6]);
+    expected.update(b"active");
+    expected.update([0, 0, 0]);
     let one = digest_of("api_keys", &[api_key(1, "k")]).unwrap();
     assert_eq!(one, Summary { rows: 1, sha256: expected.finalize().into() });
 }
@@ -101,7 +111,7 @@ fn rows_out_of_key_order_or_of_the_wrong_shape_are_refused() {
 
     let mut short = api_key(1, "a");
     short.pop();
-    assert_eq!(digest_of("api_keys", &[short]).unwrap_err(), "5 values for 6 columns");
+    assert_eq!(digest_of("api_keys", &[short]).unwrap_err(), "10 values for 11 columns");
     let mut null = api_key(1, "a");
     null[3] = Cell::Null;
     assert!(digest_of("api_keys", &[null]).unwrap_err().contains("column `label`"));
@@ -122,7 +132,10 @@ fn the_table_list_is_consistent() {
         let columns: Vec<_> = t.columns.iter().map(|c| (c.name.to_owned(), Some(c.kind))).collect();
         assert_eq!(t.check_columns(&columns), Ok(()));
     }
-    assert_eq!(names.len(), 18);
+    assert_eq!(names.len(), 23);
+    for seeded in SEEDED {
+        assert!(names.contains(seeded), "{seeded}");
+    }
 }
 
 #[test]
@@ -269,11 +282,43 @@ async fn a_copy_moves_every_row_in_pages_and_reports_each_table() {
     }
     assert_eq!(report.tables.len(), TABLES.len());
     assert_eq!(report.total_rows(), 8);
-    let keys = &report.tables[0];
+    let keys = report.tables.iter().find(|t| t.table == "api_keys").unwrap();
     assert_eq!((keys.table, keys.summary), ("api_keys", digest_of("api_keys", &from.rows("api_keys")).unwrap()));
     assert!(to.finished.load(Ordering::SeqCst));
     assert_eq!(*progress.0.lock().unwrap(), [(Phase::Copy, 8), (Phase::Verify, 16)]);
     assert_eq!(progress.1.load(Ordering::SeqCst), 24);
+}
+
+/// What a database holds once migrated: its organization and Default workspace.
+fn born(name: &'static str) -> Fake {
+    let fake = Fake::named(name);
+    fake.insert("organization", vec![text(&format!("org of {name}")), text("mnemo"), Cell::Int(1)]);
+    fake.insert(
+        "workspaces",
+        vec![
+            Cell::Int(1),
+            text(&format!("wrkspc_{name}")),
+            text("Default"),
+            text("#6C5BB9"),
+            text("{}"),
+            text("{}"),
+            Cell::Int(1),
+            Cell::Int(1),
+            Cell::Null,
+        ],
+    );
+    fake
+}
+
+#[tokio::test]
+async fn a_new_target_takes_the_source_organization_and_workspaces() {
+    let from = born("a");
+    from.insert("api_keys", api_key(1, "k"));
+    let to = born("b");
+    run(&from, &to, small_pages(), &()).await.unwrap();
+    for t in ["organization", "workspaces", "api_keys"] {
+        assert_eq!(to.rows(t), from.rows(t), "{t}");
+    }
 }
 
 #[tokio::test]
@@ -296,6 +341,9 @@ async fn one_database_an_empty_source_and_a_changing_source_are_refused() {
     assert!(matches!(same, CopyError::SameDatabase), "{same:?}");
 
     let empty = run(&Fake::named("a"), &Fake::named("b"), small_pages(), &()).await.unwrap_err();
+    assert!(matches!(empty, CopyError::EmptySource), "{empty:?}");
+    // A new database has its organization and Default workspace, and nothing else to copy.
+    let empty = run(&born("a"), &Fake::named("b"), small_pages(), &()).await.unwrap_err();
     assert!(matches!(empty, CopyError::EmptySource), "{empty:?}");
 
     let from = filled("a", 3);

@@ -62,8 +62,7 @@ pub async fn update<S: AgentSql + WebhookSql>(
 ) -> Result<Agent> {
     let AgentRow { agent: current, seq } = sql.lock_agent(ws, id).await?;
     let spec = catalog::update_agent(&current, base, params)?;
-    emit_one(sql, ws, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str())
-        .await?;
+    emit_one(sql, ws, Change::Updated { resource: Resource::Agent, changed: spec.is_some() }, id.as_str()).await?;
     let Some(spec) = spec else { return Ok(current) };
     let version = next_agent_version(current.version)?;
     let now = sql.now().await?;

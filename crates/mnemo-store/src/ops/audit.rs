@@ -77,7 +77,9 @@ pub async fn list<S: AuditSql>(sql: &S, filter: &AuditFilter, page: &AdminPageQu
         let id = id.clone();
         async move {
             sql.audit_seq(&id).await?.ok_or_else(|| {
-                StoreError::Invalid(format!("`{id}` is not an audit event of this server; page with the ids a listing returned"))
+                StoreError::Invalid(format!(
+                    "`{id}` is not an audit event of this server; page with the ids a listing returned"
+                ))
             })
         }
     };

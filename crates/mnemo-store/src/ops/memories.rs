@@ -5,7 +5,9 @@
 //! one path (or for the last slot under the cap), or two updates with one `content_sha256`
 //! precondition, cannot both pass, and the store's version positions grow in commit order.
 
-use mnemo_api::{Actor, Memory, MemoryId, MemoryPath, MemoryStoreId, MemoryVersionId, Operation, content_sha256};
+use mnemo_api::{
+    Actor, Memory, MemoryId, MemoryPath, MemoryStoreId, MemoryVersionId, Operation, WorkspaceId, content_sha256,
+};
 
 use super::stores::{LockedStore, StoreSql};
 use super::{Micros, Seq};
@@ -68,13 +70,14 @@ pub trait MemorySql: StoreSql {
 /// memory and its version's position.
 pub async fn create_memory<S: MemorySql>(
     sql: &S,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     path: &MemoryPath,
     content: String,
     actor: &Actor,
     limit: u32,
 ) -> Result<(Memory, Seq)> {
-    let LockedStore { store: s, seq: store_seq, memory_count } = sql.lock_store(store).await?;
+    let LockedStore { store: s, seq: store_seq, memory_count } = sql.lock_store(ws, store).await?;
     let blocker = sql.find_blocker(store_seq, &Overlap::of(path), None).await?;
     rules::check_create(path, CreateFacts { store: &s, blocker, live_memories: memory_count, limit })?;
     let id = MemoryId::generate();
@@ -109,12 +112,13 @@ pub async fn create_memory<S: MemorySql>(
 /// answers `None` for the position), and a new path is free.
 pub async fn update_memory<S: MemorySql>(
     sql: &S,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     id: &MemoryId,
     change: MemoryChange,
     actor: &Actor,
 ) -> Result<(Memory, Option<Seq>)> {
-    let locked = sql.lock_store(store).await?;
+    let locked = sql.lock_store(ws, store).await?;
     rules::check_writable(&locked.store)?;
     let MemoryRow { mut memory, seq } =
         sql.load_memory(store, locked.seq, id, true).await?.ok_or_else(|| StoreError::not_found("memory", id))?;
@@ -150,12 +154,13 @@ pub async fn update_memory<S: MemorySql>(
 /// the `content_sha256` precondition.
 pub async fn delete_memory<S: MemorySql>(
     sql: &S,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     id: &MemoryId,
     expected_sha256: Option<&str>,
     actor: &Actor,
 ) -> Result<Seq> {
-    let locked = sql.lock_store(store).await?;
+    let locked = sql.lock_store(ws, store).await?;
     let MemoryRow { memory, seq } =
         sql.load_memory(store, locked.seq, id, false).await?.ok_or_else(|| StoreError::not_found("memory", id))?;
     rules::check_precondition(expected_sha256, &memory.content_sha256)?;
@@ -175,6 +180,7 @@ pub async fn delete_memory<S: MemorySql>(
 /// operation does it; the position of the version it wrote, if it wrote one.
 pub async fn write_memory<S: MemorySql>(
     sql: &S,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     write: MemoryWriteOp,
     actor: &Actor,
@@ -182,8 +188,8 @@ pub async fn write_memory<S: MemorySql>(
 ) -> Result<(Memory, Option<Seq>)> {
     match write {
         MemoryWriteOp::Create { path, content } => {
-            create_memory(sql, store, &path, content, actor, limit).await.map(|(m, seq)| (m, Some(seq)))
+            create_memory(sql, ws, store, &path, content, actor, limit).await.map(|(m, seq)| (m, Some(seq)))
         }
-        MemoryWriteOp::Update { id, change } => update_memory(sql, store, &id, change, actor).await,
+        MemoryWriteOp::Update { id, change } => update_memory(sql, ws, store, &id, change, actor).await,
     }
 }

@@ -38,8 +38,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 pub use agents::AgentRow;
-pub use audit::{AuditFilter, AuditSql, AuditWindow, NewAuditEvent};
 pub use agents::AgentSql;
+pub use audit::{AuditFilter, AuditSql, AuditWindow, NewAuditEvent};
 pub use console::{ConsoleKey, ConsoleRow, ConsoleSql};
 pub use credentials::CredentialSql;
 pub use environments::EnvironmentColumns;

@@ -14,6 +14,7 @@ use mnemo_api::{
 };
 
 use super::agents::AgentSql;
+use super::credentials::CredentialSql;
 use super::environments::EnvironmentSql;
 use super::events::{SessionRow, SessionSql};
 use super::stores::StoreSql;
@@ -74,7 +75,7 @@ pub struct Created {
 /// environment) and its webhook.
 pub async fn create<S>(sql: &S, ws: &WorkspaceId, new: &NewSession, lease_ttl: u64) -> Result<Created>
 where
-    S: SessionRowSql + EnvironmentSql + AgentSql + StoreSql + WorkSql + WebhookSql,
+    S: SessionRowSql + EnvironmentSql + AgentSql + StoreSql + WorkSql + WebhookSql + CredentialSql,
 {
     let env = found(sql.hold_environment(ws, &new.environment).await)?;
     let agent = sql.get_agent(ws, &new.agent.id, new.agent.version).await;

@@ -8,9 +8,9 @@
 //! session's, environment's or work item's lock after it (the backends' documented order puts
 //! stores last).
 
-use mnemo_api::{MemoryStore, MemoryStoreId};
+use mnemo_api::{MemoryStore, MemoryStoreId, WorkspaceId};
 
-use super::webhooks::{WebhookSql, emit_one_in_default};
+use super::webhooks::{WebhookSql, emit_one};
 use super::{Clock, Micros, Seq};
 use crate::row::ts;
 use crate::rules::catalog;
@@ -28,13 +28,15 @@ pub struct LockedStore {
 
 /// SQL over memory stores.
 pub trait StoreSql: Clock {
-    /// Workspace `ws`'s store (archived or not). Unknown, or another workspace's: not found.
-    async fn get_store(&self, ws: &mnemo_api::WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
-    /// The store and its live memory count, its row locked until the transaction ends
-    /// (PostgreSQL: `FOR UPDATE`). Unknown: not found.
-    async fn lock_store(&self, id: &MemoryStoreId) -> Result<LockedStore>;
-    /// Records a new store, created and updated at `now`.
-    async fn insert_store(&self, id: &MemoryStoreId, new: &NewMemoryStore, now: Micros) -> Result<()>;
+    /// Store `id` of workspace `ws` (archived or not). Unknown, or of another workspace: not
+    /// found.
+    async fn get_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
+    /// Store `id` of workspace `ws` and its live memory count, its row locked until the
+    /// transaction ends (PostgreSQL: `FOR UPDATE`). Unknown, or of another workspace: not found.
+    async fn lock_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<LockedStore>;
+    /// Records a new store of workspace `ws`, created and updated at `now`.
+    async fn insert_store(&self, ws: &WorkspaceId, id: &MemoryStoreId, new: &NewMemoryStore, now: Micros)
+    -> Result<()>;
     /// Writes a store's name, description and metadata, updated at `now`.
     async fn update_store_row(&self, seq: Seq, store: &MemoryStore, now: Micros) -> Result<()>;
     /// Marks store `seq` archived (and updated) at `now`.
@@ -44,11 +46,15 @@ pub trait StoreSql: Clock {
 }
 
 /// Creates a store, with its `memory_store.created` webhook event.
-pub async fn create_store<S: StoreSql + WebhookSql>(sql: &S, new: NewMemoryStore) -> Result<MemoryStore> {
+pub async fn create_store<S: StoreSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    new: NewMemoryStore,
+) -> Result<MemoryStore> {
     let id = MemoryStoreId::generate();
     let now = sql.now().await?;
-    sql.insert_store(&id, &new, now).await?;
-    emit_one_in_default(sql, Change::Created(Resource::MemoryStore), id.as_str()).await?;
+    sql.insert_store(ws, &id, &new, now).await?;
+    emit_one(sql, ws, Change::Created(Resource::MemoryStore), id.as_str()).await?;
     Ok(MemoryStore {
         id,
         name: new.name,
@@ -61,8 +67,13 @@ pub async fn create_store<S: StoreSql + WebhookSql>(sql: &S, new: NewMemoryStore
 }
 
 /// Patches a store ([`catalog::update_store`]: an archived one refuses).
-pub async fn update_store<S: StoreSql>(sql: &S, id: &MemoryStoreId, patch: MemoryStorePatch) -> Result<MemoryStore> {
-    let locked = sql.lock_store(id).await?;
+pub async fn update_store<S: StoreSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &MemoryStoreId,
+    patch: MemoryStorePatch,
+) -> Result<MemoryStore> {
+    let locked = sql.lock_store(ws, id).await?;
     let mut store = catalog::update_store(&locked.store, patch)?;
     let now = sql.now().await?;
     sql.update_store_row(locked.seq, &store, now).await?;
@@ -71,10 +82,14 @@ pub async fn update_store<S: StoreSql>(sql: &S, id: &MemoryStoreId, patch: Memor
 }
 
 /// Archives a store; archiving an archived one changes nothing (its webhook event says so).
-pub async fn archive_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId) -> Result<MemoryStore> {
-    let LockedStore { mut store, seq, .. } = sql.lock_store(id).await?;
+pub async fn archive_store<S: StoreSql + WebhookSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &MemoryStoreId,
+) -> Result<MemoryStore> {
+    let LockedStore { mut store, seq, .. } = sql.lock_store(ws, id).await?;
     let already = store.archived_at.is_some();
-    emit_one_in_default(sql, Change::Archived { resource: Resource::MemoryStore, already }, id.as_str()).await?;
+    emit_one(sql, ws, Change::Archived { resource: Resource::MemoryStore, already }, id.as_str()).await?;
     if !already {
         let now = sql.now().await?;
         sql.archive_store_row(seq, now).await?;
@@ -85,8 +100,8 @@ pub async fn archive_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId
 }
 
 /// Deletes a store with everything in it, archived or not.
-pub async fn delete_store<S: StoreSql + WebhookSql>(sql: &S, id: &MemoryStoreId) -> Result<()> {
-    let locked = sql.lock_store(id).await?;
+pub async fn delete_store<S: StoreSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()> {
+    let locked = sql.lock_store(ws, id).await?;
     sql.delete_store_rows(locked.seq).await?;
-    emit_one_in_default(sql, Change::Deleted(Resource::MemoryStore), id.as_str()).await
+    emit_one(sql, ws, Change::Deleted(Resource::MemoryStore), id.as_str()).await
 }

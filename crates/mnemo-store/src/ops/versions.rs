@@ -1,6 +1,6 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
-use mnemo_api::{Actor, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId};
+use mnemo_api::{Actor, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, WorkspaceId};
 
 use super::stores::StoreSql;
 use super::{Micros, Seq};
@@ -37,11 +37,12 @@ pub trait VersionSql: StoreSql {
 /// being current) while this judges: the current version is refused ([`check_redactable`]).
 pub async fn redact<S: VersionSql>(
     sql: &S,
+    ws: &WorkspaceId,
     store: &MemoryStoreId,
     id: &MemoryVersionId,
     actor: &Actor,
 ) -> Result<MemoryVersion> {
-    let locked = sql.lock_store(store).await?;
+    let locked = sql.lock_store(ws, store).await?;
     let VersionRow { version, seq } =
         sql.load_version(store, locked.seq, id).await?.ok_or_else(|| StoreError::not_found("memory version", id))?;
     if version.redacted_at.is_some() {

@@ -13,8 +13,7 @@ use mnemo_api::{
     WebhookEventId, WebhookEventType, WorkspaceId,
 };
 
-use super::credentials::CredentialSql;
-use super::{Micros, Seq};
+use super::{Clock, Micros, Seq};
 use crate::row::{page, ts, ts_opt};
 use crate::rules::webhook::{self as rule, Change, Outbox, Planned, Recorded};
 use crate::webhook::short_error;
@@ -118,10 +117,7 @@ impl std::fmt::Debug for SendRow {
 
 /// SQL over webhook endpoints, events and deliveries. Endpoints are looked up in one workspace:
 /// another workspace's endpoint is not found, and is never subscribed to its events.
-///
-/// (`CredentialSql` is a supertrait only for [`emit_in_default`], until every domain's
-/// operations know their workspace.)
-pub trait WebhookSql: CredentialSql {
+pub trait WebhookSql: Clock {
     /// Every endpoint of workspace `ws`: its row number and event filter, held against deletion
     /// until the transaction ends (a deletion that committed first is simply not seen).
     async fn webhook_filters(&self, ws: &WorkspaceId) -> Result<Vec<(Seq, EventFilter)>>;
@@ -399,18 +395,4 @@ pub async fn emit_one<S: WebhookSql>(sql: &S, ws: &WorkspaceId, change: Change<'
     let mut outbox = Outbox::default();
     outbox.record(change, resource_id);
     emit(sql, ws, outbox).await
-}
-
-/// [`emit`] into the Default workspace, for the operations that do not know their resource's
-/// workspace yet. Transitional: once every domain passes its `ws`, this goes (and the compiler
-/// names every caller left).
-pub async fn emit_in_default<S: WebhookSql>(sql: &S, outbox: Outbox) -> Result<()> {
-    let ws = sql.default_workspace().await?;
-    emit(sql, &ws, outbox).await
-}
-
-/// [`emit_one`] into the Default workspace; transitional like [`emit_in_default`].
-pub async fn emit_one_in_default<S: WebhookSql>(sql: &S, change: Change<'_>, resource_id: &str) -> Result<()> {
-    let ws = sql.default_workspace().await?;
-    emit_one(sql, &ws, change, resource_id).await
 }
