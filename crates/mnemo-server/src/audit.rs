@@ -24,7 +24,7 @@ use mnemo_store::rules::audit::AuditAction;
 use mnemo_store::rules::scope::Action;
 use serde_json::{Map, Value};
 
-use crate::auth::Caller;
+use crate::auth::{Allowed, Permit};
 use crate::request::ServedIn;
 use crate::{ApiError, AppState};
 
@@ -234,23 +234,29 @@ impl FromQuery for AuditQuery {
     }
 }
 
+/// Reading the audit log.
+pub(crate) struct ReadAuditLog;
+
+impl Permit for ReadAuditLog {
+    const ACTION: Action<'static> = Action::ReadAuditLog;
+}
+
 /// Lists the audit log, newest first.
 #[utoipa::path(
     get,
     path = "/v1/organizations/audit_events",
-    operation_id = "organizations.audit_events.list",
+    operation_id = "organization.audit_events.list",
     tag = "organization",
     summary = "List the audit log, newest first (mnemo extension): who did what, when, from where, and how it ended",
     params(AuditQuery),
     responses((status = 200, description = "OK.", body = mnemo_api::AdminPage<mnemo_api::AuditEvent>)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<ReadAuditLog>,
     Query(query): Query<AuditQuery>,
 ) -> Result<Json<AdminPage<AuditEvent>>, ApiError> {
-    caller.allow(Action::ReadAuditLog)?;
     Ok(Json(state.store.list_audit_events(query.filter, query.page).await?))
 }
 

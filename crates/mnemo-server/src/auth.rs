@@ -9,6 +9,7 @@
 //! credential may do is decided by `mnemo_store::rules::scope`, in one place.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -213,6 +214,7 @@ impl FromRequestParts<AppState> for Caller {
             let served = if organization { None } else { workspace.as_ref() };
             slot.set(served, mnemo_store::rules::audit::actor_of(&credential));
         }
+        decision(scope::reach(&credential, organization))?;
         Ok(Caller { credential, workspace })
     }
 }
@@ -249,6 +251,26 @@ impl FromRequestParts<AppState> for MemoryCaller {
 fn actor(caller: &Caller) -> Result<Actor, ApiError> {
     scope::memory_actor(&caller.credential)
         .ok_or_else(|| ApiError::permission("this credential cannot be recorded as the author of a memory version"))
+}
+
+/// What an [`Allowed`] caller may do, named by a type.
+pub(crate) trait Permit {
+    const ACTION: Action<'static>;
+}
+
+/// Proof that the caller may do `P`'s action. The check runs as the caller is extracted, before the path
+/// and the body are read: a credential that may not call an operation is refused (403) whatever
+/// it sends, and learns nothing from how its input would have been judged.
+pub(crate) struct Allowed<P>(PhantomData<P>);
+
+impl<P: Permit> FromRequestParts<AppState> for Allowed<P> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.allow(P::ACTION)?;
+        Ok(Self(PhantomData))
+    }
 }
 
 impl FromRequestParts<AppState> for ApiKeyCaller {

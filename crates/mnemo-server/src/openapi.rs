@@ -27,6 +27,10 @@ pub(crate) mod scheme {
     pub(crate) const ENVIRONMENT_KEY: &str = "environment_key";
     /// A work item's sessions token as `Authorization: Bearer`.
     pub(crate) const SESSIONS_TOKEN: &str = "sessions_token";
+    /// An admin key in `x-api-key`.
+    pub(crate) const ADMIN_KEY: &str = "admin_key";
+    /// An admin key as `Authorization: Bearer`.
+    pub(crate) const ADMIN_KEY_BEARER: &str = "admin_key_bearer";
 }
 
 /// The tags operations are grouped under, with what each covers.
@@ -41,6 +45,11 @@ const TAGS: &[(&str, &str)] = &[
     ("sessions", "Sessions: an agent at work in an environment, with memory stores attached."),
     ("events", "A session's event log and live stream."),
     ("webhooks", "Webhook endpoints and their deliveries (a mnemo extension)."),
+    (
+        "organization",
+        "The Admin API (admin keys only): the organization, its workspaces, API keys and rate limits, and the \
+         audit log.",
+    ),
     ("service", "Health and this document."),
 ];
 
@@ -79,6 +88,15 @@ fn finish(mut doc: OpenApi) -> OpenApi {
         ))),
     );
     components.add_security_scheme(scheme::API_KEY_BEARER, bearer("an API key"));
+    components.add_security_scheme(
+        scheme::ADMIN_KEY,
+        SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+            "x-api-key",
+            "An admin key (`sk-mnemo-admin-…`: `mnemo serve --admin-key`, `mnemo admin bootstrap`), which reaches \
+             the Admin API (`/v1/organizations/…`) and nothing else.",
+        ))),
+    );
+    components.add_security_scheme(scheme::ADMIN_KEY_BEARER, bearer("an admin key"));
     components.add_security_scheme(
         scheme::ENVIRONMENT_KEY,
         bearer("an environment key (`POST /v1/environments/{environment}/keys`), which reaches that environment's work queue and sessions"),

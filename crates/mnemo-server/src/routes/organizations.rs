@@ -18,7 +18,7 @@ use mnemo_store::rules::rate_limit::{self, Entry};
 use mnemo_store::rules::scope::{Action, OrgOp};
 use serde::Serialize;
 
-use crate::auth::Caller;
+use crate::auth::{Allowed, Permit};
 use crate::extract::Json;
 use crate::{ApiError, AppState, hash_credential};
 
@@ -28,9 +28,34 @@ fn invalid(e: mnemo_api::Invalid) -> ApiError {
     ApiError::invalid(e.0)
 }
 
-/// A caller allowed `op` on the Admin API.
-fn allowed(caller: &Caller, op: OrgOp) -> Result<(), ApiError> {
-    caller.allow(Action::Organization(op))
+// The permits of the Admin API's operations (see [`Allowed`]).
+
+/// Reading which organization this is.
+pub(crate) struct ReadOrganization;
+
+impl Permit for ReadOrganization {
+    const ACTION: Action<'static> = Action::Organization(OrgOp::ReadOrganization);
+}
+
+/// Workspaces: create, read, list, update, archive.
+pub(crate) struct Workspaces;
+
+impl Permit for Workspaces {
+    const ACTION: Action<'static> = Action::Organization(OrgOp::Workspaces);
+}
+
+/// API keys: mint, read, list, update.
+pub(crate) struct ApiKeys;
+
+impl Permit for ApiKeys {
+    const ACTION: Action<'static> = Action::Organization(OrgOp::ApiKeys);
+}
+
+/// Rate limits: read and override.
+pub(crate) struct RateLimits;
+
+impl Permit for RateLimits {
+    const ACTION: Action<'static> = Action::Organization(OrgOp::RateLimits);
 }
 
 #[utoipa::path(
@@ -40,10 +65,9 @@ fn allowed(caller: &Caller, op: OrgOp) -> Result<(), ApiError> {
     tag = "organization",
     summary = "The organization this server is",
     responses((status = 200, description = "OK.", body = mnemo_api::Organization)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("api_key" = []), ("api_key_bearer" = []), ("admin_key" = []), ("admin_key_bearer" = [])),
 )]
-pub(crate) async fn me(State(state): State<AppState>, caller: Caller) -> Reply<Organization> {
-    allowed(&caller, OrgOp::ReadOrganization)?;
+pub(crate) async fn me(State(state): State<AppState>, _: Allowed<ReadOrganization>) -> Reply<Organization> {
     Ok(axum::Json(state.store.organization().await?))
 }
 
@@ -58,14 +82,13 @@ pub(crate) async fn me(State(state): State<AppState>, caller: Caller) -> Reply<O
     summary = "Create a workspace",
     request_body = mnemo_api::WorkspaceCreate,
     responses((status = 200, description = "The new workspace.", body = mnemo_api::Workspace)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn create_workspace(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<Workspaces>,
     Json(body): Json<WorkspaceCreate>,
 ) -> Reply<Workspace> {
-    allowed(&caller, OrgOp::Workspaces)?;
     let new = body.validate().map_err(invalid)?;
     let workspace = state.store.create_workspace_with(new, state.admin.max_workspaces).await?;
     tracing::info!(workspace.id = %workspace.id, "created workspace");
@@ -80,14 +103,13 @@ pub(crate) async fn create_workspace(
     summary = "Get a workspace",
     params(("workspace_id" = mnemo_api::WorkspaceId, Path, description = "The workspace.")),
     responses((status = 200, description = "OK.", body = mnemo_api::Workspace)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn retrieve_workspace(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<Workspaces>,
     Id(id): Id<WorkspaceId>,
 ) -> Reply<Workspace> {
-    allowed(&caller, OrgOp::Workspaces)?;
     Ok(axum::Json(state.store.get_workspace(&id).await?))
 }
 
@@ -100,15 +122,14 @@ pub(crate) async fn retrieve_workspace(
     params(("workspace_id" = mnemo_api::WorkspaceId, Path, description = "The workspace.")),
     request_body = mnemo_api::WorkspaceUpdate,
     responses((status = 200, description = "The workspace.", body = mnemo_api::Workspace)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn update_workspace(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<Workspaces>,
     Id(id): Id<WorkspaceId>,
     Json(body): Json<WorkspaceUpdate>,
 ) -> Reply<Workspace> {
-    allowed(&caller, OrgOp::Workspaces)?;
     Ok(axum::Json(state.store.update_workspace(&id, body).await?))
 }
 
@@ -149,14 +170,13 @@ fn page_query(q: &Params) -> Result<AdminPageQuery, ApiError> {
         ("before_id" = Option<String>, Query, description = "The page before this id."),
     ),
     responses((status = 200, description = "OK.", body = mnemo_api::AdminPage<mnemo_api::Workspace>)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn list_workspaces(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<Workspaces>,
     Query(q): Query<Params>,
 ) -> Reply<AdminPage<Workspace>> {
-    allowed(&caller, OrgOp::Workspaces)?;
     let raw_ids = q.all(&["ids[]", "ids"]);
     if raw_ids.len() > mnemo_api::MAX_WORKSPACE_IDS_FILTER {
         return Err(ApiError::invalid(format!(
@@ -184,14 +204,13 @@ pub(crate) async fn list_workspaces(
     summary = "Archive a workspace: its keys, environment keys, work and webhook deliveries end at once",
     params(("workspace_id" = mnemo_api::WorkspaceId, Path, description = "The workspace.")),
     responses((status = 200, description = "The archived workspace.", body = mnemo_api::Workspace)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn archive_workspace(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<Workspaces>,
     Id(id): Id<WorkspaceId>,
 ) -> Reply<Workspace> {
-    allowed(&caller, OrgOp::Workspaces)?;
     let workspace = state.store.archive_workspace(&id).await?;
     // Its keys died: cached lookups must not outlive them (other replicas hear the store's signal).
     state.auth.forget_all();
@@ -211,14 +230,13 @@ pub(crate) async fn archive_workspace(
     summary = "Mint an API key in a workspace (extension; the secret is shown once)",
     request_body = mnemo_api::NewApiKey,
     responses((status = 200, description = "The new key, with its secret as `key`.", body = mnemo_api::ApiKeyCreated)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn create_api_key(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<ApiKeys>,
     Json(body): Json<NewApiKey>,
 ) -> Reply<ApiKeyCreated> {
-    allowed(&caller, OrgOp::ApiKeys)?;
     body.validate(chrono::Utc::now()).map_err(invalid)?;
     let secret = generate_secret(API_KEY_PREFIX);
     let hint = api_key::partial_key_hint(&secret);
@@ -243,14 +261,13 @@ pub(crate) async fn create_api_key(
         ("before_id" = Option<String>, Query, description = "The page before this id."),
     ),
     responses((status = 200, description = "OK.", body = mnemo_api::AdminPage<mnemo_api::ApiKey>)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn list_api_keys(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<ApiKeys>,
     Query(q): Query<Params>,
 ) -> Reply<AdminPage<ApiKey>> {
-    allowed(&caller, OrgOp::ApiKeys)?;
     let status = q
         .one("status")
         .map(|s| {
@@ -287,14 +304,13 @@ pub(crate) async fn list_api_keys(
     summary = "Get an API key (never its secret)",
     params(("api_key_id" = mnemo_api::ApiKeyId, Path, description = "The API key.")),
     responses((status = 200, description = "OK.", body = mnemo_api::ApiKey)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn retrieve_api_key(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<ApiKeys>,
     Id(id): Id<ApiKeyId>,
 ) -> Reply<ApiKey> {
-    allowed(&caller, OrgOp::ApiKeys)?;
     Ok(axum::Json(state.store.get_api_key(&id).await?))
 }
 
@@ -307,15 +323,14 @@ pub(crate) async fn retrieve_api_key(
     params(("api_key_id" = mnemo_api::ApiKeyId, Path, description = "The API key.")),
     request_body = mnemo_api::ApiKeyUpdate,
     responses((status = 200, description = "The key.", body = mnemo_api::ApiKey)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn update_api_key(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<ApiKeys>,
     Id(id): Id<ApiKeyId>,
     Json(body): Json<ApiKeyUpdate>,
 ) -> Reply<ApiKey> {
-    allowed(&caller, OrgOp::ApiKeys)?;
     let (key, revoked) = state.store.update_api_key(&id, body).await?;
     if revoked {
         // Cached lookups must not outlive the key.
@@ -381,14 +396,13 @@ fn group_filter(q: &Params) -> Option<RateLimitGroupType> {
         ("page" = Option<String>, Query, description = "The `next_page` of the previous page."),
     ),
     responses((status = 200, description = "OK.", body = CursorPage<mnemo_api::RateLimit>)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn list_rate_limits(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<RateLimits>,
     Query(q): Query<Params>,
 ) -> Reply<CursorPage<RateLimit>> {
-    allowed(&caller, OrgOp::RateLimits)?;
     let catalogue = &state.admin.rate_limits;
     let entries: Vec<&Entry> = match q.one("model") {
         Some(model) => vec![rate_limit::entry_for_model(catalogue, model).ok_or_else(|| {
@@ -422,15 +436,14 @@ pub(crate) async fn list_rate_limits(
         ("page" = Option<String>, Query, description = "The `next_page` of the previous page."),
     ),
     responses((status = 200, description = "OK.", body = CursorPage<mnemo_api::WorkspaceRateLimit>)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn list_workspace_rate_limits(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<RateLimits>,
     Id(id): Id<WorkspaceId>,
     Query(q): Query<Params>,
 ) -> Reply<CursorPage<WorkspaceRateLimit>> {
-    allowed(&caller, OrgOp::RateLimits)?;
     let include_inherited = flag("include_inherited", q.one("include_inherited"))?;
     let overrides = state.store.workspace_rate_limits(&id).await?;
     let group = group_filter(&q);
@@ -461,16 +474,15 @@ pub(crate) async fn list_workspace_rate_limits(
     ),
     request_body = mnemo_api::RateLimitUpdate,
     responses((status = 200, description = "The workspace's entry.", body = mnemo_api::WorkspaceRateLimit)),
-    security(("api_key" = []), ("api_key_bearer" = [])),
+    security(("admin_key" = []), ("admin_key_bearer" = [])),
 )]
 pub(crate) async fn update_workspace_rate_limit(
     State(state): State<AppState>,
-    caller: Caller,
+    _: Allowed<RateLimits>,
     Id(id): Id<WorkspaceId>,
     Path(params): Path<HashMap<String, String>>,
     Json(body): Json<RateLimitUpdate>,
 ) -> Reply<WorkspaceRateLimit> {
-    allowed(&caller, OrgOp::RateLimits)?;
     let entry_id = params.get("rate_limit_id").map(String::as_str).unwrap_or_default();
     let Some(entry) = state.admin.rate_limits.iter().find(|e| e.id == entry_id) else {
         return Err(ApiError::from(BadInput::NotFound { noun: "rate limit", raw: entry_id.to_owned(), code: None }));

@@ -15,7 +15,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use crate::common::KEY;
-use crate::openapi::{Fixture, Op, fill, fixture, operations};
+use crate::openapi::{ADMIN, Fixture, Op, fill, fixture, operations};
 
 fn cases(default: u32) -> u32 {
     std::env::var("MNEMO_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(default)
@@ -50,6 +50,13 @@ fn seed(op: &str, f: &Fixture) -> Value {
             {"type": "update", "memory_id": "mem_0", "content": "c",
              "precondition": {"type": "content_sha256", "content_sha256": "0".repeat(64)}}]}),
         "events.send" => json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "hi"}]}]}),
+        "organization.workspaces.create" => json!({"name": "w", "tags": {"team": "a"}}),
+        "organization.workspaces.update" => json!({"name": "w2", "tags": {"team": null}}),
+        "organization.api_keys.create" => json!({"name": "k", "workspace_id": f.ids["workspace_id"]}),
+        "organization.api_keys.update" => json!({"name": "k2", "status": "active"}),
+        "organization.workspaces.rate_limits.update" => {
+            json!({"limits": [{"type": "requests_per_minute", "value": 60}]})
+        }
         other => panic!("no seed body for {other}: add one"),
     }
 }
@@ -198,7 +205,9 @@ fn collect_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>
 async fn send(f: &Fixture, op: &Op, query: &str, body: Option<Vec<u8>>) -> (u16, String) {
     let url = fill(&op.path, |name| f.ids[name].clone());
     let url = if query.is_empty() { url } else { format!("{url}?{query}") };
-    let mut req = f.w.s.raw(op.method.clone(), &url).bearer_auth(KEY).header("content-type", "application/json");
+    // The Admin API is called with the fixture's admin key, everything else with its API key.
+    let key = if op.accepts.iter().any(|a| a == "api_key_bearer") { KEY } else { ADMIN };
+    let mut req = f.w.s.raw(op.method.clone(), &url).bearer_auth(key).header("content-type", "application/json");
     if let Some(body) = body {
         req = req.body(body);
     }

@@ -160,6 +160,16 @@ pub(crate) async fn fixture() -> Fixture {
         w.s.call(Method::POST, "/v1/webhook_endpoints", KEY, Some(json!({"url": "https://hooks.example.com/hook"})))
             .await;
     assert_eq!(status, 200, "{endpoint}");
+    w.s.store().ensure_admin_key(mnemo_server::hash_credential(ADMIN), "openapi").await.unwrap();
+    let (status, workspace) =
+        w.s.call(Method::POST, "/v1/organizations/workspaces", ADMIN, Some(json!({"name": "Team"}))).await;
+    assert_eq!(status, 200, "{workspace}");
+    let workspace = workspace["id"].as_str().unwrap().to_owned();
+    let (status, api_key) = w
+        .s
+        .call(Method::POST, "/v1/organizations/api_keys", ADMIN, Some(json!({"name": "k", "workspace_id": workspace})))
+        .await;
+    assert_eq!(status, 200, "{api_key}");
     let ids = [
         ("store", w.rw_store.clone()),
         ("memory", memory["id"].as_str().unwrap().to_owned()),
@@ -170,13 +180,20 @@ pub(crate) async fn fixture() -> Fixture {
         ("agent", w.agent.clone()),
         ("session", session),
         ("endpoint", endpoint["id"].as_str().unwrap().to_owned()),
+        ("workspace_id", workspace),
+        ("api_key_id", api_key["id"].as_str().unwrap().to_owned()),
+        ("rate_limit_id", "ratelimit_api".to_owned()),
     ]
     .into_iter()
     .collect();
     Fixture { w, ids, token }
 }
 
-const KINDS: [&str; 4] = ["api_key", "api_key_bearer", "environment_key", "sessions_token"];
+/// The fixture's admin key.
+pub(crate) const ADMIN: &str = "sk-mnemo-admin-openapi-0123456789abcdefghijklmnopqrstuvwxyz";
+
+const KINDS: [&str; 6] =
+    ["api_key", "api_key_bearer", "environment_key", "sessions_token", "admin_key", "admin_key_bearer"];
 
 impl Fixture {
     async fn call(&self, op: &Op, kind: &str) -> (u16, String) {
@@ -193,6 +210,8 @@ impl Fixture {
             "api_key_bearer" => req.bearer_auth(KEY),
             "environment_key" => req.bearer_auth(&self.w.env_key),
             "sessions_token" => req.bearer_auth(&self.token),
+            "admin_key" => req.header("x-api-key", ADMIN),
+            "admin_key_bearer" => req.bearer_auth(ADMIN),
             other => panic!("unknown credential kind {other}"),
         };
         let resp = req.send().await.unwrap();

@@ -126,6 +126,16 @@ fn forbid(message: impl Into<String>) -> Decision {
     Decision::Forbidden(message.into())
 }
 
+/// Whether `caller` may call an endpoint at all, before any action is named: an admin key
+/// reaches only the Admin API (`admin_api`: the path is under `/v1/organizations/`). Checked as
+/// the caller is identified, so an admin key elsewhere is refused before its input is read.
+pub fn reach(caller: &Credential, admin_api: bool) -> Decision {
+    match caller {
+        Credential::AdminKey(_) if !admin_api => forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
+        _ => Decision::Allow,
+    }
+}
+
 /// Whether `caller` may take `action`.
 pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
     let Some(caller) = caller else {

@@ -169,3 +169,17 @@ fn who_reaches_the_admin_api() {
         }
     }
 }
+
+#[test]
+fn an_admin_key_reaches_only_the_admin_api() {
+    let w = world();
+    let others = [&w.api, &w.env_key, &w.token, &w.healthcheck];
+    for (caller, admin_api, allowed) in [(&w.admin, true, true), (&w.admin, false, false)]
+        .into_iter()
+        .chain(others.iter().flat_map(|c| [(*c, true, true), (*c, false, true)]))
+    {
+        let decision = reach(caller, admin_api);
+        assert_eq!(matches!(decision, Decision::Allow), allowed, "{caller:?} admin_api={admin_api}: {decision:?}");
+    }
+    assert!(matches!(reach(&w.admin, false), Decision::Forbidden(m) if m == ADMIN_KEY_OUTSIDE_ADMIN_API));
+}
