@@ -24,11 +24,14 @@ use mnemo_api::{MemoryStoreId, WorkspaceId};
 use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 
+/// A store's watch channel (its latest change seq), and its workspace once a feed found it there.
+type Watched = (watch::Sender<i64>, Option<WorkspaceId>);
+
 /// One watch channel per store with open feeds, and the store's workspace once a feed found it
 /// there.
 #[derive(Default)]
 pub(crate) struct ChangeHub {
-    stores: Mutex<HashMap<MemoryStoreId, (watch::Sender<i64>, Option<WorkspaceId>)>>,
+    stores: Mutex<HashMap<MemoryStoreId, Watched>>,
     /// Store reads made for feeds (by feeds and by re-checks), for tests and diagnostics.
     reads: AtomicU64,
 }

@@ -182,9 +182,9 @@ impl ops::CredentialSql for Pg<'_, '_> {
     async fn count_active_api_keys(&self, workspace: &WorkspaceId, now: i64) -> Result<u64> {
         let row = one(
             self,
-            "SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND status = 'active' \
+            "SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND status = $3 \
              AND (expires_at IS NULL OR expires_at > $2)",
-            &[&workspace.as_str(), &now],
+            &[&workspace.as_str(), &now, &ApiKeyStatus::Active.as_str()],
         )
         .await?;
         count(col(&row, 0)?, "API keys")

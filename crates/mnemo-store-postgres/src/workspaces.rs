@@ -1,15 +1,13 @@
 //! The organization, its workspaces and their rate-limit overrides, as SQL primitives
 //! ([`ops::WorkspaceSql`]; what they mean is [`ops::workspaces`]'s).
 
-use mnemo_api::{SessionId, Workspace, WorkspaceId};
+use mnemo_api::{ApiKeyStatus, DeliveryStatus, SessionId, WorkState, Workspace, WorkspaceId};
 use mnemo_store::ops::{self, workspaces::OverrideRow, workspaces::WorkspaceRow};
+use mnemo_store::rules::workspace::ARCHIVED_DELIVERY_ERROR;
 use mnemo_store::{Result, StoreError};
 
 use crate::engine::{Pg, all, col, exec, opt};
 use crate::parse_id;
-
-/// Why the deliveries of an archived workspace's endpoints ended.
-const ARCHIVED_DELIVERY: &str = "the endpoint's workspace was archived";
 
 impl ops::WorkspaceSql for Pg<'_, '_> {
     async fn insert_workspace(&self, row: ops::NewWorkspaceRow<'_>) -> Result<()> {
@@ -59,7 +57,8 @@ impl ops::WorkspaceSql for Pg<'_, '_> {
     async fn archive_workspace_rows(&self, id: &WorkspaceId, at: i64) -> Result<Vec<SessionId>> {
         let ws = id.as_str();
         exec(self, "UPDATE workspaces SET archived_at = $2 WHERE id = $1", &[&ws, &at]).await?;
-        exec(self, "UPDATE api_keys SET status = 'archived' WHERE workspace_id = $1", &[&ws]).await?;
+        exec(self, "UPDATE api_keys SET status = $2 WHERE workspace_id = $1", &[&ws, &ApiKeyStatus::Archived.as_str()])
+            .await?;
         exec(
             self,
             "UPDATE environment_keys SET revoked_at = $2 WHERE revoked_at IS NULL AND environment_seq IN \
@@ -69,19 +68,19 @@ impl ops::WorkspaceSql for Pg<'_, '_> {
         .await?;
         exec(
             self,
-            "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, finished_at = $2, \
-             last_error = $3 WHERE status = 'pending' AND endpoint_seq IN \
+            "UPDATE webhook_deliveries SET status = $4, next_attempt_at = NULL, finished_at = $2, \
+             last_error = $3 WHERE status = $5 AND endpoint_seq IN \
              (SELECT seq FROM webhook_endpoints WHERE workspace_id = $1)",
-            &[&ws, &at, &ARCHIVED_DELIVERY],
+            &[&ws, &at, &ARCHIVED_DELIVERY_ERROR, &DeliveryStatus::Failed.as_str(), &DeliveryStatus::Pending.as_str()],
         )
         .await?;
         // Sessions before their items (ops::work's lock order).
         let rows = all(
             self,
             "SELECT s.id FROM sessions s WHERE s.workspace_id = $1 AND EXISTS \
-             (SELECT 1 FROM work_items w WHERE w.session_id = s.id AND w.state <> 'stopped') ORDER BY s.seq \
+             (SELECT 1 FROM work_items w WHERE w.session_id = s.id AND w.state <> $2) ORDER BY s.seq \
              FOR UPDATE OF s",
-            &[&ws],
+            &[&ws, &WorkState::Stopped.as_str()],
         )
         .await?;
         rows.iter().map(|r| parse_id(&col::<String>(r, 0)?)).collect()

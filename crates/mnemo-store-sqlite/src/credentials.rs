@@ -171,10 +171,10 @@ impl ops::CredentialSql for Lite<'_> {
 
     async fn count_active_api_keys(&self, workspace: &WorkspaceId, now: i64) -> Result<u64> {
         self.prepare_cached(
-            "SELECT count(*) FROM api_keys WHERE workspace_id = ?1 AND status = 'active' \
+            "SELECT count(*) FROM api_keys WHERE workspace_id = ?1 AND status = ?3 \
              AND (expires_at IS NULL OR expires_at > ?2)",
         )
-        .and_then(|mut s| s.query_row(params![workspace.as_str(), now], |r| r.get(0)))
+        .and_then(|mut s| s.query_row(params![workspace.as_str(), now, ApiKeyStatus::Active.as_str()], |r| r.get(0)))
         .map_err(backend)
     }
 }

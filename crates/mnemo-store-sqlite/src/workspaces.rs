@@ -1,16 +1,14 @@
 //! The organization, its workspaces and their rate-limit overrides, as SQL primitives
 //! ([`ops::WorkspaceSql`]; what they mean is [`ops::workspaces`]'s).
 
-use mnemo_api::{SessionId, Workspace, WorkspaceId};
+use mnemo_api::{ApiKeyStatus, DeliveryStatus, SessionId, WorkState, Workspace, WorkspaceId};
 use mnemo_store::ops::{self, workspaces::OverrideRow, workspaces::WorkspaceRow};
+use mnemo_store::rules::workspace::ARCHIVED_DELIVERY_ERROR;
 use mnemo_store::{Result, StoreError};
 use rusqlite::params;
 
 use crate::engine::{Lite, backend, query_one};
 use crate::parse_id;
-
-/// Why the deliveries of an archived workspace's endpoints ended.
-const ARCHIVED_DELIVERY: &str = "the endpoint's workspace was archived";
 
 impl ops::WorkspaceSql for Lite<'_> {
     async fn insert_workspace(&self, row: ops::NewWorkspaceRow<'_>) -> Result<()> {
@@ -74,25 +72,25 @@ impl ops::WorkspaceSql for Lite<'_> {
             self.prepare_cached(sql).and_then(|mut s| s.execute(params)).map_err(backend)
         };
         run("UPDATE workspaces SET archived_at = ?2 WHERE id = ?1", &[&ws, &at])?;
-        run("UPDATE api_keys SET status = 'archived' WHERE workspace_id = ?1", &[&ws])?;
+        run("UPDATE api_keys SET status = ?2 WHERE workspace_id = ?1", &[&ws, &ApiKeyStatus::Archived.as_str()])?;
         run(
             "UPDATE environment_keys SET revoked_at = ?2 WHERE revoked_at IS NULL AND environment_seq IN \
              (SELECT seq FROM environments WHERE workspace_id = ?1)",
             &[&ws, &at],
         )?;
         run(
-            "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, finished_at = ?2, \
-             last_error = ?3 WHERE status = 'pending' AND endpoint_seq IN \
+            "UPDATE webhook_deliveries SET status = ?4, next_attempt_at = NULL, finished_at = ?2, \
+             last_error = ?3 WHERE status = ?5 AND endpoint_seq IN \
              (SELECT seq FROM webhook_endpoints WHERE workspace_id = ?1)",
-            &[&ws, &at, &ARCHIVED_DELIVERY],
+            &[&ws, &at, &ARCHIVED_DELIVERY_ERROR, &DeliveryStatus::Failed.as_str(), &DeliveryStatus::Pending.as_str()],
         )?;
         let mut s = self
             .prepare_cached(
                 "SELECT s.id FROM sessions s WHERE s.workspace_id = ?1 AND EXISTS \
-                 (SELECT 1 FROM work_items w WHERE w.session_id = s.id AND w.state <> 'stopped') ORDER BY s.seq",
+                 (SELECT 1 FROM work_items w WHERE w.session_id = s.id AND w.state <> ?2) ORDER BY s.seq",
             )
             .map_err(backend)?;
-        let ids = s.query_map([ws], |r| r.get::<_, String>(0)).map_err(backend)?;
+        let ids = s.query_map([ws, WorkState::Stopped.as_str()], |r| r.get::<_, String>(0)).map_err(backend)?;
         ids.map(|id| parse_id(&id.map_err(backend)?)).collect()
     }
 

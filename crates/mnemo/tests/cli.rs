@@ -400,8 +400,8 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         ),
         ("completions", vec!["completions".into(), "bash".into()]),
     ];
-    // A database to back up and check. (Given no key, a first start prints the one it mints on
-    // stderr, once, by design: that banner is not a log line, so this server is given one.)
+    // A database to back up and check. (Given no keys, a first start prints the ones it mints on
+    // stderr, once, by design: that banner is not a log line, so this server is given both.)
     {
         let mut serve = common::mnemo();
         log(&mut serve);
@@ -414,6 +414,8 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
                 &db,
                 "--api-key",
                 CLI_LOG_KEY,
+                "--admin-key",
+                CLI_LOG_ADMIN_KEY,
                 "--webhook-allow-private",
             ])
             .stdout(Stdio::piped())
@@ -432,7 +434,7 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         assert!(child.wait().unwrap().success());
         let mut stderr = String::new();
         child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        json_logs_without_credentials("serve", &stderr, &[CLI_LOG_KEY, "whsec_", &key]);
+        json_logs_without_credentials("serve", &stderr, &[CLI_LOG_KEY, CLI_LOG_ADMIN_KEY, "whsec_", &key]);
         assert!(stderr.contains("webhook attempt failed; will retry"), "the attempt was made: {stderr}");
     }
     for (what, args) in runs {
@@ -450,6 +452,7 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
 
 /// The API key of the server whose logs are checked (operator keys have at least 32 characters).
 const CLI_LOG_KEY: &str = "sk-cli-log-test-0123456789abcdefghij";
+const CLI_LOG_ADMIN_KEY: &str = "sk-cli-log-admin-0123456789abcdefghij";
 
 /// Registers a webhook endpoint on the server at `base` with `mnemo webhook add` (nobody listens
 /// at its URL), makes a change it is sent, and waits until the server attempted it; every

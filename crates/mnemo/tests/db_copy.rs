@@ -38,6 +38,11 @@ const TABLES: &[(&str, &str)] = &[
     ("webhook_endpoints", "seq"),
     ("webhook_events", "seq"),
     ("webhook_deliveries", "seq"),
+    ("organization", "id"),
+    ("workspaces", "seq"),
+    ("workspace_rate_limits", "workspace_id, entry_id, limiter"),
+    ("admin_keys", "seq"),
+    ("audit_events", "seq"),
 ];
 
 fn hash(n: u8) -> CredentialHash {
@@ -52,7 +57,9 @@ const LIVE_ENV_KEY: u8 = 3;
 const SESSION_TOKEN: u8 = 4;
 const CONSOLE_SESSION: u8 = 5;
 const SIGNED_OUT: u8 = 6;
-const HASHES: [u8; 5] = [API_KEY, REVOKED_ENV_KEY, LIVE_ENV_KEY, SESSION_TOKEN, 9];
+const ADMIN_KEY: u8 = 7;
+const TEAM_KEY: u8 = 8;
+const HASHES: [u8; 7] = [API_KEY, REVOKED_ENV_KEY, LIVE_ENV_KEY, SESSION_TOKEN, ADMIN_KEY, TEAM_KEY, 9];
 
 fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
@@ -79,6 +86,26 @@ async fn fill(s: &dyn Store) {
     s.create_console_session(hash(CONSOLE_SESSION), &api_key, 86_400).await.unwrap();
     s.create_console_session(hash(SIGNED_OUT), &api_key, 86_400).await.unwrap();
     s.revoke_console_session(hash(SIGNED_OUT)).await.unwrap();
+    // Tenancy: an admin key, and a second workspace with its own key and store.
+    s.ensure_admin_key(hash(ADMIN_KEY), "ops").await.unwrap();
+    let team = s.create_workspace("Team B").await.unwrap();
+    s.ensure_api_key_in(&team, hash(TEAM_KEY), "team").await.unwrap();
+    let theirs = NewMemoryStore { name: "B's".into(), description: String::new(), metadata: BTreeMap::new() };
+    s.create_memory_store(&team, theirs).await.unwrap();
+    let entry = mnemo_store::rules::rate_limit::catalogue(&[]).remove(0);
+    let limit = serde_json::from_value(json!({"limits": [{"type": "requests_per_minute", "value": 30}]})).unwrap();
+    s.update_workspace_rate_limits(&team, entry, limit).await.unwrap();
+    s.record_audit_event(mnemo_store::ops::NewAuditEvent {
+        action: mnemo_store::rules::audit::AuditAction::WorkspaceCreate,
+        workspace: None,
+        actor: mnemo_api::AuditActor { kind: mnemo_api::AuditActorType::AdminKey, id: "admkey_x".into() },
+        resource: Some(mnemo_api::AuditResource { kind: "workspace".into(), id: team.to_string() }),
+        client_ip: Some("127.0.0.1".into()),
+        outcome: mnemo_api::AuditOutcome::Success,
+        details: json!({"name": "Team B"}),
+    })
+    .await
+    .unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
     // Every change below is recorded for this endpoint (a delivery each).
     s.create_webhook_endpoint(
@@ -436,7 +463,10 @@ async fn a_deployment_moves_to_postgres_and_back_unchanged() {
     // A second copy into the now filled schema is refused and changes nothing; --replace
     // empties it first.
     let refused = failure(&copy(&["--from", &sqlite_url(&original), "--to", &pg]));
-    assert!(refused.contains("the target database is not empty (table `api_keys` holds 1 rows)"), "{refused}");
+    assert!(
+        refused.contains("the target database is not empty (table `workspace_rate_limits` holds 1 rows)"),
+        "{refused}"
+    );
     assert!(refused.contains("pass --replace"), "{refused}");
     let replaced = report(&copy(&["--from", &sqlite_url(&original), "--to", &pg, "--replace"]));
     assert_eq!(replaced, to_pg, "the same rows, the same digests");
@@ -487,7 +517,7 @@ async fn sqlite_to_sqlite_and_what_is_refused() {
     let alias = format!("sqlite://{}/./original.sqlite", dir.path().display());
     let same = failure(&copy(&["--from", &sqlite_url(&original), "--to", &alias, "--replace"]));
     assert!(same.contains("the source and the target are the same database"), "{same}");
-    assert_eq!(sqlite_rows(&original).get("api_keys").map(Vec::len), Some(1), "the source is untouched");
+    assert_eq!(sqlite_rows(&original).get("api_keys").map(Vec::len), Some(2), "the source is untouched");
 
     // A source that does not exist is not created (it would copy nothing).
     let missing = dir.path().join("missing.sqlite");

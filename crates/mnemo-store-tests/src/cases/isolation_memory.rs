@@ -26,7 +26,7 @@ fn change(text: &str) -> MemoryChange {
 }
 
 /// The message of `err`, which must be a not-found (whatever its id).
-fn not_found(what: &str, err: StoreError) -> String {
+fn not_found(what: &str, err: &StoreError) -> String {
     assert!(matches!(err, StoreError::NotFound { .. }), "{what}: {err:?}");
     err.to_string()
 }
@@ -41,7 +41,7 @@ async fn outcomes(
     version: &MemoryVersionId,
 ) -> Vec<String> {
     fn text<T>(r: Result<T, StoreError>) -> String {
-        r.map_or_else(|e| not_found("call", e), |_| "ok".into())
+        r.map_or_else(|e| not_found("call", &e), |_| "ok".into())
     }
     let actor = api_actor();
     let patch = MemoryStorePatch { name: Some("stolen".into()), ..MemoryStorePatch::default() };
@@ -53,7 +53,7 @@ async fn outcomes(
     ];
     let written = match s.write_memories(ws, store, batch, actor.clone()).await {
         Ok(each) => each.into_iter().map(text).collect::<Vec<_>>().join(" / "),
-        Err(e) => not_found("write_memories", e),
+        Err(e) => not_found("write_memories", &e),
     };
     vec![
         text(s.get_memory_store(ws, store).await),
@@ -89,7 +89,7 @@ pub async fn memory_operations_on_another_workspaces_store_answer_as_for_an_unkn
     let through_b = outcomes(&*s, &b, &store.id, &memory.id, &old).await;
     let gone = StoreError::not_found("memory store", &store.id).to_string();
     for (i, got) in through_b.iter().enumerate() {
-        let expected = if i == 5 { vec![gone.as_str(); 2].join(" / ") } else { gone.clone() };
+        let expected = if i == 5 { [gone.as_str(); 2].join(" / ") } else { gone.clone() };
         assert_eq!(got, &expected, "call {i} of B on A's store");
     }
     // And an unknown store answers B with the same message, naming the id asked for.
@@ -139,10 +139,12 @@ pub async fn a_workspaces_listings_and_usage_show_only_its_stores(factory: &impl
 
     // A store's id is looked up in its own workspace only: B's own store with A's memory or
     // version ids finds nothing, as for ids never made.
-    let foreign = not_found("memory", s.get_memory(&b, &in_b, &memory.id).await.unwrap_err());
+    let foreign = not_found("memory", &s.get_memory(&b, &in_b, &memory.id).await.unwrap_err());
     assert_eq!(foreign, StoreError::not_found("memory", &memory.id).to_string());
-    let foreign =
-        not_found("version", s.get_memory_version(&b, &in_b, &memory.memory_version_id, View::Full).await.unwrap_err());
+    let foreign = not_found(
+        "version",
+        &s.get_memory_version(&b, &in_b, &memory.memory_version_id, View::Full).await.unwrap_err(),
+    );
     assert_eq!(foreign, StoreError::not_found("memory version", &memory.memory_version_id).to_string());
 }
 

@@ -51,7 +51,8 @@ pub enum OrgOp {
 /// An action on a resource.
 #[derive(Debug, Clone, Copy)]
 pub enum Action<'a> {
-    /// The Admin API. People's roles (spec §8.6) become rows of [`organization`]'s table.
+    /// The Admin API. People's roles (spec §8.6) will become rows of this module's table of
+    /// who may take which [`OrgOp`].
     Organization(OrgOp),
     /// Environments and their keys, agents, and creating, listing, changing, archiving or
     /// deleting sessions.

@@ -13,6 +13,10 @@ use crate::ops::Micros;
 /// `--max-workspaces` says otherwise: the hosted default.
 pub const DEFAULT_MAX_WORKSPACES: u32 = 100;
 
+/// The `last_error` of a webhook delivery that was still pending when its endpoint's workspace
+/// was archived (it ends `failed`, never sent).
+pub const ARCHIVED_DELIVERY_ERROR: &str = "the endpoint's workspace was archived";
+
 /// Whether one more workspace may be created when `active` are not archived (archived ones do
 /// not count) and the server allows `max`.
 pub fn check_create(active: u32, max: u32) -> Result<(), Refusal> {

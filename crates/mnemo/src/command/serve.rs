@@ -47,6 +47,11 @@ pub(crate) struct Serve {
     #[arg(long = "admin-key", env = "MNEMO_ADMIN_KEY", value_delimiter = ',', hide_env_values = true)]
     admin_keys: Vec<Secret>,
 
+    /// Not an option: `mnemo quickstart`'s server makes no admin key (its demo does not use the
+    /// Admin API; a later `mnemo serve` on the kept data makes one then).
+    #[arg(skip)]
+    no_generated_admin_key: bool,
+
     /// The organization's name (`GET /v1/organizations/me`); the stored one is kept when absent.
     #[arg(long, env = "MNEMO_ORG_NAME")]
     org_name: Option<String>,
@@ -320,6 +325,7 @@ impl Serve {
         serve.listen = listen;
         serve.database = Some(database.into());
         serve.api_keys = vec![api_key.into()];
+        serve.no_generated_admin_key = true;
         serve.memory_mount_root = mount_root;
         serve
     }
@@ -410,7 +416,7 @@ impl Serve {
             let id = store.ensure_admin_key(hash_credential(key), "command line").await?;
             tracing::info!(admin_key.id = %id, "accepting admin key from the command line");
         }
-        if self.admin_keys.is_empty() && store.count_admin_keys().await? == 0 {
+        if self.admin_keys.is_empty() && !self.no_generated_admin_key && store.count_admin_keys().await? == 0 {
             let key = mnemo_api::generate_secret(mnemo_api::ADMIN_KEY_PREFIX);
             let id = store.ensure_admin_key(hash_credential(&key), "generated on first start").await?;
             eprintln!(
