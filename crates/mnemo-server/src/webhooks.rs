@@ -8,8 +8,16 @@
 //! sender died (a crash, a restart mid-send) is made again once its lease ends: delivery is at
 //! least once, and receivers deduplicate by the event's id (`webhook-id`), the same on every
 //! attempt.
+//!
+//! When nothing is due the sender looks again after `poll_interval` — on a database only this
+//! process writes (SQLite), only once this process wrote something since its last look
+//! ([`crate::maintenance::WRITES`]: a delivery is only ever queued by a write), a retry it
+//! scheduled falls due, or [`IDLE_LOOK`] has passed. An idle server used to spend most of its
+//! CPU on a look at the outbox every second.
 
-use std::sync::Arc;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -63,6 +71,46 @@ impl Default for WebhookConfig {
             workspace_id: "wrkspc_default".into(),
             targets: WebhookTargets::public_only(),
         }
+    }
+}
+
+/// On a database only this process writes, the longest an idle sender goes without looking at
+/// the outbox: the safety net for what it cannot hear of (a retry scheduled before a restart, an
+/// attempt whose lease ran out).
+pub const IDLE_LOOK: Duration = Duration::from_secs(60);
+
+/// When the retries this sender scheduled fall due, earliest first.
+#[derive(Debug, Default)]
+struct Retries(Mutex<BinaryHeap<Reverse<tokio::time::Instant>>>);
+
+impl Retries {
+    fn add(&self, delay: Duration) {
+        self.0.lock().expect("retries poisoned").push(Reverse(tokio::time::Instant::now() + delay));
+    }
+
+    /// The next retry's time; `None` when none is scheduled. Retries already due are forgotten
+    /// (`Some(now)`: look now).
+    fn next(&self) -> Option<tokio::time::Instant> {
+        let mut heap = self.0.lock().expect("retries poisoned");
+        let now = tokio::time::Instant::now();
+        let mut due = false;
+        while heap.peek().is_some_and(|Reverse(at)| *at <= now) {
+            heap.pop();
+            due = true;
+        }
+        if due { Some(now) } else { heap.peek().map(|Reverse(at)| *at) }
+    }
+}
+
+/// After a look that found nothing due (begun when [`WRITES`](crate::maintenance::WRITES)
+/// stood at `seen`), waits until a look is worth it: a write since, a scheduled retry due, or
+/// [`IDLE_LOOK`].
+async fn idle(seen: u64, retries: &Retries) {
+    let limit = tokio::time::Instant::now() + IDLE_LOOK;
+    let until = retries.next().map_or(limit, |at| at.min(limit));
+    tokio::select! {
+        () = crate::maintenance::WRITES.since(seen) => {}
+        () = tokio::time::sleep_until(until) => {}
     }
 }
 
@@ -126,6 +174,9 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let mut pruned = Instant::now();
+    // Another process may queue deliveries (replicas sharing PostgreSQL): look on every interval.
+    let alone = store.signals().is_none();
+    let retries = Arc::new(Retries::default());
     loop {
         if pruned.elapsed() >= Duration::from_secs(3600) {
             pruned = Instant::now();
@@ -138,6 +189,8 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
         // Wait for a free slot, then claim as many deliveries as there are free slots.
         let first = Arc::clone(&slots).acquire_owned().await.expect("the semaphore is never closed");
         let free = u32::try_from(slots.available_permits() + 1).unwrap_or(u32::MAX);
+        // Read before the look: a write committed after it counts as new.
+        let seen = crate::maintenance::WRITES.seen();
         let claimed = match store.claim_webhook_deliveries(free, config.lease()).await {
             Ok(claimed) => claimed,
             Err(e) => {
@@ -152,21 +205,31 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
                 Some(p) => p,
                 None => Arc::clone(&slots).acquire_owned().await.expect("the semaphore is never closed"),
             };
-            let (store, http, config) = (Arc::clone(&store), http.clone(), Arc::clone(&config));
+            let (store, http, config, retries) =
+                (Arc::clone(&store), http.clone(), Arc::clone(&config), Arc::clone(&retries));
             tokio::spawn(async move {
-                attempt(&*store, &http, &config, delivery).await;
+                attempt(&*store, &http, &config, delivery, &retries).await;
                 drop(permit);
             });
         }
         drop(first);
         if !full {
             tokio::time::sleep(config.poll_interval).await;
+            if alone {
+                idle(seen, &retries).await;
+            }
         }
     }
 }
 
 /// Makes one attempt of a claimed delivery and records its outcome.
-async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConfig, d: ClaimedDelivery) {
+async fn attempt(
+    store: &dyn Store,
+    http: &reqwest::Client,
+    config: &WebhookConfig,
+    d: ClaimedDelivery,
+    retries: &Retries,
+) {
     let body = payload(&d, config);
     let timestamp = chrono::Utc::now().timestamp();
     // During a rotation both secrets sign (Standard Webhooks: space-separated signatures, any
@@ -177,7 +240,7 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
         .collect::<Option<Vec<String>>>();
     let Some(signature) = signed.map(|all| all.join(" ")) else {
         tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's signing secret is not base64; failing its delivery");
-        record(store, &d, None, Some("the endpoint's signing secret is malformed".into()), Next::Failed).await;
+        record(store, &d, None, Some("the endpoint's signing secret is malformed".into()), Next::Failed, retries).await;
         return;
     };
     let started = Instant::now();
@@ -187,7 +250,7 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
         Ok(url) => url,
         Err(_) => {
             tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's url does not parse; failing its delivery");
-            record(store, &d, None, Some("the endpoint's url is malformed".into()), Next::Failed).await;
+            record(store, &d, None, Some("the endpoint's url is malformed".into()), Next::Failed, retries).await;
             return;
         }
     };
@@ -197,7 +260,7 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
             "webhook endpoint refused: not a public address (see --webhook-allow-private, --webhook-allow-hosts)"
         );
         let next = after_attempt(Answer::NoAnswer, d.attempt, &config.policy, rand::rng().random::<f64>());
-        record(store, &d, None, Some(COARSE_ERROR.into()), next).await;
+        record(store, &d, None, Some(COARSE_ERROR.into()), next, retries).await;
         return;
     }
     let sent = http
@@ -244,7 +307,7 @@ async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConf
             "webhook delivery failed after its last attempt"
         ),
     }
-    record(store, &d, status, error, next).await;
+    record(store, &d, status, error, next, retries).await;
 }
 
 /// The pauses between tries at recording an attempt's outcome: 200 ms, then 400 ms.
@@ -252,8 +315,25 @@ const RECORD_RETRY: Backoff = Backoff::linear(Duration::from_millis(200), Durati
 
 /// Records an attempt's outcome (a few tries: a transient store failure would otherwise make
 /// the attempt again after its lease, a duplicate).
-async fn record(store: &dyn Store, d: &ClaimedDelivery, status_code: Option<u16>, error: Option<String>, next: Next) {
+async fn record(
+    store: &dyn Store,
+    d: &ClaimedDelivery,
+    status_code: Option<u16>,
+    error: Option<String>,
+    next: Next,
+    retries: &Retries,
+) {
+    if let Next::RetryIn(delay) = next {
+        retries.add(delay);
+    }
     let report = WebhookAttempt { delivery: d.id.clone(), attempt: d.attempt, status_code, error, next };
+    write_outcome(store, d, report).await;
+    // Wakes an idle sender, which then learns when the retry is due.
+    crate::maintenance::WRITES.made();
+}
+
+/// Writes an attempt's outcome, with a few tries.
+async fn write_outcome(store: &dyn Store, d: &ClaimedDelivery, report: WebhookAttempt) {
     for round in 0.. {
         match store.finish_webhook_attempt(report.clone()).await {
             Ok(true) => return,

@@ -193,6 +193,7 @@ impl StoreSync {
             super::metrics::deletions("log_only", 1);
             return false;
         }
+        self.wrote();
         match self.client.delete_memory(&store, &memory.id, Some(&base.to_hex())).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}

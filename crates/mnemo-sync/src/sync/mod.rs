@@ -27,7 +27,7 @@ use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
 use crate::fs::{Digest, Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
-pub use live::{Live, LivePaths, LiveWork, QUIET};
+pub use live::{LIVE_FULL_SYNC_EVERY, Live, LivePaths, LiveWork, QUIET};
 pub use run::SyncReport;
 
 /// How long a file must stay missing before its deletion is sent to the server.
@@ -238,6 +238,11 @@ pub struct StoreSync {
     journaled: Option<u64>,
     /// The last content-free listing and the server's tag for it, if it gave one.
     remote_cache: Option<(String, Arc<RemoteMap>)>,
+    /// No write was sent and no change of the store heard of since the last listing of the
+    /// whole store: a live sync then asks for the conditional listing (a bare `304` on the
+    /// server) rather than one listing per folder.
+    /// An atomic, as uploads run side by side on a shared borrow of the engine.
+    listing_current: std::sync::atomic::AtomicBool,
     /// A re-download is in progress (writes must not overwrite files).
     recovering: bool,
     /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
@@ -378,6 +383,7 @@ impl StoreSync {
             last_walk: Instant::now(),
             journaled: None,
             remote_cache: None,
+            listing_current: std::sync::atomic::AtomicBool::new(false),
             recovering: false,
             live: None,
             first_journal: None,
@@ -516,6 +522,7 @@ impl StoreSync {
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
         self.remote_cache = None;
+        self.wrote();
         let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
         let mut writing: Vec<tokio::task::JoinHandle<Vec<(RelPath, Digest)>>> = Vec::new();
         let mut written = 0;
@@ -564,6 +571,7 @@ impl StoreSync {
         if let Some(tag) = source.snapshot_tag() {
             self.remote_cache = Some((tag.to_owned(), Arc::new(listed)));
         }
+        self.listed();
         // One flush for every file written, before any journal records them as synced: a power
         // cut can never leave a baseline entry pointing at a torn file.
         if flush {
@@ -625,7 +633,9 @@ impl StoreSync {
     /// store is unchanged since (a conditional request on a tagged listing), else a fresh one.
     async fn list_for_sync(&mut self) -> Result<(Arc<RemoteMap>, bool), SyncError> {
         let tag = self.remote_cache.as_ref().map(|(t, _)| t.as_str());
-        match self.client.list_all_memories_if_changed(&self.cfg.store_id, tag).await? {
+        let listed = self.client.list_all_memories_if_changed(&self.cfg.store_id, tag).await?;
+        self.listed();
+        match listed {
             None => Ok((self.remote_cache.as_ref().map(|(_, m)| Arc::clone(m)).unwrap_or_default(), false)),
             Some((all, tag)) => {
                 let map = Arc::new(self.remote_map(all));
@@ -633,6 +643,21 @@ impl StoreSync {
                 Ok((map, true))
             }
         }
+    }
+
+    /// The whole store was just listed (or downloaded): the engine knows of no change since.
+    fn listed(&self) {
+        self.listing_current.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A write is about to be sent (or the listing is being replaced): the store may change.
+    pub(crate) fn wrote(&self) {
+        self.listing_current.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether no write was sent and no listing started since the last listing of the whole store.
+    pub(crate) fn listing_is_current(&self) -> bool {
+        self.listing_current.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn marker(&self) -> Result<MarkerState, SyncError> {

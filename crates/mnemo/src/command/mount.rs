@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use mnemo_api::MemoryStoreId;
-use mnemo_sync::{Live, LiveWork, ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
+use mnemo_sync::{LIVE_FULL_SYNC_EVERY, Live, LiveWork, ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
 use tokio::time::MissedTickBehavior;
 
 use super::args::{Api, Deletions, parse_interval};
@@ -48,7 +48,9 @@ pub(crate) struct Mount {
     resume: bool,
 
     /// Sync on the interval only: no change feed, no upload right after a local write. Live
-    /// sync is on by default and turns itself off when the server has no change feed.
+    /// sync is on by default and turns itself off when the server has no change feed; while it
+    /// runs, an interval with nothing left for a full sync (no change the watcher saw since the
+    /// last one, no deletion waiting) skips it, up to 19 in a row.
     #[arg(long)]
     no_live: bool,
 
@@ -110,10 +112,25 @@ impl Mount {
 
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Intervals in a row whose full sync live sync made needless (see `full_sync_needed`).
+        let mut skipped = 0;
         loop {
             tokio::select! {
-                _ = ticker.tick() => full_sync(&mut engine).await,
-                work = next_live(&mut live) => engine.run_live(work).await,
+                _ = ticker.tick() => {
+                    let live_running = live.as_ref().is_some_and(Live::is_running);
+                    if live_running && skipped + 1 < LIVE_FULL_SYNC_EVERY && !engine.full_sync_needed() {
+                        skipped += 1;
+                    } else {
+                        skipped = 0;
+                        full_sync(&mut engine).await;
+                    }
+                }
+                work = next_live(&mut live) => {
+                    if matches!(work, LiveWork::FullSync) {
+                        skipped = 0;
+                    }
+                    engine.run_live(work).await;
+                }
                 () = signals.next() => break,
             }
         }
