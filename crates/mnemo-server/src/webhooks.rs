@@ -11,13 +11,13 @@
 //!
 //! When nothing is due the sender looks again after `poll_interval` — on a database only this
 //! process writes (SQLite), only once this process wrote something since its last look
-//! ([`crate::maintenance::WRITES`]: a delivery is only ever queued by a write), a retry it
-//! scheduled falls due, or [`IDLE_LOOK`] has passed. An idle server used to spend most of its
-//! CPU on a look at the outbox every second.
+//! ([`crate::maintenance::WRITES`]: a delivery is only ever queued by a write, and an attempt's
+//! outcome is one), the earliest pending delivery falls due as stored
+//! ([`Store::next_webhook_attempt_in`]: a retry this process scheduled, one a previous process
+//! scheduled before a restart, a claim whose lease runs out), or [`IDLE_LOOK`] has passed. An
+//! idle server used to spend most of its CPU on a look at the outbox every second.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -75,42 +75,30 @@ impl Default for WebhookConfig {
 }
 
 /// On a database only this process writes, the longest an idle sender goes without looking at
-/// the outbox: the safety net for what it cannot hear of (a retry scheduled before a restart, an
-/// attempt whose lease ran out).
+/// the outbox. The store tells it when the next pending delivery is due and this process's
+/// writes wake it, so this is only the safety net for what neither covers: the store's clock
+/// (wall time) moving against the sender's timer (monotonic), and a write to the database by
+/// another program. One look a minute is next to nothing at rest.
 pub const IDLE_LOOK: Duration = Duration::from_secs(60);
 
-/// When the retries this sender scheduled fall due, earliest first.
-#[derive(Debug, Default)]
-struct Retries(Mutex<BinaryHeap<Reverse<tokio::time::Instant>>>);
-
-impl Retries {
-    fn add(&self, delay: Duration) {
-        self.0.lock().expect("retries poisoned").push(Reverse(tokio::time::Instant::now() + delay));
-    }
-
-    /// The next retry's time; `None` when none is scheduled. Retries already due are forgotten
-    /// (`Some(now)`: look now).
-    fn next(&self) -> Option<tokio::time::Instant> {
-        let mut heap = self.0.lock().expect("retries poisoned");
-        let now = tokio::time::Instant::now();
-        let mut due = false;
-        while heap.peek().is_some_and(|Reverse(at)| *at <= now) {
-            heap.pop();
-            due = true;
+/// After a look that found nothing more to claim (begun when
+/// [`WRITES`](crate::maintenance::WRITES) stood at `seen`), waits until a look is worth it: a
+/// write since, the earliest pending delivery due as the store has it, or [`IDLE_LOOK`]. A store
+/// that cannot say when returns at once (the caller looks again after its poll interval).
+async fn idle(store: &dyn Store, seen: u64) {
+    let wait = match store.next_webhook_attempt_in().await {
+        Ok(due) => due.map_or(IDLE_LOOK, |due| due.min(IDLE_LOOK)),
+        Err(e) => {
+            tracing::warn!(error = %e.chain(), "could not read when the next webhook attempt is due");
+            return;
         }
-        if due { Some(now) } else { heap.peek().map(|Reverse(at)| *at) }
+    };
+    if wait.is_zero() {
+        return;
     }
-}
-
-/// After a look that found nothing due (begun when [`WRITES`](crate::maintenance::WRITES)
-/// stood at `seen`), waits until a look is worth it: a write since, a scheduled retry due, or
-/// [`IDLE_LOOK`].
-async fn idle(seen: u64, retries: &Retries) {
-    let limit = tokio::time::Instant::now() + IDLE_LOOK;
-    let until = retries.next().map_or(limit, |at| at.min(limit));
     tokio::select! {
         () = crate::maintenance::WRITES.since(seen) => {}
-        () = tokio::time::sleep_until(until) => {}
+        () = tokio::time::sleep(wait) => {}
     }
 }
 
@@ -176,7 +164,6 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
     let mut pruned = Instant::now();
     // Another process may queue deliveries (replicas sharing PostgreSQL): look on every interval.
     let alone = store.signals().is_none();
-    let retries = Arc::new(Retries::default());
     loop {
         if pruned.elapsed() >= Duration::from_secs(3600) {
             pruned = Instant::now();
@@ -205,10 +192,9 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
                 Some(p) => p,
                 None => Arc::clone(&slots).acquire_owned().await.expect("the semaphore is never closed"),
             };
-            let (store, http, config, retries) =
-                (Arc::clone(&store), http.clone(), Arc::clone(&config), Arc::clone(&retries));
+            let (store, http, config) = (Arc::clone(&store), http.clone(), Arc::clone(&config));
             tokio::spawn(async move {
-                attempt(&*store, &http, &config, delivery, &retries).await;
+                attempt(&*store, &http, &config, delivery).await;
                 drop(permit);
             });
         }
@@ -216,20 +202,14 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
         if !full {
             tokio::time::sleep(config.poll_interval).await;
             if alone {
-                idle(seen, &retries).await;
+                idle(&*store, seen).await;
             }
         }
     }
 }
 
 /// Makes one attempt of a claimed delivery and records its outcome.
-async fn attempt(
-    store: &dyn Store,
-    http: &reqwest::Client,
-    config: &WebhookConfig,
-    d: ClaimedDelivery,
-    retries: &Retries,
-) {
+async fn attempt(store: &dyn Store, http: &reqwest::Client, config: &WebhookConfig, d: ClaimedDelivery) {
     let body = payload(&d, config);
     let timestamp = chrono::Utc::now().timestamp();
     // During a rotation both secrets sign (Standard Webhooks: space-separated signatures, any
@@ -240,7 +220,7 @@ async fn attempt(
         .collect::<Option<Vec<String>>>();
     let Some(signature) = signed.map(|all| all.join(" ")) else {
         tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's signing secret is not base64; failing its delivery");
-        record(store, &d, None, Some("the endpoint's signing secret is malformed".into()), Next::Failed, retries).await;
+        record(store, &d, None, Some("the endpoint's signing secret is malformed".into()), Next::Failed).await;
         return;
     };
     let started = Instant::now();
@@ -250,7 +230,7 @@ async fn attempt(
         Ok(url) => url,
         Err(_) => {
             tracing::error!(webhook_endpoint.id = %d.endpoint, "the endpoint's url does not parse; failing its delivery");
-            record(store, &d, None, Some("the endpoint's url is malformed".into()), Next::Failed, retries).await;
+            record(store, &d, None, Some("the endpoint's url is malformed".into()), Next::Failed).await;
             return;
         }
     };
@@ -260,7 +240,7 @@ async fn attempt(
             "webhook endpoint refused: not a public address (see --webhook-allow-private, --webhook-allow-hosts)"
         );
         let next = after_attempt(Answer::NoAnswer, d.attempt, &config.policy, rand::rng().random::<f64>());
-        record(store, &d, None, Some(COARSE_ERROR.into()), next, retries).await;
+        record(store, &d, None, Some(COARSE_ERROR.into()), next).await;
         return;
     }
     let sent = http
@@ -307,7 +287,7 @@ async fn attempt(
             "webhook delivery failed after its last attempt"
         ),
     }
-    record(store, &d, status, error, next, retries).await;
+    record(store, &d, status, error, next).await;
 }
 
 /// The pauses between tries at recording an attempt's outcome: 200 ms, then 400 ms.
@@ -315,20 +295,10 @@ const RECORD_RETRY: Backoff = Backoff::linear(Duration::from_millis(200), Durati
 
 /// Records an attempt's outcome (a few tries: a transient store failure would otherwise make
 /// the attempt again after its lease, a duplicate).
-async fn record(
-    store: &dyn Store,
-    d: &ClaimedDelivery,
-    status_code: Option<u16>,
-    error: Option<String>,
-    next: Next,
-    retries: &Retries,
-) {
-    if let Next::RetryIn(delay) = next {
-        retries.add(delay);
-    }
+async fn record(store: &dyn Store, d: &ClaimedDelivery, status_code: Option<u16>, error: Option<String>, next: Next) {
     let report = WebhookAttempt { delivery: d.id.clone(), attempt: d.attempt, status_code, error, next };
     write_outcome(store, d, report).await;
-    // Wakes an idle sender, which then learns when the retry is due.
+    // Wakes an idle sender, which then learns from the store when the retry is due.
     crate::maintenance::WRITES.made();
 }
 

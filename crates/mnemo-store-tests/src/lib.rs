@@ -252,6 +252,7 @@ macro_rules! conformance {
             concurrent_claimers_never_share_a_delivery,
             claims_take_the_oldest_due_first_and_return_them_in_that_order,
             a_rotated_secret_signs_beside_the_new_one_until_it_expires,
+            the_next_attempt_is_due_when_the_earliest_pending_delivery_is,
         });
         $crate::conformance!(@async $factory; turns {
             turn_leases_go_to_one_holder_until_released_or_lapsed,
