@@ -49,6 +49,46 @@ pub(crate) const MAX_HOLD: Duration = Duration::from_secs(1);
 /// syncs, so this keeps a live mount's walks as rare as they were.
 pub const LIVE_FULL_SYNC_EVERY: u32 = 20;
 
+/// Which interval ticks of a live mount run a full sync. While live sync runs, a tick with
+/// nothing pending for a full sync ([`StoreSync::full_sync_needed`]) is skipped, up to
+/// [`LIVE_FULL_SYNC_EVERY`]` - 1` in a row. A folder left incomplete by a pull that failed
+/// ([`StoreSync::is_incomplete`]: the disk was full) gets a full sync at the next tick, then,
+/// while it stays incomplete (the disk still full), after 2, 4, 8 … ticks, never rarer than the
+/// safety net: each one fetches what is missing again, too much to repeat every interval
+/// against a disk that stays full. Once a full sync completes it, ticks are skipped again.
+/// Without live sync every tick runs one.
+#[derive(Debug, Default)]
+pub struct FullSyncTicks {
+    /// Ticks since the last full sync.
+    skipped: u32,
+    /// Full syncs in a row that left the folder incomplete.
+    incomplete_runs: u32,
+}
+
+impl FullSyncTicks {
+    /// Whether this tick runs a full sync, given whether live sync runs, whether the engine
+    /// needs a full sync for what live sync leaves to it, and whether its folder is incomplete.
+    /// A tick that runs none is counted; call [`ran`](Self::ran) after one that runs.
+    pub fn due(&mut self, live_running: bool, needed: bool, incomplete: bool) -> bool {
+        let ticks = self.skipped + 1;
+        let due = !live_running
+            || needed
+            || ticks >= LIVE_FULL_SYNC_EVERY
+            || (incomplete && ticks >= (1 << self.incomplete_runs.min(5)).min(LIVE_FULL_SYNC_EVERY));
+        if !due {
+            self.skipped = ticks;
+        }
+        due
+    }
+
+    /// A full sync ran (on a tick, or because live sync asked for one) and left the folder
+    /// `incomplete` or not.
+    pub fn ran(&mut self, incomplete: bool) {
+        self.skipped = 0;
+        self.incomplete_runs = if incomplete { self.incomplete_runs.saturating_add(1) } else { 0 };
+    }
+}
+
 /// How long [`Live::subscribe`] waits for the feed to open before the download goes ahead
 /// without it (a later opening then asks for a full sync, as any fresh start does).
 pub(crate) const CONNECT_WAIT: Duration = Duration::from_secs(2);
@@ -432,6 +472,14 @@ impl StoreSync {
             || !self.state.unsettled.is_empty()
     }
 
+    /// Whether the folder lacks something of the store a pull failed to bring (a full disk, a
+    /// failed fetch) since the last full sync planned every path. Live sync never makes such a
+    /// pull again on its own (no hint comes for it), so while this holds a live mount runs full
+    /// syncs ([`FullSyncTicks`]).
+    pub fn is_incomplete(&self) -> bool {
+        self.incomplete
+    }
+
     /// What a (re)started watcher sends live hints to.
     pub(crate) fn live_sink(&self) -> Option<super::watch::LiveSink> {
         self.live.clone()
@@ -605,6 +653,57 @@ mod tests {
         tx.send(Hint::Resync).unwrap();
         assert!(matches!(live.next().await, LiveWork::FullSync));
         assert_eq!(paths(live.next().await), [("c.md".to_owned(), true)]);
+    }
+
+    /// Ticks of a live mount, one run per row: which ran a full sync.
+    #[test]
+    fn an_incomplete_folder_gets_full_syncs_at_growing_intervals_until_complete() {
+        // (ticks, live running, needed, incomplete after each sync, the ticks that run one)
+        type Row = (u32, bool, bool, bool, &'static [u32]);
+        assert_eq!(LIVE_FULL_SYNC_EVERY, 20, "the rows below assume it");
+        let table: &[Row] = &[
+            // At rest: only the safety net runs.
+            (45, true, false, false, &[20, 40]),
+            // Something for the full sync every tick: every tick.
+            (3, true, true, false, &[1, 2, 3]),
+            // No live sync: every tick.
+            (3, false, false, false, &[1, 2, 3]),
+            // The disk stays full: after 1, 2, 4, 8, 16 ticks, then every 20 (the safety net).
+            (92, true, false, true, &[1, 3, 7, 15, 31, 51, 71, 91]),
+        ];
+        for (ticks, live, needed, incomplete, want) in table {
+            let mut schedule = FullSyncTicks::default();
+            // The download left the folder incomplete (or not).
+            schedule.ran(false);
+            let mut ran = Vec::new();
+            let mut now_incomplete = *incomplete;
+            for tick in 1..=*ticks {
+                if schedule.due(*live, *needed, now_incomplete) {
+                    ran.push(tick);
+                    schedule.ran(*incomplete);
+                    now_incomplete = *incomplete;
+                }
+            }
+            assert_eq!(ran, *want, "ticks {ticks}, live {live}, needed {needed}, incomplete {incomplete}");
+        }
+
+        // Space returns: the sync that completes the folder ends the back-off.
+        let mut schedule = FullSyncTicks::default();
+        let mut ran = Vec::new();
+        let mut incomplete = true;
+        for tick in 1..=60 {
+            if schedule.due(true, false, incomplete) {
+                ran.push(tick);
+                // The third full sync finds space.
+                incomplete = ran.len() < 3;
+                schedule.ran(incomplete);
+            }
+        }
+        assert_eq!(ran, [1, 3, 7, 27, 47], "back to the safety net once complete");
+        // A live pull that fails later: the next tick.
+        let mut schedule = FullSyncTicks::default();
+        assert!(!schedule.due(true, false, false));
+        assert!(schedule.due(true, false, true));
     }
 
     #[tokio::test(start_paused = true)]

@@ -27,7 +27,7 @@ use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
 use crate::fs::{Digest, Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
-pub use live::{LIVE_FULL_SYNC_EVERY, Live, LivePaths, LiveWork, QUIET};
+pub use live::{FullSyncTicks, LIVE_FULL_SYNC_EVERY, Live, LivePaths, LiveWork, QUIET};
 pub use run::SyncReport;
 
 /// How long a file must stay missing before its deletion is sent to the server.
@@ -243,6 +243,9 @@ pub struct StoreSync {
     /// server) rather than one listing per folder.
     /// An atomic, as uploads run side by side on a shared borrow of the engine.
     listing_current: std::sync::atomic::AtomicBool,
+    /// A pull did not land since the last full sync (a full disk, a failed fetch): the folder
+    /// lacks a memory, or an update of one, until a full sync pulls it ([`Self::is_incomplete`]).
+    incomplete: bool,
     /// A re-download is in progress (writes must not overwrite files).
     recovering: bool,
     /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
@@ -384,6 +387,7 @@ impl StoreSync {
             journaled: None,
             remote_cache: None,
             listing_current: std::sync::atomic::AtomicBool::new(false),
+            incomplete: false,
             recovering: false,
             live: None,
             first_journal: None,
@@ -523,9 +527,11 @@ impl StoreSync {
         blocking(move || files.write_marker(&id)).await??;
         self.remote_cache = None;
         self.wrote();
+        // Until every memory listed is written (a download cut short leaves it so).
+        self.incomplete = true;
         let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
         let mut writing: Vec<tokio::task::JoinHandle<Vec<(RelPath, Digest)>>> = Vec::new();
-        let mut written = 0;
+        let (mut written, mut wanted) = (0, 0);
         // What a content-free listing of the downloaded snapshot would hold: with the stream's
         // tag it answers the first sync's (conditional) listing, which used to fetch and parse
         // every memory again right after the download. Pages carry no tag that covers them
@@ -554,6 +560,7 @@ impl StoreSync {
                     Some((rel, digest, m))
                 })
                 .collect();
+            wanted += batch.len();
             written += self.finish_writes(std::mem::take(&mut writing)).await?;
             // A batch is written by [`DOWNLOAD_WRITERS`] threads at once, each taking a share;
             // a file's cost is mostly the kernel's, which two threads do side by side.
@@ -568,6 +575,8 @@ impl StoreSync {
             }
         }
         written += self.finish_writes(writing).await?;
+        // A file that could not be written (a full disk) was logged; a full sync pulls it.
+        self.incomplete = written < wanted;
         if let Some(tag) = source.snapshot_tag() {
             self.remote_cache = Some((tag.to_owned(), Arc::new(listed)));
         }
