@@ -11,7 +11,7 @@
 //!
 //! When nothing is due the sender looks again after `poll_interval` — on a database only this
 //! process writes (SQLite), only once this process wrote something since its last look
-//! ([`crate::maintenance::WRITES`]: a delivery is only ever queued by a write, and an attempt's
+//! (`maintenance::WRITES`: a delivery is only ever queued by a write, and an attempt's
 //! outcome is one), the earliest pending delivery falls due as stored
 //! ([`Store::next_webhook_attempt_in`]: a retry this process scheduled, one a previous process
 //! scheduled before a restart, a claim whose lease runs out), or [`IDLE_LOOK`] has passed. An
