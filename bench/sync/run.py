@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark: mnemo's sync engine vs the official SDK's (`anthropic==2.10.0`).
+"""Side-by-side benchmark, for profiling: mnemo's sync engine driven inside a bench binary vs
+the official SDK's (`anthropic==2.10.0`). What users run — the `mnemo mount` process with its
+change feed, watcher and timers — is measured by `mount.py`; this one isolates the engine (no
+process start, no interval timer, no change feed) and breaks its time down.
 
     python3 bench/sync/run.py [--rounds 3] [--memories 2000] [--size 4096] [--edits 50]
                               [--reps 5] [--edit-pause-ms 0] [--no-build] [--no-breakdown]

@@ -110,7 +110,10 @@ pub(crate) async fn follow(
             Err(broadcast::error::RecvError::Closed) => return,
         };
         match signal {
-            Signal::Memory { store, seq } => hub.heard(&store, seq),
+            Signal::Memory { store, seq } => {
+                crate::maintenance::WRITES.made();
+                hub.heard(&store, seq);
+            }
             Signal::Resync => {
                 let watched = hub.watched();
                 if watched.is_empty() {

@@ -90,6 +90,10 @@ impl EventHub {
     /// committed in between goes first. A shared hub ignores this: its events come from the
     /// store's signals, in log order.
     pub(crate) async fn publish(&self, store: &dyn Store, session: &SessionId, written: &[SessionEvent]) {
+        if !written.is_empty() {
+            // An append (the agent loop's too): the webhook sender may have a delivery to send.
+            crate::maintenance::WRITES.made();
+        }
         if self.shared || written.is_empty() {
             return;
         }

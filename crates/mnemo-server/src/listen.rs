@@ -21,7 +21,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use axum::http::header::{CONNECTION, HeaderValue};
-use axum::http::{Request, Response};
+use axum::http::{Method, Request, Response};
 use axum::response::IntoResponse;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -314,11 +314,16 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 /// One request through the router, its body under a deadline.
 async fn handle(router: Router, req: Request<Incoming>, body_timeout: Duration) -> Response<Body> {
     let timed_out = Arc::new(AtomicBool::new(false));
+    let may_write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let req = req.map(|body| Body::new(DeadlineBody::new(body, body_timeout, Arc::clone(&timed_out))));
     let response = match router.oneshot(req).await {
         Ok(response) => response,
         Err(never) => match never {},
     };
+    if may_write {
+        // After the handler: whatever it wrote has committed.
+        crate::maintenance::WRITES.made();
+    }
     if !timed_out.load(Ordering::Acquire) {
         return response;
     }

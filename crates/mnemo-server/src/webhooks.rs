@@ -8,6 +8,14 @@
 //! sender died (a crash, a restart mid-send) is made again once its lease ends: delivery is at
 //! least once, and receivers deduplicate by the event's id (`webhook-id`), the same on every
 //! attempt.
+//!
+//! When nothing is due the sender looks again after `poll_interval` — on a database only this
+//! process writes (SQLite), only once this process wrote something since its last look
+//! (`maintenance::WRITES`: a delivery is only ever queued by a write, and an attempt's
+//! outcome is one), the earliest pending delivery falls due as stored
+//! ([`Store::next_webhook_attempt_in`]: a retry this process scheduled, one a previous process
+//! scheduled before a restart, a claim whose lease runs out), or [`IDLE_LOOK`] has passed. An
+//! idle server used to spend most of its CPU on a look at the outbox every second.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,6 +64,34 @@ impl Default for WebhookConfig {
             retention: Duration::from_secs(7 * 86_400),
             targets: WebhookTargets::public_only(),
         }
+    }
+}
+
+/// On a database only this process writes, the longest an idle sender goes without looking at
+/// the outbox. The store tells it when the next pending delivery is due and this process's
+/// writes wake it, so this is only the safety net for what neither covers: the store's clock
+/// (wall time) moving against the sender's timer (monotonic), and a write to the database by
+/// another program. One look a minute is next to nothing at rest.
+pub const IDLE_LOOK: Duration = Duration::from_secs(60);
+
+/// After a look that found nothing more to claim (begun when
+/// [`WRITES`](crate::maintenance::WRITES) stood at `seen`), waits until a look is worth it: a
+/// write since, the earliest pending delivery due as the store has it, or [`IDLE_LOOK`]. A store
+/// that cannot say when returns at once (the caller looks again after its poll interval).
+async fn idle(store: &dyn Store, seen: u64) {
+    let wait = match store.next_webhook_attempt_in().await {
+        Ok(due) => due.map_or(IDLE_LOOK, |due| due.min(IDLE_LOOK)),
+        Err(e) => {
+            tracing::warn!(error = %e.chain(), "could not read when the next webhook attempt is due");
+            return;
+        }
+    };
+    if wait.is_zero() {
+        return;
+    }
+    tokio::select! {
+        () = crate::maintenance::WRITES.since(seen) => {}
+        () = tokio::time::sleep(wait) => {}
     }
 }
 
@@ -119,6 +155,8 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
     let config = Arc::new(config);
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let mut pruned = Instant::now();
+    // Another process may queue deliveries (replicas sharing PostgreSQL): look on every interval.
+    let alone = store.signals().is_none();
     loop {
         if pruned.elapsed() >= Duration::from_secs(3600) {
             pruned = Instant::now();
@@ -131,6 +169,8 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
         // Wait for a free slot, then claim as many deliveries as there are free slots.
         let first = Arc::clone(&slots).acquire_owned().await.expect("the semaphore is never closed");
         let free = u32::try_from(slots.available_permits() + 1).unwrap_or(u32::MAX);
+        // Read before the look: a write committed after it counts as new.
+        let seen = crate::maintenance::WRITES.seen();
         let claimed = match store.claim_webhook_deliveries(free, config.lease()).await {
             Ok(claimed) => claimed,
             Err(e) => {
@@ -154,6 +194,9 @@ pub async fn deliver_webhooks(store: Arc<dyn Store>, config: WebhookConfig) {
         drop(first);
         if !full {
             tokio::time::sleep(config.poll_interval).await;
+            if alone {
+                idle(&*store, seen).await;
+            }
         }
     }
 }
@@ -247,6 +290,13 @@ const RECORD_RETRY: Backoff = Backoff::linear(Duration::from_millis(200), Durati
 /// the attempt again after its lease, a duplicate).
 async fn record(store: &dyn Store, d: &ClaimedDelivery, status_code: Option<u16>, error: Option<String>, next: Next) {
     let report = WebhookAttempt { delivery: d.id.clone(), attempt: d.attempt, status_code, error, next };
+    write_outcome(store, d, report).await;
+    // Wakes an idle sender, which then learns from the store when the retry is due.
+    crate::maintenance::WRITES.made();
+}
+
+/// Writes an attempt's outcome, with a few tries.
+async fn write_outcome(store: &dyn Store, d: &ClaimedDelivery, report: WebhookAttempt) {
     for round in 0.. {
         match store.finish_webhook_attempt(report.clone()).await {
             Ok(true) => return,

@@ -973,6 +973,10 @@ impl Store for PostgresStore {
         write!(self.engine, |tx| ops::webhooks::claim(&Pg(&tx), limit, lease).await)
     }
 
+    async fn next_webhook_attempt_in(&self) -> Result<Option<Duration>> {
+        read!(self.engine, |tx| ops::webhooks::next_due_in(&Pg(&tx)).await)
+    }
+
     async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
         write!(self.engine, |tx| ops::webhooks::finish_attempt(&Pg(&tx), &attempt).await)
     }

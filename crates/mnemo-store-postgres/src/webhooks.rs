@@ -240,6 +240,13 @@ impl ops::WebhookSql for Pg<'_, '_> {
         rows.iter().map(delivery_state).collect()
     }
 
+    async fn earliest_next_attempt(&self, status: DeliveryStatus) -> Result<Option<i64>> {
+        let row =
+            one(self, "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = $1", &[&status.as_str()])
+                .await?;
+        col(&row, 0)
+    }
+
     async fn start_attempts(&self, claims: &[(i64, Claim)]) -> Result<()> {
         let seqs: Vec<i64> = claims.iter().map(|(seq, _)| *seq).collect();
         let attempts: Vec<i64> = claims.iter().map(|(_, c)| i64::from(c.attempt)).collect();

@@ -947,6 +947,10 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::webhooks::claim(&Lite(c), limit, lease))).await
     }
 
+    async fn next_webhook_attempt_in(&self) -> Result<Option<Duration>> {
+        self.engine.read(|c| run_ready(ops::webhooks::next_due_in(&Lite(c)))).await
+    }
+
     async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
         self.engine.write(move |c| run_ready(ops::webhooks::finish_attempt(&Lite(c), &attempt))).await
     }

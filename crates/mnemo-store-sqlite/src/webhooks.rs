@@ -233,6 +233,12 @@ impl ops::WebhookSql for Lite<'_> {
         .map_err(backend)
     }
 
+    async fn earliest_next_attempt(&self, status: DeliveryStatus) -> Result<Option<i64>> {
+        self.prepare_cached("SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status = ?1")
+            .and_then(|mut s| s.query_row([status.as_str()], |r| r.get(0)))
+            .map_err(backend)
+    }
+
     async fn start_attempts(&self, claims: &[(i64, Claim)]) -> Result<()> {
         let mut stmt = self
             .prepare_cached(

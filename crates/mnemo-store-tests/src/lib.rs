@@ -274,6 +274,7 @@ macro_rules! conformance {
             concurrent_claimers_never_share_a_delivery,
             claims_take_the_oldest_due_first_and_return_them_in_that_order,
             a_rotated_secret_signs_beside_the_new_one_until_it_expires,
+            the_next_attempt_is_due_when_the_earliest_pending_delivery_is,
         });
         $crate::conformance!(@async $factory; workspaces {
             the_organization_is_read_and_renamed,

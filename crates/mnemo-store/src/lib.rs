@@ -956,6 +956,12 @@ pub trait Store: Send + Sync + 'static {
     /// reported is made again). Two claimers, in this process or another, never get the same
     /// delivery while its lease runs.
     async fn claim_webhook_deliveries(&self, limit: u32, lease: std::time::Duration) -> Result<Vec<ClaimedDelivery>>;
+    /// How long until the earliest pending delivery is due, on the store's clock: zero if one is
+    /// due now, `None` if none is pending. A claimed delivery counts from the end of its lease
+    /// (when it is made again if its attempt is never reported). A sender sleeps this long
+    /// rather than looking on a timer, and a retry scheduled by an earlier process (before a
+    /// restart) is still made on time.
+    async fn next_webhook_attempt_in(&self) -> Result<Option<std::time::Duration>>;
     /// Records an attempt's outcome: delivered, due again after a delay, or failed. Returns
     /// false (changing nothing) if the attempt is not the delivery's latest or the delivery is
     /// gone (its endpoint was deleted).

@@ -25,6 +25,6 @@ pub mod sync;
 
 pub use sync::teardown::{TEARDOWN_BOUND, TEARDOWN_CONCURRENCY, Teardown, TeardownSteps, teardown, teardown_pipelined};
 pub use sync::{
-    DeletionMode, FULL_WALK_EVERY, Live, LivePaths, LiveWork, MountError, ProgressFn, StoreConfig, StoreSync,
-    SyncError, SyncReport,
+    DeletionMode, FULL_WALK_EVERY, FullSyncTicks, LIVE_FULL_SYNC_EVERY, Live, LivePaths, LiveWork, MountError,
+    ProgressFn, StoreConfig, StoreSync, SyncError, SyncReport,
 };

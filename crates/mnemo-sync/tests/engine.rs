@@ -40,6 +40,8 @@ struct Seen {
     single_writes: std::sync::atomic::AtomicUsize,
     /// The next memory batch is lost this way (then the fault is spent).
     lose_batch: std::sync::Mutex<Option<Lose>>,
+    /// How many of the next reads of one memory (a pull's fetch) are answered `502`.
+    lose_fetches: std::sync::atomic::AtomicUsize,
 }
 
 /// How an injected fault loses a request.
@@ -94,6 +96,12 @@ impl Env {
                         } else {
                             seen.single_writes.fetch_add(1, Relaxed);
                         }
+                    }
+                    if req.method() == axum::http::Method::GET
+                        && path.contains("/memories/mem_")
+                        && seen.lose_fetches.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
+                    {
+                        lose = Some(Lose::Request);
                     }
                     if req.uri().path().ends_with("/memories:stream") {
                         seen.streams.fetch_add(1, Relaxed);
@@ -438,6 +446,49 @@ async fn a_lost_memory_batch_loses_nothing_and_writes_nothing_twice() {
         assert_eq!((quiet.uploaded, quiet.failed, quiet.conflicts), (0, 0, 0), "{lose:?}: settled: {quiet:?}");
         engine.dispose().await;
     }
+}
+
+/// A pull that fails (here its fetch; a full disk alike) leaves the folder incomplete, by a
+/// live sync as by a full one: nothing hints that path again, so a live mount runs full syncs
+/// while it is (`FullSyncTicks`). A full sync that pulls it completes the folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pull_leaves_the_folder_incomplete_until_a_full_sync_pulls_it() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
+    let mut engine = env.mount(env.cfg()).await;
+    assert!(!engine.is_incomplete(), "the download wrote everything");
+    settle().await;
+    engine.sync(false).await.unwrap();
+    let quiet = engine.sync(false).await.unwrap();
+    assert!(!quiet.planned && !engine.is_incomplete(), "{quiet:?}");
+
+    // A full sync's pull fails.
+    env.remote_update("/a.md", "a2").await;
+    env.seen.lose_fetches.store(1, Relaxed);
+    let failed = engine.sync(false).await.unwrap();
+    assert_eq!(failed.pulled, 0, "{failed:?}");
+    assert!(engine.is_incomplete());
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("a"), "the old file is left whole");
+    let mended = engine.sync(false).await.unwrap();
+    assert_eq!(mended.pulled, 1, "{mended:?}");
+    assert!(!engine.is_incomplete());
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("a2"));
+
+    // A live sync's pull fails: the next full sync plans afresh and pulls it.
+    settle().await;
+    engine.sync(false).await.unwrap();
+    env.remote_update("/b.md", "b2").await;
+    env.seen.lose_fetches.store(1, Relaxed);
+    let b = mnemo_sync::fs::RelPath::parse("b.md").unwrap();
+    let live = engine.sync_paths([(b, true)].into_iter().collect()).await.unwrap();
+    assert_eq!(live.pulled, 0, "{live:?}");
+    assert!(engine.is_incomplete());
+    let mended = engine.sync(false).await.unwrap();
+    assert!(mended.planned && mended.pulled == 1, "{mended:?}");
+    assert!(!engine.is_incomplete());
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "a2"), ("/b.md", "b2")]));
+    assert_eq!(read(&env.root(), "b.md").as_deref(), Some("b2"));
+    engine.dispose().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,8 +55,10 @@
 //!   where the delivered upload would have been deleted; a recovery whose listing fails has
 //!   already reset the baseline, so later edits meet the remote version as "both changed").
 //!   A live sync is modelled as `sync/live.rs` documents it (`Sim::sync_paths`): the full sync's
-//!   table restricted to the notified paths — hashed before the listings, one listing per folder
-//!   (the exact requests, `Key::ListFolder`), only those paths' unsettled uploads settled, a path
+//!   table restricted to the notified paths — hashed before the listings, the store's listing
+//!   when the engine sent no write since its last one and no path was named by the feed, else
+//!   one listing per folder (the exact requests, `Key::ListBasic` / `Key::ListFolder`), only
+//!   those paths' unsettled uploads settled, a path
 //!   only the watcher flagged dropped when its file is gone or holds the baseline, removals and
 //!   pulls re-checked against the file as it is then (an edit in flight wins over both), and a
 //!   local deletion keeping its baseline instead of being sent.
@@ -1072,6 +1074,10 @@ impl Case<'_> {
             stat_n("live: folders flagged", self.live.keys().filter(|p| !PATHS.contains(&p.as_str())).count());
             if seen.is_empty() {
                 stat("live: no request");
+            } else if seen.iter().any(|s| key_of(s, &self.ids) == Key::ListBasic) {
+                stat("live: the store's conditional listing (no write since the last one)");
+            } else if seen.iter().any(|s| matches!(key_of(s, &self.ids), Key::ListFolder(_))) {
+                stat("live: folder listings");
             }
         }
         match &result {

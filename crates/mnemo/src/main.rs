@@ -45,7 +45,15 @@ fn main() -> ExitCode {
     }
     let json = cli.log_format == logging::LogFormat::Json;
     logging::init(cli.log_format, cli.command.is_chatty().then_some(logging::QUIET_FILTER));
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let mut builder = if cli.command.is_single_store() {
+        // One store's sync is one task at a time (the engine, its change feed, a signal): a
+        // single-threaded runtime does it, and the worker threads it saves held their stacks
+        // and allocator caches for nothing (files are still written and hashed on the blocking
+        // pool below).
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
     if cli.command.is_sandbox_side() {
         // A worker's blocking work (file I/O, hashing) is short; a small pool keeps the
         // allocator's per-thread arenas few, which cut the worker's peak memory by a tenth.

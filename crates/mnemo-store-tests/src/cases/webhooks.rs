@@ -466,3 +466,47 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
         StoreError::NotFound { .. }
     );
 }
+
+pub async fn the_next_attempt_is_due_when_the_earliest_pending_delivery_is(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let next = || async { s.next_webhook_attempt_in().await.unwrap() };
+    assert_eq!(next().await, None, "nothing is pending");
+    let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;
+    assert_eq!(next().await, None, "an endpoint alone queues nothing");
+    memory_store(&*s, "one").await;
+    assert_eq!(next().await, Some(Duration::ZERO), "a new delivery is due at once");
+
+    // A claimed delivery is due again when its lease ends.
+    let first = s.claim_webhook_deliveries(10, Duration::from_secs(60)).await.unwrap().remove(0);
+    let wait = next().await.expect("the claimed delivery is still pending");
+    assert!(wait > Duration::from_secs(50) && wait <= Duration::from_secs(60), "{wait:?}");
+    // A failed attempt's retry is due after its delay, as stored: what a sender started later
+    // (a restart) learns from the store alone.
+    let retry = Next::RetryIn(Duration::from_secs(30));
+    assert!(s.finish_webhook_attempt(attempt(&first.id, 1, Some(500), retry)).await.unwrap());
+    let wait = next().await.expect("the retry is pending");
+    assert!(wait > Duration::from_secs(20) && wait <= Duration::from_secs(30), "{wait:?}");
+
+    // A delivery due now comes first; finished ones count for nothing.
+    memory_store(&*s, "two").await;
+    assert_eq!(next().await, Some(Duration::ZERO));
+    let second = s.claim_webhook_deliveries(10, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(second.len(), 1, "only the due delivery is claimed");
+    assert!(s.finish_webhook_attempt(attempt(&second[0].id, 1, Some(200), Next::Delivered)).await.unwrap());
+    memory_store(&*s, "three").await;
+    let third = s.claim_webhook_deliveries(10, Duration::from_secs(60)).await.unwrap().remove(0);
+    assert!(s.finish_webhook_attempt(attempt(&third.id, 1, None, Next::Failed)).await.unwrap());
+    let wait = next().await.expect("the retry is still pending");
+    assert!(wait > Duration::from_secs(20) && wait <= Duration::from_secs(30), "{wait:?}");
+
+    // An overdue retry is due now, not in the past.
+    memory_store(&*s, "four").await;
+    let fourth = s.claim_webhook_deliveries(10, Duration::from_secs(60)).await.unwrap().remove(0);
+    assert!(s.finish_webhook_attempt(attempt(&fourth.id, 1, Some(503), Next::RetryIn(Duration::ZERO))).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(next().await, Some(Duration::ZERO));
+
+    // Deleting the endpoint drops its pending deliveries.
+    s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id).await.unwrap();
+    assert_eq!(next().await, None);
+}

@@ -179,6 +179,9 @@ pub trait WebhookSql: Clock {
     /// [`rule::claim_order`] (`ORDER BY next_attempt_at, seq`), each locked; on PostgreSQL a row
     /// another transaction holds is skipped, not waited for (`FOR UPDATE SKIP LOCKED`).
     async fn lock_due_deliveries(&self, status: DeliveryStatus, now: Micros, limit: u32) -> Result<Vec<DeliveryRow>>;
+    /// The earliest `next_attempt_at` of the deliveries in `status` (`None`: there are none);
+    /// no lock, it only reads.
+    async fn earliest_next_attempt(&self, status: DeliveryStatus) -> Result<Option<Micros>>;
     /// Writes the claims of deliveries (by row number).
     async fn start_attempts(&self, claims: &[(Seq, rule::Claim)]) -> Result<()>;
     /// What sending deliveries `seqs` needs, in any order.
@@ -301,6 +304,14 @@ pub async fn list_deliveries<S: WebhookSql>(
 pub async fn any_due<S: WebhookSql>(sql: &S) -> Result<bool> {
     let now = sql.now().await?;
     Ok(!sql.lock_due_deliveries(rule::CLAIMABLE, now, 1).await?.is_empty())
+}
+
+/// How long until the earliest [`rule::CLAIMABLE`] delivery is due on the store's clock
+/// ([`rule::due_in`]; zero: one is due now); `None` when none is pending. A claimed delivery
+/// counts from the end of its lease, when it is made again if its attempt is never reported.
+pub async fn next_due_in<S: WebhookSql>(sql: &S) -> Result<Option<Duration>> {
+    let Some(at) = sql.earliest_next_attempt(rule::CLAIMABLE).await? else { return Ok(None) };
+    Ok(Some(rule::due_in(at, sql.now().await?)))
 }
 
 /// Claims up to `limit` ([`rule::claim_limit`]) due deliveries for one attempt each

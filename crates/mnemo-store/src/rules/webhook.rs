@@ -2,7 +2,8 @@
 //! goes to ([`subscribed`], [`Outbox::plan`]), what an attempt's answer means for its
 //! delivery ([`after_attempt`]: delivered, tried again after an exponential, jittered delay,
 //! or given up), and the life of a delivery in the store: which ones a claim takes and in which
-//! order ([`CLAIMABLE`], [`claim_order`]), what a claim writes ([`claim`]), which report is
+//! order ([`CLAIMABLE`], [`claim_order`]), how long until the next one is due ([`due_in`]),
+//! what a claim writes ([`claim`]), which report is
 //! recorded and what it writes ([`record`]), what pruning removes ([`FINISHED`],
 //! [`prune_before`]); and how long a rotated-out secret still signs ([`previous_secret_until`],
 //! [`previous_secret_signs`]).
@@ -204,6 +205,13 @@ pub const FINISHED: [DeliveryStatus; 2] = [DeliveryStatus::Delivered, DeliverySt
 /// Whether a delivery in `status` whose next attempt is at `next_attempt_at` is due at `now`.
 pub fn is_due(status: DeliveryStatus, next_attempt_at: Option<Micros>, now: Micros) -> bool {
     status == CLAIMABLE && next_attempt_at.is_some_and(|at| at <= now)
+}
+
+/// How long from `now` until an attempt due at `next_attempt_at` falls due: zero once it is
+/// due ([`is_due`]). What an idle sender sleeps, so a retry stored by an earlier process (or a
+/// claim whose lease runs out) is made on time without looking at the outbox on a timer.
+pub fn due_in(next_attempt_at: Micros, now: Micros) -> Duration {
+    Duration::from_micros(u64::try_from(next_attempt_at.saturating_sub(now)).unwrap_or(0))
 }
 
 /// The key claims order due deliveries by, smallest first: the oldest due first (the one whose
@@ -439,6 +447,22 @@ mod tests {
         let mut due = [(7, 1), (5, 9), (7, 3), (5, 2)];
         due.sort_by_key(|(at, seq)| claim_order(*at, *seq));
         assert_eq!(due, [(5, 2), (5, 9), (7, 1), (7, 3)]);
+    }
+
+    #[test]
+    fn the_wait_for_an_attempt_is_what_is_left_until_it_is_due_and_never_negative() {
+        let table: &[(Micros, Micros, Duration)] = &[
+            (100, 100, Duration::ZERO),
+            (100, 101, Duration::ZERO),
+            (1_500_000, 500_000, Duration::from_secs(1)),
+            (101, 100, Duration::from_micros(1)),
+            (Micros::MIN, Micros::MAX, Duration::ZERO),
+            (Micros::MAX, Micros::MIN, Duration::from_micros(Micros::MAX as u64)),
+        ];
+        for (at, now, want) in table {
+            assert_eq!(due_in(*at, *now), *want, "due at {at}, now {now}");
+            assert_eq!(due_in(*at, *now).is_zero(), is_due(CLAIMABLE, Some(*at), *now), "due at {at}, now {now}");
+        }
     }
 
     #[test]

@@ -15,6 +15,17 @@ use super::upload::{Upload, UploadOutcome};
 use super::{DeletionMode, FETCH_CONCURRENCY, Remote, RemoteMap, StoreSync, SyncError, UPLOAD_CONCURRENCY, blocking};
 use crate::fs::{Digest, FsError, MarkerState, RelPath};
 
+/// What became of one pull of the content pass.
+enum Pulled {
+    /// The file holds the memory now.
+    Written(Digest),
+    /// Not written, and nothing to retry for it: the memory is gone, or a local write raced
+    /// the pull (the watcher brings the path back).
+    Left,
+    /// Not written for a reason only a later pull mends (a failed fetch, a full disk).
+    Failed,
+}
+
 /// The per-sync allowance of remote deletions.
 struct DeleteCap {
     left: usize,
@@ -106,49 +117,56 @@ impl StoreSync {
 
     /// Fetches and writes what the table decided to pull, [`FETCH_CONCURRENCY`] at a time. A
     /// write happens only if the file still holds what the scan saw; otherwise it waits for the
-    /// next sync.
+    /// next sync. A pull that fails (the fetch, or the write: a full disk) marks the folder
+    /// incomplete ([`StoreSync::is_incomplete`]) until a full sync pulls it.
     pub(super) async fn content_pass(&mut self, pulls: Vec<Pull>, report: &mut SyncReport) {
         let client = &self.client;
         let store = &self.cfg.store_id;
         let files = &self.files;
         let root = &self.cfg.root;
-        let results: Vec<(RelPath, Option<Digest>)> = stream::iter(pulls)
+        let results: Vec<(RelPath, Pulled)> = stream::iter(pulls)
             .map(|pull| async move {
                 let fetched = match client.get_memory(store, &pull.memory.id, Some(View::Full)).await {
                     Ok(m) => m,
-                    Err(e) if e.is_not_found() => return (pull.rel, None),
+                    // Deleted meanwhile: the feed or the next sync says so.
+                    Err(e) if e.is_not_found() => return (pull.rel, Pulled::Left),
                     Err(e) => {
                         tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to fetch memory content: {e}");
-                        return (pull.rel, None);
+                        return (pull.rel, Pulled::Failed);
                     }
                 };
-                let Some(digest) = super::server_digest(&fetched) else { return (pull.rel, None) };
+                let Some(digest) = super::server_digest(&fetched) else { return (pull.rel, Pulled::Failed) };
                 let (files, rel) = (Arc::clone(files), pull.rel.clone());
                 let content = fetched.content.unwrap_or_default();
                 let written = blocking(move || files.write_if_unchanged(&rel, pull.expect_local, content.as_bytes())).await;
                 match written {
-                    Ok(Ok(true)) => (pull.rel, Some(digest)),
+                    Ok(Ok(true)) => (pull.rel, Pulled::Written(digest)),
                     Ok(Ok(false)) => {
+                        // The watcher saw the write, which brings the path back.
                         tracing::debug!(path = %pull.rel, memory_store_id = %store, "file changed during the sync; pulling it next time");
-                        (pull.rel, None)
+                        (pull.rel, Pulled::Left)
                     }
                     Ok(Err(e)) => {
                         write_failed(&pull.rel, store, root, &e);
-                        (pull.rel, None)
+                        (pull.rel, Pulled::Failed)
                     }
                     Err(e) => {
                         tracing::warn!(path = %pull.rel, memory_store_id = %store, "failed to write memory: {e}");
-                        (pull.rel, None)
+                        (pull.rel, Pulled::Failed)
                     }
                 }
             })
             .buffer_unordered(FETCH_CONCURRENCY)
             .collect()
             .await;
-        for (rel, sha) in results {
-            if let Some(sha) = sha {
-                self.state.baseline.insert(rel, sha);
-                report.pulled += 1;
+        for (rel, pulled) in results {
+            match pulled {
+                Pulled::Written(sha) => {
+                    self.state.baseline.insert(rel, sha);
+                    report.pulled += 1;
+                }
+                Pulled::Left => {}
+                Pulled::Failed => self.incomplete = true,
             }
         }
     }
@@ -193,6 +211,7 @@ impl StoreSync {
             super::metrics::deletions("log_only", 1);
             return false;
         }
+        self.wrote();
         match self.client.delete_memory(&store, &memory.id, Some(&base.to_hex())).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}

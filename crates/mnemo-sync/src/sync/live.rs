@@ -2,14 +2,23 @@
 //!
 //! Two sources feed one **dirty set** of paths, [`Live`]: the store's change feed (a remote
 //! change marks its path due at once) and the watcher's hints (a local change marks its path
-//! due after [`QUIET`] without further writes to it). [`StoreSync::sync_paths`] then syncs just
-//! those paths under the rules of a full sync: the marker check, fresh state of both sides (the
-//! file hashed now, the path's folder listed now), unsettled uploads settled, every path decided
-//! by [`super::plan::decide`], then the same removal, upload and content passes (conditional
+//! due after [`QUIET`] without further writes to it). Local changes go up **together**: the
+//! set's local paths fall due when the last of them has been quiet for [`QUIET`] (at most
+//! [`MAX_HOLD`] after the first was), so a burst of writes is one live sync and one batch
+//! request rather than one of each per file. [`StoreSync::sync_paths`] then syncs just those
+//! paths under the rules of a full sync: the marker check, fresh state of both sides (the file
+//! hashed now; the store's listing — the conditional listing of the whole store while the
+//! engine knows of no change since its last one, which the server answers with a bare `304`,
+//! else each path's folder listed now), unsettled uploads settled, every path decided by
+//! [`super::plan::decide`], then the same removal, upload and content passes (conditional
 //! updates; `write_if_unchanged`, so a writer racing the pull is never clobbered). Local
 //! deletions are never sent from here: they wait for a full sync, its corroboration window and
 //! its cap. The periodic full sync stays the safety net for anything live sync skips or misses
 //! (a feed that (re)started from now asks for one at once, see [`LiveWork::FullSync`]).
+//!
+//! The feed also tells the engine of its own writes (every upload comes back as a change): a
+//! change whose digest is what the engine already agreed on at that path, at a path the watcher
+//! did not flag, is dropped without a request ([`Seen`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,12 +29,65 @@ use mnemo_client::{ChangeSubscription, Client, FeedEvent};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use mnemo_api::Operation;
+
 use super::run::{Plan, Push, SyncReport};
 use super::{Remote, RemoteMap, StoreSync, SyncError, blocking};
 use crate::fs::{Digest, MARKER_NAME, MarkerState, RelPath};
 
 /// How long a file must go without further writes before live sync uploads it.
 pub const QUIET: Duration = Duration::from_millis(200);
+
+/// How long a burst of local writes may hold back the files of it already quiet: once the
+/// first of them has been quiet this long, every file quiet by then goes up, even while others
+/// are still being written (a file rewritten without pause would otherwise hold up the rest).
+pub(crate) const MAX_HOLD: Duration = Duration::from_secs(1);
+
+/// While live sync runs, a full sync with nothing pending ([`StoreSync::full_sync_needed`]) is
+/// skipped, but no more than this many intervals in a row: the safety net for whatever both the
+/// feed and the watcher could miss. The engine walks the tree every [`super::FULL_WALK_EVERY`]
+/// syncs, so this keeps a live mount's walks as rare as they were.
+pub const LIVE_FULL_SYNC_EVERY: u32 = 20;
+
+/// Which interval ticks of a live mount run a full sync. While live sync runs, a tick with
+/// nothing pending for a full sync ([`StoreSync::full_sync_needed`]) is skipped, up to
+/// [`LIVE_FULL_SYNC_EVERY`]` - 1` in a row. A folder left incomplete by a pull that failed
+/// ([`StoreSync::is_incomplete`]: the disk was full) gets a full sync at the next tick, then,
+/// while it stays incomplete (the disk still full), after 2, 4, 8 … ticks, never rarer than the
+/// safety net: each one fetches what is missing again, too much to repeat every interval
+/// against a disk that stays full. Once a full sync completes it, ticks are skipped again.
+/// Without live sync every tick runs one.
+#[derive(Debug, Default)]
+pub struct FullSyncTicks {
+    /// Ticks since the last full sync.
+    skipped: u32,
+    /// Full syncs in a row that left the folder incomplete.
+    incomplete_runs: u32,
+}
+
+impl FullSyncTicks {
+    /// Whether this tick runs a full sync, given whether live sync runs, whether the engine
+    /// needs a full sync for what live sync leaves to it, and whether its folder is incomplete.
+    /// A tick that runs none is counted; call [`ran`](Self::ran) after one that runs.
+    pub fn due(&mut self, live_running: bool, needed: bool, incomplete: bool) -> bool {
+        let ticks = self.skipped + 1;
+        let due = !live_running
+            || needed
+            || ticks >= LIVE_FULL_SYNC_EVERY
+            || (incomplete && ticks >= (1 << self.incomplete_runs.min(5)).min(LIVE_FULL_SYNC_EVERY));
+        if !due {
+            self.skipped = ticks;
+        }
+        due
+    }
+
+    /// A full sync ran (on a tick, or because live sync asked for one) and left the folder
+    /// `incomplete` or not.
+    pub fn ran(&mut self, incomplete: bool) {
+        self.skipped = 0;
+        self.incomplete_runs = if incomplete { self.incomplete_runs.saturating_add(1) } else { 0 };
+    }
+}
 
 /// How long [`Live::subscribe`] waits for the feed to open before the download goes ahead
 /// without it (a later opening then asks for a full sync, as any fresh start does).
@@ -36,13 +98,35 @@ pub(crate) const CONNECT_WAIT: Duration = Duration::from_secs(2);
 pub(crate) enum Hint {
     /// The watcher saw this path change.
     Local(RelPath),
-    /// The store changed this path.
-    Remote(RelPath),
+    /// The store changed this path, to what the feed says.
+    Remote(RelPath, Seen),
     /// The feed started from now (first connection, or a reconnection without a cursor):
     /// changes committed before it are only found by a full sync.
     Resync,
     /// The feed is gone for good; the reason is logged once.
     Ended(String),
+}
+
+/// What the change feed said a path holds after a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// These bytes (by digest).
+    Holds(Digest),
+    /// Nothing: the memory was deleted.
+    Gone,
+    /// The feed did not say (a redacted or unreadable digest), or the caller named the path.
+    Unknown,
+}
+
+impl Seen {
+    fn of(change: &mnemo_api::MemoryChangeEvent) -> Self {
+        match change.operation {
+            Operation::Deleted => Self::Gone,
+            Operation::Created | Operation::Modified => {
+                change.content_sha256.as_deref().and_then(Digest::parse_hex).map_or(Self::Unknown, Self::Holds)
+            }
+        }
+    }
 }
 
 /// What to do next, as [`Live::next`] says.
@@ -54,20 +138,48 @@ pub enum LiveWork {
     FullSync,
 }
 
-/// Paths due for a live sync, with whether the store changed them (a path only the watcher
-/// flagged is skipped without a request when its file still holds the baseline).
+/// Paths due for a live sync, with who flagged them (a path only the watcher flagged is skipped
+/// without a request when its file still holds the baseline; one only the feed flagged, when
+/// the store holds what the engine already agreed on).
 #[derive(Debug, Default)]
 pub struct LivePaths {
-    paths: BTreeMap<RelPath, bool>,
+    paths: BTreeMap<RelPath, Flags>,
+}
+
+/// Who flagged a due path.
+#[derive(Debug, Clone, Copy, Default)]
+struct Flags {
+    /// The store changed it; with what the feed said it holds now (the newest change's).
+    remote: Option<Seen>,
+    /// The watcher (or the caller) saw it change.
+    local: bool,
+}
+
+impl Flags {
+    /// A change of the store the engine itself made, or already has: the store holds what both
+    /// sides last agreed on, and nothing local is pending.
+    fn is_echo(&self, baseline: Option<Digest>) -> bool {
+        !self.local
+            && match self.remote {
+                Some(Seen::Holds(sha)) => baseline == Some(sha),
+                Some(Seen::Gone) => baseline.is_none(),
+                Some(Seen::Unknown) | None => false,
+            }
+    }
 }
 
 /// Paths chosen by the caller: `(path, whether the store changed it)`; a repeated path counts
 /// once, and a store change outranks a local one.
 impl FromIterator<(RelPath, bool)> for LivePaths {
     fn from_iter<I: IntoIterator<Item = (RelPath, bool)>>(iter: I) -> Self {
-        let mut paths = BTreeMap::new();
+        let mut paths: BTreeMap<RelPath, Flags> = BTreeMap::new();
         for (rel, remote) in iter {
-            *paths.entry(rel).or_insert(false) |= remote;
+            let flags = paths.entry(rel).or_default();
+            if remote {
+                flags.remote = Some(Seen::Unknown);
+            } else {
+                flags.local = true;
+            }
         }
         Self { paths }
     }
@@ -88,8 +200,9 @@ impl LivePaths {
 /// One path of the dirty set.
 #[derive(Debug, Clone, Copy)]
 struct Dirty {
+    /// When its own quiet period ends (now for a pinned path).
     due: Instant,
-    remote: bool,
+    flags: Flags,
     /// Due now whatever the watcher says next ([`Live::written`], or a store change).
     pinned: bool,
 }
@@ -182,12 +295,14 @@ impl Live {
                 return LiveWork::FullSync;
             }
             let now = Instant::now();
-            let due: Vec<RelPath> = self.dirty.iter().filter(|(_, d)| d.due <= now).map(|(p, _)| p.clone()).collect();
-            if !due.is_empty() {
-                let paths = due.into_iter().filter_map(|p| self.dirty.remove(&p).map(|d| (p, d.remote))).collect();
+            let wake = self.batch_due(now);
+            if wake.is_some_and(|at| at <= now) {
+                // Every path pinned or quiet by now goes, together.
+                let due: Vec<RelPath> =
+                    self.dirty.iter().filter(|(_, d)| d.pinned || d.due <= now).map(|(p, _)| p.clone()).collect();
+                let paths = due.into_iter().filter_map(|p| self.dirty.remove(&p).map(|d| (p, d.flags))).collect();
                 return LiveWork::Paths(LivePaths { paths });
             }
-            let earliest = self.dirty.values().map(|d| d.due).min();
             let Some(rx) = &mut self.rx else {
                 return std::future::pending().await;
             };
@@ -196,9 +311,23 @@ impl Live {
                     Some(hint) => self.add(hint),
                     None => self.stop("the change feed task ended"),
                 },
-                () = tokio::time::sleep_until(earliest.unwrap_or(now)), if earliest.is_some() => {}
+                () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
             }
         }
+    }
+
+    /// When the dirty set is due: now with a pinned path in it; else once its last local path
+    /// has been quiet for [`QUIET`], but no later than [`MAX_HOLD`] after its first was. `None`
+    /// when it is empty.
+    fn batch_due(&self, now: Instant) -> Option<Instant> {
+        if self.dirty.values().any(|d| d.pinned) {
+            return Some(now);
+        }
+        let mut quiet = self.dirty.values().map(|d| d.due);
+        let first = quiet.next();
+        let first = first?;
+        let (earliest, latest) = quiet.fold((first, first), |(lo, hi), due| (lo.min(due), hi.max(due)));
+        Some(latest.min(earliest + MAX_HOLD))
     }
 
     /// The caller wrote `rel` in full and knows it is complete (a worker's `write` or `edit`
@@ -208,8 +337,10 @@ impl Live {
         if self.rx.is_none() {
             return;
         }
-        let entry = self.dirty.entry(rel).or_insert(Dirty { due: Instant::now(), remote: false, pinned: true });
-        entry.due = Instant::now();
+        let now = Instant::now();
+        let entry = self.dirty.entry(rel).or_insert(Dirty { due: now, flags: Flags::default(), pinned: true });
+        entry.due = now;
+        entry.flags.local = true;
         entry.pinned = true;
     }
 
@@ -217,14 +348,20 @@ impl Live {
         let now = Instant::now();
         match hint {
             Hint::Local(rel) => {
-                let entry = self.dirty.entry(rel).or_insert(Dirty { due: now + QUIET, remote: false, pinned: false });
+                let entry =
+                    self.dirty.entry(rel).or_insert(Dirty { due: now + QUIET, flags: Flags::default(), pinned: false });
+                entry.flags.local = true;
                 // Every further write restarts the quiet period; a pinned path stays due now.
                 if !entry.pinned {
                     entry.due = now + QUIET;
                 }
             }
-            Hint::Remote(rel) => {
-                self.dirty.insert(rel, Dirty { due: now, remote: true, pinned: true });
+            Hint::Remote(rel, seen) => {
+                let entry = self.dirty.entry(rel).or_insert(Dirty { due: now, flags: Flags::default(), pinned: true });
+                // The newest change is what the store holds now.
+                entry.flags.remote = Some(seen);
+                entry.due = now;
+                entry.pinned = true;
             }
             Hint::Resync => self.resync = true,
             Hint::Ended(reason) => self.stop(&reason),
@@ -246,13 +383,14 @@ async fn follow_feed(mut feed: ChangeSubscription, tx: mpsc::UnboundedSender<Hin
             FeedEvent::Connected { resumed: true } => continue,
             FeedEvent::Connected { resumed: false } => Hint::Resync,
             FeedEvent::Change { change, .. } => {
+                let seen = Seen::of(&change);
                 // A redacted version names no path; nothing to pull for it.
                 let Some(path) = change.path else { continue };
                 if path.trim_start_matches('/') == MARKER_NAME {
                     continue;
                 }
                 match RelPath::from_memory_path(&path) {
-                    Ok(rel) => Hint::Remote(rel),
+                    Ok(rel) => Hint::Remote(rel, seen),
                     Err(_) => continue, // the full sync logs why such a memory is skipped
                 }
             }
@@ -320,6 +458,28 @@ impl StoreSync {
         }
     }
 
+    /// Whether a full sync has anything to do that live sync leaves to it: a change the watcher
+    /// saw since the last full sync (live sync syncs it too, but deletions, new directories and
+    /// anything it skipped wait for the full sync), a deletion waiting for its window, an upload
+    /// of unknown outcome, or no watcher at all. While live sync runs, the interval's full sync
+    /// can be skipped otherwise: the feed reports every change of the store and the watcher every
+    /// change of the folder, so it would list an unchanged store and find no hint (`mnemo mount`
+    /// still runs one every [`LIVE_FULL_SYNC_EVERY`] intervals, as the safety net).
+    pub fn full_sync_needed(&self) -> bool {
+        self.watch.as_ref().is_none_or(|w| w.pending())
+            || self.last_local.is_none()
+            || !self.state.pending_deletes.is_empty()
+            || !self.state.unsettled.is_empty()
+    }
+
+    /// Whether the folder lacks something of the store a pull failed to bring (a full disk, a
+    /// failed fetch) since the last full sync planned every path. Live sync never makes such a
+    /// pull again on its own (no hint comes for it), so while this holds a live mount runs full
+    /// syncs ([`FullSyncTicks`]).
+    pub fn is_incomplete(&self) -> bool {
+        self.incomplete
+    }
+
     /// What a (re)started watcher sends live hints to.
     pub(crate) fn live_sink(&self) -> Option<super::watch::LiveSink> {
         self.live.clone()
@@ -337,8 +497,10 @@ impl StoreSync {
     }
 
     /// [`sync_paths`](Self::sync_paths) without its metrics.
-    async fn sync_paths_unrecorded(&mut self, due: LivePaths) -> Result<SyncReport, SyncError> {
+    async fn sync_paths_unrecorded(&mut self, mut due: LivePaths) -> Result<SyncReport, SyncError> {
         let mut report = SyncReport::default();
+        // The engine's own writes coming back through the feed (and changes it already has).
+        due.paths.retain(|rel, flags| !flags.is_echo(self.state.baseline.get(rel).copied()));
         if self.final_done || due.is_empty() {
             return Ok(report);
         }
@@ -347,7 +509,7 @@ impl StoreSync {
             return Ok(report);
         }
         let files = Arc::clone(&self.files);
-        let paths: Vec<(RelPath, bool)> = due.paths.into_iter().collect();
+        let paths: Vec<(RelPath, bool)> = due.paths.into_iter().map(|(rel, f)| (rel, f.remote.is_some())).collect();
         let hashed = blocking(move || {
             let mut hashed = Vec::new();
             let mut dirs = Vec::new();
@@ -372,6 +534,7 @@ impl StoreSync {
         })
         .await?;
         let mut local: BTreeMap<RelPath, Option<Digest>> = BTreeMap::new();
+        let mut store_changed = false;
         for (rel, remote, sha) in hashed {
             let baseline = self.state.baseline.get(&rel).copied();
             // Only the watcher flagged it: nothing to send unless the file holds new bytes (a
@@ -380,12 +543,21 @@ impl StoreSync {
             if !remote && (unchanged || self.cfg.read_only) {
                 continue;
             }
+            store_changed |= remote;
             local.insert(rel, sha);
         }
         if local.is_empty() {
             return Ok(report);
         }
-        let remote = self.list_paths(local.keys()).await?;
+        let remote = if self.listing_is_current() && !store_changed {
+            // Nothing changed in the store since the last listing as far as the engine knows:
+            // the conditional listing, a bare `304` on the server (else a fresh listing).
+            self.list_for_sync().await?.0
+        } else {
+            // The store changed since: each path's folder, fresh, rather than the whole store.
+            self.wrote();
+            Arc::new(self.list_paths(local.keys()).await?)
+        };
         for rel in local.keys() {
             if let Some(sent) = self.state.unsettled.remove(rel)
                 && remote.get(rel).is_some_and(|m| m.content_sha256 == sent)
@@ -446,7 +618,9 @@ mod tests {
 
     fn paths(work: LiveWork) -> Vec<(String, bool)> {
         match work {
-            LiveWork::Paths(p) => p.paths.into_iter().map(|(r, remote)| (r.as_str().to_owned(), remote)).collect(),
+            LiveWork::Paths(p) => {
+                p.paths.into_iter().map(|(r, flags)| (r.as_str().to_owned(), flags.remote.is_some())).collect()
+            }
             LiveWork::FullSync => panic!("expected paths"),
         }
     }
@@ -462,7 +636,7 @@ mod tests {
         let (mut live, tx) = live();
         let start = Instant::now();
         tx.send(Hint::Local(rel("a.md"))).unwrap();
-        tx.send(Hint::Remote(rel("b.md"))).unwrap();
+        tx.send(Hint::Remote(rel("b.md"), Seen::Unknown)).unwrap();
         assert_eq!(paths(live.next().await), [("b.md".to_owned(), true)]);
         assert!(start.elapsed() < QUIET);
         // Writes keep coming for a while: the quiet period restarts with each.
@@ -474,11 +648,165 @@ mod tests {
         assert_eq!(paths(live.next().await), [("a.md".to_owned(), false)]);
         assert!(t.elapsed() >= QUIET - QUIET / 2, "{:?}", t.elapsed());
         // Duplicates of one path come out once; a resync outranks pending paths.
-        tx.send(Hint::Remote(rel("c.md"))).unwrap();
-        tx.send(Hint::Remote(rel("c.md"))).unwrap();
+        tx.send(Hint::Remote(rel("c.md"), Seen::Unknown)).unwrap();
+        tx.send(Hint::Remote(rel("c.md"), Seen::Unknown)).unwrap();
         tx.send(Hint::Resync).unwrap();
         assert!(matches!(live.next().await, LiveWork::FullSync));
         assert_eq!(paths(live.next().await), [("c.md".to_owned(), true)]);
+    }
+
+    /// Ticks of a live mount, one run per row: which ran a full sync.
+    #[test]
+    fn an_incomplete_folder_gets_full_syncs_at_growing_intervals_until_complete() {
+        // (ticks, live running, needed, incomplete after each sync, the ticks that run one)
+        type Row = (u32, bool, bool, bool, &'static [u32]);
+        assert_eq!(LIVE_FULL_SYNC_EVERY, 20, "the rows below assume it");
+        let table: &[Row] = &[
+            // At rest: only the safety net runs.
+            (45, true, false, false, &[20, 40]),
+            // Something for the full sync every tick: every tick.
+            (3, true, true, false, &[1, 2, 3]),
+            // No live sync: every tick.
+            (3, false, false, false, &[1, 2, 3]),
+            // The disk stays full: after 1, 2, 4, 8, 16 ticks, then every 20 (the safety net).
+            (92, true, false, true, &[1, 3, 7, 15, 31, 51, 71, 91]),
+        ];
+        for (ticks, live, needed, incomplete, want) in table {
+            let mut schedule = FullSyncTicks::default();
+            // The download left the folder incomplete (or not).
+            schedule.ran(false);
+            let mut ran = Vec::new();
+            let mut now_incomplete = *incomplete;
+            for tick in 1..=*ticks {
+                if schedule.due(*live, *needed, now_incomplete) {
+                    ran.push(tick);
+                    schedule.ran(*incomplete);
+                    now_incomplete = *incomplete;
+                }
+            }
+            assert_eq!(ran, *want, "ticks {ticks}, live {live}, needed {needed}, incomplete {incomplete}");
+        }
+
+        // Space returns: the sync that completes the folder ends the back-off.
+        let mut schedule = FullSyncTicks::default();
+        let mut ran = Vec::new();
+        let mut incomplete = true;
+        for tick in 1..=60 {
+            if schedule.due(true, false, incomplete) {
+                ran.push(tick);
+                // The third full sync finds space.
+                incomplete = ran.len() < 3;
+                schedule.ran(incomplete);
+            }
+        }
+        assert_eq!(ran, [1, 3, 7, 27, 47], "back to the safety net once complete");
+        // A live pull that fails later: the next tick.
+        let mut schedule = FullSyncTicks::default();
+        assert!(!schedule.due(true, false, false));
+        assert!(schedule.due(true, false, true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_local_writes_goes_up_together() {
+        let (mut live, tx) = live();
+        let start = Instant::now();
+        // Three files written 100 ms apart, while live sync waits: each alone would be due
+        // 200 ms after its write.
+        let writer = tokio::spawn(async move {
+            for name in ["a.md", "d/b.md", "e/c.md"] {
+                tx.send(Hint::Local(rel(name))).unwrap();
+                tokio::time::sleep(QUIET / 2).await;
+            }
+            tx
+        });
+        let got = paths(live.next().await);
+        let _tx = writer.await.unwrap();
+        assert_eq!(got, [("a.md".to_owned(), false), ("d/b.md".to_owned(), false), ("e/c.md".to_owned(), false)]);
+        // Due once the last write has been quiet for QUIET.
+        assert_eq!(start.elapsed(), QUIET + QUIET);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_rewritten_without_pause_holds_the_others_back_at_most_max_hold() {
+        let (mut live, tx) = live();
+        let start = Instant::now();
+        tx.send(Hint::Local(rel("a.md"))).unwrap();
+        let writer = tokio::spawn(async move {
+            for _ in 0..40 {
+                tx.send(Hint::Local(rel("busy.md"))).unwrap();
+                tokio::time::sleep(QUIET / 4).await;
+            }
+            tx
+        });
+        assert_eq!(paths(live.next().await), [("a.md".to_owned(), false)]);
+        assert_eq!(start.elapsed(), QUIET + MAX_HOLD);
+        let _tx = writer.await.unwrap();
+        // The busy file goes once it is quiet.
+        assert_eq!(paths(live.next().await), [("busy.md".to_owned(), false)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_remote_change_takes_the_quiet_local_ones_along() {
+        let (mut live, tx) = live();
+        let writer = tokio::spawn(async move {
+            tx.send(Hint::Local(rel("quiet.md"))).unwrap();
+            tokio::time::sleep(QUIET / 2).await;
+            tx.send(Hint::Local(rel("fresh.md"))).unwrap();
+            // quiet.md has been quiet for QUIET, but the burst is not over: fresh.md is not.
+            tokio::time::sleep(QUIET * 3 / 4).await;
+            tx.send(Hint::Remote(rel("r.md"), Seen::Gone)).unwrap();
+            tx
+        });
+        let got = paths(live.next().await);
+        let _tx = writer.await.unwrap();
+        assert_eq!(got, [("quiet.md".to_owned(), false), ("r.md".to_owned(), true)]);
+        assert_eq!(paths(live.next().await), [("fresh.md".to_owned(), false)]);
+    }
+
+    /// On the real clock (the paused one never moves between two readings): a pinned path is
+    /// due at once, not at a `now` read a moment later, which never came.
+    #[tokio::test]
+    async fn a_remote_change_is_due_at_once_on_the_real_clock() {
+        let (mut live, tx) = live();
+        tx.send(Hint::Remote(rel("r.md"), Seen::Unknown)).unwrap();
+        let work = tokio::time::timeout(Duration::from_secs(5), live.next()).await.expect("due at once");
+        assert_eq!(paths(work), [("r.md".to_owned(), true)]);
+    }
+
+    #[test]
+    fn a_change_the_engine_already_has_is_an_echo() {
+        let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
+        let flags = |remote: Option<Seen>, local: bool| Flags { remote, local };
+        // (flags, baseline, echo)
+        let table = [
+            (flags(Some(Seen::Holds(a)), false), Some(a), true),
+            (flags(Some(Seen::Holds(a)), false), Some(b), false),
+            (flags(Some(Seen::Holds(a)), false), None, false),
+            (flags(Some(Seen::Holds(a)), true), Some(a), false),
+            (flags(Some(Seen::Gone), false), None, true),
+            (flags(Some(Seen::Gone), false), Some(a), false),
+            (flags(Some(Seen::Unknown), false), Some(a), false),
+            (flags(None, true), Some(a), false),
+        ];
+        for (i, (f, baseline, echo)) in table.into_iter().enumerate() {
+            assert_eq!(f.is_echo(baseline), echo, "row {i}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_newest_remote_change_of_a_path_is_the_one_kept() {
+        let (mut live, tx) = live();
+        let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
+        tx.send(Hint::Remote(rel("x.md"), Seen::Holds(a))).unwrap();
+        tx.send(Hint::Remote(rel("x.md"), Seen::Holds(b))).unwrap();
+        match live.next().await {
+            LiveWork::Paths(p) => {
+                let flags = p.paths[&rel("x.md")];
+                assert_eq!(flags.remote, Some(Seen::Holds(b)));
+                assert!(!flags.local);
+            }
+            LiveWork::FullSync => panic!("expected paths"),
+        }
     }
 
     #[tokio::test(start_paused = true)]

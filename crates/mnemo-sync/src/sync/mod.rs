@@ -27,7 +27,7 @@ use mnemo_client::{Client, ClientError, ListMemoriesParams};
 
 use crate::fs::{Digest, Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
-pub use live::{Live, LivePaths, LiveWork, QUIET};
+pub use live::{FullSyncTicks, LIVE_FULL_SYNC_EVERY, Live, LivePaths, LiveWork, QUIET};
 pub use run::SyncReport;
 
 /// How long a file must stay missing before its deletion is sent to the server.
@@ -238,6 +238,14 @@ pub struct StoreSync {
     journaled: Option<u64>,
     /// The last content-free listing and the server's tag for it, if it gave one.
     remote_cache: Option<(String, Arc<RemoteMap>)>,
+    /// No write was sent and no change of the store heard of since the last listing of the
+    /// whole store: a live sync then asks for the conditional listing (a bare `304` on the
+    /// server) rather than one listing per folder.
+    /// An atomic, as uploads run side by side on a shared borrow of the engine.
+    listing_current: std::sync::atomic::AtomicBool,
+    /// A pull did not land since the last full sync (a full disk, a failed fetch): the folder
+    /// lacks a memory, or an update of one, until a full sync pulls it ([`Self::is_incomplete`]).
+    incomplete: bool,
     /// A re-download is in progress (writes must not overwrite files).
     recovering: bool,
     /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
@@ -378,6 +386,8 @@ impl StoreSync {
             last_walk: Instant::now(),
             journaled: None,
             remote_cache: None,
+            listing_current: std::sync::atomic::AtomicBool::new(false),
+            incomplete: false,
             recovering: false,
             live: None,
             first_journal: None,
@@ -516,9 +526,12 @@ impl StoreSync {
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
         self.remote_cache = None;
+        self.wrote();
+        // Until every memory listed is written (a download cut short leaves it so).
+        self.incomplete = true;
         let mut source = Download::open(&self.client, &self.cfg.store_id).await?;
         let mut writing: Vec<tokio::task::JoinHandle<Vec<(RelPath, Digest)>>> = Vec::new();
-        let mut written = 0;
+        let (mut written, mut wanted) = (0, 0);
         // What a content-free listing of the downloaded snapshot would hold: with the stream's
         // tag it answers the first sync's (conditional) listing, which used to fetch and parse
         // every memory again right after the download. Pages carry no tag that covers them
@@ -547,6 +560,7 @@ impl StoreSync {
                     Some((rel, digest, m))
                 })
                 .collect();
+            wanted += batch.len();
             written += self.finish_writes(std::mem::take(&mut writing)).await?;
             // A batch is written by [`DOWNLOAD_WRITERS`] threads at once, each taking a share;
             // a file's cost is mostly the kernel's, which two threads do side by side.
@@ -561,9 +575,12 @@ impl StoreSync {
             }
         }
         written += self.finish_writes(writing).await?;
+        // A file that could not be written (a full disk) was logged; a full sync pulls it.
+        self.incomplete = written < wanted;
         if let Some(tag) = source.snapshot_tag() {
             self.remote_cache = Some((tag.to_owned(), Arc::new(listed)));
         }
+        self.listed();
         // One flush for every file written, before any journal records them as synced: a power
         // cut can never leave a baseline entry pointing at a torn file.
         if flush {
@@ -625,7 +642,9 @@ impl StoreSync {
     /// store is unchanged since (a conditional request on a tagged listing), else a fresh one.
     async fn list_for_sync(&mut self) -> Result<(Arc<RemoteMap>, bool), SyncError> {
         let tag = self.remote_cache.as_ref().map(|(t, _)| t.as_str());
-        match self.client.list_all_memories_if_changed(&self.cfg.store_id, tag).await? {
+        let listed = self.client.list_all_memories_if_changed(&self.cfg.store_id, tag).await?;
+        self.listed();
+        match listed {
             None => Ok((self.remote_cache.as_ref().map(|(_, m)| Arc::clone(m)).unwrap_or_default(), false)),
             Some((all, tag)) => {
                 let map = Arc::new(self.remote_map(all));
@@ -633,6 +652,21 @@ impl StoreSync {
                 Ok((map, true))
             }
         }
+    }
+
+    /// The whole store was just listed (or downloaded): the engine knows of no change since.
+    fn listed(&self) {
+        self.listing_current.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A write is about to be sent (or the listing is being replaced): the store may change.
+    pub(crate) fn wrote(&self) {
+        self.listing_current.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether no write was sent and no listing started since the last listing of the whole store.
+    pub(crate) fn listing_is_current(&self) -> bool {
+        self.listing_current.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn marker(&self) -> Result<MarkerState, SyncError> {

@@ -240,8 +240,10 @@ impl StoreSync {
         let Some((local, remote)) = self.gather(final_sync, &mut report).await? else {
             return Ok(report);
         };
+        // An incomplete folder is planned afresh: the pulls that failed are made again.
         if let Some(fixpoint) = self.fixpoint.take()
             && !final_sync
+            && !self.incomplete
             && fixpoint.holds(&local, &remote)
         {
             let state = self.state.fingerprint();
@@ -261,6 +263,9 @@ impl StoreSync {
         self.remove_locals(&mut plan, &remote, &mut report).await?;
         self.send_pushes(std::mem::take(&mut plan.pushes), final_sync, &mut plan.next, &mut report).await;
         self.state.baseline = plan.next;
+        // Every path was decided, so every memory the folder lacks is among these pulls: the
+        // folder is complete unless one of them fails.
+        self.incomplete = false;
         self.content_pass(plan.pulls, &mut report).await;
         self.save_journal().await;
         if quiet && !final_sync {

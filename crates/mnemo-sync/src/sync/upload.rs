@@ -108,6 +108,7 @@ impl StoreSync {
     async fn send_one(&self, u: &Upload, Ready { sha, text }: Ready) -> UploadOutcome {
         let store = &self.cfg.store_id;
         let path = u.rel.to_memory_path();
+        self.wrote();
         let result = match &u.existing {
             Some((memory, precondition)) => {
                 let body = UpdateMemory {
@@ -203,6 +204,7 @@ impl StoreSync {
             })
             .unzip();
         let mut body = MemoryWriteBatch { writes };
+        self.wrote();
         let answers = match self.client.write_memories(store, &body).await {
             Ok(answers) => answers,
             // A route the server named but does not answer (a replica behind the same address

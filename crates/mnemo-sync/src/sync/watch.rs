@@ -128,6 +128,12 @@ impl Watch {
         self.dirty.lock().expect("watch state poisoned").live = Some(live);
     }
 
+    /// Whether anything changed since the last [`take`](Self::take) (or a rescan is asked for).
+    pub(crate) fn pending(&self) -> bool {
+        let dirty = self.dirty.lock().expect("watch state poisoned");
+        dirty.rescan || !dirty.paths.is_empty()
+    }
+
     /// Hands over what changed since the last call.
     pub(crate) fn take(&self) -> Changes {
         let mut dirty = self.dirty.lock().expect("watch state poisoned");

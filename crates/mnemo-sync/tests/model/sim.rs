@@ -93,6 +93,9 @@ pub(crate) struct Sim {
     pub(crate) state: EngineState,
     /// The state as of the last journal write.
     pub(crate) journal: EngineState,
+    /// The engine listed (or downloaded) the whole store and sent no write since: a live sync
+    /// then asks for the store's (conditional) listing instead of one listing per folder.
+    pub(crate) listing_current: bool,
 }
 
 /// Whether a fault loses the request (a race on a listing does nothing: it targets no memory).
@@ -168,7 +171,13 @@ struct Upload {
 impl Sim {
     /// The state right after a successful mount of a store holding `memories`.
     pub(crate) fn mounted(memories: &BTreeMap<String, String>) -> Self {
-        let mut sim = Self { server: memories.clone(), root_exists: true, marker_ok: true, ..Self::default() };
+        let mut sim = Self {
+            server: memories.clone(),
+            root_exists: true,
+            marker_ok: true,
+            listing_current: true,
+            ..Self::default()
+        };
         for (path, content) in memories {
             sim.local.insert(path.clone(), Entry::File(content.as_bytes().to_vec()));
             sim.state.baseline.insert(path.clone(), content.as_bytes().to_vec());
@@ -216,6 +225,7 @@ impl Sim {
         self.state = EngineState::default();
         self.journal = self.state.clone();
         self.marker_ok = true; // stamped before the listing
+        self.listing_current = false;
         if lost(self.send(req, Key::ListFull)) {
             return Err(());
         }
@@ -227,6 +237,7 @@ impl Sim {
             self.local.insert(path.clone(), Entry::File(bytes.clone()));
             self.state.baseline.insert(path, bytes);
         }
+        self.listing_current = true;
         self.journal = self.state.clone();
         Ok(())
     }
@@ -327,6 +338,9 @@ impl Sim {
     /// Sends one request: the fault it meets, after an edit in flight it carries has landed
     /// (`FaultKind::RaceLocal`: the request itself goes through).
     fn send(&mut self, req: &mut Requests<'_>, key: Key) -> Option<FaultKind> {
+        if matches!(key, Key::Create(_) | Key::Update(_) | Key::Delete(_)) {
+            self.listing_current = false;
+        }
         let fault = req.send(key.clone());
         let Some(FaultKind::RaceLocal(target, content)) = fault else {
             return fault;
@@ -508,6 +522,7 @@ impl Sim {
         if lost(self.send(req, Key::ListBasic)) {
             return Err(());
         }
+        self.listing_current = true;
         let remote = self.server.clone();
         self.settle(&remote);
         // Step 5: the wipe check.
@@ -576,7 +591,9 @@ impl Sim {
     /// as the module docs of `sync/live.rs` put it: the marker check; each path hashed now (a
     /// directory stands for every file below it, as the watcher flags them); a path only the
     /// watcher flagged whose file is gone or still holds the baseline is dropped; if any path is
-    /// left, one content-free listing per folder, the unsettled uploads of those paths settled,
+    /// left, the listing (the whole store's when the engine listed it last and has sent no write
+    /// since, and no path was named by the feed; else one content-free listing per folder), the
+    /// unsettled uploads of those paths settled,
     /// and §6.7 for each of them — on the bytes hashed before the listings — with the removal,
     /// upload and content passes of a full sync, except that a row-7 candidate (a local
     /// deletion) keeps its baseline and waits for a full sync.
@@ -627,20 +644,32 @@ impl Sim {
             hashed.extend(below.map(|(p, bytes)| (p, false, Some(bytes))));
         }
         let mut local: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+        let mut store_changed = false;
         for (path, remote, bytes) in hashed {
             let unchanged = bytes.is_none() || bytes.as_ref() == self.state.baseline.get(&path);
             if !remote && unchanged {
                 continue;
             }
+            store_changed |= remote;
             local.insert(path, bytes);
         }
         if local.is_empty() {
             return Ok(c);
         }
-        let folders: BTreeSet<String> = local.keys().map(|p| folder_of(p)).collect();
-        for folder in folders {
-            if lost(self.send(req, Key::ListFolder(folder))) {
+        if self.listing_current && !store_changed {
+            // No write sent and no change heard of since the last listing of the whole store:
+            // its conditional listing.
+            if lost(self.send(req, Key::ListBasic)) {
                 return Err(());
+            }
+            self.listing_current = true;
+        } else {
+            self.listing_current = false;
+            let folders: BTreeSet<String> = local.keys().map(|p| folder_of(p)).collect();
+            for folder in folders {
+                if lost(self.send(req, Key::ListFolder(folder))) {
+                    return Err(());
+                }
             }
         }
         let remote = self.server.clone();
@@ -726,5 +755,6 @@ impl Sim {
     /// The engine died without a teardown and a new one resumed from the journal.
     pub(crate) fn crash_and_resume(&mut self) {
         self.state = self.journal.clone();
+        self.listing_current = false;
     }
 }

@@ -115,6 +115,11 @@ impl Command {
         matches!(self, Self::Worker(_) | Self::Mount(_))
     }
 
+    /// Whether the command keeps one memory store in sync and nothing else (`mnemo mount`).
+    pub(crate) fn is_single_store(&self) -> bool {
+        matches!(self, Self::Mount(_))
+    }
+
     /// Whether the command prints its own story, so logs default to warnings only.
     pub(crate) fn is_chatty(&self) -> bool {
         matches!(self, Self::Quickstart(_))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use mnemo_api::MemoryStoreId;
-use mnemo_sync::{Live, LiveWork, ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
+use mnemo_sync::{FullSyncTicks, Live, LiveWork, ProgressFn, StoreConfig, StoreSync, TeardownSteps, teardown};
 use tokio::time::MissedTickBehavior;
 
 use super::args::{Api, Deletions, parse_interval};
@@ -48,7 +48,10 @@ pub(crate) struct Mount {
     resume: bool,
 
     /// Sync on the interval only: no change feed, no upload right after a local write. Live
-    /// sync is on by default and turns itself off when the server has no change feed.
+    /// sync is on by default and turns itself off when the server has no change feed; while it
+    /// runs, an interval with nothing left for a full sync (no change the watcher saw since the
+    /// last one, no deletion waiting) skips it, up to 19 in a row; a folder a pull could not
+    /// complete (a full disk) gets one after 1, 2, 4 … intervals until it is complete.
     #[arg(long)]
     no_live: bool,
 
@@ -110,10 +113,26 @@ impl Mount {
 
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Which ticks run a full sync (live sync makes most needless; an incomplete folder
+        // needs them until it is complete).
+        let mut ticks = FullSyncTicks::default();
+        ticks.ran(engine.is_incomplete());
         loop {
             tokio::select! {
-                _ = ticker.tick() => full_sync(&mut engine).await,
-                work = next_live(&mut live) => engine.run_live(work).await,
+                _ = ticker.tick() => {
+                    let live_running = live.as_ref().is_some_and(Live::is_running);
+                    if ticks.due(live_running, engine.full_sync_needed(), engine.is_incomplete()) {
+                        full_sync(&mut engine).await;
+                        ticks.ran(engine.is_incomplete());
+                    }
+                }
+                work = next_live(&mut live) => {
+                    let full = matches!(work, LiveWork::FullSync);
+                    engine.run_live(work).await;
+                    if full {
+                        ticks.ran(engine.is_incomplete());
+                    }
+                }
                 () = signals.next() => break,
             }
         }
