@@ -394,6 +394,45 @@ impl<'q> RollupScan<'q> {
     }
 }
 
+/// The audit log's table.
+pub const AUDIT_TABLE: &str = "audit_events";
+
+/// What [`audit_event`] reads, in order.
+pub const AUDIT_COLUMNS: &str = "id, created_at, workspace_id, actor_type, actor_id, action, resource_type, \
+                                 resource_id, client_ip, outcome, details";
+
+/// An audit entry selected as [`AUDIT_COLUMNS`]; a column that cannot be read is a
+/// [`StoreError::corrupt`] naming it.
+pub fn audit_event(r: &impl Columns) -> Result<mnemo_api::AuditEvent> {
+    use mnemo_api::{AuditActor, AuditActorType, AuditOutcome, AuditResource};
+    let id = r.text(0)?;
+    let corrupt = |column, cause: &dyn std::fmt::Display| StoreError::corrupt(AUDIT_TABLE, &id, column, cause);
+    let created_at = ts(r.int(1)?);
+    let workspace_id = r.opt_text(2)?.map(|w| w.parse()).transpose().map_err(|e| corrupt("workspace_id", &e))?;
+    let actor_type = r.text(3)?;
+    let kind: AuditActorType = serde_json::from_value(serde_json::Value::String(actor_type.clone()))
+        .map_err(|_| corrupt("actor_type", &format_args!("`{actor_type}` is not an actor type")))?;
+    let resource = match (r.opt_text(6)?, r.opt_text(7)?) {
+        (Some(kind), Some(id)) => Some(AuditResource { kind, id }),
+        _ => None,
+    };
+    let outcome = r.text(9)?;
+    let outcome: AuditOutcome = serde_json::from_value(serde_json::Value::String(outcome.clone()))
+        .map_err(|_| corrupt("outcome", &format_args!("`{outcome}` is not an outcome")))?;
+    let details = serde_json::from_str(&r.text(10)?).map_err(|e| corrupt("details", &e))?;
+    Ok(mnemo_api::AuditEvent {
+        id: id.parse().map_err(|e| corrupt("id", &e))?,
+        created_at,
+        workspace_id,
+        actor: AuditActor { kind, id: r.text(4)? },
+        action: r.text(5)?,
+        resource,
+        client_ip: r.opt_text(8)?,
+        outcome,
+        details,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use mnemo_api::{MemoryId, PathPrefix, View};
@@ -495,43 +534,4 @@ mod tests {
         assert_eq!(actor_from_columns(Some("robot".into()), Some("r".into())), None);
         assert_eq!(actor_from_columns(None, Some("r".into())), None);
     }
-}
-
-/// The audit log's table.
-pub const AUDIT_TABLE: &str = "audit_events";
-
-/// What [`audit_event`] reads, in order.
-pub const AUDIT_COLUMNS: &str = "id, created_at, workspace_id, actor_type, actor_id, action, resource_type, \
-                                 resource_id, client_ip, outcome, details";
-
-/// An audit entry selected as [`AUDIT_COLUMNS`]; a column that cannot be read is a
-/// [`StoreError::corrupt`] naming it.
-pub fn audit_event(r: &impl Columns) -> Result<mnemo_api::AuditEvent> {
-    use mnemo_api::{AuditActor, AuditActorType, AuditOutcome, AuditResource};
-    let id = r.text(0)?;
-    let corrupt = |column, cause: &dyn std::fmt::Display| StoreError::corrupt(AUDIT_TABLE, &id, column, cause);
-    let created_at = ts(r.int(1)?);
-    let workspace_id = r.opt_text(2)?.map(|w| w.parse()).transpose().map_err(|e| corrupt("workspace_id", &e))?;
-    let actor_type = r.text(3)?;
-    let kind: AuditActorType = serde_json::from_value(serde_json::Value::String(actor_type.clone()))
-        .map_err(|_| corrupt("actor_type", &format_args!("`{actor_type}` is not an actor type")))?;
-    let resource = match (r.opt_text(6)?, r.opt_text(7)?) {
-        (Some(kind), Some(id)) => Some(AuditResource { kind, id }),
-        _ => None,
-    };
-    let outcome = r.text(9)?;
-    let outcome: AuditOutcome = serde_json::from_value(serde_json::Value::String(outcome.clone()))
-        .map_err(|_| corrupt("outcome", &format_args!("`{outcome}` is not an outcome")))?;
-    let details = serde_json::from_str(&r.text(10)?).map_err(|e| corrupt("details", &e))?;
-    Ok(mnemo_api::AuditEvent {
-        id: id.parse().map_err(|e| corrupt("id", &e))?,
-        created_at,
-        workspace_id,
-        actor: AuditActor { kind, id: r.text(4)? },
-        action: r.text(5)?,
-        resource,
-        client_ip: r.opt_text(8)?,
-        outcome,
-        details,
-    })
 }
