@@ -425,9 +425,11 @@ class BareFixture:
 
 
 class Fixture:
-    def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
+    def __init__(self, base_url: str, api_key: str, timeout: float, admin_key: Optional[str] = None) -> None:
         self.base_url = base_url
         self.api_key = api_key
+        # The server's admin key: `admin_client` reaches the Admin API with it.
+        self.admin_key = admin_key
         self.timeout = timeout
         self.client = self.make_client()
         self.stores_created: List[str] = []
@@ -437,6 +439,12 @@ class Fixture:
         (plus a request timeout, so a hung server fails a test instead of the CI job)."""
         kwargs.setdefault("timeout", self.timeout)
         return anthropic.Anthropic(base_url=self.base_url, api_key=api_key or self.api_key, **kwargs)
+
+    def admin_client(self) -> anthropic.Anthropic:
+        """An SDK client holding the server's admin key (the SDK sends it as its `api_key`)."""
+        if not self.admin_key:
+            raise Skip("this server was started without an admin key")
+        return self.make_client(api_key=self.admin_key)
 
     @property
     def stores(self) -> Any:

@@ -50,10 +50,13 @@ class MnemoServe:
         key_in_env: bool = False,
         env: Optional[Dict[str, str]] = None,
         name: str = "mnemo-serve",
+        admin_key: Optional[str] = None,
     ) -> None:
         self.binary = str(binary)
         self.workdir = Path(workdir)
         self.api_key = api_key
+        # Given, the server accepts it for the Admin API (and prints no key of its own).
+        self.admin_key = admin_key
         self.extra = list(extra)
         self.key_in_env = key_in_env
         self.env = env
@@ -74,7 +77,11 @@ class MnemoServe:
 
     def argv(self) -> List[str]:
         key = [] if self.key_in_env else ["--api-key", self.api_key]
-        return [self.binary, "serve", "--listen", "127.0.0.1:0", "--database", self.database(), *key, *self.extra_args()]
+        admin = ["--admin-key", self.admin_key] if self.admin_key else []
+        return [
+            self.binary, "serve", "--listen", "127.0.0.1:0", "--database", self.database(), *key, *admin,
+            *self.extra_args(),
+        ]
 
     def _env(self) -> Optional[Dict[str, str]]:
         if not self.key_in_env:
@@ -89,7 +96,8 @@ class MnemoServe:
         self._log = open(self.log_path, "w", encoding="utf-8")
         argv = self.argv()
         # Messages name the command without the key.
-        shown = " ".join("<api key>" if a == self.api_key else a for a in argv)
+        hidden = {self.api_key: "<api key>", self.admin_key: "<admin key>"}
+        shown = " ".join(hidden.get(a, a) for a in argv)
         try:
             self.proc = subprocess.Popen(
                 argv,

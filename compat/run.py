@@ -69,7 +69,8 @@ class Server(mnemo_serve.MnemoServe):
     ) -> None:
         """`database`: the `--database` URL; by default a fresh one for this run's backend (an
         SQLite file `workdir/mnemo.sqlite`, or a fresh PostgreSQL schema)."""
-        super().__init__(binary, workdir, api_key, database=database, name=config)
+        admin_key = "sk-mnemo-admin-compat-" + secrets.token_hex(16)
+        super().__init__(binary, workdir, api_key, database=database, name=config, admin_key=admin_key)
         self.config = config
         self.stderr_path = self.log_path
         self.reported_death = False
@@ -272,7 +273,7 @@ def main(argv: List[str]) -> int:
                         failed += 1
                         log(f"FAIL {name}: server `{config}` did not start")
                         continue
-                fixture = compat_lib.Fixture(srv.base_url, srv.api_key, request_timeout)
+                fixture = compat_lib.Fixture(srv.base_url, srv.api_key, request_timeout, srv.admin_key)
             try:
                 fn(fixture)
             except KeyboardInterrupt:

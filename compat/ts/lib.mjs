@@ -166,6 +166,8 @@ export class Server {
     this.workdir = opts.workdir ?? fs.mkdtempSync(path.join(tmpRoot(), 'server-'));
     fs.mkdirSync(this.workdir, { recursive: true });
     this.apiKey = opts.apiKey ?? `sk-compat-ts-${randomBytes(16).toString('hex')}`;
+    // The server's admin key (the Admin API's credential; given, the server prints none of its own).
+    this.adminKey = `sk-mnemo-admin-compat-ts-${randomBytes(16).toString('hex')}`;
     this.database = opts.database ?? databaseUrl(this.workdir, opts.tag ?? '');
     this.args = opts.args ?? [];
     this.logPath = path.join(this.workdir, 'server.stderr.log');
@@ -175,7 +177,10 @@ export class Server {
   }
 
   argv() {
-    return ['serve', '--listen', '127.0.0.1:0', '--database', this.database, '--api-key', this.apiKey, ...this.args];
+    return [
+      'serve', '--listen', '127.0.0.1:0', '--database', this.database, '--api-key', this.apiKey,
+      '--admin-key', this.adminKey, ...this.args,
+    ];
   }
 
   async start() {
@@ -212,7 +217,8 @@ export class Server {
       });
     }).catch((err) => {
       this.kill('SIGKILL');
-      throw new Error(`${err.message}\n  command: mnemo ${this.argv().join(' ')}\n${this.logTail()}`);
+      const shown = this.argv().map((a) => (a === this.apiKey ? '<api key>' : a === this.adminKey ? '<admin key>' : a));
+      throw new Error(`${err.message}\n  command: mnemo ${shown.join(' ')}\n${this.logTail()}`);
     });
     const m = LISTEN_LINE.exec(first.trimEnd());
     if (!m) {
