@@ -21,8 +21,8 @@ fn cases(default: u32) -> u32 {
     std::env::var("MNEMO_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(default)
 }
 
-/// A valid body for each operation that takes one.
-fn seed(op: &str, f: &Fixture) -> Value {
+/// A valid body for each operation that takes one (also the isolation matrix's).
+pub(crate) fn seed(op: &str, f: &Fixture) -> Value {
     match op {
         "memory_stores.create" => json!({"name": "s", "description": "d", "metadata": {"k": "v"}}),
         "memory_stores.update" => json!({"name": "s2", "metadata": {"k": null}}),

@@ -12,6 +12,7 @@ mod fairness;
 mod hostile;
 mod input;
 mod isolation_environments;
+mod isolation_matrix;
 mod isolation_memory;
 mod isolation_sessions;
 mod memories;

@@ -57,7 +57,7 @@ pub(crate) fn fill(path: &str, value: impl Fn(&str) -> String) -> String {
     out
 }
 
-fn placeholder(name: &str) -> String {
+pub(crate) fn placeholder(name: &str) -> String {
     let prefix = match name {
         "store" => "memstore_",
         "memory" => "mem_",
