@@ -339,6 +339,31 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     t.call("POST", f"/v1/webhook_endpoints/{hook['id']}", {"event_types": None, "description": None})
     t.call("GET", "/v1/webhook_endpoints?limit=5")
 
+    # The Admin API, with the server's admin key.
+    admin = fx.admin_key
+    t.call("GET", "/v1/organizations/me", token=admin)
+    t.call("GET", "/v1/organizations/me")
+    ws = t.call("POST", "/v1/organizations/workspaces", {"name": unique("tour"), "tags": {"k": "v"}}, token=admin)
+    t.call("POST", "/v1/organizations/workspaces", {"name": ""}, token=admin, expect=400)
+    t.call("GET", f"/v1/organizations/workspaces/{ws['id']}", token=admin)
+    t.call("POST", f"/v1/organizations/workspaces/{ws['id']}", {"name": unique("tour2")}, token=admin)
+    t.call("GET", "/v1/organizations/workspaces?limit=2&include_default=true", token=admin)
+    minted = t.call("POST", "/v1/organizations/api_keys", {"name": "tour", "workspace_id": ws["id"]}, token=admin)
+    t.call("GET", f"/v1/organizations/api_keys/{minted['id']}", token=admin)
+    t.call("POST", f"/v1/organizations/api_keys/{minted['id']}", {"status": "inactive"}, token=admin)
+    t.call("GET", f"/v1/organizations/api_keys?workspace_id={ws['id']}", token=admin)
+    t.call("GET", "/v1/organizations/rate_limits", token=admin)
+    t.call(
+        "POST",
+        f"/v1/organizations/workspaces/{ws['id']}/rate_limits/ratelimit_api",
+        {"limits": [{"type": "requests_per_minute", "value": 6000}]},
+        token=admin,
+    )
+    t.call("GET", f"/v1/organizations/workspaces/{ws['id']}/rate_limits", token=admin)
+    t.call("GET", "/v1/organizations/audit_events?limit=5", token=admin)
+    t.call("GET", "/v1/organizations/workspaces", token=None, expect=403)
+    t.call("POST", f"/v1/organizations/workspaces/{ws['id']}/archive", token=admin)
+
     # Clean-up, each answer checked too.
     t.call("POST", f"/v1/sessions/{ses}/archive")
     t.call("GET", f"/v1/webhook_endpoints/{hook['id']}/deliveries?limit=5")

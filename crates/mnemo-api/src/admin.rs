@@ -573,6 +573,14 @@ pub struct ApiKeyListQuery {
 // ---------------------------------------------------------------------------------------------
 // Pages
 
+/// A `PageCursor` page of the Admin API (`{data, next_page}`, spec §2): rate limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CursorPage<T> {
+    pub data: Vec<T>,
+    /// Pass back as `page` for the next page; null on the last.
+    pub next_page: Option<String>,
+}
+
 /// One page of an Admin API list (the SDK's `Page`, spec §2): unlike the Managed Agents
 /// [`crate::Page`], it is walked by the ids at its ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -117,7 +117,7 @@ fn refer_page_items(doc: &mut OpenApi) {
         .schemas
         .keys()
         .filter_map(|name| {
-            let item = name.strip_prefix("Page_").or_else(|| name.strip_prefix("AdminPage_"))?;
+            let item = ["Page_", "AdminPage_", "CursorPage_"].iter().find_map(|p| name.strip_prefix(p))?;
             Some((name.clone(), item.to_owned()))
         })
         .filter(|(_, item)| components.schemas.contains_key(item))
@@ -207,7 +207,13 @@ mod tests {
     fn admin_pages_refer_to_their_tagged_items() {
         use utoipa::OpenApi as _;
         #[derive(utoipa::OpenApi)]
-        #[openapi(components(schemas(crate::Workspace, crate::AdminPage<crate::Workspace>, crate::ApiKeyCreated)))]
+        #[openapi(components(schemas(
+            crate::Workspace,
+            crate::AdminPage<crate::Workspace>,
+            crate::ApiKeyCreated,
+            crate::RateLimit,
+            crate::CursorPage<crate::RateLimit>
+        )))]
         struct Doc;
         let mut doc = Doc::openapi();
         complete(&mut doc);
@@ -219,6 +225,11 @@ mod tests {
         );
         assert_eq!(schemas["Workspace"]["properties"]["type"]["enum"], serde_json::json!(["workspace"]));
         assert_eq!(schemas["Workspace"]["properties"]["id"]["$ref"], "#/components/schemas/WorkspaceId");
+        // A `PageCursor` page too: its items carry their `type` constant.
+        assert_eq!(
+            schemas["CursorPage_RateLimit"]["properties"]["data"]["items"]["$ref"],
+            "#/components/schemas/RateLimit"
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use axum::extract::{Path, State};
 use mnemo_api::{
     API_KEY_PREFIX, AdminPage, AdminPageParams, AdminPageQuery, ApiKey, ApiKeyCreated, ApiKeyId, ApiKeyStatus,
-    ApiKeyUpdate, NewApiKey, Organization, RateLimit, RateLimitGroupType, RateLimitUpdate, Workspace, WorkspaceCreate,
-    WorkspaceId, WorkspaceRateLimit, WorkspaceUpdate, generate_secret,
+    ApiKeyUpdate, CursorPage, NewApiKey, Organization, RateLimit, RateLimitGroupType, RateLimitUpdate, Workspace,
+    WorkspaceCreate, WorkspaceId, WorkspaceRateLimit, WorkspaceUpdate, generate_secret,
 };
 use mnemo_http::{BadInput, Id, Params, Query, flag};
 use mnemo_store::ops::credentials::ListApiKeys;
@@ -16,7 +16,6 @@ use mnemo_store::ops::workspaces::ListWorkspaces;
 use mnemo_store::rules::api_key;
 use mnemo_store::rules::rate_limit::{self, Entry};
 use mnemo_store::rules::scope::{Action, OrgOp};
-use serde::Serialize;
 
 use crate::auth::{Allowed, Permit};
 use crate::extract::Json;
@@ -342,13 +341,6 @@ pub(crate) async fn update_api_key(
 
 // ---------------------------------------------------------------------------------------------
 // Rate limits
-
-/// A `PageCursor` page (`{data, next_page}`).
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct CursorPage<T> {
-    data: Vec<T>,
-    next_page: Option<String>,
-}
 
 /// `items` paged by `limit` (omitted: all in one page) from the position `page` names.
 fn cursor_page<T>(items: Vec<T>, q: &Params) -> Result<CursorPage<T>, ApiError> {
