@@ -26,11 +26,12 @@ pub async fn api_keys_are_found_by_hash_and_counted(factory: &impl StoreFactory)
 
 pub async fn credentials_resolve_to_their_kind(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let api = s.ensure_api_key(hash(1), "admin").await.unwrap();
     assert_eq!(s.resolve_credential(hash(1)).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(api)));
 
     let env = environment(&*s, true).await;
-    let key = s.create_environment_key(&s.default_workspace().await.unwrap(), &env.id, hash(2)).await.unwrap();
+    let key = s.create_environment_key(&ws, &env.id, hash(2)).await.unwrap();
     assert_eq!(
         (&key.environment_id, key.key.as_ref().map(mnemo_api::Secret::expose), key.revoked_at.as_deref()),
         (&env.id, None, None)
@@ -43,7 +44,7 @@ pub async fn credentials_resolve_to_their_kind(factory: &impl StoreFactory) {
     assert_eq!(s.count_api_keys().await.unwrap(), 1);
     assert_eq!(s.resolve_credential(hash(3)).await.unwrap().map(|p| p.credential), None, "an unknown hash is nobody");
 
-    s.revoke_environment_key(&s.default_workspace().await.unwrap(), &env.id, &key.id).await.unwrap();
+    s.revoke_environment_key(&ws, &env.id, &key.id).await.unwrap();
     assert_eq!(s.resolve_credential(hash(2)).await.unwrap().map(|p| p.credential), None, "a revoked key is nobody");
 }
 
@@ -103,24 +104,19 @@ pub async fn console_sessions_expire_and_are_revoked(factory: &impl StoreFactory
 /// key first, then an environment key, then a sessions token.
 pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     // One hash for all three; another for an environment key and a token only.
     let (all, two) = (hash(40), hash(41));
     let api = s.ensure_api_key(all, "admin").await.unwrap();
-    let key = s.create_environment_key(&s.default_workspace().await.unwrap(), &env.id, all).await.unwrap();
-    let other = s.create_environment_key(&s.default_workspace().await.unwrap(), &env.id, two).await.unwrap();
-    let first = s.enqueue_healthcheck(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
-    s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, all)
-        .await
-        .unwrap()
-        .expect("the first healthcheck");
-    s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &first.id).await.unwrap();
-    let second = s.enqueue_healthcheck(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
-    s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, two)
-        .await
-        .unwrap()
-        .expect("the second healthcheck");
-    s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &second.id).await.unwrap();
+    let key = s.create_environment_key(&ws, &env.id, all).await.unwrap();
+    let other = s.create_environment_key(&ws, &env.id, two).await.unwrap();
+    let first = s.enqueue_healthcheck(&ws, &env.id).await.unwrap();
+    s.poll_work(&ws, &env.id, None, 60_000, all).await.unwrap().expect("the first healthcheck");
+    s.ack_work(&ws, &env.id, &first.id).await.unwrap();
+    let second = s.enqueue_healthcheck(&ws, &env.id).await.unwrap();
+    s.poll_work(&ws, &env.id, None, 60_000, two).await.unwrap().expect("the second healthcheck");
+    s.ack_work(&ws, &env.id, &second.id).await.unwrap();
 
     assert_eq!(
         s.resolve_credential(all).await.unwrap().map(|p| p.credential),
@@ -132,13 +128,13 @@ pub async fn credentials_resolve_in_the_lookup_order(factory: &impl StoreFactory
         Some(Credential::EnvironmentKey { id: other.id.clone(), environment: env.id.clone() }),
         "then an environment key"
     );
-    s.revoke_environment_key(&s.default_workspace().await.unwrap(), &env.id, &other.id).await.unwrap();
+    s.revoke_environment_key(&ws, &env.id, &other.id).await.unwrap();
     assert_eq!(
         s.resolve_credential(two).await.unwrap().map(|p| p.credential),
         Some(Credential::SessionToken { work: second.id, session: None, environment: env.id.clone() }),
         "then a sessions token"
     );
-    s.revoke_environment_key(&s.default_workspace().await.unwrap(), &env.id, &key.id).await.unwrap();
+    s.revoke_environment_key(&ws, &env.id, &key.id).await.unwrap();
     assert!(
         matches!(s.resolve_credential(all).await.unwrap().map(|p| p.credential), Some(Credential::ApiKey(_))),
         "a live API key still wins"

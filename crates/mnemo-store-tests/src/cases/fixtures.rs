@@ -74,9 +74,10 @@ pub(crate) async fn memory_store(s: &dyn Store, name: &str) -> MemoryStoreId {
 
 /// A `self_hosted` environment (a work queue), or a `cloud` one (no queue).
 pub async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
+    let ws = s.default_workspace().await.unwrap();
     let config = if self_hosted { json!({"type": "self_hosted"}) } else { json!({"type": "cloud"}) };
     s.create_environment(
-        &s.default_workspace().await.unwrap(),
+        &ws,
         NewEnvironment {
             name: "conformance".into(),
             description: None,
@@ -92,7 +93,8 @@ pub async fn environment(s: &dyn Store, self_hosted: bool) -> Environment {
 /// An agent whose toolset asks before `bash`, never runs `web_fetch` and allows every other
 /// built-in tool, with one custom tool, `lookup`, in the Default workspace.
 pub async fn agent(s: &dyn Store) -> Agent {
-    agent_in(s, &s.default_workspace().await.unwrap()).await
+    let ws = s.default_workspace().await.unwrap();
+    agent_in(s, &ws).await
 }
 
 /// [`agent`], in workspace `ws`.
@@ -129,13 +131,15 @@ pub fn new_session(agent: &Agent, env: &Environment) -> NewSession {
 
 /// A session of a fresh agent on `env`.
 pub async fn session(s: &dyn Store, env: &Environment) -> Session {
+    let ws = s.default_workspace().await.unwrap();
     let agent = agent(s).await;
-    s.create_session(&s.default_workspace().await.unwrap(), new_session(&agent, env)).await.unwrap()
+    s.create_session(&ws, new_session(&agent, env)).await.unwrap()
 }
 
 /// The work item queued for `session` on `env`.
 pub(crate) async fn work_of(s: &dyn Store, env: &Environment, session: &Session) -> Work {
-    let items = s.list_work(&s.default_workspace().await.unwrap(), &env.id, 100, None).await.unwrap().items;
+    let ws = s.default_workspace().await.unwrap();
+    let items = s.list_work(&ws, &env.id, 100, None).await.unwrap().items;
     let mut mine: Vec<Work> = items.into_iter().filter(|w| w.data.id == session.id.as_str()).collect();
     assert_eq!(mine.len(), 1, "one work item for session {}", session.id);
     mine.pop().unwrap()

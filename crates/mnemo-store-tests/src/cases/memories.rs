@@ -644,27 +644,12 @@ pub async fn cursors_of_another_list_are_refused(factory: &impl StoreFactory) {
     let env = environment(&*s, true).await;
     let session = session(&*s, &env).await;
     for i in 0..3 {
-        s.append_events(
-            &s.default_workspace().await.unwrap(),
-            &session.id,
-            vec![user_message(&i.to_string())],
-            super::fixtures::person(),
-        )
-        .await
-        .unwrap();
+        s.append_events(&ws, &session.id, vec![user_message(&i.to_string())], super::fixtures::person()).await.unwrap();
     }
-    let ascending = s
-        .list_events(&s.default_workspace().await.unwrap(), &session.id, ListEvents { limit: 1, ..Default::default() })
-        .await
-        .unwrap()
-        .next
-        .unwrap();
+    let ascending =
+        s.list_events(&ws, &session.id, ListEvents { limit: 1, ..Default::default() }).await.unwrap().next.unwrap();
     let descending = s
-        .list_events(
-            &s.default_workspace().await.unwrap(),
-            &session.id,
-            ListEvents { limit: 1, descending: true, ..Default::default() },
-        )
+        .list_events(&ws, &session.id, ListEvents { limit: 1, descending: true, ..Default::default() })
         .await
         .unwrap()
         .next

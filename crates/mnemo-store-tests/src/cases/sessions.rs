@@ -54,7 +54,7 @@ pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactor
     new.title = Some("first".into());
     new.metadata = map(&[("ticket", "42")]);
     new.initial_events = vec![user_message("hello")];
-    let session = s.create_session(&s.default_workspace().await.unwrap(), new).await.unwrap();
+    let session = s.create_session(&ws, new).await.unwrap();
 
     assert_eq!(session.status, SessionStatus::Idle);
     assert_eq!(session.environment_id, env.id);
@@ -84,22 +84,13 @@ pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactor
         ]
     );
     assert_eq!(session.resources[1].description.as_deref(), Some("what the team knows"));
-    assert_eq!(s.get_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap(), session);
+    assert_eq!(s.get_session(&ws, &session.id).await.unwrap(), session);
 
-    assert_eq!(
-        s.session_store_access(&s.default_workspace().await.unwrap(), &session.id, &prefs).await.unwrap(),
-        Some(Access::ReadWrite)
-    );
-    assert_eq!(
-        s.session_store_access(&s.default_workspace().await.unwrap(), &session.id, &notes).await.unwrap(),
-        Some(Access::ReadOnly)
-    );
-    assert_eq!(
-        s.session_store_access(&s.default_workspace().await.unwrap(), &session.id, &unattached).await.unwrap(),
-        None
-    );
+    assert_eq!(s.session_store_access(&ws, &session.id, &prefs).await.unwrap(), Some(Access::ReadWrite));
+    assert_eq!(s.session_store_access(&ws, &session.id, &notes).await.unwrap(), Some(Access::ReadOnly));
+    assert_eq!(s.session_store_access(&ws, &session.id, &unattached).await.unwrap(), None);
 
-    let log = s.events_after(&s.default_workspace().await.unwrap(), &session.id, 0).await.unwrap();
+    let log = s.events_after(&ws, &session.id, 0).await.unwrap();
     assert_eq!(types(&log), ["user.message"], "initial events are recorded first");
     assert_eq!(log[0].to_json()["content"][0]["text"], "hello");
 
@@ -111,16 +102,11 @@ pub async fn sessions_snapshot_their_agent_and_stores(factory: &impl StoreFactor
     );
 
     // The snapshot does not follow later versions of the agent.
-    s.update_agent(
-        &s.default_workspace().await.unwrap(),
-        &agent.id,
-        1,
-        AgentParams { system: Some(Some("new".into())), ..Default::default() },
-    )
-    .await
-    .unwrap();
-    assert_eq!(s.get_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap().agent["version"], 1);
-    let latest = s.create_session(&s.default_workspace().await.unwrap(), new_session(&agent, &env)).await.unwrap();
+    s.update_agent(&ws, &agent.id, 1, AgentParams { system: Some(Some("new".into())), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(s.get_session(&ws, &session.id).await.unwrap().agent["version"], 1);
+    let latest = s.create_session(&ws, new_session(&agent, &env)).await.unwrap();
     assert_eq!((latest.agent["version"].as_u64(), latest.agent["system"].as_str()), (Some(2), Some("new")));
 }
 
@@ -147,7 +133,7 @@ pub async fn sessions_refuse_what_they_cannot_run(factory: &impl StoreFactory) {
         ),
     ];
     for (what, new) in cases {
-        let got = s.create_session(&s.default_workspace().await.unwrap(), new).await;
+        let got = s.create_session(&ws, new).await;
         assert!(matches!(got, Err(StoreError::Invalid(_))), "{what}: {got:?}");
     }
 
@@ -155,207 +141,121 @@ pub async fn sessions_refuse_what_they_cannot_run(factory: &impl StoreFactory) {
     s.archive_memory_store(&ws, &archived_store).await.unwrap();
     let mut new = new_session(&agent, &env);
     new.attachments = vec![attach(&archived_store, Access::ReadOnly)];
-    assert_err!(s.create_session(&s.default_workspace().await.unwrap(), new).await, StoreError::Invalid(_));
+    assert_err!(s.create_session(&ws, new).await, StoreError::Invalid(_));
 
     let archived_agent = super::fixtures::agent(&*s).await;
-    s.archive_agent(&s.default_workspace().await.unwrap(), &archived_agent.id).await.unwrap();
-    assert_err!(
-        s.create_session(&s.default_workspace().await.unwrap(), new_session(&archived_agent, &env)).await,
-        StoreError::Invalid(_)
-    );
+    s.archive_agent(&ws, &archived_agent.id).await.unwrap();
+    assert_err!(s.create_session(&ws, new_session(&archived_agent, &env)).await, StoreError::Invalid(_));
 
     let archived_env = environment(&*s, true).await;
-    s.archive_environment(&s.default_workspace().await.unwrap(), &archived_env.id).await.unwrap();
-    assert_err!(
-        s.create_session(&s.default_workspace().await.unwrap(), new_session(&agent, &archived_env)).await,
-        StoreError::Invalid(_)
-    );
+    s.archive_environment(&ws, &archived_env.id).await.unwrap();
+    assert_err!(s.create_session(&ws, new_session(&agent, &archived_env)).await, StoreError::Invalid(_));
 
-    let sessions = s
-        .list_sessions(&s.default_workspace().await.unwrap(), ListSessions { include_archived: true, ..list(10) })
-        .await
-        .unwrap();
+    let sessions = s.list_sessions(&ws, ListSessions { include_archived: true, ..list(10) }).await.unwrap();
     assert!(sessions.items.is_empty(), "a refused session leaves nothing behind");
 }
 
 pub async fn sessions_are_updated_listed_archived_and_deleted(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, false).await;
     let (a1, a2) = (agent(&*s).await, agent(&*s).await);
     let store = memory_store(&*s, "notes").await;
     let mut with_store = new_session(&a1, &env);
     with_store.attachments = vec![attach(&store, Access::ReadWrite)];
-    let s1 = s.create_session(&s.default_workspace().await.unwrap(), with_store).await.unwrap();
+    let s1 = s.create_session(&ws, with_store).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let s2 = s.create_session(&s.default_workspace().await.unwrap(), new_session(&a2, &env)).await.unwrap();
+    let s2 = s.create_session(&ws, new_session(&a2, &env)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let s3 = s.create_session(&s.default_workspace().await.unwrap(), new_session(&a1, &env)).await.unwrap();
+    let s3 = s.create_session(&ws, new_session(&a1, &env)).await.unwrap();
 
     // Updates patch the title and the metadata.
     let patch = [("k".to_owned(), Some("v".to_owned()))].into();
-    let titled = s
-        .update_session(&s.default_workspace().await.unwrap(), &s1.id, Some(Some("t".into())), Some(patch))
-        .await
-        .unwrap();
+    let titled = s.update_session(&ws, &s1.id, Some(Some("t".into())), Some(patch)).await.unwrap();
     assert_eq!((titled.title.as_deref(), &titled.metadata), (Some("t"), &map(&[("k", "v")])));
-    let kept = s.update_session(&s.default_workspace().await.unwrap(), &s1.id, None, None).await.unwrap();
+    let kept = s.update_session(&ws, &s1.id, None, None).await.unwrap();
     assert_eq!((kept.title.as_deref(), &kept.metadata), (Some("t"), &map(&[("k", "v")])));
-    let cleared = s
-        .update_session(
-            &s.default_workspace().await.unwrap(),
-            &s1.id,
-            Some(None),
-            Some([("k".to_owned(), None)].into()),
-        )
-        .await
-        .unwrap();
+    let cleared = s.update_session(&ws, &s1.id, Some(None), Some([("k".to_owned(), None)].into())).await.unwrap();
     assert_eq!((cleared.title, cleared.metadata), (None, BTreeMap::new()));
     assert_err!(
-        s.update_session(&s.default_workspace().await.unwrap(), &s1.id, None, Some(many_keys(17, Some("v".into()))))
-            .await,
+        s.update_session(&ws, &s1.id, None, Some(many_keys(17, Some("v".into())))).await,
         StoreError::Invalid(_)
     );
 
     // Listings: newest first, filtered, paginated.
-    let all = s.list_sessions(&s.default_workspace().await.unwrap(), list(10)).await.unwrap();
+    let all = s.list_sessions(&ws, list(10)).await.unwrap();
     assert_eq!(ids(&all.items), [&s3.id, &s2.id, &s1.id]);
-    let by_agent = s
-        .list_sessions(
-            &s.default_workspace().await.unwrap(),
-            ListSessions { agent_id: Some(a1.id.clone()), ..list(10) },
-        )
-        .await
-        .unwrap();
+    let by_agent = s.list_sessions(&ws, ListSessions { agent_id: Some(a1.id.clone()), ..list(10) }).await.unwrap();
     assert_eq!(ids(&by_agent.items), [&s3.id, &s1.id]);
-    let by_store = s
-        .list_sessions(
-            &s.default_workspace().await.unwrap(),
-            ListSessions { memory_store_id: Some(store.clone()), ..list(10) },
-        )
-        .await
-        .unwrap();
+    let by_store =
+        s.list_sessions(&ws, ListSessions { memory_store_id: Some(store.clone()), ..list(10) }).await.unwrap();
     assert_eq!(ids(&by_store.items), [&s1.id]);
-    let idle = s
-        .list_sessions(
-            &s.default_workspace().await.unwrap(),
-            ListSessions { statuses: vec!["idle".into()], ..list(10) },
-        )
-        .await
-        .unwrap();
+    let idle = s.list_sessions(&ws, ListSessions { statuses: vec!["idle".into()], ..list(10) }).await.unwrap();
     assert_eq!(idle.items.len(), 3);
-    let running = s
-        .list_sessions(
-            &s.default_workspace().await.unwrap(),
-            ListSessions { statuses: vec!["running".into()], ..list(10) },
-        )
-        .await
-        .unwrap();
+    let running = s.list_sessions(&ws, ListSessions { statuses: vec!["running".into()], ..list(10) }).await.unwrap();
     assert!(running.items.is_empty());
-    let since = s
-        .list_sessions(
-            &s.default_workspace().await.unwrap(),
-            ListSessions { created_at_gte: Some(s2.created_at), ..list(10) },
-        )
-        .await
-        .unwrap();
+    let since = s.list_sessions(&ws, ListSessions { created_at_gte: Some(s2.created_at), ..list(10) }).await.unwrap();
     assert_eq!(ids(&since.items), [&s3.id, &s2.id], "created_at bounds are inclusive");
-    let until = s
-        .list_sessions(
-            &s.default_workspace().await.unwrap(),
-            ListSessions { created_at_lte: Some(s2.created_at), ..list(10) },
-        )
-        .await
-        .unwrap();
+    let until = s.list_sessions(&ws, ListSessions { created_at_lte: Some(s2.created_at), ..list(10) }).await.unwrap();
     assert_eq!(ids(&until.items), [&s2.id, &s1.id]);
-    let first = s.list_sessions(&s.default_workspace().await.unwrap(), list(2)).await.unwrap();
+    let first = s.list_sessions(&ws, list(2)).await.unwrap();
     assert_eq!(ids(&first.items), [&s3.id, &s2.id]);
-    let rest = s
-        .list_sessions(&s.default_workspace().await.unwrap(), ListSessions { after: first.next, ..list(2) })
-        .await
-        .unwrap();
+    let rest = s.list_sessions(&ws, ListSessions { after: first.next, ..list(2) }).await.unwrap();
     assert_eq!(ids(&rest.items), [&s1.id]);
     assert!(rest.next.is_none());
 
     // Archiving terminates.
-    let archived = s.archive_session(&s.default_workspace().await.unwrap(), &s2.id).await.unwrap();
+    let archived = s.archive_session(&ws, &s2.id).await.unwrap();
     assert_eq!(archived.status, SessionStatus::Terminated);
     assert!(archived.archived_at.is_some());
-    let again = s.archive_session(&s.default_workspace().await.unwrap(), &s2.id).await.unwrap();
+    let again = s.archive_session(&ws, &s2.id).await.unwrap();
     assert_eq!(again.archived_at, archived.archived_at, "archiving twice keeps the first archival");
-    let log = s.events_after(&s.default_workspace().await.unwrap(), &s2.id, 0).await.unwrap();
+    let log = s.events_after(&ws, &s2.id, 0).await.unwrap();
     assert_eq!(types(&log), ["session.status_terminated"], "one terminated event, however often archived");
-    assert_eq!(
-        ids(&s.list_sessions(&s.default_workspace().await.unwrap(), list(10)).await.unwrap().items),
-        [&s3.id, &s1.id]
-    );
-    let with_archived = s
-        .list_sessions(&s.default_workspace().await.unwrap(), ListSessions { include_archived: true, ..list(10) })
-        .await
-        .unwrap();
+    assert_eq!(ids(&s.list_sessions(&ws, list(10)).await.unwrap().items), [&s3.id, &s1.id]);
+    let with_archived = s.list_sessions(&ws, ListSessions { include_archived: true, ..list(10) }).await.unwrap();
     assert_eq!(ids(&with_archived.items), [&s3.id, &s2.id, &s1.id]);
     let terminated = ListSessions { include_archived: true, statuses: vec!["terminated".into()], ..list(10) };
-    assert_eq!(ids(&s.list_sessions(&s.default_workspace().await.unwrap(), terminated).await.unwrap().items), [&s2.id]);
-    assert_err!(
-        s.update_session(&s.default_workspace().await.unwrap(), &s2.id, Some(Some("late".into())), None).await,
-        StoreError::Invalid(_)
-    );
+    assert_eq!(ids(&s.list_sessions(&ws, terminated).await.unwrap().items), [&s2.id]);
+    assert_err!(s.update_session(&ws, &s2.id, Some(Some("late".into())), None).await, StoreError::Invalid(_));
 
     // Deletion.
-    s.delete_session(&s.default_workspace().await.unwrap(), &s3.id).await.unwrap();
-    assert_err!(s.get_session(&s.default_workspace().await.unwrap(), &s3.id).await, StoreError::NotFound { .. });
-    assert_err!(s.delete_session(&s.default_workspace().await.unwrap(), &s3.id).await, StoreError::NotFound { .. });
-    assert_err!(s.events_after(&s.default_workspace().await.unwrap(), &s3.id, 0).await, StoreError::NotFound { .. });
+    s.delete_session(&ws, &s3.id).await.unwrap();
+    assert_err!(s.get_session(&ws, &s3.id).await, StoreError::NotFound { .. });
+    assert_err!(s.delete_session(&ws, &s3.id).await, StoreError::NotFound { .. });
+    assert_err!(s.events_after(&ws, &s3.id, 0).await, StoreError::NotFound { .. });
     assert_eq!(
-        ids(&s
-            .list_sessions(&s.default_workspace().await.unwrap(), ListSessions { include_archived: true, ..list(10) })
-            .await
-            .unwrap()
-            .items),
+        ids(&s.list_sessions(&ws, ListSessions { include_archived: true, ..list(10) }).await.unwrap().items),
         [&s2.id, &s1.id]
     );
 
     let unknown = SessionId::generate();
-    assert_err!(s.get_session(&s.default_workspace().await.unwrap(), &unknown).await, StoreError::NotFound { .. });
-    assert_err!(s.archive_session(&s.default_workspace().await.unwrap(), &unknown).await, StoreError::NotFound { .. });
-    assert_err!(
-        s.update_session(&s.default_workspace().await.unwrap(), &unknown, Some(None), None).await,
-        StoreError::NotFound { .. }
-    );
+    assert_err!(s.get_session(&ws, &unknown).await, StoreError::NotFound { .. });
+    assert_err!(s.archive_session(&ws, &unknown).await, StoreError::NotFound { .. });
+    assert_err!(s.update_session(&ws, &unknown, Some(None), None).await, StoreError::NotFound { .. });
 }
 
 pub async fn archiving_or_deleting_a_session_stops_its_work(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     let archived = session(&*s, &env).await;
     let deleted = session(&*s, &env).await;
     let token = fresh_hash();
-    let item = s
-        .poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, token)
-        .await
-        .unwrap()
-        .expect("the oldest item");
+    let item = s.poll_work(&ws, &env.id, None, 60_000, token).await.unwrap().expect("the oldest item");
     assert_eq!(item.data.id, archived.id.as_str());
-    s.ack_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap();
+    s.ack_work(&ws, &env.id, &item.id).await.unwrap();
     assert!(s.resolve_credential(token).await.unwrap().is_some());
 
-    s.archive_session(&s.default_workspace().await.unwrap(), &archived.id).await.unwrap();
-    assert_eq!(
-        s.get_work(&s.default_workspace().await.unwrap(), &env.id, &item.id).await.unwrap().state,
-        WorkState::Stopped
-    );
+    s.archive_session(&ws, &archived.id).await.unwrap();
+    assert_eq!(s.get_work(&ws, &env.id, &item.id).await.unwrap().state, WorkState::Stopped);
     assert_eq!(s.resolve_credential(token).await.unwrap(), None, "the stopped item's token dies");
 
     let queued = work_of(&*s, &env, &deleted).await;
-    s.delete_session(&s.default_workspace().await.unwrap(), &deleted.id).await.unwrap();
-    match s.get_work(&s.default_workspace().await.unwrap(), &env.id, &queued.id).await {
+    s.delete_session(&ws, &deleted.id).await.unwrap();
+    match s.get_work(&ws, &env.id, &queued.id).await {
         Ok(work) => assert_eq!(work.state, WorkState::Stopped, "a deleted session's item is stopped"),
         Err(e) => assert!(matches!(e, StoreError::NotFound { .. }), "{e:?}"),
     }
-    assert!(
-        s.poll_work(&s.default_workspace().await.unwrap(), &env.id, None, 60_000, fresh_hash())
-            .await
-            .unwrap()
-            .is_none(),
-        "nothing left to deliver"
-    );
+    assert!(s.poll_work(&ws, &env.id, None, 60_000, fresh_hash()).await.unwrap().is_none(), "nothing left to deliver");
 }

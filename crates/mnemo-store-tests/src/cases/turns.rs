@@ -15,55 +15,35 @@ const LONG: Duration = Duration::from_secs(60);
 
 pub async fn turn_leases_go_to_one_holder_until_released_or_lapsed(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     let id = session(&*s, &env).await.id;
-    assert!(
-        s.claim_turn(&s.default_workspace().await.unwrap(), &id, "a", LONG).await.unwrap(),
-        "a free lease is granted"
-    );
-    assert!(
-        !s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", LONG).await.unwrap(),
-        "a running lease is held"
-    );
-    assert!(s.claim_turn(&s.default_workspace().await.unwrap(), &id, "a", LONG).await.unwrap(), "its holder renews it");
-    s.release_turn(&s.default_workspace().await.unwrap(), &id, "b").await.unwrap();
-    assert!(
-        !s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", LONG).await.unwrap(),
-        "only the holder releases a lease"
-    );
-    s.release_turn(&s.default_workspace().await.unwrap(), &id, "a").await.unwrap();
-    assert!(
-        s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", Duration::from_millis(200)).await.unwrap(),
-        "a released lease is free"
-    );
+    assert!(s.claim_turn(&ws, &id, "a", LONG).await.unwrap(), "a free lease is granted");
+    assert!(!s.claim_turn(&ws, &id, "b", LONG).await.unwrap(), "a running lease is held");
+    assert!(s.claim_turn(&ws, &id, "a", LONG).await.unwrap(), "its holder renews it");
+    s.release_turn(&ws, &id, "b").await.unwrap();
+    assert!(!s.claim_turn(&ws, &id, "b", LONG).await.unwrap(), "only the holder releases a lease");
+    s.release_turn(&ws, &id, "a").await.unwrap();
+    assert!(s.claim_turn(&ws, &id, "b", Duration::from_millis(200)).await.unwrap(), "a released lease is free");
     // b dies without releasing: once its lease lapses on the store's clock, a may take over.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        s.claim_turn(&s.default_workspace().await.unwrap(), &id, "a", LONG).await.unwrap(),
-        "a lapsed lease is free"
-    );
-    assert!(!s.claim_turn(&s.default_workspace().await.unwrap(), &id, "b", LONG).await.unwrap());
+    assert!(s.claim_turn(&ws, &id, "a", LONG).await.unwrap(), "a lapsed lease is free");
+    assert!(!s.claim_turn(&ws, &id, "b", LONG).await.unwrap());
     let unknown = SessionId::generate();
-    assert_err!(
-        s.claim_turn(&s.default_workspace().await.unwrap(), &unknown, "a", LONG).await,
-        StoreError::NotFound { .. }
-    );
+    assert_err!(s.claim_turn(&ws, &unknown, "a", LONG).await, StoreError::NotFound { .. });
 }
 
 pub async fn concurrent_claimers_get_one_turn_lease(factory: &impl StoreFactory) {
     const CLAIMERS: usize = 8;
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let env = environment(&*s, true).await;
     for round in 0..6 {
         let id = session(&*s, &env).await.id;
         let handles: Vec<_> = (0..CLAIMERS)
             .map(|i| {
-                let (s, id) = (Arc::clone(&s.store), id.clone());
-                tokio::spawn(async move {
-                    s.claim_turn(&s.default_workspace().await.unwrap(), &id, &format!("replica-{i}"), LONG)
-                        .await
-                        .unwrap()
-                })
+                let (s, id, ws) = (Arc::clone(&s.store), id.clone(), ws.clone());
+                tokio::spawn(async move { s.claim_turn(&ws, &id, &format!("replica-{i}"), LONG).await.unwrap() })
             })
             .collect();
         let granted = join_all(handles).await.into_iter().filter(|r| *r.as_ref().expect("a task panicked")).count();

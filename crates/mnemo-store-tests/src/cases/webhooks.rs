@@ -21,22 +21,23 @@ use super::fixtures::{agent, environment, event, memory_store, new_session};
 use crate::StoreFactory;
 
 async fn endpoint(s: &dyn Store, url: &str, types: Option<Vec<T>>) -> WebhookEndpoint {
+    let ws = s.default_workspace().await.unwrap();
     let new = NewWebhookEndpoint {
         url: url.into(),
         event_types: types,
         description: None,
         secret: generate_webhook_secret().into(),
     };
-    s.create_webhook_endpoint(&s.default_workspace().await.unwrap(), new).await.unwrap()
+    s.create_webhook_endpoint(&ws, new).await.unwrap()
 }
 
 /// Every delivery of an endpoint, oldest first.
 async fn deliveries(s: &dyn Store, endpoint: &WebhookEndpointId) -> Vec<WebhookDelivery> {
+    let ws = s.default_workspace().await.unwrap();
     let mut out = Vec::new();
     let mut query = ListWebhookDeliveries { status: None, limit: 7, after: None };
     loop {
-        let page =
-            s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), endpoint, query.clone()).await.unwrap();
+        let page = s.list_webhook_deliveries(&ws, endpoint, query.clone()).await.unwrap();
         assert!(page.items.len() <= 7);
         out.extend(page.items);
         match page.next {
@@ -64,10 +65,11 @@ fn attempt(id: &WebhookDeliveryId, attempt: u32, status: Option<u16>, next: Next
 
 pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let secret = generate_webhook_secret();
     let created = s
         .create_webhook_endpoint(
-            &s.default_workspace().await.unwrap(),
+            &ws,
             NewWebhookEndpoint {
                 url: "https://example.com/hook".into(),
                 event_types: Some(vec![T::SessionStatusIdled]),
@@ -84,19 +86,16 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
     );
     assert_eq!(created.event_types, Some(vec![T::SessionStatusIdled]));
     assert_eq!(created.description.as_deref(), Some("ops"));
-    let plain = s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, false).await.unwrap();
+    let plain = s.get_webhook_endpoint(&ws, &created.id, false).await.unwrap();
     assert_eq!(plain.secret, None);
     assert_eq!(plain.url, "https://example.com/hook");
-    assert_eq!(
-        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, true).await.unwrap().secret,
-        Some(secret.into())
-    );
+    assert_eq!(s.get_webhook_endpoint(&ws, &created.id, true).await.unwrap().secret, Some(secret.into()));
     let second = endpoint(&*s, "http://127.0.0.1:9/", None).await;
 
-    let page = s.list_webhook_endpoints(&s.default_workspace().await.unwrap(), 1, None).await.unwrap();
+    let page = s.list_webhook_endpoints(&ws, 1, None).await.unwrap();
     assert_eq!(page.items.iter().map(|e| &e.id).collect::<Vec<_>>(), [&second.id], "newest first");
     assert!(page.items.iter().all(|e| e.secret.is_none()), "listings never carry secrets");
-    let rest = s.list_webhook_endpoints(&s.default_workspace().await.unwrap(), 10, page.next).await.unwrap();
+    let rest = s.list_webhook_endpoints(&ws, 10, page.next).await.unwrap();
     assert_eq!(rest.items.iter().map(|e| &e.id).collect::<Vec<_>>(), [&created.id]);
     assert!(rest.next.is_none());
 
@@ -105,43 +104,24 @@ pub async fn webhook_endpoints_are_created_listed_updated_and_deleted(factory: &
         event_types: Some(None),
         description: Some(None),
     };
-    let updated = s.update_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, patch).await.unwrap();
+    let updated = s.update_webhook_endpoint(&ws, &created.id, patch).await.unwrap();
     assert_eq!(
         (updated.url.as_str(), &updated.event_types, &updated.description),
         ("https://example.org/other", &None, &None)
     );
     assert!(updated.updated_at >= created.updated_at);
-    let kept = s
-        .update_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, WebhookEndpointPatch::default())
-        .await
-        .unwrap();
+    let kept = s.update_webhook_endpoint(&ws, &created.id, WebhookEndpointPatch::default()).await.unwrap();
     assert_eq!(kept.url, "https://example.org/other", "an empty patch keeps every field");
 
-    s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id).await.unwrap();
+    s.delete_webhook_endpoint(&ws, &created.id).await.unwrap();
+    assert_err!(s.get_webhook_endpoint(&ws, &created.id, false).await, StoreError::NotFound { .. });
+    assert_err!(s.delete_webhook_endpoint(&ws, &created.id).await, StoreError::NotFound { .. });
     assert_err!(
-        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id, false).await,
+        s.list_webhook_deliveries(&ws, &created.id, ListWebhookDeliveries { limit: 10, ..Default::default() }).await,
         StoreError::NotFound { .. }
     );
     assert_err!(
-        s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &created.id).await,
-        StoreError::NotFound { .. }
-    );
-    assert_err!(
-        s.list_webhook_deliveries(
-            &s.default_workspace().await.unwrap(),
-            &created.id,
-            ListWebhookDeliveries { limit: 10, ..Default::default() }
-        )
-        .await,
-        StoreError::NotFound { .. }
-    );
-    assert_err!(
-        s.update_webhook_endpoint(
-            &s.default_workspace().await.unwrap(),
-            &WebhookEndpointId::generate(),
-            WebhookEndpointPatch::default()
-        )
-        .await,
+        s.update_webhook_endpoint(&ws, &WebhookEndpointId::generate(), WebhookEndpointPatch::default()).await,
         StoreError::NotFound { .. }
     );
 }
@@ -165,22 +145,22 @@ pub async fn changes_yield_webhook_deliveries_in_their_transaction(factory: &imp
 
     let env = environment(&*s, true).await;
     let patch = EnvironmentPatch { name: Some("renamed".into()), ..Default::default() };
-    s.update_environment(&s.default_workspace().await.unwrap(), &env.id, patch).await.unwrap();
+    s.update_environment(&ws, &env.id, patch).await.unwrap();
     let agent = agent(&*s).await;
     let same: AgentParams = serde_json::from_value(json!({})).unwrap();
-    s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, same).await.unwrap();
+    s.update_agent(&ws, &agent.id, 1, same).await.unwrap();
     let renamed: AgentParams = serde_json::from_value(json!({"name": "renamed"})).unwrap();
-    s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, renamed).await.unwrap();
-    let session = s.create_session(&s.default_workspace().await.unwrap(), new_session(&agent, &env)).await.unwrap();
+    s.update_agent(&ws, &agent.id, 1, renamed).await.unwrap();
+    let session = s.create_session(&ws, new_session(&agent, &env)).await.unwrap();
     let call = event(json!({"type": "agent.tool_use", "name": "read", "input": {"file_path": "/x"}}));
-    s.append_events(&s.default_workspace().await.unwrap(), &session.id, vec![call], EventAuthor::Server).await.unwrap();
-    s.update_session(&s.default_workspace().await.unwrap(), &session.id, Some(Some("t".into())), None).await.unwrap();
-    s.archive_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap();
-    s.archive_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap();
-    s.delete_session(&s.default_workspace().await.unwrap(), &session.id).await.unwrap();
-    s.archive_agent(&s.default_workspace().await.unwrap(), &agent.id).await.unwrap();
-    s.archive_environment(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
-    s.delete_environment(&s.default_workspace().await.unwrap(), &env.id).await.unwrap();
+    s.append_events(&ws, &session.id, vec![call], EventAuthor::Server).await.unwrap();
+    s.update_session(&ws, &session.id, Some(Some("t".into())), None).await.unwrap();
+    s.archive_session(&ws, &session.id).await.unwrap();
+    s.archive_session(&ws, &session.id).await.unwrap();
+    s.delete_session(&ws, &session.id).await.unwrap();
+    s.archive_agent(&ws, &agent.id).await.unwrap();
+    s.archive_environment(&ws, &env.id).await.unwrap();
+    s.delete_environment(&ws, &env.id).await.unwrap();
 
     let (st, en, ag, se) = (store.to_string(), env.id.to_string(), agent.id.to_string(), session.id.to_string());
     let want = vec![
@@ -219,17 +199,12 @@ pub async fn changes_yield_webhook_deliveries_in_their_transaction(factory: &imp
     assert_ne!(shared[0].id, picked[0].id);
 
     let pending = ListWebhookDeliveries { status: Some(DeliveryStatus::Delivered), limit: 10, after: None };
-    assert!(
-        s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &all.id, pending)
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(s.list_webhook_deliveries(&ws, &all.id, pending).await.unwrap().items.is_empty());
 }
 
 pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;
     let store = memory_store(&*s, "one").await;
     let long = Duration::from_secs(60);
@@ -239,10 +214,7 @@ pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFac
     let first = &claimed[0];
     assert_eq!((first.attempt, &first.endpoint, first.url.as_str()), (1, &hook.id, "https://example.com/hook"));
     assert_eq!((first.event_type, first.resource_id.as_str()), (T::MemoryStoreCreated, store.as_str()));
-    assert_eq!(
-        Some(first.secret.clone()),
-        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap().secret
-    );
+    assert_eq!(Some(first.secret.clone()), s.get_webhook_endpoint(&ws, &hook.id, true).await.unwrap().secret);
     assert!(s.claim_webhook_deliveries(10, long).await.unwrap().is_empty(), "a claimed delivery is hidden");
     let listed = &deliveries(&*s, &hook.id).await[0];
     assert_eq!((listed.attempts, listed.status), (1, DeliveryStatus::Pending));
@@ -272,14 +244,7 @@ pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFac
     assert_eq!((failed.status, failed.last_status_code), (DeliveryStatus::Failed, None));
     assert_eq!(failed.last_error.as_deref(), Some("connection refused"));
     let only_failed = ListWebhookDeliveries { status: Some(DeliveryStatus::Failed), limit: 10, after: None };
-    assert_eq!(
-        s.list_webhook_deliveries(&s.default_workspace().await.unwrap(), &hook.id, only_failed)
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(s.list_webhook_deliveries(&ws, &hook.id, only_failed).await.unwrap().items.len(), 1);
 
     // An attempt never reported is made again once its lease ends.
     memory_store(&*s, "three").await;
@@ -301,7 +266,7 @@ pub async fn deliveries_are_claimed_retried_and_finished(factory: &impl StoreFac
     assert_eq!(s.prune_webhook_deliveries(Duration::from_secs(3600)).await.unwrap(), 0);
 
     // Deleting the endpoint drops its deliveries: nothing is claimed or recorded for them.
-    s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id).await.unwrap();
+    s.delete_webhook_endpoint(&ws, &hook.id).await.unwrap();
     assert!(!s.finish_webhook_attempt(attempt(&lost.id, 2, Some(200), Next::Delivered)).await.unwrap());
     memory_store(&*s, "four").await;
     assert!(s.claim_webhook_deliveries(10, long).await.unwrap().is_empty());
@@ -311,6 +276,7 @@ pub async fn concurrent_claimers_never_share_a_delivery(factory: &impl StoreFact
     const CLAIMERS: usize = 8;
     const EVENTS: usize = 40;
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     for round in 0..3 {
         let hook = endpoint(&*s, "https://example.com/hook", None).await;
         for i in 0..EVENTS {
@@ -344,7 +310,7 @@ pub async fn concurrent_claimers_never_share_a_delivery(factory: &impl StoreFact
         let all: HashSet<WebhookDeliveryId> = deliveries(&*s, &hook.id).await.into_iter().map(|d| d.id).collect();
         assert_eq!(all.len(), EVENTS);
         assert_eq!(seen.into_keys().collect::<HashSet<_>>(), all, "round {round}: every delivery claimed once");
-        s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id).await.unwrap();
+        s.delete_webhook_endpoint(&ws, &hook.id).await.unwrap();
     }
 }
 
@@ -392,23 +358,20 @@ pub async fn claims_take_the_oldest_due_first_and_return_them_in_that_order(fact
 
 pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;
-    let old =
-        s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap().secret.unwrap();
+    let old = s.get_webhook_endpoint(&ws, &hook.id, true).await.unwrap().secret.unwrap();
     let long = Duration::from_secs(60);
 
     let new = generate_webhook_secret();
-    let rotated = s
-        .rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, new.clone(), Duration::from_secs(600))
-        .await
-        .unwrap();
+    let rotated = s.rotate_webhook_secret(&ws, &hook.id, new.clone(), Duration::from_secs(600)).await.unwrap();
     assert_eq!(
         rotated.secret.as_ref().map(mnemo_api::Secret::expose),
         Some(new.as_str()),
         "the answer carries the new secret"
     );
     assert!(rotated.previous_secret_expires_at.is_some_and(|at| at > rotated.updated_at));
-    let read = s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, true).await.unwrap();
+    let read = s.get_webhook_endpoint(&ws, &hook.id, true).await.unwrap();
     assert_eq!(
         (read.secret.as_ref().map(mnemo_api::Secret::expose), read.previous_secret_expires_at),
         (Some(new.as_str()), rotated.previous_secret_expires_at)
@@ -420,33 +383,22 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
         (new.as_str(), Some(old.expose())),
         "both sign"
     );
-    let listed =
-        s.list_webhook_endpoints(&s.default_workspace().await.unwrap(), 10, None).await.unwrap().items.remove(0);
+    let listed = s.list_webhook_endpoints(&ws, 10, None).await.unwrap().items.remove(0);
     assert!(listed.secret.is_none() && listed.previous_secret_expires_at.is_some());
 
     // Rotating at once (no overlap) leaves only the newest.
     let newest = generate_webhook_secret();
-    let rotated = s
-        .rotate_webhook_secret(&s.default_workspace().await.unwrap(), &hook.id, newest.clone(), Duration::ZERO)
-        .await
-        .unwrap();
+    let rotated = s.rotate_webhook_secret(&ws, &hook.id, newest.clone(), Duration::ZERO).await.unwrap();
     assert_eq!(rotated.previous_secret_expires_at, None);
     memory_store(&*s, "after").await;
     let d = s.claim_webhook_deliveries(10, long).await.unwrap().remove(0);
     assert_eq!((d.secret.expose(), d.previous_secret.as_ref().map(mnemo_api::Secret::expose)), (newest.as_str(), None));
 
     // An overlap ends on the store's clock.
-    s.rotate_webhook_secret(
-        &s.default_workspace().await.unwrap(),
-        &hook.id,
-        generate_webhook_secret(),
-        Duration::from_secs(1),
-    )
-    .await
-    .unwrap();
+    s.rotate_webhook_secret(&ws, &hook.id, generate_webhook_secret(), Duration::from_secs(1)).await.unwrap();
     let ended = loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let e = s.get_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id, false).await.unwrap();
+        let e = s.get_webhook_endpoint(&ws, &hook.id, false).await.unwrap();
         if e.previous_secret_expires_at.is_none() {
             break e;
         }
@@ -456,19 +408,14 @@ pub async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires(factory:
     assert_eq!(s.claim_webhook_deliveries(10, long).await.unwrap().remove(0).previous_secret, None);
 
     assert_err!(
-        s.rotate_webhook_secret(
-            &s.default_workspace().await.unwrap(),
-            &WebhookEndpointId::generate(),
-            generate_webhook_secret(),
-            long
-        )
-        .await,
+        s.rotate_webhook_secret(&ws, &WebhookEndpointId::generate(), generate_webhook_secret(), long).await,
         StoreError::NotFound { .. }
     );
 }
 
 pub async fn the_next_attempt_is_due_when_the_earliest_pending_delivery_is(factory: &impl StoreFactory) {
     let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
     let next = || async { s.next_webhook_attempt_in().await.unwrap() };
     assert_eq!(next().await, None, "nothing is pending");
     let hook = endpoint(&*s, "https://example.com/hook", Some(vec![T::MemoryStoreCreated])).await;
@@ -507,6 +454,6 @@ pub async fn the_next_attempt_is_due_when_the_earliest_pending_delivery_is(facto
     assert_eq!(next().await, Some(Duration::ZERO));
 
     // Deleting the endpoint drops its pending deliveries.
-    s.delete_webhook_endpoint(&s.default_workspace().await.unwrap(), &hook.id).await.unwrap();
+    s.delete_webhook_endpoint(&ws, &hook.id).await.unwrap();
     assert_eq!(next().await, None);
 }
