@@ -12,8 +12,8 @@ use askama::Template;
 use axum::extract::State;
 use axum::response::Response;
 use mnemo_api::{
-    API_KEY_PREFIX, AdminCursor, AdminPageQuery, ApiKey, ApiKeyId, ApiKeyScope, ApiKeyStatus, ApiKeyUpdate,
-    AuditOutcome, NewApiKey, Secret, generate_secret,
+    API_KEY_PREFIX, AdminCursor, AdminPageQuery, ApiKey, ApiKeyId, ApiKeyScope, ApiKeyStatus, ApiKeyUpdate, NewApiKey,
+    Secret, generate_secret,
 };
 use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::StoreError;
@@ -23,6 +23,7 @@ use mnemo_store::rules::audit::AuditAction;
 use serde::Deserialize;
 
 use crate::Console;
+use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::ConfirmPage;
@@ -104,7 +105,12 @@ struct Shown {
     message: Option<String>,
 }
 
-async fn keys_page(console: &Console, who: &Signed, after: Option<String>, shown: Shown) -> Result<Response, PageError> {
+async fn keys_page(
+    console: &Console,
+    who: &Signed,
+    after: Option<String>,
+    shown: Shown,
+) -> Result<Response, PageError> {
     let first_page = after.is_none();
     let cursor = after.map_or(AdminCursor::Start, AdminCursor::After);
     let page = console
@@ -147,22 +153,6 @@ pub(crate) async fn list(
     keys_page(&console, &who, q.after, Shown { minted: None, name: String::new(), message: None }).await
 }
 
-/// Records a change to a key in the audit log, as the Admin API's own call would be.
-async fn audit(console: &Console, who: &Signed, action: AuditAction, key: &ApiKeyId, details: serde_json::Value) {
-    let event = mnemo_store::ops::NewAuditEvent {
-        action,
-        workspace: Some(who.workspace.clone()),
-        actor: mnemo_store::rules::audit::actor_of(&mnemo_store::Credential::ApiKey(who.api_key.clone())),
-        resource: Some(mnemo_api::AuditResource { kind: "api_key".into(), id: key.to_string() }),
-        client_ip: who.peer.map(|ip| ip.to_string()),
-        outcome: AuditOutcome::Success,
-        details,
-    };
-    if let Err(e) = console.store.record_audit_event(event).await {
-        tracing::error!(error = %e.chain(), %action, "could not record an audit event");
-    }
-}
-
 #[derive(Debug, Deserialize)]
 pub(crate) struct MintForm {
     #[serde(default)]
@@ -185,7 +175,7 @@ pub(crate) async fn mint(State(console): State<Console>, posted: Posted<MintForm
         Ok(key) => key,
         Err(err) => return keys_page(&console, who, None, refused(refusal(err)?)).await,
     };
-    audit(&console, who, AuditAction::ApiKeyCreate, &key.id, serde_json::json!({ "name": key.name })).await;
+    record(&console, who, AuditAction::ApiKeyCreate, key.id.as_str(), serde_json::json!({ "name": key.name })).await;
     tracing::info!(api_key.id = %key.id, by.api_key.id = %who.api_key, "minted API key in the console");
     let minted = Minted { id: key.id.to_string(), name: key.name, secret: secret.into() };
     keys_page(&console, who, None, Shown { minted: Some(minted), name: String::new(), message: None }).await
@@ -214,7 +204,8 @@ async fn set_status(
         // Cached lookups must not outlive the key, here or on another replica.
         console.hooks.credentials_changed();
     }
-    audit(console, who, AuditAction::ApiKeyUpdate, id, serde_json::json!({ "status": key.status.as_str() })).await;
+    record(console, who, AuditAction::ApiKeyUpdate, id.as_str(), serde_json::json!({ "status": key.status.as_str() }))
+        .await;
     tracing::info!(api_key.id = %id, status = %key.status, by.api_key.id = %who.api_key, "changed API key status in the console");
     Ok(see_other("/console/api-keys"))
 }
@@ -241,11 +232,8 @@ pub(crate) async fn archive_confirm(
     Id(id): Id<ApiKeyId>,
 ) -> Result<Response, PageError> {
     let key = own_key(&console, &who, &id).await?;
-    let yours = if key.id == who.api_key {
-        " This is the key you signed in with: archiving it signs you out."
-    } else {
-        ""
-    };
+    let yours =
+        if key.id == who.api_key { " This is the key you signed in with: archiving it signs you out." } else { "" };
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::ApiKeys),
         title: "Archive this API key?".into(),
@@ -253,7 +241,10 @@ pub(crate) async fn archive_confirm(
             "Archive “{}” ({})? Every client using it is refused at once, on every replica.{yours}",
             key.name, key.id
         ),
-        detail: Some("Archiving cannot be undone: an archived key never works again. To pause a key, deactivate it instead.".into()),
+        detail: Some(
+            "Archiving cannot be undone: an archived key never works again. To pause a key, deactivate it instead."
+                .into(),
+        ),
         action: format!("/console/api-keys/{}/archive", key.id),
         button: "Archive key".into(),
         cancel: "/console/api-keys".into(),

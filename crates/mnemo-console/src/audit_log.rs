@@ -21,6 +21,23 @@ use crate::text::when;
 /// Entries per page.
 const PAGE: u32 = 50;
 
+/// Records what a signed-in person did to resource `id` in their workspace, as the API's
+/// recorder would for the same call (`details`: named fields only, never a secret).
+pub(crate) async fn record(console: &Console, who: &Signed, action: AuditAction, id: &str, details: serde_json::Value) {
+    let event = mnemo_store::ops::NewAuditEvent {
+        action,
+        workspace: Some(who.workspace.clone()),
+        actor: mnemo_store::rules::audit::actor_of(&mnemo_store::Credential::ApiKey(who.api_key.clone())),
+        resource: action.resource_type().map(|kind| mnemo_api::AuditResource { kind: kind.into(), id: id.to_owned() }),
+        client_ip: who.peer.map(|ip| ip.to_string()),
+        outcome: mnemo_api::AuditOutcome::Success,
+        details,
+    };
+    if let Err(e) = console.store.record_audit_event(event).await {
+        tracing::error!(error = %e.chain(), %action, "could not record an audit event");
+    }
+}
+
 /// The page's filters and position, as its form and links write them.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct AuditQuery {
@@ -46,9 +63,12 @@ fn day(name: &str, raw: &str) -> Result<Option<NaiveDate>, BadInput> {
     if raw.is_empty() {
         return Ok(None);
     }
-    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
-        .map(Some)
-        .map_err(|_| BadInput::Invalid(format!("{name} must be a day written YYYY-MM-DD (got `{}`)", raw.chars().take(40).collect::<String>())))
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d").map(Some).map_err(|_| {
+        BadInput::Invalid(format!(
+            "{name} must be a day written YYYY-MM-DD (got `{}`)",
+            raw.chars().take(40).collect::<String>()
+        ))
+    })
 }
 
 impl FromQuery for AuditQuery {
@@ -58,11 +78,17 @@ impl FromQuery for AuditQuery {
         let text = |name| q.one(name).map(str::trim).unwrap_or_default().to_owned();
         let action = text("action");
         if !action.is_empty() && AuditAction::parse(&action).is_none() {
-            return Err(BadInput::Invalid(format!("there is no audited action `{}`", action.chars().take(40).collect::<String>())));
+            return Err(BadInput::Invalid(format!(
+                "there is no audited action `{}`",
+                action.chars().take(40).collect::<String>()
+            )));
         }
         let actor = text("actor");
         if !actor.is_empty() && !AuditActorType::ALL.iter().any(|k| k.as_str() == actor) {
-            return Err(BadInput::Invalid(format!("there is no actor type `{}`", actor.chars().take(40).collect::<String>())));
+            return Err(BadInput::Invalid(format!(
+                "there is no actor type `{}`",
+                actor.chars().take(40).collect::<String>()
+            )));
         }
         let (from, until) = (text("from"), text("until"));
         day("From", &from)?;
@@ -100,7 +126,9 @@ impl AuditQuery {
     /// The link to this list from entry `id` on (`older_than` / `newer_than`), filters kept.
     fn link(&self, direction: &str, id: &str) -> String {
         let mut q = form_urlencoded::Serializer::new(String::new());
-        for (name, value) in [("action", &self.action), ("actor", &self.actor), ("from", &self.from), ("until", &self.until)] {
+        for (name, value) in
+            [("action", &self.action), ("actor", &self.actor), ("from", &self.from), ("until", &self.until)]
+        {
             if !value.is_empty() {
                 q.append_pair(name, value);
             }
@@ -128,9 +156,11 @@ pub(crate) struct EventRow {
 fn row(e: &AuditEvent) -> EventRow {
     let details = match &e.details {
         serde_json::Value::Object(m) if m.is_empty() => String::new(),
-        serde_json::Value::Object(m) => {
-            m.iter().map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect::<Vec<_>>().join(", ")
-        }
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+            .collect::<Vec<_>>()
+            .join(", "),
         other => other.to_string(),
     };
     EventRow {
@@ -167,7 +197,8 @@ pub(crate) async fn page(
     let paged = q.older_than.is_some() || q.newer_than.is_some();
     // Reading older entries: more below when the store says so; newer ones exist above any
     // page that was reached by paging. Reading newer: the reverse.
-    let (more_older, more_newer) = if q.newer_than.is_some() { (true, listing.has_more) } else { (listing.has_more, paged) };
+    let (more_older, more_newer) =
+        if q.newer_than.is_some() { (true, listing.has_more) } else { (listing.has_more, paged) };
     let older = listing.last_id.as_deref().filter(|_| more_older).map(|id| q.link("older_than", id));
     let newer = listing.first_id.as_deref().filter(|_| more_newer).map(|id| q.link("newer_than", id));
     Ok(render(&AuditPage {

@@ -99,7 +99,10 @@ mod tests {
         .collect();
         let mut overrides = mnemo_store::ops::workspaces::Overrides::new();
         overrides.insert(api.clone(), [(LimiterType::RequestsPerMinute, 60)].into_iter().collect());
-        overrides.insert(model.clone(), [(LimiterType::InputTokensPerMinute, 5000), (LimiterType::OutputTokensPerMinute, 7)].into_iter().collect());
+        overrides.insert(
+            model.clone(),
+            [(LimiterType::InputTokensPerMinute, 5000), (LimiterType::OutputTokensPerMinute, 7)].into_iter().collect(),
+        );
         let shown: Vec<(String, String, String, String, String)> = rows(&entries, &org, &overrides)
             .into_iter()
             .map(|r| (r.group, r.limiter, r.org, r.own, r.applies))

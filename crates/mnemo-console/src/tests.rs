@@ -874,3 +874,36 @@ async fn the_organizations_pages_are_refused_to_an_api_keys_sign_in_as_the_api_r
     };
     assert_eq!(h.store.list_workspaces(all).await.unwrap().data.len(), 1, "only Default exists");
 }
+
+#[tokio::test]
+async fn key_lifecycles_and_deletions_made_in_the_console_are_in_the_audit_log() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let (cookie, csrf) = h.signed_in().await;
+    let env = h.self_hosted_environment().await;
+    let minted = h.post(&format!("/console/environments/{}/keys", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    let key = h.store.list_environment_keys(&ws, &env.id).await.unwrap().remove(0);
+    let revoke = format!("/console/environments/{}/keys/{}/revoke", env.id, key.id);
+    assert_eq!(h.post(&revoke, &cookie, &[("csrf", &csrf)], &[]).await.status, StatusCode::SEE_OTHER);
+    let store = h.memory_store("doomed").await;
+    let delete = h.post(&format!("/console/stores/{}/delete", store.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(delete.status, StatusCode::SEE_OTHER, "{}", delete.body);
+    let log = h.audit_of(&ws).await;
+    let seen: Vec<(&str, &str)> =
+        log.iter().map(|e| (e.action.as_str(), e.resource.as_ref().map_or("", |r| r.id.as_str()))).collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("memory_store.delete", store.id.as_str()),
+            ("environment_key.revoke", key.id.as_str()),
+            ("environment_key.create", key.id.as_str()),
+        ]
+    );
+    let secret = shown_secret(&minted.body).or_else(|| {
+        let at = minted.body.find("sk-mnemo-env-")?;
+        Some(minted.body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect())
+    });
+    let printed = serde_json::to_string(&log).unwrap();
+    assert!(!printed.contains(&secret.unwrap()) && printed.contains(env.id.as_str()), "{printed}");
+    assert!(log.iter().all(|e| e.actor.id == h.api_key.as_str()));
+}
