@@ -98,9 +98,9 @@ mod tests {
         .into_iter()
         .collect();
         let mut overrides = mnemo_store::ops::workspaces::Overrides::new();
-        overrides.insert(api.clone(), [(LimiterType::RequestsPerMinute, 60)].into_iter().collect());
+        overrides.insert(api, [(LimiterType::RequestsPerMinute, 60)].into_iter().collect());
         overrides.insert(
-            model.clone(),
+            model,
             [(LimiterType::InputTokensPerMinute, 5000), (LimiterType::OutputTokensPerMinute, 7)].into_iter().collect(),
         );
         let shown: Vec<(String, String, String, String, String)> = rows(&entries, &org, &overrides)
