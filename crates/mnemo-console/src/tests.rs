@@ -144,15 +144,7 @@ impl Harness {
     }
 
     async fn signed_in(&self) -> (String, String) {
-        let (answer, _) = self.sign_in_with(KEY, &[]).await;
-        assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
-        let session =
-            answer.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console=mcs_")).expect("a session cookie");
-        let cookie = session.split(';').next().unwrap().to_owned();
-        let page = self.get("/console", &cookie).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        let csrf = page.field("csrf");
-        (cookie, csrf)
+        self.signed_in_as(KEY).await
     }
 }
 
@@ -661,7 +653,7 @@ impl Harness {
         let session =
             answer.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console=mcs_")).expect("a session cookie");
         let cookie = session.split(';').next().unwrap().to_owned();
-        let page = self.get("/console/api-keys", &cookie).await;
+        let page = self.get("/console", &cookie).await;
         assert_eq!(page.status, StatusCode::OK, "{}", page.body);
         (cookie, page.field("csrf"))
     }
