@@ -157,6 +157,25 @@ pub(crate) async fn list(
 pub(crate) struct MintForm {
     #[serde(default)]
     name: String,
+    /// The last UTC day the key works (`YYYY-MM-DD`), or empty for a key that never expires.
+    #[serde(default)]
+    expires: String,
+}
+
+/// When a key whose last day is `day` (`YYYY-MM-DD`, UTC) expires: the start of the next day;
+/// `None` for an empty field.
+fn expiry(day: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+    let day = day.trim();
+    if day.is_empty() {
+        return Ok(None);
+    }
+    chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.succ_opt())
+        .map(|next| Some(next.and_time(chrono::NaiveTime::MIN).and_utc()))
+        .ok_or_else(|| {
+            format!("the last day must be written YYYY-MM-DD (got `{}`)", day.chars().take(40).collect::<String>())
+        })
 }
 
 /// Mints a key in the signed-in workspace and shows its secret on the answer to this `POST`
@@ -164,8 +183,12 @@ pub(crate) struct MintForm {
 pub(crate) async fn mint(State(console): State<Console>, posted: Posted<MintForm>) -> Result<Response, PageError> {
     let who = &posted.who;
     let name = posted.form.name.trim().to_owned();
-    let new = NewApiKey { name: name.clone(), workspace_id: who.workspace.clone(), expires_at: None };
     let refused = |message: String| Shown { minted: None, name: name.clone(), message: Some(message) };
+    let expires_at = match expiry(&posted.form.expires) {
+        Ok(at) => at,
+        Err(message) => return keys_page(&console, who, None, refused(message)).await,
+    };
+    let new = NewApiKey { name: name.clone(), workspace_id: who.workspace.clone(), expires_at };
     if let Err(invalid) = new.validate(chrono::Utc::now()) {
         return keys_page(&console, who, None, refused(invalid.0)).await;
     }
@@ -175,7 +198,11 @@ pub(crate) async fn mint(State(console): State<Console>, posted: Posted<MintForm
         Ok(key) => key,
         Err(err) => return keys_page(&console, who, None, refused(refusal(err)?)).await,
     };
-    record(&console, who, AuditAction::ApiKeyCreate, key.id.as_str(), serde_json::json!({ "name": key.name })).await;
+    let details = match key.expires_at {
+        Some(at) => serde_json::json!({ "name": key.name, "expires_at": at }),
+        None => serde_json::json!({ "name": key.name }),
+    };
+    record(&console, who, AuditAction::ApiKeyCreate, key.id.as_str(), details).await;
     tracing::info!(api_key.id = %key.id, by.api_key.id = %who.api_key, "minted API key in the console");
     let minted = Minted { id: key.id.to_string(), name: key.name, secret: secret.into() };
     keys_page(&console, who, None, Shown { minted: Some(minted), name: String::new(), message: None }).await
@@ -268,5 +295,22 @@ mod tests {
         let minted = Minted { id: "apikey_1".into(), name: "ci".into(), secret: "sk-mnemo-TOPSECRET".into() };
         let printed = format!("{minted:?}");
         assert!(!printed.contains("TOPSECRET") && printed.contains("[redacted]"), "{printed}");
+    }
+
+    #[test]
+    fn a_keys_last_day_is_a_whole_utc_day() {
+        let cases = [
+            ("", Ok(None)),
+            ("  ", Ok(None)),
+            ("2026-12-31", Ok(Some("2027-01-01T00:00:00Z"))),
+            ("2028-02-28", Ok(Some("2028-02-29T00:00:00Z"))),
+            ("31/12/2026", Err(())),
+            ("tomorrow", Err(())),
+        ];
+        for (raw, want) in cases {
+            let got =
+                expiry(raw).map(|t| t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))).map_err(|_| ());
+            assert_eq!(got, want.map(|t| t.map(str::to_owned)), "{raw}");
+        }
     }
 }

@@ -742,17 +742,42 @@ async fn an_api_key_is_minted_shown_once_deactivated_reactivated_and_archived() 
 }
 
 #[tokio::test]
-async fn minting_without_a_name_is_refused_on_the_page_and_mints_nothing() {
+async fn minting_without_a_name_or_with_a_past_last_day_is_refused_and_mints_nothing() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
     let refused = h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", "  ")], &[]).await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     assert!(refused.body.contains("role=\"alert\"") && shown_secret(&refused.body).is_none(), "{}", refused.body);
     assert_eq!(h.store.count_api_keys().await.unwrap(), 1);
+    // A last day in the past is refused in the API's words; a future one is the key's expiry.
+    let past =
+        h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", "old"), ("expires", "2001-01-01")], &[]).await;
+    assert_eq!(past.status, StatusCode::BAD_REQUEST);
+    assert!(past.body.contains("expires_at") && past.body.contains("value=\"old\""), "{}", past.body);
+    assert_eq!(h.store.count_api_keys().await.unwrap(), 1);
+    let next_year = (chrono::Utc::now() + chrono::Duration::days(366)).date_naive();
+    let dated = h
+        .post(
+            "/console/api-keys",
+            &cookie,
+            &[("csrf", &csrf), ("name", "dated"), ("expires", &next_year.to_string())],
+            &[],
+        )
+        .await;
+    assert_eq!(dated.status, StatusCode::OK, "{}", dated.body);
+    let secret = shown_secret(&dated.body).unwrap();
+    let Some(mnemo_store::Credential::ApiKey(id)) =
+        h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential)
+    else {
+        panic!("no key")
+    };
+    let expires = h.store.get_api_key(&id).await.unwrap().expires_at.unwrap();
+    assert_eq!(expires.date_naive(), next_year.succ_opt().unwrap());
+    assert!(dated.body.contains("expires "), "the list shows the expiry");
     // And no form of another site mints one.
     let forged = h.post("/console/api-keys", &cookie, &[("csrf", "forged"), ("name", "x")], &[]).await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN);
-    assert_eq!(h.store.count_api_keys().await.unwrap(), 1);
+    assert_eq!(h.store.count_api_keys().await.unwrap(), 2);
 }
 
 #[tokio::test]
