@@ -107,6 +107,7 @@ class Console:
         scratch: Optional[Path] = None,
         mount_root: Optional[Path] = None,
         fake_model_url: str = "",
+        admin_key: str = "",
     ) -> None:
         self.driver = driver
         self.base_url = base_url
@@ -121,6 +122,9 @@ class Console:
         # The scripted model fake the server's `--models` file maps agent model `browser-fake`
         # to (compat/fake_model.py; `POST {url}/_script` queues its replies).
         self.fake_model_url = fake_model_url
+        # The server's admin key (`--admin-key`): the Admin API, for what a test sets up behind
+        # the page's back (a second workspace, its key, a rate-limit override).
+        self.admin_key = admin_key
         # Processes tests started through `spawn`: the runner stops what is left after each test.
         self.processes: List[Tuple[str, "subprocess.Popen[bytes]", Any]] = []
         # Set by tests that create things other tests build on (store name → id, …).
@@ -385,6 +389,21 @@ class Console:
                 return err.code, json.loads(raw or b"null")
             except ValueError:
                 return err.code, raw.decode("utf-8", "replace")
+
+    def admin(self, method: str, path: str, body: Optional[dict] = None) -> Any:
+        """An Admin API call (`/v1/organizations/…`) with the server's admin key."""
+        return self.api(method, path, body, key=self.admin_key)
+
+    def overflow(self) -> Tuple[int, List[str]]:
+        """How many CSS pixels the page is wider than the window, and the first elements
+        that stick out past its right edge."""
+        extra = self.driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+        wide = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('body *'))"
+            ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)"
+            ".slice(0, 5).map(e => e.tagName.toLowerCase() + (e.className ? '.' + e.className : ''));"
+        )
+        return extra, wide
 
     def store_by_name(self, name: str) -> dict:
         page = self.api("GET", "/v1/memory_stores?limit=100")

@@ -87,9 +87,12 @@ class Server(mnemo_serve.MnemoServe):
         self.models = models
         # Where workers that tests start mount sessions' memory stores (never /mnt/memory).
         self.mount_root = mount_root
+        # An admin key, for tests that make a second workspace through the Admin API.
+        self.admin_key = "sk-mnemo-admin-browser-" + secrets.token_hex(16)
 
     def extra_args(self) -> List[str]:
-        return ["--memory-mount-root", str(self.mount_root), *(["--models", str(self.models)] if self.models else [])]
+        models = ["--models", str(self.models)] if self.models else []
+        return ["--memory-mount-root", str(self.mount_root), "--admin-key", self.admin_key, *models]
 
 
 def start_browser(workdir: Path) -> Any:
@@ -247,6 +250,7 @@ def main(argv: List[str]) -> int:
                 driver, server.base_url, server.api_key, shots_dir,
                 binary=binary, scratch=workdir / "scratch", mount_root=server.mount_root,
                 fake_model_url=fake_model[1] if fake_model else "",
+                admin_key=server.admin_key,
             )
             if driver
             else None

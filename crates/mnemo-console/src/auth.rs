@@ -80,14 +80,23 @@ pub(crate) struct Signed {
     pub(crate) api_key: ApiKeyId,
     /// The key's workspace: the one every page shows and writes in.
     pub(crate) workspace: mnemo_api::WorkspaceId,
+    /// That workspace's name, as the header's workspace switcher shows it.
+    pub(crate) workspace_name: String,
     pub(crate) csrf: Secret,
+    /// Where the request came from (for the audit log), when the server says.
+    pub(crate) peer: Option<IpAddr>,
     /// The hash of the session's secret (what signing out revokes).
     session: CredentialHash,
 }
 
 impl Signed {
     pub(crate) fn chrome(&self, section: Section) -> Chrome {
-        Chrome { api_key: Some(self.api_key.to_string()), csrf: self.csrf.clone(), section }
+        Chrome {
+            api_key: Some(self.api_key.to_string()),
+            workspace: Some(self.workspace_name.clone()),
+            csrf: self.csrf.clone(),
+            section,
+        }
     }
 
     pub(crate) fn actor(&self) -> mnemo_api::Actor {
@@ -126,10 +135,16 @@ impl FromRequestParts<Console> for Signed {
         };
         match console.store.find_console_session(hash(secret)).await {
             Ok(Some(session)) => {
+                let workspace_name = match console.store.get_workspace(&session.workspace).await {
+                    Ok(w) => w.name,
+                    Err(err) => return Err(NotSignedIn::Failed(err.into())),
+                };
                 let signed = Self {
                     api_key: session.api_key,
                     workspace: session.workspace,
+                    workspace_name,
                     csrf: csrf_token(secret).into(),
+                    peer: parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()),
                     session: hash(secret),
                 };
                 crate::page::remember_signed(signed.chrome(Section::None));

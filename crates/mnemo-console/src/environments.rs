@@ -10,10 +10,12 @@ use mnemo_api::{
 use mnemo_http::{Id, Query};
 
 use crate::Console;
+use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, hash};
 use crate::page::{Chrome, PageError, Section, render};
 use crate::stores::{ArchivedList, ConfirmPage};
 use crate::text::when_str;
+use mnemo_store::rules::audit::AuditAction;
 
 /// Environments per page of the list.
 const PAGE: u32 = 50;
@@ -151,6 +153,8 @@ pub(crate) async fn mint_key(
 ) -> Result<Response, PageError> {
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
     let key = console.store.create_environment_key(&posted.who.workspace, &env_id, hash(&secret)).await?;
+    let details = serde_json::json!({ "environment_id": env_id.as_str() });
+    record(&console, &posted.who, AuditAction::EnvironmentKeyCreate, key.id.as_str(), details).await;
     tracing::info!(environment.id = %env_id, environment_key.id = %key.id, api_key.id = %posted.who.api_key, "minted environment key in the console");
     let mut response =
         environment_page_with(&console, &posted.who, &env_id, Some((key.id.to_string(), secret))).await?;
@@ -194,6 +198,8 @@ pub(crate) async fn revoke(
 ) -> Result<Response, PageError> {
     console.store.revoke_environment_key(&posted.who.workspace, &env_id, &key_id).await?;
     console.hooks.credentials_changed();
+    let details = serde_json::json!({ "environment_id": env_id.as_str() });
+    record(&console, &posted.who, AuditAction::EnvironmentKeyRevoke, key_id.as_str(), details).await;
     tracing::info!(environment.id = %env_id, environment_key.id = %key_id, api_key.id = %posted.who.api_key, "revoked environment key in the console");
     Ok(crate::page::see_other(&format!("/console/environments/{env_id}")))
 }

@@ -11,11 +11,13 @@ use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
 
 use crate::Console;
+use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::memories::StoreHead;
 use crate::page::{Chrome, PageError, Section, refusal, render, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
+use mnemo_store::rules::audit::AuditAction;
 
 /// Versions per page of a history.
 const PAGE: u32 = 50;
@@ -363,7 +365,9 @@ pub(crate) async fn redact(
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
     match console.store.redact_memory_version(&posted.who.workspace, &store_id, &version_id, posted.who.actor()).await {
-        Ok(_) => {
+        Ok(version) => {
+            let details = serde_json::json!({ "memory_id": version.memory_id.as_str() });
+            record(&console, &posted.who, AuditAction::MemoryVersionRedact, version_id.as_str(), details).await;
             tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %posted.who.api_key, "redacted memory version in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/versions/{version_id}")))
         }

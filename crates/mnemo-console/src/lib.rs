@@ -16,16 +16,20 @@
 //! `memories` (folder tree, path filter, editing guarded by `content_sha256`), `history`
 //! (versions, diffs, restore, redaction), `sessions` and `transcript` (events as readable
 //! entries, live over SSE from the server's event hub), `environments` (queue figures, keys),
+//! `api_keys`, `rate_limits` and `audit_log` (the signed-in workspace's keys, limits and log),
 //! `page` (layout, error pages, security headers), `text` (what templates print), `assets`. The
 //! server is reached through [`Hooks`] (forget credentials after a revocation; follow a
 //! session's events), implemented in `mnemo-server`.
 
+mod api_keys;
 mod assets;
+mod audit_log;
 mod auth;
 mod environments;
 mod history;
 mod memories;
 mod page;
+mod rate_limits;
 mod sessions;
 mod stores;
 mod text;
@@ -71,6 +75,11 @@ pub trait Hooks: Send + Sync + 'static {
     /// A sign-in from `peer` failed: `Err(wait)` when that was over the address's limit.
     fn sign_in_failed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
         Ok(())
+    }
+    /// The server's rate-limit entries and the organization's values (`--rate-limit`), which
+    /// the rate-limits page shows beside the workspace's overrides.
+    fn rate_limits(&self) -> (Vec<mnemo_store::rules::rate_limit::Entry>, mnemo_store::rules::rate_limit::OrgLimits) {
+        (mnemo_store::rules::rate_limit::catalogue(&[]), Default::default())
     }
 }
 
@@ -145,6 +154,14 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
             "/console/environments/{environment}/keys/{key}/revoke",
             get(environments::revoke_confirm).post(environments::revoke),
         )
+        .route("/console/api-keys", get(api_keys::list).post(api_keys::mint))
+        .route("/console/api-keys/{api_key_id}/deactivate", post(api_keys::deactivate))
+        .route("/console/api-keys/{api_key_id}/activate", post(api_keys::activate))
+        .route("/console/api-keys/{api_key_id}/archive", get(api_keys::archive_confirm).post(api_keys::archive))
+        .route("/console/rate-limits", get(rate_limits::page))
+        .route("/console/audit-log", get(audit_log::page))
+        .route("/console/workspaces", get(page::organization).post(page::organization))
+        .route("/console/workspaces/{*rest}", get(page::organization).post(page::organization))
         .route("/console/{*rest}", get(page::not_found).post(page::not_found))
         .method_not_allowed_fallback(page::method_not_allowed)
         .layer(axum::middleware::from_fn(page::headers))

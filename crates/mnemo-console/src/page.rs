@@ -68,6 +68,9 @@ pub(crate) enum Section {
     Stores,
     Sessions,
     Environments,
+    ApiKeys,
+    RateLimits,
+    AuditLog,
     None,
 }
 
@@ -76,19 +79,26 @@ pub(crate) enum Section {
 pub(crate) struct Chrome {
     /// The API key's id; `None` on the sign-in page.
     pub(crate) api_key: Option<String>,
+    /// The name of the workspace the pages show; `None` on the sign-in page.
+    pub(crate) workspace: Option<String>,
     pub(crate) csrf: Secret,
     pub(crate) section: Section,
 }
 
 impl Chrome {
     pub(crate) fn signed_out() -> Self {
-        Self { api_key: None, csrf: Secret::default(), section: Section::None }
+        Self { api_key: None, workspace: None, csrf: Secret::default(), section: Section::None }
     }
 
     pub(crate) fn is(&self, section: &str) -> bool {
         matches!(
             (self.section, section),
-            (Section::Stores, "stores") | (Section::Sessions, "sessions") | (Section::Environments, "environments")
+            (Section::Stores, "stores")
+                | (Section::Sessions, "sessions")
+                | (Section::Environments, "environments")
+                | (Section::ApiKeys, "api-keys")
+                | (Section::RateLimits, "rate-limits")
+                | (Section::AuditLog, "audit-log")
         )
     }
 }
@@ -123,6 +133,19 @@ pub(crate) async fn not_found(req: Request) -> PageError {
     PageError::NotFound(format!("there is no console page at {}", req.uri().path()))
 }
 
+/// Why the organization's pages (workspaces) refuse a console session of an API key: it acts
+/// in its own workspace only (admin-api.md §8.2), as the API refuses that key on
+/// `/v1/organizations/workspaces`.
+pub(crate) const ORGANIZATION_NEEDS_ADMIN: &str = "the organization's workspaces are managed by an organization admin: \
+     with an admin key through the Admin API (`/v1/organizations/workspaces`) or `mnemo workspace`. \
+     A sign-in with an API key reaches only its own workspace.";
+
+/// The organization's pages, for a signed-in person: `403` for a session of an API key (the
+/// only console sessions there are until people can sign in), after the sign-in check.
+pub(crate) async fn organization(_who: Signed) -> PageError {
+    PageError::Forbidden(ORGANIZATION_NEEDS_ADMIN.into())
+}
+
 /// A console address opened with a method it does not answer. A `GET` of a form's address (a
 /// bookmark, or Enter in the address bar after a form) leads to the page that form is on, one
 /// level up; anything else is refused in plain words.
@@ -146,6 +169,9 @@ pub(crate) enum PageError {
     NotFound(String),
     #[error("{0}")]
     Invalid(String),
+    /// The signed-in credential does not reach this page (`403`, as the API answers it).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("this form has expired or did not come from this console; reload the page and try again")]
     Csrf,
     #[error(transparent)]
@@ -173,6 +199,7 @@ impl IntoResponse for PageError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "Not found", self.to_string()),
             Self::Invalid(_) => (StatusCode::BAD_REQUEST, "That did not work", self.to_string()),
             Self::Csrf => (StatusCode::FORBIDDEN, "Form refused", self.to_string()),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "Not allowed", self.to_string()),
             Self::Store(err) => store_failure(err),
         };
         let page = ErrorPage { chrome: signed_chrome(), title, message, request_id: request_id() };

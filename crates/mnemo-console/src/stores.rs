@@ -9,9 +9,11 @@ use mnemo_store::{Cursor, ListMemoryStores, NewMemoryStore};
 use serde::Deserialize;
 
 use crate::Console;
+use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, render, see_other};
 use crate::text::{size, when};
+use mnemo_store::rules::audit::AuditAction;
 
 /// Stores per page of the list.
 const PAGE: u32 = 50;
@@ -229,6 +231,7 @@ pub(crate) async fn delete(
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
     console.store.delete_memory_store(&posted.who.workspace, &id).await?;
+    record(&console, &posted.who, AuditAction::MemoryStoreDelete, id.as_str(), serde_json::json!({})).await;
     tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "deleted memory store in the console");
     Ok(see_other("/console"))
 }

@@ -144,15 +144,7 @@ impl Harness {
     }
 
     async fn signed_in(&self) -> (String, String) {
-        let (answer, _) = self.sign_in_with(KEY, &[]).await;
-        assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
-        let session =
-            answer.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console=mcs_")).expect("a session cookie");
-        let cookie = session.split(';').next().unwrap().to_owned();
-        let page = self.get("/console", &cookie).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        let csrf = page.field("csrf");
-        (cookie, csrf)
+        self.signed_in_as(KEY).await
     }
 }
 
@@ -649,4 +641,286 @@ async fn list_queries_are_read_by_the_shared_extractor_in_the_consoles_words() {
         assert_eq!(answer.status, status, "{path}: {}", answer.body);
         assert!(answer.body.contains(&says), "{path} does not say {says:?}: {}", answer.body);
     }
+}
+
+// ---- the workspace's API keys, rate limits and audit log; the organization's pages --------
+
+impl Harness {
+    /// Signs in with `key`; returns the session cookie (`name=value`) and the CSRF token.
+    async fn signed_in_as(&self, key: &str) -> (String, String) {
+        let (answer, _) = self.sign_in_with(key, &[]).await;
+        assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+        let session =
+            answer.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console=mcs_")).expect("a session cookie");
+        let cookie = session.split(';').next().unwrap().to_owned();
+        let page = self.get("/console", &cookie).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        (cookie, page.field("csrf"))
+    }
+
+    /// A second workspace named `name` with an API key `key`.
+    async fn other_workspace(&self, name: &str, key: &str) -> (mnemo_api::WorkspaceId, mnemo_api::ApiKeyId) {
+        let ws = self.store.create_workspace(name).await.unwrap();
+        let id = self.store.ensure_api_key_in(&ws, Sha256::digest(key.as_bytes()).into(), "b").await.unwrap();
+        (ws, id)
+    }
+
+    async fn audit_of(&self, ws: &mnemo_api::WorkspaceId) -> Vec<mnemo_api::AuditEvent> {
+        let filter = mnemo_store::ops::AuditFilter { workspace: Some(ws.clone()), ..Default::default() };
+        let page = mnemo_api::AdminPageQuery { limit: 100, cursor: mnemo_api::AdminCursor::Start };
+        self.store.list_audit_events(filter, page).await.unwrap().data
+    }
+}
+
+/// The whole `sk-mnemo-…` secret a page shows, if any (not a key's short hint).
+fn shown_secret(body: &str) -> Option<String> {
+    body.match_indices("sk-mnemo-")
+        .map(|(at, _)| body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect::<String>())
+        .find(|s| s.len() > 30)
+}
+
+const KEY_B: &str = "sk-mnemo-test-key-of-b-0123456789abcdefghijk";
+
+#[tokio::test]
+async fn an_api_key_is_minted_shown_once_deactivated_reactivated_and_archived() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let (cookie, csrf) = h.signed_in().await;
+    let minted = h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", "CI pipeline")], &[]).await;
+    assert_eq!(minted.status, StatusCode::OK, "{}", minted.body);
+    assert_eq!(minted.headers.get(header::CACHE_CONTROL).unwrap(), "no-store");
+    let secret = shown_secret(&minted.body).expect("the new key is shown");
+    assert_eq!(minted.body.matches(&secret).count(), 1, "the secret is shown once on its page");
+    let found = h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().unwrap();
+    let mnemo_store::Credential::ApiKey(id) = found.credential else { panic!("not an API key: {found:?}") };
+    let key = h.store.get_api_key(&id).await.unwrap();
+    assert_eq!((key.name.as_str(), key.status), ("CI pipeline", mnemo_api::ApiKeyStatus::Active));
+    assert!(matches!(&key.scope, mnemo_api::ApiKeyScope::Workspace { workspace_id } if *workspace_id == ws));
+
+    let list = h.get("/console/api-keys", &cookie).await;
+    assert!(shown_secret(&list.body).is_none(), "the list shows a secret again");
+    assert!(list.body.contains(key.partial_key_hint.as_deref().unwrap()) && list.body.contains("this sign-in"));
+
+    let off = h.post(&format!("/console/api-keys/{id}/deactivate"), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!((off.status, off.location()), (StatusCode::SEE_OTHER, "/console/api-keys"), "{}", off.body);
+    assert_eq!(h.hooks.credentials_changed.load(Ordering::SeqCst), 1, "the server forgets the key at once");
+    assert!(h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().is_none());
+    let on = h.post(&format!("/console/api-keys/{id}/activate"), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(on.status, StatusCode::SEE_OTHER, "{}", on.body);
+    assert!(h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().is_some());
+
+    let confirm = h.get(&format!("/console/api-keys/{id}/archive"), &cookie).await;
+    assert_eq!(confirm.status, StatusCode::OK);
+    assert!(confirm.body.contains("Archive this API key?") && confirm.body.contains("cannot be undone"));
+    assert_eq!(h.store.get_api_key(&id).await.unwrap().status, mnemo_api::ApiKeyStatus::Active, "asking archived it");
+    let archived = h.post(&format!("/console/api-keys/{id}/archive"), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(archived.status, StatusCode::SEE_OTHER, "{}", archived.body);
+    assert_eq!(h.store.get_api_key(&id).await.unwrap().status, mnemo_api::ApiKeyStatus::Archived);
+    // Archived is final: the API's own refusal, shown as a page.
+    let again = h.post(&format!("/console/api-keys/{id}/activate"), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(again.status.as_u16() / 100, 4, "{}", again.body);
+    assert_eq!(h.store.get_api_key(&id).await.unwrap().status, mnemo_api::ApiKeyStatus::Archived);
+
+    // The audit log has each step, by the signed-in key, and never the secret.
+    let log = h.audit_of(&ws).await;
+    let actions: Vec<(&str, String)> = log
+        .iter()
+        .filter(|e| e.resource.as_ref().is_some_and(|r| r.id == id.as_str()))
+        .map(|e| (e.action.as_str(), e.details.to_string()))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![
+            ("api_key.update", r#"{"status":"archived"}"#.to_owned()),
+            ("api_key.update", r#"{"status":"active"}"#.to_owned()),
+            ("api_key.update", r#"{"status":"inactive"}"#.to_owned()),
+            ("api_key.create", r#"{"name":"CI pipeline"}"#.to_owned()),
+        ]
+    );
+    assert!(log.iter().all(|e| e.actor.id == h.api_key.as_str()), "{log:?}");
+    assert!(!serde_json::to_string(&log).unwrap().contains(&secret));
+}
+
+#[tokio::test]
+async fn minting_without_a_name_or_with_a_past_last_day_is_refused_and_mints_nothing() {
+    let h = harness().await;
+    let (cookie, csrf) = h.signed_in().await;
+    let refused = h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", "  ")], &[]).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("role=\"alert\"") && shown_secret(&refused.body).is_none(), "{}", refused.body);
+    assert_eq!(h.store.count_api_keys().await.unwrap(), 1);
+    // A last day in the past is refused in the API's words; a future one is the key's expiry.
+    let past =
+        h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", "old"), ("expires", "2001-01-01")], &[]).await;
+    assert_eq!(past.status, StatusCode::BAD_REQUEST);
+    assert!(past.body.contains("expires_at") && past.body.contains("value=\"old\""), "{}", past.body);
+    assert_eq!(h.store.count_api_keys().await.unwrap(), 1);
+    let next_year = (chrono::Utc::now() + chrono::Duration::days(366)).date_naive();
+    let dated = h
+        .post(
+            "/console/api-keys",
+            &cookie,
+            &[("csrf", &csrf), ("name", "dated"), ("expires", &next_year.to_string())],
+            &[],
+        )
+        .await;
+    assert_eq!(dated.status, StatusCode::OK, "{}", dated.body);
+    let secret = shown_secret(&dated.body).unwrap();
+    let Some(mnemo_store::Credential::ApiKey(id)) =
+        h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential)
+    else {
+        panic!("no key")
+    };
+    let expires = h.store.get_api_key(&id).await.unwrap().expires_at.unwrap();
+    assert_eq!(expires.date_naive(), next_year.succ_opt().unwrap());
+    assert!(dated.body.contains("expires "), "the list shows the expiry");
+    // And no form of another site mints one.
+    let forged = h.post("/console/api-keys", &cookie, &[("csrf", "forged"), ("name", "x")], &[]).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert_eq!(h.store.count_api_keys().await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn a_key_of_workspace_b_never_sees_or_touches_workspace_as_keys_or_audit_entries() {
+    let h = harness().await;
+    let a = h.store.default_workspace().await.unwrap();
+    let (b, b_key) = h.other_workspace("Team B", KEY_B).await;
+    let (cookie_a, csrf_a) = h.signed_in().await;
+    let minted = h.post("/console/api-keys", &cookie_a, &[("csrf", &csrf_a), ("name", "alpha only")], &[]).await;
+    let secret = shown_secret(&minted.body).unwrap();
+    let Some(mnemo_store::Credential::ApiKey(alpha)) =
+        h.store.resolve_credential(Sha256::digest(secret.as_bytes()).into()).await.unwrap().map(|p| p.credential)
+    else {
+        panic!("no key minted")
+    };
+
+    let (cookie_b, csrf_b) = h.signed_in_as(KEY_B).await;
+    let keys_b = h.get("/console/api-keys", &cookie_b).await;
+    assert!(keys_b.body.contains("Team B"), "the header names B's workspace");
+    assert!(keys_b.body.contains(b_key.as_str()));
+    for of_a in [alpha.as_str(), h.api_key.as_str(), "alpha only"] {
+        assert!(!keys_b.body.contains(of_a), "B's key list shows A's {of_a}");
+    }
+    // A's key answers B exactly like a key that does not exist.
+    let unknown = mnemo_api::ApiKeyId::generate();
+    for path in [format!("/console/api-keys/{alpha}/archive"), format!("/console/api-keys/{unknown}/archive")] {
+        let page = h.get(&path, &cookie_b).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}: {}", page.body);
+        let id = path.split('/').nth(3).unwrap();
+        assert!(page.body.contains(&format!("API key `{id}` not found")), "{}", page.body);
+    }
+    for action in ["deactivate", "archive"] {
+        let post = h.post(&format!("/console/api-keys/{alpha}/{action}"), &cookie_b, &[("csrf", &csrf_b)], &[]).await;
+        assert_eq!(post.status, StatusCode::NOT_FOUND, "{action}");
+    }
+    assert_eq!(h.store.get_api_key(&alpha).await.unwrap().status, mnemo_api::ApiKeyStatus::Active);
+
+    let log_b = h.get("/console/audit-log", &cookie_b).await;
+    assert_eq!(log_b.status, StatusCode::OK);
+    assert!(!log_b.body.contains(alpha.as_str()) && !log_b.body.contains(h.api_key.as_str()), "{}", log_b.body);
+    assert!(log_b.body.contains("No entries match."));
+    let log_a = h.get("/console/audit-log", &cookie_a).await;
+    assert!(log_a.body.contains(alpha.as_str()) && log_a.body.contains("api_key.create"), "{}", log_a.body);
+    assert!(!h.audit_of(&a).await.is_empty() && h.audit_of(&b).await.is_empty());
+}
+
+#[tokio::test]
+async fn the_audit_log_filters_by_action_actor_and_day_and_pages() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let (cookie, csrf) = h.signed_in().await;
+    for i in 0..52 {
+        h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", &format!("key {i}"))], &[]).await;
+    }
+    let first = h.get("/console/audit-log", &cookie).await;
+    assert_eq!(first.body.matches("api_key.create</code>").count(), 50, "a page holds 50 entries");
+    assert!(!first.body.contains("Newer entries"));
+    let at = first.body.find("/console/audit-log?older_than=").expect("a link to older entries");
+    let older: String = first.body[at..].split('"').next().unwrap().replace("&amp;", "&");
+    let second = h.get(&older, &cookie).await;
+    assert_eq!(second.body.matches("api_key.create</code>").count(), 2);
+    assert!(second.body.contains("Newer entries") && !second.body.contains("Older entries"));
+
+    let today = chrono::Utc::now().date_naive();
+    let filtered = h.get(&format!("/console/audit-log?action=api_key.update&actor=&from={today}"), &cookie).await;
+    assert!(filtered.body.contains("No entries match.") && filtered.body.contains("Clear filters"));
+    let by_kind = h.get("/console/audit-log?actor=admin_key", &cookie).await;
+    assert!(by_kind.body.contains("No entries match."));
+    let yesterday = today.pred_opt().unwrap();
+    let until = h.get(&format!("/console/audit-log?until={yesterday}"), &cookie).await;
+    assert!(until.body.contains("No entries match."));
+    let bad = h.get("/console/audit-log?from=soon", &cookie).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(h.audit_of(&ws).await.len(), 52);
+}
+
+#[tokio::test]
+async fn the_rate_limits_page_shows_the_workspaces_overrides_and_what_applies() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let entry = mnemo_store::rules::rate_limit::catalogue(&[]).remove(0);
+    let body: mnemo_api::RateLimitUpdate =
+        serde_json::from_value(serde_json::json!({"limits": [{"type": "requests_per_minute", "value": 42}]})).unwrap();
+    h.store.update_workspace_rate_limits(&ws, entry, body).await.unwrap();
+    let (cookie, _) = h.signed_in().await;
+    let page = h.get("/console/rate-limits", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    for shown in ["Managed Agents API requests", "requests per minute", "no limit", "<strong>42</strong>"] {
+        assert!(page.body.contains(shown), "{shown}: {}", page.body);
+    }
+}
+
+#[tokio::test]
+async fn the_organizations_pages_are_refused_to_an_api_keys_sign_in_as_the_api_refuses_it() {
+    let h = harness().await;
+    let out = h.get("/console/workspaces", "").await;
+    assert_eq!(out.location(), "/console/sign-in?next=%2Fconsole%2Fworkspaces");
+    let (cookie, csrf) = h.signed_in().await;
+    for path in ["/console/workspaces", "/console/workspaces/new"] {
+        let page = h.get(path, &cookie).await;
+        assert_eq!(page.status, StatusCode::FORBIDDEN, "{path}");
+        assert!(page.body.contains("organization admin"), "{}", page.body);
+    }
+    let post = h.post("/console/workspaces", &cookie, &[("csrf", &csrf), ("name", "x")], &[]).await;
+    assert_eq!(post.status, StatusCode::FORBIDDEN);
+    let all = mnemo_store::ops::workspaces::ListWorkspaces {
+        ids: None,
+        include_archived: true,
+        include_default: true,
+        page: mnemo_api::AdminPageQuery { limit: 100, cursor: mnemo_api::AdminCursor::Start },
+    };
+    assert_eq!(h.store.list_workspaces(all).await.unwrap().data.len(), 1, "only Default exists");
+}
+
+#[tokio::test]
+async fn key_lifecycles_and_deletions_made_in_the_console_are_in_the_audit_log() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let (cookie, csrf) = h.signed_in().await;
+    let env = h.self_hosted_environment().await;
+    let minted = h.post(&format!("/console/environments/{}/keys", env.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    let key = h.store.list_environment_keys(&ws, &env.id).await.unwrap().remove(0);
+    let revoke = format!("/console/environments/{}/keys/{}/revoke", env.id, key.id);
+    assert_eq!(h.post(&revoke, &cookie, &[("csrf", &csrf)], &[]).await.status, StatusCode::SEE_OTHER);
+    let store = h.memory_store("doomed").await;
+    let delete = h.post(&format!("/console/stores/{}/delete", store.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(delete.status, StatusCode::SEE_OTHER, "{}", delete.body);
+    let log = h.audit_of(&ws).await;
+    let seen: Vec<(&str, &str)> =
+        log.iter().map(|e| (e.action.as_str(), e.resource.as_ref().map_or("", |r| r.id.as_str()))).collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("memory_store.delete", store.id.as_str()),
+            ("environment_key.revoke", key.id.as_str()),
+            ("environment_key.create", key.id.as_str()),
+        ]
+    );
+    let secret = shown_secret(&minted.body).or_else(|| {
+        let at = minted.body.find("sk-mnemo-env-")?;
+        Some(minted.body[at..].chars().take_while(char::is_ascii_alphanumeric_or_dash).collect())
+    });
+    let printed = serde_json::to_string(&log).unwrap();
+    assert!(!printed.contains(&secret.unwrap()) && printed.contains(env.id.as_str()), "{printed}");
+    assert!(log.iter().all(|e| e.actor.id == h.api_key.as_str()));
 }

@@ -192,6 +192,7 @@ impl AppState {
             hub: Arc::clone(&self.hub),
             throttle: Arc::clone(&self.throttle),
             streams: Arc::clone(&self.streams),
+            admin: Arc::clone(&self.admin),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -275,10 +276,16 @@ struct ConsoleHooks {
     hub: Arc<hub::EventHub>,
     throttle: Arc<throttle::AuthThrottle>,
     streams: Arc<streams::StreamLimiter>,
+    /// The rate-limit catalogue and the organization's values, for the console's page.
+    admin: Arc<AdminSettings>,
 }
 
 #[async_trait::async_trait]
 impl mnemo_console::Hooks for ConsoleHooks {
+    fn rate_limits(&self) -> (Vec<mnemo_store::rules::rate_limit::Entry>, mnemo_store::rules::rate_limit::OrgLimits) {
+        (self.admin.rate_limits.clone(), self.admin.org_limits.clone())
+    }
+
     fn credentials_changed(&self) {
         self.auth.forget_all();
     }
