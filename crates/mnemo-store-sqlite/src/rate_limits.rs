@@ -31,7 +31,13 @@ impl ops::RateLimitSql for Lite<'_> {
              WHERE workspace_id = ?1 AND entry_id = ?2 AND limiter = ?3",
         )
         .and_then(|mut s| {
-            s.execute(params![key.workspace.as_str(), key.entry, key.limiter.as_str(), row.micro_tokens, row.updated_at])
+            s.execute(params![
+                key.workspace.as_str(),
+                key.entry,
+                key.limiter.as_str(),
+                row.micro_tokens,
+                row.updated_at
+            ])
         })
         .map_err(backend)?;
         Ok(())

@@ -89,8 +89,10 @@ pub async fn concurrent_takers_together_admit_one_buckets_worth(factory: &impl S
     let admitted = outcomes.iter().filter(|o| matches!(o, Outcome::Admitted { .. })).count();
     assert!(admitted >= CAPACITY as usize, "a full bucket of {CAPACITY} admits {CAPACITY}, not {admitted}");
     assert!(admitted <= bound(CAPACITY, elapsed), "{admitted} of 60 admitted by a bucket of {CAPACITY} in {elapsed:?}");
-    let mut remaining: Vec<u64> =
-        outcomes.iter().filter_map(|o| if let Outcome::Admitted { remaining, .. } = o { Some(*remaining) } else { None }).collect();
+    let mut remaining: Vec<u64> = outcomes
+        .iter()
+        .filter_map(|o| if let Outcome::Admitted { remaining, .. } = o { Some(*remaining) } else { None })
+        .collect();
     remaining.sort_unstable();
     remaining.dedup();
     assert!(remaining.len() >= CAPACITY as usize, "each admitted taker saw its own count: {remaining:?}");
