@@ -15,7 +15,8 @@
 //! streams and long polls (fed by the store's signals, so replicas on one database see each
 //! other's writes); [`agent`] is the agent loop of `mnemo serve --models`; [`webhooks`] sends the
 //! outbox's deliveries, to the addresses `outbound` allows; `listen`, `streams` and `throttle`
-//! bound connections, open streams and failed authentications; `request` gives each request its
+//! bound connections, open streams and failed authentications; `rate_limit` counts API-key
+//! requests against their workspace's rate limit; `request` gives each request its
 //! id and span and refuses oversized heads; [`openapi`] describes the routes from their own
 //! annotations; `maintenance` applies lapsed work leases.
 //!
