@@ -215,6 +215,9 @@ impl FromRequestParts<AppState> for Caller {
             slot.set(served, mnemo_store::rules::audit::actor_of(&credential));
         }
         decision(scope::reach(&credential, organization))?;
+        if !organization && let Some(ws) = &workspace {
+            crate::rate_limit::count(parts, state, &credential, ws).await?;
+        }
         Ok(Caller { credential, workspace })
     }
 }

@@ -15,7 +15,8 @@
 //! streams and long polls (fed by the store's signals, so replicas on one database see each
 //! other's writes); [`agent`] is the agent loop of `mnemo serve --models`; [`webhooks`] sends the
 //! outbox's deliveries, to the addresses `outbound` allows; `listen`, `streams` and `throttle`
-//! bound connections, open streams and failed authentications; `request` gives each request its
+//! bound connections, open streams and failed authentications; `rate_limit` counts API-key
+//! requests against their workspace's rate limit; `request` gives each request its
 //! id and span and refuses oversized heads; [`openapi`] describes the routes from their own
 //! annotations; `maintenance` applies lapsed work leases.
 //!
@@ -45,6 +46,7 @@ mod maintenance;
 mod metrics;
 pub mod openapi;
 mod outbound;
+mod rate_limit;
 mod request;
 mod routes;
 mod streams;
@@ -100,6 +102,9 @@ pub struct AppState {
     throttle: Arc<throttle::AuthThrottle>,
     /// The organization's settings the Admin API needs.
     admin: Arc<AdminSettings>,
+    /// The Managed Agents rate limit of each workspace (from `admin`'s values and the
+    /// workspaces' overrides).
+    rate_limiter: Arc<rate_limit::RateLimiter>,
     /// The organization's id, read from the store once (`anthropic-organization-id` on every
     /// response).
     organization_id: Arc<tokio::sync::OnceCell<String>>,
@@ -151,6 +156,10 @@ impl AppState {
             streams: Arc::new(streams::StreamLimiter::new(StreamLimits::default())),
             throttle: Arc::new(throttle::AuthThrottle::new(AuthThrottleConfig::default())),
             admin: Arc::default(),
+            rate_limiter: Arc::new(rate_limit::RateLimiter::new(
+                &mnemo_store::rules::rate_limit::OrgLimits::new(),
+                signals.is_some(),
+            )),
             organization_id: Arc::default(),
             store,
         };
@@ -219,6 +228,7 @@ impl AppState {
 
     /// The Admin API's settings (`--max-workspaces`, the rate-limit catalogue and `--rate-limit`).
     pub fn with_admin_settings(mut self, settings: AdminSettings) -> Self {
+        self.rate_limiter = Arc::new(self.rate_limiter.with_org_limits(&settings.org_limits));
         self.admin = Arc::new(settings);
         self
     }

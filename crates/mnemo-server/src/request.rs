@@ -39,6 +39,8 @@ pub(crate) struct ServedIn(Arc<Served>);
 struct Served {
     workspace: OnceLock<WorkspaceId>,
     actor: OnceLock<AuditActor>,
+    /// What the request met at its workspace's rate limit, when it was counted.
+    counted: OnceLock<crate::rate_limit::Counted>,
 }
 
 impl ServedIn {
@@ -57,6 +59,16 @@ impl ServedIn {
     /// The caller, once known.
     pub(crate) fn actor(&self) -> Option<&AuditActor> {
         self.0.actor.get()
+    }
+
+    /// Records what the request met at its rate limit (once: a request counts once).
+    pub(crate) fn set_counted(&self, counted: crate::rate_limit::Counted) {
+        let _ = self.0.counted.set(counted);
+    }
+
+    /// What the request met at its rate limit, once counted.
+    pub(crate) fn counted(&self) -> Option<crate::rate_limit::Counted> {
+        self.0.counted.get().copied()
     }
 }
 
@@ -95,6 +107,9 @@ pub(crate) async fn track(mut req: Request, next: Next) -> Response {
         && let Ok(value) = HeaderValue::from_str(workspace.as_str())
     {
         response.headers_mut().insert("anthropic-workspace-id", value);
+    }
+    if let Some(counted) = served_in.counted() {
+        crate::rate_limit::add_headers(&mut response, counted);
     }
     response
 }

@@ -18,6 +18,7 @@ mod environments;
 mod events;
 mod listen;
 mod memories;
+mod rate_limits;
 mod schema;
 mod sessions;
 mod stores;
@@ -421,6 +422,17 @@ impl Store for PostgresStore {
 
     async fn count_admin_keys(&self) -> Result<u64> {
         read!(self.engine, |tx| ops::CredentialSql::count_live_admin_keys(&Pg(&tx)).await)
+    }
+
+    async fn take_rate_limit(
+        &self,
+        ws: &WorkspaceId,
+        entry: &str,
+        limiter: &mnemo_api::LimiterType,
+        capacity: u64,
+    ) -> Result<mnemo_store::rules::rate_limit::Outcome> {
+        let key = ops::BucketKey { workspace: ws, entry, limiter };
+        write!(self.engine, |tx| ops::rate_limits::take(&Pg(&tx), key, capacity).await)
     }
 
     async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId> {

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_workspaces.sql"),
     include_str!("../migrations/0006_workspace_rate_limits.sql"),
     include_str!("../migrations/0007_audit.sql"),
+    include_str!("../migrations/0008_rate_limit_buckets.sql"),
 ];
 
 /// The newest schema version this build knows.

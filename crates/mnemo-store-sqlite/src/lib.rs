@@ -16,6 +16,7 @@ mod engine;
 mod environments;
 mod events;
 mod memories;
+mod rate_limits;
 mod schema;
 mod sessions;
 mod stores;
@@ -308,6 +309,22 @@ impl Store for SqliteStore {
 
     async fn count_admin_keys(&self) -> Result<u64> {
         self.engine.read(|c| run_ready(ops::CredentialSql::count_live_admin_keys(&Lite(c)))).await
+    }
+
+    async fn take_rate_limit(
+        &self,
+        ws: &WorkspaceId,
+        entry: &str,
+        limiter: &mnemo_api::LimiterType,
+        capacity: u64,
+    ) -> Result<mnemo_store::rules::rate_limit::Outcome> {
+        let (ws, entry, limiter) = (ws.clone(), entry.to_owned(), limiter.clone());
+        self.engine
+            .write(move |c| {
+                let key = ops::BucketKey { workspace: &ws, entry: &entry, limiter: &limiter };
+                run_ready(ops::rate_limits::take(&Lite(c), key, capacity))
+            })
+            .await
     }
 
     async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId> {

@@ -132,6 +132,7 @@ pub mod isolation_sessions;
 pub mod leases;
 pub mod memories;
 pub mod model;
+pub mod rate_limits;
 pub mod sessions;
 pub mod turns;
 pub mod versions;

@@ -282,6 +282,12 @@ macro_rules! conformance {
             api_keys_are_minted_listed_and_changed,
             workspace_rate_limits_are_overridden_and_cleared,
         });
+        $crate::conformance!(@async $factory; rate_limits {
+            a_bucket_admits_its_capacity_then_refuses_with_a_wait,
+            buckets_refill_by_the_store_clock,
+            workspaces_and_entries_have_buckets_of_their_own,
+            concurrent_takers_together_admit_one_buckets_worth,
+        });
         $crate::conformance!(@async $factory; turns {
             turn_leases_go_to_one_holder_until_released_or_lapsed,
             concurrent_claimers_get_one_turn_lease,

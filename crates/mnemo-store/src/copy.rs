@@ -108,6 +108,17 @@ pub static TABLES: &[Table] = &[
         key: &["workspace_id", "entry_id", "limiter"],
     },
     Table {
+        name: "rate_limit_buckets",
+        columns: &[
+            col("workspace_id", Text),
+            col("entry_id", Text),
+            col("limiter", Text),
+            col("tokens", Int),
+            col("updated_at", Int),
+        ],
+        key: &["workspace_id", "entry_id", "limiter"],
+    },
+    Table {
         name: "admin_keys",
         columns: &[
             col("seq", Int),

@@ -41,6 +41,7 @@ const TABLES: &[(&str, &str)] = &[
     ("organization", "id"),
     ("workspaces", "seq"),
     ("workspace_rate_limits", "workspace_id, entry_id, limiter"),
+    ("rate_limit_buckets", "workspace_id, entry_id, limiter"),
     ("admin_keys", "seq"),
     ("audit_events", "seq"),
 ];
@@ -95,6 +96,8 @@ async fn fill(s: &dyn Store) {
     let entry = mnemo_store::rules::rate_limit::catalogue(&[]).remove(0);
     let limit = serde_json::from_value(json!({"limits": [{"type": "requests_per_minute", "value": 30}]})).unwrap();
     s.update_workspace_rate_limits(&team, entry, limit).await.unwrap();
+    let rpm = mnemo_api::LimiterType::RequestsPerMinute;
+    s.take_rate_limit(&team, mnemo_store::rules::rate_limit::MANAGED_AGENTS_ENTRY_ID, &rpm, 30).await.unwrap();
     s.record_audit_event(mnemo_store::ops::NewAuditEvent {
         action: mnemo_store::rules::audit::AuditAction::WorkspaceCreate,
         workspace: None,

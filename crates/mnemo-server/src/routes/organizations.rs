@@ -480,6 +480,7 @@ pub(crate) async fn update_workspace_rate_limit(
         return Err(ApiError::from(BadInput::NotFound { noun: "rate limit", raw: entry_id.to_owned(), code: None }));
     };
     let own = state.store.update_workspace_rate_limits(&id, entry.clone(), body).await?;
+    state.rate_limiter.forget(&id);
     tracing::info!(workspace.id = %id, rate_limit.id = %entry.id, "updated workspace rate limits");
     Ok(axum::Json(rate_limit::workspace_view(entry, &id, &own, &state.admin.org_limits, false)))
 }

@@ -22,6 +22,7 @@ mod memory_stores;
 mod memory_stream;
 mod memory_versions;
 mod openapi;
+mod rate_limits;
 mod timeouts;
 mod webhooks;
 mod work;

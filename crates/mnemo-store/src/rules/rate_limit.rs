@@ -308,6 +308,18 @@ pub enum Caller {
     Console,
 }
 
+/// Which caller a credential is (a console session never reaches the API's extractors: the
+/// console is its own front end).
+pub fn caller_of(credential: &crate::Credential) -> Caller {
+    use crate::Credential;
+    match credential {
+        Credential::AdminKey(_) => Caller::AdminKey,
+        Credential::ApiKey(_) => Caller::ApiKey,
+        Credential::EnvironmentKey { .. } => Caller::EnvironmentKey,
+        Credential::SessionToken { .. } => Caller::SessionsToken,
+    }
+}
+
 /// Whether a caller's requests are counted. Worker traffic never is (a throttled heartbeat
 /// would cost a lease), nor the console's, nor the Admin API's.
 pub fn counted(caller: Caller) -> bool {
@@ -491,6 +503,17 @@ mod tests {
         ];
         for (caller, expected) in rows {
             assert_eq!(counted(caller), expected, "{caller:?}");
+        }
+        let (env, work) = ("env_e".parse().unwrap(), "work_w".parse().unwrap());
+        #[rustfmt::skip]
+        let credentials = [
+            (crate::Credential::ApiKey("apikey_a".parse().unwrap()), Caller::ApiKey),
+            (crate::Credential::AdminKey("admkey_a".parse().unwrap()), Caller::AdminKey),
+            (crate::Credential::EnvironmentKey { id: "envkey_k".parse().unwrap(), environment: env }, Caller::EnvironmentKey),
+            (crate::Credential::SessionToken { work, session: None, environment: "env_e".parse().unwrap() }, Caller::SessionsToken),
+        ];
+        for (credential, expected) in credentials {
+            assert_eq!(caller_of(&credential), expected, "{credential:?}");
         }
     }
 

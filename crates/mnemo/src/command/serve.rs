@@ -191,6 +191,13 @@ pub(crate) struct Serve {
     #[arg(long, value_name = "DAYS", default_value_t = mnemo_store::rules::audit::DEFAULT_AUDIT_RETENTION_DAYS,
           value_parser = parse_retention, env = "MNEMO_AUDIT_RETENTION_DAYS")]
     audit_retention_days: u32,
+
+    /// The organization's rate limit of a group, `GROUP:TYPE=N` (repeatable, or comma-separated
+    /// in the variable), e.g. `managed_agents:requests_per_minute=600`: API-key requests to the
+    /// Managed Agents endpoints, per workspace. None by default (no limit); a workspace's own
+    /// value (Admin API) applies when lower. Worker traffic is never limited.
+    #[arg(long = "rate-limit", value_name = "GROUP:TYPE=N", env = "MNEMO_RATE_LIMIT", value_delimiter = ',')]
+    rate_limits: Vec<String>,
 }
 
 /// How webhook events are delivered (endpoints are registered with `mnemo webhook add`).
@@ -376,6 +383,9 @@ impl Serve {
     pub(crate) async fn start(self) -> anyhow::Result<Running> {
         // A bad providers file stops the server before it opens anything.
         let models = self.models.as_deref().map(crate::models::load).transpose()?;
+        let rate_limits = mnemo_store::rules::rate_limit::catalogue(&[]);
+        let org_limits = mnemo_store::rules::rate_limit::parse_org_limits(&self.rate_limits, &rate_limits)
+            .map_err(anyhow::Error::msg)?;
         let url = match self.database {
             Some(url) => url.into_exposed(),
             None => default_database()?,
@@ -455,7 +465,8 @@ impl Serve {
         let mut state = AppState::new(Arc::clone(&store))
             .with_admin_settings(mnemo_server::AdminSettings {
                 max_workspaces: self.max_workspaces,
-                ..Default::default()
+                rate_limits,
+                org_limits,
             })
             .with_memory_mount_root(&self.memory_mount_root)
             .with_console(console)
