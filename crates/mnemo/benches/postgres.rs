@@ -192,8 +192,8 @@ impl Writer {
         for i in 0..store_count {
             let row = connections[0]
                 .query_one(
-                    "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at) \
-                     VALUES ($1, 'raw', '', '{}', 0, 0) RETURNING seq",
+                    "INSERT INTO memory_stores (id, name, description, metadata, created_at, updated_at, workspace_id) \
+                     VALUES ($1, 'raw', '', '{}', 0, 0, (SELECT id FROM workspaces WHERE is_default)) RETURNING seq",
                     &[&format!("memstore_raw{i}")],
                 )
                 .await
