@@ -25,7 +25,19 @@ pub struct ModelConfig {
     models: BTreeMap<String, (String, String)>,
     /// The provider for any other model id (same model name).
     default: Option<String>,
+    /// The model families rate limits count by (`[families]`).
+    families: Vec<Family>,
     pub limits: Limits,
+}
+
+/// A model family: agent model ids whose calls count against one rate-limit entry of each
+/// workspace (admin-api.md §8.9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    /// What the Admin API and the console show, e.g. `Claude Sonnet`.
+    pub name: String,
+    /// The agent model ids it covers.
+    pub models: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -97,6 +109,37 @@ impl fmt::Debug for Resolved {
     }
 }
 
+/// The `[families]` table checked against the models the file serves; without the table, one
+/// family per `[models]` id.
+fn families(
+    table: Option<BTreeMap<String, Vec<String>>>,
+    models: &BTreeMap<String, (String, String)>,
+    has_default: bool,
+) -> Result<Vec<Family>, ConfigError> {
+    let Some(table) = table else {
+        return Ok(models.keys().map(|id| Family { name: id.clone(), models: vec![id.clone()] }).collect());
+    };
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for (name, ids) in &table {
+        let key = format!("families.{name:?}");
+        if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
+            return Err(invalid(key, "a family name needs a letter or digit (it becomes the rate limit's id)"));
+        }
+        if ids.is_empty() {
+            return Err(invalid(key, "a family lists at least one agent model id"));
+        }
+        for id in ids {
+            if !models.contains_key(id) && !has_default {
+                return Err(invalid(key, format!("{id:?} is not in [models] and there is no default provider")));
+            }
+            if let Some(other) = owner.insert(id, name) {
+                return Err(invalid(key, format!("{id:?} is already in family {other:?}")));
+            }
+        }
+    }
+    Ok(table.into_iter().map(|(name, models)| Family { name, models }).collect())
+}
+
 /// A bad providers file. Each names the key at fault; none holds a key's value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -119,6 +162,7 @@ struct RawFile {
     providers: BTreeMap<String, RawProvider>,
     #[serde(default)]
     models: BTreeMap<String, String>,
+    families: Option<BTreeMap<String, Vec<String>>>,
     #[serde(default)]
     limits: Limits,
 }
@@ -141,6 +185,7 @@ impl fmt::Debug for ModelConfig {
             .field("providers", &providers)
             .field("models", &self.models)
             .field("default", &self.default)
+            .field("families", &self.families)
             .field("limits", &self.limits)
             .finish()
     }
@@ -262,6 +307,7 @@ impl ModelConfig {
             }
             models.insert(id, (provider.to_string(), model.to_string()));
         }
+        let families = families(raw.families, &models, default.is_some())?;
         let limits = raw.limits;
         if limits.max_tokens == 0 {
             return Err(invalid("limits.max_tokens", "at least 1"));
@@ -275,7 +321,13 @@ impl ModelConfig {
         if limits.turn_timeout_secs == 0 {
             return Err(invalid("limits.turn_timeout_secs", "at least 1"));
         }
-        Ok(ModelConfig { providers, models, default, limits })
+        Ok(ModelConfig { providers, models, default, families, limits })
+    }
+
+    /// The model families rate limits count by: the `[families]` table's, or without one, each
+    /// id `[models]` maps as a family of its own.
+    pub fn families(&self) -> &[Family] {
+        &self.families
     }
 
     /// The agent's `model.id` → which provider and which provider model name; None = external driver.
@@ -362,6 +414,40 @@ max_tokens = 4096
         assert!(c.resolve("claude-opus-4-1").is_none());
         assert!(c.resolve("qwen").is_some());
         assert!(ModelConfig::from_toml_with_env("", env).unwrap().resolve("x").is_none());
+    }
+
+    #[test]
+    fn families_group_model_ids_for_rate_limits() {
+        let family = |name: &str, models: &[&str]| Family {
+            name: name.into(),
+            models: models.iter().map(|m| (*m).to_owned()).collect(),
+        };
+        let c = ModelConfig::from_toml_with_env(FILE, env).unwrap();
+        assert_eq!(
+            c.families(),
+            [family("claude-sonnet-4-5", &["claude-sonnet-4-5"]), family("qwen", &["qwen"])],
+            "without [families], each mapped id is its own"
+        );
+        let text = format!("{FILE}[families]\n\"Claude\" = [\"claude-sonnet-4-5\", \"claude-opus-4-1\"]\n");
+        let c = ModelConfig::from_toml_with_env(&text, env).unwrap();
+        assert_eq!(
+            c.families(),
+            [family("Claude", &["claude-sonnet-4-5", "claude-opus-4-1"])],
+            "the default serves opus"
+        );
+        #[rustfmt::skip]
+        let refused = [
+            ("\"Empty\" = []", "at least one agent model id"),
+            ("\"--\" = [\"qwen\"]", "needs a letter or digit"),
+            ("A = [\"qwen\"]\nB = [\"qwen\"]", "\"qwen\" is already in family \"A\""),
+        ];
+        for (table, message) in refused {
+            let e = ModelConfig::from_toml_with_env(&format!("{FILE}[families]\n{table}\n"), env).unwrap_err();
+            assert!(e.to_string().contains(message) && e.to_string().contains("`families."), "{table}: {e}");
+        }
+        let no_default = FILE.replace("default = \"anthropic\"\n", "") + "[families]\nX = [\"claude-opus-4-1\"]\n";
+        let e = ModelConfig::from_toml_with_env(&no_default, env).unwrap_err().to_string();
+        assert!(e.contains("not in [models] and there is no default provider"), "{e}");
     }
 
     #[test]

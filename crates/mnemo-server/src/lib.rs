@@ -207,14 +207,21 @@ impl AppState {
     }
 
     /// Runs the agent of every session whose agent's model `resolve` maps to a provider
-    /// (others stay driven from outside); call this inside a Tokio runtime.
+    /// (others stay driven from outside), counting its model calls against the rate limits of
+    /// [`AppState::with_admin_settings`] (so set those first); call this inside a Tokio runtime.
     pub fn with_agent_loop(mut self, resolve: agent::Resolve, limits: agent::Limits) -> Self {
+        let meter = rate_limit::ModelMeter::new(
+            Arc::clone(&self.store),
+            Arc::clone(&self.rate_limiter),
+            &self.admin.rate_limits,
+        );
         self.agent = Some(agent::AgentLoop::start(
             Arc::clone(&self.store),
             Arc::clone(&self.hub),
             Arc::clone(&self.work_signal),
             resolve,
             limits,
+            meter,
         ));
         self
     }
@@ -228,6 +235,7 @@ impl AppState {
 
     /// The Admin API's settings (`--max-workspaces`, the rate-limit catalogue and `--rate-limit`).
     pub fn with_admin_settings(mut self, settings: AdminSettings) -> Self {
+        debug_assert!(self.agent.is_none(), "the agent loop counts against the limits set before it starts");
         self.rate_limiter = Arc::new(self.rate_limiter.with_org_limits(&settings.org_limits));
         self.admin = Arc::new(settings);
         self

@@ -15,14 +15,15 @@
 //! second of refill.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderValue;
 use axum::http::request::Parts;
 use axum::response::Response;
 use mnemo_api::{LimiterType, WorkspaceId};
-use mnemo_store::rules::rate_limit::{self, MANAGED_AGENTS_ENTRY_ID, Outcome};
+use mnemo_store::ops::workspaces::Overrides;
+use mnemo_store::rules::rate_limit::{self, Draw, MANAGED_AGENTS_ENTRY_ID, Outcome};
 use mnemo_store::{Credential, Store, StoreError};
 
 use crate::{ApiError, AppState};
@@ -33,14 +34,14 @@ pub(crate) const SHARED_OVERRIDES: Duration = Duration::from_secs(2);
 
 const REQUESTS: LimiterType = LimiterType::RequestsPerMinute;
 
-/// The Managed Agents limit of each workspace, as far as it is known.
+/// The limits of each workspace, as far as they are known.
 #[derive(Debug)]
 pub(crate) struct RateLimiter {
-    /// The organization's `requests_per_minute` for `ratelimit_api` (`--rate-limit`).
-    org: Option<u64>,
-    /// Each workspace's override of it, and when it was read.
-    overrides: RwLock<HashMap<WorkspaceId, (Option<u64>, Instant)>>,
-    /// How long an override is trusted (`None`: until this process changes it).
+    /// The organization's values (`--rate-limit`).
+    org: rate_limit::OrgLimits,
+    /// Each workspace's overrides, and when they were read.
+    overrides: RwLock<HashMap<WorkspaceId, (Arc<Overrides>, Instant)>>,
+    /// How long overrides are trusted (`None`: until this process changes them).
     remember_for: Option<Duration>,
 }
 
@@ -55,11 +56,7 @@ pub(crate) struct Counted {
 
 impl RateLimiter {
     pub(crate) fn new(org: &rate_limit::OrgLimits, shared: bool) -> Self {
-        Self {
-            org: org.get(&(MANAGED_AGENTS_ENTRY_ID.to_owned(), REQUESTS)).copied(),
-            overrides: RwLock::default(),
-            remember_for: shared.then_some(SHARED_OVERRIDES),
-        }
+        Self { org: org.clone(), overrides: RwLock::default(), remember_for: shared.then_some(SHARED_OVERRIDES) }
     }
 
     /// A limiter for other organization values, trusting overrides as long as this one does.
@@ -67,30 +64,101 @@ impl RateLimiter {
         Self::new(org, self.remember_for.is_some())
     }
 
-    /// The requests per minute that apply to workspace `ws`, `None` for no limit.
-    async fn limit(&self, store: &dyn Store, ws: &WorkspaceId) -> Result<Option<u64>, StoreError> {
+    /// The limit of `limiter` in entry `entry` that applies to workspace `ws`, `None` for no
+    /// limit.
+    async fn limit(
+        &self,
+        store: &dyn Store,
+        ws: &WorkspaceId,
+        entry: &str,
+        limiter: &LimiterType,
+    ) -> Result<Option<u64>, StoreError> {
         let known = match self.overrides.read().expect("rate-limit cache poisoned").get(ws) {
-            Some((own, at)) if self.remember_for.is_none_or(|d| at.elapsed() < d) => Some(*own),
+            Some((own, at)) if self.remember_for.is_none_or(|d| at.elapsed() < d) => Some(Arc::clone(own)),
             _ => None,
         };
         let own = match known {
             Some(own) => own,
             None => {
-                let own = store
-                    .workspace_rate_limits(ws)
-                    .await?
-                    .get(MANAGED_AGENTS_ENTRY_ID)
-                    .and_then(|limits| limits.get(&REQUESTS).copied());
-                self.overrides.write().expect("rate-limit cache poisoned").insert(ws.clone(), (own, Instant::now()));
+                let own = Arc::new(store.workspace_rate_limits(ws).await?);
+                let mut cache = self.overrides.write().expect("rate-limit cache poisoned");
+                cache.insert(ws.clone(), (Arc::clone(&own), Instant::now()));
                 own
             }
         };
-        Ok(rate_limit::effective(own, self.org))
+        let own = own.get(entry).and_then(|limits| limits.get(limiter).copied());
+        Ok(rate_limit::effective(own, self.org.get(&(entry.to_owned(), limiter.clone())).copied()))
     }
 
     /// Forgets workspace `ws`'s overrides (after the Admin API changed them).
     pub(crate) fn forget(&self, ws: &WorkspaceId) {
         self.overrides.write().expect("rate-limit cache poisoned").remove(ws);
+    }
+}
+
+/// The agent loop's model calls, counted per workspace against their model family's entry
+/// (admin-api.md §8.9, [`rate_limit::BEFORE_MODEL_CALL`], [`rate_limit::after_model_call`]). A
+/// refusal is a wait the loop sits out inside the session; no model call answers `429`.
+#[derive(Clone)]
+pub(crate) struct ModelMeter {
+    store: Arc<dyn Store>,
+    limiter: Arc<RateLimiter>,
+    catalogue: Arc<[rate_limit::Entry]>,
+}
+
+impl ModelMeter {
+    pub(crate) fn new(store: Arc<dyn Store>, limiter: Arc<RateLimiter>, catalogue: &[rate_limit::Entry]) -> Self {
+        Self { store, limiter, catalogue: catalogue.into() }
+    }
+
+    /// `None` when a call of agent model `model` may start now in workspace `ws` (its request
+    /// is then counted); else how long to wait before asking again.
+    pub(crate) async fn admit(&self, ws: &WorkspaceId, model: &str) -> Result<Option<Duration>, StoreError> {
+        let Some(entry) = rate_limit::entry_for_model(&self.catalogue, model) else { return Ok(None) };
+        for (kind, draw) in rate_limit::BEFORE_MODEL_CALL {
+            if let Outcome::Limited { retry_after_secs } = self.draw(ws, entry, &kind, draw).await? {
+                return Ok(Some(Duration::from_secs(retry_after_secs)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Charges a finished call of agent model `model` the tokens it used.
+    pub(crate) async fn charge(
+        &self,
+        ws: &WorkspaceId,
+        model: &str,
+        usage: &mnemo_model::Usage,
+    ) -> Result<(), StoreError> {
+        let Some(entry) = rate_limit::entry_for_model(&self.catalogue, model) else { return Ok(()) };
+        let u = usage;
+        for (kind, draw) in rate_limit::after_model_call(
+            u.input_tokens,
+            u.cache_creation_input_tokens,
+            u.cache_read_input_tokens,
+            u.output_tokens,
+        ) {
+            self.draw(ws, entry, &kind, draw).await?;
+        }
+        Ok(())
+    }
+
+    /// Draws from workspace `ws`'s bucket of `kind` in `entry`, if a limit applies to it.
+    async fn draw(
+        &self,
+        ws: &WorkspaceId,
+        entry: &rate_limit::Entry,
+        kind: &LimiterType,
+        draw: Draw,
+    ) -> Result<Outcome, StoreError> {
+        let unlimited = Outcome::Admitted { remaining: u64::MAX, reset_at: 0 };
+        if !entry.limiters.contains(kind) {
+            return Ok(unlimited);
+        }
+        match self.limiter.limit(&*self.store, ws, &entry.id, kind).await? {
+            Some(limit) => self.store.take_rate_limit(ws, &entry.id, kind, limit, draw).await,
+            None => Ok(unlimited),
+        }
     }
 }
 
@@ -109,8 +177,11 @@ pub(crate) async fn count(
     if slot.is_some_and(|s| s.counted().is_some()) {
         return Ok(());
     }
-    let Some(limit) = state.rate_limiter.limit(&*state.store, ws).await? else { return Ok(()) };
-    let outcome = state.store.take_rate_limit(ws, MANAGED_AGENTS_ENTRY_ID, &REQUESTS, limit).await?;
+    let limiter = &state.rate_limiter;
+    let Some(limit) = limiter.limit(&*state.store, ws, MANAGED_AGENTS_ENTRY_ID, &REQUESTS).await? else {
+        return Ok(());
+    };
+    let outcome = state.store.take_rate_limit(ws, MANAGED_AGENTS_ENTRY_ID, &REQUESTS, limit, Draw::One).await?;
     let counted = match outcome {
         Outcome::Admitted { remaining, reset_at } => Counted { limit, remaining, reset_at },
         Outcome::Limited { retry_after_secs } => {
@@ -158,13 +229,27 @@ mod tests {
         assert_eq!(h("anthropic-ratelimit-requests-reset"), "2026-12-04T00:00:01Z");
     }
 
-    #[test]
-    fn the_org_value_is_the_managed_agents_requests_per_minute() {
+    #[tokio::test]
+    async fn the_lower_of_the_workspace_and_organization_values_applies_per_entry_and_limiter() {
+        use mnemo_store_tests::StoreFactory;
+        let store = mnemo_store_tests::Sqlite.open(mnemo_store::Limits::default()).await;
+        let ws = store.default_workspace().await.unwrap();
+        let model = "ratelimit_model_x";
         let org: rate_limit::OrgLimits =
-            [((MANAGED_AGENTS_ENTRY_ID.to_owned(), REQUESTS), 600), (("ratelimit_model_x".to_owned(), REQUESTS), 5)]
-                .into();
-        assert_eq!(RateLimiter::new(&org, false).org, Some(600));
-        assert_eq!(RateLimiter::new(&rate_limit::OrgLimits::new(), true).org, None);
+            [((MANAGED_AGENTS_ENTRY_ID.to_owned(), REQUESTS), 600), ((model.to_owned(), REQUESTS), 5)].into();
+        let limiter = RateLimiter::new(&org, false);
+        let limit = async |entry: &str, kind: &LimiterType| limiter.limit(&*store, &ws, entry, kind).await.unwrap();
+        assert_eq!(limit(MANAGED_AGENTS_ENTRY_ID, &REQUESTS).await, Some(600));
+        assert_eq!(limit(model, &REQUESTS).await, Some(5));
+        assert_eq!(limit(model, &LimiterType::OutputTokensPerMinute).await, None, "no value, no limit");
+        let entries =
+            rate_limit::catalogue(&[rate_limit::ModelFamily { display_name: "X".into(), models: vec!["x".into()] }]);
+        let body = serde_json::from_value(serde_json::json!({"limits": [{"type": "requests_per_minute", "value": 2}]}));
+        store.update_workspace_rate_limits(&ws, entries[1].clone(), body.unwrap()).await.unwrap();
+        assert_eq!(limit(model, &REQUESTS).await, Some(5), "remembered until this process is told");
+        limiter.forget(&ws);
+        assert_eq!(limit(model, &REQUESTS).await, Some(2), "the workspace's lower value");
+        assert_eq!(limit(MANAGED_AGENTS_ENTRY_ID, &REQUESTS).await, Some(600), "another entry keeps the org's");
         assert_eq!(RateLimiter::new(&org, true).remember_for, Some(SHARED_OVERRIDES));
     }
 }

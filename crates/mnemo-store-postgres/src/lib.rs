@@ -430,9 +430,10 @@ impl Store for PostgresStore {
         entry: &str,
         limiter: &mnemo_api::LimiterType,
         capacity: u64,
+        draw: mnemo_store::rules::rate_limit::Draw,
     ) -> Result<mnemo_store::rules::rate_limit::Outcome> {
         let key = ops::BucketKey { workspace: ws, entry, limiter };
-        write!(self.engine, |tx| ops::rate_limits::take(&Pg(&tx), key, capacity).await)
+        write!(self.engine, |tx| ops::rate_limits::take(&Pg(&tx), key, capacity, draw).await)
     }
 
     async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId> {

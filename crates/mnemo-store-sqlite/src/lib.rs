@@ -317,12 +317,13 @@ impl Store for SqliteStore {
         entry: &str,
         limiter: &mnemo_api::LimiterType,
         capacity: u64,
+        draw: mnemo_store::rules::rate_limit::Draw,
     ) -> Result<mnemo_store::rules::rate_limit::Outcome> {
         let (ws, entry, limiter) = (ws.clone(), entry.to_owned(), limiter.clone());
         self.engine
             .write(move |c| {
                 let key = ops::BucketKey { workspace: &ws, entry: &entry, limiter: &limiter };
-                run_ready(ops::rate_limits::take(&Lite(c), key, capacity))
+                run_ready(ops::rate_limits::take(&Lite(c), key, capacity, draw))
             })
             .await
     }

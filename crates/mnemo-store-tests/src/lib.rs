@@ -287,6 +287,7 @@ macro_rules! conformance {
             buckets_refill_by_the_store_clock,
             workspaces_and_entries_have_buckets_of_their_own,
             concurrent_takers_together_admit_one_buckets_worth,
+            model_tokens_leave_a_debt_the_next_call_waits_out,
         });
         $crate::conformance!(@async $factory; turns {
             turn_leases_go_to_one_holder_until_released_or_lapsed,

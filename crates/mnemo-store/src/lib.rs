@@ -591,15 +591,17 @@ pub trait Store: Send + Sync + 'static {
     /// How many admin keys are not revoked.
     async fn count_admin_keys(&self) -> Result<u64>;
 
-    /// Takes one request from workspace `ws`'s bucket of `limiter` in rate-limit entry
-    /// `entry` (capacity `capacity` per minute, admin-api.md §8.9), in one transaction on the
-    /// bucket's locked row, so every process sharing the database counts against one bucket.
+    /// Draws `draw` (a request, a model call's admission or its tokens) from workspace `ws`'s
+    /// bucket of `limiter` in rate-limit entry `entry` (capacity `capacity` per minute,
+    /// admin-api.md §8.9), in one transaction on the bucket's locked row, so every process
+    /// sharing the database counts against one bucket.
     async fn take_rate_limit(
         &self,
         ws: &WorkspaceId,
         entry: &str,
         limiter: &mnemo_api::LimiterType,
         capacity: u64,
+        draw: rules::rate_limit::Draw,
     ) -> Result<rules::rate_limit::Outcome>;
 
     /// Appends an entry to the audit log.

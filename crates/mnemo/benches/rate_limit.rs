@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use mnemo_api::LimiterType;
 use mnemo_server::{AdminSettings, AppState, hash_credential};
 use mnemo_store::Store;
-use mnemo_store::rules::rate_limit::MANAGED_AGENTS_ENTRY_ID;
+use mnemo_store::rules::rate_limit::{Draw, MANAGED_AGENTS_ENTRY_ID};
 use mnemo_store_postgres::{PostgresSettings, PostgresStore};
 use mnemo_store_sqlite::{SqliteSettings, SqliteStore};
 
@@ -80,7 +80,7 @@ async fn measure(name: &str, store: Arc<dyn Store>, requests: usize) {
     for _ in 0..4 * requests {
         let started = Instant::now();
         store
-            .take_rate_limit(&ws, MANAGED_AGENTS_ENTRY_ID, &LimiterType::RequestsPerMinute, 1_000_000_000)
+            .take_rate_limit(&ws, MANAGED_AGENTS_ENTRY_ID, &LimiterType::RequestsPerMinute, 1_000_000_000, Draw::One)
             .await
             .unwrap();
         takes.push(started.elapsed());

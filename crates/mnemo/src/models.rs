@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use mnemo_model::ModelConfig;
 use mnemo_server::agent::{Limits, Resolve};
+use mnemo_store::rules::rate_limit::ModelFamily;
 
 /// Reads and checks the providers file.
 pub(crate) fn read(path: &Path) -> anyhow::Result<ModelConfig> {
@@ -15,9 +16,22 @@ pub(crate) fn read(path: &Path) -> anyhow::Result<ModelConfig> {
     ModelConfig::from_toml(&text).with_context(|| format!("bad model providers file {}", path.display()))
 }
 
-/// Reads and checks the providers file; answers how agent model ids resolve and the loop's limits.
-pub(crate) fn load(path: &Path) -> anyhow::Result<(Resolve, Limits)> {
+/// What the agent loop runs on: how agent model ids resolve, the loop's limits, and the model
+/// families its calls are rate-limited by.
+pub(crate) struct Loaded {
+    pub(crate) resolve: Resolve,
+    pub(crate) limits: Limits,
+    pub(crate) families: Vec<ModelFamily>,
+}
+
+/// Reads and checks the providers file.
+pub(crate) fn load(path: &Path) -> anyhow::Result<Loaded> {
     let config = read(path)?;
+    let families = config
+        .families()
+        .iter()
+        .map(|f| ModelFamily { display_name: f.name.clone(), models: f.models.clone() })
+        .collect();
     let limits = Limits {
         max_tokens: config.limits.max_tokens,
         max_model_calls_per_turn: config.limits.max_model_calls_per_turn,
@@ -29,5 +43,5 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<(Resolve, Limits)> {
         ..Limits::default()
     };
     let config = Arc::new(config);
-    Ok((Arc::new(move |model: &str| config.resolve(model)), limits))
+    Ok(Loaded { resolve: Arc::new(move |model: &str| config.resolve(model)), limits, families })
 }

@@ -97,7 +97,15 @@ async fn fill(s: &dyn Store) {
     let limit = serde_json::from_value(json!({"limits": [{"type": "requests_per_minute", "value": 30}]})).unwrap();
     s.update_workspace_rate_limits(&team, entry, limit).await.unwrap();
     let rpm = mnemo_api::LimiterType::RequestsPerMinute;
-    s.take_rate_limit(&team, mnemo_store::rules::rate_limit::MANAGED_AGENTS_ENTRY_ID, &rpm, 30).await.unwrap();
+    s.take_rate_limit(
+        &team,
+        mnemo_store::rules::rate_limit::MANAGED_AGENTS_ENTRY_ID,
+        &rpm,
+        30,
+        mnemo_store::rules::rate_limit::Draw::One,
+    )
+    .await
+    .unwrap();
     s.record_audit_event(mnemo_store::ops::NewAuditEvent {
         action: mnemo_store::rules::audit::AuditAction::WorkspaceCreate,
         workspace: None,

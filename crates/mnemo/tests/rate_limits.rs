@@ -54,3 +54,71 @@ fn a_malformed_rate_limit_stops_the_server_before_it_starts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--rate-limit `batch:rpm=1`: unknown group `batch`"), "{err}");
 }
+
+/// The agent loop's model calls count against their model family's entry (`[families]` in the
+/// models file): the Admin API lists it with the `--rate-limit` value, and a call whose
+/// workspace spent its output tokens waits inside the session, then goes on, with no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_family_limit_is_listed_and_the_agent_loop_waits_for_it() {
+    use mnemo_client::{Client, Method};
+    use mnemo_model::testing::{FakeModelServer, FakeReply};
+    use serde_json::{Value, json};
+
+    const ADMIN_KEY: &str = "sk-mnemo-admin-ratelimits-0123456789abcdef012";
+    let tmp = tempfile::tempdir().unwrap();
+    // 248 bytes: 62 output tokens, two more than the minute's 60.
+    let fake = FakeModelServer::start(vec![FakeReply::text("x".repeat(248)), FakeReply::text("Short.")]).await;
+    let models = tmp.path().join("models.toml");
+    std::fs::write(&models, format!("{}[families]\n\"Fake Claude\" = [\"claude-fake\"]\n", fake.config_toml()))
+        .unwrap();
+    let flags = [
+        "--api-key",
+        KEY,
+        "--admin-key",
+        ADMIN_KEY,
+        "--models",
+        models.to_str().unwrap(),
+        "--rate-limit",
+        "fake claude:output_tokens_per_minute=60",
+    ];
+    let server = Server::start(&tmp.path().join("db.sqlite"), &flags);
+
+    let admin = Client::new(&server.base, ADMIN_KEY).unwrap();
+    let entries = admin.json(Method::GET, "/v1/organizations/rate_limits", None).await.unwrap();
+    let model = entries["data"].as_array().unwrap().iter().find(|e| e["group"]["type"] == "model_group");
+    let model = model.unwrap_or_else(|| panic!("no model group: {entries}"));
+    assert_eq!(model["id"], "ratelimit_model_fake_claude");
+    assert_eq!(model["group"]["display_name"], "Fake Claude");
+    assert_eq!(model["models"], json!(["claude-fake"]));
+    assert_eq!(model["limits"], json!([{"type": "output_tokens_per_minute", "value": 60}]));
+
+    let api = Client::new(&server.base, KEY).unwrap();
+    let agent = json!({"name": "a", "model": "claude-fake", "system": "Be brief."});
+    let agent = api.json(Method::POST, "/v1/agents", Some(&agent)).await.unwrap();
+    let env = api.json(Method::POST, "/v1/environments", Some(&json!({"name": "e"}))).await.unwrap();
+    let body = json!({"agent": agent["id"], "environment_id": env["id"]});
+    let session = api.json(Method::POST, "/v1/sessions", Some(&body)).await.unwrap();
+    let session = session["id"].as_str().unwrap().to_owned();
+    let log = async || -> Vec<Value> {
+        let page = api.json(Method::GET, &format!("/v1/sessions/{session}/events?limit=1000"), None).await.unwrap();
+        page["data"].as_array().unwrap().clone()
+    };
+    let mut took = Vec::new();
+    for (n, words) in ["Tell me everything.", "And briefly?"].into_iter().enumerate() {
+        let asked = Instant::now();
+        let body = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": words}]}]});
+        api.json(Method::POST, &format!("/v1/sessions/{session}/events"), Some(&body)).await.unwrap();
+        let ended = common::wait_until_async(std::time::Duration::from_secs(60), || async {
+            log().await.iter().filter(|e| e["stop_reason"]["type"] == "end_turn").count() > n
+        })
+        .await;
+        assert!(ended, "turn {n} never ended: {:#?}", log().await);
+        took.push(asked.elapsed());
+    }
+    let events = log().await;
+    assert!(!events.iter().any(|e| e["type"] == "session.error"), "a rate limit is no session error: {events:#?}");
+    // The second call waits out the two tokens of debt (three seconds to one token at one a
+    // second) before the model is asked.
+    assert!(took[1] >= std::time::Duration::from_secs(2), "the second call did not wait: {took:?}");
+    assert_eq!(fake.requests().len(), 2, "the model was asked twice, never refused");
+}

@@ -24,6 +24,7 @@ use mnemo_store::{Appended, EventAuthor, Signal, Store, StoreError};
 use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::hub::EventHub;
+use crate::rate_limit::ModelMeter;
 
 /// The loop's bounds.
 #[derive(Debug, Clone)]
@@ -77,6 +78,8 @@ pub(crate) struct Ctx {
     hub: Arc<EventHub>,
     work_signal: Arc<Notify>,
     pub(crate) limits: Limits,
+    /// The workspaces' model rate limits.
+    pub(crate) meter: ModelMeter,
 }
 
 impl Ctx {
@@ -132,12 +135,17 @@ impl AgentLoop {
         work_signal: Arc<Notify>,
         resolve: Resolve,
         limits: Limits,
+        meter: ModelMeter,
     ) -> Self {
         let holder = format!("loop_{:016x}", rand::random::<u64>());
         let signals = store.signals();
         let scan_every = limits.scan_every;
-        let inner =
-            Arc::new(Inner { ctx: Ctx { store, hub, work_signal, limits }, resolve, holder, active: Mutex::default() });
+        let inner = Arc::new(Inner {
+            ctx: Ctx { store, hub, work_signal, limits, meter },
+            resolve,
+            holder,
+            active: Mutex::default(),
+        });
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let this = Self { inner, wake_tx };
         tokio::spawn(this.clone().supervise(wake_rx, signals, scan_every));

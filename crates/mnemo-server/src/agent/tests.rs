@@ -12,8 +12,11 @@ use mnemo_store::{AgentRef, EventAuthor, Limits as StoreLimits, NewEnvironment, 
 use mnemo_store_tests::{StoreFactory, TestStore};
 use serde_json::{Value, json};
 
+use mnemo_store::rules::rate_limit::{self, Draw, ModelFamily, OrgLimits, Outcome};
+
 use super::{AgentLoop, Limits, Resolve};
 use crate::hub::EventHub;
+use crate::rate_limit::{ModelMeter, RateLimiter};
 
 /// One scripted call: refused at once, or a stream of items that then ends or hangs.
 enum Reply {
@@ -136,9 +139,28 @@ async fn harness(fake: &Arc<Fake>, limits: Limits) -> Harness {
 
 /// A loop started on `store` (which may hold what an earlier process left), calling `fake`.
 fn start_loop(store: TestStore, fake: &Arc<Fake>, limits: Limits) -> Harness {
+    start_metered(store, fake, limits, &[], &OrgLimits::new())
+}
+
+/// A meter with no model families: nothing is counted.
+fn unmetered(store: &TestStore) -> ModelMeter {
+    let limiter = Arc::new(RateLimiter::new(&OrgLimits::new(), false));
+    ModelMeter::new(Arc::clone(&store.store), limiter, &rate_limit::catalogue(&[]))
+}
+
+/// [`start_loop`] with model families and the organization's rate limits.
+fn start_metered(
+    store: TestStore,
+    fake: &Arc<Fake>,
+    limits: Limits,
+    families: &[ModelFamily],
+    org: &OrgLimits,
+) -> Harness {
     let hub = Arc::new(EventHub::default());
+    let limiter = Arc::new(RateLimiter::new(org, false));
+    let meter = ModelMeter::new(Arc::clone(&store.store), limiter, &rate_limit::catalogue(families));
     let agent_loop =
-        AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(fake), limits);
+        AgentLoop::start(Arc::clone(&store.store), Arc::clone(&hub), Arc::default(), resolve_to(fake), limits, meter);
     Harness { store, hub, agent_loop }
 }
 
@@ -515,6 +537,41 @@ async fn an_interrupt_cancels_the_call_in_flight_and_ends_the_turn() {
 }
 
 #[tokio::test]
+async fn a_workspace_over_its_model_token_limit_waits_inside_the_session_then_goes_on() {
+    let fake = Fake::new(vec![
+        answer(vec![text("A long answer."), finished(StopReason::EndTurn, 10, 62)]),
+        answer(vec![text("Short."), finished(StopReason::EndTurn, 10, 1)]),
+    ]);
+    let family = ModelFamily { display_name: "Fake".into(), models: vec!["fake-model".into()] };
+    let (entry, otpm) = ("ratelimit_model_fake".to_owned(), mnemo_api::LimiterType::OutputTokensPerMinute);
+    // 60 output tokens a minute: one a second.
+    let org: OrgLimits = [((entry.clone(), otpm.clone()), 60)].into();
+    let store = mnemo_store_tests::Sqlite.open(StoreLimits::default()).await;
+    let h = start_metered(store, &fake, quick(), &[family], &org);
+    let id = session(&*h.store, "fake-model").await;
+    h.say(&id, "tell me everything").await;
+    h.turn_end(&id, 0).await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let debt = h.store.take_rate_limit(&ws, &entry, &otpm, 60, Draw::Admit).await.unwrap();
+    let Outcome::Limited { retry_after_secs } = debt else { panic!("62 output tokens of 60 leave a debt: {debt:?}") };
+    let asked = std::time::Instant::now();
+    h.say(&id, "and briefly?").await;
+    let end = h.turn_end(&id, 1).await;
+    assert_eq!(end["stop_reason"]["type"], "end_turn");
+    assert!(
+        asked.elapsed() >= Duration::from_secs(retry_after_secs.saturating_sub(1)),
+        "the second call waited for the debt ({retry_after_secs} s), not {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 2, "the call waited; it was not refused or retried");
+    let types = h.types(&id).await;
+    assert!(!types.iter().any(|t| t == "session.error"), "a rate limit is no error of the session: {types:?}");
+    let other = h.store.create_workspace("other").await.unwrap();
+    let theirs = h.store.take_rate_limit(&other, &entry, &otpm, 60, Draw::Admit).await.unwrap();
+    assert!(matches!(theirs, Outcome::Admitted { remaining: 60, .. }), "another workspace's bucket is untouched");
+}
+
+#[tokio::test]
 async fn a_runaway_agent_stops_at_the_model_call_limit() {
     // Every answer calls a disabled tool: denied at once, so the session keeps running.
     let script =
@@ -616,8 +673,15 @@ async fn a_message_a_dead_process_stored_but_never_answered_is_answered_at_start
 async fn two_loops_on_one_store_run_a_turn_once() {
     let fake = Fake::new(vec![answer(vec![text("Once."), finished(StopReason::EndTurn, 1, 1)])]);
     let h = harness(&fake, quick()).await;
-    let other =
-        AgentLoop::start(Arc::clone(&h.store.store), Arc::clone(&h.hub), Arc::default(), resolve_to(&fake), quick());
+    let meter = unmetered(&h.store);
+    let other = AgentLoop::start(
+        Arc::clone(&h.store.store),
+        Arc::clone(&h.hub),
+        Arc::default(),
+        resolve_to(&fake),
+        quick(),
+        meter,
+    );
     let id = session(&*h.store, "fake-model").await;
     let appended = store_message(&*h.store, &id, "hi").await;
     h.hub.publish(&*h.store.store, &id, &appended.written).await;

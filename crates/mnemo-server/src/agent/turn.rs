@@ -180,6 +180,7 @@ pub(crate) async fn run(
             ws,
             id,
             agent: &session.agent,
+            model: session.agent["model"]["id"].as_str().unwrap_or_default(),
             tools: Toolset::of_agent(&session.agent),
             memory_prompt: session.memory_prompt.as_deref(),
             log: &log,
@@ -250,6 +251,8 @@ struct Step<'a> {
     ws: &'a WorkspaceId,
     id: &'a SessionId,
     agent: &'a Value,
+    /// The agent's model id (what its rate limits are counted by).
+    model: &'a str,
     tools: Toolset,
     memory_prompt: Option<&'a str>,
     log: &'a [LoggedEvent],
@@ -283,9 +286,17 @@ impl Step<'_> {
         let mut attempt = 0;
         let mut log = self.log.to_vec();
         loop {
+            if let Some(end) = self.within_rate_limits(interrupted.as_mut()).await? {
+                return Ok(end);
+            }
             let request = request::build(self.agent, self.memory_prompt, &log, &self.resolved.model, limits.max_tokens);
             let error = match self.attempt(request, interrupted.as_mut()).await? {
-                Attempt::End(end) => return Ok(end),
+                Attempt::End(end) => {
+                    if let CallEnd::Finished { usage, .. } = &end {
+                        self.ctx.meter.charge(self.ws, self.model, usage).await?;
+                    }
+                    return Ok(end);
+                }
                 Attempt::Error { error, recorded } => {
                     log.extend(recorded);
                     error
@@ -313,6 +324,24 @@ impl Step<'_> {
             }
             attempt += 1;
         }
+    }
+
+    /// Waits until the workspace's model rate limits let a call start (and counts it), inside
+    /// the session: `Some` when the wait ended the step instead (an interrupt, the turn's
+    /// time).
+    async fn within_rate_limits(
+        &self,
+        mut interrupted: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    ) -> Result<Option<CallEnd>, StoreError> {
+        while let Some(wait) = self.ctx.meter.admit(self.ws, self.model).await? {
+            tracing::info!(session.id = %self.id, wait_s = wait.as_secs(), "a model rate limit of the workspace holds the call back");
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = interrupted.as_mut() => return Ok(Some(CallEnd::Interrupted)),
+                () = tokio::time::sleep_until(self.deadline) => return Ok(Some(CallEnd::TimedOut)),
+            }
+        }
+        Ok(None)
     }
 
     /// One attempt: opens the stream and appends each completed text block as an

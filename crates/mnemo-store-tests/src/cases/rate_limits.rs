@@ -1,14 +1,15 @@
 //! Rate-limit buckets (admin-api.md §8.9): a bucket of capacity N admits N at once, then
 //! refuses with a wait after which one request fits; workspaces and entries have buckets of
 //! their own; concurrent takers (a pool's connections are separate transactions, as replicas'
-//! are) together admit no more than one taker would.
+//! are) together admit no more than one taker would; a model call's tokens leave their bucket in
+//! debt, which the next call waits out.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use mnemo_api::LimiterType;
-use mnemo_store::rules::rate_limit::{MANAGED_AGENTS_ENTRY_ID, Outcome};
+use mnemo_store::rules::rate_limit::{Draw, MANAGED_AGENTS_ENTRY_ID, Outcome};
 use mnemo_store::{Limits, Store};
 
 use crate::StoreFactory;
@@ -16,7 +17,7 @@ use crate::StoreFactory;
 const RPM: LimiterType = LimiterType::RequestsPerMinute;
 
 async fn take(s: &dyn Store, ws: &mnemo_api::WorkspaceId, capacity: u64) -> Outcome {
-    s.take_rate_limit(ws, MANAGED_AGENTS_ENTRY_ID, &RPM, capacity).await.unwrap()
+    s.take_rate_limit(ws, MANAGED_AGENTS_ENTRY_ID, &RPM, capacity, Draw::One).await.unwrap()
 }
 
 /// The most a bucket of `capacity` per minute may admit over `elapsed`: its capacity plus the
@@ -67,9 +68,10 @@ pub async fn workspaces_and_entries_have_buckets_of_their_own(factory: &impl Sto
     assert!(matches!(take(&*s, &default, 1).await, Outcome::Admitted { remaining: 0, .. }));
     assert!(matches!(take(&*s, &default, 1).await, Outcome::Limited { .. }), "the Default workspace's is empty");
     assert!(matches!(take(&*s, &other, 1).await, Outcome::Admitted { .. }), "another workspace's is full");
-    let model = s.take_rate_limit(&default, "ratelimit_model_x", &RPM, 1).await.unwrap();
+    let model = s.take_rate_limit(&default, "ratelimit_model_x", &RPM, 1, Draw::One).await.unwrap();
     assert!(matches!(model, Outcome::Admitted { .. }), "another entry's bucket is full");
-    let tokens = s.take_rate_limit(&default, MANAGED_AGENTS_ENTRY_ID, &LimiterType::TokensPerMinute, 1).await;
+    let tokens =
+        s.take_rate_limit(&default, MANAGED_AGENTS_ENTRY_ID, &LimiterType::TokensPerMinute, 1, Draw::One).await;
     assert!(matches!(tokens.unwrap(), Outcome::Admitted { .. }), "another limiter's bucket is full");
 }
 
@@ -96,4 +98,23 @@ pub async fn concurrent_takers_together_admit_one_buckets_worth(factory: &impl S
     remaining.sort_unstable();
     remaining.dedup();
     assert!(remaining.len() >= CAPACITY as usize, "each admitted taker saw its own count: {remaining:?}");
+}
+
+pub async fn model_tokens_leave_a_debt_the_next_call_waits_out(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
+    let (entry, otpm) = ("ratelimit_model_x", LimiterType::OutputTokensPerMinute);
+    let draw = |draw| {
+        let (s, ws, otpm) = (Arc::clone(&s.store), ws.clone(), otpm.clone());
+        async move { s.take_rate_limit(&ws, entry, &otpm, 60, draw).await.unwrap() }
+    };
+    assert!(matches!(draw(Draw::Admit).await, Outcome::Admitted { remaining: 60, .. }), "admitting takes nothing");
+    // 62 tokens from a bucket of 60 per minute (one a second): two in debt.
+    assert!(matches!(draw(Draw::Charge(62)).await, Outcome::Admitted { remaining: 0, .. }), "a charge is taken");
+    let Outcome::Limited { retry_after_secs } = draw(Draw::Admit).await else {
+        panic!("a bucket in debt admits no call")
+    };
+    assert!((2..=3).contains(&retry_after_secs), "three tokens short at one a second: {retry_after_secs} s");
+    tokio::time::sleep(Duration::from_secs(retry_after_secs)).await;
+    assert!(matches!(draw(Draw::Admit).await, Outcome::Admitted { .. }), "after the wait it was told, a call fits");
 }

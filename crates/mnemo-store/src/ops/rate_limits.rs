@@ -8,7 +8,7 @@ use mnemo_api::{LimiterType, WorkspaceId};
 
 use super::{Clock, Micros};
 use crate::Result;
-use crate::rules::rate_limit::{self, Bucket, Outcome};
+use crate::rules::rate_limit::{self, Bucket, Draw, Outcome};
 
 /// Stored tokens are integers in millionths of a token, so every backend keeps them exactly
 /// (and `mnemo db copy` moves them as integers).
@@ -51,15 +51,15 @@ pub trait RateLimitSql: Clock {
     async fn write_bucket(&self, key: BucketKey<'_>, row: BucketRow) -> Result<()>;
 }
 
-/// Takes one request from the bucket `key` of capacity `capacity` per minute, judged by the
-/// store's clock once the row is locked (so a replica that waited for the lock counts after
-/// the one it waited for). A refused request still stores the refilled state.
-pub async fn take<S: RateLimitSql>(sql: &S, key: BucketKey<'_>, capacity: u64) -> Result<Outcome> {
+/// Draws `draw` from the bucket `key` of capacity `capacity` per minute, judged by the store's
+/// clock once the row is locked (so a replica that waited for the lock counts after the one it
+/// waited for). A refused draw still stores the refilled state.
+pub async fn take<S: RateLimitSql>(sql: &S, key: BucketKey<'_>, capacity: u64, draw: Draw) -> Result<Outcome> {
     // Counted "long ago" at capacity: full, whatever the clock says now.
     let full = BucketRow { micro_tokens: (capacity as f64 * SCALE).round() as i64, updated_at: 0 };
     let stored = sql.lock_bucket(key, full).await?;
     let now = sql.now().await?;
-    let (next, outcome) = rate_limit::take(Some(stored.decode()), capacity, now);
+    let (next, outcome) = rate_limit::take(Some(stored.decode()), capacity, now, draw);
     sql.write_bucket(key, BucketRow::encode(next)).await?;
     Ok(outcome)
 }

@@ -92,6 +92,22 @@ pub fn catalogue(families: &[ModelFamily]) -> Vec<Entry> {
     out
 }
 
+/// [`catalogue`], refusing two families whose names give one entry id (`Claude Sonnet` and
+/// `claude-sonnet`), which would otherwise share one set of limits unannounced.
+pub fn checked_catalogue(families: &[ModelFamily]) -> Result<Vec<Entry>, String> {
+    for (i, a) in families.iter().enumerate() {
+        if let Some(b) = families[..i].iter().find(|b| slug(&b.display_name) == slug(&a.display_name)) {
+            return Err(format!(
+                "model families {:?} and {:?} give one rate limit id (`ratelimit_model_{}`); rename one",
+                b.display_name,
+                a.display_name,
+                slug(&a.display_name)
+            ));
+        }
+    }
+    Ok(catalogue(families))
+}
+
 /// The entry that limits a model call, if its family is configured.
 pub fn entry_for_model<'a>(catalogue: &'a [Entry], model: &str) -> Option<&'a Entry> {
     catalogue.iter().find(|e| e.models.as_ref().is_some_and(|m| m.iter().any(|x| x == model)))
@@ -247,7 +263,7 @@ pub enum Outcome {
 const MICROS_PER_SEC: f64 = 1_000_000.0;
 
 /// The tokens a bucket of `capacity` holds at `now`: its stored tokens plus N/60 per second
-/// since `updated_at`, at most `capacity`. A clock behind the stored time (another replica's)
+/// since `updated_at`, at most `capacity` (and at least `-capacity`). A clock behind the stored time (another replica's)
 /// refills nothing rather than draining. A missing bucket is full.
 fn level(state: Option<Bucket>, capacity: u64, now: Micros) -> f64 {
     let cap = capacity as f64;
@@ -255,30 +271,70 @@ fn level(state: Option<Bucket>, capacity: u64, now: Micros) -> f64 {
         None => cap,
         Some(b) => {
             let elapsed = now.saturating_sub(b.updated_at).max(0) as f64 / MICROS_PER_SEC;
-            (b.tokens + elapsed * cap / 60.0).min(cap)
+            // A debt deeper than a minute's (a capacity lowered since) is forgiven.
+            (b.tokens + elapsed * cap / 60.0).clamp(-cap, cap)
         }
     }
 }
 
-/// Takes one request from a bucket of capacity `capacity` per minute at `now`: the state to
-/// store and the outcome. A refused request still stores the refilled state (so the stored
-/// time never moves backwards).
-pub fn take(state: Option<Bucket>, capacity: u64, now: Micros) -> (Bucket, Outcome) {
+/// What one use takes from a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// A request: one token, refused while less than one is left.
+    One,
+    /// A model call about to start, whose tokens are only known once it ends: takes nothing,
+    /// refused while the bucket holds less than one token (earlier calls left it in debt).
+    Admit,
+    /// The tokens a finished model call used: always taken, the bucket running into debt, at
+    /// most one minute's capacity below empty (so one huge call delays the next by at most
+    /// two minutes, not hours).
+    Charge(u64),
+}
+
+/// Draws `draw` from a bucket of capacity `capacity` per minute at `now`: the state to store
+/// and the outcome. A refused draw still stores the refilled state (so the stored time never
+/// moves backwards).
+pub fn take(state: Option<Bucket>, capacity: u64, now: Micros, draw: Draw) -> (Bucket, Outcome) {
     let cap = capacity as f64;
     let tokens = level(state, capacity, now);
     let updated_at = state.map_or(now, |b| b.updated_at.max(now));
     // Seconds until the bucket holds `tokens_short` more: N/60 tokens refill per second.
     let seconds_for = |tokens_short: f64| tokens_short * 60.0 / cap;
-    if capacity > 0 && tokens >= 1.0 - ROUNDING {
-        let left = (tokens - 1.0).max(0.0);
-        let to_full = (seconds_for(cap - left) * MICROS_PER_SEC).ceil() as Micros;
-        let outcome =
-            Outcome::Admitted { remaining: left.floor() as u64, reset_at: updated_at.saturating_add(to_full) };
-        (Bucket { tokens: left, updated_at }, outcome)
-    } else {
+    let refusable = !matches!(draw, Draw::Charge(_));
+    if refusable && !(capacity > 0 && tokens >= 1.0 - ROUNDING) {
         let wait = if capacity > 0 { seconds_for(1.0 - tokens).ceil() as u64 } else { 60 };
-        (Bucket { tokens, updated_at }, Outcome::Limited { retry_after_secs: wait.clamp(1, 60) })
+        return (Bucket { tokens, updated_at }, Outcome::Limited { retry_after_secs: wait.clamp(1, 60) });
     }
+    let left = match draw {
+        Draw::One => (tokens - 1.0).max(0.0),
+        Draw::Admit => tokens,
+        Draw::Charge(n) => (tokens - n as f64).max(-cap),
+    };
+    let to_full = (seconds_for(cap - left) * MICROS_PER_SEC).ceil() as Micros;
+    let outcome =
+        Outcome::Admitted { remaining: left.max(0.0).floor() as u64, reset_at: updated_at.saturating_add(to_full) };
+    (Bucket { tokens: left, updated_at }, outcome)
+}
+
+/// What a model call of the agent loop draws before it starts, in this order: it waits while
+/// either token bucket of its model family is empty or in debt (earlier calls' tokens), then
+/// takes one request. Token buckets come first, so a call that waits for tokens holds no
+/// request it has not made.
+pub const BEFORE_MODEL_CALL: [(LimiterType, Draw); 3] = [
+    (LimiterType::InputTokensPerMinute, Draw::Admit),
+    (LimiterType::OutputTokensPerMinute, Draw::Admit),
+    (LimiterType::RequestsPerMinute, Draw::One),
+];
+
+/// What a finished model call is charged: its input tokens, counting those written to the
+/// prompt cache but not those read from it (as the hosted API counts input tokens per minute),
+/// and its output tokens. A zero charge is left out.
+pub fn after_model_call(input: u64, cache_creation: u64, _cache_read: u64, output: u64) -> Vec<(LimiterType, Draw)> {
+    [(LimiterType::InputTokensPerMinute, input + cache_creation), (LimiterType::OutputTokensPerMinute, output)]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(kind, n)| (kind, Draw::Charge(n)))
+        .collect()
 }
 
 /// How far below one token still counts as one: the refill's floating-point rounding, so a
@@ -360,6 +416,9 @@ mod tests {
         assert_eq!(entry_for_model(&cat, "llama3.1").map(|e| e.id.as_str()), Some("ratelimit_model_local_llama"));
         assert_eq!(entry_for_model(&cat, "dup"), None, "a family whose id repeats another's is dropped");
         assert_eq!(catalogue(&[]).len(), 1);
+        let clash = checked_catalogue(&families()).unwrap_err();
+        assert!(clash.contains(r#""Claude Sonnet" and "claude sonnet""#), "{clash}");
+        assert_eq!(checked_catalogue(&families()[..1]).unwrap().len(), 2);
     }
 
     /// (rule, flag, the one value it sets or part of the refusal)
@@ -479,10 +538,65 @@ mod tests {
             ("a huge limit waits at least a second", Some(Bucket { tokens: 0.999, updated_at: 0 }), 6_000_000, 0, Outcome::Limited { retry_after_secs: 1 }),
         ];
         for (rule, state, n, now, expected) in rows {
-            assert_eq!(take(state, n, now).1, expected, "rule: {rule}");
+            assert_eq!(take(state, n, now, Draw::One).1, expected, "rule: {rule}");
         }
-        let (after, _) = take(empty(10 * S), 60, 5 * S);
+        let (after, _) = take(empty(10 * S), 60, 5 * S, Draw::One);
         assert_eq!(after.updated_at, 10 * S, "the stored time never moves backwards");
+    }
+
+    #[test]
+    fn what_a_model_call_draws() {
+        let kinds: Vec<&LimiterType> = BEFORE_MODEL_CALL.iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            kinds,
+            [&LimiterType::InputTokensPerMinute, &LimiterType::OutputTokensPerMinute, &LimiterType::RequestsPerMinute],
+            "tokens are waited for before a request is taken"
+        );
+        assert_eq!(BEFORE_MODEL_CALL.map(|(_, d)| d), [Draw::Admit, Draw::Admit, Draw::One]);
+        let (itpm, otpm) = (LimiterType::InputTokensPerMinute, LimiterType::OutputTokensPerMinute);
+        // (rule, [input, cache creation, cache read, output], the input and output charged).
+        #[rustfmt::skip]
+        let rows = [
+            ("input and output", [100, 0, 0, 20], [Some(100), Some(20)]),
+            ("cache writes count as input", [100, 50, 0, 20], [Some(150), Some(20)]),
+            ("cache reads do not", [100, 0, 900, 20], [Some(100), Some(20)]),
+            ("nothing used, nothing charged", [0, 0, 0, 0], [None, None]),
+            ("only output", [0, 0, 7, 3], [None, Some(3)]),
+        ];
+        for (rule, [input, creation, read, output], [charged_in, charged_out]) in rows {
+            let expected: Vec<(LimiterType, Draw)> = [(itpm.clone(), charged_in), (otpm.clone(), charged_out)]
+                .into_iter()
+                .filter_map(|(kind, n)| Some((kind, Draw::Charge(n?))))
+                .collect();
+            assert_eq!(after_model_call(input, creation, read, output), expected, "rule: {rule}");
+        }
+    }
+
+    /// (rule, the stored bucket, capacity, the draw, the tokens after, the outcome).
+    type DrawRow = (&'static str, Option<Bucket>, u64, Draw, f64, Outcome);
+
+    #[test]
+    fn model_calls_are_admitted_then_charged_their_tokens() {
+        let at = |tokens| Some(Bucket { tokens, updated_at: 0 });
+        #[rustfmt::skip]
+        let rows: Vec<DrawRow> = vec![
+            ("a call is admitted without taking", at(10.0), 60, Draw::Admit, 10.0, Outcome::Admitted { remaining: 10, reset_at: 50 * S }),
+            ("one token left admits a call", at(1.0), 60, Draw::Admit, 1.0, Outcome::Admitted { remaining: 1, reset_at: 59 * S }),
+            ("a bucket in debt admits no call", at(-2.0), 60, Draw::Admit, -2.0, Outcome::Limited { retry_after_secs: 3 }),
+            ("a deep debt waits at most a minute per answer", at(-100.0), 60, Draw::Admit, -60.0, Outcome::Limited { retry_after_secs: 60 }),
+            ("the tokens used are charged", at(60.0), 60, Draw::Charge(20), 40.0, Outcome::Admitted { remaining: 40, reset_at: 20 * S }),
+            ("more than is left runs into debt", at(10.0), 60, Draw::Charge(12), -2.0, Outcome::Admitted { remaining: 0, reset_at: 62 * S }),
+            ("the debt stops one minute below empty", at(10.0), 60, Draw::Charge(10_000), -60.0, Outcome::Admitted { remaining: 0, reset_at: 120 * S }),
+            ("a charge is never refused", at(-60.0), 60, Draw::Charge(1), -60.0, Outcome::Admitted { remaining: 0, reset_at: 120 * S }),
+        ];
+        for (rule, state, n, draw, tokens, expected) in rows {
+            let (after, outcome) = take(state, n, 0, draw);
+            assert_eq!(outcome, expected, "rule: {rule}");
+            assert!((after.tokens - tokens).abs() < 1e-9, "rule: {rule}: {} tokens", after.tokens);
+        }
+        let (debt, _) = take(at(0.0), 60, 0, Draw::Charge(2));
+        let after_wait = take(Some(debt), 60, 3 * S, Draw::Admit).1;
+        assert!(matches!(after_wait, Outcome::Admitted { .. }), "the wait it was told is enough: {after_wait:?}");
     }
 
     #[test]
@@ -530,7 +644,7 @@ mod tests {
             let mut admitted = Vec::new();
             for gap in gaps {
                 now += gap;
-                let (next, outcome) = take(state, n, now);
+                let (next, outcome) = take(state, n, now, Draw::One);
                 state = Some(next);
                 if let Outcome::Admitted { remaining, .. } = outcome {
                     prop_assert!(remaining < n);
@@ -552,10 +666,10 @@ mod tests {
         /// A refused request is told a wait after which one request does fit.
         #[test]
         fn retry_after_is_enough(n in 1u64..120, tokens in 0.0f64..1.0, at in 0i64..1_000_000_000) {
-            let (state, outcome) = take(Some(Bucket { tokens, updated_at: at }), n, at);
+            let (state, outcome) = take(Some(Bucket { tokens, updated_at: at }), n, at, Draw::One);
             if let Outcome::Limited { retry_after_secs } = outcome {
                 let later = at + retry_after_secs as i64 * S;
-                let fits = matches!(take(Some(state), n, later).1, Outcome::Admitted { .. });
+                let fits = matches!(take(Some(state), n, later, Draw::One).1, Outcome::Admitted { .. });
                 prop_assert!(fits || retry_after_secs == 60);
             }
         }

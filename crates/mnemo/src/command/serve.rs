@@ -194,8 +194,10 @@ pub(crate) struct Serve {
 
     /// The organization's rate limit of a group, `GROUP:TYPE=N` (repeatable, or comma-separated
     /// in the variable), e.g. `managed_agents:requests_per_minute=600`: API-key requests to the
-    /// Managed Agents endpoints, per workspace. None by default (no limit); a workspace's own
-    /// value (Admin API) applies when lower. Worker traffic is never limited.
+    /// Managed Agents endpoints, per workspace; or `FAMILY:input_tokens_per_minute=N` (also
+    /// `requests_per_minute`, `output_tokens_per_minute`) for the agent loop's calls of a model
+    /// family of `--models`. None by default (no limit); a workspace's own value (Admin API)
+    /// applies when lower. Worker traffic is never limited.
     #[arg(long = "rate-limit", value_name = "GROUP:TYPE=N", env = "MNEMO_RATE_LIMIT", value_delimiter = ',')]
     rate_limits: Vec<String>,
 }
@@ -383,7 +385,9 @@ impl Serve {
     pub(crate) async fn start(self) -> anyhow::Result<Running> {
         // A bad providers file stops the server before it opens anything.
         let models = self.models.as_deref().map(crate::models::load).transpose()?;
-        let rate_limits = mnemo_store::rules::rate_limit::catalogue(&[]);
+        let families = models.as_ref().map(|m| m.families.as_slice()).unwrap_or_default();
+        let rate_limits = mnemo_store::rules::rate_limit::checked_catalogue(families)
+            .map_err(|e| anyhow::anyhow!("bad model providers file: {e}"))?;
         let org_limits = mnemo_store::rules::rate_limit::parse_org_limits(&self.rate_limits, &rate_limits)
             .map_err(anyhow::Error::msg)?;
         let url = match self.database {
@@ -479,8 +483,8 @@ impl Serve {
             .with_auth_throttle(mnemo_server::AuthThrottleConfig {
                 failures_per_minute: self.auth_failures_per_minute,
             });
-        if let Some((resolve, limits)) = models {
-            state = state.with_agent_loop(resolve, limits);
+        if let Some(models) = models {
+            state = state.with_agent_loop(models.resolve, models.limits);
             tracing::info!("running agents on the configured model providers");
         }
         let router = mnemo_server::router(state);
