@@ -223,7 +223,7 @@ const SERVER_SIDE: &[&str] = &[
     "mnemo-http",
     "mnemo-console",
 ];
-const HOST_SIDE: &[&str] = &["mnemo-client", "mnemo-sync", "mnemo-worker", "mnemo-export"];
+const HOST_SIDE: &[&str] = &["mnemo-client", "mnemo-sync", "mnemo-worker", "mnemo-export", "mnemo-mcp"];
 /// The crates that tie code to one particular database (the conformance suite opens both).
 const STORE_BACKENDS: &[&str] = &["mnemo-store-sqlite", "mnemo-store-postgres", "mnemo-store-tests"];
 
@@ -538,6 +538,12 @@ fn boundaries() -> Vec<Boundary> {
             ]),
         },
         Boundary {
+            krate: "mnemo-mcp",
+            allowed: &["chrono", "mnemo-api", "mnemo-client", "rmcp", "schemars", "serde", "thiserror"],
+            // Only the public API through the client, as any MCP client's agent would have it.
+            never: all(&[DATABASE_DRIVERS, HTTP_SERVER, &["anyhow", "mnemo-sync", "mnemo-worker"], SERVER_SIDE]),
+        },
+        Boundary {
             krate: "mnemo",
             allowed: &[
                 "metrics",
@@ -553,6 +559,7 @@ fn boundaries() -> Vec<Boundary> {
                 "mnemo-console",
                 "mnemo-client",
                 "mnemo-export",
+                "mnemo-mcp",
                 "mnemo-sync",
                 "mnemo-worker",
                 "tokio-util",

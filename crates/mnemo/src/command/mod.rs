@@ -5,6 +5,7 @@ mod completions;
 mod db;
 mod env_key;
 mod healthcheck;
+mod mcp;
 mod mount;
 mod organization;
 mod quickstart;
@@ -80,6 +81,14 @@ pub(crate) enum Command {
     /// hosted API and `mnemo serve`) or keep a copy.
     #[command(subcommand)]
     Store(store::Store),
+    /// Serve memory stores to any agent over the Model Context Protocol (stdin/stdout): the
+    /// memory tool's commands (view, create, str_replace, insert, delete, rename, history) and
+    /// each memory as a resource.
+    ///
+    /// For example, for Claude Code: `claude mcp add memory -- mnemo mcp --store memstore_…`
+    /// with ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY set. Every write is a memory version
+    /// under that key, refused if the file changed since it was read.
+    Mcp(mcp::Mcp),
     /// Serve a self-hosted environment's sessions on this host.
     ///
     /// Claims the environment's work items, runs each session's tool calls (bash, read, write,
@@ -120,9 +129,10 @@ impl Command {
         matches!(self, Self::Mount(_))
     }
 
-    /// Whether the command prints its own story, so logs default to warnings only.
+    /// Whether logs default to warnings only: the command prints its own story (quickstart), or
+    /// its stdout is a protocol whose client shows stderr as the server's log (mcp).
     pub(crate) fn is_chatty(&self) -> bool {
-        matches!(self, Self::Quickstart(_))
+        matches!(self, Self::Quickstart(_) | Self::Mcp(_))
     }
 
     pub(crate) async fn run(self) -> anyhow::Result<()> {
@@ -130,6 +140,7 @@ impl Command {
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
             Self::Store(cmd) => cmd.run().await,
+            Self::Mcp(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
             Self::Admin(cmd) => cmd.run().await,
             Self::Workspace(cmd) => cmd.run().await,

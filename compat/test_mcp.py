@@ -1,0 +1,143 @@
+"""`mnemo mcp` over stdio, driven by the official MCP Python SDK (`mcp` on PyPI) as the client:
+initialize, list and call every tool, read resources, refusals (read-only, a change made
+elsewhere since the model viewed a file, paths outside the stores, unknown stores), every write
+a memory version of the API key."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, List
+
+from compat_lib import check, eq, unique
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "history"}
+
+
+@asynccontextmanager
+async def mcp_session(fx: Any, stores: List[str], *extra: str) -> AsyncIterator[ClientSession]:
+    args = ["mcp"] + [a for s in stores for a in ("--store", s)] + list(extra)
+    env = dict(os.environ, ANTHROPIC_BASE_URL=fx.base_url, ANTHROPIC_API_KEY=fx.api_key)
+    params = StdioServerParameters(command=os.environ["MNEMO_BIN"], args=args, env=env)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def run(coro: Any) -> None:
+    """Runs a test's session; a failure inside the SDK's task group is raised as itself."""
+    try:
+        asyncio.run(coro)
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        raise leaf from None
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def call(session: ClientSession, tool: str, **args: Any) -> str:
+    result = await session.call_tool(tool, args)
+    check(not result.is_error, f"{tool} {args} failed: {text_of(result)}")
+    return text_of(result)
+
+
+async def refused(session: ClientSession, tool: str, **args: Any) -> str:
+    result = await session.call_tool(tool, args)
+    check(result.is_error, f"{tool} {args} should be refused, answered: {text_of(result)}")
+    return text_of(result)
+
+
+def test_mcp_tools_read_and_write_a_store(fx):
+    store = fx.new_store(name="Team Notes")
+    fx.new_memory(store.id, "/prefs.md", "tabs, not spaces\nshort answers\n")
+    fx.new_memory(store.id, "/projects/a/deep/x.md", "deep")
+
+    async def session() -> None:
+        async with mcp_session(fx, [store.id]) as s:
+            names = {t.name for t in (await s.list_tools()).tools}
+            check(TOOLS <= names, f"tools: {names}")
+            root = await call(s, "view", path="/memories")
+            check("/memories/team-notes\t(Team Notes, read-write)" in root, root)
+            folder = await call(s, "view", path="/memories/team-notes")
+            check("/memories/team-notes/prefs.md" in folder, folder)
+            check("/memories/team-notes/projects/a/ (deeper files" in folder, folder)
+            eq(await call(s, "view", path="/memories/team-notes/prefs.md"),
+               "     1\ttabs, not spaces\n     2\tshort answers\n", "a file with line numbers")
+            eq(await call(s, "view", path="/memories/team-notes/prefs.md", view_range=[2, -1]),
+               "     2\tshort answers\n", "a range")
+            await call(s, "str_replace", path="/memories/team-notes/prefs.md", old_str="short", new_str="brief")
+            await call(s, "insert", path="/memories/team-notes/prefs.md", insert_line=0, insert_text="# Prefs")
+            await call(s, "create", path="/memories/team-notes/new/idea.md", file_text="ship it\n")
+            await call(s, "rename", old_path="/memories/team-notes/new/idea.md",
+                       new_path="/memories/team-notes/ideas/ship.md")
+            history = await call(s, "history", path="/memories/team-notes/prefs.md")
+            check(history.startswith("3 version(s)") and "API key" in history, history)
+            await call(s, "delete", path="/memories/team-notes/projects")
+            resources = (await s.list_resources()).resources
+            uris = sorted(str(r.uri) for r in resources)
+            eq(uris, [f"mnemo://{store.id}/ideas/ship.md", f"mnemo://{store.id}/prefs.md"], "resources")
+            read = await s.read_resource(f"mnemo://{store.id}/prefs.md")
+            eq(read.contents[0].text, "# Prefs\ntabs, not spaces\nbrief answers\n", "resource text")
+
+    run(session())
+    by_path = {m.path: m for m in fx.list_all_memories(store.id, view="full")}
+    eq(sorted(by_path), ["/ideas/ship.md", "/prefs.md"], "the store after the tools")
+    eq(by_path["/prefs.md"].content, "# Prefs\ntabs, not spaces\nbrief answers\n", "the edits landed")
+    versions = fx.list_all_versions(store.id)
+    check(all(v.created_by.type == "api_actor" for v in versions), "every version is the API key's")
+
+
+def test_mcp_refuses_what_it_must(fx):
+    store = fx.new_store(name=unique("mcp"))
+    other = fx.new_store(name=unique("other"))
+    fx.new_memory(store.id, "/f.md", "one\n")
+    folder = "/memories/" + store.name.lower()
+
+    async def session() -> None:
+        async with mcp_session(fx, [store.id, other.id]) as s:
+            e = await refused(s, "str_replace", path=f"{folder}/f.md", old_str="one", new_str="two")
+            check("has not been viewed" in e, e)
+            await call(s, "view", path=f"{folder}/f.md")
+            fx.memories.update(fx.list_all_memories(store.id)[0].id, memory_store_id=store.id, content="changed\n")
+            e = await refused(s, "str_replace", path=f"{folder}/f.md", old_str="one", new_str="two")
+            check("changed since you last viewed it" in e, e)
+            await call(s, "view", path=f"{folder}/f.md")
+            e = await refused(s, "str_replace", path=f"{folder}/f.md", old_str="nope", new_str="x")
+            check("does not occur" in e, e)
+            for bad, why in [("/etc/passwd", "outside /memories"), (f"{folder}/../x", "`..`"),
+                             (f"{folder}/a\u0000b", "U+0000"), ("/memories/nobody/x", "in no memory store"),
+                             (f"{folder}/" + "x" * 1100, "the limit is")]:
+                e = await refused(s, "create", path=bad, file_text="x")
+                check(why in e, f"{bad!r}: {e}")
+            e = await refused(s, "rename", old_path=f"{folder}/f.md", new_path="/memories/" + other.name.lower() + "/f.md")
+            check("within its store" in e, e)
+        async with mcp_session(fx, [store.id], "--read-only") as s:
+            await call(s, "view", path=f"{folder}/f.md")
+            e = await refused(s, "create", path=f"{folder}/g.md", file_text="x")
+            check("read-only" in e, e)
+
+    run(session())
+    eq([m.path for m in fx.list_all_memories(store.id)], ["/f.md"], "nothing refused was written")
+
+
+def test_mcp_names_an_unknown_store_and_a_bad_key(fx):
+    import subprocess
+
+    for args, env_key, why in [
+        (["--store", "memstore_nobody"], fx.api_key, "memory store memstore_nobody"),
+        (["--store", fx.new_store().id], "sk-wrong-key-0123456789", "memory store"),
+    ]:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=fx.base_url, ANTHROPIC_API_KEY=env_key)
+        out = subprocess.run([os.environ["MNEMO_BIN"], "mcp", *args], env=env, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=30)
+        check(out.returncode != 0, f"{args}: exit {out.returncode}")
+        check(why in out.stderr, f"{args}: {out.stderr}")
+        check(env_key not in out.stderr, "the key is not printed")
