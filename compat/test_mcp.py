@@ -13,18 +13,27 @@ from typing import Any, AsyncIterator, List
 from compat_lib import check, eq, unique
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, listen
+from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
 
 TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "history"}
 
 
 @asynccontextmanager
-async def mcp_session(fx: Any, stores: List[str], *extra: str) -> AsyncIterator[ClientSession]:
+async def mcp_session(
+    fx: Any, stores: List[str], *extra: str, on_message: Any = None, modern: bool = False
+) -> AsyncIterator[ClientSession]:
+    """A client session with `mnemo mcp`: the `initialize` handshake (2025-11-25, what most
+    clients speak today), or with `modern` the `server/discover` of 2026-07-28."""
     args = ["mcp"] + [a for s in stores for a in ("--store", s)] + list(extra)
     env = dict(os.environ, ANTHROPIC_BASE_URL=fx.base_url, ANTHROPIC_API_KEY=fx.api_key)
     params = StdioServerParameters(command=os.environ["MNEMO_BIN"], args=args, env=env)
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            if modern:
+                await session.discover()
+            else:
+                await session.initialize()
             yield session
 
 
@@ -141,3 +150,72 @@ def test_mcp_names_an_unknown_store_and_a_bad_key(fx):
         check(out.returncode != 0, f"{args}: exit {out.returncode}")
         check(why in out.stderr, f"{args}: {out.stderr}")
         check(env_key not in out.stderr, "the key is not printed")
+
+
+def test_mcp_subscribers_hear_of_changes_made_elsewhere(fx):
+    """`resources/subscribe` (what clients on 2025-11-25 send): a change made through the API by
+    another client reaches the subscriber as `notifications/resources/updated`; a new or deleted
+    memory as `notifications/resources/list_changed`; an unsubscribed or foreign URI tells nothing."""
+    store = fx.new_store(name=unique("subs"))
+    watched = fx.new_memory(store.id, "/watched.md", "v1\n")
+    other = fx.new_memory(store.id, "/other.md", "x\n")
+    uri = f"mnemo://{store.id}/watched.md"
+    heard: "asyncio.Queue[Any]" = asyncio.Queue()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, (ResourceUpdatedNotification, ResourceListChangedNotification)):
+            await heard.put(message)
+
+    async def next_note() -> Any:
+        return await asyncio.wait_for(heard.get(), timeout=15)
+
+    async def session() -> None:
+        async with mcp_session(fx, [store.id], on_message=on_message) as s:
+            await s.subscribe_resource(uri)
+            fx.memories.update(other.id, memory_store_id=store.id, content="y\n")
+            fx.memories.update(watched.id, memory_store_id=store.id, content="v2\n")
+            note = await next_note()
+            check(isinstance(note, ResourceUpdatedNotification), f"first the update, not {note}")
+            eq(str(note.params.uri), uri, "only the watched memory's change is told")
+            fx.new_memory(store.id, "/new.md", "n\n")
+            check(isinstance(await next_note(), ResourceListChangedNotification), "a new memory changes the list")
+            await s.unsubscribe_resource(uri)
+            fx.memories.update(watched.id, memory_store_id=store.id, content="v3\n")
+            fx.memories.delete(other.id, memory_store_id=store.id)
+            note = await next_note()
+            check(isinstance(note, ResourceListChangedNotification), f"after unsubscribing only the list: {note}")
+            e = None
+            try:
+                await s.subscribe_resource("mnemo://memstore_nobody/x.md")
+            except Exception as err:  # noqa: BLE001 - the SDK raises its error type for the JSON-RPC error
+                e = err
+            check(e is not None, "a URI of no served store is refused")
+
+    run(session())
+
+
+def test_mcp_listen_streams_changes_on_the_2026_protocol(fx):
+    """`subscriptions/listen` (2026-07-28): the stream is told of a subscribed resource's update
+    and deletion, and of the list changing; a URI of no served store is left out of the filter."""
+    store = fx.new_store(name=unique("listen"))
+    watched = fx.new_memory(store.id, "/watched.md", "v1\n")
+    other = fx.new_memory(store.id, "/other.md", "x\n")
+    uri = f"mnemo://{store.id}/watched.md"
+
+    async def session() -> None:
+        async with mcp_session(fx, [store.id], modern=True) as s:
+            eq(s.protocol_version, "2026-07-28", "the modern protocol")
+            eq(await call(s, "view", path=f"/memories/{store.name.lower()}/watched.md"), "     1\tv1\n", "tools too")
+            async with listen(s, resource_subscriptions=[uri, "mnemo://memstore_nobody/x"],
+                              resources_list_changed=True) as events:
+                async def next_event() -> Any:
+                    return await asyncio.wait_for(events.__anext__(), timeout=15)
+
+                fx.memories.update(other.id, memory_store_id=store.id, content="y\n")
+                fx.memories.update(watched.id, memory_store_id=store.id, content="v2\n")
+                eq(await next_event(), ResourceUpdated(uri=uri), "only the subscribed memory's update")
+                fx.memories.delete(watched.id, memory_store_id=store.id)
+                eq(await next_event(), ResourceUpdated(uri=uri), "its deletion")
+                eq(await next_event(), ResourcesListChanged(), "which changes the list")
+
+    run(session())

@@ -8,6 +8,7 @@
 //! credential, with a `content_sha256` precondition (a concurrent change is an error the model
 //! can act on, never a silent overwrite); `--read-only` refuses writes.
 
+mod feed;
 mod paths;
 mod server;
 mod text;
@@ -39,8 +40,11 @@ pub async fn mounts(client: &Client, stores: &[MemoryStoreId], read_only: bool) 
     Ok(Mount::all(named, read_only))
 }
 
-/// Serves `server` over this process's stdin and stdout until the client closes them.
-pub async fn serve_stdio(server: MemoryServer) -> Result<(), McpError> {
+/// Serves `mounts` through `client` over this process's stdin and stdout until the client closes
+/// them, following the stores' change feeds for resource subscriptions.
+pub async fn serve_stdio(client: Client, mounts: Vec<Mount>) -> Result<(), McpError> {
+    let feed = feed::Feed::start(&client, &mounts).await;
+    let server = MemoryServer::new(client, mounts).with_feed(feed);
     let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| McpError::Session(e.to_string()))?;
     running.waiting().await.map_err(|e| McpError::Session(e.to_string()))?;
     Ok(())

@@ -2,22 +2,25 @@
 //! memory version under the caller's credential with a `content_sha256` precondition, and each
 //! memory a `mnemo://` resource.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use mnemo_api::{Memory, MemoryPath, Precondition, UpdateMemory, View};
+use mnemo_api::{Memory, MemoryChangeEvent, MemoryPath, Precondition, UpdateMemory, View};
 use mnemo_client::{Client, ClientError, ListMemoriesParams, ListMemoryVersionsParams};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     Implementation, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig,
+    ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use tokio::sync::broadcast;
 
+use crate::feed::{Feed, Note, Whereabouts, notes};
 use crate::paths::{self, Mount, ROOT, Target};
 use crate::text;
 
@@ -32,6 +35,11 @@ pub struct MemoryServer {
     /// The digest of each file (by tool path) as the model last saw it, through `view` or its
     /// own write: an edit of a file it has not seen as it is now is refused.
     seen: Arc<Mutex<HashMap<String, String>>>,
+    /// The stores' changes, when their server has a change feed (subscriptions need it).
+    feed: Option<Feed>,
+    /// The URIs of `resources/subscribe` (clients before `subscriptions/listen`), and the task
+    /// that forwards their changes.
+    legacy: Arc<Mutex<Legacy>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -90,7 +98,29 @@ pub(crate) struct RenameArgs {
 impl MemoryServer {
     /// A server over `mounts`, calling the API through `client`.
     pub fn new(client: Client, mounts: Vec<Mount>) -> Self {
-        Self { client, mounts, seen: Arc::default(), tool_router: Self::tool_router() }
+        Self {
+            client,
+            mounts,
+            seen: Arc::default(),
+            feed: None,
+            legacy: Arc::default(),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Offers resource subscriptions fed by `feed`.
+    pub(crate) fn with_feed(mut self, feed: Option<Feed>) -> Self {
+        self.feed = feed;
+        self
+    }
+
+    fn mount_of(&self, store: &mnemo_api::MemoryStoreId) -> Option<&Mount> {
+        self.mounts.iter().find(|m| m.store == *store)
+    }
+
+    /// Whether `uri` is a resource of one of this server's stores.
+    fn serves(&self, uri: &str) -> bool {
+        self.mounts.iter().any(|m| uri.strip_prefix(&resource_uri(m, "/")).is_some())
     }
 
     fn saw(&self, at: String, sha: &str) {
@@ -175,6 +205,35 @@ impl MemoryServer {
         let written = written.map_err(|e| changed(mount, path, &e))?;
         self.saw(at.clone(), &written.content_sha256);
         Ok(format!("saved {at}"))
+    }
+}
+
+/// The subscriptions of a client that predates `subscriptions/listen`.
+#[derive(Debug, Default)]
+struct Legacy {
+    uris: HashSet<String>,
+    forwarding: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Legacy {
+    fn drop(&mut self) {
+        if let Some(task) = self.forwarding.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The next change of the feed; `None` once it is gone. A subscriber that fell behind skips
+/// what it missed (and says so).
+async fn next_change(changes: &mut broadcast::Receiver<MemoryChangeEvent>) -> Option<MemoryChangeEvent> {
+    loop {
+        match changes.recv().await {
+            Ok(change) => return Some(change),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "a subscription fell behind the change feed");
+            }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
     }
 }
 
@@ -389,7 +448,12 @@ pub fn resource_uri(mount: &Mount, path: &str) -> String {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MemoryServer {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build());
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_resources();
+        let capabilities = match self.feed {
+            Some(_) => capabilities.enable_resources_subscribe().enable_resources_list_changed().build(),
+            None => capabilities.build(),
+        };
+        let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("mnemo", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(format!(
             "Persistent memory shared across sessions: each memory store is a folder under {ROOT}. View {ROOT} \
@@ -414,6 +478,108 @@ impl ServerHandler for MemoryServer {
             }
         }
         Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        self.feed.as_ref()?;
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_ref()
+            .map(|uris| uris.iter().filter(|u| self.serves(u)).cloned().collect());
+        Some(accepted)
+    }
+
+    /// Tells the client of each change to a resource it subscribed to (a new version, a move,
+    /// a deletion), and of resources appearing or going when it asked for that, until it stops
+    /// listening.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let Some(feed) = &self.feed else { return Ok(()) };
+        let mut changes = feed.subscribe();
+        let accepted = context.accepted().clone();
+        let uris: HashSet<String> = accepted.resource_subscriptions.unwrap_or_default().into_iter().collect();
+        let list_changed = accepted.resources_list_changed == Some(true);
+        let mut whereabouts = Whereabouts::new();
+        loop {
+            let change = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = next_change(&mut changes) => change,
+            };
+            let Some(change) = change else { return Ok(()) };
+            let Some(mount) = self.mount_of(&change.memory_store_id) else { continue };
+            for note in notes(&change, |p| resource_uri(mount, p), &mut whereabouts) {
+                let sent = match note {
+                    Note::Updated(uri) if uris.contains(&uri) => context.sink().notify_resource_updated(uri).await,
+                    Note::ListChanged if list_changed => context.sink().notify_resource_list_changed().await,
+                    _ => Ok(()),
+                };
+                if sent.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// `resources/subscribe` of clients on protocol versions before `subscriptions/listen`:
+    /// the first starts forwarding this session's changes to its peer.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let Some(feed) = &self.feed else {
+            return Err(ErrorData::invalid_request("this server's memory stores have no change feed", None));
+        };
+        if !self.serves(&request.uri) {
+            return Err(ErrorData::resource_not_found(
+                format!("no memory store of this server at {}", request.uri),
+                None,
+            ));
+        }
+        let mut legacy = self.legacy.lock().expect("subscriptions poisoned");
+        legacy.uris.insert(request.uri);
+        if legacy.forwarding.is_none() {
+            // The task holds the subscriptions weakly: dropping the server drops them and so
+            // aborts it.
+            let (mounts, peer, mut changes) = (self.mounts.clone(), context.peer, feed.subscribe());
+            let subscribed = Arc::downgrade(&self.legacy);
+            legacy.forwarding = Some(tokio::spawn(async move {
+                let mut whereabouts = Whereabouts::new();
+                while let Some(change) = next_change(&mut changes).await {
+                    let Some(mount) = mounts.iter().find(|m| m.store == change.memory_store_id) else { continue };
+                    for note in notes(&change, |p| resource_uri(mount, p), &mut whereabouts) {
+                        let wanted = |uri: &String| {
+                            subscribed
+                                .upgrade()
+                                .is_some_and(|s| s.lock().expect("subscriptions poisoned").uris.contains(uri))
+                        };
+                        let sent = match note {
+                            Note::Updated(uri) if wanted(&uri) => {
+                                peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await
+                            }
+                            Note::ListChanged => peer.notify_resource_list_changed().await,
+                            Note::Updated(_) => Ok(()),
+                        };
+                        if sent.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }));
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.legacy.lock().expect("subscriptions poisoned").uris.remove(&request.uri);
+        Ok(())
     }
 
     async fn read_resource(

@@ -539,7 +539,17 @@ fn boundaries() -> Vec<Boundary> {
         },
         Boundary {
             krate: "mnemo-mcp",
-            allowed: &["chrono", "mnemo-api", "mnemo-client", "rmcp", "schemars", "serde", "thiserror"],
+            allowed: &[
+                "chrono",
+                "mnemo-api",
+                "mnemo-client",
+                "rmcp",
+                "schemars",
+                "serde",
+                "thiserror",
+                "tokio",
+                "tracing",
+            ],
             // Only the public API through the client, as any MCP client's agent would have it.
             never: all(&[DATABASE_DRIVERS, HTTP_SERVER, &["anyhow", "mnemo-sync", "mnemo-worker"], SERVER_SIDE]),
         },

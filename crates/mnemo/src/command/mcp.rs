@@ -28,7 +28,7 @@ impl Mcp {
         let mounts =
             mnemo_mcp::mounts(&client, &self.stores, self.read_only).await.context("cannot serve the memory stores")?;
         tracing::info!(stores = mounts.len(), read_only = self.read_only, "serving MCP on stdin and stdout");
-        mnemo_mcp::serve_stdio(mnemo_mcp::MemoryServer::new(client, mounts)).await?;
+        mnemo_mcp::serve_stdio(client, mounts).await?;
         Ok(())
     }
 }
