@@ -316,14 +316,18 @@ pub(crate) mod tests {
                 _ => {}
             }
         }
-        let params: mnemo_api::AgentParams =
-            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
-        let agent = s
-            .create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
-            .await
-            .unwrap();
+        let agent = new_agent(s).await;
         let update = mnemo_api::AgentParams { system: Some(Some("be brief".into())), ..Default::default() };
         s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, update).await.unwrap();
+    }
+
+    /// An agent `n` in the default workspace, as `fill` and `session_with_message` both need one.
+    async fn new_agent(s: &SqliteStore) -> mnemo_api::Agent {
+        let params: mnemo_api::AgentParams =
+            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
+        s.create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
+            .await
+            .unwrap()
     }
 
     async fn filled(dir: &Path) -> PathBuf {
@@ -421,12 +425,7 @@ pub(crate) mod tests {
             )
             .await
             .unwrap();
-        let params: mnemo_api::AgentParams =
-            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
-        let agent = s
-            .create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
-            .await
-            .unwrap();
+        let agent = new_agent(s).await;
         let session = s
             .create_session(
                 &s.default_workspace().await.unwrap(),
