@@ -8,7 +8,7 @@ use mnemo_store::{Appended, EventAuthor, Limits, ListEvents, SessionEvent, Store
 use serde_json::{Value, json};
 
 use super::fixtures::{
-    agent, environment, event, id_of, new_session, processed_at, seqs, session, types, user_message, work_of,
+    agent, environment, event, id_of, new_session, processed_at, seqs, types, user_message, with_session, work_of,
 };
 use crate::StoreFactory;
 
@@ -152,10 +152,7 @@ pub async fn events_are_listed_in_order_with_filters_and_cursors(factory: &impl 
 }
 
 pub async fn the_session_state_machine_runs_through_the_store(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, _, session) = with_session(factory, Limits::default(), true).await;
     let id = &session.id;
 
     // The agent calls two tools: the session runs, then idles waiting for both.
@@ -250,10 +247,7 @@ pub async fn the_session_state_machine_runs_through_the_store(factory: &impl Sto
 }
 
 pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, false).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, _, session) = with_session(factory, Limits::default(), false).await;
     let id = &session.id;
 
     // `bash` asks: a confirmation that allows leaves the call open for its result.
@@ -309,10 +303,7 @@ pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
 }
 
 pub async fn only_the_agent_side_posts_agent_events(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, false).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, _, session) = with_session(factory, Limits::default(), false).await;
     let worker = EventAuthor::SessionToken { session: session.id.clone(), work: "work_w".parse().unwrap() };
     for agent_only in [agent_message("hi"), tool_use("read"), custom_tool_use(), end_turn()] {
         let kind = agent_only.kind().to_owned();
@@ -326,10 +317,7 @@ pub async fn only_the_agent_side_posts_agent_events(factory: &impl StoreFactory)
 /// Workers (environment keys, sessions tokens) post tool results only; every event records who
 /// posted it, and what the server emits in answer is the server's.
 pub async fn workers_post_results_only_and_every_event_names_its_poster(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let item = work_of(&*s, &env, &session).await;
     let id = &session.id;
     let token = EventAuthor::SessionToken { session: id.clone(), work: item.id.clone() };
@@ -400,10 +388,7 @@ pub async fn workers_post_results_only_and_every_event_names_its_poster(factory:
 }
 
 pub async fn terminated_sessions_accept_no_events(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let calls = s.append_events(&ws, &session.id, vec![tool_use("read")], EventAuthor::Server).await.unwrap();
     let call = id_of(&calls.recorded[0]);
     s.archive_session(&ws, &session.id).await.unwrap();
@@ -424,10 +409,7 @@ pub async fn terminated_sessions_accept_no_events(factory: &impl StoreFactory) {
 }
 
 pub async fn input_enqueues_work_only_without_live_work(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let first = work_of(&*s, &env, &session).await;
     let live = s.append_events(&ws, &session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
     assert!(!live.enqueued_work, "the session already has a live item");

@@ -10,10 +10,12 @@ use mnemo_api::{
     MemoryPath, MemoryStoreId, MemoryVersion, PathPrefix, Session, Timestamp, View, Work, WorkspaceId,
 };
 use mnemo_store::{
-    AgentRef, CredentialHash, ErrorCode, ListMemories, ListMemoryVersions, NewEnvironment, NewMemoryStore, NewSession,
-    SessionEvent, Store, StoreError,
+    AgentRef, CredentialHash, ErrorCode, Limits, ListMemories, ListMemoryVersions, NewEnvironment, NewMemoryStore,
+    NewSession, SessionEvent, Store, StoreError,
 };
 use serde_json::{Value, json};
+
+use crate::{StoreFactory, TestStore};
 
 /// A credential hash no other call in this process returns (and never `[n; 32]`).
 pub(crate) fn fresh_hash() -> CredentialHash {
@@ -134,6 +136,20 @@ pub async fn session(s: &dyn Store, env: &Environment) -> Session {
     let ws = s.default_workspace().await.unwrap();
     let agent = agent(s).await;
     s.create_session(&ws, new_session(&agent, env)).await.unwrap()
+}
+
+/// A new store with `limits` and, in its Default workspace, an environment (`self_hosted`, or
+/// cloud) with a session on it: where the event, lease and work cases start.
+pub(crate) async fn with_session(
+    factory: &impl StoreFactory,
+    limits: Limits,
+    self_hosted: bool,
+) -> (TestStore, WorkspaceId, Environment, Session) {
+    let s = factory.open(limits).await;
+    let ws = s.default_workspace().await.unwrap();
+    let env = environment(&*s, self_hosted).await;
+    let session = session(&*s, &env).await;
+    (s, ws, env, session)
 }
 
 /// The work item queued for `session` on `env`.
