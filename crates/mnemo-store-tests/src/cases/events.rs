@@ -8,7 +8,8 @@ use mnemo_store::{Appended, EventAuthor, Limits, ListEvents, SessionEvent, Store
 use serde_json::{Value, json};
 
 use super::fixtures::{
-    agent, environment, event, id_of, new_session, processed_at, seqs, types, user_message, with_session, work_of,
+    agent, environment, event, follow, id_of, new_session, processed_at, seqs, types, user_message, with_session,
+    work_of,
 };
 use crate::StoreFactory;
 
@@ -17,18 +18,12 @@ fn all(limit: u32) -> ListEvents {
 }
 
 /// Every event a listing returns, following `next` to the end.
-async fn listed(s: &dyn Store, session: &SessionId, mut query: ListEvents) -> Vec<SessionEvent> {
+async fn listed(s: &dyn Store, session: &SessionId, query: ListEvents) -> Vec<SessionEvent> {
     let ws = s.default_workspace().await.unwrap();
-    let mut out = Vec::new();
-    loop {
-        let page = s.list_events(&ws, session, query.clone()).await.unwrap();
-        assert!(page.items.len() <= query.limit as usize);
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => return out,
-        }
-    }
+    follow(query.limit, query.after.clone(), async |after| {
+        s.list_events(&ws, session, ListEvents { after, ..query.clone() }).await.unwrap()
+    })
+    .await
 }
 
 fn tool_use(name: &str) -> mnemo_api::Event {

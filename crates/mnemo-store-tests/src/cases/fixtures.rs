@@ -10,8 +10,8 @@ use mnemo_api::{
     MemoryPath, MemoryStoreId, MemoryVersion, PathPrefix, Session, Timestamp, View, Work, WorkspaceId,
 };
 use mnemo_store::{
-    AgentRef, CredentialHash, ErrorCode, Limits, ListMemories, ListMemoryVersions, NewEnvironment, NewMemoryStore,
-    NewSession, SessionEvent, Store, StoreError,
+    AgentRef, CredentialHash, Cursor, ErrorCode, Limits, ListMemories, ListMemoryVersions, Listing, NewEnvironment,
+    NewMemoryStore, NewSession, SessionEvent, Store, StoreError,
 };
 use serde_json::{Value, json};
 
@@ -166,19 +166,33 @@ pub(crate) fn memories(prefix: &str, depth: u32, limit: u32, view: View) -> List
     ListMemories { prefix: PathPrefix::parse(prefix).unwrap(), depth, limit, view, after: None }
 }
 
-/// Every item of a memory listing, following `next` to the end.
-pub(crate) async fn all_memories(s: &dyn Store, store: &MemoryStoreId, mut query: ListMemories) -> Vec<MemoryListItem> {
-    let ws = s.default_workspace().await.unwrap();
+/// Every item of a listing, from the page after `first` on, following `next` to the end; each
+/// page holds at most `limit` items. `page` answers the page after a cursor.
+pub(crate) async fn follow<T>(
+    limit: u32,
+    first: Option<Cursor>,
+    mut page: impl AsyncFnMut(Option<Cursor>) -> Listing<T>,
+) -> Vec<T> {
     let mut out = Vec::new();
+    let mut after = first;
     loop {
-        let page = s.list_memories(&ws, store, query.clone()).await.unwrap();
-        assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
+        let listing = page(after).await;
+        assert!(listing.items.len() <= limit as usize, "a page holds at most `limit` items");
+        out.extend(listing.items);
+        match listing.next {
+            Some(next) => after = Some(next),
             None => return out,
         }
     }
+}
+
+/// Every item of a memory listing, following `next` to the end.
+pub(crate) async fn all_memories(s: &dyn Store, store: &MemoryStoreId, query: ListMemories) -> Vec<MemoryListItem> {
+    let ws = s.default_workspace().await.unwrap();
+    follow(query.limit, query.after.clone(), async |after| {
+        s.list_memories(&ws, store, ListMemories { after, ..query.clone() }).await.unwrap()
+    })
+    .await
 }
 
 /// The paths of a listing's memories (`prefix:` + path for rolled-up prefixes).
@@ -201,19 +215,13 @@ pub(crate) fn versions(limit: u32) -> ListMemoryVersions {
 pub(crate) async fn all_versions(
     s: &dyn Store,
     store: &MemoryStoreId,
-    mut query: ListMemoryVersions,
+    query: ListMemoryVersions,
 ) -> Vec<MemoryVersion> {
     let ws = s.default_workspace().await.unwrap();
-    let mut out = Vec::new();
-    loop {
-        let page = s.list_memory_versions(&ws, store, query.clone()).await.unwrap();
-        assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => return out,
-        }
-    }
+    follow(query.limit, query.after.clone(), async |after| {
+        s.list_memory_versions(&ws, store, ListMemoryVersions { after, ..query.clone() }).await.unwrap()
+    })
+    .await
 }
 
 /// The `type` of each event.
