@@ -70,7 +70,7 @@ pub enum BackupError {
         .0.display()
     )]
     LogBesideTarget(PathBuf),
-    #[error("the copy failed its check ({} problems): {}", .0.problems().len(), .0.problems().join("; "))]
+    #[error("the copy failed its check ({} problems): {}", .0.findings.problems().len(), .0.findings.problems().join("; "))]
     CopyUnhealthy(Box<CheckReport>),
     #[error("{doing}: {source}")]
     Sqlite { doing: String, source: rusqlite::Error },
@@ -158,7 +158,7 @@ pub(crate) fn backup_with(
     }
     let mut report = check(&temporary.path)?;
     report.path = target.to_owned();
-    if !report.is_ok() {
+    if !report.findings.is_ok() {
         return Err(BackupError::CopyUnhealthy(Box::new(report)));
     }
     std::fs::File::open(&temporary.path)
@@ -320,9 +320,9 @@ mod tests {
         let expected = rows(&source);
         assert!(expected.iter().find(|(t, _)| *t == "memory_versions").is_some_and(|(_, r)| r.len() == 72));
         assert_eq!(rows(&target), expected);
-        assert!(report.check.is_ok());
+        assert!(report.check.findings.is_ok());
         assert_eq!(report.check.path, target);
-        assert_eq!(report.check.counts.unwrap().memories, 24);
+        assert_eq!(report.check.findings.counts.unwrap().memories, 24);
         assert_eq!(report.pages, report.check.pages);
         assert_eq!(report.steps, report.pages.div_ceil(3));
         // One self-contained file in rollback-journal mode, nothing beside it.

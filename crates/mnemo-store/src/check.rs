@@ -34,20 +34,41 @@ pub struct Counts {
     pub sessions: u64,
 }
 
-/// Every problem `checks` found, prefixed by its check.
-pub fn problems(checks: &[Check]) -> Vec<String> {
-    checks
-        .iter()
-        .flat_map(|c| match &c.outcome {
-            Outcome::Problems(lines) => lines.iter().map(|l| format!("{}: {l}", c.name)).collect(),
-            Outcome::Ok | Outcome::Skipped(_) => Vec::new(),
-        })
-        .collect()
+/// What a check of any backend found: the schema version against this build's, what the
+/// database holds, and each check's outcome. A backend's report holds these beside what is its
+/// own (a file's pages, a server's version), so `mnemo db check` reads both backends alike.
+#[derive(Debug, Clone)]
+pub struct Findings {
+    /// The schema version the database records (0: none).
+    pub schema_version: i64,
+    /// The newest schema version this build knows.
+    pub known_schema_version: i64,
+    /// What the database holds; `None` when its tables were not there to count.
+    pub counts: Option<Counts>,
+    pub checks: Vec<Check>,
 }
 
-/// Whether no check found a problem.
-pub fn all_ok(checks: &[Check]) -> bool {
-    checks.iter().all(|c| !matches!(c.outcome, Outcome::Problems(_)))
+impl Findings {
+    /// Nothing found yet, by a build whose newest schema version is `known_schema_version`.
+    pub fn new(known_schema_version: i64) -> Self {
+        Self { schema_version: 0, known_schema_version, counts: None, checks: Vec::new() }
+    }
+
+    /// Every problem found, prefixed by its check.
+    pub fn problems(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .flat_map(|c| match &c.outcome {
+                Outcome::Problems(lines) => lines.iter().map(|l| format!("{}: {l}", c.name)).collect(),
+                Outcome::Ok | Outcome::Skipped(_) => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Whether no check found a problem.
+    pub fn is_ok(&self) -> bool {
+        self.checks.iter().all(|c| !matches!(c.outcome, Outcome::Problems(_)))
+    }
 }
 
 /// The invariants' outcome under a schema that is not the one this build knows.
