@@ -9,7 +9,8 @@
 
 use mnemo_store::StoreError;
 use mnemo_store::check::{
-    Check, Counts, Findings, INVARIANTS, Outcome, READABLE, Readable, Unreadable, skipped_invariants, skipped_readable,
+    Check, Counts, Findings, INVARIANTS, Outcome, READABLE, Readable, Unreadable, columns_problem, skipped_invariants,
+    skipped_readable,
 };
 use mnemo_store::copy::TABLES;
 
@@ -153,14 +154,9 @@ async fn schema_outcome(tx: &tokio_postgres::Transaction<'_>, version: i64, know
     for table in TABLES {
         let found: Vec<String> =
             tx.query(&columns, &[&table.name]).await.map_err(backend)?.iter().map(|r| r.get(0)).collect();
-        let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
-        if found.is_empty() {
-            problems.push(format!("table `{}` is missing", table.name));
-        } else if found != expected {
-            problems.push(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name));
-        }
+        problems.extend(columns_problem(table, &found));
     }
-    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+    Ok(Outcome::of(problems))
 }
 
 /// `bt_index_check` of every B-tree index of the schema's tables, when `amcheck` is installed.
@@ -198,5 +194,5 @@ async fn indexes(client: &tokio_postgres::Client) -> Result<Outcome, StoreError>
             ));
         }
     }
-    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+    Ok(Outcome::of(problems))
 }

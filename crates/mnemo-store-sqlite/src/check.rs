@@ -202,7 +202,7 @@ fn foreign_keys(conn: &Connection) -> rusqlite::Result<Outcome> {
     if total > lines.len() as u64 {
         lines.push(format!("and {} more", total - lines.len() as u64));
     }
-    Ok(if lines.is_empty() { Outcome::Ok } else { Outcome::Problems(lines) })
+    Ok(Outcome::of(lines))
 }
 
 /// The schema version is this build's, and every table has the columns `mnemo db copy` knows.
@@ -215,14 +215,9 @@ fn schema(conn: &Connection, version: i64) -> rusqlite::Result<Outcome> {
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
     for table in TABLES {
         let found = stmt.query_map([table.name], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
-        let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
-        if found.is_empty() {
-            problems.push(format!("table `{}` is missing", table.name));
-        } else if found != expected {
-            problems.push(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name));
-        }
+        problems.extend(mnemo_store::check::columns_problem(table, &found));
     }
-    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+    Ok(Outcome::of(problems))
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //! PostgreSQL share (`CAST`, `octet_length`, correlated subqueries); only promises every write
 //! path keeps are listed, so a violation means damage, a bug or a hand-edited database.
 
+use crate::copy::Table;
+
 /// How one check came out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -16,6 +18,13 @@ pub enum Outcome {
     Problems(Vec<String>),
     /// Not run, and why.
     Skipped(String),
+}
+
+impl Outcome {
+    /// `Ok` when a check found no problem, else what it found.
+    pub fn of(problems: Vec<String>) -> Self {
+        if problems.is_empty() { Self::Ok } else { Self::Problems(problems) }
+    }
 }
 
 /// One check and its outcome.
@@ -324,6 +333,20 @@ impl Unreadable {
     }
 }
 
+/// What is wrong with `table`'s columns, worded the same for every backend: `found` is what the
+/// database lists for it, in order (none: the table is missing). `None` when they are the
+/// columns this build knows (and `mnemo db copy` moves).
+pub fn columns_problem(table: &Table, found: &[String]) -> Option<String> {
+    let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
+    if found.is_empty() {
+        Some(format!("table `{}` is missing", table.name))
+    } else if found != expected {
+        Some(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name))
+    } else {
+        None
+    }
+}
+
 /// The outcome of every readable check under a schema this build does not know.
 pub fn skipped_readable(why: &str) -> Vec<Check> {
     READABLE.iter().map(|r| Check { name: r.name, outcome: Outcome::Skipped(why.to_owned()) }).collect()
@@ -332,6 +355,27 @@ pub fn skipped_readable(why: &str) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_are_judged_against_the_known_table() {
+        let polls = crate::copy::TABLES.iter().find(|t| t.name == "worker_polls").unwrap();
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        for (found, problem) in [
+            (names(&["environment_seq", "worker_id", "last_poll_at"]), None),
+            (names(&[]), Some("table `worker_polls` is missing")),
+            (
+                names(&["environment_seq", "worker_id"]),
+                Some(
+                    "table `worker_polls` has columns [\"environment_seq\", \"worker_id\"], \
+                     expected [\"environment_seq\", \"worker_id\", \"last_poll_at\"]",
+                ),
+            ),
+        ] {
+            assert_eq!(columns_problem(polls, &found).as_deref(), problem, "{found:?}");
+        }
+        assert_eq!(Outcome::of(Vec::new()), Outcome::Ok);
+        assert_eq!(Outcome::of(vec!["x".into()]), Outcome::Problems(vec!["x".into()]));
+    }
 
     #[test]
     fn names_are_unique_and_problems_read_well() {
