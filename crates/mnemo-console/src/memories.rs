@@ -397,6 +397,24 @@ struct EditPage {
     message: Option<String>,
 }
 
+impl EditPage {
+    /// The form over `memory` as it is stored: what the edit link shows, and what a refused
+    /// save (with what was typed) and a conflict (with the diff) start from.
+    fn of(who: &Signed, store: &MemoryStore, memory: &Memory) -> Self {
+        let content = memory.content.clone().unwrap_or_default();
+        Self {
+            chrome: who.chrome(Section::Stores),
+            store: StoreHead::from(store),
+            memory: MemoryHead::from(memory),
+            expected: memory.content_sha256.clone(),
+            crlf: content.contains("\r\n"),
+            content,
+            conflict: None,
+            message: None,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Conflict {
     theirs: Vec<Line>,
@@ -410,17 +428,7 @@ pub(crate) async fn edit_form(
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
-    let content = memory.content.clone().unwrap_or_default();
-    Ok(render(&EditPage {
-        chrome: who.chrome(Section::Stores),
-        store: StoreHead::from(&store),
-        expected: memory.content_sha256.clone(),
-        crlf: content.contains("\r\n"),
-        memory: MemoryHead::from(&memory),
-        content,
-        conflict: None,
-        message: None,
-    }))
+    Ok(render(&EditPage::of(&who, &store, &memory)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -468,14 +476,11 @@ pub(crate) async fn save(
             Ok(render_with(
                 StatusCode::BAD_REQUEST,
                 &EditPage {
-                    chrome: who.chrome(Section::Stores),
-                    store: StoreHead::from(&store),
-                    memory: MemoryHead::from(&memory),
                     content: mine,
                     expected: form.expected,
                     crlf: form.crlf == "1",
-                    conflict: None,
                     message: Some(message),
+                    ..EditPage::of(&who, &store, &memory)
                 },
             ))
         }
@@ -492,20 +497,9 @@ async fn conflict(
     mine: String,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(console, &who.workspace, store_id, memory_id).await?;
-    let theirs = memory.content.clone().unwrap_or_default();
-    Ok(render_with(
-        StatusCode::CONFLICT,
-        &EditPage {
-            chrome: who.chrome(Section::Stores),
-            store: StoreHead::from(&store),
-            expected: memory.content_sha256.clone(),
-            crlf: theirs.contains("\r\n"),
-            memory: MemoryHead::from(&memory),
-            conflict: Some(Conflict { theirs: lines(&theirs), changes: diff(&theirs, &mine) }),
-            content: mine,
-            message: None,
-        },
-    ))
+    let theirs = EditPage::of(who, &store, &memory);
+    let conflict = Conflict { theirs: lines(&theirs.content), changes: diff(&theirs.content, &mine) };
+    Ok(render_with(StatusCode::CONFLICT, &EditPage { conflict: Some(conflict), content: mine, ..theirs }))
 }
 
 #[derive(Debug, Template)]
@@ -518,6 +512,19 @@ struct RenamePage {
     message: Option<String>,
 }
 
+impl RenamePage {
+    /// The form over `memory` as it is stored, its path in the field.
+    fn of(who: &Signed, store: &MemoryStore, memory: &Memory) -> Self {
+        Self {
+            chrome: who.chrome(Section::Stores),
+            store: StoreHead::from(store),
+            memory: MemoryHead::from(memory),
+            path: memory.path.clone(),
+            message: None,
+        }
+    }
+}
+
 pub(crate) async fn rename_form(
     State(console): State<Console>,
     who: Signed,
@@ -525,13 +532,7 @@ pub(crate) async fn rename_form(
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
     let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
-    Ok(render(&RenamePage {
-        chrome: who.chrome(Section::Stores),
-        store: StoreHead::from(&store),
-        path: memory.path.clone(),
-        memory: MemoryHead::from(&memory),
-        message: None,
-    }))
+    Ok(render(&RenamePage::of(&who, &store, &memory)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -560,16 +561,8 @@ pub(crate) async fn rename(
     };
     if let Some(message) = refused {
         let (store, memory) = load(&console, &who.workspace, &store_id, &memory_id).await?;
-        return Ok(render_with(
-            StatusCode::BAD_REQUEST,
-            &RenamePage {
-                chrome: who.chrome(Section::Stores),
-                store: StoreHead::from(&store),
-                memory: MemoryHead::from(&memory),
-                path: raw,
-                message: Some(message),
-            },
-        ));
+        let page = RenamePage { path: raw, message: Some(message), ..RenamePage::of(&who, &store, &memory) };
+        return Ok(render_with(StatusCode::BAD_REQUEST, &page));
     }
     tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %who.api_key, "renamed memory in the console");
     Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))

@@ -115,6 +115,19 @@ impl Harness {
         self.store.create_memory_store(&self.store.default_workspace().await.unwrap(), new).await.unwrap()
     }
 
+    /// A memory at `path` in `store` holding `content`, written by [`someone`].
+    async fn memory(&self, store: &mnemo_api::MemoryStore, path: &str, content: &str) -> mnemo_api::Memory {
+        let ws = self.store.default_workspace().await.unwrap();
+        let path = MemoryPath::parse(path).unwrap();
+        self.store.create_memory(&ws, &store.id, path, content.into(), someone()).await.unwrap()
+    }
+
+    /// What `memory` holds now.
+    async fn content_of(&self, store: &mnemo_api::MemoryStore, memory: &mnemo_api::Memory) -> Option<String> {
+        let ws = self.store.default_workspace().await.unwrap();
+        self.store.get_memory(&ws, &store.id, &memory.id).await.unwrap().content
+    }
+
     async fn self_hosted_environment(&self) -> mnemo_api::Environment {
         let ws = self.store.default_workspace().await.unwrap();
         self.store
@@ -347,17 +360,7 @@ async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
     let store = h.memory_store("s").await;
-    let memory = h
-        .store
-        .create_memory(
-            &h.store.default_workspace().await.unwrap(),
-            &store.id,
-            MemoryPath::parse("/a.md").unwrap(),
-            "first".into(),
-            someone(),
-        )
-        .await
-        .unwrap();
+    let memory = h.memory(&store, "/a.md", "first").await;
     let edit_url = format!("/console/stores/{}/memories/{}/edit", store.id, memory.id);
     let form = h.get(&edit_url, &cookie).await;
     let expected = form.field("expected");
@@ -370,29 +373,13 @@ async fn a_stale_save_shows_both_versions_and_overwrites_nothing() {
     let saved = h.post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &expected)], &[]).await;
     assert_eq!(saved.status, StatusCode::CONFLICT, "{}", saved.body);
     assert!(saved.body.contains(">theirs<") && saved.body.contains("mine"), "{}", saved.body);
-    assert_eq!(
-        h.store
-            .get_memory(&h.store.default_workspace().await.unwrap(), &store.id, &memory.id)
-            .await
-            .unwrap()
-            .content
-            .as_deref(),
-        Some("theirs")
-    );
+    assert_eq!(h.content_of(&store, &memory).await.as_deref(), Some("theirs"));
     // The conflict form is guarded by what the memory holds now: saving it is a knowing choice.
     let again = h
         .post(&edit_url, &cookie, &[("csrf", &csrf), ("content", "mine"), ("expected", &saved.field("expected"))], &[])
         .await;
     assert_eq!(again.status, StatusCode::SEE_OTHER, "{}", again.body);
-    assert_eq!(
-        h.store
-            .get_memory(&h.store.default_workspace().await.unwrap(), &store.id, &memory.id)
-            .await
-            .unwrap()
-            .content
-            .as_deref(),
-        Some("mine")
-    );
+    assert_eq!(h.content_of(&store, &memory).await.as_deref(), Some("mine"));
 }
 
 #[tokio::test]
@@ -400,16 +387,7 @@ async fn refusals_use_the_apis_words() {
     let h = harness().await;
     let (cookie, csrf) = h.signed_in().await;
     let store = h.memory_store("s").await;
-    h.store
-        .create_memory(
-            &h.store.default_workspace().await.unwrap(),
-            &store.id,
-            MemoryPath::parse("/a/b.md").unwrap(),
-            "x".into(),
-            someone(),
-        )
-        .await
-        .unwrap();
+    h.memory(&store, "/a/b.md", "x").await;
     let url = format!("/console/stores/{}/memories", store.id);
     for (path, says) in [("/a", "overlaps the memory at /a/b.md"), ("no-slash", "invalid path `no-slash`")] {
         let answer = h.post(&url, &cookie, &[("csrf", &csrf), ("path", path), ("content", "y")], &[]).await;

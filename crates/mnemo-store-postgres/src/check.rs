@@ -9,7 +9,7 @@
 
 use mnemo_store::StoreError;
 use mnemo_store::check::{
-    Check, Counts, INVARIANTS, Outcome, READABLE, Readable, Unreadable, all_ok, problems, skipped_invariants,
+    Check, Counts, Findings, INVARIANTS, Outcome, READABLE, Readable, Unreadable, columns_problem, skipped_invariants,
     skipped_readable,
 };
 use mnemo_store::copy::TABLES;
@@ -26,24 +26,8 @@ pub struct PgCheckReport {
     pub server_version: String,
     /// What the tables and their indexes take on disk.
     pub size_bytes: u64,
-    /// The schema version recorded in `mnemo_schema` (0: none).
-    pub schema_version: i64,
-    /// The newest schema version this build knows.
-    pub known_schema_version: i64,
-    pub counts: Option<Counts>,
-    pub checks: Vec<Check>,
-}
-
-impl PgCheckReport {
-    /// Every problem found, prefixed by its check.
-    pub fn problems(&self) -> Vec<String> {
-        problems(&self.checks)
-    }
-
-    /// Whether nothing is wrong.
-    pub fn is_ok(&self) -> bool {
-        all_ok(&self.checks)
-    }
+    /// What the checks found; its schema version is the one `mnemo_schema` records (0: none).
+    pub findings: Findings,
 }
 
 /// Checks the deployment `settings` reach (its search path names the schema).
@@ -81,10 +65,7 @@ async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, Store
         schema,
         server_version,
         size_bytes: 0,
-        schema_version: 0,
-        known_schema_version: i64::try_from(crate::schema::VERSION).unwrap_or(i64::MAX),
-        counts: None,
-        checks: Vec::new(),
+        findings: Findings::new(i64::try_from(crate::schema::VERSION).unwrap_or(i64::MAX)),
     };
     let size: Option<i64> = tx
         .query_one(
@@ -101,11 +82,11 @@ async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, Store
     if tracked.is_some() {
         let version: Option<i32> =
             tx.query_one("SELECT max(version) FROM mnemo_schema", &[]).await.map_err(backend)?.get(0);
-        report.schema_version = i64::from(version.unwrap_or(0));
+        report.findings.schema_version = i64::from(version.unwrap_or(0));
     }
-    let schema = schema_outcome(&tx, report.schema_version, report.known_schema_version).await?;
+    let schema = schema_outcome(&tx, report.findings.schema_version, report.findings.known_schema_version).await?;
     let schema_ok = schema == Outcome::Ok;
-    report.checks.push(Check { name: "schema", outcome: schema });
+    report.findings.checks.push(Check { name: "schema", outcome: schema });
     if schema_ok {
         for invariant in INVARIANTS {
             let count: i64 = tx.query_one(&invariant.count_sql(), &[]).await.map_err(backend)?.get(0);
@@ -116,27 +97,27 @@ async fn run(client: &mut tokio_postgres::Client) -> Result<PgCheckReport, Store
                     tx.query(&invariant.examples_sql(), &[]).await.map_err(backend)?.iter().map(|r| r.get(0)).collect();
                 Outcome::Problems(vec![invariant.problem(count as u64, &examples)])
             };
-            report.checks.push(Check { name: invariant.name, outcome });
+            report.findings.checks.push(Check { name: invariant.name, outcome });
         }
         for readable in READABLE {
-            report.checks.push(Check { name: readable.name, outcome: unreadable_rows(&tx, readable).await? });
+            report.findings.checks.push(Check { name: readable.name, outcome: unreadable_rows(&tx, readable).await? });
         }
         let count = async |table: &str| -> Result<u64, StoreError> {
             let n: i64 = tx.query_one(&format!("SELECT count(*) FROM \"{table}\""), &[]).await.map_err(backend)?.get(0);
             Ok(n.max(0) as u64)
         };
-        report.counts = Some(Counts {
+        report.findings.counts = Some(Counts {
             memory_stores: count("memory_stores").await?,
             memories: count("memories").await?,
             memory_versions: count("memory_versions").await?,
             sessions: count("sessions").await?,
         });
     } else {
-        report.checks.extend(skipped_invariants(mnemo_store::check::UNKNOWN_SCHEMA));
-        report.checks.extend(skipped_readable(mnemo_store::check::UNKNOWN_SCHEMA));
+        report.findings.checks.extend(skipped_invariants(mnemo_store::check::UNKNOWN_SCHEMA));
+        report.findings.checks.extend(skipped_readable(mnemo_store::check::UNKNOWN_SCHEMA));
     }
     tx.commit().await.map_err(backend)?;
-    report.checks.push(Check { name: "amcheck", outcome: indexes(client).await? });
+    report.findings.checks.push(Check { name: "amcheck", outcome: indexes(client).await? });
     Ok(report)
 }
 
@@ -173,14 +154,9 @@ async fn schema_outcome(tx: &tokio_postgres::Transaction<'_>, version: i64, know
     for table in TABLES {
         let found: Vec<String> =
             tx.query(&columns, &[&table.name]).await.map_err(backend)?.iter().map(|r| r.get(0)).collect();
-        let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
-        if found.is_empty() {
-            problems.push(format!("table `{}` is missing", table.name));
-        } else if found != expected {
-            problems.push(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name));
-        }
+        problems.extend(columns_problem(table, &found));
     }
-    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+    Ok(Outcome::of(problems))
 }
 
 /// `bt_index_check` of every B-tree index of the schema's tables, when `amcheck` is installed.
@@ -218,5 +194,5 @@ async fn indexes(client: &tokio_postgres::Client) -> Result<Outcome, StoreError>
             ));
         }
     }
-    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+    Ok(Outcome::of(problems))
 }

@@ -45,7 +45,7 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
     let ws = store.default_workspace().await.unwrap();
     let work = store.enqueue_healthcheck(&ws, &env.id).await.unwrap();
     let clean = mnemo_store_postgres::check(&settings).await.expect("the check runs");
-    assert!(clean.is_ok(), "a fresh deployment checks clean: {:?}", clean.problems());
+    assert!(clean.findings.is_ok(), "a fresh deployment checks clean: {:?}", clean.findings.problems());
 
     psql(&schema, "UPDATE session_events SET body = '{\"type\": \"user.message\", \"id\": 3' WHERE id = $1", &event)
         .await;
@@ -75,8 +75,8 @@ async fn a_row_that_cannot_be_read_back_is_an_error_naming_table_row_and_column(
     assert_corrupt(store.list_work(&ws, &env.id, 10, None).await, "work_items", work.id.as_str(), "state");
 
     let report = mnemo_store_postgres::check(&settings).await.expect("the check runs");
-    assert!(!report.is_ok(), "{:?}", report.checks);
-    let problems = report.problems().join("\n");
+    assert!(!report.findings.is_ok(), "{:?}", report.findings.checks);
+    let problems = report.findings.problems().join("\n");
     for (table, row, column) in [
         ("session_events", event.as_str(), "body"),
         ("sessions", session.id.as_str(), "status"),

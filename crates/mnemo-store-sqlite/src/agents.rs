@@ -6,7 +6,7 @@ use mnemo_store::ops::{self, AgentRow};
 use mnemo_store::{Cursor, Listing, Result, StoreError};
 use rusqlite::{Connection, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::stores::page;
 use crate::{parse_id, ts, ts_opt};
 
@@ -56,18 +56,13 @@ pub(crate) fn list(
     after: Option<&Cursor>,
 ) -> Result<Listing<Agent>> {
     let before = crate::stores::before(after)?;
-    let ids: Vec<(String, i64)> = c
-        .prepare_cached(
-            "SELECT id, seq FROM agents WHERE workspace_id = ?4 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
-             ORDER BY seq DESC LIMIT ?3",
-        )
-        .and_then(|mut s| {
-            s.query_map(params![before, include_archived, i64::from(limit) + 1, ws.as_str()], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)?;
+    let ids: Vec<(String, i64)> = query_all(
+        c,
+        "SELECT id, seq FROM agents WHERE workspace_id = ?4 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
+         ORDER BY seq DESC LIMIT ?3",
+        params![before, include_archived, i64::from(limit) + 1, ws.as_str()],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     let rows =
         ids.into_iter().map(|(id, seq)| Ok((get(c, ws, &parse_id(&id)?, None)?, seq))).collect::<Result<Vec<_>>>()?;
     Ok(page(rows, limit))

@@ -70,7 +70,7 @@ pub enum BackupError {
         .0.display()
     )]
     LogBesideTarget(PathBuf),
-    #[error("the copy failed its check ({} problems): {}", .0.problems().len(), .0.problems().join("; "))]
+    #[error("the copy failed its check ({} problems): {}", .0.findings.problems().len(), .0.findings.problems().join("; "))]
     CopyUnhealthy(Box<CheckReport>),
     #[error("{doing}: {source}")]
     Sqlite { doing: String, source: rusqlite::Error },
@@ -158,7 +158,7 @@ pub(crate) fn backup_with(
     }
     let mut report = check(&temporary.path)?;
     report.path = target.to_owned();
-    if !report.is_ok() {
+    if !report.findings.is_ok() {
         return Err(BackupError::CopyUnhealthy(Box::new(report)));
     }
     std::fs::File::open(&temporary.path)
@@ -293,6 +293,16 @@ mod tests {
             .collect()
     }
 
+    /// A database as a server holds it (`db.sqlite` in a fresh folder, its store left open),
+    /// with `memories` memories: what each backup starts from.
+    async fn served(memories: usize) -> (tempfile::TempDir, PathBuf, crate::SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("db.sqlite");
+        let store = open(&source);
+        fill(&store, memories).await;
+        (dir, source, store)
+    }
+
     fn leftovers(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir)
             .unwrap()
@@ -303,19 +313,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_backup_of_a_served_database_equals_it_table_by_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("db.sqlite");
-        let store = open(&source);
-        fill(&store, 30).await;
+        let (dir, source, store) = served(30).await;
         // The store stays open, as under `mnemo serve`: its log holds the newest pages.
         let target = dir.path().join("backups/copy.sqlite");
         let report = backup(&source, &target, &BackupOptions { pages_per_step: 3, ..Default::default() }).unwrap();
         let expected = rows(&source);
         assert!(expected.iter().find(|(t, _)| *t == "memory_versions").is_some_and(|(_, r)| r.len() == 72));
         assert_eq!(rows(&target), expected);
-        assert!(report.check.is_ok());
+        assert!(report.check.findings.is_ok());
         assert_eq!(report.check.path, target);
-        assert_eq!(report.check.counts.unwrap().memories, 24);
+        assert_eq!(report.check.findings.counts.unwrap().memories, 24);
         assert_eq!(report.pages, report.check.pages);
         assert_eq!(report.steps, report.pages.div_ceil(3));
         // One self-contained file in rollback-journal mode, nothing beside it.
@@ -341,10 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn commits_between_steps_neither_restart_the_copy_nor_reach_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("db.sqlite");
-        let store = open(&source);
-        fill(&store, 40).await;
+        let (dir, source, store) = served(40).await;
         let before = rows(&source);
         let writer = Connection::open(&source).unwrap();
         writer.busy_timeout(Duration::from_secs(10)).unwrap();
@@ -371,10 +375,7 @@ mod tests {
 
     #[tokio::test]
     async fn what_a_backup_refuses() {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("db.sqlite");
-        let store = open(&source);
-        fill(&store, 2).await;
+        let (dir, source, store) = served(2).await;
         let options = BackupOptions::default();
         let target = dir.path().join("copy.sqlite");
         backup(&source, &target, &options).unwrap();

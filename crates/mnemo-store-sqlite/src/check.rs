@@ -30,7 +30,7 @@ pub enum CheckError {
     Io { doing: String, source: std::io::Error },
 }
 
-pub use mnemo_store::check::{Check, Counts, Outcome};
+pub use mnemo_store::check::{Check, Counts, Findings, Outcome};
 
 /// What a check found.
 #[derive(Debug, Clone)]
@@ -40,24 +40,9 @@ pub struct CheckReport {
     pub size_bytes: u64,
     pub page_size: u64,
     pub pages: u64,
-    /// `PRAGMA user_version`: how many migrations the file has had.
-    pub schema_version: i64,
-    /// The newest schema version this build knows.
-    pub known_schema_version: i64,
-    pub counts: Option<Counts>,
-    pub checks: Vec<Check>,
-}
-
-impl CheckReport {
-    /// Every problem found, prefixed by its check.
-    pub fn problems(&self) -> Vec<String> {
-        mnemo_store::check::problems(&self.checks)
-    }
-
-    /// Whether nothing is wrong.
-    pub fn is_ok(&self) -> bool {
-        mnemo_store::check::all_ok(&self.checks)
-    }
+    /// What the checks found; its schema version is `PRAGMA user_version`, how many migrations
+    /// the file has had.
+    pub findings: Findings,
 }
 
 /// Whether `e` says the file itself is damaged (a finding, not a failure of the check).
@@ -93,16 +78,13 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
         size_bytes,
         page_size: 0,
         pages: 0,
-        schema_version: 0,
-        known_schema_version: crate::schema::VERSION,
-        counts: None,
-        checks: Vec::new(),
+        findings: Findings::new(crate::schema::VERSION),
     };
     // One snapshot for every check: a server writing meanwhile changes nothing we read.
     match conn.execute_batch("BEGIN; SELECT count(*) FROM sqlite_schema;") {
         Ok(()) => {}
         Err(e) if is_damage(&e) => {
-            report.checks.push(Check { name: "open", outcome: Outcome::Problems(vec![damage(&e)]) });
+            report.findings.checks.push(Check { name: "open", outcome: Outcome::Problems(vec![damage(&e)]) });
             return Ok(report);
         }
         Err(source) => return Err(CheckError::Sqlite { doing: format!("read {}", path.display()), source }),
@@ -110,13 +92,13 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
     let pragma = |name: &str| conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0));
     report.page_size = pragma("page_size").map_or(0, |v| v.max(0) as u64);
     report.pages = pragma("page_count").map_or(0, |v| v.max(0) as u64);
-    report.schema_version = pragma("user_version").unwrap_or_default();
+    report.findings.schema_version = pragma("user_version").unwrap_or_default();
 
-    report.checks.push(Check { name: "integrity_check", outcome: attempt(|| integrity(&conn))? });
-    report.checks.push(Check { name: "foreign_key_check", outcome: attempt(|| foreign_keys(&conn))? });
-    let schema = attempt(|| schema(&conn, report.schema_version))?;
+    report.findings.checks.push(Check { name: "integrity_check", outcome: attempt(|| integrity(&conn))? });
+    report.findings.checks.push(Check { name: "foreign_key_check", outcome: attempt(|| foreign_keys(&conn))? });
+    let schema = attempt(|| schema(&conn, report.findings.schema_version))?;
     let schema_ok = schema == Outcome::Ok;
-    report.checks.push(Check { name: "schema", outcome: schema });
+    report.findings.checks.push(Check { name: "schema", outcome: schema });
     for invariant in INVARIANTS {
         let outcome = if schema_ok {
             attempt(|| {
@@ -131,7 +113,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
         } else {
             Outcome::Skipped(mnemo_store::check::UNKNOWN_SCHEMA.into())
         };
-        report.checks.push(Check { name: invariant.name, outcome });
+        report.findings.checks.push(Check { name: invariant.name, outcome });
     }
     for readable in READABLE {
         let outcome = if schema_ok {
@@ -139,14 +121,14 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
         } else {
             Outcome::Skipped("the schema is not the one this mnemo knows".into())
         };
-        report.checks.push(Check { name: readable.name, outcome });
+        report.findings.checks.push(Check { name: readable.name, outcome });
     }
     if schema_ok {
         let count = |table: &str| -> u64 {
             conn.query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| r.get::<_, i64>(0))
                 .map_or(0, |n| n.max(0) as u64)
         };
-        report.counts = Some(Counts {
+        report.findings.counts = Some(Counts {
             memory_stores: count("memory_stores"),
             memories: count("memories"),
             memory_versions: count("memory_versions"),
@@ -220,7 +202,7 @@ fn foreign_keys(conn: &Connection) -> rusqlite::Result<Outcome> {
     if total > lines.len() as u64 {
         lines.push(format!("and {} more", total - lines.len() as u64));
     }
-    Ok(if lines.is_empty() { Outcome::Ok } else { Outcome::Problems(lines) })
+    Ok(Outcome::of(lines))
 }
 
 /// The schema version is this build's, and every table has the columns `mnemo db copy` knows.
@@ -233,14 +215,9 @@ fn schema(conn: &Connection, version: i64) -> rusqlite::Result<Outcome> {
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
     for table in TABLES {
         let found = stmt.query_map([table.name], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
-        let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
-        if found.is_empty() {
-            problems.push(format!("table `{}` is missing", table.name));
-        } else if found != expected {
-            problems.push(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name));
-        }
+        problems.extend(mnemo_store::check::columns_problem(table, &found));
     }
-    Ok(if problems.is_empty() { Outcome::Ok } else { Outcome::Problems(problems) })
+    Ok(Outcome::of(problems))
 }
 
 #[cfg(test)]
@@ -316,14 +293,18 @@ pub(crate) mod tests {
                 _ => {}
             }
         }
-        let params: mnemo_api::AgentParams =
-            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
-        let agent = s
-            .create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
-            .await
-            .unwrap();
+        let agent = new_agent(s).await;
         let update = mnemo_api::AgentParams { system: Some(Some("be brief".into())), ..Default::default() };
         s.update_agent(&s.default_workspace().await.unwrap(), &agent.id, 1, update).await.unwrap();
+    }
+
+    /// An agent `n` in the default workspace, as `fill` and `session_with_message` both need one.
+    async fn new_agent(s: &SqliteStore) -> mnemo_api::Agent {
+        let params: mnemo_api::AgentParams =
+            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
+        s.create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
+            .await
+            .unwrap()
     }
 
     async fn filled(dir: &Path) -> PathBuf {
@@ -335,7 +316,7 @@ pub(crate) mod tests {
     }
 
     fn problems_of(report: &CheckReport, name: &str) -> Vec<String> {
-        match &report.checks.iter().find(|c| c.name == name).unwrap().outcome {
+        match &report.findings.checks.iter().find(|c| c.name == name).unwrap().outcome {
             Outcome::Problems(lines) => lines.clone(),
             other => panic!("{name}: {other:?}"),
         }
@@ -346,12 +327,12 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = filled(dir.path()).await;
         let report = check(&path).unwrap();
-        assert!(report.is_ok(), "{:?}", report.problems());
-        assert!(report.checks.iter().all(|c| c.outcome == Outcome::Ok), "{:?}", report.checks);
-        assert_eq!(report.checks.len(), 3 + INVARIANTS.len() + READABLE.len());
-        assert_eq!(report.schema_version, crate::schema::VERSION);
+        assert!(report.findings.is_ok(), "{:?}", report.findings.problems());
+        assert!(report.findings.checks.iter().all(|c| c.outcome == Outcome::Ok), "{:?}", report.findings.checks);
+        assert_eq!(report.findings.checks.len(), 3 + INVARIANTS.len() + READABLE.len());
+        assert_eq!(report.findings.schema_version, crate::schema::VERSION);
         // 20 memories, 4 of them deleted; 2 versions each, plus a deletion or a rename for 8.
-        let counts = report.counts.unwrap();
+        let counts = report.findings.counts.unwrap();
         assert_eq!((counts.memory_stores, counts.memories, counts.memory_versions), (2, 16, 48));
         assert_eq!(report.size_bytes, report.pages * report.page_size);
 
@@ -359,8 +340,8 @@ pub(crate) mod tests {
         let store = open(&path);
         fill(&store, 3).await;
         let live = check(&path).unwrap();
-        assert!(live.is_ok(), "{:?}", live.problems());
-        assert_eq!(live.counts.unwrap().memory_stores, 4);
+        assert!(live.findings.is_ok(), "{:?}", live.findings.problems());
+        assert_eq!(live.findings.counts.unwrap().memory_stores, 4);
         store.close().await;
     }
 
@@ -385,7 +366,7 @@ pub(crate) mod tests {
         .unwrap();
         drop(c);
         let report = check(&path).unwrap();
-        assert!(!report.is_ok());
+        assert!(!report.findings.is_ok());
         let count = problems_of(&report, "memory_count");
         assert_eq!(count.len(), 1);
         assert!(count[0].starts_with("1 memory store breaks"), "{count:?}");
@@ -393,9 +374,9 @@ pub(crate) mod tests {
         let content = problems_of(&report, "version_content");
         assert!(content[0].contains("1 memory version breaks"), "{content:?}");
         assert!(problems_of(&report, "agent_versions")[0].contains("1 agent breaks"));
-        assert_eq!(report.problems().len(), 3, "{:?}", report.problems());
+        assert_eq!(report.findings.problems().len(), 3, "{:?}", report.findings.problems());
         assert!(!memory.is_empty());
-        assert_eq!(report.checks.iter().find(|c| c.name == "integrity_check").unwrap().outcome, Outcome::Ok);
+        assert_eq!(report.findings.checks.iter().find(|c| c.name == "integrity_check").unwrap().outcome, Outcome::Ok);
 
         // The current version gone: the memory is named.
         let c = Connection::open(&path).unwrap();
@@ -421,12 +402,7 @@ pub(crate) mod tests {
             )
             .await
             .unwrap();
-        let params: mnemo_api::AgentParams =
-            serde_json::from_value(serde_json::json!({"name": "n", "model": "claude-opus-4-6"})).unwrap();
-        let agent = s
-            .create_agent(&s.default_workspace().await.unwrap(), mnemo_api::AgentSpec::from_params(&params).unwrap())
-            .await
-            .unwrap();
+        let agent = new_agent(s).await;
         let session = s
             .create_session(
                 &s.default_workspace().await.unwrap(),
@@ -457,7 +433,7 @@ pub(crate) mod tests {
         let store = open(&path);
         let (session, event) = session_with_message(&store).await;
         store.close().await;
-        assert!(check(&path).unwrap().is_ok());
+        assert!(check(&path).unwrap().findings.is_ok());
 
         let c = Connection::open(&path).unwrap();
         c.execute("UPDATE session_events SET body = '{\"type\": \"user.message\"' WHERE id = ?1", [&event]).unwrap();
@@ -476,7 +452,7 @@ pub(crate) mod tests {
             sessions[0].contains(&format!("table `sessions`, row `{session}`, column `status` cannot be read")),
             "{sessions:?}"
         );
-        assert_eq!(report.problems().len(), 2, "{:?}", report.problems());
+        assert_eq!(report.findings.problems().len(), 2, "{:?}", report.findings.problems());
     }
 
     #[tokio::test]
@@ -495,8 +471,8 @@ pub(crate) mod tests {
         bytes[start..start + page_size as usize].fill(0x5A);
         std::fs::write(&path, &bytes).unwrap();
         let report = check(&path).unwrap();
-        assert!(!report.is_ok());
-        let problems = report.problems();
+        assert!(!report.findings.is_ok());
+        let problems = report.findings.problems();
         assert!(
             problems.iter().any(|p| p.starts_with("integrity_check: ")),
             "integrity_check names the damage: {problems:#?}"
@@ -505,7 +481,7 @@ pub(crate) mod tests {
         // Not a database at all.
         let junk = dir.path().join("junk.sqlite");
         std::fs::write(&junk, vec![0x42; 8192]).unwrap();
-        let problems = check(&junk).unwrap().problems();
+        let problems = check(&junk).unwrap().findings.problems();
         assert!(
             problems.iter().any(|p| p.contains("the file is not an SQLite database, or its header is damaged")),
             "{problems:?}"
@@ -517,13 +493,13 @@ pub(crate) mod tests {
         Connection::open(&fresh).unwrap().execute_batch("PRAGMA user_version = 99").unwrap();
         let report = check(&fresh).unwrap();
         assert_eq!(
-            report.problems(),
+            report.findings.problems(),
             [format!(
                 "schema: schema version 99 is newer than this mnemo knows ({}); check it with a newer mnemo",
                 crate::schema::VERSION
             )]
         );
-        assert!(matches!(report.checks.last().unwrap().outcome, Outcome::Skipped(_)));
+        assert!(matches!(report.findings.checks.last().unwrap().outcome, Outcome::Skipped(_)));
 
         let missing = check(&dir.path().join("missing.sqlite")).unwrap_err().to_string();
         assert!(missing.starts_with("there is no SQLite database at "), "{missing}");

@@ -9,7 +9,7 @@ use mnemo_store::ops::{
 use mnemo_store::{CredentialHash, Result, StoreError};
 use rusqlite::params;
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::parse_id;
 
 impl ops::CredentialSql for Lite<'_> {
@@ -115,14 +115,12 @@ impl ops::CredentialSql for Lite<'_> {
         workspace: Option<&WorkspaceId>,
         _lock: bool,
     ) -> Result<Vec<ApiKeyRecord>> {
-        let mut s = self
-            .prepare_cached(
-                "SELECT seq, id, label, workspace_id, status, expires_at, created_by, partial_key_hint, created_at \
-                 FROM api_keys WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR workspace_id = ?2) ORDER BY seq",
-            )
-            .map_err(backend)?;
-        let rows = s
-            .query_map(params![only.map(ApiKeyId::as_str), workspace.map(WorkspaceId::as_str)], |r| {
+        query_all(
+            self,
+            "SELECT seq, id, label, workspace_id, status, expires_at, created_by, partial_key_hint, created_at \
+             FROM api_keys WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR workspace_id = ?2) ORDER BY seq",
+            params![only.map(ApiKeyId::as_str), workspace.map(WorkspaceId::as_str)],
+            |r| {
                 Ok(ApiKeyRecord {
                     seq: r.get(0)?,
                     id: r.get(1)?,
@@ -134,9 +132,8 @@ impl ops::CredentialSql for Lite<'_> {
                     partial_key_hint: r.get(7)?,
                     created_at: r.get(8)?,
                 })
-            })
-            .map_err(backend)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(backend)
+            },
+        )
     }
 
     async fn insert_api_key(&self, row: NewApiKeyRow<'_>) -> Result<()> {

@@ -343,6 +343,19 @@ pub(crate) fn query_one<T>(
     c.prepare_cached(sql).and_then(|mut s| s.query_row(params, read).optional()).map_err(backend)
 }
 
+/// Every row `sql` finds with `params`, each read by `read`, in the order the query gives: the
+/// statement cached, and a failure at any step (prepare, bind, step, read) one backend error.
+pub(crate) fn query_all<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    c.prepare_cached(sql)
+        .and_then(|mut s| s.query_map(params, read)?.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(backend)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use mnemo_store::ops::{self, EnvironmentColumns, EnvironmentRow};
 use mnemo_store::{CredentialHash, Cursor, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::stores::page;
 use crate::{parse_id, rfc3339, rfc3339_opt};
 
@@ -52,20 +52,18 @@ pub(crate) fn list(
     after: Option<&Cursor>,
 ) -> Result<Listing<mnemo_api::Environment>> {
     let before = crate::stores::before(after)?;
-    let mut stmt = c
-        .prepare_cached(&format!(
+    let rows = query_all(
+        c,
+        &format!(
             "SELECT {COLUMNS} FROM environments WHERE workspace_id = ?4 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
              ORDER BY seq DESC LIMIT ?3"
-        ))
-        .map_err(backend)?;
-    let rows = stmt
-        .query_map(params![before, include_archived, i64::from(limit) + 1, ws.as_str()], columns)
-        .map_err(backend)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(backend)?
-        .into_iter()
-        .map(|cols| cols.decode().map(|row| (row.environment, row.seq)))
-        .collect::<Result<Vec<_>>>()?;
+        ),
+        params![before, include_archived, i64::from(limit) + 1, ws.as_str()],
+        columns,
+    )?
+    .into_iter()
+    .map(|cols| cols.decode().map(|row| (row.environment, row.seq)))
+    .collect::<Result<Vec<_>>>()?;
     Ok(page(rows, limit))
 }
 
@@ -178,11 +176,14 @@ impl ops::EnvironmentRowSql for Lite<'_> {
     }
 
     async fn environment_keys(&self, environment: i64) -> Result<Vec<EnvironmentKey>> {
-        self.prepare_cached(&format!(
-            "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
-             WHERE k.environment_seq = ?1 ORDER BY k.seq"
-        ))
-        .and_then(|mut s| s.query_map([environment], key_from_row)?.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(backend)
+        query_all(
+            self,
+            &format!(
+                "SELECT {KEY_COLUMNS} FROM environment_keys k JOIN environments e ON e.seq = k.environment_seq \
+                 WHERE k.environment_seq = ?1 ORDER BY k.seq"
+            ),
+            [environment],
+            key_from_row,
+        )
     }
 }

@@ -6,19 +6,13 @@ use mnemo_store::row::SessionBody;
 use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use rusqlite::{Connection, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::{parse_id, sessions};
 
 /// The events `sql` finds, as `(seq, id, body)` rows; a body that cannot be read back is a
 /// corrupt row ([`SessionEvent::decode`]).
 fn rows(c: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<Vec<SessionEvent>> {
-    let raw = c
-        .prepare_cached(sql)
-        .and_then(|mut s| {
-            s.query_map(p, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)?;
+    let raw = query_all(c, sql, p, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
     raw.into_iter().map(|(seq, id, body)| SessionEvent::decode(seq, &id, &body)).collect()
 }
 

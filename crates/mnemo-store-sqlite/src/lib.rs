@@ -52,7 +52,7 @@ use mnemo_store::{
 use tokio::sync::broadcast;
 
 pub use crate::backup::{BackupError, BackupOptions, BackupReport, backup};
-pub use crate::check::{Check, CheckError, CheckReport, Counts, Outcome, check};
+pub use crate::check::{Check, CheckError, CheckReport, Counts, Findings, Outcome, check};
 use crate::engine::{Engine, Lite, backend, failure};
 use mnemo_store::ops::{self, SessionRowSql, run_ready};
 

@@ -8,7 +8,7 @@ use mnemo_store::rules::agent::TurnLease;
 use mnemo_store::{Cursor, ListSessions, Listing, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::stores::page;
 
 const COLUMNS: &str = "id, environment_id, body, status, created_at, updated_at, archived_at, seq";
@@ -66,34 +66,29 @@ pub(crate) fn insert_event(c: &Connection, session_seq: i64, event: &LoggedEvent
 pub(crate) fn list(c: &Connection, ws: &WorkspaceId, q: &ListSessions) -> Result<Listing<Session>> {
     let before = crate::stores::before(q.after.as_ref())?;
     let statuses = serde_json::to_string(&q.statuses).map_err(backend)?;
-    let mut stmt = c
-        .prepare_cached(&format!(
+    let rows = query_all(
+        c,
+        &format!(
             "SELECT {COLUMNS} FROM sessions s WHERE workspace_id = ?9 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
                AND (?3 IS NULL OR agent_id = ?3) \
                AND (?4 IS NULL OR EXISTS (SELECT 1 FROM session_memory_stores m WHERE m.session_seq = s.seq AND m.memory_store_id = ?4)) \
                AND (?5 = '[]' OR status IN (SELECT value FROM json_each(?5))) \
                AND created_at >= ?7 AND created_at <= ?8 \
              ORDER BY seq DESC LIMIT ?6"
-        ))
-        .map_err(backend)?;
-    let rows = stmt
-        .query_map(
-            params![
-                before,
-                q.include_archived,
-                q.agent_id.as_ref().map(|a| a.as_str()),
-                q.memory_store_id.as_ref().map(MemoryStoreId::as_str),
-                statuses,
-                i64::from(q.limit) + 1,
-                q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
-                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
-                ws.as_str()
-            ],
-            from_row,
-        )
-        .map_err(backend)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(backend)?;
+        ),
+        params![
+            before,
+            q.include_archived,
+            q.agent_id.as_ref().map(|a| a.as_str()),
+            q.memory_store_id.as_ref().map(MemoryStoreId::as_str),
+            statuses,
+            i64::from(q.limit) + 1,
+            q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+            q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+            ws.as_str()
+        ],
+        from_row,
+    )?;
     Ok(page(rows.into_iter().map(decode).collect::<Result<Vec<_>>>()?, q.limit))
 }
 
@@ -106,16 +101,13 @@ pub(crate) fn list_turn_sessions(
 ) -> Result<Listing<(WorkspaceId, SessionId)>> {
     let before = crate::stores::before(after)?;
     let statuses = serde_json::to_string(statuses).map_err(backend)?;
-    let rows: Vec<(String, String, i64)> = c
-        .prepare_cached(
-            "SELECT workspace_id, id, seq FROM sessions WHERE seq < ?1 \
-               AND status IN (SELECT value FROM json_each(?2)) ORDER BY seq DESC LIMIT ?3",
-        )
-        .and_then(|mut s| {
-            s.query_map(params![before, statuses, i64::from(limit) + 1], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)?;
+    let rows: Vec<(String, String, i64)> = query_all(
+        c,
+        "SELECT workspace_id, id, seq FROM sessions WHERE seq < ?1 \
+           AND status IN (SELECT value FROM json_each(?2)) ORDER BY seq DESC LIMIT ?3",
+        params![before, statuses, i64::from(limit) + 1],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     let rows = rows
         .into_iter()
         .map(|(ws, id, seq)| Ok(((crate::parse_id(&ws)?, crate::parse_id(&id)?), seq)))

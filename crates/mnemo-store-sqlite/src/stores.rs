@@ -7,7 +7,7 @@ use mnemo_store::ops::{self, LockedStore};
 use mnemo_store::{ListMemoryStores, Listing, MemoryStoreUsage, NewMemoryStore, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 pub(crate) use mnemo_store::row::{before, page};
 
 use crate::{parse_id, ts, ts_opt};
@@ -53,29 +53,24 @@ fn metadata_json(m: &BTreeMap<String, String>) -> String {
 
 pub(crate) fn list(c: &Connection, ws: &WorkspaceId, q: &ListMemoryStores) -> Result<Listing<MemoryStore>> {
     let before = crate::stores::before(q.after.as_ref())?;
-    let mut stmt = c
-        .prepare_cached(&format!(
+    let rows = query_all(
+        c,
+        &format!(
             "SELECT {COLUMNS} FROM memory_stores \
              WHERE workspace_id = ?6 AND seq < ?1 AND (?2 OR archived_at IS NULL) \
                AND created_at >= ?3 AND created_at <= ?4 \
              ORDER BY seq DESC LIMIT ?5"
-        ))
-        .map_err(backend)?;
-    let rows = stmt
-        .query_map(
-            params![
-                before,
-                q.include_archived,
-                q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
-                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
-                i64::from(q.limit) + 1,
-                ws.as_str()
-            ],
-            from_row,
-        )
-        .map_err(backend)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(backend)?;
+        ),
+        params![
+            before,
+            q.include_archived,
+            q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+            q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
+            i64::from(q.limit) + 1,
+            ws.as_str()
+        ],
+        from_row,
+    )?;
     Ok(page(rows, q.limit))
 }
 

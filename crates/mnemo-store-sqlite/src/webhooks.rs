@@ -9,7 +9,7 @@ use mnemo_store::webhook::{event_type_from_column, filter_from_column, filter_to
 use mnemo_store::{Result, StoreError};
 use rusqlite::{Row, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::{parse_id, ts, ts_opt};
 
 const ENDPOINT_COLUMNS: &str = "seq, id, url, event_types, description, created_at, updated_at, secret, \
@@ -68,15 +68,15 @@ fn delivery_state(r: &Row<'_>) -> rusqlite::Result<DeliveryRow> {
 
 impl ops::WebhookSql for Lite<'_> {
     async fn webhook_filters(&self, ws: &WorkspaceId) -> Result<Vec<(i64, EventFilter)>> {
-        self.prepare_cached("SELECT seq, event_types FROM webhook_endpoints WHERE workspace_id = ?1 ORDER BY seq")
-            .and_then(|mut s| {
-                s.query_map([ws.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(backend)?
-            .into_iter()
-            .map(|(seq, filter)| Ok((seq, filter_from_column(filter.as_deref())?)))
-            .collect()
+        query_all(
+            self,
+            "SELECT seq, event_types FROM webhook_endpoints WHERE workspace_id = ?1 ORDER BY seq",
+            [ws.as_str()],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)),
+        )?
+        .into_iter()
+        .map(|(seq, filter)| Ok((seq, filter_from_column(filter.as_deref())?)))
+        .collect()
     }
 
     async fn insert_webhook_event(&self, event: &Planned<i64>, now: i64) -> Result<i64> {
@@ -138,14 +138,15 @@ impl ops::WebhookSql for Lite<'_> {
     }
 
     async fn endpoints_before(&self, ws: &WorkspaceId, before: i64, limit: u32) -> Result<Vec<EndpointRow>> {
-        self.prepare_cached(&format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE workspace_id = ?3 AND seq < ?1 \
-             ORDER BY seq DESC LIMIT ?2"
-        ))
-        .and_then(|mut s| {
-            s.query_map(params![before, limit, ws.as_str()], endpoint_from_row)?.collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)
+        query_all(
+            self,
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE workspace_id = ?3 AND seq < ?1 \
+                 ORDER BY seq DESC LIMIT ?2"
+            ),
+            params![before, limit, ws.as_str()],
+            endpoint_from_row,
+        )
     }
 
     async fn set_endpoint(
@@ -209,28 +210,27 @@ impl ops::WebhookSql for Lite<'_> {
         before: i64,
         limit: u32,
     ) -> Result<Vec<(WebhookDelivery, i64)>> {
-        self.prepare_cached(&format!(
-            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d \
-             JOIN webhook_endpoints p ON p.seq = d.endpoint_seq JOIN webhook_events e ON e.seq = d.event_seq \
-             WHERE d.endpoint_seq = ?1 AND d.seq < ?2 AND (?3 IS NULL OR d.status = ?3) \
-             ORDER BY d.seq DESC LIMIT ?4"
-        ))
-        .and_then(|mut s| {
-            s.query_map(params![endpoint.seq, before, status.map(DeliveryStatus::as_str), limit], delivery_from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)
+        query_all(
+            self,
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d \
+                 JOIN webhook_endpoints p ON p.seq = d.endpoint_seq JOIN webhook_events e ON e.seq = d.event_seq \
+                 WHERE d.endpoint_seq = ?1 AND d.seq < ?2 AND (?3 IS NULL OR d.status = ?3) \
+                 ORDER BY d.seq DESC LIMIT ?4"
+            ),
+            params![endpoint.seq, before, status.map(DeliveryStatus::as_str), limit],
+            delivery_from_row,
+        )
     }
 
     async fn lock_due_deliveries(&self, status: DeliveryStatus, now: i64, limit: u32) -> Result<Vec<DeliveryRow>> {
-        self.prepare_cached(
+        query_all(
+            self,
             "SELECT seq, status, attempts, next_attempt_at FROM webhook_deliveries \
              WHERE status = ?1 AND next_attempt_at <= ?2 ORDER BY next_attempt_at, seq LIMIT ?3",
+            params![status.as_str(), now, limit],
+            delivery_state,
         )
-        .and_then(|mut s| {
-            s.query_map(params![status.as_str(), now, limit], delivery_state)?.collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(backend)
     }
 
     async fn earliest_next_attempt(&self, status: DeliveryStatus) -> Result<Option<i64>> {

@@ -8,6 +8,8 @@
 //! PostgreSQL share (`CAST`, `octet_length`, correlated subqueries); only promises every write
 //! path keeps are listed, so a violation means damage, a bug or a hand-edited database.
 
+use crate::copy::Table;
+
 /// How one check came out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -16,6 +18,13 @@ pub enum Outcome {
     Problems(Vec<String>),
     /// Not run, and why.
     Skipped(String),
+}
+
+impl Outcome {
+    /// `Ok` when a check found no problem, else what it found.
+    pub fn of(problems: Vec<String>) -> Self {
+        if problems.is_empty() { Self::Ok } else { Self::Problems(problems) }
+    }
 }
 
 /// One check and its outcome.
@@ -34,20 +43,41 @@ pub struct Counts {
     pub sessions: u64,
 }
 
-/// Every problem `checks` found, prefixed by its check.
-pub fn problems(checks: &[Check]) -> Vec<String> {
-    checks
-        .iter()
-        .flat_map(|c| match &c.outcome {
-            Outcome::Problems(lines) => lines.iter().map(|l| format!("{}: {l}", c.name)).collect(),
-            Outcome::Ok | Outcome::Skipped(_) => Vec::new(),
-        })
-        .collect()
+/// What a check of any backend found: the schema version against this build's, what the
+/// database holds, and each check's outcome. A backend's report holds these beside what is its
+/// own (a file's pages, a server's version), so `mnemo db check` reads both backends alike.
+#[derive(Debug, Clone)]
+pub struct Findings {
+    /// The schema version the database records (0: none).
+    pub schema_version: i64,
+    /// The newest schema version this build knows.
+    pub known_schema_version: i64,
+    /// What the database holds; `None` when its tables were not there to count.
+    pub counts: Option<Counts>,
+    pub checks: Vec<Check>,
 }
 
-/// Whether no check found a problem.
-pub fn all_ok(checks: &[Check]) -> bool {
-    checks.iter().all(|c| !matches!(c.outcome, Outcome::Problems(_)))
+impl Findings {
+    /// Nothing found yet, by a build whose newest schema version is `known_schema_version`.
+    pub fn new(known_schema_version: i64) -> Self {
+        Self { schema_version: 0, known_schema_version, counts: None, checks: Vec::new() }
+    }
+
+    /// Every problem found, prefixed by its check.
+    pub fn problems(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .flat_map(|c| match &c.outcome {
+                Outcome::Problems(lines) => lines.iter().map(|l| format!("{}: {l}", c.name)).collect(),
+                Outcome::Ok | Outcome::Skipped(_) => Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Whether no check found a problem.
+    pub fn is_ok(&self) -> bool {
+        self.checks.iter().all(|c| !matches!(c.outcome, Outcome::Problems(_)))
+    }
 }
 
 /// The invariants' outcome under a schema that is not the one this build knows.
@@ -303,6 +333,20 @@ impl Unreadable {
     }
 }
 
+/// What is wrong with `table`'s columns, worded the same for every backend: `found` is what the
+/// database lists for it, in order (none: the table is missing). `None` when they are the
+/// columns this build knows (and `mnemo db copy` moves).
+pub fn columns_problem(table: &Table, found: &[String]) -> Option<String> {
+    let expected: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
+    if found.is_empty() {
+        Some(format!("table `{}` is missing", table.name))
+    } else if found != expected {
+        Some(format!("table `{}` has columns {found:?}, expected {expected:?}", table.name))
+    } else {
+        None
+    }
+}
+
 /// The outcome of every readable check under a schema this build does not know.
 pub fn skipped_readable(why: &str) -> Vec<Check> {
     READABLE.iter().map(|r| Check { name: r.name, outcome: Outcome::Skipped(why.to_owned()) }).collect()
@@ -311,6 +355,27 @@ pub fn skipped_readable(why: &str) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_are_judged_against_the_known_table() {
+        let polls = crate::copy::TABLES.iter().find(|t| t.name == "worker_polls").unwrap();
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        for (found, problem) in [
+            (names(&["environment_seq", "worker_id", "last_poll_at"]), None),
+            (names(&[]), Some("table `worker_polls` is missing")),
+            (
+                names(&["environment_seq", "worker_id"]),
+                Some(
+                    "table `worker_polls` has columns [\"environment_seq\", \"worker_id\"], \
+                     expected [\"environment_seq\", \"worker_id\", \"last_poll_at\"]",
+                ),
+            ),
+        ] {
+            assert_eq!(columns_problem(polls, &found).as_deref(), problem, "{found:?}");
+        }
+        assert_eq!(Outcome::of(Vec::new()), Outcome::Ok);
+        assert_eq!(Outcome::of(vec!["x".into()]), Outcome::Problems(vec!["x".into()]));
+    }
 
     #[test]
     fn names_are_unique_and_problems_read_well() {

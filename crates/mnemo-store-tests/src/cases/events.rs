@@ -8,7 +8,8 @@ use mnemo_store::{Appended, EventAuthor, Limits, ListEvents, SessionEvent, Store
 use serde_json::{Value, json};
 
 use super::fixtures::{
-    agent, environment, event, id_of, new_session, processed_at, seqs, session, types, user_message, work_of,
+    agent, environment, event, follow, id_of, new_session, processed_at, seqs, types, user_message, with_session,
+    work_of,
 };
 use crate::StoreFactory;
 
@@ -17,18 +18,12 @@ fn all(limit: u32) -> ListEvents {
 }
 
 /// Every event a listing returns, following `next` to the end.
-async fn listed(s: &dyn Store, session: &SessionId, mut query: ListEvents) -> Vec<SessionEvent> {
+async fn listed(s: &dyn Store, session: &SessionId, query: ListEvents) -> Vec<SessionEvent> {
     let ws = s.default_workspace().await.unwrap();
-    let mut out = Vec::new();
-    loop {
-        let page = s.list_events(&ws, session, query.clone()).await.unwrap();
-        assert!(page.items.len() <= query.limit as usize);
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => return out,
-        }
-    }
+    follow(query.limit, query.after.clone(), async |after| {
+        s.list_events(&ws, session, ListEvents { after, ..query.clone() }).await.unwrap()
+    })
+    .await
 }
 
 fn tool_use(name: &str) -> mnemo_api::Event {
@@ -152,10 +147,7 @@ pub async fn events_are_listed_in_order_with_filters_and_cursors(factory: &impl 
 }
 
 pub async fn the_session_state_machine_runs_through_the_store(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, _, session) = with_session(factory, Limits::default(), true).await;
     let id = &session.id;
 
     // The agent calls two tools: the session runs, then idles waiting for both.
@@ -250,10 +242,7 @@ pub async fn the_session_state_machine_runs_through_the_store(factory: &impl Sto
 }
 
 pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, false).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, _, session) = with_session(factory, Limits::default(), false).await;
     let id = &session.id;
 
     // `bash` asks: a confirmation that allows leaves the call open for its result.
@@ -309,10 +298,7 @@ pub async fn confirmations_gate_tool_calls(factory: &impl StoreFactory) {
 }
 
 pub async fn only_the_agent_side_posts_agent_events(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, false).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, _, session) = with_session(factory, Limits::default(), false).await;
     let worker = EventAuthor::SessionToken { session: session.id.clone(), work: "work_w".parse().unwrap() };
     for agent_only in [agent_message("hi"), tool_use("read"), custom_tool_use(), end_turn()] {
         let kind = agent_only.kind().to_owned();
@@ -326,10 +312,7 @@ pub async fn only_the_agent_side_posts_agent_events(factory: &impl StoreFactory)
 /// Workers (environment keys, sessions tokens) post tool results only; every event records who
 /// posted it, and what the server emits in answer is the server's.
 pub async fn workers_post_results_only_and_every_event_names_its_poster(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let item = work_of(&*s, &env, &session).await;
     let id = &session.id;
     let token = EventAuthor::SessionToken { session: id.clone(), work: item.id.clone() };
@@ -400,10 +383,7 @@ pub async fn workers_post_results_only_and_every_event_names_its_poster(factory:
 }
 
 pub async fn terminated_sessions_accept_no_events(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let calls = s.append_events(&ws, &session.id, vec![tool_use("read")], EventAuthor::Server).await.unwrap();
     let call = id_of(&calls.recorded[0]);
     s.archive_session(&ws, &session.id).await.unwrap();
@@ -424,10 +404,7 @@ pub async fn terminated_sessions_accept_no_events(factory: &impl StoreFactory) {
 }
 
 pub async fn input_enqueues_work_only_without_live_work(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let first = work_of(&*s, &env, &session).await;
     let live = s.append_events(&ws, &session.id, vec![user_message("hi")], super::fixtures::person()).await.unwrap();
     assert!(!live.enqueued_work, "the session already has a live item");

@@ -10,10 +10,12 @@ use mnemo_api::{
     MemoryPath, MemoryStoreId, MemoryVersion, PathPrefix, Session, Timestamp, View, Work, WorkspaceId,
 };
 use mnemo_store::{
-    AgentRef, CredentialHash, ErrorCode, ListMemories, ListMemoryVersions, NewEnvironment, NewMemoryStore, NewSession,
-    SessionEvent, Store, StoreError,
+    AgentRef, CredentialHash, Cursor, ErrorCode, Limits, ListMemories, ListMemoryVersions, Listing, NewEnvironment,
+    NewMemoryStore, NewSession, SessionEvent, Store, StoreError,
 };
 use serde_json::{Value, json};
+
+use crate::{StoreFactory, TestStore};
 
 /// A credential hash no other call in this process returns (and never `[n; 32]`).
 pub(crate) fn fresh_hash() -> CredentialHash {
@@ -136,6 +138,20 @@ pub async fn session(s: &dyn Store, env: &Environment) -> Session {
     s.create_session(&ws, new_session(&agent, env)).await.unwrap()
 }
 
+/// A new store with `limits` and, in its Default workspace, an environment (`self_hosted`, or
+/// cloud) with a session on it: where the event, lease and work cases start.
+pub(crate) async fn with_session(
+    factory: &impl StoreFactory,
+    limits: Limits,
+    self_hosted: bool,
+) -> (TestStore, WorkspaceId, Environment, Session) {
+    let s = factory.open(limits).await;
+    let ws = s.default_workspace().await.unwrap();
+    let env = environment(&*s, self_hosted).await;
+    let session = session(&*s, &env).await;
+    (s, ws, env, session)
+}
+
 /// The work item queued for `session` on `env`.
 pub(crate) async fn work_of(s: &dyn Store, env: &Environment, session: &Session) -> Work {
     let ws = s.default_workspace().await.unwrap();
@@ -150,19 +166,33 @@ pub(crate) fn memories(prefix: &str, depth: u32, limit: u32, view: View) -> List
     ListMemories { prefix: PathPrefix::parse(prefix).unwrap(), depth, limit, view, after: None }
 }
 
-/// Every item of a memory listing, following `next` to the end.
-pub(crate) async fn all_memories(s: &dyn Store, store: &MemoryStoreId, mut query: ListMemories) -> Vec<MemoryListItem> {
-    let ws = s.default_workspace().await.unwrap();
+/// Every item of a listing, from the page after `first` on, following `next` to the end; each
+/// page holds at most `limit` items. `page` answers the page after a cursor.
+pub(crate) async fn follow<T>(
+    limit: u32,
+    first: Option<Cursor>,
+    mut page: impl AsyncFnMut(Option<Cursor>) -> Listing<T>,
+) -> Vec<T> {
     let mut out = Vec::new();
+    let mut after = first;
     loop {
-        let page = s.list_memories(&ws, store, query.clone()).await.unwrap();
-        assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
+        let listing = page(after).await;
+        assert!(listing.items.len() <= limit as usize, "a page holds at most `limit` items");
+        out.extend(listing.items);
+        match listing.next {
+            Some(next) => after = Some(next),
             None => return out,
         }
     }
+}
+
+/// Every item of a memory listing, following `next` to the end.
+pub(crate) async fn all_memories(s: &dyn Store, store: &MemoryStoreId, query: ListMemories) -> Vec<MemoryListItem> {
+    let ws = s.default_workspace().await.unwrap();
+    follow(query.limit, query.after.clone(), async |after| {
+        s.list_memories(&ws, store, ListMemories { after, ..query.clone() }).await.unwrap()
+    })
+    .await
 }
 
 /// The paths of a listing's memories (`prefix:` + path for rolled-up prefixes).
@@ -185,19 +215,13 @@ pub(crate) fn versions(limit: u32) -> ListMemoryVersions {
 pub(crate) async fn all_versions(
     s: &dyn Store,
     store: &MemoryStoreId,
-    mut query: ListMemoryVersions,
+    query: ListMemoryVersions,
 ) -> Vec<MemoryVersion> {
     let ws = s.default_workspace().await.unwrap();
-    let mut out = Vec::new();
-    loop {
-        let page = s.list_memory_versions(&ws, store, query.clone()).await.unwrap();
-        assert!(page.items.len() <= query.limit as usize, "a page holds at most `limit` items");
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => return out,
-        }
-    }
+    follow(query.limit, query.after.clone(), async |after| {
+        s.list_memory_versions(&ws, store, ListMemoryVersions { after, ..query.clone() }).await.unwrap()
+    })
+    .await
 }
 
 /// The `type` of each event.

@@ -8,7 +8,7 @@ use mnemo_api::{Environment, Session, Work, WorkState};
 use mnemo_store::rules::work::NO_HEARTBEAT;
 use mnemo_store::{Credential, Limits, Store};
 
-use super::fixtures::{environment, fresh_hash, session, user_message};
+use super::fixtures::{environment, fresh_hash, session, user_message, with_session};
 use super::work::{beat, refused};
 use crate::StoreFactory;
 
@@ -83,10 +83,7 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
 /// Regression: a sessions token kept working after its lease lapsed until some later poll,
 /// heartbeat or expiry in its environment happened to write the expiry down.
 pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl StoreFactory) {
-    let s = factory.open(short()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, short(), true).await;
     let alive = |work: &Work| Credential::SessionToken {
         work: work.id.clone(),
         session: Some(session.id.clone()),

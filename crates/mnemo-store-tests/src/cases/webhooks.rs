@@ -17,7 +17,7 @@ use mnemo_store::{
 };
 use serde_json::json;
 
-use super::fixtures::{agent, environment, event, memory_store, new_session};
+use super::fixtures::{agent, environment, event, follow, memory_store, new_session};
 use crate::StoreFactory;
 
 async fn endpoint(s: &dyn Store, url: &str, types: Option<Vec<T>>) -> WebhookEndpoint {
@@ -34,17 +34,11 @@ async fn endpoint(s: &dyn Store, url: &str, types: Option<Vec<T>>) -> WebhookEnd
 /// Every delivery of an endpoint, oldest first.
 async fn deliveries(s: &dyn Store, endpoint: &WebhookEndpointId) -> Vec<WebhookDelivery> {
     let ws = s.default_workspace().await.unwrap();
-    let mut out = Vec::new();
-    let mut query = ListWebhookDeliveries { status: None, limit: 7, after: None };
-    loop {
-        let page = s.list_webhook_deliveries(&ws, endpoint, query.clone()).await.unwrap();
-        assert!(page.items.len() <= 7);
-        out.extend(page.items);
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => break,
-        }
-    }
+    let mut out = follow(7, None, async |after| {
+        let query = ListWebhookDeliveries { status: None, limit: 7, after };
+        s.list_webhook_deliveries(&ws, endpoint, query).await.unwrap()
+    })
+    .await;
     out.reverse();
     out
 }

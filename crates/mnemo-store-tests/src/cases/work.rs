@@ -8,7 +8,9 @@ use mnemo_api::{WorkHeartbeat, WorkId, WorkState};
 use mnemo_store::rules::work::NO_HEARTBEAT;
 use mnemo_store::{Credential, ErrorCode, HeartbeatOutcome, Limits, StoreError};
 
-use super::fixtures::{environment, fresh_hash, is_environment_not_found, many_keys, map, session, work_of};
+use super::fixtures::{
+    environment, fresh_hash, is_environment_not_found, many_keys, map, session, with_session, work_of,
+};
 use crate::StoreFactory;
 
 /// The answer of a heartbeat that was not refused.
@@ -28,10 +30,7 @@ pub(crate) fn refused(outcome: HeartbeatOutcome) -> mnemo_api::WorkLeaseState {
 }
 
 pub async fn work_is_polled_acknowledged_heartbeaten_and_stopped(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let item = work_of(&*s, &env, &session).await;
     assert_eq!(
         (item.state, item.data.kind.as_str(), item.secret.as_ref().map(mnemo_api::Secret::expose)),
@@ -245,10 +244,7 @@ pub async fn a_healthcheck_token_resolves_to_its_item(factory: &impl StoreFactor
 }
 
 pub async fn an_unacknowledged_delivery_is_reclaimed(factory: &impl StoreFactory) {
-    let s = factory.open(Limits::default()).await;
-    let ws = s.default_workspace().await.unwrap();
-    let env = environment(&*s, true).await;
-    let session = session(&*s, &env).await;
+    let (s, ws, env, session) = with_session(factory, Limits::default(), true).await;
     let first = s.poll_work(&ws, &env.id, None, 300, fresh_hash()).await.unwrap().expect("the item");
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_err!(

@@ -46,15 +46,35 @@ pub struct TeardownSteps {
 
 /// Final sync (if asked) → flush → dispose (if asked), the first two each bounded by
 /// [`TEARDOWN_BOUND`]. Returns the target when it was kept rather than disposed.
-pub async fn teardown<T: Teardown>(mut target: T, steps: TeardownSteps) -> Option<T> {
-    if steps.final_sync && tokio::time::timeout(TEARDOWN_BOUND, target.final_sync()).await.is_err() {
-        tracing::warn!(
-            memory_store_id = target.memory_store_id().map(tracing::field::display),
-            "final memory sync cut off after {}s; the flush that follows still uploads changed files",
-            TEARDOWN_BOUND.as_secs()
-        );
+pub async fn teardown<T: Teardown>(target: T, steps: TeardownSteps) -> Option<T> {
+    let sync_deadline = tokio::time::Instant::now() + TEARDOWN_BOUND;
+    teardown_by(target, steps, sync_deadline, None).await
+}
+
+/// One target's teardown against deadlines: the final sync (if asked) must end by
+/// `sync_deadline` (it is skipped when that has passed), the flush by `flush_deadline`, or
+/// within [`TEARDOWN_BOUND`] of its own start when there is none. [`teardown`] and
+/// [`teardown_pipelined`] differ only in the deadlines they give, so the steps, their order and
+/// the warnings of a step cut off are written once, here.
+async fn teardown_by<T: Teardown>(
+    mut target: T,
+    steps: TeardownSteps,
+    sync_deadline: tokio::time::Instant,
+    flush_deadline: Option<tokio::time::Instant>,
+) -> Option<T> {
+    if steps.final_sync {
+        let cut = tokio::time::Instant::now() >= sync_deadline
+            || tokio::time::timeout_at(sync_deadline, target.final_sync()).await.is_err();
+        if cut {
+            tracing::warn!(
+                memory_store_id = target.memory_store_id().map(tracing::field::display),
+                "final memory sync cut off after {}s; the flush that follows still uploads changed files",
+                TEARDOWN_BOUND.as_secs()
+            );
+        }
     }
-    if tokio::time::timeout(TEARDOWN_BOUND, target.flush()).await.is_err() {
+    let flush_deadline = flush_deadline.unwrap_or_else(|| tokio::time::Instant::now() + TEARDOWN_BOUND);
+    if tokio::time::timeout_at(flush_deadline, target.flush()).await.is_err() {
         tracing::warn!(
             memory_store_id = target.memory_store_id().map(tracing::field::display),
             "memory flush cut off after {}s; changed files it had not uploaded yet are not saved",
@@ -92,32 +112,7 @@ pub async fn teardown_pipelined<T: Teardown + Send>(
     let start = tokio::time::Instant::now();
     let sync_deadline = start + TEARDOWN_BOUND;
     let flush_deadline = if steps.final_sync { sync_deadline + TEARDOWN_BOUND } else { start + TEARDOWN_BOUND };
-    let one = |mut target: T| async move {
-        if steps.final_sync {
-            let cut = tokio::time::Instant::now() >= sync_deadline
-                || tokio::time::timeout_at(sync_deadline, target.final_sync()).await.is_err();
-            if cut {
-                tracing::warn!(
-                    memory_store_id = target.memory_store_id().map(tracing::field::display),
-                    "final memory sync cut off after {}s; the flush that follows still uploads changed files",
-                    TEARDOWN_BOUND.as_secs()
-                );
-            }
-        }
-        if tokio::time::timeout_at(flush_deadline, target.flush()).await.is_err() {
-            tracing::warn!(
-                memory_store_id = target.memory_store_id().map(tracing::field::display),
-                "memory flush cut off after {}s; changed files it had not uploaded yet are not saved",
-                TEARDOWN_BOUND.as_secs()
-            );
-        }
-        if steps.dispose {
-            target.dispose().await;
-            None
-        } else {
-            Some(target)
-        }
-    };
+    let one = |target: T| teardown_by(target, steps, sync_deadline, Some(flush_deadline));
     // Unordered: a target stuck in a step must not hold back the ones after it.
     let mut kept: Vec<(usize, T)> = futures::stream::iter(targets.into_iter().enumerate())
         .map(|(i, target)| async move { one(target).await.map(|t| (i, t)) })

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use mnemo_api::Secret;
-use mnemo_store::check::{Counts, Outcome};
+use mnemo_store::check::{Findings, Outcome};
 use mnemo_store_postgres::{PgCheckReport, PostgresSettings};
 use mnemo_store_sqlite::{BackupOptions, CheckReport, SqliteSettings};
 
@@ -122,7 +122,7 @@ impl Backup {
             if report.steps == 1 { "" } else { "s" }
         );
         out.push_str(&contents(&report.check));
-        let invariants = report.check.checks.len().saturating_sub(3);
+        let invariants = report.check.findings.checks.len().saturating_sub(3);
         writeln!(out, "{:<16}ok (integrity_check, foreign_key_check, schema, {invariants} invariants)", "check")
             .expect("writing to a String");
         print!("{out}");
@@ -139,7 +139,7 @@ impl Check {
                     .await
                     .context("run the check")??;
                 print!("{}", check_summary(&report));
-                (shown, report.problems())
+                (shown, report.findings.problems())
             }
             Target::Postgres(settings) => {
                 let shown = postgres_name(&settings);
@@ -147,7 +147,7 @@ impl Check {
                     .await
                     .map_err(|e| anyhow::anyhow!("check {shown}: {}", e.chain()))?;
                 print!("{}", pg_check_summary(&shown, &report));
-                (shown, report.problems())
+                (shown, report.findings.problems())
             }
         };
         if !problems.is_empty() {
@@ -165,11 +165,12 @@ impl Check {
 /// Size, schema version and what the database holds, one `name  value` line each.
 fn contents(report: &CheckReport) -> String {
     let size = format!("{} ({} pages of {} bytes)", bytes(report.size_bytes), report.pages, report.page_size);
-    held(size, report.schema_version, report.known_schema_version, report.counts)
+    held(size, &report.findings)
 }
 
 /// The lines every backend's report shares.
-fn held(size: String, version: i64, known: i64, counts: Option<Counts>) -> String {
+fn held(size: String, findings: &Findings) -> String {
+    let (version, known) = (findings.schema_version, findings.known_schema_version);
     let mut out = String::new();
     let mut line = |name: &str, value: String| writeln!(out, "{name:<16}{value}").expect("writing to a String");
     line("size", size);
@@ -179,7 +180,7 @@ fn held(size: String, version: i64, known: i64, counts: Option<Counts>) -> Strin
         std::cmp::Ordering::Greater => format!("{version} (newer than this mnemo's {known})"),
     };
     line("schema version", version);
-    if let Some(counts) = counts {
+    if let Some(counts) = findings.counts {
         line("memory stores", counts.memory_stores.to_string());
         line("memories", format!("{} ({} versions)", counts.memories, counts.memory_versions));
         line("sessions", counts.sessions.to_string());
@@ -189,26 +190,21 @@ fn held(size: String, version: i64, known: i64, counts: Option<Counts>) -> Strin
 
 /// `mnemo db check`'s report: the contents, then one line per check (problems indented below).
 fn check_summary(report: &CheckReport) -> String {
-    let verdict = if report.is_ok() { "ok" } else { "PROBLEMS FOUND" };
+    let verdict = if report.findings.is_ok() { "ok" } else { "PROBLEMS FOUND" };
     let mut out = format!("checked SQLite database {}: {verdict}\n", report.path.display());
     out.push_str(&contents(report));
-    out.push_str(&check_lines(&report.checks));
+    out.push_str(&check_lines(&report.findings.checks));
     out
 }
 
 /// The same for a PostgreSQL deployment (`name` says where, without a password).
 fn pg_check_summary(name: &str, report: &PgCheckReport) -> String {
-    let verdict = if report.is_ok() { "ok" } else { "PROBLEMS FOUND" };
+    let verdict = if report.findings.is_ok() { "ok" } else { "PROBLEMS FOUND" };
     let mut out = format!("checked {name}: {verdict}\n");
     writeln!(out, "{:<16}PostgreSQL {}", "server", report.server_version).expect("writing to a String");
     writeln!(out, "{:<16}{}", "schema", report.schema).expect("writing to a String");
-    out.push_str(&held(
-        format!("{} (tables and indexes)", bytes(report.size_bytes)),
-        report.schema_version,
-        report.known_schema_version,
-        report.counts,
-    ));
-    out.push_str(&check_lines(&report.checks));
+    out.push_str(&held(format!("{} (tables and indexes)", bytes(report.size_bytes)), &report.findings));
+    out.push_str(&check_lines(&report.findings.checks));
     out
 }
 
