@@ -54,6 +54,12 @@ pub enum AdminErrorCode {
     OrgApiKeyLimitExceeded,
     /// `anthropic-workspace-id` names a workspace the credential is not bound to (extension).
     WorkspaceMismatch,
+    /// An invited email already belongs to a person of the organization.
+    AlreadyMember,
+    /// A pending invite for that email exists.
+    InviteAlreadyExists,
+    /// Removing the organization's only person.
+    CannotRemoveLastMember,
 }
 
 impl AdminErrorCode {
@@ -63,6 +69,9 @@ impl AdminErrorCode {
             Self::WorkspaceApiKeyLimitExceeded => "workspace_api_key_limit_exceeded",
             Self::OrgApiKeyLimitExceeded => "org_api_key_limit_exceeded",
             Self::WorkspaceMismatch => "workspace_mismatch",
+            Self::AlreadyMember => "already_member",
+            Self::InviteAlreadyExists => "invite_already_exists",
+            Self::CannotRemoveLastMember => "cannot_remove_last_member",
         }
     }
 }
