@@ -591,6 +591,60 @@ pub trait Store: Send + Sync + 'static {
     /// How many admin keys are not revoked.
     async fn count_admin_keys(&self) -> Result<u64>;
 
+    // People (admin-api.md §8.6, §8.7): every change is judged by `rules::people` on the state
+    // it commits on.
+
+    /// Invites `new.email` as `new.role` for `ttl_secs`, the link's secret kept as `hash`.
+    async fn create_invite(
+        &self,
+        new: mnemo_api::NewInvite,
+        hash: CredentialHash,
+        ttl_secs: u64,
+    ) -> Result<mnemo_api::Invite>;
+    /// One invite, whatever its status.
+    async fn get_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::Invite>;
+    /// A page of invites.
+    async fn list_invites(&self, query: ops::people::ListInvites) -> Result<mnemo_api::AdminPage<mnemo_api::Invite>>;
+    /// Deletes a pending invite.
+    async fn delete_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::InviteDeleted>;
+    /// One person.
+    async fn get_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
+    /// A page of people.
+    async fn list_users(&self, query: ops::people::ListUsers) -> Result<mnemo_api::AdminPage<mnemo_api::User>>;
+    /// Changes a person's org role, as `via` may.
+    async fn update_user(
+        &self,
+        id: &mnemo_api::UserId,
+        role: mnemo_api::OrgRole,
+        via: rules::people::Via,
+    ) -> Result<mnemo_api::User>;
+    /// Removes a person, as `via` may, ending their memberships and console sessions at once
+    /// (announced as [`Signal::Credentials`]).
+    async fn remove_user(&self, id: &mnemo_api::UserId, via: rules::people::Via) -> Result<mnemo_api::UserDeleted>;
+    /// Adds a person to an open workspace.
+    async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;
+    /// A person's role in a workspace, implicit ones included.
+    async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember>;
+    /// Changes a member's workspace role.
+    async fn update_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+        role: String,
+    ) -> Result<mnemo_api::WorkspaceMember>;
+    /// Removes a person from a workspace.
+    async fn remove_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+    ) -> Result<mnemo_api::WorkspaceMemberDeleted>;
+    /// A page of a workspace's members, implicit ones included.
+    async fn list_members(
+        &self,
+        ws: &WorkspaceId,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>>;
+
     /// Takes one request from workspace `ws`'s bucket of `limiter` in rate-limit entry
     /// `entry` (capacity `capacity` per minute, admin-api.md §8.9), in one transaction on the
     /// bucket's locked row, so every process sharing the database counts against one bucket.
