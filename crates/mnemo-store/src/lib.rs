@@ -645,6 +645,24 @@ pub trait Store: Send + Sync + 'static {
         page: mnemo_api::AdminPageQuery,
     ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>>;
 
+    /// The invite whose link's secret hashes to `hash`, whatever its status.
+    async fn invite_by_link(&self, hash: CredentialHash) -> Result<Option<mnemo_api::Invite>>;
+    /// Accepts the pending invite whose link hashes to `hash`; the person joins.
+    async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User>;
+    /// Whether no admin is active, so a setup link is wanted.
+    async fn setup_wanted(&self) -> Result<bool>;
+    /// Records a setup link valid for `ttl_secs`.
+    async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()>;
+    /// Whether the setup link hashing to `hash` would make an admin now.
+    async fn setup_link_usable(&self, hash: CredentialHash) -> Result<bool>;
+    /// Spends the setup link hashing to `hash`: the person joins as org admin.
+    async fn use_setup_link(
+        &self,
+        hash: CredentialHash,
+        email: String,
+        joining: ops::people::Joining,
+    ) -> Result<mnemo_api::User>;
+
     /// Takes one request from workspace `ws`'s bucket of `limiter` in rate-limit entry
     /// `entry` (capacity `capacity` per minute, admin-api.md §8.9), in one transaction on the
     /// bucket's locked row, so every process sharing the database counts against one bucket.

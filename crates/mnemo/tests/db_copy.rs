@@ -43,6 +43,10 @@ const TABLES: &[(&str, &str)] = &[
     ("workspace_rate_limits", "workspace_id, entry_id, limiter"),
     ("rate_limit_buckets", "workspace_id, entry_id, limiter"),
     ("admin_keys", "seq"),
+    ("users", "seq"),
+    ("invites", "seq"),
+    ("workspace_members", "seq"),
+    ("setup_links", "seq"),
     ("audit_events", "seq"),
 ];
 

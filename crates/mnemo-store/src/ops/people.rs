@@ -90,6 +90,14 @@ pub trait PeopleSql: Clock {
     /// Adds `user` to `ws` with `role`, or changes their role there.
     async fn put_member(&self, ws: &WorkspaceId, user: &UserId, role: &str, at: Micros) -> Result<()>;
     async fn delete_member(&self, ws: &WorkspaceId, user: &UserId) -> Result<()>;
+    /// The invite whose link's secret hashes to `hash`.
+    async fn invite_by_hash(&self, hash: &CredentialHash) -> Result<Option<InviteRow>>;
+    /// Records that an invite was accepted at `at`.
+    async fn set_invite_accepted(&self, id: &InviteId, at: Micros) -> Result<()>;
+    async fn insert_setup_link(&self, hash: &CredentialHash, created_at: Micros, expires_at: Micros) -> Result<()>;
+    /// The setup link whose secret hashes to `hash`: `(expires_at, used_at)`.
+    async fn setup_link_by_hash(&self, hash: &CredentialHash) -> Result<Option<(Micros, Option<Micros>)>>;
+    async fn set_setup_link_used(&self, hash: &CredentialHash, at: Micros) -> Result<()>;
 }
 
 fn org_role(table: &'static str, id: &str, raw: &str) -> Result<OrgRole> {
@@ -386,4 +394,104 @@ pub async fn list_members<S: PeopleSql + WorkspaceSql>(
         }
     }
     workspaces::page(shown, |m| m.user_id.to_string(), page)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Joining: invites accepted, the setup link
+
+/// What a person chooses when they join: their name and password (its hash, made by the
+/// caller), and for the setup link their email too.
+#[derive(Debug, Clone)]
+pub struct Joining {
+    pub name: String,
+    /// The PHC string of the password's argon2id hash (never the password).
+    pub password_hash: String,
+}
+
+/// The invite whose link's secret hashes to `hash`, as the API shows it now.
+pub async fn invite_by_link<S: PeopleSql>(sql: &S, hash: &CredentialHash) -> Result<Option<Invite>> {
+    let now = sql.now().await?;
+    sql.invite_by_hash(hash).await?.map(|row| row.decode(now)).transpose()
+}
+
+/// Accepts the pending invite whose link hashes to `hash`: the person joins with the invite's
+/// email and role. Any link that cannot be used answers the same.
+pub async fn accept_invite<S: PeopleSql>(sql: &S, hash: &CredentialHash, joining: &Joining) -> Result<User> {
+    mnemo_api::validate_person_name(&joining.name).map_err(|e| StoreError::Invalid(e.0))?;
+    sql.hold_people().await?;
+    let now = sql.now().await?;
+    let row = sql.invite_by_hash(hash).await?;
+    let status = row.as_ref().map_or(InviteStatus::Deleted, |r| r.status(now));
+    rule::check_invite_accept(status)?;
+    let row = row.ok_or_else(|| StoreError::backend("a usable invite vanished"))?;
+    let is_member = !sql.user_rows(None, Some(&row.email)).await?.is_empty();
+    rule::check_invite(&row.email, is_member, false)?;
+    let id = UserId::generate();
+    let new = NewUserRow {
+        id: &id,
+        email: &row.email,
+        name: joining.name.trim(),
+        role: &row.role,
+        password_hash: Some(&joining.password_hash),
+        added_at: now,
+    };
+    sql.insert_user(new).await?;
+    sql.set_invite_accepted(
+        &row.id.parse().map_err(|_| StoreError::corrupt("invites", &row.id, "id", "not an invite id"))?,
+        now,
+    )
+    .await?;
+    user_of(sql, &id).await
+}
+
+async fn active_admins<S: PeopleSql>(sql: &S) -> Result<usize> {
+    Ok(admins(&decode_users(&sql.user_rows(None, None).await?)?))
+}
+
+/// Whether the organization has no active admin, so a setup link is wanted (spec §8.3).
+pub async fn setup_wanted<S: PeopleSql>(sql: &S) -> Result<bool> {
+    Ok(rule::setup_link_wanted(active_admins(sql).await?))
+}
+
+/// Records a setup link (its secret's hash) valid for `ttl_secs`.
+pub async fn create_setup_link<S: PeopleSql>(sql: &S, hash: &CredentialHash, ttl_secs: u64) -> Result<()> {
+    let now = sql.now().await?;
+    sql.insert_setup_link(hash, now, rule::invite_expiry(now, ttl_secs)).await
+}
+
+/// Whether the setup link hashing to `hash` would make an admin now.
+pub async fn setup_link_usable<S: PeopleSql>(sql: &S, hash: &CredentialHash) -> Result<bool> {
+    let now = sql.now().await?;
+    let found = sql.setup_link_by_hash(hash).await?;
+    Ok(rule::check_setup_link(found, now, active_admins(sql).await?).is_ok())
+}
+
+/// Uses the setup link hashing to `hash`: the person joins as org `admin` with `email`. The link
+/// is spent in the same transaction.
+pub async fn use_setup_link<S: PeopleSql>(
+    sql: &S,
+    hash: &CredentialHash,
+    email: &str,
+    joining: &Joining,
+) -> Result<User> {
+    let email = mnemo_api::normalize_email(email).map_err(|e| StoreError::Invalid(e.0))?;
+    mnemo_api::validate_person_name(&joining.name).map_err(|e| StoreError::Invalid(e.0))?;
+    sql.hold_people().await?;
+    let now = sql.now().await?;
+    let found = sql.setup_link_by_hash(hash).await?;
+    rule::check_setup_link(found, now, active_admins(sql).await?)?;
+    let is_member = !sql.user_rows(None, Some(&email)).await?.is_empty();
+    rule::check_invite(&email, is_member, false)?;
+    let id = UserId::generate();
+    let new = NewUserRow {
+        id: &id,
+        email: &email,
+        name: joining.name.trim(),
+        role: OrgRole::Admin.as_str(),
+        password_hash: Some(&joining.password_hash),
+        added_at: now,
+    };
+    sql.insert_user(new).await?;
+    sql.set_setup_link_used(hash, now).await?;
+    user_of(sql, &id).await
 }

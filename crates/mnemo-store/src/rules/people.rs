@@ -155,6 +155,28 @@ pub fn check_invite_accept(status: InviteStatus) -> Result<(), Refusal> {
     }
 }
 
+/// Why a setup link cannot be used: unknown, used, expired, or an admin already exists — one
+/// answer for all, so the page tells a guesser nothing.
+pub const SETUP_LINK_INVALID: &str =
+    "this setup link is no longer valid; whoever runs the server can make a new one with `mnemo admin bootstrap`";
+
+/// Whether a setup link is wanted: only while no admin is active (spec §8.3).
+pub fn setup_link_wanted(active_admins: usize) -> bool {
+    active_admins == 0
+}
+
+/// Whether a setup link (if one was found: `(expires_at, used_at)`) makes an admin at `now`.
+pub fn check_setup_link(
+    found: Option<(Micros, Option<Micros>)>,
+    now: Micros,
+    active_admins: usize,
+) -> Result<(), Refusal> {
+    match found {
+        Some((expires_at, None)) if now < expires_at && setup_link_wanted(active_admins) => Ok(()),
+        _ => Err(Refusal::invalid(SETUP_LINK_INVALID)),
+    }
+}
+
 /// A person's role in a workspace: an org `admin` is `workspace_admin` everywhere; otherwise
 /// their membership's role; otherwise org `billing` yields `workspace_billing`; otherwise none.
 pub fn workspace_role(org: OrgRole, membership: Option<WorkspaceRole>) -> Option<WorkspaceRole> {
@@ -292,6 +314,26 @@ mod tests {
             assert!(check_invite_accept(status).is_err());
         }
         assert_eq!(invite_expiry(1, DEFAULT_INVITE_TTL_SECS), 1 + 7 * 86_400 * 1_000_000);
+    }
+
+    #[test]
+    fn setup_links() {
+        #[rustfmt::skip]
+        let rows: &[(&str, Option<(Micros, Option<Micros>)>, Micros, usize, bool)] = &[
+            ("a fresh link with no admin makes one", Some((10, None)), 5, 0, true),
+            ("an unknown link does not", None, 5, 0, false),
+            ("nor a used one", Some((10, Some(3))), 5, 0, false),
+            ("nor an expired one", Some((10, None)), 10, 0, false),
+            ("nor any once an admin exists", Some((10, None)), 5, 1, false),
+        ];
+        for (rule, found, now, admins, ok) in rows {
+            let got = check_setup_link(*found, *now, *admins);
+            assert_eq!(got.is_ok(), *ok, "rule: {rule}");
+            if let Err(r) = got {
+                assert_eq!(r.message, SETUP_LINK_INVALID, "one answer for every refusal: {rule}");
+            }
+        }
+        assert!(setup_link_wanted(0) && !setup_link_wanted(1));
     }
 
     #[test]
