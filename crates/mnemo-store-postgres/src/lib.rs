@@ -475,6 +475,14 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
+        write!(self.engine, |tx| {
+            let user = ops::people::sign_out_user(&Pg(&tx), id).await?;
+            credentials_changed(self, &tx).await?;
+            Ok(user)
+        })
+    }
+
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {
         write!(self.engine, |tx| ops::people::add_member(&Pg(&tx), ws, &body).await)
     }

@@ -363,6 +363,11 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::people::remove_user(&Lite(c), &id, via))).await
     }
 
+    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::people::sign_out_user(&Lite(c), &id))).await
+    }
+
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {
         let ws = ws.clone();
         self.engine.write(move |c| run_ready(ops::people::add_member(&Lite(c), &ws, &body))).await

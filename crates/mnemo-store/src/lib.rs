@@ -621,6 +621,8 @@ pub trait Store: Send + Sync + 'static {
     /// Removes a person, as `via` may, ending their memberships and console sessions at once
     /// (announced as [`Signal::Credentials`]).
     async fn remove_user(&self, id: &mnemo_api::UserId, via: rules::people::Via) -> Result<mnemo_api::UserDeleted>;
+    /// Ends every console session of a person at once (announced as [`Signal::Credentials`]).
+    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
     /// Adds a person to an open workspace.
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;
     /// A person's role in a workspace, implicit ones included.

@@ -47,6 +47,7 @@ const TABLES: &[(&str, &str)] = &[
     ("invites", "seq"),
     ("workspace_members", "seq"),
     ("setup_links", "seq"),
+    ("user_sessions", "seq"),
     ("audit_events", "seq"),
 ];
 

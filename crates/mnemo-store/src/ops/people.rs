@@ -98,6 +98,8 @@ pub trait PeopleSql: Clock {
     /// The setup link whose secret hashes to `hash`: `(expires_at, used_at)`.
     async fn setup_link_by_hash(&self, hash: &CredentialHash) -> Result<Option<(Micros, Option<Micros>)>>;
     async fn set_setup_link_used(&self, hash: &CredentialHash, at: Micros) -> Result<()>;
+    /// Revokes at `at` every console session of `user` not yet revoked.
+    async fn revoke_user_sessions(&self, user: &UserId, at: Micros) -> Result<()>;
 }
 
 fn org_role(table: &'static str, id: &str, raw: &str) -> Result<OrgRole> {
@@ -273,6 +275,14 @@ pub async fn remove_user<S: PeopleSql>(sql: &S, id: &UserId, via: Via) -> Result
     rule::check_removal(person.role, via, admins(&people), people.len())?;
     sql.delete_user(id).await?;
     Ok(UserDeleted { id: id.clone() })
+}
+
+/// Ends every console session of person `id` at once (`users.sign_out`); they keep their role
+/// and the API keys they minted.
+pub async fn sign_out_user<S: PeopleSql>(sql: &S, id: &UserId) -> Result<User> {
+    let user = user_of(sql, id).await?;
+    sql.revoke_user_sessions(id, sql.now().await?).await?;
+    Ok(user)
 }
 
 // ---------------------------------------------------------------------------------------------
