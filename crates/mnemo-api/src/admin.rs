@@ -58,8 +58,6 @@ pub enum AdminErrorCode {
     AlreadyMember,
     /// A pending invite for that email exists.
     InviteAlreadyExists,
-    /// Removing the organization's only person.
-    CannotRemoveLastMember,
 }
 
 impl AdminErrorCode {
@@ -71,7 +69,6 @@ impl AdminErrorCode {
             Self::WorkspaceMismatch => "workspace_mismatch",
             Self::AlreadyMember => "already_member",
             Self::InviteAlreadyExists => "invite_already_exists",
-            Self::CannotRemoveLastMember => "cannot_remove_last_member",
         }
     }
 }

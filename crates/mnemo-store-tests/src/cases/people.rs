@@ -171,8 +171,8 @@ pub async fn roles_change_and_the_last_admin_stays(factory: &impl StoreFactory) 
     assert!(matches!(s.get_user(&bob.id).await, Err(StoreError::NotFound { .. })));
     assert!(matches!(s.update_user(&bob.id, OrgRole::User, Via::Api).await, Err(StoreError::NotFound { .. })));
     assert_eq!(s.remove_user(&ada.id, Via::Api).await.unwrap().id, ada.id);
-    let only = s.remove_user(&cy.id, Via::Console).await.unwrap_err();
-    assert!(matches!(only, StoreError::Invalid(_)), "{only:?}");
+    let last = s.remove_user(&cy.id, Via::Console).await.unwrap_err();
+    assert!(matches!(last, StoreError::Invalid(_)), "cy is the last admin now: {last:?}");
 }
 
 pub async fn members_are_added_changed_listed_and_removed(factory: &impl StoreFactory) {

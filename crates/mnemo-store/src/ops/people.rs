@@ -272,7 +272,7 @@ pub async fn remove_user<S: PeopleSql>(sql: &S, id: &UserId, via: Via) -> Result
     sql.hold_people().await?;
     let people = decode_users(&sql.user_rows(None, None).await?)?;
     let person = people.iter().find(|p| p.id == *id).ok_or_else(|| StoreError::not_found("user", id))?;
-    rule::check_removal(person.role, via, admins(&people), people.len())?;
+    rule::check_removal(person.role, via, admins(&people))?;
     sql.delete_user(id).await?;
     Ok(UserDeleted { id: id.clone() })
 }

@@ -82,20 +82,15 @@ pub fn check_role_change(current: OrgRole, next: OrgRole, via: Via, active_admin
 }
 
 /// Whether a person whose role is `role` may be removed, by `via`, when the organization has
-/// `people` people and `active_admins` admins.
-pub fn check_removal(role: OrgRole, via: Via, active_admins: usize, people: usize) -> Result<(), Refused> {
+/// `active_admins` admins. Unlike the hosted API, removing the only person is allowed: a mnemo
+/// organization stays administrable by its admin keys and `mnemo admin bootstrap`, so nobody is
+/// locked out; only the last admin person is kept.
+pub fn check_removal(role: OrgRole, via: Via, active_admins: usize) -> Result<(), Refused> {
     if role == OrgRole::Admin && via == Via::Api {
         return Err(Refused::Forbidden(API_CANNOT_TOUCH_ADMIN.into()));
     }
     if role == OrgRole::Admin && active_admins <= 1 {
         return Err(Refusal::invalid(LAST_ADMIN).into());
-    }
-    if people <= 1 {
-        return Err(Refusal::coded(
-            AdminErrorCode::CannotRemoveLastMember,
-            "this is the organization's only person; invite someone else before removing them",
-        )
-        .into());
     }
     Ok(())
 }
@@ -276,17 +271,16 @@ mod tests {
     fn removals() {
         let untouchable = format!("403 {API_CANNOT_TOUCH_ADMIN}");
         let last = format!("400 {LAST_ADMIN}");
-        let only = "400 cannot_remove_last_member this is the organization's only person; invite someone else before removing them";
         #[rustfmt::skip]
-        let rows: &[(&str, OrgRole, Via, usize, usize, &str)] = &[
-            ("the API removes a developer", Developer, Via::Api, 1, 3, "ok"),
-            ("the API cannot remove an admin", Admin, Via::Api, 2, 3, &untouchable),
-            ("the console removes one of two admins", Admin, Via::Console, 2, 3, "ok"),
-            ("but not the last admin", Admin, Via::Console, 1, 3, &last),
-            ("nor the only person", User, Via::Api, 0, 1, only),
+        let rows: &[(&str, OrgRole, Via, usize, &str)] = &[
+            ("the API removes a developer", Developer, Via::Api, 1, "ok"),
+            ("even the only person, when no admin exists", User, Via::Api, 0, "ok"),
+            ("the API cannot remove an admin", Admin, Via::Api, 2, &untouchable),
+            ("the console removes one of two admins", Admin, Via::Console, 2, "ok"),
+            ("but not the last admin", Admin, Via::Console, 1, &last),
         ];
-        for (rule, role, via, admins, people, want) in rows {
-            assert_eq!(verdict(check_removal(*role, *via, *admins, *people)), *want, "rule: {rule}");
+        for (rule, role, via, admins, want) in rows {
+            assert_eq!(verdict(check_removal(*role, *via, *admins)), *want, "rule: {rule}");
         }
     }
 
