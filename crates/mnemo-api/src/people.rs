@@ -30,9 +30,12 @@ pub const MAX_PERSON_NAME_CHARS: usize = 255;
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal,)+ }) => {
         $(#[$meta])*
+        // Every wire name is its variant's name in snake case (checked in this module's tests);
+        // `rename_all` is what the OpenAPI schema reads too.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
         pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $wire)] $variant,)+
+            $($(#[$vmeta])* $variant,)+
         }
 
         impl $name {
@@ -334,6 +337,18 @@ mod tests {
         assert!(empty.validate().is_ok());
         let managed = InviteCreate { role: "managed".into(), ..ok };
         assert!(managed.validate().unwrap_err().0.starts_with("role must be one of `user`"));
+    }
+
+    #[test]
+    fn serde_and_the_wire_names_agree() {
+        fn check<T: Serialize + Copy>(all: &[T], name: impl Fn(T) -> &'static str) {
+            for v in all {
+                assert_eq!(serde_json::to_value(v).unwrap(), name(*v));
+            }
+        }
+        check(OrgRole::ALL, OrgRole::as_str);
+        check(WorkspaceRole::ALL, WorkspaceRole::as_str);
+        check(InviteStatus::ALL, InviteStatus::as_str);
     }
 
     #[test]
