@@ -234,6 +234,11 @@ mod tests {
     use OrgRole::*;
     use WorkspaceRole::*;
 
+    /// (rule, accepted_at, deleted_at, now, status) with `expires_at` 10.
+    type StatusRow = (&'static str, Option<Micros>, Option<Micros>, Micros, InviteStatus);
+    /// (rule, the link found, now, active admins, usable).
+    type SetupRow = (&'static str, Option<(Micros, Option<Micros>)>, Micros, usize, bool);
+
     fn verdict(r: Result<(), Refused>) -> String {
         match r {
             Ok(()) => "ok".into(),
@@ -290,7 +295,7 @@ mod tests {
         assert_eq!(check_invite("a@x.io", true, true).unwrap_err().code, Some(AdminErrorCode::AlreadyMember));
         assert_eq!(check_invite("a@x.io", false, true).unwrap_err().code, Some(AdminErrorCode::InviteAlreadyExists));
         #[rustfmt::skip]
-        let rows: &[(&str, Option<Micros>, Option<Micros>, Micros, InviteStatus)] = &[
+        let rows: &[StatusRow] = &[
             ("before expiry: pending", None, None, 9, InviteStatus::Pending),
             ("at expiry: expired", None, None, 10, InviteStatus::Expired),
             ("accepted stays accepted", Some(5), None, 99, InviteStatus::Accepted),
@@ -313,7 +318,7 @@ mod tests {
     #[test]
     fn setup_links() {
         #[rustfmt::skip]
-        let rows: &[(&str, Option<(Micros, Option<Micros>)>, Micros, usize, bool)] = &[
+        let rows: &[SetupRow] = &[
             ("a fresh link with no admin makes one", Some((10, None)), 5, 0, true),
             ("an unknown link does not", None, 5, 0, false),
             ("nor a used one", Some((10, Some(3))), 5, 0, false),
