@@ -46,14 +46,3 @@ CREATE TABLE setup_links (
     used_at      BIGINT
 );
 
--- A person's console sessions, each known by the hash of its cookie's secret. Signing out
--- everywhere revokes them all; removing the person deletes them.
-CREATE TABLE user_sessions (
-    seq          BIGSERIAL PRIMARY KEY,
-    secret_hash  BYTEA   NOT NULL UNIQUE,
-    user_id      TEXT    NOT NULL,
-    created_at   BIGINT  NOT NULL,
-    expires_at   BIGINT  NOT NULL,
-    revoked_at   BIGINT
-);
-CREATE INDEX user_sessions_user ON user_sessions (user_id, expires_at);

@@ -468,19 +468,11 @@ impl Store for PostgresStore {
         id: &mnemo_api::UserId,
         via: mnemo_store::rules::people::Via,
     ) -> Result<mnemo_api::UserDeleted> {
-        write!(self.engine, |tx| {
-            let removed = ops::people::remove_user(&Pg(&tx), id, via).await?;
-            credentials_changed(self, &tx).await?;
-            Ok(removed)
-        })
+        write!(self.engine, |tx| ops::people::remove_user(&Pg(&tx), id, via).await)
     }
 
     async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
-        write!(self.engine, |tx| {
-            let user = ops::people::sign_out_user(&Pg(&tx), id).await?;
-            credentials_changed(self, &tx).await?;
-            Ok(user)
-        })
+        write!(self.engine, |tx| ops::people::sign_out_user(&Pg(&tx), id).await)
     }
 
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {

@@ -56,7 +56,6 @@ impl ops::PeopleSql for Pg<'_, '_> {
 
     async fn delete_user(&self, id: &UserId) -> Result<()> {
         exec(self, "DELETE FROM workspace_members WHERE user_id = $1", &[&id.as_str()]).await?;
-        exec(self, "DELETE FROM user_sessions WHERE user_id = $1", &[&id.as_str()]).await?;
         exec(self, "DELETE FROM users WHERE id = $1", &[&id.as_str()]).await.map(drop)
     }
 
@@ -172,15 +171,5 @@ impl ops::PeopleSql for Pg<'_, '_> {
 
     async fn set_setup_link_used(&self, hash: &CredentialHash, at: i64) -> Result<()> {
         exec(self, "UPDATE setup_links SET used_at = $2 WHERE secret_hash = $1", &[&&hash[..], &at]).await.map(drop)
-    }
-
-    async fn revoke_user_sessions(&self, user: &UserId, at: i64) -> Result<()> {
-        exec(
-            self,
-            "UPDATE user_sessions SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL",
-            &[&user.as_str(), &at],
-        )
-        .await
-        .map(drop)
     }
 }

@@ -46,14 +46,3 @@ CREATE TABLE setup_links (
     used_at      INTEGER
 );
 
--- A person's console sessions, each known by the hash of its cookie's secret. Signing out
--- everywhere revokes them all; removing the person deletes them.
-CREATE TABLE user_sessions (
-    seq          INTEGER PRIMARY KEY,
-    secret_hash  BLOB    NOT NULL UNIQUE,
-    user_id      TEXT    NOT NULL,
-    created_at   INTEGER NOT NULL,
-    expires_at   INTEGER NOT NULL,
-    revoked_at   INTEGER
-);
-CREATE INDEX user_sessions_user ON user_sessions (user_id, expires_at);

@@ -51,11 +51,7 @@ impl ops::PeopleSql for Lite<'_> {
     }
 
     async fn delete_user(&self, id: &UserId) -> Result<()> {
-        for sql in [
-            "DELETE FROM workspace_members WHERE user_id = ?1",
-            "DELETE FROM user_sessions WHERE user_id = ?1",
-            "DELETE FROM users WHERE id = ?1",
-        ] {
+        for sql in ["DELETE FROM workspace_members WHERE user_id = ?1", "DELETE FROM users WHERE id = ?1"] {
             self.prepare_cached(sql).and_then(|mut s| s.execute([id.as_str()])).map_err(backend)?;
         }
         Ok(())
@@ -182,13 +178,6 @@ impl ops::PeopleSql for Lite<'_> {
     async fn set_setup_link_used(&self, hash: &CredentialHash, at: i64) -> Result<()> {
         self.prepare_cached("UPDATE setup_links SET used_at = ?2 WHERE secret_hash = ?1")
             .and_then(|mut s| s.execute(params![&hash[..], at]))
-            .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn revoke_user_sessions(&self, user: &UserId, at: i64) -> Result<()> {
-        self.prepare_cached("UPDATE user_sessions SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL")
-            .and_then(|mut s| s.execute(params![user.as_str(), at]))
             .map_err(backend)?;
         Ok(())
     }

@@ -618,10 +618,9 @@ pub trait Store: Send + Sync + 'static {
         role: mnemo_api::OrgRole,
         via: rules::people::Via,
     ) -> Result<mnemo_api::User>;
-    /// Removes a person, as `via` may, ending their memberships and console sessions at once
-    /// (announced as [`Signal::Credentials`]).
+    /// Removes a person, as `via` may, ending their memberships at once.
     async fn remove_user(&self, id: &mnemo_api::UserId, via: rules::people::Via) -> Result<mnemo_api::UserDeleted>;
-    /// Ends every console session of a person at once (announced as [`Signal::Credentials`]).
+    /// Ends every console session of a person at once (people have none yet: issue 33 part 2).
     async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
     /// Adds a person to an open workspace.
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;

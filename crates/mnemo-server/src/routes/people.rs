@@ -180,13 +180,17 @@ pub(crate) async fn sign_out_user(
 // Invites
 
 /// Where the console of this server is reached: `--public-url`, else the address the caller
-/// used (its `Host`).
+/// used (its `Host`, over TLS when a proxy says `x-forwarded-proto: https`).
 fn console_base(state: &AppState, headers: &HeaderMap) -> String {
     if let Some(url) = &state.admin.public_url {
         return url.trim_end_matches('/').to_owned();
     }
     let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    format!("http://{host}")
+    let tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")));
+    format!("{}://{host}", if tls { "https" } else { "http" })
 }
 
 #[utoipa::path(

@@ -456,7 +456,7 @@ impl Serve {
         let listener =
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
-        if first_start && !self.no_console && store.setup_wanted().await? {
+        if first_start && !self.no_generated_admin_key && !self.no_console && store.setup_wanted().await? {
             let base = self.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
             let link = super::organization::setup_link(&*store, &base).await?;
             eprintln!(
