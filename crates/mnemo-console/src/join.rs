@@ -108,7 +108,6 @@ async fn page(console: &Console, headers: &HeaderMap, link: Link, secret: &str, 
         message,
     };
     let mut response = render_with(status, &page);
-    response.headers_mut().insert(header::REFERRER_POLICY, header::HeaderValue::from_static("no-referrer"));
     response
         .headers_mut()
         .append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, &token, 3600, over_tls(console, headers)));
