@@ -361,6 +361,28 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     )
     t.call("GET", f"/v1/organizations/workspaces/{ws['id']}/rate_limits", token=admin)
     t.call("GET", "/v1/organizations/audit_events?limit=5", token=admin)
+    # People: an invite, joined through the console's page, then the person and their membership.
+    from test_organization import join_through_the_console
+
+    email = unique("tour") + "@example.com"
+    invite = t.call("POST", "/v1/organizations/invites", {"email": email, "role": "developer"}, token=admin)
+    t.call("GET", f"/v1/organizations/invites/{invite['id']}", token=admin)
+    t.call("GET", "/v1/organizations/invites?statuses[]=pending", token=admin)
+    join_through_the_console(invite["accept_url"], "Tour Guide", "a long enough password")
+    user = t.call("GET", f"/v1/organizations/users?email={email}", token=admin)["data"][0]
+    t.call("GET", f"/v1/organizations/users/{user['id']}", token=admin)
+    t.call("POST", f"/v1/organizations/users/{user['id']}", {"role": "user"}, token=admin)
+    t.call("POST", f"/v1/organizations/users/{user['id']}", {"role": "admin"}, token=admin, expect=400)
+    members = f"/v1/organizations/workspaces/{ws['id']}/members"
+    t.call("POST", members, {"user_id": user["id"], "workspace_role": "workspace_user"}, token=admin)
+    t.call("GET", members, token=admin)
+    t.call("GET", f"{members}/{user['id']}", token=admin)
+    t.call("POST", f"{members}/{user['id']}", {"workspace_role": "workspace_developer"}, token=admin)
+    t.call("DELETE", f"{members}/{user['id']}", token=admin)
+    t.call("POST", f"/v1/organizations/users/{user['id']}/sign_out", token=admin)
+    t.call("DELETE", f"/v1/organizations/users/{user['id']}", token=admin)
+    other = t.call("POST", "/v1/organizations/invites", {"email": unique("gone") + "@example.com", "role": "user"}, token=admin)
+    t.call("DELETE", f"/v1/organizations/invites/{other['id']}", token=admin)
     t.call("GET", "/v1/organizations/workspaces", token=None, expect=403)
     t.call("POST", f"/v1/organizations/workspaces/{ws['id']}/archive", token=admin)
 

@@ -1,5 +1,5 @@
-"""The Admin API through the SDK's `client.organization.*`: the organization, workspaces, API keys
-and rate limits, with the server's admin key (which the SDK sends as its `api_key`), and the
+"""The Admin API through the SDK's `client.organization.*`: the organization, workspaces, API keys,
+rate limits, users, invites and workspace members, with the server's admin key (which the SDK sends as its `api_key`), and the
 isolation a workspace's key gets (admin-api.md §5, §8)."""
 
 from __future__ import annotations
@@ -146,3 +146,125 @@ def test_rate_limits_of_the_organization_and_a_workspace(fx):
     expect_not_found(
         lambda: admin.organization.workspaces.rate_limits.list("wrkspc_" + "0" * 22), "an unknown workspace's limits"
     )
+
+
+def join_through_the_console(accept_url: str, name: str, password: str) -> str:
+    """What the invited person does: opens the invite's `accept_url` in the console and chooses
+    a name and a password. Answers the page that welcomes them."""
+    import re
+    import urllib.parse
+
+    page = http("GET", accept_url)
+    eq(page.status, 200, f"the invite's page ({page.body[:300]!r})")
+    token = re.search(rb'name="token" value="([^"]+)"', page.body)
+    check(token is not None, "the invite's page carries its form token")
+    cookie = page.headers.get("set-cookie", "").split(";")[0]
+    form = urllib.parse.urlencode(
+        {"token": token.group(1).decode(), "name": name, "password": password, "password_again": password}
+    ).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie}
+    joined = http("POST", accept_url, headers, form)
+    eq(joined.status, 200, f"joining ({joined.body[:300]!r})")
+    return joined.body.decode()
+
+
+def test_invites_create_list_retrieve_and_delete(fx):
+    admin = fx.admin_client()
+    email = unique("invitee") + "@Example.com"
+    invite = admin.organization.invites.create(email=email, role="developer")
+    eq((invite.type, invite.email, invite.role, invite.status), ("invite", email.lower(), "developer", "pending"), "invite")
+    has_prefix(invite.id, "invite_", "invite.id")
+    eq(invite.rbac_group_ids, [], "rbac_group_ids")
+    eq(invite.accepted_at, None, "accepted_at")
+    is_utc(invite.invited_at, "invited_at")
+    eq(round((invite.expires_at - invite.invited_at).total_seconds()), 7 * 86400, "an invite lasts 7 days")
+    accept_url = getattr(invite, "accept_url", None)
+    check(isinstance(accept_url, str) and "/console/invite/" in accept_url, f"accept_url (extension): {accept_url!r}")
+
+    got = admin.organization.invites.retrieve(invite.id)
+    eq((got.id, got.status), (invite.id, "pending"), "retrieve")
+    check(getattr(got, "accept_url", None) is None, "the link is shown in the create answer only")
+    listed = [i.id for i in admin.organization.invites.list(email=email.upper(), statuses=["pending"])]
+    eq(listed, [invite.id], "list by email (case-insensitive) and status")
+    eq([i.id for i in admin.organization.invites.list(email=email, roles=["user"])], [], "list by role")
+
+    again = expect_error(
+        lambda: admin.organization.invites.create(email=email, role="user"), 400, anthropic.BadRequestError,
+        "invalid_request_error", "a second pending invite"
+    )
+    eq(json.loads(again.response.text)["error"]["details"]["error_code"], "invite_already_exists", "error_code")
+    expect_error(
+        lambda: admin.organization.invites.create(email=unique("boss") + "@example.com", role="admin"), 400,
+        anthropic.BadRequestError, "invalid_request_error", "admin cannot be invited through the API"
+    )
+    expect_error(
+        lambda: admin.organization.invites.create(email=unique("g") + "@example.com", role="user", rbac_group_ids=["g"]),
+        400, anthropic.BadRequestError, "invalid_request_error", "rbac_group_ids"
+    )
+    expect_forbidden(lambda: fx.client.organization.invites.list(), "invites.list with an API key")
+
+    deleted = admin.organization.invites.delete(invite.id)
+    eq((deleted.type, deleted.id), ("invite_deleted", invite.id), "delete")
+    eq(admin.organization.invites.retrieve(invite.id).status, "deleted", "a deleted invite is kept as deleted")
+    check(invite.id not in [i.id for i in admin.organization.invites.list()], "deleted invites are not listed")
+    expect_error(
+        lambda: admin.organization.invites.delete(invite.id), 400, anthropic.BadRequestError, "invalid_request_error",
+        "only a pending invite is deleted"
+    )
+    eq(http("GET", accept_url).status, 404, "a deleted invite's link no longer works")
+    expect_not_found(lambda: admin.organization.invites.retrieve("invite_" + "0" * 22), "an unknown invite")
+
+
+def test_users_and_workspace_members_after_an_invite_is_accepted(fx):
+    admin = fx.admin_client()
+    email = unique("person") + "@example.com"
+    invite = admin.organization.invites.create(email=email, role="developer")
+    welcome = join_through_the_console(invite.accept_url, "Grace Hopper", "a long enough password")
+    check("Welcome, Grace Hopper" in welcome, "the welcome page")
+    eq(admin.organization.invites.retrieve(invite.id).status, "accepted", "the invite is accepted")
+
+    users = list(admin.organization.users.list(email=email.upper()))
+    eq(len(users), 1, f"users.list(email=…): {users}")
+    user = users[0]
+    has_prefix(user.id, "user_", "user.id")
+    eq((user.type, user.email, user.name, user.role), ("user", email, "Grace Hopper", "developer"), "user")
+    is_utc(user.added_at, "added_at")
+    eq(admin.organization.users.retrieve(user.id).email, email, "users.retrieve")
+    check(user.id in [u.id for u in admin.organization.users.list(roles=["developer"])], "users.list(roles=…)")
+    eq(admin.organization.users.update(user.id, role="user").role, "user", "users.update")
+    expect_error(
+        lambda: admin.organization.users.update(user.id, role="admin"), 400, anthropic.BadRequestError,
+        "invalid_request_error", "admin cannot be given through the API"
+    )
+    expect_error(
+        lambda: admin.organization.invites.create(email=email, role="user"), 400, anthropic.BadRequestError,
+        "invalid_request_error", "an invite for a member"
+    )
+
+    ws = admin.organization.workspaces.create(name=unique("people"))
+    member = admin.organization.workspaces.members.add(ws.id, user_id=user.id, workspace_role="workspace_developer")
+    eq((member.type, member.user_id, member.workspace_id, member.workspace_role),
+       ("workspace_member", user.id, ws.id, "workspace_developer"), "members.add")
+    eq(admin.organization.workspaces.members.retrieve(user.id, workspace_id=ws.id).workspace_role,
+       "workspace_developer", "members.retrieve")
+    check(user.id in [m.user_id for m in admin.organization.workspaces.members.list(ws.id)], "members.list")
+    updated = admin.organization.workspaces.members.update(user.id, workspace_id=ws.id, workspace_role="workspace_admin")
+    eq(updated.workspace_role, "workspace_admin", "members.update")
+    expect_error(
+        lambda: admin.organization.workspaces.members.update(user.id, workspace_id=ws.id, workspace_role="workspace_billing"),
+        400, anthropic.BadRequestError, "invalid_request_error", "workspace_billing is never assigned"
+    )
+    expect_not_found(
+        lambda: admin.organization.workspaces.members.add(ws.id, user_id="user_" + "0" * 22, workspace_role="workspace_user"),
+        "an unknown person"
+    )
+    removed = admin.organization.workspaces.members.remove(user.id, workspace_id=ws.id)
+    eq((removed.type, removed.user_id, removed.workspace_id), ("workspace_member_deleted", user.id, ws.id), "members.remove")
+    expect_not_found(lambda: admin.organization.workspaces.members.retrieve(user.id, workspace_id=ws.id), "a removed member")
+
+    signed_out = admin.beta.organization.users.sign_out(user.id)
+    eq(signed_out.id, user.id, "users.sign_out answers the person")
+    gone = admin.organization.users.remove(user.id)
+    eq((gone.type, gone.id), ("user_deleted", user.id), "users.remove")
+    expect_not_found(lambda: admin.organization.users.retrieve(user.id), "a removed person")
+    expect_forbidden(lambda: fx.client.organization.users.list(), "users.list with an API key")

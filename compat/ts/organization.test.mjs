@@ -1,4 +1,4 @@
-// The Admin API through the TypeScript SDK's `client.organization.*`: the organization,
+// The Admin API through the TypeScript SDK's `client.organization.*`: the organization, people,
 // workspaces, API keys and rate limits with the server's admin key (sent as the SDK's apiKey),
 // and what a workspace's key sees.
 
@@ -97,4 +97,71 @@ test('rate limits: the organization entries and a workspace override', async () 
   assert.equal(set.limits.find((l) => l.type === 'requests_per_minute')?.value, 600);
   const own = await L.collect(admin.organization.workspaces.rateLimits.list(ws.id));
   assert.ok(own.some((e) => e.rate_limit_id === 'ratelimit_api'));
+});
+
+/** What an invited person does: opens `acceptURL` in the console and chooses a name and password. */
+async function joinThroughTheConsole(acceptURL, name, password) {
+  const page = await fetch(acceptURL);
+  const html = await page.text();
+  assert.equal(page.status, 200, html.slice(0, 300));
+  const token = /name="token" value="([^"]+)"/.exec(html)?.[1];
+  assert.ok(token, 'the invite page carries its form token');
+  const cookie = (page.headers.get('set-cookie') ?? '').split(';')[0];
+  const joined = await fetch(acceptURL, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+    body: new URLSearchParams({ token, name, password, password_again: password }).toString(),
+  });
+  assert.equal(joined.status, 200, (await joined.text()).slice(0, 300));
+}
+
+test('people: an invite is accepted in the console; the person is listed, changed, added to a workspace, removed', async () => {
+  const invalid = L.expectInvalid;
+  const email = `${L.unique('ts-person')}@example.com`;
+  const invite = await admin.organization.invites.create({ email, role: 'developer' });
+  assert.equal(invite.type, 'invite');
+  assert.match(invite.id, /^invite_/);
+  assert.equal(invite.status, 'pending');
+  assert.deepEqual(invite.rbac_group_ids, []);
+  assert.match(invite.accept_url, /\/console\/invite\//, 'accept_url (extension)');
+  await invalid(() => admin.organization.invites.create({ email, role: 'user' }), 'a second pending invite');
+  await invalid(() => admin.organization.invites.create({ email: `x-${email}`, role: 'admin' }), 'admin via the API');
+  const pending = (await L.collect(admin.organization.invites.list({ statuses: ['pending'] }))).map((i) => i.id);
+  assert.ok(pending.includes(invite.id), 'invites.list(statuses)');
+
+  await joinThroughTheConsole(invite.accept_url, 'Ada', 'a long enough password');
+  assert.equal((await admin.organization.invites.retrieve(invite.id)).status, 'accepted');
+  const [user] = await L.collect(admin.organization.users.list({ email: email.toUpperCase() }));
+  assert.equal(user.type, 'user');
+  assert.equal(user.email, email);
+  assert.equal(user.role, 'developer');
+  assert.equal((await admin.organization.users.update(user.id, { role: 'user' })).role, 'user');
+  await invalid(() => admin.organization.users.update(user.id, { role: 'admin' }), 'admin via the API');
+
+  const ws = await admin.organization.workspaces.create({ name: L.unique('ts-people') });
+  const member = await admin.organization.workspaces.members.add(ws.id, {
+    user_id: user.id,
+    workspace_role: 'workspace_developer',
+  });
+  assert.deepEqual(
+    [member.type, member.user_id, member.workspace_id, member.workspace_role],
+    ['workspace_member', user.id, ws.id, 'workspace_developer'],
+  );
+  const updated = await admin.organization.workspaces.members.update(user.id, {
+    workspace_id: ws.id,
+    workspace_role: 'workspace_admin',
+  });
+  assert.equal(updated.workspace_role, 'workspace_admin');
+  const listed = (await L.collect(admin.organization.workspaces.members.list(ws.id))).map((m) => m.user_id);
+  assert.ok(listed.includes(user.id), 'members.list');
+  const removed = await admin.organization.workspaces.members.remove(user.id, { workspace_id: ws.id });
+  assert.equal(removed.type, 'workspace_member_deleted');
+  const gone = await admin.organization.users.remove(user.id);
+  assert.deepEqual([gone.type, gone.id], ['user_deleted', user.id]);
+  await L.expectNotFound(() => admin.organization.users.retrieve(user.id), 'a removed person');
+  await forbidden(() => fx.client.organization.users.list(), 'users.list with an API key');
+
+  const other = await admin.organization.invites.create({ email: `${L.unique('ts-gone')}@example.com`, role: 'user' });
+  assert.equal((await admin.organization.invites.delete(other.id)).type, 'invite_deleted');
+  await invalid(() => admin.organization.invites.delete(other.id), 'only a pending invite is deleted');
 });

@@ -54,6 +54,10 @@ pub enum AdminErrorCode {
     OrgApiKeyLimitExceeded,
     /// `anthropic-workspace-id` names a workspace the credential is not bound to (extension).
     WorkspaceMismatch,
+    /// An invited email already belongs to a person of the organization.
+    AlreadyMember,
+    /// A pending invite for that email exists.
+    InviteAlreadyExists,
 }
 
 impl AdminErrorCode {
@@ -63,6 +67,8 @@ impl AdminErrorCode {
             Self::WorkspaceApiKeyLimitExceeded => "workspace_api_key_limit_exceeded",
             Self::OrgApiKeyLimitExceeded => "org_api_key_limit_exceeded",
             Self::WorkspaceMismatch => "workspace_mismatch",
+            Self::AlreadyMember => "already_member",
+            Self::InviteAlreadyExists => "invite_already_exists",
         }
     }
 }

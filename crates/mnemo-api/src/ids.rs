@@ -201,6 +201,14 @@ prefixed_id!(
     AuditEventId, "audit_", "audit event"
 );
 prefixed_id!(
+    /// Identifies a person of the organization (`user_…`).
+    UserId, "user_", "user"
+);
+prefixed_id!(
+    /// Identifies an invitation to join the organization (`invite_…`).
+    InviteId, "invite_", "invite"
+);
+prefixed_id!(
     /// Identifies one HTTP request, echoed in the `request-id` header (`req_…`).
     RequestId, "req_", "request"
 );

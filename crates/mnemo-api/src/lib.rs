@@ -26,6 +26,7 @@ mod ids;
 pub mod limits;
 pub mod openapi;
 mod path;
+pub mod people;
 mod secret;
 mod sessions;
 mod types;
@@ -38,11 +39,12 @@ pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
-    AdminKeyId, AgentId, ApiKeyId, AuditEventId, EnvironmentId, EnvironmentKeyId, EventId, IdError, MemoryId,
-    MemoryStoreId, MemoryVersionId, RequestId, SessionId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId, WorkId,
-    WorkspaceId, generate_secret,
+    AdminKeyId, AgentId, ApiKeyId, AuditEventId, EnvironmentId, EnvironmentKeyId, EventId, IdError, InviteId, MemoryId,
+    MemoryStoreId, MemoryVersionId, RequestId, SessionId, UserId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId,
+    WorkId, WorkspaceId, generate_secret,
 };
 pub use path::{MemoryPath, Overlap, PathError, PathPrefix};
+pub use people::*;
 pub use secret::{REDACTED, Secret};
 pub use sessions::*;
 pub use types::*;

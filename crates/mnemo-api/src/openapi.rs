@@ -52,6 +52,12 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("RateLimit", "rate_limit"),
     ("WorkspaceRateLimit", "workspace_rate_limit"),
     ("AuditEvent", "audit_event"),
+    ("User", "user"),
+    ("Invite", "invite"),
+    ("WorkspaceMember", "workspace_member"),
+    ("UserDeleted", "user_deleted"),
+    ("InviteDeleted", "invite_deleted"),
+    ("WorkspaceMemberDeleted", "workspace_member_deleted"),
 ];
 
 /// Completes a document that uses these types: the `type` constants of [`TYPE_TAGS`], and the
@@ -194,6 +200,7 @@ mod tests {
             include_str!("types.rs"),
             include_str!("events.rs"),
             include_str!("webhooks.rs"),
+            include_str!("people.rs"),
         ];
         let mut found = tagged_structs(&sources);
         found.sort();

@@ -28,7 +28,7 @@ use crate::page::{Chrome, PageError, Section, render_with, see_other};
 const SESSION_COOKIE: &str = "mnemo_console";
 /// The sign-in form's own token (double-submitted: cookie and field), so that no other site can
 /// sign a browser in with a key of theirs.
-const SIGN_IN_COOKIE: &str = "mnemo_console_sign_in";
+pub(crate) const SIGN_IN_COOKIE: &str = "mnemo_console_sign_in";
 const SECRET_PREFIX: &str = "mcs_";
 
 pub(crate) fn hash(secret: &str) -> CredentialHash {
@@ -43,7 +43,7 @@ fn csrf_token(secret: &str) -> String {
     hex::encode(h.finalize())
 }
 
-fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
@@ -60,7 +60,7 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 }
 
 /// Whether the browser reached us over TLS (directly or through a proxy that says so).
-fn over_tls(console: &Console, headers: &HeaderMap) -> bool {
+pub(crate) fn over_tls(console: &Console, headers: &HeaderMap) -> bool {
     console.config.secure_cookies
         || headers
             .get("x-forwarded-proto")
@@ -68,7 +68,7 @@ fn over_tls(console: &Console, headers: &HeaderMap) -> bool {
             .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
 }
 
-fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValue {
+pub(crate) fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     let cookie = format!("{name}={value}; Path=/console; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}");
     HeaderValue::from_str(&cookie).expect("cookie values are ASCII")
@@ -171,7 +171,7 @@ struct CsrfField {
 
 /// Refuses a state change that another site sent: by the browser's fetch metadata when it
 /// sends it (every current browser does), else by the `Origin`, which must be this host.
-fn from_elsewhere(headers: &HeaderMap) -> bool {
+pub(crate) fn from_elsewhere(headers: &HeaderMap) -> bool {
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
         return !matches!(site, "same-origin" | "none");
     }

@@ -27,8 +27,10 @@ mod audit_log;
 mod auth;
 mod environments;
 mod history;
+mod join;
 mod memories;
 mod page;
+mod password;
 mod rate_limits;
 mod sessions;
 mod stores;
@@ -129,6 +131,8 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/assets/{name}", get(assets::serve))
         .route("/console/sign-in", get(auth::sign_in_form).post(auth::sign_in))
         .route("/console/sign-out", post(auth::sign_out))
+        .route("/console/invite/{secret}", get(join::invite_form).post(join::accept_invite))
+        .route("/console/setup/{secret}", get(join::setup_form).post(join::use_setup_link))
         .route("/console/stores", get(stores::list).post(stores::create))
         .route("/console/stores/new", get(stores::new_form))
         .route("/console/stores/{store}", get(memories::store_page))

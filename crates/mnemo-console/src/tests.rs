@@ -902,3 +902,87 @@ async fn key_lifecycles_and_deletions_made_in_the_console_are_in_the_audit_log()
     assert!(!printed.contains(&secret.unwrap()) && printed.contains(env.id.as_str()), "{printed}");
     assert!(log.iter().all(|e| e.actor.id == h.api_key.as_str()));
 }
+
+/// Opens a join page (`/console/invite/…` or `/console/setup/…`) and posts its form with `fields`.
+async fn join_with(h: &Harness, path: &str, fields: &[(&str, &str)]) -> Answer {
+    let page = h.get(path, "").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let token = page.field("token");
+    let cookie = format!("mnemo_console_sign_in={token}");
+    let mut form = vec![("token", token.as_str())];
+    form.extend_from_slice(fields);
+    h.post(path, &cookie, &form, &[]).await
+}
+
+#[tokio::test]
+async fn an_invite_link_lets_a_person_join_once_with_a_long_enough_password() {
+    let h = harness().await;
+    let invite = mnemo_api::NewInvite { email: "ada@example.com".into(), role: mnemo_api::OrgRole::Developer };
+    let secret = "mnemo-invite-console-test";
+    h.store.create_invite(invite, crate::auth::hash(secret), 3600).await.unwrap();
+    let path = format!("/console/invite/{secret}");
+
+    let page = h.get(&path, "").await;
+    assert!(page.body.contains("ada@example.com") && page.body.contains("as developer"), "{}", page.body);
+    assert!(page.body.contains("<label for=\"password\">"), "labelled fields");
+
+    let short =
+        join_with(&h, &path, &[("name", "Ada"), ("password", "too short"), ("password_again", "too short")]).await;
+    assert_eq!(short.status, StatusCode::BAD_REQUEST);
+    assert!(short.body.contains("at least 12 characters"), "{}", short.body);
+    let differ = join_with(
+        &h,
+        &path,
+        &[("name", "Ada"), ("password", "a long password"), ("password_again", "another long one")],
+    )
+    .await;
+    assert!(differ.body.contains("the two passwords differ"), "{}", differ.body);
+    let stale = h.post(&path, "", &[("token", "forged"), ("name", "Ada")], &[]).await;
+    assert!(stale.body.contains("this form has expired"), "no token cookie, no joining: {}", stale.body);
+
+    let joined = join_with(
+        &h,
+        &path,
+        &[("name", "Ada Lovelace"), ("password", "a long password"), ("password_again", "a long password")],
+    )
+    .await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", joined.body);
+    assert!(joined.body.contains("Welcome, Ada Lovelace"), "{}", joined.body);
+    assert!(!joined.body.contains("a long password"), "the password is never echoed");
+    let page = mnemo_api::AdminPageQuery { limit: 20, cursor: mnemo_api::AdminCursor::Start };
+    let users = h.store.list_users(mnemo_store::ops::people::ListUsers { email: None, roles: vec![], page }).await;
+    let users = users.unwrap().data;
+    assert_eq!(users.len(), 1);
+    assert_eq!((users[0].name.as_str(), users[0].role), ("Ada Lovelace", mnemo_api::OrgRole::Developer));
+
+    let used = h.get(&path, "").await;
+    assert_eq!(used.status, StatusCode::NOT_FOUND, "an accepted invite's link no longer works");
+    assert!(
+        used.body.contains("no longer valid") && !used.body.contains("<form method=\"post\" action=\"/console/invite")
+    );
+    let unknown = h.get("/console/invite/mnemo-invite-nobody", "").await;
+    assert_eq!((unknown.status, unknown.body.contains("no longer valid")), (StatusCode::NOT_FOUND, true));
+}
+
+#[tokio::test]
+async fn the_setup_link_makes_the_first_admin() {
+    let h = harness().await;
+    let secret = "mnemo-setup-console-test";
+    h.store.create_setup_link(crate::auth::hash(secret), 3600).await.unwrap();
+    let path = format!("/console/setup/{secret}");
+    let fields = [
+        ("email", "Root@Example.com"),
+        ("name", "Root"),
+        ("password", "correct horse battery"),
+        ("password_again", "correct horse battery"),
+    ];
+    let joined = join_with(&h, &path, &fields).await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", joined.body);
+    assert!(
+        joined.body.contains("<strong>admin</strong>") && joined.body.contains("root@example.com"),
+        "{}",
+        joined.body
+    );
+    assert!(!h.store.setup_wanted().await.unwrap());
+    assert_eq!(h.get(&path, "").await.status, StatusCode::NOT_FOUND, "a setup link is used once");
+}

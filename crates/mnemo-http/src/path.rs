@@ -5,8 +5,8 @@ use std::str::FromStr;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use mnemo_api::{
-    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId,
-    WebhookEndpointId, WorkId, WorkspaceId,
+    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, InviteId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId,
+    UserId, WebhookEndpointId, WorkId, WorkspaceId,
 };
 
 use crate::{BadInput, Refuse};
@@ -54,6 +54,8 @@ path_id! {
     WebhookEndpointId => "endpoint", "webhook endpoint";
     WorkspaceId => "workspace_id", "workspace";
     ApiKeyId => "api_key_id", "API key";
+    UserId => "user_id", "user";
+    InviteId => "invite_id", "invite";
 }
 
 /// The id in the route parameter `T::PARAM`, parsed. A handler with two ids takes two of these,

@@ -35,6 +35,8 @@ enum IdIn {
     Path(&'static str),
     /// The `id` of the answer (a create).
     Answer,
+    /// The named field of the answer (a create of an object without an `id`).
+    AnswerField(&'static str),
 }
 
 /// One audited route.
@@ -67,6 +69,17 @@ const AUDITED: &[Audited] = audited! {
     POST "/v1/organizations/workspaces/{workspace_id}/archive" => WorkspaceArchive, IdIn::Path("workspace_id"), [];
     POST "/v1/organizations/workspaces/{workspace_id}/rate_limits/{rate_limit_id}" =>
         WorkspaceRateLimitUpdate, IdIn::Path("rate_limit_id"), [];
+    POST "/v1/organizations/users/{user_id}" => UserUpdate, IdIn::Path("user_id"), ["role"];
+    DELETE "/v1/organizations/users/{user_id}" => UserRemove, IdIn::Path("user_id"), [];
+    POST "/v1/organizations/users/{user_id}/sign_out" => UserSignOut, IdIn::Path("user_id"), [];
+    POST "/v1/organizations/invites" => InviteCreate, IdIn::Answer, ["email", "role", "expires_at"];
+    DELETE "/v1/organizations/invites/{invite_id}" => InviteDelete, IdIn::Path("invite_id"), [];
+    POST "/v1/organizations/workspaces/{workspace_id}/members" =>
+        WorkspaceMemberAdd, IdIn::AnswerField("user_id"), ["workspace_role"];
+    POST "/v1/organizations/workspaces/{workspace_id}/members/{user_id}" =>
+        WorkspaceMemberUpdate, IdIn::Path("user_id"), ["workspace_role"];
+    DELETE "/v1/organizations/workspaces/{workspace_id}/members/{user_id}" =>
+        WorkspaceMemberRemove, IdIn::Path("user_id"), [];
     POST "/v1/organizations/api_keys" => ApiKeyCreate, IdIn::Answer, ["name", "expires_at"];
     POST "/v1/organizations/api_keys/{api_key_id}" => ApiKeyUpdate, IdIn::Path("api_key_id"), ["name", "status"];
     POST "/v1/environments/{environment}/keys" => EnvironmentKeyCreate, IdIn::Answer, ["environment_id"];
@@ -110,6 +123,7 @@ pub(crate) async fn record(State(state): State<AppState>, req: Request, next: Ne
     let resource_id = match audited.id {
         IdIn::Path(name) => path_param(route, &path, name),
         IdIn::Answer => answer.as_ref().and_then(|a| a.get("id")?.as_str().map(str::to_owned)),
+        IdIn::AnswerField(field) => answer.as_ref().and_then(|a| a.get(field)?.as_str().map(str::to_owned)),
     };
     let resource =
         audited.action.resource_type().zip(resource_id).map(|(kind, id)| AuditResource { kind: kind.into(), id });

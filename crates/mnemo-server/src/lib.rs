@@ -119,6 +119,11 @@ pub struct AdminSettings {
     pub rate_limits: Vec<mnemo_store::rules::rate_limit::Entry>,
     /// The organization's values (`--rate-limit`).
     pub org_limits: mnemo_store::rules::rate_limit::OrgLimits,
+    /// How long an invite stays acceptable (`--invite-ttl`).
+    pub invite_ttl_secs: u64,
+    /// Where people reach this server (`--public-url`), for the links it hands out; `None`: the
+    /// address the caller used.
+    pub public_url: Option<String>,
 }
 
 impl Default for AdminSettings {
@@ -127,6 +132,8 @@ impl Default for AdminSettings {
             max_workspaces: mnemo_store::rules::workspace::DEFAULT_MAX_WORKSPACES,
             rate_limits: mnemo_store::rules::rate_limit::catalogue(&[]),
             org_limits: mnemo_store::rules::rate_limit::OrgLimits::new(),
+            invite_ttl_secs: mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
+            public_url: None,
         }
     }
 }

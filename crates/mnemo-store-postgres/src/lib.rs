@@ -18,6 +18,7 @@ mod environments;
 mod events;
 mod listen;
 mod memories;
+mod people;
 mod rate_limits;
 mod schema;
 mod sessions;
@@ -422,6 +423,118 @@ impl Store for PostgresStore {
 
     async fn count_admin_keys(&self) -> Result<u64> {
         read!(self.engine, |tx| ops::CredentialSql::count_live_admin_keys(&Pg(&tx)).await)
+    }
+
+    async fn create_invite(
+        &self,
+        new: mnemo_api::NewInvite,
+        hash: CredentialHash,
+        ttl_secs: u64,
+    ) -> Result<mnemo_api::Invite> {
+        write!(self.engine, |tx| ops::people::create_invite(&Pg(&tx), &new, &hash, ttl_secs).await)
+    }
+
+    async fn get_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::Invite> {
+        read!(self.engine, |tx| ops::people::get_invite(&Pg(&tx), id).await)
+    }
+
+    async fn list_invites(&self, query: ops::people::ListInvites) -> Result<mnemo_api::AdminPage<mnemo_api::Invite>> {
+        read!(self.engine, |tx| ops::people::list_invites(&Pg(&tx), &query).await)
+    }
+
+    async fn delete_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::InviteDeleted> {
+        write!(self.engine, |tx| ops::people::delete_invite(&Pg(&tx), id).await)
+    }
+
+    async fn get_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
+        read!(self.engine, |tx| ops::people::get_user(&Pg(&tx), id).await)
+    }
+
+    async fn list_users(&self, query: ops::people::ListUsers) -> Result<mnemo_api::AdminPage<mnemo_api::User>> {
+        read!(self.engine, |tx| ops::people::list_users(&Pg(&tx), &query).await)
+    }
+
+    async fn update_user(
+        &self,
+        id: &mnemo_api::UserId,
+        role: mnemo_api::OrgRole,
+        via: mnemo_store::rules::people::Via,
+    ) -> Result<mnemo_api::User> {
+        write!(self.engine, |tx| ops::people::update_user(&Pg(&tx), id, role, via).await)
+    }
+
+    async fn remove_user(
+        &self,
+        id: &mnemo_api::UserId,
+        via: mnemo_store::rules::people::Via,
+    ) -> Result<mnemo_api::UserDeleted> {
+        write!(self.engine, |tx| ops::people::remove_user(&Pg(&tx), id, via).await)
+    }
+
+    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
+        write!(self.engine, |tx| ops::people::sign_out_user(&Pg(&tx), id).await)
+    }
+
+    async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {
+        write!(self.engine, |tx| ops::people::add_member(&Pg(&tx), ws, &body).await)
+    }
+
+    async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember> {
+        read!(self.engine, |tx| ops::people::get_member(&Pg(&tx), ws, user).await)
+    }
+
+    async fn update_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+        role: String,
+    ) -> Result<mnemo_api::WorkspaceMember> {
+        write!(self.engine, |tx| ops::people::update_member(&Pg(&tx), ws, user, &role).await)
+    }
+
+    async fn remove_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+    ) -> Result<mnemo_api::WorkspaceMemberDeleted> {
+        write!(self.engine, |tx| ops::people::remove_member(&Pg(&tx), ws, user).await)
+    }
+
+    async fn invite_by_link(&self, hash: CredentialHash) -> Result<Option<mnemo_api::Invite>> {
+        read!(self.engine, |tx| ops::people::invite_by_link(&Pg(&tx), &hash).await)
+    }
+
+    async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User> {
+        write!(self.engine, |tx| ops::people::accept_invite(&Pg(&tx), &hash, &joining).await)
+    }
+
+    async fn setup_wanted(&self) -> Result<bool> {
+        read!(self.engine, |tx| ops::people::setup_wanted(&Pg(&tx)).await)
+    }
+
+    async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()> {
+        write!(self.engine, |tx| ops::people::create_setup_link(&Pg(&tx), &hash, ttl_secs).await)
+    }
+
+    async fn setup_link_usable(&self, hash: CredentialHash) -> Result<bool> {
+        read!(self.engine, |tx| ops::people::setup_link_usable(&Pg(&tx), &hash).await)
+    }
+
+    async fn use_setup_link(
+        &self,
+        hash: CredentialHash,
+        email: String,
+        joining: ops::people::Joining,
+    ) -> Result<mnemo_api::User> {
+        write!(self.engine, |tx| ops::people::use_setup_link(&Pg(&tx), &hash, &email, &joining).await)
+    }
+
+    async fn list_members(
+        &self,
+        ws: &WorkspaceId,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>> {
+        read!(self.engine, |tx| ops::people::list_members(&Pg(&tx), ws, &page).await)
     }
 
     async fn take_rate_limit(

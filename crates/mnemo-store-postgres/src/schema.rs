@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0006_workspace_rate_limits.sql"),
     include_str!("../migrations/0007_audit.sql"),
     include_str!("../migrations/0008_rate_limit_buckets.sql"),
+    include_str!("../migrations/0009_people.sql"),
 ];
 
 /// The newest schema version this build knows.

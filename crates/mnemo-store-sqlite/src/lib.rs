@@ -16,6 +16,7 @@ mod engine;
 mod environments;
 mod events;
 mod memories;
+mod people;
 mod rate_limits;
 mod schema;
 mod sessions;
@@ -309,6 +310,129 @@ impl Store for SqliteStore {
 
     async fn count_admin_keys(&self) -> Result<u64> {
         self.engine.read(|c| run_ready(ops::CredentialSql::count_live_admin_keys(&Lite(c)))).await
+    }
+
+    async fn create_invite(
+        &self,
+        new: mnemo_api::NewInvite,
+        hash: CredentialHash,
+        ttl_secs: u64,
+    ) -> Result<mnemo_api::Invite> {
+        self.engine.write(move |c| run_ready(ops::people::create_invite(&Lite(c), &new, &hash, ttl_secs))).await
+    }
+
+    async fn get_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::Invite> {
+        let id = id.clone();
+        self.engine.read(move |c| run_ready(ops::people::get_invite(&Lite(c), &id))).await
+    }
+
+    async fn list_invites(&self, query: ops::people::ListInvites) -> Result<mnemo_api::AdminPage<mnemo_api::Invite>> {
+        self.engine.read(move |c| run_ready(ops::people::list_invites(&Lite(c), &query))).await
+    }
+
+    async fn delete_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::InviteDeleted> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::people::delete_invite(&Lite(c), &id))).await
+    }
+
+    async fn get_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
+        let id = id.clone();
+        self.engine.read(move |c| run_ready(ops::people::get_user(&Lite(c), &id))).await
+    }
+
+    async fn list_users(&self, query: ops::people::ListUsers) -> Result<mnemo_api::AdminPage<mnemo_api::User>> {
+        self.engine.read(move |c| run_ready(ops::people::list_users(&Lite(c), &query))).await
+    }
+
+    async fn update_user(
+        &self,
+        id: &mnemo_api::UserId,
+        role: mnemo_api::OrgRole,
+        via: mnemo_store::rules::people::Via,
+    ) -> Result<mnemo_api::User> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::people::update_user(&Lite(c), &id, role, via))).await
+    }
+
+    async fn remove_user(
+        &self,
+        id: &mnemo_api::UserId,
+        via: mnemo_store::rules::people::Via,
+    ) -> Result<mnemo_api::UserDeleted> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::people::remove_user(&Lite(c), &id, via))).await
+    }
+
+    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
+        let id = id.clone();
+        self.engine.write(move |c| run_ready(ops::people::sign_out_user(&Lite(c), &id))).await
+    }
+
+    async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {
+        let ws = ws.clone();
+        self.engine.write(move |c| run_ready(ops::people::add_member(&Lite(c), &ws, &body))).await
+    }
+
+    async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember> {
+        let (ws, user) = (ws.clone(), user.clone());
+        self.engine.read(move |c| run_ready(ops::people::get_member(&Lite(c), &ws, &user))).await
+    }
+
+    async fn update_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+        role: String,
+    ) -> Result<mnemo_api::WorkspaceMember> {
+        let (ws, user) = (ws.clone(), user.clone());
+        self.engine.write(move |c| run_ready(ops::people::update_member(&Lite(c), &ws, &user, &role))).await
+    }
+
+    async fn remove_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+    ) -> Result<mnemo_api::WorkspaceMemberDeleted> {
+        let (ws, user) = (ws.clone(), user.clone());
+        self.engine.write(move |c| run_ready(ops::people::remove_member(&Lite(c), &ws, &user))).await
+    }
+
+    async fn invite_by_link(&self, hash: CredentialHash) -> Result<Option<mnemo_api::Invite>> {
+        self.engine.read(move |c| run_ready(ops::people::invite_by_link(&Lite(c), &hash))).await
+    }
+
+    async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User> {
+        self.engine.write(move |c| run_ready(ops::people::accept_invite(&Lite(c), &hash, &joining))).await
+    }
+
+    async fn setup_wanted(&self) -> Result<bool> {
+        self.engine.read(|c| run_ready(ops::people::setup_wanted(&Lite(c)))).await
+    }
+
+    async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()> {
+        self.engine.write(move |c| run_ready(ops::people::create_setup_link(&Lite(c), &hash, ttl_secs))).await
+    }
+
+    async fn setup_link_usable(&self, hash: CredentialHash) -> Result<bool> {
+        self.engine.read(move |c| run_ready(ops::people::setup_link_usable(&Lite(c), &hash))).await
+    }
+
+    async fn use_setup_link(
+        &self,
+        hash: CredentialHash,
+        email: String,
+        joining: ops::people::Joining,
+    ) -> Result<mnemo_api::User> {
+        self.engine.write(move |c| run_ready(ops::people::use_setup_link(&Lite(c), &hash, &email, &joining))).await
+    }
+
+    async fn list_members(
+        &self,
+        ws: &WorkspaceId,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>> {
+        let ws = ws.clone();
+        self.engine.read(move |c| run_ready(ops::people::list_members(&Lite(c), &ws, &page))).await
     }
 
     async fn take_rate_limit(

@@ -5,6 +5,12 @@
 //!
 //! What each section checks:
 //!
+//! - [`people`] — a setup link makes the first admin once, within its life, and never a
+//!   second; invites are made (one pending per email, never `admin`), accepted once, deleted
+//!   only while pending, expire, and list by email, role and status; roles change as the API
+//!   or the console may, never leaving the organization without an admin; members are added,
+//!   changed and removed, org admins and billing members implicitly, and removal of a person
+//!   ends their memberships; concurrent invites for one email have one winner.
 //! - [`credentials`] — API keys are found and counted by the hash of their secret, and an
 //!   existing hash keeps its key; `resolve_credential` tells an API key from an environment
 //!   key from nothing, and a revoked key resolves to nothing; one secret that is several
@@ -132,6 +138,7 @@ pub mod isolation_sessions;
 pub mod leases;
 pub mod memories;
 pub mod model;
+pub mod people;
 pub mod rate_limits;
 pub mod sessions;
 pub mod turns;

@@ -282,6 +282,13 @@ macro_rules! conformance {
             api_keys_are_minted_listed_and_changed,
             workspace_rate_limits_are_overridden_and_cleared,
         });
+        $crate::conformance!(@async $factory; people {
+            a_setup_link_makes_the_first_admin_once,
+            invites_are_made_listed_accepted_and_deleted,
+            roles_change_and_the_last_admin_stays,
+            members_are_added_changed_listed_and_removed,
+            concurrent_invites_for_one_email_have_one_winner,
+        });
         $crate::conformance!(@async $factory; rate_limits {
             a_bucket_admits_its_capacity_then_refuses_with_a_wait,
             buckets_refill_by_the_store_clock,

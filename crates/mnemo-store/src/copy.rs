@@ -383,6 +383,56 @@ pub static TABLES: &[Table] = &[
         key: &["seq"],
     },
     Table {
+        name: "users",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("email", Text),
+            col("name", Text),
+            col("role", Text),
+            opt("password_hash", Text),
+            col("added_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "invites",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("email", Text),
+            col("role", Text),
+            col("secret_hash", Bytes),
+            col("invited_at", Int),
+            col("expires_at", Int),
+            opt("accepted_at", Int),
+            opt("deleted_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "workspace_members",
+        columns: &[
+            col("seq", Int),
+            col("workspace_id", Text),
+            col("user_id", Text),
+            col("workspace_role", Text),
+            col("added_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
+        name: "setup_links",
+        columns: &[
+            col("seq", Int),
+            col("secret_hash", Bytes),
+            col("created_at", Int),
+            col("expires_at", Int),
+            opt("used_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
         name: "audit_events",
         columns: &[
             col("seq", Int),

@@ -591,6 +591,79 @@ pub trait Store: Send + Sync + 'static {
     /// How many admin keys are not revoked.
     async fn count_admin_keys(&self) -> Result<u64>;
 
+    // People (admin-api.md §8.6, §8.7): every change is judged by `rules::people` on the state
+    // it commits on.
+
+    /// Invites `new.email` as `new.role` for `ttl_secs`, the link's secret kept as `hash`.
+    async fn create_invite(
+        &self,
+        new: mnemo_api::NewInvite,
+        hash: CredentialHash,
+        ttl_secs: u64,
+    ) -> Result<mnemo_api::Invite>;
+    /// One invite, whatever its status.
+    async fn get_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::Invite>;
+    /// A page of invites.
+    async fn list_invites(&self, query: ops::people::ListInvites) -> Result<mnemo_api::AdminPage<mnemo_api::Invite>>;
+    /// Deletes a pending invite.
+    async fn delete_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::InviteDeleted>;
+    /// One person.
+    async fn get_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
+    /// A page of people.
+    async fn list_users(&self, query: ops::people::ListUsers) -> Result<mnemo_api::AdminPage<mnemo_api::User>>;
+    /// Changes a person's org role, as `via` may.
+    async fn update_user(
+        &self,
+        id: &mnemo_api::UserId,
+        role: mnemo_api::OrgRole,
+        via: rules::people::Via,
+    ) -> Result<mnemo_api::User>;
+    /// Removes a person, as `via` may, ending their memberships at once.
+    async fn remove_user(&self, id: &mnemo_api::UserId, via: rules::people::Via) -> Result<mnemo_api::UserDeleted>;
+    /// Ends every console session of a person at once (people have none yet: issue 33 part 2).
+    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
+    /// Adds a person to an open workspace.
+    async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;
+    /// A person's role in a workspace, implicit ones included.
+    async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember>;
+    /// Changes a member's workspace role.
+    async fn update_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+        role: String,
+    ) -> Result<mnemo_api::WorkspaceMember>;
+    /// Removes a person from a workspace.
+    async fn remove_member(
+        &self,
+        ws: &WorkspaceId,
+        user: &mnemo_api::UserId,
+    ) -> Result<mnemo_api::WorkspaceMemberDeleted>;
+    /// A page of a workspace's members, implicit ones included.
+    async fn list_members(
+        &self,
+        ws: &WorkspaceId,
+        page: mnemo_api::AdminPageQuery,
+    ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>>;
+
+    /// The invite whose link's secret hashes to `hash`, whatever its status.
+    async fn invite_by_link(&self, hash: CredentialHash) -> Result<Option<mnemo_api::Invite>>;
+    /// Accepts the pending invite whose link hashes to `hash`; the person joins.
+    async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User>;
+    /// Whether no admin is active, so a setup link is wanted.
+    async fn setup_wanted(&self) -> Result<bool>;
+    /// Records a setup link valid for `ttl_secs`.
+    async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()>;
+    /// Whether the setup link hashing to `hash` would make an admin now.
+    async fn setup_link_usable(&self, hash: CredentialHash) -> Result<bool>;
+    /// Spends the setup link hashing to `hash`: the person joins as org admin.
+    async fn use_setup_link(
+        &self,
+        hash: CredentialHash,
+        email: String,
+        joining: ops::people::Joining,
+    ) -> Result<mnemo_api::User>;
+
     /// Draws `draw` (a request, a model call's admission or its tokens) from workspace `ws`'s
     /// bucket of `limiter` in rate-limit entry `entry` (capacity `capacity` per minute,
     /// admin-api.md §8.9), in one transaction on the bucket's locked row, so every process

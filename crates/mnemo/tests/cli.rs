@@ -401,7 +401,8 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
         ("completions", vec!["completions".into(), "bash".into()]),
     ];
     // A database to back up and check. (Given no keys, a first start prints the ones it mints on
-    // stderr, once, by design: that banner is not a log line, so this server is given both.)
+    // stderr, once, by design, and the console's setup link for the first admin: those banners
+    // are not log lines, so this server is given both keys and no console.)
     {
         let mut serve = common::mnemo();
         log(&mut serve);
@@ -416,6 +417,7 @@ fn every_command_logs_json_when_asked_and_never_a_credential() {
                 CLI_LOG_KEY,
                 "--admin-key",
                 CLI_LOG_ADMIN_KEY,
+                "--no-console",
                 "--webhook-allow-private",
             ])
             .stdout(Stdio::piped())

@@ -43,6 +43,10 @@ const TABLES: &[(&str, &str)] = &[
     ("workspace_rate_limits", "workspace_id, entry_id, limiter"),
     ("rate_limit_buckets", "workspace_id, entry_id, limiter"),
     ("admin_keys", "seq"),
+    ("users", "seq"),
+    ("invites", "seq"),
+    ("workspace_members", "seq"),
+    ("setup_links", "seq"),
     ("audit_events", "seq"),
 ];
 
@@ -60,6 +64,9 @@ const CONSOLE_SESSION: u8 = 5;
 const SIGNED_OUT: u8 = 6;
 const ADMIN_KEY: u8 = 7;
 const TEAM_KEY: u8 = 8;
+const SETUP_LINK: u8 = 12;
+const ACCEPTED_INVITE: u8 = 13;
+const PENDING_INVITE: u8 = 14;
 const HASHES: [u8; 7] = [API_KEY, REVOKED_ENV_KEY, LIVE_ENV_KEY, SESSION_TOKEN, ADMIN_KEY, TEAM_KEY, 9];
 
 fn sqlite_url(path: &Path) -> String {
@@ -117,6 +124,19 @@ async fn fill(s: &dyn Store) {
     })
     .await
     .unwrap();
+    // People: the first admin by a setup link, a developer by an accepted invite and a member of
+    // Team B, and a pending invite.
+    let joining =
+        |name: &str| mnemo_store::ops::people::Joining { name: name.into(), password_hash: "$argon2id$x".into() };
+    s.create_setup_link(hash(SETUP_LINK), 86_400).await.unwrap();
+    s.use_setup_link(hash(SETUP_LINK), "root@example.com".into(), joining("Root")).await.unwrap();
+    let dev = mnemo_api::NewInvite { email: "dev@example.com".into(), role: mnemo_api::OrgRole::Developer };
+    s.create_invite(dev, hash(ACCEPTED_INVITE), 86_400).await.unwrap();
+    let dev = s.accept_invite(hash(ACCEPTED_INVITE), joining("Dev")).await.unwrap();
+    let member = mnemo_api::MemberAdd { user_id: dev.id.to_string(), workspace_role: "workspace_developer".into() };
+    s.add_member(&team, member).await.unwrap();
+    let pending = mnemo_api::NewInvite { email: "new@example.com".into(), role: mnemo_api::OrgRole::User };
+    s.create_invite(pending, hash(PENDING_INVITE), 86_400).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
     // Every change below is recorded for this endpoint (a delivery each).
     s.create_webhook_endpoint(
@@ -297,6 +317,15 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
     }
     for n in [CONSOLE_SESSION, SIGNED_OUT] {
         line("console session", &s.find_console_session(hash(n)).await.unwrap());
+    }
+    let page = || mnemo_api::AdminPageQuery { limit: 100, cursor: mnemo_api::AdminCursor::Start };
+    let users = mnemo_store::ops::people::ListUsers { email: None, roles: vec![], page: page() };
+    line("users", &s.list_users(users).await.unwrap().data);
+    let statuses = mnemo_api::InviteStatus::ALL.to_vec();
+    let invites = mnemo_store::ops::people::ListInvites { email: None, roles: vec![], statuses, page: page() };
+    line("invites", &s.list_invites(invites).await.unwrap().data);
+    for n in [SETUP_LINK, PENDING_INVITE] {
+        line("link", &(s.setup_link_usable(hash(n)).await.unwrap(), s.invite_by_link(hash(n)).await.unwrap()));
     }
     let stores = s
         .list_memory_stores(

@@ -21,13 +21,18 @@ async fn first_start_creates_and_prints_one_key_that_works() {
     let err = server.stderr();
     let key =
         err.lines().map(str::trim).find(|l| l.starts_with("sk-mnemo-")).expect("the key is printed once").to_owned();
+    // And, once, the console's setup link for the first admin, under the address it listens on.
+    let link = err.lines().map(str::trim).find(|l| l.contains("/console/setup/")).expect("the setup link is printed");
+    assert!(link.starts_with(&format!("{}/console/setup/mnemo-setup-", server.base)), "{link}");
 
     let mut again = Server::start(&db, &[]);
     let client = Client::new(&again.base, &key).unwrap();
     client.create_memory_store(&CreateMemoryStore { name: "x".into(), ..Default::default() }).await.unwrap();
     again.signal("-INT");
     assert!(again.child.wait().unwrap().success());
-    assert!(!again.stderr().contains("sk-mnemo-"), "no new key once one exists");
+    let again = again.stderr();
+    assert!(!again.contains("sk-mnemo-"), "no new key once one exists");
+    assert!(!again.contains("/console/setup/"), "the setup link is printed on the first start only");
 }
 
 const FLAG_ONE: &str = "sk-flag-one-0123456789abcdefghijklmn";

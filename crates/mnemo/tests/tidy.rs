@@ -405,6 +405,8 @@ fn boundaries() -> Vec<Boundary> {
         Boundary {
             krate: "mnemo-console",
             allowed: &[
+                // People's passwords (argon2id), hashed where they are typed.
+                "argon2",
                 "askama",
                 "async-trait",
                 "axum",

@@ -8,6 +8,7 @@ mod memory_changes;
 mod memory_stores;
 mod memory_versions;
 mod organizations;
+mod people;
 mod sessions;
 mod webhooks;
 mod work;
@@ -79,6 +80,13 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(organizations::create_api_key, organizations::list_api_keys))
         .routes(routes!(organizations::retrieve_api_key, organizations::update_api_key))
         .routes(routes!(organizations::list_rate_limits))
+        .routes(routes!(people::list_users))
+        .routes(routes!(people::retrieve_user, people::update_user, people::remove_user))
+        .routes(routes!(people::sign_out_user))
+        .routes(routes!(people::create_invite, people::list_invites))
+        .routes(routes!(people::retrieve_invite, people::delete_invite))
+        .routes(routes!(people::add_member, people::list_members))
+        .routes(routes!(people::retrieve_member, people::update_member, people::remove_member))
         .routes(routes!(crate::audit::list))
         .routes(routes!(healthz))
         .routes(routes!(crate::openapi::serve))

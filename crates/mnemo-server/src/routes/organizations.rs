@@ -133,7 +133,7 @@ pub(crate) async fn update_workspace(
 }
 
 /// The Admin API's `Page` parameters (`limit`, `after_id`, `before_id`).
-fn page_query(q: &Params) -> Result<AdminPageQuery, ApiError> {
+pub(crate) fn page_query(q: &Params) -> Result<AdminPageQuery, ApiError> {
     let limit = q
         .one("limit")
         .map(|s| {

@@ -52,13 +52,17 @@ async fn who_reaches_the_admin_api() {
     let s = server().await;
     // Environment keys and sessions tokens are refused too (the scope table's rows); on this
     // branch a new environment has no workspace yet, so they are judged there, not here.
-    let routes: [(Method, &str, Option<Value>); 6] = [
+    let routes: [(Method, &str, Option<Value>); 10] = [
         (Method::GET, "/v1/organizations/workspaces", None),
         (Method::POST, "/v1/organizations/workspaces", Some(json!({"name": "x"}))),
         (Method::GET, "/v1/organizations/api_keys", None),
         (Method::POST, "/v1/organizations/api_keys", Some(json!({"name": "x", "workspace_id": "wrkspc_x"}))),
         (Method::GET, "/v1/organizations/rate_limits", None),
         (Method::GET, "/v1/organizations/workspaces/wrkspc_x/rate_limits", None),
+        (Method::GET, "/v1/organizations/users", None),
+        (Method::POST, "/v1/organizations/invites", Some(json!({"email": "a@example.com", "role": "user"}))),
+        (Method::GET, "/v1/organizations/workspaces/wrkspc_x/members", None),
+        (Method::DELETE, "/v1/organizations/users/user_x", None),
     ];
     for (method, path, body) in routes {
         let e = refused(s.call(method.clone(), path, KEY, body.clone()).await, 403, "permission_error");
@@ -72,7 +76,7 @@ async fn who_reaches_the_admin_api() {
         "authentication_error",
     );
     // Unimplemented Admin paths answer like any unknown route.
-    refused(s.call(Method::GET, "/v1/organizations/users", ADMIN, None).await, 404, "not_found_error");
+    refused(s.call(Method::GET, "/v1/organizations/service_accounts", ADMIN, None).await, 404, "not_found_error");
 }
 
 #[tokio::test]

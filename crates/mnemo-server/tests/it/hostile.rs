@@ -57,6 +57,12 @@ pub(crate) fn seed(op: &str, f: &Fixture) -> Value {
         "organization.workspaces.rate_limits.update" => {
             json!({"limits": [{"type": "requests_per_minute", "value": 60}]})
         }
+        "organization.invites.create" => json!({"email": "fuzz@example.com", "role": "developer"}),
+        "organization.users.update" => json!({"role": "user"}),
+        "organization.workspaces.members.add" => {
+            json!({"user_id": f.ids["user_id"], "workspace_role": "workspace_developer"})
+        }
+        "organization.workspaces.members.update" => json!({"workspace_role": "workspace_user"}),
         other => panic!("no seed body for {other}: add one"),
     }
 }

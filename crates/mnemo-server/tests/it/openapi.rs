@@ -71,6 +71,8 @@ pub(crate) fn placeholder(name: &str) -> String {
         "workspace_id" => "wrkspc_",
         "api_key_id" => "apikey_",
         "rate_limit_id" => "ratelimit_",
+        "user_id" => "user_",
+        "invite_id" => "invite_",
         other => panic!("a path parameter this test does not know: {other}"),
     };
     format!("{prefix}0000000000000000000000")
@@ -170,6 +172,14 @@ pub(crate) async fn fixture() -> Fixture {
         .call(Method::POST, "/v1/organizations/api_keys", ADMIN, Some(json!({"name": "k", "workspace_id": workspace})))
         .await;
     assert_eq!(status, 200, "{api_key}");
+    // A person (invited, then joined) and a pending invite.
+    let store = w.s.store();
+    let person = mnemo_api::NewInvite { email: "person@example.com".into(), role: mnemo_api::OrgRole::Developer };
+    store.create_invite(person, [7; 32], 3600).await.unwrap();
+    let joining = mnemo_store::ops::people::Joining { name: "P".into(), password_hash: "$argon2id$x".into() };
+    let user = store.accept_invite([7; 32], joining).await.unwrap();
+    let pending = mnemo_api::NewInvite { email: "pending@example.com".into(), role: mnemo_api::OrgRole::User };
+    let invite = store.create_invite(pending, [8; 32], 3600).await.unwrap();
     let ids = [
         ("store", w.rw_store.clone()),
         ("memory", memory["id"].as_str().unwrap().to_owned()),
@@ -183,6 +193,8 @@ pub(crate) async fn fixture() -> Fixture {
         ("workspace_id", workspace),
         ("api_key_id", api_key["id"].as_str().unwrap().to_owned()),
         ("rate_limit_id", "ratelimit_api".to_owned()),
+        ("user_id", user.id.to_string()),
+        ("invite_id", invite.id.to_string()),
     ]
     .into_iter()
     .collect();

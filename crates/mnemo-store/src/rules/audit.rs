@@ -59,6 +59,18 @@ actions! {
     WorkspaceMemberAdd => "workspace_member.add", Some("workspace_member"), false;
     WorkspaceMemberUpdate => "workspace_member.update", Some("workspace_member"), false;
     WorkspaceMemberRemove => "workspace_member.remove", Some("workspace_member"), false;
+    /// A person's org role was changed (`details.role`: the new one).
+    UserUpdate => "user.update", Some("user"), true;
+    /// A person was removed, with their memberships and console sessions.
+    UserRemove => "user.remove", Some("user"), true;
+    /// Every console session of a person was ended.
+    UserSignOut => "user.sign_out", Some("user"), true;
+    InviteCreate => "invite.create", Some("invite"), true;
+    InviteDelete => "invite.delete", Some("invite"), true;
+    /// An invite was accepted: a person joined.
+    InviteAccept => "invite.accept", Some("invite"), true;
+    /// The one-time setup link made the first admin.
+    SetupLinkUse => "setup_link.use", Some("user"), true;
     ApiKeyCreate => "api_key.create", Some("api_key"), false;
     /// A key was renamed, deactivated, reactivated or archived (`details` says which).
     ApiKeyUpdate => "api_key.update", Some("api_key"), false;

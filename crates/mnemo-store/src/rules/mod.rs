@@ -16,6 +16,7 @@
 //! - [`api_key`]: API and admin keys: status at a time, transitions, caps, hints.
 //! - [`rate_limit`]: the rate-limit catalogue, `--rate-limit`, the effective limit, the token
 //!   bucket and who is counted.
+//! - [`people`]: org roles the API may give, the last admin, invites, workspace roles.
 //! - [`audit`]: the audited actions, their details and how long the log is kept.
 //! - [`refusal`]: how the organization rules above say no ([`refusal::Refusal`]).
 
@@ -26,6 +27,7 @@ pub mod catalog;
 pub mod console;
 pub mod lifecycle;
 pub mod memory;
+pub mod people;
 pub mod rate_limit;
 pub mod refusal;
 pub mod scope;

@@ -46,6 +46,10 @@ pub enum OrgOp {
     ApiKeys,
     /// Organization and workspace rate limits: read and override.
     RateLimits,
+    /// People and invites: list, read, change roles, remove, sign out; invite and revoke.
+    People,
+    /// Workspace members: add, read, list, change roles, remove.
+    Members,
 }
 
 /// An action on a resource.

@@ -192,6 +192,17 @@ pub(crate) struct Serve {
           value_parser = parse_retention, env = "MNEMO_AUDIT_RETENTION_DAYS")]
     audit_retention_days: u32,
 
+    /// How long an invite's link stays usable, in seconds (default 7 days).
+    #[arg(long, value_name = "SECONDS", default_value_t = mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
+          env = "MNEMO_INVITE_TTL")]
+    invite_ttl: u64,
+
+    /// Where people reach this server, e.g. `https://mnemo.example.com`: the base of the invite
+    /// and setup links it hands out. Default: the address a request came to (invites) or
+    /// `--listen` (the setup link).
+    #[arg(long, value_name = "URL", env = "MNEMO_PUBLIC_URL")]
+    public_url: Option<String>,
+
     /// The organization's rate limit of a group, `GROUP:TYPE=N` (repeatable, or comma-separated
     /// in the variable), e.g. `managed_agents:requests_per_minute=600`: API-key requests to the
     /// Managed Agents endpoints, per workspace; or `FAMILY:input_tokens_per_minute=N` (also
@@ -426,6 +437,9 @@ impl Serve {
                  console (/console) with it."
             );
         }
+        // A database that has never had an admin key is on its first start (or its migration,
+        // §8.8): it also gets the one-time setup link for the first person, once.
+        let first_start = store.count_admin_keys().await? == 0;
         for key in self.admin_keys.iter().map(|k| k.expose().trim()).filter(|k| !k.is_empty()) {
             let id = store.ensure_admin_key(hash_credential(key), "command line").await?;
             tracing::info!(admin_key.id = %id, "accepting admin key from the command line");
@@ -446,6 +460,16 @@ impl Serve {
         let listener =
             tokio::net::TcpListener::bind(self.listen).await.with_context(|| format!("listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
+        if first_start && !self.no_generated_admin_key && !self.no_console && store.setup_wanted().await? {
+            let base = self.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+            let link = super::organization::setup_link(&*store, &base).await?;
+            eprintln!(
+                "One-time setup link for the organization's first admin (valid 24 hours, shown once):\n\n    {}\n\n\
+                 Open it to choose the admin's email, name and password. Lost it? \
+                 `mnemo admin bootstrap --database URL` prints a new one while no admin exists.",
+                link.expose()
+            );
+        }
         let (leases, audit) = (Arc::clone(&store), Arc::clone(&store));
         let days = self.audit_retention_days;
         let expiry = tokio::spawn(async move {
@@ -471,6 +495,8 @@ impl Serve {
                 max_workspaces: self.max_workspaces,
                 rate_limits,
                 org_limits,
+                invite_ttl_secs: self.invite_ttl,
+                public_url: self.public_url.clone(),
             })
             .with_memory_mount_root(&self.memory_mount_root)
             .with_console(console)

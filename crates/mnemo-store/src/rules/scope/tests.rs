@@ -152,13 +152,14 @@ fn who_reaches_the_admin_api() {
     let w = world();
     let api_key_refused = format!("403 {ADMIN_API_NEEDS_ADMIN_KEY}");
     let worker_refused = "403 environment keys and sessions tokens do not reach the Admin API".to_owned();
-    let ops = [OrgOp::ReadOrganization, OrgOp::Workspaces, OrgOp::ApiKeys, OrgOp::RateLimits];
+    let ops =
+        [OrgOp::ReadOrganization, OrgOp::Workspaces, OrgOp::ApiKeys, OrgOp::RateLimits, OrgOp::People, OrgOp::Members];
     // (credential kind, credential, what it gets for each op in `ops` order)
     #[rustfmt::skip]
-    let rows: Vec<(&str, Option<&Credential>, [String; 4])> = vec![
+    let rows: Vec<(&str, Option<&Credential>, [String; 6])> = vec![
         ("no credential", None, std::array::from_fn(|_| "401 missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`".to_owned())),
         ("admin key", Some(&w.admin), std::array::from_fn(|_| "allow".to_owned())),
-        ("API key", Some(&w.api), ["allow".to_owned(), api_key_refused.clone(), api_key_refused.clone(), api_key_refused]),
+        ("API key", Some(&w.api), std::array::from_fn(|i| if i == 0 { "allow".to_owned() } else { api_key_refused.clone() })),
         ("environment key", Some(&w.env_key), std::array::from_fn(|_| worker_refused.clone())),
         ("sessions token", Some(&w.token), std::array::from_fn(|_| worker_refused.clone())),
         ("healthcheck token", Some(&w.healthcheck), std::array::from_fn(|_| worker_refused.clone())),

@@ -1,0 +1,264 @@
+//! People (admin-api.md §4.3, §8.3, §8.6, §8.7): the setup link, invites, users and workspace
+//! members.
+
+use std::sync::Arc;
+
+use mnemo_api::{
+    AdminCursor, AdminErrorCode, AdminPageQuery, InviteStatus, MemberAdd, NewInvite, NewWorkspace, OrgRole, User,
+    WorkspaceRole,
+};
+use mnemo_store::ops::people::{Joining, ListInvites, ListUsers};
+use mnemo_store::rules::people::{DEFAULT_INVITE_TTL_SECS, SETUP_LINK_TTL_SECS, Via};
+use mnemo_store::{ErrorCode, Limits, Store, StoreError};
+use serde_json::json;
+
+use super::hash;
+use crate::StoreFactory;
+
+fn first_page() -> AdminPageQuery {
+    AdminPageQuery { limit: 20, cursor: AdminCursor::Start }
+}
+
+fn joining(name: &str) -> Joining {
+    Joining { name: name.into(), password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into() }
+}
+
+fn invite(email: &str, role: OrgRole) -> NewInvite {
+    NewInvite { email: email.into(), role }
+}
+
+fn coded(e: &StoreError) -> Option<AdminErrorCode> {
+    match e {
+        StoreError::Coded { code: ErrorCode::Admin(code), .. } => Some(*code),
+        _ => None,
+    }
+}
+
+/// Invites `email` as `role` (link secret `hash(n)`) and accepts the invite.
+async fn join(s: &dyn Store, n: u8, email: &str, role: OrgRole) -> User {
+    s.create_invite(invite(email, role), hash(n), DEFAULT_INVITE_TTL_SECS).await.unwrap();
+    s.accept_invite(hash(n), joining(email)).await.unwrap()
+}
+
+/// The first admin, through a setup link (secret `hash(n)`).
+async fn first_admin(s: &dyn Store, n: u8, email: &str) -> User {
+    s.create_setup_link(hash(n), SETUP_LINK_TTL_SECS).await.unwrap();
+    s.use_setup_link(hash(n), email.into(), joining("Admin")).await.unwrap()
+}
+
+pub async fn a_setup_link_makes_the_first_admin_once(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    assert!(s.setup_wanted().await.unwrap(), "an empty organization wants an admin");
+    s.create_setup_link(hash(1), SETUP_LINK_TTL_SECS).await.unwrap();
+    assert!(s.setup_link_usable(hash(1)).await.unwrap());
+    assert!(!s.setup_link_usable(hash(2)).await.unwrap(), "an unknown link is not usable");
+    let admin = s.use_setup_link(hash(1), " Ada@Example.com ".into(), joining("Ada")).await.unwrap();
+    assert_eq!((admin.email.as_str(), admin.name.as_str(), admin.role), ("ada@example.com", "Ada", OrgRole::Admin));
+    assert!(!s.setup_wanted().await.unwrap());
+    let again = s.use_setup_link(hash(1), "eve@example.com".into(), joining("Eve")).await.unwrap_err();
+    assert!(matches!(again, StoreError::Invalid(_)), "a link is used once: {again:?}");
+    s.create_setup_link(hash(3), SETUP_LINK_TTL_SECS).await.unwrap();
+    assert!(!s.setup_link_usable(hash(3)).await.unwrap(), "no link makes a second admin");
+    s.create_setup_link(hash(4), 0).await.unwrap();
+    let expired = s.use_setup_link(hash(4), "bob@example.com".into(), joining("Bob")).await.unwrap_err();
+    assert!(matches!(expired, StoreError::Invalid(_)), "{expired:?}");
+    let page = s.list_users(ListUsers { email: None, roles: vec![], page: first_page() }).await.unwrap();
+    assert_eq!(page.data, [admin]);
+}
+
+pub async fn invites_are_made_listed_accepted_and_deleted(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let ttl = DEFAULT_INVITE_TTL_SECS;
+    let made = s.create_invite(invite("dev@example.com", OrgRole::Developer), hash(1), ttl).await.unwrap();
+    assert_eq!((made.status, made.role, made.accepted_at), (InviteStatus::Pending, OrgRole::Developer, None));
+    assert_eq!((made.expires_at - made.invited_at).num_seconds(), 7 * 86_400);
+    assert!(made.rbac_group_ids.is_empty());
+    assert_eq!(s.get_invite(&made.id).await.unwrap(), made);
+    assert_eq!(s.invite_by_link(hash(1)).await.unwrap(), Some(made.clone()));
+    assert_eq!(s.invite_by_link(hash(9)).await.unwrap(), None);
+
+    let twice = s.create_invite(invite("dev@example.com", OrgRole::User), hash(2), ttl).await.unwrap_err();
+    assert_eq!(coded(&twice), Some(AdminErrorCode::InviteAlreadyExists), "{twice:?}");
+    let admin = s.create_invite(invite("boss@example.com", OrgRole::Admin), hash(2), ttl).await.unwrap_err();
+    assert!(matches!(admin, StoreError::Invalid(_)), "the API invites no admin: {admin:?}");
+
+    let user = s.accept_invite(hash(1), joining("  Dev  ")).await.unwrap();
+    assert_eq!((user.email.as_str(), user.name.as_str(), user.role), ("dev@example.com", "Dev", OrgRole::Developer));
+    let accepted = s.get_invite(&made.id).await.unwrap();
+    assert_eq!(accepted.status, InviteStatus::Accepted);
+    assert!(accepted.accepted_at.is_some());
+    let reused = s.accept_invite(hash(1), joining("Eve")).await.unwrap_err();
+    assert!(matches!(reused, StoreError::Invalid(_)), "an invite is accepted once: {reused:?}");
+    let member = s.create_invite(invite("dev@example.com", OrgRole::User), hash(3), ttl).await.unwrap_err();
+    assert_eq!(coded(&member), Some(AdminErrorCode::AlreadyMember), "{member:?}");
+    let not_pending = s.delete_invite(&made.id).await.unwrap_err();
+    assert!(matches!(not_pending, StoreError::Invalid(_)), "{not_pending:?}");
+
+    let other = s.create_invite(invite("ops@example.com", OrgRole::User), hash(4), ttl).await.unwrap();
+    assert_eq!(s.delete_invite(&other.id).await.unwrap().id, other.id);
+    assert_eq!(s.get_invite(&other.id).await.unwrap().status, InviteStatus::Deleted);
+    let gone = s.accept_invite(hash(4), joining("Ops")).await.unwrap_err();
+    assert!(matches!(gone, StoreError::Invalid(_)), "a deleted invite is not accepted: {gone:?}");
+
+    let lapsed = s.create_invite(invite("late@example.com", OrgRole::Billing), hash(5), 0).await.unwrap();
+    assert_eq!(lapsed.status, InviteStatus::Expired, "an invite past its expiry is expired");
+    assert!(s.accept_invite(hash(5), joining("Late")).await.is_err());
+    s.create_invite(invite("late@example.com", OrgRole::Billing), hash(6), ttl)
+        .await
+        .expect("an expired invite is no obstacle");
+
+    let list = |email: Option<&str>, roles: Vec<OrgRole>, statuses: Vec<InviteStatus>| ListInvites {
+        email: email.map(str::to_owned),
+        roles,
+        statuses,
+        page: first_page(),
+    };
+    let ids = |p: mnemo_api::AdminPage<mnemo_api::Invite>| p.data.into_iter().map(|i| i.status).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s.list_invites(list(None, vec![], vec![])).await.unwrap()),
+        [InviteStatus::Accepted, InviteStatus::Expired, InviteStatus::Pending],
+        "deleted invites are listed only when asked for"
+    );
+    assert_eq!(
+        ids(s.list_invites(list(None, vec![], vec![InviteStatus::Deleted])).await.unwrap()),
+        [InviteStatus::Deleted]
+    );
+    assert_eq!(ids(s.list_invites(list(Some("late@example.com"), vec![], vec![])).await.unwrap()).len(), 2);
+    assert_eq!(
+        ids(s.list_invites(list(None, vec![OrgRole::Developer], vec![])).await.unwrap()),
+        [InviteStatus::Accepted]
+    );
+    let unknown: mnemo_api::InviteId = "invite_unknown".parse().unwrap();
+    assert!(matches!(s.get_invite(&unknown).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(s.delete_invite(&unknown).await, Err(StoreError::NotFound { .. })));
+}
+
+pub async fn roles_change_and_the_last_admin_stays(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let ada = first_admin(&*s, 1, "ada@example.com").await;
+    let bob = join(&*s, 2, "bob@example.com", OrgRole::User).await;
+    let cy = join(&*s, 3, "cy@example.com", OrgRole::Developer).await;
+
+    assert_eq!(s.update_user(&bob.id, OrgRole::Billing, Via::Api).await.unwrap().role, OrgRole::Billing);
+    let promote = s.update_user(&bob.id, OrgRole::Admin, Via::Api).await.unwrap_err();
+    assert!(matches!(promote, StoreError::Invalid(_)), "the API makes no admin: {promote:?}");
+    let demote = s.update_user(&ada.id, OrgRole::User, Via::Api).await.unwrap_err();
+    assert!(matches!(demote, StoreError::Forbidden(_)), "the API touches no admin: {demote:?}");
+    let last = s.update_user(&ada.id, OrgRole::User, Via::Console).await.unwrap_err();
+    assert!(matches!(last, StoreError::Invalid(_)), "the last admin stays: {last:?}");
+    let removed = s.remove_user(&ada.id, Via::Console).await.unwrap_err();
+    assert!(matches!(removed, StoreError::Invalid(_)), "the last admin stays: {removed:?}");
+    assert!(matches!(s.remove_user(&ada.id, Via::Api).await, Err(StoreError::Forbidden(_))));
+
+    assert_eq!(s.update_user(&cy.id, OrgRole::Admin, Via::Console).await.unwrap().role, OrgRole::Admin);
+    assert_eq!(s.update_user(&ada.id, OrgRole::Developer, Via::Console).await.unwrap().role, OrgRole::Developer);
+
+    let by_role = |roles: Vec<OrgRole>| ListUsers { email: None, roles, page: first_page() };
+    let emails = |p: mnemo_api::AdminPage<User>| p.data.into_iter().map(|u| u.email).collect::<Vec<_>>();
+    assert_eq!(
+        emails(s.list_users(by_role(vec![])).await.unwrap()),
+        ["ada@example.com", "bob@example.com", "cy@example.com"],
+        "in the order they joined"
+    );
+    assert_eq!(
+        emails(s.list_users(by_role(vec![OrgRole::Admin, OrgRole::Billing])).await.unwrap()),
+        ["bob@example.com", "cy@example.com"]
+    );
+    let by_email = ListUsers { email: Some("bob@example.com".into()), roles: vec![], page: first_page() };
+    assert_eq!(emails(s.list_users(by_email).await.unwrap()), ["bob@example.com"]);
+
+    assert_eq!(s.remove_user(&bob.id, Via::Api).await.unwrap().id, bob.id);
+    assert!(matches!(s.get_user(&bob.id).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(s.update_user(&bob.id, OrgRole::User, Via::Api).await, Err(StoreError::NotFound { .. })));
+    assert_eq!(s.remove_user(&ada.id, Via::Api).await.unwrap().id, ada.id);
+    let last = s.remove_user(&cy.id, Via::Console).await.unwrap_err();
+    assert!(matches!(last, StoreError::Invalid(_)), "cy is the last admin now: {last:?}");
+}
+
+pub async fn members_are_added_changed_listed_and_removed(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let new_ws: NewWorkspace =
+        serde_json::from_value::<mnemo_api::WorkspaceCreate>(json!({"name": "team"})).unwrap().validate().unwrap();
+    let ws = s.create_workspace_with(new_ws, 10).await.unwrap().id;
+    let ada = first_admin(&*s, 1, "ada@example.com").await;
+    let dev = join(&*s, 2, "dev@example.com", OrgRole::Developer).await;
+    let billing = join(&*s, 3, "pay@example.com", OrgRole::Billing).await;
+    let add = |user: &User, role: &str| MemberAdd { user_id: user.id.to_string(), workspace_role: role.into() };
+    let roles = |p: mnemo_api::AdminPage<mnemo_api::WorkspaceMember>| {
+        p.data.into_iter().map(|m| (m.user_id, m.workspace_role)).collect::<Vec<_>>()
+    };
+
+    assert_eq!(
+        roles(s.list_members(&ws, first_page()).await.unwrap()),
+        [(ada.id.clone(), WorkspaceRole::WorkspaceAdmin), (billing.id.clone(), WorkspaceRole::WorkspaceBilling)],
+        "org admins and billing members are implicit members"
+    );
+    assert!(matches!(s.get_member(&ws, &dev.id).await, Err(StoreError::NotFound { .. })));
+
+    let added = s.add_member(&ws, add(&dev, "workspace_developer")).await.unwrap();
+    assert_eq!((added.workspace_id.clone(), added.workspace_role), (ws.clone(), WorkspaceRole::WorkspaceDeveloper));
+    assert_eq!(s.get_member(&ws, &dev.id).await.unwrap(), added);
+    for (why, body) in [
+        ("added twice", add(&dev, "workspace_user")),
+        ("an org admin", add(&ada, "workspace_user")),
+        ("as billing", add(&billing, "workspace_billing")),
+        ("an unknown role", add(&billing, "workspace_owner")),
+    ] {
+        let e = s.add_member(&ws, body).await.unwrap_err();
+        assert!(matches!(e, StoreError::Invalid(_)), "{why}: {e:?}");
+    }
+    let nobody = MemberAdd { user_id: "user_nobody".into(), workspace_role: "workspace_user".into() };
+    assert!(matches!(s.add_member(&ws, nobody).await, Err(StoreError::NotFound { .. })));
+    let malformed = MemberAdd { user_id: "not-a-user".into(), workspace_role: "workspace_user".into() };
+    assert!(matches!(s.add_member(&ws, malformed).await, Err(StoreError::NotFound { .. })));
+
+    let updated = s.update_member(&ws, &dev.id, "workspace_admin".into()).await.unwrap();
+    assert_eq!(updated.workspace_role, WorkspaceRole::WorkspaceAdmin);
+    assert!(matches!(s.update_member(&ws, &ada.id, "workspace_user".into()).await, Err(StoreError::Invalid(_))));
+    assert!(matches!(s.remove_member(&ws, &billing.id).await, Err(StoreError::Invalid(_))));
+    assert_eq!(
+        roles(s.list_members(&ws, first_page()).await.unwrap()),
+        [
+            (ada.id.clone(), WorkspaceRole::WorkspaceAdmin),
+            (dev.id.clone(), WorkspaceRole::WorkspaceAdmin),
+            (billing.id.clone(), WorkspaceRole::WorkspaceBilling)
+        ]
+    );
+    let default = s.default_workspace().await.unwrap();
+    assert!(matches!(s.get_member(&default, &dev.id).await, Err(StoreError::NotFound { .. })), "one workspace only");
+
+    let removed = s.remove_member(&ws, &dev.id).await.unwrap();
+    assert_eq!((removed.user_id, removed.workspace_id), (dev.id.clone(), ws.clone()));
+    assert!(matches!(s.remove_member(&ws, &dev.id).await, Err(StoreError::NotFound { .. })));
+
+    s.add_member(&ws, add(&dev, "workspace_user")).await.unwrap();
+    s.remove_user(&dev.id, Via::Api).await.unwrap();
+    assert!(matches!(s.get_member(&ws, &dev.id).await, Err(StoreError::NotFound { .. })), "removal ends memberships");
+
+    let unknown: mnemo_api::WorkspaceId = "wrkspc_unknown".parse().unwrap();
+    assert!(matches!(s.list_members(&unknown, first_page()).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(s.add_member(&unknown, add(&billing, "workspace_user")).await, Err(StoreError::NotFound { .. })));
+    s.archive_workspace(&ws).await.unwrap();
+    let frozen = s.add_member(&ws, add(&billing, "workspace_user")).await.unwrap_err();
+    assert!(matches!(frozen, StoreError::Invalid(_)), "an archived workspace's members do not change: {frozen:?}");
+}
+
+pub async fn concurrent_invites_for_one_email_have_one_winner(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let tasks: Vec<_> = (0..8u8)
+        .map(|n| {
+            let s = Arc::clone(&s.store);
+            tokio::spawn(async move {
+                s.create_invite(invite("race@example.com", OrgRole::User), hash(10 + n), DEFAULT_INVITE_TTL_SECS).await
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(e) => assert_eq!(coded(&e), Some(AdminErrorCode::InviteAlreadyExists), "{e:?}"),
+        }
+    }
+    assert_eq!(won, 1);
+}
