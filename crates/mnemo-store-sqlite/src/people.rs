@@ -9,7 +9,7 @@ use mnemo_store::ops::{
 use mnemo_store::{CredentialHash, Result};
 use rusqlite::params;
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 
 impl ops::PeopleSql for Lite<'_> {
     /// SQLite's single writer excludes every other writer: nothing to hold.
@@ -77,26 +77,15 @@ impl ops::PeopleSql for Lite<'_> {
     }
 
     async fn invite_rows(&self, only: Option<&InviteId>, email: Option<&str>) -> Result<Vec<InviteRow>> {
-        let mut s = self
-            .prepare_cached(
-                "SELECT id, email, role, invited_at, expires_at, accepted_at, deleted_at FROM invites \
-                 WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR email = ?2) ORDER BY seq",
-            )
-            .map_err(backend)?;
-        let rows = s
-            .query_map(params![only.map(InviteId::as_str), email], |r| {
-                Ok(InviteRow {
-                    id: r.get(0)?,
-                    email: r.get(1)?,
-                    role: r.get(2)?,
-                    invited_at: r.get(3)?,
-                    expires_at: r.get(4)?,
-                    accepted_at: r.get(5)?,
-                    deleted_at: r.get(6)?,
-                })
-            })
-            .map_err(backend)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(backend)
+        query_all(
+            self,
+            &format!(
+                "SELECT {INVITE_COLUMNS} FROM invites WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR email = ?2) \
+                 ORDER BY seq"
+            ),
+            params![only.map(InviteId::as_str), email],
+            invite_row,
+        )
     }
 
     async fn set_invite_deleted(&self, id: &InviteId, at: i64) -> Result<()> {
@@ -139,19 +128,9 @@ impl ops::PeopleSql for Lite<'_> {
     async fn invite_by_hash(&self, hash: &CredentialHash) -> Result<Option<InviteRow>> {
         query_one(
             self,
-            "SELECT id, email, role, invited_at, expires_at, accepted_at, deleted_at FROM invites WHERE secret_hash = ?1",
+            &format!("SELECT {INVITE_COLUMNS} FROM invites WHERE secret_hash = ?1"),
             [&hash[..]],
-            |r| {
-                Ok(InviteRow {
-                    id: r.get(0)?,
-                    email: r.get(1)?,
-                    role: r.get(2)?,
-                    invited_at: r.get(3)?,
-                    expires_at: r.get(4)?,
-                    accepted_at: r.get(5)?,
-                    deleted_at: r.get(6)?,
-                })
-            },
+            invite_row,
         )
     }
 
@@ -181,4 +160,20 @@ impl ops::PeopleSql for Lite<'_> {
             .map_err(backend)?;
         Ok(())
     }
+}
+
+/// The columns [`invite_row`] reads, in its order.
+const INVITE_COLUMNS: &str = "id, email, role, invited_at, expires_at, accepted_at, deleted_at";
+
+/// An invite as [`INVITE_COLUMNS`] select it.
+fn invite_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<InviteRow> {
+    Ok(InviteRow {
+        id: r.get(0)?,
+        email: r.get(1)?,
+        role: r.get(2)?,
+        invited_at: r.get(3)?,
+        expires_at: r.get(4)?,
+        accepted_at: r.get(5)?,
+        deleted_at: r.get(6)?,
+    })
 }
