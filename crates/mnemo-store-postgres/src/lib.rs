@@ -495,6 +495,10 @@ impl Store for PostgresStore {
         write!(self.engine, |tx| ops::people::create_person_session(&Pg(&tx), &hash, user, ttl_seconds).await)
     }
 
+    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>> {
+        read!(self.engine, |tx| ops::people::sign_in_candidate(&Pg(&tx), &email).await)
+    }
+
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
         read!(self.engine, |tx| ops::people::find_person_session(&Pg(&tx), &hash).await)
     }

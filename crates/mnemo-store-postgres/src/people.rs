@@ -221,6 +221,11 @@ impl ops::PeopleSql for Pg<'_, '_> {
         Ok(ended > 0)
     }
 
+    async fn password_hash(&self, id: &UserId) -> Result<Option<String>> {
+        let row = opt(self, "SELECT password_hash FROM users WHERE id = $1", &[&id.as_str()]).await?;
+        Ok(row.map(|r| col::<Option<String>>(&r, 0)).transpose()?.flatten())
+    }
+
     async fn revoke_person_sessions(&self, user: &UserId, now: i64) -> Result<u64> {
         exec(
             self,

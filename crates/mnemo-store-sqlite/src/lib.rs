@@ -380,6 +380,10 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>> {
+        self.engine.read(move |c| run_ready(ops::people::sign_in_candidate(&Lite(c), &email))).await
+    }
+
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
         self.engine.read(move |c| run_ready(ops::people::find_person_session(&Lite(c), &hash))).await
     }

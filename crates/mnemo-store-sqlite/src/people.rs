@@ -226,6 +226,10 @@ impl ops::PeopleSql for Lite<'_> {
         Ok(ended > 0)
     }
 
+    async fn password_hash(&self, id: &UserId) -> Result<Option<String>> {
+        Ok(query_one(self, "SELECT password_hash FROM users WHERE id = ?1", [id.as_str()], |r| r.get(0))?.flatten())
+    }
+
     async fn revoke_person_sessions(&self, user: &UserId, now: i64) -> Result<u64> {
         let ended = self
             .prepare_cached("UPDATE person_sessions SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL")

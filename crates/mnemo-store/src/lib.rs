@@ -642,6 +642,9 @@ pub trait Store: Send + Sync + 'static {
         user: &mnemo_api::UserId,
         ttl_seconds: u64,
     ) -> Result<PersonSession>;
+    /// Who signs in with `email` (normalized by the store) and the PHC string of their
+    /// password's hash, if they have one; none for an address no person has.
+    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>>;
     /// The person session whose secret hashes to `hash`, unless it expired, was revoked, or the
     /// person was removed.
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<PersonSession>>;

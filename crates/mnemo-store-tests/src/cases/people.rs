@@ -285,6 +285,12 @@ pub async fn person_sessions_end_by_sign_out_everywhere_and_removal(factory: &im
     let admin = first_admin(&*s, 1, "root@example.com").await;
     let dev = join(&*s, 2, "dev@example.com", OrgRole::Developer).await;
 
+    // Signing in finds the person by their email however it is typed, with their password's hash.
+    let (found, phc) = s.sign_in_candidate(" DEV@example.com ".into()).await.unwrap().expect("a person");
+    assert_eq!((found, phc.as_deref()), (dev.clone(), Some(joining("x").password_hash.as_str())));
+    assert_eq!(s.sign_in_candidate("nobody@example.com".into()).await.unwrap(), None, "no such person");
+    assert_eq!(s.sign_in_candidate("not an email".into()).await.unwrap(), None, "no email at all");
+
     let signed_in = s.create_person_session(hash(10), &dev.id, 3600).await.unwrap();
     assert_eq!(signed_in.user, dev);
     assert_eq!(signed_in.expires_at - signed_in.created_at, chrono::TimeDelta::seconds(3600));

@@ -121,6 +121,8 @@ pub trait PeopleSql: Clock {
     async fn revoke_person_session(&self, hash: &CredentialHash, now: Micros) -> Result<bool>;
     /// Revokes every unrevoked console session of `user` at `now`; how many were.
     async fn revoke_person_sessions(&self, user: &UserId, now: Micros) -> Result<u64>;
+    /// The PHC string of person `id`'s password hash, if they have a password.
+    async fn password_hash(&self, id: &UserId) -> Result<Option<String>>;
 }
 
 fn org_role(table: &'static str, id: &str, raw: &str) -> Result<OrgRole> {
@@ -309,6 +311,17 @@ pub async fn sign_out_user<S: PeopleSql>(sql: &S, id: &UserId) -> Result<(User, 
 
 // ---------------------------------------------------------------------------------------------
 // Person console sessions
+
+/// Who signs in with `email` (normalized here, so it matches however it was typed) and their
+/// password's PHC hash if they have one. An address that is no email, or no person's: none —
+/// the console answers both like a wrong password.
+pub async fn sign_in_candidate<S: PeopleSql>(sql: &S, email: &str) -> Result<Option<(User, Option<String>)>> {
+    let Ok(email) = mnemo_api::normalize_email(email) else { return Ok(None) };
+    let Some(row) = sql.user_rows(None, Some(&email)).await?.pop() else { return Ok(None) };
+    let person = row.decode()?;
+    let hash = sql.password_hash(&person.id).await?;
+    Ok(Some((person, hash)))
+}
 
 /// Starts a console session for person `user` (the seam every way of signing in ends at: a
 /// password today, OIDC later), first deleting their sessions that ended longer ago than
