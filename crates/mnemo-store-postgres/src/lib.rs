@@ -468,11 +468,48 @@ impl Store for PostgresStore {
         id: &mnemo_api::UserId,
         via: mnemo_store::rules::people::Via,
     ) -> Result<mnemo_api::UserDeleted> {
-        write!(self.engine, |tx| ops::people::remove_user(&Pg(&tx), id, via).await)
+        write!(self.engine, |tx| {
+            let removed = ops::people::remove_user(&Pg(&tx), id, via).await?;
+            // Their console sessions were deleted with them: other replicas forget cached ones.
+            credentials_changed(self, &tx).await?;
+            Ok(removed)
+        })
     }
 
     async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
-        write!(self.engine, |tx| ops::people::sign_out_user(&Pg(&tx), id).await)
+        write!(self.engine, |tx| {
+            let (user, ended) = ops::people::sign_out_user(&Pg(&tx), id).await?;
+            if ended > 0 {
+                credentials_changed(self, &tx).await?;
+            }
+            Ok(user)
+        })
+    }
+
+    async fn create_person_session(
+        &self,
+        hash: CredentialHash,
+        user: &mnemo_api::UserId,
+        ttl_seconds: u64,
+    ) -> Result<mnemo_store::PersonSession> {
+        write!(self.engine, |tx| ops::people::create_person_session(&Pg(&tx), &hash, user, ttl_seconds).await)
+    }
+
+    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>> {
+        read!(self.engine, |tx| ops::people::sign_in_candidate(&Pg(&tx), &email).await)
+    }
+
+    async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
+        read!(self.engine, |tx| ops::people::find_person_session(&Pg(&tx), &hash).await)
+    }
+
+    async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()> {
+        write!(self.engine, |tx| {
+            if ops::people::revoke_person_session(&Pg(&tx), &hash).await? {
+                credentials_changed(self, &tx).await?;
+            }
+            Ok(())
+        })
     }
 
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {

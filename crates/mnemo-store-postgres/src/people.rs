@@ -56,6 +56,7 @@ impl ops::PeopleSql for Pg<'_, '_> {
 
     async fn delete_user(&self, id: &UserId) -> Result<()> {
         exec(self, "DELETE FROM workspace_members WHERE user_id = $1", &[&id.as_str()]).await?;
+        exec(self, "DELETE FROM person_sessions WHERE user_id = $1", &[&id.as_str()]).await?;
         exec(self, "DELETE FROM users WHERE id = $1", &[&id.as_str()]).await.map(drop)
     }
 
@@ -171,5 +172,66 @@ impl ops::PeopleSql for Pg<'_, '_> {
 
     async fn set_setup_link_used(&self, hash: &CredentialHash, at: i64) -> Result<()> {
         exec(self, "UPDATE setup_links SET used_at = $2 WHERE secret_hash = $1", &[&&hash[..], &at]).await.map(drop)
+    }
+
+    async fn delete_person_sessions_ended_before(&self, user: &UserId, cutoff: i64) -> Result<()> {
+        exec(
+            self,
+            "DELETE FROM person_sessions WHERE user_id = $1 AND (expires_at < $2 OR revoked_at < $2)",
+            &[&user.as_str(), &cutoff],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn insert_person_session(
+        &self,
+        hash: &CredentialHash,
+        user: &UserId,
+        created_at: i64,
+        expires_at: i64,
+    ) -> Result<()> {
+        exec(
+            self,
+            "INSERT INTO person_sessions (secret_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)",
+            &[&&hash[..], &user.as_str(), &created_at, &expires_at],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn person_session_by_hash(&self, hash: &CredentialHash, now: i64) -> Result<Option<(String, i64, i64)>> {
+        let row = opt(
+            self,
+            "SELECT user_id, created_at, expires_at FROM person_sessions \
+             WHERE secret_hash = $1 AND revoked_at IS NULL AND expires_at > $2",
+            &[&&hash[..], &now],
+        )
+        .await?;
+        row.map(|r| Ok((col(&r, 0)?, col(&r, 1)?, col(&r, 2)?))).transpose()
+    }
+
+    async fn revoke_person_session(&self, hash: &CredentialHash, now: i64) -> Result<bool> {
+        let ended = exec(
+            self,
+            "UPDATE person_sessions SET revoked_at = $1 WHERE secret_hash = $2 AND revoked_at IS NULL",
+            &[&now, &&hash[..]],
+        )
+        .await?;
+        Ok(ended > 0)
+    }
+
+    async fn password_hash(&self, id: &UserId) -> Result<Option<String>> {
+        let row = opt(self, "SELECT password_hash FROM users WHERE id = $1", &[&id.as_str()]).await?;
+        Ok(row.map(|r| col::<Option<String>>(&r, 0)).transpose()?.flatten())
+    }
+
+    async fn revoke_person_sessions(&self, user: &UserId, now: i64) -> Result<u64> {
+        exec(
+            self,
+            "UPDATE person_sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+            &[&now, &user.as_str()],
+        )
+        .await
     }
 }

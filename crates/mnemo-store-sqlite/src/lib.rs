@@ -365,7 +365,31 @@ impl Store for SqliteStore {
 
     async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
         let id = id.clone();
-        self.engine.write(move |c| run_ready(ops::people::sign_out_user(&Lite(c), &id))).await
+        self.engine.write(move |c| run_ready(ops::people::sign_out_user(&Lite(c), &id)).map(|(user, _)| user)).await
+    }
+
+    async fn create_person_session(
+        &self,
+        hash: CredentialHash,
+        user: &mnemo_api::UserId,
+        ttl_seconds: u64,
+    ) -> Result<mnemo_store::PersonSession> {
+        let user = user.clone();
+        self.engine
+            .write(move |c| run_ready(ops::people::create_person_session(&Lite(c), &hash, &user, ttl_seconds)))
+            .await
+    }
+
+    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>> {
+        self.engine.read(move |c| run_ready(ops::people::sign_in_candidate(&Lite(c), &email))).await
+    }
+
+    async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
+        self.engine.read(move |c| run_ready(ops::people::find_person_session(&Lite(c), &hash))).await
+    }
+
+    async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()> {
+        self.engine.write(move |c| run_ready(ops::people::revoke_person_session(&Lite(c), &hash)).map(drop)).await
     }
 
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {

@@ -51,7 +51,11 @@ impl ops::PeopleSql for Lite<'_> {
     }
 
     async fn delete_user(&self, id: &UserId) -> Result<()> {
-        for sql in ["DELETE FROM workspace_members WHERE user_id = ?1", "DELETE FROM users WHERE id = ?1"] {
+        for sql in [
+            "DELETE FROM workspace_members WHERE user_id = ?1",
+            "DELETE FROM person_sessions WHERE user_id = ?1",
+            "DELETE FROM users WHERE id = ?1",
+        ] {
             self.prepare_cached(sql).and_then(|mut s| s.execute([id.as_str()])).map_err(backend)?;
         }
         Ok(())
@@ -159,6 +163,58 @@ impl ops::PeopleSql for Lite<'_> {
             .and_then(|mut s| s.execute(params![&hash[..], at]))
             .map_err(backend)?;
         Ok(())
+    }
+
+    async fn delete_person_sessions_ended_before(&self, user: &UserId, cutoff: i64) -> Result<()> {
+        self.prepare_cached("DELETE FROM person_sessions WHERE user_id = ?1 AND (expires_at < ?2 OR revoked_at < ?2)")
+            .and_then(|mut s| s.execute(params![user.as_str(), cutoff]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn insert_person_session(
+        &self,
+        hash: &CredentialHash,
+        user: &UserId,
+        created_at: i64,
+        expires_at: i64,
+    ) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO person_sessions (secret_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(params![&hash[..], user.as_str(), created_at, expires_at]))
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn person_session_by_hash(&self, hash: &CredentialHash, now: i64) -> Result<Option<(String, i64, i64)>> {
+        query_one(
+            self,
+            "SELECT user_id, created_at, expires_at FROM person_sessions \
+             WHERE secret_hash = ?1 AND revoked_at IS NULL AND expires_at > ?2",
+            params![&hash[..], now],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    async fn revoke_person_session(&self, hash: &CredentialHash, now: i64) -> Result<bool> {
+        let ended = self
+            .prepare_cached("UPDATE person_sessions SET revoked_at = ?1 WHERE secret_hash = ?2 AND revoked_at IS NULL")
+            .and_then(|mut s| s.execute(params![now, &hash[..]]))
+            .map_err(backend)?;
+        Ok(ended > 0)
+    }
+
+    async fn password_hash(&self, id: &UserId) -> Result<Option<String>> {
+        Ok(query_one(self, "SELECT password_hash FROM users WHERE id = ?1", [id.as_str()], |r| r.get(0))?.flatten())
+    }
+
+    async fn revoke_person_sessions(&self, user: &UserId, now: i64) -> Result<u64> {
+        let ended = self
+            .prepare_cached("UPDATE person_sessions SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL")
+            .and_then(|mut s| s.execute(params![now, user.as_str()]))
+            .map_err(backend)?;
+        Ok(ended as u64)
     }
 }
 

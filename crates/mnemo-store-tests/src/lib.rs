@@ -288,6 +288,8 @@ macro_rules! conformance {
             roles_change_and_the_last_admin_stays,
             members_are_added_changed_listed_and_removed,
             concurrent_invites_for_one_email_have_one_winner,
+            person_sessions_end_by_sign_out_everywhere_and_removal,
+            ending_person_sessions_is_signalled,
         });
         $crate::conformance!(@async $factory; rate_limits {
             a_bucket_admits_its_capacity_then_refuses_with_a_wait,

@@ -433,6 +433,18 @@ pub static TABLES: &[Table] = &[
         key: &["seq"],
     },
     Table {
+        name: "person_sessions",
+        columns: &[
+            col("seq", Int),
+            col("secret_hash", Bytes),
+            col("user_id", Text),
+            col("created_at", Int),
+            col("expires_at", Int),
+            opt("revoked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
         name: "audit_events",
         columns: &[
             col("seq", Int),

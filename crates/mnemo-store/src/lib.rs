@@ -469,6 +469,17 @@ pub struct ConsoleSession {
     pub expires_at: Timestamp,
 }
 
+/// A person signed in to the web console as themselves (issue 33 part 2), known by the hash of
+/// its cookie's secret. They act with their org role and workspace memberships as they are
+/// when the session is used, so a role change takes effect at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonSession {
+    /// The person, as they are now.
+    pub user: mnemo_api::User,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
 /// One page of results and where the next one starts.
 #[derive(Debug, Clone)]
 pub struct Listing<T> {
@@ -620,8 +631,25 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<mnemo_api::User>;
     /// Removes a person, as `via` may, ending their memberships at once.
     async fn remove_user(&self, id: &mnemo_api::UserId, via: rules::people::Via) -> Result<mnemo_api::UserDeleted>;
-    /// Ends every console session of a person at once (people have none yet: issue 33 part 2).
+    /// Ends every console session of a person at once, on every replica.
     async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
+    /// Starts a console session for person `user`, known by the hash of its secret, expiring
+    /// after `ttl_seconds` on the store's clock; an unknown person is `NotFound` ("user"). It
+    /// may delete the person's sessions that ended more than a day ago.
+    async fn create_person_session(
+        &self,
+        hash: CredentialHash,
+        user: &mnemo_api::UserId,
+        ttl_seconds: u64,
+    ) -> Result<PersonSession>;
+    /// Who signs in with `email` (normalized by the store) and the PHC string of their
+    /// password's hash, if they have one; none for an address no person has.
+    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>>;
+    /// The person session whose secret hashes to `hash`, unless it expired, was revoked, or the
+    /// person was removed.
+    async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<PersonSession>>;
+    /// Ends a person session (signing out), on every replica; an unknown or ended one: nothing.
+    async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()>;
     /// Adds a person to an open workspace.
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;
     /// A person's role in a workspace, implicit ones included.

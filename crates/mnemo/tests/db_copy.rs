@@ -47,6 +47,7 @@ const TABLES: &[(&str, &str)] = &[
     ("invites", "seq"),
     ("workspace_members", "seq"),
     ("setup_links", "seq"),
+    ("person_sessions", "seq"),
     ("audit_events", "seq"),
 ];
 
@@ -67,6 +68,8 @@ const TEAM_KEY: u8 = 8;
 const SETUP_LINK: u8 = 12;
 const ACCEPTED_INVITE: u8 = 13;
 const PENDING_INVITE: u8 = 14;
+const PERSON_SESSION: u8 = 15;
+const PERSON_SIGNED_OUT: u8 = 16;
 const HASHES: [u8; 7] = [API_KEY, REVOKED_ENV_KEY, LIVE_ENV_KEY, SESSION_TOKEN, ADMIN_KEY, TEAM_KEY, 9];
 
 fn sqlite_url(path: &Path) -> String {
@@ -137,6 +140,10 @@ async fn fill(s: &dyn Store) {
     s.add_member(&team, member).await.unwrap();
     let pending = mnemo_api::NewInvite { email: "new@example.com".into(), role: mnemo_api::OrgRole::User };
     s.create_invite(pending, hash(PENDING_INVITE), 86_400).await.unwrap();
+    // The developer signed in to the console twice and signed out of one.
+    s.create_person_session(hash(PERSON_SESSION), &dev.id, 86_400).await.unwrap();
+    s.create_person_session(hash(PERSON_SIGNED_OUT), &dev.id, 86_400).await.unwrap();
+    s.revoke_person_session(hash(PERSON_SIGNED_OUT)).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
     // Every change below is recorded for this endpoint (a delivery each).
     s.create_webhook_endpoint(
@@ -317,6 +324,9 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
     }
     for n in [CONSOLE_SESSION, SIGNED_OUT] {
         line("console session", &s.find_console_session(hash(n)).await.unwrap());
+    }
+    for n in [PERSON_SESSION, PERSON_SIGNED_OUT] {
+        line("person session", &s.find_person_session(hash(n)).await.unwrap());
     }
     let page = || mnemo_api::AdminPageQuery { limit: 100, cursor: mnemo_api::AdminCursor::Start };
     let users = mnemo_store::ops::people::ListUsers { email: None, roles: vec![], page: page() };

@@ -2,15 +2,17 @@
 //! members.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use mnemo_api::{
     AdminCursor, AdminErrorCode, AdminPageQuery, InviteStatus, MemberAdd, NewInvite, NewWorkspace, OrgRole, User,
-    WorkspaceRole,
+    UserId, WorkspaceRole,
 };
 use mnemo_store::ops::people::{Joining, ListInvites, ListUsers};
 use mnemo_store::rules::people::{DEFAULT_INVITE_TTL_SECS, SETUP_LINK_TTL_SECS, Via};
-use mnemo_store::{ErrorCode, Limits, Store, StoreError};
+use mnemo_store::{ErrorCode, Limits, Signal, Store, StoreError};
 use serde_json::json;
+use tokio::sync::broadcast;
 
 use super::hash;
 use crate::StoreFactory;
@@ -261,4 +263,108 @@ pub async fn concurrent_invites_for_one_email_have_one_winner(factory: &impl Sto
         }
     }
     assert_eq!(won, 1);
+}
+
+/// Whether a `Credentials` signal arrives within `wait`, skipping other signals.
+async fn credentials_heard(rx: &mut broadcast::Receiver<Signal>, wait: Duration) -> bool {
+    tokio::time::timeout(wait, async {
+        loop {
+            match rx.recv().await {
+                Ok(Signal::Credentials) => return,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => panic!("the store stopped signalling"),
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+pub async fn person_sessions_end_by_sign_out_everywhere_and_removal(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let admin = first_admin(&*s, 1, "root@example.com").await;
+    let dev = join(&*s, 2, "dev@example.com", OrgRole::Developer).await;
+
+    // Signing in finds the person by their email however it is typed, with their password's hash.
+    let (found, phc) = s.sign_in_candidate(" DEV@example.com ".into()).await.unwrap().expect("a person");
+    assert_eq!((found, phc.as_deref()), (dev.clone(), Some(joining("x").password_hash.as_str())));
+    assert_eq!(s.sign_in_candidate("nobody@example.com".into()).await.unwrap(), None, "no such person");
+    assert_eq!(s.sign_in_candidate("not an email".into()).await.unwrap(), None, "no email at all");
+
+    let signed_in = s.create_person_session(hash(10), &dev.id, 3600).await.unwrap();
+    assert_eq!(signed_in.user, dev);
+    assert_eq!(signed_in.expires_at - signed_in.created_at, chrono::TimeDelta::seconds(3600));
+    assert_eq!(s.find_person_session(hash(10)).await.unwrap(), Some(signed_in.clone()));
+    assert_eq!(s.find_person_session(hash(11)).await.unwrap(), None, "another hash is no session");
+    assert_eq!(s.find_console_session(hash(10)).await.unwrap(), None, "a person session is no API-key one");
+    assert_eq!(s.resolve_credential(hash(10)).await.unwrap().map(|p| p.credential), None, "nor an API credential");
+
+    // The session acts as the person is now: a role change shows at once.
+    s.update_user(&dev.id, OrgRole::User, Via::Api).await.unwrap();
+    let now = s.find_person_session(hash(10)).await.unwrap().expect("still signed in");
+    assert_eq!(now.user.role, OrgRole::User);
+
+    // Signing out ends one session; signing out everywhere ends every one of that person only.
+    let second = s.create_person_session(hash(12), &dev.id, 3600).await.unwrap();
+    s.revoke_person_session(hash(10)).await.unwrap();
+    assert_eq!(s.find_person_session(hash(10)).await.unwrap(), None, "a signed-out session is gone");
+    assert_eq!(s.find_person_session(hash(12)).await.unwrap(), Some(second));
+    s.revoke_person_session(hash(10)).await.unwrap();
+    s.revoke_person_session(hash(13)).await.unwrap();
+    let root = s.create_person_session(hash(14), &admin.id, 3600).await.unwrap();
+    s.create_person_session(hash(15), &dev.id, 3600).await.unwrap();
+    assert_eq!(s.sign_out_user(&dev.id).await.unwrap().id, dev.id);
+    for n in [12, 15] {
+        assert_eq!(s.find_person_session(hash(n)).await.unwrap(), None, "session {n} ended everywhere");
+    }
+    assert_eq!(s.find_person_session(hash(14)).await.unwrap(), Some(root), "another person stays signed in");
+    assert!(matches!(s.sign_out_user(&UserId::generate()).await, Err(StoreError::NotFound { kind: "user", .. })));
+
+    // An unknown person gets no session, and the refusal leaves nothing behind.
+    let stranger = UserId::generate();
+    assert!(matches!(
+        s.create_person_session(hash(16), &stranger, 3600).await,
+        Err(StoreError::NotFound { kind: "user", .. })
+    ));
+    assert_eq!(s.find_person_session(hash(16)).await.unwrap(), None);
+
+    // Removing a person ends their sessions with them.
+    s.create_person_session(hash(17), &dev.id, 3600).await.unwrap();
+    s.remove_user(&dev.id, Via::Api).await.unwrap();
+    assert_eq!(s.find_person_session(hash(17)).await.unwrap(), None, "a removed person's session is gone");
+
+    // Expiry, on the store's clock.
+    s.create_person_session(hash(18), &admin.id, 1).await.unwrap();
+    s.create_person_session(hash(19), &admin.id, 0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(s.find_person_session(hash(18)).await.unwrap(), None, "an expired session is gone");
+    assert_eq!(s.find_person_session(hash(19)).await.unwrap(), None, "a session without a lifetime is none");
+    assert!(s.find_person_session(hash(14)).await.unwrap().is_some(), "a live one stays");
+}
+
+/// A backend shared by replicas tells them all when person sessions end, so none keeps one
+/// cached: signing out, signing out everywhere, removing the person.
+pub async fn ending_person_sessions_is_signalled(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let Some(mut rx) = s.signals() else { return };
+    let admin = first_admin(&*s, 1, "root@example.com").await;
+    let dev = join(&*s, 2, "dev@example.com", OrgRole::Developer).await;
+    // The listener may still be connecting: sign in and out until a sign-out is heard.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for i in 0u8.. {
+        let n = 100u8.wrapping_add(i);
+        s.create_person_session(hash(n), &admin.id, 3600).await.unwrap();
+        s.revoke_person_session(hash(n)).await.unwrap();
+        if credentials_heard(&mut rx, Duration::from_secs(2)).await {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no credentials signal within 60 s");
+    }
+    while rx.try_recv().is_ok() {}
+    s.create_person_session(hash(10), &dev.id, 3600).await.unwrap();
+    s.sign_out_user(&dev.id).await.unwrap();
+    assert!(credentials_heard(&mut rx, Duration::from_secs(10)).await, "signing out everywhere is heard");
+    s.create_person_session(hash(11), &dev.id, 3600).await.unwrap();
+    s.remove_user(&dev.id, Via::Api).await.unwrap();
+    assert!(credentials_heard(&mut rx, Duration::from_secs(10)).await, "removing a person is heard");
 }

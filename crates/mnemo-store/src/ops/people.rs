@@ -16,9 +16,10 @@ use mnemo_api::{
 use super::workspaces::{self, WorkspaceSql};
 use super::{Clock, Micros};
 use crate::row::{ts, ts_opt};
+use crate::rules::console;
 use crate::rules::people::{self as rule, MemberChange, Via};
 use crate::rules::workspace::{self as ws_rule, Change};
-use crate::{CredentialHash, Result, StoreError};
+use crate::{CredentialHash, PersonSession, Result, StoreError};
 
 /// A person as stored (never their password hash).
 #[derive(Debug, Clone)]
@@ -78,7 +79,7 @@ pub trait PeopleSql: Clock {
     /// People in the order they joined: every one, or only `only`, or only the one with `email`.
     async fn user_rows(&self, only: Option<&UserId>, email: Option<&str>) -> Result<Vec<UserRow>>;
     async fn set_user_role(&self, id: &UserId, role: &str) -> Result<()>;
-    /// Deletes a person with their memberships.
+    /// Deletes a person with their memberships and console sessions.
     async fn delete_user(&self, id: &UserId) -> Result<()>;
     async fn insert_invite(&self, row: NewInviteRow<'_>) -> Result<()>;
     /// Invites in the order they were made: every one, or only `only`, or only those for `email`.
@@ -98,6 +99,30 @@ pub trait PeopleSql: Clock {
     /// The setup link whose secret hashes to `hash`: `(expires_at, used_at)`.
     async fn setup_link_by_hash(&self, hash: &CredentialHash) -> Result<Option<(Micros, Option<Micros>)>>;
     async fn set_setup_link_used(&self, hash: &CredentialHash, at: Micros) -> Result<()>;
+    /// Deletes `user`'s console sessions that expired or were revoked before `cutoff`.
+    async fn delete_person_sessions_ended_before(&self, user: &UserId, cutoff: Micros) -> Result<()>;
+    /// Records a console session of person `user`.
+    async fn insert_person_session(
+        &self,
+        hash: &CredentialHash,
+        user: &UserId,
+        created_at: Micros,
+        expires_at: Micros,
+    ) -> Result<()>;
+    /// The person console session with secret `hash` that is not revoked and expires after
+    /// `now`: `(user id, created_at, expires_at)`.
+    async fn person_session_by_hash(
+        &self,
+        hash: &CredentialHash,
+        now: Micros,
+    ) -> Result<Option<(String, Micros, Micros)>>;
+    /// Revokes the person console session with secret `hash` at `now` if it is not revoked;
+    /// whether one was.
+    async fn revoke_person_session(&self, hash: &CredentialHash, now: Micros) -> Result<bool>;
+    /// Revokes every unrevoked console session of `user` at `now`; how many were.
+    async fn revoke_person_sessions(&self, user: &UserId, now: Micros) -> Result<u64>;
+    /// The PHC string of person `id`'s password hash, if they have a password.
+    async fn password_hash(&self, id: &UserId) -> Result<Option<String>>;
 }
 
 fn org_role(table: &'static str, id: &str, raw: &str) -> Result<OrgRole> {
@@ -264,8 +289,8 @@ pub async fn update_user<S: PeopleSql>(sql: &S, id: &UserId, role: OrgRole, via:
     user_of(sql, id).await
 }
 
-/// Removes person `id`, as `via` may ([`rule::check_removal`]): their memberships end in the
-/// same transaction. API keys they minted keep working (as hosted).
+/// Removes person `id`, as `via` may ([`rule::check_removal`]): their memberships and console
+/// sessions end in the same transaction. API keys they minted keep working (as hosted).
 pub async fn remove_user<S: PeopleSql>(sql: &S, id: &UserId, via: Via) -> Result<UserDeleted> {
     sql.hold_people().await?;
     let people = decode_users(&sql.user_rows(None, None).await?)?;
@@ -275,11 +300,65 @@ pub async fn remove_user<S: PeopleSql>(sql: &S, id: &UserId, via: Via) -> Result
     Ok(UserDeleted { id: id.clone() })
 }
 
-/// Ends every console session of person `id` at once (`users.sign_out`); they keep their role
-/// and the API keys they minted. People do not sign in to the console yet (issue 33, part 2):
-/// until they do, a person has no session to end and this answers the person.
-pub async fn sign_out_user<S: PeopleSql>(sql: &S, id: &UserId) -> Result<User> {
-    user_of(sql, id).await
+/// Ends every console session of person `id` at once (`users.sign_out`, or their own "sign out
+/// everywhere"); they keep their role and the API keys they minted. Answers the person and how
+/// many sessions ended, so a backend shared by replicas can tell them to forget cached ones.
+pub async fn sign_out_user<S: PeopleSql>(sql: &S, id: &UserId) -> Result<(User, u64)> {
+    let person = user_of(sql, id).await?;
+    let ended = sql.revoke_person_sessions(id, sql.now().await?).await?;
+    Ok((person, ended))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Person console sessions
+
+/// Who signs in with `email` (normalized here, so it matches however it was typed) and their
+/// password's PHC hash if they have one. An address that is no email, or no person's: none —
+/// the console answers both like a wrong password.
+pub async fn sign_in_candidate<S: PeopleSql>(sql: &S, email: &str) -> Result<Option<(User, Option<String>)>> {
+    let Ok(email) = mnemo_api::normalize_email(email) else { return Ok(None) };
+    let Some(row) = sql.user_rows(None, Some(&email)).await?.pop() else { return Ok(None) };
+    let person = row.decode()?;
+    let hash = sql.password_hash(&person.id).await?;
+    Ok(Some((person, hash)))
+}
+
+/// Starts a console session for person `user` (the seam every way of signing in ends at: a
+/// password today, OIDC later), first deleting their sessions that ended longer ago than
+/// [`console::ENDED_KEPT_MICROS`](crate::rules::console::ENDED_KEPT_MICROS); it lasts
+/// `ttl_seconds`. An unknown person: not found.
+pub async fn create_person_session<S: PeopleSql>(
+    sql: &S,
+    hash: &CredentialHash,
+    user: &UserId,
+    ttl_seconds: u64,
+) -> Result<PersonSession> {
+    sql.hold_people().await?;
+    let person = user_of(sql, user).await?;
+    let now = sql.now().await?;
+    sql.delete_person_sessions_ended_before(user, console::kept_since(now)).await?;
+    let expires_at = console::expiry(now, ttl_seconds);
+    sql.insert_person_session(hash, user, now, expires_at).await?;
+    Ok(PersonSession { user: person, created_at: ts(now), expires_at: ts(expires_at) })
+}
+
+/// The live person console session with secret `hash`, with the person as they are now (their
+/// current role): none once it expired, was revoked, or the person was removed.
+pub async fn find_person_session<S: PeopleSql>(sql: &S, hash: &CredentialHash) -> Result<Option<PersonSession>> {
+    let now = sql.now().await?;
+    let Some((user, created_at, expires_at)) = sql.person_session_by_hash(hash, now).await? else {
+        return Ok(None);
+    };
+    let Some(row) = sql.user_rows(Some(&crate::row::parse_id(&user)?), None).await?.pop() else {
+        return Ok(None);
+    };
+    Ok(Some(PersonSession { user: row.decode()?, created_at: ts(created_at), expires_at: ts(expires_at) }))
+}
+
+/// Ends the person console session with secret `hash` (signing out); whether a live one was.
+pub async fn revoke_person_session<S: PeopleSql>(sql: &S, hash: &CredentialHash) -> Result<bool> {
+    let now = sql.now().await?;
+    sql.revoke_person_session(hash, now).await
 }
 
 // ---------------------------------------------------------------------------------------------
