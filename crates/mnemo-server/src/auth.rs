@@ -188,6 +188,39 @@ fn check_workspace_header(parts: &Parts, bound: Option<&WorkspaceId>) -> Result<
     }
 }
 
+/// In front of `/mcp`: lets through only a request whose credential is known and may use
+/// memory stores (the MCP server then acts with that credential, call by call, through the
+/// API). A refusal is the API's own `401`/`403`, with `WWW-Authenticate` as MCP clients
+/// expect; unknown keys count against their address as anywhere.
+pub(crate) async fn memory_credential(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let checked = async {
+        let secret = credential(&parts)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| ApiError::authentication(scope::MISSING_CREDENTIALS))?;
+        let Principal { credential, .. } = state.auth.resolve(secret, peer(&parts), &state.throttle).await?;
+        decision(scope::reach(&credential, false))?;
+        decision(scope::decide(Some(&credential), Action::MemoryStores))
+    };
+    match checked.await {
+        Ok(()) => next.run(axum::extract::Request::from_parts(parts, body)).await,
+        Err(refused) => {
+            let mut response = refused.into_response();
+            if response.status() == axum::http::StatusCode::UNAUTHORIZED {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            }
+            response
+        }
+    }
+}
+
 fn credential(parts: &Parts) -> Option<&str> {
     if let Some(key) = parts.headers.get("x-api-key") {
         return key.to_str().ok().map(str::trim);

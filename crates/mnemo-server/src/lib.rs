@@ -108,6 +108,8 @@ pub struct AppState {
     /// The organization's id, read from the store once (`anthropic-organization-id` on every
     /// response).
     organization_id: Arc<tokio::sync::OnceCell<String>>,
+    /// The MCP server served at `/mcp` (`None`: not served), behind the API's authentication.
+    mcp: Option<axum::Router>,
 }
 
 /// What the Admin API needs to know of the server's configuration (admin-api.md §8.5, §8.9).
@@ -168,6 +170,7 @@ impl AppState {
                 signals.is_some(),
             )),
             organization_id: Arc::default(),
+            mcp: None,
             store,
         };
         tokio::spawn(changes::follow(
@@ -191,6 +194,19 @@ impl AppState {
     /// none.
     pub fn change_feed_reads(&self) -> u64 {
         self.changes.reads()
+    }
+
+    /// Serves `service` (an MCP server over streamable HTTP) at `/mcp`. Only a request with a
+    /// known credential that may use memory stores reaches it: others get the API's `401` or
+    /// `403`, and unknown keys count against their address as on any endpoint.
+    pub fn with_mcp<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<axum::extract::Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.mcp = Some(axum::Router::new().fallback_service(service));
+        self
     }
 
     /// Serves the web console under `/console` with `config`, or not at all (`None`).
