@@ -30,6 +30,9 @@ const SESSION_COOKIE: &str = "mnemo_console";
 /// sign a browser in with a key of theirs.
 pub(crate) const SIGN_IN_COOKIE: &str = "mnemo_console_sign_in";
 const SECRET_PREFIX: &str = "mcs_";
+/// The prefix of a person's console session secret: the cookie says which kind of session it
+/// names, so one lookup finds it.
+const PERSON_SECRET_PREFIX: &str = "mps_";
 
 pub(crate) fn hash(secret: &str) -> CredentialHash {
     Sha256::digest(secret.as_bytes()).into()
@@ -226,6 +229,18 @@ struct SignInPage {
     token: Secret,
     next: String,
     message: Option<String>,
+    /// The identity provider's display name, when single sign-on is on: a "Sign in with
+    /// {name}" link to `/console/oidc/start`.
+    sign_in_with: Option<String>,
+    /// Whether the email and password form is shown.
+    password_sign_in: bool,
+}
+
+impl SignInPage {
+    /// Where the single sign-on link goes: the provider's flow, coming back to `next`.
+    fn sign_in_with_href(&self) -> String {
+        format!("/console/oidc/start?next={}", encode_component(&self.next))
+    }
 }
 
 /// Where to go once signed in (`next`), as the sign-in redirect names it.
@@ -245,7 +260,14 @@ impl FromQuery for NextQuery {
 fn sign_in_page(console: &Console, headers: &HeaderMap, next: &str, message: Option<String>) -> Response {
     let token = mnemo_api::generate_secret("");
     let status = if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
-    let page = SignInPage { chrome: Chrome::signed_out(), token: token.clone().into(), next: next.to_owned(), message };
+    let page = SignInPage {
+        chrome: Chrome::signed_out(),
+        token: token.clone().into(),
+        next: next.to_owned(),
+        message,
+        sign_in_with: console.config.oidc_provider_name.clone(),
+        password_sign_in: console.config.password_sign_in,
+    };
     let mut response = render_with(status, &page);
     response
         .headers_mut()
@@ -289,13 +311,12 @@ async fn audit(
     console: &Console,
     peer: Option<IpAddr>,
     action: AuditAction,
-    who: Option<&Credential>,
+    who: Option<mnemo_api::AuditActor>,
     outcome: mnemo_api::AuditOutcome,
     reason: Option<&str>,
 ) {
-    let actor = who
-        .map(actor_of)
-        .unwrap_or_else(|| mnemo_api::AuditActor { kind: mnemo_api::AuditActorType::System, id: "console".into() });
+    let actor =
+        who.unwrap_or_else(|| mnemo_api::AuditActor { kind: mnemo_api::AuditActorType::System, id: "console".into() });
     let details = reason.map_or_else(|| serde_json::json!({}), |r| serde_json::json!({ "reason": r }));
     let event = mnemo_store::ops::NewAuditEvent {
         action,
@@ -320,7 +341,8 @@ async fn refused(
     who: Option<&Credential>,
     message: &str,
 ) -> Response {
-    audit(console, peer, AuditAction::SignInFailed, who, mnemo_api::AuditOutcome::Failure, Some(message)).await;
+    audit(console, peer, AuditAction::SignInFailed, who.map(actor_of), mnemo_api::AuditOutcome::Failure, Some(message))
+        .await;
     match console.hooks.sign_in_failed(peer) {
         Ok(()) => sign_in_page(console, headers, next, Some(message.to_owned())),
         Err(wait) => {
@@ -363,7 +385,9 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
             return refused(&console, &headers, peer, &next, Some(&admin), message).await;
         }
         // A worker's credential is a real one, but not a person's.
-        Ok(Some(worker @ (Credential::EnvironmentKey { .. } | Credential::SessionToken { .. }))) => {
+        Ok(Some(
+            worker @ (Credential::EnvironmentKey { .. } | Credential::SessionToken { .. } | Credential::Person { .. }),
+        )) => {
             let what = match worker {
                 Credential::EnvironmentKey { .. } => "an environment key",
                 _ => "a session's token",
@@ -396,10 +420,154 @@ pub(crate) async fn sign_in(State(console): State<Console>, req: Request) -> Res
         };
     }
     let who = Credential::ApiKey(api_key.clone());
-    audit(&console, peer, AuditAction::SignIn, Some(&who), mnemo_api::AuditOutcome::Success, None).await;
+    audit(&console, peer, AuditAction::SignIn, Some(actor_of(&who)), mnemo_api::AuditOutcome::Success, None).await;
     tracing::info!(api_key.id = %api_key, "signed in to the console");
     let secure = over_tls(&console, &headers);
     let mut response = see_other(&next);
+    response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, &secret, ttl, secure));
+    response.headers_mut().append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, "", 0, secure));
+    response
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PasswordForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: Secret,
+    #[serde(default)]
+    token: Secret,
+    next: Option<String>,
+}
+
+/// The one answer to a wrong password and to an email that is no person's: nothing in it, its
+/// status or its timing tells which it was.
+pub(crate) const WRONG_PASSWORD: &str =
+    "that email and password do not match a person of this organization; check both and try again";
+
+/// The account a password sign-in counts against: a digest of the email as typed, normalized
+/// when it is one, so every spelling of an address shares one budget, and an address that is
+/// nobody's has a budget all the same.
+fn account_of(email: &str) -> CredentialHash {
+    let normal = mnemo_api::normalize_email(email).unwrap_or_else(|_| email.trim().to_lowercase());
+    let mut h = Sha256::new();
+    h.update(b"mnemo-console-account\0");
+    h.update(normal.as_bytes());
+    h.finalize().into()
+}
+
+/// The sign-in page answering an account over its budget of failed password sign-ins.
+fn account_throttled_page(console: &Console, headers: &HeaderMap, next: &str, wait: std::time::Duration) -> Response {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let message = format!("too many failed sign-ins for this email; wait {secs} seconds and try again");
+    let mut response = sign_in_page(console, headers, next, Some(message));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    response
+}
+
+/// Signing in with an email and password. A wrong password and an unknown email get the same
+/// answer in about the same time (the password is checked against a dummy hash of the same
+/// cost when there is no real one); failures count against the client's address and against
+/// the account, and the audit entry of a failure names neither the password nor whether the
+/// email belongs to someone.
+pub(crate) async fn sign_in_with_password(State(console): State<Console>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let form = match axum::Form::<PasswordForm>::from_request(req, &console).await {
+        Ok(axum::Form(form)) => form,
+        Err(_) => return sign_in_page(&console, &headers, "/console", Some("the sign-in form was incomplete".into())),
+    };
+    let next = safe_next(form.next.as_deref()).to_owned();
+    if !console.config.password_sign_in {
+        let message = "signing in with a password is turned off on this server";
+        return sign_in_page(&console, &headers, &next, Some(message.into()));
+    }
+    let expected = cookie(&headers, SIGN_IN_COOKIE).unwrap_or_default();
+    if from_elsewhere(&headers) || expected.is_empty() || !same(expected, form.token.expose()) {
+        let message = "this sign-in form has expired; enter your email and password again";
+        return sign_in_page(&console, &headers, &next, Some(message.into()));
+    }
+    if form.email.trim().is_empty() || form.password.expose().is_empty() {
+        return sign_in_page(&console, &headers, &next, Some("enter your email and your password to sign in".into()));
+    }
+    if let Err(wait) = console.hooks.sign_in_allowed(peer) {
+        return throttled_page(&console, &headers, &next, wait);
+    }
+    let account = account_of(&form.email);
+    if let Err(wait) = console.hooks.account_sign_in_allowed(&account) {
+        return account_throttled_page(&console, &headers, &next, wait);
+    }
+    let candidate = match console.store.sign_in_candidate(form.email.clone()).await {
+        Ok(found) => found,
+        Err(err) => return PageError::from(err).into_response(),
+    };
+    let (person, stored) = match candidate {
+        Some((person, stored)) => (Some(person), stored),
+        None => (None, None),
+    };
+    // Always one argon2 check, real or dummy: the time taken says nothing about the email.
+    let matches = crate::password::verify(form.password, stored).await;
+    match person {
+        Some(person) if matches => begin_person_session(&console, &headers, &person.id, &next, peer).await,
+        _ => {
+            tracing::info!("console password sign-in refused");
+            audit(
+                &console,
+                peer,
+                AuditAction::SignInFailed,
+                None,
+                mnemo_api::AuditOutcome::Failure,
+                Some("wrong email or password"),
+            )
+            .await;
+            let over_account = console.hooks.account_sign_in_failed(&account);
+            match console.hooks.sign_in_failed(peer) {
+                Err(wait) => {
+                    tracing::info!(peer = ?peer, "console sign-in failures over the limit; throttling the address");
+                    throttled_page(&console, &headers, &next, wait)
+                }
+                Ok(()) => match over_account {
+                    Err(wait) => account_throttled_page(&console, &headers, &next, wait),
+                    Ok(()) => sign_in_page(&console, &headers, &next, Some(WRONG_PASSWORD.into())),
+                },
+            }
+        }
+    }
+}
+
+/// How the audit log names a person.
+fn person_actor(user: &mnemo_api::UserId) -> mnemo_api::AuditActor {
+    mnemo_api::AuditActor { kind: mnemo_api::AuditActorType::User, id: user.to_string() }
+}
+
+/// Signs person `user` in: makes their console session, records the sign-in, sets the session
+/// cookie (`SameSite=Strict`, `HttpOnly`, `Path=/console`, `Secure` behind TLS) and redirects
+/// to `next`, which the caller has already checked is a console path. Every way a person signs
+/// in (their password, the identity provider's callback) ends here, once it has proved who
+/// they are. A person removed meanwhile is sent back to the sign-in page.
+pub(crate) async fn begin_person_session(
+    console: &Console,
+    headers: &HeaderMap,
+    user: &mnemo_api::UserId,
+    next: &str,
+    peer: Option<IpAddr>,
+) -> Response {
+    let secret = mnemo_api::generate_secret(PERSON_SECRET_PREFIX);
+    let ttl = console.config.session_ttl.as_secs().max(60);
+    if let Err(err) = console.store.create_person_session(hash(&secret), user, ttl).await {
+        return match err {
+            StoreError::NotFound { .. } => {
+                let message = "you are no longer a member of this organization; ask an admin for a new invite";
+                sign_in_page(console, headers, next, Some(message.into()))
+            }
+            other => PageError::from(other).into_response(),
+        };
+    }
+    audit(console, peer, AuditAction::SignIn, Some(person_actor(user)), mnemo_api::AuditOutcome::Success, None).await;
+    tracing::info!(user.id = %user, "signed in to the console");
+    let secure = over_tls(console, headers);
+    let mut response = see_other(next);
     response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, &secret, ttl, secure));
     response.headers_mut().append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, "", 0, secure));
     response
@@ -410,7 +578,7 @@ pub(crate) async fn sign_out(State(console): State<Console>, posted: Posted<NoFi
         return PageError::from(err).into_response();
     }
     let who = Credential::ApiKey(posted.who.api_key.clone());
-    audit(&console, None, AuditAction::SignOut, Some(&who), mnemo_api::AuditOutcome::Success, None).await;
+    audit(&console, None, AuditAction::SignOut, Some(actor_of(&who)), mnemo_api::AuditOutcome::Success, None).await;
     tracing::info!(api_key.id = %posted.who.api_key, "signed out of the console");
     let mut response = see_other("/console/sign-in");
     response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, "", 0, console.config.secure_cookies));
@@ -435,6 +603,8 @@ mod tests {
             token: "tok-TOPSECRET".into(),
             next: "/console".into(),
             message: None,
+            sign_in_with: None,
+            password_sign_in: true,
         };
         for printed in [format!("{form:?}"), format!("{page:?}"), format!("{page:#?}")] {
             assert!(!printed.contains("TOPSECRET") && printed.contains("[redacted]"), "{printed}");
