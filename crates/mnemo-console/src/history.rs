@@ -11,6 +11,7 @@ use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
 
 use crate::Console;
+use mnemo_store::rules::scope::{Action, MemoryOp};
 use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::memories::StoreHead;
@@ -300,6 +301,7 @@ pub(crate) async fn restore(
     Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::WriteMemories, attached: None })?;
     let who = posted.who;
     let version = console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Full).await?;
     let (Some(content), Some(path)) = (version.content.clone(), version.path.clone()) else {
@@ -322,7 +324,7 @@ pub(crate) async fn restore(
     };
     match restored {
         Ok(memory) => {
-            tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %who.api_key, "restored memory version in the console");
+            tracing::info!(store.id = %store_id, memory_version.id = %version_id, by = %who.label(), "restored memory version in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/memories/{}", memory.id)))
         }
         Err(err) => Err(PageError::Invalid(format!("the version was not restored: {}", refusal(err)?))),
@@ -335,6 +337,7 @@ pub(crate) async fn redact_confirm(
     Id(store_id): Id<MemoryStoreId>,
     Id(version_id): Id<MemoryVersionId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store_id, op: MemoryOp::Administer, attached: None })?;
     let version = console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Basic).await?;
     let back = format!("/console/stores/{store_id}/versions/{version_id}");
     let memory = live_memory(&console, &who.workspace, &store_id, &version.memory_id).await?;
@@ -364,11 +367,12 @@ pub(crate) async fn redact(
     Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::Administer, attached: None })?;
     match console.store.redact_memory_version(&posted.who.workspace, &store_id, &version_id, posted.who.actor()).await {
         Ok(version) => {
             let details = serde_json::json!({ "memory_id": version.memory_id.as_str() });
             record(&console, &posted.who, AuditAction::MemoryVersionRedact, version_id.as_str(), details).await;
-            tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %posted.who.api_key, "redacted memory version in the console");
+            tracing::info!(store.id = %store_id, memory_version.id = %version_id, by = %posted.who.label(), "redacted memory version in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/versions/{version_id}")))
         }
         Err(err) => Err(PageError::Invalid(refusal(err)?)),

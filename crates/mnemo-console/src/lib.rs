@@ -43,7 +43,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::Router;
 use axum::routing::{get, post};
-use mnemo_api::{ApiKeyId, SessionId};
+use mnemo_api::SessionId;
 use mnemo_store::{Store, StoreError, Streamed};
 use tokio::sync::broadcast;
 
@@ -68,10 +68,10 @@ pub trait Hooks: Send + Sync + 'static {
     fn sign_in_allowed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
         Ok(())
     }
-    /// A place for one more live transcript of the person signed in with `api_key`, held (the
-    /// returned value) while it stays open: the API's stream limits count it as one of that
-    /// key's streams. `Err(wait)` past them.
-    fn open_stream(&self, _api_key: &ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, Duration> {
+    /// A place for one more live transcript of the person signed in with `credential` (an API
+    /// key, or the person), held (the returned value) while it stays open: the API's stream
+    /// limits count it as one of that credential's streams. `Err(wait)` past them.
+    fn open_stream(&self, _credential: &mnemo_store::Credential) -> Result<Box<dyn std::any::Any + Send>, Duration> {
         Ok(Box::new(()))
     }
     /// A sign-in from `peer` failed: `Err(wait)` when that was over the address's limit.
@@ -152,6 +152,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/sign-in", get(auth::sign_in_form).post(auth::sign_in))
         .route("/console/sign-in/password", post(auth::sign_in_with_password))
         .route("/console/sign-out", post(auth::sign_out))
+        .route("/console/workspace", post(auth::switch_workspace))
         .route("/console/invite/{secret}", get(join::invite_form).post(join::accept_invite))
         .route("/console/setup/{secret}", get(join::setup_form).post(join::use_setup_link))
         .route("/console/stores", get(stores::list).post(stores::create))

@@ -323,9 +323,8 @@ impl mnemo_console::Hooks for ConsoleHooks {
         self.throttle.failed(peer)
     }
 
-    fn open_stream(&self, api_key: &mnemo_api::ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
-        let slot =
-            self.streams.open(&mnemo_store::Credential::ApiKey(api_key.clone())).map_err(|_| streams::RETRY_AFTER)?;
+    fn open_stream(&self, credential: &mnemo_store::Credential) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
+        let slot = self.streams.open(credential).map_err(|_| streams::RETRY_AFTER)?;
         Ok(Box::new(slot))
     }
 
