@@ -23,12 +23,12 @@ use mnemo_store::rules::audit::AuditAction;
 use serde::Deserialize;
 
 use crate::Console;
-use mnemo_store::rules::scope::{Action, WorkspaceOp};
 use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::when;
+use mnemo_store::rules::scope::{Action, WorkspaceOp};
 
 /// Keys per page of the list.
 const PAGE: u32 = 50;
@@ -264,8 +264,11 @@ pub(crate) async fn archive_confirm(
 ) -> Result<Response, PageError> {
     who.allow(Action::Workspace(WorkspaceOp::ApiKeys))?;
     let key = own_key(&console, &who, &id).await?;
-    let yours =
-        if who.api_key() == Some(&key.id) { " This is the key you signed in with: archiving it signs you out." } else { "" };
+    let yours = if who.api_key() == Some(&key.id) {
+        " This is the key you signed in with: archiving it signs you out."
+    } else {
+        ""
+    };
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::ApiKeys),
         title: "Archive this API key?".into(),

@@ -124,7 +124,10 @@ impl Signed {
     fn abilities(&self) -> Abilities {
         let role = match &self.credential {
             Credential::Person { role, .. } => *role,
-            _ => PersonRole { org: mnemo_api::OrgRole::Developer, workspace: mnemo_api::WorkspaceRole::WorkspaceDeveloper },
+            _ => PersonRole {
+                org: mnemo_api::OrgRole::Developer,
+                workspace: mnemo_api::WorkspaceRole::WorkspaceDeveloper,
+            },
         };
         Abilities {
             edit: role.can(Can::Edit),
@@ -192,7 +195,10 @@ impl IntoResponse for NotSignedIn {
 }
 
 /// A person's live console session and whom it belongs to.
-pub(crate) async fn person_of(console: &Console, headers: &HeaderMap) -> Result<Option<mnemo_store::PersonSession>, StoreError> {
+pub(crate) async fn person_of(
+    console: &Console,
+    headers: &HeaderMap,
+) -> Result<Option<mnemo_store::PersonSession>, StoreError> {
     match cookie(headers, SESSION_COOKIE).filter(|s| s.starts_with(PERSON_SECRET_PREFIX)) {
         Some(secret) => console.store.find_person_session(hash(secret)).await,
         None => Ok(None),
@@ -227,7 +233,8 @@ async fn person_signed(
         };
     }
     let principal = principal.ok_or_else(|| PageError::Forbidden(mnemo_store::ops::people::NO_WORKSPACE.into()))?;
-    let switcher = if theirs.len() > 1 { theirs.into_iter().map(|(w, _)| (w.id, w.name)).collect() } else { Vec::new() };
+    let switcher =
+        if theirs.len() > 1 { theirs.into_iter().map(|(w, _)| (w.id, w.name)).collect() } else { Vec::new() };
     Ok((principal, switcher))
 }
 
@@ -752,7 +759,8 @@ pub(crate) async fn switch_workspace(
     posted: Posted<SwitchForm>,
 ) -> Response {
     let Some(person) = &posted.who.person else {
-        return PageError::Forbidden("a sign-in with an API key works in its key's workspace only".into()).into_response();
+        return PageError::Forbidden("a sign-in with an API key works in its key's workspace only".into())
+            .into_response();
     };
     let Ok(ws) = posted.form.workspace.parse::<mnemo_api::WorkspaceId>() else {
         return PageError::NotFound(format!("workspace `{}` not found", posted.form.workspace)).into_response();

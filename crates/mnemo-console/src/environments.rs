@@ -10,13 +10,13 @@ use mnemo_api::{
 use mnemo_http::{Id, Query};
 
 use crate::Console;
-use mnemo_store::rules::scope::{Action};
 use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, hash};
 use crate::page::{Chrome, PageError, Section, render};
 use crate::stores::{ArchivedList, ConfirmPage};
 use crate::text::when_str;
 use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::scope::Action;
 
 /// Environments per page of the list.
 const PAGE: u32 = 50;

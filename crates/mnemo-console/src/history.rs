@@ -11,7 +11,6 @@ use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::{Cursor, ListMemoryVersions, MemoryChange, StoreError};
 
 use crate::Console;
-use mnemo_store::rules::scope::{Action, MemoryOp};
 use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::memories::StoreHead;
@@ -19,6 +18,7 @@ use crate::page::{Chrome, PageError, Section, refusal, render, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
 use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Versions per page of a history.
 const PAGE: u32 = 50;
@@ -162,7 +162,8 @@ pub(crate) async fn list(
     let next = listing
         .next
         .map(|c| format!("/console/stores/{store_id}/history?{}page={}", q.filters(), encode_component(&c.encode())));
-    let rows = listing.items.iter().map(|v| row(store_id.as_str(), v)).collect();
+    let mut rows: Vec<VersionRow> = listing.items.iter().map(|v| row(store_id.as_str(), v)).collect();
+    crate::text::name_people(&console, rows.iter_mut().map(|r| &mut r.actor).collect()).await?;
     Ok(render(&HistoryPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
@@ -276,6 +277,10 @@ pub(crate) async fn version_page(
         (Some(now), None) => Some(Changes { changes: diff("", now) }),
         _ => None,
     };
+    let mut version_row = row(store_id.as_str(), &version);
+    let mut redacted_by = version.redacted_at.map(|_| actor(version.redacted_by.as_ref()));
+    crate::text::name_people(&console, std::iter::once(&mut version_row.actor).chain(redacted_by.as_mut()).collect())
+        .await?;
     Ok(render(&VersionPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
@@ -283,13 +288,13 @@ pub(crate) async fn version_page(
         sha256: version.content_sha256.clone().unwrap_or_default(),
         memory_href: memory.as_ref().map(|m| format!("/console/stores/{store_id}/memories/{}", m.id)),
         current: memory.as_ref().is_some_and(|m| m.memory_version_id == version.id),
-        redacted_by: version.redacted_at.map(|_| actor(version.redacted_by.as_ref())),
+        redacted_by,
         redacted_at: version.redacted_at.as_ref().map(when).unwrap_or_default(),
         content: body.map(lines),
         previous_redacted: previous.as_ref().is_some_and(|p| p.redacted_at.is_some()),
         previous: previous.map(|p| format!("/console/stores/{store_id}/versions/{}", p.id)),
         c,
-        version: row(store_id.as_str(), &version),
+        version: version_row,
     }))
 }
 

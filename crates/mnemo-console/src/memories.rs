@@ -14,11 +14,11 @@ use mnemo_store::{Cursor, ListMemories, MemoryChange, StoreError};
 use serde::Deserialize;
 
 use crate::Console;
-use mnemo_store::rules::scope::{Action, MemoryOp};
 use crate::auth::{Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::{DiffLine, Line, diff, from_form, lines, size, when};
+use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Entries per page of a folder.
 const PAGE: u32 = 100;

@@ -18,11 +18,11 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::Console;
-use mnemo_store::rules::scope::Action;
 use crate::auth::{Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, render};
 use crate::text::{ActorView, actor, size, when};
 use crate::transcript::{Entry, EntryFragment, entry};
+use mnemo_store::rules::scope::Action;
 
 /// Sessions per page of the list.
 const PAGE: u32 = 50;

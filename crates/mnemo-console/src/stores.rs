@@ -9,12 +9,12 @@ use mnemo_store::{Cursor, ListMemoryStores, NewMemoryStore};
 use serde::Deserialize;
 
 use crate::Console;
-use mnemo_store::rules::scope::{Action, MemoryOp};
 use crate::audit_log::record;
 use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, render, see_other};
 use crate::text::{size, when};
 use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Stores per page of the list.
 const PAGE: u32 = 50;

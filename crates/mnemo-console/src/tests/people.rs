@@ -117,3 +117,133 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_answer() {
     );
     assert!(failures.windows(2).all(|w| w[0].actor == w[1].actor && w[0].details == w[1].details), "{printed}");
 }
+
+/// Signs `email` in with [`PASSWORD`]: the cookie header to send and the forms' token.
+async fn person_session(h: &Harness, email: &str) -> (String, String) {
+    let answer = h.password_sign_in(email, PASSWORD, "/console").await;
+    let set = session_cookie(&answer).unwrap_or_else(|| panic!("{email} did not sign in: {}", answer.body));
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let home = h.get("/console", &cookie).await;
+    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    (cookie, home.field("csrf"))
+}
+
+async fn add_member(h: &Harness, ws: &mnemo_api::WorkspaceId, who: &User, role: &str) {
+    let body = mnemo_api::MemberAdd { user_id: who.id.to_string(), workspace_role: role.into() };
+    h.store.add_member(ws, body).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_person_writes_as_themselves_and_the_history_names_them() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let ada = person(&h, "link-a", "ada@example.com", OrgRole::Developer).await;
+    add_member(&h, &ws, &ada, "workspace_developer").await;
+    let (cookie, csrf) = person_session(&h, "ada@example.com").await;
+    let store = h.memory_store("s").await;
+    let created = h
+        .post(
+            &format!("/console/stores/{}/memories", store.id),
+            &cookie,
+            &[("csrf", &csrf), ("path", "/notes/a.md"), ("content", "hello")],
+            &[],
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
+    let versions = h.store.list_memory_versions(&ws, &store.id, ListMemoryVersions::newest(10)).await.unwrap();
+    assert_eq!(versions.items[0].created_by, Some(Actor::UserActor { user_id: ada.id.to_string() }));
+    let history = h.get(&format!("/console/stores/{}/history", store.id), &cookie).await;
+    assert!(history.body.contains("Person ada@example.com (ada@example.com)"), "{}", history.body);
+    let version = h.get(&format!("/console/stores/{}/versions/{}", store.id, versions.items[0].id), &cookie).await;
+    assert!(version.body.contains("(ada@example.com)"), "{}", version.body);
+    assert!(!history.body.contains(&format!("user {}", ada.id)), "named, not an id");
+    // Their header names them and links their own page.
+    assert!(history.body.contains("href=\"/console/me\""), "{}", history.body);
+}
+
+#[tokio::test]
+async fn a_workspace_user_reads_but_changes_nothing() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let eve = person(&h, "link-e", "eve@example.com", OrgRole::User).await;
+    add_member(&h, &ws, &eve, "workspace_user").await;
+    let (cookie, csrf) = person_session(&h, "eve@example.com").await;
+    let store = h.memory_store("s").await;
+    let memory = h.memory(&store, "/a.md", "original").await;
+
+    let page = h.get(&format!("/console/stores/{}/memories/{}", store.id, memory.id), &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("original"), "they read it");
+    assert!(!page.body.contains("/edit\"") && !page.body.contains("/delete\""), "no edit control: {}", page.body);
+    let stores = h.get("/console", &cookie).await;
+    assert!(!stores.body.contains("Create store"), "{}", stores.body);
+
+    let form = h.get(&format!("/console/stores/{}/memories/{}/edit", store.id, memory.id), &cookie).await;
+    assert_eq!(form.status, StatusCode::FORBIDDEN);
+    assert!(form.body.contains("workspace_user"), "the refusal names the role: {}", form.body);
+    let save = h
+        .post(
+            &format!("/console/stores/{}/memories/{}/edit", store.id, memory.id),
+            &cookie,
+            &[("csrf", &csrf), ("content", "changed"), ("expected", &memory.content_sha256)],
+            &[],
+        )
+        .await;
+    assert_eq!(save.status, StatusCode::FORBIDDEN, "{}", save.body);
+    assert_eq!(h.content_of(&store, &memory).await.as_deref(), Some("original"));
+    let create = h.post("/console/stores", &cookie, &[("csrf", &csrf), ("name", "mine")], &[]).await;
+    assert_eq!(create.status, StatusCode::FORBIDDEN);
+    let keys = h.post("/console/api-keys", &cookie, &[("csrf", &csrf), ("name", "k")], &[]).await;
+    assert_eq!(keys.status, StatusCode::FORBIDDEN);
+    let log = h.get("/console/audit-log", &cookie).await;
+    assert_eq!(log.status, StatusCode::FORBIDDEN, "the audit log is a workspace admin's");
+}
+
+#[tokio::test]
+async fn a_person_in_several_workspaces_switches_between_theirs_only() {
+    let h = harness().await;
+    let default = h.store.default_workspace().await.unwrap();
+    let team = h.store.create_workspace("Team").await.unwrap();
+    let other = h.store.create_workspace("Other").await.unwrap();
+    let dev = person(&h, "link-d", "dev@example.com", OrgRole::Developer).await;
+    add_member(&h, &default, &dev, "workspace_user").await;
+    add_member(&h, &team, &dev, "workspace_admin").await;
+    let (cookie, csrf) = person_session(&h, "dev@example.com").await;
+    let home = h.get("/console", &cookie).await;
+    assert!(home.body.contains("<label for=\"workspace-switch\""), "a labelled switcher: {}", home.body);
+    assert!(home.body.contains(team.as_str()) && !home.body.contains(other.as_str()));
+
+    let switched = h.post("/console/workspace", &cookie, &[("csrf", &csrf), ("workspace", team.as_str())], &[]).await;
+    assert_eq!(switched.status, StatusCode::SEE_OTHER, "{}", switched.body);
+    let chosen = switched.set_cookies().into_iter().find(|c| c.starts_with("mnemo_console_workspace=")).unwrap();
+    let both = format!("{cookie}; {}", chosen.split(';').next().unwrap());
+    let there = h.get("/console", &both).await;
+    assert!(there.body.contains(&format!("<option value=\"{team}\" selected>")), "{}", there.body);
+    assert!(there.body.contains("href=\"/console/members\""), "a workspace admin there manages its members");
+
+    let refused = h.post("/console/workspace", &cookie, &[("csrf", &csrf), ("workspace", other.as_str())], &[]).await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND, "not theirs: as if unknown");
+    // A chosen workspace they left is forgotten, not trusted.
+    h.store.remove_member(&team, &dev.id).await.unwrap();
+    let after = h.get("/console", &both).await;
+    assert_eq!(after.status, StatusCode::OK);
+    assert!(!after.body.contains("workspace-switch") && after.body.contains("Default"), "{}", after.body);
+}
+
+#[tokio::test]
+async fn signing_out_and_removal_end_a_persons_session() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let ada = person(&h, "link-a", "ada@example.com", OrgRole::Developer).await;
+    add_member(&h, &ws, &ada, "workspace_developer").await;
+    let (cookie, csrf) = person_session(&h, "ada@example.com").await;
+    let out = h.post("/console/sign-out", &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!((out.status, out.location()), (StatusCode::SEE_OTHER, "/console/sign-in"));
+    assert_eq!(h.get("/console", &cookie).await.location(), "/console/sign-in", "the session is over");
+
+    let (cookie, _) = person_session(&h, "ada@example.com").await;
+    h.store.remove_user(&ada.id, mnemo_store::rules::people::Via::Api).await.unwrap();
+    assert_eq!(h.get("/console", &cookie).await.location(), "/console/sign-in", "removal ends it at once");
+    let again = h.password_sign_in("ada@example.com", PASSWORD, "/console").await;
+    assert!(again.body.contains(crate::auth::WRONG_PASSWORD), "a removed person is nobody");
+}
