@@ -261,7 +261,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
-            caller.allow(Action::MemoryStores)?;
+            caller.allow(Action::MemoryStores { create: !matches!(parts.method, Method::GET | Method::HEAD) })?;
             return Ok(Self { actor: actor(&caller)?, caller });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
@@ -314,7 +314,10 @@ impl FromRequestParts<AppState> for ApiKeyCaller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        caller.allow(Action::Administer)?;
+        // Reading is a row of its own: a person's role may allow it without allowing changes.
+        let action =
+            if matches!(parts.method, Method::GET | Method::HEAD) { Action::Inspect } else { Action::Administer };
+        caller.allow(action)?;
         Ok(Self(caller))
     }
 }

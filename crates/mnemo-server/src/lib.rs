@@ -100,6 +100,8 @@ pub struct AppState {
     streams: Arc<streams::StreamLimiter>,
     /// Failed authentications per client address (API and console sign-ins alike).
     throttle: Arc<throttle::AuthThrottle>,
+    /// Failed console password sign-ins per account.
+    accounts: Arc<throttle::AccountThrottle>,
     /// The organization's settings the Admin API needs.
     admin: Arc<AdminSettings>,
     /// The Managed Agents rate limit of each workspace (from `admin`'s values and the
@@ -164,6 +166,7 @@ impl AppState {
             webhook_targets: Arc::default(),
             streams: Arc::new(streams::StreamLimiter::new(StreamLimits::default())),
             throttle: Arc::new(throttle::AuthThrottle::new(AuthThrottleConfig::default())),
+            accounts: Arc::new(throttle::AccountThrottle::new(throttle::ACCOUNT_FAILURES_BURST)),
             admin: Arc::default(),
             rate_limiter: Arc::new(rate_limit::RateLimiter::new(
                 &mnemo_store::rules::rate_limit::OrgLimits::new(),
@@ -225,6 +228,7 @@ impl AppState {
             throttle: Arc::clone(&self.throttle),
             streams: Arc::clone(&self.streams),
             admin: Arc::clone(&self.admin),
+            accounts: Arc::clone(&self.accounts),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -319,6 +323,8 @@ struct ConsoleHooks {
     streams: Arc<streams::StreamLimiter>,
     /// The rate-limit catalogue and the organization's values, for the console's page.
     admin: Arc<AdminSettings>,
+    /// Failed password sign-ins per account.
+    accounts: Arc<throttle::AccountThrottle>,
 }
 
 #[async_trait::async_trait]
@@ -339,9 +345,19 @@ impl mnemo_console::Hooks for ConsoleHooks {
         self.throttle.failed(peer)
     }
 
-    fn open_stream(&self, api_key: &mnemo_api::ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
-        let slot =
-            self.streams.open(&mnemo_store::Credential::ApiKey(api_key.clone())).map_err(|_| streams::RETRY_AFTER)?;
+    fn account_sign_in_allowed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        self.accounts.admit(account)
+    }
+
+    fn account_sign_in_failed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        self.accounts.failed(account)
+    }
+
+    fn open_stream(
+        &self,
+        credential: &mnemo_store::Credential,
+    ) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
+        let slot = self.streams.open(credential).map_err(|_| streams::RETRY_AFTER)?;
         Ok(Box::new(slot))
     }
 

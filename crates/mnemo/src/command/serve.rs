@@ -496,6 +496,7 @@ impl Serve {
         let console = (!self.no_console).then(|| mnemo_console::ConsoleConfig {
             session_ttl: std::time::Duration::from_secs(self.console_session_ttl),
             secure_cookies: self.console_secure_cookies,
+            ..mnemo_console::ConsoleConfig::default()
         });
         let console_on = console.is_some();
         let mut state = AppState::new(Arc::clone(&store))
