@@ -205,7 +205,7 @@ pub(crate) async fn memory_credential(
             .ok_or_else(|| ApiError::authentication(scope::MISSING_CREDENTIALS))?;
         let Principal { credential, .. } = state.auth.resolve(secret, peer(&parts), &state.throttle).await?;
         decision(scope::reach(&credential, false))?;
-        decision(scope::decide(Some(&credential), Action::MemoryStores))
+        decision(scope::decide(Some(&credential), Action::MemoryStores { create: false }))
     };
     match checked.await {
         Ok(()) => next.run(axum::extract::Request::from_parts(parts, body)).await,
