@@ -6,8 +6,8 @@
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
-use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::rules::memory::{Blocker, Overlap};
+use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
@@ -312,7 +312,8 @@ pub(crate) async fn search(
     sql.push_str(" ORDER BY score DESC, m.seq LIMIT $3 OFFSET $4");
     let mut scan = SearchScan::new(request)?;
     while let Some(batch) = scan.next_batch() {
-        let (limit, offset) = (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
+        let (limit, offset) =
+            (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
         let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &rank, &limit, &offset];
         params.extend(patterns.iter().map(|p| p as crate::engine::Param<'_>));
         let rows = all(tx, &sql, &params).await?;

@@ -3,8 +3,8 @@
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
-use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::rules::memory::{Blocker, Overlap};
+use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -272,8 +272,8 @@ fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScope) -> Resul
             query_all(c, "SELECT seq FROM memory_stores WHERE workspace_id = ?1", [ws.as_str()], |r| r.get(0))?
         }
         SearchScope::Workspace(Some(ids)) => {
-            let ids = serde_json::to_string(&ids.iter().map(MemoryStoreId::as_str).collect::<Vec<_>>())
-                .map_err(backend)?;
+            let ids =
+                serde_json::to_string(&ids.iter().map(MemoryStoreId::as_str).collect::<Vec<_>>()).map_err(backend)?;
             query_all(
                 c,
                 "SELECT seq FROM memory_stores WHERE workspace_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
@@ -295,7 +295,11 @@ fn like_anywhere(text: &str) -> String {
 /// trigram index (`memory_search`), which finds every substring of three characters or more,
 /// ranked by BM25 (a path hit weighs twice a content hit); shorter terms by `LIKE`. With no
 /// term of three characters, the store's memories are scanned in path order.
-pub(crate) fn search(c: &Connection, ws: &WorkspaceId, request: &SearchMemories) -> Result<Listing<MemorySearchResult>> {
+pub(crate) fn search(
+    c: &Connection,
+    ws: &WorkspaceId,
+    request: &SearchMemories,
+) -> Result<Listing<MemorySearchResult>> {
     let stores = search_stores(c, ws, &request.scope)?;
     let terms = request.query.index_terms();
     let (long, short): (Vec<&str>, Vec<&str>) = terms.iter().partition(|t| t.chars().count() >= 3);
@@ -335,7 +339,8 @@ pub(crate) fn search(c: &Connection, ws: &WorkspaceId, request: &SearchMemories)
     let mut scan = SearchScan::new(request)?;
     while let Some(batch) = scan.next_batch() {
         let mut bound: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
-        let (limit, offset) = (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
+        let (limit, offset) =
+            (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
         bound.push(&limit);
         bound.push(&offset);
         let candidates = stmt

@@ -82,7 +82,9 @@ mod tests {
 
     #[test]
     fn cursors_round_trip() {
-        for c in [Cursor::Before(42), Cursor::AfterPath("/a/ü b".into()), Cursor::FromPath("/a0".into()), Cursor::Offset(40)] {
+        for c in
+            [Cursor::Before(42), Cursor::AfterPath("/a/ü b".into()), Cursor::FromPath("/a0".into()), Cursor::Offset(40)]
+        {
             assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
         }
     }
