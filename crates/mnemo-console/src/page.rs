@@ -71,6 +71,7 @@ pub(crate) enum Section {
     ApiKeys,
     RateLimits,
     AuditLog,
+    Search,
     None,
 }
 
@@ -99,6 +100,7 @@ impl Chrome {
                 | (Section::ApiKeys, "api-keys")
                 | (Section::RateLimits, "rate-limits")
                 | (Section::AuditLog, "audit-log")
+                | (Section::Search, "search")
         )
     }
 }
