@@ -158,6 +158,11 @@ impl MemoryCaller {
     pub(crate) fn workspace(&self) -> Result<&WorkspaceId, ApiError> {
         self.caller.workspace()
     }
+
+    /// The session whose attached stores are all this caller reaches (a sessions token's).
+    pub(crate) fn attached_to(&self) -> Option<&mnemo_api::SessionId> {
+        scope::attachment_lookup(&self.caller.credential)
+    }
 }
 
 /// A caller holding an API key (administration: environments, keys, agents).
@@ -261,7 +266,12 @@ impl FromRequestParts<AppState> for MemoryCaller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
-            caller.allow(Action::MemoryStores { create: !matches!(parts.method, Method::GET | Method::HEAD) })?;
+            let action = if parts.uri.path() == "/v1/memories:search" {
+                Action::SearchMemories
+            } else {
+                Action::MemoryStores { create: !matches!(parts.method, Method::GET | Method::HEAD) }
+            };
+            caller.allow(action)?;
             return Ok(Self { actor: actor(&caller)?, caller });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));

@@ -19,6 +19,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0010_rate_limit_buckets.sql"),
     include_str!("../migrations/0011_people.sql"),
     include_str!("../migrations/0012_person_sessions.sql"),
+    // 0013 is another branch's; the lead orders them at merge.
+    include_str!("../migrations/0014_memory_search.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.
