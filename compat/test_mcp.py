@@ -19,7 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, listen
 from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
 
-TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "history"}
+TOOLS = {"view", "create", "str_replace", "insert", "delete", "rename", "history", "search"}
 
 # `mnemo mcp` serves the stores named on its command line; `/mcp` every store of the caller's
 # workspace. Each `both_*` check runs over both (the `test_*` pairs at the end).
@@ -105,6 +105,12 @@ def both_tools_read_and_write_a_store(fx, transport):
             await call(s, "create", path=f"{folder}/new/idea.md", file_text="ship it\n")
             await call(s, "rename", old_path=f"{folder}/new/idea.md",
                        new_path=f"{folder}/ideas/ship.md")
+            found = await call(s, "search", query="brief", path=folder)
+            check(found.startswith("1 match(es)") and f"{folder}/prefs.md\n" in found and "«brief»" in found, found)
+            found = await call(s, "search", query='"ship it" -nothing')
+            check(f"{folder}/ideas/ship.md\n" in found, f"across every store served: {found}")
+            e = await refused(s, "search", query='"unbalanced')
+            check("search refused" in e, e)
             history = await call(s, "history", path=f"{folder}/prefs.md")
             check(history.startswith("3 version(s)") and "API key" in history, history)
             await call(s, "delete", path=f"{folder}/projects")

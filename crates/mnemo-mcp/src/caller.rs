@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use mnemo_api::{Memory, MemoryPath, Precondition, UpdateMemory, View};
-use mnemo_client::{Client, ClientError, ListMemoriesParams, ListMemoryVersionsParams};
+use mnemo_client::{Client, ClientError, ListMemoriesParams, ListMemoryVersionsParams, SearchMemoriesParams};
 
 use crate::paths::{self, Mount, ROOT, Target};
-use crate::server::{CreateArgs, InsertArgs, PathArgs, RenameArgs, StrReplaceArgs, ViewArgs, resource_uri};
+use crate::server::{CreateArgs, InsertArgs, PathArgs, RenameArgs, SearchArgs, StrReplaceArgs, ViewArgs, resource_uri};
 use crate::text;
 
 /// A tool's answer: text for the model, or a refusal it can read and act on.
@@ -25,6 +25,9 @@ pub(crate) struct Caller {
     pub(crate) client: Client,
     pub(crate) mounts: Arc<Vec<Mount>>,
     pub(crate) seen: Seen,
+    /// The mounts are every store the credential reaches (`/mcp`), so one search across the
+    /// workspace covers them; else each mount's store is searched on its own.
+    pub(crate) whole_workspace: bool,
 }
 
 impl Caller {
@@ -259,6 +262,38 @@ impl Caller {
         Ok(out)
     }
 
+    pub(crate) async fn search(&self, args: SearchArgs) -> Answer {
+        let limit = args.limit.unwrap_or(SEARCH_LIMIT).clamp(1, SEARCH_LIMIT_MAX);
+        let mut params = SearchMemoriesParams { q: args.query.clone(), limit: Some(limit), ..Default::default() };
+        // Where to look: one store (or a folder of it), or every store served.
+        let scope: Vec<&Mount> = match args.path.as_deref().map(|p| self.target(p)).transpose()? {
+            None | Some(Target::Root) => self.mounts.iter().collect(),
+            Some(Target::In(mount, folder)) => {
+                params.path_prefix = folder.map(|f| format!("{}/", f.as_str()));
+                vec![mount]
+            }
+        };
+        let mut hits = Vec::new();
+        if self.whole_workspace && scope.len() == self.mounts.len() && scope.len() > 1 {
+            let page = self.client.search_memories(None, &params).await.map_err(|e| unsearchable(&e))?;
+            hits.extend(page.data);
+        } else {
+            for mount in &scope {
+                let page =
+                    self.client.search_memories(Some(&mount.store), &params).await.map_err(|e| unsearchable(&e))?;
+                hits.extend(page.data);
+            }
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(limit as usize);
+        let mut out = format!("{} match(es) for {:?}, best first (matches marked «…»):\n", hits.len(), args.query);
+        for hit in &hits {
+            let Some(mount) = self.mount_of(&hit.memory_store_id) else { continue };
+            out.push_str(&format!("{}\n    {}\n", mount.tool_path(&hit.path), hit.snippet));
+        }
+        Ok(out)
+    }
+
     /// The memory a `mnemo://STORE/PATH` URI names, if it is one of this caller's.
     pub(crate) async fn resource(&self, uri: &str) -> Result<Option<Memory>, String> {
         let Some((store, path)) = uri.strip_prefix("mnemo://").and_then(|rest| rest.split_once('/')) else {
@@ -267,6 +302,22 @@ impl Caller {
         let Some(mount) = self.mounts.iter().find(|m| m.store.as_str() == store) else { return Ok(None) };
         let Ok(path) = MemoryPath::parse(&format!("/{path}")) else { return Ok(None) };
         self.memory(mount, &path).await
+    }
+}
+
+/// Matches a search returns by default, and at most.
+const SEARCH_LIMIT: u32 = 10;
+const SEARCH_LIMIT_MAX: u32 = 50;
+
+/// A failed search: a malformed query in the API's words; a server without search said so.
+fn unsearchable(e: &ClientError) -> String {
+    match e {
+        // A store it serves is known, so a 404 means the route: the hosted API has no search.
+        ClientError::Api { error, .. } if e.status() == Some(404) && !error.message.contains("memory store") => {
+            "this memory server has no search (it is a mnemo extension): view folders instead".to_owned()
+        }
+        ClientError::Api { error, .. } => format!("search refused: {}", error.message),
+        other => format!("the memory service did not answer: {other}"),
     }
 }
 

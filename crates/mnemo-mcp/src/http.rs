@@ -53,7 +53,7 @@ impl Accounts {
         let (token, account) = self.account(extensions)?;
         let client = self.api.with_token(token);
         let mounts = Arc::new(stores(&client).await?);
-        Ok(Caller { client, mounts, seen: Arc::clone(&account.seen) })
+        Ok(Caller { client, mounts, seen: Arc::clone(&account.seen), whole_workspace: true })
     }
 
     /// The change feed of `caller`'s stores, following any store created since the last call.

@@ -95,6 +95,17 @@ pub(crate) struct PathArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct SearchArgs {
+    /// What to find: words (all must occur), "an exact phrase", -excluded, prefix*, path:notes/.
+    /// Parts of identifiers match too (`staging-db`, `snake_case`).
+    pub(crate) query: String,
+    /// Only under this store or folder, e.g. `/memories/team-notes/infra` (default: every store).
+    pub(crate) path: Option<String>,
+    /// How many matches at most (default 10, at most 50).
+    pub(crate) limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct RenameArgs {
     pub(crate) old_path: String,
     /// In the same store.
@@ -104,7 +115,7 @@ pub(crate) struct RenameArgs {
 impl MemoryServer {
     /// A server over `mounts`, calling the API through `client`.
     pub fn new(client: Client, mounts: Vec<Mount>) -> Self {
-        let caller = Caller { client, mounts: Arc::new(mounts), seen: Arc::default() };
+        let caller = Caller { client, mounts: Arc::new(mounts), seen: Arc::default(), whole_workspace: false };
         Self::with_source(Source::Fixed { caller, feed: None })
     }
 
@@ -229,6 +240,16 @@ impl MemoryServer {
     #[tool(name = "history", description = "List a file's versions, newest first: when, by whom, what happened.")]
     async fn history(&self, request: Extensions, Parameters(args): Parameters<PathArgs>) -> Answer {
         self.caller(&request).await?.history(args).await
+    }
+    #[tool(
+        name = "search",
+        description = "Find memories by what they say: words (all must occur), \"an exact phrase\", -excluded, \
+                       prefix*, path:folder/. Parts of identifiers match (staging-db, snake_case). Answers the \
+                       best matches first, each file's path and a snippet with the matches marked «…»; view a \
+                       file to read it whole. Use it before creating a file, to add to what exists."
+    )]
+    async fn search(&self, request: Extensions, Parameters(args): Parameters<SearchArgs>) -> Answer {
+        self.caller(&request).await?.search(args).await
     }
 }
 

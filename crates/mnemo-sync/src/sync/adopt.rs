@@ -218,7 +218,10 @@ async fn finish_record(client: &Client, cfg: &StoreConfig) -> Result<BTreeMap<St
     let path = record_path(&cfg.root);
     let record = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice::<Record>(&bytes).map_err(|e| {
-            SyncError::Task(format!("the adoption record {} cannot be read ({e}); move it away to start over", path.display()))
+            SyncError::Task(format!(
+                "the adoption record {} cannot be read ({e}); move it away to start over",
+                path.display()
+            ))
         })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(e) => return Err(SyncError::Task(format!("cannot read the adoption record {}: {e}", path.display()))),
@@ -231,7 +234,8 @@ async fn finish_record(client: &Client, cfg: &StoreConfig) -> Result<BTreeMap<St
         )));
     }
     for (memory, pending) in &record.pending {
-        let id: MemoryId = memory.parse().map_err(|_| SyncError::Task(format!("the adoption record names `{memory}`")))?;
+        let id: MemoryId =
+            memory.parse().map_err(|_| SyncError::Task(format!("the adoption record names `{memory}`")))?;
         tracing::info!(memory_store_id = %cfg.store_id, path = %pending.path, "finishing an interrupted adoption: the store's version goes back on top");
         restore(client, cfg, &id, pending).await?;
     }
@@ -264,7 +268,12 @@ async fn update_record(cfg: &StoreConfig, change: impl FnOnce(&mut Record)) -> R
 }
 
 /// Moves local bytes the store will not take to a free `NAME.local-N` beside the file.
-async fn move_aside(cfg: &StoreConfig, files: &Arc<FileStore>, rel: &RelPath, bytes: Vec<u8>) -> Result<Kept, SyncError> {
+async fn move_aside(
+    cfg: &StoreConfig,
+    files: &Arc<FileStore>,
+    rel: &RelPath,
+    bytes: Vec<u8>,
+) -> Result<Kept, SyncError> {
     let (files, rel) = (Arc::clone(files), rel.clone());
     let root = cfg.root.clone();
     blocking(move || -> Result<Kept, SyncError> {
