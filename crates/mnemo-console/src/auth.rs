@@ -170,6 +170,11 @@ impl Signed {
     }
 }
 
+/// The header that ends the session cookie in the browser.
+pub(crate) fn clear_session_cookie(secure: bool) -> HeaderValue {
+    set_cookie(SESSION_COOKIE, "", 0, secure)
+}
+
 /// The workspace a person chose in the header's switcher (not a secret: every request checks
 /// it against their memberships).
 pub(crate) const WORKSPACE_COOKIE: &str = "mnemo_console_workspace";

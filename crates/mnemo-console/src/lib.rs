@@ -31,6 +31,7 @@ mod join;
 mod memories;
 mod page;
 mod password;
+mod people;
 mod rate_limits;
 mod sessions;
 mod stores;
@@ -107,6 +108,11 @@ pub struct ConsoleConfig {
     pub oidc_provider_name: Option<String>,
     /// Whether people may sign in with their email and password (off when SSO replaces it).
     pub password_sign_in: bool,
+    /// Where people reach the console (`--public-url`), for invite links; `None`: the address
+    /// the browser used.
+    pub public_url: Option<String>,
+    /// How long an invite made in the console stays acceptable.
+    pub invite_ttl_secs: u64,
 }
 
 impl Default for ConsoleConfig {
@@ -116,6 +122,8 @@ impl Default for ConsoleConfig {
             secure_cookies: false,
             oidc_provider_name: None,
             password_sign_in: true,
+            public_url: None,
+            invite_ttl_secs: mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
         }
     }
 }
@@ -186,6 +194,17 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/api-keys/{api_key_id}/archive", get(api_keys::archive_confirm).post(api_keys::archive))
         .route("/console/rate-limits", get(rate_limits::page))
         .route("/console/audit-log", get(audit_log::page))
+        .route("/console/people", get(people::people))
+        .route("/console/people/invites", post(people::invite))
+        .route("/console/people/invites/{invite_id}/resend", post(people::resend))
+        .route("/console/people/invites/{invite_id}/revoke", post(people::revoke_invite))
+        .route("/console/people/{user_id}/role", post(people::change_role))
+        .route("/console/people/{user_id}/remove", post(people::remove))
+        .route("/console/members", get(people::members).post(people::add_member))
+        .route("/console/members/{user_id}/role", post(people::change_member))
+        .route("/console/members/{user_id}/remove", post(people::remove_member))
+        .route("/console/me", get(people::me))
+        .route("/console/me/sign-out-everywhere", post(people::sign_out_everywhere))
         .route("/console/workspaces", get(page::organization).post(page::organization))
         .route("/console/workspaces/{*rest}", get(page::organization).post(page::organization))
         .route("/console/{*rest}", get(page::not_found).post(page::not_found))
