@@ -53,7 +53,9 @@ def signed_in_as(c: Console, email: str) -> None:
 def admin(c: Console) -> None:
     """Signs the organization's admin person in, making them first if no test did yet."""
     if "admin" not in _made:
-        database = c.scratch.parent / "mnemo.sqlite"
+        # The run's server keeps its database in `<run>/server/` (browser/run.py).
+        database = c.scratch.parent / "server" / "mnemo.sqlite"
+        assert database.exists(), f"no server database at {database}"
         done = subprocess.run(
             [c.binary, "admin", "bootstrap", "--database", f"sqlite://{database}", "--public-url", c.origin],
             capture_output=True, text=True, timeout=120,
