@@ -16,7 +16,7 @@ use mnemo_api::{
 };
 use mnemo_http::Id;
 use mnemo_store::ops::people::{ListInvites, ListUsers};
-use mnemo_store::rules::audit::{AuditAction, actor_of};
+use mnemo_store::rules::audit::AuditAction;
 use mnemo_store::rules::people::Via;
 use mnemo_store::rules::scope::{Action, OrgOp, WorkspaceOp};
 use serde::Deserialize;
@@ -33,27 +33,10 @@ fn everything() -> AdminPageQuery {
     AdminPageQuery { limit: 1000, cursor: AdminCursor::Start }
 }
 
-/// Records a change to people: organization-level (`workspace` None) or a workspace's.
-async fn record(
-    console: &Console,
-    who: &Signed,
-    action: AuditAction,
-    id: &str,
-    workspace: bool,
-    details: serde_json::Value,
-) {
-    let event = mnemo_store::ops::NewAuditEvent {
-        action,
-        workspace: workspace.then(|| who.workspace.clone()),
-        actor: actor_of(&who.credential),
-        resource: action.resource_type().map(|kind| mnemo_api::AuditResource { kind: kind.into(), id: id.to_owned() }),
-        client_ip: who.peer.map(|ip| ip.to_string()),
-        outcome: mnemo_api::AuditOutcome::Success,
-        details,
-    };
-    if let Err(e) = console.store.record_audit_event(event).await {
-        tracing::error!(error = %e.chain(), %action, "could not record an audit event");
-    }
+/// Records a change to people in the log it belongs to (people and invites: the
+/// organization's; members: the workspace's).
+async fn record(console: &Console, who: &Signed, action: AuditAction, id: &str, details: serde_json::Value) {
+    crate::audit_log::record_in(console, who, action, id, action.org_level(), details).await;
 }
 
 /// Where this console is reached, for an invite's accept link: `--public-url`, else the
@@ -189,7 +172,6 @@ async fn invite_with_link(
         who,
         AuditAction::InviteCreate,
         invite.id.as_str(),
-        false,
         serde_json::json!({"role": invite.role.as_str()}),
     )
     .await;
@@ -219,7 +201,7 @@ pub(crate) async fn resend(
     let old = console.store.get_invite(&id).await?;
     if old.status == InviteStatus::Pending {
         console.store.delete_invite(&id).await?;
-        record(&console, &posted.who, AuditAction::InviteDelete, id.as_str(), false, serde_json::json!({})).await;
+        record(&console, &posted.who, AuditAction::InviteDelete, id.as_str(), serde_json::json!({})).await;
     }
     invite_with_link(&console, &headers, &posted.who, &old.email, old.role.as_str()).await
 }
@@ -233,7 +215,7 @@ pub(crate) async fn revoke_invite(
     if let Err(err) = console.store.delete_invite(&id).await {
         return people_page(&console, &posted.who, None, Some(refusal(err)?)).await;
     }
-    record(&console, &posted.who, AuditAction::InviteDelete, id.as_str(), false, serde_json::json!({})).await;
+    record(&console, &posted.who, AuditAction::InviteDelete, id.as_str(), serde_json::json!({})).await;
     Ok(see_other("/console/people"))
 }
 
@@ -260,7 +242,6 @@ pub(crate) async fn change_role(
                 &posted.who,
                 AuditAction::UserUpdate,
                 id.as_str(),
-                false,
                 serde_json::json!({"role": role.as_str()}),
             )
             .await;
@@ -279,7 +260,7 @@ pub(crate) async fn remove(
     match console.store.remove_user(&id, Via::Console).await {
         Ok(_) => {
             console.hooks.credentials_changed();
-            record(&console, &posted.who, AuditAction::UserRemove, id.as_str(), false, serde_json::json!({})).await;
+            record(&console, &posted.who, AuditAction::UserRemove, id.as_str(), serde_json::json!({})).await;
             Ok(see_other("/console/people"))
         }
         Err(err) => people_page(&console, &posted.who, None, Some(refusal(err)?)).await,
@@ -365,7 +346,7 @@ pub(crate) async fn add_member(State(console): State<Console>, posted: Posted<Ad
     match console.store.add_member(&who.workspace, body).await {
         Ok(m) => {
             let details = serde_json::json!({"workspace_role": m.workspace_role.as_str()});
-            record(&console, who, AuditAction::WorkspaceMemberAdd, m.user_id.as_str(), true, details).await;
+            record(&console, who, AuditAction::WorkspaceMemberAdd, m.user_id.as_str(), details).await;
             Ok(see_other("/console/members"))
         }
         Err(err) => members_page(&console, who, Some(refusal(err)?)).await,
@@ -382,7 +363,7 @@ pub(crate) async fn change_member(
     match console.store.update_member(&who.workspace, &id, posted.form.role.clone()).await {
         Ok(m) => {
             let details = serde_json::json!({"workspace_role": m.workspace_role.as_str()});
-            record(&console, who, AuditAction::WorkspaceMemberUpdate, id.as_str(), true, details).await;
+            record(&console, who, AuditAction::WorkspaceMemberUpdate, id.as_str(), details).await;
             Ok(see_other("/console/members"))
         }
         Err(err) => members_page(&console, who, Some(refusal(err)?)).await,
@@ -398,7 +379,7 @@ pub(crate) async fn remove_member(
     who.allow(Action::Workspace(WorkspaceOp::Members))?;
     match console.store.remove_member(&who.workspace, &id).await {
         Ok(_) => {
-            record(&console, who, AuditAction::WorkspaceMemberRemove, id.as_str(), true, serde_json::json!({})).await;
+            record(&console, who, AuditAction::WorkspaceMemberRemove, id.as_str(), serde_json::json!({})).await;
             Ok(see_other("/console/members"))
         }
         Err(err) => members_page(&console, who, Some(refusal(err)?)).await,
@@ -455,7 +436,7 @@ pub(crate) async fn sign_out_everywhere(
     };
     console.store.sign_out_user(&person.id).await?;
     console.hooks.credentials_changed();
-    record(&console, &posted.who, AuditAction::UserSignOut, person.id.as_str(), false, serde_json::json!({})).await;
+    record(&console, &posted.who, AuditAction::UserSignOut, person.id.as_str(), serde_json::json!({})).await;
     tracing::info!(user.id = %person.id, "signed out everywhere from the console");
     let mut response = see_other("/console/sign-in").into_response();
     response

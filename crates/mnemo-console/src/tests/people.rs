@@ -368,3 +368,53 @@ impl ListInvitesAll {
         }
     }
 }
+
+/// Hooks whose account budget is one failure: the second is over it.
+#[derive(Default)]
+struct OneFailurePerAccount {
+    failed: std::sync::Mutex<std::collections::HashSet<mnemo_store::CredentialHash>>,
+}
+
+#[async_trait]
+impl Hooks for OneFailurePerAccount {
+    fn credentials_changed(&self) {}
+
+    async fn subscribe(
+        &self,
+        _: &mnemo_api::WorkspaceId,
+        _: &SessionId,
+    ) -> Result<broadcast::Receiver<Streamed>, StoreError> {
+        Ok(broadcast::channel(4).1)
+    }
+
+    fn account_sign_in_allowed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        if self.failed.lock().unwrap().contains(account) { Err(std::time::Duration::from_secs(42)) } else { Ok(()) }
+    }
+
+    fn account_sign_in_failed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        self.failed.lock().unwrap().insert(*account);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn failed_passwords_count_against_the_account_whoever_it_is() {
+    let mut h = harness().await;
+    let console =
+        Console::new(Arc::clone(&h.store.store), Arc::new(OneFailurePerAccount::default()), ConsoleConfig::default());
+    h.app = crate::router(console);
+    person(&h, "link-a", "ada@example.com", OrgRole::Developer).await;
+    for email in ["ada@example.com", "nobody@example.com"] {
+        let first = h.password_sign_in(email, "wrong password here", "/console").await;
+        assert_eq!(first.status, StatusCode::UNAUTHORIZED, "{email}");
+        // However it is spelled, the account is the same; even the right password waits.
+        let spelled = email.to_uppercase();
+        let second = h.password_sign_in(&spelled, PASSWORD, "/console").await;
+        assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS, "{email}: {}", second.body);
+        assert_eq!(second.headers.get(header::RETRY_AFTER).unwrap(), "42");
+        assert!(second.body.contains("too many failed sign-ins for this email"), "{}", second.body);
+        assert!(session_cookie(&second).is_none());
+    }
+    let other = h.password_sign_in("eve@example.com", "wrong password here", "/console").await;
+    assert_eq!(other.status, StatusCode::UNAUTHORIZED, "other accounts are not throttled");
+}
