@@ -398,15 +398,25 @@ struct MePage {
     role: &'static str,
     /// (workspace name, their role there).
     workspaces: Vec<(String, &'static str)>,
-    session_started: String,
-    session_ends: String,
+    /// Their live sessions: (began, ends, this one).
+    sessions: Vec<(String, String, bool)>,
 }
 
 pub(crate) async fn me(State(console): State<Console>, headers: HeaderMap, who: Signed) -> Result<Response, PageError> {
     let Some(person) = &who.person else {
         return Err(PageError::NotFound("a sign-in with an API key has no account page; people have one".into()));
     };
-    let session = crate::auth::person_of(&console, &headers).await?;
+    let this = crate::auth::person_of(&console, &headers).await?;
+    let sessions = console
+        .store
+        .person_sessions(&person.id)
+        .await?
+        .iter()
+        .map(|t| {
+            let current = this.as_ref().is_some_and(|s| s.created_at == t.created_at && s.expires_at == t.expires_at);
+            (when(&t.created_at), when(&t.expires_at), current)
+        })
+        .collect();
     let workspaces = console
         .store
         .person_workspaces(&person.id)
@@ -420,8 +430,7 @@ pub(crate) async fn me(State(console): State<Console>, headers: HeaderMap, who: 
         email: person.email.clone(),
         role: person.role.as_str(),
         workspaces,
-        session_started: session.as_ref().map(|s| when(&s.created_at)).unwrap_or_default(),
-        session_ends: session.as_ref().map(|s| when(&s.expires_at)).unwrap_or_default(),
+        sessions,
     }))
 }
 

@@ -347,6 +347,8 @@ async fn a_person_signs_out_everywhere_from_their_own_page() {
     let (second, csrf) = person_session(&h, "ada@example.com").await;
     let me = h.get("/console/me", &second).await;
     assert!(me.body.contains("ada@example.com") && me.body.contains("Default: workspace_developer"), "{}", me.body);
+    assert_eq!(me.body.matches("<li>Signed in ").count(), 2, "both sessions listed: {}", me.body);
+    assert_eq!(me.body.matches("<span class=\"badge\">this one</span>").count(), 1, "{}", me.body);
     let out = h.post("/console/me/sign-out-everywhere", &second, &[("csrf", &csrf)], &[]).await;
     assert_eq!(out.location(), "/console/sign-in");
     for cookie in [first, second] {
