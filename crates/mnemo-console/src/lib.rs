@@ -8,15 +8,19 @@
 //! transcript of a running session and a copy button. Assets are embedded in the binary.
 //!
 //! The console calls the same [`Store`] as the HTTP API, so archived stores, path overlaps,
-//! preconditions and the cap are refused with the API's own words. A person signs in with an API
-//! key; the server keeps a console session (by the hash of its cookie's secret) and the key
-//! itself never reaches the browser again. What they write carries that key as its actor.
+//! preconditions and the cap are refused with the API's own words. A person signs in with their
+//! email and password (or an API key); the server keeps a console session (by the hash of its
+//! cookie's secret) and nothing else reaches the browser. A person acts with their roles in the
+//! workspace shown, asked of the same scope decision as the API's (`Signed::allow`); what they
+//! write carries them (`user_actor`), or the key, as its actor.
 //!
 //! Modules: `auth` (sign-in, the session cookie, the CSRF check in `Posted`), `stores`,
 //! `memories` (folder tree, path filter, editing guarded by `content_sha256`), `history`
 //! (versions, diffs, restore, redaction), `sessions` and `transcript` (events as readable
 //! entries, live over SSE from the server's event hub), `environments` (queue figures, keys),
 //! `api_keys`, `rate_limits` and `audit_log` (the signed-in workspace's keys, limits and log),
+//! `people` (people, invites, members, a person's own page), `join` and `password` (invites
+//! and the setup link accepted; argon2id),
 //! `page` (layout, error pages, security headers), `text` (what templates print), `assets`. The
 //! server is reached through [`Hooks`] (forget credentials after a revocation; follow a
 //! session's events), implemented in `mnemo-server`.
