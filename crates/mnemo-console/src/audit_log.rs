@@ -24,9 +24,22 @@ const PAGE: u32 = 50;
 /// Records what a signed-in person did to resource `id` in their workspace, as the API's
 /// recorder would for the same call (`details`: named fields only, never a secret).
 pub(crate) async fn record(console: &Console, who: &Signed, action: AuditAction, id: &str, details: serde_json::Value) {
+    record_in(console, who, action, id, false, details).await;
+}
+
+/// [`record`], in the organization's log rather than the workspace's when `org_level` (people
+/// and invites belong to no workspace).
+pub(crate) async fn record_in(
+    console: &Console,
+    who: &Signed,
+    action: AuditAction,
+    id: &str,
+    org_level: bool,
+    details: serde_json::Value,
+) {
     let event = mnemo_store::ops::NewAuditEvent {
         action,
-        workspace: Some(who.workspace.clone()),
+        workspace: (!org_level).then(|| who.workspace.clone()),
         actor: mnemo_store::rules::audit::actor_of(&who.credential),
         resource: action.resource_type().map(|kind| mnemo_api::AuditResource { kind: kind.into(), id: id.to_owned() }),
         client_ip: who.peer.map(|ip| ip.to_string()),

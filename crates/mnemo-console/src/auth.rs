@@ -170,6 +170,11 @@ impl Signed {
     }
 }
 
+/// The header that ends the session cookie in the browser.
+pub(crate) fn clear_session_cookie(secure: bool) -> HeaderValue {
+    set_cookie(SESSION_COOKIE, "", 0, secure)
+}
+
 /// The workspace a person chose in the header's switcher (not a secret: every request checks
 /// it against their memberships).
 pub(crate) const WORKSPACE_COOKIE: &str = "mnemo_console_workspace";
@@ -425,8 +430,20 @@ pub(crate) struct SignInForm {
 /// The sign-in page answering an address over its budget of failed sign-ins: `429` with
 /// `retry-after`, whatever the key (it was not looked up, or this failure was one too many).
 fn throttled_page(console: &Console, headers: &HeaderMap, next: &str, wait: std::time::Duration) -> Response {
+    over_budget_page(console, headers, next, wait, "from this address")
+}
+
+/// The `429` sign-in page of a budget of failures (`whose`: "from this address", "for this
+/// email") spent: the wait in words and in `retry-after`.
+fn over_budget_page(
+    console: &Console,
+    headers: &HeaderMap,
+    next: &str,
+    wait: std::time::Duration,
+    whose: &str,
+) -> Response {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    let message = format!("too many failed sign-ins from this address; wait {secs} seconds and try again");
+    let message = format!("too many failed sign-ins {whose}; wait {secs} seconds and try again");
     let mut response = sign_in_page(console, headers, next, Some(message));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
@@ -588,12 +605,7 @@ fn account_of(email: &str) -> CredentialHash {
 
 /// The sign-in page answering an account over its budget of failed password sign-ins.
 fn account_throttled_page(console: &Console, headers: &HeaderMap, next: &str, wait: std::time::Duration) -> Response {
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    let message = format!("too many failed sign-ins for this email; wait {secs} seconds and try again");
-    let mut response = sign_in_page(console, headers, next, Some(message));
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
-    response
+    over_budget_page(console, headers, next, wait, "for this email")
 }
 
 /// Signing in with an email and password. A wrong password and an unknown email get the same

@@ -8,15 +8,19 @@
 //! transcript of a running session and a copy button. Assets are embedded in the binary.
 //!
 //! The console calls the same [`Store`] as the HTTP API, so archived stores, path overlaps,
-//! preconditions and the cap are refused with the API's own words. A person signs in with an API
-//! key; the server keeps a console session (by the hash of its cookie's secret) and the key
-//! itself never reaches the browser again. What they write carries that key as its actor.
+//! preconditions and the cap are refused with the API's own words. A person signs in with their
+//! email and password (or an API key); the server keeps a console session (by the hash of its
+//! cookie's secret) and nothing else reaches the browser. A person acts with their roles in the
+//! workspace shown, asked of the same scope decision as the API's (`Signed::allow`); what they
+//! write carries them (`user_actor`), or the key, as its actor.
 //!
 //! Modules: `auth` (sign-in, the session cookie, the CSRF check in `Posted`), `stores`,
 //! `memories` (folder tree, path filter, editing guarded by `content_sha256`), `history`
 //! (versions, diffs, restore, redaction), `sessions` and `transcript` (events as readable
 //! entries, live over SSE from the server's event hub), `environments` (queue figures, keys),
 //! `api_keys`, `rate_limits` and `audit_log` (the signed-in workspace's keys, limits and log),
+//! `people` (people, invites, members, a person's own page), `join` and `password` (invites
+//! and the setup link accepted; argon2id),
 //! `page` (layout, error pages, security headers), `text` (what templates print), `assets`. The
 //! server is reached through [`Hooks`] (forget credentials after a revocation; follow a
 //! session's events), implemented in `mnemo-server`.
@@ -31,6 +35,7 @@ mod join;
 mod memories;
 mod page;
 mod password;
+mod people;
 mod rate_limits;
 mod search;
 mod sessions;
@@ -108,6 +113,11 @@ pub struct ConsoleConfig {
     pub oidc_provider_name: Option<String>,
     /// Whether people may sign in with their email and password (off when SSO replaces it).
     pub password_sign_in: bool,
+    /// Where people reach the console (`--public-url`), for invite links; `None`: the address
+    /// the browser used.
+    pub public_url: Option<String>,
+    /// How long an invite made in the console stays acceptable.
+    pub invite_ttl_secs: u64,
 }
 
 impl Default for ConsoleConfig {
@@ -117,6 +127,8 @@ impl Default for ConsoleConfig {
             secure_cookies: false,
             oidc_provider_name: None,
             password_sign_in: true,
+            public_url: None,
+            invite_ttl_secs: mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
         }
     }
 }
@@ -188,6 +200,17 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/api-keys/{api_key_id}/archive", get(api_keys::archive_confirm).post(api_keys::archive))
         .route("/console/rate-limits", get(rate_limits::page))
         .route("/console/audit-log", get(audit_log::page))
+        .route("/console/people", get(people::people))
+        .route("/console/people/invites", post(people::invite))
+        .route("/console/people/invites/{invite_id}/resend", post(people::resend))
+        .route("/console/people/invites/{invite_id}/revoke", post(people::revoke_invite))
+        .route("/console/people/{user_id}/role", post(people::change_role))
+        .route("/console/people/{user_id}/remove", post(people::remove))
+        .route("/console/members", get(people::members).post(people::add_member))
+        .route("/console/members/{user_id}/role", post(people::change_member))
+        .route("/console/members/{user_id}/remove", post(people::remove_member))
+        .route("/console/me", get(people::me))
+        .route("/console/me/sign-out-everywhere", post(people::sign_out_everywhere))
         .route("/console/workspaces", get(page::organization).post(page::organization))
         .route("/console/workspaces/{*rest}", get(page::organization).post(page::organization))
         .route("/console/{*rest}", get(page::not_found).post(page::not_found))

@@ -499,6 +499,10 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| ops::people::sign_in_candidate(&Pg(&tx), &email).await)
     }
 
+    async fn person_sessions(&self, user: &mnemo_api::UserId) -> Result<Vec<mnemo_store::PersonSessionTimes>> {
+        read!(self.engine, |tx| ops::people::person_sessions(&Pg(&tx), user).await)
+    }
+
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
         read!(self.engine, |tx| ops::people::find_person_session(&Pg(&tx), &hash).await)
     }

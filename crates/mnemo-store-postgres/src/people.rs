@@ -226,6 +226,17 @@ impl ops::PeopleSql for Pg<'_, '_> {
         Ok(row.map(|r| col::<Option<String>>(&r, 0)).transpose()?.flatten())
     }
 
+    async fn live_person_sessions(&self, user: &UserId, now: i64) -> Result<Vec<(i64, i64)>> {
+        let rows = all(
+            self,
+            "SELECT created_at, expires_at FROM person_sessions \
+             WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at DESC",
+            &[&user.as_str(), &now],
+        )
+        .await?;
+        rows.iter().map(|r| Ok((col(r, 0)?, col(r, 1)?))).collect()
+    }
+
     async fn revoke_person_sessions(&self, user: &UserId, now: i64) -> Result<u64> {
         exec(
             self,

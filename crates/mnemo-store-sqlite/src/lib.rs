@@ -384,6 +384,11 @@ impl Store for SqliteStore {
         self.engine.read(move |c| run_ready(ops::people::sign_in_candidate(&Lite(c), &email))).await
     }
 
+    async fn person_sessions(&self, user: &mnemo_api::UserId) -> Result<Vec<mnemo_store::PersonSessionTimes>> {
+        let user = user.clone();
+        self.engine.read(move |c| run_ready(ops::people::person_sessions(&Lite(c), &user))).await
+    }
+
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
         self.engine.read(move |c| run_ready(ops::people::find_person_session(&Lite(c), &hash))).await
     }

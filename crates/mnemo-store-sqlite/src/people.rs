@@ -209,6 +209,16 @@ impl ops::PeopleSql for Lite<'_> {
         Ok(query_one(self, "SELECT password_hash FROM users WHERE id = ?1", [id.as_str()], |r| r.get(0))?.flatten())
     }
 
+    async fn live_person_sessions(&self, user: &UserId, now: i64) -> Result<Vec<(i64, i64)>> {
+        query_all(
+            self,
+            "SELECT created_at, expires_at FROM person_sessions \
+             WHERE user_id = ?1 AND revoked_at IS NULL AND expires_at > ?2 ORDER BY created_at DESC",
+            params![user.as_str(), now],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
     async fn revoke_person_sessions(&self, user: &UserId, now: i64) -> Result<u64> {
         let ended = self
             .prepare_cached("UPDATE person_sessions SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL")

@@ -297,6 +297,7 @@ macro_rules! conformance {
             concurrent_invites_for_one_email_have_one_winner,
             person_sessions_end_by_sign_out_everywhere_and_removal,
             a_person_acts_in_their_workspaces_with_their_roles,
+            a_persons_live_sessions_are_listed,
             ending_person_sessions_is_signalled,
         });
         $crate::conformance!(@async $factory; rate_limits {

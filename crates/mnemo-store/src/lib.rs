@@ -487,6 +487,13 @@ pub struct PersonSession {
     pub expires_at: Timestamp,
 }
 
+/// When one of a person's console sessions began and when it ends (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonSessionTimes {
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
 /// One page of results and where the next one starts.
 #[derive(Debug, Clone)]
 pub struct Listing<T> {
@@ -655,6 +662,8 @@ pub trait Store: Send + Sync + 'static {
     /// The person session whose secret hashes to `hash`, unless it expired, was revoked, or the
     /// person was removed.
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<PersonSession>>;
+    /// A person's live console sessions, newest first.
+    async fn person_sessions(&self, user: &mnemo_api::UserId) -> Result<Vec<PersonSessionTimes>>;
     /// Ends a person session (signing out), on every replica; an unknown or ended one: nothing.
     async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()>;
     /// The principal of an active person acting in `workspace` (spec §8.2, §8.6): `None` picks

@@ -247,3 +247,176 @@ async fn signing_out_and_removal_end_a_persons_session() {
     let again = h.password_sign_in("ada@example.com", PASSWORD, "/console").await;
     assert!(again.body.contains(crate::auth::WRONG_PASSWORD), "a removed person is nobody");
 }
+
+#[tokio::test]
+async fn an_admin_invites_changes_roles_and_removes_people_in_the_console() {
+    let h = harness().await;
+    h.store.create_setup_link(crate::auth::hash("setup"), 3600).await.unwrap();
+    let password_hash = crate::password::hash(Secret::new(PASSWORD)).await.unwrap();
+    let root = h
+        .store
+        .use_setup_link(
+            crate::auth::hash("setup"),
+            "root@example.com".into(),
+            Joining { name: "Root".into(), password_hash },
+        )
+        .await
+        .unwrap();
+    let (cookie, csrf) = person_session(&h, "root@example.com").await;
+    let page = h.get("/console/people", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("<label for=\"invite-email\">Email</label>"), "labelled: {}", page.body);
+
+    let invited = h
+        .post(
+            "/console/people/invites",
+            &cookie,
+            &[("csrf", &csrf), ("email", "Bo@Example.com"), ("role", "developer")],
+            &[],
+        )
+        .await;
+    assert_eq!(invited.status, StatusCode::OK, "{}", invited.body);
+    let link = invited.body.split("<code id=\"invite-link\">").nth(1).unwrap().split('<').next().unwrap().to_owned();
+    assert!(link.starts_with("http://console.test/console/invite/mnemo-invite-"), "{link}");
+    let again = h
+        .post(
+            "/console/people/invites",
+            &cookie,
+            &[("csrf", &csrf), ("email", "bo@example.com"), ("role", "user")],
+            &[],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST);
+    assert!(again.body.contains("pending invite"), "the API's words: {}", again.body);
+
+    // A new link replaces the old one.
+    let invites = h.store.list_invites(ListInvitesAll::all()).await.unwrap().data;
+    let pending = invites.iter().find(|i| i.status == mnemo_api::InviteStatus::Pending).unwrap();
+    let resent =
+        h.post(&format!("/console/people/invites/{}/resend", pending.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    let new_link = resent.body.split("<code id=\"invite-link\">").nth(1).unwrap().split('<').next().unwrap().to_owned();
+    assert_ne!(new_link, link);
+    let path = |l: &str| l.trim_start_matches("http://console.test").to_owned();
+    assert_eq!(h.get(&path(&link), "").await.status, StatusCode::NOT_FOUND, "the old link died");
+    assert_eq!(h.get(&path(&new_link), "").await.status, StatusCode::OK);
+
+    let bo = person(&h, "link-b", "dev@example.com", OrgRole::User).await;
+    let changed = h
+        .post(&format!("/console/people/{}/role", bo.id), &cookie, &[("csrf", &csrf), ("role", "developer")], &[])
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    assert_eq!(h.store.get_user(&bo.id).await.unwrap().role, OrgRole::Developer);
+    let last =
+        h.post(&format!("/console/people/{}/role", root.id), &cookie, &[("csrf", &csrf), ("role", "user")], &[]).await;
+    assert!(last.body.contains("last admin"), "{}", last.body);
+
+    // Members of the workspace shown.
+    let members = h.get("/console/members", &cookie).await;
+    assert!(members.body.contains("<label for=\"member-user\">Person</label>"), "{}", members.body);
+    let added = h
+        .post(
+            "/console/members",
+            &cookie,
+            &[("csrf", &csrf), ("user", bo.id.as_str()), ("role", "workspace_user")],
+            &[],
+        )
+        .await;
+    assert_eq!(added.status, StatusCode::SEE_OTHER, "{}", added.body);
+    let ws = h.store.default_workspace().await.unwrap();
+    assert_eq!(h.store.get_member(&ws, &bo.id).await.unwrap().workspace_role, mnemo_api::WorkspaceRole::WorkspaceUser);
+    let (bo_cookie, _) = person_session(&h, "dev@example.com").await;
+    assert_eq!(h.get("/console/people", &bo_cookie).await.status, StatusCode::FORBIDDEN, "people are an org admin's");
+    assert_eq!(
+        h.get("/console/members", &bo_cookie).await.status,
+        StatusCode::FORBIDDEN,
+        "members a workspace admin's"
+    );
+
+    let removed = h.post(&format!("/console/people/{}/remove", bo.id), &cookie, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(removed.status, StatusCode::SEE_OTHER);
+    assert_eq!(h.get("/console", &bo_cookie).await.location(), "/console/sign-in", "removed: signed out at once");
+}
+
+#[tokio::test]
+async fn a_person_signs_out_everywhere_from_their_own_page() {
+    let h = harness().await;
+    let ws = h.store.default_workspace().await.unwrap();
+    let ada = person(&h, "link-a", "ada@example.com", OrgRole::Developer).await;
+    add_member(&h, &ws, &ada, "workspace_developer").await;
+    let (first, _) = person_session(&h, "ada@example.com").await;
+    let (second, csrf) = person_session(&h, "ada@example.com").await;
+    let me = h.get("/console/me", &second).await;
+    assert!(me.body.contains("ada@example.com") && me.body.contains("Default: workspace_developer"), "{}", me.body);
+    assert_eq!(me.body.matches("<li>Signed in ").count(), 2, "both sessions listed: {}", me.body);
+    assert_eq!(me.body.matches("<span class=\"badge\">this one</span>").count(), 1, "{}", me.body);
+    let out = h.post("/console/me/sign-out-everywhere", &second, &[("csrf", &csrf)], &[]).await;
+    assert_eq!(out.location(), "/console/sign-in");
+    for cookie in [first, second] {
+        assert_eq!(h.get("/console", &cookie).await.location(), "/console/sign-in");
+    }
+    let key_page = h.signed_in().await;
+    assert_eq!(h.get("/console/me", &key_page.0).await.status, StatusCode::NOT_FOUND, "an API key has no account page");
+}
+
+struct ListInvitesAll;
+
+impl ListInvitesAll {
+    fn all() -> mnemo_store::ops::people::ListInvites {
+        mnemo_store::ops::people::ListInvites {
+            email: None,
+            roles: vec![],
+            statuses: vec![],
+            page: mnemo_api::AdminPageQuery { limit: 100, cursor: mnemo_api::AdminCursor::Start },
+        }
+    }
+}
+
+/// Hooks whose account budget is one failure: the second is over it.
+#[derive(Default)]
+struct OneFailurePerAccount {
+    failed: std::sync::Mutex<std::collections::HashSet<mnemo_store::CredentialHash>>,
+}
+
+#[async_trait]
+impl Hooks for OneFailurePerAccount {
+    fn credentials_changed(&self) {}
+
+    async fn subscribe(
+        &self,
+        _: &mnemo_api::WorkspaceId,
+        _: &SessionId,
+    ) -> Result<broadcast::Receiver<Streamed>, StoreError> {
+        Ok(broadcast::channel(4).1)
+    }
+
+    fn account_sign_in_allowed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        if self.failed.lock().unwrap().contains(account) { Err(std::time::Duration::from_secs(42)) } else { Ok(()) }
+    }
+
+    fn account_sign_in_failed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        self.failed.lock().unwrap().insert(*account);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn failed_passwords_count_against_the_account_whoever_it_is() {
+    let mut h = harness().await;
+    let console =
+        Console::new(Arc::clone(&h.store.store), Arc::new(OneFailurePerAccount::default()), ConsoleConfig::default());
+    h.app = crate::router(console);
+    person(&h, "link-a", "ada@example.com", OrgRole::Developer).await;
+    for email in ["ada@example.com", "nobody@example.com"] {
+        let first = h.password_sign_in(email, "wrong password here", "/console").await;
+        assert_eq!(first.status, StatusCode::UNAUTHORIZED, "{email}");
+        // However it is spelled, the account is the same; even the right password waits.
+        let spelled = email.to_uppercase();
+        let second = h.password_sign_in(&spelled, PASSWORD, "/console").await;
+        assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS, "{email}: {}", second.body);
+        assert_eq!(second.headers.get(header::RETRY_AFTER).unwrap(), "42");
+        assert!(second.body.contains("too many failed sign-ins for this email"), "{}", second.body);
+        assert!(session_cookie(&second).is_none());
+    }
+    let other = h.password_sign_in("eve@example.com", "wrong password here", "/console").await;
+    assert_eq!(other.status, StatusCode::UNAUTHORIZED, "other accounts are not throttled");
+}

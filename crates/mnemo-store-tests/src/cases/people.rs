@@ -454,3 +454,27 @@ pub async fn a_person_acts_in_their_workspaces_with_their_roles(factory: &impl S
     assert!(matches!(s.person_principal(&user.id, Some(&team)).await, Err(StoreError::Unauthenticated(_))));
     assert!(s.person_workspaces(&user.id).await.unwrap().is_empty());
 }
+
+/// A person's own page lists their live console sessions: newest first, ended ones gone.
+pub async fn a_persons_live_sessions_are_listed(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let ada = first_admin(&*s, 1, "ada@example.com").await;
+    let dev = join(&*s, 2, "dev@example.com", OrgRole::Developer).await;
+    assert!(s.person_sessions(&ada.id).await.unwrap().is_empty());
+    let first = s.create_person_session(hash(10), &ada.id, 3600).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let second = s.create_person_session(hash(11), &ada.id, 7200).await.unwrap();
+    s.create_person_session(hash(12), &dev.id, 3600).await.unwrap();
+    let listed = s.person_sessions(&ada.id).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|t| (t.created_at, t.expires_at)).collect::<Vec<_>>(),
+        [(second.created_at, second.expires_at), (first.created_at, first.expires_at)],
+        "theirs only, newest first"
+    );
+    s.revoke_person_session(hash(11)).await.unwrap();
+    assert_eq!(s.person_sessions(&ada.id).await.unwrap().len(), 1, "a signed-out session is not listed");
+    s.sign_out_user(&ada.id).await.unwrap();
+    assert!(s.person_sessions(&ada.id).await.unwrap().is_empty());
+    let unknown: UserId = "user_nobody".parse().unwrap();
+    assert!(s.person_sessions(&unknown).await.unwrap().is_empty());
+}

@@ -124,6 +124,9 @@ pub trait PeopleSql: Clock {
     async fn revoke_person_sessions(&self, user: &UserId, now: Micros) -> Result<u64>;
     /// The PHC string of person `id`'s password hash, if they have a password.
     async fn password_hash(&self, id: &UserId) -> Result<Option<String>>;
+    /// `user`'s console sessions that are not revoked and expire after `now`, newest first:
+    /// `(created_at, expires_at)`.
+    async fn live_person_sessions(&self, user: &UserId, now: Micros) -> Result<Vec<(Micros, Micros)>>;
 }
 
 fn org_role(table: &'static str, id: &str, raw: &str) -> Result<OrgRole> {
@@ -354,6 +357,20 @@ pub async fn find_person_session<S: PeopleSql>(sql: &S, hash: &CredentialHash) -
         return Ok(None);
     };
     Ok(Some(PersonSession { user: row.decode()?, created_at: ts(created_at), expires_at: ts(expires_at) }))
+}
+
+/// Person `user`'s live console sessions, newest first (their own page lists them); none for
+/// an unknown person.
+pub async fn person_sessions<S: PeopleSql>(sql: &S, user: &UserId) -> Result<Vec<crate::PersonSessionTimes>> {
+    let now = sql.now().await?;
+    let rows = sql.live_person_sessions(user, now).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(created_at, expires_at)| crate::PersonSessionTimes {
+            created_at: ts(created_at),
+            expires_at: ts(expires_at),
+        })
+        .collect())
 }
 
 /// Ends the person console session with secret `hash` (signing out); whether a live one was.
