@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0008_rate_limit_buckets.sql"),
     include_str!("../migrations/0009_people.sql"),
     include_str!("../migrations/0010_person_sessions.sql"),
+    include_str!("../migrations/0011_sso_identities.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -141,6 +141,7 @@ pub mod model;
 pub mod people;
 pub mod rate_limits;
 pub mod sessions;
+pub mod sso;
 pub mod turns;
 pub mod versions;
 pub mod webhooks;

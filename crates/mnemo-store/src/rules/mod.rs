@@ -32,6 +32,7 @@ pub mod rate_limit;
 pub mod refusal;
 pub mod scope;
 pub mod session;
+pub mod sso;
 pub mod webhook;
 pub mod work;
 pub mod workspace;
