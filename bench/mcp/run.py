@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""MCP: what an agent's memory calls cost through `mnemo mcp`, beside a plain filesystem MCP
-server over a `mnemo mount` of the same store (issue 36's "Measured").
+"""MCP: what an agent's memory calls cost through `mnemo mcp` (stdio) and `/mcp` on `mnemo serve`
+(streamable HTTP), beside a plain filesystem MCP server over a `mnemo mount` of the same store
+(issue 36's "Measured").
 
     target/compat-venv/bin/python bench/mcp/run.py [--files 1000] [--edits 50] [--rounds 3] [--no-build]
 
@@ -11,8 +12,8 @@ server over a `mnemo mount` of the same store (issue 36's "Measured").
    folder (`/notes/`) plus the file the edits change.
 2. Starts, side by side, `mnemo mcp --store ID` and `@modelcontextprotocol/server-filesystem`
    (npm, installed into target/bench-mcp) serving a `mnemo mount` of the same store (live
-   sync). Both over stdio, each driven by the official MCP Python SDK client (`mcp`, the compat
-   virtualenv's).
+   sync), both over stdio, and connects to the server's `/mcp`; each driven by the official MCP
+   Python SDK client (`mcp`, the compat virtualenv's).
 3. In alternating rounds, times each client call to its answer: listing the 1,000-file folder
    (`view` / `list_directory`) and a one-line replacement (`str_replace` / `edit_file`) that
    lands as a new version (for the filesystem server: when the mount has uploaded it, so both
@@ -73,6 +74,19 @@ async def client(command: str, args: List[str], env: Dict[str, str]) -> AsyncIte
             yield session
 
 
+@asynccontextmanager
+async def http_client(url: str, key: str) -> AsyncIterator[Any]:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with streamable_http_client(url, http_client=http) as (read, write, *_):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
 async def timed(session: Any, tool: str, args: Dict[str, Any]) -> float:
     started = time.perf_counter()
     result = await session.call_tool(tool, args)
@@ -107,7 +121,7 @@ async def bench(args: argparse.Namespace, binary: Path, work: Path) -> str:
                       for j in range(i, min(i + 100, args.files))]
             api.call("POST", f"/v1/memory_stores/{store}/memories:batch", {"writes": writes})
         # One file per server: each edits only its own, so neither sees the other's changes.
-        for name in ("edit-mcp.md", "edit-fs.md"):
+        for name in ("edit-mcp.md", "edit-http.md", "edit-fs.md"):
             api.call("POST", f"/v1/memory_stores/{store}/memories", {"path": f"/{name}", "content": "line 0\n"})
         env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=key)
         folder = work / "mount"
@@ -116,21 +130,26 @@ async def bench(args: argparse.Namespace, binary: Path, work: Path) -> str:
         while not (folder / "edit-fs.md").exists():
             time.sleep(0.05)
         fs_entry = ensure_fs_server()
-        times: Dict[str, Dict[str, List[float]]] = {"mnemo mcp": {"list": [], "edit": []},
+        times: Dict[str, Dict[str, List[float]]] = {"mnemo mcp (stdio)": {"list": [], "edit": []},
+                                                     "/mcp (streamable HTTP)": {"list": [], "edit": []},
                                                      "filesystem server + mnemo mount": {"list": [], "edit": []}}
         async with client(str(binary), ["mcp", "--store", store], env) as mnemo, \
+                http_client(server.base_url.rstrip("/") + "/mcp", key) as http, \
                 client("node", [str(fs_entry), str(folder)], dict(os.environ)) as fs:
             await mnemo.call_tool("view", {"path": "/memories/bench/edit-mcp.md"})
+            await http.call_tool("view", {"path": "/memories/bench/edit-http.md"})
+            ours = {"mnemo mcp (stdio)": (mnemo, "edit-mcp.md"), "/mcp (streamable HTTP)": (http, "edit-http.md")}
             for _ in range(args.rounds):
                 for _ in range(args.edits):
                     for name in times:
                         line = len(times[name]["edit"])
                         old, new = f"line {line}", f"line {line + 1}"
-                        if name == "mnemo mcp":
-                            times[name]["list"].append(await timed(mnemo, "view", {"path": "/memories/bench/notes"}))
+                        if name in ours:
+                            session, edited = ours[name]
+                            times[name]["list"].append(await timed(session, "view", {"path": "/memories/bench/notes"}))
                             started = time.perf_counter()
-                            await timed(mnemo, "str_replace", {"path": "/memories/bench/edit-mcp.md", "old_str": old,
-                                                               "new_str": new})
+                            await timed(session, "str_replace", {"path": f"/memories/bench/{edited}", "old_str": old,
+                                                                 "new_str": new})
                             times[name]["edit"].append(time.perf_counter() - started)
                         else:
                             times[name]["list"].append(await timed(fs, "list_directory",

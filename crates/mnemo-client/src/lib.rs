@@ -126,6 +126,12 @@ impl Client {
         })
     }
 
+    /// The same server and connection pool with another credential (a server that acts for
+    /// each of its callers with their own).
+    pub fn with_token(&self, token: &str) -> Self {
+        Self { token: token.into(), ..self.clone() }
+    }
+
     /// Sets how many times a retryable failure is retried (default 2).
     pub fn with_max_retries(mut self, max_retries: u32) -> Self {
         self.max_retries = max_retries;

@@ -28,6 +28,7 @@ use crate::auth::{NoFields, Posted, Signed, encode_component, hash};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::when;
+use mnemo_store::rules::scope::{Action, WorkspaceOp};
 
 /// Keys per page of the list.
 const PAGE: u32 = 50;
@@ -53,7 +54,7 @@ impl KeyRow {
             status: key.status.as_str(),
             created: when(&key.created_at),
             expires: key.expires_at.as_ref().map(when).unwrap_or_default(),
-            current: key.id == who.api_key,
+            current: who.api_key() == Some(&key.id),
         }
     }
 
@@ -181,6 +182,7 @@ fn expiry(day: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
 /// Mints a key in the signed-in workspace and shows its secret on the answer to this `POST`
 /// only: the store keeps its hash and hint, and reloading the page does not show it again.
 pub(crate) async fn mint(State(console): State<Console>, posted: Posted<MintForm>) -> Result<Response, PageError> {
+    posted.who.allow(Action::Workspace(WorkspaceOp::ApiKeys))?;
     let who = &posted.who;
     let name = posted.form.name.trim().to_owned();
     let refused = |message: String| Shown { minted: None, name: name.clone(), message: Some(message) };
@@ -203,7 +205,7 @@ pub(crate) async fn mint(State(console): State<Console>, posted: Posted<MintForm
         None => serde_json::json!({ "name": key.name }),
     };
     record(&console, who, AuditAction::ApiKeyCreate, key.id.as_str(), details).await;
-    tracing::info!(api_key.id = %key.id, by.api_key.id = %who.api_key, "minted API key in the console");
+    tracing::info!(api_key.id = %key.id, by = %who.label(), "minted API key in the console");
     let minted = Minted { id: key.id.to_string(), name: key.name, secret: secret.into() };
     keys_page(&console, who, None, Shown { minted: Some(minted), name: String::new(), message: None }).await
 }
@@ -233,7 +235,7 @@ async fn set_status(
     }
     record(console, who, AuditAction::ApiKeyUpdate, id.as_str(), serde_json::json!({ "status": key.status.as_str() }))
         .await;
-    tracing::info!(api_key.id = %id, status = %key.status, by.api_key.id = %who.api_key, "changed API key status in the console");
+    tracing::info!(api_key.id = %id, status = %key.status, by = %who.label(), "changed API key status in the console");
     Ok(see_other("/console/api-keys"))
 }
 
@@ -242,6 +244,7 @@ pub(crate) async fn deactivate(
     Id(id): Id<ApiKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Workspace(WorkspaceOp::ApiKeys))?;
     set_status(&console, &posted.who, &id, ApiKeyStatus::Inactive).await
 }
 
@@ -250,6 +253,7 @@ pub(crate) async fn activate(
     Id(id): Id<ApiKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Workspace(WorkspaceOp::ApiKeys))?;
     set_status(&console, &posted.who, &id, ApiKeyStatus::Active).await
 }
 
@@ -258,9 +262,13 @@ pub(crate) async fn archive_confirm(
     who: Signed,
     Id(id): Id<ApiKeyId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Workspace(WorkspaceOp::ApiKeys))?;
     let key = own_key(&console, &who, &id).await?;
-    let yours =
-        if key.id == who.api_key { " This is the key you signed in with: archiving it signs you out." } else { "" };
+    let yours = if who.api_key() == Some(&key.id) {
+        " This is the key you signed in with: archiving it signs you out."
+    } else {
+        ""
+    };
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::ApiKeys),
         title: "Archive this API key?".into(),
@@ -283,6 +291,7 @@ pub(crate) async fn archive(
     Id(id): Id<ApiKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Workspace(WorkspaceOp::ApiKeys))?;
     set_status(&console, &posted.who, &id, ApiKeyStatus::Archived).await
 }
 

@@ -27,7 +27,7 @@ pub(crate) async fn record(console: &Console, who: &Signed, action: AuditAction,
     let event = mnemo_store::ops::NewAuditEvent {
         action,
         workspace: Some(who.workspace.clone()),
-        actor: mnemo_store::rules::audit::actor_of(&mnemo_store::Credential::ApiKey(who.api_key.clone())),
+        actor: mnemo_store::rules::audit::actor_of(&who.credential),
         resource: action.resource_type().map(|kind| mnemo_api::AuditResource { kind: kind.into(), id: id.to_owned() }),
         client_ip: who.peer.map(|ip| ip.to_string()),
         outcome: mnemo_api::AuditOutcome::Success,
@@ -193,6 +193,10 @@ pub(crate) async fn page(
     who: Signed,
     Query(q): Query<AuditQuery>,
 ) -> Result<Response, PageError> {
+    // A person reads it as one who manages the workspace; an API key's sign-in as before.
+    if who.person.is_some() {
+        who.allow(mnemo_store::rules::scope::Action::Workspace(mnemo_store::rules::scope::WorkspaceOp::Settings))?;
+    }
     let listing = console.store.list_audit_events(q.filter(&who.workspace), q.page()).await?;
     let paged = q.older_than.is_some() || q.newer_than.is_some();
     // Reading older entries: more below when the store says so; newer ones exist above any

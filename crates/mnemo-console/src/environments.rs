@@ -16,6 +16,7 @@ use crate::page::{Chrome, PageError, Section, render};
 use crate::stores::{ArchivedList, ConfirmPage};
 use crate::text::when_str;
 use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::scope::Action;
 
 /// Environments per page of the list.
 const PAGE: u32 = 50;
@@ -151,11 +152,12 @@ pub(crate) async fn mint_key(
     Id(env_id): Id<EnvironmentId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Administer)?;
     let secret = generate_secret(ENVIRONMENT_KEY_PREFIX);
     let key = console.store.create_environment_key(&posted.who.workspace, &env_id, hash(&secret)).await?;
     let details = serde_json::json!({ "environment_id": env_id.as_str() });
     record(&console, &posted.who, AuditAction::EnvironmentKeyCreate, key.id.as_str(), details).await;
-    tracing::info!(environment.id = %env_id, environment_key.id = %key.id, api_key.id = %posted.who.api_key, "minted environment key in the console");
+    tracing::info!(environment.id = %env_id, environment_key.id = %key.id, by = %posted.who.label(), "minted environment key in the console");
     let mut response =
         environment_page_with(&console, &posted.who, &env_id, Some((key.id.to_string(), secret))).await?;
     response.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
@@ -168,6 +170,7 @@ pub(crate) async fn revoke_confirm(
     Id(env_id): Id<EnvironmentId>,
     Id(key_id): Id<EnvironmentKeyId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Administer)?;
     let env = console.store.get_environment(&who.workspace, &env_id).await?;
     let keys = console.store.list_environment_keys(&who.workspace, &env_id).await?;
     let key = keys
@@ -196,10 +199,11 @@ pub(crate) async fn revoke(
     Id(key_id): Id<EnvironmentKeyId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Administer)?;
     console.store.revoke_environment_key(&posted.who.workspace, &env_id, &key_id).await?;
     console.hooks.credentials_changed();
     let details = serde_json::json!({ "environment_id": env_id.as_str() });
     record(&console, &posted.who, AuditAction::EnvironmentKeyRevoke, key_id.as_str(), details).await;
-    tracing::info!(environment.id = %env_id, environment_key.id = %key_id, api_key.id = %posted.who.api_key, "revoked environment key in the console");
+    tracing::info!(environment.id = %env_id, environment_key.id = %key_id, by = %posted.who.label(), "revoked environment key in the console");
     Ok(crate::page::see_other(&format!("/console/environments/{env_id}")))
 }

@@ -18,6 +18,7 @@ use crate::page::{Chrome, PageError, Section, refusal, render, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::{ActorView, DiffLine, Line, actor, diff, lines, size, when};
 use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Versions per page of a history.
 const PAGE: u32 = 50;
@@ -161,7 +162,8 @@ pub(crate) async fn list(
     let next = listing
         .next
         .map(|c| format!("/console/stores/{store_id}/history?{}page={}", q.filters(), encode_component(&c.encode())));
-    let rows = listing.items.iter().map(|v| row(store_id.as_str(), v)).collect();
+    let mut rows: Vec<VersionRow> = listing.items.iter().map(|v| row(store_id.as_str(), v)).collect();
+    crate::text::name_people(&console, rows.iter_mut().map(|r| &mut r.actor).collect()).await?;
     Ok(render(&HistoryPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
@@ -275,6 +277,10 @@ pub(crate) async fn version_page(
         (Some(now), None) => Some(Changes { changes: diff("", now) }),
         _ => None,
     };
+    let mut version_row = row(store_id.as_str(), &version);
+    let mut redacted_by = version.redacted_at.map(|_| actor(version.redacted_by.as_ref()));
+    crate::text::name_people(&console, std::iter::once(&mut version_row.actor).chain(redacted_by.as_mut()).collect())
+        .await?;
     Ok(render(&VersionPage {
         chrome: who.chrome(Section::Stores),
         store: StoreHead::from(&store),
@@ -282,13 +288,13 @@ pub(crate) async fn version_page(
         sha256: version.content_sha256.clone().unwrap_or_default(),
         memory_href: memory.as_ref().map(|m| format!("/console/stores/{store_id}/memories/{}", m.id)),
         current: memory.as_ref().is_some_and(|m| m.memory_version_id == version.id),
-        redacted_by: version.redacted_at.map(|_| actor(version.redacted_by.as_ref())),
+        redacted_by,
         redacted_at: version.redacted_at.as_ref().map(when).unwrap_or_default(),
         content: body.map(lines),
         previous_redacted: previous.as_ref().is_some_and(|p| p.redacted_at.is_some()),
         previous: previous.map(|p| format!("/console/stores/{store_id}/versions/{}", p.id)),
         c,
-        version: row(store_id.as_str(), &version),
+        version: version_row,
     }))
 }
 
@@ -300,6 +306,7 @@ pub(crate) async fn restore(
     Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::WriteMemories, attached: None })?;
     let who = posted.who;
     let version = console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Full).await?;
     let (Some(content), Some(path)) = (version.content.clone(), version.path.clone()) else {
@@ -322,7 +329,7 @@ pub(crate) async fn restore(
     };
     match restored {
         Ok(memory) => {
-            tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %who.api_key, "restored memory version in the console");
+            tracing::info!(store.id = %store_id, memory_version.id = %version_id, by = %who.label(), "restored memory version in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/memories/{}", memory.id)))
         }
         Err(err) => Err(PageError::Invalid(format!("the version was not restored: {}", refusal(err)?))),
@@ -335,6 +342,7 @@ pub(crate) async fn redact_confirm(
     Id(store_id): Id<MemoryStoreId>,
     Id(version_id): Id<MemoryVersionId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store_id, op: MemoryOp::Administer, attached: None })?;
     let version = console.store.get_memory_version(&who.workspace, &store_id, &version_id, View::Basic).await?;
     let back = format!("/console/stores/{store_id}/versions/{version_id}");
     let memory = live_memory(&console, &who.workspace, &store_id, &version.memory_id).await?;
@@ -364,11 +372,12 @@ pub(crate) async fn redact(
     Id(version_id): Id<MemoryVersionId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::Administer, attached: None })?;
     match console.store.redact_memory_version(&posted.who.workspace, &store_id, &version_id, posted.who.actor()).await {
         Ok(version) => {
             let details = serde_json::json!({ "memory_id": version.memory_id.as_str() });
             record(&console, &posted.who, AuditAction::MemoryVersionRedact, version_id.as_str(), details).await;
-            tracing::info!(store.id = %store_id, memory_version.id = %version_id, api_key.id = %posted.who.api_key, "redacted memory version in the console");
+            tracing::info!(store.id = %store_id, memory_version.id = %version_id, by = %posted.who.label(), "redacted memory version in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/versions/{version_id}")))
         }
         Err(err) => Err(PageError::Invalid(refusal(err)?)),

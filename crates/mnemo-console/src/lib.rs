@@ -29,6 +29,7 @@ mod environments;
 mod history;
 mod join;
 mod memories;
+pub mod oidc;
 mod page;
 mod password;
 mod rate_limits;
@@ -43,7 +44,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::Router;
 use axum::routing::{get, post};
-use mnemo_api::{ApiKeyId, SessionId};
+use mnemo_api::SessionId;
 use mnemo_store::{Store, StoreError, Streamed};
 use tokio::sync::broadcast;
 
@@ -68,14 +69,24 @@ pub trait Hooks: Send + Sync + 'static {
     fn sign_in_allowed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
         Ok(())
     }
-    /// A place for one more live transcript of the person signed in with `api_key`, held (the
-    /// returned value) while it stays open: the API's stream limits count it as one of that
-    /// key's streams. `Err(wait)` past them.
-    fn open_stream(&self, _api_key: &ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, Duration> {
+    /// A place for one more live transcript of the person signed in with `credential` (an API
+    /// key, or the person), held (the returned value) while it stays open: the API's stream
+    /// limits count it as one of that credential's streams. `Err(wait)` past them.
+    fn open_stream(&self, _credential: &mnemo_store::Credential) -> Result<Box<dyn std::any::Any + Send>, Duration> {
         Ok(Box::new(()))
     }
     /// A sign-in from `peer` failed: `Err(wait)` when that was over the address's limit.
     fn sign_in_failed(&self, _peer: Option<std::net::IpAddr>) -> Result<(), Duration> {
+        Ok(())
+    }
+    /// Whether a password sign-in for the account `account` names (a digest of the normalized
+    /// email, whoever has it or not) may be tried now: `Err(wait)` while that account has
+    /// failed too often, from whatever address.
+    fn account_sign_in_allowed(&self, _account: &mnemo_store::CredentialHash) -> Result<(), Duration> {
+        Ok(())
+    }
+    /// A password sign-in for `account` failed: `Err(wait)` when that was over its limit.
+    fn account_sign_in_failed(&self, _account: &mnemo_store::CredentialHash) -> Result<(), Duration> {
         Ok(())
     }
     /// The server's rate-limit entries and the organization's values (`--rate-limit`), which
@@ -92,11 +103,24 @@ pub struct ConsoleConfig {
     pub session_ttl: Duration,
     /// Mark cookies `Secure` even when no proxy says the request came over TLS.
     pub secure_cookies: bool,
+    /// The identity provider's display name when single sign-on is on: the sign-in page then
+    /// offers "Sign in with {name}".
+    pub oidc_provider_name: Option<String>,
+    /// Whether people may sign in with their email and password (off when SSO replaces it).
+    pub password_sign_in: bool,
+    /// Single sign-on (`/console/oidc/start` and `/callback`), when `--oidc-issuer` is given.
+    pub oidc: Option<std::sync::Arc<oidc::Sso>>,
 }
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        Self { session_ttl: Duration::from_secs(12 * 3600), secure_cookies: false }
+        Self {
+            session_ttl: Duration::from_secs(12 * 3600),
+            secure_cookies: false,
+            oidc_provider_name: None,
+            password_sign_in: true,
+            oidc: None,
+        }
     }
 }
 
@@ -130,7 +154,11 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/", get(page::to_console))
         .route("/console/assets/{name}", get(assets::serve))
         .route("/console/sign-in", get(auth::sign_in_form).post(auth::sign_in))
+        .route("/console/sign-in/password", post(auth::sign_in_with_password))
+        .route("/console/oidc/start", get(oidc::start))
+        .route("/console/oidc/callback", get(oidc::callback))
         .route("/console/sign-out", post(auth::sign_out))
+        .route("/console/workspace", post(auth::switch_workspace))
         .route("/console/invite/{secret}", get(join::invite_form).post(join::accept_invite))
         .route("/console/setup/{secret}", get(join::setup_form).post(join::use_setup_link))
         .route("/console/stores", get(stores::list).post(stores::create))

@@ -18,6 +18,7 @@ use crate::auth::{Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::{DiffLine, Line, diff, from_form, lines, size, when};
+use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Entries per page of a folder.
 const PAGE: u32 = 100;
@@ -261,6 +262,7 @@ pub(crate) async fn new_form(
     Id(store): Id<MemoryStoreId>,
     Query(q): Query<NewQuery>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store, op: MemoryOp::WriteMemories, attached: None })?;
     let store = console.store.get_memory_store(&who.workspace, &store).await?;
     Ok(render(&NewMemoryPage {
         chrome: who.chrome(Section::Stores),
@@ -284,6 +286,7 @@ pub(crate) async fn create(
     Id(store_id): Id<MemoryStoreId>,
     posted: Posted<NewMemoryForm>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::WriteMemories, attached: None })?;
     let Posted { who, form } = posted;
     let content = from_form(&form.content, false);
     let raw = form.path.trim().to_owned();
@@ -427,6 +430,7 @@ pub(crate) async fn edit_form(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store, op: MemoryOp::WriteMemories, attached: None })?;
     let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     Ok(render(&EditPage::of(&who, &store, &memory)))
 }
@@ -447,6 +451,7 @@ pub(crate) async fn save(
     Id(memory_id): Id<MemoryId>,
     posted: Posted<EditForm>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::WriteMemories, attached: None })?;
     let Posted { who, form } = posted;
     let mine = from_form(&form.content, form.crlf == "1");
     if !mnemo_api::is_sha256_hex(&form.expected) {
@@ -468,7 +473,7 @@ pub(crate) async fn save(
     };
     match refused {
         None => {
-            tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %who.api_key, "saved memory in the console");
+            tracing::info!(store.id = %store_id, memory.id = %memory_id, by = %who.label(), "saved memory in the console");
             Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))
         }
         Some(message) => {
@@ -531,6 +536,7 @@ pub(crate) async fn rename_form(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store, op: MemoryOp::WriteMemories, attached: None })?;
     let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     Ok(render(&RenamePage::of(&who, &store, &memory)))
 }
@@ -547,6 +553,7 @@ pub(crate) async fn rename(
     Id(memory_id): Id<MemoryId>,
     posted: Posted<RenameForm>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::WriteMemories, attached: None })?;
     let Posted { who, form } = posted;
     let raw = form.path.trim().to_owned();
     let refused = match MemoryPath::parse_request(&raw) {
@@ -564,7 +571,7 @@ pub(crate) async fn rename(
         let page = RenamePage { path: raw, message: Some(message), ..RenamePage::of(&who, &store, &memory) };
         return Ok(render_with(StatusCode::BAD_REQUEST, &page));
     }
-    tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %who.api_key, "renamed memory in the console");
+    tracing::info!(store.id = %store_id, memory.id = %memory_id, by = %who.label(), "renamed memory in the console");
     Ok(see_other(&format!("/console/stores/{store_id}/memories/{memory_id}")))
 }
 
@@ -574,6 +581,7 @@ pub(crate) async fn delete_confirm(
     Id(store): Id<MemoryStoreId>,
     Id(memory): Id<MemoryId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store, op: MemoryOp::WriteMemories, attached: None })?;
     let (store, memory) = load(&console, &who.workspace, &store, &memory).await?;
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::Stores),
@@ -613,6 +621,7 @@ pub(crate) async fn delete(
     Query(q): Query<DeleteQuery>,
     posted: Posted<crate::auth::NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &store_id, op: MemoryOp::WriteMemories, attached: None })?;
     let memory = console.store.get_memory(&posted.who.workspace, &store_id, &memory_id).await?;
     match console
         .store
@@ -628,7 +637,7 @@ pub(crate) async fn delete(
         }
         Err(err) => return Err(err.into()),
     }
-    tracing::info!(store.id = %store_id, memory.id = %memory_id, api_key.id = %posted.who.api_key, "deleted memory in the console");
+    tracing::info!(store.id = %store_id, memory.id = %memory_id, by = %posted.who.label(), "deleted memory in the console");
     Ok(see_other(&store_url(store_id.as_str(), folder_of(&memory.path))))
 }
 

@@ -181,8 +181,17 @@ pub async fn sign_in_person(
         match change {
             RoleChange::Org { from, to } => {
                 let details = json!({"role": to.as_str(), "previous_role": from.as_str(), "via": "oidc"});
-                record(store, AuditAction::UserUpdate, sso_actor(), None, person(), peer, AuditOutcome::Success, details)
-                    .await;
+                record(
+                    store,
+                    AuditAction::UserUpdate,
+                    sso_actor(),
+                    None,
+                    person(),
+                    peer,
+                    AuditOutcome::Success,
+                    details,
+                )
+                .await;
             }
             RoleChange::Member { workspace, from, to } => {
                 let action = match (from, to) {
@@ -217,7 +226,8 @@ pub async fn sign_in_person(
 fn flow_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     // Lax, not Strict: it must come back with the provider's cross-site redirect.
-    let cookie = format!("{FLOW_COOKIE}={value}; Path=/console/oidc; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}");
+    let cookie =
+        format!("{FLOW_COOKIE}={value}; Path=/console/oidc; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}");
     HeaderValue::from_str(&cookie).expect("cookie values are ASCII")
 }
 
@@ -234,12 +244,15 @@ pub(crate) async fn start(State(console): State<Console>, headers: HeaderMap, Qu
     let id = mnemo_api::generate_secret("");
     if !sso.remember(id.clone(), Pending { sign_in, next, at: Instant::now() }) {
         let mut response =
-            (StatusCode::SERVICE_UNAVAILABLE, "too many sign-ins are in progress; try again in a minute").into_response();
+            (StatusCode::SERVICE_UNAVAILABLE, "too many sign-ins are in progress; try again in a minute")
+                .into_response();
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
         return response;
     }
     let mut response = crate::page::see_other(url.as_str());
-    response.headers_mut().append(header::SET_COOKIE, flow_cookie(&id, FLOW_TTL.as_secs(), over_tls(&console, &headers)));
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, flow_cookie(&id, FLOW_TTL.as_secs(), over_tls(&console, &headers)));
     response
 }
 
@@ -251,14 +264,12 @@ pub(crate) struct CallbackQuery {
 }
 
 /// `GET /console/oidc/callback?code=…&state=…`: back from the provider.
-pub(crate) async fn callback(
-    State(console): State<Console>,
-    headers: HeaderMap,
-    connect: Option<ConnectInfo<SocketAddr>>,
-    Query(q): Query<CallbackQuery>,
-) -> Response {
+pub(crate) async fn callback(State(console): State<Console>, req: axum::extract::Request) -> Response {
     let Some(sso) = console.config.oidc.as_deref() else { return StatusCode::NOT_FOUND.into_response() };
-    let peer = connect.map(|c| c.0.ip());
+    let headers = req.headers().clone();
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let q: CallbackQuery = serde_urlencoded::from_str(req.uri().query().unwrap_or_default())
+        .unwrap_or(CallbackQuery { code: None, state: None, error: None });
     let secure = over_tls(&console, &headers);
     let pending = crate::auth::cookie(&headers, FLOW_COOKIE).and_then(|id| sso.take(id));
     let response = match pending {
@@ -296,7 +307,12 @@ async fn finish(
     if !pending.sign_in.state_matches(&state) {
         tracing::info!("single sign-on callback with a mismatched state refused");
         record_failure(&*console.store, peer, "mismatched state").await;
-        return refuse(console, headers, next, "This sign-in does not match the one this browser started. Sign in again.");
+        return refuse(
+            console,
+            headers,
+            next,
+            "This sign-in does not match the one this browser started. Sign in again.",
+        );
     }
     let claims = match sso.provider.finish(&pending.sign_in, &code, &sso.callback_url).await {
         Ok(claims) => claims,

@@ -71,23 +71,56 @@ pub(crate) enum Section {
     ApiKeys,
     RateLimits,
     AuditLog,
+    People,
+    Members,
+    Me,
     None,
 }
 
 /// The layout's data: who is signed in and the token every form carries.
 #[derive(Debug, Clone)]
 pub(crate) struct Chrome {
-    /// The API key's id; `None` on the sign-in page.
+    /// Who is signed in, as the header shows them: the API key's id, or a person's name and
+    /// email; `None` on the sign-in page.
     pub(crate) api_key: Option<String>,
     /// The name of the workspace the pages show; `None` on the sign-in page.
     pub(crate) workspace: Option<String>,
     pub(crate) csrf: Secret,
     pub(crate) section: Section,
+    /// A person's session (not an API key's): their own page and the workspace switcher.
+    pub(crate) person: bool,
+    /// The workspaces a person may switch to: (id, name, the one shown); empty unless several.
+    pub(crate) workspaces: Vec<(String, String, bool)>,
+    /// What the signed-in credential may do here, so pages offer only the controls that work.
+    pub(crate) can: Abilities,
+}
+
+/// Which controls a page offers (the server checks every action all the same).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Abilities {
+    /// Edit, restore, redact memories; create, archive stores; mint environment keys.
+    pub(crate) edit: bool,
+    /// See session transcripts.
+    pub(crate) transcripts: bool,
+    /// Mint and change the workspace's API keys.
+    pub(crate) api_keys: bool,
+    /// Manage the workspace's members; read its audit log.
+    pub(crate) manage_workspace: bool,
+    /// People, invites, the organization.
+    pub(crate) org_admin: bool,
 }
 
 impl Chrome {
     pub(crate) fn signed_out() -> Self {
-        Self { api_key: None, workspace: None, csrf: Secret::default(), section: Section::None }
+        Self {
+            api_key: None,
+            workspace: None,
+            csrf: Secret::default(),
+            section: Section::None,
+            person: false,
+            workspaces: Vec::new(),
+            can: Abilities::default(),
+        }
     }
 
     pub(crate) fn is(&self, section: &str) -> bool {
@@ -99,6 +132,9 @@ impl Chrome {
                 | (Section::ApiKeys, "api-keys")
                 | (Section::RateLimits, "rate-limits")
                 | (Section::AuditLog, "audit-log")
+                | (Section::People, "people")
+                | (Section::Members, "members")
+                | (Section::Me, "me")
         )
     }
 }

@@ -46,7 +46,6 @@ const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$bW5lbW8tZHVtbXktc2FsdA$/TsF/
 /// Whether `password` is the one hashed as `stored` (a PHC string). With no stored hash it
 /// checks against [`DUMMY`] all the same and answers no; an unreadable stored hash answers no
 /// (and is logged, never with the password).
-#[cfg_attr(not(test), expect(dead_code, reason = "the password sign-in form (issue 33 part 2, step 2) calls it next"))]
 pub(crate) async fn verify(password: Secret, stored: Option<String>) -> bool {
     let known = stored.is_some();
     let checked = tokio::task::spawn_blocking(move || {

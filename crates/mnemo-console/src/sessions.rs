@@ -22,6 +22,7 @@ use crate::auth::{Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, render};
 use crate::text::{ActorView, actor, size, when};
 use crate::transcript::{Entry, EntryFragment, entry};
+use mnemo_store::rules::scope::Action;
 
 /// Sessions per page of the list.
 const PAGE: u32 = 50;
@@ -170,6 +171,7 @@ pub(crate) async fn session_page(
     Query(PageParam(after)): Query<PageParam>,
 ) -> Result<Response, PageError> {
     let session = console.store.get_session(&who.workspace, &session_id).await?;
+    who.allow(Action::Session { session: &session_id, environment: &session.environment_id })?;
     let events = console
         .store
         .list_events(&who.workspace, &session_id, ListEvents { limit: EVENTS_PAGE, after, ..ListEvents::default() })
@@ -320,9 +322,10 @@ pub(crate) async fn live(
     Id(session_id): Id<SessionId>,
     Query(q): Query<LiveQuery>,
 ) -> Result<Response, PageError> {
-    console.store.get_session(&signed.workspace, &session_id).await?;
+    let session = console.store.get_session(&signed.workspace, &session_id).await?;
+    signed.allow(Action::Session { session: &session_id, environment: &session.environment_id })?;
     // A live transcript holds a connection like the API's streams, and counts with them.
-    let slot = match console.hooks.open_stream(&signed.api_key) {
+    let slot = match console.hooks.open_stream(&signed.credential) {
         Ok(slot) => slot,
         Err(wait) => return Ok(too_many_streams(wait)),
     };

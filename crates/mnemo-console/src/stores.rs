@@ -14,6 +14,7 @@ use crate::auth::{NoFields, Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, render, see_other};
 use crate::text::{size, when};
 use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Stores per page of the list.
 const PAGE: u32 = 50;
@@ -116,13 +117,14 @@ struct NewStorePage {
     message: Option<String>,
 }
 
-pub(crate) async fn new_form(who: Signed) -> Response {
-    render(&NewStorePage {
+pub(crate) async fn new_form(who: Signed) -> Result<Response, PageError> {
+    who.allow(Action::MemoryStores { create: true })?;
+    Ok(render(&NewStorePage {
         chrome: who.chrome(Section::Stores),
         name: String::new(),
         description: String::new(),
         message: None,
-    })
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -137,6 +139,7 @@ pub(crate) async fn create(
     State(console): State<Console>,
     posted: Posted<NewStoreForm>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::MemoryStores { create: true })?;
     let Posted { who, form } = posted;
     let name = form.name.trim().to_owned();
     let description = crate::text::from_form(form.description.trim(), false);
@@ -151,7 +154,7 @@ pub(crate) async fn create(
         .store
         .create_memory_store(&who.workspace, NewMemoryStore { name, description, metadata: Default::default() })
         .await?;
-    tracing::info!(store.id = %store.id, api_key.id = %who.api_key, "created memory store in the console");
+    tracing::info!(store.id = %store.id, by = %who.label(), "created memory store in the console");
     Ok(see_other(&format!("/console/stores/{}", store.id)))
 }
 
@@ -172,6 +175,7 @@ pub(crate) async fn archive_confirm(
     who: Signed,
     Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store, op: MemoryOp::Administer, attached: None })?;
     let store = console.store.get_memory_store(&who.workspace, &store).await?;
     Ok(render(&ConfirmPage {
         chrome: who.chrome(Section::Stores),
@@ -192,8 +196,9 @@ pub(crate) async fn archive(
     Id(id): Id<MemoryStoreId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &id, op: MemoryOp::Administer, attached: None })?;
     console.store.archive_memory_store(&posted.who.workspace, &id).await?;
-    tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "archived memory store in the console");
+    tracing::info!(store.id = %id, by = %posted.who.label(), "archived memory store in the console");
     Ok(see_other(&format!("/console/stores/{id}")))
 }
 
@@ -202,6 +207,7 @@ pub(crate) async fn delete_confirm(
     who: Signed,
     Id(store): Id<MemoryStoreId>,
 ) -> Result<Response, PageError> {
+    who.allow(Action::Memory { store: &store, op: MemoryOp::Administer, attached: None })?;
     let store = console.store.get_memory_store(&who.workspace, &store).await?;
     let used = console
         .store
@@ -230,8 +236,9 @@ pub(crate) async fn delete(
     Id(id): Id<MemoryStoreId>,
     posted: Posted<NoFields>,
 ) -> Result<Response, PageError> {
+    posted.who.allow(Action::Memory { store: &id, op: MemoryOp::Administer, attached: None })?;
     console.store.delete_memory_store(&posted.who.workspace, &id).await?;
     record(&console, &posted.who, AuditAction::MemoryStoreDelete, id.as_str(), serde_json::json!({})).await;
-    tracing::info!(store.id = %id, api_key.id = %posted.who.api_key, "deleted memory store in the console");
+    tracing::info!(store.id = %id, by = %posted.who.label(), "deleted memory store in the console");
     Ok(see_other("/console"))
 }

@@ -986,3 +986,5 @@ async fn the_setup_link_makes_the_first_admin() {
     assert!(!h.store.setup_wanted().await.unwrap());
     assert_eq!(h.get(&path, "").await.status, StatusCode::NOT_FOUND, "a setup link is used once");
 }
+
+mod people;

@@ -34,18 +34,53 @@ pub(crate) fn size(bytes: u64) -> String {
 pub(crate) struct ActorView {
     pub(crate) label: String,
     pub(crate) link: Option<String>,
+    /// The person it names, when it is one ([`name_people`] puts their name and email in the label).
+    pub(crate) user: Option<String>,
+}
+
+/// Names the people among `views` by their name and email (one lookup per person); a person
+/// removed since stays `user {id}`.
+pub(crate) async fn name_people(
+    console: &crate::Console,
+    views: Vec<&mut ActorView>,
+) -> Result<(), crate::page::PageError> {
+    let mut names: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
+    for view in views {
+        let Some(user) = view.user.clone() else { continue };
+        if !names.contains_key(&user) {
+            let named = match user.parse::<mnemo_api::UserId>() {
+                Ok(id) => match console.store.get_user(&id).await {
+                    Ok(person) => Some(format!("{} ({})", person.name, person.email)),
+                    Err(mnemo_store::StoreError::NotFound { .. }) => None,
+                    Err(err) => return Err(err.into()),
+                },
+                Err(_) => None,
+            };
+            names.insert(user.clone(), named);
+        }
+        if let Some(Some(label)) = names.get(&user) {
+            view.label.clone_from(label);
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn actor(actor: Option<&Actor>) -> ActorView {
     match actor {
-        None => ActorView { label: "unknown".into(), link: None },
-        Some(Actor::ApiActor { api_key_id }) => ActorView { label: format!("API key {api_key_id}"), link: None },
-        Some(Actor::SessionActor { session_id }) => {
-            ActorView { label: format!("session {session_id}"), link: Some(format!("/console/sessions/{session_id}")) }
+        None => ActorView { label: "unknown".into(), link: None, user: None },
+        Some(Actor::ApiActor { api_key_id }) => {
+            ActorView { label: format!("API key {api_key_id}"), link: None, user: None }
         }
-        Some(Actor::UserActor { user_id }) => ActorView { label: format!("user {user_id}"), link: None },
+        Some(Actor::SessionActor { session_id }) => ActorView {
+            label: format!("session {session_id}"),
+            link: Some(format!("/console/sessions/{session_id}")),
+            user: None,
+        },
+        Some(Actor::UserActor { user_id }) => {
+            ActorView { label: format!("user {user_id}"), link: None, user: Some(user_id.clone()) }
+        }
         Some(Actor::ServiceAccountActor { service_account_id }) => {
-            ActorView { label: format!("service account {service_account_id}"), link: None }
+            ActorView { label: format!("service account {service_account_id}"), link: None, user: None }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The stores' change feeds, followed for the life of the MCP server so that a client's
 //! resource subscriptions hear of every change made after the server started, whoever made it.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mnemo_api::{MemoryChangeEvent, MemoryStoreId};
@@ -15,46 +17,78 @@ const BUFFERED: usize = 1024;
 /// How long start-up waits for a store's feed to open before serving without it.
 const CONNECT: Duration = Duration::from_secs(10);
 
-/// Every store's changes, in each store's commit order.
+/// Every followed store's changes, in each store's commit order.
 #[derive(Debug, Clone)]
 pub(crate) struct Feed {
     changes: broadcast::Sender<MemoryChangeEvent>,
+    /// The task following each store; they stop when the last clone of the feed goes.
+    following: Arc<Following>,
+}
+
+/// The tasks following stores; aborts them when dropped.
+#[derive(Debug, Default)]
+struct Following(std::sync::Mutex<HashMap<MemoryStoreId, tokio::task::JoinHandle<()>>>);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        for task in self.0.lock().expect("feed poisoned").values() {
+            task.abort();
+        }
+    }
 }
 
 impl Feed {
     /// Opens the change feed of every mount and waits until each is open: `None` if no store's
     /// server has a change feed (the hosted API), so the server offers no subscriptions.
     pub(crate) async fn start(client: &Client, mounts: &[Mount]) -> Option<Feed> {
-        let (changes, _) = broadcast::channel(BUFFERED);
+        let feed = Feed { changes: broadcast::channel(BUFFERED).0, following: Arc::default() };
+        feed.follow(client, mounts).await.then_some(feed)
+    }
+
+    /// Follows each of `mounts` not followed yet (a store created since), waiting until its
+    /// feed is open; whether any store's feed is open.
+    pub(crate) async fn follow(&self, client: &Client, mounts: &[Mount]) -> bool {
         let (opened_tx, mut opened) = mpsc::channel(mounts.len().max(1));
-        for mount in mounts {
-            let mut feed = client.subscribe_memory_changes(mount.store.clone(), None);
-            let (changes, opened_tx, store) = (changes.clone(), opened_tx.clone(), mount.store.clone());
-            tokio::spawn(async move {
-                let mut told = false;
-                loop {
-                    match feed.next().await {
-                        FeedEvent::Connected { .. } => {}
-                        FeedEvent::Change { change, .. } => {
-                            let _ = changes.send(change);
+        let mut started = 0;
+        {
+            let mut following = self.following.0.lock().expect("feed poisoned");
+            let new: Vec<&Mount> = mounts.iter().filter(|m| !following.contains_key(&m.store)).collect();
+            for mount in new {
+                let mut feed = client.subscribe_memory_changes(mount.store.clone(), None);
+                let (changes, opened_tx, store) = (self.changes.clone(), opened_tx.clone(), mount.store.clone());
+                following.insert(
+                    mount.store.clone(),
+                    tokio::spawn(async move {
+                        let mut told = false;
+                        loop {
+                            match feed.next().await {
+                                FeedEvent::Connected { .. } => {}
+                                FeedEvent::Change { change, .. } => {
+                                    let _ = changes.send(change);
+                                }
+                                FeedEvent::Unsupported | FeedEvent::Refused(_) => {
+                                    report(&store, told, &opened_tx, false).await;
+                                    return;
+                                }
+                            }
+                            if !told {
+                                told = true;
+                                report(&store, false, &opened_tx, true).await;
+                            }
                         }
-                        FeedEvent::Unsupported | FeedEvent::Refused(_) => {
-                            report(&store, told, &opened_tx, false).await;
-                            return;
-                        }
-                    }
-                    if !told {
-                        told = true;
-                        report(&store, false, &opened_tx, true).await;
-                    }
-                }
-            });
+                    }),
+                );
+                started += 1;
+            }
         }
         drop(opened_tx);
+        if started == 0 {
+            return true;
+        }
         let mut any = false;
         // Each store's task reports once (its senders live as long as it does).
         let waiting = async {
-            for _ in mounts {
+            for _ in 0..started {
                 any |= opened.recv().await.unwrap_or(false);
             }
         };
@@ -63,7 +97,7 @@ impl Feed {
                 "a memory store's change feed did not open in time; subscriptions may miss its first changes"
             );
         }
-        any.then_some(Feed { changes })
+        any
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<MemoryChangeEvent> {

@@ -8,7 +8,9 @@
 //! credential, with a `content_sha256` precondition (a concurrent change is an error the model
 //! can act on, never a silent overwrite); `--read-only` refuses writes.
 
+mod caller;
 mod feed;
+mod http;
 mod paths;
 mod server;
 mod text;
@@ -16,9 +18,13 @@ mod text;
 pub use paths::{Mount, ROOT};
 pub use server::{MemoryServer, resource_uri};
 
+use std::sync::Arc;
+
 use mnemo_api::MemoryStoreId;
 use mnemo_client::Client;
 use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 /// Why the server could not start or ended badly.
 #[derive(Debug, thiserror::Error)]
@@ -48,4 +54,21 @@ pub async fn serve_stdio(client: Client, mounts: Vec<Mount>) -> Result<(), McpEr
     let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| McpError::Session(e.to_string()))?;
     running.waiting().await.map_err(|e| McpError::Session(e.to_string()))?;
     Ok(())
+}
+
+/// The MCP server over streamable HTTP, for `/mcp` on `mnemo serve`: each request is served as
+/// the credential it carries, over the stores that credential may list, through `api` (the
+/// server's own address; its credential is never used). Mount it behind the server's
+/// authentication, so an unknown key is refused (and throttled) before MCP starts.
+pub fn http_service(api: Client) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+    let accounts = Arc::new(http::Accounts::new(api));
+    // Every request must carry a valid credential, which a page that rebinds a name to this
+    // host cannot send, so the Host check that guards unauthenticated local servers is off:
+    // `mnemo serve` answers under whatever name it is published.
+    let config = StreamableHttpServerConfig::default().with_allowed_hosts(Vec::<String>::new());
+    StreamableHttpService::new(
+        move || Ok(MemoryServer::per_request(Arc::clone(&accounts))),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
 }

@@ -188,6 +188,39 @@ fn check_workspace_header(parts: &Parts, bound: Option<&WorkspaceId>) -> Result<
     }
 }
 
+/// In front of `/mcp`: lets through only a request whose credential is known and may use
+/// memory stores (the MCP server then acts with that credential, call by call, through the
+/// API). A refusal is the API's own `401`/`403`, with `WWW-Authenticate` as MCP clients
+/// expect; unknown keys count against their address as anywhere.
+pub(crate) async fn memory_credential(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let checked = async {
+        let secret = credential(&parts)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| ApiError::authentication(scope::MISSING_CREDENTIALS))?;
+        let Principal { credential, .. } = state.auth.resolve(secret, peer(&parts), &state.throttle).await?;
+        decision(scope::reach(&credential, false))?;
+        decision(scope::decide(Some(&credential), Action::MemoryStores))
+    };
+    match checked.await {
+        Ok(()) => next.run(axum::extract::Request::from_parts(parts, body)).await,
+        Err(refused) => {
+            let mut response = refused.into_response();
+            if response.status() == axum::http::StatusCode::UNAUTHORIZED {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            }
+            response
+        }
+    }
+}
+
 fn credential(parts: &Parts) -> Option<&str> {
     if let Some(key) = parts.headers.get("x-api-key") {
         return key.to_str().ok().map(str::trim);
@@ -207,7 +240,9 @@ impl FromRequestParts<AppState> for Caller {
         let organization = parts.uri.path().starts_with("/v1/organizations/");
         let Principal { credential, workspace } = match state.sso.as_deref() {
             // mnemo's keys are never JWT-shaped (`sk-mnemo-…` has no dots), so the shape decides.
-            Some(sso) if mnemo_oidc::looks_like_jwt(secret) => person_of_token(parts, state, sso, secret, organization).await?,
+            Some(sso) if mnemo_oidc::looks_like_jwt(secret) => {
+                person_of_token(parts, state, sso, secret, organization).await?
+            }
             _ => state.auth.resolve(secret, peer(parts), &state.throttle).await?,
         };
         if !organization {
@@ -276,13 +311,11 @@ async fn person_of_token(
     };
     // A person may be in several workspaces: the header picks one (ignored on the Admin API).
     let named = match parts.headers.get("anthropic-workspace-id") {
-        Some(value) if !organization => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<WorkspaceId>().ok())
-                .ok_or_else(|| ApiError::invalid("the anthropic-workspace-id header is not a workspace id (`wrkspc_…`)"))?,
-        ),
+        Some(value) if !organization => {
+            Some(value.to_str().ok().and_then(|v| v.trim().parse::<WorkspaceId>().ok()).ok_or_else(|| {
+                ApiError::invalid("the anthropic-workspace-id header is not a workspace id (`wrkspc_…`)")
+            })?)
+        }
         _ => None,
     };
     match state.store.person_principal(&user, named.as_ref()).await {
@@ -297,7 +330,7 @@ impl FromRequestParts<AppState> for MemoryCaller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
-            caller.allow(Action::MemoryStores)?;
+            caller.allow(Action::MemoryStores { create: !matches!(parts.method, Method::GET | Method::HEAD) })?;
             return Ok(Self { actor: actor(&caller)?, caller });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));
@@ -350,7 +383,10 @@ impl FromRequestParts<AppState> for ApiKeyCaller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        caller.allow(Action::Administer)?;
+        // Reading is a row of its own: a person's role may allow it without allowing changes.
+        let action =
+            if matches!(parts.method, Method::GET | Method::HEAD) { Action::Inspect } else { Action::Administer };
+        caller.allow(action)?;
         Ok(Self(caller))
     }
 }

@@ -155,6 +155,8 @@ impl From<StoreError> for ApiError {
             | StoreError::InvalidCursor => Self::invalid(message),
             StoreError::Conflict(_) => Self::new(ErrorType::Conflict, message),
             StoreError::Forbidden(_) => Self::permission(message),
+            StoreError::Unauthenticated(_) => Self::authentication(message),
+            StoreError::WorkspaceUnspecified { .. } => Self::invalid(message),
             StoreError::Coded { code, .. } => {
                 let kind = if code.is_not_found() { ErrorType::NotFound } else { ErrorType::InvalidRequest };
                 Self::new(kind, message).with_code(code.as_str())

@@ -100,6 +100,8 @@ pub struct AppState {
     streams: Arc<streams::StreamLimiter>,
     /// Failed authentications per client address (API and console sign-ins alike).
     throttle: Arc<throttle::AuthThrottle>,
+    /// Failed console password sign-ins per account.
+    accounts: Arc<throttle::AccountThrottle>,
     /// The organization's settings the Admin API needs.
     admin: Arc<AdminSettings>,
     /// The Managed Agents rate limit of each workspace (from `admin`'s values and the
@@ -110,6 +112,8 @@ pub struct AppState {
     organization_id: Arc<tokio::sync::OnceCell<String>>,
     /// Single sign-on (`--oidc-issuer`): people's bearer tokens of the identity provider.
     sso: Option<Arc<mnemo_console::oidc::Sso>>,
+    /// The MCP server served at `/mcp` (`None`: not served), behind the API's authentication.
+    mcp: Option<axum::Router>,
 }
 
 /// What the Admin API needs to know of the server's configuration (admin-api.md §8.5, §8.9).
@@ -164,6 +168,7 @@ impl AppState {
             webhook_targets: Arc::default(),
             streams: Arc::new(streams::StreamLimiter::new(StreamLimits::default())),
             throttle: Arc::new(throttle::AuthThrottle::new(AuthThrottleConfig::default())),
+            accounts: Arc::new(throttle::AccountThrottle::new(throttle::ACCOUNT_FAILURES_BURST)),
             admin: Arc::default(),
             rate_limiter: Arc::new(rate_limit::RateLimiter::new(
                 &mnemo_store::rules::rate_limit::OrgLimits::new(),
@@ -171,6 +176,7 @@ impl AppState {
             )),
             organization_id: Arc::default(),
             sso: None,
+            mcp: None,
             store,
         };
         tokio::spawn(changes::follow(
@@ -196,6 +202,19 @@ impl AppState {
         self.changes.reads()
     }
 
+    /// Serves `service` (an MCP server over streamable HTTP) at `/mcp`. Only a request with a
+    /// known credential that may use memory stores reaches it: others get the API's `401` or
+    /// `403`, and unknown keys count against their address as on any endpoint.
+    pub fn with_mcp<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<axum::extract::Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.mcp = Some(axum::Router::new().fallback_service(service));
+        self
+    }
+
     /// Serves the web console under `/console` with `config`, or not at all (`None`).
     /// Accepts people's tokens of the identity provider as `Authorization: Bearer` (the console's
     /// single sign-on is configured through [`mnemo_console::ConsoleConfig`]).
@@ -219,6 +238,7 @@ impl AppState {
             throttle: Arc::clone(&self.throttle),
             streams: Arc::clone(&self.streams),
             admin: Arc::clone(&self.admin),
+            accounts: Arc::clone(&self.accounts),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -313,6 +333,8 @@ struct ConsoleHooks {
     streams: Arc<streams::StreamLimiter>,
     /// The rate-limit catalogue and the organization's values, for the console's page.
     admin: Arc<AdminSettings>,
+    /// Failed password sign-ins per account.
+    accounts: Arc<throttle::AccountThrottle>,
 }
 
 #[async_trait::async_trait]
@@ -333,9 +355,19 @@ impl mnemo_console::Hooks for ConsoleHooks {
         self.throttle.failed(peer)
     }
 
-    fn open_stream(&self, api_key: &mnemo_api::ApiKeyId) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
-        let slot =
-            self.streams.open(&mnemo_store::Credential::ApiKey(api_key.clone())).map_err(|_| streams::RETRY_AFTER)?;
+    fn account_sign_in_allowed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        self.accounts.admit(account)
+    }
+
+    fn account_sign_in_failed(&self, account: &mnemo_store::CredentialHash) -> Result<(), std::time::Duration> {
+        self.accounts.failed(account)
+    }
+
+    fn open_stream(
+        &self,
+        credential: &mnemo_store::Credential,
+    ) -> Result<Box<dyn std::any::Any + Send>, std::time::Duration> {
+        let slot = self.streams.open(credential).map_err(|_| streams::RETRY_AFTER)?;
         Ok(Box::new(slot))
     }
 

@@ -73,6 +73,7 @@ fn key(credential: &Credential) -> String {
         Credential::ApiKey(id) => id.to_string(),
         Credential::EnvironmentKey { id, .. } => id.to_string(),
         Credential::SessionToken { work, .. } => work.to_string(),
+        Credential::Person { user, .. } => user.to_string(),
     }
 }
 

@@ -150,6 +150,58 @@ impl AuthThrottle {
     }
 }
 
+/// Failed password sign-ins one account may have (at once, then refilled one a minute): a
+/// guesser spreading over many addresses gets ten tries, then one a minute, whatever address
+/// they use — hopeless against a 12-character password, while its owner who mistyped waits a
+/// minute at most after ten mistakes.
+pub(crate) const ACCOUNT_FAILURES_BURST: u32 = 10;
+
+/// The per-account limit on failed password sign-ins (the console's), beside the per-address
+/// one: an account is keyed by a digest of the email typed, whether it belongs to anyone or not,
+/// so being throttled says nothing about which emails exist.
+pub(crate) struct AccountThrottle {
+    limiter: DefaultKeyedRateLimiter<CredentialHash>,
+    /// Accounts over their budget, until when.
+    blocked: Mutex<HashMap<CredentialHash, Instant>>,
+}
+
+impl AccountThrottle {
+    pub(crate) fn new(burst: u32) -> Self {
+        let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_minute(NonZeroU32::MIN).allow_burst(burst);
+        Self { limiter: RateLimiter::keyed(quota), blocked: Mutex::default() }
+    }
+
+    /// Before a password is checked: `Err(wait)` while the account is blocked.
+    pub(crate) fn admit(&self, account: &CredentialHash) -> Result<(), Duration> {
+        let mut blocked = self.blocked.lock().expect("throttle state poisoned");
+        let Some(until) = blocked.get(account).copied() else { return Ok(()) };
+        let now = Instant::now();
+        if until <= now {
+            blocked.remove(account);
+            return Ok(());
+        }
+        Err(until - now)
+    }
+
+    /// After a failed password for `account`: `Err(wait)` when it was over the budget.
+    pub(crate) fn failed(&self, account: &CredentialHash) -> Result<(), Duration> {
+        let checked = self.limiter.check_key(account);
+        let mut blocked = self.blocked.lock().expect("throttle state poisoned");
+        let now = Instant::now();
+        blocked.retain(|_, until| *until > now);
+        self.limiter.retain_recent();
+        match checked {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.limiter.clock().now()).max(Duration::from_secs(1));
+                blocked.insert(*account, now + wait);
+                Err(wait)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +237,20 @@ mod tests {
         assert_eq!(throttle.failed(ip("2001:db8:1:3::1")), Ok(()));
         assert_eq!(throttle.failed(ip("::ffff:192.0.2.9")), Ok(()));
         assert!(throttle.failed(ip("192.0.2.9")).is_err(), "a mapped address is its IPv4 address");
+    }
+
+    #[test]
+    fn an_account_is_blocked_after_its_burst_whatever_the_address() {
+        let accounts = AccountThrottle::new(3);
+        let (ada, eve) = ([1u8; 32], [2u8; 32]);
+        for _ in 0..3 {
+            assert_eq!(accounts.admit(&ada), Ok(()));
+            assert_eq!(accounts.failed(&ada), Ok(()));
+        }
+        let wait = accounts.failed(&ada).expect_err("the fourth failure is over the budget");
+        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(60), "{wait:?}");
+        assert!(accounts.admit(&ada).is_err(), "blocked: the password is not even checked");
+        assert_eq!(accounts.admit(&eve), Ok(()), "other accounts are not");
     }
 
     #[test]

@@ -517,6 +517,21 @@ impl Store for PostgresStore {
         write!(self.engine, |tx| ops::people::add_member(&Pg(&tx), ws, &body).await)
     }
 
+    async fn person_principal(
+        &self,
+        user: &mnemo_api::UserId,
+        workspace: Option<&WorkspaceId>,
+    ) -> Result<mnemo_store::Principal> {
+        read!(self.engine, |tx| ops::people::person_principal(&Pg(&tx), user, workspace).await)
+    }
+
+    async fn person_workspaces(
+        &self,
+        user: &mnemo_api::UserId,
+    ) -> Result<Vec<(mnemo_api::Workspace, mnemo_api::WorkspaceRole)>> {
+        read!(self.engine, |tx| ops::people::workspaces_of(&Pg(&tx), user).await)
+    }
+
     async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember> {
         read!(self.engine, |tx| ops::people::get_member(&Pg(&tx), ws, user).await)
     }

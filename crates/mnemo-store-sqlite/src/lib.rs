@@ -398,6 +398,23 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::people::add_member(&Lite(c), &ws, &body))).await
     }
 
+    async fn person_principal(
+        &self,
+        user: &mnemo_api::UserId,
+        workspace: Option<&WorkspaceId>,
+    ) -> Result<mnemo_store::Principal> {
+        let (user, ws) = (user.clone(), workspace.cloned());
+        self.engine.read(move |c| run_ready(ops::people::person_principal(&Lite(c), &user, ws.as_ref()))).await
+    }
+
+    async fn person_workspaces(
+        &self,
+        user: &mnemo_api::UserId,
+    ) -> Result<Vec<(mnemo_api::Workspace, mnemo_api::WorkspaceRole)>> {
+        let user = user.clone();
+        self.engine.read(move |c| run_ready(ops::people::workspaces_of(&Lite(c), &user))).await
+    }
+
     async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember> {
         let (ws, user) = (ws.clone(), user.clone());
         self.engine.read(move |c| run_ready(ops::people::get_member(&Lite(c), &ws, &user))).await

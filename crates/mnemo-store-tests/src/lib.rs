@@ -289,6 +289,7 @@ macro_rules! conformance {
             members_are_added_changed_listed_and_removed,
             concurrent_invites_for_one_email_have_one_winner,
             person_sessions_end_by_sign_out_everywhere_and_removal,
+            a_person_acts_in_their_workspaces_with_their_roles,
             ending_person_sessions_is_signalled,
         });
         $crate::conformance!(@async $factory; sso {

@@ -44,6 +44,13 @@ pub enum StoreError {
     /// The caller's credential does not reach this object (`403 permission_error`).
     #[error("{0}")]
     Forbidden(String),
+    /// The credential no longer stands for anyone who may act (a removed person): `401`.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// A person in several workspaces named none to act in (`400`, naming the
+    /// `anthropic-workspace-id` header that chooses one).
+    #[error("you are a member of {count} workspaces; name the one to work in with the `anthropic-workspace-id` header")]
+    WorkspaceUnspecified { count: usize },
     /// A `page` value that this server did not hand out.
     #[error("`page` is not a cursor returned by this list; pass the `next_page` value of the previous response")]
     InvalidCursor,

@@ -447,6 +447,12 @@ pub enum Credential {
         session: Option<SessionId>,
         environment: EnvironmentId,
     },
+    /// A person (a console session of theirs, or later an identity provider's token) acting in
+    /// one workspace, the [`Principal`]'s, with their roles there ([`Store::person_principal`]).
+    Person {
+        user: mnemo_api::UserId,
+        role: rules::scope::PersonRole,
+    },
 }
 
 /// A resolved credential and the workspace it is bound to: every credential but an admin key
@@ -650,6 +656,18 @@ pub trait Store: Send + Sync + 'static {
     async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<PersonSession>>;
     /// Ends a person session (signing out), on every replica; an unknown or ended one: nothing.
     async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()>;
+    /// The principal of an active person acting in `workspace` (spec §8.2, §8.6): `None` picks
+    /// their only open workspace (Default for an org admin); a person in several naming none is
+    /// [`StoreError::WorkspaceUnspecified`]; a workspace they are not a member of is the same
+    /// `NotFound` as an unknown workspace; a removed person is [`StoreError::Unauthenticated`];
+    /// a person in no workspace is `Forbidden`.
+    async fn person_principal(&self, user: &mnemo_api::UserId, workspace: Option<&WorkspaceId>) -> Result<Principal>;
+    /// The open workspaces person `user` has a role in, with that role (implicit roles
+    /// included), in creation order; none for an unknown person.
+    async fn person_workspaces(
+        &self,
+        user: &mnemo_api::UserId,
+    ) -> Result<Vec<(mnemo_api::Workspace, mnemo_api::WorkspaceRole)>>;
     /// Adds a person to an open workspace.
     async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;
     /// A person's role in a workspace, implicit ones included.

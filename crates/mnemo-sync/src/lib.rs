@@ -23,6 +23,7 @@ pub mod allocator;
 pub mod fs;
 pub mod sync;
 
+pub use sync::adopt::{Adoption, Conflict, Kept, record_path as adopt_record_path};
 pub use sync::teardown::{TEARDOWN_BOUND, TEARDOWN_CONCURRENCY, Teardown, TeardownSteps, teardown, teardown_pipelined};
 pub use sync::{
     DeletionMode, FULL_WALK_EVERY, FullSyncTicks, LIVE_FULL_SYNC_EVERY, Live, LivePaths, LiveWork, MountError,

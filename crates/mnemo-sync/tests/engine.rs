@@ -750,3 +750,143 @@ async fn the_first_journal_commits_in_the_background_and_never_overtakes_a_later
     assert_eq!(read(&env.root(), "a.md").as_deref(), Some("one"));
     assert_eq!(env.remote().await, pairs(&[("/a.md", "one"), ("/b.md", "two")]), "nothing sent either");
 }
+
+/// `mnemo mount --adopt`: a folder that already holds files, beside a store that holds others.
+mod adopt {
+    use super::*;
+    use mnemo_sync::{Kept, MountError, adopt_record_path};
+
+    /// The folder at `env.root()` holding `files`, made by its owner before any mount.
+    fn folder(env: &Env, files: &[(&str, &str)]) {
+        for (rel, content) in files {
+            let at = env.root().join(rel);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::write(at, content).unwrap();
+        }
+    }
+
+    async fn versions(env: &Env, path: &str) -> Vec<String> {
+        let params = mnemo_client::ListMemoryVersionsParams {
+            memory_id: Some(env.memory_id(path).await.to_string()),
+            view: Some(View::Full),
+            ..Default::default()
+        };
+        let all = env.client.list_all_memory_versions(&env.store, params).await.unwrap();
+        all.into_iter().filter_map(|v| v.content).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn disjoint_sides_end_with_everything_on_both() {
+        let env = Env::new(&[("/store.md", "from the store")]).await;
+        folder(&env, &[("local.md", "from the folder"), ("deep/er.md", "deeper")]);
+        let (mut engine, adoption) = StoreSync::adopt(env.client.clone(), env.cfg()).await.unwrap();
+        assert!(adoption.conflicts.is_empty() && adoption.left_alone.is_empty(), "{adoption:?}");
+        engine.sync(false).await.unwrap();
+        assert_eq!(
+            env.remote().await,
+            pairs(&[("/deep/er.md", "deeper"), ("/local.md", "from the folder"), ("/store.md", "from the store")])
+        );
+        assert_eq!(read(&env.root(), "store.md").as_deref(), Some("from the store"));
+        engine.dispose().await;
+        assert_eq!(read(&env.root(), "local.md").as_deref(), Some("from the folder"), "the owner's folder stays");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_same_bytes_on_both_sides_write_nothing() {
+        let env = Env::new(&[("/same.md", "same")]).await;
+        folder(&env, &[("same.md", "same")]);
+        let (mut engine, adoption) = StoreSync::adopt(env.client.clone(), env.cfg()).await.unwrap();
+        assert!(adoption.conflicts.is_empty());
+        let before = env.seen.writes();
+        engine.sync(false).await.unwrap();
+        assert_eq!(env.seen.writes(), before, "nothing uploaded");
+        assert_eq!(versions(&env, "/same.md").await, ["same"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_conflict_keeps_the_local_bytes_as_a_version_under_the_stores() {
+        let env = Env::new(&[("/notes.md", "the store's")]).await;
+        folder(&env, &[("notes.md", "the folder's")]);
+        let (mut engine, adoption) = StoreSync::adopt(env.client.clone(), env.cfg()).await.unwrap();
+        assert_eq!(adoption.conflicts.len(), 1, "{adoption:?}");
+        assert_eq!(adoption.conflicts[0].path, "/notes.md");
+        assert!(matches!(adoption.conflicts[0].local, Kept::Version(_)));
+        assert!(adoption.conflicts[0].to_string().contains("the store's version stays"));
+        engine.sync(false).await.unwrap();
+        assert_eq!(env.remote().await, pairs(&[("/notes.md", "the store's")]), "the store wins");
+        assert_eq!(read(&env.root(), "notes.md").as_deref(), Some("the store's"));
+        assert_eq!(versions(&env, "/notes.md").await, ["the store's", "the folder's", "the store's"], "nothing lost");
+        assert!(!adopt_record_path(&env.root()).exists(), "no record left behind");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bytes_the_store_refuses_are_moved_aside_not_lost() {
+        let env = Env::new(&[("/bin.md", "text")]).await;
+        std::fs::create_dir_all(env.root()).unwrap();
+        std::fs::write(env.root().join("bin.md"), [0xff, 0xfe, 0x00]).unwrap();
+        let (mut engine, adoption) = StoreSync::adopt(env.client.clone(), env.cfg()).await.unwrap();
+        assert_eq!(adoption.conflicts[0].local, Kept::File(env.root().join("bin.md.local-1")));
+        engine.sync(false).await.unwrap();
+        assert_eq!(read(&env.root(), "bin.md").as_deref(), Some("text"));
+        assert_eq!(std::fs::read(env.root().join("bin.md.local-1")).unwrap(), [0xff, 0xfe, 0x00]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn symlinks_and_fifos_are_reported_and_left_alone() {
+        let env = Env::new(&[]).await;
+        folder(&env, &[("real.md", "real")]);
+        let outside = env.dir.path().join("outside.md");
+        std::fs::write(&outside, "not the store's").unwrap();
+        std::os::unix::fs::symlink(&outside, env.root().join("link.md")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            env.root().join("pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let (mut engine, adoption) = StoreSync::adopt(env.client.clone(), env.cfg()).await.unwrap();
+        assert_eq!(adoption.left_alone, [PathBuf::from("link.md"), PathBuf::from("pipe")]);
+        engine.sync(false).await.unwrap();
+        assert_eq!(env.remote().await, pairs(&[("/real.md", "real")]), "only the regular file");
+        assert!(std::fs::symlink_metadata(env.root().join("link.md")).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not the store's");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_adoption_killed_between_its_writes_is_finished_by_the_next() {
+        let env = Env::new(&[("/notes.md", "the store's")]).await;
+        folder(&env, &[("notes.md", "the folder's")]);
+        // What a kill right after the first write leaves: the record, and the local bytes on top.
+        let id = env.memory_id("/notes.md").await;
+        let record = serde_json::json!({
+            "store_id": env.store.to_string(),
+            "pending": { id.to_string(): {
+                "path": "/notes.md", "store_content": "the store's",
+                "store_sha256": mnemo_sync::fs::Digest::of(b"the store's").to_hex(),
+                "local_sha256": mnemo_sync::fs::Digest::of(b"the folder's").to_hex(),
+            }},
+        });
+        std::fs::write(adopt_record_path(&env.root()), record.to_string()).unwrap();
+        env.remote_update("/notes.md", "the folder's").await;
+        let (mut engine, adoption) = StoreSync::adopt(env.client.clone(), env.cfg()).await.unwrap();
+        assert!(adoption.conflicts.is_empty(), "finished from the record, not found again: {adoption:?}");
+        engine.sync(false).await.unwrap();
+        assert_eq!(env.remote().await, pairs(&[("/notes.md", "the store's")]), "the store's bytes are on top again");
+        assert_eq!(read(&env.root(), "notes.md").as_deref(), Some("the store's"));
+        assert!(!adopt_record_path(&env.root()).exists());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_folder_of_another_store_or_none_at_all_is_refused() {
+        let env = Env::new(&[]).await;
+        let err = StoreSync::adopt(env.client.clone(), env.cfg()).await.err().unwrap();
+        assert!(matches!(err, MountError::CannotAdopt { .. }) && err.to_string().contains("no folder"), "{err}");
+        folder(&env, &[("x.md", "x")]);
+        std::fs::write(env.root().join(mnemo_sync::fs::MARKER_NAME), "memstore_someone_else\n").unwrap();
+        let err = StoreSync::adopt(env.client.clone(), env.cfg()).await.err().unwrap();
+        assert!(err.to_string().contains("marker"), "{err}");
+        assert_eq!(env.remote().await, pairs(&[]), "nothing uploaded from a stranger's folder");
+    }
+}

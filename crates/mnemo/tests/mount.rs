@@ -119,6 +119,41 @@ async fn download_edit_and_teardown_round_trip() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_takes_over_a_folder_that_holds_files_and_keeps_it() {
+    let Fixture { tmp, server, client, store } =
+        fixture(&[("/store.md", "from the store"), ("/both.md", "the store's")]).await;
+    let dir = tmp.path().join("memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("mine.md"), "from the folder").unwrap();
+    std::fs::write(dir.join("both.md"), "the folder's").unwrap();
+
+    let child = mount(&server, &store, &dir, &["--adopt"]);
+    assert_eq!(std::fs::read_to_string(dir.join("store.md")).unwrap(), "from the store");
+    assert_eq!(std::fs::read_to_string(dir.join("both.md")).unwrap(), "the store's", "the store wins");
+    let (ok, log) = finish(child, "-TERM");
+    assert!(ok, "SIGTERM ends cleanly: {log}");
+    assert!(log.contains("conflict: /both.md: differed from the store"), "the conflict is printed: {log}");
+    assert_eq!(std::fs::read_to_string(dir.join("mine.md")).unwrap(), "from the folder", "the folder stays");
+
+    let remote = remote_files(&client, &store).await;
+    let want: BTreeMap<String, String> =
+        [("/both.md", "the store's"), ("/mine.md", "from the folder"), ("/store.md", "from the store")]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
+    assert_eq!(remote, want, "log:\n{log}");
+    let both = client.list_all_memories(&store, View::Basic).await.unwrap().into_iter().find(|m| m.path == "/both.md");
+    let params = mnemo_client::ListMemoryVersionsParams {
+        memory_id: Some(both.unwrap().id.to_string()),
+        view: Some(View::Full),
+        ..Default::default()
+    };
+    let kept: Vec<String> =
+        client.list_all_memory_versions(&store, params).await.unwrap().into_iter().filter_map(|v| v.content).collect();
+    assert!(kept.iter().any(|c| c == "the folder's"), "the folder's bytes are a version: {kept:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_sync_pulls_remote_changes_and_pushes_local_ones() {
     let Fixture { tmp, server, client, store } = fixture(&[("/a.md", "one")]).await;
     let dir = tmp.path().join("store");

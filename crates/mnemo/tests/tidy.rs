@@ -543,10 +543,14 @@ fn boundaries() -> Vec<Boundary> {
             krate: "mnemo-mcp",
             allowed: &[
                 "chrono",
+                // The HTTP request's parts, which carry each `/mcp` caller's credential.
+                "http",
                 "mnemo-api",
                 "mnemo-client",
                 "rmcp",
                 "schemars",
+                // Remembering a `/mcp` caller by its credential's digest, never the secret.
+                "sha2",
                 "serde",
                 "thiserror",
                 "tokio",

@@ -100,6 +100,10 @@ pub(crate) fn router(state: AppState) -> Router {
     if let Some(console) = console {
         router = router.merge(mnemo_console::router(console));
     }
+    if let Some(mcp) = state.mcp.clone() {
+        let checked = mcp.layer(middleware::from_fn_with_state(state.clone(), crate::auth::memory_credential));
+        router = router.nest_service("/mcp", checked);
+    }
     router
         .merge(api)
         .fallback(unknown_route)
@@ -139,6 +143,9 @@ fn extensions_header(state: &AppState) -> HeaderValue {
     let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION];
     if state.memory_stream {
         names.push(MEMORY_STREAM_EXTENSION);
+    }
+    if state.mcp.is_some() {
+        names.push("mcp");
     }
     HeaderValue::from_str(&names.join(", ")).expect("extension names are header-safe")
 }

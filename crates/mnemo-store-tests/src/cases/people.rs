@@ -368,3 +368,89 @@ pub async fn ending_person_sessions_is_signalled(factory: &impl StoreFactory) {
     s.remove_user(&dev.id, Via::Api).await.unwrap();
     assert!(credentials_heard(&mut rx, Duration::from_secs(10)).await, "removing a person is heard");
 }
+
+/// A person acting in a workspace (spec §8.2, §8.6): their roles there, the workspace chosen
+/// for them when they have one, a refusal naming the header when they have several, and the
+/// same not-found as an unknown workspace for one they are not a member of.
+pub async fn a_person_acts_in_their_workspaces_with_their_roles(factory: &impl StoreFactory) {
+    use mnemo_store::rules::scope::PersonRole;
+    use mnemo_store::{Credential, Principal};
+    let s = factory.open(Limits::default()).await;
+    let default = s.default_workspace().await.unwrap();
+    let new_ws = |name: &str| {
+        serde_json::from_value::<mnemo_api::WorkspaceCreate>(json!({ "name": name })).unwrap().validate().unwrap()
+    };
+    let team = s.create_workspace_with(new_ws("team"), 10).await.unwrap().id;
+    let other = s.create_workspace_with(new_ws("other"), 10).await.unwrap().id;
+    let ada = first_admin(&*s, 1, "ada@example.com").await;
+    let dev = join(&*s, 2, "dev@example.com", OrgRole::Developer).await;
+    let user = join(&*s, 3, "user@example.com", OrgRole::User).await;
+    let as_person = |who: &User, org: OrgRole, role: WorkspaceRole, ws: &mnemo_api::WorkspaceId| Principal {
+        credential: Credential::Person { user: who.id.clone(), role: PersonRole { org, workspace: role } },
+        workspace: Some(ws.clone()),
+    };
+
+    // An org admin: Default unless they name one; workspace_admin everywhere.
+    assert_eq!(
+        s.person_principal(&ada.id, None).await.unwrap(),
+        as_person(&ada, OrgRole::Admin, WorkspaceRole::WorkspaceAdmin, &default)
+    );
+    assert_eq!(
+        s.person_principal(&ada.id, Some(&other)).await.unwrap(),
+        as_person(&ada, OrgRole::Admin, WorkspaceRole::WorkspaceAdmin, &other)
+    );
+
+    // A person in no workspace acts nowhere.
+    assert!(matches!(s.person_principal(&dev.id, None).await, Err(StoreError::Forbidden(_))));
+    // One workspace: theirs without naming it.
+    s.add_member(&team, MemberAdd { user_id: dev.id.to_string(), workspace_role: "workspace_developer".into() })
+        .await
+        .unwrap();
+    let in_team = as_person(&dev, OrgRole::Developer, WorkspaceRole::WorkspaceDeveloper, &team);
+    assert_eq!(s.person_principal(&dev.id, None).await.unwrap(), in_team);
+    assert_eq!(s.person_principal(&dev.id, Some(&team)).await.unwrap(), in_team);
+    // A workspace they are not in answers like one that does not exist.
+    let unknown: mnemo_api::WorkspaceId = "wrkspc_unknown".parse().unwrap();
+    let not_member = s.person_principal(&dev.id, Some(&other)).await.unwrap_err();
+    let no_such = s.person_principal(&dev.id, Some(&unknown)).await.unwrap_err();
+    assert!(matches!(not_member, StoreError::NotFound { kind: "workspace", .. }), "{not_member:?}");
+    assert!(matches!(no_such, StoreError::NotFound { kind: "workspace", .. }), "{no_such:?}");
+    assert_eq!(
+        not_member.to_string().replace(other.as_str(), "ID"),
+        no_such.to_string().replace(unknown.as_str(), "ID"),
+        "the same words"
+    );
+
+    // Two workspaces: they must choose.
+    s.add_member(&other, MemberAdd { user_id: dev.id.to_string(), workspace_role: "workspace_user".into() })
+        .await
+        .unwrap();
+    let e = s.person_principal(&dev.id, None).await.unwrap_err();
+    assert!(matches!(e, StoreError::WorkspaceUnspecified { count: 2 }), "{e:?}");
+    assert!(e.to_string().contains("anthropic-workspace-id"), "{e}");
+    assert_eq!(
+        s.person_principal(&dev.id, Some(&other)).await.unwrap(),
+        as_person(&dev, OrgRole::Developer, WorkspaceRole::WorkspaceUser, &other)
+    );
+    let theirs: Vec<_> =
+        s.person_workspaces(&dev.id).await.unwrap().into_iter().map(|(w, role)| (w.id, role)).collect();
+    assert_eq!(
+        theirs,
+        [(team.clone(), WorkspaceRole::WorkspaceDeveloper), (other.clone(), WorkspaceRole::WorkspaceUser)]
+    );
+    // A role change shows at once.
+    s.update_member(&other, &dev.id, "workspace_admin".into()).await.unwrap();
+    assert_eq!(
+        s.person_principal(&dev.id, Some(&other)).await.unwrap(),
+        as_person(&dev, OrgRole::Developer, WorkspaceRole::WorkspaceAdmin, &other)
+    );
+    // An archived workspace is no longer chosen for them.
+    s.archive_workspace(&other).await.unwrap();
+    assert_eq!(s.person_principal(&dev.id, None).await.unwrap(), in_team);
+
+    // A removed person is nobody.
+    s.remove_user(&user.id, Via::Api).await.unwrap();
+    assert!(matches!(s.person_principal(&user.id, None).await, Err(StoreError::Unauthenticated(_))));
+    assert!(matches!(s.person_principal(&user.id, Some(&team)).await, Err(StoreError::Unauthenticated(_))));
+    assert!(s.person_workspaces(&user.id).await.unwrap().is_empty());
+}

@@ -18,8 +18,9 @@ use super::{Clock, Micros};
 use crate::row::{ts, ts_opt};
 use crate::rules::console;
 use crate::rules::people::{self as rule, MemberChange, Via};
+use crate::rules::scope::PersonRole;
 use crate::rules::workspace::{self as ws_rule, Change};
-use crate::{CredentialHash, PersonSession, Result, StoreError};
+use crate::{Credential, CredentialHash, PersonSession, Principal, Result, StoreError};
 
 /// A person as stored (never their password hash).
 #[derive(Debug, Clone)]
@@ -359,6 +360,92 @@ pub async fn find_person_session<S: PeopleSql>(sql: &S, hash: &CredentialHash) -
 pub async fn revoke_person_session<S: PeopleSql>(sql: &S, hash: &CredentialHash) -> Result<bool> {
     let now = sql.now().await?;
     sql.revoke_person_session(hash, now).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// A person acting
+
+/// Why a person who no longer exists cannot act (their session or token outlived them).
+pub const PERSON_GONE: &str = "this sign-in belongs to nobody in the organization any more; sign in again";
+/// Why a person in no workspace cannot act in one.
+pub const NO_WORKSPACE: &str = "you are not a member of any workspace yet; ask a workspace admin to add you";
+
+/// The workspaces person `user` (org role `org`) has a role in, with that role: every open
+/// workspace for an org admin; the workspaces of their memberships; every one for billing.
+/// Archived workspaces are left out unless `include_archived`.
+pub async fn person_workspaces<S: PeopleSql + WorkspaceSql>(
+    sql: &S,
+    user: &UserId,
+    org: OrgRole,
+    include_archived: bool,
+) -> Result<Vec<(mnemo_api::Workspace, WorkspaceRole)>> {
+    let mut found = Vec::new();
+    for row in sql.workspace_rows(None, false).await? {
+        if row.archived_at.is_some() && !include_archived {
+            continue;
+        }
+        let ws = row.decode()?;
+        if let Some(role) = rule::workspace_role(org, membership(sql, &ws.id, user).await?) {
+            found.push((ws, role));
+        }
+    }
+    Ok(found)
+}
+
+/// The principal of person `user` acting in `workspace` (spec §8.2, §8.6): their org role and
+/// their role there. `None` picks their only open workspace (the Default one for an org admin);
+/// a person in several must name one ([`StoreError::WorkspaceUnspecified`]). A workspace they
+/// have no role in answers exactly like an unknown one; a removed person is unauthenticated.
+pub async fn person_principal<S: PeopleSql + WorkspaceSql>(
+    sql: &S,
+    user: &UserId,
+    workspace: Option<&WorkspaceId>,
+) -> Result<Principal> {
+    let Some(row) = sql.user_rows(Some(user), None).await?.pop() else {
+        return Err(StoreError::Unauthenticated(PERSON_GONE.into()));
+    };
+    let person = row.decode()?;
+    let principal = |ws: WorkspaceId, role: WorkspaceRole| Principal {
+        credential: Credential::Person {
+            user: person.id.clone(),
+            role: PersonRole { org: person.role, workspace: role },
+        },
+        workspace: Some(ws),
+    };
+    if let Some(ws) = workspace {
+        // An unknown workspace is not found here, before any membership is read.
+        workspaces::archived(sql, ws).await?;
+        let role = rule::workspace_role(person.role, membership(sql, ws, user).await?)
+            .ok_or_else(|| StoreError::not_found("workspace", ws))?;
+        return Ok(principal(ws.clone(), role));
+    }
+    if person.role == OrgRole::Admin {
+        let default = sql
+            .workspace_rows(None, false)
+            .await?
+            .into_iter()
+            .find(|w| w.is_default)
+            .ok_or_else(|| StoreError::backend("the organization has no Default workspace"))?;
+        return Ok(principal(crate::row::parse_id(&default.id)?, WorkspaceRole::WorkspaceAdmin));
+    }
+    let mut theirs = person_workspaces(sql, user, person.role, false).await?;
+    match theirs.len() {
+        0 => Err(StoreError::Forbidden(NO_WORKSPACE.into())),
+        1 => {
+            let (ws, role) = theirs.remove(0);
+            Ok(principal(ws.id, role))
+        }
+        count => Err(StoreError::WorkspaceUnspecified { count }),
+    }
+}
+
+/// The open workspaces of person `user` with their role in each; none for an unknown person.
+pub async fn workspaces_of<S: PeopleSql + WorkspaceSql>(
+    sql: &S,
+    user: &UserId,
+) -> Result<Vec<(mnemo_api::Workspace, WorkspaceRole)>> {
+    let Some(row) = sql.user_rows(Some(user), None).await?.pop() else { return Ok(Vec::new()) };
+    person_workspaces(sql, user, row.decode()?.role, false).await
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -168,6 +168,7 @@ pub fn actor_of(credential: &crate::Credential) -> mnemo_api::AuditActor {
         Credential::EnvironmentKey { id, .. } => (AuditActorType::EnvironmentKey, id.to_string()),
         Credential::SessionToken { session: Some(session), .. } => (AuditActorType::Session, session.to_string()),
         Credential::SessionToken { work, session: None, .. } => (AuditActorType::Session, work.to_string()),
+        Credential::Person { user, .. } => (AuditActorType::User, user.to_string()),
     };
     AuditActor { kind, id }
 }

@@ -360,6 +360,8 @@ pub enum Caller {
     EnvironmentKey,
     /// A work item's sessions token.
     SessionsToken,
+    /// A person calling the API with their own token: counted like an API key.
+    Person,
     /// The web console.
     Console,
 }
@@ -373,13 +375,14 @@ pub fn caller_of(credential: &crate::Credential) -> Caller {
         Credential::ApiKey(_) => Caller::ApiKey,
         Credential::EnvironmentKey { .. } => Caller::EnvironmentKey,
         Credential::SessionToken { .. } => Caller::SessionsToken,
+        Credential::Person { .. } => Caller::Person,
     }
 }
 
 /// Whether a caller's requests are counted. Worker traffic never is (a throttled heartbeat
 /// would cost a lease), nor the console's, nor the Admin API's.
 pub fn counted(caller: Caller) -> bool {
-    matches!(caller, Caller::ApiKey)
+    matches!(caller, Caller::ApiKey | Caller::Person)
 }
 
 #[cfg(test)]
@@ -610,6 +613,7 @@ mod tests {
         #[rustfmt::skip]
         let rows = [
             (Caller::ApiKey, true),
+            (Caller::Person, true),
             (Caller::AdminKey, false),
             (Caller::EnvironmentKey, false),
             (Caller::SessionsToken, false),

@@ -4,7 +4,7 @@
 //! session has a store attached — the caller of `decide` looks up first ([`attachment_lookup`]
 //! says when a lookup is needed).
 
-use mnemo_api::{Access, Actor, EnvironmentId, MemoryStoreId, SessionId, WorkId};
+use mnemo_api::{Access, Actor, EnvironmentId, MemoryStoreId, OrgRole, SessionId, WorkId, WorkspaceRole};
 
 use crate::Credential;
 use crate::rules::session::EventAuthor;
@@ -52,19 +52,37 @@ pub enum OrgOp {
     Members,
 }
 
+/// What is managed inside one workspace (the caller's own), where a person's workspace role
+/// decides (spec §8.6): the console's pages of the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkspaceOp {
+    /// Mint, deactivate, archive the workspace's API keys.
+    ApiKeys,
+    /// Add, change, remove the workspace's members.
+    Members,
+    /// The workspace's rate limits, webhook endpoints and settings.
+    Settings,
+}
+
 /// An action on a resource.
 #[derive(Debug, Clone, Copy)]
 pub enum Action<'a> {
-    /// The Admin API. People's roles (spec §8.6) will become rows of this module's table of
-    /// who may take which [`OrgOp`].
+    /// The Admin API, organization-wide: a person reaches it as an org `admin` only (beyond
+    /// reading which organization this is); their own workspace is managed through
+    /// [`Action::Workspace`].
     Organization(OrgOp),
-    /// Environments and their keys, agents, and creating, listing, changing, archiving or
-    /// deleting sessions.
+    /// Managing the caller's own workspace.
+    Workspace(WorkspaceOp),
+    /// Creating, changing, archiving or deleting environments and their keys, agents and
+    /// sessions.
     Administer,
+    /// Reading environments and their keys, agents, and the list of sessions (not a session's
+    /// events: that is [`Action::Session`]). Whatever may administer may inspect.
+    Inspect,
     /// Reading a session, its events or its stream, or posting events to it.
     Session { session: &'a SessionId, environment: &'a EnvironmentId },
-    /// Creating or listing memory stores.
-    MemoryStores,
+    /// Listing memory stores, or creating one (`create`).
+    MemoryStores { create: bool },
     /// One memory store. `attached`: how the caller's own session has the store attached
     /// (looked up for sessions tokens only, see [`attachment_lookup`]).
     Memory { store: &'a MemoryStoreId, op: MemoryOp, attached: Option<Access> },
@@ -84,23 +102,90 @@ pub enum Decision {
     Forbidden(String),
 }
 
+/// A person's roles where they act (admin-api.md §8.6): their org role, and their role in the
+/// workspace of the [`crate::Principal`] (an org `admin` is `workspace_admin` everywhere, see
+/// [`crate::rules::people::workspace_role`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersonRole {
+    pub org: OrgRole,
+    pub workspace: WorkspaceRole,
+}
+
+/// The rows of the roles table (spec §8.6): what a person's roles let them do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Can {
+    /// See the workspace's stores, memories, history, environments, agents.
+    See,
+    /// See session transcripts; export a store or download a memory as a file.
+    SeeTranscripts,
+    /// Edit, restore, redact memories; create or archive stores, agents, environments,
+    /// sessions; mint environment keys.
+    Edit,
+    /// Mint, deactivate, archive the workspace's API keys.
+    ManageApiKeys,
+    /// Manage members, workspace rate limits, webhook endpoints, workspace settings.
+    ManageWorkspace,
+    /// Create or archive workspaces; users, invites, admin keys: the organization.
+    ManageOrganization,
+}
+
+impl PersonRole {
+    /// Whether these roles grant `can` (one cell of the spec's table).
+    pub fn can(self, can: Can) -> bool {
+        if self.org == OrgRole::Admin {
+            return true;
+        }
+        use WorkspaceRole::*;
+        match can {
+            Can::See => true,
+            Can::SeeTranscripts => matches!(self.workspace, WorkspaceDeveloper | WorkspaceAdmin),
+            Can::Edit | Can::ManageApiKeys => {
+                matches!(self.workspace, WorkspaceRestrictedDeveloper | WorkspaceDeveloper | WorkspaceAdmin)
+            }
+            Can::ManageWorkspace => self.workspace == WorkspaceAdmin,
+            Can::ManageOrganization => false,
+        }
+    }
+}
+
+/// Why a person is refused what their role does not grant, in words naming the role.
+fn person_refusal(role: PersonRole, can: Can) -> String {
+    let what = match can {
+        Can::See => "see this workspace",
+        Can::SeeTranscripts => "see session transcripts or export memory",
+        Can::Edit => "change this workspace's memories, stores, agents, environments or sessions",
+        Can::ManageApiKeys => "manage this workspace's API keys",
+        Can::ManageWorkspace => "manage this workspace's members or settings",
+        Can::ManageOrganization => "manage the organization (workspaces, people, invites, admin keys)",
+    };
+    if can == Can::ManageOrganization {
+        format!("your role does not let you {what}; only an org admin may")
+    } else {
+        format!("your role in this workspace ({}) does not let you {what}", role.workspace.as_str())
+    }
+}
+
 /// The session whose attachment of a store a memory action needs looked up: the caller's own,
 /// when it holds a sessions token.
 pub fn attachment_lookup(caller: &Credential) -> Option<&SessionId> {
     match caller {
         Credential::SessionToken { session, .. } => session.as_ref(),
-        Credential::AdminKey(_) | Credential::ApiKey(_) | Credential::EnvironmentKey { .. } => None,
+        Credential::AdminKey(_)
+        | Credential::ApiKey(_)
+        | Credential::EnvironmentKey { .. }
+        | Credential::Person { .. } => None,
     }
 }
 
-/// Who the memory versions a caller writes record: an API key or a session (through its
-/// token); `None` for a credential that writes no memory.
+/// Who the memory versions a caller writes record: an API key, a session (through its token)
+/// or a person; `None` for a credential that writes no memory.
 pub fn memory_actor(caller: &Credential) -> Option<Actor> {
     match caller {
         Credential::ApiKey(id) => Some(Actor::ApiActor { api_key_id: id.clone() }),
         Credential::SessionToken { session: Some(session), .. } => {
             Some(Actor::SessionActor { session_id: session.clone() })
         }
+        Credential::Person { user, .. } => Some(Actor::UserActor { user_id: user.to_string() }),
         Credential::SessionToken { session: None, .. }
         | Credential::EnvironmentKey { .. }
         | Credential::AdminKey(_) => None,
@@ -108,7 +193,8 @@ pub fn memory_actor(caller: &Credential) -> Option<Actor> {
 }
 
 /// Who a caller appends events as (what it may post is [`EventAuthor::may_post`]); `None` for a
-/// healthcheck's sessions token, which reaches no session.
+/// healthcheck's sessions token, which reaches no session, and for a person, whose events the
+/// session log has no author kind for yet.
 pub fn event_author(caller: &Credential) -> Option<EventAuthor> {
     match caller {
         Credential::ApiKey(id) => Some(EventAuthor::ApiKey(id.clone())),
@@ -116,7 +202,7 @@ pub fn event_author(caller: &Credential) -> Option<EventAuthor> {
         Credential::SessionToken { work, session: Some(session), .. } => {
             Some(EventAuthor::SessionToken { session: session.clone(), work: work.clone() })
         }
-        Credential::SessionToken { session: None, .. } | Credential::AdminKey(_) => None,
+        Credential::SessionToken { session: None, .. } | Credential::AdminKey(_) | Credential::Person { .. } => None,
     }
 }
 
@@ -146,14 +232,18 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
     let Some(caller) = caller else {
         return Decision::Unauthenticated(MISSING_CREDENTIALS.into());
     };
+    if let Credential::Person { role, .. } = caller {
+        return person(*role, action);
+    }
     match action {
         Action::Organization(op) => organization(caller, op),
+        Action::Workspace(op) => workspace(caller, op),
         Action::ReadAuditLog => match caller {
             Credential::AdminKey(_) => Decision::Allow,
             _ => forbid("the audit log is read with an admin key"),
         },
         _ if matches!(caller, Credential::AdminKey(_)) => forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
-        Action::Administer => match caller {
+        Action::Administer | Action::Inspect => match caller {
             Credential::ApiKey(_) => Decision::Allow,
             _ => forbid("this endpoint needs an API key; environment keys and sessions tokens are not accepted here"),
         },
@@ -162,7 +252,7 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
                 Credential::ApiKey(_) => true,
                 Credential::EnvironmentKey { environment: own, .. } => own == environment,
                 Credential::SessionToken { session: own, .. } => own.as_ref() == Some(session),
-                Credential::AdminKey(_) => false,
+                Credential::AdminKey(_) | Credential::Person { .. } => false,
             };
             if reaches {
                 Decision::Allow
@@ -170,8 +260,42 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
                 forbid(format!("this credential does not reach session `{session}`"))
             }
         }
-        Action::MemoryStores | Action::Memory { .. } => memory(caller, action),
+        Action::MemoryStores { .. } | Action::Memory { .. } => memory(caller, action),
         Action::Work { environment, item, op } => work(caller, environment, item, op),
+    }
+}
+
+/// What a person may do, by their roles (spec §8.6): each action is one row of [`Can`]. The
+/// workspace they act in is their principal's, so every workspace action is about that one.
+fn person(role: PersonRole, action: Action<'_>) -> Decision {
+    let can = match action {
+        Action::Organization(OrgOp::ReadOrganization) => Can::See,
+        Action::Organization(_) | Action::ReadAuditLog => Can::ManageOrganization,
+        Action::Workspace(WorkspaceOp::ApiKeys) => Can::ManageApiKeys,
+        Action::Workspace(WorkspaceOp::Members | WorkspaceOp::Settings) => Can::ManageWorkspace,
+        Action::Inspect | Action::MemoryStores { create: false } => Can::See,
+        Action::Memory { op: MemoryOp::Read, .. } => Can::See,
+        Action::Session { .. } => Can::SeeTranscripts,
+        Action::Administer
+        | Action::MemoryStores { create: true }
+        | Action::Memory { op: MemoryOp::WriteMemories | MemoryOp::Administer, .. } => Can::Edit,
+        // Workers' calls: a person stops, inspects and manages items as an API key may.
+        Action::Work { op: WorkOp::Take | WorkOp::Heartbeat, .. } => {
+            return forbid("this call needs this environment's key or this work item's sessions token");
+        }
+        Action::Work { .. } => Can::Edit,
+    };
+    if role.can(can) { Decision::Allow } else { forbid(person_refusal(role, can)) }
+}
+
+/// Managing a workspace without a person's role: an API key (a console session opened with
+/// one acts as `workspace_developer`, spec §8.2) manages the workspace's API keys only.
+fn workspace(caller: &Credential, op: WorkspaceOp) -> Decision {
+    match (caller, op) {
+        (Credential::ApiKey(_), WorkspaceOp::ApiKeys) => Decision::Allow,
+        (Credential::ApiKey(_), _) => forbid("an API key does not manage a workspace's members or settings"),
+        (Credential::AdminKey(_), _) => forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
+        _ => forbid("environment keys and sessions tokens do not manage a workspace"),
     }
 }
 
@@ -184,7 +308,8 @@ fn organization(caller: &Credential, op: OrgOp) -> Decision {
     let allowed = match caller {
         Credential::AdminKey(_) => true,
         Credential::ApiKey(_) => op == OrgOp::ReadOrganization,
-        Credential::EnvironmentKey { .. } | Credential::SessionToken { .. } => false,
+        // Judged by their roles in `person`, before this.
+        Credential::EnvironmentKey { .. } | Credential::SessionToken { .. } | Credential::Person { .. } => false,
     };
     if allowed {
         Decision::Allow
@@ -199,6 +324,7 @@ fn memory(caller: &Credential, action: Action<'_>) -> Decision {
     let session = match caller {
         Credential::AdminKey(_) => return forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
         Credential::ApiKey(_) => return Decision::Allow,
+        Credential::Person { role, .. } => return person(*role, action),
         Credential::EnvironmentKey { .. } => {
             return forbid(
                 "the memory endpoints do not accept an environment key; use an API key or the work item's sessions token",
@@ -229,7 +355,7 @@ fn memory(caller: &Credential, action: Action<'_>) -> Decision {
 
 fn work(caller: &Credential, environment: &EnvironmentId, item: Option<&WorkId>, op: WorkOp) -> Decision {
     let allowed = match caller {
-        Credential::AdminKey(_) => false,
+        Credential::AdminKey(_) | Credential::Person { .. } => false,
         Credential::ApiKey(_) => matches!(op, WorkOp::Stop | WorkOp::Inspect | WorkOp::Manage),
         Credential::EnvironmentKey { environment: own, .. } => own == environment && op != WorkOp::Manage,
         Credential::SessionToken { work, environment: own, .. } => {

@@ -6,6 +6,7 @@
 //! folder if this engine created it; [`teardown::teardown`] runs the three in the bounded order
 //! every caller shares. The rules are those of `worker-behaviour.md` §6.
 
+pub mod adopt;
 mod execute;
 mod flush;
 pub mod journal;
@@ -142,6 +143,8 @@ pub enum MountError {
         "cannot resume the memory store folder {path} (memory_store_id={store}): {reason}; a folder is only resumed with its own journal and marker"
     )]
     CannotResume { path: PathBuf, store: MemoryStoreId, reason: String },
+    #[error("cannot adopt the folder {path} for memory store memory_store_id={store}: {reason}")]
+    CannotAdopt { path: PathBuf, store: MemoryStoreId, reason: String },
 }
 
 /// A failure of a whole sync step (individual files failing are logged, not returned).

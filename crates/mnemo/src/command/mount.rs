@@ -20,7 +20,7 @@ pub(crate) struct Mount {
     /// The memory store to mount (`memstore_…`).
     store_id: MemoryStoreId,
 
-    /// The folder to create; it must not exist yet.
+    /// The folder to create; it must not exist yet (unless `--adopt` or `--resume`).
     dir: PathBuf,
 
     #[command(flatten)]
@@ -44,8 +44,15 @@ pub(crate) struct Mount {
 
     /// Take over DIR as left by a mount that was killed, using the journal beside it: edits
     /// made meanwhile are uploaded, nothing is re-downloaded over them.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "adopt")]
     resume: bool,
+
+    /// Take over DIR, a folder that already holds files (Claude Code's memory folder, a notes
+    /// folder): what the store lacks is uploaded, what DIR lacks is pulled; a file that differs
+    /// keeps the store's bytes, and its own become a version of that memory (printed, never
+    /// lost). Symlinks and special files are left alone; DIR is never removed (as `--keep`).
+    #[arg(long)]
+    adopt: bool,
 
     /// Sync on the interval only: no change feed, no upload right after a local write. Live
     /// sync is on by default and turns itself off when the server has no change feed; while it
@@ -74,15 +81,28 @@ impl Mount {
             crate::metrics::serve(at, None).await?;
         }
         let started = std::time::Instant::now();
-        let (resume, live) = (self.resume, !self.no_live);
+        let (resume, adopt, live) = (self.resume, self.adopt, !self.no_live);
         let open = async move {
-            if resume {
+            if adopt {
+                let (mut engine, adoption) = StoreSync::adopt(client, cfg).await?;
+                for path in &adoption.left_alone {
+                    eprintln!("left alone (not a regular file): {}", path.display());
+                }
+                for conflict in &adoption.conflicts {
+                    eprintln!("conflict: {conflict}");
+                }
+                let report = engine.sync(false).await?;
+                tracing::info!(memory_store_id = %engine.store_id(), conflicts = adoption.conflicts.len(), "adopted: {report}");
+                // As after a resume: the feed's opening asks for one more sync.
+                let live = live.then(|| engine.live());
+                Ok::<_, anyhow::Error>((engine, live))
+            } else if resume {
                 let mut engine = StoreSync::resume(client, cfg).await?;
                 let report = engine.sync(false).await?;
                 tracing::info!(memory_store_id = %engine.store_id(), "resumed: {report}");
                 // The feed starts after the sync: its opening asks for one more.
                 let live = live.then(|| engine.live());
-                Ok::<_, anyhow::Error>((engine, live))
+                Ok((engine, live))
             } else {
                 // Subscribed before the download, so nothing committed meanwhile is missed.
                 let mut live = if live { Some(Live::subscribe(&client, cfg.store_id.clone()).await) } else { None };

@@ -13,7 +13,9 @@ pub(crate) const CALLBACK_PATH: &str = "/console/oidc/callback";
 
 /// People sign in with the organization's OpenID Provider and use its tokens on the API.
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Single sign-on (OpenID Connect; register <public url>/console/oidc/callback at the provider)")]
+#[command(
+    next_help_heading = "Single sign-on (OpenID Connect; register <public url>/console/oidc/callback at the provider)"
+)]
 pub(crate) struct OidcArgs {
     /// The provider's issuer URL, exactly as in its tokens (its discovery document is read from
     /// `<issuer>/.well-known/openid-configuration`). Turns single sign-on on.
@@ -67,7 +69,9 @@ impl OidcArgs {
             return Ok(Vec::new());
         }
         if self.oidc_roles.is_empty() {
-            bail!("--oidc-issuer needs at least one --oidc-role GROUP=WORKSPACE:ROLE (or GROUP=admin): without one, nobody could sign in");
+            bail!(
+                "--oidc-issuer needs at least one --oidc-role GROUP=WORKSPACE:ROLE (or GROUP=admin): without one, nobody could sign in"
+            );
         }
         self.oidc_roles.iter().map(|r| sso::parse_mapping(r).map_err(anyhow::Error::msg)).collect()
     }
@@ -89,7 +93,10 @@ impl OidcArgs {
             .await
             .with_context(|| format!("single sign-on: the OpenID Provider at {issuer}"))?;
         let name = self.oidc_provider_name.clone().unwrap_or_else(|| {
-            url::Url::parse(&issuer).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_else(|| issuer.clone())
+            url::Url::parse(&issuer)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_else(|| issuer.clone())
         });
         let callback = format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/'));
         Ok(Some(Arc::new(mnemo_console::oidc::Sso::new(
@@ -103,7 +110,10 @@ impl OidcArgs {
 }
 
 /// Each mapping's workspace by id, or by the name of exactly one open workspace.
-async fn resolve(store: &dyn Store, mappings: Vec<RoleMapping<String>>) -> anyhow::Result<Vec<RoleMapping<WorkspaceId>>> {
+async fn resolve(
+    store: &dyn Store,
+    mappings: Vec<RoleMapping<String>>,
+) -> anyhow::Result<Vec<RoleMapping<WorkspaceId>>> {
     let query = mnemo_store::ops::workspaces::ListWorkspaces {
         ids: None,
         include_archived: false,
@@ -116,12 +126,13 @@ async fn resolve(store: &dyn Store, mappings: Vec<RoleMapping<String>>) -> anyho
         let grant = match m.grant {
             Grant::OrgAdmin => Grant::OrgAdmin,
             Grant::Workspace(named, role) => {
-                let found: Vec<_> =
-                    workspaces.iter().filter(|w| w.id.as_str() == named || w.name == named).collect();
+                let found: Vec<_> = workspaces.iter().filter(|w| w.id.as_str() == named || w.name == named).collect();
                 match found.as_slice() {
                     [one] => Grant::Workspace(one.id.clone(), role),
                     [] => bail!("--oidc-role {}: no open workspace has the id or name `{named}`", m.group),
-                    _ => bail!("--oidc-role {}: several workspaces are named `{named}`; use the workspace's id", m.group),
+                    _ => {
+                        bail!("--oidc-role {}: several workspaces are named `{named}`; use the workspace's id", m.group)
+                    }
                 }
             }
         };

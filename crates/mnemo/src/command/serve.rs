@@ -153,6 +153,10 @@ pub(crate) struct Serve {
     #[arg(long, value_name = "ADDR", env = "MNEMO_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
 
+    /// Do not serve the MCP server at `/mcp` (streamable HTTP; docs/MCP.md).
+    #[arg(long, env = "MNEMO_NO_MCP")]
+    no_mcp: bool,
+
     /// Do not serve the web console (`/console`); the API stays as it is.
     #[arg(long, env = "MNEMO_NO_CONSOLE")]
     no_console: bool,
@@ -363,6 +367,7 @@ impl Serve {
         // Handlers first: a supervisor may signal as soon as it reads the readiness line.
         let mut signals = Signals::install()?;
         let metrics_listen = self.metrics_listen;
+        let mcp = !self.no_mcp;
         let running = self.start().await?;
         let addr = running.addr;
         let metrics = match metrics_listen {
@@ -391,6 +396,9 @@ impl Serve {
         drop(stdout);
         if running.console {
             tracing::info!("web console at http://{addr}/console");
+        }
+        if mcp {
+            tracing::info!("MCP server (streamable HTTP) at http://{addr}/mcp");
         }
         running.until(signals.next()).await
     }
@@ -526,6 +534,12 @@ impl Serve {
             .with_auth_throttle(mnemo_server::AuthThrottleConfig {
                 failures_per_minute: self.auth_failures_per_minute,
             });
+        if !self.no_mcp {
+            // The MCP server acts through this server's own API with each caller's credential,
+            // so every rule of the API applies to it unchanged.
+            let api = mnemo_client::Client::new(&format!("http://{}", loopback(addr)), "")?;
+            state = state.with_mcp(mnemo_mcp::http_service(api));
+        }
         if let Some(models) = models {
             state = state.with_agent_loop(models.resolve, models.limits);
             tracing::info!("running agents on the configured model providers");
@@ -545,6 +559,16 @@ impl Serve {
             let _ = stopped.await;
         }));
         Ok(Running { addr, console: console_on, store, stop, server, expiry, webhooks })
+    }
+}
+
+/// This server as a local client reaches it: its port on the loopback address when it
+/// listens on every address.
+fn loopback(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (std::net::Ipv4Addr::LOCALHOST, addr.port()).into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (std::net::Ipv6Addr::LOCALHOST, addr.port()).into(),
+        _ => addr,
     }
 }
 

@@ -67,7 +67,7 @@ fn the_scope_of_each_credential() {
             "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
         ("nor reaches a session", Some(&w.admin), session(&w.session),
             "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
-        ("nor memory", Some(&w.admin), Action::MemoryStores,
+        ("nor memory", Some(&w.admin), Action::MemoryStores { create: false },
             "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here"),
         ("an admin key reads the audit log", Some(&w.admin), Action::ReadAuditLog, "allow"),
         ("an API key does not", Some(&w.api), Action::ReadAuditLog, "403 the audit log is read with an admin key"),
@@ -85,11 +85,12 @@ fn the_scope_of_each_credential() {
             "403 this credential does not reach session `sesn_a`"),
         ("a sessions token reaches its own session", Some(&w.token), session(&w.session), "allow"),
         ("but no other", Some(&w.token), session(&w.other_session), "403 this credential does not reach session `sesn_b`"),
-        ("an API key lists and creates stores", Some(&w.api), Action::MemoryStores, "allow"),
+        ("an API key lists stores", Some(&w.api), Action::MemoryStores { create: false }, "allow"),
+        ("and creates them", Some(&w.api), Action::MemoryStores { create: true }, "allow"),
         ("an API key does anything to a store", Some(&w.api), memory(MemoryOp::Administer, None), "allow"),
         ("an environment key has no memory access", Some(&w.env_key), memory(MemoryOp::Read, None),
             "403 the memory endpoints do not accept an environment key; use an API key or the work item's sessions token"),
-        ("a sessions token cannot list stores", Some(&w.token), Action::MemoryStores,
+        ("a sessions token cannot list stores", Some(&w.token), Action::MemoryStores { create: false },
             "403 a sessions token cannot create or list memory stores"),
         ("a sessions token reads an attached store", Some(&w.token), memory(MemoryOp::Read, Some(Access::ReadOnly)), "allow"),
         ("and writes one attached read-write", Some(&w.token), memory(MemoryOp::WriteMemories, Some(Access::ReadWrite)), "allow"),
@@ -183,4 +184,107 @@ fn an_admin_key_reaches_only_the_admin_api() {
         assert_eq!(matches!(decision, Decision::Allow), allowed, "{caller:?} admin_api={admin_api}: {decision:?}");
     }
     assert!(matches!(reach(&w.admin, false), Decision::Forbidden(m) if m == ADMIN_KEY_OUTSIDE_ADMIN_API));
+}
+
+fn person(org: OrgRole, workspace: WorkspaceRole) -> Credential {
+    Credential::Person { user: "user_a".parse().unwrap(), role: PersonRole { org, workspace } }
+}
+
+/// The roles table of admin-api.md §8.6, one row per role, one column per action.
+#[test]
+fn what_each_role_of_a_person_may_do() {
+    use OrgRole::*;
+    use WorkspaceRole::*;
+    let w = world();
+    let actions: Vec<(&str, Action<'_>)> = vec![
+        ("read org", Action::Organization(OrgOp::ReadOrganization)),
+        ("list stores", Action::MemoryStores { create: false }),
+        ("read memory", Action::Memory { store: &w.store, op: MemoryOp::Read, attached: None }),
+        ("inspect", Action::Inspect),
+        ("transcript", Action::Session { session: &w.session, environment: &w.env }),
+        ("create store", Action::MemoryStores { create: true }),
+        ("write memory", Action::Memory { store: &w.store, op: MemoryOp::WriteMemories, attached: None }),
+        ("redact", Action::Memory { store: &w.store, op: MemoryOp::Administer, attached: None }),
+        ("administer", Action::Administer),
+        ("stop work", Action::Work { environment: &w.env, item: Some(&w.item), op: WorkOp::Stop }),
+        ("api keys", Action::Workspace(WorkspaceOp::ApiKeys)),
+        ("members", Action::Workspace(WorkspaceOp::Members)),
+        ("settings", Action::Workspace(WorkspaceOp::Settings)),
+        ("people", Action::Organization(OrgOp::People)),
+        ("workspaces", Action::Organization(OrgOp::Workspaces)),
+        ("org api keys", Action::Organization(OrgOp::ApiKeys)),
+        ("audit log", Action::ReadAuditLog),
+        ("poll", Action::Work { environment: &w.env, item: None, op: WorkOp::Take }),
+    ];
+    // 'y' allowed, '.' refused, in `actions` order.
+    #[rustfmt::skip]
+    let rows: &[(&str, OrgRole, WorkspaceRole, &str)] = &[
+        ("workspace_user",          User,      WorkspaceUser,                "yyyy.............."),
+        ("workspace_billing",       Billing,   WorkspaceBilling,             "yyyy.............."),
+        ("restricted developer",    Developer, WorkspaceRestrictedDeveloper, "yyyy.yyyyyy......."),
+        ("developer",               Developer, WorkspaceDeveloper,           "yyyyyyyyyyy......."),
+        ("workspace_admin",         User,      WorkspaceAdmin,               "yyyyyyyyyyyyy....."),
+        ("org admin",               Admin,     WorkspaceAdmin,               "yyyyyyyyyyyyyyyyy."),
+        ("org admin, any row",      Admin,     WorkspaceUser,                "yyyyyyyyyyyyyyyyy."),
+    ];
+    for (rule, org, ws, want) in rows {
+        let caller = person(*org, *ws);
+        let got: String =
+            actions.iter().map(|(_, a)| if decide(Some(&caller), *a) == Decision::Allow { 'y' } else { '.' }).collect();
+        let named: Vec<_> = actions.iter().map(|(n, _)| *n).collect();
+        assert_eq!(&got, want, "rule: {rule}; columns: {named:?}");
+    }
+}
+
+#[test]
+fn a_person_is_refused_in_words_naming_their_role() {
+    let w = world();
+    let user = person(OrgRole::User, WorkspaceRole::WorkspaceUser);
+    let write = Action::Memory { store: &w.store, op: MemoryOp::WriteMemories, attached: None };
+    assert_eq!(
+        verdict(decide(Some(&user), write)),
+        "403 your role in this workspace (workspace_user) does not let you change this workspace's memories, stores, agents, environments or sessions"
+    );
+    let dev = person(OrgRole::Developer, WorkspaceRole::WorkspaceDeveloper);
+    assert_eq!(
+        verdict(decide(Some(&dev), Action::Organization(OrgOp::People))),
+        "403 your role does not let you manage the organization (workspaces, people, invites, admin keys); only an org admin may"
+    );
+    assert_eq!(
+        verdict(decide(Some(&dev), Action::Work { environment: &w.env, item: None, op: WorkOp::Take })),
+        "403 this call needs this environment's key or this work item's sessions token"
+    );
+    assert!(matches!(reach(&dev, false), Decision::Allow) && matches!(reach(&dev, true), Decision::Allow));
+}
+
+#[test]
+fn a_person_writes_as_themselves() {
+    let dev = person(OrgRole::Developer, WorkspaceRole::WorkspaceDeveloper);
+    assert_eq!(memory_actor(&dev), Some(Actor::UserActor { user_id: "user_a".into() }));
+    assert_eq!(attachment_lookup(&dev), None);
+    assert_eq!(event_author(&dev), None);
+}
+
+#[test]
+fn workspace_management_without_a_person() {
+    let w = world();
+    let rows: Vec<(&Credential, WorkspaceOp, &str)> = vec![
+        (&w.api, WorkspaceOp::ApiKeys, "allow"),
+        (&w.api, WorkspaceOp::Members, "403 an API key does not manage a workspace's members or settings"),
+        (&w.api, WorkspaceOp::Settings, "403 an API key does not manage a workspace's members or settings"),
+        (
+            &w.admin,
+            WorkspaceOp::ApiKeys,
+            "403 an admin key reaches only the Admin API (`/v1/organizations/…`); use an API key of a workspace here",
+        ),
+        (&w.env_key, WorkspaceOp::ApiKeys, "403 environment keys and sessions tokens do not manage a workspace"),
+        (&w.token, WorkspaceOp::Members, "403 environment keys and sessions tokens do not manage a workspace"),
+    ];
+    for (caller, op, want) in rows {
+        assert_eq!(verdict(decide(Some(caller), Action::Workspace(op))), want, "{caller:?} × {op:?}");
+    }
+    // Inspecting is administering's reading half: the same callers, the same words.
+    for caller in [&w.api, &w.env_key, &w.token, &w.admin] {
+        assert_eq!(verdict(decide(Some(caller), Action::Inspect)), verdict(decide(Some(caller), Action::Administer)));
+    }
 }
