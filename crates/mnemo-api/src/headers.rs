@@ -18,3 +18,6 @@ pub const MEMORY_STREAM_EXTENSION: &str = "memory-stream";
 /// The extension of [`EXTENSIONS_HEADER`] that applies an ordered batch of memory writes in one
 /// request (`POST /v1/memory_stores/{store}/memories:batch`).
 pub const MEMORY_BATCH_EXTENSION: &str = "memory-batch";
+/// The extension of [`EXTENSIONS_HEADER`] that searches memories
+/// (`GET /v1/memory_stores/{store}/memories:search` and `GET /v1/memories:search`).
+pub const MEMORY_SEARCH_EXTENSION: &str = "memory-search";

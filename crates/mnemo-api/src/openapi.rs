@@ -38,6 +38,7 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("Memory", "memory"),
     ("MemoryPrefix", "memory_prefix"),
     ("MemoryStreamEnd", "memory_stream_end"),
+    ("MemorySearchResult", "memory_search_result"),
     ("MemoryWriteResults", "memory_write_results"),
     ("MemoryVersion", "memory_version"),
     ("MemoryDeleted", "memory_deleted"),

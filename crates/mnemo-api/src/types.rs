@@ -79,6 +79,26 @@ pub enum MemoryListItem {
     Prefix(MemoryPrefix),
 }
 
+/// One result of a memory search (`GET /v1/memory_stores/{store}/memories:search` and
+/// `GET /v1/memories:search`, mnemo extensions; `type: "memory_search_result"`), best first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename = "memory_search_result")]
+pub struct MemorySearchResult {
+    pub memory_id: MemoryId,
+    pub memory_store_id: MemoryStoreId,
+    pub path: String,
+    /// The digest of the content the snippet was taken from (a precondition for an update).
+    pub content_sha256: String,
+    pub content_size_bytes: u64,
+    pub memory_version_id: MemoryVersionId,
+    pub updated_at: DateTime<Utc>,
+    /// Up to 200 characters of the content around the first match, whitespace collapsed, each
+    /// matched term between `«` and `»`, and `…` where text was cut.
+    pub snippet: String,
+    /// Relevance, higher first: comparable within one response, not across backends.
+    pub score: f64,
+}
+
 /// The kind of change a version records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -71,6 +71,15 @@ pub struct ListMemoriesParams {
     pub page: Option<String>,
 }
 
+/// Query of [`Client::search_memories`] (a mnemo extension).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SearchMemoriesParams {
+    pub q: String,
+    pub path_prefix: Option<String>,
+    pub limit: Option<u32>,
+    pub page: Option<String>,
+}
+
 /// Query of [`Client::list_memory_stores`].
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ListMemoryStoresParams {
@@ -365,6 +374,21 @@ impl Client {
         params: &ListMemoriesParams,
     ) -> Result<Page<MemoryListItem>> {
         self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories")).query(params)).await
+    }
+
+    /// A page of memories matching a search (`memories:search`, a mnemo extension; the hosted
+    /// API answers `404`): in one store, or with `store: None` across every store the
+    /// credential reaches. Best first, each with a snippet marking the matches `«…»`.
+    pub async fn search_memories(
+        &self,
+        store: Option<&MemoryStoreId>,
+        params: &SearchMemoriesParams,
+    ) -> Result<Page<mnemo_api::MemorySearchResult>> {
+        let path = match store {
+            Some(store) => format!("/v1/memory_stores/{store}/memories:search"),
+            None => "/v1/memories:search".to_owned(),
+        };
+        self.send(|| self.request(Method::GET, &path).query(params)).await
     }
 
     /// Every memory of a store, content-free, unless the store is unchanged since the listing

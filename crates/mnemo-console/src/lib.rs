@@ -33,6 +33,7 @@ pub mod oidc;
 mod page;
 mod password;
 mod rate_limits;
+mod search;
 mod sessions;
 mod stores;
 mod text;
@@ -176,6 +177,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/stores/{store}/versions/{version}", get(history::version_page))
         .route("/console/stores/{store}/versions/{version}/restore", post(history::restore))
         .route("/console/stores/{store}/versions/{version}/redact", get(history::redact_confirm).post(history::redact))
+        .route("/console/search", get(search::page))
         .route("/console/sessions", get(sessions::list))
         .route("/console/sessions/{session}", get(sessions::session_page))
         .route("/console/sessions/{session}/live", get(sessions::live))

@@ -74,6 +74,7 @@ pub(crate) enum Section {
     People,
     Members,
     Me,
+    Search,
     None,
 }
 
@@ -135,6 +136,7 @@ impl Chrome {
                 | (Section::People, "people")
                 | (Section::Members, "members")
                 | (Section::Me, "me")
+                | (Section::Search, "search")
         )
     }
 }

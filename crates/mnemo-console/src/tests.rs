@@ -316,6 +316,8 @@ async fn hostile_text_is_escaped_everywhere_it_shows() {
         format!("/console/stores/{}/memories/{}/edit", store.id, memory.id),
         format!("/console/stores/{}/history", store.id),
         format!("/console/stores/{}/versions/{}", store.id, memory.memory_version_id),
+        "/console/search?q=alert".to_owned(),
+        format!("/console/search?q=script&store={}", store.id),
     ] {
         let page = h.get(&path, &cookie).await;
         assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
@@ -985,6 +987,42 @@ async fn the_setup_link_makes_the_first_admin() {
     );
     assert!(!h.store.setup_wanted().await.unwrap());
     assert_eq!(h.get(&path, "").await.status, StatusCode::NOT_FOUND, "a setup link is used once");
+}
+
+#[tokio::test]
+async fn search_shows_marked_snippets_linking_to_the_memory() {
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    let notes = h.memory_store("notes").await;
+    let other = h.memory_store("other").await;
+    let hit = h.memory(&notes, "/ops/db.md", "The staging host is staging-db-02.").await;
+    h.memory(&other, "/elsewhere.md", "staging-db-02 again").await;
+
+    // A store's page offers a labelled search box that searches that store.
+    let store_page = h.get(&format!("/console/stores/{}", notes.id), &cookie).await;
+    assert!(store_page.body.contains("<label for=\"store-q\">Search this store</label>"), "{}", store_page.body);
+    let page = h.get(&format!("/console/search?q=staging-db-02&store={}", notes.id), &cookie).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("The staging host is <mark>staging-db-02</mark>."), "{}", page.body);
+    let link = format!("/console/stores/{}/memories/{}#:~:text=staging-db-02", notes.id, hit.id);
+    assert!(page.body.contains(&link), "{}", page.body);
+    assert!(!page.body.contains("/elsewhere.md"), "only the store asked for");
+
+    // The workspace's search page covers every store and names each result's store.
+    let page = h.get("/console/search?q=%22staging-db-02%22", &cookie).await;
+    assert!(page.body.contains("/elsewhere.md") && page.body.contains("/ops/db.md"), "{}", page.body);
+    assert!(page.body.contains("in <a href=\"/console/stores/"), "{}", page.body);
+    assert!(page.body.contains("aria-current=\"page\">Search</a>"), "{}", page.body);
+
+    // A malformed query is shown back with what to do; an empty one shows the form only.
+    let page = h.get("/console/search?q=%22unclosed", &cookie).await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(page.body.contains("role=\"alert\">the search opens a phrase"), "{}", page.body);
+    let page = h.get("/console/search", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<label for=\"q\">Words to find</label>") && !page.body.contains("No memory matches"));
+    let page = h.get("/console/search?q=nothing-like-this", &cookie).await;
+    assert!(page.body.contains("No memory matches nothing-like-this."), "{}", page.body);
 }
 
 mod people;

@@ -22,8 +22,8 @@ use mnemo_store::StoreError;
 
 pub use path::{Id, PathId};
 pub use query::{
-    ArchivablePaging, FromQuery, Order, PageParam, Paging, Params, Query, ViewPaging, ViewParam, cursor, filter_id,
-    flag, page, page_limit, positive, positive_limit, time_range, timestamp, view,
+    ArchivablePaging, FromQuery, Order, PageParam, Paging, Params, Query, SearchParams, ViewPaging, ViewParam, cursor,
+    filter_id, flag, page, page_limit, positive, positive_limit, time_range, timestamp, view,
 };
 
 /// Input that cannot be served, found before a handler runs (or by the parsers a handler calls).

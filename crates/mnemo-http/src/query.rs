@@ -314,6 +314,45 @@ impl FromQuery for PageParam {
     }
 }
 
+/// A memory search's parameters (`memories:search`, a mnemo extension): `q` in the query
+/// language of [`mnemo_store::rules::search`], `path_prefix`, and paging.
+#[derive(Debug, Clone, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SearchParams {
+    /// What to find: `words` (all must match, as case-insensitive substrings of the path or
+    /// content), `"exact phrases"`, `prefix*`, `-excluded`, `path:notes/`; at most 512 bytes.
+    #[param(rename = "q", value_type = String)]
+    pub query: mnemo_store::rules::search::SearchQuery,
+    /// Only memories under this prefix (`/` or a path ending in `/`).
+    #[param(value_type = Option<String>)]
+    pub path_prefix: Option<String>,
+    /// Page size, 1–100 (default 20).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    pub limit: u32,
+    /// The `next_page` of the previous page.
+    #[param(rename = "page", value_type = Option<String>)]
+    pub after: Option<Cursor>,
+}
+
+impl FromQuery for SearchParams {
+    const ONCE: &'static [&'static str] = &["q", "path_prefix", "limit", "page"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        let query = mnemo_store::rules::search::parse(q.one("q").unwrap_or(""))
+            .map_err(|e| BadInput::invalid(e.to_string()))?;
+        let path_prefix = q
+            .one("path_prefix")
+            .map(|p| {
+                mnemo_api::PathPrefix::parse(p)
+                    .map(|p| p.as_str().to_owned())
+                    .map_err(|e| BadInput::invalid(format!("invalid path_prefix `{}`: {e}", p.escape_debug())))
+            })
+            .transpose()?;
+        let Paging { limit, after } = Paging::parse(q, View::Basic)?;
+        Ok(Self { query, path_prefix, limit, after })
+    }
+}
+
 /// A store listing as the API's page: the items, and the cursor of the next page as `page`
 /// takes it back.
 pub fn page<T>(listing: Listing<T>) -> Page<T> {

@@ -158,6 +158,11 @@ impl MemoryCaller {
     pub(crate) fn workspace(&self) -> Result<&WorkspaceId, ApiError> {
         self.caller.workspace()
     }
+
+    /// The session whose attached stores are all this caller reaches (a sessions token's).
+    pub(crate) fn attached_to(&self) -> Option<&mnemo_api::SessionId> {
+        scope::attachment_lookup(&self.caller.credential)
+    }
 }
 
 /// A caller holding an API key (administration: environments, keys, agents).
@@ -205,7 +210,7 @@ pub(crate) async fn memory_credential(
             .ok_or_else(|| ApiError::authentication(scope::MISSING_CREDENTIALS))?;
         let Principal { credential, .. } = state.auth.resolve(secret, peer(&parts), &state.throttle).await?;
         decision(scope::reach(&credential, false))?;
-        decision(scope::decide(Some(&credential), Action::MemoryStores))
+        decision(scope::decide(Some(&credential), Action::MemoryStores { create: false }))
     };
     match checked.await {
         Ok(()) => next.run(axum::extract::Request::from_parts(parts, body)).await,
@@ -330,7 +335,12 @@ impl FromRequestParts<AppState> for MemoryCaller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         let Some(rest) = parts.uri.path().strip_prefix("/v1/memory_stores/") else {
-            caller.allow(Action::MemoryStores { create: !matches!(parts.method, Method::GET | Method::HEAD) })?;
+            let action = if parts.uri.path() == "/v1/memories:search" {
+                Action::SearchMemories
+            } else {
+                Action::MemoryStores { create: !matches!(parts.method, Method::GET | Method::HEAD) }
+            };
+            caller.allow(action)?;
             return Ok(Self { actor: actor(&caller)?, caller });
         };
         let (store, tail) = rest.split_once('/').unwrap_or((rest, ""));

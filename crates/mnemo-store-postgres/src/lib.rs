@@ -1039,6 +1039,14 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| memories::list(&tx, ws, store, &query).await)
     }
 
+    async fn search_memories(
+        &self,
+        ws: &WorkspaceId,
+        request: mnemo_store::search::SearchMemories,
+    ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
+        read!(self.engine, |tx| memories::search(&tx, ws, &request).await)
+    }
+
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
         let mut client = self.engine.client().await?;
         // Two chunks in flight at most: the reader's pace holds the transaction (and its snapshot).

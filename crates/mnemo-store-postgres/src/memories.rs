@@ -3,10 +3,11 @@
 //! The writes ([`mnemo_store::ops::memories`]) lock the store's row first and only then read
 //! what they judge; reads take no lock.
 
-use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View, WorkspaceId};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
+use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
@@ -247,4 +248,84 @@ pub(crate) async fn export(
     tx.commit().await.map_err(crate::engine::backend)?;
     let _ = out.send(Ok(ExportPart::Done)).await;
     Ok(())
+}
+
+/// The stores a search looks in, as row numbers; a named store that is not the workspace's is
+/// not found.
+async fn search_stores(tx: &Tx<'_>, ws: &WorkspaceId, scope: &SearchScope) -> Result<Vec<i64>> {
+    let rows = match scope {
+        SearchScope::Store(id) => return Ok(vec![stores::get_with_seq(tx, ws, id).await?.1]),
+        SearchScope::Workspace(None) => {
+            all(tx, "SELECT seq FROM memory_stores WHERE workspace_id = $1", &[&ws.as_str()]).await?
+        }
+        SearchScope::Workspace(Some(ids)) => {
+            let ids: Vec<&str> = ids.iter().map(MemoryStoreId::as_str).collect();
+            all(tx, "SELECT seq FROM memory_stores WHERE workspace_id = $1 AND id = ANY($2)", &[&ws.as_str(), &ids])
+                .await?
+        }
+    };
+    rows.iter().map(|r| col(r, 0)).collect()
+}
+
+/// An `ILIKE` pattern finding `text` anywhere.
+fn like_anywhere(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+/// A `tsquery` ranking memories by the words of `terms` and what starts with them: only runs
+/// of letters and digits, so the text is always a valid query.
+fn rank_query(terms: &[&str]) -> String {
+    let mut words: Vec<String> = terms
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("{w}:*"))
+        .collect();
+    words.dedup();
+    words.join(" | ")
+}
+
+/// [`Store::search_memories`](mnemo_store::Store::search_memories): candidates hold every
+/// index term as a substring of their path or content (`ILIKE`, through `pg_trgm`'s GIN
+/// indexes where installed), ranked by `ts_rank_cd` over the words and prefixes of the terms.
+pub(crate) async fn search(
+    tx: &Tx<'_>,
+    ws: &WorkspaceId,
+    request: &SearchMemories,
+) -> Result<Listing<MemorySearchResult>> {
+    let stores = search_stores(tx, ws, &request.scope).await?;
+    let terms = request.query.index_terms();
+    let rank = rank_query(&terms);
+    let patterns: Vec<String> = terms.iter().map(|t| like_anywhere(t)).collect();
+    let mut sql = format!(
+        "SELECT {COLUMNS}, v.content, \
+         CASE WHEN $2 = '' THEN 0 ELSE ts_rank_cd(s.words, to_tsquery('simple', $2), 1) END::float8 AS score, st.id \
+         FROM memory_search s JOIN memories m ON m.seq = s.memory_seq \
+         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE s.store_seq = ANY($1)"
+    );
+    for i in 0..patterns.len() {
+        let n = i + 5;
+        sql.push_str(&format!(" AND (s.body ILIKE ${n} OR s.path ILIKE ${n})"));
+    }
+    sql.push_str(" ORDER BY score DESC, m.seq LIMIT $3 OFFSET $4");
+    let mut scan = SearchScan::new(request)?;
+    while let Some(batch) = scan.next_batch() {
+        let (limit, offset) =
+            (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
+        let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &rank, &limit, &offset];
+        params.extend(patterns.iter().map(|p| p as crate::engine::Param<'_>));
+        let rows = all(tx, &sql, &params).await?;
+        let candidates = rows
+            .iter()
+            .map(|r| {
+                let store: MemoryStoreId = parse_id(&col::<String>(r, 10)?)?;
+                let (memory, _) = from_row(&store, r, true)?;
+                Ok(Candidate { memory, score: col(r, 9)? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        scan.feed(&batch, candidates);
+    }
+    Ok(scan.finish())
 }

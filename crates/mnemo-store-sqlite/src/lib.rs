@@ -1009,6 +1009,15 @@ impl Store for SqliteStore {
         self.engine.read(move |c| memories::list(c, &ws, &store, &query)).await
     }
 
+    async fn search_memories(
+        &self,
+        ws: &WorkspaceId,
+        request: mnemo_store::search::SearchMemories,
+    ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
+        let ws = ws.clone();
+        self.engine.read(move |c| memories::search(c, &ws, &request)).await
+    }
+
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
         // Two chunks in flight at most: the reader's pace holds the read (and its snapshot).
         let (out, parts) = tokio::sync::mpsc::channel(2);

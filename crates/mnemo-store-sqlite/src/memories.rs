@@ -1,13 +1,14 @@
 //! Memories: the SQL of their writes ([`ops::MemorySql`]), reads, listings and exports.
 
-use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View, WorkspaceId};
+use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
+use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::engine::{Lite, backend, query_one};
+use crate::engine::{Lite, backend, query_all, query_one};
 use crate::{actor_columns, now_micros, parse_id, stores, ts};
 
 const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
@@ -260,4 +261,98 @@ pub(crate) fn export(
             return Ok(());
         }
     }
+}
+
+/// The stores a search looks in, as row numbers (JSON, for `json_each`); a named store that is
+/// not the workspace's is not found.
+fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScope) -> Result<String> {
+    let seqs: Vec<i64> = match scope {
+        SearchScope::Store(id) => vec![stores::get_with_seq(c, ws, id)?.1],
+        SearchScope::Workspace(None) => {
+            query_all(c, "SELECT seq FROM memory_stores WHERE workspace_id = ?1", [ws.as_str()], |r| r.get(0))?
+        }
+        SearchScope::Workspace(Some(ids)) => {
+            let ids =
+                serde_json::to_string(&ids.iter().map(MemoryStoreId::as_str).collect::<Vec<_>>()).map_err(backend)?;
+            query_all(
+                c,
+                "SELECT seq FROM memory_stores WHERE workspace_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
+                params![ws.as_str(), ids],
+                |r| r.get(0),
+            )?
+        }
+    };
+    serde_json::to_string(&seqs).map_err(backend)
+}
+
+/// A LIKE pattern finding `text` anywhere.
+fn like_anywhere(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+/// [`Store::search_memories`](mnemo_store::Store::search_memories): candidates from the
+/// trigram index (`memory_search`), which finds every substring of three characters or more,
+/// ranked by BM25 (a path hit weighs twice a content hit); shorter terms by `LIKE`. With no
+/// term of three characters, the store's memories are scanned in path order.
+pub(crate) fn search(
+    c: &Connection,
+    ws: &WorkspaceId,
+    request: &SearchMemories,
+) -> Result<Listing<MemorySearchResult>> {
+    let stores = search_stores(c, ws, &request.scope)?;
+    let terms = request.query.index_terms();
+    let (long, short): (Vec<&str>, Vec<&str>) = terms.iter().partition(|t| t.chars().count() >= 3);
+    let mut sql;
+    let mut args: Vec<String> = vec![stores];
+    if long.is_empty() {
+        sql = format!(
+            "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memories m \
+             JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+             WHERE m.store_seq IN (SELECT value FROM json_each(?1))"
+        );
+        for term in &short {
+            args.push(like_anywhere(term));
+            let n = args.len();
+            sql.push_str(&format!(" AND (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
+        }
+        sql.push_str(" ORDER BY m.path, m.seq");
+    } else {
+        let matching = long.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" AND ");
+        args.push(matching);
+        sql = format!(
+            "SELECT {COLUMNS}, v.content, -bm25(memory_search, 2.0, 1.0) AS score, st.id FROM memory_search s \
+             JOIN memories m ON m.seq = s.rowid JOIN memory_versions v ON v.seq = m.version_seq \
+             JOIN memory_stores st ON st.seq = m.store_seq \
+             WHERE memory_search MATCH ?2 AND s.store_seq IN (SELECT value FROM json_each(?1))"
+        );
+        for term in &short {
+            args.push(like_anywhere(term));
+            let n = args.len();
+            sql.push_str(&format!(" AND (s.path LIKE ?{n} ESCAPE '\\' OR s.content LIKE ?{n} ESCAPE '\\')"));
+        }
+        sql.push_str(" ORDER BY score DESC, m.seq");
+    }
+    let (limit_at, offset_at) = (args.len() + 1, args.len() + 2);
+    sql.push_str(&format!(" LIMIT ?{limit_at} OFFSET ?{offset_at}"));
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let mut scan = SearchScan::new(request)?;
+    while let Some(batch) = scan.next_batch() {
+        let mut bound: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
+        let (limit, offset) =
+            (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
+        bound.push(&limit);
+        bound.push(&offset);
+        let candidates = stmt
+            .query_map(bound.as_slice(), |r| {
+                let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+                let store: MemoryStoreId = parse_id(&r.get::<_, String>(10)?).map_err(bad)?;
+                let (memory, _) = from_row(&store, r, true)?;
+                Ok(Candidate { memory, score: r.get(9)? })
+            })
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            .map_err(backend)?;
+        scan.feed(&batch, candidates);
+    }
+    Ok(scan.finish())
 }

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0011_people.sql"),
     include_str!("../migrations/0012_person_sessions.sql"),
     include_str!("../migrations/0013_sso_identities.sql"),
+    include_str!("../migrations/0014_memory_search.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.

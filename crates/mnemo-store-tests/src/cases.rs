@@ -72,6 +72,10 @@
 //!   of path, in chunks, from one snapshot (writes after it began are not in it; its
 //!   position is `memory_change_seq`'s), ending with `Done`, and stops when its reader goes;
 //!   a cursor of another list is `InvalidCursor`.
+//! - [`search`] — a memory is found from its write's acknowledgement and never after its deletion
+//!   (nor by an old version's content); every form of the query language; a short memory naming a
+//!   term five times outranks one mention in a long one; a workspace's search sees its own
+//!   stores (or the named ones) only, and another's store is not found; results page by cursor.
 //! - [`versions`] — every create, change and delete writes exactly one version with its
 //!   operation, path, digest, size and actor; version listings filter by memory (after
 //!   deletion too), operation, actor and time, newest first, paginated; redaction clears a
@@ -140,6 +144,7 @@ pub mod memories;
 pub mod model;
 pub mod people;
 pub mod rate_limits;
+pub mod search;
 pub mod sessions;
 pub mod sso;
 pub mod turns;

@@ -251,6 +251,13 @@ macro_rules! conformance {
             an_export_reads_every_live_memory_from_one_snapshot,
             cursors_of_another_list_are_refused,
         });
+        $crate::conformance!(@async $factory; search {
+            a_memory_is_found_from_its_write_and_never_after_its_deletion,
+            every_query_form_finds_what_it_should,
+            a_short_memory_naming_a_term_often_outranks_one_mention_in_a_long_one,
+            search_keeps_to_its_workspace_and_the_named_stores,
+            search_results_page_by_cursor,
+        });
         $crate::conformance!(@async $factory; versions {
             versions_record_every_change_and_filter,
             redaction_clears_a_version_but_never_the_current_one,

@@ -63,6 +63,7 @@ mod error;
 pub mod ops;
 pub mod row;
 pub mod rules;
+pub mod search;
 pub mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
@@ -995,6 +996,14 @@ pub trait Store: Send + Sync + 'static {
         store: &MemoryStoreId,
         query: ListMemories,
     ) -> Result<Listing<MemoryListItem>>;
+    /// Live memories matching a search ([`search::SearchMemories`]), best first, with snippets:
+    /// in one store (an unknown one is not found) or across the workspace's stores. A memory
+    /// is found from the commit of its write and never after its deletion. (A mnemo extension.)
+    async fn search_memories(
+        &self,
+        ws: &WorkspaceId,
+        request: search::SearchMemories,
+    ) -> Result<Listing<mnemo_api::MemorySearchResult>>;
     /// Every live memory of the store with its content, in path order (bytes), read from one
     /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
     /// time through a small bounded channel, so neither side holds the whole store. A store that

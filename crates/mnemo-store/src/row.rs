@@ -337,7 +337,7 @@ impl<'q> RollupScan<'q> {
             None => (lo, String::new()),
             Some(Cursor::AfterPath(p)) => (lo, p.clone()),
             Some(Cursor::FromPath(p)) => (lo.max(p.clone()), String::new()),
-            Some(Cursor::Before(_) | Cursor::After(_)) => return Err(StoreError::InvalidCursor),
+            Some(Cursor::Before(_) | Cursor::After(_) | Cursor::Offset(_)) => return Err(StoreError::InvalidCursor),
         };
         let want = query.limit as usize + 1;
         Ok(Self { query, from, after, until: hi, want, items: Vec::with_capacity(want), done: false })

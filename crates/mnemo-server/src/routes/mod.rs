@@ -5,6 +5,7 @@ mod environments;
 mod events;
 mod memories;
 mod memory_changes;
+mod memory_search;
 mod memory_stores;
 mod memory_versions;
 mod organizations;
@@ -24,7 +25,8 @@ use utoipa_axum::routes;
 use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
 use mnemo_api::headers::{
-    BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BATCH_EXTENSION, MEMORY_BETA, MEMORY_STREAM_EXTENSION,
+    BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BATCH_EXTENSION, MEMORY_BETA, MEMORY_SEARCH_EXTENSION,
+    MEMORY_STREAM_EXTENSION,
 };
 
 /// Every documented route: the API's router and its OpenAPI description, from the handlers'
@@ -38,6 +40,8 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memories::retrieve, memories::update, memories::delete))
         .routes(routes!(memories::stream))
         .routes(routes!(memories::batch))
+        .routes(routes!(memory_search::in_store))
+        .routes(routes!(memory_search::everywhere))
         .routes(routes!(memory_changes::changes))
         .routes(routes!(memory_versions::list))
         .routes(routes!(memory_versions::retrieve))
@@ -140,7 +144,7 @@ async fn organization_header(
 }
 
 fn extensions_header(state: &AppState) -> HeaderValue {
-    let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION];
+    let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION, MEMORY_SEARCH_EXTENSION];
     if state.memory_stream {
         names.push(MEMORY_STREAM_EXTENSION);
     }

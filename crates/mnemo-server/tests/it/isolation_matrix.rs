@@ -53,7 +53,8 @@ fn row(op: &str) -> Option<Row> {
         "work.list" | "work.healthcheck" | "work.poll" | "work.stats" | "work.retrieve" | "work.update" => Ids,
         "work.ack" | "work.heartbeat" | "work.stop" => Ids,
         "memory_stores.retrieve" | "memory_stores.update" | "memory_stores.delete" | "memory_stores.archive" => Ids,
-        "memory_changes.changes" | "memories.stream" | "memories.batch" => Ids,
+        "memory_changes.changes" | "memories.stream" | "memories.batch" | "memories.search" => Ids,
+        "memories.search_all" => Listing,
         "memories.list" | "memories.create" | "memories.retrieve" | "memories.update" | "memories.delete" => Ids,
         "memory_versions.list" | "memory_versions.retrieve" | "memory_versions.redact" => Ids,
         "sessions.retrieve" | "sessions.update" | "sessions.delete" | "sessions.archive" => Ids,
@@ -112,6 +113,7 @@ fn short(op: &Op, url: String) -> String {
     match op.id.as_str() {
         "work.poll" => format!("{url}?block_ms=1"),
         "memory_changes.changes" => format!("{url}?format=json&wait_ms=0"),
+        "memories.search" | "memories.search_all" => format!("{url}?q=a"),
         "work.heartbeat" => format!("{url}?expected_last_heartbeat=NO_HEARTBEAT"),
         _ => url,
     }
@@ -151,7 +153,7 @@ async fn every_operation_answers_another_workspace_as_it_answers_unknown_ids() {
                 assert!(refused, "{}: B on A's ids must be refused: {got:?}", op.id);
             }
             Row::Listing => {
-                let (status, body) = f.w.s.call(op.method.clone(), &op.path, key, None).await;
+                let (status, body) = f.w.s.call(op.method.clone(), &short(op, op.path.clone()), key, None).await;
                 assert_eq!(status, 200, "{}: {body}", op.id);
                 let text = body.to_string();
                 for id in &a_ids {

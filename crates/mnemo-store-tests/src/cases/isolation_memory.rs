@@ -47,6 +47,13 @@ async fn outcomes(
     let patch = MemoryStorePatch { name: Some("stolen".into()), ..MemoryStorePatch::default() };
     let listing =
         ListMemories { prefix: mnemo_api::PathPrefix::root(), depth: 0, limit: 10, view: View::Full, after: None };
+    let search = mnemo_store::search::SearchMemories {
+        scope: mnemo_store::search::SearchScope::Store(store.clone()),
+        query: mnemo_store::rules::search::parse("one").expect("a valid query"),
+        path_prefix: None,
+        limit: 10,
+        after: None,
+    };
     let batch = vec![
         MemoryWriteOp::Create { path: path("/batch.md"), content: "b".into() },
         MemoryWriteOp::Update { id: memory.clone(), change: change("batched") },
@@ -64,6 +71,7 @@ async fn outcomes(
         written,
         text(s.memory_change_seq(ws, store).await),
         text(s.list_memories(ws, store, listing).await),
+        text(s.search_memories(ws, search).await),
         text(s.export_memories(ws, store, 10).await),
         text(s.memory_changes_after(ws, store, 0, 10).await),
         text(s.get_memory_version(ws, store, version, View::Full).await),

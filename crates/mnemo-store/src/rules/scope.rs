@@ -83,6 +83,10 @@ pub enum Action<'a> {
     Session { session: &'a SessionId, environment: &'a EnvironmentId },
     /// Listing memory stores, or creating one (`create`).
     MemoryStores { create: bool },
+    /// Searching memories across stores (`GET /v1/memories:search`): an API key across its
+    /// workspace, a sessions token across the stores its session has attached (the caller
+    /// narrows the search to those, read-only ones included).
+    SearchMemories,
     /// One memory store. `attached`: how the caller's own session has the store attached
     /// (looked up for sessions tokens only, see [`attachment_lookup`]).
     Memory { store: &'a MemoryStoreId, op: MemoryOp, attached: Option<Access> },
@@ -260,7 +264,7 @@ pub fn decide(caller: Option<&Credential>, action: Action<'_>) -> Decision {
                 forbid(format!("this credential does not reach session `{session}`"))
             }
         }
-        Action::MemoryStores { .. } | Action::Memory { .. } => memory(caller, action),
+        Action::MemoryStores { .. } | Action::SearchMemories | Action::Memory { .. } => memory(caller, action),
         Action::Work { environment, item, op } => work(caller, environment, item, op),
     }
 }
@@ -273,7 +277,7 @@ fn person(role: PersonRole, action: Action<'_>) -> Decision {
         Action::Organization(_) | Action::ReadAuditLog => Can::ManageOrganization,
         Action::Workspace(WorkspaceOp::ApiKeys) => Can::ManageApiKeys,
         Action::Workspace(WorkspaceOp::Members | WorkspaceOp::Settings) => Can::ManageWorkspace,
-        Action::Inspect | Action::MemoryStores { create: false } => Can::See,
+        Action::Inspect | Action::MemoryStores { create: false } | Action::SearchMemories => Can::See,
         Action::Memory { op: MemoryOp::Read, .. } => Can::See,
         Action::Session { .. } => Can::SeeTranscripts,
         Action::Administer
@@ -335,8 +339,11 @@ fn memory(caller: &Credential, action: Action<'_>) -> Decision {
             return forbid("a healthcheck's sessions token reaches no memory store");
         }
     };
-    let Action::Memory { store, op, attached } = action else {
-        return forbid("a sessions token cannot create or list memory stores");
+    let (store, op, attached) = match action {
+        Action::Memory { store, op, attached } => (store, op, attached),
+        // Only across its session's attached stores: the search is narrowed to them.
+        Action::SearchMemories => return Decision::Allow,
+        _ => return forbid("a sessions token cannot create or list memory stores"),
     };
     let Some(access) = attached else {
         return forbid(format!(

@@ -1,4 +1,4 @@
-//! `mnemo store export | import`: one memory store as one file, and back. The work is
+//! `mnemo store export | import`: one memory store as one file, and back; `mnemo store search`. The work is
 //! [`mnemo_export`]; this file reads and writes the file, shows progress and prints the report.
 
 use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
@@ -25,6 +25,81 @@ pub(crate) enum Store {
     /// safe to run again (what is there already is skipped). The history is not replayed.
     #[command(long_about = IMPORT_ABOUT)]
     Import(Import),
+    /// Search one store's memories (or, with `-`, every store the key reaches) and print the
+    /// best matches with their snippets (a mnemo extension).
+    #[command(long_about = SEARCH_ABOUT)]
+    Search(Search),
+}
+
+const SEARCH_ABOUT: &str = "\
+Search memories and print the best matches first: one line per result with its path, score, \
+memory id (and store id, when searching everywhere), then its snippet, the matched terms between \
+« and ». STORE is a memory store id, or `-` for every store the credential reaches.
+
+The query: words (all must match, as case-insensitive substrings of the path or content, so \
+`staging-db-02` and `snake_case` are found as typed), \"exact phrases\", prefix*, -excluded, \
+path:notes/ (only paths starting /notes/). Quote the query for the shell: \
+mnemo store search memstore_… 'staging -\"old notes\" path:ops/'.
+
+A mnemo extension: the hosted API has no search (it answers 404).";
+
+#[derive(Debug, Args)]
+pub(crate) struct Search {
+    /// The memory store to search (`memstore_…`), or `-` for every store the key reaches.
+    store: String,
+
+    /// What to find, in the query language above.
+    query: String,
+
+    /// Only memories under this prefix (`/` or a path ending in `/`).
+    #[arg(long, value_name = "PREFIX")]
+    path_prefix: Option<String>,
+
+    /// How many results to print (1–100).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
+    limit: u32,
+
+    /// Print the page as JSON (the API's answer) instead of lines.
+    #[arg(long)]
+    json: bool,
+
+    #[command(flatten)]
+    api: Api,
+}
+
+impl Search {
+    async fn run(self) -> anyhow::Result<()> {
+        let client = self.api.client()?;
+        let store: Option<MemoryStoreId> = match self.store.as_str() {
+            "-" => None,
+            id => Some(id.parse().map_err(|e| anyhow::anyhow!("{id} is not a memory store id: {e}"))?),
+        };
+        let params = mnemo_client::SearchMemoriesParams {
+            q: self.query,
+            path_prefix: self.path_prefix,
+            limit: Some(self.limit),
+            page: None,
+        };
+        let page = client.search_memories(store.as_ref(), &params).await.context("search the memories")?;
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            serde_json::to_writer_pretty(&mut out, &page)?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        if page.data.is_empty() {
+            eprintln!("no memory matches");
+        }
+        for hit in &page.data {
+            let place = match store {
+                Some(_) => String::new(),
+                None => format!(" {}", hit.memory_store_id),
+            };
+            writeln!(out, "{}  ({:.3}, {}{place})", hit.path, hit.score, hit.memory_id)?;
+            writeln!(out, "    {}", hit.snippet)?;
+        }
+        Ok(())
+    }
 }
 
 const EXPORT_ABOUT: &str = "\
@@ -76,6 +151,7 @@ impl Store {
         match self {
             Self::Export(cmd) => cmd.run().await,
             Self::Import(cmd) => cmd.run().await,
+            Self::Search(cmd) => cmd.run().await,
         }
     }
 }

@@ -1,0 +1,235 @@
+//! What both backends share about searching memories ([`Store::search_memories`](crate::Store::search_memories)):
+//! the request, and [`SearchScan`], which turns a backend's ranked candidates into a page.
+//!
+//! A backend's index (SQLite FTS5 with trigrams, PostgreSQL `pg_trgm`) finds candidates that
+//! contain every [`SearchQuery::index_terms`] substring, best first by the engine's own ranking
+//! (BM25, `ts_rank_cd`); [`SearchQuery::matches`] then judges each, so both backends answer the
+//! same set, and the snippet is made here, once.
+
+use mnemo_api::{Memory, MemorySearchResult, MemoryStoreId};
+
+use crate::rules::search::SearchQuery;
+use crate::{Cursor, Listing, Result, StoreError};
+
+/// Where a search looks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchScope {
+    /// One store of the workspace (an unknown one is not found).
+    Store(MemoryStoreId),
+    /// Every store of the workspace, or only those listed (a sessions token's attached stores;
+    /// ids of other workspaces or of deleted stores are skipped).
+    Workspace(Option<Vec<MemoryStoreId>>),
+}
+
+/// A search request, parsed.
+#[derive(Debug, Clone)]
+pub struct SearchMemories {
+    pub scope: SearchScope,
+    pub query: SearchQuery,
+    /// Only memories whose path starts with this (the `path_prefix` parameter).
+    pub path_prefix: Option<String>,
+    pub limit: u32,
+    pub after: Option<Cursor>,
+}
+
+/// One candidate a backend found: a memory with its content, and the engine's relevance
+/// (higher is better).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub memory: Memory,
+    pub score: f64,
+}
+
+/// One batch of candidates a [`SearchScan`] wants: in the backend's ranked order (best first,
+/// ties by the memory's row number), skipping `offset`, at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CandidateBatch {
+    pub offset: u64,
+    pub limit: u64,
+}
+
+/// Candidates per batch, at least: most candidates match, so one batch usually fills a page.
+const MIN_BATCH: u64 = 50;
+
+/// A page of search results built from ranked candidates. A backend asks
+/// [`Self::next_batch`], reads it (all batches in one read transaction), and hands the rows to
+/// [`Self::feed`] until no batch is wanted.
+#[derive(Debug)]
+pub struct SearchScan<'q> {
+    request: &'q SearchMemories,
+    /// Matches of earlier pages, to pass over.
+    skip: u64,
+    /// Matches seen so far (earlier pages' included).
+    matched: u64,
+    offset: u64,
+    items: Vec<MemorySearchResult>,
+    more: bool,
+    done: bool,
+}
+
+impl<'q> SearchScan<'q> {
+    /// A scan for `request`; a cursor of another listing is refused.
+    pub fn new(request: &'q SearchMemories) -> Result<Self> {
+        let skip = match request.after {
+            None => 0,
+            Some(Cursor::Offset(n)) => n,
+            Some(_) => return Err(StoreError::InvalidCursor),
+        };
+        Ok(Self {
+            request,
+            skip,
+            matched: 0,
+            offset: 0,
+            items: Vec::with_capacity(request.limit as usize),
+            more: false,
+            done: false,
+        })
+    }
+
+    /// The next batch to read, if the page is not full yet.
+    pub fn next_batch(&self) -> Option<CandidateBatch> {
+        if self.done {
+            return None;
+        }
+        let wanted = (self.skip + u64::from(self.request.limit) + 1).saturating_sub(self.matched);
+        Some(CandidateBatch { offset: self.offset, limit: wanted.max(MIN_BATCH) })
+    }
+
+    /// Takes the rows `batch` asked for, in the backend's order.
+    pub fn feed(&mut self, batch: &CandidateBatch, candidates: Vec<Candidate>) {
+        let got = candidates.len() as u64;
+        self.offset = batch.offset + got;
+        let page_end = self.skip + u64::from(self.request.limit);
+        for Candidate { memory, score } in candidates {
+            let content = memory.content.as_deref().unwrap_or_default();
+            let within = self.request.path_prefix.as_deref().is_none_or(|p| memory.path.starts_with(p));
+            if !within || !self.request.query.matches(&memory.path, content) {
+                continue;
+            }
+            self.matched += 1;
+            if self.matched <= self.skip {
+                continue;
+            }
+            if self.matched > page_end {
+                self.more = true;
+                self.done = true;
+                return;
+            }
+            let snippet = self.request.query.snippet(content);
+            self.items.push(MemorySearchResult {
+                memory_id: memory.id,
+                memory_store_id: memory.memory_store_id,
+                path: memory.path,
+                content_sha256: memory.content_sha256,
+                content_size_bytes: memory.content_size_bytes,
+                memory_version_id: memory.memory_version_id,
+                updated_at: memory.updated_at,
+                snippet,
+                score,
+            });
+        }
+        if got < batch.limit {
+            self.done = true;
+        }
+    }
+
+    /// The page, and the cursor of the next one if more results follow.
+    pub fn finish(self) -> Listing<MemorySearchResult> {
+        let next = self.more.then(|| Cursor::Offset(self.skip + u64::from(self.request.limit)));
+        Listing { items: self.items, next }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mnemo_api::{MemoryId, MemoryVersionId};
+
+    use super::*;
+    use crate::rules::search::parse;
+
+    fn candidate(path: &str, content: &str, score: f64) -> Candidate {
+        Candidate {
+            memory: Memory {
+                id: MemoryId::generate(),
+                memory_store_id: MemoryStoreId::generate(),
+                path: path.into(),
+                content: Some(content.into()),
+                content_sha256: String::new(),
+                content_size_bytes: content.len() as u64,
+                memory_version_id: MemoryVersionId::generate(),
+                created_at: chrono::DateTime::default(),
+                updated_at: chrono::DateTime::default(),
+            },
+            score,
+        }
+    }
+
+    fn run(request: &SearchMemories, rows: &[Candidate]) -> Listing<MemorySearchResult> {
+        let mut scan = SearchScan::new(request).unwrap();
+        while let Some(batch) = scan.next_batch() {
+            let from = (batch.offset as usize).min(rows.len());
+            let to = (from + batch.limit as usize).min(rows.len());
+            scan.feed(&batch, rows[from..to].to_vec());
+        }
+        scan.finish()
+    }
+
+    #[test]
+    fn pages_through_matches_only_and_keeps_the_backend_order() {
+        // 120 candidates; every third does not really match (the index's false positives).
+        let rows: Vec<Candidate> = (0..120)
+            .map(|i| {
+                let text = if i % 3 == 2 { "stagingly unrelated" } else { "the staging db" };
+                candidate(&format!("/m{i:03}"), text, f64::from(1000 - i))
+            })
+            .collect();
+        let mut request = SearchMemories {
+            scope: SearchScope::Workspace(None),
+            query: parse("\"staging db\"").unwrap(),
+            path_prefix: None,
+            limit: 30,
+            after: None,
+        };
+        let mut seen = Vec::new();
+        loop {
+            let page = run(&request, &rows);
+            assert!(page.items.windows(2).all(|w| w[0].score > w[1].score));
+            seen.extend(page.items.into_iter().map(|r| r.path));
+            match page.next {
+                Some(next) => request.after = Some(next),
+                None => break,
+            }
+        }
+        let want: Vec<String> = (0..120).filter(|i| i % 3 != 2).map(|i| format!("/m{i:03}")).collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn path_prefix_narrows_and_snippets_are_marked() {
+        let rows = vec![candidate("/a/x", "alpha beta", 2.0), candidate("/b/x", "alpha", 1.0)];
+        let request = SearchMemories {
+            scope: SearchScope::Workspace(None),
+            query: parse("alpha").unwrap(),
+            path_prefix: Some("/b/".into()),
+            limit: 10,
+            after: None,
+        };
+        let page = run(&request, &rows);
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.items[0].path, "/b/x");
+        assert_eq!(page.items[0].snippet, "«alpha»");
+        assert!(page.next.is_none());
+    }
+
+    #[test]
+    fn refuses_another_listings_cursor() {
+        let request = SearchMemories {
+            scope: SearchScope::Workspace(None),
+            query: parse("a").unwrap(),
+            path_prefix: None,
+            limit: 10,
+            after: Some(Cursor::AfterPath("/a".into())),
+        };
+        assert!(matches!(SearchScan::new(&request), Err(StoreError::InvalidCursor)));
+    }
+}
