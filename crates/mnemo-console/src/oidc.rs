@@ -153,16 +153,32 @@ pub async fn sign_in_person(
     peer: Option<IpAddr>,
 ) -> Result<SsoSignIn, Refused> {
     let groups = claims.groups(&sso.groups_claim);
-    let Some(grants) = sso::grants(&sso.mappings, &groups) else {
-        record_failure(store, peer, "no mapped group").await;
-        return Err(Refused::Plain(sso::NO_MAPPED_GROUP.into()));
-    };
     let identity = SsoIdentity {
         issuer: claims.issuer.clone(),
         subject: claims.subject.clone(),
         // An address the provider says it has not verified is not trusted to name anyone.
         email: claims.email.clone().filter(|_| claims.email_verified != Some(false)),
         name: claims.name.clone(),
+    };
+    let Some(grants) = sso::grants(&sso.mappings, &groups) else {
+        // Someone who had roles and is now in no mapped group loses them all, and their console
+        // sessions end: the provider took their access away.
+        match store.sso_person(identity.issuer.clone(), identity.subject.clone()).await {
+            Ok(Some((user, _))) => {
+                let none = sso::Grants { org_role: mnemo_api::OrgRole::User, workspaces: Default::default() };
+                match store.sso_sign_in(identity, none).await {
+                    Ok(done) => record_changes(store, &done, peer).await,
+                    Err(e) => tracing::warn!(error = %e, "could not take the roles of a person in no mapped group"),
+                }
+                if let Err(e) = store.sign_out_user(&user.id).await {
+                    tracing::warn!(error = %e, "could not end the console sessions of a person in no mapped group");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Refused::Store(e)),
+        }
+        record_failure(store, peer, "no mapped group").await;
+        return Err(Refused::Plain(sso::NO_MAPPED_GROUP.into()));
     };
     let done = match store.sso_sign_in(identity, grants).await {
         Ok(done) => done,
@@ -172,11 +188,17 @@ pub async fn sign_in_person(
         }
         Err(e) => return Err(Refused::Store(e)),
     };
+    if done.created {
+        tracing::info!(user.id = %done.user.id, "single sign-on created a person");
+    }
+    record_changes(store, &done, peer).await;
+    Ok(done)
+}
+
+/// Records in the audit log every role change a sign-in made.
+async fn record_changes(store: &dyn Store, done: &SsoSignIn, peer: Option<IpAddr>) {
     let user = done.user.id.to_string();
     let person = || Some(AuditResource { kind: "user".into(), id: user.clone() });
-    if done.created {
-        tracing::info!(user.id = %user, "single sign-on created a person");
-    }
     for change in &done.changes {
         match change {
             RoleChange::Org { from, to } => {
@@ -220,7 +242,6 @@ pub async fn sign_in_person(
             }
         }
     }
-    Ok(done)
 }
 
 fn flow_cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
@@ -268,8 +289,11 @@ pub(crate) async fn callback(State(console): State<Console>, req: axum::extract:
     let Some(sso) = console.config.oidc.as_deref() else { return StatusCode::NOT_FOUND.into_response() };
     let headers = req.headers().clone();
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-    let q: CallbackQuery = serde_urlencoded::from_str(req.uri().query().unwrap_or_default())
-        .unwrap_or(CallbackQuery { code: None, state: None, error: None });
+    let q: CallbackQuery = serde_urlencoded::from_str(req.uri().query().unwrap_or_default()).unwrap_or(CallbackQuery {
+        code: None,
+        state: None,
+        error: None,
+    });
     let secure = over_tls(&console, &headers);
     let pending = crate::auth::cookie(&headers, FLOW_COOKIE).and_then(|id| sso.take(id));
     let response = match pending {

@@ -52,10 +52,6 @@ pub(crate) struct OidcArgs {
 }
 
 impl OidcArgs {
-    pub(crate) fn enabled(&self) -> bool {
-        self.oidc_issuer.is_some()
-    }
-
     pub(crate) fn password_sign_in(&self) -> bool {
         !self.no_password_sign_in
     }
