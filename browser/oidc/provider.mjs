@@ -10,6 +10,7 @@
 // account id); consent is granted for the one client without asking.
 //
 // Test-only controls, under /test/ on the same port (a real provider has nothing like them):
+//   POST /test/client  {"redirect_uris": [...]}  the client's redirect URIs (once mnemo's port is known)
 //   POST /test/users   {"id", "email", "name", "groups"}  adds or changes a user (their groups
 //                      apply from their next sign-in on)
 //   POST /test/rotate  a new signing key replaces the current one, which leaves the JWKS
@@ -44,7 +45,9 @@ const cookieKey = randomBytes(32).toString('hex');
 
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const issuer = `http://127.0.0.1:${server.address().port}`;
+// `issuer_host` "localhost" makes the provider another site than mnemo on 127.0.0.1, so the
+// redirect back is cross-site as in production (a SameSite=Strict cookie would not come back).
+const issuer = `http://${config.issuer_host ?? '127.0.0.1'}:${server.address().port}`;
 
 function build() {
   const provider = new Provider(issuer, {
@@ -139,7 +142,10 @@ server.on('request', async (req, res) => {
     try {
       const body = await readJson(req);
       let answer = {};
-      if (req.url === '/test/users') {
+      if (req.url === '/test/client') {
+        config.redirect_uris = body.redirect_uris;
+        provider = build();
+      } else if (req.url === '/test/users') {
         users.set(body.id, { email: body.email, name: body.name, groups: body.groups ?? [] });
       } else if (req.url === '/test/rotate') {
         retired = current;

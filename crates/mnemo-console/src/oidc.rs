@@ -348,10 +348,45 @@ async fn finish(
         }
     };
     match sign_in_person(&*console.store, sso, &claims, peer).await {
-        Ok(done) => crate::auth::begin_person_session(console, headers, &done.user.id, next, peer).await,
+        Ok(done) => land(crate::auth::begin_person_session(console, headers, &done.user.id, next, peer).await),
         Err(Refused::Plain(message)) => refuse(console, headers, next, &message),
         Err(Refused::Store(e)) => crate::page::PageError::from(e).into_response(),
     }
+}
+
+/// The end of a sign-in, made a page of our own rather than a redirect. The request that reached
+/// the callback is a cross-site navigation (it came from the provider), and a browser judges the
+/// redirects that follow it as cross-site too, so it would withhold the `SameSite=Strict`
+/// session cookie just set from the redirect to `next`. A page that refreshes to `next` starts a
+/// navigation of its own, from this site, which carries it. No script is needed (a `meta`
+/// refresh, and a link); the callback's URL, which holds the code, is not sent on as a referrer.
+fn land(response: Response) -> Response {
+    if !response.status().is_redirection() {
+        return response;
+    }
+    let (mut parts, _) = response.into_parts();
+    let to = parts.headers.remove(header::LOCATION).and_then(|v| v.to_str().ok().map(str::to_owned));
+    let to = to.unwrap_or_else(|| "/console".into());
+    let to: String = to
+        .chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_owned(),
+            '"' => "&quot;".to_owned(),
+            '<' => "&lt;".to_owned(),
+            '>' => "&gt;".to_owned(),
+            '\'' => "&#39;".to_owned(),
+            c => c.to_string(),
+        })
+        .collect();
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={to}\">\
+         <title>Signed in</title></head><body><p>Signed in. <a href=\"{to}\">Continue to the console</a>.</p></body></html>"
+    );
+    parts.status = StatusCode::OK;
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    parts.headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    parts.headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// The sign-in page with `message`, as a refusal (403).
