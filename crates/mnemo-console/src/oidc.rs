@@ -102,26 +102,28 @@ fn sso_actor() -> AuditActor {
     AuditActor { kind: AuditActorType::System, id: "sso".into() }
 }
 
-/// Records an audit entry, logging (not failing) when it cannot be written.
-async fn record(
-    store: &dyn Store,
+/// An audit entry of single sign-on (actor `system`/`sso`).
+fn sso_event(
     action: AuditAction,
-    actor: AuditActor,
     workspace: Option<WorkspaceId>,
     resource: Option<AuditResource>,
     peer: Option<IpAddr>,
     outcome: AuditOutcome,
     details: serde_json::Value,
-) {
-    let event = mnemo_store::ops::NewAuditEvent {
+) -> mnemo_store::ops::NewAuditEvent {
+    mnemo_store::ops::NewAuditEvent {
         action,
         workspace,
-        actor,
+        actor: sso_actor(),
         resource,
         client_ip: peer.map(|p| p.to_string()),
         outcome,
         details,
-    };
+    }
+}
+
+/// Records an audit entry, logging (not failing) when it cannot be written.
+async fn record(store: &dyn Store, event: mnemo_store::ops::NewAuditEvent) {
     if let Err(e) = store.record_audit_event(event).await {
         tracing::warn!(error = %e, "could not record an audit entry of single sign-on");
     }
@@ -129,17 +131,8 @@ async fn record(
 
 /// Records a failed single sign-on: `reason` is one of a few fixed words, never a token.
 pub async fn record_failure(store: &dyn Store, peer: Option<IpAddr>, reason: &str) {
-    record(
-        store,
-        AuditAction::SignInFailed,
-        sso_actor(),
-        None,
-        None,
-        peer,
-        AuditOutcome::Failure,
-        json!({"method": "oidc", "reason": reason}),
-    )
-    .await;
+    let details = json!({"method": "oidc", "reason": reason});
+    record(store, sso_event(AuditAction::SignInFailed, None, None, peer, AuditOutcome::Failure, details)).await;
 }
 
 /// Signs in the person `claims` describe (validated by the caller): their groups' grants, or a
@@ -203,17 +196,8 @@ async fn record_changes(store: &dyn Store, done: &SsoSignIn, peer: Option<IpAddr
         match change {
             RoleChange::Org { from, to } => {
                 let details = json!({"role": to.as_str(), "previous_role": from.as_str(), "via": "oidc"});
-                record(
-                    store,
-                    AuditAction::UserUpdate,
-                    sso_actor(),
-                    None,
-                    person(),
-                    peer,
-                    AuditOutcome::Success,
-                    details,
-                )
-                .await;
+                let event = sso_event(AuditAction::UserUpdate, None, person(), peer, AuditOutcome::Success, details);
+                record(store, event).await;
             }
             RoleChange::Member { workspace, from, to } => {
                 let action = match (from, to) {
@@ -228,17 +212,8 @@ async fn record_changes(store: &dyn Store, done: &SsoSignIn, peer: Option<IpAddr
                     "via": "oidc",
                 });
                 let resource = Some(AuditResource { kind: "workspace_member".into(), id: user.clone() });
-                record(
-                    store,
-                    action,
-                    sso_actor(),
-                    Some(workspace.clone()),
-                    resource,
-                    peer,
-                    AuditOutcome::Success,
-                    details,
-                )
-                .await;
+                let event = sso_event(action, Some(workspace.clone()), resource, peer, AuditOutcome::Success, details);
+                record(store, event).await;
             }
         }
     }
@@ -394,4 +369,42 @@ fn refuse(console: &Console, headers: &HeaderMap, next: &str, message: &str) -> 
     let mut response = crate::auth::sign_in_page(console, headers, next, Some(message.to_owned()));
     *response.status_mut() = StatusCode::FORBIDDEN;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sign_in_ends_on_a_page_of_this_site_that_keeps_the_session_cookie() {
+        let mut redirect = crate::page::see_other("/console/stores?x=1&y=\"<2>");
+        redirect.headers_mut().append(header::SET_COOKIE, HeaderValue::from_static("mnemo_console=s; SameSite=Strict"));
+        let page = land(redirect);
+        assert_eq!(page.status(), StatusCode::OK);
+        assert!(page.headers().get(header::LOCATION).is_none());
+        assert_eq!(page.headers()[header::SET_COOKIE], "mnemo_console=s; SameSite=Strict");
+        assert_eq!(page.headers()[header::REFERRER_POLICY], "no-referrer");
+        assert_eq!(page.headers()[header::CACHE_CONTROL], "no-store");
+        // A refusal (the sign-in page) passes through unchanged.
+        let refusal = (StatusCode::FORBIDDEN, "no").into_response();
+        assert_eq!(land(refusal).status(), StatusCode::FORBIDDEN);
+    }
+
+    #[tokio::test]
+    async fn the_page_escapes_where_it_goes() {
+        let page = land(crate::page::see_other("/console/x?a=1&b=\"<s>"));
+        let body = axum::body::to_bytes(page.into_body(), 10_000).await.unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert!(body.contains("url=/console/x?a=1&amp;b=&quot;&lt;s&gt;"), "{body}");
+        assert!(!body.contains("<s>"));
+    }
+
+    #[test]
+    fn the_flow_cookie_survives_the_providers_redirect_and_nothing_else() {
+        let cookie = flow_cookie("abc", 600, true);
+        let cookie = cookie.to_str().unwrap();
+        for part in ["mnemo_oidc=abc", "Path=/console/oidc", "Max-Age=600", "HttpOnly", "SameSite=Lax", "Secure"] {
+            assert!(cookie.contains(part), "{cookie}");
+        }
+    }
 }

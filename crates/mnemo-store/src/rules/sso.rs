@@ -87,7 +87,7 @@ pub fn grants<W: Ord + Clone>(mappings: &[RoleMapping<W>], groups: &[String]) ->
     let mut any = false;
     let mut org_role = OrgRole::User;
     let mut workspaces: BTreeMap<W, WorkspaceRole> = BTreeMap::new();
-    for mapping in mappings.iter().filter(|m| groups.iter().any(|g| *g == m.group)) {
+    for mapping in mappings.iter().filter(|m| groups.contains(&m.group)) {
         any = true;
         match &mapping.grant {
             Grant::OrgAdmin => org_role = OrgRole::Admin,

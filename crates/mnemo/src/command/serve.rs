@@ -191,7 +191,7 @@ pub(crate) struct Serve {
     webhooks: WebhookArgs,
 
     #[command(flatten)]
-    oidc: super::oidc::OidcArgs,
+    oidc: Box<super::oidc::OidcArgs>,
 
     /// How many days the audit log keeps an entry (`GET /v1/organizations/audit_events`); older
     /// entries are deleted hourly.
