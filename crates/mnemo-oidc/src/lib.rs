@@ -221,6 +221,11 @@ impl Provider {
     }
 }
 
+/// The host of an issuer URL (the provider's default display name), or the URL itself.
+pub fn issuer_host(issuer: &str) -> String {
+    Url::parse(issuer).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_else(|| issuer.to_owned())
+}
+
 /// Whether `token` has the shape of a JWT (three base64url parts), the only kind of bearer token
 /// [`Provider::validate_bearer`] looks at.
 pub fn looks_like_jwt(token: &str) -> bool {

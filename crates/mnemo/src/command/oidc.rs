@@ -88,12 +88,7 @@ impl OidcArgs {
         let provider = mnemo_oidc::Provider::discover(config)
             .await
             .with_context(|| format!("single sign-on: the OpenID Provider at {issuer}"))?;
-        let name = self.oidc_provider_name.clone().unwrap_or_else(|| {
-            url::Url::parse(&issuer)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_owned))
-                .unwrap_or_else(|| issuer.clone())
-        });
+        let name = self.oidc_provider_name.clone().unwrap_or_else(|| mnemo_oidc::issuer_host(&issuer));
         let callback = format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/'));
         Ok(Some(Arc::new(mnemo_console::oidc::Sso::new(
             provider,
