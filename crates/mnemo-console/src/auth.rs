@@ -350,7 +350,7 @@ pub(crate) fn encode_component(s: &str) -> String {
 }
 
 /// Only a console path may be a place to return to after signing in.
-fn safe_next(next: Option<&str>) -> &str {
+pub(crate) fn safe_next(next: Option<&str>) -> &str {
     match next {
         Some(n) if n.starts_with("/console") && !n.starts_with("//") && !n.contains('\\') => n,
         _ => "/console",
@@ -392,7 +392,7 @@ impl FromQuery for NextQuery {
     }
 }
 
-fn sign_in_page(console: &Console, headers: &HeaderMap, next: &str, message: Option<String>) -> Response {
+pub(crate) fn sign_in_page(console: &Console, headers: &HeaderMap, next: &str, message: Option<String>) -> Response {
     let token = mnemo_api::generate_secret("");
     let status = if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
     let page = SignInPage {

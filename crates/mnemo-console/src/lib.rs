@@ -33,6 +33,7 @@ mod environments;
 mod history;
 mod join;
 mod memories;
+pub mod oidc;
 mod page;
 mod password;
 mod people;
@@ -118,6 +119,8 @@ pub struct ConsoleConfig {
     pub public_url: Option<String>,
     /// How long an invite made in the console stays acceptable.
     pub invite_ttl_secs: u64,
+    /// Single sign-on (`/console/oidc/start` and `/callback`), when `--oidc-issuer` is given.
+    pub oidc: Option<std::sync::Arc<oidc::Sso>>,
 }
 
 impl Default for ConsoleConfig {
@@ -129,6 +132,7 @@ impl Default for ConsoleConfig {
             password_sign_in: true,
             public_url: None,
             invite_ttl_secs: mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
+            oidc: None,
         }
     }
 }
@@ -164,6 +168,8 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/assets/{name}", get(assets::serve))
         .route("/console/sign-in", get(auth::sign_in_form).post(auth::sign_in))
         .route("/console/sign-in/password", post(auth::sign_in_with_password))
+        .route("/console/oidc/start", get(oidc::start))
+        .route("/console/oidc/callback", get(oidc::callback))
         .route("/console/sign-out", post(auth::sign_out))
         .route("/console/workspace", post(auth::switch_workspace))
         .route("/console/invite/{secret}", get(join::invite_form).post(join::accept_invite))

@@ -242,8 +242,14 @@ impl FromRequestParts<AppState> for Caller {
         let Some(secret) = credential(parts).filter(|s| !s.is_empty()) else {
             return Err(ApiError::authentication(scope::MISSING_CREDENTIALS));
         };
-        let Principal { credential, workspace } = state.auth.resolve(secret, peer(parts), &state.throttle).await?;
         let organization = parts.uri.path().starts_with("/v1/organizations/");
+        let Principal { credential, workspace } = match state.sso.as_deref() {
+            // mnemo's keys are never JWT-shaped (`sk-mnemo-…` has no dots), so the shape decides.
+            Some(sso) if mnemo_oidc::looks_like_jwt(secret) => {
+                person_of_token(parts, state, sso, secret, organization).await?
+            }
+            _ => state.auth.resolve(secret, peer(parts), &state.throttle).await?,
+        };
         if !organization {
             check_workspace_header(parts, workspace.as_ref())?;
         }
@@ -257,6 +263,69 @@ impl FromRequestParts<AppState> for Caller {
             crate::rate_limit::count(parts, state, &credential, ws).await?;
         }
         Ok(Caller { credential, workspace })
+    }
+}
+
+/// The principal of a person presenting a token of the identity provider (issue 33 item 4):
+/// validated like a sign-in's ID token ([`mnemo_oidc::Provider::validate_bearer`]), the person
+/// found by issuer and subject. A token that carries the groups claim also sets their roles, as
+/// a sign-in does, when its groups give other roles than they hold (so a group removed at the
+/// provider takes effect with its next token), and creates them if they never signed in; a
+/// token without it acts with the roles they hold. Every refusal is the same `401` as an unknown
+/// key, counted against the address: the presenter learns nothing of why.
+async fn person_of_token(
+    parts: &Parts,
+    state: &AppState,
+    sso: &mnemo_console::oidc::Sso,
+    token: &str,
+    organization: bool,
+) -> Result<Principal, ApiError> {
+    let peer = peer(parts);
+    state.throttle.admit(peer, None).map_err(throttled)?;
+    let refused = |why: &str| {
+        tracing::debug!(reason = why, "a bearer token of the identity provider was refused");
+        match state.throttle.failed(peer) {
+            Ok(()) => ApiError::authentication("invalid x-api-key or bearer token"),
+            Err(wait) => throttled(wait),
+        }
+    };
+    let claims = match sso.provider.validate_bearer(token).await {
+        Ok(claims) => claims,
+        Err(reason) => return Err(refused(&reason.to_string())),
+    };
+    let known = state.store.sso_person(claims.issuer.clone(), claims.subject.clone()).await?;
+    let user = if claims.all.contains_key(&sso.groups_claim) {
+        let wanted = mnemo_store::rules::sso::grants(&sso.mappings, &claims.groups(&sso.groups_claim));
+        match (wanted, known) {
+            (None, _) => {
+                mnemo_console::oidc::record_failure(&*state.store, peer, "no mapped group").await;
+                return Err(refused("no mapped group"));
+            }
+            (Some(wanted), Some((user, held))) if held == wanted => user.id,
+            (Some(_), _) => match mnemo_console::oidc::sign_in_person(&*state.store, sso, &claims, peer).await {
+                Ok(done) => done.user.id,
+                Err(mnemo_console::oidc::Refused::Plain(_)) => return Err(refused("refused by the store")),
+                Err(mnemo_console::oidc::Refused::Store(e)) => return Err(e.into()),
+            },
+        }
+    } else {
+        match known {
+            Some((user, _)) => user.id,
+            None => return Err(refused("unknown person and no groups claim")),
+        }
+    };
+    // A person may be in several workspaces: the header picks one (ignored on the Admin API).
+    let named = match parts.headers.get("anthropic-workspace-id") {
+        Some(value) if !organization => {
+            Some(value.to_str().ok().and_then(|v| v.trim().parse::<WorkspaceId>().ok()).ok_or_else(|| {
+                ApiError::invalid("the anthropic-workspace-id header is not a workspace id (`wrkspc_…`)")
+            })?)
+        }
+        _ => None,
+    };
+    match state.store.person_principal(&user, named.as_ref()).await {
+        Err(mnemo_store::StoreError::Unauthenticated(_)) => Err(refused("removed person")),
+        other => Ok(other?),
     }
 }
 

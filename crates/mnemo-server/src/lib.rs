@@ -110,6 +110,8 @@ pub struct AppState {
     /// The organization's id, read from the store once (`anthropic-organization-id` on every
     /// response).
     organization_id: Arc<tokio::sync::OnceCell<String>>,
+    /// Single sign-on (`--oidc-issuer`): people's bearer tokens of the identity provider.
+    sso: Option<Arc<mnemo_console::oidc::Sso>>,
     /// The MCP server served at `/mcp` (`None`: not served), behind the API's authentication.
     mcp: Option<axum::Router>,
 }
@@ -173,6 +175,7 @@ impl AppState {
                 signals.is_some(),
             )),
             organization_id: Arc::default(),
+            sso: None,
             mcp: None,
             store,
         };
@@ -213,6 +216,13 @@ impl AppState {
     }
 
     /// Serves the web console under `/console` with `config`, or not at all (`None`).
+    /// Accepts people's tokens of the identity provider as `Authorization: Bearer` (the console's
+    /// single sign-on is configured through [`mnemo_console::ConsoleConfig`]).
+    pub fn with_sso(mut self, sso: Option<Arc<mnemo_console::oidc::Sso>>) -> Self {
+        self.sso = sso;
+        self
+    }
+
     pub fn with_console(mut self, config: Option<mnemo_console::ConsoleConfig>) -> Self {
         self.console = config;
         self

@@ -22,6 +22,7 @@ mod people;
 mod rate_limits;
 mod schema;
 mod sessions;
+mod sso;
 mod stores;
 mod versions;
 mod webhooks;
@@ -566,6 +567,31 @@ impl Store for PostgresStore {
 
     async fn setup_wanted(&self) -> Result<bool> {
         read!(self.engine, |tx| ops::people::setup_wanted(&Pg(&tx)).await)
+    }
+
+    async fn sso_sign_in(
+        &self,
+        identity: ops::sso::SsoIdentity,
+        grants: mnemo_store::rules::sso::Grants<WorkspaceId>,
+    ) -> Result<ops::sso::SsoSignIn> {
+        write!(self.engine, |tx| ops::sso::sign_in(&Pg(&tx), &identity, &grants).await)
+    }
+
+    async fn sso_person(
+        &self,
+        issuer: String,
+        subject: String,
+    ) -> Result<Option<(mnemo_api::User, mnemo_store::rules::sso::Grants<WorkspaceId>)>> {
+        read!(self.engine, |tx| {
+            let sql = Pg(&tx);
+            match ops::sso::person(&sql, &issuer, &subject).await? {
+                None => Ok(None),
+                Some(user) => {
+                    let grants = ops::sso::current_grants(&sql, &user.id).await?;
+                    Ok(Some((user, grants)))
+                }
+            }
+        })
     }
 
     async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()> {

@@ -22,7 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0008_rate_limit_buckets.sql"),
     include_str!("../migrations/0009_people.sql"),
     include_str!("../migrations/0010_person_sessions.sql"),
-    // 0011 is another branch's; the lead orders them at merge.
+    include_str!("../migrations/0011_sso_identities.sql"),
     include_str!("../migrations/0012_memory_search.sql"),
 ];
 

@@ -20,6 +20,7 @@ mod people;
 mod rate_limits;
 mod schema;
 mod sessions;
+mod sso;
 mod stores;
 mod versions;
 mod webhooks;
@@ -453,6 +454,31 @@ impl Store for SqliteStore {
 
     async fn setup_wanted(&self) -> Result<bool> {
         self.engine.read(|c| run_ready(ops::people::setup_wanted(&Lite(c)))).await
+    }
+
+    async fn sso_sign_in(
+        &self,
+        identity: ops::sso::SsoIdentity,
+        grants: mnemo_store::rules::sso::Grants<WorkspaceId>,
+    ) -> Result<ops::sso::SsoSignIn> {
+        self.engine.write(move |c| run_ready(ops::sso::sign_in(&Lite(c), &identity, &grants))).await
+    }
+
+    async fn sso_person(
+        &self,
+        issuer: String,
+        subject: String,
+    ) -> Result<Option<(mnemo_api::User, mnemo_store::rules::sso::Grants<WorkspaceId>)>> {
+        self.engine
+            .read(move |c| {
+                run_ready(async {
+                    let sql = Lite(c);
+                    let Some(user) = ops::sso::person(&sql, &issuer, &subject).await? else { return Ok(None) };
+                    let grants = ops::sso::current_grants(&sql, &user.id).await?;
+                    Ok(Some((user, grants)))
+                })
+            })
+            .await
     }
 
     async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()> {

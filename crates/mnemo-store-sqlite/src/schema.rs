@@ -19,7 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0010_rate_limit_buckets.sql"),
     include_str!("../migrations/0011_people.sql"),
     include_str!("../migrations/0012_person_sessions.sql"),
-    // 0013 is another branch's; the lead orders them at merge.
+    include_str!("../migrations/0013_sso_identities.sql"),
     include_str!("../migrations/0014_memory_search.sql"),
 ];
 

@@ -146,6 +146,7 @@ pub mod people;
 pub mod rate_limits;
 pub mod search;
 pub mod sessions;
+pub mod sso;
 pub mod turns;
 pub mod versions;
 pub mod webhooks;

@@ -300,6 +300,9 @@ macro_rules! conformance {
             a_persons_live_sessions_are_listed,
             ending_person_sessions_is_signalled,
         });
+        $crate::conformance!(@async $factory; sso {
+            sso_people_are_created_once_and_get_their_groups_roles_at_every_sign_in,
+        });
         $crate::conformance!(@async $factory; rate_limits {
             a_bucket_admits_its_capacity_then_refuses_with_a_wait,
             buckets_refill_by_the_store_clock,

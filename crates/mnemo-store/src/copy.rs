@@ -445,6 +445,17 @@ pub static TABLES: &[Table] = &[
         key: &["seq"],
     },
     Table {
+        name: "sso_identities",
+        columns: &[
+            col("seq", Int),
+            col("issuer", Text),
+            col("subject", Text),
+            col("user_id", Text),
+            col("linked_at", Int),
+        ],
+        key: &["seq"],
+    },
+    Table {
         name: "audit_events",
         columns: &[
             col("seq", Int),

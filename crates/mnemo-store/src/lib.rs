@@ -708,6 +708,20 @@ pub trait Store: Send + Sync + 'static {
     async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User>;
     /// Whether no admin is active, so a setup link is wanted.
     async fn setup_wanted(&self) -> Result<bool>;
+    /// Signs in a person through the identity provider: created at their first sign-in, their
+    /// org role and memberships set to `grants` ([`ops::sso::sign_in`]).
+    async fn sso_sign_in(
+        &self,
+        identity: ops::sso::SsoIdentity,
+        grants: rules::sso::Grants<WorkspaceId>,
+    ) -> Result<ops::sso::SsoSignIn>;
+    /// The person linked to `subject` at `issuer` and the grants they hold now, if they are a
+    /// person of the organization.
+    async fn sso_person(
+        &self,
+        issuer: String,
+        subject: String,
+    ) -> Result<Option<(mnemo_api::User, rules::sso::Grants<WorkspaceId>)>>;
     /// Records a setup link valid for `ttl_secs`.
     async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()>;
     /// Whether the setup link hashing to `hash` would make an admin now.

@@ -48,6 +48,7 @@ const TABLES: &[(&str, &str)] = &[
     ("workspace_members", "seq"),
     ("setup_links", "seq"),
     ("person_sessions", "seq"),
+    ("sso_identities", "seq"),
     ("audit_events", "seq"),
 ];
 
@@ -144,6 +145,18 @@ async fn fill(s: &dyn Store) {
     s.create_person_session(hash(PERSON_SESSION), &dev.id, 86_400).await.unwrap();
     s.create_person_session(hash(PERSON_SIGNED_OUT), &dev.id, 86_400).await.unwrap();
     s.revoke_person_session(hash(PERSON_SIGNED_OUT)).await.unwrap();
+    // A person who signed in through the identity provider, a member of Team B by a group.
+    let sso = mnemo_store::ops::sso::SsoIdentity {
+        issuer: "https://idp.example.com".into(),
+        subject: "sub-1".into(),
+        email: Some("sso@example.com".into()),
+        name: Some("Sso".into()),
+    };
+    let grants = mnemo_store::rules::sso::Grants {
+        org_role: mnemo_api::OrgRole::User,
+        workspaces: [(team.clone(), mnemo_api::WorkspaceRole::WorkspaceUser)].into(),
+    };
+    s.sso_sign_in(sso, grants).await.unwrap();
     let by_key = Actor::ApiActor { api_key_id: api_key };
     // Every change below is recorded for this endpoint (a delivery each).
     s.create_webhook_endpoint(
@@ -334,6 +347,7 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
     let statuses = mnemo_api::InviteStatus::ALL.to_vec();
     let invites = mnemo_store::ops::people::ListInvites { email: None, roles: vec![], statuses, page: page() };
     line("invites", &s.list_invites(invites).await.unwrap().data);
+    line("sso person", &s.sso_person("https://idp.example.com".into(), "sub-1".into()).await.unwrap());
     for n in [SETUP_LINK, PENDING_INVITE] {
         line("link", &(s.setup_link_usable(hash(n)).await.unwrap(), s.invite_by_link(hash(n)).await.unwrap()));
     }

@@ -372,6 +372,8 @@ fn boundaries() -> Vec<Boundary> {
                 "mnemo-console",
                 "mnemo-http",
                 "mnemo-model",
+                // People's bearer tokens of the identity provider.
+                "mnemo-oidc",
                 "mnemo-store",
                 "serde",
                 "serde_json",
@@ -416,6 +418,8 @@ fn boundaries() -> Vec<Boundary> {
                 "hex",
                 "mnemo-api",
                 "mnemo-http",
+                // Single sign-on (`/console/oidc/…`).
+                "mnemo-oidc",
                 "mnemo-store",
                 "serde",
                 "serde_json",
@@ -429,6 +433,28 @@ fn boundaries() -> Vec<Boundary> {
             ],
             // The server reaches it through `Hooks`, not the other way round.
             never: all(&[DATABASE_DRIVERS, STORE_BACKENDS, &["reqwest", "mnemo-server", "anyhow"], HOST_SIDE]),
+        },
+        Boundary {
+            krate: "mnemo-oidc",
+            allowed: &[
+                "base64",
+                // JWS verification (on ring).
+                "jsonwebtoken",
+                // `Secret` for the client secret.
+                "mnemo-api",
+                "rand",
+                // Discovery, JWKS, the code exchange, userinfo.
+                "reqwest",
+                "serde",
+                "serde_json",
+                "sha2",
+                "thiserror",
+                "tokio",
+                "tracing",
+                "url",
+            ],
+            // A protocol library: knows nothing of people, roles, the store or HTTP routes.
+            never: all(&[DATABASE_DRIVERS, HTTP_SERVER, &["anyhow"], SERVER_SIDE, HOST_SIDE]),
         },
         Boundary {
             krate: "mnemo-model",
@@ -576,6 +602,7 @@ fn boundaries() -> Vec<Boundary> {
                 "mnemo-client",
                 "mnemo-export",
                 "mnemo-mcp",
+                "mnemo-oidc",
                 "mnemo-sync",
                 "mnemo-worker",
                 "tokio-util",

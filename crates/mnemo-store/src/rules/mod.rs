@@ -34,6 +34,7 @@ pub mod refusal;
 pub mod scope;
 pub mod search;
 pub mod session;
+pub mod sso;
 pub mod webhook;
 pub mod work;
 pub mod workspace;

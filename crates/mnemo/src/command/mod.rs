@@ -7,6 +7,7 @@ mod env_key;
 mod healthcheck;
 mod mcp;
 mod mount;
+mod oidc;
 mod organization;
 mod quickstart;
 mod serve;

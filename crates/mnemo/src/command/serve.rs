@@ -190,6 +190,9 @@ pub(crate) struct Serve {
     #[command(flatten)]
     webhooks: WebhookArgs,
 
+    #[command(flatten)]
+    oidc: Box<super::oidc::OidcArgs>,
+
     /// How many days the audit log keeps an entry (`GET /v1/organizations/audit_events`); older
     /// entries are deleted hourly.
     #[arg(long, value_name = "DAYS", default_value_t = mnemo_store::rules::audit::DEFAULT_AUDIT_RETENTION_DAYS,
@@ -414,6 +417,7 @@ impl Serve {
             None => default_database()?,
         };
         check_api_keys(&self.api_keys)?;
+        self.oidc.parsed_mappings()?;
         let targets = self.webhooks.targets()?;
         let max_streams = self.max_streams.unwrap_or((self.max_connections / 2).max(1));
         if self.max_streams.is_some() && max_streams >= self.max_connections {
@@ -478,6 +482,15 @@ impl Serve {
                 link.expose()
             );
         }
+        let base = self.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        let sso = self.oidc.build(&*store, &base).await?;
+        if let Some(sso) = &sso {
+            tracing::info!(issuer = sso.provider.issuer(), "single sign-on on");
+            eprintln!(
+                "Single sign-on with {} is on. Register this redirect (callback) URL at the provider:\n\n    {}\n",
+                sso.provider_name, sso.callback_url
+            );
+        }
         let (leases, audit) = (Arc::clone(&store), Arc::clone(&store));
         let days = self.audit_retention_days;
         let expiry = tokio::spawn(async move {
@@ -498,7 +511,9 @@ impl Serve {
             secure_cookies: self.console_secure_cookies,
             public_url: self.public_url.clone(),
             invite_ttl_secs: self.invite_ttl,
-            ..mnemo_console::ConsoleConfig::default()
+            oidc_provider_name: sso.as_ref().map(|s| s.provider_name.clone()),
+            password_sign_in: self.oidc.password_sign_in(),
+            oidc: sso.clone(),
         });
         let console_on = console.is_some();
         let mut state = AppState::new(Arc::clone(&store))
@@ -511,6 +526,7 @@ impl Serve {
             })
             .with_memory_mount_root(&self.memory_mount_root)
             .with_console(console)
+            .with_sso(sso)
             .with_memory_stream(!self.no_memory_stream)
             .with_webhook_targets(targets)
             .with_stream_limits(mnemo_server::StreamLimits {
