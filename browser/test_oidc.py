@@ -249,6 +249,28 @@ def api(e: Dict[str, Any], method: str, path: str, token: str, body: Optional[di
         return err.code, json.loads(err.read() or b"null")
 
 
+def mcp_call(e: Dict[str, Any], token: str, method: str, params: dict, session: Optional[str] = None) -> Tuple[Any, str]:
+    """One JSON-RPC request to `/mcp` with the token: its result and the MCP session id."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    request = urllib.request.Request(e["origin"] + "/mcp", data=body, method="POST")
+    request.add_header("authorization", "Bearer " + token)
+    request.add_header("content-type", "application/json")
+    request.add_header("accept", "application/json, text/event-stream")
+    if session:
+        request.add_header("mcp-session-id", session)
+        request.add_header("mcp-protocol-version", "2025-11-25")
+    with urllib.request.urlopen(request, timeout=15) as response:
+        session = response.headers.get("mcp-session-id") or session or ""
+        text = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            message = json.loads(line[5:])
+            if message.get("id") == 1:
+                assert "error" not in message, message
+                return message["result"], session
+    raise AssertionError(f"no answer in {text!r}")
+
+
 def mint(e: Dict[str, Any], **body: Any) -> str:
     return post_json(e["issuer"] + "/test/mint", body)["token"]
 
@@ -262,6 +284,15 @@ def test_the_api_takes_the_providers_tokens_and_refuses_hostile_ones(c: Console)
     assert status == 200, (status, stores)
     status, made = api(e, "POST", "/v1/memory_stores", token, {"name": "made-by-alice"})
     assert status == 200, (status, made)
+    # The MCP server at /mcp takes the same token, and writes as the person.
+    _, session = mcp_call(e, token, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                   "clientInfo": {"name": "sso-test", "version": "1"}})
+    result, _ = mcp_call(e, token, "tools/call", {"name": "create", "arguments": {
+        "path": "/memories/made-by-alice/from-mcp.md", "file_text": "alice via mcp\n"}}, session)
+    assert not result.get("isError"), result
+    status, versions = api(e, "GET", f"/v1/memory_stores/{made['id']}/memory_versions", token)
+    assert status == 200, (status, versions)
+    assert [v["created_by"]["type"] for v in versions["data"]] == ["user_actor"], versions
     # The API keys keep working beside the tokens.
     assert api(e, "GET", "/v1/memory_stores", e["server"].api_key)[0] == 200
     hostile = {

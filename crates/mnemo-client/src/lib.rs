@@ -53,6 +53,9 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Secret,
+    /// The workspace every request names (`anthropic-workspace-id`), for a credential that
+    /// reaches several (a person's token); `None`: the credential's own.
+    workspace: Option<mnemo_api::WorkspaceId>,
     max_retries: u32,
     /// What answers said of the server's extensions (shared by clones).
     extensions: std::sync::Arc<stream::Extensions>,
@@ -130,6 +133,7 @@ impl Client {
             http,
             base: base_url.trim_end_matches('/').to_owned(),
             token: token.into(),
+            workspace: None,
             max_retries: 2,
             extensions: Default::default(),
         })
@@ -139,6 +143,13 @@ impl Client {
     /// each of its callers with their own).
     pub fn with_token(&self, token: &str) -> Self {
         Self { token: token.into(), ..self.clone() }
+    }
+
+    /// Names `workspace` on every request (`anthropic-workspace-id`), as a credential that
+    /// reaches several workspaces must.
+    pub fn in_workspace(mut self, workspace: Option<mnemo_api::WorkspaceId>) -> Self {
+        self.workspace = workspace;
+        self
     }
 
     /// Sets how many times a retryable failure is retried (default 2).
@@ -174,6 +185,10 @@ impl Client {
             .request(method, format!("{}{path}", self.base))
             .bearer_auth(self.token.expose())
             .header("anthropic-version", API_VERSION);
+        let req = match &self.workspace {
+            Some(ws) => req.header("anthropic-workspace-id", ws.as_str()),
+            None => req,
+        };
         match beta_for(path) {
             Some(beta) => req.header(mnemo_api::headers::BETA_HEADER, beta),
             None => req,

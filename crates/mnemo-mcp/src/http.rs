@@ -51,7 +51,7 @@ impl Accounts {
     /// The caller of the HTTP request whose parts `extensions` hold.
     pub(crate) async fn caller(&self, extensions: &Extensions) -> Result<Caller, String> {
         let (token, account) = self.account(extensions)?;
-        let client = self.api.with_token(token);
+        let client = self.api.with_token(token).in_workspace(workspace(extensions));
         let mounts = Arc::new(stores(&client).await?);
         Ok(Caller { client, mounts, seen: Arc::clone(&account.seen), whole_workspace: true })
     }
@@ -68,7 +68,12 @@ impl Accounts {
     fn account<'e>(&self, extensions: &'e Extensions) -> Result<(&'e str, Arc<Account>), String> {
         let parts = extensions.get::<http::request::Parts>().ok_or("this request did not come over HTTP")?;
         let token = credential(&parts.headers).ok_or(MISSING)?;
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        // The same credential in another workspace (a person's token) is another account.
+        let mut digest = Sha256::new();
+        digest.update(token.as_bytes());
+        digest.update(b"\0");
+        digest.update(workspace(extensions).as_ref().map_or("", |w| w.as_str()).as_bytes());
+        let key: [u8; 32] = digest.finalize().into();
         let mut accounts = self.by_credential.lock().expect("accounts poisoned");
         if !accounts.contains_key(&key) && accounts.len() >= REMEMBERED {
             forget_least_recent(&mut accounts, REMEMBERED / 4);
@@ -87,6 +92,13 @@ fn forget_least_recent(accounts: &mut HashMap<[u8; 32], Arc<Account>>, count: us
     for (key, _) in by_use.into_iter().take(count) {
         accounts.remove(&key);
     }
+}
+
+/// The workspace the request names (`anthropic-workspace-id`), passed on to every API call, as
+/// a credential that reaches several workspaces (a person's token) must name one.
+fn workspace(extensions: &Extensions) -> Option<mnemo_api::WorkspaceId> {
+    let parts = extensions.get::<http::request::Parts>()?;
+    parts.headers.get("anthropic-workspace-id")?.to_str().ok()?.trim().parse().ok()
 }
 
 const MISSING: &str = "missing credentials: send `Authorization: Bearer <key>` or `x-api-key: <key>`";

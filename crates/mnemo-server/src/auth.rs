@@ -205,10 +205,8 @@ pub(crate) async fn memory_credential(
     use axum::response::IntoResponse;
     let (parts, body) = request.into_parts();
     let checked = async {
-        let secret = credential(&parts)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| ApiError::authentication(scope::MISSING_CREDENTIALS))?;
-        let Principal { credential, .. } = state.auth.resolve(secret, peer(&parts), &state.throttle).await?;
+        let Principal { credential, workspace } = principal(&parts, &state, false).await?;
+        check_workspace_header(&parts, workspace.as_ref())?;
         decision(scope::reach(&credential, false))?;
         decision(scope::decide(Some(&credential), Action::MemoryStores { create: false }))
     };
@@ -226,6 +224,21 @@ pub(crate) async fn memory_credential(
     }
 }
 
+/// Who sent the request: a key or token of this server, or a token of the identity provider
+/// (`organization`: an Admin API request, where `anthropic-workspace-id` is ignored).
+async fn principal(parts: &Parts, state: &AppState, organization: bool) -> Result<Principal, ApiError> {
+    let Some(secret) = credential(parts).filter(|s| !s.is_empty()) else {
+        return Err(ApiError::authentication(scope::MISSING_CREDENTIALS));
+    };
+    match state.sso.as_deref() {
+        // mnemo's keys are never JWT-shaped (`sk-mnemo-…` has no dots), so the shape decides.
+        Some(sso) if mnemo_oidc::looks_like_jwt(secret) => {
+            person_of_token(parts, state, sso, secret, organization).await
+        }
+        _ => state.auth.resolve(secret, peer(parts), &state.throttle).await,
+    }
+}
+
 fn credential(parts: &Parts) -> Option<&str> {
     if let Some(key) = parts.headers.get("x-api-key") {
         return key.to_str().ok().map(str::trim);
@@ -239,17 +252,8 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Some(secret) = credential(parts).filter(|s| !s.is_empty()) else {
-            return Err(ApiError::authentication(scope::MISSING_CREDENTIALS));
-        };
         let organization = parts.uri.path().starts_with("/v1/organizations/");
-        let Principal { credential, workspace } = match state.sso.as_deref() {
-            // mnemo's keys are never JWT-shaped (`sk-mnemo-…` has no dots), so the shape decides.
-            Some(sso) if mnemo_oidc::looks_like_jwt(secret) => {
-                person_of_token(parts, state, sso, secret, organization).await?
-            }
-            _ => state.auth.resolve(secret, peer(parts), &state.throttle).await?,
-        };
+        let Principal { credential, workspace } = principal(parts, state, organization).await?;
         if !organization {
             check_workspace_header(parts, workspace.as_ref())?;
         }
