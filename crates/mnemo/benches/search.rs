@@ -88,7 +88,7 @@ impl Words {
                 text.push_str(&format!("host-{n:06}_db "));
             }
             text.push_str(self.draw(&mut rng));
-            text.push(if rng.next() % 12 == 0 { '\n' } else { ' ' });
+            text.push(if rng.next().is_multiple_of(12) { '\n' } else { ' ' });
             i += 1;
         }
         (format!("/team{}/notes/{n:06}.md", n % 10), text)
