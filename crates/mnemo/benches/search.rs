@@ -220,9 +220,13 @@ fn grep_latencies(dir: &Path, classes: &[(&'static str, Vec<String>)]) -> Vec<(&
         .collect()
 }
 
+/// A store may hold every memory of the run (the default cap is 10,000).
+const CAP: u32 = 1_000_000;
+
 fn sqlite_settings(path: &Path, durability: Durability) -> SqliteSettings {
     let mut s = SqliteSettings::from_url(&format!("sqlite://{}", path.display())).unwrap();
     s.durability = durability;
+    s.limits.max_memories_per_store = CAP;
     s
 }
 
@@ -234,6 +238,7 @@ async fn pg_schema(url: &str, name: &str) -> PostgresSettings {
     let mut s = PostgresSettings::from_url(url).unwrap();
     let options = s.config.get_options().unwrap_or_default().to_owned();
     s.config.options(format!("{options} -c search_path={name}").trim_start());
+    s.limits.max_memories_per_store = CAP;
     s
 }
 
