@@ -16,7 +16,8 @@ CREATE TABLE memory_search (
     body       TEXT     NOT NULL,
     words      tsvector NOT NULL
 );
-CREATE INDEX memory_search_store ON memory_search (store_seq);
+-- No index on `store_seq`: the trigram indexes find candidates, the store is checked on them
+-- (an index on the store would tempt the planner to read a big store's every row instead).
 
 CREATE FUNCTION memory_search_text(content bytea) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE

@@ -48,8 +48,13 @@ pub struct CandidateBatch {
     pub limit: u64,
 }
 
-/// Candidates per batch, at least: most candidates match, so one batch usually fills a page.
+/// Candidates of the first batch, at least: most candidates match, so one batch usually fills
+/// a page.
 const MIN_BATCH: u64 = 50;
+/// The most candidates of one batch. Each batch after the first is twice the one before (up
+/// to this), so a query whose candidates mostly fail the rule (a phrase, an exclusion) costs a
+/// few re-ranked reads, not one per 50 candidates.
+const MAX_BATCH: u64 = 10_000;
 
 /// A page of search results built from ranked candidates. A backend asks
 /// [`Self::next_batch`], reads it (all batches in one read transaction), and hands the rows to
@@ -62,6 +67,8 @@ pub struct SearchScan<'q> {
     /// Matches seen so far (earlier pages' included).
     matched: u64,
     offset: u64,
+    /// Batches read so far.
+    batches: u32,
     items: Vec<MemorySearchResult>,
     more: bool,
     done: bool,
@@ -80,6 +87,7 @@ impl<'q> SearchScan<'q> {
             skip,
             matched: 0,
             offset: 0,
+            batches: 0,
             items: Vec::with_capacity(request.limit as usize),
             more: false,
             done: false,
@@ -92,13 +100,15 @@ impl<'q> SearchScan<'q> {
             return None;
         }
         let wanted = (self.skip + u64::from(self.request.limit) + 1).saturating_sub(self.matched);
-        Some(CandidateBatch { offset: self.offset, limit: wanted.max(MIN_BATCH) })
+        let grown = MIN_BATCH.saturating_mul(1 << self.batches.min(20)).min(MAX_BATCH);
+        Some(CandidateBatch { offset: self.offset, limit: wanted.max(grown) })
     }
 
     /// Takes the rows `batch` asked for, in the backend's order.
     pub fn feed(&mut self, batch: &CandidateBatch, candidates: Vec<Candidate>) {
         let got = candidates.len() as u64;
         self.offset = batch.offset + got;
+        self.batches += 1;
         let page_end = self.skip + u64::from(self.request.limit);
         for Candidate { memory, score } in candidates {
             let content = memory.content.as_deref().unwrap_or_default();

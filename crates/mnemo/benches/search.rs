@@ -54,7 +54,7 @@ impl Words {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut words = Vec::new();
         while words.len() < 4000 {
-            let n = 1 + (rng.next() % 3) as usize;
+            let n = 1 + (rng.next() % 4) as usize;
             let w: String = (0..n).map(|_| syllables[(rng.next() % syllables.len() as u64) as usize]).collect();
             if !words.contains(&w) {
                 words.push(w);
@@ -88,7 +88,7 @@ impl Words {
                 text.push_str(&format!("host-{n:06}_db "));
             }
             text.push_str(self.draw(&mut rng));
-            text.push(if rng.next() % 12 == 0 { '\n' } else { ' ' });
+            text.push(if rng.next().is_multiple_of(12) { '\n' } else { ' ' });
             i += 1;
         }
         (format!("/team{}/notes/{n:06}.md", n % 10), text)
@@ -137,13 +137,11 @@ fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
-async fn fill(store: &Arc<dyn Store>, ws: &WorkspaceId, id: &MemoryStoreId, words: &Words, size: usize) -> Duration {
+async fn fill(store: &Arc<dyn Store>, ws: &WorkspaceId, id: &MemoryStoreId, size: usize) -> Duration {
     let started = Instant::now();
     let batches: Vec<Vec<usize>> = (0..size).collect::<Vec<_>>().chunks(100).map(<[usize]>::to_vec).collect();
     let mut tasks = tokio::task::JoinSet::new();
     let queue = Arc::new(std::sync::Mutex::new(batches));
-    let words = Arc::new(words.words.clone());
-    drop(words);
     for _ in 0..4 {
         let (store, ws, id, queue) = (store.clone(), ws.clone(), id.clone(), queue.clone());
         tasks.spawn(async move {
@@ -222,9 +220,13 @@ fn grep_latencies(dir: &Path, classes: &[(&'static str, Vec<String>)]) -> Vec<(&
         .collect()
 }
 
+/// A store may hold every memory of the run (the default cap is 10,000).
+const CAP: u32 = 1_000_000;
+
 fn sqlite_settings(path: &Path, durability: Durability) -> SqliteSettings {
     let mut s = SqliteSettings::from_url(&format!("sqlite://{}", path.display())).unwrap();
     s.durability = durability;
+    s.limits.max_memories_per_store = CAP;
     s
 }
 
@@ -236,6 +238,7 @@ async fn pg_schema(url: &str, name: &str) -> PostgresSettings {
     let mut s = PostgresSettings::from_url(url).unwrap();
     let options = s.config.get_options().unwrap_or_default().to_owned();
     s.config.options(format!("{options} -c search_path={name}").trim_start());
+    s.limits.max_memories_per_store = CAP;
     s
 }
 
@@ -292,10 +295,10 @@ async fn run() {
     let pg = std::env::var("MNEMO_BENCH_POSTGRES").ok();
     let words = Words::new();
 
-    // The write path, index vs none; alternating rounds, best of three.
+    // The write path, index vs none; alternating rounds, best of three (none with 0 writes).
     let mut with = (0.0f64, 0.0f64);
     let mut without = (0.0f64, 0.0f64);
-    for round in 0..3 {
+    for round in 0..(if writes == 0 { 0 } else { 3 }) {
         for indexed in [true, false] {
             let path = dir.path().join(format!("writes-{round}-{indexed}.sqlite"));
             let s = SqliteStore::open(&sqlite_settings(&path, Durability::Full)).unwrap();
@@ -311,11 +314,11 @@ async fn run() {
             if let Some(url) = &pg {
                 let name = format!("mnemo_bench_search_w{}", std::process::id());
                 let settings = pg_schema(url, &name).await;
-                let s = PostgresStore::open(&settings).await.unwrap();
+                let s: Arc<dyn Store> = Arc::new(PostgresStore::open(&settings).await.unwrap());
                 if !indexed {
                     pg_exec(url, &format!("SET search_path = {name}; {DROP_PG}")).await;
                 }
-                let rate = write_rate(Arc::new(s.clone()), writes, &words, round * 10_000).await;
+                let rate = write_rate(s.clone(), writes, &words, round * 10_000).await;
                 s.close().await;
                 pg_exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
                 let best = if indexed { &mut with.1 } else { &mut without.1 };
@@ -323,15 +326,22 @@ async fn run() {
             }
         }
     }
-    println!(
-        "| write path (16 concurrent ~4 KB creates, {writes} per round, best of 3) | with the index | without | ratio |"
-    );
-    println!("|---|---:|---:|---:|");
-    println!("| SQLite (`synchronous=FULL`) | {:.0}/s | {:.0}/s | **{:.2}** |", with.0, without.0, with.0 / without.0);
-    if pg.is_some() {
-        println!("| PostgreSQL | {:.0}/s | {:.0}/s | **{:.2}** |", with.1, without.1, with.1 / without.1);
+    if writes > 0 {
+        println!(
+            "| write path (16 concurrent ~4 KB creates, {writes} per round, best of 3) | with the index | without | ratio |"
+        );
+        println!("|---|---:|---:|---:|");
+        println!(
+            "| SQLite (`synchronous=FULL`) | {:.0}/s | {:.0}/s | **{:.2}** |",
+            with.0,
+            without.0,
+            with.0 / without.0
+        );
+        if pg.is_some() {
+            println!("| PostgreSQL | {:.0}/s | {:.0}/s | **{:.2}** |", with.1, without.1, with.1 / without.1);
+        }
+        println!();
     }
-    println!();
 
     for size in sizes {
         let classes = queries(&words, size, runs);
@@ -351,7 +361,7 @@ async fn run() {
         let store: Arc<dyn Store> = Arc::new(s.clone());
         let ws = store.default_workspace().await.unwrap();
         let id = store.create_memory_store(&ws, new_store()).await.unwrap().id;
-        let loaded = fill(&store, &ws, &id, &words, size).await;
+        let loaded = fill(&store, &ws, &id, size).await;
         let sqlite = search_latencies(&store, &ws, &id, &classes).await;
         s.close_blocking();
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -365,14 +375,13 @@ async fn run() {
         if let Some(url) = &pg {
             let name = format!("mnemo_bench_search_{}", std::process::id());
             let settings = pg_schema(url, &name).await;
-            let s = PostgresStore::open(&settings).await.unwrap();
-            let store: Arc<dyn Store> = Arc::new(s.clone());
+            let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&settings).await.unwrap());
             let ws = store.default_workspace().await.unwrap();
             let id = store.create_memory_store(&ws, new_store()).await.unwrap().id;
-            let loaded = fill(&store, &ws, &id, &words, size).await;
+            let loaded = fill(&store, &ws, &id, size).await;
             pg_exec(url, &format!("SET search_path = {name}; ANALYZE")).await;
             postgres = Some((search_latencies(&store, &ws, &id, &classes).await, loaded));
-            s.close().await;
+            store.close().await;
             pg_exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
         }
         if let Some((_, loaded)) = &postgres {

@@ -378,6 +378,28 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
             .unwrap();
         assert!(memories.next.is_none());
         line("memories", &memories.items);
+        // The search index is derived data, rebuilt on the target as the memories are written.
+        for item in &memories.items {
+            let mnemo_api::MemoryListItem::Memory(m) = item else { continue };
+            let request = mnemo_store::search::SearchMemories {
+                scope: mnemo_store::search::SearchScope::Store(store.id.clone()),
+                query: mnemo_store::rules::search::parse(&format!("\"{}\"", m.path)).unwrap(),
+                path_prefix: None,
+                limit: 100,
+                after: None,
+            };
+            let mut found: Vec<String> = s
+                .search_memories(&ws, request)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|r| r.memory_id.to_string())
+                .collect();
+            found.sort();
+            assert!(found.contains(&m.id.to_string()), "{} is not found by its path", m.path);
+            line("found by its path", &found);
+        }
         let versions = s.list_memory_versions(&ws, &store.id, versions_query()).await.unwrap();
         assert!(versions.next.is_none());
         for version in versions.items {

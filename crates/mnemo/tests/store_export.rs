@@ -579,3 +579,37 @@ async fn a_large_file_imports_in_bounded_memory() {
     let sample = listed.iter().find(|l| l.path == "/large/d7/m00427.md").unwrap();
     assert_eq!(sample.content_sha256, mnemo_api::content_sha256(content(427).as_bytes()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_search_prints_the_best_matches_with_their_snippets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Server::start(&tmp.path().join("a.sqlite"), &["--api-key", KEY]);
+    let client = a.client();
+    let memories = vec![
+        ("/ops/db.md".to_owned(), "The staging database is staging-db-02.".to_owned()),
+        ("/ops/cache.md".to_owned(), "redis only".to_owned()),
+    ];
+    let store = new_store(&client, "notes", &memories).await;
+    let other = new_store(&client, "other", &[("/x.md".to_owned(), "staging-db-02 again".to_owned())]).await;
+
+    let out = run(&a, &["search", store.as_str(), "staging-db-02"]);
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_says(&out, &out.stdout, &["/ops/db.md", "The staging database is «staging-db-02»."]);
+    assert!(!text(&out.stdout).contains("/x.md"), "{}", shown(&out));
+
+    // `-` searches every store the key reaches and names each result's store.
+    let out = run(&a, &["search", "-", "\"staging-db-02\" -redis"]);
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_says(&out, &out.stdout, &["/ops/db.md", "/x.md", other.as_str()]);
+    let out = run(&a, &["search", "-", "staging-db-02", "--json"]);
+    let page: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", shown(&out)));
+    assert_eq!(page["data"].as_array().unwrap().len(), 2, "{page}");
+
+    // A malformed query fails with the server's words; nothing found says so.
+    let out = run(&a, &["search", store.as_str(), "\"unclosed"]);
+    assert!(!out.status.success());
+    assert_says(&out, &out.stderr, &["closing"]);
+    let out = run(&a, &["search", store.as_str(), "nothing-like-this"]);
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_says(&out, &out.stderr, &["no memory matches"]);
+}

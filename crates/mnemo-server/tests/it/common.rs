@@ -40,6 +40,21 @@ pub(crate) trait Fixtures {
         assert_eq!(status, 200, "{key}");
         (env, key["key"].as_str().unwrap().to_owned())
     }
+
+    /// A session (on a new self-hosted environment) with `store` attached read-only, its work
+    /// polled: the session's sessions token and the environment's key.
+    async fn read_only_sessions_token(&self, store: &mnemo_api::MemoryStoreId) -> (String, String) {
+        let (_, agent) = self.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m"}))).await;
+        let (env, env_key) = self.new_environment_with_key().await;
+        let session = json!({
+            "agent": agent["id"], "environment_id": env,
+            "resources": [{"type": "memory_store", "memory_store_id": store, "access": "read_only"}]
+        });
+        assert_eq!(self.call(Method::POST, "/v1/sessions", KEY, Some(session)).await.0, 200);
+        let (_, work) = self.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), &env_key, None).await;
+        let secret = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap();
+        (secret.sessions_token.into_exposed(), env_key)
+    }
 }
 
 /// A server on 127.0.0.1 with its own database, stopped on drop.

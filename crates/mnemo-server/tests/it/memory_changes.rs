@@ -224,15 +224,7 @@ async fn feeds_are_scoped_like_the_memory_endpoints() {
     let s = TestServer::start().await;
     let attached = s.new_store("attached").await.id;
     let foreign = s.new_store("foreign").await.id;
-    let (_, agent) = s.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m"}))).await;
-    let (env, env_key) = s.new_environment_with_key().await;
-    let session = json!({
-        "agent": agent["id"], "environment_id": env,
-        "resources": [{"type": "memory_store", "memory_store_id": attached, "access": "read_only"}]
-    });
-    assert_eq!(s.call(Method::POST, "/v1/sessions", KEY, Some(session)).await.0, 200);
-    let (_, work) = s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), &env_key, None).await;
-    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed();
+    let (token, env_key) = s.read_only_sessions_token(&attached).await;
 
     let feed = |store: &MemoryStoreId| format!("/v1/memory_stores/{store}/changes?format=json&wait_ms=0");
     let memories = |store: &MemoryStoreId| format!("/v1/memory_stores/{store}/memories");

@@ -99,15 +99,7 @@ async fn a_sessions_token_searches_only_its_sessions_stores() {
     let foreign = s.new_store("foreign").await.id;
     write(&s, &attached, "/mine.md", "common word").await;
     write(&s, &foreign, "/theirs.md", "common word").await;
-    let (_, agent) = s.call(Method::POST, "/v1/agents", KEY, Some(json!({"name": "a", "model": "m"}))).await;
-    let (env, env_key) = s.new_environment_with_key().await;
-    let session = json!({
-        "agent": agent["id"], "environment_id": env,
-        "resources": [{"type": "memory_store", "memory_store_id": attached, "access": "read_only"}]
-    });
-    assert_eq!(s.call(Method::POST, "/v1/sessions", KEY, Some(session)).await.0, 200);
-    let (_, work) = s.call(Method::GET, &format!("/v1/environments/{env}/work/poll"), &env_key, None).await;
-    let token = mnemo_api::WorkSecret::decode(work["secret"].as_str().unwrap()).unwrap().sessions_token.into_exposed();
+    let (token, env_key) = s.read_only_sessions_token(&attached).await;
 
     let (_, key_sees) = s.call(Method::GET, &everywhere("common"), KEY, None).await;
     let mut all = paths(&key_sees);

@@ -267,10 +267,11 @@ impl SearchQuery {
         let len = prepared.text.len();
         let mut start = ranges.first().map_or(0, |r| r.0.saturating_sub(SNIPPET_LEAD));
         // Start at a word's beginning where one is near.
-        if start > 0 && prepared.text[start - 1] != ' ' {
-            if let Some(space) = prepared.text[start..ranges[0].0].iter().position(|c| *c == ' ') {
-                start += space + 1;
-            }
+        if start > 0
+            && prepared.text[start - 1] != ' '
+            && let Some(space) = prepared.text[start..ranges[0].0].iter().position(|c| *c == ' ')
+        {
+            start += space + 1;
         }
         let end = (start + SNIPPET_CHARS).min(len);
         let mut out = String::new();
