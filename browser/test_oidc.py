@@ -293,6 +293,17 @@ def test_the_api_takes_the_providers_tokens_and_refuses_hostile_ones(c: Console)
     status, versions = api(e, "GET", f"/v1/memory_stores/{made['id']}/memory_versions", token)
     assert status == 200, (status, versions)
     assert [v["created_by"]["type"] for v in versions["data"]] == ["user_actor"], versions
+    # A reader's token reads through /mcp and is refused writes there, as on the API.
+    reader = mint(e, claims={"sub": "rita", "email": "rita@example.com", "name": "Rita Reader",
+                             "groups": ["mnemo-readers"]})
+    _, reading = mcp_call(e, reader, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                    "clientInfo": {"name": "sso-test", "version": "1"}})
+    seen, _ = mcp_call(e, reader, "tools/call", {"name": "view", "arguments": {
+        "path": "/memories/made-by-alice/from-mcp.md"}}, reading)
+    assert not seen.get("isError") and "alice via mcp" in seen["content"][0]["text"], seen
+    refused, _ = mcp_call(e, reader, "tools/call", {"name": "create", "arguments": {
+        "path": "/memories/made-by-alice/rita.md", "file_text": "no\n"}}, reading)
+    assert refused.get("isError"), refused
     # The API keys keep working beside the tokens.
     assert api(e, "GET", "/v1/memory_stores", e["server"].api_key)[0] == 200
     hostile = {

@@ -11,6 +11,9 @@ import * as L from './lib.mjs';
 const MCP = path.join(L.MODULES, 'node_modules', '@modelcontextprotocol', 'sdk', 'dist', 'esm', 'client');
 const { Client } = await import(pathToFileURL(path.join(MCP, 'index.js')).href);
 const { StreamableHTTPClientTransport } = await import(pathToFileURL(path.join(MCP, 'streamableHttp.js')).href);
+const { ResourceUpdatedNotificationSchema } = await import(
+  pathToFileURL(path.join(MCP, '..', 'types.js')).href
+);
 
 let fx;
 before(async () => {
@@ -51,7 +54,7 @@ test('mcp over http: every tool, resources, and the versions they write', async 
   const client = await connect();
   try {
     const tools = (await client.listTools()).tools.map((t) => t.name);
-    for (const name of ['view', 'create', 'str_replace', 'insert', 'delete', 'rename', 'history']) {
+    for (const name of ['view', 'create', 'str_replace', 'insert', 'delete', 'rename', 'history', 'search']) {
       assert.ok(tools.includes(name), `tool ${name} is listed: ${tools}`);
     }
     assert.match(await call(client, 'view', { path: '/memories' }), new RegExp(`${folder}\t`));
@@ -61,6 +64,11 @@ test('mcp over http: every tool, resources, and the versions they write', async 
     await call(client, 'create', { path: `${folder}/todo.md`, file_text: 'ship\n' });
     await call(client, 'rename', { old_path: `${folder}/todo.md`, new_path: `${folder}/done/todo.md` });
     assert.match(await call(client, 'history', { path: `${folder}/notes.md` }), /^3 version\(s\)/);
+    const found = await call(client, 'search', { query: 'gamma', path: folder });
+    assert.match(found, /^1 match\(es\)/);
+    assert.ok(found.includes(`${folder}/notes.md\n`) && found.includes('«gamma»'), found);
+    await call(client, 'create', { path: `${folder}/scratch/tmp.md`, file_text: 'x\n' });
+    assert.match(await call(client, 'delete', { path: `${folder}/scratch` }), /^deleted 1 file/);
 
     // A change made through the API after the model's view: the edit is refused, nothing lost.
     const [notes] = (await fx.allMemories(store.id)).filter((m) => m.path === '/notes.md');
@@ -91,4 +99,22 @@ test('mcp over http: a bad key starts nothing', async () => {
     assert.doesNotMatch(String(err), /sk-mnemo-nobody/, 'the key is not repeated');
     return true;
   });
+});
+
+test('mcp over http: a subscriber hears of a change made through the API', async () => {
+  const store = await fx.newStore({ name: L.unique('ts-subs') });
+  const watched = await fx.newMemory(store.id, '/watched.md', 'v1\n');
+  const uri = `mnemo://${store.id}/watched.md`;
+  const client = await connect();
+  try {
+    const heard = new Promise((resolve) => {
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (note) => resolve(note.params.uri));
+    });
+    await client.subscribeResource({ uri });
+    await fx.memories.update(watched.id, { memory_store_id: store.id, content: 'v2\n' });
+    const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('no notification in 15 s')), 15000));
+    assert.equal(await Promise.race([heard, timeout]), uri);
+  } finally {
+    await client.close();
+  }
 });

@@ -1,7 +1,7 @@
 //! Single sign-on with the organization's OpenID Provider (issue 33 item 3):
 //! `GET /console/oidc/start` sends the browser to the provider, `GET /console/oidc/callback`
 //! takes it back, redeems the code, validates the ID token ([`mnemo_oidc`]), sets the person's
-//! roles from their groups ([`sign_in_person`]) and ends at [`crate::auth::begin_person_session`].
+//! roles from their groups ([`sign_in_person`]) and ends at `auth::begin_person_session`.
 //!
 //! The sign-in's own secrets (state, nonce, PKCE verifier, where to go next) stay on the server,
 //! keyed by a random id in the `mnemo_oidc` cookie. That cookie is `SameSite=Lax`: the provider's

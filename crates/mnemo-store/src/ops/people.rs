@@ -329,7 +329,7 @@ pub async fn sign_in_candidate<S: PeopleSql>(sql: &S, email: &str) -> Result<Opt
 
 /// Starts a console session for person `user` (the seam every way of signing in ends at: a
 /// password today, OIDC later), first deleting their sessions that ended longer ago than
-/// [`console::ENDED_KEPT_MICROS`](crate::rules::console::ENDED_KEPT_MICROS); it lasts
+/// [`console::ENDED_KEPT_MICROS`]; it lasts
 /// `ttl_seconds`. An unknown person: not found.
 pub async fn create_person_session<S: PeopleSql>(
     sql: &S,
