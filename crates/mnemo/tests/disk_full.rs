@@ -662,7 +662,12 @@ async fn a_full_postgres_wal_volume_is_a_clear_5xx_and_writes_resume_when_space_
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     let log = server.stderr();
-    assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
+    // A write that met the full log before PostgreSQL PANICked was told so, and the log says why;
+    // when the PANIC came first (a write's log records filled the volume at once), every client
+    // only ever saw the database restarting, and only PostgreSQL's own log can say why.
+    if answers.keys().any(|a| a.contains("507")) {
+        assert!(log.contains("the database's disk is full; free space on its volume"), "the log says why: {log}");
+    }
     assert!(log.contains("the database is unavailable"), "{log}");
     assert!(!log.contains("internal server error"), "{log}");
     let pg = cluster.log();
