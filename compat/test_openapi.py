@@ -206,6 +206,11 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     ]})
     eq([r["status"] for r in batch["results"]], [200, 409, 404], "the batch's results, in order")
     t.call("POST", f"/v1/memory_stores/{sid}/memories:batch", {"writes": []}, expect=400)
+    # Memory search (a mnemo extension): in one store and across the workspace, and a malformed query.
+    found = t.call("GET", f"/v1/memory_stores/{sid}/memories:search?q=one&path_prefix=/batch/")
+    eq([r["path"] for r in found["data"]], ["/batch/one.md"], "a store's search")
+    t.call("GET", "/v1/memories:search?q=one&limit=5")
+    t.call("GET", f"/v1/memory_stores/{sid}/memories:search?q=%22unclosed", expect=400)
 
     # Versions and the change feed.
     versions = t.call("GET", f"/v1/memory_stores/{sid}/memory_versions?view=full")
