@@ -141,7 +141,8 @@ pub fn parse(q: &str) -> Result<SearchQuery, QueryError> {
                 rest = rest.trim_start();
                 continue;
             }
-            if word.len() >= 5 && word[..5].eq_ignore_ascii_case("path:") {
+            // `get` and not `[..5]`: the fifth byte may sit inside a character.
+            if word.get(..5).is_some_and(|head| head.eq_ignore_ascii_case("path:")) {
                 let path = &word[5..];
                 if path.is_empty() {
                     return Err(QueryError::EmptyPath);
@@ -426,6 +427,27 @@ mod tests {
         ];
         for (q, content, want) in table {
             assert_eq!(parse(q).unwrap().snippet(content), *want, "{q}");
+        }
+    }
+
+    #[test]
+    fn a_multibyte_word_where_path_would_be_is_a_word() {
+        // "path:" is five bytes; these words' fifth byte is inside a character.
+        for q in ["\u{11102}\u{1e005}", "abcd\u{e9}", "pat\u{e9}h:x"] {
+            assert_eq!(parse(q).unwrap().terms.len(), 1, "{q:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever a person types, parsing answers (a query or an error) and a parsed query
+        /// matches and makes snippets without failing.
+        #[test]
+        fn any_text_parses_or_is_refused_and_never_panics(q in "\\PC{0,40}", content in "\\PC{0,300}") {
+            if let Ok(query) = parse(&q) {
+                let _ = query.matches("/a/b.md", &content);
+                let _ = query.snippet(&content);
+                let _ = query.index_terms();
+            }
         }
     }
 }
