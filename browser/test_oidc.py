@@ -7,7 +7,8 @@ Covered: signing in through the provider's own login page, the role from the gro
 changed at the provider changing the role at the next sign-in, a person in no mapped group
 refused (and losing what they had), sign-out; the callback used twice, a mismatched `state`, a
 replayed authorization code; the API with the provider's tokens, and the hostile-token list,
-each answered 401 `authentication_error` with the one message of an unknown key. Screenshots
+each answered 401 `authentication_error` with the one message of an unknown key; the Admin API
+with a person's token, judged by their role in the workspace each call is about. Screenshots
 `oidc-*` at 1280 and 390 px.
 
 Skipped (reported as a failure naming the reason) when MNEMO_OIDC_PROVIDER is not set.
@@ -86,6 +87,7 @@ def env(c: Console) -> Dict[str, Any]:
             "--oidc-provider-name", PROVIDER_NAME,
             "--oidc-role", "mnemo-devs=Default:workspace_developer",
             "--oidc-role", "mnemo-readers=Default:workspace_user",
+            "--oidc-role", "mnemo-leads=Default:workspace_admin",
             "--oidc-role", "mnemo-admins=admin",
         ],
     )
@@ -333,3 +335,103 @@ def test_the_api_takes_the_providers_tokens_and_refuses_hostile_ones(c: Console)
     assert status == 200, status
     status, body = api(e, "GET", "/v1/memory_stores", mint(e, claims=alice, key="retired"))
     assert status == 401 and body["error"]["message"] == UNKNOWN_KEY, (status, body)
+
+
+def test_a_persons_token_on_the_admin_api_acts_by_their_role_in_each_workspace(c: Console) -> None:
+    """Spec §8.4/§8.6: a developer mints their workspace's API keys, a workspace admin manages
+    its members and rate limits, with their own token; a workspace they are not in is unknown to
+    them, and the organization's own operations stay an org admin's."""
+    e = env(c)
+    default = admin(e, "/v1/organizations/workspaces?include_default=true")["data"][0]["id"]
+    request = urllib.request.Request(e["origin"] + "/v1/organizations/workspaces", method="POST",
+                                     data=json.dumps({"name": "Elsewhere"}).encode())
+    request.add_header("x-api-key", e["server"].admin_key)
+    request.add_header("content-type", "application/json")
+    with urllib.request.urlopen(request, timeout=15) as response:
+        elsewhere = json.loads(response.read())["id"]
+    dev = mint(e, claims={"sub": "dana", "email": "dana@example.com", "name": "Dana Dev",
+                          "groups": ["mnemo-devs"]})
+    lead = mint(e, claims={"sub": "lee", "email": "lee@example.com", "name": "Lee Lead",
+                           "groups": ["mnemo-leads"]})
+    reader = mint(e, claims={"sub": "rae", "email": "rae@example.com", "name": "Rae Reader",
+                             "groups": ["mnemo-readers"]})
+
+    # A developer mints a key of their workspace, named as its maker; the key works.
+    status, made = api(e, "GET", "/v1/organizations/me", dev)
+    assert status == 200, (status, made)
+    status, made = api(e, "POST", "/v1/organizations/api_keys", dev, {"name": "dana's script", "workspace_id": default})
+    assert status == 200, (status, made)
+    dana = person(e, "dana@example.com")
+    assert made["created_by"] == {"id": dana["id"], "type": "user"}, made
+    assert api(e, "GET", "/v1/memory_stores", made["key"])[0] == 200
+    status, listed = api(e, "GET", f"/v1/organizations/api_keys?workspace_id={default}&limit=100", dev)
+    assert status == 200 and made["id"] in [k["id"] for k in listed["data"]], (status, listed)
+    status, renamed = api(e, "POST", f"/v1/organizations/api_keys/{made['id']}", dev, {"name": "renamed"})
+    assert status == 200 and renamed["name"] == "renamed", (status, renamed)
+    # All workspaces' keys at once, or a workspace they are not in: not theirs to see.
+    status, body = api(e, "GET", "/v1/organizations/api_keys", dev)
+    assert status == 403 and "workspace_id" in body["error"]["message"], (status, body)
+    status, body = api(e, "POST", "/v1/organizations/api_keys", dev, {"name": "x", "workspace_id": elsewhere})
+    assert status == 404 and body["error"]["type"] == "not_found_error", (status, body)
+    assert elsewhere not in json.dumps(body) or "not found" in body["error"]["message"], body
+    # A key of that workspace, minted by the admin key, is as unknown to them as a made-up one.
+    request = urllib.request.Request(e["origin"] + "/v1/organizations/api_keys", method="POST",
+                                     data=json.dumps({"name": "theirs", "workspace_id": elsewhere}).encode())
+    request.add_header("x-api-key", e["server"].admin_key)
+    request.add_header("content-type", "application/json")
+    with urllib.request.urlopen(request, timeout=15) as response:
+        theirs = json.loads(response.read())["id"]
+    status, hidden = api(e, "GET", f"/v1/organizations/api_keys/{theirs}", dev)
+    unknown = api(e, "GET", "/v1/organizations/api_keys/apikey_0AAAAAAAAAAAAAAAAAAAAA", dev)
+    assert status == 404 and unknown[0] == 404, (status, hidden, unknown)
+    assert hidden["error"]["message"].replace(theirs, "ID") == unknown[1]["error"]["message"].replace(
+        "apikey_0AAAAAAAAAAAAAAAAAAAAA", "ID"), (hidden, unknown)
+    # A developer does not manage members; the organization is an org admin's.
+    status, body = api(e, "GET", f"/v1/organizations/workspaces/{default}/members", dev)
+    assert status == 403 and "workspace_developer" in body["error"]["message"], (status, body)
+    assert api(e, "POST", "/v1/organizations/workspaces", dev, {"name": "mine"})[0] == 403
+    assert api(e, "GET", "/v1/organizations/users", dev)[0] == 403
+
+    # A reader mints nothing.
+    status, body = api(e, "POST", "/v1/organizations/api_keys", reader, {"name": "x", "workspace_id": default})
+    assert status == 403 and "workspace_user" in body["error"]["message"], (status, body)
+
+    # A workspace admin manages its members and rate limits, and nothing of another workspace.
+    status, members = api(e, "GET", f"/v1/organizations/workspaces/{default}/members?limit=100", lead)
+    assert status == 200 and dana["id"] in [m["user_id"] for m in members["data"]], (status, members)
+    status, one = api(e, "GET", f"/v1/organizations/workspaces/{default}/members/{dana['id']}", lead)
+    assert status == 200 and one["workspace_role"] == "workspace_developer", (status, one)
+    status, limits = api(e, "GET", f"/v1/organizations/workspaces/{default}/rate_limits", lead)
+    assert status == 200, (status, limits)
+    status, body = api(e, "GET", f"/v1/organizations/workspaces/{elsewhere}/members", lead)
+    assert status == 404 and body["error"]["type"] == "not_found_error", (status, body)
+    status, body = api(e, "POST", f"/v1/organizations/workspaces/{elsewhere}/members", lead,
+                       {"user_id": dana["id"], "workspace_role": "workspace_user"})
+    assert status == 404, (status, body)
+    assert api(e, "GET", "/v1/organizations/rate_limits", lead)[0] == 403
+
+
+def test_a_person_posts_the_users_side_of_a_session_with_their_token(c: Console) -> None:
+    """A developer's token sends a message to a session and is named as its poster; the agent's
+    side stays an API key's or the server's."""
+    e = env(c)
+    key = e["server"].api_key
+    environment = api(e, "POST", "/v1/environments", key, {"name": "people", "config": {"type": "self_hosted"}})[1]
+    agent = api(e, "POST", "/v1/agents", key, {"name": "helper", "model": "none"})[1]
+    status, session = api(e, "POST", "/v1/sessions", key, {"agent": agent["id"], "environment_id": environment["id"]})
+    assert status == 200, (status, session)
+    dev = mint(e, claims={"sub": "dana", "email": "dana@example.com", "name": "Dana Dev", "groups": ["mnemo-devs"]})
+    message = {"type": "user.message", "content": [{"type": "text", "text": "hello from dana"}]}
+    status, sent = api(e, "POST", f"/v1/sessions/{session['id']}/events", dev, {"events": [message]})
+    assert status == 200, (status, sent)
+    dana = person(e, "dana@example.com")
+    status, log = api(e, "GET", f"/v1/sessions/{session['id']}/events?limit=100", dev)
+    assert status == 200, (status, log)
+    posted = [ev for ev in log["data"] if ev["type"] == "user.message"]
+    assert posted and posted[0].get("posted_by") == {"type": "user_actor", "user_id": dana["id"]}, posted
+    status, body = api(e, "POST", f"/v1/sessions/{session['id']}/events", dev,
+                       {"events": [{"type": "agent.message", "content": []}]})
+    assert status == 403 and "user's side" in body["error"]["message"], (status, body)
+    # A reader sees no transcripts, so posts none either.
+    reader = mint(e, claims={"sub": "rae", "email": "rae@example.com", "name": "Rae Reader", "groups": ["mnemo-readers"]})
+    assert api(e, "POST", f"/v1/sessions/{session['id']}/events", reader, {"events": [message]})[0] == 403

@@ -563,6 +563,8 @@ pub enum EventPoster {
     SessionActor { session_id: SessionId, work_id: WorkId },
     /// The server: the status changes it emits and its own agent loop (`mnemo serve --models`).
     ServerActor,
+    /// A person, with their identity provider's token (the user's side of a session).
+    UserActor { user_id: crate::UserId },
 }
 
 /// An event as a session's log records it.

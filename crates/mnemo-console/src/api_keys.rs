@@ -196,7 +196,12 @@ pub(crate) async fn mint(State(console): State<Console>, posted: Posted<MintForm
     }
     let secret = generate_secret(API_KEY_PREFIX);
     let hint = partial_key_hint(&secret);
-    let key = match console.store.create_api_key(new, hash(&secret), &hint, None).await {
+    // A person's key names them as its maker (`created_by`, spec §8.4); a key's session, nobody.
+    let creator = match &who.credential {
+        mnemo_store::Credential::Person { user, .. } => Some(user.to_string()),
+        _ => None,
+    };
+    let key = match console.store.create_api_key(new, hash(&secret), &hint, creator.as_deref()).await {
         Ok(key) => key,
         Err(err) => return keys_page(&console, who, None, refused(refusal(err)?)).await,
     };

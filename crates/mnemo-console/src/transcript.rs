@@ -72,6 +72,7 @@ fn poster_text(poster: &EventPoster) -> String {
         }
         EventPoster::SessionActor { work_id, .. } => format!("worker (sessions token of {work_id})"),
         EventPoster::ServerActor => "mnemo (agent loop)".to_owned(),
+        EventPoster::UserActor { user_id } => format!("person {user_id}"),
     }
 }
 

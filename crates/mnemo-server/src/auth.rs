@@ -18,7 +18,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::Method;
 use axum::http::request::Parts;
 use mnemo_api::{Actor, MemoryStoreId, WorkspaceId};
-use mnemo_store::rules::scope::{self, Action, Decision, MemoryOp};
+use mnemo_store::rules::scope::{self, Action, Decision, MemoryOp, OrgOp};
 use mnemo_store::{Credential, CredentialHash, Principal, Store};
 use sha2::{Digest, Sha256};
 
@@ -329,6 +329,16 @@ async fn person_of_token(
     };
     match state.store.person_principal(&user, named.as_ref()).await {
         Err(mnemo_store::StoreError::Unauthenticated(_)) => Err(refused("removed person")),
+        // On the Admin API a person acts in the organization, in as many workspaces as they are
+        // in (or none yet): what they may do about one workspace is judged by their role there
+        // (`AdminCaller`), so no workspace is theirs here and their org role alone counts.
+        Err(mnemo_store::StoreError::WorkspaceUnspecified { .. } | mnemo_store::StoreError::Forbidden(_))
+            if organization =>
+        {
+            let person = state.store.get_user(&user).await?;
+            let role = scope::PersonRole { org: person.role, workspace: mnemo_api::WorkspaceRole::WorkspaceUser };
+            Ok(Principal { credential: Credential::Person { user, role }, workspace: None })
+        }
         other => Ok(other?),
     }
 }
@@ -388,6 +398,86 @@ impl<P: Permit> FromRequestParts<AppState> for Allowed<P> {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         caller.allow(P::ACTION)?;
+        Ok(Self(PhantomData))
+    }
+}
+
+/// An Admin API operation about one workspace, named by a type: API keys, members, a
+/// workspace's rate limits.
+pub(crate) trait WorkspacePermit {
+    const OP: OrgOp;
+}
+
+/// A caller on an Admin API operation about one workspace ([`WorkspacePermit`]): allowed it
+/// organization-wide (an admin key, an org admin), or a person whose role in that workspace
+/// decides ([`scope::judged_in_workspace`]) once the handler knows which workspace it is about
+/// and asks [`AdminCaller::allow_in`]. Anyone else is refused as it is extracted, before the
+/// path and the body are read.
+pub(crate) struct AdminCaller<P> {
+    caller: Caller,
+    _op: PhantomData<fn() -> P>,
+}
+
+impl<P: WorkspacePermit> AdminCaller<P> {
+    /// Whether this caller may do `P`'s operation about `ws`. A person who has no role there is
+    /// answered as for an unknown workspace (`404`): a workspace they are not in does not exist
+    /// for them.
+    pub(crate) async fn allow_in(&self, state: &AppState, ws: &WorkspaceId) -> Result<(), ApiError> {
+        let (Some(user), Some(row)) =
+            (scope::judged_in_workspace(&self.caller.credential), scope::workspace_row(P::OP))
+        else {
+            return self.caller.allow(Action::Organization(P::OP));
+        };
+        let there = state.store.person_principal(user, Some(ws)).await?;
+        decision(scope::decide(Some(&there.credential), Action::Workspace(row)))
+    }
+
+    /// Whether this caller may do `P`'s operation across every workspace at once (a list with no
+    /// workspace named): organization-wide callers only.
+    pub(crate) fn allow_everywhere(&self) -> Result<(), ApiError> {
+        match scope::judged_in_workspace(&self.caller.credential) {
+            Some(_) => Err(ApiError::permission(
+                "your role is in workspaces, not the organization: name one (`workspace_id`) to act on its own",
+            )),
+            None => self.caller.allow(Action::Organization(P::OP)),
+        }
+    }
+
+    /// The person acting, to record as who made what they create.
+    pub(crate) fn person(&self) -> Option<&mnemo_api::UserId> {
+        match &self.caller.credential {
+            Credential::Person { user, .. } => Some(user),
+            _ => None,
+        }
+    }
+}
+
+impl<P: WorkspacePermit> FromRequestParts<AppState> for AdminCaller<P> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if scope::judged_in_workspace(&caller.credential).is_none() {
+            caller.allow(Action::Organization(P::OP))?;
+        }
+        Ok(Self { caller, _op: PhantomData })
+    }
+}
+
+/// Proof that the caller may do `P`'s operation about the workspace of the path
+/// (`/v1/organizations/workspaces/{workspace_id}/…`), by [`AdminCaller::allow_in`].
+pub(crate) struct AllowedIn<P>(PhantomData<fn() -> P>);
+
+impl<P: WorkspacePermit> FromRequestParts<AppState> for AllowedIn<P> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let admin = AdminCaller::<P>::from_request_parts(parts, state).await?;
+        if scope::judged_in_workspace(&admin.caller.credential).is_some() {
+            let raw = parts.uri.path().strip_prefix("/v1/organizations/workspaces/").unwrap_or_default();
+            let ws = <WorkspaceId as mnemo_http::PathId>::from_path(raw.split('/').next().unwrap_or_default())?;
+            admin.allow_in(state, &ws).await?;
+        }
         Ok(Self(PhantomData))
     }
 }

@@ -54,6 +54,12 @@ impl ops::PeopleSql for Pg<'_, '_> {
         exec(self, "UPDATE users SET role = $2 WHERE id = $1", &[&id.as_str(), &role]).await.map(drop)
     }
 
+    async fn set_user_profile(&self, id: &UserId, email: &str, name: &str) -> Result<()> {
+        exec(self, "UPDATE users SET email = $2, name = $3 WHERE id = $1", &[&id.as_str(), &email, &name])
+            .await
+            .map(drop)
+    }
+
     async fn delete_user(&self, id: &UserId) -> Result<()> {
         exec(self, "DELETE FROM workspace_members WHERE user_id = $1", &[&id.as_str()]).await?;
         exec(self, "DELETE FROM person_sessions WHERE user_id = $1", &[&id.as_str()]).await?;

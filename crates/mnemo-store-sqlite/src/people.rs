@@ -50,6 +50,13 @@ impl ops::PeopleSql for Lite<'_> {
         Ok(())
     }
 
+    async fn set_user_profile(&self, id: &UserId, email: &str, name: &str) -> Result<()> {
+        self.prepare_cached("UPDATE users SET email = ?2, name = ?3 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![id.as_str(), email, name]))
+            .map_err(backend)?;
+        Ok(())
+    }
+
     async fn delete_user(&self, id: &UserId) -> Result<()> {
         for sql in [
             "DELETE FROM workspace_members WHERE user_id = ?1",

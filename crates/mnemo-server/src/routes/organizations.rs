@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use axum::extract::{Path, State};
 use mnemo_api::{
-    API_KEY_PREFIX, AdminPage, AdminPageParams, AdminPageQuery, ApiKey, ApiKeyCreated, ApiKeyId, ApiKeyStatus,
-    ApiKeyUpdate, CursorPage, NewApiKey, Organization, RateLimit, RateLimitGroupType, RateLimitUpdate, Workspace,
-    WorkspaceCreate, WorkspaceId, WorkspaceRateLimit, WorkspaceUpdate, generate_secret,
+    API_KEY_PREFIX, AdminPage, AdminPageParams, AdminPageQuery, ApiKey, ApiKeyCreated, ApiKeyId, ApiKeyScope,
+    ApiKeyStatus, ApiKeyUpdate, CursorPage, NewApiKey, Organization, RateLimit, RateLimitGroupType, RateLimitUpdate,
+    Workspace, WorkspaceCreate, WorkspaceId, WorkspaceRateLimit, WorkspaceUpdate, generate_secret,
 };
 use mnemo_http::{BadInput, Id, Params, Query, flag};
 use mnemo_store::ops::credentials::ListApiKeys;
@@ -17,7 +17,7 @@ use mnemo_store::rules::api_key;
 use mnemo_store::rules::rate_limit::{self, Entry};
 use mnemo_store::rules::scope::{Action, OrgOp};
 
-use crate::auth::{Allowed, Permit};
+use crate::auth::{AdminCaller, Allowed, AllowedIn, Permit, WorkspacePermit};
 use crate::extract::Json;
 use crate::{ApiError, AppState, hash_credential};
 
@@ -43,11 +43,11 @@ impl Permit for Workspaces {
     const ACTION: Action<'static> = Action::Organization(OrgOp::Workspaces);
 }
 
-/// API keys: mint, read, list, update.
+/// API keys: mint, read, list, update (a person: of a workspace where their role manages keys).
 pub(crate) struct ApiKeys;
 
-impl Permit for ApiKeys {
-    const ACTION: Action<'static> = Action::Organization(OrgOp::ApiKeys);
+impl WorkspacePermit for ApiKeys {
+    const OP: OrgOp = OrgOp::ApiKeys;
 }
 
 /// Rate limits: read and override.
@@ -55,6 +55,10 @@ pub(crate) struct RateLimits;
 
 impl Permit for RateLimits {
     const ACTION: Action<'static> = Action::Organization(OrgOp::RateLimits);
+}
+
+impl WorkspacePermit for RateLimits {
+    const OP: OrgOp = OrgOp::RateLimits;
 }
 
 #[utoipa::path(
@@ -233,14 +237,16 @@ pub(crate) async fn archive_workspace(
 )]
 pub(crate) async fn create_api_key(
     State(state): State<AppState>,
-    _: Allowed<ApiKeys>,
+    caller: AdminCaller<ApiKeys>,
     Json(body): Json<NewApiKey>,
 ) -> Reply<ApiKeyCreated> {
+    caller.allow_in(&state, &body.workspace_id).await?;
     body.validate(chrono::Utc::now()).map_err(invalid)?;
     let secret = generate_secret(API_KEY_PREFIX);
     let hint = api_key::partial_key_hint(&secret);
-    // Only an admin key mints here until people exist: no person made it (`created_by: null`, §8.4).
-    let key = state.store.create_api_key(body, hash_credential(&secret), &hint, None).await?;
+    // A person's key names them (`created_by`); an admin key's names nobody (§8.4).
+    let creator = caller.person().map(ToString::to_string);
+    let key = state.store.create_api_key(body, hash_credential(&secret), &hint, creator.as_deref()).await?;
     tracing::info!(api_key.id = %key.id, "created API key");
     Ok(axum::Json(ApiKeyCreated { api_key: key, key: secret.into() }))
 }
@@ -264,7 +270,7 @@ pub(crate) async fn create_api_key(
 )]
 pub(crate) async fn list_api_keys(
     State(state): State<AppState>,
-    _: Allowed<ApiKeys>,
+    caller: AdminCaller<ApiKeys>,
     Query(q): Query<Params>,
 ) -> Reply<AdminPage<ApiKey>> {
     let status = q
@@ -279,9 +285,15 @@ pub(crate) async fn list_api_keys(
         })
         .transpose()?;
     let workspace = match q.one("workspace_id") {
-        None => None,
+        None => {
+            caller.allow_everywhere()?;
+            None
+        }
         Some(raw) => match raw.parse::<WorkspaceId>() {
-            Ok(id) => Some(id),
+            Ok(id) => {
+                caller.allow_in(&state, &id).await?;
+                Some(id)
+            }
             // No key is in a workspace that cannot exist.
             Err(_) => return Ok(axum::Json(AdminPage::new(Vec::new(), false, |k: &ApiKey| k.id.to_string()))),
         },
@@ -307,10 +319,24 @@ pub(crate) async fn list_api_keys(
 )]
 pub(crate) async fn retrieve_api_key(
     State(state): State<AppState>,
-    _: Allowed<ApiKeys>,
+    caller: AdminCaller<ApiKeys>,
     Id(id): Id<ApiKeyId>,
 ) -> Reply<ApiKey> {
-    Ok(axum::Json(state.store.get_api_key(&id).await?))
+    Ok(axum::Json(key_in_reach(&state, &caller, &id).await?))
+}
+
+/// API key `id`, once `caller` may manage the keys of its workspace; to a person who may not
+/// see that workspace, as unknown as a key that does not exist.
+async fn key_in_reach(state: &AppState, caller: &AdminCaller<ApiKeys>, id: &ApiKeyId) -> Result<ApiKey, ApiError> {
+    let key = state.store.get_api_key(id).await?;
+    let ApiKeyScope::Workspace { workspace_id } = &key.scope else {
+        caller.allow_everywhere()?;
+        return Ok(key);
+    };
+    match caller.allow_in(state, workspace_id).await {
+        Err(e) if e.status() == 404 => Err(mnemo_store::StoreError::not_found("API key", id).into()),
+        other => other.map(|()| key),
+    }
 }
 
 #[utoipa::path(
@@ -326,10 +352,11 @@ pub(crate) async fn retrieve_api_key(
 )]
 pub(crate) async fn update_api_key(
     State(state): State<AppState>,
-    _: Allowed<ApiKeys>,
+    caller: AdminCaller<ApiKeys>,
     Id(id): Id<ApiKeyId>,
     Json(body): Json<ApiKeyUpdate>,
 ) -> Reply<ApiKey> {
+    key_in_reach(&state, &caller, &id).await?;
     let (key, revoked) = state.store.update_api_key(&id, body).await?;
     if revoked {
         // Cached lookups must not outlive the key.
@@ -432,7 +459,7 @@ pub(crate) async fn list_rate_limits(
 )]
 pub(crate) async fn list_workspace_rate_limits(
     State(state): State<AppState>,
-    _: Allowed<RateLimits>,
+    _: AllowedIn<RateLimits>,
     Id(id): Id<WorkspaceId>,
     Query(q): Query<Params>,
 ) -> Reply<CursorPage<WorkspaceRateLimit>> {
@@ -470,7 +497,7 @@ pub(crate) async fn list_workspace_rate_limits(
 )]
 pub(crate) async fn update_workspace_rate_limit(
     State(state): State<AppState>,
-    _: Allowed<RateLimits>,
+    _: AllowedIn<RateLimits>,
     Id(id): Id<WorkspaceId>,
     Path(params): Path<HashMap<String, String>>,
     Json(body): Json<RateLimitUpdate>,

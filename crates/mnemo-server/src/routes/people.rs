@@ -15,7 +15,7 @@ use mnemo_store::rules::people::Via;
 use mnemo_store::rules::scope::{Action, OrgOp};
 
 use super::organizations::page_query;
-use crate::auth::{Allowed, Permit};
+use crate::auth::{Allowed, AllowedIn, Permit, WorkspacePermit};
 use crate::extract::Json;
 use crate::{ApiError, AppState, hash_credential};
 
@@ -32,11 +32,11 @@ impl Permit for People {
     const ACTION: Action<'static> = Action::Organization(OrgOp::People);
 }
 
-/// Workspace members.
+/// Workspace members (a person: of a workspace where their role manages members).
 pub(crate) struct Members;
 
-impl Permit for Members {
-    const ACTION: Action<'static> = Action::Organization(OrgOp::Members);
+impl WorkspacePermit for Members {
+    const OP: OrgOp = OrgOp::Members;
 }
 
 fn invalid(e: mnemo_api::Invalid) -> ApiError {
@@ -304,7 +304,7 @@ pub(crate) async fn delete_invite(
 )]
 pub(crate) async fn add_member(
     State(state): State<AppState>,
-    _: Allowed<Members>,
+    _: AllowedIn<Members>,
     Id(ws): Id<WorkspaceId>,
     Json(body): Json<MemberAdd>,
 ) -> Reply<WorkspaceMember> {
@@ -330,7 +330,7 @@ pub(crate) async fn add_member(
 )]
 pub(crate) async fn list_members(
     State(state): State<AppState>,
-    _: Allowed<Members>,
+    _: AllowedIn<Members>,
     Id(ws): Id<WorkspaceId>,
     Query(q): Query<Params>,
 ) -> Reply<AdminPage<WorkspaceMember>> {
@@ -353,7 +353,7 @@ pub(crate) async fn list_members(
 )]
 pub(crate) async fn retrieve_member(
     State(state): State<AppState>,
-    _: Allowed<Members>,
+    _: AllowedIn<Members>,
     Id(ws): Id<WorkspaceId>,
     Id(user): Id<UserId>,
 ) -> Reply<WorkspaceMember> {
@@ -376,7 +376,7 @@ pub(crate) async fn retrieve_member(
 )]
 pub(crate) async fn update_member(
     State(state): State<AppState>,
-    _: Allowed<Members>,
+    _: AllowedIn<Members>,
     Id(ws): Id<WorkspaceId>,
     Id(user): Id<UserId>,
     Json(body): Json<MemberUpdate>,
@@ -401,7 +401,7 @@ pub(crate) async fn update_member(
 )]
 pub(crate) async fn remove_member(
     State(state): State<AppState>,
-    _: Allowed<Members>,
+    _: AllowedIn<Members>,
     Id(ws): Id<WorkspaceId>,
     Id(user): Id<UserId>,
 ) -> Reply<WorkspaceMemberDeleted> {

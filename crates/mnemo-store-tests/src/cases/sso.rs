@@ -65,6 +65,17 @@ pub async fn sso_people_are_created_once_and_get_their_groups_roles_at_every_sig
         .unwrap();
     assert!(!second.created);
     assert_eq!(second.user.id, first.user.id);
+    // The provider is the source of truth for who they are: a changed address or name is taken.
+    assert_eq!(second.user.email, "ada@new.example.com", "the address the provider sends now");
+    let renamed = s
+        .sso_sign_in(
+            SsoIdentity { name: Some("Ada Lovelace".into()), ..who("sub-ada", "ada@new.example.com") },
+            grants(OrgRole::User, &[(&b, WorkspaceRole::WorkspaceUser)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!((renamed.user.name.as_str(), renamed.changes.len()), ("Ada Lovelace", 0));
+    assert_eq!(s.get_user(&first.user.id).await.unwrap().name, "Ada Lovelace");
     assert!(
         matches!(s.get_member(&a, &first.user.id).await, Err(StoreError::NotFound { .. })),
         "group removed: role lost"
@@ -80,6 +91,11 @@ pub async fn sso_people_are_created_once_and_get_their_groups_roles_at_every_sig
         .await
         .unwrap();
     assert!(again.changes.is_empty());
+    assert_eq!(again.user.email, "ada@example.com");
+    // An address another person holds stays theirs: this person keeps the one they had.
+    let bea = s.sso_sign_in(who("sub-bea", "bea@example.com"), grants(OrgRole::User, &[])).await.unwrap();
+    let taken = s.sso_sign_in(who("sub-bea", "ada@example.com"), grants(OrgRole::User, &[])).await.unwrap();
+    assert_eq!((taken.user.id, taken.user.email.as_str()), (bea.user.id, "bea@example.com"));
 
     // An admin group: org admin, no explicit memberships; taken away, the role goes too.
     let admin = s.sso_sign_in(who("sub-ada", "ada@example.com"), grants(OrgRole::Admin, &[])).await.unwrap();

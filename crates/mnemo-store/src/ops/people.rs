@@ -80,6 +80,8 @@ pub trait PeopleSql: Clock {
     /// People in the order they joined: every one, or only `only`, or only the one with `email`.
     async fn user_rows(&self, only: Option<&UserId>, email: Option<&str>) -> Result<Vec<UserRow>>;
     async fn set_user_role(&self, id: &UserId, role: &str) -> Result<()>;
+    /// Sets a person's address (already normalized and free) and name.
+    async fn set_user_profile(&self, id: &UserId, email: &str, name: &str) -> Result<()>;
     /// Deletes a person with their memberships and console sessions.
     async fn delete_user(&self, id: &UserId) -> Result<()>;
     async fn insert_invite(&self, row: NewInviteRow<'_>) -> Result<()>;

@@ -76,6 +76,21 @@ pub async fn sign_in<S: SsoSql>(sql: &S, identity: &SsoIdentity, grants: &Grants
                 sql.set_user_role(&user.id, grants.org_role.as_str()).await?;
                 changes.push(RoleChange::Org { from: user.role, to: grants.org_role });
             }
+            let (email, name) = crate::rules::sso::profile_changes(
+                &user.email,
+                &user.name,
+                identity.email.as_deref(),
+                identity.name.as_deref(),
+            );
+            // An address another person holds stays theirs; this person keeps the one they had.
+            let email = match email {
+                Some(e) if sql.user_rows(None, Some(&e)).await?.is_empty() => Some(e),
+                _ => None,
+            };
+            if email.is_some() || name.is_some() {
+                let email = email.as_deref().unwrap_or(&user.email);
+                sql.set_user_profile(&user.id, email, name.as_deref().unwrap_or(&user.name)).await?;
+            }
             (user.id, false)
         }
         None => {

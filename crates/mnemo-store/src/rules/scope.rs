@@ -4,7 +4,7 @@
 //! session has a store attached — the caller of `decide` looks up first ([`attachment_lookup`]
 //! says when a lookup is needed).
 
-use mnemo_api::{Access, Actor, EnvironmentId, MemoryStoreId, OrgRole, SessionId, WorkId, WorkspaceRole};
+use mnemo_api::{Access, Actor, EnvironmentId, MemoryStoreId, OrgRole, SessionId, UserId, WorkId, WorkspaceRole};
 
 use crate::Credential;
 use crate::rules::session::EventAuthor;
@@ -197,8 +197,7 @@ pub fn memory_actor(caller: &Credential) -> Option<Actor> {
 }
 
 /// Who a caller appends events as (what it may post is [`EventAuthor::may_post`]); `None` for a
-/// healthcheck's sessions token, which reaches no session, and for a person, whose events the
-/// session log has no author kind for yet.
+/// healthcheck's sessions token, which reaches no session, and an admin key.
 pub fn event_author(caller: &Credential) -> Option<EventAuthor> {
     match caller {
         Credential::ApiKey(id) => Some(EventAuthor::ApiKey(id.clone())),
@@ -206,7 +205,8 @@ pub fn event_author(caller: &Credential) -> Option<EventAuthor> {
         Credential::SessionToken { work, session: Some(session), .. } => {
             Some(EventAuthor::SessionToken { session: session.clone(), work: work.clone() })
         }
-        Credential::SessionToken { session: None, .. } | Credential::AdminKey(_) | Credential::Person { .. } => None,
+        Credential::Person { user, .. } => Some(EventAuthor::Person(user.clone())),
+        Credential::SessionToken { session: None, .. } | Credential::AdminKey(_) => None,
     }
 }
 
@@ -228,6 +228,28 @@ pub fn reach(caller: &Credential, admin_api: bool) -> Decision {
     match caller {
         Credential::AdminKey(_) if !admin_api => forbid(ADMIN_KEY_OUTSIDE_ADMIN_API),
         _ => Decision::Allow,
+    }
+}
+
+/// On the Admin API, the person whose role in one workspace decides an operation about that
+/// workspace (spec §8.4, §8.6: a developer mints the API keys of a workspace they develop in, a
+/// workspace admin manages its members and rate limits): a person who is not an org admin.
+/// Everyone else is judged by the organization's row ([`Action::Organization`]).
+pub fn judged_in_workspace(caller: &Credential) -> Option<&UserId> {
+    match caller {
+        Credential::Person { user, role } if role.org != OrgRole::Admin => Some(user),
+        _ => None,
+    }
+}
+
+/// The row of a workspace's own table an Admin API operation about one workspace falls under,
+/// for a person [`judged_in_workspace`]; `None` for what only the organization does.
+pub fn workspace_row(op: OrgOp) -> Option<WorkspaceOp> {
+    match op {
+        OrgOp::ApiKeys => Some(WorkspaceOp::ApiKeys),
+        OrgOp::Members => Some(WorkspaceOp::Members),
+        OrgOp::RateLimits => Some(WorkspaceOp::Settings),
+        OrgOp::ReadOrganization | OrgOp::Workspaces | OrgOp::People => None,
     }
 }
 

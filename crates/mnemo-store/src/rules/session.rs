@@ -31,6 +31,9 @@ pub enum EventAuthor {
     /// A worker with the sessions token of one delivery of `work` for `session`: tool results
     /// only, to that session (the scope decision has checked the session is its own).
     SessionToken { session: SessionId, work: WorkId },
+    /// A person with their identity provider's token: the user's side (input and tool results
+    /// of their client), never the agent's.
+    Person(mnemo_api::UserId),
 }
 
 /// Which side of a session an event belongs to.
@@ -87,6 +90,10 @@ impl EventAuthor {
                     .into())
             }
             (Self::EnvironmentKey(_) | Self::SessionToken { .. }, Side::ToolResult) => Ok(()),
+            (Self::Person(_), Side::User | Side::ToolResult) => Ok(()),
+            (Self::Person(_), Side::Agent) => Err(format!(
+                "a person posts the user's side of a session; {kind} is the agent's (an API key driving it may post it)"
+            )),
         }
     }
 
@@ -104,6 +111,7 @@ impl EventAuthor {
             Self::SessionToken { session, work } => {
                 EventPoster::SessionActor { session_id: session.clone(), work_id: work.clone() }
             }
+            Self::Person(user) => EventPoster::UserActor { user_id: user.clone() },
         }
     }
 }

@@ -109,10 +109,46 @@ pub fn grants<W: Ord + Clone>(mappings: &[RoleMapping<W>], groups: &[String]) ->
     Some(Grants { org_role, workspaces })
 }
 
+/// What a sign-in changes of a known person's name and address: the identity provider is the
+/// source of truth for who they are, so a changed `name` or `email` claim is taken (an address
+/// already normalized, a name that passes the person-name rules); a claim absent or unusable
+/// leaves the stored value. `(email, name)`, each `Some` only when it changes.
+pub fn profile_changes(
+    stored_email: &str,
+    stored_name: &str,
+    claimed_email: Option<&str>,
+    claimed_name: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let email = claimed_email.and_then(|e| mnemo_api::normalize_email(e).ok()).filter(|e| e != stored_email);
+    let name = claimed_name
+        .map(str::trim)
+        .filter(|n| mnemo_api::validate_person_name(n).is_ok() && *n != stored_name)
+        .map(str::to_owned);
+    (email, name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use WorkspaceRole::*;
+
+    #[test]
+    fn a_sign_in_takes_a_changed_name_and_address() {
+        type Changes = (Option<String>, Option<String>);
+        let some = |s: &str| Some(s.to_owned());
+        #[rustfmt::skip]
+        let rows: &[(Option<&str>, Option<&str>, Changes)] = &[
+            (Some("ann@example.com"), Some("Ann"),              (None, None)),
+            (Some("ANN@Example.com"), Some(" Ann "),            (None, None)),
+            (Some("ann.b@example.com"), Some("Ann B"),          (some("ann.b@example.com"), some("Ann B"))),
+            (None, None,                                        (None, None)),
+            (Some("not an address"), Some(""),                  (None, None)),
+            (Some("ann@example.com"), Some("Ann Married"),      (None, some("Ann Married"))),
+        ];
+        for (email, name, want) in rows {
+            assert_eq!(profile_changes("ann@example.com", "Ann", *email, *name), *want, "{email:?} {name:?}");
+        }
+    }
 
     fn m(raw: &str) -> RoleMapping<String> {
         parse_mapping(raw).unwrap()

@@ -270,7 +270,7 @@ fn a_person_writes_as_themselves() {
     let dev = person(OrgRole::Developer, WorkspaceRole::WorkspaceDeveloper);
     assert_eq!(memory_actor(&dev), Some(Actor::UserActor { user_id: "user_a".into() }));
     assert_eq!(attachment_lookup(&dev), None);
-    assert_eq!(event_author(&dev), None);
+    assert_eq!(event_author(&dev), Some(EventAuthor::Person("user_a".parse().unwrap())));
 }
 
 #[test]
@@ -294,5 +294,29 @@ fn workspace_management_without_a_person() {
     // Inspecting is administering's reading half: the same callers, the same words.
     for caller in [&w.api, &w.env_key, &w.token, &w.admin] {
         assert_eq!(verdict(decide(Some(caller), Action::Inspect)), verdict(decide(Some(caller), Action::Administer)));
+    }
+}
+
+/// On the Admin API a person who is not an org admin is judged by their role in the workspace
+/// an operation is about, on the row of that workspace's table the operation falls under.
+#[test]
+fn who_is_judged_by_their_role_in_a_workspace_on_the_admin_api() {
+    let w = world();
+    let dev = person(OrgRole::Developer, WorkspaceRole::WorkspaceDeveloper);
+    let admin = person(OrgRole::Admin, WorkspaceRole::WorkspaceAdmin);
+    assert_eq!(judged_in_workspace(&dev).map(|u| u.to_string()), Some("user_a".to_owned()));
+    for other in [&admin, &w.admin, &w.api, &w.env_key, &w.token] {
+        assert_eq!(judged_in_workspace(other), None, "{other:?}");
+    }
+    let rows: &[(OrgOp, Option<WorkspaceOp>)] = &[
+        (OrgOp::ApiKeys, Some(WorkspaceOp::ApiKeys)),
+        (OrgOp::Members, Some(WorkspaceOp::Members)),
+        (OrgOp::RateLimits, Some(WorkspaceOp::Settings)),
+        (OrgOp::ReadOrganization, None),
+        (OrgOp::Workspaces, None),
+        (OrgOp::People, None),
+    ];
+    for (op, want) in rows {
+        assert_eq!(workspace_row(*op), *want, "{op:?}");
     }
 }

@@ -171,6 +171,11 @@ fn env_key() -> EventAuthor {
     EventAuthor::EnvironmentKey("envkey_e".parse().unwrap())
 }
 
+/// A person with their identity provider's token.
+fn person() -> EventAuthor {
+    EventAuthor::Person("user_p".parse().unwrap())
+}
+
 /// A worker holding the sessions token of its delivery.
 fn token() -> EventAuthor {
     EventAuthor::SessionToken { session: "sesn_s".parse().unwrap(), work: "work_w".parse().unwrap() }
@@ -233,6 +238,16 @@ fn the_session_state_machine() {
             Given { calls: vec![("c", Tool, true, None)], ..Given::default() },
             vec![json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_c", "result": "deny"})], key(),
             Err("conflict: tool call `sevt_c` is already resolved")),
+        ("a person posts the user's side",
+            Given::default(), vec![message(), json!({"type": "user.interrupt"})], person(),
+            Ok(vec!["+user.message", "+user.interrupt", "enqueue"])),
+        ("a person's client answers a custom tool call",
+            Given { open: vec!["c"], calls: vec![("c", Custom, false, None)], ..Given::default() },
+            vec![json!({"type": "user.custom_tool_result", "custom_tool_use_id": "sevt_c"})], person(),
+            Ok(vec!["answer sevt_c", "+user.custom_tool_result"])),
+        ("a person does not post agent events",
+            Given::default(), vec![json!({"type": "agent.message", "content": []})], person(),
+            Err("forbidden: a person posts the user's side of a session; agent.message is the agent's (an API key driving it may post it)")),
         ("a worker does not post agent events",
             Given::default(), vec![json!({"type": "agent.message", "content": []})], token(),
             Err("forbidden: only an API key driving the session may post agent.message events")),
@@ -399,5 +414,9 @@ fn the_log_records_who_posted_each_event() {
     assert_eq!(
         env_key().poster(),
         EventPoster::EnvironmentKeyActor { environment_key_id: "envkey_e".parse().unwrap() }
+    );
+    assert_eq!(
+        posters(person(), vec![message()]),
+        vec![("user.message".into(), Some(EventPoster::UserActor { user_id: "user_p".parse().unwrap() }))]
     );
 }
