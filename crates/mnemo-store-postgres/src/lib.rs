@@ -20,6 +20,7 @@ mod listen;
 mod memories;
 mod people;
 mod rate_limits;
+mod retention;
 mod schema;
 mod sessions;
 mod sso;
@@ -1041,6 +1042,38 @@ impl Store for PostgresStore {
         query: ListMemories,
     ) -> Result<Listing<MemoryListItem>> {
         read!(self.engine, |tx| memories::list(&tx, ws, store, &query).await)
+    }
+
+    async fn store_retention(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+    ) -> Result<Option<mnemo_store::rules::retention::Retention>> {
+        read!(self.engine, |tx| ops::retention::get(&Pg(&tx), ws, id).await)
+    }
+
+    async fn set_store_retention(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        own: Option<mnemo_store::rules::retention::Retention>,
+    ) -> Result<Option<mnemo_store::rules::retention::Retention>> {
+        write!(self.engine, |tx| ops::retention::set(&Pg(&tx), ws, id, own).await)
+    }
+
+    async fn retention_stores(&self) -> Result<Vec<ops::retention::RetentionStore>> {
+        read!(self.engine, |tx| ops::retention::stores(&Pg(&tx)).await)
+    }
+
+    async fn purge_versions(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        retention: mnemo_store::rules::retention::Retention,
+        after: i64,
+        limit: u32,
+    ) -> Result<Option<ops::retention::PurgeBatch>> {
+        write!(self.engine, |tx| ops::retention::purge_batch(&Pg(&tx), ws, id, retention, after, limit).await)
     }
 
     async fn search_memories(

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0010_person_sessions.sql"),
     include_str!("../migrations/0011_sso_identities.sql"),
     include_str!("../migrations/0012_memory_search.sql"),
+    include_str!("../migrations/0013_version_retention.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -18,6 +18,7 @@ mod events;
 mod memories;
 mod people;
 mod rate_limits;
+mod retention;
 mod schema;
 mod sessions;
 mod sso;
@@ -1012,6 +1013,43 @@ impl Store for SqliteStore {
     ) -> Result<Listing<MemoryListItem>> {
         let (ws, store) = (ws.clone(), store.clone());
         self.engine.read(move |c| memories::list(c, &ws, &store, &query)).await
+    }
+
+    async fn store_retention(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+    ) -> Result<Option<mnemo_store::rules::retention::Retention>> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.read(move |c| run_ready(ops::retention::get(&Lite(c), &ws, &id))).await
+    }
+
+    async fn set_store_retention(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        own: Option<mnemo_store::rules::retention::Retention>,
+    ) -> Result<Option<mnemo_store::rules::retention::Retention>> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine.write(move |c| run_ready(ops::retention::set(&Lite(c), &ws, &id, own))).await
+    }
+
+    async fn retention_stores(&self) -> Result<Vec<ops::retention::RetentionStore>> {
+        self.engine.read(move |c| run_ready(ops::retention::stores(&Lite(c)))).await
+    }
+
+    async fn purge_versions(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        retention: mnemo_store::rules::retention::Retention,
+        after: i64,
+        limit: u32,
+    ) -> Result<Option<ops::retention::PurgeBatch>> {
+        let (ws, id) = (ws.clone(), id.clone());
+        self.engine
+            .write(move |c| run_ready(ops::retention::purge_batch(&Lite(c), &ws, &id, retention, after, limit)))
+            .await
     }
 
     async fn search_memories(

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0012_person_sessions.sql"),
     include_str!("../migrations/0013_sso_identities.sql"),
     include_str!("../migrations/0014_memory_search.sql"),
+    include_str!("../migrations/0015_version_retention.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.

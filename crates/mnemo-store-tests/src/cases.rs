@@ -101,6 +101,10 @@
 //!   against others, released only by its holder, free again once it lapses on the store's
 //!   clock; concurrent claimers of one session get exactly one grant; `span.model_request_end`
 //!   events add their usage to the session's `usage`, and only the agent side reports them.
+//! - [`retention`] — a store's own version retention, set, read and cleared, not found from
+//!   another workspace; a purge keeps each live memory's newest version and every young one,
+//!   deletes the rest (redacted and deleted memories' versions included) in bounded batches,
+//!   and loses no write made while it runs.
 //! - [`model`] — a property test: random creates, updates (content, rename, preconditions),
 //!   deletes, listings and redactions agree with an in-memory model, including the version log
 //!   (one version per successful write, none otherwise) and `memory_change_seq` (it moves
@@ -144,6 +148,7 @@ pub mod memories;
 pub mod model;
 pub mod people;
 pub mod rate_limits;
+pub mod retention;
 pub mod search;
 pub mod sessions;
 pub mod sso;

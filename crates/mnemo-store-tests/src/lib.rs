@@ -300,6 +300,11 @@ macro_rules! conformance {
             a_persons_live_sessions_are_listed,
             ending_person_sessions_is_signalled,
         });
+        $crate::conformance!(@async $factory; retention {
+            a_purge_keeps_each_live_memorys_newest_version_and_the_young_ones,
+            a_stores_own_retention_is_set_read_and_cleared,
+            writes_during_a_purge_lose_nothing,
+        });
         $crate::conformance!(@async $factory; sso {
             sso_people_are_created_once_and_get_their_groups_roles_at_every_sign_in,
         });

@@ -173,6 +173,7 @@ pub static TABLES: &[Table] = &[
             opt("archived_at", Int),
             col("memory_count", Int),
             col("workspace_id", Text),
+            opt("version_retention", Text),
         ],
         key: &["seq"],
     },

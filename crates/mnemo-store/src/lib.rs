@@ -1013,6 +1013,32 @@ pub trait Store: Send + Sync + 'static {
         ws: &WorkspaceId,
         request: search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>>;
+    /// Store `id`'s own version retention (`None`: the server's `--version-retention`).
+    async fn store_retention(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+    ) -> Result<Option<rules::retention::Retention>>;
+    /// Sets store `id`'s own version retention, or with `None` returns it to the server's.
+    async fn set_store_retention(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        own: Option<rules::retention::Retention>,
+    ) -> Result<Option<rules::retention::Retention>>;
+    /// Every store of every workspace (archived ones too) with its own retention.
+    async fn retention_stores(&self) -> Result<Vec<ops::retention::RetentionStore>>;
+    /// One bounded purge batch in store `id` under `retention`, from position `after`
+    /// ([`ops::retention::purge_batch`]), in one short transaction that never takes the
+    /// store's row lock. `None`: another transaction (another replica) is purging; try later.
+    async fn purge_versions(
+        &self,
+        ws: &WorkspaceId,
+        id: &MemoryStoreId,
+        retention: rules::retention::Retention,
+        after: i64,
+        limit: u32,
+    ) -> Result<Option<ops::retention::PurgeBatch>>;
     /// Every live memory of the store with its content, in path order (bytes), read from one
     /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
     /// time through a small bounded channel, so neither side holds the whole store. A store that

@@ -19,6 +19,7 @@
 //! - [`people`]: org roles the API may give, the last admin, invites, workspace roles.
 //! - [`audit`]: the audited actions, their details and how long the log is kept.
 //! - [`search`]: the search query language, what a query matches, and snippets.
+//! - [`retention`]: how long a store keeps versions, and which a purge deletes.
 //! - [`refusal`]: how the organization rules above say no ([`refusal::Refusal`]).
 
 pub mod agent;
@@ -31,6 +32,7 @@ pub mod memory;
 pub mod people;
 pub mod rate_limit;
 pub mod refusal;
+pub mod retention;
 pub mod scope;
 pub mod search;
 pub mod session;
