@@ -39,6 +39,7 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("MemoryPrefix", "memory_prefix"),
     ("MemoryStreamEnd", "memory_stream_end"),
     ("MemorySearchResult", "memory_search_result"),
+    ("VersionRetention", "memory_store_version_retention"),
     ("MemoryWriteResults", "memory_write_results"),
     ("MemoryVersion", "memory_version"),
     ("MemoryDeleted", "memory_deleted"),

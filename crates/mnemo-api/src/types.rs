@@ -79,6 +79,36 @@ pub enum MemoryListItem {
     Prefix(MemoryPrefix),
 }
 
+/// A store's version retention (`GET`/`POST /v1/memory_stores/{store}/version_retention`, a
+/// mnemo extension; `type: "memory_store_version_retention"`): versions older than `effective`
+/// are purged in the background, except each live memory's newest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename = "memory_store_version_retention")]
+pub struct VersionRetention {
+    pub memory_store_id: MemoryStoreId,
+    /// The store's own: a window (`30d`, `12h`, `90s`) or `forever`; null: the server's.
+    pub retention: Option<String>,
+    /// The server's `--version-retention` (`forever` when it keeps everything).
+    pub server_default: String,
+    /// What applies: `retention`, else `server_default`.
+    pub effective: String,
+}
+
+/// Body of `POST /v1/memory_stores/{store}/version_retention`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SetVersionRetention {
+    /// A window (`30d`, `12h`, `45m`, `90s`), `forever`, or null to follow the server's again.
+    /// Required (an absent key is refused, so a typo never resets a store's retention).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub retention: Option<Option<String>>,
+}
+
+/// A key that is present, whatever its value (`null` included): `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
 /// One result of a memory search (`GET /v1/memory_stores/{store}/memories:search` and
 /// `GET /v1/memories:search`, mnemo extensions; `type: "memory_search_result"`), best first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

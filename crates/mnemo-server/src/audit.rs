@@ -88,6 +88,8 @@ const AUDITED: &[Audited] = audited! {
     DELETE "/v1/sessions/{session}" => SessionDelete, IdIn::Path("session"), [];
     POST "/v1/memory_stores/{store}/memory_versions/{version}/redact" =>
         MemoryVersionRedact, IdIn::Path("version"), ["memory_id"];
+    POST "/v1/memory_stores/{store}/version_retention" =>
+        MemoryStoreRetentionUpdate, IdIn::Path("store"), ["retention", "effective"];
 };
 
 /// The most of an audited answer read to find its id and details: answers of audited routes

@@ -62,7 +62,10 @@ use tokio::net::TcpListener;
 pub use auth::hash_credential;
 pub use error::ApiError;
 pub use listen::ServeConfig;
-pub use maintenance::{AUDIT_PRUNE_EVERY, expire_work_leases, prune_audit_log};
+pub use maintenance::{
+    AUDIT_PRUNE_EVERY, PurgePass, VERSION_PURGE_EVERY, expire_work_leases, prune_audit_log, purge_expired_versions,
+    purge_pass,
+};
 pub use metrics::refresh_gauges;
 pub use outbound::{WebhookTargets, is_public};
 pub use streams::StreamLimits;
@@ -114,6 +117,8 @@ pub struct AppState {
     sso: Option<Arc<mnemo_console::oidc::Sso>>,
     /// The MCP server served at `/mcp` (`None`: not served), behind the API's authentication.
     mcp: Option<axum::Router>,
+    /// How long versions are kept unless a store says otherwise (`--version-retention`).
+    version_retention: mnemo_store::rules::retention::Retention,
 }
 
 /// What the Admin API needs to know of the server's configuration (admin-api.md §8.5, §8.9).
@@ -177,6 +182,7 @@ impl AppState {
             organization_id: Arc::default(),
             sso: None,
             mcp: None,
+            version_retention: mnemo_store::rules::retention::Retention::Forever,
             store,
         };
         tokio::spawn(changes::follow(
@@ -291,6 +297,13 @@ impl AppState {
     /// Serves the memory stream extension (`GET /v1/memory_stores/{store}/memories:stream`) or
     /// hides it (`false`: clients then download page by page, as from the hosted API). On by
     /// default.
+    /// How long versions are kept unless a store says otherwise (`--version-retention`; the
+    /// purge itself is [`purge_expired_versions`]'s, started beside the server).
+    pub fn with_version_retention(mut self, retention: mnemo_store::rules::retention::Retention) -> Self {
+        self.version_retention = retention;
+        self
+    }
+
     pub fn with_memory_stream(mut self, on: bool) -> Self {
         self.memory_stream = on;
         self

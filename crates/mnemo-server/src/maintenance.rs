@@ -6,9 +6,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use mnemo_store::Store;
+use mnemo_api::{AuditActor, AuditActorType, AuditOutcome, AuditResource};
+use mnemo_store::ops::NewAuditEvent;
+use mnemo_store::ops::retention::RetentionStore;
+use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::retention::{self, Retention};
+use mnemo_store::{Store, StoreError};
 use tokio::sync::Notify;
 
 /// Writes committed by this process: counted after each, so a task that read the count before
@@ -84,6 +89,116 @@ pub async fn prune_audit_log(store: Arc<dyn Store>, days: u32, every: Duration) 
             Ok(n) => tracing::info!(entries = n, days, "deleted audit entries past their retention"),
             Err(e) => tracing::warn!(error = %e.chain(), "could not delete old audit entries"),
         }
+    }
+}
+
+/// How often expired versions are purged unless `--version-purge-every` says otherwise.
+pub const VERSION_PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// What one purge pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgePass {
+    /// Versions deleted, in every store.
+    pub versions: u64,
+    /// Their content bytes.
+    pub bytes: u64,
+    /// Stores that lost versions.
+    pub stores: u64,
+    /// Whether it stopped early because another replica was purging (that replica's pass
+    /// covers the rest).
+    pub yielded: bool,
+}
+
+/// Purges expired versions now and every `every` until the task is dropped
+/// ([`purge_pass`]). Failures are logged and retried on the next tick.
+pub async fn purge_expired_versions(store: Arc<dyn Store>, default: Retention, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_full = Instant::now();
+    loop {
+        tick.tick().await;
+        match purge_pass(&*store, default).await {
+            Ok(pass) => {
+                if !pass.yielded {
+                    last_full = Instant::now();
+                }
+                if pass.versions > 0 {
+                    tracing::info!(
+                        versions = pass.versions,
+                        bytes = pass.bytes,
+                        stores = pass.stores,
+                        "purged expired memory versions"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e.chain(), "could not purge expired memory versions"),
+        }
+        // How far behind purging may be: the time since a pass last went over every store.
+        metrics::gauge!("mnemo_version_purge_lag_seconds").set(last_full.elapsed().as_secs_f64());
+    }
+}
+
+/// One pass over every store (archived ones too): each one's versions past its retention
+/// ([`retention::effective`] of `default` and its own) go in batches of
+/// [`retention::PURGE_BATCH`], each one short transaction, the task yielding between them. A
+/// store that lost versions gets an audit entry (`memory_version.purge`, actor
+/// `system`/`retention`, with counts only) and the metrics `mnemo_versions_purged_total` and
+/// `mnemo_version_purge_bytes_total` grow. When another replica holds the purge, this pass
+/// stops: one replica purges at a time.
+pub async fn purge_pass(store: &dyn Store, default: Retention) -> Result<PurgePass, StoreError> {
+    let started = Instant::now();
+    let mut pass = PurgePass::default();
+    'stores: for target in store.retention_stores().await? {
+        let applies = retention::effective(default, target.own);
+        if applies == Retention::Forever {
+            continue;
+        }
+        let (mut after, mut versions, mut bytes) = (0, 0, 0);
+        loop {
+            let Some(batch) =
+                store.purge_versions(&target.workspace, &target.store, applies, after, retention::PURGE_BATCH).await?
+            else {
+                pass.yielded = true;
+                record_purge(store, &target, applies, versions, bytes).await;
+                break 'stores;
+            };
+            versions += batch.versions;
+            bytes += batch.bytes;
+            after = batch.next_after;
+            if batch.done {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        if versions > 0 {
+            pass.stores += 1;
+        }
+        pass.versions += versions;
+        pass.bytes += bytes;
+        record_purge(store, &target, applies, versions, bytes).await;
+    }
+    metrics::histogram!("mnemo_version_purge_pass_seconds").record(started.elapsed().as_secs_f64());
+    Ok(pass)
+}
+
+/// The audit entry and metrics of a store's purge (nothing when nothing went).
+async fn record_purge(store: &dyn Store, target: &RetentionStore, applied: Retention, versions: u64, bytes: u64) {
+    if versions == 0 {
+        return;
+    }
+    metrics::counter!("mnemo_versions_purged_total").increment(versions);
+    metrics::counter!("mnemo_version_purge_bytes_total").increment(bytes);
+    let event = NewAuditEvent {
+        action: AuditAction::MemoryVersionPurge,
+        workspace: Some(target.workspace.clone()),
+        actor: AuditActor { kind: AuditActorType::System, id: "retention".into() },
+        resource: Some(AuditResource { kind: "memory_store".into(), id: target.store.to_string() }),
+        client_ip: None,
+        outcome: AuditOutcome::Success,
+        details: serde_json::json!({ "versions": versions, "bytes": bytes, "retention": applied.to_string() }),
+    };
+    if let Err(e) = store.record_audit_event(event).await {
+        tracing::error!(error = %e.chain(), "could not record a purge in the audit log");
     }
 }
 

@@ -5,6 +5,7 @@ mod environments;
 mod events;
 mod memories;
 mod memory_changes;
+mod memory_retention;
 mod memory_search;
 mod memory_stores;
 mod memory_versions;
@@ -26,7 +27,7 @@ use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
 use mnemo_api::headers::{
     BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BATCH_EXTENSION, MEMORY_BETA, MEMORY_SEARCH_EXTENSION,
-    MEMORY_STREAM_EXTENSION,
+    MEMORY_STREAM_EXTENSION, VERSION_RETENTION_EXTENSION,
 };
 
 /// Every documented route: the API's router and its OpenAPI description, from the handlers'
@@ -42,6 +43,7 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memories::batch))
         .routes(routes!(memory_search::in_store))
         .routes(routes!(memory_search::everywhere))
+        .routes(routes!(memory_retention::retrieve, memory_retention::update))
         .routes(routes!(memory_changes::changes))
         .routes(routes!(memory_versions::list))
         .routes(routes!(memory_versions::retrieve))
@@ -144,7 +146,7 @@ async fn organization_header(
 }
 
 fn extensions_header(state: &AppState) -> HeaderValue {
-    let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION, MEMORY_SEARCH_EXTENSION];
+    let mut names = vec!["change-feed", MEMORY_BATCH_EXTENSION, MEMORY_SEARCH_EXTENSION, VERSION_RETENTION_EXTENSION];
     if state.memory_stream {
         names.push(MEMORY_STREAM_EXTENSION);
     }

@@ -55,6 +55,7 @@ fn row(op: &str) -> Option<Row> {
         "memory_stores.retrieve" | "memory_stores.update" | "memory_stores.delete" | "memory_stores.archive" => Ids,
         "memory_changes.changes" | "memories.stream" | "memories.batch" | "memories.search" => Ids,
         "memories.search_all" => Listing,
+        "memory_stores.version_retention.retrieve" | "memory_stores.version_retention.update" => Ids,
         "memories.list" | "memories.create" | "memories.retrieve" | "memories.update" | "memories.delete" => Ids,
         "memory_versions.list" | "memory_versions.retrieve" | "memory_versions.redact" => Ids,
         "sessions.retrieve" | "sessions.update" | "sessions.delete" | "sessions.archive" => Ids,

@@ -18,6 +18,7 @@ mod isolation_sessions;
 mod memories;
 mod memory_batch;
 mod memory_changes;
+mod memory_retention;
 mod memory_search;
 mod memory_stores;
 mod memory_stream;

@@ -151,7 +151,7 @@ async fn a_hidden_stream_is_an_unknown_route_and_the_header_says_so() {
         "answered like a route that does not exist"
     );
     let resp = s.raw(Method::GET, "/healthz").send().await.unwrap();
-    assert_eq!(resp.headers()[EXTENSIONS_HEADER], "change-feed, memory-batch, memory-search");
+    assert_eq!(resp.headers()[EXTENSIONS_HEADER], "change-feed, memory-batch, memory-search, version-retention");
     assert_eq!(s.client.offers_memory_stream(), Some(false));
     assert!(s.client.open_memory_stream(&store).await.unwrap().is_none(), "the client lists pages instead");
 }

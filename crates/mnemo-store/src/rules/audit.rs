@@ -83,6 +83,11 @@ actions! {
     MemoryStoreDelete => "memory_store.delete", Some("memory_store"), false;
     SessionDelete => "session.delete", Some("session"), false;
     MemoryVersionRedact => "memory_version.redact", Some("memory_version"), false;
+    /// A store's own version retention was set or cleared (`details.retention`, `.effective`).
+    MemoryStoreRetentionUpdate => "memory_store.retention_update", Some("memory_store"), false;
+    /// A purge pass deleted versions of a store past its retention (`details.versions`,
+    /// `.bytes`, `.retention`; actor `system`/`retention`).
+    MemoryVersionPurge => "memory_version.purge", Some("memory_store"), false;
     /// A person signed in to the console.
     SignIn => "sign_in", None, true;
     /// A console sign-in was refused (wrong password, unknown email, revoked key).

@@ -199,6 +199,19 @@ pub(crate) struct Serve {
           value_parser = parse_retention, env = "MNEMO_AUDIT_RETENTION_DAYS")]
     audit_retention_days: u32,
 
+    /// How long memory versions are kept: a window such as `30d`, `12h`, `45m` or `90s`, or
+    /// `forever` (the default). Older versions are purged in the background, except each live
+    /// memory's newest; a store may set its own (`POST /v1/memory_stores/{id}/version_retention`,
+    /// or its page in the console).
+    #[arg(long, value_name = "DURATION", default_value = "forever", env = "MNEMO_VERSION_RETENTION")]
+    version_retention: mnemo_store::rules::retention::Retention,
+
+    /// How often, in seconds, expired versions are purged (in batches of 1,000, one replica at a
+    /// time).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..),
+          env = "MNEMO_VERSION_PURGE_EVERY")]
+    version_purge_every: u64,
+
     /// How long an invite's link stays usable, in seconds (default 7 days).
     #[arg(long, value_name = "SECONDS", default_value_t = mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
           env = "MNEMO_INVITE_TTL")]
@@ -491,12 +504,15 @@ impl Serve {
                 sso.provider_name, sso.callback_url
             );
         }
-        let (leases, audit) = (Arc::clone(&store), Arc::clone(&store));
+        let (leases, audit, versions) = (Arc::clone(&store), Arc::clone(&store), Arc::clone(&store));
         let days = self.audit_retention_days;
+        let (retention, purge_every) =
+            (self.version_retention, std::time::Duration::from_secs(self.version_purge_every));
         let expiry = tokio::spawn(async move {
             tokio::join!(
                 mnemo_server::expire_work_leases(leases, LEASE_SWEEP_EVERY),
                 mnemo_server::prune_audit_log(audit, days, mnemo_server::AUDIT_PRUNE_EVERY),
+                mnemo_server::purge_expired_versions(versions, retention, purge_every),
             );
         });
         if targets.allows_private() {
@@ -528,6 +544,7 @@ impl Serve {
             .with_console(console)
             .with_sso(sso)
             .with_memory_stream(!self.no_memory_stream)
+            .with_version_retention(self.version_retention)
             .with_webhook_targets(targets)
             .with_stream_limits(mnemo_server::StreamLimits {
                 per_credential: self.max_streams_per_credential,
