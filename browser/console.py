@@ -38,7 +38,7 @@ WIDE = (1280, 800)
 NARROW = (390, 800)
 
 # Every element a person can click to act: buttons, submit inputs, links.
-CLICKABLE = "button, input[type=submit], input[type=button], a[href], [role=button]"
+CLICKABLE = "button, input[type=submit], input[type=button], a[href], [role=button], summary"
 # JavaScript: the text a person reads on an element (collapsed whitespace).
 VISIBLE_TEXT = (
     "const e = arguments[0];"

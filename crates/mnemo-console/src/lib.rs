@@ -121,6 +121,8 @@ pub struct ConsoleConfig {
     pub invite_ttl_secs: u64,
     /// Single sign-on (`/console/oidc/start` and `/callback`), when `--oidc-issuer` is given.
     pub oidc: Option<std::sync::Arc<oidc::Sso>>,
+    /// How long versions are kept unless a store says otherwise (`--version-retention`).
+    pub version_retention: mnemo_store::rules::retention::Retention,
 }
 
 impl Default for ConsoleConfig {
@@ -133,6 +135,7 @@ impl Default for ConsoleConfig {
             public_url: None,
             invite_ttl_secs: mnemo_store::rules::people::DEFAULT_INVITE_TTL_SECS,
             oidc: None,
+            version_retention: mnemo_store::rules::retention::Retention::Forever,
         }
     }
 }
@@ -178,6 +181,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/stores/new", get(stores::new_form))
         .route("/console/stores/{store}", get(memories::store_page))
         .route("/console/stores/{store}/archive", get(stores::archive_confirm).post(stores::archive))
+        .route("/console/stores/{store}/retention", post(memories::set_retention))
         .route("/console/stores/{store}/delete", get(stores::delete_confirm).post(stores::delete))
         .route("/console/stores/{store}/memories", post(memories::create))
         .route("/console/stores/{store}/memories/new", get(memories::new_form))

@@ -18,6 +18,8 @@ use crate::auth::{Posted, Signed, encode_component};
 use crate::page::{Chrome, PageError, Section, refusal, render, render_with, see_other};
 use crate::stores::ConfirmPage;
 use crate::text::{DiffLine, Line, diff, from_form, lines, size, when};
+use mnemo_store::rules::audit::AuditAction;
+use mnemo_store::rules::retention::{self, Retention};
 use mnemo_store::rules::scope::{Action, MemoryOp};
 
 /// Entries per page of a folder.
@@ -65,6 +67,7 @@ pub(crate) struct Entry {
 #[template(path = "store.html")]
 struct StorePage {
     chrome: Chrome,
+    kept: RetentionView,
     store: StoreHead,
     memories: u64,
     bytes: String,
@@ -75,6 +78,19 @@ struct StorePage {
     next: Option<String>,
     first_page: bool,
     message: Option<String>,
+}
+
+/// How long a store keeps versions, as its page says it.
+#[derive(Debug)]
+struct RetentionView {
+    /// The form's field: the store's own window, or blank when it follows the server.
+    field: String,
+    /// `forever`, or `for 30d`.
+    effective: String,
+    /// Whose window that is.
+    whose: &'static str,
+    /// The server's `--version-retention`.
+    server: String,
 }
 
 /// What a store's page lists: a folder (`prefix`, `/` when not given), or, when `filter` is
@@ -134,11 +150,77 @@ pub(crate) async fn store_page(
     Id(store_id): Id<MemoryStoreId>,
     Query(q): Query<StoreQuery>,
 ) -> Result<Response, PageError> {
+    store_view(&console, &who, &store_id, q, None, None).await
+}
+
+/// The form that sets a store's version retention.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RetentionForm {
+    #[serde(default)]
+    retention: String,
+}
+
+/// Sets the store's own version retention (blank: the server's), as
+/// `POST /v1/memory_stores/{id}/version_retention` does; a malformed window re-shows the page
+/// with the form as typed and what to write.
+pub(crate) async fn set_retention(
+    State(console): State<Console>,
+    Id(store_id): Id<MemoryStoreId>,
+    posted: Posted<RetentionForm>,
+) -> Result<Response, PageError> {
+    let who = &posted.who;
+    who.allow(Action::Memory { store: &store_id, op: MemoryOp::Administer, attached: None })?;
+    let typed = posted.form.retention.trim();
+    let own = match typed {
+        "" => None,
+        raw => match raw.parse::<Retention>() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                let q = StoreQuery { filter: None, folder: PathPrefix::root(), after: None };
+                return store_view(&console, who, &store_id, q, Some(e.to_string()), Some(typed.to_owned())).await;
+            }
+        },
+    };
+    let own = console.store.set_store_retention(&who.workspace, &store_id, own).await?;
+    let effective = retention::effective(console.config.version_retention, own);
+    crate::audit_log::record(
+        &console,
+        who,
+        AuditAction::MemoryStoreRetentionUpdate,
+        store_id.as_str(),
+        serde_json::json!({ "retention": own.map(|r| r.to_string()), "effective": effective.to_string() }),
+    )
+    .await;
+    tracing::info!(store.id = %store_id, by = %who.label(), "set a store's version retention in the console");
+    Ok(see_other(&format!("/console/stores/{store_id}")))
+}
+
+/// A store's page: a folder or a filter's memories, its retention, and `message` (a refusal to
+/// show) with `typed` (the retention as typed, when that was refused).
+async fn store_view(
+    console: &Console,
+    who: &Signed,
+    store_id: &MemoryStoreId,
+    q: StoreQuery,
+    mut message: Option<String>,
+    typed: Option<String>,
+) -> Result<Response, PageError> {
+    let store_id = store_id.clone();
     let store = console.store.get_memory_store(&who.workspace, &store_id).await?;
     let head = StoreHead::from(&store);
     let StoreQuery { filter, folder, after } = q;
     let first_page = after.is_none();
-    let mut message = None;
+    let own = console.store.store_retention(&who.workspace, &store_id).await?;
+    let server = console.config.version_retention;
+    let kept = RetentionView {
+        field: typed.unwrap_or_else(|| own.map(|r| r.to_string()).unwrap_or_default()),
+        effective: match retention::effective(server, own) {
+            Retention::Forever => "forever".to_owned(),
+            window => format!("for {window}"),
+        },
+        whose: if own.is_some() { "this store's own" } else { "this server's default" },
+        server: server.to_string(),
+    };
     // A filter lists every memory whose path starts with it, below its folder, in path order.
     let (prefix, depth, after) = match &filter {
         Some(f) => {
@@ -218,6 +300,7 @@ pub(crate) async fn store_page(
         .unwrap_or_default();
     Ok(render(&StorePage {
         chrome: who.chrome(Section::Stores),
+        kept,
         crumbs: crumbs(&head.id, prefix.as_str()),
         store: head,
         memories: used.memories,

@@ -530,6 +530,7 @@ impl Serve {
             oidc_provider_name: sso.as_ref().map(|s| s.provider_name.clone()),
             password_sign_in: self.oidc.password_sign_in(),
             oidc: sso.clone(),
+            version_retention: self.version_retention,
         });
         let console_on = console.is_some();
         let mut state = AppState::new(Arc::clone(&store))
