@@ -27,6 +27,7 @@ pub mod limits;
 pub mod openapi;
 mod path;
 pub mod people;
+mod retention;
 mod secret;
 mod sessions;
 mod types;
@@ -45,6 +46,7 @@ pub use ids::{
 };
 pub use path::{MemoryPath, Overlap, PathError, PathPrefix};
 pub use people::*;
+pub use retention::{BadRetention, Retention};
 pub use secret::{REDACTED, Secret};
 pub use sessions::*;
 pub use types::*;

@@ -391,6 +391,27 @@ impl Client {
         self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{store}/memories")).query(params)).await
     }
 
+    /// Store `id`'s version retention (`version_retention`, a mnemo extension); `Ok(None)` from
+    /// a server without it (the hosted API answers `404`).
+    pub async fn get_version_retention(&self, id: &MemoryStoreId) -> Result<Option<mnemo_api::VersionRetention>> {
+        match self.send(|| self.request(Method::GET, &format!("/v1/memory_stores/{id}/version_retention"))).await {
+            Ok(view) => Ok(Some(view)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets store `id`'s own version retention (`30d`, `forever`), or with `None` returns it to
+    /// the server's.
+    pub async fn set_version_retention(
+        &self,
+        id: &MemoryStoreId,
+        retention: Option<&str>,
+    ) -> Result<mnemo_api::VersionRetention> {
+        let body = serde_json::json!({ "retention": retention });
+        self.send(|| self.request(Method::POST, &format!("/v1/memory_stores/{id}/version_retention")).json(&body)).await
+    }
+
     /// A page of memories matching a search (`memories:search`, a mnemo extension; the hosted
     /// API answers `404`): in one store, or with `store: None` across every store the
     /// credential reaches. Best first, each with a snippet marking the matches `«…»`.

@@ -56,6 +56,11 @@ pub async fn export(
         true => Error::StoreNotFound(store.clone()),
         false => Error::call(format!("read memory store {store}"))(e),
     })?;
+    let retention = client
+        .get_version_retention(store)
+        .await
+        .map_err(Error::call(format!("read the version retention of memory store {store}")))?
+        .and_then(|view| view.retention);
     let mut histories = match options.versions {
         true => read_versions(client, store, progress).await?,
         false => BTreeMap::new(),
@@ -72,6 +77,7 @@ pub async fn export(
             metadata: fields.metadata,
             created_at: fields.created_at,
             archived_at: fields.archived_at,
+            version_retention: retention,
         },
         versions: options.versions,
     };

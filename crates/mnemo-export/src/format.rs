@@ -77,6 +77,10 @@ pub struct StoreFields {
     pub created_at: Timestamp,
     #[serde(default)]
     pub archived_at: Option<Timestamp>,
+    /// The store's own version retention (`30d`, `forever`), when it has one and the server
+    /// has the extension: a store an import creates gets it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_retention: Option<String>,
 }
 
 /// One live memory: its path and exact content, with the digest and size to check it by.
@@ -860,6 +864,7 @@ mod tests {
                 metadata: BTreeMap::from([("k".into(), "v".into())]),
                 created_at: "2026-11-01T10:00:00Z".parse().unwrap(),
                 archived_at: None,
+                version_retention: None,
             },
             versions: false,
         }

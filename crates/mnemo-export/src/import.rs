@@ -108,7 +108,23 @@ pub async fn open_target(client: &Client, file: &ExportFile, target: &Target) ->
                 description: Some(fields.description.clone()).filter(|d| !d.is_empty()),
                 metadata: Some(fields.metadata.clone()).filter(|m| !m.is_empty()),
             };
+            let retention = fields
+                .version_retention
+                .as_deref()
+                .map(|r| {
+                    r.parse::<mnemo_api::Retention>()
+                        .map(|r| r.to_string())
+                        .map_err(|e| Error::Invalid(format!("the file's store fields: version_retention: {e}")))
+                })
+                .transpose()?;
             let store = client.create_memory_store(&body).await.map_err(Error::call("create the memory store"))?;
+            if let Some(retention) = retention {
+                // A server without the extension keeps every version: nothing to carry over.
+                match client.set_version_retention(&store.id, Some(&retention)).await {
+                    Err(e) if e.is_not_found() => {}
+                    other => drop(other.map_err(Error::call("set the new store's version retention"))?),
+                }
+            }
             Ok((store, true))
         }
     }

@@ -410,11 +410,13 @@ async fn versions_export_operations_actors_and_redactions() {
         .unwrap();
     client.redact_memory_version(&store, &first).await.unwrap();
     client.delete_memory(&store, &gone.id, None).await.unwrap();
+    client.set_version_retention(&store, Some("90d")).await.unwrap();
 
     let file = tmp.path().join("history.jsonl");
     export(&server, &store, &file, &["--versions"]);
     let l = lines(&file);
     assert_eq!(l[0]["versions"], true);
+    assert_eq!(l[0]["store"]["version_retention"], "90d", "the store's own retention travels with it");
     let memory = &l[1];
     assert_eq!((memory["path"].as_str(), memory["content"].as_str()), (Some("/kept.md"), Some("v2")));
     let ops: Vec<&str> =
@@ -445,6 +447,33 @@ async fn versions_export_operations_actors_and_redactions() {
     assert_eq!(contents(&client, &target).await, contents(&client, &store).await);
     let written = client.list_all_memory_versions(&target, ListMemoryVersionsParams::default()).await.unwrap();
     assert_eq!(written.len(), 1, "one created version per memory: {written:?}");
+    let kept = client.get_version_retention(&target).await.unwrap().unwrap();
+    assert_eq!(kept.retention.as_deref(), Some("90d"), "the new store keeps versions as the old one did");
+
+    // A malformed retention in the file is refused before any store is made.
+    let mut bad = lines(&file);
+    bad[0]["store"]["version_retention"] = "a fortnight".into();
+    let bad_file = tmp.path().join("bad.jsonl");
+    write_lines(&bad_file, &bad);
+    let stores_before = client
+        .list_memory_stores(&ListMemoryStoresParams { limit: Some(100), ..Default::default() })
+        .await
+        .unwrap()
+        .data
+        .len();
+    let out = import(&server, &bad_file, &[]);
+    assert!(!out.status.success(), "{}", shown(&out));
+    assert!(text(&out.stderr).contains("version_retention"), "{}", shown(&out));
+    assert_eq!(
+        client
+            .list_memory_stores(&ListMemoryStoresParams { limit: Some(100), ..Default::default() })
+            .await
+            .unwrap()
+            .data
+            .len(),
+        stores_before,
+        "no store was made"
+    );
 }
 
 /// What a finished child did, and its peak resident memory (KiB).
