@@ -140,7 +140,8 @@ pub async fn purge_expired_versions(store: Arc<dyn Store>, default: Retention, e
 
 /// One pass over every store (archived ones too): each one's versions past its retention
 /// ([`retention::effective`] of `default` and its own) go in batches of
-/// [`retention::PURGE_BATCH`], each one short transaction, the task yielding between them. A
+/// [`retention::PURGE_BATCH`], each one short transaction followed by a pause as long as it
+/// took, so writers have the database at least half the time. A
 /// store that lost versions gets an audit entry (`memory_version.purge`, actor
 /// `system`/`retention`, with counts only) and the metrics `mnemo_versions_purged_total` and
 /// `mnemo_version_purge_bytes_total` grow. When another replica holds the purge, this pass
@@ -155,6 +156,7 @@ pub async fn purge_pass(store: &dyn Store, default: Retention) -> Result<PurgePa
         }
         let (mut after, mut versions, mut bytes) = (0, 0, 0);
         loop {
+            let began = Instant::now();
             let Some(batch) =
                 store.purge_versions(&target.workspace, &target.store, applies, after, retention::PURGE_BATCH).await?
             else {
@@ -168,7 +170,9 @@ pub async fn purge_pass(store: &dyn Store, default: Retention) -> Result<PurgePa
             if batch.done {
                 break;
             }
-            tokio::task::yield_now().await;
+            // As long a pause as the batch took: the store's writers have the database at
+            // least half the time while a purge runs (SQLite has one writer).
+            tokio::time::sleep(began.elapsed()).await;
         }
         if versions > 0 {
             pass.stores += 1;
