@@ -211,6 +211,12 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     eq([r["path"] for r in found["data"]], ["/batch/one.md"], "a store's search")
     t.call("GET", "/v1/memories:search?q=one&limit=5")
     t.call("GET", f"/v1/memory_stores/{sid}/memories:search?q=%22unclosed", expect=400)
+    # Version retention (a mnemo extension): read, set, a malformed window, back to the server's.
+    eq(t.call("GET", f"/v1/memory_stores/{sid}/version_retention")["effective"], "forever", "the default retention")
+    eq(t.call("POST", f"/v1/memory_stores/{sid}/version_retention", {"retention": "30d"})["retention"], "30d",
+       "a store's own retention")
+    t.call("POST", f"/v1/memory_stores/{sid}/version_retention", {"retention": "a month"}, expect=400)
+    t.call("POST", f"/v1/memory_stores/{sid}/version_retention", {"retention": None})
 
     # Versions and the change feed.
     versions = t.call("GET", f"/v1/memory_stores/{sid}/memory_versions?view=full")
