@@ -1,5 +1,5 @@
 //! Version retention (issue 35 item 3): a store's own window, and purging the versions past it
-//! in bounded batches. Which versions go is [`rules::retention`]'s; each batch is one short
+//! in bounded batches. Which versions go is [`crate::rules::retention`]'s; each batch is one short
 //! transaction that takes the purge's own lock (one replica purges at a time) but never the
 //! store's row lock, so writers of the store never wait for a purge: a version a purge judges
 //! is never made current again (a write makes a new version; a restore copies an old one into a
