@@ -317,6 +317,7 @@ mod tests {
                     Cell::Null,
                     Cell::Int(0),
                     text("wrkspc_a"),
+                    Cell::Null,
                 ]],
             )
             .await
