@@ -22,8 +22,11 @@ use std::time::{Duration, Instant};
 use mnemo_api::{MemoryId, MemoryPath, MemoryStoreId, WorkspaceId};
 use mnemo_store::rules::retention::{PURGE_BATCH, Retention};
 use mnemo_store::{MemoryChange, MemoryWriteOp, NewMemoryStore, Store};
-use mnemo_store_postgres::{PostgresSettings, PostgresStore};
+use mnemo_store_postgres::PostgresStore;
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
+
+#[path = "common/pg_schema.rs"]
+mod pg_schema;
 
 const MEMORIES: usize = 1000;
 const WINDOW: Duration = Duration::from_secs(1);
@@ -176,24 +179,6 @@ fn sqlite_settings(path: &Path) -> SqliteSettings {
     s
 }
 
-async fn pg_settings(url: &str, name: &str) -> PostgresSettings {
-    let settings = PostgresSettings::from_url(url).unwrap();
-    let (client, conn) = settings.config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await.unwrap();
-    let mut s = PostgresSettings::from_url(url).unwrap();
-    let options = s.config.get_options().unwrap_or_default().to_owned();
-    s.config.options(format!("{options} -c search_path={name}").trim_start());
-    s
-}
-
-async fn drop_schema(url: &str, name: &str) {
-    let settings = PostgresSettings::from_url(url).unwrap();
-    let (client, conn) = settings.config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client.batch_execute(&format!("DROP SCHEMA {name} CASCADE")).await.unwrap();
-}
-
 fn row(backend: &str, m: &Measured) {
     println!(
         "| {backend} | {} | {:.1} s ({:.0}/s) | {} × ≤{PURGE_BATCH} | {} ms (p99 {} ms) | {} / {} ms ({} writes) | {} / {} ms ({} writes) | {:.0} s |",
@@ -233,10 +218,10 @@ async fn run() {
     row("SQLite (`synchronous=FULL`)", &m);
     if let Ok(url) = std::env::var("MNEMO_BENCH_POSTGRES") {
         let name = format!("mnemo_bench_purge_{}", std::process::id());
-        let s: Arc<dyn Store> = Arc::new(PostgresStore::open(&pg_settings(&url, &name).await).await.unwrap());
+        let s: Arc<dyn Store> = Arc::new(PostgresStore::open(&pg_schema::settings(&url, &name).await).await.unwrap());
         let m = measure(s.clone(), versions).await;
         s.close().await;
-        drop_schema(&url, &name).await;
+        pg_schema::exec(&url, &format!("DROP SCHEMA {name} CASCADE")).await;
         row("PostgreSQL", &m);
     }
 }

@@ -25,6 +25,9 @@ use mnemo_store::{MemoryWriteOp, NewMemoryStore, Store};
 use mnemo_store_postgres::{PostgresSettings, PostgresStore};
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 
+#[path = "common/pg_schema.rs"]
+mod pg_schema;
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -231,22 +234,9 @@ fn sqlite_settings(path: &Path, durability: Durability) -> SqliteSettings {
 }
 
 async fn pg_schema(url: &str, name: &str) -> PostgresSettings {
-    let settings = PostgresSettings::from_url(url).unwrap();
-    let (client, conn) = settings.config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await.unwrap();
-    let mut s = PostgresSettings::from_url(url).unwrap();
-    let options = s.config.get_options().unwrap_or_default().to_owned();
-    s.config.options(format!("{options} -c search_path={name}").trim_start());
+    let mut s = pg_schema::settings(url, name).await;
     s.limits.max_memories_per_store = CAP;
     s
-}
-
-async fn pg_exec(url: &str, sql: &str) {
-    let settings = PostgresSettings::from_url(url).unwrap();
-    let (client, conn) = settings.config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client.batch_execute(sql).await.unwrap();
 }
 
 /// Creates of ~4 KB from 16 concurrent tasks; writes per second.
@@ -316,11 +306,11 @@ async fn run() {
                 let settings = pg_schema(url, &name).await;
                 let s: Arc<dyn Store> = Arc::new(PostgresStore::open(&settings).await.unwrap());
                 if !indexed {
-                    pg_exec(url, &format!("SET search_path = {name}; {DROP_PG}")).await;
+                    pg_schema::exec(url, &format!("SET search_path = {name}; {DROP_PG}")).await;
                 }
                 let rate = write_rate(s.clone(), writes, &words, round * 10_000).await;
                 s.close().await;
-                pg_exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
+                pg_schema::exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
                 let best = if indexed { &mut with.1 } else { &mut without.1 };
                 *best = best.max(rate);
             }
@@ -379,10 +369,10 @@ async fn run() {
             let ws = store.default_workspace().await.unwrap();
             let id = store.create_memory_store(&ws, new_store()).await.unwrap().id;
             let loaded = fill(&store, &ws, &id, size).await;
-            pg_exec(url, &format!("SET search_path = {name}; ANALYZE")).await;
+            pg_schema::exec(url, &format!("SET search_path = {name}; ANALYZE")).await;
             postgres = Some((search_latencies(&store, &ws, &id, &classes).await, loaded));
             store.close().await;
-            pg_exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
+            pg_schema::exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
         }
         if let Some((_, loaded)) = &postgres {
             println!("(PostgreSQL: loaded in {:.0} s)", loaded.as_secs_f64());
