@@ -335,6 +335,10 @@ pub enum Event {
     ModelRequestStart,
     #[serde(rename = "span.model_request_end")]
     ModelRequestEnd(ModelRequestEnd),
+    /// The result of an `agent.tool_use` (or a custom call) the server ran itself, as a dream's
+    /// tools are: the session does not wait for a worker or a client.
+    #[serde(rename = "agent.tool_result", serialize_with = "tool_result_as::<_, true>")]
+    AgentToolResult(ToolResult),
     /// An event of a type this build does not know, read back from a log (a newer build wrote
     /// it): kept as its JSON, `type` included, so it lists and streams unchanged. Requests never
     /// parse into it ([`Event::parse`] refuses an unknown type).
@@ -409,7 +413,7 @@ impl EventError {
 
 impl Event {
     /// Every `type` this enum knows, in the order of its variants.
-    pub const TYPES: [&'static str; 16] = [
+    pub const TYPES: [&'static str; 17] = [
         "user.message",
         "user.interrupt",
         "user.tool_confirmation",
@@ -426,6 +430,7 @@ impl Event {
         "session.error",
         "span.model_request_start",
         "span.model_request_end",
+        "agent.tool_result",
     ];
 
     /// The wire `type`.
@@ -448,6 +453,7 @@ impl Event {
             Self::SessionError(_) => 13,
             Self::ModelRequestStart => 14,
             Self::ModelRequestEnd(_) => 15,
+            Self::AgentToolResult(_) => 16,
         }]
     }
 
@@ -501,6 +507,7 @@ impl Event {
             "session.error" => Self::SessionError(fields_of(body)?),
             "span.model_request_start" => Self::ModelRequestStart,
             "span.model_request_end" => Self::ModelRequestEnd(fields_of(body)?),
+            "agent.tool_result" => Self::AgentToolResult(result_of(body, "tool_use_id", "custom_tool_use_id")?),
             other => {
                 return Err(EventError::new(
                     "type",
@@ -513,7 +520,7 @@ impl Event {
     /// The call this event answers, for results.
     pub fn answered_call(&self) -> Option<&EventId> {
         match self {
-            Self::UserToolResult(r) | Self::UserCustomToolResult(r) => Some(&r.call_id),
+            Self::UserToolResult(r) | Self::UserCustomToolResult(r) | Self::AgentToolResult(r) => Some(&r.call_id),
             _ => None,
         }
     }

@@ -209,6 +209,10 @@ prefixed_id!(
     InviteId, "invite_", "invite"
 );
 prefixed_id!(
+    /// Identifies a dream, a model's curation of a memory store (`drm_…`).
+    DreamId, "drm_", "dream"
+);
+prefixed_id!(
     /// Identifies one HTTP request, echoed in the `request-id` header (`req_…`).
     RequestId, "req_", "request"
 );

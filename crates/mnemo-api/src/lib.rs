@@ -18,6 +18,7 @@
 pub mod admin;
 mod agents;
 pub mod backoff;
+mod dreams;
 mod environments;
 mod error;
 mod events;
@@ -36,11 +37,12 @@ mod webhooks;
 pub use admin::*;
 pub use agents::*;
 pub use backoff::{Backoff, Growth, Jitter};
+pub use dreams::*;
 pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
-    AdminKeyId, AgentId, ApiKeyId, AuditEventId, EnvironmentId, EnvironmentKeyId, EventId, IdError, InviteId, MemoryId,
+    AdminKeyId, AgentId, ApiKeyId, AuditEventId, DreamId, EnvironmentId, EnvironmentKeyId, EventId, IdError, InviteId, MemoryId,
     MemoryStoreId, MemoryVersionId, RequestId, SessionId, UserId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId,
     WorkId, WorkspaceId, generate_secret,
 };

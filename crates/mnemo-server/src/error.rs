@@ -154,6 +154,7 @@ impl From<StoreError> for ApiError {
             | StoreError::Invalid(_)
             | StoreError::InvalidCursor => Self::invalid(message),
             StoreError::Conflict(_) => Self::new(ErrorType::Conflict, message),
+            StoreError::Limited(_) => Self::new(ErrorType::RateLimit, message),
             StoreError::Forbidden(_) => Self::permission(message),
             StoreError::Unauthenticated(_) => Self::authentication(message),
             StoreError::WorkspaceUnspecified { .. } => Self::invalid(message),

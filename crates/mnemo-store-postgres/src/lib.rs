@@ -20,6 +20,7 @@ mod listen;
 mod memories;
 mod people;
 mod rate_limits;
+mod dreams;
 mod retention;
 mod schema;
 mod sessions;
@@ -1042,6 +1043,108 @@ impl Store for PostgresStore {
         query: ListMemories,
     ) -> Result<Listing<MemoryListItem>> {
         read!(self.engine, |tx| memories::list(&tx, ws, store, &query).await)
+    }
+
+    async fn create_dream(
+        &self,
+        ws: &WorkspaceId,
+        request: mnemo_api::DreamRequest,
+        idempotency: Option<(String, String)>,
+        max_pending: u32,
+    ) -> Result<mnemo_api::Dream> {
+        write!(self.engine, |tx| ops::dreams::create(&Pg(&tx), ws, &request, idempotency.clone(), max_pending).await)
+    }
+
+    async fn get_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
+        read!(self.engine, |tx| ops::dreams::get(&Pg(&tx), ws, id).await)
+    }
+
+    async fn list_dreams(
+        &self,
+        ws: &WorkspaceId,
+        query: ops::dreams::ListDreams,
+    ) -> Result<Listing<mnemo_api::Dream>> {
+        read!(self.engine, |tx| ops::dreams::list(&Pg(&tx), ws, &query).await)
+    }
+
+    async fn cancel_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
+        write!(self.engine, |tx| ops::dreams::cancel(&Pg(&tx), ws, id).await)
+    }
+
+    async fn archive_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
+        write!(self.engine, |tx| ops::dreams::archive(&Pg(&tx), ws, id).await)
+    }
+
+    async fn claim_dream(
+        &self,
+        holder: &str,
+        ttl: std::time::Duration,
+        max_running: u32,
+    ) -> Result<Option<ops::dreams::Claimed>> {
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        write!(self.engine, |tx| ops::dreams::claim_next(&Pg(&tx), holder, ttl, max_running).await)
+    }
+
+    async fn renew_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Option<mnemo_api::Dream>> {
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        write!(self.engine, |tx| ops::dreams::renew(&Pg(&tx), ws, id, holder, ttl).await)
+    }
+
+    async fn start_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        session: NewSession,
+    ) -> Result<mnemo_api::Dream> {
+        let work_ttl = self.limits.work_lease_ttl_seconds;
+        write!(self.engine, |tx| ops::dreams::start(&Pg(&tx), ws, id, holder, &session, work_ttl).await)
+    }
+
+    async fn copy_dream_input(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        actor: mnemo_api::Actor,
+        max_bytes: u64,
+    ) -> Result<ops::dreams::Copied> {
+        let cap = self.limits.max_memories_per_store;
+        write!(self.engine, |tx| ops::dreams::copy_input(&Pg(&tx), ws, id, holder, &actor, max_bytes, cap).await)
+    }
+
+    async fn set_dream_usage(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        usage: mnemo_api::DreamUsage,
+    ) -> Result<mnemo_api::Dream> {
+        write!(self.engine, |tx| ops::dreams::set_usage(&Pg(&tx), ws, id, usage).await)
+    }
+
+    async fn dream_verification(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        start_memories: u64,
+    ) -> Result<mnemo_store::rules::dream::Verification> {
+        write!(self.engine, |tx| ops::dreams::verification(&Pg(&tx), ws, id, start_memories).await)
+    }
+
+    async fn finish_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        outcome: mnemo_store::rules::dream::Outcome,
+    ) -> Result<mnemo_api::Dream> {
+        write!(self.engine, |tx| ops::dreams::finish(&Pg(&tx), ws, id, holder, outcome.clone()).await)
     }
 
     async fn store_retention(

@@ -18,6 +18,7 @@ mod events;
 mod memories;
 mod people;
 mod rate_limits;
+mod dreams;
 mod retention;
 mod schema;
 mod sessions;
@@ -1013,6 +1014,120 @@ impl Store for SqliteStore {
     ) -> Result<Listing<MemoryListItem>> {
         let (ws, store) = (ws.clone(), store.clone());
         self.engine.read(move |c| memories::list(c, &ws, &store, &query)).await
+    }
+
+    async fn create_dream(
+        &self,
+        ws: &WorkspaceId,
+        request: mnemo_api::DreamRequest,
+        idempotency: Option<(String, String)>,
+        max_pending: u32,
+    ) -> Result<mnemo_api::Dream> {
+        let (ws,) = (ws.clone(),);
+        self.engine.write(move |c| run_ready(ops::dreams::create(&Lite(c), &ws, &request, idempotency.clone(), max_pending))).await
+    }
+
+    async fn get_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
+        let (ws, id,) = (ws.clone(), id.clone(),);
+        self.engine.read(move |c| run_ready(ops::dreams::get(&Lite(c), &ws, &id))).await
+    }
+
+    async fn list_dreams(
+        &self,
+        ws: &WorkspaceId,
+        query: ops::dreams::ListDreams,
+    ) -> Result<Listing<mnemo_api::Dream>> {
+        let (ws,) = (ws.clone(),);
+        self.engine.read(move |c| run_ready(ops::dreams::list(&Lite(c), &ws, &query))).await
+    }
+
+    async fn cancel_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
+        let (ws, id,) = (ws.clone(), id.clone(),);
+        self.engine.write(move |c| run_ready(ops::dreams::cancel(&Lite(c), &ws, &id))).await
+    }
+
+    async fn archive_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
+        let (ws, id,) = (ws.clone(), id.clone(),);
+        self.engine.write(move |c| run_ready(ops::dreams::archive(&Lite(c), &ws, &id))).await
+    }
+
+    async fn claim_dream(
+        &self,
+        holder: &str,
+        ttl: std::time::Duration,
+        max_running: u32,
+    ) -> Result<Option<ops::dreams::Claimed>> {
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        let (holder,) = (holder.to_owned(),);
+        self.engine.write(move |c| run_ready(ops::dreams::claim_next(&Lite(c), &holder, ttl, max_running))).await
+    }
+
+    async fn renew_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Option<mnemo_api::Dream>> {
+        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        self.engine.write(move |c| run_ready(ops::dreams::renew(&Lite(c), &ws, &id, &holder, ttl))).await
+    }
+
+    async fn start_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        session: NewSession,
+    ) -> Result<mnemo_api::Dream> {
+        let work_ttl = self.limits.work_lease_ttl_seconds;
+        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        self.engine.write(move |c| run_ready(ops::dreams::start(&Lite(c), &ws, &id, &holder, &session, work_ttl))).await
+    }
+
+    async fn copy_dream_input(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        actor: mnemo_api::Actor,
+        max_bytes: u64,
+    ) -> Result<ops::dreams::Copied> {
+        let cap = self.limits.max_memories_per_store;
+        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        self.engine.write(move |c| run_ready(ops::dreams::copy_input(&Lite(c), &ws, &id, &holder, &actor, max_bytes, cap))).await
+    }
+
+    async fn set_dream_usage(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        usage: mnemo_api::DreamUsage,
+    ) -> Result<mnemo_api::Dream> {
+        let (ws, id,) = (ws.clone(), id.clone(),);
+        self.engine.write(move |c| run_ready(ops::dreams::set_usage(&Lite(c), &ws, &id, usage))).await
+    }
+
+    async fn dream_verification(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        start_memories: u64,
+    ) -> Result<mnemo_store::rules::dream::Verification> {
+        let (ws, id,) = (ws.clone(), id.clone(),);
+        self.engine.read(move |c| run_ready(ops::dreams::verification(&Lite(c), &ws, &id, start_memories))).await
+    }
+
+    async fn finish_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        outcome: mnemo_store::rules::dream::Outcome,
+    ) -> Result<mnemo_api::Dream> {
+        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        self.engine.write(move |c| run_ready(ops::dreams::finish(&Lite(c), &ws, &id, &holder, outcome.clone()))).await
     }
 
     async fn store_retention(

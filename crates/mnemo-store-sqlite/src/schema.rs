@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0013_sso_identities.sql"),
     include_str!("../migrations/0014_memory_search.sql"),
     include_str!("../migrations/0015_version_retention.sql"),
+    include_str!("../migrations/0016_dreams.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.

@@ -474,6 +474,27 @@ pub static TABLES: &[Table] = &[
         ],
         key: &["seq"],
     },
+    Table {
+        name: "dreams",
+        columns: &[
+            col("seq", Int),
+            col("id", Text),
+            col("workspace_id", Text),
+            col("status", Text),
+            col("input_store_id", Text),
+            col("update_existing", Bool),
+            opt("output_store_id", Text),
+            opt("session_id", Text),
+            col("created_at", Int),
+            opt("archived_at", Int),
+            opt("lease_holder", Text),
+            opt("lease_expires_at", Int),
+            opt("idempotency_key", Text),
+            opt("request_sha256", Text),
+            col("body", Text),
+        ],
+        key: &["seq"],
+    },
 ];
 
 /// The tables a new database is born with rows in (its migrations make the organization and

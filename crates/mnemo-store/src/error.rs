@@ -41,6 +41,10 @@ pub enum StoreError {
     /// work item or acknowledging one that is not pending.
     #[error("{0}")]
     Conflict(String),
+    /// A queue the request would join is full (`429 rate_limit_error`), e.g. a workspace's
+    /// pending dreams.
+    #[error("{0}")]
+    Limited(String),
     /// The caller's credential does not reach this object (`403 permission_error`).
     #[error("{0}")]
     Forbidden(String),

@@ -1039,6 +1039,81 @@ pub trait Store: Send + Sync + 'static {
         after: i64,
         limit: u32,
     ) -> Result<Option<ops::retention::PurgeBatch>>;
+    /// Creates a dream, `pending` ([`ops::dreams::create`]): the input store and sessions must
+    /// be workspace `ws`'s and live; a second `update_existing` dream on a store is a conflict;
+    /// more than `max_pending` waiting is refused. With `idempotency` (key, request digest), a
+    /// retried request answers the dream it made.
+    async fn create_dream(
+        &self,
+        ws: &WorkspaceId,
+        request: mnemo_api::DreamRequest,
+        idempotency: Option<(String, String)>,
+        max_pending: u32,
+    ) -> Result<mnemo_api::Dream>;
+    /// Workspace `ws`'s dream `id` (archived ones too).
+    async fn get_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream>;
+    /// Workspace `ws`'s dreams, newest first.
+    async fn list_dreams(&self, ws: &WorkspaceId, query: ops::dreams::ListDreams) -> Result<Listing<mnemo_api::Dream>>;
+    /// Cancels a pending or running dream ([`rules::dream::cancel`]).
+    async fn cancel_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream>;
+    /// Archives a final dream ([`rules::dream::archive`]).
+    async fn archive_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream>;
+    /// Claims the next dream to run for `holder` ([`ops::dreams::claim_next`]).
+    async fn claim_dream(
+        &self,
+        holder: &str,
+        ttl: std::time::Duration,
+        max_running: u32,
+    ) -> Result<Option<ops::dreams::Claimed>>;
+    /// Renews `holder`'s lease on a dream: the dream as it stands, `None` once the lease is lost.
+    async fn renew_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Option<mnemo_api::Dream>>;
+    /// Starts a pending dream: its session and `running`, one transaction ([`ops::dreams::start`]).
+    async fn start_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        session: NewSession,
+    ) -> Result<mnemo_api::Dream>;
+    /// Records a dream's output, copying the input into a new store first under `create_new`
+    /// (one transaction, [`ops::dreams::copy_input`]).
+    async fn copy_dream_input(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        actor: mnemo_api::Actor,
+        max_bytes: u64,
+    ) -> Result<ops::dreams::Copied>;
+    /// Records a dream's usage.
+    async fn set_dream_usage(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        usage: mnemo_api::DreamUsage,
+    ) -> Result<mnemo_api::Dream>;
+    /// What the server checks before a dream completes ([`ops::dreams::verification`]).
+    async fn dream_verification(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        start_memories: u64,
+    ) -> Result<rules::dream::Verification>;
+    /// Ends `holder`'s run of a dream ([`ops::dreams::finish`]): the outcome unless it is
+    /// already final, the session archived, the lease let go.
+    async fn finish_dream(
+        &self,
+        ws: &WorkspaceId,
+        id: &mnemo_api::DreamId,
+        holder: &str,
+        outcome: rules::dream::Outcome,
+    ) -> Result<mnemo_api::Dream>;
     /// Every live memory of the store with its content, in path order (bytes), read from one
     /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
     /// time through a small bounded channel, so neither side holds the whole store. A store that

@@ -192,7 +192,7 @@ pub(crate) fn conversation(log: &[LoggedEvent]) -> Vec<Message> {
                     open.push(id.to_owned());
                 }
             }
-            Event::UserToolResult(r) | Event::UserCustomToolResult(r) => {
+            Event::UserToolResult(r) | Event::UserCustomToolResult(r) | Event::AgentToolResult(r) => {
                 let call = r.call_id.as_str();
                 if let Some(i) = open.iter().position(|o| o == call) {
                     open.remove(i);

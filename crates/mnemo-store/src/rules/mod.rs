@@ -27,6 +27,7 @@ pub mod api_key;
 pub mod audit;
 pub mod catalog;
 pub mod console;
+pub mod dream;
 pub mod lifecycle;
 pub mod memory;
 pub mod people;

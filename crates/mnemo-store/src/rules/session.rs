@@ -22,6 +22,10 @@ pub enum EventAuthor {
     /// The server's own agent loop: the agent side only (`agent.*`, `span.*`, `session.error`,
     /// ending a turn).
     Server,
+    /// The server's agent loop on a session whose tools the server runs itself (a dream): the
+    /// agent side and `agent.tool_result`; its tool calls leave the session running, since the
+    /// server answers them.
+    ServerTools,
     /// An API key: a person's client, the console, or an agent loop run outside the server —
     /// the user side and the agent side.
     ApiKey(ApiKeyId),
@@ -64,6 +68,7 @@ impl Side {
             | Event::ModelRequestStart
             | Event::ModelRequestEnd(_)
             | Event::SessionError(_)
+            | Event::AgentToolResult(_)
             | Event::StatusIdle(_) => Self::Agent,
             Event::StatusRunning | Event::StatusTerminated | Event::Unknown(_) => return None,
         })
@@ -75,8 +80,10 @@ impl EventAuthor {
     /// session has a work item that is not stopped. The refusal says who may.
     pub fn may_post(&self, side: Side, kind: &str, has_live_work: bool) -> Result<(), String> {
         match (self, side) {
-            (Self::ApiKey(_), _) | (Self::Server, Side::Agent) => Ok(()),
-            (Self::Server, _) => Err(format!("the server's agent loop posts agent events only, not {kind}")),
+            (Self::ApiKey(_), _) | (Self::Server | Self::ServerTools, Side::Agent) => Ok(()),
+            (Self::Server | Self::ServerTools, _) => {
+                Err(format!("the server's agent loop posts agent events only, not {kind}"))
+            }
             (Self::EnvironmentKey(_) | Self::SessionToken { .. }, Side::Agent) => {
                 Err(format!("only an API key driving the session may post {kind} events"))
             }
@@ -99,13 +106,19 @@ impl EventAuthor {
 
     /// Whether this author drives the agent side (its tool calls leave the session waiting).
     pub fn drives_agent(&self) -> bool {
-        matches!(self, Self::Server | Self::ApiKey(_))
+        matches!(self, Self::Server | Self::ServerTools | Self::ApiKey(_))
+    }
+
+    /// Whether this author answers the tool calls it makes itself (`agent.tool_result`), so
+    /// they never leave the session waiting.
+    pub fn runs_tools(&self) -> bool {
+        matches!(self, Self::ServerTools)
     }
 
     /// What the log records as the poster of this author's events.
     pub fn poster(&self) -> EventPoster {
         match self {
-            Self::Server => EventPoster::ServerActor,
+            Self::Server | Self::ServerTools => EventPoster::ServerActor,
             Self::ApiKey(id) => EventPoster::ApiActor { api_key_id: id.clone() },
             Self::EnvironmentKey(id) => EventPoster::EnvironmentKeyActor { environment_key_id: id.clone() },
             Self::SessionToken { session, work } => {
@@ -236,7 +249,7 @@ pub fn referenced_calls(events: &[Event]) -> Vec<&EventId> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::UserToolResult(r) | Event::UserCustomToolResult(r) => Some(&r.call_id),
+            Event::UserToolResult(r) | Event::UserCustomToolResult(r) | Event::AgentToolResult(r) => Some(&r.call_id),
             Event::UserToolConfirmation(c) => Some(&c.tool_use_id),
             _ => None,
         })
@@ -312,6 +325,21 @@ pub fn plan_append(
                         }
                         _ => Err(StoreError::Conflict(format!("tool call `{id}` is already answered"))),
                     };
+                }
+                let id = id.clone();
+                calls.answer(&id);
+                plan.steps.push(Step::MarkAnswered(id));
+                record(&mut plan, event, true);
+            }
+            Event::AgentToolResult(ref result) => {
+                // The server ran the call itself: it answers a built-in or a custom call alike.
+                let id = &result.call_id;
+                match calls.known.get(id) {
+                    None => return Err(StoreError::Invalid(format!("no tool call `{id}` in session `{session}`"))),
+                    Some(call) if call.answered => {
+                        return Err(StoreError::Conflict(format!("tool call `{id}` is already answered")));
+                    }
+                    Some(_) => {}
                 }
                 let id = id.clone();
                 calls.answer(&id);
@@ -406,7 +434,7 @@ pub fn plan_append(
             }
         }
     }
-    if status == SessionStatus::Running && !calls.open.is_empty() && author.drives_agent() {
+    if status == SessionStatus::Running && !calls.open.is_empty() && author.drives_agent() && !author.runs_tools() {
         // The agent is blocked on tool calls: the session idles, asking for their results.
         let reason = StopReason::RequiresAction { event_ids: calls.open.clone() };
         record(&mut plan, Event::StatusIdle(StatusIdle { stop_reason: reason.clone(), stop_details: None }), false);
