@@ -320,13 +320,13 @@ impl DreamRequest {
                 Some("create_new") => false,
                 Some("update_existing") => {
                     let raw = behavior.get("memory_store_id").and_then(Value::as_str).unwrap_or_default();
-                    let id = raw
-                        .parse::<MemoryStoreId>()
-                        .map_err(|e| field("output_behavior.memory_store_id", e))?;
+                    let id = raw.parse::<MemoryStoreId>().map_err(|e| field("output_behavior.memory_store_id", e))?;
                     if id != store {
                         return Err(field(
                             "output_behavior.memory_store_id",
-                            format!("`{id}` is not the memory_store input `{store}` (update_existing rewrites its input)"),
+                            format!(
+                                "`{id}` is not the memory_store input `{store}` (update_existing rewrites its input)"
+                            ),
                         ));
                     }
                     true
@@ -410,8 +410,14 @@ mod tests {
             (body(json!([two])), "inputs: needs one memory_store entry"),
             (body(json!([store, store, two])), "inputs[1]: a second memory_store"),
             (body(json!([store, {"type": "sessions", "session_ids": []}])), "inputs[1].session_ids: at least 1"),
-            (body(json!([store, {"type": "sessions", "session_ids": sessions(101)}])), "inputs[1].session_ids: at most 100 (got 101)"),
-            (body(json!([store, {"type": "sessions", "session_ids": ["sesn_01", "sesn_01"]}])), "inputs[1].session_ids[1]: `sesn_01` is listed twice"),
+            (
+                body(json!([store, {"type": "sessions", "session_ids": sessions(101)}])),
+                "inputs[1].session_ids: at most 100 (got 101)",
+            ),
+            (
+                body(json!([store, {"type": "sessions", "session_ids": ["sesn_01", "sesn_01"]}])),
+                "inputs[1].session_ids[1]: `sesn_01` is listed twice",
+            ),
             (body(json!([store, {"type": "sessions", "session_ids": ["memstore_1"]}])), "inputs[1].session_ids[0]:"),
             (body(json!([{"type": "memory_store", "memory_store_id": ""}, two])), "inputs[0].memory_store_id:"),
             (body(json!([store, two, {"type": "files"}])), "inputs[2].type: `files` is not"),
@@ -422,16 +428,35 @@ mod tests {
             (with(json!({"instructions": ""})), "instructions: 1 to 4096 characters (got 0)"),
             (with(json!({"instructions": "é".repeat(4097)})), "instructions: 1 to 4096 characters (got 4097)"),
             (with(json!({"output_behavior": {"type": "replace"}})), "output_behavior.type: `replace` is not"),
-            (with(json!({"output_behavior": {"type": "update_existing", "memory_store_id": "memstore_other"}})), "output_behavior.memory_store_id: `memstore_other` is not the memory_store input"),
+            (
+                with(json!({"output_behavior": {"type": "update_existing", "memory_store_id": "memstore_other"}})),
+                "output_behavior.memory_store_id: `memstore_other` is not the memory_store input",
+            ),
             (with(json!({"colour": "blue"})), "colour: is not a field of a dream"),
         ];
         for (body, expected) in cases {
             let err = DreamRequest::parse(&body).unwrap_err().0;
             assert!(err.starts_with(expected), "{body}: {err}");
         }
-        assert_eq!(DreamRequest::parse(&with(json!({"instructions": "é".repeat(4096)}))).unwrap().instructions.unwrap().chars().count(), 4096);
-        assert!(!DreamRequest::parse(&with(json!({"output_behavior": {"type": "create_new"}}))).unwrap().update_existing);
-        assert_eq!(DreamRequest::parse(&body(json!([store, {"type": "sessions", "session_ids": sessions(100)}]))).unwrap().sessions.len(), 100);
+        assert_eq!(
+            DreamRequest::parse(&with(json!({"instructions": "é".repeat(4096)})))
+                .unwrap()
+                .instructions
+                .unwrap()
+                .chars()
+                .count(),
+            4096
+        );
+        assert!(
+            !DreamRequest::parse(&with(json!({"output_behavior": {"type": "create_new"}}))).unwrap().update_existing
+        );
+        assert_eq!(
+            DreamRequest::parse(&body(json!([store, {"type": "sessions", "session_ids": sessions(100)}])))
+                .unwrap()
+                .sessions
+                .len(),
+            100
+        );
     }
 
     #[test]

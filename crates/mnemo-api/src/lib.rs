@@ -42,9 +42,9 @@ pub use environments::*;
 pub use error::{DISK_FULL_CODE, DISK_FULL_MESSAGE, ErrorBody, ErrorEnvelope, ErrorType, MEMORY_STORE_FULL_CODE};
 pub use events::*;
 pub use ids::{
-    AdminKeyId, AgentId, ApiKeyId, AuditEventId, DreamId, EnvironmentId, EnvironmentKeyId, EventId, IdError, InviteId, MemoryId,
-    MemoryStoreId, MemoryVersionId, RequestId, SessionId, UserId, WebhookDeliveryId, WebhookEndpointId, WebhookEventId,
-    WorkId, WorkspaceId, generate_secret,
+    AdminKeyId, AgentId, ApiKeyId, AuditEventId, DreamId, EnvironmentId, EnvironmentKeyId, EventId, IdError, InviteId,
+    MemoryId, MemoryStoreId, MemoryVersionId, RequestId, SessionId, UserId, WebhookDeliveryId, WebhookEndpointId,
+    WebhookEventId, WorkId, WorkspaceId, generate_secret,
 };
 pub use path::{MemoryPath, Overlap, PathError, PathPrefix};
 pub use people::*;

@@ -5,8 +5,8 @@ use std::str::FromStr;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use mnemo_api::{
-    AgentId, ApiKeyId, EnvironmentId, EnvironmentKeyId, InviteId, MemoryId, MemoryStoreId, MemoryVersionId, SessionId,
-    UserId, WebhookEndpointId, WorkId, WorkspaceId,
+    AgentId, ApiKeyId, DreamId, EnvironmentId, EnvironmentKeyId, InviteId, MemoryId, MemoryStoreId, MemoryVersionId,
+    SessionId, UserId, WebhookEndpointId, WorkId, WorkspaceId,
 };
 
 use crate::{BadInput, Refuse};
@@ -56,6 +56,7 @@ path_id! {
     ApiKeyId => "api_key_id", "API key";
     UserId => "user_id", "user";
     InviteId => "invite_id", "invite";
+    DreamId => "dream", "dream";
 }
 
 /// The id in the route parameter `T::PARAM`, parsed. A handler with two ids takes two of these,

@@ -28,6 +28,8 @@ pub struct ModelConfig {
     /// The model families rate limits count by (`[families]`).
     families: Vec<Family>,
     pub limits: Limits,
+    /// How dreams run (`[dreams]`).
+    pub dreams: Dreams,
 }
 
 /// A model family: agent model ids whose calls count against one rate-limit entry of each
@@ -87,6 +89,37 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits { max_tokens: 8192, max_model_calls_per_turn: 50, turn_timeout_secs: 1800, turn_lease_secs: 30 }
+    }
+}
+
+/// How dreams run (`[dreams]`; read by the dream runner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Dreams {
+    /// Dreams running at once on one database.
+    pub max_running: u32,
+    /// Dreams waiting to run in one workspace.
+    pub max_pending: u32,
+    /// Wall time of one dream.
+    pub timeout_secs: u64,
+    /// Model calls of one dream.
+    pub max_model_calls: u32,
+    /// Bytes of live memories an input store may hold.
+    pub max_input_bytes: u64,
+    /// Characters of each tool result a transcript keeps.
+    pub transcript_result_chars: usize,
+}
+
+impl Default for Dreams {
+    fn default() -> Self {
+        Dreams {
+            max_running: 2,
+            max_pending: 100,
+            timeout_secs: 3600,
+            max_model_calls: 300,
+            max_input_bytes: 8 * 1024 * 1024,
+            transcript_result_chars: 2000,
+        }
     }
 }
 
@@ -165,6 +198,8 @@ struct RawFile {
     families: Option<BTreeMap<String, Vec<String>>>,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    dreams: Dreams,
 }
 
 #[derive(Deserialize)]
@@ -321,7 +356,14 @@ impl ModelConfig {
         if limits.turn_timeout_secs == 0 {
             return Err(invalid("limits.turn_timeout_secs", "at least 1"));
         }
-        Ok(ModelConfig { providers, models, default, families, limits })
+        let dreams = raw.dreams;
+        if dreams.max_running == 0 {
+            return Err(invalid("dreams.max_running", "at least 1"));
+        }
+        if dreams.max_model_calls == 0 || dreams.timeout_secs == 0 {
+            return Err(invalid("dreams", "max_model_calls and timeout_secs must be at least 1"));
+        }
+        Ok(ModelConfig { providers, models, default, families, limits, dreams })
     }
 
     /// The model families rate limits count by: the `[families]` table's, or without one, each

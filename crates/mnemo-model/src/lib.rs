@@ -26,7 +26,7 @@ mod sse;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use config::{ConfigError, Limits, ModelConfig, ProviderKind, Resolved};
+pub use config::{ConfigError, Dreams, Limits, ModelConfig, ProviderKind, Resolved};
 
 /// Who said a turn of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

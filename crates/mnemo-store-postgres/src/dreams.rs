@@ -107,14 +107,14 @@ impl ops::DreamSql for Pg<'_, '_> {
         let before = mnemo_store::row::before(q.after.as_ref())?;
         let statuses = names(&q.statuses);
         let limit = i64::from(q.limit) + 1;
-        let after = q.created_after.map_or(i64::MIN, |t| t.timestamp_micros());
-        let until = q.created_before.map_or(i64::MAX, |t| t.timestamp_micros());
+        let after = q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros());
+        let until = q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros());
         all(
             self,
             &format!(
                 "SELECT {COLUMNS} FROM dreams WHERE workspace_id = $1 AND seq < $2 AND ($3 OR archived_at IS NULL) \
                    AND (cardinality($4::text[]) = 0 OR status = ANY($4)) \
-                   AND created_at > $5 AND created_at < $6 ORDER BY seq DESC LIMIT $7"
+                   AND created_at >= $5 AND created_at <= $6 ORDER BY seq DESC LIMIT $7"
             ),
             &[&ws.as_str(), &before, &q.include_archived, &statuses, &after, &until, &limit],
         )
@@ -170,10 +170,7 @@ impl ops::DreamSql for Pg<'_, '_> {
         .await?
         .iter()
         .map(|r| {
-            Ok((
-                mnemo_store::row::parse_id(&col::<String>(r, 0)?)?,
-                mnemo_store::row::parse_id(&col::<String>(r, 1)?)?,
-            ))
+            Ok((mnemo_store::row::parse_id(&col::<String>(r, 0)?)?, mnemo_store::row::parse_id(&col::<String>(r, 1)?)?))
         })
         .collect()
     }

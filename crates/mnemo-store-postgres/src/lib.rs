@@ -13,6 +13,7 @@ mod check;
 mod console;
 mod copy;
 mod credentials;
+mod dreams;
 mod engine;
 mod environments;
 mod events;
@@ -20,7 +21,6 @@ mod listen;
 mod memories;
 mod people;
 mod rate_limits;
-mod dreams;
 mod retention;
 mod schema;
 mod sessions;
@@ -1059,11 +1059,7 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| ops::dreams::get(&Pg(&tx), ws, id).await)
     }
 
-    async fn list_dreams(
-        &self,
-        ws: &WorkspaceId,
-        query: ops::dreams::ListDreams,
-    ) -> Result<Listing<mnemo_api::Dream>> {
+    async fn list_dreams(&self, ws: &WorkspaceId, query: ops::dreams::ListDreams) -> Result<Listing<mnemo_api::Dream>> {
         read!(self.engine, |tx| ops::dreams::list(&Pg(&tx), ws, &query).await)
     }
 

@@ -7,10 +7,11 @@ use rusqlite::params;
 
 use crate::engine::{Lite, backend, query_all, query_one};
 
-const COLUMNS: &str =
-    "seq, workspace_id, body, lease_holder, lease_expires_at, idempotency_key, request_sha256";
+const COLUMNS: &str = "seq, workspace_id, body, lease_holder, lease_expires_at, idempotency_key, request_sha256";
 
-fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, Option<String>, Option<i64>, Option<String>, Option<String>)> {
+fn read(
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(i64, String, String, Option<String>, Option<i64>, Option<String>, Option<String>)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
 }
 
@@ -105,15 +106,15 @@ impl ops::DreamSql for Lite<'_> {
             &format!(
                 "SELECT {COLUMNS} FROM dreams WHERE workspace_id = ?1 AND seq < ?2 AND (?3 OR archived_at IS NULL) \
                    AND (?4 = '[]' OR status IN (SELECT value FROM json_each(?4))) \
-                   AND created_at > ?5 AND created_at < ?6 ORDER BY seq DESC LIMIT ?7"
+                   AND created_at >= ?5 AND created_at <= ?6 ORDER BY seq DESC LIMIT ?7"
             ),
             params![
                 ws.as_str(),
                 before,
                 q.include_archived,
                 statuses,
-                q.created_after.map_or(i64::MIN, |t| t.timestamp_micros()),
-                q.created_before.map_or(i64::MAX, |t| t.timestamp_micros()),
+                q.created_at_gte.map_or(i64::MIN, |t| t.timestamp_micros()),
+                q.created_at_lte.map_or(i64::MAX, |t| t.timestamp_micros()),
                 i64::from(q.limit) + 1
             ],
             read,

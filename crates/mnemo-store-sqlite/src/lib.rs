@@ -12,13 +12,13 @@ mod check;
 mod console;
 mod copy;
 mod credentials;
+mod dreams;
 mod engine;
 mod environments;
 mod events;
 mod memories;
 mod people;
 mod rate_limits;
-mod dreams;
 mod retention;
 mod schema;
 mod sessions;
@@ -1024,30 +1024,28 @@ impl Store for SqliteStore {
         max_pending: u32,
     ) -> Result<mnemo_api::Dream> {
         let (ws,) = (ws.clone(),);
-        self.engine.write(move |c| run_ready(ops::dreams::create(&Lite(c), &ws, &request, idempotency.clone(), max_pending))).await
+        self.engine
+            .write(move |c| run_ready(ops::dreams::create(&Lite(c), &ws, &request, idempotency.clone(), max_pending)))
+            .await
     }
 
     async fn get_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
-        let (ws, id,) = (ws.clone(), id.clone(),);
+        let (ws, id) = (ws.clone(), id.clone());
         self.engine.read(move |c| run_ready(ops::dreams::get(&Lite(c), &ws, &id))).await
     }
 
-    async fn list_dreams(
-        &self,
-        ws: &WorkspaceId,
-        query: ops::dreams::ListDreams,
-    ) -> Result<Listing<mnemo_api::Dream>> {
+    async fn list_dreams(&self, ws: &WorkspaceId, query: ops::dreams::ListDreams) -> Result<Listing<mnemo_api::Dream>> {
         let (ws,) = (ws.clone(),);
         self.engine.read(move |c| run_ready(ops::dreams::list(&Lite(c), &ws, &query))).await
     }
 
     async fn cancel_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
-        let (ws, id,) = (ws.clone(), id.clone(),);
+        let (ws, id) = (ws.clone(), id.clone());
         self.engine.write(move |c| run_ready(ops::dreams::cancel(&Lite(c), &ws, &id))).await
     }
 
     async fn archive_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
-        let (ws, id,) = (ws.clone(), id.clone(),);
+        let (ws, id) = (ws.clone(), id.clone());
         self.engine.write(move |c| run_ready(ops::dreams::archive(&Lite(c), &ws, &id))).await
     }
 
@@ -1070,7 +1068,7 @@ impl Store for SqliteStore {
         ttl: std::time::Duration,
     ) -> Result<Option<mnemo_api::Dream>> {
         let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        let (ws, id, holder) = (ws.clone(), id.clone(), holder.to_owned());
         self.engine.write(move |c| run_ready(ops::dreams::renew(&Lite(c), &ws, &id, &holder, ttl))).await
     }
 
@@ -1082,7 +1080,7 @@ impl Store for SqliteStore {
         session: NewSession,
     ) -> Result<mnemo_api::Dream> {
         let work_ttl = self.limits.work_lease_ttl_seconds;
-        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        let (ws, id, holder) = (ws.clone(), id.clone(), holder.to_owned());
         self.engine.write(move |c| run_ready(ops::dreams::start(&Lite(c), &ws, &id, &holder, &session, work_ttl))).await
     }
 
@@ -1095,8 +1093,10 @@ impl Store for SqliteStore {
         max_bytes: u64,
     ) -> Result<ops::dreams::Copied> {
         let cap = self.limits.max_memories_per_store;
-        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
-        self.engine.write(move |c| run_ready(ops::dreams::copy_input(&Lite(c), &ws, &id, &holder, &actor, max_bytes, cap))).await
+        let (ws, id, holder) = (ws.clone(), id.clone(), holder.to_owned());
+        self.engine
+            .write(move |c| run_ready(ops::dreams::copy_input(&Lite(c), &ws, &id, &holder, &actor, max_bytes, cap)))
+            .await
     }
 
     async fn set_dream_usage(
@@ -1105,7 +1105,7 @@ impl Store for SqliteStore {
         id: &mnemo_api::DreamId,
         usage: mnemo_api::DreamUsage,
     ) -> Result<mnemo_api::Dream> {
-        let (ws, id,) = (ws.clone(), id.clone(),);
+        let (ws, id) = (ws.clone(), id.clone());
         self.engine.write(move |c| run_ready(ops::dreams::set_usage(&Lite(c), &ws, &id, usage))).await
     }
 
@@ -1115,7 +1115,7 @@ impl Store for SqliteStore {
         id: &mnemo_api::DreamId,
         start_memories: u64,
     ) -> Result<mnemo_store::rules::dream::Verification> {
-        let (ws, id,) = (ws.clone(), id.clone(),);
+        let (ws, id) = (ws.clone(), id.clone());
         self.engine.read(move |c| run_ready(ops::dreams::verification(&Lite(c), &ws, &id, start_memories))).await
     }
 
@@ -1126,7 +1126,7 @@ impl Store for SqliteStore {
         holder: &str,
         outcome: mnemo_store::rules::dream::Outcome,
     ) -> Result<mnemo_api::Dream> {
-        let (ws, id, holder,) = (ws.clone(), id.clone(), holder.to_owned(),);
+        let (ws, id, holder) = (ws.clone(), id.clone(), holder.to_owned());
         self.engine.write(move |c| run_ready(ops::dreams::finish(&Lite(c), &ws, &id, &holder, outcome.clone()))).await
     }
 

@@ -40,6 +40,14 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<Loaded> {
         // Often enough that a lapsed lease is found within half its length again, at most 15 s.
         scan_every: Duration::from_secs(config.limits.turn_lease_secs / 2)
             .clamp(Duration::from_secs(1), Duration::from_secs(15)),
+        dreams: mnemo_store::rules::dream::DreamLimits {
+            max_running: config.dreams.max_running,
+            max_pending: config.dreams.max_pending,
+            timeout_secs: config.dreams.timeout_secs,
+            max_model_calls: config.dreams.max_model_calls,
+            max_input_bytes: config.dreams.max_input_bytes,
+            transcript_result_chars: config.dreams.transcript_result_chars,
+        },
         ..Limits::default()
     };
     let config = Arc::new(config);

@@ -365,6 +365,10 @@ fn boundaries() -> Vec<Boundary> {
                 "sha2",
                 "async-trait",
                 "futures",
+                // A dream's glob and grep tools (run in the server, against the store).
+                "globset",
+                "grep-matcher",
+                "grep-regex",
                 "governor",
                 "axum",
                 "chrono",

@@ -11,6 +11,8 @@
 //! start (and after missed signals) also looks at idle sessions, for a message a process
 //! stored but died before answering.
 
+mod dream;
+mod dream_tools;
 mod request;
 mod turn;
 
@@ -40,8 +42,10 @@ pub struct Limits {
     pub retry: Backoff,
     /// How long a turn lease lasts unless renewed (renewed every third of it).
     pub lease_ttl: Duration,
-    /// How often running sessions are scanned for turns nobody holds.
+    /// How often running sessions are scanned for turns nobody holds (and dreams for runners).
     pub scan_every: Duration,
+    /// How dreams run.
+    pub dreams: mnemo_store::rules::dream::DreamLimits,
 }
 
 impl Default for Limits {
@@ -55,6 +59,7 @@ impl Default for Limits {
                 .with_retries(4),
             lease_ttl: Duration::from_secs(30),
             scan_every: Duration::from_secs(15),
+            dreams: mnemo_store::rules::dream::DreamLimits::default(),
         }
     }
 }
@@ -91,7 +96,18 @@ impl Ctx {
         id: &SessionId,
         events: Vec<Event>,
     ) -> Result<Appended, StoreError> {
-        let appended = self.store.append_events(ws, id, events, EventAuthor::Server).await?;
+        self.append_as(ws, id, events, EventAuthor::Server).await
+    }
+
+    /// Appends as `author` (the agent loop, or the server running a dream's tools).
+    pub(crate) async fn append_as(
+        &self,
+        ws: &WorkspaceId,
+        id: &SessionId,
+        events: Vec<Event>,
+        author: EventAuthor,
+    ) -> Result<Appended, StoreError> {
+        let appended = self.store.append_events(ws, id, events, author).await?;
         self.hub.publish(&*self.store, id, &appended.written).await;
         if appended.enqueued_work {
             self.work_signal.notify_waiters();
@@ -113,6 +129,8 @@ struct Inner {
     /// This process's name on the leases it holds.
     holder: String,
     active: Mutex<HashMap<SessionId, Active>>,
+    /// The dreams this process runs.
+    dreams: dream::Dreams,
 }
 
 /// The supervisor of the agent loop (cheap to clone).
@@ -145,11 +163,33 @@ impl AgentLoop {
             resolve,
             holder,
             active: Mutex::default(),
+            dreams: dream::Dreams::default(),
         });
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let this = Self { inner, wake_tx };
         tokio::spawn(this.clone().supervise(wake_rx, signals, scan_every));
+        tokio::spawn(this.clone().supervise_dreams());
         this
+    }
+
+    /// Whether `model` maps to a configured provider (a dream needs one).
+    pub fn resolves(&self, model: &str) -> bool {
+        (self.inner.resolve)(model).is_some()
+    }
+
+    /// The dream limits of the models file.
+    pub fn dream_limits(&self) -> mnemo_store::rules::dream::DreamLimits {
+        self.inner.ctx.limits.dreams
+    }
+
+    /// Tells the dream runner a dream was created.
+    pub fn wake_dreams(&self) {
+        self.inner.dreams.wake.notify_one();
+    }
+
+    /// Tells the dream runner that dream `id` was canceled: this process's run of it stops now.
+    pub fn dream_canceled(&self, id: &mnemo_api::DreamId) {
+        self.inner.dreams.cancel(id);
     }
 
     /// Tells the loop that workspace `ws`'s `session` changed (events appended, or a session
@@ -276,6 +316,10 @@ impl AgentLoop {
             Err(StoreError::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
+        if session.metadata.contains_key(mnemo_store::rules::dream::meta::DREAM_ID) {
+            // A dream's session: its dream's runner drives it (`dream`).
+            return Ok(());
+        }
         let Some(model) = session.agent["model"]["id"].as_str() else { return Ok(()) };
         let Some(resolved) = (self.inner.resolve)(model) else { return Ok(()) };
         if session.status == SessionStatus::Terminated {
@@ -290,7 +334,10 @@ impl AgentLoop {
         }
         tracing::debug!(session.id = %id, provider = %resolved.provider_name, "running a turn");
         let outcome = tokio::select! {
-            outcome = turn::run(ctx, ws, id, &resolved, wake) => outcome,
+            outcome = turn::run(ctx, ws, id, &resolved, wake, None, turn::Bounds {
+                max_model_calls: ctx.limits.max_model_calls_per_turn,
+                timeout: ctx.limits.turn_timeout,
+            }) => outcome,
             lost = self.keep_lease(ws, id) => Err(lost),
         };
         if let Err(e) = ctx.store.release_turn(ws, id, &self.inner.holder).await {

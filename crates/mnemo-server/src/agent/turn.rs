@@ -135,13 +135,30 @@ pub(crate) async fn owes_a_step(
     Ok(due_of(session, &log) != Due::Nothing)
 }
 
-/// Runs the session's turn while it owes its agent a step (see [`agent::due`]).
+/// Tools the server runs itself for a session (a dream's): each call is answered in the log at
+/// once (`agent.tool_result`), so the session never waits on a worker.
+pub(crate) trait ToolHost: Send + Sync {
+    /// Runs one call: the result's text, and whether it is an error the model should read.
+    fn run<'a>(&'a self, call: &'a ToolUse) -> futures::future::BoxFuture<'a, (String, bool)>;
+}
+
+/// How far one turn may go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    pub(crate) max_model_calls: u32,
+    pub(crate) timeout: Duration,
+}
+
+/// Runs the session's turn while it owes its agent a step (see [`agent::due`]); with `host`,
+/// the server runs the agent's tool calls itself and the turn goes on until the model stops.
 pub(crate) async fn run(
     ctx: &Ctx,
     ws: &WorkspaceId,
     id: &SessionId,
     resolved: &Resolved,
     wake: &tokio::sync::Notify,
+    host: Option<&dyn ToolHost>,
+    bounds: Bounds,
 ) -> Result<(), StoreError> {
     loop {
         let session = ctx.store.get_session(ws, id).await?;
@@ -157,12 +174,12 @@ pub(crate) async fn run(
             Due::Run => {}
         }
         let progress = agent::progress(&log);
-        if progress.model_calls >= ctx.limits.max_model_calls_per_turn {
+        if progress.model_calls >= bounds.max_model_calls {
             tracing::info!(session.id = %id, calls = progress.model_calls, "the turn reached its model call limit");
             ctx.append(ws, id, vec![idle(StopReason::ModelCallLimitReached)]).await?;
             return Ok(());
         }
-        let deadline = deadline(progress.started_at.as_deref(), ctx.limits.turn_timeout);
+        let deadline = deadline(progress.started_at.as_deref(), bounds.timeout);
         if progress.started_at.is_some() && deadline <= Instant::now() {
             ctx.append(ws, id, vec![idle(StopReason::TurnTimeout)]).await?;
             return Ok(());
@@ -200,6 +217,10 @@ pub(crate) async fn run(
                         StopReason::EndTurn
                     };
                     pending.push(idle(reason));
+                }
+                if let (true, Some(host)) = (waits, host) {
+                    run_tools(ctx, ws, id, pending, host).await?;
+                    continue;
                 }
                 ctx.append(ws, id, pending).await?;
                 if !waits {
@@ -243,6 +264,35 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// Appends a step's tool calls (with the end of its model call), runs each allowed one on
+/// `host`, and appends their results in one append.
+async fn run_tools(
+    ctx: &Ctx,
+    ws: &WorkspaceId,
+    id: &SessionId,
+    pending: Vec<Event>,
+    host: &dyn ToolHost,
+) -> Result<(), StoreError> {
+    let appended = ctx.append_as(ws, id, pending, mnemo_store::EventAuthor::ServerTools).await?;
+    let mut results = Vec::new();
+    for logged in &appended.recorded {
+        let (Event::AgentToolUse(call) | Event::AgentCustomToolUse(call)) = &logged.event.event else { continue };
+        if call.evaluated_permission == Some(mnemo_api::Permission::Deny) {
+            continue;
+        }
+        let (text, is_error) = host.run(call).await;
+        results.push(Event::AgentToolResult(mnemo_api::ToolResult {
+            call_id: logged.event.id.clone(),
+            content: Some(vec![ContentBlock::text(text)]),
+            is_error: Some(is_error),
+        }));
+    }
+    if !results.is_empty() {
+        ctx.append_as(ws, id, results, mnemo_store::EventAuthor::ServerTools).await?;
+    }
+    Ok(())
 }
 
 /// One step: the call of the model for the log up to its start.

@@ -1,6 +1,7 @@
 //! The route table and the helpers every resource shares.
 
 mod agents;
+mod dreams;
 mod environments;
 mod events;
 mod memories;
@@ -44,6 +45,10 @@ pub(crate) fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memory_search::in_store))
         .routes(routes!(memory_search::everywhere))
         .routes(routes!(memory_retention::retrieve, memory_retention::update))
+        .routes(routes!(dreams::create, dreams::list))
+        .routes(routes!(dreams::retrieve))
+        .routes(routes!(dreams::cancel))
+        .routes(routes!(dreams::archive))
         .routes(routes!(memory_changes::changes))
         .routes(routes!(memory_versions::list))
         .routes(routes!(memory_versions::retrieve))

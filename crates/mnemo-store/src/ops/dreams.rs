@@ -114,9 +114,9 @@ impl DreamRow {
 /// Filters of the dream listing (newest first).
 #[derive(Debug, Clone, Default)]
 pub struct ListDreams {
-    /// Exclusive bounds on `created_at`.
-    pub created_after: Option<mnemo_api::Timestamp>,
-    pub created_before: Option<mnemo_api::Timestamp>,
+    /// Inclusive bounds on `created_at`.
+    pub created_at_gte: Option<mnemo_api::Timestamp>,
+    pub created_at_lte: Option<mnemo_api::Timestamp>,
     pub statuses: Vec<DreamStatus>,
     pub include_archived: bool,
     pub limit: u32,
@@ -395,7 +395,8 @@ pub async fn copy_input<S: DreamSql + MemorySql + WebhookSql>(
 ) -> Result<Copied> {
     let mut row = locked(sql, ws, id).await?;
     check_holder(&row, holder)?;
-    let input = row.dream.input_store().cloned().ok_or_else(|| StoreError::backend("a dream without an input store"))?;
+    let input =
+        row.dream.input_store().cloned().ok_or_else(|| StoreError::backend("a dream without an input store"))?;
     let unavailable = || {
         Copied::Refused(DreamError::new(
             code::STORE_UNAVAILABLE,
@@ -426,12 +427,10 @@ pub async fn copy_input<S: DreamSql + MemorySql + WebhookSql>(
             format!("the input memory store holds {bytes} bytes; dreams read at most {max_bytes}"),
         )));
     }
-    let metadata = [
-        (dream::meta::DREAM_ID.to_owned(), id.to_string()),
-        (dream::meta::DREAM_INPUT.to_owned(), input.to_string()),
-    ]
-    .into_iter()
-    .collect();
+    let metadata =
+        [(dream::meta::DREAM_ID.to_owned(), id.to_string()), (dream::meta::DREAM_INPUT.to_owned(), input.to_string())]
+            .into_iter()
+            .collect();
     let output = create_store(
         sql,
         ws,
@@ -482,11 +481,7 @@ pub async fn verification<S: DreamSql>(
     {
         output_usable = locked.store.archived_at.is_none();
         output_memories = locked.memory_count;
-        reserved_paths = sql
-            .store_contents(locked.seq)
-            .await?
-            .iter()
-            .any(|(path, _)| dream::is_reserved(path));
+        reserved_paths = sql.store_contents(locked.seq).await?.iter().any(|(path, _)| dream::is_reserved(path));
     }
     Ok(dream::Verification {
         create_new: !row.update_existing(),

@@ -332,11 +332,17 @@ mod tests {
             }))
             .unwrap()
         };
-        let message = LoggedEvent::from_json(json!({"type": "agent.message", "id": EventId::generate(), "content": []})).unwrap();
+        let message =
+            LoggedEvent::from_json(json!({"type": "agent.message", "id": EventId::generate(), "content": []})).unwrap();
         let log = [end(10, 2, 3, 4), message, end(5, 1, 0, 6)];
         assert_eq!(
             usage(&log),
-            DreamUsage { input_tokens: 15, output_tokens: 3, cache_creation_input_tokens: 3, cache_read_input_tokens: 10 }
+            DreamUsage {
+                input_tokens: 15,
+                output_tokens: 3,
+                cache_creation_input_tokens: 3,
+                cache_read_input_tokens: 10
+            }
         );
     }
 }
