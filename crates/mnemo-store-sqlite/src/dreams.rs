@@ -9,13 +9,11 @@ use crate::engine::{Lite, backend, query_all, query_one};
 
 const COLUMNS: &str = "seq, workspace_id, body, lease_holder, lease_expires_at, idempotency_key, request_sha256";
 
-fn read(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(i64, String, String, Option<String>, Option<i64>, Option<String>, Option<String>)> {
+type Raw = (i64, String, String, Option<String>, Option<i64>, Option<String>, Option<String>);
+
+fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
 }
-
-type Raw = (i64, String, String, Option<String>, Option<i64>, Option<String>, Option<String>);
 
 fn decode((seq, ws, body, holder, expires, key, sha): Raw) -> Result<DreamRow> {
     DreamRow::decode(seq, &ws, &body, (holder, expires), (key, sha))

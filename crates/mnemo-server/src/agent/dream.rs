@@ -182,7 +182,7 @@ async fn drive(inner: &Inner, ws: &WorkspaceId, mut dream: Dream) -> Result<Outc
     let actor = Actor::SessionActor { session_id: session.clone() };
     let max_bytes = ctx.limits.dreams.max_input_bytes;
     let (dream, start_memories) = match store.copy_dream_input(ws, &dream.id, &inner.holder, actor, max_bytes).await? {
-        Copied::Done { dream, memories } => (dream, memories),
+        Copied::Done { dream, memories } => (*dream, memories),
         Copied::Refused(error) => return Ok(Outcome::Failed(error)),
     };
     let output = dream.output_store().cloned().ok_or_else(|| StoreError::backend("a dream without its output"))?;

@@ -189,7 +189,7 @@ impl DreamTools {
 
     async fn read(&self, input: &Value) -> Result<String, String> {
         let place = place(text_field(input, "file_path")?)?;
-        let files = self.files(place.root).await.map_err(store_error)?;
+        let files = self.files(place.root).await.map_err(|e| store_error(&e))?;
         let Some(file) = files.get(&place.rest) else {
             let prefix = format!("{}/", place.rest);
             let children: Vec<String> =
@@ -232,7 +232,7 @@ impl DreamTools {
             .compile_matcher();
         let mut found = Vec::new();
         for root in Root::ALL {
-            for path in self.files(root).await.map_err(store_error)?.keys() {
+            for path in self.files(root).await.map_err(|e| store_error(&e))?.keys() {
                 let shown = format!("{}{path}", root.path());
                 if matcher.is_match(&shown) {
                     found.push(shown);
@@ -260,7 +260,7 @@ impl DreamTools {
             if scope.as_ref().is_some_and(|s| s.root != root) {
                 continue;
             }
-            for (path, file) in self.files(root).await.map_err(store_error)? {
+            for (path, file) in self.files(root).await.map_err(|e| store_error(&e))? {
                 if let Some(s) = &scope
                     && !(path == s.rest || path.starts_with(&format!("{}/", s.rest)) || s.rest.is_empty())
                 {
@@ -297,13 +297,16 @@ impl DreamTools {
             ));
         }
         // The store's word too: a store attached read-only takes no write from this session.
-        let access =
-            self.store.session_store_access(&self.ws, &self.session, &self.output).await.map_err(store_error)?;
+        let access = self
+            .store
+            .session_store_access(&self.ws, &self.session, &self.output)
+            .await
+            .map_err(|e| store_error(&e))?;
         if access == Some(Access::ReadOnly) {
             return Err(format!("{tool}: the output store is attached read-only"));
         }
         let path = MemoryPath::parse(&place.rest).map_err(|e| format!("{tool}: {}: {e}", place.shown()))?;
-        let current = self.output_files().await.map_err(store_error)?.remove(&place.rest);
+        let current = self.output_files().await.map_err(|e| store_error(&e))?.remove(&place.rest);
         Ok((path, current))
     }
 
@@ -436,11 +439,11 @@ fn write_error(place: &Place, tool: &str, e: StoreError) -> String {
             format!("{tool}: {m}")
         }
         StoreError::StoreFull { limit, .. } => format!("{tool}: the output store holds its limit of {limit} memories"),
-        other => store_error(other),
+        other => store_error(&other),
     }
 }
 
-fn store_error(e: StoreError) -> String {
+fn store_error(e: &StoreError) -> String {
     tracing::warn!(error = %e.chain(), "a dream's tool could not reach the store");
     "the memory store could not be reached; try again".into()
 }

@@ -374,7 +374,7 @@ where
 pub enum Copied {
     /// The output is recorded (now or by an earlier run): the dream, and the live memories the
     /// input held at the copy.
-    Done { dream: Dream, memories: u64 },
+    Done { dream: Box<Dream>, memories: u64 },
     /// The dream cannot go on: fail it with this.
     Refused(DreamError),
 }
@@ -412,12 +412,12 @@ pub async fn copy_input<S: DreamSql + MemorySql + WebhookSql>(
         return Ok(unavailable());
     }
     if row.dream.output_store().is_some() {
-        return Ok(Copied::Done { dream: row.dream, memories: memory_count });
+        return Ok(Copied::Done { dream: Box::new(row.dream), memories: memory_count });
     }
     if row.update_existing() {
         row.dream.outputs = vec![DreamOutput { memory_store_id: input }];
         sql.write_dream(&row).await?;
-        return Ok(Copied::Done { dream: row.dream, memories: memory_count });
+        return Ok(Copied::Done { dream: Box::new(row.dream), memories: memory_count });
     }
     let contents = sql.store_contents(seq).await?;
     let bytes: u64 = contents.iter().map(|(_, c)| c.len() as u64).sum();
@@ -443,7 +443,7 @@ pub async fn copy_input<S: DreamSql + MemorySql + WebhookSql>(
     }
     row.dream.outputs = vec![DreamOutput { memory_store_id: output.id }];
     sql.write_dream(&row).await?;
-    Ok(Copied::Done { dream: row.dream, memories: memory_count })
+    Ok(Copied::Done { dream: Box::new(row.dream), memories: memory_count })
 }
 
 /// Records a dream's usage (its runner, or after a cancel while the last call winds down).
