@@ -796,7 +796,7 @@ mod tests {
                 deny_message: Some("no".into()),
             }),
             Event::UserToolResult(result.clone()),
-            Event::UserCustomToolResult(ToolResult { content: None, is_error: None, ..result }),
+            Event::UserCustomToolResult(ToolResult { content: None, is_error: None, ..result.clone() }),
             Event::UserDefineOutcome(DefineOutcome {
                 description: "d".into(),
                 rubric: Rubric::File { file_id: "file_1".into() },
@@ -825,6 +825,7 @@ mod tests {
                 is_error: None,
                 model_usage: usage,
             }),
+            Event::AgentToolResult(result.clone()),
         ];
         let kinds: std::collections::BTreeSet<&str> = known.iter().map(Event::kind).collect();
         assert_eq!(kinds.len(), Event::TYPES.len(), "one case per event type");

@@ -419,6 +419,9 @@ fn range(input: &Value, lines: usize) -> Result<(usize, usize), String> {
         let start = first.max(1) - 1;
         return Ok((start.min(lines), last.min(lines).max(start.min(lines))));
     }
+    if input.get("view_range").is_some_and(|v| !v.is_null()) {
+        return Err("view_range is [first_line, last_line] (1-based; -1 for the end)".into());
+    }
     let start = input.get("offset").and_then(number).unwrap_or(1).max(1) - 1;
     let limit = input.get("limit").and_then(number).unwrap_or(READ_LINES);
     Ok((start.min(lines), start.saturating_add(limit).min(lines)))

@@ -27,6 +27,8 @@ pub(crate) fn seed(op: &str, f: &Fixture) -> Value {
         "memory_stores.create" => json!({"name": "s", "description": "d", "metadata": {"k": "v"}}),
         "memory_stores.update" => json!({"name": "s2", "metadata": {"k": null}}),
         "memory_stores.version_retention.update" => json!({"retention": "30d"}),
+        "dreams.create" => json!({"inputs": [{"type": "memory_store", "memory_store_id": f.ids["store"]},
+            {"type": "sessions", "session_ids": [f.ids["session"]]}], "model": "dreamer", "instructions": "merge"}),
         "memories.create" => json!({"path": "/fuzz/x.md", "content": "x"}),
         "memories.update" => json!({"content": "y", "path": "/fuzz/y.md",
             "precondition": {"type": "content_sha256", "content_sha256": "0".repeat(64)}}),

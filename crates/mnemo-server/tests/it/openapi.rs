@@ -73,6 +73,7 @@ pub(crate) fn placeholder(name: &str) -> String {
         "rate_limit_id" => "ratelimit_",
         "user_id" => "user_",
         "invite_id" => "invite_",
+        "dream" => "drm_",
         other => panic!("a path parameter this test does not know: {other}"),
     };
     format!("{prefix}0000000000000000000000")
@@ -180,7 +181,19 @@ pub(crate) async fn fixture() -> Fixture {
     let user = store.accept_invite([7; 32], joining).await.unwrap();
     let pending = mnemo_api::NewInvite { email: "pending@example.com".into(), role: mnemo_api::OrgRole::User };
     let invite = store.create_invite(pending, [8; 32], 3600).await.unwrap();
+    // A dream, canceled (so every dream call, archive included, has something to act on).
+    let ws = store.default_workspace().await.unwrap();
+    let request = mnemo_api::DreamRequest {
+        store: w.rw_store.parse().unwrap(),
+        sessions: vec![session.parse().unwrap()],
+        model: "dreamer".into(),
+        instructions: None,
+        update_existing: false,
+    };
+    let dream = store.create_dream(&ws, request, None, 100).await.unwrap();
+    store.cancel_dream(&ws, &dream.id).await.unwrap();
     let ids = [
+        ("dream", dream.id.to_string()),
         ("store", w.rw_store.clone()),
         ("memory", memory["id"].as_str().unwrap().to_owned()),
         ("version", memory["memory_version_id"].as_str().unwrap().to_owned()),
