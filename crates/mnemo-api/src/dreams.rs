@@ -369,7 +369,7 @@ mod tests {
 
     const STORE: &str = "memstore_01Ab";
 
-    fn body(inputs: Value) -> Value {
+    fn body(inputs: &Value) -> Value {
         json!({"inputs": inputs, "model": "claude-sonnet-4-6"})
     }
 
@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(parsed.sessions.iter().map(SessionId::as_str).collect::<Vec<_>>(), ["sesn_01", "sesn_02"]);
         assert_eq!(parsed.model, "m");
         assert!(parsed.update_existing);
-        assert_eq!(parsed.inputs()[0], DreamInput::MemoryStore { memory_store_id: parsed.store.clone() });
+        assert_eq!(parsed.inputs()[0], DreamInput::MemoryStore { memory_store_id: parsed.store });
     }
 
     #[test]
@@ -398,7 +398,7 @@ mod tests {
         let store = json!({"type": "memory_store", "memory_store_id": STORE});
         let two = json!({"type": "sessions", "session_ids": ["sesn_01", "sesn_02"]});
         let with = |extra: Value| {
-            let mut b = body(json!([store, two]));
+            let mut b = body(&json!([store, two]));
             for (k, v) in extra.as_object().unwrap() {
                 b[k] = v.clone();
             }
@@ -406,21 +406,21 @@ mod tests {
         };
         let cases: Vec<(Value, &str)> = vec![
             (json!({"model": "m"}), "inputs: is required"),
-            (body(json!([store])), "inputs: needs one sessions entry"),
-            (body(json!([two])), "inputs: needs one memory_store entry"),
-            (body(json!([store, store, two])), "inputs[1]: a second memory_store"),
-            (body(json!([store, {"type": "sessions", "session_ids": []}])), "inputs[1].session_ids: at least 1"),
+            (body(&json!([store])), "inputs: needs one sessions entry"),
+            (body(&json!([two])), "inputs: needs one memory_store entry"),
+            (body(&json!([store, store, two])), "inputs[1]: a second memory_store"),
+            (body(&json!([store, {"type": "sessions", "session_ids": []}])), "inputs[1].session_ids: at least 1"),
             (
-                body(json!([store, {"type": "sessions", "session_ids": sessions(101)}])),
+                body(&json!([store, {"type": "sessions", "session_ids": sessions(101)}])),
                 "inputs[1].session_ids: at most 100 (got 101)",
             ),
             (
-                body(json!([store, {"type": "sessions", "session_ids": ["sesn_01", "sesn_01"]}])),
+                body(&json!([store, {"type": "sessions", "session_ids": ["sesn_01", "sesn_01"]}])),
                 "inputs[1].session_ids[1]: `sesn_01` is listed twice",
             ),
-            (body(json!([store, {"type": "sessions", "session_ids": ["memstore_1"]}])), "inputs[1].session_ids[0]:"),
-            (body(json!([{"type": "memory_store", "memory_store_id": ""}, two])), "inputs[0].memory_store_id:"),
-            (body(json!([store, two, {"type": "files"}])), "inputs[2].type: `files` is not"),
+            (body(&json!([store, {"type": "sessions", "session_ids": ["memstore_1"]}])), "inputs[1].session_ids[0]:"),
+            (body(&json!([{"type": "memory_store", "memory_store_id": ""}, two])), "inputs[0].memory_store_id:"),
+            (body(&json!([store, two, {"type": "files"}])), "inputs[2].type: `files` is not"),
             (json!({"inputs": [store, two]}), "model: is required"),
             (with(json!({"model": ""})), "model.id: 1 to 256 characters (got 0)"),
             (with(json!({"model": "x".repeat(257)})), "model.id: 1 to 256 characters (got 257)"),
@@ -451,7 +451,7 @@ mod tests {
             !DreamRequest::parse(&with(json!({"output_behavior": {"type": "create_new"}}))).unwrap().update_existing
         );
         assert_eq!(
-            DreamRequest::parse(&body(json!([store, {"type": "sessions", "session_ids": sessions(100)}])))
+            DreamRequest::parse(&body(&json!([store, {"type": "sessions", "session_ids": sessions(100)}])))
                 .unwrap()
                 .sessions
                 .len(),

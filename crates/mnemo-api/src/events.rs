@@ -825,7 +825,7 @@ mod tests {
                 is_error: None,
                 model_usage: usage,
             }),
-            Event::AgentToolResult(result.clone()),
+            Event::AgentToolResult(result),
         ];
         let kinds: std::collections::BTreeSet<&str> = known.iter().map(Event::kind).collect();
         assert_eq!(kinds.len(), Event::TYPES.len(), "one case per event type");
