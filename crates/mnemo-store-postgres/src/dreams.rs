@@ -5,7 +5,7 @@ use mnemo_store::ops::dreams::{DreamRow, ListDreams};
 use mnemo_store::{Result, ops};
 use tokio_postgres::Row;
 
-use crate::engine::{Pg, all, col, exec, one, opt};
+use crate::engine::{Pg, all, col, exec, one, opt, text_bytes};
 
 const COLUMNS: &str = "seq, workspace_id, body, lease_holder, lease_expires_at, idempotency_key, request_sha256";
 
@@ -201,13 +201,13 @@ impl ops::DreamSql for Pg<'_, '_> {
     async fn store_contents(&self, store: i64) -> Result<Vec<(String, String)>> {
         all(
             self,
-            "SELECT m.path, COALESCE(v.content, '') FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
+            "SELECT m.path, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
              WHERE m.store_seq = $1 ORDER BY m.path COLLATE \"C\"",
             &[&store],
         )
         .await?
         .iter()
-        .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+        .map(|r| Ok((col(r, 0)?, text_bytes(r, 1)?.unwrap_or_default())))
         .collect()
     }
 
@@ -232,7 +232,7 @@ impl ops::DreamSql for Pg<'_, '_> {
         opt(
             self,
             "SELECT id FROM dreams WHERE workspace_id = $1 AND status = ANY($3) \
-               AND (output_store_id = $2 OR session_id = $2) LIMIT 1",
+               AND ((output_store_id = $2 AND NOT update_existing) OR session_id = $2) LIMIT 1",
             &[&ws.as_str(), &id, &names(statuses)],
         )
         .await?

@@ -218,7 +218,7 @@ impl ops::DreamSql for Lite<'_> {
         let found: Option<String> = query_one(
             self,
             "SELECT id FROM dreams WHERE workspace_id = ?1 AND status IN (SELECT value FROM json_each(?3)) \
-               AND (output_store_id = ?2 OR session_id = ?2) LIMIT 1",
+               AND ((output_store_id = ?2 AND NOT update_existing) OR session_id = ?2) LIMIT 1",
             params![ws.as_str(), id, names(statuses)?],
             |r| r.get(0),
         )?;

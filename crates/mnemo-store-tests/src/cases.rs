@@ -101,6 +101,12 @@
 //!   against others, released only by its holder, free again once it lapses on the store's
 //!   clock; concurrent claimers of one session get exactly one grant; `span.model_request_end`
 //!   events add their usage to the session's `usage`, and only the agent side reports them.
+//! - [`dreams`] — a create checks its inputs (another workspace's are unknown), the queue and
+//!   the one `update_existing` dream per store; an `Idempotency-Key` answers the same dream;
+//!   cancel and archive follow the lifecycle; lists filter and page newest first; one runner
+//!   per dream until its lease lapses; the start makes one session; the copy of the input is
+//!   whole, bounded and made once; a running dream's output store and session refuse others;
+//!   a finish keeps a cancel, archives the session and lets the store go.
 //! - [`retention`] — a store's own version retention, set, read and cleared, not found from
 //!   another workspace; a purge keeps each live memory's newest version and every young one,
 //!   deletes the rest (redacted and deleted memories' versions included) in bounded batches,
@@ -138,6 +144,7 @@ pub mod agents;
 pub mod audit;
 pub mod concurrency;
 pub mod credentials;
+pub mod dreams;
 pub mod environments;
 pub mod events;
 pub mod isolation_environments;

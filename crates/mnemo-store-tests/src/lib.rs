@@ -300,6 +300,14 @@ macro_rules! conformance {
             a_persons_live_sessions_are_listed,
             ending_person_sessions_is_signalled,
         });
+        $crate::conformance!(@async $factory; dreams {
+            a_create_checks_its_inputs_and_the_queue,
+            an_idempotency_key_answers_the_same_dream,
+            cancel_and_archive_follow_the_lifecycle_and_lists_filter,
+            a_dream_has_one_runner_until_its_lease_lapses,
+            a_start_makes_the_session_and_the_copy_is_whole_and_once,
+            a_finish_keeps_a_cancel_and_frees_the_store,
+        });
         $crate::conformance!(@async $factory; retention {
             a_purge_keeps_each_live_memorys_newest_version_and_the_young_ones,
             a_stores_own_retention_is_set_read_and_cleared,

@@ -92,20 +92,16 @@ impl AgentLoop {
         self.inner.dreams.running.lock().expect("dreams poisoned").insert(id.clone(), Arc::clone(&stop));
         tracing::info!(dream.id = %id, "running a dream");
         let inner = &self.inner;
+        let watched = dream.clone();
         let ended = tokio::select! {
-            outcome = drive(inner, &ws, dream) => Some(outcome),
-            () = stop.notified() => None,
-            () = self.watch_dream(&ws, &id) => None,
+            outcome = drive(inner, &ws, dream) => outcome,
+            () = stop.notified() => Ok(stopped()),
+            outcome = self.watch_dream(&ws, &watched) => Ok(outcome),
         };
-        let outcome = match ended {
-            Some(Ok(outcome)) => outcome,
-            Some(Err(e)) => {
-                tracing::error!(dream.id = %id, error = %e.chain(), "a dream failed on an internal error");
-                Outcome::Failed(DreamError::new(code::INTERNAL, "the dream stopped on an internal error"))
-            }
-            // Canceled (or the lease is gone): the status stays as it is.
-            None => Outcome::Failed(DreamError::new(code::INTERNAL, "stopped")),
-        };
+        let outcome = ended.unwrap_or_else(|e| {
+            tracing::error!(dream.id = %id, error = %e.chain(), "a dream failed on an internal error");
+            Outcome::Failed(DreamError::new(code::INTERNAL, "the dream stopped on an internal error"))
+        });
         let store = &inner.ctx.store;
         match store.finish_dream(&ws, &id, &inner.holder, outcome).await {
             Ok(done) => {
@@ -121,12 +117,15 @@ impl AgentLoop {
         self.inner.dreams.wake.notify_one();
     }
 
-    /// Resolves once the dream is canceled (or gone), or its lease went to another runner:
-    /// renews the lease every third of its length and looks at the dream every second.
-    async fn watch_dream(&self, ws: &WorkspaceId, id: &DreamId) {
+    /// Resolves once the run must stop: the dream was canceled (or is gone), its lease went to
+    /// another runner, or an input went away (then with that failure). Renews the lease every
+    /// third of its length, looks at the dream every second and at its inputs every few.
+    async fn watch_dream(&self, ws: &WorkspaceId, dream: &Dream) -> Outcome {
+        let id = &dream.id;
         let ttl = self.inner.ctx.limits.lease_ttl;
+        let input = dream.input_store().cloned();
         let mut renewed = tokio::time::Instant::now();
-        loop {
+        for tick in 1_u64.. {
             tokio::time::sleep(Duration::from_secs(1).min(ttl / 3)).await;
             let store = &self.inner.ctx.store;
             let look = if renewed.elapsed() >= ttl / 3 {
@@ -135,7 +134,7 @@ impl AgentLoop {
                         renewed = tokio::time::Instant::now();
                         Some(d)
                     }
-                    Ok(None) => return,
+                    Ok(None) => return stopped(),
                     Err(e) => {
                         tracing::warn!(dream.id = %id, error = %e.chain(), "cannot renew a dream's lease");
                         None
@@ -144,15 +143,27 @@ impl AgentLoop {
             } else {
                 match store.get_dream(ws, id).await {
                     Ok(d) => Some(d),
-                    Err(StoreError::NotFound { .. }) => return,
+                    Err(StoreError::NotFound { .. }) => return stopped(),
                     Err(_) => None,
                 }
             };
             if look.is_some_and(|d| d.status == DreamStatus::Canceled) {
-                return;
+                return stopped();
+            }
+            if tick % 3 == 0
+                && let Some(input) = &input
+                && let Ok(Some(gone)) = inputs_unavailable(&self.inner, ws, dream, input).await
+            {
+                return gone;
             }
         }
+        stopped()
     }
+}
+
+/// What a run stopped from outside ends with: nothing changes a dream already final (a cancel).
+fn stopped() -> Outcome {
+    Outcome::Failed(DreamError::new(code::INTERNAL, "the dream's run was stopped"))
 }
 
 /// Why a run cannot go on: the dream fails with this.

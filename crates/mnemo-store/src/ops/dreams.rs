@@ -168,7 +168,8 @@ pub trait DreamSql: StoreSql {
     async fn store_contents(&self, store: Seq) -> Result<Vec<(String, String)>>;
     /// The versions of store `store` written by `actor`.
     async fn versions_by(&self, store: Seq, actor: &Actor) -> Result<u64>;
-    /// A dream of workspace `ws` in one of `statuses` whose output store or session is `id`.
+    /// A dream of workspace `ws` in one of `statuses` whose session, or `create_new` output
+    /// store, is `id`.
     async fn active_dream_using(&self, ws: &WorkspaceId, id: &str, statuses: &[DreamStatus])
     -> Result<Option<DreamId>>;
 }
@@ -510,6 +511,8 @@ where
         row.dream.status = status;
         row.dream.error = error;
         row.dream.ended_at = Some(ts(sql.now().await?));
+        // Final before its session is archived: the guard on a dream's session lets go.
+        sql.write_dream(&row).await?;
     }
     if let Some(session) = &row.dream.session_id {
         match archive_session(sql, ws, session).await {
@@ -522,12 +525,13 @@ where
     Ok(row.dream)
 }
 
-/// Refuses a change to a store or session an active dream of workspace `ws` uses (its output
-/// store, its session): `what` names the change (`archive`, `delete`, `post events to`).
+/// Refuses a change to a store or session an active dream of workspace `ws` uses — its
+/// `create_new` output store, its session: `what` names the change (`archive`, `delete`, `post
+/// events to`).
 pub async fn guard<S: DreamSql>(sql: &S, ws: &WorkspaceId, id: &str, what: &str) -> Result<()> {
     match sql.active_dream_using(ws, id, &dream::ACTIVE).await? {
         Some(dream) => Err(StoreError::Invalid(format!(
-            "`{id}` belongs to dream `{dream}`, which is still running; cancel the dream before you {what} it"
+            "`{id}` belongs to dream `{dream}`, which has not ended; cancel the dream before you {what} it"
         ))),
         None => Ok(()),
     }

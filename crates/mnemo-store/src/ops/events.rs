@@ -92,9 +92,13 @@ pub async fn append<S>(
     lease_ttl: u64,
 ) -> Result<Appended>
 where
-    S: SessionSql + EnvironmentSql + WorkSql + WebhookSql,
+    S: SessionSql + EnvironmentSql + WorkSql + WebhookSql + super::DreamSql,
 {
     let SessionRow { session: s, seq: session_seq } = sql.lock_session(ws, session).await?;
+    if !matches!(author, EventAuthor::Server | EventAuthor::ServerTools) {
+        // A dream's session is its runner's alone while the dream lasts.
+        super::dreams::guard(sql, ws, session.as_str(), "post events to").await?;
+    }
     let env = sql.hold_environment(ws, &s.environment_id).await?;
     let now = sql.now().await?;
     settle_session(sql, session, now).await?;

@@ -155,12 +155,13 @@ pub async fn update<S: SessionRowSql + WebhookSql>(
 /// returns it as it is.
 ///
 /// Locks, in order: the session's row, then its work items not yet stopped.
-pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql>(
+pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql + super::DreamSql>(
     sql: &S,
     ws: &WorkspaceId,
     id: &SessionId,
 ) -> Result<Session> {
     let SessionRow { session, seq } = sql.lock_session(ws, id).await?;
+    super::dreams::guard(sql, ws, id.as_str(), "archive").await?;
     let Some(end) = lifecycle::archive_session(session.archived_at.is_some()) else { return Ok(session) };
     let now = sql.now().await?;
     sql.archive_session_row(seq, end.status, now).await?;
@@ -184,8 +185,13 @@ pub async fn archive<S: SessionRowSql + WorkSql + WebhookSql>(
 /// Deletes a session, its log and its attachments, after force-stopping its work.
 ///
 /// Locks, in order: the session's row, then its work items not yet stopped.
-pub async fn delete<S: SessionRowSql + WorkSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &SessionId) -> Result<()> {
+pub async fn delete<S: SessionRowSql + WorkSql + WebhookSql + super::DreamSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &SessionId,
+) -> Result<()> {
     let SessionRow { seq, .. } = sql.lock_session(ws, id).await?;
+    super::dreams::guard(sql, ws, id.as_str(), "delete").await?;
     stop_session_work(sql, id).await?;
     sql.delete_session_row(seq).await?;
     emit_one(sql, ws, Change::Deleted(Resource::Session), id.as_str()).await

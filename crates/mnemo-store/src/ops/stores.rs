@@ -81,13 +81,15 @@ pub async fn update_store<S: StoreSql>(
     Ok(store)
 }
 
-/// Archives a store; archiving an archived one changes nothing (its webhook event says so).
-pub async fn archive_store<S: StoreSql + WebhookSql>(
+/// Archives a store; archiving an archived one changes nothing (its webhook event says so). A
+/// running dream's output store is refused ([`super::dreams::guard`]).
+pub async fn archive_store<S: StoreSql + WebhookSql + super::DreamSql>(
     sql: &S,
     ws: &WorkspaceId,
     id: &MemoryStoreId,
 ) -> Result<MemoryStore> {
     let LockedStore { mut store, seq, .. } = sql.lock_store(ws, id).await?;
+    super::dreams::guard(sql, ws, id.as_str(), "archive").await?;
     let already = store.archived_at.is_some();
     emit_one(sql, ws, Change::Archived { resource: Resource::MemoryStore, already }, id.as_str()).await?;
     if !already {
@@ -100,8 +102,13 @@ pub async fn archive_store<S: StoreSql + WebhookSql>(
 }
 
 /// Deletes a store with everything in it, archived or not.
-pub async fn delete_store<S: StoreSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()> {
+pub async fn delete_store<S: StoreSql + WebhookSql + super::DreamSql>(
+    sql: &S,
+    ws: &WorkspaceId,
+    id: &MemoryStoreId,
+) -> Result<()> {
     let locked = sql.lock_store(ws, id).await?;
+    super::dreams::guard(sql, ws, id.as_str(), "delete").await?;
     sql.delete_store_rows(locked.seq).await?;
     emit_one(sql, ws, Change::Deleted(Resource::MemoryStore), id.as_str()).await
 }
