@@ -17,12 +17,17 @@ backend, the dream's model mapped to the fake (Anthropic format; one test the Op
   call stalls: `canceled` at once, the provider's stream closed, a second cancel unchanged,
   archive of a running dream 400;
 * a provider that keeps failing: `failed` with `model_error`;
-* validation: every 400 of the create request, unknown ids 404, cancel of a completed dream 400.
+* validation: every 400 of the create request, unknown ids 404, cancel of a completed dream 400;
+* a killed server: its dream, stalled in a model call, is carried on from the session's log by
+  the next server on the database (SQLite: a restart; PostgreSQL: a replica already running,
+  which leaves the dream alone while the lease holds), with one output store.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -304,3 +309,72 @@ def test_a_create_refuses_bad_requests_in_the_apis_words(fx):
             pass
     finally:
         land.stop()
+
+
+def test_a_dream_survives_the_death_of_its_server(fx):
+    """A killed server's dream is carried on from its session's log by the next server on the
+    database (SQLite: a restart; PostgreSQL: a second replica already running), copied once."""
+    area = Path(tempfile.mkdtemp(prefix="mnemo-compat-dreams-restart-")).resolve()
+    fake = FakeModel()
+    models = area / "models.toml"
+    models.write_text(fake.models_toml({"dreamer": "fake/claude-fake-1"}) + "[limits]\nturn_lease_secs = 3\n")
+    api_key = "sk-dreams-" + secrets.token_hex(16)
+    mount_root = area / "mnt"
+    mount_root.mkdir()
+    first = LoopServer(mnemo_binary(), area / "a", api_key, mount_root, models)
+    second = LoopServer(mnemo_binary(), area / "b", api_key, mount_root, models)
+    try:
+        first.start(fx.timeout)
+        second._database = first.database()  # the same database (file or schema)
+        sfx = compat_lib.Fixture(first.base_url, api_key, fx.timeout)
+        store = sfx.new_store(name="Survivor")
+        sfx.new_memory(store.id, "/a.md", "alpha\n")
+        agent = sfx.client.beta.agents.create(name="user", model="claude-outside")
+        env = sfx.client.beta.environments.create(name="env", config={"type": "cloud"})
+        used = sfx.client.beta.sessions.create(agent=agent.id, environment_id=env.id)
+        fake.script([
+            {"tool_calls": [{"name": "read", "input": {"file_path": f"{OUT}/a.md"}}]},
+            {"text": "stalled " * 20, "chunk_delay_ms": 60000},
+        ])
+        dream = sfx.client.beta.dreams.create(
+            inputs=[{"type": "memory_store", "memory_store_id": store.id}, {"type": "sessions", "session_ids": [used.id]}],
+            model="dreamer",
+        )
+        deadline = time.monotonic() + WAIT
+        while len(fake.requests()) < 2:
+            check(time.monotonic() < deadline, "the second model call never started")
+            time.sleep(0.05)
+        if compat_lib.BACKEND == compat_lib.POSTGRES:
+            second.start(fx.timeout)  # a replica beside it, which must not take a dream still held
+            time.sleep(1.5)
+            eq(len(fake.requests()), 2, "the other replica left the held dream alone")
+        os.killpg(first.proc.pid, signal.SIGKILL)
+        first.proc.wait()
+        fake.script([
+            # A new runner knows no earlier read: it reads again before it edits.
+            {"tool_calls": [{"name": "read", "input": {"file_path": f"{OUT}/a.md"}},
+                            {"name": "edit", "input": {"file_path": f"{OUT}/a.md", "old_string": "alpha", "new_string": "omega"}}]},
+            {"text": "Renamed alpha to omega."},
+        ])
+        if compat_lib.BACKEND != compat_lib.POSTGRES:
+            second.start(fx.timeout)
+        sfx2 = compat_lib.Fixture(second.base_url, api_key, fx.timeout)
+        deadline = time.monotonic() + WAIT
+        while True:
+            done = sfx2.client.beta.dreams.retrieve(dream.id)
+            if done.status in ("completed", "failed", "canceled"):
+                break
+            check(time.monotonic() < deadline, f"the dream was not carried on: {short(done, 400)}")
+            time.sleep(0.1)
+        eq(done.status, "completed", f"the dream's end (error {done.error})")
+        outputs = [s for s in sfx2.client.beta.memory_stores.list() if (s.metadata or {}).get("mnemo_dream_id") == dream.id]
+        eq(len(outputs), 1, "one output store: the copy was made once")
+        out = {m.path: m for m in sfx2.list_all_memories(outputs[0].id, view="full")}
+        eq(out["/a.md"].content, "omega\n", "the write after the restart")
+        eq(sfx2.list_all_memories(store.id, view="full")[0].content, "alpha\n", "the input")
+        sfx.client.close()
+        sfx2.client.close()
+    finally:
+        second.stop()
+        first.stop()
+        fake.stop()
