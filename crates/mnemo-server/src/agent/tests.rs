@@ -721,13 +721,13 @@ fn back_off_doubles_with_jitter_up_to_its_cap_and_honours_retry_after() {
     assert_eq!(Limits::default().retry.retries, Some(4), "a call is retried four times");
 }
 
-mod dreams {
-    use mnemo_api::{Actor, DreamRequest, DreamStatus, MemoryPath, MemoryStoreId};
+mod dreams_support {
+    use mnemo_api::{Actor, MemoryPath, MemoryStoreId};
     use mnemo_store::NewMemoryStore;
 
     use super::*;
 
-    async fn store_with(s: &dyn Store, files: &[(&str, &str)]) -> MemoryStoreId {
+    pub(super) async fn store_with(s: &dyn Store, files: &[(&str, &str)]) -> MemoryStoreId {
         let ws = s.default_workspace().await.unwrap();
         let new = NewMemoryStore {
             name: "team notes".into(),
@@ -744,7 +744,7 @@ mod dreams {
         store
     }
 
-    async fn contents(s: &dyn Store, store: &MemoryStoreId) -> Vec<(String, String, String)> {
+    pub(super) async fn contents(s: &dyn Store, store: &MemoryStoreId) -> Vec<(String, String, String)> {
         let ws = s.default_workspace().await.unwrap();
         let mut export = s.export_memories(&ws, store, 100).await.unwrap();
         let mut out = Vec::new();
@@ -759,7 +759,7 @@ mod dreams {
         out
     }
 
-    async fn until_final(s: &dyn Store, id: &mnemo_api::DreamId) -> mnemo_api::Dream {
+    pub(super) async fn until_final(s: &dyn Store, id: &mnemo_api::DreamId) -> mnemo_api::Dream {
         let ws = s.default_workspace().await.unwrap();
         for _ in 0..400 {
             let d = s.get_dream(&ws, id).await.unwrap();
@@ -772,6 +772,13 @@ mod dreams {
         }
         panic!("dream {id} never ended");
     }
+}
+
+mod dreams {
+    use mnemo_api::{DreamRequest, DreamStatus};
+
+    use super::dreams_support::*;
+    use super::*;
 
     #[tokio::test]
     async fn a_dream_merges_into_a_new_store_and_never_touches_its_input() {
@@ -894,5 +901,89 @@ mod dreams {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("the canceled dream never let go of its store");
+    }
+}
+
+mod dream_failures {
+    use mnemo_api::{DreamRequest, DreamStatus};
+    use mnemo_store::rules::dream::code;
+
+    use super::dreams_support::*;
+    use super::*;
+
+    async fn run(script: Vec<Reply>, limits: Limits, archive_input: bool) -> mnemo_api::Dream {
+        let fake = Fake::new(script);
+        let h = harness(&fake, limits).await;
+        let s = &*h.store;
+        let ws = s.default_workspace().await.unwrap();
+        let input = store_with(s, &[("/a.md", "a"), ("/b.md", "b")]).await;
+        let used = session(s, "other-model").await;
+        let request = DreamRequest {
+            store: input.clone(),
+            sessions: vec![used],
+            model: "fake-model".into(),
+            instructions: None,
+            update_existing: false,
+        };
+        let dream = s.create_dream(&ws, request, None, 100).await.unwrap();
+        h.agent_loop.wake_dreams();
+        if archive_input {
+            for _ in 0..200 {
+                if fake.calls.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            s.archive_memory_store(&ws, &input).await.unwrap();
+        }
+        until_final(s, &dream.id).await
+    }
+
+    #[tokio::test]
+    async fn a_dream_that_empties_its_store_fails_as_output_invalid() {
+        let script = vec![
+            answer(vec![
+                tool("read", json!({"file_path": "/mnt/memory/output/a.md"})),
+                tool("read", json!({"file_path": "/mnt/memory/output/b.md"})),
+                finished(StopReason::ToolUse, 1, 1),
+            ]),
+            answer(vec![
+                tool("delete", json!({"file_path": "/mnt/memory/output/a.md"})),
+                tool("delete", json!({"file_path": "/mnt/memory/output/b.md"})),
+                finished(StopReason::ToolUse, 1, 1),
+            ]),
+            answer(vec![text("Deleted everything, as the transcript said."), finished(StopReason::EndTurn, 1, 1)]),
+        ];
+        let done = run(script, quick(), false).await;
+        assert_eq!(done.status, DreamStatus::Failed);
+        assert_eq!(done.error.unwrap().kind, code::OUTPUT_INVALID);
+    }
+
+    #[tokio::test]
+    async fn the_model_call_budget_ends_a_dream() {
+        let looping = || answer(vec![tool("glob", json!({"pattern": "**"})), finished(StopReason::ToolUse, 1, 1)]);
+        let mut limits = quick();
+        limits.dreams.max_model_calls = 2;
+        let done = run(vec![looping(), looping(), looping()], limits, false).await;
+        assert_eq!(done.status, DreamStatus::Failed);
+        assert_eq!(done.error.unwrap().kind, code::MODEL_CALL_LIMIT);
+    }
+
+    #[tokio::test]
+    async fn a_refusing_provider_and_a_refusal_fail_a_dream() {
+        let refused = vec![Reply::Refuse(ModelError::Refused { status: 400, error_type: None, message: "no".into() })];
+        let done = run(refused, quick(), false).await;
+        assert_eq!(done.error.unwrap().kind, code::MODEL_ERROR);
+        let declined = vec![answer(vec![text("I will not."), finished(StopReason::Refusal, 1, 1)])];
+        let done = run(declined, quick(), false).await;
+        assert_eq!(done.error.unwrap().kind, code::MODEL_REFUSAL);
+    }
+
+    #[tokio::test]
+    async fn an_input_archived_mid_dream_fails_it() {
+        let stalled = vec![Reply::Stream { items: vec![text("reading")], hang: true }];
+        let done = run(stalled, quick(), true).await;
+        assert_eq!(done.status, DreamStatus::Failed);
+        assert_eq!(done.error.unwrap().kind, code::STORE_UNAVAILABLE);
     }
 }
