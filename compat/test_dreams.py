@@ -25,8 +25,11 @@ backend, the dream's model mapped to the fake (Anthropic format; one test the Op
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import secrets
+import urllib.parse
 import signal
 import tempfile
 import time
@@ -38,6 +41,7 @@ import anthropic
 import compat_lib
 from compat_lib import OWN, FakeModel, check, eq, short
 from test_agent import LoopServer
+from test_organization import mint_key
 from test_worker_diff import mnemo_binary
 
 SERVER = OWN  # each test starts its own server (with --models) and model fake
@@ -307,6 +311,40 @@ def test_a_create_refuses_bad_requests_in_the_apis_words(fx):
             check(False, "an unknown dream is not found")
         except anthropic.NotFoundError:
             pass
+
+        # Another workspace's session (and store) answer as unknown ones; its key sees no dream here.
+        admin_fx = compat_lib.Fixture(land.server.base_url, land.sfx.api_key, fx.timeout, land.server.admin_key)
+        ws = admin_fx.admin_client().organization.workspaces.create(name=compat_lib.unique("other"))
+        team = admin_fx.make_client(api_key=mint_key(admin_fx, ws.id, "team")["key"])
+        agent = team.beta.agents.create(name="theirs", model="claude-outside")
+        env = team.beta.environments.create(name="theirs", config={"type": "cloud"})
+        theirs = team.beta.sessions.create(agent=agent.id, environment_id=env.id)
+        try:
+            land.client.beta.dreams.create(
+                inputs=[ok_inputs[0], {"type": "sessions", "session_ids": [used.id, theirs.id]}], model="dreamer")
+            check(False, "another workspace's session is refused")
+        except anthropic.NotFoundError:
+            pass
+        mine = land.client.beta.dreams.create(inputs=ok_inputs, model="dreamer")
+        try:
+            team.beta.dreams.retrieve(mine.id)
+            check(False, "another workspace's dream is not found")
+        except anthropic.NotFoundError:
+            pass
+        eq(list(team.beta.dreams.list()), [], "another workspace lists none of these dreams")
+
+        # The Go SDK's form: `?beta=true` and one `anthropic-beta` line per value.
+        url = urllib.parse.urlsplit(land.server.base_url)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+        conn.putrequest("GET", f"/v1/dreams/{mine.id}?beta=true")
+        for line in [("authorization", f"Bearer {land.sfx.api_key}"), ("anthropic-version", "2023-06-01"),
+                     ("anthropic-beta", "managed-agents-2026-04-01"), ("anthropic-beta", "dreaming-2026-04-21")]:
+            conn.putheader(*line)
+        conn.endheaders()
+        res = conn.getresponse()
+        eq(res.status, 200, "GET /v1/dreams/{id}?beta=true with two anthropic-beta lines")
+        eq(json.loads(res.read())["id"], mine.id, "the dream")
+        conn.close()
     finally:
         land.stop()
 
