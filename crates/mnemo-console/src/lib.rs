@@ -1,5 +1,5 @@
 //! The web console of `mnemo serve`: memory stores, their memories and history, sessions and
-//! their transcripts, environments and their keys, in a browser.
+//! their transcripts, dreams and their output, environments and their keys, in a browser.
 //!
 //! Pages are rendered on the server from compile-time-checked templates (askama; every value is
 //! HTML-escaped unless a template says otherwise, and none does for stored data). Every state
@@ -16,8 +16,10 @@
 //!
 //! Modules: `auth` (sign-in, the session cookie, the CSRF check in `Posted`), `stores`,
 //! `memories` (folder tree, path filter, editing guarded by `content_sha256`), `history`
-//! (versions, diffs, restore, redaction), `sessions` and `transcript` (events as readable
-//! entries, live over SSE from the server's event hub), `environments` (queue figures, keys),
+//! (versions, diffs, restore, redaction), `compare` (two stores path by path, a dream's output
+//! with its input), `sessions` and `transcript` (events as readable entries, live over SSE
+//! from the server's event hub), `dreams` (the list, a dream's page, cancel and archive),
+//! `environments` (queue figures, keys),
 //! `api_keys`, `rate_limits` and `audit_log` (the signed-in workspace's keys, limits and log),
 //! `people` (people, invites, members, a person's own page), `join` and `password` (invites
 //! and the setup link accepted; argon2id),
@@ -29,6 +31,8 @@ mod api_keys;
 mod assets;
 mod audit_log;
 mod auth;
+mod compare;
+mod dreams;
 mod environments;
 mod history;
 mod join;
@@ -189,6 +193,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/stores/{store}/memories/{memory}/edit", get(memories::edit_form).post(memories::save))
         .route("/console/stores/{store}/memories/{memory}/rename", get(memories::rename_form).post(memories::rename))
         .route("/console/stores/{store}/memories/{memory}/delete", get(memories::delete_confirm).post(memories::delete))
+        .route("/console/stores/{store}/compare", get(compare::page))
         .route("/console/stores/{store}/history", get(history::list))
         .route("/console/stores/{store}/versions/{version}", get(history::version_page))
         .route("/console/stores/{store}/versions/{version}/restore", post(history::restore))
@@ -197,6 +202,10 @@ pub fn router<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/console/sessions", get(sessions::list))
         .route("/console/sessions/{session}", get(sessions::session_page))
         .route("/console/sessions/{session}/live", get(sessions::live))
+        .route("/console/dreams", get(dreams::list))
+        .route("/console/dreams/{dream}", get(dreams::dream_page))
+        .route("/console/dreams/{dream}/cancel", post(dreams::cancel))
+        .route("/console/dreams/{dream}/archive", post(dreams::archive))
         .route("/console/environments", get(environments::list))
         .route("/console/environments/{environment}", get(environments::environment_page))
         .route("/console/environments/{environment}/keys", post(environments::mint_key))

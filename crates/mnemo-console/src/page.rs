@@ -67,6 +67,7 @@ fn signed_chrome() -> Chrome {
 pub(crate) enum Section {
     Stores,
     Sessions,
+    Dreams,
     Environments,
     ApiKeys,
     RateLimits,
@@ -129,6 +130,7 @@ impl Chrome {
             (self.section, section),
             (Section::Stores, "stores")
                 | (Section::Sessions, "sessions")
+                | (Section::Dreams, "dreams")
                 | (Section::Environments, "environments")
                 | (Section::ApiKeys, "api-keys")
                 | (Section::RateLimits, "rate-limits")

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::Console;
 use crate::audit_log::record;
-use crate::auth::{NoFields, Posted, Signed, encode_component};
+use crate::auth::{NoFields, Posted, Signed, encode_component, safe_next};
 use crate::page::{Chrome, PageError, Section, render, see_other};
 use crate::text::{size, when};
 use mnemo_store::rules::audit::AuditAction;
@@ -191,15 +191,27 @@ pub(crate) async fn archive_confirm(
     }))
 }
 
+/// The archive form: its CSRF token, and the console page to return to (the store's own page
+/// when not given, e.g. the comparison page its button is on).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ArchiveForm {
+    #[serde(default)]
+    next: Option<String>,
+}
+
 pub(crate) async fn archive(
     State(console): State<Console>,
     Id(id): Id<MemoryStoreId>,
-    posted: Posted<NoFields>,
+    posted: Posted<ArchiveForm>,
 ) -> Result<Response, PageError> {
     posted.who.allow(Action::Memory { store: &id, op: MemoryOp::Administer, attached: None })?;
     console.store.archive_memory_store(&posted.who.workspace, &id).await?;
     tracing::info!(store.id = %id, by = %posted.who.label(), "archived memory store in the console");
-    Ok(see_other(&format!("/console/stores/{id}")))
+    let back = match posted.form.next.as_deref() {
+        Some(next) => safe_next(Some(next)).to_owned(),
+        None => format!("/console/stores/{id}"),
+    };
+    Ok(see_other(&back))
 }
 
 pub(crate) async fn delete_confirm(

@@ -1025,4 +1025,5 @@ async fn search_shows_marked_snippets_linking_to_the_memory() {
     assert!(page.body.contains("No memory matches nothing-like-this."), "{}", page.body);
 }
 
+mod dreams;
 mod people;

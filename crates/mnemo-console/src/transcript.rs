@@ -97,7 +97,7 @@ pub(crate) fn tokens_text(usage: &Value) -> Option<String> {
     Some(format!("{} tokens in{from_cache}, {} out", thousands(input), thousands(output)))
 }
 
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

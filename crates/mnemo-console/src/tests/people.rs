@@ -10,7 +10,7 @@ use super::*;
 const PASSWORD: &str = "correct horse battery staple";
 
 /// A person who joined by invite (link secret `link`) with [`PASSWORD`].
-async fn person(h: &Harness, link: &str, email: &str, role: OrgRole) -> User {
+pub(super) async fn person(h: &Harness, link: &str, email: &str, role: OrgRole) -> User {
     let invite = mnemo_api::NewInvite { email: email.into(), role };
     h.store.create_invite(invite, crate::auth::hash(link), 3600).await.unwrap();
     let password_hash = crate::password::hash(Secret::new(PASSWORD)).await.unwrap();
@@ -119,7 +119,7 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_answer() {
 }
 
 /// Signs `email` in with [`PASSWORD`]: the cookie header to send and the forms' token.
-async fn person_session(h: &Harness, email: &str) -> (String, String) {
+pub(super) async fn person_session(h: &Harness, email: &str) -> (String, String) {
     let answer = h.password_sign_in(email, PASSWORD, "/console").await;
     let set = session_cookie(&answer).unwrap_or_else(|| panic!("{email} did not sign in: {}", answer.body));
     let cookie = set.split(';').next().unwrap().to_owned();
@@ -128,7 +128,7 @@ async fn person_session(h: &Harness, email: &str) -> (String, String) {
     (cookie, home.field("csrf"))
 }
 
-async fn add_member(h: &Harness, ws: &mnemo_api::WorkspaceId, who: &User, role: &str) {
+pub(super) async fn add_member(h: &Harness, ws: &mnemo_api::WorkspaceId, who: &User, role: &str) {
     let body = mnemo_api::MemberAdd { user_id: who.id.to_string(), workspace_role: role.into() };
     h.store.add_member(ws, body).await.unwrap();
 }
