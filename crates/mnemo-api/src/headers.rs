@@ -8,6 +8,8 @@ pub const BETA_HEADER: &str = "anthropic-beta";
 pub const MEMORY_BETA: &str = "agent-memory-2026-07-22";
 /// The beta of environments, their work queue, agents and sessions.
 pub const MANAGED_AGENTS_BETA: &str = "managed-agents-2026-04-01";
+/// The beta of dreams (`/v1/dreams`).
+pub const DREAMING_BETA: &str = "dreaming-2026-04-21";
 /// Sent by `mnemo serve` on every answer: the mnemo extensions it serves, comma-separated. A
 /// client learns from any answer (an error included) that it talks to `mnemo serve`; the hosted
 /// API sends no such header.

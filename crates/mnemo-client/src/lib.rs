@@ -7,6 +7,7 @@
 //! `x-should-retry: false`).
 
 mod changes;
+mod dreams;
 mod error;
 mod lenient;
 mod session;
@@ -32,6 +33,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FeedEvent};
+pub use dreams::{DREAMING_BETA, ListDreamsParams};
 pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
 pub use skills::SkillVersion;
@@ -697,6 +699,8 @@ impl Client {
 fn beta_for(path: &str) -> Option<&'static str> {
     if path == "/v1/skills" || path.starts_with("/v1/skills/") {
         None
+    } else if path.split('?').next().is_some_and(|p| p == "/v1/dreams" || p.starts_with("/v1/dreams/")) {
+        Some(DREAMING_BETA)
     } else if path.starts_with("/v1/memory_stores") {
         Some(MEMORY_BETA)
     } else {

@@ -247,8 +247,8 @@ pub(crate) async fn dream_page(
     }))
 }
 
-/// Cancels a pending or running dream (`POST /v1/dreams/{id}/cancel`): `canceled` at once; the
-/// runner stops within a second. A dream that already ended is refused in the store's words.
+/// Cancels a pending or running dream (`POST /v1/dreams/{id}/cancel`): `canceled` at once, and
+/// this process's runner of it stops at once (another replica's within a second). A dream that already ended is refused in the store's words.
 pub(crate) async fn cancel(
     State(console): State<Console>,
     Id(dream_id): Id<DreamId>,
@@ -257,6 +257,7 @@ pub(crate) async fn cancel(
     posted.who.allow(Action::Administer)?;
     match console.store.cancel_dream(&posted.who.workspace, &dream_id).await {
         Ok(d) => {
+            console.hooks.dream_canceled(&dream_id);
             tracing::info!(dream.id = %dream_id, status = %d.status, by = %posted.who.label(), "canceled a dream in the console");
             Ok(see_other(&format!("/console/dreams/{dream_id}")))
         }

@@ -99,6 +99,9 @@ pub trait Hooks: Send + Sync + 'static {
     fn account_sign_in_failed(&self, _account: &mnemo_store::CredentialHash) -> Result<(), Duration> {
         Ok(())
     }
+    /// Dream `id` was canceled through the console: its runner (if this process has it) stops
+    /// now rather than at its next look.
+    fn dream_canceled(&self, _id: &mnemo_api::DreamId) {}
     /// The server's rate-limit entries and the organization's values (`--rate-limit`), which
     /// the rate-limits page shows beside the workspace's overrides.
     fn rate_limits(&self) -> (Vec<mnemo_store::rules::rate_limit::Entry>, mnemo_store::rules::rate_limit::OrgLimits) {

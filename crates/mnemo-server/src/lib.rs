@@ -245,6 +245,7 @@ impl AppState {
             streams: Arc::clone(&self.streams),
             admin: Arc::clone(&self.admin),
             accounts: Arc::clone(&self.accounts),
+            agent: self.agent.clone(),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -348,10 +349,18 @@ struct ConsoleHooks {
     admin: Arc<AdminSettings>,
     /// Failed password sign-ins per account.
     accounts: Arc<throttle::AccountThrottle>,
+    /// The agent loop (its dream runner hears of console cancels).
+    agent: Option<agent::AgentLoop>,
 }
 
 #[async_trait::async_trait]
 impl mnemo_console::Hooks for ConsoleHooks {
+    fn dream_canceled(&self, id: &mnemo_api::DreamId) {
+        if let Some(agent) = &self.agent {
+            agent.dream_canceled(id);
+        }
+    }
+
     fn rate_limits(&self) -> (Vec<mnemo_store::rules::rate_limit::Entry>, mnemo_store::rules::rate_limit::OrgLimits) {
         (self.admin.rate_limits.clone(), self.admin.org_limits.clone())
     }

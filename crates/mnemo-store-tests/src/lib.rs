@@ -307,6 +307,7 @@ macro_rules! conformance {
             a_dream_has_one_runner_until_its_lease_lapses,
             a_start_makes_the_session_and_the_copy_is_whole_and_once,
             a_finish_keeps_a_cancel_and_frees_the_store,
+            the_dreams_environment_is_mnemos_own,
         });
         $crate::conformance!(@async $factory; retention {
             a_purge_keeps_each_live_memorys_newest_version_and_the_young_ones,

@@ -15,7 +15,7 @@
 //!   `credentials`, called first in `main` before any thread, takes a worker's key and work
 //!   secret out of its environment and arguments and re-executes the binary with them sealed in
 //!   a pipe, so `/proc/<pid>/environ` and `cmdline` never hold them.
-//! - `command::{env_key, webhook, session}` call the API as a client; `healthcheck` GETs
+//! - `command::{env_key, webhook, session, dream}` call the API as a client; `healthcheck` GETs
 //!   `/healthz` (the Docker image's probe); `completions` prints shell completions.
 //! - `metrics` installs the Prometheus recorder and serves `--metrics-listen` on a listener of its
 //!   own (the libraries only call the `metrics` facade). `build.rs` records the git commit for

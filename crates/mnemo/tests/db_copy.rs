@@ -50,6 +50,7 @@ const TABLES: &[(&str, &str)] = &[
     ("person_sessions", "seq"),
     ("sso_identities", "seq"),
     ("audit_events", "seq"),
+    ("dreams", "seq"),
 ];
 
 fn hash(n: u8) -> CredentialHash {
@@ -320,6 +321,18 @@ async fn fill(s: &dyn Store) {
     let first = s.list_memory_versions(&ws, &notes.id, query).await.unwrap().items.pop().unwrap();
     assert_eq!(first.operation, mnemo_api::Operation::Created);
     s.redact_memory_version(&ws, &notes.id, &first.id, by_key).await.unwrap();
+
+    // A dream over the store and the session, claimed by a runner (its lease), then canceled.
+    let request = mnemo_api::DreamRequest {
+        store: notes.id.clone(),
+        sessions: vec![session.id.clone()],
+        model: "dreamer".into(),
+        instructions: Some("merge é".into()),
+        update_existing: false,
+    };
+    let dream = s.create_dream(&ws, request, Some(("key-1".into(), "sha".into())), 9).await.unwrap();
+    s.claim_dream("runner", std::time::Duration::from_secs(3600), 2).await.unwrap().unwrap();
+    s.cancel_dream(&ws, &dream.id).await.unwrap();
 }
 
 fn versions_query() -> ListMemoryVersions {
@@ -441,6 +454,8 @@ async fn snapshot(s: &dyn Store) -> Vec<String> {
             );
         }
     }
+    let dreams = mnemo_store::ops::dreams::ListDreams { include_archived: true, limit: 100, ..Default::default() };
+    line("dreams", &s.list_dreams(&s.default_workspace().await.unwrap(), dreams).await.unwrap().items);
     out
 }
 

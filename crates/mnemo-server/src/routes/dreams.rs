@@ -7,6 +7,7 @@ use axum::http::HeaderMap;
 use mnemo_api::{Dream, DreamId, DreamRequest, DreamStatus, Page, View};
 use mnemo_http::{BadInput, FromQuery, Id, Paging, Params, Query, flag, time_range};
 use mnemo_store::ops::dreams::ListDreams;
+use mnemo_store::rules::scope::{Action, MemoryOp};
 use sha2::Digest;
 
 use crate::auth::ApiKeyCaller;
@@ -41,6 +42,12 @@ pub(crate) async fn create(
     Json(body): Json<serde_json::Value>,
 ) -> Reply<Dream> {
     let request = DreamRequest::parse(&body).map_err(|e| ApiError::invalid(e.0))?;
+    // What the dream will do with the caller's stores, judged as if the caller did it.
+    let op = if request.update_existing { MemoryOp::WriteMemories } else { MemoryOp::Read };
+    caller.allow(Action::Memory { store: &request.store, op, attached: None })?;
+    if !request.update_existing {
+        caller.allow(Action::MemoryStores { create: true })?;
+    }
     let Some(agent) = state.agent.as_ref().filter(|a| a.resolves(&request.model)) else {
         return Err(ApiError::invalid(format!(
             "model: `{}` maps to no configured model provider (dreams run on the models of `mnemo serve --models`)",

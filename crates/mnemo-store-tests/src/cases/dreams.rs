@@ -180,7 +180,7 @@ pub async fn a_start_makes_the_session_and_the_copy_is_whole_and_once(factory: &
     let out = s.get_memory_store(&ws, &output).await.unwrap();
     assert_eq!(out.name, "notes (dream)");
     assert_eq!(out.metadata.get("mnemo_dream_id"), Some(&dream.id.to_string()));
-    let usage = s.memory_store_usage(&ws, &[output.clone()]).await.unwrap();
+    let usage = s.memory_store_usage(&ws, std::slice::from_ref(&output)).await.unwrap();
     assert_eq!(usage.get(&output).map(|u| u.memories), Some(2));
     let versions = super::fixtures::all_versions(&*s, &output, super::fixtures::versions(10)).await;
     assert!(versions.iter().all(|v| v.created_by.as_ref() == Some(&actor)), "{versions:?}");
@@ -240,4 +240,22 @@ fn stores() -> mnemo_store::ListMemoryStores {
         limit: 100,
         after: None,
     }
+}
+
+pub async fn the_dreams_environment_is_mnemos_own(factory: &impl StoreFactory) {
+    let s = factory.open(Limits::default()).await;
+    let ws = s.default_workspace().await.unwrap();
+    let new = mnemo_store::NewEnvironment {
+        name: "mnemo-dreams".into(),
+        description: None,
+        metadata: [("mnemo_role".to_owned(), "dreams".to_owned())].into_iter().collect(),
+        config: serde_json::json!({"type": "cloud"}),
+        scope: None,
+    };
+    let env = s.create_environment(&ws, new).await.unwrap();
+    let patch = mnemo_store::EnvironmentPatch { description: Some(Some("mine".into())), ..Default::default() };
+    assert!(matches!(s.update_environment(&ws, &env.id, patch).await, Err(StoreError::Invalid(_))));
+    assert!(matches!(s.archive_environment(&ws, &env.id).await, Err(StoreError::Invalid(_))));
+    assert!(matches!(s.delete_environment(&ws, &env.id).await, Err(StoreError::Invalid(_))));
+    assert_eq!(s.get_environment(&ws, &env.id).await.unwrap().archived_at, None);
 }

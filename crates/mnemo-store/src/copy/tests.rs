@@ -132,7 +132,7 @@ fn the_table_list_is_consistent() {
         let columns: Vec<_> = t.columns.iter().map(|c| (c.name.to_owned(), Some(c.kind))).collect();
         assert_eq!(t.check_columns(&columns), Ok(()));
     }
-    assert_eq!(names.len(), 30);
+    assert_eq!(names.len(), 31);
     for seeded in SEEDED {
         assert!(names.contains(seeded), "{seeded}");
     }

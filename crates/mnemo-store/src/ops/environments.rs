@@ -172,6 +172,7 @@ pub async fn update<S: EnvironmentRowSql + WebhookSql>(
     patch: EnvironmentPatch,
 ) -> Result<Environment> {
     let current = sql.lock_environment(ws, id).await?.ok_or_else(|| not_found(id))?;
+    crate::rules::dream::check_unmanaged(&current.environment)?;
     let mut environment = catalog::update_environment(&current.environment, patch)?;
     let now = sql.now().await?;
     sql.set_environment(current.seq, &environment, now).await?;
@@ -188,6 +189,7 @@ pub async fn archive<S: EnvironmentRowSql + WebhookSql>(
     id: &EnvironmentId,
 ) -> Result<Environment> {
     let EnvironmentRow { mut environment, seq } = sql.lock_environment(ws, id).await?.ok_or_else(|| not_found(id))?;
+    crate::rules::dream::check_unmanaged(&environment)?;
     let already = environment.archived_at.is_some();
     emit_one(sql, ws, Change::Archived { resource: Resource::Environment, already }, id.as_str()).await?;
     if !already {
@@ -202,6 +204,7 @@ pub async fn archive<S: EnvironmentRowSql + WebhookSql>(
 /// Deletes an environment, locked to delete, with its keys; sessions on it stay.
 pub async fn delete<S: EnvironmentRowSql + WebhookSql>(sql: &S, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()> {
     let row = sql.lock_environment_to_delete(ws, id).await?.ok_or_else(|| not_found(id))?;
+    crate::rules::dream::check_unmanaged(&row.environment)?;
     sql.delete_environment_keys(row.seq).await?;
     sql.delete_environment_row(row.seq).await?;
     emit_one(sql, ws, Change::Deleted(Resource::Environment), id.as_str()).await

@@ -36,6 +36,17 @@ pub mod meta {
 pub const DREAMER_AGENT_NAME: &str = "mnemo-dreamer";
 pub const DREAMS_ENVIRONMENT_NAME: &str = "mnemo-dreams";
 
+/// Refuses a change to the environment dreams run on: mnemo manages it.
+pub fn check_unmanaged(environment: &mnemo_api::Environment) -> Result<(), StoreError> {
+    if environment.metadata.get(meta::ROLE).is_some_and(|r| r == meta::ROLE_DREAMS) {
+        return Err(StoreError::Invalid(format!(
+            "environment `{}` runs dreams and is managed by mnemo; it cannot be changed, archived or deleted",
+            environment.id
+        )));
+    }
+    Ok(())
+}
+
 /// The bounds of dreams (`[dreams]` in the models file, spec §10.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DreamLimits {

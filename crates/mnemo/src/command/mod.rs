@@ -3,6 +3,7 @@
 mod args;
 mod completions;
 mod db;
+mod dream;
 mod env_key;
 mod healthcheck;
 mod mcp;
@@ -82,6 +83,14 @@ pub(crate) enum Command {
     /// hosted API and `mnemo serve`) or keep a copy.
     #[command(subcommand)]
     Store(store::Store),
+    /// Run dreams: a model curates a memory store from the sessions that used it — merges
+    /// duplicates, keeps the latest of conflicting facts, adds what the sessions showed — into a
+    /// new store (or in place), as an asynchronous job (beta `dreaming-2026-04-21`).
+    ///
+    /// `create` starts one (`--wait` follows it to its end), `list`, `get`, `cancel` and
+    /// `archive` manage them; on `mnemo serve` a dream runs on a model of its --models file.
+    #[command(subcommand)]
+    Dream(dream::DreamCmd),
     /// Serve memory stores to any agent over the Model Context Protocol (stdin/stdout): the
     /// memory tool's commands (view, create, str_replace, insert, delete, rename, history) and
     /// each memory as a resource.
@@ -141,6 +150,7 @@ impl Command {
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
             Self::Store(cmd) => cmd.run().await,
+            Self::Dream(cmd) => cmd.run().await,
             Self::Mcp(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
             Self::Admin(cmd) => cmd.run().await,
