@@ -37,3 +37,13 @@ pub const MAX_URI_BYTES: usize = 16_384;
 /// Most writes in one memory batch (`POST /v1/memory_stores/{id}/memories:batch`, a mnemo
 /// extension); the request body's size limit applies as well.
 pub const MAX_BATCH_WRITES: usize = 100;
+
+/// The defaults of `[dreams]` in the models file: dreams running at once on one database,
+/// waiting per workspace, wall time and model calls of one dream, bytes of an input store, and
+/// characters a transcript keeps of each tool result.
+pub const DEFAULT_DREAM_MAX_RUNNING: u32 = 2;
+pub const DEFAULT_DREAM_MAX_PENDING: u32 = 100;
+pub const DEFAULT_DREAM_TIMEOUT_SECS: u64 = 3600;
+pub const DEFAULT_DREAM_MAX_MODEL_CALLS: u32 = 300;
+pub const DEFAULT_DREAM_MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+pub const DEFAULT_DREAM_TRANSCRIPT_RESULT_CHARS: usize = 2000;

@@ -67,12 +67,12 @@ pub struct DreamLimits {
 impl Default for DreamLimits {
     fn default() -> Self {
         Self {
-            max_running: 2,
-            max_pending: 100,
-            timeout_secs: 3600,
-            max_model_calls: 300,
-            max_input_bytes: 8 * 1024 * 1024,
-            transcript_result_chars: 2000,
+            max_running: mnemo_api::limits::DEFAULT_DREAM_MAX_RUNNING,
+            max_pending: mnemo_api::limits::DEFAULT_DREAM_MAX_PENDING,
+            timeout_secs: mnemo_api::limits::DEFAULT_DREAM_TIMEOUT_SECS,
+            max_model_calls: mnemo_api::limits::DEFAULT_DREAM_MAX_MODEL_CALLS,
+            max_input_bytes: mnemo_api::limits::DEFAULT_DREAM_MAX_INPUT_BYTES,
+            transcript_result_chars: mnemo_api::limits::DEFAULT_DREAM_TRANSCRIPT_RESULT_CHARS,
         }
     }
 }
