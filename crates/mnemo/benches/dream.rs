@@ -156,7 +156,12 @@ async fn measure(store: Arc<dyn Store>, backend: &str) {
     let (ws, input, sessions) = fill(&store).await;
     let filled = fill_started.elapsed();
     let fake = FakeModelServer::start(script(&sessions)).await;
-    let config = ModelConfig::from_toml(&fake.config_toml()).unwrap();
+    // Only the dream's model is run here: the input sessions' agents stay driven from outside.
+    let toml = format!(
+        "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"fake-key\"\n[models]\n\"bench-model\" = \"fake/bench\"\n",
+        fake.url()
+    );
+    let config = ModelConfig::from_toml(&toml).unwrap();
     let request = DreamRequest {
         store: input,
         sessions,
@@ -188,7 +193,14 @@ async fn measure(store: Arc<dyn Store>, backend: &str) {
     if done.status != DreamStatus::Completed {
         let errors: Vec<&Value> = log.iter().filter(|e| e["type"] == "session.error").collect();
         let calls = log.iter().filter(|e| e["type"] == "span.model_request_start").count();
-        panic!("the dream ended {:?} after {calls} model calls: {:?}; {errors:?}", done.status, done.error);
+        let asked = fake.requests();
+        let last = asked.last().map(|r| r.body.to_string().chars().take(600).collect::<String>());
+        panic!(
+            "the dream ended {:?} after {calls} model calls ({} requests reached the fake, the last {last:?}): {:?}; {errors:?}",
+            done.status,
+            asked.len(),
+            done.error
+        );
     }
     let mut model = 0_i64;
     let mut start_at = None;
