@@ -457,7 +457,7 @@ pub async fn set_usage<S: DreamSql>(sql: &S, ws: &WorkspaceId, id: &DreamId, usa
     Ok(row.dream)
 }
 
-/// What [`verify`] reads: the facts of [`dream::verify`].
+/// What the server checks before a dream completes: the facts of [`dream::verify`].
 pub async fn verification<S: DreamSql>(
     sql: &S,
     ws: &WorkspaceId,
