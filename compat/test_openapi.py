@@ -350,6 +350,19 @@ def test_every_answer_of_a_tour_of_the_api_matches_the_document(fx):
     t.call("POST", f"/v1/webhook_endpoints/{hook['id']}", {"event_types": None, "description": None})
     t.call("GET", "/v1/webhook_endpoints?limit=5")
 
+    # Dreams: this server runs no models, so a create is the 400 that names the model; the rest
+    # answer an empty list and unknown ids (a dream's own answers are checked by test_dreams.py).
+    store = t.call("POST", "/v1/memory_stores", {"name": unique("tour-dream")})
+    dream_inputs = [{"type": "memory_store", "memory_store_id": store["id"]},
+                    {"type": "sessions", "session_ids": ["sesn_000000000000000000000000"]}]
+    t.call("POST", "/v1/dreams", {"inputs": dream_inputs, "model": "tour-dreamer"}, expect=400)
+    t.call("POST", "/v1/dreams", {"inputs": dream_inputs[:1], "model": "tour-dreamer"}, expect=400)
+    t.call("GET", "/v1/dreams?limit=5&statuses[]=completed")
+    t.call("GET", "/v1/dreams?statuses[]=sleeping", expect=400)
+    t.call("GET", "/v1/dreams/drm_000000000000000000000000", expect=404)
+    t.call("POST", "/v1/dreams/drm_000000000000000000000000/cancel", expect=404)
+    t.call("POST", "/v1/dreams/drm_000000000000000000000000/archive", expect=404)
+
     # The Admin API, with the server's admin key.
     admin = fx.admin_key
     t.call("GET", "/v1/organizations/me", token=admin)
