@@ -11,6 +11,7 @@ use mnemo_api::Secret;
 use serde::Deserialize;
 
 use crate::Provider;
+use crate::embeddings::{Embedder, EmbeddingsSettings, MAX_BATCH_SIZE};
 use crate::anthropic::AnthropicProvider;
 use crate::openai::OpenAiProvider;
 
@@ -30,6 +31,8 @@ pub struct ModelConfig {
     pub limits: Limits,
     /// How dreams run (`[dreams]`).
     pub dreams: Dreams,
+    /// What embeds memories for semantic search (`[embeddings]`), if anything.
+    embedder: Option<Embedder>,
 }
 
 /// A model family: agent model ids whose calls count against one rate-limit entry of each
@@ -200,6 +203,7 @@ struct RawFile {
     limits: Limits,
     #[serde(default)]
     dreams: Dreams,
+    embeddings: Option<EmbeddingsSettings>,
 }
 
 #[derive(Deserialize)]
@@ -222,6 +226,8 @@ impl fmt::Debug for ModelConfig {
             .field("default", &self.default)
             .field("families", &self.families)
             .field("limits", &self.limits)
+            .field("dreams", &self.dreams)
+            .field("embedder", &self.embedder)
             .finish()
     }
 }
@@ -363,7 +369,14 @@ impl ModelConfig {
         if dreams.max_model_calls == 0 || dreams.timeout_secs == 0 {
             return Err(invalid("dreams", "max_model_calls and timeout_secs must be at least 1"));
         }
-        Ok(ModelConfig { providers, models, default, families, limits, dreams })
+        let embedder = raw.embeddings.map(|e| embedder(e, &providers)).transpose()?;
+        Ok(ModelConfig { providers, models, default, families, limits, dreams, embedder })
+    }
+
+    /// What embeds memories for semantic search (`[embeddings]`); `None` when the file names no
+    /// embeddings provider.
+    pub fn embedder(&self) -> Option<&Embedder> {
+        self.embedder.as_ref()
     }
 
     /// The model families rate limits count by: the `[families]` table's, or without one, each
@@ -396,6 +409,29 @@ impl ModelConfig {
     pub fn provider_settings(&self, name: &str) -> Option<&ProviderSettings> {
         self.providers.get(name).map(|e| &e.settings)
     }
+}
+
+/// The `[embeddings]` table checked against the providers.
+fn embedder(e: EmbeddingsSettings, providers: &BTreeMap<String, ProviderEntry>) -> Result<Embedder, ConfigError> {
+    let Some(entry) = providers.get(&e.provider) else {
+        return Err(invalid("embeddings.provider", format!("no provider named {:?}", e.provider)));
+    };
+    if entry.settings.kind != ProviderKind::OpenAi {
+        return Err(invalid(
+            "embeddings.provider",
+            "an embeddings provider speaks the OpenAI-compatible API (`kind = \"openai\"`, `POST {base_url}/embeddings`)",
+        ));
+    }
+    if e.model.trim().is_empty() {
+        return Err(invalid("embeddings.model", "the embedding model's name is empty"));
+    }
+    if !(1..=MAX_BATCH_SIZE).contains(&e.batch_size) {
+        return Err(invalid("embeddings.batch_size", format!("from 1 to {MAX_BATCH_SIZE}")));
+    }
+    if e.max_input_chars < 64 {
+        return Err(invalid("embeddings.max_input_chars", "at least 64"));
+    }
+    Ok(Embedder::new(entry.settings.clone(), &e))
 }
 
 /// A TOML error's message without the source excerpt (which could show an `api_key` value).
@@ -524,6 +560,20 @@ max_tokens = 4096
     }
 
     #[test]
+    fn embeddings_name_an_openai_provider_and_a_model() {
+        let text = "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\napi_key = \"sk-embed\"\n\
+                    [embeddings]\nprovider = \"local\"\nmodel = \"nomic-embed-text\"\n";
+        let config = ModelConfig::from_toml_with_env(text, env).unwrap();
+        let e = config.embedder().expect("an embedder");
+        assert_eq!((e.model(), e.batch_size()), ("nomic-embed-text", 32));
+        assert!(!format!("{config:?}").contains("sk-embed"));
+        assert!(ModelConfig::from_toml_with_env("", env).unwrap().embedder().is_none());
+        let unknown = "[providers.local]\nkind = \"openai\"\nbase_url = \"http://h\"\n[embeddings]\nprovider = \"local\"\nmodel = \"m\"\ndims = 3\n";
+        let e = ModelConfig::from_toml_with_env(unknown, env).unwrap_err();
+        assert!(e.to_string().contains("dims"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let cases = [
             ("[providers.a]\nkind = \"gemini\"\napi_key = \"k\"\n", "providers.a.kind"),
@@ -541,6 +591,23 @@ max_tokens = 4096
             ("[models]\ndefault = \"nobody\"\n", "models.default"),
             ("[limits]\nmax_tokens = 0\n", "limits.max_tokens"),
             ("[limits]\nturn_lease_secs = 2\n", "limits.turn_lease_secs"),
+            ("[embeddings]\nprovider = \"nobody\"\nmodel = \"m\"\n", "embeddings.provider"),
+            (
+                "[providers.a]\nkind = \"anthropic\"\napi_key = \"k\"\n[embeddings]\nprovider = \"a\"\nmodel = \"m\"\n",
+                "embeddings.provider",
+            ),
+            (
+                "[providers.a]\nkind = \"openai\"\nbase_url = \"http://h\"\n[embeddings]\nprovider = \"a\"\nmodel = \" \"\n",
+                "embeddings.model",
+            ),
+            (
+                "[providers.a]\nkind = \"openai\"\nbase_url = \"http://h\"\n[embeddings]\nprovider = \"a\"\nmodel = \"m\"\nbatch_size = 0\n",
+                "embeddings.batch_size",
+            ),
+            (
+                "[providers.a]\nkind = \"openai\"\nbase_url = \"http://h\"\n[embeddings]\nprovider = \"a\"\nmodel = \"m\"\nmax_input_chars = 3\n",
+                "embeddings.max_input_chars",
+            ),
         ];
         for (text, key) in cases {
             let e = ModelConfig::from_toml_with_env(text, env).unwrap_err();

@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod anthropic;
 pub mod config;
+pub mod embeddings;
+#[cfg(any(test, feature = "testing"))]
+pub mod fake_embeddings;
 pub mod openai;
 pub mod redact;
 mod retry_after;
@@ -27,6 +30,7 @@ mod sse;
 pub mod testing;
 
 pub use config::{ConfigError, Dreams, Limits, ModelConfig, ProviderKind, Resolved};
+pub use embeddings::{Embedder, EmbeddingsSettings};
 
 /// Who said a turn of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
