@@ -11,8 +11,8 @@ use mnemo_api::Secret;
 use serde::Deserialize;
 
 use crate::Provider;
-use crate::embeddings::{Embedder, EmbeddingsSettings, MAX_BATCH_SIZE};
 use crate::anthropic::AnthropicProvider;
+use crate::embeddings::{Embedder, EmbeddingsSettings, MAX_BATCH_SIZE};
 use crate::openai::OpenAiProvider;
 
 /// The hosted Anthropic API.
@@ -369,7 +369,7 @@ impl ModelConfig {
         if dreams.max_model_calls == 0 || dreams.timeout_secs == 0 {
             return Err(invalid("dreams", "max_model_calls and timeout_secs must be at least 1"));
         }
-        let embedder = raw.embeddings.map(|e| embedder(e, &providers)).transpose()?;
+        let embedder = raw.embeddings.as_ref().map(|e| embedder(e, &providers)).transpose()?;
         Ok(ModelConfig { providers, models, default, families, limits, dreams, embedder })
     }
 
@@ -412,7 +412,7 @@ impl ModelConfig {
 }
 
 /// The `[embeddings]` table checked against the providers.
-fn embedder(e: EmbeddingsSettings, providers: &BTreeMap<String, ProviderEntry>) -> Result<Embedder, ConfigError> {
+fn embedder(e: &EmbeddingsSettings, providers: &BTreeMap<String, ProviderEntry>) -> Result<Embedder, ConfigError> {
     let Some(entry) = providers.get(&e.provider) else {
         return Err(invalid("embeddings.provider", format!("no provider named {:?}", e.provider)));
     };
@@ -431,7 +431,7 @@ fn embedder(e: EmbeddingsSettings, providers: &BTreeMap<String, ProviderEntry>) 
     if e.max_input_chars < 64 {
         return Err(invalid("embeddings.max_input_chars", "at least 64"));
     }
-    Ok(Embedder::new(entry.settings.clone(), &e))
+    Ok(Embedder::new(entry.settings.clone(), e))
 }
 
 /// A TOML error's message without the source excerpt (which could show an `api_key` value).

@@ -144,7 +144,8 @@ pub fn vectors(body: &[u8], n: usize) -> Result<Vec<Vec<f32>>, ModelError> {
         }
         *slot = Some(unit(datum.embedding).ok_or_else(|| bad(format!("vector {index} is empty, zero or not finite")))?);
     }
-    let out: Vec<Vec<f32>> = out.into_iter().map(|v| v.expect("every index filled: n distinct indexes below n")).collect();
+    let out: Vec<Vec<f32>> =
+        out.into_iter().map(|v| v.expect("every index filled: n distinct indexes below n")).collect();
     if out.windows(2).any(|w| w[0].len() != w[1].len()) {
         return Err(bad("vectors of different lengths".into()));
     }
@@ -215,12 +216,8 @@ mod tests {
 
     #[test]
     fn a_memory_text_is_its_path_then_its_content_cut() {
-        let settings = EmbeddingsSettings {
-            provider: "p".into(),
-            model: "m".into(),
-            batch_size: 4,
-            max_input_chars: 12,
-        };
+        let settings =
+            EmbeddingsSettings { provider: "p".into(), model: "m".into(), batch_size: 4, max_input_chars: 12 };
         let provider = ProviderSettings {
             kind: crate::ProviderKind::OpenAi,
             base_url: "http://127.0.0.1:9".into(),

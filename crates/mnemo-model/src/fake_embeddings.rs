@@ -109,9 +109,8 @@ impl FakeEmbeddings {
     /// Starts the fake on 127.0.0.1:0.
     pub async fn start() -> Self {
         let inner = Arc::new(Inner::default());
-        let app = axum::Router::new()
-            .route("/v1/embeddings", axum::routing::post(embed))
-            .with_state(Arc::clone(&inner));
+        let app =
+            axum::Router::new().route("/v1/embeddings", axum::routing::post(embed)).with_state(Arc::clone(&inner));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let url = format!("http://{}/v1", listener.local_addr().expect("a bound listener has an address"));
         let task = tokio::spawn(async move {

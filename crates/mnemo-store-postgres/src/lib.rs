@@ -14,6 +14,7 @@ mod console;
 mod copy;
 mod credentials;
 mod dreams;
+mod embeddings;
 mod engine;
 mod environments;
 mod events;
@@ -1181,6 +1182,27 @@ impl Store for PostgresStore {
         request: mnemo_store::search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
         read!(self.engine, |tx| memories::search(&tx, ws, &request).await)
+    }
+
+    async fn rank_by_meaning(
+        &self,
+        ws: &WorkspaceId,
+        query: ops::embeddings::MeaningQuery,
+    ) -> Result<ops::embeddings::MeaningRanking> {
+        read!(self.engine, |tx| ops::embeddings::rank(&Pg(&tx), ws, &query).await)
+    }
+
+    async fn pending_embeddings(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<ops::embeddings::PendingEmbedding>> {
+        read!(self.engine, |tx| ops::embeddings::pending(&Pg(&tx), model, after, limit).await)
+    }
+
+    async fn put_embeddings(&self, model: &str, made: Vec<(i64, i64, Option<Vec<u8>>)>) -> Result<usize> {
+        write!(self.engine, |tx| ops::embeddings::put(&Pg(&tx), model, &made).await)
     }
 
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {

@@ -14,7 +14,7 @@ use tokio_postgres::Row;
 use crate::engine::{Pg, Tx, all, col, failure, one, opt};
 use crate::{actor_columns, parse_id, stores, ts};
 
-const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
+pub(crate) const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
                        m.created_at, m.updated_at, m.seq";
 
 /// A size column as the API's unsigned size.
@@ -27,7 +27,7 @@ pub(crate) fn bigint(len: usize) -> Result<i64> {
     i64::try_from(len).map_err(|_| failure(format!("size {len} does not fit the database")))
 }
 
-fn from_row(store: &MemoryStoreId, r: &Row, with_content: bool) -> Result<(Memory, i64)> {
+pub(crate) fn from_row(store: &MemoryStoreId, r: &Row, with_content: bool) -> Result<(Memory, i64)> {
     Ok((
         Memory {
             id: parse_id(&col::<String>(r, 0)?)?,
@@ -252,7 +252,7 @@ pub(crate) async fn export(
 
 /// The stores a search looks in, as row numbers; a named store that is not the workspace's is
 /// not found.
-async fn search_stores(tx: &Tx<'_>, ws: &WorkspaceId, scope: &SearchScope) -> Result<Vec<i64>> {
+pub(crate) async fn search_stores(tx: &Tx<'_>, ws: &WorkspaceId, scope: &SearchScope) -> Result<Vec<i64>> {
     let rows = match scope {
         SearchScope::Store(id) => return Ok(vec![stores::get_with_seq(tx, ws, id).await?.1]),
         SearchScope::Workspace(None) => {

@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0012_memory_search.sql"),
     include_str!("../migrations/0013_version_retention.sql"),
     include_str!("../migrations/0014_dreams.sql"),
+    include_str!("../migrations/0015_memory_embeddings.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -13,6 +13,7 @@ mod console;
 mod copy;
 mod credentials;
 mod dreams;
+mod embeddings;
 mod engine;
 mod environments;
 mod events;
@@ -1174,6 +1175,30 @@ impl Store for SqliteStore {
     ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
         let ws = ws.clone();
         self.engine.read(move |c| memories::search(c, &ws, &request)).await
+    }
+
+    async fn rank_by_meaning(
+        &self,
+        ws: &WorkspaceId,
+        query: ops::embeddings::MeaningQuery,
+    ) -> Result<ops::embeddings::MeaningRanking> {
+        let ws = ws.clone();
+        self.engine.read(move |c| run_ready(ops::embeddings::rank(&Lite(c), &ws, &query))).await
+    }
+
+    async fn pending_embeddings(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<ops::embeddings::PendingEmbedding>> {
+        let model = model.to_owned();
+        self.engine.read(move |c| run_ready(ops::embeddings::pending(&Lite(c), &model, after, limit))).await
+    }
+
+    async fn put_embeddings(&self, model: &str, made: Vec<(i64, i64, Option<Vec<u8>>)>) -> Result<usize> {
+        let model = model.to_owned();
+        self.engine.write(move |c| run_ready(ops::embeddings::put(&Lite(c), &model, &made))).await
     }
 
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {

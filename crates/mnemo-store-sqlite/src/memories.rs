@@ -11,10 +11,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use crate::engine::{Lite, backend, query_all, query_one};
 use crate::{actor_columns, now_micros, parse_id, stores, ts};
 
-const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
+pub(crate) const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
                        m.created_at, m.updated_at, m.seq";
 
-fn from_row(store: &MemoryStoreId, r: &Row<'_>, with_content: bool) -> rusqlite::Result<(Memory, i64)> {
+pub(crate) fn from_row(store: &MemoryStoreId, r: &Row<'_>, with_content: bool) -> rusqlite::Result<(Memory, i64)> {
     let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
     Ok((
         Memory {
@@ -265,7 +265,7 @@ pub(crate) fn export(
 
 /// The stores a search looks in, as row numbers (JSON, for `json_each`); a named store that is
 /// not the workspace's is not found.
-fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScope) -> Result<String> {
+pub(crate) fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScope) -> Result<String> {
     let seqs: Vec<i64> = match scope {
         SearchScope::Store(id) => vec![stores::get_with_seq(c, ws, id)?.1],
         SearchScope::Workspace(None) => {

@@ -76,6 +76,11 @@
 //!   (nor by an old version's content); every form of the query language; a short memory naming a
 //!   term five times outranks one mention in a long one; a workspace's search sees its own
 //!   stores (or the named ones) only, and another's store is not found; results page by cursor.
+//! - [`semantic`] — the embedder's work list follows each memory's current version (a refusal
+//!   is kept, a vector of a version the memory has left is not, a change or move makes the
+//!   memory pending again); ranking by meaning keeps to the workspace, the named stores, the
+//!   path prefix and the query's narrowing terms; `search::by_meaning` finds a memory not yet
+//!   embedded by full text, fuses both rankings, and pages each result once.
 //! - [`versions`] — every create, change and delete writes exactly one version with its
 //!   operation, path, digest, size and actor; version listings filter by memory (after
 //!   deletion too), operation, actor and time, newest first, paginated; redaction clears a
@@ -157,6 +162,7 @@ pub mod people;
 pub mod rate_limits;
 pub mod retention;
 pub mod search;
+pub mod semantic;
 pub mod sessions;
 pub mod sso;
 pub mod turns;

@@ -258,6 +258,11 @@ macro_rules! conformance {
             search_keeps_to_its_workspace_and_the_named_stores,
             search_results_page_by_cursor,
         });
+        $crate::conformance!(@async $factory; semantic {
+            embeddings_follow_each_memorys_current_version,
+            ranking_by_meaning_keeps_to_its_scope_and_narrowing_terms,
+            by_meaning_fuses_full_text_and_meaning,
+        });
         $crate::conformance!(@async $factory; versions {
             versions_record_every_change_and_filter,
             redaction_clears_a_version_but_never_the_current_one,

@@ -1013,6 +1013,24 @@ pub trait Store: Send + Sync + 'static {
         ws: &WorkspaceId,
         request: search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>>;
+    /// Live memories ranked by the closeness of their embedding to a query's
+    /// ([`ops::embeddings::rank`]), in one read transaction.
+    async fn rank_by_meaning(
+        &self,
+        ws: &WorkspaceId,
+        query: ops::embeddings::MeaningQuery,
+    ) -> Result<ops::embeddings::MeaningRanking>;
+    /// Live memories without a current embedding by `model`, row number after `after`
+    /// ([`ops::embeddings::pending`]): the embedder's work.
+    async fn pending_embeddings(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<ops::embeddings::PendingEmbedding>>;
+    /// Stores the embedder's vectors, `(memory, version, vector)`, in one transaction, each only
+    /// while its memory holds that version ([`ops::embeddings::put`]); how many were stored.
+    async fn put_embeddings(&self, model: &str, made: Vec<(i64, i64, Option<Vec<u8>>)>) -> Result<usize>;
     /// Store `id`'s own version retention (`None`: the server's `--version-retention`).
     async fn store_retention(
         &self,

@@ -5,11 +5,19 @@
 //! contain every [`SearchQuery::index_terms`] substring, best first by the engine's own ranking
 //! (BM25, `ts_rank_cd`); [`SearchQuery::matches`] then judges each, so both backends answer the
 //! same set, and the snippet is made here, once.
+//!
+//! [`by_meaning`] runs the semantic and hybrid modes ([`crate::rules::semantic`]) over any
+//! [`Store`]: a ranking by meaning and, where the mode needs it, the full-text ranking,
+//! fused by reciprocal rank.
 
-use mnemo_api::{Memory, MemorySearchResult, MemoryStoreId};
+use std::collections::{HashMap, HashSet};
 
+use mnemo_api::{Memory, MemoryId, MemorySearchResult, MemoryStoreId, WorkspaceId};
+
+use crate::ops::embeddings::MeaningQuery;
 use crate::rules::search::SearchQuery;
-use crate::{Cursor, Listing, Result, StoreError};
+use crate::rules::semantic::{MAX_RANKED, SearchMode, depth, fuse};
+use crate::{Cursor, Listing, Result, Store, StoreError};
 
 /// Where a search looks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,17 +134,7 @@ impl<'q> SearchScan<'q> {
                 return;
             }
             let snippet = self.request.query.snippet(content);
-            self.items.push(MemorySearchResult {
-                memory_id: memory.id,
-                memory_store_id: memory.memory_store_id,
-                path: memory.path,
-                content_sha256: memory.content_sha256,
-                content_size_bytes: memory.content_size_bytes,
-                memory_version_id: memory.memory_version_id,
-                updated_at: memory.updated_at,
-                snippet,
-                score,
-            });
+            self.items.push(result(memory, snippet, score));
         }
         if got < batch.limit {
             self.done = true;
@@ -147,6 +145,95 @@ impl<'q> SearchScan<'q> {
     pub fn finish(self) -> Listing<MemorySearchResult> {
         let next = self.more.then(|| Cursor::Offset(self.skip + u64::from(self.request.limit)));
         Listing { items: self.items, next }
+    }
+}
+
+/// A search's ranking by meaning: how to rank, and the query's vector by the server's model.
+#[derive(Debug, Clone)]
+pub struct ByMeaning {
+    /// [`SearchMode::Semantic`] or [`SearchMode::Hybrid`].
+    pub mode: SearchMode,
+    pub model: String,
+    /// The query's [`SearchQuery::meaning`], embedded (unit length).
+    pub vector: Vec<f32>,
+}
+
+/// A page of a semantic or hybrid search: the ranking by meaning, and the full-text ranking
+/// (of every match for `hybrid`; for `semantic`, of the memories not embedded yet, so they
+/// are found meanwhile), fused by reciprocal rank; `score` is the fused score. Pages end at
+/// [`MAX_RANKED`] results.
+pub async fn by_meaning(
+    store: &dyn Store,
+    ws: &WorkspaceId,
+    request: SearchMemories,
+    meaning: ByMeaning,
+) -> Result<Listing<MemorySearchResult>> {
+    let skip = match request.after {
+        None => 0,
+        Some(Cursor::Offset(n)) => n,
+        Some(_) => return Err(StoreError::InvalidCursor),
+    };
+    let page_end = skip.saturating_add(u64::from(request.limit)).min(MAX_RANKED);
+    let depth = depth(page_end);
+    let ranking = store
+        .rank_by_meaning(
+            ws,
+            MeaningQuery {
+                scope: request.scope.clone(),
+                query: request.query.clone(),
+                path_prefix: request.path_prefix.clone(),
+                model: meaning.model,
+                vector: meaning.vector,
+                depth: depth as usize,
+            },
+        )
+        .await?;
+    let text = if meaning.mode == SearchMode::Hybrid || !ranking.unembedded.is_empty() {
+        let text = SearchMemories { limit: depth as u32, after: None, ..request.clone() };
+        let mut items = store.search_memories(ws, text).await?.items;
+        if meaning.mode == SearchMode::Semantic {
+            items.retain(|r| ranking.unembedded.contains(&r.memory_id));
+        }
+        items
+    } else {
+        Vec::new()
+    };
+    let by_meaning: Vec<MemoryId> = ranking.ranked.iter().map(|c| c.memory.id.clone()).collect();
+    let by_text: Vec<MemoryId> = text.iter().map(|r| r.memory_id.clone()).collect();
+    let fused = fuse(&[by_meaning, by_text]);
+    let more = fused.len() as u64 > page_end && page_end < MAX_RANKED;
+    let page: Vec<(MemoryId, f64)> = fused
+        .into_iter()
+        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+        .take(page_end.saturating_sub(skip) as usize)
+        .collect();
+    let wanted: HashSet<&MemoryId> = page.iter().map(|(id, _)| id).collect();
+    let mut found: HashMap<MemoryId, MemorySearchResult> =
+        text.into_iter().filter(|r| wanted.contains(&r.memory_id)).map(|r| (r.memory_id.clone(), r)).collect();
+    for c in ranking.ranked {
+        if wanted.contains(&c.memory.id) && !found.contains_key(&c.memory.id) {
+            let snippet = request.query.snippet(c.memory.content.as_deref().unwrap_or_default());
+            found.insert(c.memory.id.clone(), result(c.memory, snippet, 0.0));
+        }
+    }
+    let items = page
+        .into_iter()
+        .filter_map(|(id, score)| found.remove(&id).map(|r| MemorySearchResult { score, ..r }))
+        .collect();
+    Ok(Listing { items, next: more.then_some(Cursor::Offset(page_end)) })
+}
+
+fn result(memory: Memory, snippet: String, score: f64) -> MemorySearchResult {
+    MemorySearchResult {
+        memory_id: memory.id,
+        memory_store_id: memory.memory_store_id,
+        path: memory.path,
+        content_sha256: memory.content_sha256,
+        content_size_bytes: memory.content_size_bytes,
+        memory_version_id: memory.memory_version_id,
+        updated_at: memory.updated_at,
+        snippet,
+        score,
     }
 }
 

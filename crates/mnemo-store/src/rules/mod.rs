@@ -36,6 +36,7 @@ pub mod refusal;
 pub mod retention;
 pub mod scope;
 pub mod search;
+pub mod semantic;
 pub mod session;
 pub mod sso;
 pub mod webhook;
