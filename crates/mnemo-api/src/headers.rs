@@ -23,6 +23,9 @@ pub const MEMORY_BATCH_EXTENSION: &str = "memory-batch";
 /// The extension of [`EXTENSIONS_HEADER`] that searches memories
 /// (`GET /v1/memory_stores/{store}/memories:search` and `GET /v1/memories:search`).
 pub const MEMORY_SEARCH_EXTENSION: &str = "memory-search";
+/// The extension of [`EXTENSIONS_HEADER`] that says memory searches may rank by meaning
+/// (`mode=semantic|hybrid`): the server has an embeddings provider.
+pub const MEMORY_SEARCH_SEMANTIC_EXTENSION: &str = "memory-search-semantic";
 /// The extension of [`EXTENSIONS_HEADER`] that reads and sets a store's version retention
 /// (`GET`/`POST /v1/memory_stores/{store}/version_retention`).
 pub const VERSION_RETENTION_EXTENSION: &str = "version-retention";

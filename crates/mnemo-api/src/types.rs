@@ -125,8 +125,56 @@ pub struct MemorySearchResult {
     /// Up to 200 characters of the content around the first match, whitespace collapsed, each
     /// matched term between `«` and `»`, and `…` where text was cut.
     pub snippet: String,
-    /// Relevance, higher first: comparable within one response, not across backends.
+    /// Relevance, higher first: comparable within one response, not across backends. In the
+    /// `semantic` and `hybrid` modes, the fused reciprocal-rank score.
     pub score: f64,
+}
+
+/// How a memory search ranks (`mode`): `text` (full text, the default), `semantic` (by
+/// meaning, when the server has an embeddings provider) or `hybrid` (both, fused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    #[default]
+    Text,
+    Semantic,
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Semantic => "semantic",
+            Self::Hybrid => "hybrid",
+        }
+    }
+
+    /// Reads a `mode` value; the error says which values there are.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(Self::Text),
+            "semantic" => Ok(Self::Semantic),
+            "hybrid" => Ok(Self::Hybrid),
+            other => Err(format!("`mode` is `text`, `semantic` or `hybrid` (got `{}`)", other.escape_debug())),
+        }
+    }
+}
+
+/// One page of a memory search: the results, best first, and how they were ranked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemorySearchPage {
+    pub data: Vec<MemorySearchResult>,
+    /// Pass back as `page` to get the next page; null on the last page.
+    pub next_page: Option<String>,
+    /// How these results were ranked: the `mode` asked for, or `text` when a `semantic` or
+    /// `hybrid` search could not reach the embeddings provider (then `notice` says so).
+    #[serde(default)]
+    pub mode: SearchMode,
+    /// Why the results are not ranked as asked; absent when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 /// The kind of change a version records.

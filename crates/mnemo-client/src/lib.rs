@@ -83,6 +83,8 @@ pub struct SearchMemoriesParams {
     pub path_prefix: Option<String>,
     pub limit: Option<u32>,
     pub page: Option<String>,
+    /// `text` (the server's default), `semantic` or `hybrid`.
+    pub mode: Option<mnemo_api::SearchMode>,
 }
 
 /// Query of [`Client::list_memory_stores`].
@@ -421,7 +423,7 @@ impl Client {
         &self,
         store: Option<&MemoryStoreId>,
         params: &SearchMemoriesParams,
-    ) -> Result<Page<mnemo_api::MemorySearchResult>> {
+    ) -> Result<mnemo_api::MemorySearchPage> {
         let path = match store {
             Some(store) => format!("/v1/memory_stores/{store}/memories:search"),
             None => "/v1/memories:search".to_owned(),

@@ -332,10 +332,15 @@ pub struct SearchParams {
     /// The `next_page` of the previous page.
     #[param(rename = "page", value_type = Option<String>)]
     pub after: Option<Cursor>,
+    /// How to rank: `text` (the default), `semantic` (by meaning) or `hybrid` (both, fused).
+    /// `semantic` and `hybrid` need an embeddings provider (`[embeddings]` in the server's
+    /// models file; the `memory-search-semantic` extension says the server has one).
+    #[param(value_type = Option<mnemo_api::SearchMode>)]
+    pub mode: mnemo_api::SearchMode,
 }
 
 impl FromQuery for SearchParams {
-    const ONCE: &'static [&'static str] = &["q", "path_prefix", "limit", "page"];
+    const ONCE: &'static [&'static str] = &["q", "path_prefix", "limit", "page", "mode"];
 
     fn from_query(q: &Params) -> Result<Self, BadInput> {
         let query = mnemo_store::rules::search::parse(q.one("q").unwrap_or(""))
@@ -349,7 +354,8 @@ impl FromQuery for SearchParams {
             })
             .transpose()?;
         let Paging { limit, after } = Paging::parse(q, View::Basic)?;
-        Ok(Self { query, path_prefix, limit, after })
+        let mode = q.one("mode").map(mnemo_api::SearchMode::parse).transpose().map_err(BadInput::invalid)?;
+        Ok(Self { query, path_prefix, limit, after, mode: mode.unwrap_or_default() })
     }
 }
 
@@ -452,6 +458,22 @@ mod tests {
         ];
         for (query, expected) in cases {
             assert_eq!(read::<ArchivablePaging>(query).map(|p| (p.include_archived, p.limit)), expected, "{query}");
+        }
+    }
+
+    #[test]
+    fn a_search_reads_its_mode_defaulting_to_text() {
+        use mnemo_api::SearchMode;
+        let cases: Vec<(&str, Read<SearchMode>)> = vec![
+            ("q=db", Ok(SearchMode::Text)),
+            ("q=db&mode=text", Ok(SearchMode::Text)),
+            ("q=db&mode=semantic", Ok(SearchMode::Semantic)),
+            ("q=db&mode=hybrid", Ok(SearchMode::Hybrid)),
+            ("q=db&mode=vector", Err("`mode` is `text`, `semantic` or `hybrid` (got `vector`)".into())),
+            ("q=db&mode=text&mode=hybrid", Err("duplicate mode".into())),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(read::<SearchParams>(query).map(|p| p.mode), expected, "{query}");
         }
     }
 

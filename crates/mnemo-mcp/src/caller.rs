@@ -264,7 +264,8 @@ impl Caller {
 
     pub(crate) async fn search(&self, args: SearchArgs) -> Answer {
         let limit = args.limit.unwrap_or(SEARCH_LIMIT).clamp(1, SEARCH_LIMIT_MAX);
-        let mut params = SearchMemoriesParams { q: args.query.clone(), limit: Some(limit), ..Default::default() };
+        let mode = args.mode.as_deref().map(mnemo_api::SearchMode::parse).transpose()?;
+        let mut params = SearchMemoriesParams { q: args.query.clone(), limit: Some(limit), mode, ..Default::default() };
         // Where to look: one store (or a folder of it), or every store served.
         let scope: Vec<&Mount> = match args.path.as_deref().map(|p| self.target(p)).transpose()? {
             None | Some(Target::Root) => self.mounts.iter().collect(),
@@ -273,20 +274,25 @@ impl Caller {
                 vec![mount]
             }
         };
-        let mut hits = Vec::new();
+        let (mut hits, mut notice) = (Vec::new(), None);
         if self.whole_workspace && scope.len() == self.mounts.len() && scope.len() > 1 {
             let page = self.client.search_memories(None, &params).await.map_err(|e| unsearchable(&e))?;
             hits.extend(page.data);
+            notice = page.notice;
         } else {
             for mount in &scope {
                 let page =
                     self.client.search_memories(Some(&mount.store), &params).await.map_err(|e| unsearchable(&e))?;
                 hits.extend(page.data);
+                notice = notice.or(page.notice);
             }
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         hits.truncate(limit as usize);
         let mut out = format!("{} match(es) for {:?}, best first (matches marked «…»):\n", hits.len(), args.query);
+        if let Some(notice) = notice {
+            out.insert_str(0, &format!("Note: {notice}\n"));
+        }
         for hit in &hits {
             let Some(mount) = self.mount_of(&hit.memory_store_id) else { continue };
             out.push_str(&format!("{}\n    {}\n", mount.tool_path(&hit.path), hit.snippet));

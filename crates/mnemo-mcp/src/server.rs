@@ -103,6 +103,10 @@ pub(crate) struct SearchArgs {
     pub(crate) path: Option<String>,
     /// How many matches at most (default 10, at most 50).
     pub(crate) limit: Option<u32>,
+    /// `text` (default: every word must occur), `semantic` (by meaning: finds "postgres" for
+    /// "database"), or `hybrid` (both). The last two work when the server has an embeddings
+    /// provider.
+    pub(crate) mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -49,6 +49,7 @@ mod outbound;
 mod rate_limit;
 mod request;
 mod routes;
+pub mod semantic;
 mod streams;
 mod throttle;
 pub mod webhooks;
@@ -119,6 +120,8 @@ pub struct AppState {
     mcp: Option<axum::Router>,
     /// How long versions are kept unless a store says otherwise (`--version-retention`).
     version_retention: mnemo_store::rules::retention::Retention,
+    /// Searching by meaning, when the models file names an embeddings provider.
+    semantic: Option<Arc<semantic::Semantic>>,
 }
 
 /// What the Admin API needs to know of the server's configuration (admin-api.md §8.5, §8.9).
@@ -183,6 +186,7 @@ impl AppState {
             sso: None,
             mcp: None,
             version_retention: mnemo_store::rules::retention::Retention::Forever,
+            semantic: None,
             store,
         };
         tokio::spawn(changes::follow(
@@ -267,6 +271,16 @@ impl AppState {
             limits,
             meter,
         ));
+        self
+    }
+
+    /// Searches by meaning with `embedder` (`mode=semantic|hybrid`), and keeps every live
+    /// memory's embedding current in a background task ([`semantic::embed_memories`]) for as
+    /// long as the store lives; call this inside a Tokio runtime.
+    pub fn with_semantic_search(mut self, embedder: mnemo_model::Embedder) -> Self {
+        let semantic = semantic::Semantic::new(embedder);
+        tokio::spawn(semantic::embed_memories(Arc::downgrade(&self.store), Arc::clone(&semantic)));
+        self.semantic = Some(semantic);
         self
     }
 

@@ -22,6 +22,8 @@ pub(crate) struct Loaded {
     pub(crate) resolve: Resolve,
     pub(crate) limits: Limits,
     pub(crate) families: Vec<ModelFamily>,
+    /// What embeds memories for semantic search (`[embeddings]`), if the file names it.
+    pub(crate) embedder: Option<mnemo_model::Embedder>,
 }
 
 /// Reads and checks the providers file.
@@ -50,6 +52,7 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<Loaded> {
         },
         ..Limits::default()
     };
+    let embedder = config.embedder().cloned();
     let config = Arc::new(config);
-    Ok(Loaded { resolve: Arc::new(move |model: &str| config.resolve(model)), limits, families })
+    Ok(Loaded { resolve: Arc::new(move |model: &str| config.resolve(model)), limits, families, embedder })
 }

@@ -6,17 +6,47 @@
 //! are marked `«…»`.
 
 use axum::extract::State;
-use mnemo_api::{MemorySearchResult, MemoryStoreId, Page};
+use mnemo_api::{MemorySearchPage, MemoryStoreId, SearchMode, WorkspaceId};
 use mnemo_http::{Id, Query, SearchParams};
-use mnemo_store::search::{SearchMemories, SearchScope};
+use mnemo_store::search::{ByMeaning, SearchMemories, SearchScope, by_meaning};
 
 use crate::auth::MemoryCaller;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-fn request(scope: SearchScope, p: SearchParams) -> SearchMemories {
-    SearchMemories { scope, query: p.query, path_prefix: p.path_prefix, limit: p.limit, after: p.after }
+/// Runs a search in `mode`: by full text, or by meaning with the server's embeddings provider.
+/// Without one, `semantic` and `hybrid` are a `400` saying why; when the provider fails, the
+/// answer is the full-text ranking, with `mode: "text"` and a `notice` saying so.
+async fn search(state: &AppState, ws: &WorkspaceId, scope: SearchScope, p: SearchParams) -> Reply<MemorySearchPage> {
+    let request = SearchMemories { scope, query: p.query, path_prefix: p.path_prefix, limit: p.limit, after: p.after };
+    let page = |listing, mode, notice| {
+        let mnemo_api::Page { data, next_page } = mnemo_http::page(listing);
+        axum::Json(MemorySearchPage { data, next_page, mode, notice })
+    };
+    if p.mode == SearchMode::Text {
+        return Ok(page(state.store.search_memories(ws, request).await?, SearchMode::Text, None));
+    }
+    let Some(semantic) = &state.semantic else {
+        return Err(ApiError::invalid(format!(
+            "`mode={}` ranks by meaning, which needs an embeddings provider: this server has none (name one in the `[embeddings]` table of `mnemo serve --models FILE`); search with `mode=text`",
+            p.mode.as_str()
+        )));
+    };
+    match semantic.embed_query(&request.query.meaning()).await {
+        Ok(vector) => {
+            let meaning = ByMeaning { mode: p.mode, model: semantic.model().to_owned(), vector };
+            Ok(page(by_meaning(&*state.store, ws, request, meaning).await?, p.mode, None))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a search by meaning fell back to full text");
+            let notice = format!(
+                "ranked by full text only: the embeddings provider could not embed the query ({e}); try `mode={}` again later",
+                p.mode.as_str()
+            );
+            Ok(page(state.store.search_memories(ws, request).await?, SearchMode::Text, Some(notice)))
+        }
+    }
 }
 
 /// Searches one store.
@@ -26,9 +56,9 @@ fn request(scope: SearchScope, p: SearchParams) -> SearchMemories {
     operation_id = "memories.search",
     tag = "memories",
     summary = "Search a store's memories by words, phrases, prefixes and paths (a mnemo extension)",
-    description = "A mnemo extension (`memory-search` in the `mnemo-extensions` header). Every term matches as a case-insensitive substring of a memory's path or current content: `words` (all must match), `\"exact phrases\"` (any whitespace between the words), `prefix*` (the start of a word), `-excluded` (also `-\"a phrase\"`, `-prefix*`), `path:notes/` (narrows to paths starting `/notes/`; several are alternatives) and `-path:old/`. A malformed query (empty, an unclosed `\"`, only exclusions, more than 16 terms or 512 bytes) is a `400 invalid_request_error` saying how to fix it. Results come best first (BM25 on SQLite, `ts_rank_cd` on PostgreSQL; `score` is comparable within a response only), each with a snippet of up to 200 characters of the content around the first match with every matched term between `«` and `»` and `…` where text was cut. A memory is found from the moment its write is acknowledged and never after its deletion. A sessions token searches only stores its session has attached.",
+    description = "A mnemo extension (`memory-search` in the `mnemo-extensions` header). Every term matches as a case-insensitive substring of a memory's path or current content: `words` (all must match), `\"exact phrases\"` (any whitespace between the words), `prefix*` (the start of a word), `-excluded` (also `-\"a phrase\"`, `-prefix*`), `path:notes/` (narrows to paths starting `/notes/`; several are alternatives) and `-path:old/`. A malformed query (empty, an unclosed `\"`, only exclusions, more than 16 terms or 512 bytes) is a `400 invalid_request_error` saying how to fix it. Results come best first (BM25 on SQLite, `ts_rank_cd` on PostgreSQL; `score` is comparable within a response only), each with a snippet of up to 200 characters of the content around the first match with every matched term between `«` and `»` and `…` where text was cut. A memory is found from the moment its write is acknowledged and never after its deletion. A sessions token searches only stores its session has attached. `mode=semantic` ranks by meaning and `mode=hybrid` fuses both rankings (reciprocal rank fusion; `score` is then the fused score; pages end at 1,000 results), when the server has an embeddings provider (the `memory-search-semantic` extension; without one, either is a `400` saying why). Narrowing terms (`path:`, `-path:`, `-excluded`) hold in every mode; a memory not yet embedded is still found by full text. If the provider cannot embed the query, the answer is ranked by full text with `mode: \"text\"` and a `notice`.",
     params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), SearchParams),
-    responses((status = 200, description = "A page of results, best first.", body = mnemo_api::Page<mnemo_api::MemorySearchResult>), (status = 400, description = "A malformed query (`invalid_request_error`).", body = mnemo_api::ErrorEnvelope)),
+    responses((status = 200, description = "A page of results, best first.", body = mnemo_api::MemorySearchPage), (status = 400, description = "A malformed query or `mode`, or `mode=semantic|hybrid` on a server without an embeddings provider (`invalid_request_error`).", body = mnemo_api::ErrorEnvelope)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
 )]
 pub(crate) async fn in_store(
@@ -36,9 +66,8 @@ pub(crate) async fn in_store(
     caller: MemoryCaller,
     Id(store): Id<MemoryStoreId>,
     Query(p): Query<SearchParams>,
-) -> Reply<Page<MemorySearchResult>> {
-    let listing = state.store.search_memories(caller.workspace()?, request(SearchScope::Store(store), p)).await?;
-    Ok(axum::Json(mnemo_http::page(listing)))
+) -> Reply<MemorySearchPage> {
+    search(&state, caller.workspace()?, SearchScope::Store(store), p).await
 }
 
 /// Searches every store the caller reaches.
@@ -50,14 +79,14 @@ pub(crate) async fn in_store(
     summary = "Search the memories of every store the caller reaches (a mnemo extension)",
     description = "As `GET /v1/memory_stores/{store}/memories:search`, across every memory store of the API key's workspace (archived ones included), or, for a sessions token, across the stores its session has attached. Each result names its `memory_store_id`.",
     params(SearchParams),
-    responses((status = 200, description = "A page of results, best first.", body = mnemo_api::Page<mnemo_api::MemorySearchResult>), (status = 400, description = "A malformed query (`invalid_request_error`).", body = mnemo_api::ErrorEnvelope)),
+    responses((status = 200, description = "A page of results, best first.", body = mnemo_api::MemorySearchPage), (status = 400, description = "A malformed query or `mode`, or `mode=semantic|hybrid` on a server without an embeddings provider (`invalid_request_error`).", body = mnemo_api::ErrorEnvelope)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
 )]
 pub(crate) async fn everywhere(
     State(state): State<AppState>,
     caller: MemoryCaller,
     Query(p): Query<SearchParams>,
-) -> Reply<Page<MemorySearchResult>> {
+) -> Reply<MemorySearchPage> {
     let ws = caller.workspace()?;
     let only = match caller.attached_to() {
         Some(session) => {
@@ -65,6 +94,5 @@ pub(crate) async fn everywhere(
         }
         None => None,
     };
-    let listing = state.store.search_memories(ws, request(SearchScope::Workspace(only), p)).await?;
-    Ok(axum::Json(mnemo_http::page(listing)))
+    search(&state, ws, SearchScope::Workspace(only), p).await
 }

@@ -28,7 +28,7 @@ use crate::{ApiError, AppState, MAX_BODY_BYTES, request};
 
 use mnemo_api::headers::{
     BETA_HEADER, EXTENSIONS_HEADER, MANAGED_AGENTS_BETA, MEMORY_BATCH_EXTENSION, MEMORY_BETA, MEMORY_SEARCH_EXTENSION,
-    MEMORY_STREAM_EXTENSION, VERSION_RETENTION_EXTENSION,
+    MEMORY_SEARCH_SEMANTIC_EXTENSION, MEMORY_STREAM_EXTENSION, VERSION_RETENTION_EXTENSION,
 };
 
 /// Every documented route: the API's router and its OpenAPI description, from the handlers'
@@ -157,6 +157,9 @@ fn extensions_header(state: &AppState) -> HeaderValue {
     }
     if state.mcp.is_some() {
         names.push("mcp");
+    }
+    if state.semantic.is_some() {
+        names.push(MEMORY_SEARCH_SEMANTIC_EXTENSION);
     }
     HeaderValue::from_str(&names.join(", ")).expect("extension names are header-safe")
 }

@@ -26,38 +26,8 @@ pub const MAX_RANKED: u64 = 1_000;
 /// with each other).
 pub const MIN_DEPTH: u64 = 100;
 
-/// How a search ranks (`mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SearchMode {
-    /// Full text only.
-    #[default]
-    Text,
-    /// By meaning.
-    Semantic,
-    /// Full text and meaning, fused.
-    Hybrid,
-}
-
-impl SearchMode {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Text => "text",
-            Self::Semantic => "semantic",
-            Self::Hybrid => "hybrid",
-        }
-    }
-
-    /// Reads a `mode` value; the error says which values there are.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "text" => Ok(Self::Text),
-            "semantic" => Ok(Self::Semantic),
-            "hybrid" => Ok(Self::Hybrid),
-            other => Err(format!("`mode` is `text`, `semantic` or `hybrid` (got `{}`)", other.escape_debug())),
-        }
-    }
-}
+/// How a search ranks (`mode`): the API's type.
+pub use mnemo_api::SearchMode;
 
 /// How deep each ranking of a fused page reads: the page's end and one more, at least
 /// [`MIN_DEPTH`], at most [`MAX_RANKED`].

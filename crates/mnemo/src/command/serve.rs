@@ -561,6 +561,10 @@ impl Serve {
             state = state.with_mcp(mnemo_mcp::http_service(api));
         }
         if let Some(models) = models {
+            if let Some(embedder) = models.embedder {
+                tracing::info!(model = embedder.model(), "searching memories by meaning (`[embeddings]`)");
+                state = state.with_semantic_search(embedder);
+            }
             state = state.with_agent_loop(models.resolve, models.limits);
             tracing::info!("running agents on the configured model providers");
         }

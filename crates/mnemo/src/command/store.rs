@@ -41,6 +41,8 @@ The query: words (all must match, as case-insensitive substrings of the path or 
 path:notes/ (only paths starting /notes/). Quote the query for the shell: \
 mnemo store search memstore_… 'staging -\"old notes\" path:ops/'.
 
+--mode semantic ranks by meaning (\"where do we keep the database?\" finds a note about postgres), --mode hybrid fuses both rankings; both need a server whose models file names an embeddings provider. If the provider cannot be reached the server answers by full text and this prints its notice on stderr.
+
 A mnemo extension: the hosted API has no search (it answers 404).";
 
 #[derive(Debug, Args)]
@@ -58,6 +60,10 @@ pub(crate) struct Search {
     /// How many results to print (1–100).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
     limit: u32,
+
+    /// How to rank: `text` (words must match), `semantic` (by meaning) or `hybrid` (both).
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    mode: Option<mnemo_api::SearchMode>,
 
     /// Print the page as JSON (the API's answer) instead of lines.
     #[arg(long)]
@@ -79,8 +85,12 @@ impl Search {
             path_prefix: self.path_prefix,
             limit: Some(self.limit),
             page: None,
+            mode: self.mode,
         };
         let page = client.search_memories(store.as_ref(), &params).await.context("search the memories")?;
+        if let Some(notice) = &page.notice {
+            eprintln!("note: {notice}");
+        }
         let mut out = std::io::stdout().lock();
         if self.json {
             serde_json::to_writer_pretty(&mut out, &page)?;
@@ -100,6 +110,11 @@ impl Search {
         }
         Ok(())
     }
+}
+
+/// `--mode` ([`mnemo_api::SearchMode::parse`]).
+fn parse_mode(raw: &str) -> Result<mnemo_api::SearchMode, String> {
+    mnemo_api::SearchMode::parse(raw)
 }
 
 const EXPORT_ABOUT: &str = "\
