@@ -189,7 +189,10 @@ def start_fake_model(workdir: Path) -> Tuple[Optional[Tuple["subprocess.Popen[st
     workdir.mkdir(parents=True, exist_ok=True)
     models.write_text(
         f'[providers.fake]\nkind = "anthropic"\nbase_url = "{url}"\napi_key = "fake-key"\n'
-        f'[models]\n"{FAKE_MODEL_ID}" = "fake/fake-model-1"\n',
+        f'[providers.fake-embed]\nkind = "openai"\nbase_url = "{url}/v1"\n'
+        f'[models]\n"{FAKE_MODEL_ID}" = "fake/fake-model-1"\n'
+        # Semantic search in the console ranks by the fake's deterministic vectors.
+        f'[embeddings]\nprovider = "fake-embed"\nmodel = "fake-embed"\n',
         encoding="utf-8",
     )
     return (proc, url), models

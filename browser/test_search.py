@@ -1,6 +1,7 @@
 """Searching memories in the console: the search box of a store's page, the workspace's search
-page, highlighted snippets that open the memory, a malformed query's message, and both pages
-on a 390 px screen.
+page, highlighted snippets that open the memory, a malformed query's message, ranking by
+meaning (the run's models file names `compat/fake_model.py`'s embeddings as the provider), and
+both pages on a 390 px screen.
 
 The module writes its own memories through the API (so it runs alone too): two stores, one
 memory each naming `staging-db-02`, and one that does not.
@@ -8,7 +9,7 @@ memory each naming `staging-db-02`, and one that does not.
 
 from __future__ import annotations
 
-from console import NARROW, WIDE, Console
+from console import NARROW, WIDE, Console, wait_for
 
 STORE = "Infra notes"
 OTHER = "Team wiki"
@@ -79,6 +80,43 @@ def test_a_malformed_query_says_how_to_fix_it(c: Console) -> None:
     c.fill("Words to find", "nothing-like-this-anywhere")
     c.field("Words to find").submit()
     c.expect_text("No memory matches nothing-like-this-anywhere.")
+
+
+def test_ranking_by_meaning_finds_what_no_word_matches(c: Console) -> None:
+    m = memories(c)
+    if "pg" not in c.state:
+        note = {"path": "/ops/pg.md", "content": "We moved everything to postgres last spring.\n"}
+        c.state["pg"] = c.api("POST", f"/v1/memory_stores/{m['infra']}/memories", note)
+    c.sign_in()
+    c.open("/console/search")
+    c.fill("Words to find", "sqlite")
+    c.choose("Rank by", "Words (every word must appear)")
+    c.field("Words to find").submit()
+    c.expect_text("No memory matches sqlite.")
+
+    # The embedder works after the write: search again until it has caught up.
+    def found() -> bool:
+        c.fill("Words to find", "sqlite")
+        c.choose("Rank by", "Meaning")
+        c.field("Words to find").submit()
+        c.expect_text("Search memories")
+        return c.sees("/ops/pg.md") or None
+
+    wait_for(found, "the postgres note was never found by meaning", timeout=30)
+    assert c.sees("/ops/databases.md"), c.excerpt()
+    assert not c.sees("No memory matches"), c.excerpt()
+    assert c.field("Rank by").get_attribute("value") == "semantic", "the choice is kept"
+    c.shot("search-meaning")
+    c.choose("Rank by", "Words and meaning")
+    c.field("Words to find").submit()
+    c.expect_text("/ops/pg.md")
+    c.resize(NARROW)
+    try:
+        extra, wide = c.overflow()
+        assert extra <= 0, f"the search page is {extra}px wider than a 390px screen; too wide: {wide}"
+        c.shot("search-meaning-narrow")
+    finally:
+        c.resize(WIDE)
 
 
 def test_search_pages_fit_a_narrow_screen(c: Console) -> None:

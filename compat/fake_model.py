@@ -22,6 +22,11 @@ killed).  It has the semantics of `mnemo_model::testing::FakeModelServer`:
   `cache_control` is a breakpoint whose prefix is written; a request reads the longest written
   prefix ending at one of its breakpoints or up to 20 block boundaries before one; tokens are
   bytes / 4 rounded up.  OpenAI replies report `cached_tokens: 0`.
+* `POST /v1/embeddings` (OpenAI-compatible, for semantic memory search): deterministic vectors
+  of 64 numbers with some meaning, as `mnemo_model::fake_embeddings`: each word adds 1 to one
+  coordinate, the words of one `CONCEPTS` group sharing it (`postgres` and `database` point the
+  same way), any other word on a coordinate picked by its hash.  Not scripted and not in
+  `/_requests` (`/_stats` counts them as `embeddings`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,34 @@ LOCK = threading.Lock()
 SCRIPT: List[Dict[str, Any]] = []
 REQUESTS: List[Dict[str, Any]] = []
 CACHE: set = set()
-STATS = {"cancelled": 0}
+STATS = {"cancelled": 0, "embeddings": 0}
+DIMENSIONS = 64
+CONCEPTS = [
+    ["database", "databases", "db", "postgres", "postgresql", "sqlite", "mysql", "sql"],
+    ["editor", "vim", "neovim", "emacs", "vscode", "ide"],
+    ["lunch", "dinner", "food", "pizza", "restaurant", "meal"],
+    ["deploy", "deployment", "release", "rollout", "ship"],
+    ["cat", "cats", "kitten", "pet", "dog", "dogs"],
+]
+
+
+def embedding(text: str) -> List[float]:
+    """The fake's vector for `text` (not of unit length)."""
+    v = [0.0] * DIMENSIONS
+    word = ""
+    for ch in text + " ":
+        if ch.isalnum():
+            word += ch.lower()
+            continue
+        if word:
+            at = next((i for i, group in enumerate(CONCEPTS) if word in group), None)
+            if at is None:
+                at = len(CONCEPTS) + int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "big") % (DIMENSIONS - len(CONCEPTS))
+            v[at] += 1.0
+            word = ""
+    if not any(v):
+        v[-1] = 1.0
+    return v
 
 
 def dumps(v: Any) -> str:
@@ -216,10 +248,20 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 SCRIPT.extend(body)
             return self.send_json(200, {"queued": len(SCRIPT)})
+        if self.path in ("/v1/embeddings", "/embeddings"):
+            texts = body.get("input") if isinstance(body, dict) else None
+            texts = [texts] if isinstance(texts, str) else texts
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                return self.send_json(400, {"error": {"message": "input: a string or a list of strings"}})
+            with LOCK:
+                STATS["embeddings"] += len(texts)
+            data = [{"object": "embedding", "index": i, "embedding": embedding(t)} for i, t in enumerate(texts)]
+            return self.send_json(200, {"object": "list", "data": data, "model": body.get("model")})
         if self.path == "/_reset":
             with LOCK:
                 SCRIPT.clear(), REQUESTS.clear(), CACHE.clear()
                 STATS["cancelled"] = 0
+                STATS["embeddings"] = 0
             return self.send_json(200, {})
         anthropic = self.path == "/v1/messages"
         if not anthropic and self.path not in ("/v1/chat/completions", "/chat/completions"):

@@ -99,6 +99,11 @@ pub trait Hooks: Send + Sync + 'static {
     fn account_sign_in_failed(&self, _account: &mnemo_store::CredentialHash) -> Result<(), Duration> {
         Ok(())
     }
+    /// What embeds search queries when the server ranks by meaning (`[embeddings]`); `None`:
+    /// searches rank by full text only, and the search page offers no other ranking.
+    fn query_embedder(&self) -> Option<Arc<dyn mnemo_store::search::QueryEmbedder>> {
+        None
+    }
     /// Dream `id` was canceled through the console: its runner (if this process has it) stops
     /// now rather than at its next look.
     fn dream_canceled(&self, _id: &mnemo_api::DreamId) {}

@@ -7,11 +7,11 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use mnemo_api::MemoryStoreId;
+use mnemo_api::{MemoryStoreId, SearchMode};
 use mnemo_http::{BadInput, FromQuery, Params, Query};
 use mnemo_store::Cursor;
 use mnemo_store::rules::search::{self as rule, MARK_CLOSE, MARK_OPEN, SearchQuery};
-use mnemo_store::search::{SearchMemories, SearchScope};
+use mnemo_store::search::{SearchMemories, SearchScope, Searched};
 
 use crate::Console;
 use crate::auth::{Signed, encode_component};
@@ -70,7 +70,18 @@ struct SearchPage {
     searched: bool,
     next: Option<String>,
     message: Option<String>,
+    /// The "Rank by" choices, when the server ranks by meaning: `(value, label, chosen)`.
+    modes: Vec<(&'static str, &'static str, bool)>,
+    /// Why the results are not ranked as asked.
+    notice: Option<String>,
 }
+
+/// The "Rank by" choices: the API's `mode` and what a person reads.
+const MODES: [(SearchMode, &str); 3] = [
+    (SearchMode::Text, "Words (every word must appear)"),
+    (SearchMode::Semantic, "Meaning"),
+    (SearchMode::Hybrid, "Words and meaning"),
+];
 
 /// The page's parameters: the query as typed (parsed below, so a malformed one is shown back
 /// with its message), the store, and the page.
@@ -79,14 +90,21 @@ pub(crate) struct SearchForm {
     q: String,
     store: Option<MemoryStoreId>,
     after: Option<Cursor>,
+    mode: SearchMode,
 }
 
 impl FromQuery for SearchForm {
-    const ONCE: &'static [&'static str] = &["q", "store", "page"];
+    const ONCE: &'static [&'static str] = &["q", "store", "page", "mode"];
 
     fn from_query(q: &Params) -> Result<Self, BadInput> {
         let store = mnemo_http::filter_id("store", q.one("store").filter(|s| !s.is_empty()))?;
-        Ok(Self { q: q.one("q").unwrap_or("").trim().to_owned(), store, after: mnemo_http::cursor(q.one("page"))? })
+        let mode = q.one("mode").filter(|m| !m.is_empty()).map(SearchMode::parse).transpose();
+        Ok(Self {
+            q: q.one("q").unwrap_or("").trim().to_owned(),
+            store,
+            after: mnemo_http::cursor(q.one("page"))?,
+            mode: mode.map_err(BadInput::Invalid)?.unwrap_or_default(),
+        })
     }
 }
 
@@ -109,6 +127,13 @@ pub(crate) async fn page(
         Some(id) => Some(console.store.get_memory_store(&who.workspace, id).await?),
         None => None,
     };
+    let embedder = console.hooks.query_embedder();
+    // Without a provider only words rank (a link asking for meaning is answered by words).
+    let mode = if embedder.is_some() { form.mode } else { SearchMode::Text };
+    let modes = match &embedder {
+        Some(_) => MODES.iter().map(|(m, label)| (m.as_str(), *label, *m == mode)).collect(),
+        None => Vec::new(),
+    };
     let mut page = SearchPage {
         chrome: who.chrome(Section::Search),
         q: form.q.clone(),
@@ -117,6 +142,8 @@ pub(crate) async fn page(
         searched: false,
         next: None,
         message: None,
+        modes,
+        notice: None,
     };
     if form.q.is_empty() {
         return Ok(render_with(StatusCode::OK, &page));
@@ -133,7 +160,9 @@ pub(crate) async fn page(
         None => SearchScope::Workspace(None),
     };
     let request = SearchMemories { scope, query, path_prefix: None, limit: PAGE, after: form.after };
-    let listing = console.store.search_memories(&who.workspace, request).await?;
+    let Searched { listing, notice, .. } =
+        mnemo_store::search::run(&*console.store, embedder.as_deref(), &who.workspace, request, mode).await?;
+    page.notice = notice;
     let mut names: Vec<(MemoryStoreId, String)> = store.iter().map(|s| (s.id.clone(), s.name.clone())).collect();
     for result in listing.items {
         let name = match names.iter().find(|(id, _)| *id == result.memory_store_id) {
@@ -158,7 +187,12 @@ pub(crate) async fn page(
     page.searched = true;
     page.next = listing.next.map(|c| {
         let store = form.store.as_ref().map(|s| format!("&store={s}")).unwrap_or_default();
-        format!("/console/search?q={}{store}&page={}", encode_component(&form.q), encode_component(&c.encode()))
+        format!(
+            "/console/search?q={}{store}&mode={}&page={}",
+            encode_component(&form.q),
+            mode.as_str(),
+            encode_component(&c.encode())
+        )
     });
     Ok(render_with(StatusCode::OK, &page))
 }

@@ -22,12 +22,18 @@ const KEY: &str = "sk-mnemo-test-key-0123456789abcdefghijklmnop";
 #[derive(Default)]
 struct CountingHooks {
     credentials_changed: AtomicUsize,
+    /// What embeds search queries (`None`: the server ranks by words only).
+    embedder: Option<Arc<dyn mnemo_store::search::QueryEmbedder>>,
 }
 
 #[async_trait]
 impl Hooks for CountingHooks {
     fn credentials_changed(&self) {
         self.credentials_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn query_embedder(&self) -> Option<Arc<dyn mnemo_store::search::QueryEmbedder>> {
+        self.embedder.clone()
     }
 
     async fn subscribe(
@@ -47,9 +53,13 @@ struct Harness {
 }
 
 async fn harness_with(config: ConsoleConfig) -> Harness {
+    harness_with_hooks(config, CountingHooks::default()).await
+}
+
+async fn harness_with_hooks(config: ConsoleConfig, hooks: CountingHooks) -> Harness {
     let store = from_env().open(mnemo_store::Limits::default()).await;
     let api_key = store.ensure_api_key(Sha256::digest(KEY.as_bytes()).into(), "test").await.unwrap();
-    let hooks = Arc::new(CountingHooks::default());
+    let hooks = Arc::new(hooks);
     let console = Console::new(Arc::clone(&store.store), Arc::clone(&hooks) as Arc<dyn Hooks>, config);
     Harness { app: crate::router(console), store, hooks, api_key }
 }
@@ -1023,6 +1033,80 @@ async fn search_shows_marked_snippets_linking_to_the_memory() {
     assert!(page.body.contains("<label for=\"q\">Words to find</label>") && !page.body.contains("No memory matches"));
     let page = h.get("/console/search?q=nothing-like-this", &cookie).await;
     assert!(page.body.contains("No memory matches nothing-like-this."), "{}", page.body);
+}
+
+/// A toy embeddings provider: how much a text is about databases, and how much not.
+struct ToyEmbedder {
+    down: bool,
+}
+
+fn toy_vector(text: &str) -> Vec<f32> {
+    let words: Vec<String> = text.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
+    let db = words.iter().filter(|w| ["database", "postgres", "db"].contains(&w.as_str())).count() as f32;
+    let other = words.iter().filter(|w| !w.is_empty()).count() as f32 - db;
+    let norm = (db * db + other * other).sqrt().max(1.0);
+    vec![db / norm, other / norm]
+}
+
+#[async_trait]
+impl mnemo_store::search::QueryEmbedder for ToyEmbedder {
+    fn model(&self) -> &str {
+        "toy"
+    }
+
+    async fn embed_query(&self, meaning: &str) -> Result<Vec<f32>, String> {
+        if self.down { Err("the provider is down".into()) } else { Ok(toy_vector(meaning)) }
+    }
+}
+
+#[tokio::test]
+async fn search_ranks_by_meaning_only_where_the_server_can() {
+    // Without a provider: no choice offered, and a link asking for meaning ranks by words.
+    let h = harness().await;
+    let (cookie, _) = h.signed_in().await;
+    let notes = h.memory_store("notes").await;
+    h.memory(&notes, "/pg.md", "we run postgres").await;
+    let page = h.get("/console/search?q=postgres&mode=semantic", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains("Rank by") && page.body.contains("/pg.md"), "{}", page.body);
+
+    // With one: "Rank by", meaning finds what no word matches, and the choice is kept.
+    let hooks = CountingHooks { embedder: Some(Arc::new(ToyEmbedder { down: false })), ..Default::default() };
+    let h = harness_with_hooks(ConsoleConfig::default(), hooks).await;
+    let (cookie, _) = h.signed_in().await;
+    let notes = h.memory_store("notes").await;
+    h.memory(&notes, "/pg.md", "we run postgres").await;
+    h.memory(&notes, "/lunch.md", "pizza on fridays with the whole team").await;
+    let pending = h.store.pending_embeddings("toy", 0, 10).await.unwrap();
+    let made = pending
+        .iter()
+        .map(|p| (p.memory, p.version, Some(mnemo_store::rules::semantic::encode(&toy_vector(&p.content)))))
+        .collect();
+    h.store.put_embeddings("toy", made).await.unwrap();
+    let page = h.get("/console/search", &cookie).await;
+    assert!(page.body.contains("<label for=\"mode\">Rank by</label>"), "{}", page.body);
+    let page = h.get("/console/search?q=database&mode=text", &cookie).await;
+    assert!(page.body.contains("No memory matches database."), "{}", page.body);
+    let page = h.get("/console/search?q=database&mode=semantic", &cookie).await;
+    let (pg, lunch) = (page.body.find("/pg.md").unwrap(), page.body.find("/lunch.md").unwrap());
+    assert!(pg < lunch, "closest in meaning first: {}", page.body);
+    assert!(page.body.contains("<option value=\"semantic\" selected>Meaning</option>"), "{}", page.body);
+    let page = h.get("/console/search?q=database&mode=vector", &cookie).await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+
+    // While the provider is down, words rank and the page says so.
+    let hooks = CountingHooks { embedder: Some(Arc::new(ToyEmbedder { down: true })), ..Default::default() };
+    let h = harness_with_hooks(ConsoleConfig::default(), hooks).await;
+    let (cookie, _) = h.signed_in().await;
+    let notes = h.memory_store("notes").await;
+    h.memory(&notes, "/pg.md", "we run postgres").await;
+    let page = h.get("/console/search?q=postgres&mode=hybrid", &cookie).await;
+    assert!(page.body.contains("/pg.md"), "{}", page.body);
+    assert!(
+        page.body.contains("role=\"status\">ranked by full text only: the embeddings provider could not embed the query (the provider is down)"),
+        "{}",
+        page.body
+    );
 }
 
 mod dreams;

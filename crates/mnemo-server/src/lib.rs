@@ -250,6 +250,7 @@ impl AppState {
             admin: Arc::clone(&self.admin),
             accounts: Arc::clone(&self.accounts),
             agent: self.agent.clone(),
+            semantic: self.semantic.clone(),
         });
         Some(mnemo_console::Console::new(Arc::clone(&self.store), hooks, config))
     }
@@ -365,10 +366,16 @@ struct ConsoleHooks {
     accounts: Arc<throttle::AccountThrottle>,
     /// The agent loop (its dream runner hears of console cancels).
     agent: Option<agent::AgentLoop>,
+    /// Searching by meaning, when the server has an embeddings provider.
+    semantic: Option<Arc<semantic::Semantic>>,
 }
 
 #[async_trait::async_trait]
 impl mnemo_console::Hooks for ConsoleHooks {
+    fn query_embedder(&self) -> Option<Arc<dyn mnemo_store::search::QueryEmbedder>> {
+        self.semantic.clone().map(|s| s as Arc<dyn mnemo_store::search::QueryEmbedder>)
+    }
+
     fn dream_canceled(&self, id: &mnemo_api::DreamId) {
         if let Some(agent) = &self.agent {
             agent.dream_canceled(id);

@@ -13,6 +13,7 @@ use mnemo_model::embeddings::backoff;
 use mnemo_model::{Embedder, ModelError};
 use mnemo_store::ops::embeddings::PendingEmbedding;
 use mnemo_store::rules::semantic::encode;
+use mnemo_store::search::QueryEmbedder;
 use mnemo_store::{Signal, Store, StoreError};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
@@ -35,18 +36,23 @@ impl Semantic {
     pub fn new(embedder: Embedder) -> Arc<Self> {
         Arc::new(Self { embedder })
     }
+}
 
-    /// The provider's model name: stored vectors of another model are not compared.
-    pub fn model(&self) -> &str {
+#[async_trait::async_trait]
+impl QueryEmbedder for Semantic {
+    fn model(&self) -> &str {
         self.embedder.model()
     }
 
-    /// The query's meaning as a unit vector, within [`QUERY_TIMEOUT`].
-    pub(crate) async fn embed_query(&self, meaning: &str) -> Result<Vec<f32>, ModelError> {
+    /// The query's meaning as a unit vector, within [`QUERY_TIMEOUT`]; the error is the
+    /// provider's, cleaned of its key.
+    async fn embed_query(&self, meaning: &str) -> Result<Vec<f32>, String> {
         let vectors = tokio::time::timeout(QUERY_TIMEOUT, self.embedder.embed(&[meaning.to_owned()]))
             .await
-            .map_err(|_| ModelError::Timeout)??;
-        vectors.into_iter().next().ok_or_else(|| ModelError::Stream("no vector for the query".into()))
+            .map_err(|_| ModelError::Timeout)
+            .and_then(|r| r)
+            .map_err(|e| e.to_string())?;
+        vectors.into_iter().next().ok_or_else(|| "no vector for the query".to_owned())
     }
 }
 

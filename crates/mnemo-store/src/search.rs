@@ -148,6 +148,60 @@ impl<'q> SearchScan<'q> {
     }
 }
 
+/// What embeds a search's query for ranking by meaning: the server's embeddings provider.
+#[async_trait::async_trait]
+pub trait QueryEmbedder: Send + Sync {
+    /// The provider's model name (stored vectors of another model are not compared).
+    fn model(&self) -> &str;
+    /// The query's meaning as a unit vector; the error says why not, and never holds a secret.
+    async fn embed_query(&self, meaning: &str) -> std::result::Result<Vec<f32>, String>;
+}
+
+/// A search's page, how it was ranked, and why not as asked.
+#[derive(Debug, Clone)]
+pub struct Searched {
+    pub listing: Listing<MemorySearchResult>,
+    /// The mode asked for, or [`SearchMode::Text`] when the provider could not embed the query.
+    pub mode: SearchMode,
+    /// Why the results are not ranked as asked ([`crate::rules::semantic::fallback_notice`]).
+    pub notice: Option<String>,
+}
+
+/// Runs a search in `mode`, the one way every caller does (the API's routes, the console): by
+/// full text, or by meaning with `embedder` ([`by_meaning`]). Without an embedder a search by
+/// meaning is [`StoreError::Invalid`] saying why; when the embedder fails, the answer is the
+/// full-text ranking with a notice.
+pub async fn run(
+    store: &dyn Store,
+    embedder: Option<&dyn QueryEmbedder>,
+    ws: &WorkspaceId,
+    request: SearchMemories,
+    mode: SearchMode,
+) -> Result<Searched> {
+    if mode == SearchMode::Text {
+        let listing = store.search_memories(ws, request).await?;
+        return Ok(Searched { listing, mode, notice: None });
+    }
+    let Some(embedder) = embedder else {
+        return Err(StoreError::Invalid(crate::rules::semantic::no_provider(mode)));
+    };
+    match embedder.embed_query(&request.query.meaning()).await {
+        Ok(vector) => {
+            let meaning = ByMeaning { mode, model: embedder.model().to_owned(), vector };
+            Ok(Searched { listing: by_meaning(store, ws, request, meaning).await?, mode, notice: None })
+        }
+        Err(why) => {
+            tracing::warn!(error = %why, "a search by meaning fell back to full text");
+            let listing = store.search_memories(ws, request).await?;
+            Ok(Searched {
+                listing,
+                mode: SearchMode::Text,
+                notice: Some(crate::rules::semantic::fallback_notice(mode, &why)),
+            })
+        }
+    }
+}
+
 /// A search's ranking by meaning: how to rank, and the query's vector by the server's model.
 #[derive(Debug, Clone)]
 pub struct ByMeaning {

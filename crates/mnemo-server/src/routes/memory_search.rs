@@ -6,47 +6,22 @@
 //! are marked `«…»`.
 
 use axum::extract::State;
-use mnemo_api::{MemorySearchPage, MemoryStoreId, SearchMode, WorkspaceId};
+use mnemo_api::{MemorySearchPage, MemoryStoreId, WorkspaceId};
 use mnemo_http::{Id, Query, SearchParams};
-use mnemo_store::search::{ByMeaning, SearchMemories, SearchScope, by_meaning};
+use mnemo_store::search::{QueryEmbedder, SearchMemories, SearchScope, Searched, run};
 
 use crate::auth::MemoryCaller;
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
 
-/// Runs a search in `mode`: by full text, or by meaning with the server's embeddings provider.
-/// Without one, `semantic` and `hybrid` are a `400` saying why; when the provider fails, the
-/// answer is the full-text ranking, with `mode: "text"` and a `notice` saying so.
+/// Runs a search in `mode` ([`mnemo_store::search::run`]) with the server's embeddings provider.
 async fn search(state: &AppState, ws: &WorkspaceId, scope: SearchScope, p: SearchParams) -> Reply<MemorySearchPage> {
     let request = SearchMemories { scope, query: p.query, path_prefix: p.path_prefix, limit: p.limit, after: p.after };
-    let page = |listing, mode, notice| {
-        let mnemo_api::Page { data, next_page } = mnemo_http::page(listing);
-        axum::Json(MemorySearchPage { data, next_page, mode, notice })
-    };
-    if p.mode == SearchMode::Text {
-        return Ok(page(state.store.search_memories(ws, request).await?, SearchMode::Text, None));
-    }
-    let Some(semantic) = &state.semantic else {
-        return Err(ApiError::invalid(format!(
-            "`mode={}` ranks by meaning, which needs an embeddings provider: this server has none (name one in the `[embeddings]` table of `mnemo serve --models FILE`); search with `mode=text`",
-            p.mode.as_str()
-        )));
-    };
-    match semantic.embed_query(&request.query.meaning()).await {
-        Ok(vector) => {
-            let meaning = ByMeaning { mode: p.mode, model: semantic.model().to_owned(), vector };
-            Ok(page(by_meaning(&*state.store, ws, request, meaning).await?, p.mode, None))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "a search by meaning fell back to full text");
-            let notice = format!(
-                "ranked by full text only: the embeddings provider could not embed the query ({e}); try `mode={}` again later",
-                p.mode.as_str()
-            );
-            Ok(page(state.store.search_memories(ws, request).await?, SearchMode::Text, Some(notice)))
-        }
-    }
+    let embedder = state.semantic.as_deref().map(|s| s as &dyn QueryEmbedder);
+    let Searched { listing, mode, notice } = run(&*state.store, embedder, ws, request, p.mode).await?;
+    let mnemo_api::Page { data, next_page } = mnemo_http::page(listing);
+    Ok(axum::Json(MemorySearchPage { data, next_page, mode, notice }))
 }
 
 /// Searches one store.

@@ -29,6 +29,23 @@ pub const MIN_DEPTH: u64 = 100;
 /// How a search ranks (`mode`): the API's type.
 pub use mnemo_api::SearchMode;
 
+/// Why a search by meaning cannot run on a server without an embeddings provider (a `400`).
+pub fn no_provider(mode: SearchMode) -> String {
+    format!(
+        "`mode={}` ranks by meaning, which needs an embeddings provider: this server has none (name one in the `[embeddings]` table of `mnemo serve --models FILE`); search with `mode=text`",
+        mode.as_str()
+    )
+}
+
+/// What a search by meaning says when it answered by full text because the provider could not
+/// embed the query (`why`).
+pub fn fallback_notice(mode: SearchMode, why: &str) -> String {
+    format!(
+        "ranked by full text only: the embeddings provider could not embed the query ({why}); try `mode={}` again later",
+        mode.as_str()
+    )
+}
+
 /// How deep each ranking of a fused page reads: the page's end and one more, at least
 /// [`MIN_DEPTH`], at most [`MAX_RANKED`].
 pub fn depth(page_end: u64) -> u64 {
@@ -186,6 +203,18 @@ mod tests {
         assert_eq!(one.iter().map(|(k, _)| *k).collect::<Vec<_>>(), text);
         assert!((one[0].1 - 1.0 / 61.0).abs() < 1e-12);
         assert!(fuse::<&str>(&[vec![], vec![]]).is_empty());
+    }
+
+    #[test]
+    fn refusals_and_notices_say_what_to_do() {
+        let refusal = no_provider(SearchMode::Hybrid);
+        assert!(refusal.starts_with("`mode=hybrid` ranks by meaning"), "{refusal}");
+        assert!(refusal.contains("[embeddings]") && refusal.ends_with("search with `mode=text`"), "{refusal}");
+        let notice = fallback_notice(SearchMode::Semantic, "timed out");
+        assert_eq!(
+            notice,
+            "ranked by full text only: the embeddings provider could not embed the query (timed out); try `mode=semantic` again later"
+        );
     }
 
     #[test]
