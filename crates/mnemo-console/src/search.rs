@@ -77,11 +77,8 @@ struct SearchPage {
 }
 
 /// The "Rank by" choices: the API's `mode` and what a person reads.
-const MODES: [(SearchMode, &str); 3] = [
-    (SearchMode::Text, "Words (every word must appear)"),
-    (SearchMode::Semantic, "Meaning"),
-    (SearchMode::Hybrid, "Words and meaning"),
-];
+const MODES: [(SearchMode, &str); 3] =
+    [(SearchMode::Text, "Words"), (SearchMode::Semantic, "Meaning"), (SearchMode::Hybrid, "Words and meaning")];
 
 /// The page's parameters: the query as typed (parsed below, so a malformed one is shown back
 /// with its message), the store, and the page.
