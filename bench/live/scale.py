@@ -9,7 +9,7 @@ One `mnemo serve` (release build, SQLite, throw-away), limits raised for the run
 Measured in turn, the idle server's own CPU subtracted each time:
 
 1. **`--mounts` live mounts, one store each** (`mnemo mount --interval 3600`: an open change
-   feed each, a keep-alive ping every 15 s): server CPU per idle mount per minute, server memory
+   feed each, with the keep-alive interval the mount asks for): server CPU per idle mount per minute, server memory
    per mount (its RSS growth over the idle server's, divided by the mounts), each mount
    process's RSS.
 2. **`--mounts` live mounts of one store**: the same at rest, then `--writes` API writes (one at
@@ -133,9 +133,21 @@ def mount_rss_mib(procs: List[subprocess.Popen]) -> float:
     return sum(values) / max(1, len(values)) / 1024
 
 
-def write_reaches_folders(api: Api, store: str, memory: str, folders: List[Path], writes: int) -> Dict[str, float]:
+def procs_cpu_s(pids: List[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += server_cpu_s(pid)
+        except OSError:
+            pass
+    return total
+
+
+def write_reaches_folders(api: Api, store: str, memory: str, folders: List[Path], writes: int,
+                          server: int, mounts: List[int]) -> Dict[str, float]:
     arrivals: List[float] = []
     last: List[float] = []
+    cpu0 = (server_cpu_s(server), procs_cpu_s(mounts))
     for w in range(writes):
         marker = f"write {w} {secrets.token_hex(8)}\n"
         api.call("POST", f"/v1/memory_stores/{store}/memories/{memory}", {"content": marker})
@@ -153,13 +165,17 @@ def write_reaches_folders(api: Api, store: str, memory: str, folders: List[Path]
             raise SystemExit(f"write {w} did not reach {len(pending)} of {len(folders)} folders in 30 s")
         last.append(max(arrivals[-len(folders):]))
         time.sleep(1)
+    cpu1 = (server_cpu_s(server), procs_cpu_s(mounts))
+    log(f"  per write: server CPU {(cpu1[0] - cpu0[0]) * 1000 / writes:.0f} ms, the mounts' CPU together "
+        f"{(cpu1[1] - cpu0[1]) * 1000 / writes:.0f} ms (idle included: {writes} s)")
     return {"p50": percentile(arrivals, 50), "p99": percentile(arrivals, 99), "last_p50": percentile(last, 50),
             "last_max": max(last)}
 
 
 async def open_feed(host: str, port: int, key: str, store: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     reader, writer = await asyncio.open_connection(host, port)
-    writer.write((f"GET /v1/memory_stores/{store}/changes HTTP/1.1\r\nHost: {host}:{port}\r\n"
+    # `ping=55`, as `mnemo mount` asks (mnemo_client::FEED_PING).
+    writer.write((f"GET /v1/memory_stores/{store}/changes?ping=55 HTTP/1.1\r\nHost: {host}:{port}\r\n"
                   f"Authorization: Bearer {key}\r\nanthropic-version: {API_VERSION}\r\nanthropic-beta: {MEMORY_BETA}\r\n"
                   f"Accept: text/event-stream\r\n\r\n").encode())
     await writer.drain()
@@ -283,7 +299,7 @@ def main() -> None:
             cpu, rss = settle_then_measure(pid, args.window)
             per_min = (cpu - base_cpu) * 1000 / args.mounts * 60 / args.window
             folders = [work / "one" / str(i) for i in range(args.mounts)]
-            lat = write_reaches_folders(api, one, shared, folders, args.writes)
+            lat = write_reaches_folders(api, one, shared, folders, args.writes, pid, [p.pid for p in procs])
             rows.append(f"| {args.mounts} live mounts of one store | {per_min:.3f} ms | "
                         f"{(rss - base_rss) / args.mounts:.1f} KiB | {mount_rss_mib(procs):.1f} MiB | "
                         f"{vs_sdk(per_min)} | {lat['p50'] * 1000:.0f} / {lat['p99'] * 1000:.0f} ms | "

@@ -47,3 +47,10 @@ pub const DEFAULT_DREAM_TIMEOUT_SECS: u64 = 3600;
 pub const DEFAULT_DREAM_MAX_MODEL_CALLS: u32 = 300;
 pub const DEFAULT_DREAM_MAX_INPUT_BYTES: u64 = 8 * 1024 * 1024;
 pub const DEFAULT_DREAM_TRANSCRIPT_RESULT_CHARS: usize = 2000;
+
+/// The change feed's keep-alive `ping` interval when the client names none (seconds).
+pub const DEFAULT_FEED_PING_SECS: u64 = 15;
+/// The shortest keep-alive interval a change feed's client may ask for with `ping` (seconds).
+pub const MIN_FEED_PING_SECS: u64 = 5;
+/// The longest keep-alive interval a change feed's client may ask for with `ping` (seconds).
+pub const MAX_FEED_PING_SECS: u64 = 300;

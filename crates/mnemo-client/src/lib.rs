@@ -32,7 +32,7 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FeedEvent};
+pub use changes::{ChangeStream, ChangeSubscription, FEED_BACKOFF, FEED_IDLE, FEED_PING, FeedEvent};
 pub use dreams::{DREAMING_BETA, ListDreamsParams};
 pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};

@@ -24,6 +24,44 @@ use mnemo_api::{MemoryStoreId, WorkspaceId};
 use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 
+/// One ticker per keep-alive interval, shared by every change feed that asked for it: idle feeds
+/// ping together, in one wake-up of the runtime per interval, instead of each on its own timer
+/// (a thousand feeds opened over a few minutes had the server wake a thousand times per
+/// interval, which cost it four times the pings themselves).
+#[derive(Debug, Default)]
+pub(crate) struct PingClock {
+    tickers: Mutex<HashMap<u64, watch::Receiver<u64>>>,
+}
+
+impl PingClock {
+    /// Ticks every `secs` seconds from the first feed that asked; the receiver has seen every
+    /// tick so far, so its first `changed()` is the next tick. Call inside a Tokio runtime.
+    pub(crate) fn every(&self, secs: u64) -> watch::Receiver<u64> {
+        let mut tickers = self.tickers.lock().expect("the ping clock's lock is never poisoned");
+        let mut rx = tickers
+            .entry(secs)
+            .or_insert_with(|| {
+                let (tx, rx) = watch::channel(0u64);
+                tokio::spawn(async move {
+                    let period = std::time::Duration::from_secs(secs);
+                    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        every.tick().await;
+                        // Only the clock's own receiver left: nobody to ping this time.
+                        if tx.receiver_count() > 1 {
+                            tx.send_modify(|n| *n += 1);
+                        }
+                    }
+                });
+                rx
+            })
+            .clone();
+        rx.borrow_and_update();
+        rx
+    }
+}
+
 /// A store's watch channel (its latest change seq), and its workspace once a feed found it there.
 type Watched = (watch::Sender<i64>, Option<WorkspaceId>);
 

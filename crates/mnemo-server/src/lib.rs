@@ -90,6 +90,8 @@ pub struct AppState {
     hub: Arc<hub::EventHub>,
     /// Open memory change feeds.
     changes: Arc<changes::ChangeHub>,
+    /// The change feeds' shared keep-alive tickers.
+    pings: Arc<changes::PingClock>,
     /// How the web console behaves (`None`: not served).
     console: Option<mnemo_console::ConsoleConfig>,
     /// The agent loop, when model providers are configured.
@@ -171,6 +173,7 @@ impl AppState {
             hub: Arc::new(if signals.is_some() { hub::EventHub::shared() } else { hub::EventHub::default() }),
             console: Some(mnemo_console::ConsoleConfig::default()),
             changes: Arc::default(),
+            pings: Arc::default(),
             agent: None,
             memory_stream: true,
             webhook_targets: Arc::default(),

@@ -6,14 +6,16 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{MemoryChangePage, MemoryStoreId, WorkspaceId};
 use mnemo_store::MemoryFeedEntry;
 
 use mnemo_http::{Id, Params, Query};
 
-use super::events::{PING_EVERY, async_stream};
+use mnemo_api::limits::{DEFAULT_FEED_PING_SECS, MAX_FEED_PING_SECS, MIN_FEED_PING_SECS};
+
+use super::events::async_stream;
 use crate::auth::MemoryCaller;
 use crate::changes::{FEED_BATCH, Feed};
 use crate::{ApiError, AppState};
@@ -37,6 +39,23 @@ fn sse(entry: &MemoryFeedEntry) -> Event {
         .event(entry.change.event_name())
         .id(entry.seq.to_string())
         .data(serde_json::to_string(&entry.change).expect("a change event serialises"))
+}
+
+/// The SSE stream's keep-alive interval: `ping` seconds (a long-lived client that hears of
+/// silence late asks for fewer pings: each costs the server a wake-up and a write), else 15.
+fn ping_every(raw: Option<&str>) -> Result<Duration, ApiError> {
+    let Some(raw) = raw else { return Ok(Duration::from_secs(DEFAULT_FEED_PING_SECS)) };
+    raw.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|s| (MIN_FEED_PING_SECS..=MAX_FEED_PING_SECS).contains(s))
+        .map(Duration::from_secs)
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "ping must be whole seconds from {MIN_FEED_PING_SECS} to {MAX_FEED_PING_SECS} (got `{}`)",
+                raw.escape_debug()
+            ))
+        })
 }
 
 /// Whether the caller asked for the JSON long-poll form (`format=json`). Not chosen by
@@ -73,6 +92,7 @@ pub(crate) async fn changes(
         None => one("after").map(|a| cursor(a, "after")).transpose()?,
     };
     let json = wants_json(one("format"))?;
+    let ping = ping_every(one("ping"))?;
     // Held while the feed or long poll lasts: one credential cannot take every connection.
     let slot = state.streams.open(caller.credential())?;
     if json {
@@ -92,6 +112,7 @@ pub(crate) async fn changes(
     // The first read happens here, so a store that is gone is a 404, not an empty stream.
     let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
     let (db, hub) = (state.store.clone(), state.changes.clone());
+    let mut pings = state.pings.every(ping.as_secs());
     let stream = async_stream(move |mut emit| async move {
         let _slot = slot;
         let mut batch = first;
@@ -103,9 +124,17 @@ pub(crate) async fn changes(
                 }
             }
             if !full {
-                let woken = tokio::select! {
-                    woken = feed.changed() => woken,
-                    () = emit.closed() => return,
+                // Idle: a ping on every tick of the shared clock, until a change may be there.
+                let woken = loop {
+                    tokio::select! {
+                        woken = feed.changed() => break woken,
+                        () = emit.closed() => return,
+                        ticked = pings.changed() => {
+                            if ticked.is_err() || !emit.send(Event::default().event("ping").data("{}")).await {
+                                return;
+                            }
+                        }
+                    }
                 };
                 if !woken {
                     return;
@@ -121,9 +150,8 @@ pub(crate) async fn changes(
             };
         }
     });
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(PING_EVERY).event(Event::default().event("ping").data("{}")))
-        .into_response())
+    // Pings come from the stream itself, on the shared clock (no per-stream keep-alive timer).
+    Ok(Sse::new(stream).into_response())
 }
 
 fn feed_store(feed: &Feed) -> String {
@@ -183,4 +211,8 @@ pub(crate) struct ChangesQuery {
     /// Under `format=json`: most changes per answer (default 100).
     #[param(minimum = 1)]
     limit: Option<u32>,
+    /// The SSE stream's keep-alive interval in seconds, 5–300 (default 15). A client that
+    /// treats a silent stream as dead only after several intervals may ask for fewer pings.
+    #[param(minimum = 5, maximum = 300)]
+    ping: Option<u64>,
 }

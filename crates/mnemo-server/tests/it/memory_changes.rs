@@ -338,3 +338,21 @@ async fn a_write_through_one_replica_reaches_the_other_replicas_feed() {
     b.close().await;
     drop(keep);
 }
+
+#[tokio::test]
+async fn a_client_names_its_keep_alive_interval_within_bounds() {
+    let s = TestServer::start().await;
+    let store = s.new_store("notes").await.id;
+    for bad in ["4", "301", "soon", "-5"] {
+        let url = format!("/v1/memory_stores/{store}/changes?ping={bad}");
+        let (status, body) = s.call(Method::GET, &url, KEY, None).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert_eq!(message, format!("ping must be whole seconds from 5 to 300 (got `{bad}`)"));
+    }
+    // At 5 s a quiet feed hears a ping within 6 s (at the default 15 s it would not).
+    let mut feed = Sse::open(&s, &store, "?ping=5", None).await;
+    let started = Instant::now();
+    assert!(feed.next_within(Duration::from_secs(6)).await.is_none(), "no change was made");
+    assert!(feed.pings >= 1, "no ping in {:?}", started.elapsed());
+}
