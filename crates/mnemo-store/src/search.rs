@@ -1,4 +1,4 @@
-//! What both backends share about searching memories ([`Store::search_memories`](crate::Store::search_memories)):
+//! What both backends share about searching memories ([`Store::search_memories`]):
 //! the request, and [`SearchScan`], which turns a backend's ranked candidates into a page.
 //!
 //! A backend's index (SQLite FTS5 with trigrams, PostgreSQL `pg_trgm`) finds candidates that
