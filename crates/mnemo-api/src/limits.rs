@@ -54,3 +54,6 @@ pub const DEFAULT_FEED_PING_SECS: u64 = 15;
 pub const MIN_FEED_PING_SECS: u64 = 5;
 /// The longest keep-alive interval a change feed's client may ask for with `ping` (seconds).
 pub const MAX_FEED_PING_SECS: u64 = 300;
+/// The largest content a change feed entry carries inline (`content=inline`): a mount pulls a
+/// small memory from the entry itself, with no request; a larger one it fetches.
+pub const MAX_INLINE_CHANGE_BYTES: u64 = 64 * 1024;

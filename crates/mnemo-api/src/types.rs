@@ -242,8 +242,9 @@ pub struct MemoryVersion {
 }
 
 /// One entry of a memory store's change feed (`GET /v1/memory_stores/{id}/changes`, a mnemo
-/// extension): a memory version as the versions API shows it in `view=basic`, never its content.
-/// A redacted version has a null path, digest and size.
+/// extension): a memory version as the versions API shows it in `view=basic`; its content only
+/// when the stream was asked for it (`content=inline`) and it is small. A redacted version has a
+/// null path, digest and size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct MemoryChangeEvent {
     pub memory_id: MemoryId,
@@ -256,6 +257,11 @@ pub struct MemoryChangeEvent {
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<Actor>,
+    /// The version's content, on an SSE stream opened with `content=inline`, for a created or
+    /// modified version of at most [`crate::limits::MAX_INLINE_CHANGE_BYTES`]; absent otherwise
+    /// (fetch the memory for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 impl MemoryChangeEvent {
@@ -271,6 +277,7 @@ impl MemoryChangeEvent {
             content_size_bytes: version.content_size_bytes,
             created_at: version.created_at,
             created_by: version.created_by.clone(),
+            content: None,
         }
     }
 

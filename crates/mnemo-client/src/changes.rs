@@ -40,6 +40,8 @@ pub type ChangeStream = Pin<Box<dyn Stream<Item = Result<(String, MemoryChangeEv
 struct StreamQuery<'a> {
     after: Option<&'a str>,
     ping: u64,
+    /// `inline`: small versions' content comes with their entries.
+    content: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -60,13 +62,15 @@ impl Client {
         &self,
         store: &MemoryStoreId,
         after: Option<&str>,
+        with_content: bool,
     ) -> Result<Option<ChangeStream>> {
         let path = format!("/v1/memory_stores/{store}/changes");
         let mut req = self
             .request(Method::GET, &path)
             .header("accept", "text/event-stream")
             .timeout(Duration::from_secs(24 * 3600));
-        req = req.query(&StreamQuery { after, ping: FEED_PING.as_secs() });
+        let content = with_content.then_some("inline");
+        req = req.query(&StreamQuery { after, ping: FEED_PING.as_secs(), content });
         if let Some(cursor) = after {
             req = req.header("last-event-id", cursor);
         }
@@ -150,6 +154,7 @@ impl Client {
             connected_at: None,
             failures: 0,
             ended: false,
+            with_content: false,
         }
     }
 }
@@ -184,6 +189,8 @@ pub struct ChangeSubscription {
     connected_at: Option<Instant>,
     failures: u32,
     ended: bool,
+    /// Asks for small versions' content with their entries (`content=inline`).
+    with_content: bool,
 }
 
 impl std::fmt::Debug for ChangeSubscription {
@@ -197,6 +204,13 @@ impl std::fmt::Debug for ChangeSubscription {
 }
 
 impl ChangeSubscription {
+    /// Asks the server to send small versions' content with their entries
+    /// ([`MemoryChangeEvent::content`]); a server that does not know the option sends none.
+    pub fn with_content(mut self) -> Self {
+        self.with_content = true;
+        self
+    }
+
     /// The cursor a reconnection resumes after (the last change handed out, or the start).
     pub fn cursor(&self) -> Option<&str> {
         self.cursor.as_deref()
@@ -212,7 +226,7 @@ impl ChangeSubscription {
                 if self.failures > 0 {
                     tokio::time::sleep(FEED_BACKOFF.delay(self.failures - 1)).await;
                 }
-                match self.client.memory_changes_stream(&self.store, self.cursor.as_deref()).await {
+                match self.client.memory_changes_stream(&self.store, self.cursor.as_deref(), self.with_content).await {
                     Ok(Some(stream)) => {
                         self.stream = Some(stream);
                         self.connected_at = Some(Instant::now());
@@ -414,6 +428,6 @@ mod tests {
         assert_eq!(got.data[0].path.as_deref(), Some("/x.md"));
         assert!(seen.lock().unwrap()[0].contains("?format=json&after=4&wait_ms=1500&limit=10 "));
         assert!(client.memory_changes_poll(&store, None, Duration::ZERO, None).await.unwrap().is_none());
-        assert!(client.memory_changes_stream(&store, None).await.is_err(), "the server is gone now");
+        assert!(client.memory_changes_stream(&store, None, false).await.is_err(), "the server is gone now");
     }
 }

@@ -890,3 +890,74 @@ mod adopt {
         assert_eq!(env.remote().await, pairs(&[]), "nothing uploaded from a stranger's folder");
     }
 }
+
+/// The next work live sync asks for that holds `rel`, run; full syncs it asks for first are run
+/// too.
+async fn live_until(engine: &mut StoreSync, live: &mut mnemo_sync::Live, rel: &str) -> mnemo_sync::SyncReport {
+    loop {
+        let work = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
+        match work {
+            mnemo_sync::LiveWork::FullSync => {
+                engine.sync(false).await.unwrap();
+            }
+            mnemo_sync::LiveWork::Paths(paths) => {
+                let report = engine.sync_paths(paths).await.unwrap();
+                if read(&engine_root(engine), rel).is_some() || report.pulled > 0 {
+                    return report;
+                }
+            }
+        }
+    }
+}
+
+fn engine_root(engine: &StoreSync) -> PathBuf {
+    engine.root().to_path_buf()
+}
+
+/// A store change whose bytes come with the feed's entry is written with no request for them,
+/// where the folder holds what both sides last agreed on; where the file changed here too, the
+/// listing decides as before (the store wins, and the local bytes are not lost silently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_change_with_its_bytes_is_written_without_a_fetch() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
+    let mut engine = env.mount(env.cfg()).await;
+    let mut live = engine.live();
+    // The feed starts from now: its first work is a full sync.
+    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
+    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
+    settle().await;
+    engine.sync(false).await.unwrap();
+
+    // Every fetch of one memory would fail now: the file still arrives, from the feed.
+    env.remote_update("/a.md", "a2 from elsewhere").await;
+    env.seen.lose_fetches.store(100, Relaxed);
+    let report = live_until(&mut engine, &mut live, "a.md").await;
+    assert_eq!(report.pulled, 1, "{report:?}");
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("a2 from elsewhere"));
+    assert_eq!(env.seen.lose_fetches.load(Relaxed), 100, "no memory was fetched");
+    assert!(!engine.is_incomplete());
+    // A new memory too.
+    env.client.create_memory(&env.store, "/c.md", "c, new", None).await.unwrap();
+    assert_eq!(env.seen.lose_fetches.load(Relaxed), 100, "the create fetched nothing");
+    live_until(&mut engine, &mut live, "c.md").await;
+    assert_eq!(read(&env.root(), "c.md").as_deref(), Some("c, new"));
+    assert_eq!(env.seen.lose_fetches.load(Relaxed), 100, "no memory was fetched");
+    env.seen.lose_fetches.store(0, Relaxed);
+
+    // Both sides changed b.md: not written from the feed; the usual sync decides.
+    std::fs::write(env.root().join("b.md"), "b, local").unwrap();
+    env.remote_update("/b.md", "b, remote").await;
+    settle().await;
+    engine.sync(false).await.unwrap();
+    assert_eq!(read(&env.root(), "b.md").as_deref(), Some("b, remote"), "the store wins");
+    // Nothing is pending afterwards: a full sync finds the folder and the store agreeing.
+    let quiet = engine.sync(false).await.unwrap();
+    assert_eq!((quiet.pulled, quiet.uploaded, quiet.failed), (0, 0, 0), "{quiet:?}");
+    assert_eq!(
+        env.remote().await,
+        pairs(&[("/a.md", "a2 from elsewhere"), ("/b.md", "b, remote"), ("/c.md", "c, new")])
+    );
+    drop(live);
+    engine.dispose().await;
+}

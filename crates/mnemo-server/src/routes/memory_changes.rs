@@ -8,12 +8,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use mnemo_api::{MemoryChangePage, MemoryStoreId, WorkspaceId};
+use mnemo_api::{MemoryChangePage, MemoryStoreId, View, WorkspaceId};
 use mnemo_store::MemoryFeedEntry;
 
 use mnemo_http::{Id, Params, Query};
 
-use mnemo_api::limits::{DEFAULT_FEED_PING_SECS, MAX_FEED_PING_SECS, MIN_FEED_PING_SECS};
+use mnemo_api::limits::{DEFAULT_FEED_PING_SECS, MAX_FEED_PING_SECS, MAX_INLINE_CHANGE_BYTES, MIN_FEED_PING_SECS};
 
 use super::events::async_stream;
 use crate::auth::MemoryCaller;
@@ -58,6 +58,29 @@ fn ping_every(raw: Option<&str>) -> Result<Duration, ApiError> {
         })
 }
 
+/// Whether the stream carries small versions' content (`content=inline`).
+fn wants_content(raw: Option<&str>) -> Result<bool, ApiError> {
+    match raw {
+        None => Ok(false),
+        Some("inline") => Ok(true),
+        Some(other) => Err(ApiError::invalid(format!("content must be `inline` (got `{}`)", other.escape_debug()))),
+    }
+}
+
+/// `entry` with its version's content, when the version is a small create or change: read
+/// now, so a version redacted since its entry was written shows none.
+async fn with_content(db: &dyn mnemo_store::Store, ws: &WorkspaceId, entry: &MemoryFeedEntry) -> MemoryFeedEntry {
+    let mut entry = entry.clone();
+    let change = &entry.change;
+    let small = change.content_size_bytes.is_some_and(|n| n <= MAX_INLINE_CHANGE_BYTES);
+    if change.operation != mnemo_api::Operation::Deleted && change.content_sha256.is_some() && small {
+        let version = db.get_memory_version(ws, &change.memory_store_id, &change.memory_version_id, View::Full).await;
+        // A failed read only costs the client a fetch.
+        entry.change.content = version.ok().and_then(|v| v.content);
+    }
+    entry
+}
+
 /// Whether the caller asked for the JSON long-poll form (`format=json`). Not chosen by
 /// `Accept`: SDK clients send `Accept: application/json` on streams too.
 fn wants_json(format: Option<&str>) -> Result<bool, ApiError> {
@@ -93,6 +116,7 @@ pub(crate) async fn changes(
     };
     let json = wants_json(one("format"))?;
     let ping = ping_every(one("ping"))?;
+    let inline = wants_content(one("content"))?;
     // Held while the feed or long poll lasts: one credential cannot take every connection.
     let slot = state.streams.open(caller.credential())?;
     if json {
@@ -112,6 +136,7 @@ pub(crate) async fn changes(
     // The first read happens here, so a store that is gone is a 404, not an empty stream.
     let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
     let (db, hub) = (state.store.clone(), state.changes.clone());
+    let ws = caller.workspace()?.clone();
     let mut pings = state.pings.every(ping.as_secs());
     let stream = async_stream(move |mut emit| async move {
         let _slot = slot;
@@ -119,7 +144,8 @@ pub(crate) async fn changes(
         loop {
             let full = batch.len() as u32 >= FEED_BATCH;
             for entry in &batch {
-                if !emit.send(sse(entry)).await {
+                let event = if inline { sse(&with_content(&*db, &ws, entry).await) } else { sse(entry) };
+                if !emit.send(event).await {
                     return;
                 }
             }
@@ -211,6 +237,10 @@ pub(crate) struct ChangesQuery {
     /// Under `format=json`: most changes per answer (default 100).
     #[param(minimum = 1)]
     limit: Option<u32>,
+    /// `inline`: the SSE stream's entries of created or modified versions of at most 64 KiB
+    /// carry the version's `content` (a mirror then needs no request per change).
+    #[param(pattern = "^inline$")]
+    content: Option<String>,
     /// The SSE stream's keep-alive interval in seconds, 5–300 (default 15). A client that
     /// treats a silent stream as dead only after several intervals may ask for fewer pings.
     #[param(minimum = 5, maximum = 300)]

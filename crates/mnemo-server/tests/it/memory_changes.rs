@@ -356,3 +356,32 @@ async fn a_client_names_its_keep_alive_interval_within_bounds() {
     assert!(feed.next_within(Duration::from_secs(6)).await.is_none(), "no change was made");
     assert!(feed.pings >= 1, "no ping in {:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn a_stream_asked_for_it_carries_small_versions_content() {
+    let s = TestServer::start().await;
+    let store = s.new_store("notes").await.id;
+    let (status, body) =
+        s.call(Method::GET, &format!("/v1/memory_stores/{store}/changes?content=full"), KEY, None).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["message"], "content must be `inline` (got `full`)");
+
+    let mut with = Sse::open(&s, &store, "?content=inline", None).await;
+    let mut without = Sse::open(&s, &store, "", None).await;
+    let small = write(&s, &store, "/small.md", "small bytes").await;
+    let big = "x".repeat(70_000);
+    write(&s, &store, "/big.md", &big).await;
+    s.client.delete_memory(&store, &small.id, None).await.unwrap();
+    let (_, _, created) = with.next().await;
+    assert_eq!(created["content"], "small bytes", "{created}");
+    assert_eq!(created["content_sha256"], small.content_sha256);
+    let (_, _, large) = with.next().await;
+    assert!(large.get("content").is_none(), "over 64 KiB: fetched, not inline");
+    let (event, _, deleted) = with.next().await;
+    assert_eq!(event, "memory.deleted");
+    assert!(deleted.get("content").is_none());
+    for _ in 0..3 {
+        let (_, _, entry) = without.next().await;
+        assert!(entry.get("content").is_none(), "only when asked: {entry}");
+    }
+}

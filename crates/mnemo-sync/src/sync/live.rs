@@ -100,6 +100,9 @@ pub(crate) enum Hint {
     Local(RelPath),
     /// The store changed this path, to what the feed says.
     Remote(RelPath, Seen),
+    /// The store changed this path to these bytes, which came with the feed's entry (their
+    /// digest checked against the entry's).
+    RemoteBytes(RelPath, Digest, Arc<String>),
     /// The feed started from now (first connection, or a reconnection without a cursor):
     /// changes committed before it are only found by a full sync.
     Resync,
@@ -144,6 +147,8 @@ pub enum LiveWork {
 #[derive(Debug, Default)]
 pub struct LivePaths {
     paths: BTreeMap<RelPath, Flags>,
+    /// The bytes of a path's newest store change, where they came with the feed.
+    bytes: BTreeMap<RelPath, (Digest, Arc<String>)>,
 }
 
 /// Who flagged a due path.
@@ -181,7 +186,7 @@ impl FromIterator<(RelPath, bool)> for LivePaths {
                 flags.local = true;
             }
         }
-        Self { paths }
+        Self { paths, bytes: BTreeMap::new() }
     }
 }
 
@@ -218,6 +223,8 @@ pub struct Live {
     sink: Option<mpsc::UnboundedSender<Hint>>,
     feed: tokio::task::JoinHandle<()>,
     dirty: BTreeMap<RelPath, Dirty>,
+    /// The bytes of a dirty path's newest store change, where they came with the feed.
+    bytes: BTreeMap<RelPath, (Digest, Arc<String>)>,
     resync: bool,
 }
 
@@ -234,7 +241,7 @@ impl Live {
     /// result to [`StoreSync::attach_live`] once the engine exists.
     pub async fn subscribe(client: &Client, store: MemoryStoreId) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut feed = client.subscribe_memory_changes(store.clone(), None);
+        let mut feed = client.subscribe_memory_changes(store.clone(), None).with_content();
         let first = tokio::time::timeout(CONNECT_WAIT, feed.next()).await;
         let mut live = Self::new(store.clone(), rx, tx.clone(), tokio::spawn(async {}));
         match first {
@@ -255,7 +262,7 @@ impl Live {
             Err(_) => {
                 tracing::debug!(memory_store_id = %store, "the change feed is slow to open; live sync starts with a full sync");
                 drop(feed);
-                live.feed = tokio::spawn(follow_feed(client.subscribe_memory_changes(store, None), tx));
+                live.feed = tokio::spawn(follow_feed(client.subscribe_memory_changes(store, None).with_content(), tx));
                 return live;
             }
         }
@@ -269,7 +276,15 @@ impl Live {
         sink: mpsc::UnboundedSender<Hint>,
         feed: tokio::task::JoinHandle<()>,
     ) -> Self {
-        Self { store, rx: Some(rx), sink: Some(sink), feed, dirty: BTreeMap::new(), resync: false }
+        Self {
+            store,
+            rx: Some(rx),
+            sink: Some(sink),
+            feed,
+            dirty: BTreeMap::new(),
+            bytes: BTreeMap::new(),
+            resync: false,
+        }
     }
 
     /// Whether live sync still runs (the feed exists and has not been refused).
@@ -300,8 +315,14 @@ impl Live {
                 // Every path pinned or quiet by now goes, together.
                 let due: Vec<RelPath> =
                     self.dirty.iter().filter(|(_, d)| d.pinned || d.due <= now).map(|(p, _)| p.clone()).collect();
+                let mut bytes = BTreeMap::new();
+                for p in &due {
+                    if let Some(b) = self.bytes.remove(p) {
+                        bytes.insert(p.clone(), b);
+                    }
+                }
                 let paths = due.into_iter().filter_map(|p| self.dirty.remove(&p).map(|d| (p, d.flags))).collect();
-                return LiveWork::Paths(LivePaths { paths });
+                return LiveWork::Paths(LivePaths { paths, bytes });
             }
             let Some(rx) = &mut self.rx else {
                 return std::future::pending().await;
@@ -357,11 +378,16 @@ impl Live {
                 }
             }
             Hint::Remote(rel, seen) => {
+                // The newest change is what the store holds now: bytes of an older one are stale.
+                self.bytes.remove(&rel);
                 let entry = self.dirty.entry(rel).or_insert(Dirty { due: now, flags: Flags::default(), pinned: true });
-                // The newest change is what the store holds now.
                 entry.flags.remote = Some(seen);
                 entry.due = now;
                 entry.pinned = true;
+            }
+            Hint::RemoteBytes(rel, digest, bytes) => {
+                self.add(Hint::Remote(rel.clone(), Seen::Holds(digest)));
+                self.bytes.insert(rel, (digest, bytes));
             }
             Hint::Resync => self.resync = true,
             Hint::Ended(reason) => self.stop(&reason),
@@ -373,6 +399,7 @@ impl Live {
         self.rx = None;
         self.sink = None;
         self.dirty.clear();
+        self.bytes.clear();
     }
 }
 
@@ -389,9 +416,15 @@ async fn follow_feed(mut feed: ChangeSubscription, tx: mpsc::UnboundedSender<Hin
                 if path.trim_start_matches('/') == MARKER_NAME {
                     continue;
                 }
-                match RelPath::from_memory_path(&path) {
-                    Ok(rel) => Hint::Remote(rel, seen),
-                    Err(_) => continue, // the full sync logs why such a memory is skipped
+                let Ok(rel) = RelPath::from_memory_path(&path) else {
+                    continue; // the full sync logs why such a memory is skipped
+                };
+                match (seen, change.content) {
+                    // Bytes that are what the entry says they are: no fetch needed.
+                    (Seen::Holds(digest), Some(bytes)) if Digest::of(bytes.as_bytes()) == digest => {
+                        Hint::RemoteBytes(rel, digest, Arc::new(bytes))
+                    }
+                    _ => Hint::Remote(rel, seen),
                 }
             }
             FeedEvent::Unsupported => Hint::Ended("the server has no memory change feed".into()),
@@ -422,7 +455,7 @@ impl StoreSync {
     /// download avoids that.
     pub fn live(&mut self) -> Live {
         let (tx, rx) = mpsc::unbounded_channel();
-        let feed = self.client.subscribe_memory_changes(self.cfg.store_id.clone(), None);
+        let feed = self.client.subscribe_memory_changes(self.cfg.store_id.clone(), None).with_content();
         let mut live = Live::new(self.cfg.store_id.clone(), rx, tx.clone(), tokio::spawn(follow_feed(feed, tx)));
         self.attach_live(&mut live);
         live
@@ -546,6 +579,13 @@ impl StoreSync {
             store_changed |= remote;
             local.insert(rel, sha);
         }
+        if store_changed {
+            self.write_bytes_from_the_feed(&mut local, &due.bytes, &mut report).await;
+            if local.is_empty() {
+                self.save_journal().await;
+                return Ok(report);
+            }
+        }
         if local.is_empty() {
             return Ok(report);
         }
@@ -582,6 +622,54 @@ impl StoreSync {
         self.content_pass(plan.pulls, &mut report).await;
         self.save_journal().await;
         Ok(report)
+    }
+
+    /// The store changes whose bytes came with the feed, to paths the folder holds as both sides
+    /// last agreed (or lacks on both): written now, with no request — the store wins, and
+    /// nothing local is lost since nothing local changed. Each path written leaves `local`;
+    /// any other (changed here too, an upload of unknown outcome, a write the folder refused)
+    /// stays for the listing below.
+    async fn write_bytes_from_the_feed(
+        &mut self,
+        local: &mut BTreeMap<RelPath, Option<Digest>>,
+        bytes: &BTreeMap<RelPath, (Digest, Arc<String>)>,
+        report: &mut SyncReport,
+    ) {
+        let ready: Vec<(RelPath, Option<Digest>, Digest, Arc<String>)> = local
+            .iter()
+            .filter_map(|(rel, sha)| {
+                let (digest, content) = bytes.get(rel)?;
+                let agreed = *sha == self.state.baseline.get(rel).copied();
+                (agreed && !self.state.unsettled.contains_key(rel))
+                    .then(|| (rel.clone(), *sha, *digest, Arc::clone(content)))
+            })
+            .collect();
+        if ready.is_empty() {
+            return;
+        }
+        // The store changed since the engine's last listing of it.
+        self.wrote();
+        let files = Arc::clone(&self.files);
+        let written = blocking(move || {
+            ready
+                .into_iter()
+                .map(|(rel, sha, digest, content)| {
+                    let outcome = files.write_if_unchanged(&rel, sha, content.as_bytes());
+                    (rel, digest, outcome)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let Ok(written) = written else { return };
+        for (rel, digest, outcome) in written {
+            // Otherwise changed meanwhile (the watcher brings it back), or a write that fails
+            // again below, where it is reported: the listing decides.
+            if let Ok(true) = outcome {
+                self.state.baseline.insert(rel.clone(), digest);
+                local.remove(&rel);
+                report.pulled += 1;
+            }
+        }
     }
 
     /// The store's memories at `paths`, read now: one content-free listing per folder.
