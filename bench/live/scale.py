@@ -17,7 +17,7 @@ Measured in turn, the idle server's own CPU subtracted each time:
    new bytes (the folders are read in a loop): the p50/p99 over every (write, mount) arrival,
    and per write the time until the last mount had it.
 3. **`--subscribers` simulated subscribers** (no folders): an asyncio client holding that many
-   SSE change feeds (`GET /v1/memory_stores/{id}/changes`), one store each, at rest; then as
+   SSE change feeds (`GET /v1/memory_stores/{id}/changes?ping=55`, the interval a mount asks for), one store each, at rest; then as
    many feeds of one store and `--writes` writes, each timed from its answer until every feed
    has read its entry. The client is one Python process on the same two cores: its own reading
    of 10,000 messages is part of the time measured.
