@@ -14,7 +14,7 @@
 //!
 //! This is a benchmark, not a test: it asserts nothing about timings.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,12 +25,12 @@ use mnemo_store::{MemoryWriteOp, NewMemoryStore, Store};
 use mnemo_store_postgres::{PostgresSettings, PostgresStore};
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/pg_schema.rs"]
 mod pg_schema;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use knobs::{bench_dir, env_usize, ms, percentile, sizes};
 
 /// A small deterministic generator (xorshift), so every run writes the same memories.
 struct Rng(u64);
@@ -130,14 +130,6 @@ fn queries(words: &Words, size: usize, runs: usize) -> Vec<(&'static str, Vec<St
         ),
         ("common word (most memories)", pick(&mut |r| words.words[(r.next() % 5) as usize].clone())),
     ]
-}
-
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
 async fn fill(store: &Arc<dyn Store>, ws: &WorkspaceId, id: &MemoryStoreId, size: usize) -> Duration {
@@ -273,15 +265,10 @@ fn main() {
 }
 
 async fn run() {
-    let sizes: Vec<usize> = std::env::var("MNEMO_BENCH_SIZES")
-        .unwrap_or_else(|_| "10000,100000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+    let sizes = sizes("10000,100000");
     let runs = env_usize("MNEMO_BENCH_QUERIES", 50);
     let writes = env_usize("MNEMO_BENCH_WRITES", 2000);
-    let base: PathBuf = std::env::var("MNEMO_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
-    let dir = tempfile::Builder::new().prefix("mnemo-bench-search").tempdir_in(&base).unwrap();
+    let dir = bench_dir("mnemo-bench-search");
     let pg = std::env::var("MNEMO_BENCH_POSTGRES").ok();
     let words = Words::new();
 

@@ -18,7 +18,6 @@
 //!
 //! This is a benchmark, not a test: it asserts nothing about timings.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,14 +30,14 @@ use mnemo_store::{MemoryWriteOp, NewMemoryStore, Store};
 use mnemo_store_postgres::PostgresStore;
 use mnemo_store_sqlite::{Durability, SqliteSettings, SqliteStore};
 
+#[path = "common/knobs.rs"]
+mod knobs;
 #[path = "common/pg_schema.rs"]
 mod pg_schema;
 
-const MODEL: &str = "bench-embed";
+use knobs::{bench_dir, env_usize, ms, percentile, sizes};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+const MODEL: &str = "bench-embed";
 
 /// A deterministic generator (xorshift).
 struct Rng(u64);
@@ -55,14 +54,6 @@ impl Rng {
         let v: Vec<f32> = (0..dims).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect();
         mnemo_model::embeddings::unit(v).expect("a random vector is not zero")
     }
-}
-
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
 fn actor() -> mnemo_api::Actor {
@@ -177,15 +168,10 @@ fn main() {
 }
 
 async fn run() {
-    let sizes: Vec<usize> = std::env::var("MNEMO_BENCH_SIZES")
-        .unwrap_or_else(|_| "10000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
+    let sizes = sizes("10000");
     let dims = env_usize("MNEMO_BENCH_DIMS", 768);
     let runs = env_usize("MNEMO_BENCH_QUERIES", 50);
-    let base: PathBuf = std::env::var("MNEMO_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
-    let dir = tempfile::Builder::new().prefix("mnemo-bench-semantic").tempdir_in(&base).unwrap();
+    let dir = bench_dir("mnemo-bench-semantic");
     let pg = std::env::var("MNEMO_BENCH_POSTGRES").ok();
     println!(
         "| backend | memories | dims | fill | vectors stored | idle embedder pass p50 / p99 ms | rank by meaning p50 / p99 ms | `semantic` search p50 / p99 ms | `hybrid` search p50 / p99 ms |"
