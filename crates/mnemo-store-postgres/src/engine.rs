@@ -112,6 +112,11 @@ impl Engine {
         self.pool.get().await.map_err(pool_error)
     }
 
+    /// Whether [`Self::close`] ran.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Refuses later calls and closes idle connections; busy ones close when returned.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);

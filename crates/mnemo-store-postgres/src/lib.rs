@@ -24,6 +24,7 @@ mod people;
 mod rate_limits;
 mod retention;
 mod schema;
+mod search_index;
 mod sessions;
 mod sso;
 mod stores;
@@ -220,7 +221,9 @@ fn redact(message: &str, url: &str) -> String {
 
 /// A [`Store`] in a PostgreSQL database, shared with other processes.
 pub struct PostgresStore {
-    engine: Engine,
+    engine: Arc<Engine>,
+    /// The search indexer ([`search_index::keep`]).
+    indexer: Mutex<Option<tokio::task::JoinHandle<()>>>,
     limits: Limits,
     /// The `NOTIFY` channel of this deployment (one per schema).
     channel: String,
@@ -257,7 +260,7 @@ impl PostgresStore {
             .recycle_timeout(timeout)
             .build()
             .map_err(|e| failure(format!("build the connection pool: {e}")))?;
-        let engine = Engine::new(pool);
+        let engine = Arc::new(Engine::new(pool));
         let schema = {
             let mut client = engine.client().await?;
             schema::migrate(&mut client).await?
@@ -265,7 +268,15 @@ impl PostgresStore {
         let channel = listen::channel(&schema);
         let signals = listen::channel_pair();
         let listener = tokio::spawn(listen::run(listen_config, tls, channel.clone(), signals.clone()));
-        Ok(Self { engine, limits: settings.limits, channel, signals, listener: Mutex::new(Some(listener)) })
+        let indexer = tokio::spawn(search_index::keep(Arc::clone(&engine), signals.subscribe()));
+        Ok(Self {
+            engine,
+            limits: settings.limits,
+            channel,
+            signals,
+            listener: Mutex::new(Some(listener)),
+            indexer: Mutex::new(Some(indexer)),
+        })
     }
 
     async fn signal(&self, tx: &engine::Tx<'_>, signal: &Signal) -> Result<()> {
@@ -277,6 +288,9 @@ impl Drop for PostgresStore {
     fn drop(&mut self) {
         if let Some(listener) = self.listener.lock().expect("listener lock poisoned").take() {
             listener.abort();
+        }
+        if let Some(indexer) = self.indexer.lock().expect("indexer lock poisoned").take() {
+            indexer.abort();
         }
     }
 }
@@ -294,6 +308,9 @@ impl Store for PostgresStore {
     async fn close(&self) {
         if let Some(listener) = self.listener.lock().expect("listener lock poisoned").take() {
             listener.abort();
+        }
+        if let Some(indexer) = self.indexer.lock().expect("indexer lock poisoned").take() {
+            indexer.abort();
         }
         self.engine.close();
     }
@@ -1182,6 +1199,10 @@ impl Store for PostgresStore {
         request: mnemo_store::search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
         read!(self.engine, |tx| memories::search(&tx, ws, &request).await)
+    }
+
+    async fn catch_up_search_index(&self) -> Result<u64> {
+        search_index::catch_up(&self.engine).await
     }
 
     async fn rank_by_meaning(

@@ -7,7 +7,7 @@ use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStor
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
-use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
+use mnemo_store::search::{Candidate, CandidateSource, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
@@ -267,10 +267,12 @@ pub(crate) async fn search_stores(tx: &Tx<'_>, ws: &WorkspaceId, scope: &SearchS
     rows.iter().map(|r| col(r, 0)).collect()
 }
 
-/// An `ILIKE` pattern finding `text` anywhere.
+/// An `ILIKE` pattern finding `text` anywhere; the words of a phrase (held with one space
+/// between them, while the body keeps its own whitespace) in order with anything between.
 fn like_anywhere(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-    format!("%{escaped}%")
+    // The body holds U+0000 as a space (text cannot hold it), and so does the pattern.
+    format!("%{}%", escaped.replace([' ', '\0'], "%"))
 }
 
 /// A `tsquery` ranking memories by the words of `terms` and what starts with them: only runs
@@ -295,9 +297,14 @@ pub(crate) async fn search(
     request: &SearchMemories,
 ) -> Result<Listing<MemorySearchResult>> {
     let stores = search_stores(tx, ws, &request.scope).await?;
-    let terms = request.query.index_terms();
+    let filter = request.query.index_filter();
+    let terms: Vec<&str> = filter.contains.iter().map(String::as_str).collect();
     let rank = rank_query(&terms);
     let patterns: Vec<String> = terms.iter().map(|t| like_anywhere(t)).collect();
+    // An excluded phrase is left to the rule (the body keeps its own whitespace), and so is
+    // a term holding U+0000.
+    let excluded: Vec<String> =
+        filter.excludes.iter().filter(|t| !t.contains([' ', '\0'])).map(|t| like_anywhere(t)).collect();
     let mut sql = format!(
         "SELECT {COLUMNS}, v.content, \
          CASE WHEN $2 = '' THEN 0 ELSE ts_rank_cd(s.words, to_tsquery('simple', $2), 1) END::float8 AS score, st.id \
@@ -309,14 +316,33 @@ pub(crate) async fn search(
         let n = i + 5;
         sql.push_str(&format!(" AND (s.body ILIKE ${n} OR s.path ILIKE ${n})"));
     }
-    sql.push_str(" ORDER BY score DESC, m.seq LIMIT $3 OFFSET $4");
+    for i in 0..excluded.len() {
+        let n = i + 5 + patterns.len();
+        sql.push_str(&format!(" AND NOT (s.body ILIKE ${n} OR s.path ILIKE ${n})"));
+    }
+    // What waits for the indexer is read first, on its current content, and left out here.
+    sql.push_str(
+        " AND NOT EXISTS (SELECT 1 FROM memory_search_waiting w WHERE w.memory_seq = s.memory_seq) \
+         ORDER BY score DESC, m.seq LIMIT $3 OFFSET $4",
+    );
+    let waiting = format!(
+        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memory_search_waiting w \
+         JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
+         JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE m.store_seq = ANY($1) ORDER BY m.seq LIMIT $2 OFFSET $3"
+    );
     let mut scan = SearchScan::new(request)?;
     while let Some(batch) = scan.next_batch() {
         let (limit, offset) =
             (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
-        let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &rank, &limit, &offset];
-        params.extend(patterns.iter().map(|p| p as crate::engine::Param<'_>));
-        let rows = all(tx, &sql, &params).await?;
+        let rows = match batch.source {
+            CandidateSource::Waiting => all(tx, &waiting, &[&stores, &limit, &offset]).await?,
+            CandidateSource::Indexed => {
+                let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &rank, &limit, &offset];
+                params.extend(patterns.iter().chain(&excluded).map(|p| p as crate::engine::Param<'_>));
+                all(tx, &sql, &params).await?
+            }
+        };
         let candidates = rows
             .iter()
             .map(|r| {

@@ -73,6 +73,8 @@ pub(crate) struct Engine {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     readers: Mutex<Vec<Connection>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The search index's keeper (its own file and thread), stopped before the writer.
+    pub(crate) index: Mutex<Option<crate::search_index::Indexer>>,
 }
 
 fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, StoreError> {
@@ -94,6 +96,11 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
     ))
     .map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(64);
+    if !write {
+        // Readers see the search index as `ix` (read-only, as the connection is).
+        let index = crate::search_index::file(path);
+        conn.execute("ATTACH DATABASE ?1 AS ix", [index.to_string_lossy()]).map_err(backend)?;
+    }
     Ok(conn)
 }
 
@@ -112,12 +119,15 @@ impl Engine {
             .name("mnemo-sqlite-writer".into())
             .spawn(move || writer_loop(&conn, &rx))
             .map_err(backend)?;
-        Ok(Arc::new(Self {
+        let engine = Arc::new(Self {
             path: path.to_owned(),
             jobs: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
             writer: Mutex::new(Some(writer)),
-        }))
+            index: Mutex::new(None),
+        });
+        crate::search_index::start(&engine)?;
+        Ok(engine)
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -126,6 +136,24 @@ impl Engine {
 
     /// Runs `f` on the writer thread inside the next committed batch.
     pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.enqueue(f)?.await.map_err(|_| failure("the writer thread dropped a write"))?
+    }
+
+    /// [`Self::write`] for a thread outside the async runtime (the search indexer).
+    pub(crate) fn write_blocking<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.enqueue(f)?.blocking_recv().map_err(|_| failure("the writer thread dropped a write"))?
+    }
+
+    /// Queues `f` for the writer thread; the receiver gets its outcome once committed.
+    fn enqueue<T, F>(&self, f: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -151,7 +179,7 @@ impl Engine {
             sender.send(job).map_err(|_| failure("the writer thread has stopped"))?;
             metrics::gauge!("mnemo_write_queue_depth").increment(1.0);
         }
-        result.await.map_err(|_| failure("the writer thread dropped a write"))?
+        Ok(result)
     }
 
     /// Runs every one of `fs` in order on the writer thread, each in its own savepoint inside
@@ -215,8 +243,15 @@ impl Engine {
     /// checkpoints the write-ahead log into the database file and removes it (a read-only
     /// connection cannot), leaving one self-contained file behind.
     pub(crate) fn shutdown(&self) {
+        // The indexer writes through the writer: it stops first. Its connection closes after
+        // the readers (which attach its file), so it is the last and checkpoints its file too.
+        let index = self.index.lock().expect("index lock poisoned").take();
+        if let Some(index) = &index {
+            index.stop();
+        }
         self.jobs.lock().expect("job queue lock poisoned").take();
         self.readers.lock().expect("reader pool lock poisoned").clear();
+        drop(index);
         if let Some(handle) = self.writer.lock().expect("writer lock poisoned").take() {
             let _ = handle.join();
         }

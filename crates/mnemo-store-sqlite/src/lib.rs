@@ -22,6 +22,7 @@ mod people;
 mod rate_limits;
 mod retention;
 mod schema;
+mod search_index;
 mod sessions;
 mod sso;
 mod stores;
@@ -166,6 +167,9 @@ impl SqliteStore {
     /// returned, so after its commit).
     fn memory_changed(&self, store: &MemoryStoreId, seq: i64) {
         let _ = self.memory_signals.send(Signal::Memory { store: store.clone(), seq });
+        if let Some(index) = self.engine.index.lock().expect("index lock poisoned").as_ref() {
+            index.poke();
+        }
     }
 }
 
@@ -1175,6 +1179,14 @@ impl Store for SqliteStore {
     ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
         let ws = ws.clone();
         self.engine.read(move |c| memories::search(c, &ws, &request)).await
+    }
+
+    async fn catch_up_search_index(&self) -> Result<u64> {
+        let Some(conn) = self.engine.index.lock().expect("index lock poisoned").as_ref().map(|i| i.conn()) else {
+            return Err(failure("the store is shut down"));
+        };
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || search_index::catch_up(&conn, &engine)).await.map_err(backend)?
     }
 
     async fn rank_by_meaning(

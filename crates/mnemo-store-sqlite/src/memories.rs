@@ -4,7 +4,7 @@ use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStor
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
-use mnemo_store::search::{Candidate, SearchMemories, SearchScan, SearchScope};
+use mnemo_store::search::{Candidate, CandidateSource, SearchMemories, SearchScan, SearchScope};
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -291,53 +291,96 @@ fn like_anywhere(text: &str) -> String {
     format!("%{escaped}%")
 }
 
-/// [`Store::search_memories`](mnemo_store::Store::search_memories): candidates from the
-/// trigram index (`memory_search`), which finds every substring of three characters or more,
-/// ranked by BM25 (a path hit weighs twice a content hit); shorter terms by `LIKE`. With no
-/// term of three characters, the store's memories are scanned in path order.
+/// [`Store::search_memories`](mnemo_store::Store::search_memories): first the memories
+/// waiting for the index (the rule judges them on their current content), then candidates
+/// from the trigram index (`ix.memory_search`, see `search_index.rs`), which finds every
+/// substring of three characters or more, ranked by BM25 (a path hit weighs twice a content
+/// hit); shorter terms by `LIKE`. With no term of three characters, the store's memories are
+/// scanned in path order (the index is not used, so nothing waits).
 pub(crate) fn search(
     c: &Connection,
     ws: &WorkspaceId,
     request: &SearchMemories,
 ) -> Result<Listing<MemorySearchResult>> {
     let stores = search_stores(c, ws, &request.scope)?;
-    let terms = request.query.index_terms();
-    let (long, short): (Vec<&str>, Vec<&str>) = terms.iter().partition(|t| t.chars().count() >= 3);
-    let mut sql;
+    let filter = request.query.index_filter();
+    let indexable = |t: &&String| t.chars().count() >= 3;
+    let (long, short): (Vec<&String>, Vec<&String>) = filter.contains.iter().partition(indexable);
+    // (A term holding U+0000 is left to the rule: FTS5 would read it cut short.)
+    let excluded: Vec<&String> = filter.excludes.iter().filter(indexable).filter(|t| !t.contains('\0')).collect();
     let mut args: Vec<String> = vec![stores];
-    if long.is_empty() {
-        sql = format!(
+    let mut likes = String::new();
+    for term in &short {
+        args.push(like_anywhere(term));
+        let n = args.len();
+        likes.push_str(&format!(" AND (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
+    }
+    let (waiting, indexed) = if long.is_empty() {
+        let scan = format!(
             "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memories m \
              JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
-             WHERE m.store_seq IN (SELECT value FROM json_each(?1))"
+             WHERE m.store_seq IN (SELECT value FROM json_each(?1)){likes} ORDER BY m.path, m.seq"
         );
-        for term in &short {
-            args.push(like_anywhere(term));
-            let n = args.len();
-            sql.push_str(&format!(" AND (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
-        }
-        sql.push_str(" ORDER BY m.path, m.seq");
+        (None, scan)
     } else {
-        let matching = long.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" AND ");
-        args.push(matching);
-        sql = format!(
-            "SELECT {COLUMNS}, v.content, -bm25(memory_search, 2.0, 1.0) AS score, st.id FROM memory_search s \
-             JOIN memories m ON m.seq = s.rowid JOIN memory_versions v ON v.seq = m.version_seq \
-             JOIN memory_stores st ON st.seq = m.store_seq \
-             WHERE memory_search MATCH ?2 AND s.store_seq IN (SELECT value FROM json_each(?1))"
-        );
-        for term in &short {
-            args.push(like_anywhere(term));
-            let n = args.len();
-            sql.push_str(&format!(" AND (s.path LIKE ?{n} ESCAPE '\\' OR s.content LIKE ?{n} ESCAPE '\\')"));
+        let quoted = |t: &&String| format!("\"{}\"", t.replace('"', "\"\""));
+        let mut matching = format!("({})", long.iter().map(quoted).collect::<Vec<_>>().join(" AND "));
+        for t in &excluded {
+            matching.push_str(&format!(" NOT {}", quoted(t)));
         }
-        sql.push_str(" ORDER BY score DESC, m.seq");
-    }
-    let (limit_at, offset_at) = (args.len() + 1, args.len() + 2);
-    sql.push_str(&format!(" LIMIT ?{limit_at} OFFSET ?{offset_at}"));
-    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+        args.push(matching);
+        let at = args.len();
+        let waiting = format!(
+            "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memory_search_waiting w \
+             JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
+             JOIN memory_stores st ON st.seq = m.store_seq \
+             WHERE m.store_seq IN (SELECT value FROM json_each(?1)){likes} ORDER BY m.seq"
+        );
+        // Ranked in the index first (the store checked on the small `memories` row), so only
+        // a batch's rows are read whole.
+        let ranked = if likes.is_empty() {
+            format!(
+                "SELECT s.rowid AS seq, -bm25(memory_search, 2.0, 1.0) AS score FROM ix.memory_search s \
+                 JOIN memories m ON m.seq = s.rowid \
+                 WHERE memory_search MATCH ?{at} AND m.store_seq IN (SELECT value FROM json_each(?1)) \
+                 AND s.rowid NOT IN (SELECT memory_seq FROM memory_search_waiting)"
+            )
+        } else {
+            format!(
+                "SELECT s.rowid AS seq, -bm25(memory_search, 2.0, 1.0) AS score FROM ix.memory_search s \
+                 JOIN memories m ON m.seq = s.rowid JOIN memory_versions v ON v.seq = m.version_seq \
+                 WHERE memory_search MATCH ?{at} AND m.store_seq IN (SELECT value FROM json_each(?1)){likes} \
+                 AND s.rowid NOT IN (SELECT memory_seq FROM memory_search_waiting)"
+            )
+        };
+        let indexed = format!(
+            "SELECT {COLUMNS}, v.content, r.score, st.id FROM \
+             ({ranked} ORDER BY score DESC, seq LIMIT ?{limit} OFFSET ?{offset}) r \
+             JOIN memories m ON m.seq = r.seq JOIN memory_versions v ON v.seq = m.version_seq \
+             JOIN memory_stores st ON st.seq = m.store_seq ORDER BY r.score DESC, m.seq",
+            limit = at + 1,
+            offset = at + 2,
+        );
+        (Some(format!("{waiting} LIMIT ?{} OFFSET ?{}", at + 1, at + 2)), indexed)
+    };
+    let indexed = if long.is_empty() {
+        format!("{indexed} LIMIT ?{} OFFSET ?{}", args.len() + 1, args.len() + 2)
+    } else {
+        indexed
+    };
     let mut scan = SearchScan::new(request)?;
     while let Some(batch) = scan.next_batch() {
+        let sql = match batch.source {
+            CandidateSource::Waiting => match &waiting {
+                Some(sql) => sql,
+                None => {
+                    scan.feed(&batch, Vec::new());
+                    continue;
+                }
+            },
+            CandidateSource::Indexed => &indexed,
+        };
+        let mut stmt = c.prepare_cached(sql).map_err(backend)?;
         let mut bound: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
         let (limit, offset) =
             (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0015_version_retention.sql"),
     include_str!("../migrations/0016_dreams.sql"),
     include_str!("../migrations/0017_memory_embeddings.sql"),
+    include_str!("../migrations/0018_search_index_behind_writes.sql"),
 ];
 
 /// The newest schema version: what a migrated database's `user_version` says.

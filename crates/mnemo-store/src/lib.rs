@@ -1013,6 +1013,10 @@ pub trait Store: Send + Sync + 'static {
         ws: &WorkspaceId,
         request: search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>>;
+    /// Takes every memory waiting for the search index into it now, and answers how many
+    /// ([`search`]: the backend's indexer does this behind the writes on its own; searches
+    /// find waiting memories meanwhile). For tests, benchmarks and `mnemo db` commands.
+    async fn catch_up_search_index(&self) -> Result<u64>;
     /// Live memories ranked by the closeness of their embedding to a query's
     /// ([`ops::embeddings::rank`]), in one read transaction.
     async fn rank_by_meaning(

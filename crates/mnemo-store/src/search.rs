@@ -6,11 +6,21 @@
 //! (BM25, `ts_rank_cd`); [`SearchQuery::matches`] then judges each, so both backends answer the
 //! same set, and the snippet is made here, once.
 //!
+//! **The index is kept off the write's transaction.** Tokenising a memory into trigrams costs
+//! more than the rest of its write, so a write only queues its memory (a row in the backend's
+//! *waiting* table, in the write's transaction) and the backend's indexer takes waiting
+//! memories into the index in batches behind it ([`INDEX_BATCH`], [`INDEX_GATHER`]). A search
+//! reads the waiting memories first, judged by the rule on their current content, then the
+//! index's ranking with them left out ([`CandidateSource`]); so a memory is found the moment its
+//! write is acknowledged, and one deleted or changed is never found by what it no longer holds
+//! (every index hit is judged on the memory's current content).
+//!
 //! [`by_meaning`] runs the semantic and hybrid modes ([`crate::rules::semantic`]) over any
 //! [`Store`]: a ranking by meaning and, where the mode needs it, the full-text ranking,
 //! fused by reciprocal rank.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use mnemo_api::{Memory, MemoryId, MemorySearchResult, MemoryStoreId, WorkspaceId};
 
@@ -48,12 +58,49 @@ pub struct Candidate {
     pub score: f64,
 }
 
-/// One batch of candidates a [`SearchScan`] wants: in the backend's ranked order (best first,
-/// ties by the memory's row number), skipping `offset`, at most `limit`.
+/// Where a [`CandidateBatch`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateSource {
+    /// The scope's memories waiting for the indexer (written a moment ago, or changed), in
+    /// row-number order, with their current content. Read first: the index does not hold them
+    /// yet, or holds what they held before.
+    Waiting,
+    /// The index's ranking (best first, ties by row number), the waiting memories left out.
+    Indexed,
+}
+
+/// One batch of candidates a [`SearchScan`] wants: from `source`, in its order, skipping
+/// `offset`, at most `limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CandidateBatch {
+    pub source: CandidateSource,
     pub offset: u64,
     pub limit: u64,
+}
+
+/// The most waiting memories the indexer takes into the index in one transaction.
+pub const INDEX_BATCH: usize = 128;
+/// How long writes must pause before the indexer takes waiting memories in ([`index_now`]):
+/// a burst of writes runs at the speed it would without an index, and is indexed right after.
+pub const INDEX_GATHER: Duration = Duration::from_millis(20);
+/// How long memories may wait while writes never pause: past it the indexer takes them in
+/// whatever the writes do, so a search never reads more than about this long's writes from
+/// the waiting table.
+pub const INDEX_MAX_LAG: Duration = Duration::from_secs(1);
+/// The indexer looks for waiting memories at least this often, told of a change or not (a
+/// change made by another replica, a batch that failed).
+pub const INDEX_SWEEP: Duration = Duration::from_secs(5);
+
+/// Whether the indexer takes its next batch now, writes having paused for `quiet` and memories
+/// having waited for `behind`; else it waits for the first of the two to come
+/// ([`index_wait`]).
+pub fn index_now(quiet: Duration, behind: Duration) -> bool {
+    quiet >= INDEX_GATHER || behind >= INDEX_MAX_LAG
+}
+
+/// How long the indexer waits before asking [`index_now`] again (unless a write comes first).
+pub fn index_wait(quiet: Duration, behind: Duration) -> Duration {
+    INDEX_GATHER.saturating_sub(quiet).min(INDEX_MAX_LAG.saturating_sub(behind))
 }
 
 /// Candidates of the first batch, at least: most candidates match, so one batch usually fills
@@ -74,7 +121,11 @@ pub struct SearchScan<'q> {
     skip: u64,
     /// Matches seen so far (earlier pages' included).
     matched: u64,
+    source: CandidateSource,
+    /// The next row of `source`.
     offset: u64,
+    /// How many of `items` came from [`CandidateSource::Waiting`] (they come first).
+    waiting_items: usize,
     /// Batches read so far.
     batches: u32,
     items: Vec<MemorySearchResult>,
@@ -94,7 +145,9 @@ impl<'q> SearchScan<'q> {
             request,
             skip,
             matched: 0,
+            source: CandidateSource::Waiting,
             offset: 0,
+            waiting_items: 0,
             batches: 0,
             items: Vec::with_capacity(request.limit as usize),
             more: false,
@@ -109,7 +162,7 @@ impl<'q> SearchScan<'q> {
         }
         let wanted = (self.skip + u64::from(self.request.limit) + 1).saturating_sub(self.matched);
         let grown = MIN_BATCH.saturating_mul(1 << self.batches.min(20)).min(MAX_BATCH);
-        Some(CandidateBatch { offset: self.offset, limit: wanted.max(grown) })
+        Some(CandidateBatch { source: self.source, offset: self.offset, limit: wanted.max(grown) })
     }
 
     /// Takes the rows `batch` asked for, in the backend's order.
@@ -117,6 +170,7 @@ impl<'q> SearchScan<'q> {
         let got = candidates.len() as u64;
         self.offset = batch.offset + got;
         self.batches += 1;
+        let exhausted = got < batch.limit;
         let page_end = self.skip + u64::from(self.request.limit);
         for Candidate { memory, score } in candidates {
             let content = memory.content.as_deref().unwrap_or_default();
@@ -135,14 +189,27 @@ impl<'q> SearchScan<'q> {
             }
             let snippet = self.request.query.snippet(content);
             self.items.push(result(memory, snippet, score));
+            if batch.source == CandidateSource::Waiting {
+                self.waiting_items += 1;
+            }
         }
-        if got < batch.limit {
-            self.done = true;
+        match (exhausted, batch.source) {
+            (false, _) => {}
+            (true, CandidateSource::Waiting) => {
+                self.source = CandidateSource::Indexed;
+                self.offset = 0;
+            }
+            (true, CandidateSource::Indexed) => self.done = true,
         }
     }
 
-    /// The page, and the cursor of the next one if more results follow.
-    pub fn finish(self) -> Listing<MemorySearchResult> {
+    /// The page, and the cursor of the next one if more results follow. Waiting memories lead
+    /// the page (the index has no score for them yet) with the best score of the page's others.
+    pub fn finish(mut self) -> Listing<MemorySearchResult> {
+        let best = self.items[self.waiting_items..].iter().map(|r| r.score).fold(0.0, f64::max);
+        for item in &mut self.items[..self.waiting_items] {
+            item.score = best;
+        }
         let next = self.more.then(|| Cursor::Offset(self.skip + u64::from(self.request.limit)));
         Listing { items: self.items, next }
     }
@@ -316,13 +383,70 @@ mod tests {
     }
 
     fn run(request: &SearchMemories, rows: &[Candidate]) -> Listing<MemorySearchResult> {
+        run_with_waiting(request, &[], rows)
+    }
+
+    /// A backend holding `waiting` memories not indexed yet and `indexed` ranked ones.
+    fn run_with_waiting(
+        request: &SearchMemories,
+        waiting: &[Candidate],
+        indexed: &[Candidate],
+    ) -> Listing<MemorySearchResult> {
         let mut scan = SearchScan::new(request).unwrap();
         while let Some(batch) = scan.next_batch() {
+            let rows = match batch.source {
+                CandidateSource::Waiting => waiting,
+                CandidateSource::Indexed => indexed,
+            };
             let from = (batch.offset as usize).min(rows.len());
             let to = (from + batch.limit as usize).min(rows.len());
             scan.feed(&batch, rows[from..to].to_vec());
         }
         scan.finish()
+    }
+
+    #[test]
+    fn the_indexer_waits_for_a_pause_in_the_writes_but_never_past_its_lag() {
+        let ms = Duration::from_millis;
+        // (writes quiet for, memories waiting for) → index now, else how long to wait
+        let table = [
+            (ms(0), ms(0), None, ms(20)),
+            (ms(5), ms(5), None, ms(15)),
+            (ms(20), ms(20), Some(()), ms(0)),
+            (ms(300), ms(300), Some(()), ms(0)),
+            (ms(1), ms(990), None, ms(10)),
+            (ms(1), ms(1000), Some(()), ms(0)),
+            (ms(0), ms(5000), Some(()), ms(0)),
+        ];
+        for (quiet, behind, now, wait) in table {
+            assert_eq!(index_now(quiet, behind), now.is_some(), "{quiet:?} {behind:?}");
+            assert_eq!(index_wait(quiet, behind), wait, "{quiet:?} {behind:?}");
+        }
+    }
+
+    #[test]
+    fn waiting_memories_lead_every_page_and_are_paged_with_the_rest() {
+        let waiting: Vec<Candidate> =
+            (0..3).map(|i| candidate(&format!("/new{i}"), if i == 1 { "other" } else { "alpha" }, 0.0)).collect();
+        let indexed: Vec<Candidate> =
+            (0..5).map(|i| candidate(&format!("/old{i}"), "alpha", f64::from(10 - i))).collect();
+        let mut request = SearchMemories {
+            scope: SearchScope::Workspace(None),
+            query: parse("alpha").unwrap(),
+            path_prefix: None,
+            limit: 4,
+            after: None,
+        };
+        let first = run_with_waiting(&request, &waiting, &indexed);
+        let paths: Vec<&str> = first.items.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["/new0", "/new2", "/old0", "/old1"]);
+        let scores: Vec<f64> = first.items.iter().map(|r| r.score).collect();
+        assert_eq!(scores, [10.0, 10.0, 10.0, 9.0], "waiting ones carry the page's best score");
+        request.after = first.next;
+        let second = run_with_waiting(&request, &waiting, &indexed);
+        let paths: Vec<&str> = second.items.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["/old2", "/old3", "/old4"]);
+        assert!(second.next.is_none());
     }
 
     #[test]

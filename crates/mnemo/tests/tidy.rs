@@ -308,6 +308,8 @@ fn boundaries() -> Vec<Boundary> {
                 "tracing",
                 "serde",
                 "serde_json",
+                // The search indexer thread's own nice value (a safe wrapper of setpriority).
+                "rustix",
             ],
             never: leak([backends_never, &["mnemo-store-postgres", "tokio-postgres", "deadpool-postgres"]].concat()),
         },
@@ -330,6 +332,7 @@ fn boundaries() -> Vec<Boundary> {
                 "rustls",
                 "webpki-roots",
                 "tracing",
+                "metrics",
             ],
             never: leak([backends_never, &["mnemo-store-sqlite", "rusqlite"]].concat()),
         },

@@ -84,6 +84,28 @@ pub enum QueryError {
     NothingToFind,
 }
 
+/// A path or content as an index holds it for [`SearchQuery::index_filter`]: every run of
+/// whitespace as one space, as the rule reads text.
+pub fn index_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for word in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// What an index can check of a query ([`SearchQuery::index_filter`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IndexFilter {
+    /// Every match contains each of these (folded; whitespace as one space).
+    pub contains: Vec<String>,
+    /// No match contains any of these.
+    pub excludes: Vec<String>,
+}
+
 impl fmt::Display for Term {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let minus = if self.excluded { "-" } else { "" };
@@ -242,6 +264,35 @@ impl SearchQuery {
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// What an index over a memory's path and content, **with every run of whitespace held as
+    /// one space**, can check of this query: substrings every match contains, and substrings no
+    /// match contains. A backend may find more candidates than match ([`matches`](Self::matches)
+    /// judges them); it must never find fewer, so only what holds for every match is here:
+    /// - every match contains each searched word and prefix stem, and each phrase whole (a
+    ///   phrase of ASCII text; other phrases word by word, as an index may fold case in other
+    ///   ways than [`fold`] does);
+    /// - no match contains an excluded word or phrase of ASCII text.
+    pub fn index_filter(&self) -> IndexFilter {
+        let mut filter = IndexFilter::default();
+        for term in &self.terms {
+            match (term.excluded, term.kind) {
+                (false, TermKind::Phrase) if !term.text.is_ascii() => {
+                    filter.contains.extend(term.text.split(' ').map(str::to_owned));
+                }
+                (false, _) => filter.contains.push(term.text.clone()),
+                (true, TermKind::Word | TermKind::Phrase) if term.text.is_ascii() => {
+                    filter.excludes.push(term.text.clone());
+                }
+                (true, _) => {}
+            }
+        }
+        filter.contains.sort_unstable();
+        filter.contains.dedup();
+        filter.excludes.sort_unstable();
+        filter.excludes.dedup();
+        filter
     }
 
     /// Whether a memory at `path` holding `content` matches.
@@ -412,6 +463,45 @@ mod tests {
     fn index_terms_are_what_every_match_contains() {
         let q = parse("db \"exact phrase\" stag* -prod db path:x").unwrap();
         assert_eq!(q.index_terms(), vec!["db", "exact", "phrase", "stag"]);
+    }
+
+    #[test]
+    fn the_index_filter_holds_for_every_match() {
+        let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let table: &[(&str, &[&str], &[&str])] = &[
+            ("db \"exact phrase\" stag* -prod db path:x", &["db", "exact phrase", "stag"], &["prod"]),
+            ("\"zoë wrote\" -\"old   notes\"", &["wrote", "zoë"], &["old notes"]),
+            ("a -ünï -back* -path:old", &["a"], &[]),
+            ("-\"x y\" x", &["x"], &["x y"]),
+        ];
+        for (q, contains, excludes) in table {
+            let filter = parse(q).unwrap().index_filter();
+            assert_eq!(filter, IndexFilter { contains: own(contains), excludes: own(excludes) }, "{q}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, a memory the rule matches holds every `contains` substring and no
+        /// `excludes` one, in its path or content with whitespace collapsed and folded.
+        #[test]
+        fn the_index_filter_never_drops_a_match(
+            words in proptest::collection::vec("(ab|b|a b|AB|é|\\s|x)", 0..12),
+            q in "(-?(\"a b\"|ab|b\\*|é|x)[ ]){1,3}",
+        ) {
+            let content: String = words.concat();
+            let Ok(query) = parse(&q) else { return Ok(()) };
+            if query.matches("/m", &content) {
+                let collapsed: String = index_text(&content).chars().map(fold).collect();
+                proptest::prop_assert_eq!(&collapsed, &Prepared::new(&content).folded.iter().collect::<String>());
+                let filter = query.index_filter();
+                for c in &filter.contains {
+                    proptest::prop_assert!(collapsed.contains(c.as_str()) || "/m".contains(c.as_str()), "{q:?} {content:?} {c:?}");
+                }
+                for e in &filter.excludes {
+                    proptest::prop_assert!(!collapsed.contains(e.as_str()), "{q:?} {content:?} {e:?}");
+                }
+            }
+        }
     }
 
     #[test]
