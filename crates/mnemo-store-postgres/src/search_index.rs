@@ -8,9 +8,9 @@
 //! queued and is taken in again.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mnemo_store::search::{INDEX_BATCH, INDEX_GATHER, INDEX_SWEEP, index_now, index_wait};
+use mnemo_store::search::{INDEX_BATCH, INDEX_GATHER, INDEX_SWEEP, IndexPacer};
 use mnemo_store::{Signal, StoreError};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
@@ -100,44 +100,34 @@ pub(crate) async fn catch_up(engine: &Engine) -> Result<u64, StoreError> {
 /// oldest has waited too long ([`index_now`]), one batch at a time, pausing again for writes
 /// that come in between. Ends when the store closes.
 pub(crate) async fn keep(engine: Arc<Engine>, mut signals: broadcast::Receiver<Signal>) {
-    let mut last_write = Instant::now();
-    let mut behind_since: Option<Instant> = None;
+    let mut pacer = IndexPacer::default();
     loop {
-        let since = match behind_since {
-            Some(since) => since,
-            None => {
-                match next_write(&mut signals, INDEX_SWEEP).await {
-                    Some(true) => last_write = Instant::now(),
-                    Some(false) => {}
-                    None => return,
-                }
-                *behind_since.insert(Instant::now())
+        if !pacer.behind() {
+            match next_write(&mut signals, INDEX_SWEEP).await {
+                Some(true) => pacer.wrote(),
+                Some(false) => {}
+                None => return,
             }
-        };
-        loop {
-            let (quiet, behind) = (last_write.elapsed(), since.elapsed());
-            if index_now(quiet, behind) {
-                break;
-            }
-            match next_write(&mut signals, index_wait(quiet, behind)).await {
-                Some(true) => last_write = Instant::now(),
+            pacer.start();
+        }
+        while let Some(wait) = pacer.wait() {
+            match next_write(&mut signals, wait).await {
+                Some(true) => pacer.wrote(),
                 Some(false) => {}
                 None => return,
             }
         }
-        match batch(&engine).await {
-            Ok(Some(n)) if n == INDEX_BATCH => {}
-            // Another replica's indexer has the turn: it takes these in.
-            Ok(_) => behind_since = None,
+        let taken = batch(&engine).await;
+        match &taken {
             Err(_) if engine.is_closed() => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later");
-                behind_since = None;
-            }
+            Err(e) => tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later"),
+            Ok(_) => {}
         }
+        // Fewer than a batch, or another replica's indexer has the turn (it takes these in).
+        pacer.batch_done(!matches!(taken, Ok(Some(n)) if n == INDEX_BATCH));
         loop {
             match signals.try_recv() {
-                Ok(Signal::Memory { .. }) | Err(TryRecvError::Lagged(_)) => last_write = Instant::now(),
+                Ok(Signal::Memory { .. }) | Err(TryRecvError::Lagged(_)) => pacer.wrote(),
                 Ok(_) => {}
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Closed) => return,

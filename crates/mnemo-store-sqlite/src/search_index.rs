@@ -18,11 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use mnemo_store::StoreError;
 use mnemo_store::rules::search::index_text;
-use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, index_now, index_wait};
+use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, IndexPacer};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::engine::{Engine, backend, failure};
@@ -173,46 +172,39 @@ fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<
     if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), INDEXER_NICE) {
         tracing::debug!(error = %e, "the search indexer keeps its priority");
     }
-    let mut last_write = Instant::now();
-    let mut behind_since: Option<Instant> = None;
+    let mut pacer = IndexPacer::default();
+    let woke = |pacer: &mut IndexPacer, wait| match woken.recv_timeout(wait) {
+        Ok(()) => {
+            pacer.wrote();
+            true
+        }
+        Err(RecvTimeoutError::Timeout) => true,
+        Err(RecvTimeoutError::Disconnected) => false,
+    };
     loop {
-        let since = match behind_since {
-            Some(since) => since,
-            None => {
-                match woken.recv_timeout(INDEX_SWEEP) {
-                    Ok(()) => last_write = Instant::now(),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-                *behind_since.insert(Instant::now())
-            }
-        };
-        loop {
-            if stopping.load(Ordering::SeqCst) {
+        if !pacer.behind() {
+            if !woke(&mut pacer, INDEX_SWEEP) {
                 return;
             }
-            let (quiet, behind) = (last_write.elapsed(), since.elapsed());
-            if index_now(quiet, behind) {
-                break;
+            pacer.start();
+        }
+        while let Some(wait) = pacer.wait() {
+            if stopping.load(Ordering::SeqCst) || !woke(&mut pacer, wait) {
+                return;
             }
-            match woken.recv_timeout(index_wait(quiet, behind)) {
-                Ok(()) => last_write = Instant::now(),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
+        }
+        if stopping.load(Ordering::SeqCst) {
+            return;
         }
         let Some(engine) = engine.upgrade() else { return };
         let conn = conn.lock().expect("index connection lock poisoned");
-        match take_in(&conn, &engine) {
-            Ok(n) if n == INDEX_BATCH => {}
-            Ok(_) => behind_since = None,
-            Err(e) => {
-                tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later");
-                behind_since = None;
-            }
+        let taken = take_in(&conn, &engine);
+        if let Err(e) = &taken {
+            tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later");
         }
+        pacer.batch_done(taken.map_or(true, |n| n < INDEX_BATCH));
         if woken.try_recv().is_ok() {
-            last_write = Instant::now();
+            pacer.wrote();
         }
     }
 }

@@ -20,7 +20,7 @@
 //! fused by reciprocal rank.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mnemo_api::{Memory, MemoryId, MemorySearchResult, MemoryStoreId, WorkspaceId};
 
@@ -101,6 +101,52 @@ pub fn index_now(quiet: Duration, behind: Duration) -> bool {
 /// How long the indexer waits before asking [`index_now`] again (unless a write comes first).
 pub fn index_wait(quiet: Duration, behind: Duration) -> Duration {
     INDEX_GATHER.saturating_sub(quiet).min(INDEX_MAX_LAG.saturating_sub(behind))
+}
+
+/// A backend indexer's clock of [`index_now`]: when writes last came, and since when memories
+/// have waited. The backend's loop only waits and runs batches as this says.
+#[derive(Debug, Clone)]
+pub struct IndexPacer {
+    last_write: Instant,
+    behind_since: Option<Instant>,
+}
+
+impl Default for IndexPacer {
+    fn default() -> Self {
+        Self { last_write: Instant::now(), behind_since: None }
+    }
+}
+
+impl IndexPacer {
+    /// A write committed (or some may have: the signals were lost).
+    pub fn wrote(&mut self) {
+        self.last_write = Instant::now();
+    }
+
+    /// Whether memories may still wait: a catch-up started and not finished. If not, the
+    /// indexer sleeps until a write or [`INDEX_SWEEP`], then calls [`Self::start`].
+    pub fn behind(&self) -> bool {
+        self.behind_since.is_some()
+    }
+
+    /// Starts a catch-up (a write woke the indexer, or its sweep came).
+    pub fn start(&mut self) {
+        self.behind_since.get_or_insert_with(Instant::now);
+    }
+
+    /// `None`: take the next batch now; else wait up to this long for a write (then ask again).
+    pub fn wait(&self) -> Option<Duration> {
+        let (quiet, behind) = (self.last_write.elapsed(), self.behind_since.map_or(Duration::ZERO, |s| s.elapsed()));
+        (!index_now(quiet, behind)).then(|| index_wait(quiet, behind))
+    }
+
+    /// A batch ended; `caught_up` when nothing more waits (it took less than a full batch), or
+    /// when it failed (the sweep tries again).
+    pub fn batch_done(&mut self, caught_up: bool) {
+        if caught_up {
+            self.behind_since = None;
+        }
+    }
 }
 
 /// Candidates of the first batch, at least: most candidates match, so one batch usually fills
@@ -422,6 +468,25 @@ mod tests {
             assert_eq!(index_now(quiet, behind), now.is_some(), "{quiet:?} {behind:?}");
             assert_eq!(index_wait(quiet, behind), wait, "{quiet:?} {behind:?}");
         }
+    }
+
+    #[test]
+    fn the_pacer_is_behind_from_a_start_until_a_batch_catches_up() {
+        let mut pacer = IndexPacer::default();
+        assert!(!pacer.behind());
+        pacer.start();
+        assert!(pacer.behind());
+        pacer.batch_done(false);
+        assert!(pacer.behind(), "a full batch: more may wait");
+        pacer.start();
+        pacer.batch_done(true);
+        assert!(!pacer.behind());
+        // Long after the last write, with nothing behind: index now (the sweep's pass).
+        let idle = IndexPacer { last_write: Instant::now() - INDEX_GATHER * 2, behind_since: None };
+        assert_eq!(idle.wait(), None);
+        // Behind for longer than the lag while writes never pause: index now anyway.
+        let late = IndexPacer { last_write: Instant::now(), behind_since: Some(Instant::now() - INDEX_MAX_LAG) };
+        assert_eq!(late.wait(), None);
     }
 
     #[test]
