@@ -117,6 +117,7 @@ pub(crate) async fn keep(engine: Arc<Engine>, mut signals: broadcast::Receiver<S
                 None => return,
             }
         }
+        let started = std::time::Instant::now();
         let taken = batch(&engine).await;
         match &taken {
             Err(_) if engine.is_closed() => return,
@@ -124,7 +125,7 @@ pub(crate) async fn keep(engine: Arc<Engine>, mut signals: broadcast::Receiver<S
             Ok(_) => {}
         }
         // Fewer than a batch, or another replica's indexer has the turn (it takes these in).
-        pacer.batch_done(!matches!(taken, Ok(Some(n)) if n == INDEX_BATCH));
+        pacer.batch_done(!matches!(taken, Ok(Some(n)) if n == INDEX_BATCH), started.elapsed());
         loop {
             match signals.try_recv() {
                 Ok(Signal::Memory { .. }) | Err(TryRecvError::Lagged(_)) => pacer.wrote(),

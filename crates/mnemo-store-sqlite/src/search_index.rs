@@ -198,11 +198,12 @@ fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<
         }
         let Some(engine) = engine.upgrade() else { return };
         let conn = conn.lock().expect("index connection lock poisoned");
+        let started = std::time::Instant::now();
         let taken = take_in(&conn, &engine);
         if let Err(e) = &taken {
             tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later");
         }
-        pacer.batch_done(taken.map_or(true, |n| n < INDEX_BATCH));
+        pacer.batch_done(taken.map_or(true, |n| n < INDEX_BATCH), started.elapsed());
         if woken.try_recv().is_ok() {
             pacer.wrote();
         }

@@ -109,13 +109,21 @@ pub fn index_wait(quiet: Duration, behind: Duration) -> Duration {
 pub struct IndexPacer {
     last_write: Instant,
     behind_since: Option<Instant>,
+    /// While writes go on, no batch before this ([`INDEX_DUTY`]).
+    rest_until: Option<Instant>,
 }
 
 impl Default for IndexPacer {
     fn default() -> Self {
-        Self { last_write: Instant::now(), behind_since: None }
+        Self { last_write: Instant::now(), behind_since: None, rest_until: None }
     }
 }
+
+/// While writes never pause (the indexer is past [`INDEX_MAX_LAG`]), it rests this many times
+/// as long as each batch took before the next: it takes at most a quarter of what it could
+/// from the writes, and still takes memories in several times faster than one writer thread
+/// queues them. Once writes pause it runs at full speed.
+pub const INDEX_DUTY: u32 = 3;
 
 impl IndexPacer {
     /// A write committed (or some may have: the signals were lost).
@@ -137,12 +145,26 @@ impl IndexPacer {
     /// `None`: take the next batch now; else wait up to this long for a write (then ask again).
     pub fn wait(&self) -> Option<Duration> {
         let (quiet, behind) = (self.last_write.elapsed(), self.behind_since.map_or(Duration::ZERO, |s| s.elapsed()));
-        (!index_now(quiet, behind)).then(|| index_wait(quiet, behind))
+        if quiet >= INDEX_GATHER {
+            return None;
+        }
+        let resting = self.rest_until.map_or(Duration::ZERO, |t| t.saturating_duration_since(Instant::now()));
+        if index_now(quiet, behind) && resting.is_zero() {
+            return None;
+        }
+        // A pause in the writes ends the rest too.
+        Some(
+            index_wait(quiet, behind)
+                .max(resting)
+                .min(INDEX_GATHER.saturating_sub(quiet))
+                .max(Duration::from_millis(1)),
+        )
     }
 
-    /// A batch ended; `caught_up` when nothing more waits (it took less than a full batch), or
-    /// when it failed (the sweep tries again).
-    pub fn batch_done(&mut self, caught_up: bool) {
+    /// A batch ended after `took`; `caught_up` when nothing more waits (it took less than a full
+    /// batch), or when it failed (the sweep tries again).
+    pub fn batch_done(&mut self, caught_up: bool, took: Duration) {
+        self.rest_until = Some(Instant::now() + took * INDEX_DUTY);
         if caught_up {
             self.behind_since = None;
         }
@@ -476,17 +498,28 @@ mod tests {
         assert!(!pacer.behind());
         pacer.start();
         assert!(pacer.behind());
-        pacer.batch_done(false);
+        pacer.batch_done(false, Duration::ZERO);
         assert!(pacer.behind(), "a full batch: more may wait");
         pacer.start();
-        pacer.batch_done(true);
+        pacer.batch_done(true, Duration::ZERO);
         assert!(!pacer.behind());
         // Long after the last write, with nothing behind: index now (the sweep's pass).
-        let idle = IndexPacer { last_write: Instant::now() - INDEX_GATHER * 2, behind_since: None };
+        let idle = IndexPacer { last_write: Instant::now() - INDEX_GATHER * 2, behind_since: None, rest_until: None };
         assert_eq!(idle.wait(), None);
-        // Behind for longer than the lag while writes never pause: index now anyway.
-        let late = IndexPacer { last_write: Instant::now(), behind_since: Some(Instant::now() - INDEX_MAX_LAG) };
+        // Behind for longer than the lag while writes never pause: index now anyway…
+        let hour = Duration::from_secs(3600);
+        let late = IndexPacer {
+            last_write: Instant::now() + hour,
+            behind_since: Some(Instant::now() - INDEX_MAX_LAG),
+            rest_until: None,
+        };
         assert_eq!(late.wait(), None);
+        // …but after a batch, rest three times as long as it took while the writes go on.
+        let resting = IndexPacer { rest_until: Some(Instant::now() + hour), ..late.clone() };
+        assert!(resting.wait().is_some_and(|w| w > Duration::ZERO));
+        // A pause in the writes ends the rest.
+        let paused = IndexPacer { last_write: Instant::now() - INDEX_GATHER * 2, ..resting };
+        assert_eq!(paused.wait(), None);
     }
 
     #[test]
