@@ -515,7 +515,7 @@ mod tests {
         };
         assert_eq!(late.wait(), None);
         // …but after a batch, rest three times as long as it took while the writes go on.
-        let resting = IndexPacer { rest_until: Some(Instant::now() + hour), ..late.clone() };
+        let resting = IndexPacer { rest_until: Some(Instant::now() + hour), ..late };
         assert!(resting.wait().is_some_and(|w| w > Duration::ZERO));
         // A pause in the writes ends the rest.
         let paused = IndexPacer { last_write: Instant::now() - INDEX_GATHER * 2, ..resting };
