@@ -15,14 +15,30 @@
 //! first): another workspace's changes never reach it. A re-check reads a store in the workspace
 //! a feed verified it in, so a feed that failed (a store of another workspace) never decides
 //! for the feeds that did not.
+//!
+//! **One read per change, however many feeds.** A write to a store with a thousand feeds wakes
+//! them all at the same cursor; the first to read takes the store's read lock, reads the new
+//! entries (and, for `content=inline`, their versions' content) and leaves the [`Batch`] there;
+//! the others find it and send it. A feed takes a batch only if it was read in the feed's
+//! workspace, from the feed's cursor, with the feed's limit and content option, after every
+//! change the feed was woken for, and less than [`SHARE_FOR`] ago — so a batch is never older
+//! than a read the feed would have made itself a moment earlier (a version redacted on this
+//! server drops the store's batch at once; on another replica, it is at most [`SHARE_FOR`]
+//! late). The hub holds a batch weakly: it lives as long as some feed still sends it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
-use mnemo_api::{MemoryStoreId, WorkspaceId};
+use mnemo_api::limits::MAX_INLINE_CHANGE_BYTES;
+use mnemo_api::{MemoryStoreId, View, WorkspaceId};
 use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+/// How long a store's [`Batch`] may serve feeds that wake for the same change.
+pub(crate) const SHARE_FOR: Duration = Duration::from_secs(1);
 
 /// One ticker per keep-alive interval, shared by every change feed that asked for it: idle feeds
 /// ping together, in one wake-up of the runtime per interval, instead of each on its own timer
@@ -62,8 +78,51 @@ impl PingClock {
     }
 }
 
-/// A store's watch channel (its latest change seq), and its workspace once a feed found it there.
-type Watched = (watch::Sender<i64>, Option<WorkspaceId>);
+/// What one read of a store's feed found, with what it was read for; shared by every feed of
+/// the store that stands where it was read from (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Batch {
+    ws: WorkspaceId,
+    after: i64,
+    limit: u32,
+    inline: bool,
+    /// The newest position the hub had heard of when the read began: the read covers it.
+    covers: i64,
+    read_at: Instant,
+    /// The store's redactions on this server when the read began.
+    redactions: u64,
+    /// The entries after `after`, with their versions' content under `inline`.
+    pub(crate) entries: Vec<MemoryFeedEntry>,
+}
+
+impl Batch {
+    fn serves(&self, ws: &WorkspaceId, after: i64, limit: u32, inline: bool, woken_for: i64, redactions: u64) -> bool {
+        self.after == after
+            && self.redactions == redactions
+            && self.limit == limit
+            && self.inline == inline
+            && self.covers >= woken_for
+            && &self.ws == ws
+            && self.read_at.elapsed() < SHARE_FOR
+    }
+}
+
+/// The last batch read of a store, held while some feed still sends it; its lock makes the
+/// feeds woken by one change take turns, so the first reads and the rest reuse.
+#[derive(Default)]
+pub(crate) struct LastRead {
+    batch: tokio::sync::Mutex<Weak<Batch>>,
+    /// Versions of the store redacted on this server: a batch read before one serves no feed.
+    redactions: AtomicU64,
+}
+
+/// A store's watch channel (its latest change seq), its workspace once a feed found it there,
+/// and its last read.
+struct Watched {
+    tx: watch::Sender<i64>,
+    ws: Option<WorkspaceId>,
+    last: Arc<LastRead>,
+}
 
 /// One watch channel per store with open feeds, and the store's workspace once a feed found it
 /// there.
@@ -83,15 +142,29 @@ impl std::fmt::Debug for ChangeHub {
 impl ChangeHub {
     /// A receiver that changes whenever a version newer than its value may have committed in
     /// `store`. Subscribe before reading, so nothing committed in between is missed.
-    pub(crate) fn subscribe(&self, store: &MemoryStoreId) -> watch::Receiver<i64> {
+    pub(crate) fn subscribe(&self, store: &MemoryStoreId) -> (watch::Receiver<i64>, Arc<LastRead>) {
         let mut stores = self.stores.lock().expect("change hub poisoned");
-        stores.entry(store.clone()).or_insert_with(|| (watch::channel(0).0, None)).0.subscribe()
+        let watched = stores.entry(store.clone()).or_insert_with(|| Watched {
+            tx: watch::channel(0).0,
+            ws: None,
+            last: Arc::default(),
+        });
+        (watched.tx.subscribe(), Arc::clone(&watched.last))
     }
 
     /// A feed found `store` in workspace `ws`: re-checks read it there.
     fn found_in(&self, store: &MemoryStoreId, ws: &WorkspaceId) {
         if let Some(entry) = self.stores.lock().expect("change hub poisoned").get_mut(store) {
-            entry.1 = Some(ws.clone());
+            entry.ws = Some(ws.clone());
+        }
+    }
+
+    /// A version of `store` was redacted here: its feeds read again rather than share a batch
+    /// that may name it.
+    pub(crate) fn redacted(&self, store: &MemoryStoreId) {
+        let last = self.stores.lock().expect("change hub poisoned").get(store).map(|w| Arc::clone(&w.last));
+        if let Some(last) = last {
+            last.redactions.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -107,7 +180,7 @@ impl ChangeHub {
     /// A version at `seq` committed in `store`: wakes its feeds unless they were told already.
     fn heard(&self, store: &MemoryStoreId, seq: i64) {
         let mut stores = self.stores.lock().expect("change hub poisoned");
-        let Some((tx, _)) = stores.get(store) else { return };
+        let Some(Watched { tx, .. }) = stores.get(store) else { return };
         if tx.receiver_count() == 0 {
             stores.remove(store);
             return;
@@ -125,8 +198,8 @@ impl ChangeHub {
     /// have all gone.
     fn watched(&self) -> Vec<(WorkspaceId, MemoryStoreId)> {
         let mut stores = self.stores.lock().expect("change hub poisoned");
-        stores.retain(|_, (tx, _)| tx.receiver_count() > 0);
-        stores.iter().filter_map(|(id, (_, ws))| Some((ws.clone()?, id.clone()))).collect()
+        stores.retain(|_, w| w.tx.receiver_count() > 0);
+        stores.iter().filter_map(|(id, w)| Some((w.ws.clone()?, id.clone()))).collect()
     }
 
     /// The store is gone: its feeds end (their receivers see the sender dropped).
@@ -180,6 +253,9 @@ pub(crate) struct Feed {
     store: MemoryStoreId,
     cursor: i64,
     wake: watch::Receiver<i64>,
+    last: Arc<LastRead>,
+    /// Entries carry their versions' content (`content=inline`).
+    inline: bool,
 }
 
 /// Entries per store read.
@@ -194,8 +270,9 @@ impl Feed {
         ws: &WorkspaceId,
         store: &MemoryStoreId,
         after: Option<i64>,
+        inline: bool,
     ) -> Result<Self, StoreError> {
-        let wake = hub.subscribe(store);
+        let (wake, last) = hub.subscribe(store);
         hub.count_read();
         let cursor = match after {
             Some(after) => {
@@ -206,7 +283,7 @@ impl Feed {
             None => db.memory_change_seq(ws, store).await?,
         };
         hub.found_in(store, ws);
-        Ok(Self { ws: ws.clone(), store: store.clone(), cursor, wake })
+        Ok(Self { ws: ws.clone(), store: store.clone(), cursor, wake, last, inline })
     }
 
     pub(crate) fn store(&self) -> &MemoryStoreId {
@@ -218,22 +295,48 @@ impl Feed {
         self.cursor
     }
 
-    /// The next entries after the cursor (at most `limit`), reading the store now; empty when
-    /// there is nothing new.
-    pub(crate) async fn read(
-        &mut self,
-        db: &dyn Store,
-        hub: &ChangeHub,
-        limit: u32,
-    ) -> Result<Vec<MemoryFeedEntry>, StoreError> {
+    /// The next entries after the cursor (at most `limit`): the batch another feed of the store
+    /// just read from the same cursor, or else read from the store now; empty when there is
+    /// nothing new.
+    pub(crate) async fn read(&mut self, db: &dyn Store, hub: &ChangeHub, limit: u32) -> Result<Arc<Batch>, StoreError> {
         // Everything up to what the hub heard is covered by this read.
-        self.wake.borrow_and_update();
-        hub.count_read();
-        let entries = db.memory_changes_after(&self.ws, &self.store, self.cursor, limit).await?;
-        if let Some(last) = entries.last() {
-            self.cursor = last.seq;
+        let woken_for = *self.wake.borrow_and_update();
+        let mut last = self.last.batch.lock().await;
+        let redactions = self.last.redactions.load(Ordering::SeqCst);
+        let shared =
+            last.upgrade().filter(|b| b.serves(&self.ws, self.cursor, limit, self.inline, woken_for, redactions));
+        let batch = match shared {
+            Some(shared) => shared,
+            None => {
+                // Read under the lock: feeds woken by the same change wait for this read.
+                let covers = *self.wake.borrow();
+                let read_at = Instant::now();
+                hub.count_read();
+                let mut entries = db.memory_changes_after(&self.ws, &self.store, self.cursor, limit).await?;
+                if self.inline {
+                    for entry in &mut entries {
+                        add_content(db, &self.ws, entry).await;
+                    }
+                }
+                let batch = Arc::new(Batch {
+                    ws: self.ws.clone(),
+                    after: self.cursor,
+                    limit,
+                    inline: self.inline,
+                    covers,
+                    read_at,
+                    redactions,
+                    entries,
+                });
+                *last = Arc::downgrade(&batch);
+                batch
+            }
+        };
+        drop(last);
+        if let Some(newest) = batch.entries.last() {
+            self.cursor = newest.seq;
         }
-        Ok(entries)
+        Ok(batch)
     }
 
     /// Waits until a version after the cursor may have committed (no store work); `false` once
@@ -247,5 +350,58 @@ impl Feed {
                 return true;
             }
         }
+    }
+}
+
+/// Adds its version's content to `entry` when the version is a small create or change: read
+/// with the entry, so a version redacted since its entry was written shows none.
+async fn add_content(db: &dyn Store, ws: &WorkspaceId, entry: &mut MemoryFeedEntry) {
+    let change = &entry.change;
+    let small = change.content_size_bytes.is_some_and(|n| n <= MAX_INLINE_CHANGE_BYTES);
+    if change.operation != mnemo_api::Operation::Deleted && change.content_sha256.is_some() && small {
+        let version = db.get_memory_version(ws, &change.memory_store_id, &change.memory_version_id, View::Full).await;
+        // A failed read only costs the client a fetch.
+        entry.change.content = version.ok().and_then(|v| v.content);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_batch_serves_only_a_feed_that_would_have_read_the_same() {
+        let ws = WorkspaceId::generate();
+        let batch = Batch {
+            ws: ws.clone(),
+            after: 10,
+            limit: 100,
+            inline: true,
+            covers: 12,
+            read_at: Instant::now(),
+            redactions: 0,
+            entries: Vec::new(),
+        };
+        // (workspace, cursor, limit, inline, woken for, redactions) → served
+        let other = WorkspaceId::generate();
+        let table = [
+            ((&ws, 10, 100, true, 12, 0), true),
+            ((&ws, 10, 100, true, 11, 0), true),
+            ((&ws, 10, 100, true, 13, 0), false),
+            ((&ws, 9, 100, true, 12, 0), false),
+            ((&ws, 10, 50, true, 12, 0), false),
+            ((&ws, 10, 100, false, 12, 0), false),
+            ((&ws, 10, 100, true, 12, 1), false),
+            ((&other, 10, 100, true, 12, 0), false),
+        ];
+        for ((ws, after, limit, inline, woken_for, redactions), served) in table {
+            assert_eq!(
+                batch.serves(ws, after, limit, inline, woken_for, redactions),
+                served,
+                "{after} {limit} {inline} {woken_for} {redactions}"
+            );
+        }
+        let old = Batch { read_at: Instant::now() - SHARE_FOR, ..batch };
+        assert!(!old.serves(&ws, 10, 100, true, 12, 0), "older than SHARE_FOR");
     }
 }

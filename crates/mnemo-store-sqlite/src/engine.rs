@@ -18,8 +18,11 @@ use crate::Durability;
 
 /// The most writes committed together.
 const MAX_BATCH: usize = 256;
-/// Idle read connections kept open.
-const MAX_IDLE_READERS: usize = 16;
+/// Read connections: at most this many reads run at once (the rest wait for one to finish,
+/// without holding a thread), and every connection stays open for the next read. Without the
+/// bound, a burst of reads (a thousand change feeds woken at once) opened a connection per
+/// blocking thread, each parsing the schema, and closed all but 16 again.
+const MAX_READERS: usize = 16;
 // What SQLite may hold in this process (`SqliteSettings::memory_limit`: every connection's page
 // cache and statements, one limit for the whole process) is set as its soft heap limit: past it,
 // a connection reuses its cache pages instead of growing them. Each connection's own cache is
@@ -72,6 +75,8 @@ pub(crate) struct Engine {
     path: PathBuf,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     readers: Mutex<Vec<Connection>>,
+    /// One permit per read connection ([`MAX_READERS`]).
+    read_slots: Arc<tokio::sync::Semaphore>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The search index's keeper (its own file and thread), stopped before the writer.
     pub(crate) index: Mutex<Option<crate::search_index::Indexer>>,
@@ -123,6 +128,7 @@ impl Engine {
             path: path.to_owned(),
             jobs: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
+            read_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
             writer: Mutex::new(Some(writer)),
             index: Mutex::new(None),
         });
@@ -207,8 +213,32 @@ impl Engine {
         .await
     }
 
-    /// Runs `f` on a pooled read connection on the blocking thread pool.
+    /// Runs `f` on a pooled read connection on the blocking thread pool, once one of the
+    /// [`MAX_READERS`] is free.
     pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let slot = Arc::clone(&self.read_slots).acquire_owned().await.map_err(backend)?;
+        self.read_on(Some(slot), f).await
+    }
+
+    /// [`Engine::read`] for a read that goes at its consumer's pace (an export streaming to a
+    /// client): it takes no reader's slot, so slow consumers never hold up other reads.
+    pub(crate) async fn read_paced<T, F>(self: &Arc<Self>, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.read_on(None, f).await
+    }
+
+    async fn read_on<T, F>(
+        self: &Arc<Self>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+        f: F,
+    ) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -218,6 +248,7 @@ impl Engine {
         }
         let this = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let conn = match this.readers.lock().expect("reader pool lock poisoned").pop() {
                 Some(c) => c,
                 None => open(&this.path, false, Durability::Normal)?,
@@ -227,7 +258,7 @@ impl Engine {
             let out = f(&conn);
             let ended = conn.execute_batch("COMMIT").map_err(backend);
             let mut pool = this.readers.lock().expect("reader pool lock poisoned");
-            if ended.is_ok() && pool.len() < MAX_IDLE_READERS {
+            if ended.is_ok() && pool.len() < MAX_READERS {
                 pool.push(conn);
             }
             drop(pool);
@@ -403,6 +434,62 @@ mod tests {
         let limit: i64 =
             engine.read(|c| c.query_row("PRAGMA soft_heap_limit", [], |r| r.get(0)).map_err(backend)).await.unwrap();
         assert_eq!(limit, crate::DEFAULT_MEMORY_LIMIT, "every connection of the process sees the one limit");
+    }
+
+    /// A burst of reads shares the [`MAX_READERS`] connections instead of opening one each; a
+    /// read paced by its consumer takes none of them, so slow consumers hold up no other read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_of_reads_shares_the_read_connections_and_paced_reads_hold_none() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let engine =
+            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let (busy, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..4 * MAX_READERS {
+            let (engine, busy, peak) = (Arc::clone(&engine), Arc::clone(&busy), Arc::clone(&peak));
+            burst.spawn(async move {
+                engine
+                    .read(move |c| {
+                        peak.fetch_max(busy.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        busy.fetch_sub(1, Ordering::SeqCst);
+                        c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)).map_err(backend)
+                    })
+                    .await
+            });
+        }
+        while let Some(read) = burst.join_next().await {
+            assert_eq!(read.unwrap().unwrap(), 1);
+        }
+        let peak = peak.load(Ordering::SeqCst);
+        assert!(peak <= MAX_READERS, "{peak} reads at once");
+        assert!(engine.readers.lock().unwrap().len() <= MAX_READERS);
+
+        // Every slot's worth of paced reads, stalled by their consumer: a read still runs.
+        let (release, stalled) = std::sync::mpsc::channel::<()>();
+        let stalled = Arc::new(Mutex::new(stalled));
+        let mut paced = tokio::task::JoinSet::new();
+        for _ in 0..MAX_READERS {
+            let (engine, stalled) = (Arc::clone(&engine), Arc::clone(&stalled));
+            paced.spawn(async move {
+                engine
+                    .read_paced(move |_| {
+                        stalled.lock().unwrap().recv().ok();
+                        Ok(())
+                    })
+                    .await
+            });
+        }
+        let read = engine.read(|c| c.query_row("SELECT 2", [], |r| r.get::<_, i64>(0)).map_err(backend));
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+        assert_eq!(read.expect("a read runs beside stalled paced reads").unwrap(), 2);
+        for _ in 0..MAX_READERS {
+            release.send(()).unwrap();
+        }
+        while let Some(done) = paced.join_next().await {
+            done.unwrap().unwrap();
+        }
     }
 
     fn count(conn: &Connection, x: &str) -> Result<i64, StoreError> {

@@ -1220,7 +1220,7 @@ impl Store for SqliteStore {
         let (engine, ws, id) = (Arc::clone(&self.engine), ws.clone(), store.clone());
         tokio::spawn(async move {
             let tell = out.clone();
-            if let Err(e) = engine.read(move |c| memories::export(c, &ws, &id, chunk, began, &tell)).await {
+            if let Err(e) = engine.read_paced(move |c| memories::export(c, &ws, &id, chunk, began, &tell)).await {
                 let _ = out.send(Err(e)).await;
             }
         });

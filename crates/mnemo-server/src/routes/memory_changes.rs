@@ -8,12 +8,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use mnemo_api::{MemoryChangePage, MemoryStoreId, View, WorkspaceId};
+use mnemo_api::{MemoryChangePage, MemoryStoreId, WorkspaceId};
 use mnemo_store::MemoryFeedEntry;
 
 use mnemo_http::{Id, Params, Query};
 
-use mnemo_api::limits::{DEFAULT_FEED_PING_SECS, MAX_FEED_PING_SECS, MAX_INLINE_CHANGE_BYTES, MIN_FEED_PING_SECS};
+use mnemo_api::limits::{DEFAULT_FEED_PING_SECS, MAX_FEED_PING_SECS, MIN_FEED_PING_SECS};
 
 use super::events::async_stream;
 use crate::auth::MemoryCaller;
@@ -67,20 +67,6 @@ fn wants_content(raw: Option<&str>) -> Result<bool, ApiError> {
     }
 }
 
-/// `entry` with its version's content, when the version is a small create or change: read
-/// now, so a version redacted since its entry was written shows none.
-async fn with_content(db: &dyn mnemo_store::Store, ws: &WorkspaceId, entry: &MemoryFeedEntry) -> MemoryFeedEntry {
-    let mut entry = entry.clone();
-    let change = &entry.change;
-    let small = change.content_size_bytes.is_some_and(|n| n <= MAX_INLINE_CHANGE_BYTES);
-    if change.operation != mnemo_api::Operation::Deleted && change.content_sha256.is_some() && small {
-        let version = db.get_memory_version(ws, &change.memory_store_id, &change.memory_version_id, View::Full).await;
-        // A failed read only costs the client a fetch.
-        entry.change.content = version.ok().and_then(|v| v.content);
-    }
-    entry
-}
-
 /// Whether the caller asked for the JSON long-poll form (`format=json`). Not chosen by
 /// `Accept`: SDK clients send `Accept: application/json` on streams too.
 fn wants_json(format: Option<&str>) -> Result<bool, ApiError> {
@@ -132,20 +118,18 @@ pub(crate) async fn changes(
         drop(slot);
         return answer.map(IntoResponse::into_response);
     }
-    let mut feed = Feed::open(&*state.store, &state.changes, caller.workspace()?, &store, after).await?;
+    let mut feed = Feed::open(&*state.store, &state.changes, caller.workspace()?, &store, after, inline).await?;
     // The first read happens here, so a store that is gone is a 404, not an empty stream.
     let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
     let (db, hub) = (state.store.clone(), state.changes.clone());
-    let ws = caller.workspace()?.clone();
     let mut pings = state.pings.every(ping.as_secs());
     let stream = async_stream(move |mut emit| async move {
         let _slot = slot;
         let mut batch = first;
         loop {
-            let full = batch.len() as u32 >= FEED_BATCH;
-            for entry in &batch {
-                let event = if inline { sse(&with_content(&*db, &ws, entry).await) } else { sse(entry) };
-                if !emit.send(event).await {
+            let full = batch.entries.len() as u32 >= FEED_BATCH;
+            for entry in &batch.entries {
+                if !emit.send(sse(entry)).await {
                     return;
                 }
             }
@@ -198,14 +182,14 @@ async fn long_poll(
     wait: Duration,
     limit: u32,
 ) -> Result<axum::Json<MemoryChangePage>, ApiError> {
-    let mut feed = Feed::open(&*state.store, &state.changes, ws, store, after).await?;
+    let mut feed = Feed::open(&*state.store, &state.changes, ws, store, after, false).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let data = feed.read(&*state.store, &state.changes, limit).await?;
-        if !data.is_empty() {
+        let batch = feed.read(&*state.store, &state.changes, limit).await?;
+        if !batch.entries.is_empty() {
             let next_cursor = feed.cursor().to_string();
             return Ok(axum::Json(MemoryChangePage {
-                data: data.into_iter().map(|e| e.change).collect(),
+                data: batch.entries.iter().map(|e| e.change.clone()).collect(),
                 next_cursor,
             }));
         }

@@ -164,6 +164,7 @@ pub(crate) async fn redact(
     Id(id): Id<MemoryVersionId>,
 ) -> Reply<MemoryVersion> {
     let version = state.store.redact_memory_version(caller.workspace()?, &store, &id, caller.actor()).await?;
+    state.changes.redacted(&store);
     tracing::info!(store.id = %store, version.id = %id, "redacted memory version");
     Ok(axum::Json(version))
 }
