@@ -203,6 +203,9 @@ impl std::fmt::Debug for ChangeSubscription {
     }
 }
 
+/// Failed connections in a row after which a feed says so at `warn` (once).
+const FEED_FAILURES_TOLD: u32 = 3;
+
 impl ChangeSubscription {
     /// Asks the server to send small versions' content with their entries
     /// ([`MemoryChangeEvent::content`]); a server that does not know the option sends none.
@@ -241,7 +244,13 @@ impl ChangeSubscription {
                         return FeedEvent::Refused(e);
                     }
                     Err(e) => {
-                        tracing::debug!(memory_store_id = %self.store, failures = self.failures, "change feed connection failed: {e}");
+                        if self.failures + 1 == FEED_FAILURES_TOLD {
+                            // Said once, not at every retry: a feed the server keeps refusing
+                            // (its stream cap reached) leaves a mount on its interval sync.
+                            tracing::warn!(memory_store_id = %self.store, "the memory change feed cannot connect ({e}); still trying, syncing on the interval meanwhile");
+                        } else {
+                            tracing::debug!(memory_store_id = %self.store, failures = self.failures, "change feed connection failed: {e}");
+                        }
                         self.failures += 1;
                         continue;
                     }

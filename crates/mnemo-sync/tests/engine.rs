@@ -914,6 +914,54 @@ fn engine_root(engine: &StoreSync) -> PathBuf {
     engine.root().to_path_buf()
 }
 
+/// A pull of the feed's bytes leaves the journal behind (written by `write_due_journal` within
+/// `JOURNAL_LAG`, or by the next sync); a crash in between resumes from the older journal and
+/// settles the pulled file without an upload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_from_the_feed_lets_the_journal_lag_and_a_crash_in_between_uploads_nothing() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
+    let cfg = StoreConfig { journal: true, ..env.cfg() };
+    let mut engine = env.mount(cfg.clone()).await;
+    engine.first_journal_done().await;
+    let mut live = engine.live();
+    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
+    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
+    settle().await;
+    engine.sync(false).await.unwrap();
+    let journal = mnemo_sync::sync::journal::journal_path(&env.root());
+    let written = std::fs::read(&journal).unwrap();
+    assert_eq!(engine.journal_due(), None);
+
+    env.remote_update("/a.md", "a2").await;
+    live_until(&mut engine, &mut live, "a.md").await;
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("a2"));
+    let due = engine.journal_due().expect("the journal waits");
+    assert!(due <= tokio::time::Instant::now() + mnemo_sync::sync::JOURNAL_LAG);
+    assert_eq!(std::fs::read(&journal).unwrap(), written, "not written yet");
+    engine.write_due_journal().await;
+    assert_eq!(engine.journal_due(), None);
+    let written = std::fs::read(&journal).unwrap();
+    assert!(String::from_utf8_lossy(&written).contains("a.md"));
+
+    // Another pull, then the process dies before its journal is written.
+    env.remote_update("/b.md", "b2").await;
+    live_until(&mut engine, &mut live, "b.md").await;
+    assert!(engine.journal_due().is_some());
+    assert_eq!(std::fs::read(&journal).unwrap(), written, "the journal still names b.md's old digest");
+    drop(live);
+    drop(engine);
+    let writes = (env.seen.batches.load(Relaxed), env.seen.single_writes.load(Relaxed));
+    let mut engine = StoreSync::resume(env.client.clone(), cfg).await.unwrap();
+    let report = engine.sync(false).await.unwrap();
+    assert_eq!((report.uploaded, report.failed), (0, 0), "{report:?}");
+    assert_eq!((env.seen.batches.load(Relaxed), env.seen.single_writes.load(Relaxed)), writes, "nothing sent");
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "a2"), ("/b.md", "b2")]));
+    assert_eq!(read(&env.root(), "b.md").as_deref(), Some("b2"));
+    assert_eq!(engine.journal_due(), None);
+    engine.dispose().await;
+}
+
 /// A store change whose bytes come with the feed's entry is written with no request for them,
 /// where the folder holds what both sides last agreed on; where the file changed here too, the
 /// listing decides as before (the store wins, and the local bytes are not lost silently).

@@ -324,9 +324,18 @@ impl Memory {
     }
 
     /// Syncs when at least the interval passed since the last download or sync.
+    /// Otherwise writes the journals that pulls of the change feed's bytes left behind for
+    /// longer than they may lag.
     pub async fn sync_if_due(&mut self) {
         if self.last_sync.elapsed() >= self.interval {
             self.sync_all().await;
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        for store in &mut self.stores {
+            if store.sync.journal_due().is_some_and(|due| due <= now) {
+                store.sync.write_due_journal().await;
+            }
         }
     }
 

@@ -55,6 +55,10 @@ pub enum Durability {
     /// The caller flushes the temp file's bytes itself before the rename (one `syncfs` for a
     /// batch of files); the directory is still fsynced after the rename.
     FlushedByCaller,
+    /// The temp file is fsynced before the rename, its directory is not: a crash may lose the
+    /// rename (the old file stays, whole, never torn) until the caller fsyncs the folder
+    /// ([`FileStore::sync_folder_of`]) before anything relies on the new file.
+    BytesOnly,
     /// Nothing is fsynced: a bulk write that ends with one `syncfs` before anything relies on it.
     Deferred,
 }

@@ -206,6 +206,19 @@ impl FileStore {
     /// The re-check happens after the new content is on disk in a temp file, so the window in
     /// which a concurrent edit can be overwritten is as short as the hash of the current file.
     pub fn write_if_unchanged(&self, rel: &RelPath, expected: Option<Digest>, bytes: &[u8]) -> Result<bool, FsError> {
+        self.write_if_unchanged_with(rel, expected, bytes, Durability::Durable)
+    }
+
+    /// [`FileStore::write_if_unchanged`] with a chosen [`Durability`] (with
+    /// [`Durability::BytesOnly`], the caller makes the rename durable with
+    /// [`FileStore::sync_folder_of`] before it records the file as written).
+    pub fn write_if_unchanged_with(
+        &self,
+        rel: &RelPath,
+        expected: Option<Digest>,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<bool, FsError> {
         self.check_writable(rel, bytes)?;
         let existing = sys::open_parent(sys::open_root(&self.root)?, rel, false)?;
         let parent = match existing {
@@ -215,9 +228,19 @@ impl FileStore {
             None => self.open_parent_creating(rel)?,
         };
         let dir = parent.as_fd();
-        sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, Durability::Durable, || {
+        sys::write_atomic(dir, rel.file_name(), rel.as_str(), bytes, durability, || {
             Ok(current_hash(dir, rel)? == expected)
         })
+    }
+
+    /// Fsyncs the folder that holds `rel` (a rename into it made with
+    /// [`Durability::BytesOnly`] is durable afterwards); a folder that is gone has nothing to
+    /// make durable.
+    pub fn sync_folder_of(&self, rel: &RelPath) -> Result<(), FsError> {
+        let Some(parent) = sys::open_parent(sys::open_root(&self.root)?, rel, false)? else {
+            return Ok(());
+        };
+        rustix::fs::fsync(parent.as_fd()).map_err(|e| io_err("sync the folder of", rel.as_str(), e))
     }
 
     /// Removes the file, but only if its hash right now equals `expected`. `Ok(true)` if it was

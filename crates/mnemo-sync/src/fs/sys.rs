@@ -236,7 +236,7 @@ pub(super) fn write_atomic(
     let mut file = File::from(fd);
     let io = |op: &'static str| move |source| FsError::Io { op, path: shown.to_owned(), source };
     file.write_all(bytes).map_err(io("write"))?;
-    if durability == Durability::Durable {
+    if matches!(durability, Durability::Durable | Durability::BytesOnly) {
         file.sync_all().map_err(io("sync"))?;
     }
     drop(file);
@@ -250,7 +250,7 @@ pub(super) fn write_atomic(
         }
         Err(e) => return Err(io_err("rename a temp file over", shown, e)),
     }
-    if durability != Durability::Deferred {
+    if matches!(durability, Durability::Durable | Durability::FlushedByCaller) {
         rustix::fs::fsync(dir).map_err(|e| io_err("sync the folder of", shown, e))?;
     }
     Ok(true)

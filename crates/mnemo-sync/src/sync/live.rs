@@ -33,7 +33,7 @@ use mnemo_api::Operation;
 
 use super::run::{Plan, Push, SyncReport};
 use super::{Remote, RemoteMap, StoreSync, SyncError, blocking};
-use crate::fs::{Digest, MARKER_NAME, MarkerState, RelPath};
+use crate::fs::{Digest, Durability, MARKER_NAME, MarkerState, RelPath};
 
 /// How long a file must go without further writes before live sync uploads it.
 pub const QUIET: Duration = Duration::from_millis(200);
@@ -537,13 +537,13 @@ impl StoreSync {
         if self.final_done || due.is_empty() {
             return Ok(report);
         }
-        if self.marker().await? != MarkerState::Matches {
-            report.skipped = true;
-            return Ok(report);
-        }
-        let files = Arc::clone(&self.files);
+        let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
         let paths: Vec<(RelPath, bool)> = due.paths.into_iter().map(|(rel, f)| (rel, f.remote.is_some())).collect();
+        // The marker is read in the same trip to the blocking pool as the hashes.
         let hashed = blocking(move || {
+            if files.check_marker(&id) != MarkerState::Matches {
+                return None;
+            }
             let mut hashed = Vec::new();
             let mut dirs = Vec::new();
             for (rel, remote) in paths {
@@ -563,9 +563,13 @@ impl StoreSync {
                 let below = all.into_iter().filter(|(p, _)| dirs.iter().any(|d| p.as_str().starts_with(d.as_str())));
                 hashed.extend(below.map(|(p, f)| (p, false, Some(f.sha256))));
             }
-            hashed
+            Some(hashed)
         })
         .await?;
+        let Some(hashed) = hashed else {
+            report.skipped = true;
+            return Ok(report);
+        };
         let mut local: BTreeMap<RelPath, Option<Digest>> = BTreeMap::new();
         let mut store_changed = false;
         for (rel, remote, sha) in hashed {
@@ -582,7 +586,8 @@ impl StoreSync {
         if store_changed {
             self.write_bytes_from_the_feed(&mut local, &due.bytes, &mut report).await;
             if local.is_empty() {
-                self.save_journal().await;
+                // Only the feed's bytes were written: the journal follows within JOURNAL_LAG.
+                self.defer_journal();
                 return Ok(report);
             }
         }
@@ -654,7 +659,9 @@ impl StoreSync {
             ready
                 .into_iter()
                 .map(|(rel, sha, digest, content)| {
-                    let outcome = files.write_if_unchanged(&rel, sha, content.as_bytes());
+                    // The bytes are durable before the rename; the rename is made durable
+                    // before the journal records it (`save_journal`).
+                    let outcome = files.write_if_unchanged_with(&rel, sha, content.as_bytes(), Durability::BytesOnly);
                     (rel, digest, outcome)
                 })
                 .collect::<Vec<_>>()
@@ -665,6 +672,7 @@ impl StoreSync {
             // Otherwise changed meanwhile (the watcher brings it back), or a write that fails
             // again below, where it is reported: the listing decides.
             if let Ok(true) = outcome {
+                self.unsynced_renames.push(rel.clone());
                 self.state.baseline.insert(rel.clone(), digest);
                 local.remove(&rel);
                 report.pulled += 1;

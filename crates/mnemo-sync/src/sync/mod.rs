@@ -259,7 +259,18 @@ pub struct StoreSync {
     /// The download's files were not flushed (the first journal's flush failed): the next
     /// journal write flushes them first, so no journal names a file a power cut could tear.
     unflushed: bool,
+    /// Files the change feed's bytes were written to whose renames are not durable yet
+    /// ([`Durability::BytesOnly`]): the next journal write fsyncs their folders first.
+    unsynced_renames: Vec<RelPath>,
+    /// When the journal, left behind by pulls from the feed, is to be written
+    /// ([`Self::journal_due`]).
+    journal_due: Option<tokio::time::Instant>,
 }
+
+/// How long a journal may lag behind pulls of the change feed's bytes. A journal one step
+/// behind is safe: after a crash, a file that holds what the store holds settles without an
+/// upload, and one the store changed since is a conflict the store wins.
+pub const JOURNAL_LAG: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for StoreSync {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -395,6 +406,8 @@ impl StoreSync {
             live: None,
             first_journal: None,
             unflushed: false,
+            unsynced_renames: Vec::new(),
+            journal_due: None,
         }
     }
 
@@ -460,12 +473,60 @@ impl StoreSync {
         self.settle_first_journal().await;
     }
 
+    /// When the journal, left behind by pulls of the change feed's bytes, is to be written
+    /// ([`JOURNAL_LAG`] after the first such pull), unless a sync writes it first. Write it
+    /// then with [`Self::write_due_journal`].
+    pub fn journal_due(&self) -> Option<tokio::time::Instant> {
+        self.journal_due
+    }
+
+    /// Writes the journal if pulls left it behind.
+    pub async fn write_due_journal(&mut self) {
+        if self.journal_due.is_some() {
+            self.save_journal().await;
+        }
+    }
+
+    /// The journal waits (at most [`JOURNAL_LAG`]) for what pulls of the feed's bytes changed.
+    pub(crate) fn defer_journal(&mut self) {
+        self.journal_due.get_or_insert_with(|| tokio::time::Instant::now() + JOURNAL_LAG);
+    }
+
     /// Persists the state beside the folder; a failure is logged, never fatal.
     async fn save_journal(&mut self) {
         // Journals are written in order: never the download's after a newer one.
         self.settle_first_journal().await;
+        self.journal_due = None;
         if !self.cfg.journal {
+            self.unsynced_renames.clear();
             return;
+        }
+        if !self.unsynced_renames.is_empty() {
+            // No journal names a file whose rename a crash could still undo.
+            let (files, renamed) = (Arc::clone(&self.files), std::mem::take(&mut self.unsynced_renames));
+            let synced = blocking(move || {
+                let mut folders: Vec<&str> = Vec::new();
+                for rel in &renamed {
+                    let folder = rel.as_str().rsplit_once('/').map_or("", |(folder, _)| folder);
+                    if !folders.contains(&folder) {
+                        folders.push(folder);
+                        files.sync_folder_of(rel)?;
+                    }
+                }
+                Ok::<_, FsError>(())
+            })
+            .await;
+            let failure = match synced {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(e) = failure {
+                // The journal waits until a flush of everything succeeds.
+                self.unflushed = true;
+                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
+                return;
+            }
         }
         // Quiet syncs change nothing: skip the write and its two fsyncs.
         let fingerprint = self.state.fingerprint();

@@ -153,6 +153,8 @@ impl Mount {
                         ticks.ran(engine.is_incomplete());
                     }
                 }
+                // Pulls of the feed's bytes leave the journal a few seconds behind.
+                () = sleep_until_due(engine.journal_due()) => engine.write_due_journal().await,
                 () = signals.next() => break,
             }
         }
@@ -175,6 +177,14 @@ async fn full_sync(engine: &mut StoreSync) {
         Ok(report) if report.changed() => tracing::info!(memory_store_id = %engine.store_id(), "synced: {report}"),
         Ok(_) => tracing::debug!(memory_store_id = %engine.store_id(), "synced: no changes"),
         Err(e) => tracing::warn!(memory_store_id = %engine.store_id(), "memory sync failed: {e}"),
+    }
+}
+
+/// Sleeps until `due`, or forever without one.
+async fn sleep_until_due(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
     }
 }
 
