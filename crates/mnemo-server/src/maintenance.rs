@@ -1,5 +1,5 @@
 //! Background upkeep of the stored state: `mnemo serve` applies lapsed work leases
-//! ([`expire_work_leases`], every 2 s) so listings and queue figures stay fresh; a lease is
+//! ([`expire_work_leases`], as each lapses) so listings and queue figures stay fresh; a lease is
 //! judged lapsed whether or not this has run. [`WRITES`] tells background tasks that this
 //! process wrote, so one that only has work after a write (the webhook sender on a database no
 //! other process writes) can sleep until then instead of looking every second.
@@ -54,24 +54,71 @@ impl Writes {
     }
 }
 
-/// Applies lapsed work leases every `every` until the task is dropped: listings, statistics and
-/// `has live work` judgements then never lag expiry by more than `every`. Failures are logged
-/// and retried on the next tick.
+/// The longest the lease sweep sleeps with no lease due: a lease written by another replica
+/// that signals nothing is applied no later than this (every call that touches an item judges
+/// its lease anyway; the sweep only keeps listings and statistics fresh).
+pub(crate) const LEASE_SWEEP_IDLE: Duration = Duration::from_secs(60);
+
+/// Applies lapsed work leases until the task is dropped, sleeping until the next one lapses
+/// (as the store tells) rather than writing on a tick: an idle server makes no write. A write
+/// by this process, or a work change another replica signals, may add or move a lease, so the
+/// sweep looks again within `every` of one; listings, statistics and `has live work`
+/// judgements then never lag expiry by more than `every` for leases this process wrote.
+/// Failures are logged and retried after `every`.
 pub async fn expire_work_leases(store: Arc<dyn Store>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut signals = store.signals();
     loop {
-        tick.tick().await;
-        match store.expire_work().await {
-            Ok(0) => {}
-            Ok(n) => {
-                WRITES.made();
-                metrics::counter!("mnemo_work_leases_expired_total").increment(n);
-                tracing::info!(items = n, "applied lapsed work leases");
+        let seen = WRITES.seen();
+        let next = match store.next_work_lapse().await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!(error = %e.chain(), "could not read when work leases lapse");
+                tokio::time::sleep(every).await;
+                continue;
             }
-            Err(e) => tracing::warn!(error = %e.chain(), "could not apply lapsed work leases"),
+        };
+        if next == Some(Duration::ZERO) {
+            match store.expire_work().await {
+                // Lapsed, but held by another writer (which judges it): look again later.
+                Ok(0) => tokio::time::sleep(every).await,
+                Ok(n) => {
+                    WRITES.made();
+                    metrics::counter!("mnemo_work_leases_expired_total").increment(n);
+                    tracing::info!(items = n, "applied lapsed work leases");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e.chain(), "could not apply lapsed work leases");
+                    tokio::time::sleep(every).await;
+                }
+            }
+            continue;
         }
+        let due = tokio::time::Instant::now() + next.unwrap_or(LEASE_SWEEP_IDLE).min(LEASE_SWEEP_IDLE);
+        tokio::select! {
+            () = tokio::time::sleep_until(due) => continue,
+            () = WRITES.since(seen) => {}
+            () = work_changed(&mut signals) => {}
+        }
+        // Something may have leased: look again, at most once per `every`.
+        tokio::time::sleep_until(due.min(tokio::time::Instant::now() + every)).await;
     }
+}
+
+/// Resolves on a work change another process signalled (or signals that may have been lost);
+/// never without signals.
+async fn work_changed(signals: &mut Option<tokio::sync::broadcast::Receiver<mnemo_store::Signal>>) {
+    use tokio::sync::broadcast::error::RecvError;
+    if let Some(rx) = signals {
+        loop {
+            match rx.recv().await {
+                Ok(mnemo_store::Signal::Work | mnemo_store::Signal::Resync) | Err(RecvError::Lagged(_)) => return,
+                Ok(_) => {}
+                Err(RecvError::Closed) => break,
+            }
+        }
+        *signals = None;
+    }
+    std::future::pending().await
 }
 
 /// How often the audit log's old entries are deleted.

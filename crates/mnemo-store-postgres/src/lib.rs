@@ -903,6 +903,10 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn next_work_lapse(&self) -> Result<Option<std::time::Duration>> {
+        read!(self.engine, |tx| ops::work::next_lapse(&Pg(&tx)).await)
+    }
+
     async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work> {
         let ttl = self.limits.work_lease_ttl_seconds;
         write!(self.engine, |tx| {

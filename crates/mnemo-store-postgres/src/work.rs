@@ -48,6 +48,9 @@ fn from_row(r: &Row) -> Result<Item> {
 /// One owned statement parameter.
 type Value = Box<dyn ToSql + Sync + Send>;
 
+/// What an item in a lapsing state is held until ([`Lease::expire`]'s hold).
+const HOLD: &str = "COALESCE(w.lease_expires_at, w.pending_until, 0)";
+
 /// A filter as SQL over `w` (items) and `e` (their environments), locked as `lock` says, and
 /// its parameters in order.
 fn filter_sql(filter: WorkFilter<'_>, lock: &str) -> (String, Vec<Value>) {
@@ -69,7 +72,7 @@ fn filter_sql(filter: WorkFilter<'_>, lock: &str) -> (String, Vec<Value>) {
     let lapsed = |now: Micros, params: &mut Vec<Value>| {
         let states = LAPSING_STATES.map(|s| bind(params, state(s))).join(", ");
         let now = bind(params, int(now));
-        format!("w.state IN ({states}) AND COALESCE(w.lease_expires_at, w.pending_until, 0) < {now}")
+        format!("w.state IN ({states}) AND {HOLD} < {now}")
     };
     let p = &mut Vec::new();
     let sql = match filter {
@@ -171,6 +174,13 @@ pub(crate) async fn list(
 }
 
 impl ops::WorkSql for Pg<'_, '_> {
+    async fn earliest_lapse(&self) -> Result<Option<Micros>> {
+        let states: Vec<String> = LAPSING_STATES.iter().map(|s| s.as_str().to_owned()).collect();
+        let row =
+            one(self, &format!("SELECT MIN({HOLD}) FROM work_items w WHERE w.state = ANY($1)"), &[&states]).await?;
+        col(&row, 0)
+    }
+
     async fn read_work(&self, filter: WorkFilter<'_>) -> Result<Vec<Item>> {
         select(self, filter, NO_LOCK).await
     }

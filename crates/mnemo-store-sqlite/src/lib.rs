@@ -782,6 +782,10 @@ impl Store for SqliteStore {
         self.engine.write(|c| run_ready(ops::work::expire_all(&Lite(c)))).await
     }
 
+    async fn next_work_lapse(&self) -> Result<Option<std::time::Duration>> {
+        self.engine.read(|c| run_ready(ops::work::next_lapse(&Lite(c)))).await
+    }
+
     async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work> {
         let (ws, environment) = (ws.clone(), environment.clone());
         let ttl = self.limits.work_lease_ttl_seconds;

@@ -24,6 +24,9 @@ fn from_row(r: &Row<'_>) -> Result<Item> {
     mnemo_store::row::work(&Cols(r))
 }
 
+/// What an item in a lapsing state is held until ([`Lease::expire`]'s hold).
+const HOLD: &str = "COALESCE(w.lease_expires_at, w.pending_until, 0)";
+
 /// A filter as SQL over `w` (items) and `e` (their environments), and its parameters in order.
 fn filter_sql(filter: WorkFilter<'_>) -> (String, Vec<Value>) {
     let text = |s: &str| Value::Text(s.to_owned());
@@ -33,7 +36,7 @@ fn filter_sql(filter: WorkFilter<'_>) -> (String, Vec<Value>) {
         params.extend(LAPSING_STATES.map(state));
         params.push(Value::Integer(now));
         let states = vec!["?"; LAPSING_STATES.len()].join(", ");
-        format!("w.state IN ({states}) AND COALESCE(w.lease_expires_at, w.pending_until, 0) < ?")
+        format!("w.state IN ({states}) AND {HOLD} < ?")
     };
     let mut params = Vec::new();
     let sql = match filter {
@@ -142,6 +145,17 @@ pub(crate) fn list(
 }
 
 impl ops::WorkSql for Lite<'_> {
+    async fn earliest_lapse(&self) -> Result<Option<Micros>> {
+        let states = vec!["?"; LAPSING_STATES.len()].join(", ");
+        let params: Vec<Value> = LAPSING_STATES.iter().map(|s| Value::Text(s.as_str().to_owned())).collect();
+        self.query_row(
+            &format!("SELECT MIN({HOLD}) FROM work_items w WHERE w.state IN ({states})"),
+            rusqlite::params_from_iter(params),
+            |r| r.get(0),
+        )
+        .map_err(backend)
+    }
+
     async fn read_work(&self, filter: WorkFilter<'_>) -> Result<Vec<Item>> {
         select(self, filter)
     }

@@ -230,6 +230,7 @@ macro_rules! conformance {
         });
         $crate::conformance!(@async $factory; leases {
             a_lapsed_lease_returns_the_item_to_the_queue,
+            the_store_tells_when_the_next_lease_lapses,
             a_sessions_token_lives_exactly_as_long_as_its_lease,
         });
         $crate::conformance!(@async $factory; isolation_memory {

@@ -890,6 +890,10 @@ pub trait Store: Send + Sync + 'static {
     /// whose lease has run out; returns how many items changed. Expiry is also applied to the
     /// items a call touches, so this only keeps listings and statistics fresh.
     async fn expire_work(&self) -> Result<u64>;
+    /// How long until the next work item lapses, by the store's clock (zero once one has);
+    /// `None` while none can ([`ops::work::next_lapse`]). A read: the sweep calls it to sleep
+    /// until then instead of writing on a fixed tick.
+    async fn next_work_lapse(&self) -> Result<Option<std::time::Duration>>;
     /// Queues a `healthcheck` item (workers ack and stop it without touching any session).
     async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work>;
     async fn ack_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;

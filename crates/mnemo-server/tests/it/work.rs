@@ -500,3 +500,32 @@ async fn a_key_is_revoked_only_through_its_own_environment() {
     assert!(revoked["revoked_at"].is_string());
     assert_eq!(w.s.call(Method::GET, &w.work("/poll"), &w.env_key, None).await.0, 401);
 }
+
+/// The lease sweep sleeps until the next lease lapses instead of writing on a tick: with a
+/// one-second lease and a sweep allowed to be a minute apart, the listing (which judges no
+/// lease itself) shows the item back in the queue right after it lapsed.
+#[tokio::test]
+async fn the_lease_sweep_wakes_when_a_lease_lapses() {
+    use mnemo_store_tests::cases::fixtures::{environment, fresh_hash, session};
+    let s = TestServer::with_limits(mnemo_store::Limits { work_lease_ttl_seconds: 1, ..Default::default() }).await;
+    let store = s.store();
+    let ws = store.default_workspace().await.unwrap();
+    let env = environment(&*store, true).await;
+    session(&*store, &env).await;
+    let item = store.poll_work(&ws, &env.id, None, 60_000, fresh_hash()).await.unwrap().expect("the session's item");
+    store.ack_work(&ws, &env.id, &item.id).await.unwrap();
+    let sweep = tokio::spawn(mnemo_server::expire_work_leases(store.clone(), Duration::from_secs(60)));
+    let listed = || async {
+        let listing = store.list_work(&ws, &env.id, 10, None).await.unwrap();
+        listing.items.into_iter().find(|w| w.id == item.id).unwrap().state
+    };
+    assert_eq!(listed().await, mnemo_api::WorkState::Starting);
+    let requeued = tokio::time::timeout(Duration::from_secs(20), async {
+        while listed().await != mnemo_api::WorkState::Queued {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    sweep.abort();
+    assert!(requeued.is_ok(), "the sweep applied the lapsed lease without waiting for its minute");
+}

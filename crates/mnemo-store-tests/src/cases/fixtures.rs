@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::{StoreFactory, TestStore};
 
 /// A credential hash no other call in this process returns (and never `[n; 32]`).
-pub(crate) fn fresh_hash() -> CredentialHash {
+pub fn fresh_hash() -> CredentialHash {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut hash = [0xA5; 32];

@@ -80,6 +80,21 @@ pub async fn a_lapsed_lease_returns_the_item_to_the_queue(factory: &impl StoreFa
     assert_eq!(s.expire_work().await.unwrap(), 0, "nothing else lapsed");
 }
 
+/// The expiry sweep sleeps until the next lease lapses: the store tells when that is.
+pub async fn the_store_tells_when_the_next_lease_lapses(factory: &impl StoreFactory) {
+    let s = factory.open(short()).await;
+    assert_eq!(s.next_work_lapse().await.unwrap(), None, "no work, nothing lapses");
+    let (env, _, item) = leased(&*s).await;
+    let next = s.next_work_lapse().await.unwrap().expect("a leased item lapses");
+    assert!(next > Duration::ZERO && next <= Duration::from_secs(1), "within its one-second lease: {next:?}");
+    past_the_lease().await;
+    assert_eq!(s.next_work_lapse().await.unwrap(), Some(Duration::ZERO), "lapsed");
+    assert_eq!(s.expire_work().await.unwrap(), 1);
+    let ws = s.default_workspace().await.unwrap();
+    assert_eq!(s.get_work(&ws, &env.id, &item.id).await.unwrap().state, WorkState::Queued);
+    assert_eq!(s.next_work_lapse().await.unwrap(), None, "a queued item does not lapse");
+}
+
 /// Regression: a sessions token kept working after its lease lapsed until some later poll,
 /// heartbeat or expiry in its environment happened to write the expiry down.
 pub async fn a_sessions_token_lives_exactly_as_long_as_its_lease(factory: &impl StoreFactory) {

@@ -129,6 +129,10 @@ pub trait WorkSql: Clock {
     /// PostgreSQL the worker's record stays locked until the transaction ends, so a poll by the
     /// same worker elsewhere waits for it.
     async fn record_poll(&self, environment: Seq, worker: &str, now: Micros) -> Result<()>;
+    /// The least hold (`lease_expires_at`, else `pending_until`, else 0) of the items in
+    /// [`LAPSING_STATES`](crate::rules::work::LAPSING_STATES): the moment after which the next
+    /// one lapses, as the [`WorkFilter::Lapsed`] filter compares it; `None` without such items.
+    async fn earliest_lapse(&self) -> Result<Option<Micros>>;
     /// How many workers last polled environment `environment` at or after `since`.
     async fn workers_polled_since(&self, environment: Seq, since: Micros) -> Result<u64>;
     /// The row number of workspace `ws`'s environment, unlocked (a reader's look). Unknown, or
@@ -230,6 +234,16 @@ pub async fn expire<S: WorkSql>(sql: &S, environment: Option<Seq>, now: Micros) 
         }
     }
     Ok(changed)
+}
+
+/// How long until the next item lapses by the store's clock (zero once one has), `None` while
+/// no item can: the expiry sweep sleeps that long rather than polling.
+pub async fn next_lapse<S: WorkSql>(sql: &S) -> Result<Option<std::time::Duration>> {
+    let now = sql.now().await?;
+    let Some(at) = sql.earliest_lapse().await? else { return Ok(None) };
+    // Lapsed once its hold is before `now` (`Lease::expire`): one microsecond after it.
+    let wait = at.saturating_add(1).saturating_sub(now);
+    Ok(Some(std::time::Duration::from_micros(u64::try_from(wait).unwrap_or(0))))
 }
 
 /// The expiry sweep over every queue, now; how many items changed.

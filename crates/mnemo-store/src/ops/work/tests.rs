@@ -107,6 +107,12 @@ impl EnvironmentSql for Fake {
 }
 
 impl WorkSql for Fake {
+    async fn earliest_lapse(&self) -> Result<Option<Micros>> {
+        self.call("earliest_lapse");
+        let items = self.items.borrow();
+        let lapsing = items.iter().filter(|r| LAPSING_STATES.contains(&r.lease.state));
+        Ok(lapsing.map(|r| r.lease.lease_expires_at.or(r.lease.pending_until).unwrap_or(0)).min())
+    }
     async fn read_work(&self, filter: WorkFilter<'_>) -> Result<Vec<WorkRow>> {
         self.call("read_work");
         Ok(self.select(filter))
