@@ -305,12 +305,12 @@ pub(crate) async fn search(
     // a term holding U+0000.
     let excluded: Vec<String> =
         filter.excludes.iter().filter(|t| !t.contains([' ', '\0'])).map(|t| like_anywhere(t)).collect();
-    let mut sql = format!(
-        "SELECT {COLUMNS}, v.content, \
-         CASE WHEN $2 = '' THEN 0 ELSE ts_rank_cd(s.words, to_tsquery('simple', $2), 1) END::float8 AS score, st.id \
-         FROM memory_search s JOIN memories m ON m.seq = s.memory_seq \
-         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
-         WHERE s.store_seq = ANY($1)"
+    // Ranked on the index alone; only the page's memories are joined for their rows and
+    // content (joining every candidate's content before the sort read it all).
+    let mut sql = String::from(
+        "WITH page AS (SELECT s.memory_seq, \
+         CASE WHEN $2 = '' THEN 0 ELSE ts_rank_cd(s.words, to_tsquery('simple', $2), 1) END::float8 AS score \
+         FROM memory_search s WHERE s.store_seq = ANY($1)",
     );
     for i in 0..patterns.len() {
         let n = i + 5;
@@ -321,10 +321,13 @@ pub(crate) async fn search(
         sql.push_str(&format!(" AND NOT (s.body ILIKE ${n} OR s.path ILIKE ${n})"));
     }
     // What waits for the indexer is read first, on its current content, and left out here.
-    sql.push_str(
+    sql.push_str(&format!(
         " AND NOT EXISTS (SELECT 1 FROM memory_search_waiting w WHERE w.memory_seq = s.memory_seq) \
-         ORDER BY score DESC, m.seq LIMIT $3 OFFSET $4",
-    );
+         ORDER BY score DESC, s.memory_seq LIMIT $3 OFFSET $4) \
+         SELECT {COLUMNS}, v.content, page.score, st.id FROM page JOIN memories m ON m.seq = page.memory_seq \
+         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+         ORDER BY page.score DESC, m.seq"
+    ));
     let waiting = format!(
         "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memory_search_waiting w \
          JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
