@@ -167,6 +167,11 @@ impl SqliteStore {
     /// returned, so after its commit).
     fn memory_changed(&self, store: &MemoryStoreId, seq: i64) {
         let _ = self.memory_signals.send(Signal::Memory { store: store.clone(), seq });
+        self.poke_indexer();
+    }
+
+    /// Tells the search indexer that memories wait for it.
+    fn poke_indexer(&self) {
         if let Some(index) = self.engine.index.lock().expect("index lock poisoned").as_ref() {
             index.poke();
         }
@@ -910,6 +915,8 @@ impl Store for SqliteStore {
         self.engine.write(move |c| run_ready(ops::stores::delete_store(&Lite(c), &ws, &id))).await?;
         // Feeds of the store re-check, find it gone and end.
         let _ = self.memory_signals.send(Signal::Resync);
+        // Its memories wait to leave the index: the indexer takes them out now, not at a sweep.
+        self.poke_indexer();
         Ok(())
     }
 

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 
 use mnemo_store::StoreError;
 use mnemo_store::rules::search::index_text;
-use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, IndexPacer};
+use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, IndexPacer, next_sweep};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::engine::{Engine, backend, failure};
@@ -163,7 +163,8 @@ impl Indexer {
     }
 }
 
-/// The indexer thread: woken by writes (and at least every [`INDEX_SWEEP`]), it takes waiting
+/// The indexer thread: woken by writes (and at least every [`INDEX_SWEEP`] after one, once a
+/// minute when idle: [`next_sweep`]), it takes waiting
 /// memories in once the writes pause or the oldest has waited too long ([`index_now`]), one
 /// batch at a time, pausing again for writes that come in between.
 fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<()>, stopping: &AtomicBool) {
@@ -173,19 +174,23 @@ fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<
         tracing::debug!(error = %e, "the search indexer keeps its priority");
     }
     let mut pacer = IndexPacer::default();
-    let woke = |pacer: &mut IndexPacer, wait| match woken.recv_timeout(wait) {
+    let mut sweep = INDEX_SWEEP;
+    // Whether a write woke it (`Some(true)`), the wait ran out (`Some(false)`), or the store
+    // is gone (`None`).
+    let wake = |pacer: &mut IndexPacer, wait| match woken.recv_timeout(wait) {
         Ok(()) => {
             pacer.wrote();
-            true
+            Some(true)
         }
-        Err(RecvTimeoutError::Timeout) => true,
-        Err(RecvTimeoutError::Disconnected) => false,
+        Err(RecvTimeoutError::Timeout) => Some(false),
+        Err(RecvTimeoutError::Disconnected) => None,
     };
+    let woke = |pacer: &mut IndexPacer, wait| wake(pacer, wait).is_some();
     loop {
         if !pacer.behind() {
-            if !woke(&mut pacer, INDEX_SWEEP) {
-                return;
-            }
+            let Some(wrote) = wake(&mut pacer, sweep) else { return };
+            // Idle sweeps grow apart; a write brings them back.
+            sweep = next_sweep(sweep, wrote);
             pacer.start();
         }
         while let Some(wait) = pacer.wait() {
@@ -202,6 +207,9 @@ fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<
         let taken = take_in(&conn, &engine);
         if let Err(e) = &taken {
             tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later");
+        }
+        if !matches!(taken, Ok(0)) {
+            sweep = next_sweep(sweep, true);
         }
         pacer.batch_done(taken.map_or(true, |n| n < INDEX_BATCH), started.elapsed());
         if woken.try_recv().is_ok() {

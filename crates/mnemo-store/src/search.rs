@@ -90,6 +90,15 @@ pub const INDEX_MAX_LAG: Duration = Duration::from_secs(1);
 /// The indexer looks for waiting memories at least this often, told of a change or not (a
 /// change made by another replica, a batch that failed).
 pub const INDEX_SWEEP: Duration = Duration::from_secs(5);
+/// The longest an indexer that found nothing sleeps between sweeps ([`next_sweep`]).
+pub const INDEX_SWEEP_IDLE: Duration = Duration::from_secs(60);
+
+/// The sweep after one that waited `current`: back to [`INDEX_SWEEP`] once a write came or
+/// something was taken in, else twice as long, up to [`INDEX_SWEEP_IDLE`] (an idle server wakes
+/// once a minute, not every five seconds).
+pub fn next_sweep(current: Duration, active: bool) -> Duration {
+    if active { INDEX_SWEEP } else { current.saturating_mul(2).clamp(INDEX_SWEEP, INDEX_SWEEP_IDLE) }
+}
 
 /// Whether the indexer takes its next batch now, writes having paused for `quiet` and memories
 /// having waited for `behind`; else it waits for the first of the two to come
@@ -431,6 +440,23 @@ mod tests {
     use mnemo_api::{MemoryId, MemoryVersionId};
 
     use super::*;
+
+    #[test]
+    fn idle_sweeps_grow_apart_and_activity_brings_them_back() {
+        let s = Duration::from_secs;
+        let table = [
+            (INDEX_SWEEP, false, s(10)),
+            (s(10), false, s(20)),
+            (s(40), false, INDEX_SWEEP_IDLE),
+            (INDEX_SWEEP_IDLE, false, INDEX_SWEEP_IDLE),
+            (INDEX_SWEEP_IDLE, true, INDEX_SWEEP),
+            (s(10), true, INDEX_SWEEP),
+            (Duration::ZERO, false, INDEX_SWEEP),
+        ];
+        for (current, active, next) in table {
+            assert_eq!(next_sweep(current, active), next, "{current:?} {active}");
+        }
+    }
     use crate::rules::search::parse;
 
     fn candidate(path: &str, content: &str, score: f64) -> Candidate {
