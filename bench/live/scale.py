@@ -3,6 +3,7 @@
 and how fast one write reaches all of them.
 
     python3 bench/live/scale.py [--mounts 1000] [--subscribers 10000] [--window 60] [--writes 20] [--no-build]
+                                [--binary PATH]   (another build, for a before/after pair)
 
 One `mnemo serve` (release build, SQLite, throw-away), limits raised for the run
 (`--max-connections`, `--max-streams`, `--max-streams-per-credential`, no per-address cap).
