@@ -18,7 +18,7 @@ pub mod teardown;
 mod upload;
 mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -501,47 +501,32 @@ impl StoreSync {
             self.unsynced_renames.clear();
             return;
         }
-        if !self.unsynced_renames.is_empty() {
-            // No journal names a file whose rename a crash could still undo.
-            let (files, renamed) = (Arc::clone(&self.files), std::mem::take(&mut self.unsynced_renames));
-            let synced = blocking(move || {
-                let mut folders: Vec<&str> = Vec::new();
-                for rel in &renamed {
-                    let folder = rel.as_str().rsplit_once('/').map_or("", |(folder, _)| folder);
-                    if !folders.contains(&folder) {
-                        folders.push(folder);
-                        files.sync_folder_of(rel)?;
-                    }
-                }
-                Ok::<_, FsError>(())
-            })
-            .await;
-            let failure = match synced {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(e) = failure {
-                // The journal waits until a flush of everything succeeds.
-                self.unflushed = true;
-                tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
-                return;
-            }
-        }
         // Quiet syncs change nothing: skip the write and its two fsyncs.
         let fingerprint = self.state.fingerprint();
         if self.journaled == Some(fingerprint) {
             return;
         }
-        if self.unflushed {
-            let files = Arc::clone(&self.files);
-            match blocking(move || files.sync_filesystem()).await {
-                Ok(Ok(())) => self.unflushed = false,
-                Ok(Err(e)) => {
-                    tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
-                    return;
+        // No journal names a file a power cut could tear or a rename a crash could undo: the
+        // whole filesystem after an unflushed download, else the folders of the feed's pulls.
+        if self.unflushed || !self.unsynced_renames.is_empty() {
+            let (files, whole) = (Arc::clone(&self.files), self.unflushed);
+            let renamed = std::mem::take(&mut self.unsynced_renames);
+            let flushed = blocking(move || {
+                if whole {
+                    return files.sync_filesystem();
                 }
+                let mut folders = BTreeSet::new();
+                for rel in renamed.iter().filter(|rel| folders.insert(rel.as_str().rsplit_once('/').map(|(f, _)| f))) {
+                    files.sync_folder_of(rel)?;
+                }
+                Ok(())
+            })
+            .await;
+            match flushed.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+                Ok(()) => self.unflushed = false,
                 Err(e) => {
+                    // The next journal write flushes everything first.
+                    self.unflushed = true;
                     tracing::warn!(memory_store_id = %self.cfg.store_id, "cannot flush the memory store folder; its journal waits: {e}");
                     return;
                 }
