@@ -23,9 +23,11 @@
 
 mod command;
 mod credentials;
+#[cfg(feature = "server")]
 mod database;
 mod logging;
 mod metrics;
+#[cfg(feature = "server")]
 mod models;
 
 use std::process::ExitCode;

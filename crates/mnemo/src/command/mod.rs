@@ -1,16 +1,24 @@
-//! The subcommands, one file each.
+//! The subcommands, one file each. Those that run the server or open its database (`serve`,
+//! `quickstart`, `db`, `admin`) are built with the `server` feature only, the default: without it
+//! the binary is what a sandbox host needs (`mount`, `worker`, `mcp` and the API's clients).
 
+#[cfg(feature = "server")]
+mod admin;
 mod args;
 mod completions;
+#[cfg(feature = "server")]
 mod db;
 mod dream;
 mod env_key;
 mod healthcheck;
 mod mcp;
 mod mount;
+#[cfg(feature = "server")]
 mod oidc;
 mod organization;
+#[cfg(feature = "server")]
 mod quickstart;
+#[cfg(feature = "server")]
 mod serve;
 mod session;
 mod signals;
@@ -25,7 +33,11 @@ use crate::logging::LogFormat;
 /// What `mnemo --version` prints after the name: the version and the commit the binary was built
 /// from (`0.1.0 (git 130fd4b)`, `-dirty` with uncommitted changes, `unknown` without git; see
 /// build.rs).
+#[cfg(feature = "server")]
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("MNEMO_GIT_COMMIT"), ")");
+/// The sandbox build says so: `0.1.0 (git 130fd4b, sandbox build)`.
+#[cfg(not(feature = "server"))]
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("MNEMO_GIT_COMMIT"), ", sandbox build)");
 
 /// mnemo: memory that survives agent sessions.
 ///
@@ -34,6 +46,14 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("MNEMO_G
 /// the other commands are tools around them. Run `mnemo help COMMAND` for the details of one.
 #[derive(Debug, Parser)]
 #[command(name = "mnemo", version = VERSION, about)]
+#[cfg_attr(
+    not(feature = "server"),
+    command(long_about = "mnemo: memory that survives agent sessions (the sandbox build).\n\n\
+        The commands a sandbox host runs: `worker` serves a self-hosted environment's sessions, \
+        `mount` keeps one memory store and a folder in sync, `mcp` serves memory stores to an agent; \
+        the other commands call a server's API. `mnemo serve` and the commands that open its \
+        database are in the full build. Run `mnemo help COMMAND` for the details of one.")
+)]
 pub(crate) struct Cli {
     /// Log line format (logs go to stderr).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "MNEMO_LOG_FORMAT")]
@@ -43,8 +63,11 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+// One value per process, parsed once: how its variants' sizes differ costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    #[cfg(feature = "server")]
     /// Run the server: the Managed Agents API and the web console.
     ///
     /// Serves Anthropic's Managed Agents beta API — memory stores and their versions,
@@ -57,9 +80,10 @@ pub(crate) enum Command {
     /// Mint, list and revoke a self-hosted environment's keys (workers poll with them).
     #[command(subcommand)]
     EnvKey(env_key::EnvKey),
+    #[cfg(feature = "server")]
     /// Recover the organization's administration: `mnemo admin bootstrap` prints a new admin key.
     #[command(subcommand)]
-    Admin(organization::Admin),
+    Admin(admin::Admin),
     /// Create, list and archive workspaces (with an admin key).
     #[command(subcommand)]
     Workspace(organization::WorkspaceCmd),
@@ -108,10 +132,12 @@ pub(crate) enum Command {
     /// folders are removed and the work item is stopped.
     #[command(subcommand)]
     Worker(worker::Worker),
+    #[cfg(feature = "server")]
     /// See the whole product in a minute: a server on a temporary SQLite database, a demo
     /// store, environment and agent, a worker in this process, and two scripted sessions that
     /// show memory surviving from one to the next; then serves until Ctrl-C and cleans up.
     Quickstart(quickstart::Quickstart),
+    #[cfg(feature = "server")]
     /// Database maintenance: copy a deployment between SQLite and PostgreSQL, back up, check.
     #[command(subcommand)]
     Db(db::Db),
@@ -142,26 +168,35 @@ impl Command {
     /// Whether logs default to warnings only: the command prints its own story (quickstart), or
     /// its stdout is a protocol whose client shows stderr as the server's log (mcp).
     pub(crate) fn is_chatty(&self) -> bool {
-        matches!(self, Self::Quickstart(_) | Self::Mcp(_))
+        match self {
+            #[cfg(feature = "server")]
+            Self::Quickstart(_) => true,
+            Self::Mcp(_) => true,
+            _ => false,
+        }
     }
 
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
+            #[cfg(feature = "server")]
             Self::Serve(cmd) => cmd.run().await,
             Self::Mount(cmd) => cmd.run().await,
             Self::Store(cmd) => cmd.run().await,
             Self::Dream(cmd) => cmd.run().await,
             Self::Mcp(cmd) => cmd.run().await,
             Self::EnvKey(cmd) => cmd.run().await,
+            #[cfg(feature = "server")]
             Self::Admin(cmd) => cmd.run().await,
             Self::Workspace(cmd) => cmd.run().await,
             Self::ApiKey(cmd) => cmd.run().await,
             Self::Webhook(cmd) => cmd.run().await,
             Self::Session(cmd) => cmd.run().await,
             Self::Worker(cmd) => cmd.run().await,
+            #[cfg(feature = "server")]
             Self::Db(cmd) => cmd.run().await,
             Self::Completions(cmd) => cmd.run(),
             Self::Healthcheck(cmd) => cmd.run().await,
+            #[cfg(feature = "server")]
             Self::Quickstart(cmd) => cmd.run().await,
         }
     }

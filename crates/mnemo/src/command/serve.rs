@@ -487,7 +487,7 @@ impl Serve {
         let addr = listener.local_addr()?;
         if first_start && !self.no_generated_admin_key && !self.no_console && store.setup_wanted().await? {
             let base = self.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
-            let link = super::organization::setup_link(&*store, &base).await?;
+            let link = super::admin::setup_link(&*store, &base).await?;
             eprintln!(
                 "One-time setup link for the organization's first admin (valid 24 hours, shown once):\n\n    {}\n\n\
                  Open it to choose the admin's email, name and password. Lost it? \
