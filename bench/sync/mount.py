@@ -4,7 +4,8 @@ the official SDK's engine (`anthropic==2.10.0`, `SessionMemoryStores`), on one `
 
     python3 bench/sync/mount.py [--rounds 3] [--memories 2000] [--size 4096] [--edits 50]
                                 [--interval 5] [--rest-seconds 100] [--idle-seconds 20]
-                                [--no-build] [--workdir DIR] [--out FILE] [--keep]
+                                [--no-build] [--binary PATH] [--mount-binary PATH]
+                                [--workdir DIR] [--out FILE] [--keep]
 
 Per round, in rotating order: the SDK's engine (`sdk_engine.py`, the same script as
 `run.py`), `mnemo mount` (live) and `mnemo mount --no-live`, each a fresh process mounting the
@@ -79,6 +80,8 @@ METRICS = [
     ("rest_server_cpu_ms", "…of which the server", "speed-up", None),
     ("burst_cpu_ms", "burst of edits until the server holds them all, client + server CPU", "speed-up", 10.0),
     ("burst_server_cpu_ms", "…of which the server", "speed-up", None),
+    ("burst_indexer_cpu_ms", "…of which the server's search indexer (derived work after the server holds the edits, "
+     "the same for every client; in a window only if it ends after the indexer ran)", "share", None),
     ("burst_ms", "burst of edits until the server holds them all, wall", "speed-up", None),
     ("peak_rss_kib", "peak RSS of the process (VmHWM)", "fraction", 0.125),
 ]
@@ -89,6 +92,12 @@ METRICS = [
 # ---------------------------------------------------------------------------------------------
 
 
+# The server's search indexer thread (`comm` keeps 15 bytes of its name): its work is derived
+# (the index, after the server holds a write) and the same whatever client wrote, so it is
+# reported on its own beside the totals.
+INDEXER_COMM = "mnemo-sqlite-indexer"[:15]
+
+
 class CpuMeter:
     """Run time of every thread a process has had, from `schedstat`; `sample()` keeps each
     thread's newest figure, so a thread that exits still counts what it ran until last seen."""
@@ -96,6 +105,7 @@ class CpuMeter:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.seen: Dict[str, int] = {}
+        self.indexer: set = set()
         self.lock = threading.Lock()
 
     def sample(self) -> None:
@@ -110,6 +120,13 @@ class CpuMeter:
             except (OSError, ValueError, IndexError):
                 continue
             with self.lock:
+                if tid not in self.seen:
+                    try:
+                        comm = Path(f"/proc/{self.pid}/task/{tid}/comm").read_text(encoding="utf-8").strip()
+                    except OSError:
+                        comm = ""
+                    if comm == INDEXER_COMM:
+                        self.indexer.add(tid)
                 if ns > self.seen.get(tid, 0):
                     self.seen[tid] = ns
 
@@ -117,6 +134,11 @@ class CpuMeter:
         self.sample()
         with self.lock:
             return sum(self.seen.values())
+
+    def indexer_ns(self) -> int:
+        """What the search indexer's thread ran, of `total_ns()` (as of the last sample)."""
+        with self.lock:
+            return sum(ns for tid, ns in self.seen.items() if tid in self.indexer)
 
     def ticks(self) -> int:
         """utime + stime of the whole process (exited threads included), in clock ticks."""
@@ -152,6 +174,7 @@ class Window:
     def __init__(self, meters: Dict[str, CpuMeter]) -> None:
         self.meters = meters
         self.ns = {k: m.total_ns() for k, m in meters.items()}
+        self.ix = {k: m.indexer_ns() for k, m in meters.items()}
         self.tk = {k: m.ticks() for k, m in meters.items()}
         self.t = time.perf_counter()
 
@@ -159,6 +182,7 @@ class Window:
         out: Dict[str, float] = {"wall_ms": (time.perf_counter() - self.t) * 1000}
         for k, m in self.meters.items():
             out[f"{k}_cpu_ms"] = (m.total_ns() - self.ns[k]) / 1e6
+            out[f"{k}_indexer_cpu_ms"] = (m.indexer_ns() - self.ix[k]) / 1e6
             out[f"{k}_ticks_ms"] = (m.ticks() - self.tk[k]) * 1000 / TICK_S
         return out
 
@@ -273,6 +297,7 @@ def run_mount(
         r["burst_ms"] = burst["wall_ms"]
         r["burst_client_cpu_ms"], r["burst_server_cpu_ms"] = burst["client_cpu_ms"], burst["server_cpu_ms"]
         r["burst_cpu_ms"] = burst["client_cpu_ms"] + burst["server_cpu_ms"]
+        r["burst_indexer_cpu_ms"] = burst["server_indexer_cpu_ms"]
         r["burst_ticks_ms"] = burst["client_ticks_ms"] + burst["server_ticks_ms"]
         r["uploads_logged"] = uploaded
         r["edits"] = len(chosen)
@@ -326,7 +351,9 @@ def table(results: Dict[str, List[Dict[str, Any]]], rounds: List[int], memories:
         ratio_cells = []
         met = True
         for v in ("live", "nolive"):
-            if kind == "fraction":
+            if kind == "share":  # a part of the row above, not a result of its own
+                ratio_cells.append("–")
+            elif kind == "fraction":
                 ratios = [by[v][n][key] / by["sdk"][n][key] for n in rounds]
                 ratio_cells.append(f"**{statistics.median(ratios):.3f}** ({spread(ratios, lambda x: f'{x:.3f}')})")
                 if v == "live" and goal is not None:
@@ -382,6 +409,9 @@ def main() -> None:
     ap.add_argument("--only", choices=VARIANTS, action="append", help="run only these variants (repeatable)")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--binary", type=Path, help="the `mnemo` binary to run (default: target/release/mnemo, built if stale)")
+    ap.add_argument("--mount-binary", type=Path,
+                    help="the `mnemo` binary the mounts run (default: --binary's), e.g. the sandbox build "
+                         "(`cargo build --release -p mnemo --no-default-features`)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--keep", action="store_true")
@@ -390,6 +420,7 @@ def main() -> None:
     variants = args.only or VARIANTS
 
     mnemo = args.binary or ensure_release_binary(args.no_build)
+    mount_bin = args.mount_binary or mnemo
     python = ensure_venv() if "sdk" in variants else None
     work = Path(tempfile.mkdtemp(prefix="mnemo-mount-bench-", dir=args.workdir))
     key = "sk-bench-" + secrets.token_hex(16)
@@ -439,9 +470,10 @@ def main() -> None:
                     r["rest_cpu_ms"] = r["rest_client_cpu_ms"] + r["rest_server_cpu_ms"]
                     r["burst_client_cpu_ms"], r["burst_server_cpu_ms"] = r["edit_client_cpu_ms"], r["edit_server_cpu_ms"]
                     r["burst_cpu_ms"], r["burst_ms"] = r["edit_cpu_ms"], r["edit_sync_ms"]
+                    r["burst_indexer_cpu_ms"] = r.get("edit_server_indexer_cpu_ms") or 0.0
                     r["edits_on_server"] = r["edits_verified_on_server"]
                 else:
-                    r = run_mount(args, mnemo, server.base_url, key, store, folder, v == "live", tag, server_meter,
+                    r = run_mount(args, mount_bin, server.base_url, key, store, folder, v == "live", tag, server_meter,
                                   work / f"r{rnd}-{v}.stderr.log")
                     r["edits_on_server"] = check_mount_edits(api, store, r, tag)
                     if r["memories_downloaded"] != args.memories:
@@ -462,6 +494,8 @@ def main() -> None:
     report = [
         f"Machine: {header}. Server, mounts and anything else running share the cores.",
         f"Source: {revision}. Work folder: {work.parent}, {fs_type(work.parent)}.",
+        f"Mounts run `{mount_bin}` ({mount_bin.stat().st_size / 1e6:.1f} MB); the server `{mnemo}` "
+        f"({mnemo.stat().st_size / 1e6:.1f} MB).",
         f"Command: `{cmd.strip()}`; variants in rotating order; the idle server measured alone before each round "
         f"({', '.join(f'{idle[n]:.3f}' for n in rounds)} ms CPU per second).",
         "",

@@ -34,7 +34,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 for _name in list(os.environ):
     if _name.startswith("ANTHROPIC_"):
@@ -91,20 +91,29 @@ def rss_kib() -> Dict[str, int]:
     return out
 
 
-def cpu_ns(pid: str) -> Optional[int]:
-    """Nanoseconds the live threads of a process have run on a CPU (None: no such process)."""
+INDEXER_COMM = "mnemo-sqlite-indexer"[:15]  # the server's search indexer thread (`comm`: 15 bytes)
+
+
+def cpu_ns(pid: str) -> Optional[Tuple[int, int]]:
+    """Nanoseconds the live threads of a process have run on a CPU, and of those its search
+    indexer thread (None: no such process)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    total = 0
+    total = indexer = 0
     for t in tasks:
         try:
             with open(f"/proc/{pid}/task/{t}/schedstat", encoding="utf-8") as f:
-                total += int(f.read().split()[0])
+                ns = int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{t}/comm", encoding="utf-8") as f:
+                comm = f.read().strip()
         except (OSError, ValueError, IndexError):
             continue
-    return total
+        total += ns
+        if comm == INDEXER_COMM:
+            indexer += ns
+    return total, indexer
 
 
 class Cpu:
@@ -119,9 +128,11 @@ class Cpu:
         own = time.process_time_ns()
         server = cpu_ns(self.server_pid) if self.server_pid else None
         each = lambda a, b: round((b - a) / max(per, 1) / 1e6, 3)  # noqa: E731
+        both = self.server is not None and server is not None
         return {
             "client_cpu_ms": each(self.own, own),
-            "server_cpu_ms": each(self.server, server) if self.server is not None and server is not None else None,
+            "server_cpu_ms": each(self.server[0], server[0]) if both else None,
+            "server_indexer_cpu_ms": each(self.server[1], server[1]) if both else None,
         }
 
 
@@ -267,6 +278,7 @@ async def main() -> dict:
         "edit_sync_ms": edit_sync,
         "edit_client_cpu_ms": edit_cpu["client_cpu_ms"],
         "edit_server_cpu_ms": edit_cpu["server_cpu_ms"],
+        "edit_server_indexer_cpu_ms": edit_cpu["server_indexer_cpu_ms"],
         "edit_warnings": edit_warnings,
         "edits_verified_on_server": verified,
         "edits_missing_on_server": missing,

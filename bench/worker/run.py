@@ -4,7 +4,8 @@
 
     python3 bench/worker/run.py [--stores 8] [--memories 2000] [--size 1024] [--reps 5]
                                 [--calls 200] [--small-memories 100] [--rounds 1]
-                                [--no-build] [--workdir DIR] [--out FILE] [--keep]
+                                [--no-build] [--worker-binary PATH] [--workdir DIR]
+                                [--out FILE] [--keep]
     python3 bench/worker/run.py --quick      # 2 stores x 300 memories, 3 reps, 40 calls
     python3 bench/worker/run.py --no-build --only mnemo --scenarios first_call   # profiling
 
@@ -836,6 +837,9 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None, help="parent of the throw-away work folder")
     ap.add_argument("--out", type=Path, help="also write the Markdown report here")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (database, logs)")
+    ap.add_argument("--worker-binary", type=Path,
+                    help="the `mnemo` binary the worker runs (default: the server's, target/release/mnemo), e.g. the "
+                         "sandbox build (`cargo build --release -p mnemo --no-default-features`)")
     ap.add_argument("--only", choices=["mnemo", "sdk", "go"],
                     help="profiling: run this worker alone (go: the Go SDK's, compat/go/benchworker); no table, only the log")
     ap.add_argument("--scenarios", default="first_call,noop_sync,many_calls",
@@ -882,7 +886,8 @@ def main() -> None:
         agent = api.call("POST", "/v1/agents", {"name": "bench-agent", "model": "claude-opus-4-6",
                                                 "tools": [{"type": "agent_toolset_20260401"}]})["id"]
         go_bin = go_build() if args.only == "go" else None
-        bench = Bench(args, api, server.base_url, work, mnemo_bin, python, agent, go_bin)
+        worker_bin = args.worker_binary or mnemo_bin
+        bench = Bench(args, api, server.base_url, work, worker_bin, python, agent, go_bin)
         for rnd in range(1, args.rounds + 1):
             order = ["mnemo", "sdk"] if rnd % 2 else ["sdk", "mnemo"]
             if args.only:
@@ -933,8 +938,11 @@ def main() -> None:
         sys.exit(1 if problems else 0)
     cmd = "python3 bench/worker/run.py " + " ".join(sys.argv[1:])
     walls = {k: {s: results[k][0][s]["scenario_wall_s"] for s in scenarios} for k in results}
+    worker_bin = args.worker_binary or mnemo_bin
     report = [
         f"Machine: {header}. Server, workers and the driver share the cores.",
+        f"mnemo's worker runs `{worker_bin}` ({worker_bin.stat().st_size / 1e6:.1f} MB); the server "
+        f"`{mnemo_bin}` ({mnemo_bin.stat().st_size / 1e6:.1f} MB).",
         f"Source: {revision}. Work folder (database, mount folders): {work.parent}, {fs_type(work.parent)}"
         + (f" without a journal: every first-call run started ≥ {reuse_wait + 2:.0f} s after the previous run's "
            "teardown, since such an ext4 skips inodes freed in the last 60 s, or 360 s once their block of the inode "
