@@ -3,6 +3,7 @@
 layout (`scripts/build-sandbox`, `packaging/sandbox-layout.txt`).
 
     python3 bench/layout/profile.py --binary SANDBOX_MNEMO [--server MNEMO] [--out FILE]
+                                    [--also CALLGRIND_OUT ...]
 
 A process's resident memory counts every page of code it maps, and the kernel maps code 64 KiB
 around each page it faults in, so a mount that runs 2 MB of functions scattered over a 13 MB
@@ -14,6 +15,17 @@ flush and the teardown — and writes every function callgrind saw run, by its s
 symbol's hash comes from its crate's name, version and features and the function's path and
 types, not from its code: the list holds across edits, and what it misses (functions added or
 renamed since, crates upgraded) is merely placed after it.
+
+`--also` adds the functions of other callgrind runs of the same binary: the worker's, recorded by
+the worker bench with its wrapper variable —
+
+    MNEMO_BENCH_WRAP="valgrind --tool=callgrind --demangle=no --trace-children=yes --callgrind-out-file=/tmp/cg-worker.%p" \
+      python3 bench/worker/run.py --no-build --worker-binary target/sandbox/release/mnemo \
+        --only mnemo --quick --scenarios first_call,many_calls
+
+(claim, the download of the session's stores, the tools — bash included —, the final sync, flush
+and teardown; `--trace-children` follows the worker's re-execution of itself, which seals its
+credentials, and its shells, whose functions are not the binary's and are left out).
 
 Needs valgrind. Standard library only.
 """
@@ -96,6 +108,7 @@ def main() -> None:
     ap.add_argument("--server", type=Path, default=REPO / "target" / "release" / "mnemo", help="the server's `mnemo`")
     ap.add_argument("--out", type=Path, default=REPO / "packaging" / "sandbox-layout.txt")
     ap.add_argument("--memories", type=int, default=2000)
+    ap.add_argument("--also", type=Path, nargs="*", default=[], help="other callgrind outputs of the same binary")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         raise SystemExit("needs valgrind")
@@ -115,7 +128,7 @@ def main() -> None:
             tag = "live" if live else "nolive"
             log(f"mount ({tag}) under callgrind ...")
             runs.append(mount_run(args.binary, server.base_url, key, store, work / tag / "store", live, api, work, tag))
-        for run in runs:
+        for run in runs + args.also:
             names |= function_names(run)
     finally:
         server.stop()

@@ -283,10 +283,26 @@ impl Engine {
         self.jobs.lock().expect("job queue lock poisoned").take();
         self.readers.lock().expect("reader pool lock poisoned").clear();
         drop(index);
-        if let Some(handle) = self.writer.lock().expect("writer lock poisoned").take() {
-            let _ = handle.join();
-        }
+        let writer = self.writer.lock().expect("writer lock poisoned").take();
+        let joined = writer.map(|handle| handle.join()).is_some();
         self.readers.lock().expect("reader pool lock poisoned").clear();
+        if !joined {
+            return;
+        }
+        // The writer's close checkpoints only as the last connection to the file. Should another
+        // still have been open then (a read that ended after the pool was emptied, a tool that
+        // opened the file), the log would stay beside the database: checkpoint it into the file
+        // now, so what is left is the one self-contained file all the same.
+        let wal = self
+            .path
+            .with_file_name(format!("{}-wal", self.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            let done = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+                .and_then(|c| c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)));
+            if let Err(e) = done {
+                tracing::warn!(database = %self.path.display(), error = %e, "cannot checkpoint the write-ahead log at close");
+            }
+        }
     }
 }
 
@@ -490,6 +506,36 @@ mod tests {
         while let Some(done) = paced.join_next().await {
             done.unwrap().unwrap();
         }
+    }
+
+    /// Closing leaves one self-contained file even when another connection to it was still
+    /// open as the writer closed (which then could not checkpoint the log as the last one).
+    #[tokio::test]
+    async fn closing_checkpoints_the_log_even_with_another_connection_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let engine = Engine::start(&path, Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        engine
+            .write(|c| {
+                c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)?;
+                for i in 0..200 {
+                    c.execute("INSERT INTO t VALUES (?1)", [format!("{i:0>500}")]).map_err(backend)?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)).unwrap();
+        engine.shutdown();
+        let (pages, page_size): (u64, u64) = other
+            .query_row("SELECT page_count, page_size FROM pragma_page_count(), pragma_page_size()", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert!(pages > 20, "{pages} pages");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), pages * page_size, "the file holds every page");
+        drop(other);
     }
 
     fn count(conn: &Connection, x: &str) -> Result<i64, StoreError> {
