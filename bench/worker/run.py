@@ -962,7 +962,8 @@ def main() -> None:
         report += ["", "**Problems:**", ""] + [f"- {p}" for p in problems]
     text = "\n".join(report) + "\n"
     print(text)
-    raw = json.dumps({"args": vars(args) | {"workdir": str(args.workdir), "out": str(args.out)}, "results": results})
+    raw = json.dumps({"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                      "results": results})
     print("<!-- raw: " + raw + " -->")
     if args.out:
         args.out.write_text(text + "\n<!-- raw: " + raw + " -->\n", encoding="utf-8")
