@@ -292,16 +292,11 @@ impl Engine {
         // The writer's close checkpoints only as the last connection to the file. Should another
         // still have been open then (a read that ended after the pool was emptied, a tool that
         // opened the file), the log would stay beside the database: checkpoint it into the file
-        // now, so what is left is the one self-contained file all the same.
-        let wal = self
-            .path
-            .with_file_name(format!("{}-wal", self.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
-        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
-            let done = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
-                .and_then(|c| c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)));
-            if let Err(e) = done {
-                tracing::warn!(database = %self.path.display(), error = %e, "cannot checkpoint the write-ahead log at close");
-            }
+        // now (a no-op when the writer did), so what is left is the one self-contained file.
+        let done = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .and_then(|c| c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)));
+        if let Err(e) = done {
+            tracing::warn!(database = %self.path.display(), error = %e, "cannot checkpoint the write-ahead log at close");
         }
     }
 }
