@@ -31,8 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use mnemo_api::limits::MAX_INLINE_CHANGE_BYTES;
-use mnemo_api::{MemoryStoreId, View, WorkspaceId};
+use mnemo_api::{MemoryStoreId, WorkspaceId};
 use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -312,12 +311,7 @@ impl Feed {
                 let covers = *self.wake.borrow();
                 let read_at = Instant::now();
                 hub.count_read();
-                let mut entries = db.memory_changes_after(&self.ws, &self.store, self.cursor, limit).await?;
-                if self.inline {
-                    for entry in &mut entries {
-                        add_content(db, &self.ws, entry).await;
-                    }
-                }
+                let entries = db.memory_changes_after(&self.ws, &self.store, self.cursor, limit, self.inline).await?;
                 let batch = Arc::new(Batch {
                     ws: self.ws.clone(),
                     after: self.cursor,
@@ -350,18 +344,6 @@ impl Feed {
                 return true;
             }
         }
-    }
-}
-
-/// Adds its version's content to `entry` when the version is a small create or change: read
-/// with the entry, so a version redacted since its entry was written shows none.
-async fn add_content(db: &dyn Store, ws: &WorkspaceId, entry: &mut MemoryFeedEntry) {
-    let change = &entry.change;
-    let small = change.content_size_bytes.is_some_and(|n| n <= MAX_INLINE_CHANGE_BYTES);
-    if change.operation != mnemo_api::Operation::Deleted && change.content_sha256.is_some() && small {
-        let version = db.get_memory_version(ws, &change.memory_store_id, &change.memory_version_id, View::Full).await;
-        // A failed read only costs the client a fetch.
-        entry.change.content = version.ok().and_then(|v| v.content);
     }
 }
 

@@ -1256,8 +1256,9 @@ impl Store for PostgresStore {
         store: &MemoryStoreId,
         after: i64,
         limit: u32,
+        inline: bool,
     ) -> Result<Vec<MemoryFeedEntry>> {
-        read!(self.engine, |tx| versions::changes_after(&tx, ws, store, after, limit).await)
+        read!(self.engine, |tx| versions::changes_after(&tx, ws, store, after, limit, inline).await)
     }
 
     async fn get_memory_version(

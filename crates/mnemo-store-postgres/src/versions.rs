@@ -2,10 +2,10 @@
 //! ([`mnemo_store::ops::versions::redact`], which locks the store's row first). Reads take no
 //! lock.
 
-use mnemo_api::{
-    MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View, WorkspaceId,
-};
+use mnemo_api::limits::MAX_INLINE_CHANGE_BYTES;
+use mnemo_api::{MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View, WorkspaceId};
 use mnemo_store::ops::{self, VersionRow};
+use mnemo_store::rules::memory;
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use tokio_postgres::Row;
 
@@ -111,29 +111,32 @@ pub(crate) async fn list(
     Ok(page(rows, q.limit))
 }
 
-/// The store's versions after position `after`, oldest first, without content (by the
-/// `memory_versions_store` index). Writers take the store's row lock before they number a
-/// version, so positions grow in commit order and a snapshot never lacks a smaller one.
+/// The store's versions after position `after`, oldest first (by the `memory_versions_store`
+/// index), with small versions' content under `inline`. Writers take the store's row lock
+/// before they number a version, so positions grow in commit order and a snapshot never lacks
+/// a smaller one.
 pub(crate) async fn changes_after(
     tx: &Tx<'_>,
     ws: &WorkspaceId,
     store: &MemoryStoreId,
     after: i64,
     limit: u32,
+    inline: bool,
 ) -> Result<Vec<MemoryFeedEntry>> {
     let (_, store_seq) = stores::get_with_seq(tx, ws, store).await?;
     let limit = i64::from(limit.min(MAX_FEED_PAGE));
+    let max = MAX_INLINE_CHANGE_BYTES as i64;
     let rows = all(
         tx,
-        &format!("SELECT {COLUMNS} FROM memory_versions WHERE store_seq = $1 AND seq > $2 ORDER BY seq LIMIT $3"),
-        &[&store_seq, &after, &limit],
+        &format!(
+            "SELECT {COLUMNS}, CASE WHEN $4 AND content_size_bytes <= $5 THEN content END \
+             FROM memory_versions WHERE store_seq = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        ),
+        &[&store_seq, &after, &limit, &inline, &max],
     )
     .await?;
     rows.iter()
-        .map(|r| {
-            from_row(store, r, false)
-                .map(|(version, seq)| MemoryFeedEntry { seq, change: MemoryChangeEvent::of(&version) })
-        })
+        .map(|r| from_row(store, r, true).map(|(version, seq)| memory::feed_entry(version, seq, inline)))
         .collect()
 }
 

@@ -1244,9 +1244,10 @@ impl Store for SqliteStore {
         store: &MemoryStoreId,
         after: i64,
         limit: u32,
+        inline: bool,
     ) -> Result<Vec<MemoryFeedEntry>> {
         let (ws, store) = (ws.clone(), store.clone());
-        self.engine.read(move |c| versions::changes_after(c, &ws, &store, after, limit)).await
+        self.engine.read(move |c| versions::changes_after(c, &ws, &store, after, limit, inline)).await
     }
 
     async fn get_memory_version(

@@ -1,9 +1,9 @@
 //! Memory versions: the immutable audit trail, and its one mutation, redaction.
 
-use mnemo_api::{
-    MemoryChangeEvent, MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View, WorkspaceId,
-};
+use mnemo_api::limits::MAX_INLINE_CHANGE_BYTES;
+use mnemo_api::{MemoryId, MemoryStoreId, MemoryVersion, MemoryVersionId, Operation, View, WorkspaceId};
 use mnemo_store::ops::{self, VersionRow};
+use mnemo_store::rules::memory;
 use mnemo_store::{ListMemoryVersions, Listing, MAX_FEED_PAGE, MemoryFeedEntry, Result, StoreError};
 use rusqlite::{Connection, Row, params};
 
@@ -107,21 +107,27 @@ pub(crate) fn list(
     Ok(page(rows, q.limit))
 }
 
-/// The store's versions after position `after`, oldest first, without content (by the
-/// `memory_versions_store` index). The single writer commits versions in position order.
+/// The store's versions after position `after`, oldest first (by the `memory_versions_store`
+/// index), with small versions' content under `inline`. The single writer commits versions in
+/// position order.
 pub(crate) fn changes_after(
     c: &Connection,
     ws: &WorkspaceId,
     store: &MemoryStoreId,
     after: i64,
     limit: u32,
+    inline: bool,
 ) -> Result<Vec<MemoryFeedEntry>> {
     let (_, store_seq) = stores::get_with_seq(c, ws, store)?;
-    let sql = format!("SELECT {COLUMNS} FROM memory_versions WHERE store_seq = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+    let sql = format!(
+        "SELECT {COLUMNS}, CASE WHEN ?4 AND content_size_bytes <= ?5 THEN content END \
+         FROM memory_versions WHERE store_seq = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+    );
     let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
-    stmt.query_map(params![store_seq, after, limit.min(MAX_FEED_PAGE)], |r| from_row(store, r, false))
+    let max = MAX_INLINE_CHANGE_BYTES as i64;
+    stmt.query_map(params![store_seq, after, limit.min(MAX_FEED_PAGE), inline, max], |r| from_row(store, r, true))
         .map_err(backend)?
-        .map(|row| row.map(|(version, seq)| MemoryFeedEntry { seq, change: MemoryChangeEvent::of(&version) }))
+        .map(|row| row.map(|(version, seq)| memory::feed_entry(version, seq, inline)))
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(backend)
 }

@@ -327,7 +327,7 @@ pub enum MemoryWriteOp {
     Update { id: MemoryId, change: MemoryChange },
 }
 
-/// One entry of a store's change feed: a version (without content) and its position, the
+/// One entry of a store's change feed: a version (with its content only under `content=inline`) and its position, the
 /// number [`Store::memory_change_seq`] reports once it is the newest. Positions grow in commit
 /// order within a store; they are not dense (stores share one numbering).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1147,15 +1147,17 @@ pub trait Store: Send + Sync + 'static {
     /// pages of 20.)
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport>;
     /// The store's versions after position `after` (0: from the first), oldest first, at most
-    /// `limit` (capped at [`MAX_FEED_PAGE`]), without content; redacted ones as the versions
-    /// listing shows them. A version that commits later never has a smaller position than one
-    /// already returned, so reading on from the last position never misses one.
+    /// `limit` (capped at [`MAX_FEED_PAGE`]); redacted ones as the versions listing shows them.
+    /// Under `inline`, small versions carry their content, read in the same query
+    /// ([`rules::memory::feed_entry`]). A version that commits later never has a smaller
+    /// position than one already returned, so reading on from the last position never misses one.
     async fn memory_changes_after(
         &self,
         ws: &WorkspaceId,
         store: &MemoryStoreId,
         after: i64,
         limit: u32,
+        inline: bool,
     ) -> Result<Vec<MemoryFeedEntry>>;
 
     async fn get_memory_version(

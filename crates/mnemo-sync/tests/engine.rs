@@ -28,6 +28,9 @@ struct Serving {
     no_stream: bool,
     /// Strip the extensions header from every answer, as the hosted API (which has none) does.
     no_extensions_header: bool,
+    /// Change feeds carry other bytes than their entries' digests name: every `genuine` in
+    /// a feed's body reads `forged!` (as a faulty proxy or server might).
+    forge_feed_bytes: bool,
 }
 
 /// Requests the test server saw, by kind.
@@ -123,6 +126,24 @@ impl Env {
                 }
             }),
         );
+        let router = if serving.forge_feed_bytes {
+            router.layer(axum::middleware::map_response(|resp: axum::response::Response| async move {
+                use futures::StreamExt;
+                let is_feed =
+                    resp.headers().get("content-type").is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+                if !is_feed {
+                    return resp;
+                }
+                resp.map(|body| {
+                    axum::body::Body::from_stream(body.into_data_stream().map(|chunk| {
+                        chunk
+                            .map(|b| axum::body::Bytes::from(String::from_utf8_lossy(&b).replace("genuine", "forged!")))
+                    }))
+                })
+            }))
+        } else {
+            router
+        };
         let router = if serving.no_extensions_header {
             router.layer(axum::middleware::map_response(|mut resp: axum::response::Response| async move {
                 resp.headers_mut().remove(mnemo_api::headers::EXTENSIONS_HEADER);
@@ -685,7 +706,7 @@ async fn without_the_memory_stream_a_mount_lists_pages_and_remembers() {
 
     // A server that never names its extensions (the hosted API), met by a client that has not
     // heard from it yet: one try, answered 404, then pages — and never again by this client.
-    let env = Env::serving(&refs, Serving { no_stream: true, no_extensions_header: true }).await;
+    let env = Env::serving(&refs, Serving { no_stream: true, no_extensions_header: true, ..Serving::default() }).await;
     let fresh = Client::new(env.client.base_url(), KEY).unwrap().with_max_retries(0);
     assert_eq!(fresh.offers_memory_stream(), None);
     let engine = StoreSync::mount(fresh.clone(), env.cfg()).await.unwrap();
@@ -1006,6 +1027,28 @@ async fn a_remote_change_with_its_bytes_is_written_without_a_fetch() {
         env.remote().await,
         pairs(&[("/a.md", "a2 from elsewhere"), ("/b.md", "b, remote"), ("/c.md", "c, new")])
     );
+    drop(live);
+    engine.dispose().await;
+}
+
+/// Bytes that come with a feed's entry but are not what its digest names are never written:
+/// the file is fetched instead, and holds the store's bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_bytes_that_do_not_match_their_digest_are_fetched_instead() {
+    let env = Env::serving(&[("/a.md", "a")], Serving { forge_feed_bytes: true, ..Serving::default() }).await;
+    let mut engine = env.mount(env.cfg()).await;
+    let mut live = engine.live();
+    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
+    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
+    settle().await;
+    engine.sync(false).await.unwrap();
+
+    env.remote_update("/a.md", "genuine bytes").await;
+    live_until(&mut engine, &mut live, "a.md").await;
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("genuine bytes"), "fetched, not the feed's forgery");
+    let quiet = engine.sync(false).await.unwrap();
+    assert_eq!((quiet.pulled, quiet.uploaded, quiet.failed), (0, 0, 0), "{quiet:?}");
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "genuine bytes")]));
     drop(live);
     engine.dispose().await;
 }

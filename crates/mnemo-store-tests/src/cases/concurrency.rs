@@ -330,12 +330,12 @@ pub async fn a_concurrent_feed_reader_sees_every_version_in_order(factory: &impl
                 let mut seen = Vec::new();
                 loop {
                     let finished = done.load(Ordering::SeqCst);
-                    for entry in s.memory_changes_after(&ws, &store, last, 7).await.unwrap() {
+                    for entry in s.memory_changes_after(&ws, &store, last, 7, false).await.unwrap() {
                         assert!(entry.seq > last, "memory_changes_after({last}) returned {} out of order", entry.seq);
                         last = entry.seq;
                         seen.push(entry.change.memory_version_id);
                     }
-                    if finished && s.memory_changes_after(&ws, &store, last, 1).await.unwrap().is_empty() {
+                    if finished && s.memory_changes_after(&ws, &store, last, 1, false).await.unwrap().is_empty() {
                         return seen;
                     }
                     tokio::task::yield_now().await;
@@ -360,7 +360,7 @@ pub async fn a_concurrent_feed_reader_sees_every_version_in_order(factory: &impl
         done.store(true, Ordering::SeqCst);
         let seen = reader.await.expect("the reader panicked");
 
-        let feed = s.memory_changes_after(&ws, &store, 0, 1000).await.unwrap();
+        let feed = s.memory_changes_after(&ws, &store, 0, 1000, false).await.unwrap();
         assert!(feed.windows(2).all(|w| w[0].seq < w[1].seq), "round {round}: positions strictly increase");
         let listed: Vec<_> = feed.iter().map(|e| e.change.memory_version_id.clone()).collect();
         let mut expected: Vec<_> = written.into_iter().flatten().collect();

@@ -73,7 +73,7 @@ async fn outcomes(
         text(s.list_memories(ws, store, listing).await),
         text(s.search_memories(ws, search).await),
         text(s.export_memories(ws, store, 10).await),
-        text(s.memory_changes_after(ws, store, 0, 10).await),
+        text(s.memory_changes_after(ws, store, 0, 10, false).await),
         text(s.get_memory_version(ws, store, version, View::Full).await),
         text(s.list_memory_versions(ws, store, ListMemoryVersions::newest(10)).await),
         text(s.redact_memory_version(ws, store, version, actor.clone()).await),

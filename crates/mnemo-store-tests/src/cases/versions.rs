@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mnemo_api::{Actor, MemoryVersion, MemoryVersionId, Operation, SessionId, View, content_sha256};
+use mnemo_api::{Actor, MemoryChangeEvent, MemoryVersion, MemoryVersionId, Operation, SessionId, View, content_sha256};
 use mnemo_store::{Limits, ListMemoryVersions, MemoryChange, MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::broadcast;
 
@@ -203,7 +203,7 @@ pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &i
     let ws = s.default_workspace().await.unwrap();
     let store = memory_store(&*s, "fed").await;
     let other = memory_store(&*s, "elsewhere").await;
-    assert!(s.memory_changes_after(&ws, &store, 0, 10).await.unwrap().is_empty(), "a new store has no changes");
+    assert!(s.memory_changes_after(&ws, &store, 0, 10, false).await.unwrap().is_empty(), "a new store has no changes");
     let a = s.create_memory(&ws, &store, path("/a.md"), "one".into(), api("apikey_feed")).await.unwrap();
     s.create_memory(&ws, &other, path("/a.md"), "not here".into(), api("apikey_feed")).await.unwrap();
     let change = |content: Option<&str>, to: Option<&str>| MemoryChange {
@@ -216,7 +216,7 @@ pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &i
     s.update_memory(&ws, &store, &a.id, change(None, Some("/b.md")), user("mover")).await.unwrap();
     s.delete_memory(&ws, &store, &a.id, None, api("apikey_feed")).await.unwrap();
 
-    let feed = s.memory_changes_after(&ws, &store, 0, 100).await.unwrap();
+    let feed = s.memory_changes_after(&ws, &store, 0, 100, false).await.unwrap();
     assert_eq!(
         feed_ops(&feed),
         [
@@ -242,26 +242,43 @@ pub async fn the_change_feed_lists_a_stores_versions_in_commit_order(factory: &i
     }
     assert_eq!(feed[0].change.content_sha256.as_deref(), Some(content_sha256(b"one").as_str()));
     assert_eq!(feed[3].change.content_sha256, None, "a deletion has no content");
+    assert!(feed.iter().all(|e| e.change.content.is_none()), "no content unless asked for");
+
+    // `content=inline`: the same entries, small creates and changes with their content.
+    let inline = s.memory_changes_after(&ws, &store, 0, 100, true).await.unwrap();
+    let contents: Vec<_> = inline.iter().map(|e| e.change.content.as_deref()).collect();
+    assert_eq!(contents, [Some("one"), Some("two"), Some("two"), None], "a move carries its content, a deletion none");
+    let without: Vec<_> = inline
+        .iter()
+        .map(|e| MemoryFeedEntry { change: MemoryChangeEvent { content: None, ..e.change.clone() }, ..e.clone() })
+        .collect();
+    assert_eq!(without, feed, "inline changes nothing else");
 
     // Reading on from a position, and in pages.
-    let rest = s.memory_changes_after(&ws, &store, feed[1].seq, 100).await.unwrap();
+    let rest = s.memory_changes_after(&ws, &store, feed[1].seq, 100, false).await.unwrap();
     assert_eq!(rest, feed[2..], "after a position: exactly the later versions");
-    let page = s.memory_changes_after(&ws, &store, 0, 2).await.unwrap();
+    let page = s.memory_changes_after(&ws, &store, 0, 2, false).await.unwrap();
     assert_eq!(page, feed[..2], "at most `limit`");
-    assert!(s.memory_changes_after(&ws, &store, feed[3].seq, 100).await.unwrap().is_empty());
+    assert!(s.memory_changes_after(&ws, &store, feed[3].seq, 100, false).await.unwrap().is_empty());
 
     // A redacted version stays in the feed without path, digest or size.
     let created = &feed[0].change.memory_version_id;
     s.redact_memory_version(&ws, &store, created, user("admin")).await.unwrap();
-    let redacted = &s.memory_changes_after(&ws, &store, 0, 1).await.unwrap()[0];
+    let redacted = &s.memory_changes_after(&ws, &store, 0, 1, false).await.unwrap()[0];
     assert_eq!((&redacted.change.memory_version_id, redacted.seq), (created, feed[0].seq));
     assert_eq!(
         (&redacted.change.path, &redacted.change.content_sha256, redacted.change.content_size_bytes),
         (&None, &None, None)
     );
+    let redacted = &s.memory_changes_after(&ws, &store, 0, 2, true).await.unwrap();
+    assert_eq!(
+        (redacted[0].change.content.as_deref(), redacted[1].change.content.as_deref()),
+        (None, Some("two")),
+        "a redacted version carries no content, inline or not"
+    );
 
     assert_err!(
-        s.memory_changes_after(&ws, &mnemo_api::MemoryStoreId::generate(), 0, 10).await,
+        s.memory_changes_after(&ws, &mnemo_api::MemoryStoreId::generate(), 0, 10, false).await,
         StoreError::NotFound { .. }
     );
 }

@@ -125,6 +125,20 @@ pub fn redacted(version: MemoryVersion, by: &Actor, at: Timestamp) -> MemoryVers
     }
 }
 
+/// A change feed's entry for `version` at position `seq`. Under `inline` (`content=inline`) it
+/// carries the version's content when the version is a create or change of at most
+/// [`mnemo_api::limits::MAX_INLINE_CHANGE_BYTES`] that is not redacted (`version.content` as
+/// the backend read it; a backend may leave out what this would drop).
+pub fn feed_entry(mut version: MemoryVersion, seq: i64, inline: bool) -> crate::MemoryFeedEntry {
+    let content = version.content.take();
+    let mut change = mnemo_api::MemoryChangeEvent::of(&version);
+    let small = version.content_size_bytes.is_some_and(|n| n <= mnemo_api::limits::MAX_INLINE_CHANGE_BYTES);
+    if inline && small && version.operation != mnemo_api::Operation::Deleted && version.content_sha256.is_some() {
+        change.content = content;
+    }
+    crate::MemoryFeedEntry { seq, change }
+}
+
 #[cfg(test)]
 mod tests {
     use mnemo_api::{MemoryId, MemoryStoreId};
@@ -276,6 +290,41 @@ mod tests {
         ];
         for (rule, holds) in rows {
             assert!(holds, "rule: {rule}");
+        }
+    }
+
+    #[test]
+    fn a_feed_entry_carries_small_created_or_modified_content_only_when_inline() {
+        let max = mnemo_api::limits::MAX_INLINE_CHANGE_BYTES;
+        let version = |operation: &str, size: Option<u64>, redacted: bool| -> MemoryVersion {
+            let mut v: MemoryVersion = serde_json::from_value(serde_json::json!({
+                "type": "memory_version", "id": "memver_v", "memory_id": "mem_m", "memory_store_id": "memstore_s",
+                "operation": operation, "path": "/a.md", "content": "body", "content_sha256": "ab",
+                "content_size_bytes": size, "created_at": "2026-01-01T00:00:00Z",
+                "created_by": {"type": "api_actor", "api_key_id": "apikey_a"},
+            }))
+            .unwrap();
+            if redacted {
+                let at = v.created_at;
+                v = super::redacted(v, &Actor::ApiActor { api_key_id: "apikey_r".parse().unwrap() }, at);
+            }
+            v
+        };
+        #[rustfmt::skip]
+        let rows: Vec<(&str, MemoryVersion, bool, bool)> = vec![
+            ("a small create, inline",                version("created", Some(4), false), true, true),
+            ("a small change, inline",                version("modified", Some(4), false), true, true),
+            ("at the limit",                          version("modified", Some(max), false), true, true),
+            ("over the limit",                        version("modified", Some(max + 1), false), true, false),
+            ("a deletion",                            version("deleted", None, false), true, false),
+            ("a redacted version",                    version("modified", Some(4), true), true, false),
+            ("a small create, without inline",        version("created", Some(4), false), false, false),
+        ];
+        for (case, v, inline, carries) in rows {
+            let entry = feed_entry(v.clone(), 7, inline);
+            assert_eq!(entry.seq, 7, "{case}");
+            assert_eq!(entry.change.content.is_some(), carries, "{case}");
+            assert_eq!(entry.change.memory_version_id, v.id, "{case}");
         }
     }
 }

@@ -100,8 +100,8 @@ pub(crate) enum Hint {
     Local(RelPath),
     /// The store changed this path, to what the feed says.
     Remote(RelPath, Seen),
-    /// The store changed this path to these bytes, which came with the feed's entry (their
-    /// digest checked against the entry's).
+    /// The store changed this path to these bytes, which came with the feed's entry (to be
+    /// checked against the entry's digest before they are written).
     RemoteBytes(RelPath, Digest, Arc<String>),
     /// The feed started from now (first connection, or a reconnection without a cursor):
     /// changes committed before it are only found by a full sync.
@@ -420,10 +420,9 @@ async fn follow_feed(mut feed: ChangeSubscription, tx: mpsc::UnboundedSender<Hin
                     continue; // the full sync logs why such a memory is skipped
                 };
                 match (seen, change.content) {
-                    // Bytes that are what the entry says they are: no fetch needed.
-                    (Seen::Holds(digest), Some(bytes)) if Digest::of(bytes.as_bytes()) == digest => {
-                        Hint::RemoteBytes(rel, digest, Arc::new(bytes))
-                    }
+                    // Checked against the digest only if written: most are the engine's own
+                    // uploads coming back, dropped unread.
+                    (Seen::Holds(digest), Some(bytes)) => Hint::RemoteBytes(rel, digest, Arc::new(bytes)),
                     _ => Hint::Remote(rel, seen),
                 }
             }
@@ -659,6 +658,10 @@ impl StoreSync {
             ready
                 .into_iter()
                 .map(|(rel, sha, digest, content)| {
+                    // Bytes that are not what the entry says are left to the listing below.
+                    if Digest::of(content.as_bytes()) != digest {
+                        return (rel, digest, Ok(false));
+                    }
                     // The bytes are durable before the rename; the rename is made durable
                     // before the journal records it (`save_journal`).
                     let outcome = files.write_if_unchanged_with(&rel, sha, content.as_bytes(), Durability::BytesOnly);
