@@ -2,7 +2,7 @@ module mnemo/compat/go
 
 go 1.25
 
-require github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
+require github.com/anthropics/anthropic-sdk-go/v2 v2.18.0
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

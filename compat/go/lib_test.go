@@ -37,7 +37,7 @@ import (
 
 // The SDK version go.mod pins; TestMain refuses to run on another.
 const sdkModule = "github.com/anthropics/anthropic-sdk-go/v2"
-const sdkVersion = "v2.17.0"
+const sdkVersion = "v2.18.0"
 
 const (
 	anthropicVersion = "2026-10-21"

@@ -235,7 +235,7 @@ func TestStoresTheSDKsBetaHeaderAndBetaQueryAreAccepted(t *testing.T) {
 	for i := range rec.betas {
 		eqSlice(t, rec.betas[i], []string{memoryBeta}, "the beta header the SDK sent")
 	}
-	// The SDK keeps its `beta=true` qualifier in the request's context (v2.10.0 to v2.17.0 never
+	// The SDK keeps its `beta=true` qualifier in the request's context (v2.10.0 to v2.18.0 never
 	// put it on the wire); a client that does send it is served the same.
 	_, err = client.Beta.MemoryStores.Get(f.ctx, store.ID, anthropic.BetaMemoryStoreGetParams{}, option.WithQuery("beta", "true"))
 	ok(t, err, "retrieve with ?beta=true")
