@@ -912,6 +912,17 @@ mod adopt {
     }
 }
 
+/// Live sync of `engine`, past its first work: the feed starts from now, so that is a full sync,
+/// run here.
+async fn live_from_a_full_sync(engine: &mut StoreSync) -> mnemo_sync::Live {
+    let mut live = engine.live();
+    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
+    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
+    settle().await;
+    engine.sync(false).await.unwrap();
+    live
+}
+
 /// The next work live sync asks for that holds `rel`, run; full syncs it asks for first are run
 /// too.
 async fn live_until(engine: &mut StoreSync, live: &mut mnemo_sync::Live, rel: &str) -> mnemo_sync::SyncReport {
@@ -945,11 +956,7 @@ async fn a_pull_from_the_feed_lets_the_journal_lag_and_a_crash_in_between_upload
     let cfg = StoreConfig { journal: true, ..env.cfg() };
     let mut engine = env.mount(cfg.clone()).await;
     engine.first_journal_done().await;
-    let mut live = engine.live();
-    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
-    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
-    settle().await;
-    engine.sync(false).await.unwrap();
+    let mut live = live_from_a_full_sync(&mut engine).await;
     let journal = mnemo_sync::sync::journal::journal_path(&env.root());
     let written = std::fs::read(&journal).unwrap();
     assert_eq!(engine.journal_due(), None);
@@ -991,12 +998,7 @@ async fn a_remote_change_with_its_bytes_is_written_without_a_fetch() {
     use std::sync::atomic::Ordering::Relaxed;
     let env = Env::new(&[("/a.md", "a"), ("/b.md", "b")]).await;
     let mut engine = env.mount(env.cfg()).await;
-    let mut live = engine.live();
-    // The feed starts from now: its first work is a full sync.
-    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
-    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
-    settle().await;
-    engine.sync(false).await.unwrap();
+    let mut live = live_from_a_full_sync(&mut engine).await;
 
     // Every fetch of one memory would fail now: the file still arrives, from the feed.
     env.remote_update("/a.md", "a2 from elsewhere").await;
@@ -1037,11 +1039,7 @@ async fn a_remote_change_with_its_bytes_is_written_without_a_fetch() {
 async fn feed_bytes_that_do_not_match_their_digest_are_fetched_instead() {
     let env = Env::serving(&[("/a.md", "a")], Serving { forge_feed_bytes: true, ..Serving::default() }).await;
     let mut engine = env.mount(env.cfg()).await;
-    let mut live = engine.live();
-    let first = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("live work in time");
-    assert!(matches!(first, mnemo_sync::LiveWork::FullSync), "{first:?}");
-    settle().await;
-    engine.sync(false).await.unwrap();
+    let mut live = live_from_a_full_sync(&mut engine).await;
 
     env.remote_update("/a.md", "genuine bytes").await;
     live_until(&mut engine, &mut live, "a.md").await;
