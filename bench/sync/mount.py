@@ -23,7 +23,10 @@ Measured for each `mnemo mount` process (release build, `--interval`):
   server CPU and wall time from the first write until the mount's log has reported every edit
   uploaded (the log, not the server, is watched, so checking costs the server nothing; the
   server is asked once afterwards, outside the measurement);
-- peak RSS of the process (`VmHWM`), read just before it is stopped.
+- peak RSS of the process (`VmHWM`), read just before it is stopped;
+- the disk's floor, once per round after the variants: `cp -r` of the same 2,000 files (written
+  by the bench itself, so read from the page cache) into the same work folder, then one `syncfs`;
+  each download's time on disk is given against the floor of its round.
 
 The SDK has no process of its own to watch between syncs (it syncs when its host calls
 `sync_if_due()`): its "per interval at rest" is one no-op sync's client + server CPU (the mean
@@ -66,7 +69,7 @@ from mnemo_bench import (  # noqa: E402
     REPO, Api, Server, edited_content, ensure_release_binary, ensure_venv, fmt_mib, fmt_ms, fs_type, git_revision,
     log, machine, pick,
 )
-from run import derive, floor_ms, run_engine, seed, spread, store_hashes  # noqa: E402
+from run import derive, floor_ms, run_engine, seed, seed_content, spread, store_hashes  # noqa: E402
 
 TICK_S = os.sysconf("SC_CLK_TCK")
 VARIANTS = ["sdk", "live", "nolive"]
@@ -85,6 +88,8 @@ METRICS = [
     ("burst_ms", "burst of edits until the server holds them all, wall", "speed-up", None),
     ("peak_rss_kib", "peak RSS of the process (VmHWM)", "fraction", 0.125),
 ]
+# A live mount's download until on disk, against `cp -r` of the same files into the same folder.
+FLOOR_GOAL = 1.2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,7 +338,7 @@ def check_mount_edits(api: Api, store: str, r: Dict[str, Any], tag: str) -> int:
 
 
 def table(results: Dict[str, List[Dict[str, Any]]], rounds: List[int], memories: int, size: int, edits: int,
-          interval: float) -> str:
+          interval: float, floors: Dict[int, float]) -> str:
     by = {e: {r["round"]: r for r in rs} for e, rs in results.items()}
     out = [
         f"{memories:,} memories × {size // 1024} KB, {edits} edits, `--interval {interval:g}`; median (range) over "
@@ -366,6 +371,18 @@ def table(results: Dict[str, List[Dict[str, Any]]], rounds: List[int], memories:
         goal_text = "–" if goal is None else (f"≤ {goal:g}" if kind == "fraction" else f"≥ {goal:g}×")
         verdict = "–" if goal is None else ("yes" if met else "**no**")
         out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratio_cells) + f" | {goal_text} | {verdict} |")
+    if all(n in floors for n in rounds):
+        # Each download against the floor of its own round (lower is better; goal ≤ 1.2× for live).
+        fl = [floors[n] for n in rounds]
+        cells, verdict = [], "yes"
+        for v in VARIANTS:
+            over = [by[v][n]["on_disk_ms"] / floors[n] for n in rounds]
+            cells.append(f"**{statistics.median(over):.2f}×** ({spread(over, lambda x: f'{x:.2f}')})")
+            if v == "live" and not all(x <= FLOOR_GOAL for x in over):
+                verdict = "**no**"
+        out.append(f"| download until on disk, against the disk's floor of its round (`cp -r` of the same files + one "
+                   f"`syncfs`: {fmt_ms(statistics.median(fl))}, {spread(fl, fmt_ms)}) | " + " | ".join(cells)
+                   + f" | – | – | ≤ {FLOOR_GOAL:g}× | {verdict} |")
     landed = {v: (sum(r["edits_on_server"] for r in results[v]), sum(r["edits"] for r in results[v])) for v in VARIANTS}
     out.append("| edits on the server afterwards, all rounds | " + " | ".join(f"{a}/{b}" for a, b in landed.values())
                + " | – | – | all | " + ("yes" if all(a == b for a, b in landed.values()) else "**no**") + " |")
@@ -435,6 +452,13 @@ def main() -> None:
         log(f"server at {server.base_url}; work folder {work}")
         api = Api(server.base_url, key)
         store = seed(api, args.memories, args.size)
+        # The floor's source: the seeded files, written here (so in the page cache).
+        source = work / "floor-source"
+        for i in range(args.memories):
+            f = source / "notes" / f"d{i // 100:02d}" / f"m{i:04d}.md"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(seed_content(i, args.size), encoding="utf-8")
+        floors: Dict[int, float] = {}
         sdk_env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         sdk_env.update({
             "MNEMO_BENCH_URL": server.base_url, "MNEMO_BENCH_KEY": key, "MNEMO_BENCH_STORE": store,
@@ -484,6 +508,10 @@ def main() -> None:
                     f"(server {r['burst_server_cpu_ms']:.1f}) in {fmt_ms(r['burst_ms'])}, peak RSS {fmt_mib(r['peak_rss_kib'])}, "
                     f"edits on server {r['edits_on_server']}/{r['edits']}")
                 results[v].append(r)
+            dest = work / f"r{rnd}-floor"
+            floors[rnd] = floor_ms(source, dest)
+            shutil.rmtree(dest, ignore_errors=True)
+            log(f"round {rnd}: the floor (cp -r + syncfs) {fmt_ms(floors[rnd])}")
     finally:
         server.stop()
         if not args.keep:
@@ -501,11 +529,11 @@ def main() -> None:
         "",
     ]
     if all(results[v] for v in VARIANTS):
-        report += [table(results, rounds, args.memories, args.size, args.edits, args.interval), ""]
+        report += [table(results, rounds, args.memories, args.size, args.edits, args.interval, floors), ""]
     report += ["Per round:", "", raw_table({v: rs for v, rs in results.items() if rs}, idle)]
     text = "\n".join(report) + "\n"
     print(text)
-    raw = {"results": results, "idle_server_ms_per_s": idle}
+    raw = {"results": results, "idle_server_ms_per_s": idle, "floors_ms": floors}
     if args.out:
         args.out.write_text(text + "\n<!-- raw: " + json.dumps(raw) + " -->\n", encoding="utf-8")
     if any(r["edits_on_server"] != r["edits"] for rs in results.values() for r in rs):
