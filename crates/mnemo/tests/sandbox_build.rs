@@ -45,7 +45,7 @@ fn the_layout_is_resolved_against_the_symbols_of_the_objects_linked() {
     )
     .unwrap();
     std::fs::create_dir(&seen).unwrap();
-    Command::new("chmod").arg("+x").arg(&cc).status().unwrap();
+    std::fs::set_permissions(&cc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
     let status = Command::new(root().join("scripts/sandbox-link"))
         .env("MNEMO_SANDBOX_CC", &cc)
