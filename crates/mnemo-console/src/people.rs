@@ -14,7 +14,7 @@ use mnemo_api::{
     AdminCursor, AdminPageQuery, Invite, InviteId, InviteStatus, MemberAdd, NewInvite, OrgRole, User, UserId,
     WorkspaceRole,
 };
-use mnemo_http::Id;
+use mnemo_http::{BadInput, FromQuery, Id, Params, Query};
 use mnemo_store::ops::people::{ListInvites, ListUsers};
 use mnemo_store::rules::audit::AuditAction;
 use mnemo_store::rules::people::Via;
@@ -81,6 +81,8 @@ struct PeoplePage {
     roles: Vec<&'static str>,
     /// A link just made: (email, accept link), shown this once.
     link: Option<(String, String)>,
+    /// What the last change did ("Rita Role is now developer."), read from the stored person.
+    notice: Option<String>,
     message: Option<String>,
 }
 
@@ -88,6 +90,16 @@ async fn people_page(
     console: &Console,
     who: &Signed,
     link: Option<(String, String)>,
+    message: Option<String>,
+) -> Result<Response, PageError> {
+    people_page_noting(console, who, link, None, message).await
+}
+
+async fn people_page_noting(
+    console: &Console,
+    who: &Signed,
+    link: Option<(String, String)>,
+    changed: Option<&UserId>,
     message: Option<String>,
 ) -> Result<Response, PageError> {
     let people = console.store.list_users(ListUsers { email: None, roles: vec![], page: everything() }).await?;
@@ -101,6 +113,9 @@ async fn people_page(
         })
         .await?;
     let me = who.person.as_ref().map(|p| p.id.clone());
+    let notice = changed
+        .and_then(|id| people.data.iter().find(|u| &u.id == id))
+        .map(|u| format!("{} is now {}.", u.name, u.role.as_str()));
     let page = PeoplePage {
         chrome: who.chrome(Section::People),
         people: people
@@ -118,6 +133,7 @@ async fn people_page(
         invites: invites.data.iter().map(invite_row).collect(),
         roles: OrgRole::ALL.iter().map(|r| r.as_str()).collect(),
         link,
+        notice,
         message: message.clone(),
     };
     let status = if message.is_some() { axum::http::StatusCode::BAD_REQUEST } else { axum::http::StatusCode::OK };
@@ -135,9 +151,27 @@ fn invite_row(i: &Invite) -> InviteRow {
     }
 }
 
-pub(crate) async fn people(State(console): State<Console>, who: Signed) -> Result<Response, PageError> {
+#[derive(Debug)]
+pub(crate) struct PeopleQuery {
+    /// The person whose role was just changed: the page says what it is now.
+    changed: Option<UserId>,
+}
+
+impl FromQuery for PeopleQuery {
+    const ONCE: &'static [&'static str] = &["changed"];
+
+    fn from_query(q: &Params) -> Result<Self, BadInput> {
+        Ok(Self { changed: mnemo_http::filter_id("changed", q.one("changed").filter(|s| !s.is_empty()))? })
+    }
+}
+
+pub(crate) async fn people(
+    State(console): State<Console>,
+    who: Signed,
+    Query(query): Query<PeopleQuery>,
+) -> Result<Response, PageError> {
     who.allow(Action::Organization(OrgOp::People))?;
-    people_page(&console, &who, None, None).await
+    people_page_noting(&console, &who, None, query.changed.as_ref(), None).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -245,7 +279,7 @@ pub(crate) async fn change_role(
                 serde_json::json!({"role": role.as_str()}),
             )
             .await;
-            Ok(see_other("/console/people"))
+            Ok(see_other(&format!("/console/people?changed={id}")))
         }
         Err(err) => people_page(&console, &posted.who, None, Some(refusal(err)?)).await,
     }

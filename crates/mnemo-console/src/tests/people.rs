@@ -304,8 +304,17 @@ async fn an_admin_invites_changes_roles_and_removes_people_in_the_console() {
     let changed = h
         .post(&format!("/console/people/{}/role", bo.id), &cookie, &[("csrf", &csrf), ("role", "developer")], &[])
         .await;
-    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    let back = format!("/console/people?changed={}", bo.id);
+    assert_eq!((changed.status, changed.location()), (StatusCode::SEE_OTHER, back.as_str()), "{}", changed.body);
     assert_eq!(h.store.get_user(&bo.id).await.unwrap().role, OrgRole::Developer);
+    let told = h.get(&back, &cookie).await;
+    assert!(
+        told.body.contains("<p class=\"notice\" role=\"status\">Person dev@example.com is now developer.</p>"),
+        "{}",
+        told.body
+    );
+    let bad = h.get("/console/people?changed=not-an-id", &cookie).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
     let last =
         h.post(&format!("/console/people/{}/role", root.id), &cookie, &[("csrf", &csrf), ("role", "user")], &[]).await;
     assert!(last.body.contains("last admin"), "{}", last.body);
