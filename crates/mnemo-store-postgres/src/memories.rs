@@ -11,7 +11,7 @@ use mnemo_store::search::{Candidate, CandidateSource, SearchMemories, SearchScan
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Pg, Tx, all, col, failure, one, opt};
+use crate::engine::{Pg, Tx, all, col, exec, failure, one, opt};
 use crate::{actor_columns, parse_id, stores, ts};
 
 pub(crate) const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
@@ -335,6 +335,11 @@ pub(crate) async fn search(
          WHERE m.store_seq = ANY($1) ORDER BY m.seq LIMIT $2 OFFSET $3"
     );
     let mut scan = SearchScan::new(request)?;
+    // The statements are prepared once per connection, and after five runs PostgreSQL may plan
+    // them once for every pattern: a generic plan cannot know that `%host-001234\_db%` is rare,
+    // and scans every body (0.5 s at 10,000 memories instead of 4 ms). Each search is planned
+    // for its own patterns.
+    exec(tx, "SET LOCAL plan_cache_mode = force_custom_plan", &[]).await?;
     while let Some(batch) = scan.next_batch() {
         let (limit, offset) =
             (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));

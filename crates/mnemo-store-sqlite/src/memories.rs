@@ -306,14 +306,26 @@ pub(crate) fn search(
     let filter = request.query.index_filter();
     let indexable = |t: &&String| t.chars().count() >= 3;
     let (long, short): (Vec<&String>, Vec<&String>) = filter.contains.iter().partition(indexable);
-    // (A term holding U+0000 is left to the rule: FTS5 would read it cut short.)
-    let excluded: Vec<&String> = filter.excludes.iter().filter(indexable).filter(|t| !t.contains('\0')).collect();
+    // (A term holding U+0000 is left to the rule: FTS5 and LIKE would read it cut short.)
+    let (excluded, excluded_short): (Vec<&String>, Vec<&String>) =
+        filter.excludes.iter().filter(|t| !t.contains('\0')).partition(indexable);
     let mut args: Vec<String> = vec![stores];
     let mut likes = String::new();
     for term in &short {
         args.push(like_anywhere(term));
         let n = args.len();
         likes.push_str(&format!(" AND (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
+    }
+    // Excluded terms the index does not check are checked here, so a scan that the rule would
+    // empty (`ab* -common`) reads the store once, not batch after batch. The index holds
+    // whitespace collapsed and the content does not: a phrase LIKE misses (a tab between its
+    // words) is kept, and the rule drops it.
+    let unindexed_exclusions =
+        if long.is_empty() { [excluded.as_slice(), &excluded_short].concat() } else { excluded_short };
+    for term in unindexed_exclusions {
+        args.push(like_anywhere(term));
+        let n = args.len();
+        likes.push_str(&format!(" AND NOT (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
     }
     let (waiting, indexed) = if long.is_empty() {
         let scan = format!(

@@ -5,6 +5,7 @@
 //! Run with `cargo bench -p mnemo --bench search`. Knobs: `MNEMO_BENCH_SIZES` (comma-separated
 //! store sizes, default `10000,100000`), `MNEMO_BENCH_QUERIES` (runs per query class, default 50),
 //! `MNEMO_BENCH_WRITES` (4 KB creates per write-path measurement, default 2000),
+//! `MNEMO_BENCH_VOCABULARY` (`narrow`, the default, or `wide`: see `Words`),
 //! `MNEMO_BENCH_DIR` (where the SQLite files and the grep tree go, default the temp dir; all
 //! deleted at the end). Searches go through the `Store` (no HTTP), one at a time, 20 results.
 //!
@@ -46,7 +47,13 @@ impl Rng {
     }
 }
 
-/// 4,000 made-up words; word `i` is drawn with weight ~1/(i+1) (Zipf), like prose.
+/// Made-up words; word `i` is drawn with weight ~1/(i+1) (Zipf), like prose.
+///
+/// Two vocabularies (`MNEMO_BENCH_VOCABULARY`):
+/// - `narrow` (the default): 4,000 words of 15 syllables. Its few hundred distinct trigrams each
+///   stand in nearly every memory, the trigram index's worst case.
+/// - `wide`: 20,000 words of consonant–vowel(–consonant) syllables over the whole alphabet, so
+///   trigrams spread out as they do in prose.
 struct Words {
     words: Vec<String>,
     cumulative: Vec<f64>,
@@ -54,14 +61,32 @@ struct Words {
 
 impl Words {
     fn new() -> Self {
-        let syllables =
-            ["ka", "lo", "mi", "ren", "to", "sa", "vel", "dor", "ni", "qua", "zet", "bri", "mon", "ul", "fex"];
+        let wide = std::env::var("MNEMO_BENCH_VOCABULARY").is_ok_and(|v| v == "wide");
+        let syllables: Vec<String> = if wide {
+            let (onsets, vowels, codas) = ("bcdfghjklmnprstvwz", "aeiouy", ["", "", "", "n", "r", "s", "t", "l", "x"]);
+            let mut all = Vec::new();
+            for o in onsets.chars() {
+                for v in vowels.chars() {
+                    for c in codas {
+                        all.push(format!("{o}{v}{c}"));
+                    }
+                }
+            }
+            all
+        } else {
+            ["ka", "lo", "mi", "ren", "to", "sa", "vel", "dor", "ni", "qua", "zet", "bri", "mon", "ul", "fex"]
+                .map(str::to_owned)
+                .to_vec()
+        };
+        let count = if wide { 20_000 } else { 4_000 };
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut words = Vec::new();
-        while words.len() < 4000 {
+        let mut seen = std::collections::HashSet::new();
+        while words.len() < count {
             let n = 1 + (rng.next() % 4) as usize;
-            let w: String = (0..n).map(|_| syllables[(rng.next() % syllables.len() as u64) as usize]).collect();
-            if !words.contains(&w) {
+            let w: String =
+                (0..n).map(|_| syllables[(rng.next() % syllables.len() as u64) as usize].as_str()).collect();
+            if seen.insert(w.clone()) {
                 words.push(w);
             }
         }
@@ -367,7 +392,8 @@ async fn run() {
         std::fs::remove_file(&path).ok();
         std::fs::remove_file(&index).ok();
         println!(
-            "### {size} memories of ~4 KB (SQLite: loaded and indexed in {:.0} s, database {} MB, search index {} MB)",
+            "### {size} memories of ~4 KB, {} vocabulary (SQLite: loaded and indexed in {:.0} s, database {} MB, search index {} MB)",
+            std::env::var("MNEMO_BENCH_VOCABULARY").unwrap_or_else(|_| "narrow".into()),
             loaded.as_secs_f64(),
             bytes / 1_000_000,
             index_bytes / 1_000_000

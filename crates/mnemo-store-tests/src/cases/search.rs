@@ -151,6 +151,12 @@ pub async fn every_query_form_finds_what_it_should(factory: &impl StoreFactory) 
         ("database -\"staging database\"", &["/notes/cache.md"]),
         ("database -stag*", &["/notes/cache.md"]),
         ("database -old", &["/notes/cache.md", "/notes/db.md"]),
+        // …beside short terms that no index holds, and short exclusions; a phrase excluded whole
+        // (`old/db.md` holds it with three spaces).
+        ("db -staging", &["/code/snake.rs"]),
+        ("db -\"staging database\"", &["/code/snake.rs"]),
+        ("v2 -REDIS", &[]),
+        ("database -db", &["/notes/cache.md"]),
         // Path terms narrow; several are alternatives; `-path:` excludes.
         ("database path:notes/old/", &["/notes/old/db.md"]),
         ("db path:code path:notes/old", &["/code/snake.rs", "/notes/old/db.md"]),
