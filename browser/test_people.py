@@ -199,6 +199,8 @@ def test_roles_change_people_leave_and_sign_out_everywhere(c: Console) -> None:
     c.click_in_row("Rita Role", "Change")
     c.expect_text("Rita Role is now developer.")
     assert c.path().startswith("/console/people?"), f"changing a role led to {c.path()}"
+    c.shot("people-role-changed")
+    narrow_look(c, "role-changed")
     users = c.admin("GET", "/v1/organizations/users?limit=100")["data"]
     assert [u["role"] for u in users if u["email"] == "rita@people.test"] == ["developer"], users
 
