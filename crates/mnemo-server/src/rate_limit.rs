@@ -11,8 +11,8 @@
 //! process's Admin API changes them, and — when other replicas share the store and may change
 //! them — after [`SHARED_OVERRIDES`] at most. With no limit (the default) a request does no
 //! database work beyond that remembered read; with one, it takes from the bucket row every
-//! replica shares ([`Store::take_rate_limit`]), so the replicas together admit N plus one
-//! second of refill.
+//! replica shares ([`mnemo_store::Operations::take_rate_limit`]), so the replicas together admit
+//! N plus one second of refill.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

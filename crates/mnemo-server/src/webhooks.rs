@@ -13,9 +13,9 @@
 //! process writes (SQLite), only once this process wrote something since its last look
 //! (`maintenance::WRITES`: a delivery is only ever queued by a write, and an attempt's
 //! outcome is one), the earliest pending delivery falls due as stored
-//! ([`Store::next_webhook_attempt_in`]: a retry this process scheduled, one a previous process
-//! scheduled before a restart, a claim whose lease runs out), or [`IDLE_LOOK`] has passed. An
-//! idle server used to spend most of its CPU on a look at the outbox every second.
+//! ([`mnemo_store::Operations::next_webhook_attempt_in`]: a retry this process scheduled, one a
+//! previous process scheduled before a restart, a claim whose lease runs out), or [`IDLE_LOOK`]
+//! has passed. An idle server used to spend most of its CPU on a look at the outbox every second.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -341,8 +341,8 @@ mod tests {
 
         // After the copy, the database numbers new rows past the copied `seq`.
         store.finish_copy().await.unwrap();
-        let ws = mnemo_store::Store::default_workspace(&store).await.unwrap();
-        let created = mnemo_store::Store::create_environment(
+        let ws = mnemo_store::Operations::default_workspace(&store).await.unwrap();
+        let created = mnemo_store::Operations::create_environment(
             &store,
             &ws,
             mnemo_store::NewEnvironment {

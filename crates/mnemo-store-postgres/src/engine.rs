@@ -203,20 +203,36 @@ macro_rules! read {
 }
 
 /// A transaction as the SQL primitives of [`mnemo_store::ops`]: each primitive holds the row
-/// locks its name promises (`lock_*`: `FOR UPDATE`; `hold_*`: `FOR KEY SHARE`).
+/// locks its name promises (`lock_*`: `FOR UPDATE`; `hold_*`: `FOR KEY SHARE`); a signal is a
+/// `NOTIFY` on the database's channel, which PostgreSQL delivers when the transaction commits.
 #[derive(Clone, Copy)]
-pub(crate) struct Pg<'t, 'c>(pub(crate) &'t Tx<'c>);
+pub(crate) struct Pg<'t, 'c> {
+    tx: &'t Tx<'c>,
+    channel: &'t str,
+}
+
+impl<'t, 'c> Pg<'t, 'c> {
+    pub(crate) fn new(tx: &'t Tx<'c>, channel: &'t str) -> Self {
+        Self { tx, channel }
+    }
+}
 
 impl<'c> std::ops::Deref for Pg<'_, 'c> {
     type Target = Tx<'c>;
     fn deref(&self) -> &Tx<'c> {
-        self.0
+        self.tx
     }
 }
 
 impl mnemo_store::ops::Clock for Pg<'_, '_> {
     async fn now(&self) -> Result<i64, StoreError> {
-        now(self.0).await
+        now(self.tx).await
+    }
+}
+
+impl mnemo_store::ops::SignalSql for Pg<'_, '_> {
+    async fn signal(&self, signal: mnemo_store::Signal) -> Result<(), StoreError> {
+        notify(self.tx, self.channel, &signal).await
     }
 }
 

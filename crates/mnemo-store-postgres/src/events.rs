@@ -5,10 +5,10 @@
 //! it writes, and the events it writes are numbered after every event already committed: a
 //! reader that has seen position `n` of a log never later finds an event before `n`.
 
-use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus, WorkspaceId};
+use mnemo_api::{EventId, LoggedEvent, SessionId, SessionStatus, WorkspaceId};
 use mnemo_store::ops::{self, SessionRow};
 use mnemo_store::row::SessionBody;
-use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
+use mnemo_store::{Cursor, ListEvents, Listing, Result, SessionEvent, StoreError};
 
 use crate::engine::{Param, Pg, Tx, all, col, exec, opt};
 use crate::{parse_id, sessions};
@@ -144,16 +144,4 @@ impl ops::SessionSql for Pg<'_, '_> {
         .await
         .map(drop)
     }
-}
-
-/// Appends events under the session's rules ([`ops::events::append`]).
-pub(crate) async fn append(
-    tx: &Tx<'_>,
-    ws: &WorkspaceId,
-    session: &SessionId,
-    events: Vec<Event>,
-    author: &EventAuthor,
-    lease_ttl: u64,
-) -> Result<Appended> {
-    ops::events::append(&Pg(tx), ws, session, events, author, lease_ttl).await
 }

@@ -33,7 +33,7 @@ mod webhooks;
 mod work;
 mod workspaces;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,19 +41,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use mnemo_api::{
-    Access, Actor, Agent, AgentId, AgentParams, AgentSpec, ApiKeyId, Environment, EnvironmentId, EnvironmentKey,
-    EnvironmentKeyId, Event, Memory, MemoryId, MemoryListItem, MemoryPath, MemoryStore, MemoryStoreId, MemoryVersion,
-    MemoryVersionId, Session, SessionId, View, Work, WorkId, WorkQueueStats,
+    Agent, AgentId, Environment, EnvironmentId, Memory, MemoryId, MemoryListItem, MemoryStore, MemoryStoreId,
+    MemoryVersion, MemoryVersionId, Session, SessionId, View, Work,
 };
-use mnemo_api::{AdminKeyId, WebhookDelivery, WebhookEndpoint, WebhookEndpointId, WorkspaceId};
-use mnemo_store::Principal;
+use mnemo_api::{WebhookDelivery, WorkspaceId};
+use mnemo_store::ClaimedDelivery;
 use mnemo_store::{
-    Appended, ConsoleSession, CredentialHash, Cursor, EnvironmentPatch, EventAuthor, HeartbeatOutcome, Limits,
-    ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing, MemoryChange, MemoryExport,
-    MemoryFeedEntry, MemoryStorePatch, MemoryStoreUsage, NewEnvironment, NewMemoryStore, NewSession, Result,
-    SessionEvent, Signal, Store,
+    Cursor, Limits, ListEvents, ListMemories, ListMemoryStores, ListMemoryVersions, ListSessions, Listing,
+    MemoryExport, MemoryFeedEntry, MemoryStoreUsage, Result, SessionEvent, Signal, Store,
 };
-use mnemo_store::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio::sync::broadcast;
@@ -63,7 +59,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 pub use check::{PgCheckReport, check};
 pub use listen::RECHECK_EVERY;
 
-use crate::engine::{Engine, Pg, failure, notify};
+use crate::engine::{Engine, Pg, failure};
 use mnemo_store::ops::{self, SessionRowSql};
 
 /// Where and how to connect.
@@ -278,10 +274,6 @@ impl PostgresStore {
             indexer: Mutex::new(Some(indexer)),
         })
     }
-
-    async fn signal(&self, tx: &engine::Tx<'_>, signal: &Signal) -> Result<()> {
-        notify(tx, &self.channel, signal).await
-    }
 }
 
 impl Drop for PostgresStore {
@@ -298,10 +290,32 @@ impl Drop for PostgresStore {
 pub(crate) use mnemo_api::rfc3339_micros as rfc3339;
 pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, rfc3339_opt, ts, ts_opt};
 
-/// Writes that kill credentials tell every replica to forget the ones it remembers.
-async fn credentials_changed(store: &PostgresStore, tx: &engine::Tx<'_>) -> Result<()> {
-    store.signal(tx, &Signal::Credentials).await
+impl PostgresStore {
+    /// Runs `op` in a read-only transaction on one snapshot.
+    async fn read<T>(&self, op: impl AsyncFnOnce(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
+        let mut client = self.engine.client().await?;
+        let tx = engine::begin_read(&mut client).await?;
+        let out = op(&Pg::new(&tx, &self.channel)).await;
+        engine::finish(tx, out).await
+    }
+
+    /// Runs `op` in a read-write transaction that commits when it returns `Ok`; a deadlock or
+    /// serialization failure runs it again (after a pause that grows with each attempt).
+    async fn write<T>(&self, mut op: impl AsyncFnMut(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
+        let mut attempt = 0_u32;
+        loop {
+            let mut client = self.engine.client().await?;
+            let tx = engine::begin_write(&mut client).await?;
+            let out = op(&Pg::new(&tx, &self.channel)).await;
+            match engine::finish(tx, out).await {
+                Err(e) if Engine::again(&e, &mut attempt).await => continue,
+                done => return done,
+            }
+        }
+    }
 }
+
+mnemo_store::operations!(PostgresStore);
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -325,365 +339,6 @@ impl Store for PostgresStore {
         self.signals.subscribe()
     }
 
-    async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>> {
-        read!(self.engine, |tx| ops::credentials::find_api_key(&Pg(&tx), &hash).await)
-    }
-
-    async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
-        write!(self.engine, |tx| ops::credentials::ensure_api_key(&Pg(&tx), &hash, label).await)
-    }
-
-    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId> {
-        write!(self.engine, |tx| ops::credentials::ensure_api_key_in(&Pg(&tx), ws, &hash, label).await)
-    }
-
-    async fn count_api_keys(&self) -> Result<u64> {
-        read!(self.engine, |tx| ops::credentials::count_api_keys(&Pg(&tx)).await)
-    }
-
-    async fn ensure_admin_key(&self, hash: CredentialHash, name: &str) -> Result<AdminKeyId> {
-        write!(self.engine, |tx| ops::credentials::ensure_admin_key(&Pg(&tx), &hash, name).await)
-    }
-
-    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Principal>> {
-        read!(self.engine, |tx| ops::credentials::resolve_credential(&Pg(&tx), &hash).await)
-    }
-
-    async fn default_workspace(&self) -> Result<WorkspaceId> {
-        read!(self.engine, |tx| ops::CredentialSql::default_workspace(&Pg(&tx)).await)
-    }
-
-    async fn create_workspace(&self, name: &str) -> Result<WorkspaceId> {
-        write!(self.engine, |tx| ops::workspaces::create(&Pg(&tx), name).await)
-    }
-
-    async fn organization(&self) -> Result<mnemo_api::Organization> {
-        read!(self.engine, |tx| ops::workspaces::organization(&Pg(&tx)).await)
-    }
-
-    async fn rename_organization(&self, name: &str) -> Result<mnemo_api::Organization> {
-        write!(self.engine, |tx| ops::workspaces::rename_organization(&Pg(&tx), name).await)
-    }
-
-    async fn create_workspace_with(&self, new: mnemo_api::NewWorkspace, max: u32) -> Result<mnemo_api::Workspace> {
-        write!(self.engine, |tx| ops::workspaces::create_workspace(&Pg(&tx), &new, max).await)
-    }
-
-    async fn get_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace> {
-        read!(self.engine, |tx| ops::workspaces::get(&Pg(&tx), id).await)
-    }
-
-    async fn update_workspace(
-        &self,
-        id: &WorkspaceId,
-        body: mnemo_api::WorkspaceUpdate,
-    ) -> Result<mnemo_api::Workspace> {
-        write!(self.engine, |tx| ops::workspaces::update(&Pg(&tx), id, &body).await)
-    }
-
-    async fn list_workspaces(
-        &self,
-        query: ops::workspaces::ListWorkspaces,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::Workspace>> {
-        read!(self.engine, |tx| ops::workspaces::list(&Pg(&tx), &query).await)
-    }
-
-    async fn archive_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace> {
-        write!(self.engine, |tx| {
-            let (workspace, revoked) = ops::workspaces::archive(&Pg(&tx), id).await?;
-            if revoked {
-                credentials_changed(self, &tx).await?;
-            }
-            Ok(workspace)
-        })
-    }
-
-    async fn workspace_rate_limits(&self, id: &WorkspaceId) -> Result<ops::workspaces::Overrides> {
-        read!(self.engine, |tx| ops::workspaces::overrides(&Pg(&tx), id).await)
-    }
-
-    async fn update_workspace_rate_limits(
-        &self,
-        id: &WorkspaceId,
-        entry: mnemo_store::rules::rate_limit::Entry,
-        body: mnemo_api::RateLimitUpdate,
-    ) -> Result<BTreeMap<mnemo_api::LimiterType, u64>> {
-        write!(self.engine, |tx| ops::workspaces::update_overrides(&Pg(&tx), id, &entry, &body).await)
-    }
-
-    async fn create_api_key(
-        &self,
-        new: mnemo_api::NewApiKey,
-        hash: CredentialHash,
-        hint: &str,
-        created_by: Option<&str>,
-    ) -> Result<mnemo_api::ApiKey> {
-        write!(self.engine, |tx| ops::credentials::create_api_key(&Pg(&tx), &new, &hash, hint, created_by).await)
-    }
-
-    async fn get_api_key(&self, id: &ApiKeyId) -> Result<mnemo_api::ApiKey> {
-        read!(self.engine, |tx| ops::credentials::get_api_key(&Pg(&tx), id).await)
-    }
-
-    async fn list_api_keys(
-        &self,
-        query: ops::credentials::ListApiKeys,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::ApiKey>> {
-        read!(self.engine, |tx| ops::credentials::list_api_keys(&Pg(&tx), &query).await)
-    }
-
-    async fn update_api_key(&self, id: &ApiKeyId, body: mnemo_api::ApiKeyUpdate) -> Result<(mnemo_api::ApiKey, bool)> {
-        write!(self.engine, |tx| {
-            let (key, revoked) = ops::credentials::update_api_key(&Pg(&tx), id, &body).await?;
-            if revoked {
-                credentials_changed(self, &tx).await?;
-            }
-            Ok((key, revoked))
-        })
-    }
-
-    async fn count_admin_keys(&self) -> Result<u64> {
-        read!(self.engine, |tx| ops::CredentialSql::count_live_admin_keys(&Pg(&tx)).await)
-    }
-
-    async fn create_invite(
-        &self,
-        new: mnemo_api::NewInvite,
-        hash: CredentialHash,
-        ttl_secs: u64,
-    ) -> Result<mnemo_api::Invite> {
-        write!(self.engine, |tx| ops::people::create_invite(&Pg(&tx), &new, &hash, ttl_secs).await)
-    }
-
-    async fn get_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::Invite> {
-        read!(self.engine, |tx| ops::people::get_invite(&Pg(&tx), id).await)
-    }
-
-    async fn list_invites(&self, query: ops::people::ListInvites) -> Result<mnemo_api::AdminPage<mnemo_api::Invite>> {
-        read!(self.engine, |tx| ops::people::list_invites(&Pg(&tx), &query).await)
-    }
-
-    async fn delete_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::InviteDeleted> {
-        write!(self.engine, |tx| ops::people::delete_invite(&Pg(&tx), id).await)
-    }
-
-    async fn get_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
-        read!(self.engine, |tx| ops::people::get_user(&Pg(&tx), id).await)
-    }
-
-    async fn list_users(&self, query: ops::people::ListUsers) -> Result<mnemo_api::AdminPage<mnemo_api::User>> {
-        read!(self.engine, |tx| ops::people::list_users(&Pg(&tx), &query).await)
-    }
-
-    async fn update_user(
-        &self,
-        id: &mnemo_api::UserId,
-        role: mnemo_api::OrgRole,
-        via: mnemo_store::rules::people::Via,
-    ) -> Result<mnemo_api::User> {
-        write!(self.engine, |tx| ops::people::update_user(&Pg(&tx), id, role, via).await)
-    }
-
-    async fn remove_user(
-        &self,
-        id: &mnemo_api::UserId,
-        via: mnemo_store::rules::people::Via,
-    ) -> Result<mnemo_api::UserDeleted> {
-        write!(self.engine, |tx| {
-            let removed = ops::people::remove_user(&Pg(&tx), id, via).await?;
-            // Their console sessions were deleted with them: other replicas forget cached ones.
-            credentials_changed(self, &tx).await?;
-            Ok(removed)
-        })
-    }
-
-    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User> {
-        write!(self.engine, |tx| {
-            let (user, ended) = ops::people::sign_out_user(&Pg(&tx), id).await?;
-            if ended > 0 {
-                credentials_changed(self, &tx).await?;
-            }
-            Ok(user)
-        })
-    }
-
-    async fn create_person_session(
-        &self,
-        hash: CredentialHash,
-        user: &mnemo_api::UserId,
-        ttl_seconds: u64,
-    ) -> Result<mnemo_store::PersonSession> {
-        write!(self.engine, |tx| ops::people::create_person_session(&Pg(&tx), &hash, user, ttl_seconds).await)
-    }
-
-    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>> {
-        read!(self.engine, |tx| ops::people::sign_in_candidate(&Pg(&tx), &email).await)
-    }
-
-    async fn person_sessions(&self, user: &mnemo_api::UserId) -> Result<Vec<mnemo_store::PersonSessionTimes>> {
-        read!(self.engine, |tx| ops::people::person_sessions(&Pg(&tx), user).await)
-    }
-
-    async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<mnemo_store::PersonSession>> {
-        read!(self.engine, |tx| ops::people::find_person_session(&Pg(&tx), &hash).await)
-    }
-
-    async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()> {
-        write!(self.engine, |tx| {
-            if ops::people::revoke_person_session(&Pg(&tx), &hash).await? {
-                credentials_changed(self, &tx).await?;
-            }
-            Ok(())
-        })
-    }
-
-    async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember> {
-        write!(self.engine, |tx| ops::people::add_member(&Pg(&tx), ws, &body).await)
-    }
-
-    async fn person_principal(
-        &self,
-        user: &mnemo_api::UserId,
-        workspace: Option<&WorkspaceId>,
-    ) -> Result<mnemo_store::Principal> {
-        read!(self.engine, |tx| ops::people::person_principal(&Pg(&tx), user, workspace).await)
-    }
-
-    async fn person_workspaces(
-        &self,
-        user: &mnemo_api::UserId,
-    ) -> Result<Vec<(mnemo_api::Workspace, mnemo_api::WorkspaceRole)>> {
-        read!(self.engine, |tx| ops::people::workspaces_of(&Pg(&tx), user).await)
-    }
-
-    async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember> {
-        read!(self.engine, |tx| ops::people::get_member(&Pg(&tx), ws, user).await)
-    }
-
-    async fn update_member(
-        &self,
-        ws: &WorkspaceId,
-        user: &mnemo_api::UserId,
-        role: String,
-    ) -> Result<mnemo_api::WorkspaceMember> {
-        write!(self.engine, |tx| ops::people::update_member(&Pg(&tx), ws, user, &role).await)
-    }
-
-    async fn remove_member(
-        &self,
-        ws: &WorkspaceId,
-        user: &mnemo_api::UserId,
-    ) -> Result<mnemo_api::WorkspaceMemberDeleted> {
-        write!(self.engine, |tx| ops::people::remove_member(&Pg(&tx), ws, user).await)
-    }
-
-    async fn invite_by_link(&self, hash: CredentialHash) -> Result<Option<mnemo_api::Invite>> {
-        read!(self.engine, |tx| ops::people::invite_by_link(&Pg(&tx), &hash).await)
-    }
-
-    async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User> {
-        write!(self.engine, |tx| ops::people::accept_invite(&Pg(&tx), &hash, &joining).await)
-    }
-
-    async fn setup_wanted(&self) -> Result<bool> {
-        read!(self.engine, |tx| ops::people::setup_wanted(&Pg(&tx)).await)
-    }
-
-    async fn sso_sign_in(
-        &self,
-        identity: ops::sso::SsoIdentity,
-        grants: mnemo_store::rules::sso::Grants<WorkspaceId>,
-    ) -> Result<ops::sso::SsoSignIn> {
-        write!(self.engine, |tx| ops::sso::sign_in(&Pg(&tx), &identity, &grants).await)
-    }
-
-    async fn sso_person(
-        &self,
-        issuer: String,
-        subject: String,
-    ) -> Result<Option<(mnemo_api::User, mnemo_store::rules::sso::Grants<WorkspaceId>)>> {
-        read!(self.engine, |tx| {
-            let sql = Pg(&tx);
-            match ops::sso::person(&sql, &issuer, &subject).await? {
-                None => Ok(None),
-                Some(user) => {
-                    let grants = ops::sso::current_grants(&sql, &user.id).await?;
-                    Ok(Some((user, grants)))
-                }
-            }
-        })
-    }
-
-    async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()> {
-        write!(self.engine, |tx| ops::people::create_setup_link(&Pg(&tx), &hash, ttl_secs).await)
-    }
-
-    async fn setup_link_usable(&self, hash: CredentialHash) -> Result<bool> {
-        read!(self.engine, |tx| ops::people::setup_link_usable(&Pg(&tx), &hash).await)
-    }
-
-    async fn use_setup_link(
-        &self,
-        hash: CredentialHash,
-        email: String,
-        joining: ops::people::Joining,
-    ) -> Result<mnemo_api::User> {
-        write!(self.engine, |tx| ops::people::use_setup_link(&Pg(&tx), &hash, &email, &joining).await)
-    }
-
-    async fn list_members(
-        &self,
-        ws: &WorkspaceId,
-        page: mnemo_api::AdminPageQuery,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>> {
-        read!(self.engine, |tx| ops::people::list_members(&Pg(&tx), ws, &page).await)
-    }
-
-    async fn take_rate_limit(
-        &self,
-        ws: &WorkspaceId,
-        entry: &str,
-        limiter: &mnemo_api::LimiterType,
-        capacity: u64,
-        draw: mnemo_store::rules::rate_limit::Draw,
-    ) -> Result<mnemo_store::rules::rate_limit::Outcome> {
-        let key = ops::BucketKey { workspace: ws, entry, limiter };
-        write!(self.engine, |tx| ops::rate_limits::take(&Pg(&tx), key, capacity, draw).await)
-    }
-
-    async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId> {
-        write!(self.engine, |tx| ops::audit::record(&Pg(&tx), event.clone()).await)
-    }
-
-    async fn list_audit_events(
-        &self,
-        filter: ops::AuditFilter,
-        page: mnemo_api::AdminPageQuery,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::AuditEvent>> {
-        read!(self.engine, |tx| ops::audit::list(&Pg(&tx), &filter, &page).await)
-    }
-
-    async fn prune_audit_events(&self, days: u32) -> Result<u64> {
-        write!(self.engine, |tx| ops::audit::prune(&Pg(&tx), days).await)
-    }
-
-    async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment> {
-        write!(self.engine, |tx| ops::environments::create(&Pg(&tx), ws, &new).await)
-    }
-
-    async fn get_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
-        read!(self.engine, |tx| ops::environments::get(&Pg(&tx), ws, id).await)
-    }
-
-    async fn update_environment(
-        &self,
-        ws: &WorkspaceId,
-        id: &EnvironmentId,
-        patch: EnvironmentPatch,
-    ) -> Result<Environment> {
-        write!(self.engine, |tx| ops::environments::update(&Pg(&tx), ws, id, patch.clone()).await)
-    }
-
     async fn list_environments(
         &self,
         ws: &WorkspaceId,
@@ -694,61 +349,8 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| environments::list(&tx, ws, include_archived, limit, after.as_ref()).await)
     }
 
-    async fn archive_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment> {
-        write!(self.engine, |tx| {
-            let archived = ops::environments::archive(&Pg(&tx), ws, id).await?;
-            credentials_changed(self, &tx).await?;
-            Ok(archived)
-        })
-    }
-
-    async fn delete_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()> {
-        write!(self.engine, |tx| {
-            ops::environments::delete(&Pg(&tx), ws, id).await?;
-            credentials_changed(self, &tx).await
-        })
-    }
-
-    async fn create_environment_key(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        hash: CredentialHash,
-    ) -> Result<EnvironmentKey> {
-        write!(self.engine, |tx| ops::environments::create_key(&Pg(&tx), ws, environment, &hash).await)
-    }
-
-    async fn revoke_environment_key(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        id: &EnvironmentKeyId,
-    ) -> Result<EnvironmentKey> {
-        write!(self.engine, |tx| {
-            let key = ops::environments::revoke_key(&Pg(&tx), ws, environment, id).await?;
-            credentials_changed(self, &tx).await?;
-            Ok(key)
-        })
-    }
-
-    async fn list_environment_keys(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-    ) -> Result<Vec<EnvironmentKey>> {
-        read!(self.engine, |tx| ops::environments::list_keys(&Pg(&tx), ws, environment).await)
-    }
-
-    async fn create_agent(&self, ws: &WorkspaceId, spec: AgentSpec) -> Result<Agent> {
-        write!(self.engine, |tx| ops::agents::create(&Pg(&tx), ws, &spec).await)
-    }
-
     async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent> {
         read!(self.engine, |tx| agents::get(&tx, ws, id, version).await)
-    }
-
-    async fn update_agent(&self, ws: &WorkspaceId, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent> {
-        write!(self.engine, |tx| ops::agents::update(&Pg(&tx), ws, id, base, &params).await)
     }
 
     async fn list_agents(
@@ -761,33 +363,8 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| agents::list(&tx, ws, include_archived, limit, after.as_ref()).await)
     }
 
-    async fn archive_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<Agent> {
-        write!(self.engine, |tx| ops::agents::archive(&Pg(&tx), ws, id).await)
-    }
-
-    async fn create_session(&self, ws: &WorkspaceId, new: NewSession) -> Result<Session> {
-        let ttl = self.limits.work_lease_ttl_seconds;
-        write!(self.engine, |tx| {
-            let created = ops::sessions::create(&Pg(&tx), ws, &new, ttl).await?;
-            if created.queued_work {
-                self.signal(&tx, &Signal::Work).await?;
-            }
-            Ok(created.session)
-        })
-    }
-
     async fn get_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session> {
         read!(self.engine, |tx| sessions::get_with_seq(&tx, ws, id).await.map(|(s, _)| s))
-    }
-
-    async fn update_session(
-        &self,
-        ws: &WorkspaceId,
-        id: &SessionId,
-        title: Option<Option<String>>,
-        metadata: Option<BTreeMap<String, Option<String>>>,
-    ) -> Result<Session> {
-        write!(self.engine, |tx| ops::sessions::update(&Pg(&tx), ws, id, title.clone(), metadata.as_ref()).await)
     }
 
     async fn list_sessions(&self, ws: &WorkspaceId, query: ListSessions) -> Result<Listing<Session>> {
@@ -807,21 +384,6 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| sessions::workspace_of(&tx, id).await)
     }
 
-    async fn archive_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session> {
-        write!(self.engine, |tx| {
-            let session = ops::sessions::archive(&Pg(&tx), ws, id).await?;
-            credentials_changed(self, &tx).await?;
-            Ok(session)
-        })
-    }
-
-    async fn delete_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<()> {
-        write!(self.engine, |tx| {
-            ops::sessions::delete(&Pg(&tx), ws, id).await?;
-            credentials_changed(self, &tx).await
-        })
-    }
-
     async fn list_events(
         &self,
         ws: &WorkspaceId,
@@ -835,122 +397,6 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| events::after(&tx, ws, session, seq).await)
     }
 
-    async fn append_events(
-        &self,
-        ws: &WorkspaceId,
-        session: &SessionId,
-        events: Vec<Event>,
-        author: EventAuthor,
-    ) -> Result<Appended> {
-        let ttl = self.limits.work_lease_ttl_seconds;
-        write!(self.engine, |tx| {
-            let appended = events::append(&tx, ws, session, events.clone(), &author, ttl).await?;
-            if let (Some(first), Some(last)) = (appended.written.first(), appended.written.last()) {
-                let signal = Signal::Events { session: session.clone(), first: first.seq, last: last.seq };
-                self.signal(&tx, &signal).await?;
-            }
-            if appended.enqueued_work {
-                self.signal(&tx, &Signal::Work).await?;
-            }
-            Ok(appended)
-        })
-    }
-
-    async fn claim_turn(
-        &self,
-        ws: &WorkspaceId,
-        session: &SessionId,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<bool> {
-        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        write!(self.engine, |tx| ops::sessions::claim_turn(&Pg(&tx), ws, session, holder, ttl).await)
-    }
-
-    async fn release_turn(&self, ws: &WorkspaceId, session: &SessionId, holder: &str) -> Result<()> {
-        write!(self.engine, |tx| ops::sessions::release_turn(&Pg(&tx), ws, session, holder).await)
-    }
-
-    async fn session_store_access(
-        &self,
-        ws: &WorkspaceId,
-        session: &SessionId,
-        store: &MemoryStoreId,
-    ) -> Result<Option<Access>> {
-        read!(self.engine, |tx| Pg(&tx).store_access(ws, session, store).await)
-    }
-
-    async fn poll_work(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        worker_id: Option<String>,
-        reclaim_ms: u64,
-        token_hash: CredentialHash,
-    ) -> Result<Option<Work>> {
-        write!(self.engine, |tx| {
-            ops::work::poll(&Pg(&tx), ws, environment, worker_id.as_deref(), reclaim_ms, &token_hash).await
-        })
-    }
-
-    async fn expire_work(&self) -> Result<u64> {
-        write!(self.engine, |tx| {
-            let changed = ops::work::expire_all(&Pg(&tx)).await?;
-            if changed > 0 {
-                self.signal(&tx, &Signal::Work).await?;
-            }
-            Ok(changed)
-        })
-    }
-
-    async fn next_work_lapse(&self) -> Result<Option<std::time::Duration>> {
-        read!(self.engine, |tx| ops::work::next_lapse(&Pg(&tx)).await)
-    }
-
-    async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work> {
-        let ttl = self.limits.work_lease_ttl_seconds;
-        write!(self.engine, |tx| {
-            let item = ops::work::enqueue_healthcheck(&Pg(&tx), ws, environment, ttl).await?;
-            self.signal(&tx, &Signal::Work).await?;
-            Ok(item)
-        })
-    }
-
-    async fn ack_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        write!(self.engine, |tx| ops::work::ack(&Pg(&tx), ws, environment, id).await)
-    }
-
-    async fn heartbeat_work(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        id: &WorkId,
-        expected_last_heartbeat: &str,
-        desired_ttl_seconds: Option<u64>,
-    ) -> Result<HeartbeatOutcome> {
-        write!(self.engine, |tx| {
-            ops::work::heartbeat(&Pg(&tx), ws, environment, id, expected_last_heartbeat, desired_ttl_seconds).await
-        })
-    }
-
-    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work> {
-        write!(self.engine, |tx| ops::work::stop(&Pg(&tx), ws, environment, id, force).await)
-    }
-
-    async fn get_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work> {
-        read!(self.engine, |tx| ops::work::get(&Pg(&tx), ws, environment, id).await)
-    }
-
-    async fn update_work_metadata(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        id: &WorkId,
-        patch: BTreeMap<String, Option<String>>,
-    ) -> Result<Work> {
-        write!(self.engine, |tx| ops::work::update_metadata(&Pg(&tx), ws, environment, id, &patch).await)
-    }
-
     async fn list_work(
         &self,
         ws: &WorkspaceId,
@@ -961,25 +407,8 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| work::list(&tx, ws, environment, limit, after.as_ref()).await)
     }
 
-    async fn work_stats(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats> {
-        read!(self.engine, |tx| ops::work::stats(&Pg(&tx), ws, environment).await)
-    }
-
-    async fn create_memory_store(&self, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore> {
-        write!(self.engine, |tx| ops::stores::create_store(&Pg(&tx), ws, new.clone()).await)
-    }
-
     async fn get_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
         read!(self.engine, |tx| stores::get(&tx, ws, id).await)
-    }
-
-    async fn update_memory_store(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-        patch: MemoryStorePatch,
-    ) -> Result<MemoryStore> {
-        write!(self.engine, |tx| ops::stores::update_store(&Pg(&tx), ws, id, patch.clone()).await)
     }
 
     async fn list_memory_stores(&self, ws: &WorkspaceId, query: ListMemoryStores) -> Result<Listing<MemoryStore>> {
@@ -994,64 +423,13 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| stores::usage(&tx, ws, stores).await)
     }
 
-    async fn archive_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore> {
-        write!(self.engine, |tx| ops::stores::archive_store(&Pg(&tx), ws, id).await)
-    }
-
     async fn delete_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()> {
-        write!(self.engine, |tx| ops::stores::delete_store(&Pg(&tx), ws, id).await)
-    }
-
-    async fn create_memory(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        path: MemoryPath,
-        content: String,
-        actor: Actor,
-    ) -> Result<Memory> {
-        let limit = self.limits.max_memories_per_store;
-        write!(self.engine, |tx| {
-            let (memory, seq) =
-                ops::memories::create_memory(&Pg(&tx), ws, store, &path, content.clone(), &actor, limit).await?;
-            self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
-            Ok(memory)
-        })
+        let (ws, id) = (ws.clone(), id.clone());
+        self.write(async move |sql| ops::stores::delete_store(sql, &ws, &id).await).await
     }
 
     async fn get_memory(&self, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory> {
         read!(self.engine, |tx| memories::get(&tx, ws, store, id).await)
-    }
-
-    async fn update_memory(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        id: &MemoryId,
-        change: MemoryChange,
-        actor: Actor,
-    ) -> Result<Memory> {
-        write!(self.engine, |tx| {
-            let (memory, seq) = ops::memories::update_memory(&Pg(&tx), ws, store, id, change.clone(), &actor).await?;
-            if let Some(seq) = seq {
-                self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await?;
-            }
-            Ok(memory)
-        })
-    }
-
-    async fn delete_memory(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        id: &MemoryId,
-        expected_sha256: Option<String>,
-        actor: Actor,
-    ) -> Result<()> {
-        write!(self.engine, |tx| {
-            let seq = ops::memories::delete_memory(&Pg(&tx), ws, store, id, expected_sha256.as_deref(), &actor).await?;
-            self.signal(&tx, &Signal::Memory { store: store.clone(), seq }).await
-        })
     }
 
     async fn memory_change_seq(&self, ws: &WorkspaceId, store: &MemoryStoreId) -> Result<i64> {
@@ -1067,136 +445,6 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| memories::list(&tx, ws, store, &query).await)
     }
 
-    async fn create_dream(
-        &self,
-        ws: &WorkspaceId,
-        request: mnemo_api::DreamRequest,
-        idempotency: Option<(String, String)>,
-        max_pending: u32,
-    ) -> Result<mnemo_api::Dream> {
-        write!(self.engine, |tx| ops::dreams::create(&Pg(&tx), ws, &request, idempotency.clone(), max_pending).await)
-    }
-
-    async fn get_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
-        read!(self.engine, |tx| ops::dreams::get(&Pg(&tx), ws, id).await)
-    }
-
-    async fn list_dreams(&self, ws: &WorkspaceId, query: ops::dreams::ListDreams) -> Result<Listing<mnemo_api::Dream>> {
-        read!(self.engine, |tx| ops::dreams::list(&Pg(&tx), ws, &query).await)
-    }
-
-    async fn cancel_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
-        write!(self.engine, |tx| ops::dreams::cancel(&Pg(&tx), ws, id).await)
-    }
-
-    async fn archive_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream> {
-        write!(self.engine, |tx| ops::dreams::archive(&Pg(&tx), ws, id).await)
-    }
-
-    async fn claim_dream(
-        &self,
-        holder: &str,
-        ttl: std::time::Duration,
-        max_running: u32,
-    ) -> Result<Option<ops::dreams::Claimed>> {
-        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        write!(self.engine, |tx| ops::dreams::claim_next(&Pg(&tx), holder, ttl, max_running).await)
-    }
-
-    async fn renew_dream(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<Option<mnemo_api::Dream>> {
-        let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-        write!(self.engine, |tx| ops::dreams::renew(&Pg(&tx), ws, id, holder, ttl).await)
-    }
-
-    async fn start_dream(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        session: NewSession,
-    ) -> Result<mnemo_api::Dream> {
-        let work_ttl = self.limits.work_lease_ttl_seconds;
-        write!(self.engine, |tx| ops::dreams::start(&Pg(&tx), ws, id, holder, &session, work_ttl).await)
-    }
-
-    async fn copy_dream_input(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        actor: mnemo_api::Actor,
-        max_bytes: u64,
-    ) -> Result<ops::dreams::Copied> {
-        let cap = self.limits.max_memories_per_store;
-        write!(self.engine, |tx| ops::dreams::copy_input(&Pg(&tx), ws, id, holder, &actor, max_bytes, cap).await)
-    }
-
-    async fn set_dream_usage(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        usage: mnemo_api::DreamUsage,
-    ) -> Result<mnemo_api::Dream> {
-        write!(self.engine, |tx| ops::dreams::set_usage(&Pg(&tx), ws, id, usage).await)
-    }
-
-    async fn dream_verification(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        start_memories: u64,
-    ) -> Result<mnemo_store::rules::dream::Verification> {
-        write!(self.engine, |tx| ops::dreams::verification(&Pg(&tx), ws, id, start_memories).await)
-    }
-
-    async fn finish_dream(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        outcome: mnemo_store::rules::dream::Outcome,
-    ) -> Result<mnemo_api::Dream> {
-        write!(self.engine, |tx| ops::dreams::finish(&Pg(&tx), ws, id, holder, outcome.clone()).await)
-    }
-
-    async fn store_retention(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-    ) -> Result<Option<mnemo_store::rules::retention::Retention>> {
-        read!(self.engine, |tx| ops::retention::get(&Pg(&tx), ws, id).await)
-    }
-
-    async fn set_store_retention(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-        own: Option<mnemo_store::rules::retention::Retention>,
-    ) -> Result<Option<mnemo_store::rules::retention::Retention>> {
-        write!(self.engine, |tx| ops::retention::set(&Pg(&tx), ws, id, own).await)
-    }
-
-    async fn retention_stores(&self) -> Result<Vec<ops::retention::RetentionStore>> {
-        read!(self.engine, |tx| ops::retention::stores(&Pg(&tx)).await)
-    }
-
-    async fn purge_versions(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-        retention: mnemo_store::rules::retention::Retention,
-        after: i64,
-        limit: u32,
-    ) -> Result<Option<ops::retention::PurgeBatch>> {
-        write!(self.engine, |tx| ops::retention::purge_batch(&Pg(&tx), ws, id, retention, after, limit).await)
-    }
-
     async fn search_memories(
         &self,
         ws: &WorkspaceId,
@@ -1207,27 +455,6 @@ impl Store for PostgresStore {
 
     async fn catch_up_search_index(&self) -> Result<u64> {
         search_index::catch_up(&self.engine).await
-    }
-
-    async fn rank_by_meaning(
-        &self,
-        ws: &WorkspaceId,
-        query: ops::embeddings::MeaningQuery,
-    ) -> Result<ops::embeddings::MeaningRanking> {
-        read!(self.engine, |tx| ops::embeddings::rank(&Pg(&tx), ws, &query).await)
-    }
-
-    async fn pending_embeddings(
-        &self,
-        model: &str,
-        after: i64,
-        limit: u32,
-    ) -> Result<Vec<ops::embeddings::PendingEmbedding>> {
-        read!(self.engine, |tx| ops::embeddings::pending(&Pg(&tx), model, after, limit).await)
-    }
-
-    async fn put_embeddings(&self, model: &str, made: Vec<(i64, i64, Option<Vec<u8>>)>) -> Result<usize> {
-        write!(self.engine, |tx| ops::embeddings::put(&Pg(&tx), model, &made).await)
     }
 
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {
@@ -1280,105 +507,8 @@ impl Store for PostgresStore {
         read!(self.engine, |tx| versions::list(&tx, ws, store, &query).await)
     }
 
-    async fn redact_memory_version(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        id: &MemoryVersionId,
-        actor: Actor,
-    ) -> Result<MemoryVersion> {
-        write!(self.engine, |tx| ops::versions::redact(&Pg(&tx), ws, store, id, &actor).await)
-    }
-
-    async fn create_console_session(
-        &self,
-        hash: CredentialHash,
-        api_key: &ApiKeyId,
-        ttl_seconds: u64,
-    ) -> Result<ConsoleSession> {
-        write!(self.engine, |tx| ops::console::create(&Pg(&tx), &hash, api_key, ttl_seconds).await)
-    }
-
-    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>> {
-        read!(self.engine, |tx| ops::console::find(&Pg(&tx), &hash).await)
-    }
-
-    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()> {
-        write!(self.engine, |tx| {
-            if ops::console::revoke(&Pg(&tx), &hash).await? {
-                credentials_changed(self, &tx).await?;
-            }
-            Ok(())
-        })
-    }
-    async fn create_webhook_endpoint(&self, ws: &WorkspaceId, new: NewWebhookEndpoint) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| ops::webhooks::create_endpoint(&Pg(&tx), ws, &new).await)
-    }
-
-    async fn get_webhook_endpoint(
-        &self,
-        ws: &WorkspaceId,
-        id: &WebhookEndpointId,
-        with_secret: bool,
-    ) -> Result<WebhookEndpoint> {
-        read!(self.engine, |tx| ops::webhooks::get_endpoint(&Pg(&tx), ws, id, with_secret).await)
-    }
-
-    async fn rotate_webhook_secret(
-        &self,
-        ws: &WorkspaceId,
-        id: &WebhookEndpointId,
-        secret: String,
-        keep_previous: Duration,
-    ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| ops::webhooks::rotate_secret(&Pg(&tx), ws, id, &secret, keep_previous).await)
-    }
-
-    async fn update_webhook_endpoint(
-        &self,
-        ws: &WorkspaceId,
-        id: &WebhookEndpointId,
-        patch: WebhookEndpointPatch,
-    ) -> Result<WebhookEndpoint> {
-        write!(self.engine, |tx| ops::webhooks::update_endpoint(&Pg(&tx), ws, id, patch.clone()).await)
-    }
-
-    async fn list_webhook_endpoints(
-        &self,
-        ws: &WorkspaceId,
-        limit: u32,
-        after: Option<Cursor>,
-    ) -> Result<Listing<WebhookEndpoint>> {
-        read!(self.engine, |tx| ops::webhooks::list_endpoints(&Pg(&tx), ws, limit, after.as_ref()).await)
-    }
-
-    async fn delete_webhook_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<()> {
-        write!(self.engine, |tx| ops::webhooks::delete_endpoint(&Pg(&tx), ws, id).await)
-    }
-
-    async fn list_webhook_deliveries(
-        &self,
-        ws: &WorkspaceId,
-        endpoint: &WebhookEndpointId,
-        query: ListWebhookDeliveries,
-    ) -> Result<Listing<WebhookDelivery>> {
-        read!(self.engine, |tx| ops::webhooks::list_deliveries(&Pg(&tx), ws, endpoint, &query).await)
-    }
-
     async fn claim_webhook_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedDelivery>> {
-        write!(self.engine, |tx| ops::webhooks::claim(&Pg(&tx), limit, lease).await)
-    }
-
-    async fn next_webhook_attempt_in(&self) -> Result<Option<Duration>> {
-        read!(self.engine, |tx| ops::webhooks::next_due_in(&Pg(&tx)).await)
-    }
-
-    async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool> {
-        write!(self.engine, |tx| ops::webhooks::finish_attempt(&Pg(&tx), &attempt).await)
-    }
-
-    async fn prune_webhook_deliveries(&self, age: Duration) -> Result<u64> {
-        write!(self.engine, |tx| ops::webhooks::prune(&Pg(&tx), age).await)
+        self.write(async move |sql| ops::webhooks::claim(sql, limit, lease).await).await
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! Needs `MNEMO_TEST_POSTGRES` (see `mnemo_store_tests::Postgres`).
 
-use mnemo_store::{Limits, ListEvents, Store, StoreError};
+use mnemo_store::{Limits, ListEvents, Operations, Store, StoreError};
 use mnemo_store_postgres::PostgresStore;
 use mnemo_store_tests::Postgres;
 use mnemo_store_tests::cases::fixtures::{environment, person, session, user_message};

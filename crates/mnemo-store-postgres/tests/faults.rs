@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemo_store::{Limits, NewMemoryStore, Signal, Store, StoreError};
+use mnemo_store::{Limits, NewMemoryStore, Operations, Signal, Store, StoreError};
 use mnemo_store_postgres::PostgresStore;
 use mnemo_store_tests::Postgres;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};

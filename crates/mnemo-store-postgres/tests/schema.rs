@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use mnemo_store::{Limits, Store};
+use mnemo_store::{Limits, Operations, Store};
 use mnemo_store_postgres::PostgresStore;
 use mnemo_store_tests::Postgres;
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mnemo_store::{Limits, Store};
+use mnemo_store::{Limits, Operations, Store};
 use mnemo_store_postgres::{PostgresSettings, PostgresStore};
 use mnemo_store_tests::Postgres;
 

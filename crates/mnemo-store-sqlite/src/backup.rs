@@ -267,6 +267,7 @@ fn copy_pages(
 
 #[cfg(test)]
 mod tests {
+    use mnemo_store::Operations;
     use mnemo_store::Store;
     use mnemo_store::copy::TABLES;
     use rusqlite::types::Value;

@@ -222,6 +222,7 @@ fn schema(conn: &Connection, version: i64) -> rusqlite::Result<Outcome> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use mnemo_store::Operations;
     use std::collections::BTreeMap;
 
     use mnemo_api::{Actor, MemoryPath};

@@ -220,8 +220,8 @@ mod tests {
         assert_eq!(store.read_rows(envs, None, 10).await.unwrap(), vec![env]);
 
         // The database numbers new rows past the copied `seq`.
-        let ws = mnemo_store::Store::default_workspace(&store).await.unwrap();
-        let created = mnemo_store::Store::create_environment(
+        let ws = mnemo_store::Operations::default_workspace(&store).await.unwrap();
+        let created = mnemo_store::Operations::create_environment(
             &store,
             &ws,
             mnemo_store::NewEnvironment {

@@ -86,6 +86,7 @@ impl ops::EmbeddingSql for Lite<'_> {
 #[cfg(test)]
 mod tests {
     use mnemo_api::{Actor, MemoryPath};
+    use mnemo_store::Operations;
     use mnemo_store::{MemoryChange, NewMemoryStore, Store};
 
     use crate::engine::backend;

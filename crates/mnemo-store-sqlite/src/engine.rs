@@ -10,7 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
-use mnemo_store::StoreError;
+use std::cell::RefCell;
+
+use mnemo_store::{Signal, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
@@ -374,14 +376,34 @@ fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
 
 /// The writer's (or a reader's) connection as the SQL primitives of [`mnemo_store::ops`]:
 /// every primitive runs at once on the calling thread, so an operation over them runs to its end
-/// with [`mnemo_store::ops::run_ready`].
-#[derive(Clone, Copy)]
-pub(crate) struct Lite<'c>(pub(crate) &'c Connection);
+/// with [`mnemo_store::ops::run_ready`]. It holds the signals a write sends once it commits.
+pub(crate) struct Lite<'c> {
+    conn: &'c Connection,
+    signals: RefCell<Vec<Signal>>,
+}
+
+impl<'c> Lite<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> Self {
+        Self { conn, signals: RefCell::new(Vec::new()) }
+    }
+
+    /// The signals the transaction sent, to deliver once it committed.
+    pub(crate) fn into_signals(self) -> Vec<Signal> {
+        self.signals.into_inner()
+    }
+}
 
 impl std::ops::Deref for Lite<'_> {
     type Target = Connection;
     fn deref(&self) -> &Connection {
-        self.0
+        self.conn
+    }
+}
+
+impl mnemo_store::ops::SignalSql for Lite<'_> {
+    async fn signal(&self, signal: Signal) -> Result<(), StoreError> {
+        self.signals.borrow_mut().push(signal);
+        Ok(())
     }
 }
 

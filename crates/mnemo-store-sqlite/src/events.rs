@@ -1,9 +1,9 @@
 //! Session events: the log, and appending to it under the session's rules.
 
-use mnemo_api::{Event, EventId, LoggedEvent, SessionId, SessionStatus, WorkspaceId};
-use mnemo_store::ops::{self, SessionRow, run_ready};
+use mnemo_api::{EventId, LoggedEvent, SessionId, SessionStatus, WorkspaceId};
+use mnemo_store::ops::{self, SessionRow};
 use mnemo_store::row::SessionBody;
-use mnemo_store::{Appended, Cursor, EventAuthor, ListEvents, Listing, Result, SessionEvent, StoreError};
+use mnemo_store::{Cursor, ListEvents, Listing, Result, SessionEvent, StoreError};
 use rusqlite::{Connection, params};
 
 use crate::engine::{Lite, backend, query_all, query_one};
@@ -133,16 +133,4 @@ impl ops::SessionSql for Lite<'_> {
             .map_err(backend)?;
         Ok(())
     }
-}
-
-/// Appends events under the session's rules ([`ops::events::append`]).
-pub(crate) fn append(
-    c: &Connection,
-    ws: &WorkspaceId,
-    session: &SessionId,
-    events: Vec<Event>,
-    author: &EventAuthor,
-    lease_ttl: u64,
-) -> Result<Appended> {
-    run_ready(ops::events::append(&Lite(c), ws, session, events, author, lease_ttl))
 }

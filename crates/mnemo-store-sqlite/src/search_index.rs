@@ -299,6 +299,7 @@ fn take_in(conn: &Connection, engine: &Engine) -> Result<usize, StoreError> {
 #[cfg(test)]
 mod tests {
     use mnemo_api::{Actor, MemoryPath};
+    use mnemo_store::Operations;
     use mnemo_store::Store;
     use mnemo_store::rules::search::parse;
     use mnemo_store::search::{SearchMemories, SearchScope};

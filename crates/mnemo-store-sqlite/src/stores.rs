@@ -172,6 +172,7 @@ impl ops::StoreSql for Lite<'_> {
 #[cfg(test)]
 mod tests {
     use mnemo_api::{Actor, MemoryPath};
+    use mnemo_store::Operations;
     use mnemo_store::{NewMemoryStore, Store};
     use rusqlite::params;
 

@@ -60,6 +60,7 @@ pub mod check;
 pub mod copy;
 mod cursor;
 mod error;
+pub mod operations;
 pub mod ops;
 pub mod row;
 pub mod rules;
@@ -79,6 +80,7 @@ use mnemo_api::{
 
 pub use cursor::Cursor;
 pub use error::{BoxError, CorruptRow, ErrorCode, StoreError};
+pub use operations::Operations;
 pub use rules::session::EventAuthor;
 pub use webhook::{ClaimedDelivery, ListWebhookDeliveries, NewWebhookEndpoint, WebhookAttempt, WebhookEndpointPatch};
 
@@ -321,9 +323,9 @@ pub struct MemoryChange {
 /// One write of [`Store::write_memories`], already checked as its own endpoint checks it.
 #[derive(Debug, Clone)]
 pub enum MemoryWriteOp {
-    /// What [`Store::create_memory`] does.
+    /// What [`Operations::create_memory`] does.
     Create { path: MemoryPath, content: String },
-    /// What [`Store::update_memory`] does.
+    /// What [`Operations::update_memory`] does.
     Update { id: MemoryId, change: MemoryChange },
 }
 
@@ -449,7 +451,8 @@ pub enum Credential {
         environment: EnvironmentId,
     },
     /// A person (a console session of theirs, or later an identity provider's token) acting in
-    /// one workspace, the [`Principal`]'s, with their roles there ([`Store::person_principal`]).
+    /// one workspace, the [`Principal`]'s, with their roles there
+    /// ([`Operations::person_principal`]).
     Person {
         user: mnemo_api::UserId,
         role: rules::scope::PersonRole,
@@ -528,247 +531,19 @@ pub enum Signal {
 /// poller at a time and its lease is judged by one clock; a session's events are numbered in
 /// commit order, so `events_after(seq)` never misses an event committed later.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Operations {
     /// Finishes queued writes and releases the database; later calls fail.
     async fn close(&self);
-
     /// Changes made through every process sharing this database (this one included), for a
     /// backend several processes share; `None` when this process makes every change itself.
     fn signals(&self) -> Option<tokio::sync::broadcast::Receiver<Signal>> {
         None
     }
-
     /// Memory changes as they commit, through every process sharing this database, for every
     /// backend (the change feed waits on these instead of polling): a [`Signal::Memory`] after
     /// each commit that wrote versions, and [`Signal::Resync`] when some may have been missed.
     /// Other signals may be mixed in; subscribers ignore them.
     fn memory_signals(&self) -> tokio::sync::broadcast::Receiver<Signal>;
-
-    /// The API key whose secret hashes to `hash`, unless revoked.
-    async fn find_api_key(&self, hash: CredentialHash) -> Result<Option<ApiKeyId>>;
-    /// Records an API key by the hash of its secret; an already known hash is left alone.
-    /// Returns the key's id.
-    async fn ensure_api_key(&self, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
-    /// Records an API key of workspace `ws` by the hash of its secret; an already known hash is
-    /// left alone (wherever it is). Returns the key's id.
-    async fn ensure_api_key_in(&self, ws: &WorkspaceId, hash: CredentialHash, label: &str) -> Result<ApiKeyId>;
-    /// How many active API keys exist.
-    async fn count_api_keys(&self) -> Result<u64>;
-    /// Records an admin key by the hash of its secret; an already known hash is left alone.
-    /// Returns the key's id.
-    async fn ensure_admin_key(&self, hash: CredentialHash, name: &str) -> Result<AdminKeyId>;
-    /// Whatever live credential hashes to `hash`, and the workspace it is bound to.
-    async fn resolve_credential(&self, hash: CredentialHash) -> Result<Option<Principal>>;
-    /// The Default workspace.
-    async fn default_workspace(&self) -> Result<WorkspaceId>;
-    /// Creates a workspace named `name` (default colour, no tags).
-    async fn create_workspace(&self, name: &str) -> Result<WorkspaceId>;
-    /// The organization this server is (admin-api.md §8.1).
-    async fn organization(&self) -> Result<mnemo_api::Organization>;
-    /// Renames the organization (`mnemo serve --org-name`).
-    async fn rename_organization(&self, name: &str) -> Result<mnemo_api::Organization>;
-    /// Creates a validated workspace unless `max` active ones exist.
-    async fn create_workspace_with(&self, new: mnemo_api::NewWorkspace, max: u32) -> Result<mnemo_api::Workspace>;
-    /// One workspace, archived or not.
-    async fn get_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace>;
-    /// Updates a workspace (the Default one keeps its name).
-    async fn update_workspace(
-        &self,
-        id: &WorkspaceId,
-        body: mnemo_api::WorkspaceUpdate,
-    ) -> Result<mnemo_api::Workspace>;
-    /// A page of workspaces.
-    async fn list_workspaces(
-        &self,
-        query: ops::workspaces::ListWorkspaces,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::Workspace>>;
-    /// Archives a workspace and, in the same transaction, its keys, environment keys, work and
-    /// webhook deliveries (admin-api.md §8.5); idempotent. Credentials that died are announced
-    /// to every process sharing the database ([`Signal::Credentials`]).
-    async fn archive_workspace(&self, id: &WorkspaceId) -> Result<mnemo_api::Workspace>;
-    /// A workspace's rate-limit overrides by entry.
-    async fn workspace_rate_limits(&self, id: &WorkspaceId) -> Result<ops::workspaces::Overrides>;
-    /// Changes a workspace's overrides of one entry; answers that entry's overrides.
-    async fn update_workspace_rate_limits(
-        &self,
-        id: &WorkspaceId,
-        entry: rules::rate_limit::Entry,
-        body: mnemo_api::RateLimitUpdate,
-    ) -> Result<BTreeMap<mnemo_api::LimiterType, u64>>;
-    /// Mints an API key (its secret's hash and hint given) in an open workspace.
-    async fn create_api_key(
-        &self,
-        new: mnemo_api::NewApiKey,
-        hash: CredentialHash,
-        hint: &str,
-        created_by: Option<&str>,
-    ) -> Result<mnemo_api::ApiKey>;
-    /// One API key.
-    async fn get_api_key(&self, id: &ApiKeyId) -> Result<mnemo_api::ApiKey>;
-    /// A page of API keys.
-    async fn list_api_keys(
-        &self,
-        query: ops::credentials::ListApiKeys,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::ApiKey>>;
-    /// Renames a key or changes its status; answers the key and whether it stopped
-    /// authenticating (then announced as [`Signal::Credentials`]).
-    async fn update_api_key(&self, id: &ApiKeyId, body: mnemo_api::ApiKeyUpdate) -> Result<(mnemo_api::ApiKey, bool)>;
-    /// How many admin keys are not revoked.
-    async fn count_admin_keys(&self) -> Result<u64>;
-
-    // People (admin-api.md §8.6, §8.7): every change is judged by `rules::people` on the state
-    // it commits on.
-
-    /// Invites `new.email` as `new.role` for `ttl_secs`, the link's secret kept as `hash`.
-    async fn create_invite(
-        &self,
-        new: mnemo_api::NewInvite,
-        hash: CredentialHash,
-        ttl_secs: u64,
-    ) -> Result<mnemo_api::Invite>;
-    /// One invite, whatever its status.
-    async fn get_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::Invite>;
-    /// A page of invites.
-    async fn list_invites(&self, query: ops::people::ListInvites) -> Result<mnemo_api::AdminPage<mnemo_api::Invite>>;
-    /// Deletes a pending invite.
-    async fn delete_invite(&self, id: &mnemo_api::InviteId) -> Result<mnemo_api::InviteDeleted>;
-    /// One person.
-    async fn get_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
-    /// A page of people.
-    async fn list_users(&self, query: ops::people::ListUsers) -> Result<mnemo_api::AdminPage<mnemo_api::User>>;
-    /// Changes a person's org role, as `via` may.
-    async fn update_user(
-        &self,
-        id: &mnemo_api::UserId,
-        role: mnemo_api::OrgRole,
-        via: rules::people::Via,
-    ) -> Result<mnemo_api::User>;
-    /// Removes a person, as `via` may, ending their memberships at once.
-    async fn remove_user(&self, id: &mnemo_api::UserId, via: rules::people::Via) -> Result<mnemo_api::UserDeleted>;
-    /// Ends every console session of a person at once, on every replica.
-    async fn sign_out_user(&self, id: &mnemo_api::UserId) -> Result<mnemo_api::User>;
-    /// Starts a console session for person `user`, known by the hash of its secret, expiring
-    /// after `ttl_seconds` on the store's clock; an unknown person is `NotFound` ("user"). It
-    /// may delete the person's sessions that ended more than a day ago.
-    async fn create_person_session(
-        &self,
-        hash: CredentialHash,
-        user: &mnemo_api::UserId,
-        ttl_seconds: u64,
-    ) -> Result<PersonSession>;
-    /// Who signs in with `email` (normalized by the store) and the PHC string of their
-    /// password's hash, if they have one; none for an address no person has.
-    async fn sign_in_candidate(&self, email: String) -> Result<Option<(mnemo_api::User, Option<String>)>>;
-    /// The person session whose secret hashes to `hash`, unless it expired, was revoked, or the
-    /// person was removed.
-    async fn find_person_session(&self, hash: CredentialHash) -> Result<Option<PersonSession>>;
-    /// A person's live console sessions, newest first.
-    async fn person_sessions(&self, user: &mnemo_api::UserId) -> Result<Vec<PersonSessionTimes>>;
-    /// Ends a person session (signing out), on every replica; an unknown or ended one: nothing.
-    async fn revoke_person_session(&self, hash: CredentialHash) -> Result<()>;
-    /// The principal of an active person acting in `workspace` (spec §8.2, §8.6): `None` picks
-    /// their only open workspace (Default for an org admin); a person in several naming none is
-    /// [`StoreError::WorkspaceUnspecified`]; a workspace they are not a member of is the same
-    /// `NotFound` as an unknown workspace; a removed person is [`StoreError::Unauthenticated`];
-    /// a person in no workspace is `Forbidden`.
-    async fn person_principal(&self, user: &mnemo_api::UserId, workspace: Option<&WorkspaceId>) -> Result<Principal>;
-    /// The open workspaces person `user` has a role in, with that role (implicit roles
-    /// included), in creation order; none for an unknown person.
-    async fn person_workspaces(
-        &self,
-        user: &mnemo_api::UserId,
-    ) -> Result<Vec<(mnemo_api::Workspace, mnemo_api::WorkspaceRole)>>;
-    /// Adds a person to an open workspace.
-    async fn add_member(&self, ws: &WorkspaceId, body: mnemo_api::MemberAdd) -> Result<mnemo_api::WorkspaceMember>;
-    /// A person's role in a workspace, implicit ones included.
-    async fn get_member(&self, ws: &WorkspaceId, user: &mnemo_api::UserId) -> Result<mnemo_api::WorkspaceMember>;
-    /// Changes a member's workspace role.
-    async fn update_member(
-        &self,
-        ws: &WorkspaceId,
-        user: &mnemo_api::UserId,
-        role: String,
-    ) -> Result<mnemo_api::WorkspaceMember>;
-    /// Removes a person from a workspace.
-    async fn remove_member(
-        &self,
-        ws: &WorkspaceId,
-        user: &mnemo_api::UserId,
-    ) -> Result<mnemo_api::WorkspaceMemberDeleted>;
-    /// A page of a workspace's members, implicit ones included.
-    async fn list_members(
-        &self,
-        ws: &WorkspaceId,
-        page: mnemo_api::AdminPageQuery,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::WorkspaceMember>>;
-
-    /// The invite whose link's secret hashes to `hash`, whatever its status.
-    async fn invite_by_link(&self, hash: CredentialHash) -> Result<Option<mnemo_api::Invite>>;
-    /// Accepts the pending invite whose link hashes to `hash`; the person joins.
-    async fn accept_invite(&self, hash: CredentialHash, joining: ops::people::Joining) -> Result<mnemo_api::User>;
-    /// Whether no admin is active, so a setup link is wanted.
-    async fn setup_wanted(&self) -> Result<bool>;
-    /// Signs in a person through the identity provider: created at their first sign-in, their
-    /// org role and memberships set to `grants` ([`ops::sso::sign_in`]).
-    async fn sso_sign_in(
-        &self,
-        identity: ops::sso::SsoIdentity,
-        grants: rules::sso::Grants<WorkspaceId>,
-    ) -> Result<ops::sso::SsoSignIn>;
-    /// The person linked to `subject` at `issuer` and the grants they hold now, if they are a
-    /// person of the organization.
-    async fn sso_person(
-        &self,
-        issuer: String,
-        subject: String,
-    ) -> Result<Option<(mnemo_api::User, rules::sso::Grants<WorkspaceId>)>>;
-    /// Records a setup link valid for `ttl_secs`.
-    async fn create_setup_link(&self, hash: CredentialHash, ttl_secs: u64) -> Result<()>;
-    /// Whether the setup link hashing to `hash` would make an admin now.
-    async fn setup_link_usable(&self, hash: CredentialHash) -> Result<bool>;
-    /// Spends the setup link hashing to `hash`: the person joins as org admin.
-    async fn use_setup_link(
-        &self,
-        hash: CredentialHash,
-        email: String,
-        joining: ops::people::Joining,
-    ) -> Result<mnemo_api::User>;
-
-    /// Draws `draw` (a request, a model call's admission or its tokens) from workspace `ws`'s
-    /// bucket of `limiter` in rate-limit entry `entry` (capacity `capacity` per minute,
-    /// admin-api.md §8.9), in one transaction on the bucket's locked row, so every process
-    /// sharing the database counts against one bucket.
-    async fn take_rate_limit(
-        &self,
-        ws: &WorkspaceId,
-        entry: &str,
-        limiter: &mnemo_api::LimiterType,
-        capacity: u64,
-        draw: rules::rate_limit::Draw,
-    ) -> Result<rules::rate_limit::Outcome>;
-
-    /// Appends an entry to the audit log.
-    async fn record_audit_event(&self, event: ops::NewAuditEvent) -> Result<mnemo_api::AuditEventId>;
-    /// A page of the audit log, newest first.
-    async fn list_audit_events(
-        &self,
-        filter: ops::AuditFilter,
-        page: mnemo_api::AdminPageQuery,
-    ) -> Result<mnemo_api::AdminPage<mnemo_api::AuditEvent>>;
-    /// Deletes audit entries older than `days` days; how many.
-    async fn prune_audit_events(&self, days: u32) -> Result<u64>;
-
-    // Environments, their keys and their work queues belong to workspace `ws`: every call
-    // below finds only `ws`'s, and answers another workspace's exactly like an unknown id.
-    async fn create_environment(&self, ws: &WorkspaceId, new: NewEnvironment) -> Result<Environment>;
-    async fn get_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment>;
-    /// Updates an environment; an archived one, or a change of `config.type`, is refused.
-    async fn update_environment(
-        &self,
-        ws: &WorkspaceId,
-        id: &EnvironmentId,
-        patch: EnvironmentPatch,
-    ) -> Result<Environment>;
     async fn list_environments(
         &self,
         ws: &WorkspaceId,
@@ -776,31 +551,7 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Environment>>;
-    async fn archive_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<Environment>;
-    /// Deletes an environment with its keys.
-    async fn delete_environment(&self, ws: &WorkspaceId, id: &EnvironmentId) -> Result<()>;
-    /// Records a new key for an environment by the hash of its secret.
-    async fn create_environment_key(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        hash: CredentialHash,
-    ) -> Result<EnvironmentKey>;
-    /// Revokes a key of `environment` (a key of another environment is not found); revoking
-    /// twice returns it unchanged.
-    async fn revoke_environment_key(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        id: &EnvironmentKeyId,
-    ) -> Result<EnvironmentKey>;
-    async fn list_environment_keys(&self, ws: &WorkspaceId, environment: &EnvironmentId)
-    -> Result<Vec<EnvironmentKey>>;
-
-    async fn create_agent(&self, ws: &WorkspaceId, spec: AgentSpec) -> Result<Agent>;
     async fn get_agent(&self, ws: &WorkspaceId, id: &AgentId, version: Option<u32>) -> Result<Agent>;
-    /// Applies `params` on top of version `base`, which must be the latest: a new version.
-    async fn update_agent(&self, ws: &WorkspaceId, id: &AgentId, base: u32, params: AgentParams) -> Result<Agent>;
     async fn list_agents(
         &self,
         ws: &WorkspaceId,
@@ -808,20 +559,7 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Agent>>;
-    async fn archive_agent(&self, ws: &WorkspaceId, id: &AgentId) -> Result<Agent>;
-
-    /// Creates a session (and, on a self-hosted environment, its work item). Its agent,
-    /// environment and stores are looked up in `ws`: another workspace's is an unknown id.
-    async fn create_session(&self, ws: &WorkspaceId, new: NewSession) -> Result<Session>;
     async fn get_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session>;
-    /// Changes a session's title (`Some(None)` clears it) and patches its metadata.
-    async fn update_session(
-        &self,
-        ws: &WorkspaceId,
-        id: &SessionId,
-        title: Option<Option<String>>,
-        metadata: Option<BTreeMap<String, Option<String>>>,
-    ) -> Result<Session>;
     async fn list_sessions(&self, ws: &WorkspaceId, query: ListSessions) -> Result<Listing<Session>>;
     /// Sessions of every workspace in one of `statuses`, newest first, each with its workspace:
     /// what the agent loop scans for turns owed (a background reader, not a workspace's request).
@@ -834,9 +572,6 @@ pub trait Store: Send + Sync + 'static {
     /// The workspace of session `id`, if it exists: the agent loop hears of appends (through
     /// [`Signal::Events`]) by session id alone.
     async fn session_workspace(&self, id: &SessionId) -> Result<Option<WorkspaceId>>;
-    /// Archives (and so terminates) a session, stopping its live work item.
-    async fn archive_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<Session>;
-    async fn delete_session(&self, ws: &WorkspaceId, id: &SessionId) -> Result<()>;
     /// A page of a session's events in log order (or reversed).
     async fn list_events(
         &self,
@@ -846,74 +581,6 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Listing<SessionEvent>>;
     /// Every event after position `seq` (for resuming streams).
     async fn events_after(&self, ws: &WorkspaceId, session: &SessionId, seq: i64) -> Result<Vec<SessionEvent>>;
-    /// Appends events in one transaction, carrying out [`rules::session::plan_append`] (results
-    /// answer exactly one open tool call; tool calls move the session to `running` and then
-    /// `idle` with `requires_action`; …).
-    async fn append_events(
-        &self,
-        ws: &WorkspaceId,
-        session: &SessionId,
-        events: Vec<Event>,
-        author: EventAuthor,
-    ) -> Result<Appended>;
-    /// Claims the session's agent-turn lease for `holder` until `ttl` from now on the store's
-    /// clock, or renews it ([`rules::agent::claim`]): `false` while another holder's lease
-    /// runs. Two claimers, in this process or another, never both get a running lease.
-    async fn claim_turn(
-        &self,
-        ws: &WorkspaceId,
-        session: &SessionId,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<bool>;
-    /// Ends `holder`'s turn lease of the session; another holder's lease is left alone.
-    async fn release_turn(&self, ws: &WorkspaceId, session: &SessionId, holder: &str) -> Result<()>;
-    /// How a session may use a store, if it has it attached.
-    async fn session_store_access(
-        &self,
-        ws: &WorkspaceId,
-        session: &SessionId,
-        store: &MemoryStoreId,
-    ) -> Result<Option<Access>>;
-
-    /// Claims the oldest deliverable item of a self-hosted environment, hiding it from other
-    /// polls for `reclaim_ms`, and binds a fresh sessions token (by its hash) to it.
-    async fn poll_work(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        worker_id: Option<String>,
-        reclaim_ms: u64,
-        token_hash: CredentialHash,
-    ) -> Result<Option<Work>>;
-    /// Applies lease expiry ([`rules::work::Lease::expire`]) to every item of every environment
-    /// whose lease has run out; returns how many items changed. Expiry is also applied to the
-    /// items a call touches, so this only keeps listings and statistics fresh.
-    async fn expire_work(&self) -> Result<u64>;
-    /// How long until the next work item lapses, by the store's clock (zero once one has);
-    /// `None` while none can ([`ops::work::next_lapse`]). A read: the sweep calls it to sleep
-    /// until then instead of writing on a fixed tick.
-    async fn next_work_lapse(&self) -> Result<Option<std::time::Duration>>;
-    /// Queues a `healthcheck` item (workers ack and stop it without touching any session).
-    async fn enqueue_healthcheck(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<Work>;
-    async fn ack_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
-    async fn heartbeat_work(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        id: &WorkId,
-        expected_last_heartbeat: &str,
-        desired_ttl_seconds: Option<u64>,
-    ) -> Result<HeartbeatOutcome>;
-    async fn stop_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId, force: bool) -> Result<Work>;
-    async fn get_work(&self, ws: &WorkspaceId, environment: &EnvironmentId, id: &WorkId) -> Result<Work>;
-    async fn update_work_metadata(
-        &self,
-        ws: &WorkspaceId,
-        environment: &EnvironmentId,
-        id: &WorkId,
-        patch: BTreeMap<String, Option<String>>,
-    ) -> Result<Work>;
     async fn list_work(
         &self,
         ws: &WorkspaceId,
@@ -921,19 +588,7 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         after: Option<Cursor>,
     ) -> Result<Listing<Work>>;
-    async fn work_stats(&self, ws: &WorkspaceId, environment: &EnvironmentId) -> Result<WorkQueueStats>;
-
-    /// Memory stores and everything in them belong to workspace `ws`: every call below takes the
-    /// caller's workspace first, and a store of another workspace is not found, with the same
-    /// error as an unknown id (admin-api.md §8.2), in lookups, writes, listings and the feed.
-    async fn create_memory_store(&self, ws: &WorkspaceId, new: NewMemoryStore) -> Result<MemoryStore>;
     async fn get_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
-    async fn update_memory_store(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-        patch: MemoryStorePatch,
-    ) -> Result<MemoryStore>;
     async fn list_memory_stores(&self, ws: &WorkspaceId, query: ListMemoryStores) -> Result<Listing<MemoryStore>>;
     /// How many live memories each store holds and their total content size, for the given stores
     /// (an unknown id is simply absent from the answer). One query per call, not per store.
@@ -942,32 +597,10 @@ pub trait Store: Send + Sync + 'static {
         ws: &WorkspaceId,
         stores: &[MemoryStoreId],
     ) -> Result<HashMap<MemoryStoreId, MemoryStoreUsage>>;
-    /// Archives a store; archiving an archived store returns it unchanged.
-    async fn archive_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<MemoryStore>;
     /// Deletes a store with all its memories and versions.
     async fn delete_memory_store(&self, ws: &WorkspaceId, id: &MemoryStoreId) -> Result<()>;
-
-    /// Creates a memory and its `created` version. Returns it with content.
-    async fn create_memory(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        path: MemoryPath,
-        content: String,
-        actor: Actor,
-    ) -> Result<Memory>;
     /// A memory with its content.
     async fn get_memory(&self, ws: &WorkspaceId, store: &MemoryStoreId, id: &MemoryId) -> Result<Memory>;
-    /// Changes content and/or path and writes a `modified` version; a change to the state the
-    /// memory already holds writes nothing. Returns the memory with content.
-    async fn update_memory(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        id: &MemoryId,
-        change: MemoryChange,
-        actor: Actor,
-    ) -> Result<Memory>;
     /// Applies `writes` to one store in order, each judged on the state the writes before it
     /// left and each with its own outcome: a refused write changes nothing and does not stop
     /// the ones after it. The outer `Err` means none of them applied (a backend that commits
@@ -991,15 +624,6 @@ pub trait Store: Send + Sync + 'static {
         }
         Ok(outcomes)
     }
-    /// Deletes a memory and writes its `deleted` version.
-    async fn delete_memory(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        id: &MemoryId,
-        expected_sha256: Option<String>,
-        actor: Actor,
-    ) -> Result<()>;
     /// A number that changes whenever any memory of the store is created, changed or deleted
     /// (the newest version's position): the store's listing ETag.
     async fn memory_change_seq(&self, ws: &WorkspaceId, store: &MemoryStoreId) -> Result<i64>;
@@ -1021,125 +645,6 @@ pub trait Store: Send + Sync + 'static {
     /// ([`search`]: the backend's indexer does this behind the writes on its own; searches
     /// find waiting memories meanwhile). For tests, benchmarks and `mnemo db` commands.
     async fn catch_up_search_index(&self) -> Result<u64>;
-    /// Live memories ranked by the closeness of their embedding to a query's
-    /// ([`ops::embeddings::rank`]), in one read transaction.
-    async fn rank_by_meaning(
-        &self,
-        ws: &WorkspaceId,
-        query: ops::embeddings::MeaningQuery,
-    ) -> Result<ops::embeddings::MeaningRanking>;
-    /// Live memories without a current embedding by `model`, row number after `after`
-    /// ([`ops::embeddings::pending`]): the embedder's work.
-    async fn pending_embeddings(
-        &self,
-        model: &str,
-        after: i64,
-        limit: u32,
-    ) -> Result<Vec<ops::embeddings::PendingEmbedding>>;
-    /// Stores the embedder's vectors, `(memory, version, vector)`, in one transaction, each only
-    /// while its memory holds that version ([`ops::embeddings::put`]); how many were stored.
-    async fn put_embeddings(&self, model: &str, made: Vec<(i64, i64, Option<Vec<u8>>)>) -> Result<usize>;
-    /// Store `id`'s own version retention (`None`: the server's `--version-retention`).
-    async fn store_retention(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-    ) -> Result<Option<rules::retention::Retention>>;
-    /// Sets store `id`'s own version retention, or with `None` returns it to the server's.
-    async fn set_store_retention(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-        own: Option<rules::retention::Retention>,
-    ) -> Result<Option<rules::retention::Retention>>;
-    /// Every store of every workspace (archived ones too) with its own retention.
-    async fn retention_stores(&self) -> Result<Vec<ops::retention::RetentionStore>>;
-    /// One bounded purge batch in store `id` under `retention`, from position `after`
-    /// ([`ops::retention::purge_batch`]), in one short transaction that never takes the
-    /// store's row lock. `None`: another transaction (another replica) is purging; try later.
-    async fn purge_versions(
-        &self,
-        ws: &WorkspaceId,
-        id: &MemoryStoreId,
-        retention: rules::retention::Retention,
-        after: i64,
-        limit: u32,
-    ) -> Result<Option<ops::retention::PurgeBatch>>;
-    /// Creates a dream, `pending` ([`ops::dreams::create`]): the input store and sessions must
-    /// be workspace `ws`'s and live; a second `update_existing` dream on a store is a conflict;
-    /// more than `max_pending` waiting is refused. With `idempotency` (key, request digest), a
-    /// retried request answers the dream it made.
-    async fn create_dream(
-        &self,
-        ws: &WorkspaceId,
-        request: mnemo_api::DreamRequest,
-        idempotency: Option<(String, String)>,
-        max_pending: u32,
-    ) -> Result<mnemo_api::Dream>;
-    /// Workspace `ws`'s dream `id` (archived ones too).
-    async fn get_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream>;
-    /// Workspace `ws`'s dreams, newest first.
-    async fn list_dreams(&self, ws: &WorkspaceId, query: ops::dreams::ListDreams) -> Result<Listing<mnemo_api::Dream>>;
-    /// Cancels a pending or running dream ([`rules::dream::cancel`]).
-    async fn cancel_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream>;
-    /// Archives a final dream ([`rules::dream::archive`]).
-    async fn archive_dream(&self, ws: &WorkspaceId, id: &mnemo_api::DreamId) -> Result<mnemo_api::Dream>;
-    /// Claims the next dream to run for `holder` ([`ops::dreams::claim_next`]).
-    async fn claim_dream(
-        &self,
-        holder: &str,
-        ttl: std::time::Duration,
-        max_running: u32,
-    ) -> Result<Option<ops::dreams::Claimed>>;
-    /// Renews `holder`'s lease on a dream: the dream as it stands, `None` once the lease is lost.
-    async fn renew_dream(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<Option<mnemo_api::Dream>>;
-    /// Starts a pending dream: its session and `running`, one transaction ([`ops::dreams::start`]).
-    async fn start_dream(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        session: NewSession,
-    ) -> Result<mnemo_api::Dream>;
-    /// Records a dream's output, copying the input into a new store first under `create_new`
-    /// (one transaction, [`ops::dreams::copy_input`]).
-    async fn copy_dream_input(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        actor: mnemo_api::Actor,
-        max_bytes: u64,
-    ) -> Result<ops::dreams::Copied>;
-    /// Records a dream's usage.
-    async fn set_dream_usage(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        usage: mnemo_api::DreamUsage,
-    ) -> Result<mnemo_api::Dream>;
-    /// What the server checks before a dream completes ([`ops::dreams::verification`]).
-    async fn dream_verification(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        start_memories: u64,
-    ) -> Result<rules::dream::Verification>;
-    /// Ends `holder`'s run of a dream ([`ops::dreams::finish`]): the outcome unless it is
-    /// already final, the session archived, the lease let go.
-    async fn finish_dream(
-        &self,
-        ws: &WorkspaceId,
-        id: &mnemo_api::DreamId,
-        holder: &str,
-        outcome: rules::dream::Outcome,
-    ) -> Result<mnemo_api::Dream>;
     /// Every live memory of the store with its content, in path order (bytes), read from one
     /// snapshot (one read transaction held until the last chunk) and handed over `chunk` at a
     /// time through a small bounded channel, so neither side holds the whole store. A store that
@@ -1159,7 +664,6 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         inline: bool,
     ) -> Result<Vec<MemoryFeedEntry>>;
-
     async fn get_memory_version(
         &self,
         ws: &WorkspaceId,
@@ -1173,95 +677,12 @@ pub trait Store: Send + Sync + 'static {
         store: &MemoryStoreId,
         query: ListMemoryVersions,
     ) -> Result<Listing<MemoryVersion>>;
-    /// Clears a version's content, digest, size and path; redacting twice is a no-op.
-    async fn redact_memory_version(
-        &self,
-        ws: &WorkspaceId,
-        store: &MemoryStoreId,
-        id: &MemoryVersionId,
-        actor: Actor,
-    ) -> Result<MemoryVersion>;
-
-    /// Starts a console session for `api_key` (which must be live), known by the hash of its
-    /// secret, expiring after `ttl_seconds` on the store's clock. An unknown or revoked key is
-    /// `NotFound` ("api key"). It may delete the key's sessions that ended (expired or revoked)
-    /// more than a day ago, so ended sessions never pile up.
-    async fn create_console_session(
-        &self,
-        hash: CredentialHash,
-        api_key: &ApiKeyId,
-        ttl_seconds: u64,
-    ) -> Result<ConsoleSession>;
-    /// The session whose secret hashes to `hash`, unless it expired, was revoked, or its API key
-    /// was revoked.
-    async fn find_console_session(&self, hash: CredentialHash) -> Result<Option<ConsoleSession>>;
-    /// Ends a console session (signing out); ending an unknown or ended one does nothing.
-    async fn revoke_console_session(&self, hash: CredentialHash) -> Result<()>;
-
-    /// Registers a webhook endpoint of workspace `ws`; the answer carries its secret. Events of
-    /// `ws`'s changes that commit after this one are delivered to it (those of its filter), and
-    /// no other workspace's. Every endpoint call below finds only `ws`'s endpoints.
-    async fn create_webhook_endpoint(&self, ws: &WorkspaceId, new: NewWebhookEndpoint) -> Result<WebhookEndpoint>;
-    /// An endpoint, with its secret only if `with_secret`.
-    async fn get_webhook_endpoint(
-        &self,
-        ws: &WorkspaceId,
-        id: &WebhookEndpointId,
-        with_secret: bool,
-    ) -> Result<WebhookEndpoint>;
-    /// Replaces an endpoint's signing secret with `secret`; the one it replaces keeps signing
-    /// beside it for `keep_previous` (on the store's clock; zero: not at all). Returns the
-    /// endpoint with its new secret.
-    async fn rotate_webhook_secret(
-        &self,
-        ws: &WorkspaceId,
-        id: &WebhookEndpointId,
-        secret: String,
-        keep_previous: std::time::Duration,
-    ) -> Result<WebhookEndpoint>;
-    /// Changes an endpoint's URL, filter or description (deliveries already made keep theirs:
-    /// pending ones go to the new URL).
-    async fn update_webhook_endpoint(
-        &self,
-        ws: &WorkspaceId,
-        id: &WebhookEndpointId,
-        patch: WebhookEndpointPatch,
-    ) -> Result<WebhookEndpoint>;
-    /// Endpoints, newest first, without secrets.
-    async fn list_webhook_endpoints(
-        &self,
-        ws: &WorkspaceId,
-        limit: u32,
-        after: Option<Cursor>,
-    ) -> Result<Listing<WebhookEndpoint>>;
-    /// Removes an endpoint and its deliveries (pending ones are never sent).
-    async fn delete_webhook_endpoint(&self, ws: &WorkspaceId, id: &WebhookEndpointId) -> Result<()>;
-    /// An endpoint's deliveries, newest first.
-    async fn list_webhook_deliveries(
-        &self,
-        ws: &WorkspaceId,
-        endpoint: &WebhookEndpointId,
-        query: ListWebhookDeliveries,
-    ) -> Result<Listing<WebhookDelivery>>;
     /// Claims up to `limit` (at most [`webhook::MAX_CLAIM`]) pending deliveries that are due,
     /// oldest due first, for one attempt each: counts the attempt and hides each from other
     /// claims for `lease` (at least [`webhook::MIN_CLAIM_LEASE`]; after it, an attempt never
     /// reported is made again). Two claimers, in this process or another, never get the same
     /// delivery while its lease runs.
     async fn claim_webhook_deliveries(&self, limit: u32, lease: std::time::Duration) -> Result<Vec<ClaimedDelivery>>;
-    /// How long until the earliest pending delivery is due, on the store's clock: zero if one is
-    /// due now, `None` if none is pending. A claimed delivery counts from the end of its lease
-    /// (when it is made again if its attempt is never reported). A sender sleeps this long
-    /// rather than looking on a timer, and a retry scheduled by an earlier process (before a
-    /// restart) is still made on time.
-    async fn next_webhook_attempt_in(&self) -> Result<Option<std::time::Duration>>;
-    /// Records an attempt's outcome: delivered, due again after a delay, or failed. Returns
-    /// false (changing nothing) if the attempt is not the delivery's latest or the delivery is
-    /// gone (its endpoint was deleted).
-    async fn finish_webhook_attempt(&self, attempt: WebhookAttempt) -> Result<bool>;
-    /// Deletes deliveries that finished (delivered or failed) more than `age` ago, and the events
-    /// no delivery refers to any more; returns how many deliveries went.
-    async fn prune_webhook_deliveries(&self, age: std::time::Duration) -> Result<u64>;
 }
 
 /// Splits a listed path below `prefix` into what a `depth`-limited listing shows: `None` for

@@ -40,7 +40,7 @@ pub struct ListWebhookDeliveries {
 
 /// A delivery claimed for one attempt: everything needed to send it. Until the claim's lease
 /// ends nobody else claims it; the attempt is reported with
-/// [`crate::Store::finish_webhook_attempt`] under its `attempt` number.
+/// [`crate::Operations::finish_webhook_attempt`] under its `attempt` number.
 #[derive(Debug, Clone)]
 pub struct ClaimedDelivery {
     pub id: WebhookDeliveryId,

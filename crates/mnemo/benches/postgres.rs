@@ -29,7 +29,7 @@ use futures::StreamExt;
 use mnemo_api::{CreateEnvironment, CreateMemoryStore, EnvironmentId, MemoryStoreId, content_sha256};
 use mnemo_client::{Client, Method};
 use mnemo_server::{AppState, hash_credential};
-use mnemo_store::Store;
+use mnemo_store::{Operations, Store};
 use mnemo_store_postgres::{PostgresSettings, PostgresStore};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};

@@ -9,8 +9,9 @@
 //! (where the SQLite file goes, default the temp dir; deleted at the end).
 //!
 //! The purge runs as `mnemo serve`'s pass does: batches of `rules::retention::PURGE_BATCH` through
-//! `Store::purge_versions`, each followed by a pause as long as it took. Meanwhile one writer edits memories of the same
-//! store one request at a time (each a transaction of its own, as the API's single writes).
+//! `Operations::purge_versions`, each followed by a pause as long as it took. Meanwhile one writer
+//! edits memories of the same store one request at a time (each a transaction of its own, as the
+//! API's single writes).
 //!
 //! This is a benchmark, not a test: it asserts nothing about timings.
 

@@ -9,7 +9,7 @@
 //!   in-process server with no limit, and to one whose organization allows 10⁹ requests a
 //!   minute (every request is counted and admitted, so each takes from its bucket); the
 //!   difference of the two is what the check adds to a request;
-//! - store: `Store::take_rate_limit` alone, one call at a time: the bucket's transaction.
+//! - store: `Operations::take_rate_limit` alone, one call at a time: the bucket's transaction.
 //!
 //! This is a benchmark, not a test: it asserts nothing about timings.
 

@@ -3,7 +3,7 @@
 //! wait for their results — their last result runs the session again and a new activation
 //! carries on from the log).
 //!
-//! Every event goes through [`mnemo_store::Store::append_events`] with the agent as author, so
+//! Every event goes through [`mnemo_store::Operations::append_events`] with the agent as author, so
 //! the session state machine (`requires_action`, permissions, confirmations) is the one
 //! external drivers go through. The caller holds the session's turn lease throughout.
 

@@ -81,6 +81,14 @@ pub trait Clock {
     async fn now(&self) -> Result<Micros>;
 }
 
+/// How a transaction tells others what it changed.
+pub trait SignalSql {
+    /// Sends `signal` once the transaction commits, to this process and (on a backend several
+    /// processes share) to every other; a transaction that rolls back sends nothing. A backend
+    /// with one process drops the signals only other processes need.
+    async fn signal(&self, signal: crate::Signal) -> Result<()>;
+}
+
 /// Runs `op` to completion without an executor: every primitive it awaits must be ready at
 /// once, as SQLite's are (they run on the calling thread). One that is not is a bug, reported as
 /// a failure rather than a hang.
