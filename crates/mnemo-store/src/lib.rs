@@ -530,6 +530,9 @@ pub enum Signal {
 /// precondition are judged on the state the write commits on; a work item is delivered to one
 /// poller at a time and its lease is judged by one clock; a session's events are numbered in
 /// commit order, so `events_after(seq)` never misses an event committed later.
+///
+/// Most calls are [`Operations`], written once for every backend; the ones here each backend
+/// answers its own way (its reads of lists and single objects, its batched writes, its streams).
 #[async_trait]
 pub trait Store: Operations {
     /// Finishes queued writes and releases the database; later calls fail.
