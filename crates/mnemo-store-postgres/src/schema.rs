@@ -28,7 +28,6 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0014_dreams.sql"),
     include_str!("../migrations/0015_memory_embeddings.sql"),
     include_str!("../migrations/0016_search_index_behind_writes.sql"),
-    include_str!("../migrations/0017_gin_pending_list_off.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -1,5 +1,5 @@
 //! Migrations: replicas starting together take turns, and a database a newer mnemo migrated is
-//! refused; the search index's shape. Needs `MNEMO_TEST_POSTGRES` (see `mnemo_store_tests::Postgres`).
+//! refused. Needs `MNEMO_TEST_POSTGRES` (see `mnemo_store_tests::Postgres`).
 
 use std::sync::Arc;
 
@@ -44,36 +44,6 @@ async fn a_database_migrated_by_a_newer_mnemo_is_refused() {
     let message = err.chain();
     assert!(message.contains("schema version 99, newer than this mnemo knows"), "{message}");
     assert!(message.contains("upgrade mnemo"), "{message}");
-}
-
-#[tokio::test]
-async fn the_search_trigram_indexes_keep_no_pending_list() {
-    // Every search reads a GIN index's pending list until it is merged; the indexer inserts
-    // behind the writes, so the entries go into the tree at once (migration 0017).
-    let schema = Postgres::fresh_schema().await;
-    let store = PostgresStore::open(&Postgres::settings(&schema, Limits::default())).await.unwrap();
-    store.close().await;
-    let (client, connection) = tokio_postgres::connect(&Postgres::url(), tokio_postgres::NoTls).await.unwrap();
-    let driver = tokio::spawn(connection);
-    let rows = client
-        .query(
-            "SELECT c.relname, coalesce(array_to_string(c.reloptions, ','), '') FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = $1 AND c.relname LIKE 'memory_search_%_trgm' ORDER BY 1",
-            &[&schema],
-        )
-        .await
-        .unwrap();
-    let found: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    assert_eq!(
-        found,
-        [
-            ("memory_search_body_trgm".to_owned(), "fastupdate=off".to_owned()),
-            ("memory_search_path_trgm".to_owned(), "fastupdate=off".to_owned())
-        ]
-    );
-    drop(client);
-    let _ = driver.await;
 }
 
 fn rand_suffix() -> u64 {
