@@ -293,25 +293,13 @@ pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, r
 impl PostgresStore {
     /// Runs `op` in a read-only transaction on one snapshot.
     async fn read<T>(&self, op: impl AsyncFnOnce(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
-        let mut client = self.engine.client().await?;
-        let tx = engine::begin_read(&mut client).await?;
-        let out = op(&Pg::new(&tx, &self.channel)).await;
-        engine::finish(tx, out).await
+        read!(self.engine, |tx| op(&Pg::new(&tx, &self.channel)).await)
     }
 
     /// Runs `op` in a read-write transaction that commits when it returns `Ok`; a deadlock or
-    /// serialization failure runs it again (after a pause that grows with each attempt).
+    /// serialization failure runs it again ([`write!`](crate::write)).
     async fn write<T>(&self, mut op: impl AsyncFnMut(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
-        let mut attempt = 0_u32;
-        loop {
-            let mut client = self.engine.client().await?;
-            let tx = engine::begin_write(&mut client).await?;
-            let out = op(&Pg::new(&tx, &self.channel)).await;
-            match engine::finish(tx, out).await {
-                Err(e) if Engine::again(&e, &mut attempt).await => continue,
-                done => return done,
-            }
-        }
+        write!(self.engine, |tx| op(&Pg::new(&tx, &self.channel)).await)
     }
 }
 
