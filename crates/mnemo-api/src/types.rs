@@ -258,8 +258,9 @@ pub struct MemoryChangeEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<Actor>,
     /// The version's content, on an SSE stream opened with `content=inline`, for a created or
-    /// modified version of at most [`crate::limits::MAX_INLINE_CHANGE_BYTES`]; absent otherwise
-    /// (fetch the memory for it).
+    /// modified version of at most [`crate::limits::MAX_INLINE_CHANGE_BYTES`] that the stream's
+    /// own client did not write ([`crate::headers::WRITER_HEADER`]); absent otherwise (fetch the
+    /// memory for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
 }

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
+use mnemo_api::headers::WRITER_HEADER;
 use mnemo_api::{MemoryChangeEvent, MemoryChangePage, MemoryStoreId};
 use reqwest::Method;
 use serde::Serialize;
@@ -68,6 +69,7 @@ impl Client {
         let mut req = self
             .request(Method::GET, &path)
             .header("accept", "text/event-stream")
+            .header(WRITER_HEADER, self.writer().as_str())
             .timeout(Duration::from_secs(24 * 3600));
         let content = with_content.then_some("inline");
         req = req.query(&StreamQuery { after, ping: FEED_PING.as_secs(), content });

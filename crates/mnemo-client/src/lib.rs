@@ -20,6 +20,7 @@ mod work;
 
 use std::time::Duration;
 
+use mnemo_api::headers::{WRITER_HEADER, WriterId};
 use mnemo_api::{Backoff, Jitter, Secret};
 use mnemo_api::{
     CreateEnvironment, CreateMemory, CreateMemoryStore, Environment, EnvironmentDeleted, EnvironmentId, EnvironmentKey,
@@ -61,6 +62,10 @@ pub struct Client {
     max_retries: u32,
     /// What answers said of the server's extensions (shared by clones).
     extensions: std::sync::Arc<stream::Extensions>,
+    /// Names this client's memory writes and change feeds to `mnemo serve`
+    /// ([`WRITER_HEADER`]), so its feeds leave out the content of versions it wrote itself;
+    /// a clone with another credential gets a new one.
+    writer: WriterId,
 }
 
 // Query strings are written by `serde_urlencoded` (through reqwest's `query`), which leaves a
@@ -140,13 +145,14 @@ impl Client {
             workspace: None,
             max_retries: 2,
             extensions: Default::default(),
+            writer: WriterId::random(),
         })
     }
 
     /// The same server and connection pool with another credential (a server that acts for
     /// each of its callers with their own).
     pub fn with_token(&self, token: &str) -> Self {
-        Self { token: token.into(), ..self.clone() }
+        Self { token: token.into(), writer: WriterId::random(), ..self.clone() }
     }
 
     /// Names `workspace` on every request (`anthropic-workspace-id`), as a credential that
@@ -197,6 +203,17 @@ impl Client {
             Some(beta) => req.header(mnemo_api::headers::BETA_HEADER, beta),
             None => req,
         }
+    }
+
+    /// Names this client on a memory write ([`WRITER_HEADER`]) when the server is known to be
+    /// `mnemo serve` (the hosted API is sent nothing it does not know).
+    fn named(&self, req: RequestBuilder) -> RequestBuilder {
+        if self.extensions.batch() { req.header(WRITER_HEADER, self.writer.as_str()) } else { req }
+    }
+
+    /// This client's [`WRITER_HEADER`] value.
+    pub(crate) fn writer(&self) -> &WriterId {
+        &self.writer
     }
 
     /// Sends with the retry policy and decodes a 2xx body, or the error envelope.
@@ -306,7 +323,7 @@ impl Client {
     ) -> Result<Memory> {
         let body = CreateMemory { path: path.to_owned(), content: Some(content.to_owned()) };
         self.send(|| {
-            self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories"))
+            self.named(self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories")))
                 .query(&ViewQuery { view })
                 .json(&body)
         })
@@ -327,7 +344,9 @@ impl Client {
     /// [`Client::offers_memory_batch`] says so; a server without it answers `404`.
     pub async fn write_memories(&self, store: &MemoryStoreId, body: &MemoryWriteBatch) -> Result<Vec<Result<Memory>>> {
         let path = format!("/v1/memory_stores/{store}/memories:batch");
-        let answer: MemoryWriteResults = self.send(|| self.request(Method::POST, &path).json(body)).await?;
+        let answer: MemoryWriteResults = self
+            .send(|| self.request(Method::POST, &path).header(WRITER_HEADER, self.writer.as_str()).json(body))
+            .await?;
         if answer.results.len() != body.writes.len() {
             return Err(ClientError::Decode {
                 status: 200,
@@ -367,7 +386,7 @@ impl Client {
         view: Option<View>,
     ) -> Result<Memory> {
         self.send(|| {
-            self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories/{id}"))
+            self.named(self.request(Method::POST, &format!("/v1/memory_stores/{store}/memories/{id}")))
                 .query(&ViewQuery { view })
                 .json(body)
         })
@@ -848,6 +867,40 @@ mod tests {
         assert!(seen[0].starts_with(&format!("{path}limit=20&view=full ")), "{}", seen[0]);
         assert!(seen[1].starts_with(&format!("{path}limit=20&view=full&page=c2 ")), "{}", seen[1]);
         assert!(seen[2].starts_with(&format!("{path}limit=20&view=full&page=c3 ")), "{}", seen[2]);
+    }
+
+    /// A client names itself (`mnemo-writer`) on memory writes only to `mnemo serve`, and a clone
+    /// with another credential is another writer.
+    #[tokio::test]
+    async fn a_client_names_its_writes_only_to_mnemo_serve() {
+        let store = MemoryStoreId::generate();
+        let memory = serde_json::json!({
+            "type": "memory", "id": MemoryId::generate(), "memory_store_id": store, "path": "/a.md",
+            "content": null, "content_sha256": mnemo_api::content_sha256(b"a"), "content_size_bytes": 1,
+            "memory_version_id": MemoryVersionId::generate(),
+            "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:00Z",
+        })
+        .to_string();
+        let hosted = json("200 OK", &memory);
+        let mnemo = hosted.replace("\r\n\r\n", "\r\nmnemo-extensions: memory-batch\r\n\r\n");
+        let (base, seen) = serve(vec![hosted.clone(), hosted, mnemo.clone(), mnemo.clone(), mnemo]).await;
+        let client = Client::new(&base, "k").unwrap();
+        // Not heard from yet, then heard from a server without mnemo's extensions: nothing sent.
+        client.create_memory(&store, "/a.md", "a", None).await.unwrap();
+        client.create_memory(&store, "/a.md", "a", None).await.unwrap();
+        // This answer names the batch: from then on the writes carry the header.
+        client.create_memory(&store, "/a.md", "a", None).await.unwrap();
+        client.create_memory(&store, "/a.md", "a", None).await.unwrap();
+        client.with_token("other").create_memory(&store, "/a.md", "a", None).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        let writer =
+            |head: &String| head.lines().find_map(|l| l.strip_prefix("mnemo-writer: ")).map(|w| w.trim().to_owned());
+        let named: Vec<Option<String>> = seen.iter().map(writer).collect();
+        assert_eq!(named[..3], [None, None, None], "{seen:?}");
+        let mine = named[3].clone().expect("the fourth write names its client");
+        assert_eq!(mine, client.writer().as_str());
+        let other = named[4].clone().expect("the clone names itself too");
+        assert_ne!(other, mine, "another credential is another writer");
     }
 
     /// Issue 16 / the fault proxy's mount scenario: a `5xx` (or a reset) on the first page of

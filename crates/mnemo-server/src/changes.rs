@@ -25,13 +25,23 @@
 //! than a read the feed would have made itself a moment earlier (a version redacted on this
 //! server drops the store's batch at once; on another replica, it is at most [`SHARE_FOR`]
 //! late). The hub holds a batch weakly: it lives as long as some feed still sends it.
+//!
+//! **A writer's own versions come back without their content.** A client that names itself
+//! ([`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER)) on its writes and on its feed has the bytes it wrote; the hub remembers,
+//! per store with open feeds, which client wrote which version (for [`OWN_FOR`], at most
+//! [`OWN_MAX`] versions), and the feed sends that client those entries with their digest but
+//! without their content. The shared batch keeps every content: only what is sent differs.
+//! Writes made through another replica are not known here, so their content is sent, as it
+//! always may be.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use mnemo_api::{MemoryStoreId, WorkspaceId};
+use axum::response::sse::Event;
+use mnemo_api::headers::WriterId;
+use mnemo_api::{MemoryChangeEvent, MemoryStoreId, MemoryVersionId, WorkspaceId};
 use mnemo_store::{MemoryFeedEntry, Signal, Store, StoreError};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -106,6 +116,36 @@ impl Batch {
     }
 }
 
+/// How long the hub remembers who wrote a version: far longer than a feed takes to send it.
+const OWN_FOR: Duration = Duration::from_secs(60);
+/// The most versions of one store the hub remembers the writer of (the oldest go first).
+const OWN_MAX: usize = 4096;
+
+/// Who wrote a store's recent versions, by the writers' [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER).
+#[derive(Debug, Default)]
+struct Writers {
+    by_version: HashMap<MemoryVersionId, WriterId>,
+    order: VecDeque<(Instant, MemoryVersionId)>,
+}
+
+impl Writers {
+    fn wrote(&mut self, writer: &WriterId, version: &MemoryVersionId, now: Instant) {
+        while let Some((at, _)) = self.order.front()
+            && (self.order.len() >= OWN_MAX || now.duration_since(*at) >= OWN_FOR)
+        {
+            let (_, old) = self.order.pop_front().expect("front was there");
+            self.by_version.remove(&old);
+        }
+        if self.by_version.insert(version.clone(), writer.clone()).is_none() {
+            self.order.push_back((now, version.clone()));
+        }
+    }
+
+    fn by(&self, version: &MemoryVersionId, writer: &WriterId) -> bool {
+        self.by_version.get(version) == Some(writer)
+    }
+}
+
 /// The last batch read of a store, held while some feed still sends it; its lock makes the
 /// feeds woken by one change take turns, so the first reads and the rest reuse.
 #[derive(Default)]
@@ -113,6 +153,8 @@ pub(crate) struct LastRead {
     batch: tokio::sync::Mutex<Weak<Batch>>,
     /// Versions of the store redacted on this server: a batch read before one serves no feed.
     redactions: AtomicU64,
+    /// Who wrote the store's recent versions (see the module docs).
+    writers: Mutex<Writers>,
 }
 
 /// A store's watch channel (its latest change seq), its workspace once a feed found it there,
@@ -164,6 +206,23 @@ impl ChangeHub {
         let last = self.stores.lock().expect("change hub poisoned").get(store).map(|w| Arc::clone(&w.last));
         if let Some(last) = last {
             last.redactions.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// `writer` wrote `versions` of `store`: its feeds leave their content out. Remembered only
+    /// while the store has feeds here (the write's own request pays nothing otherwise).
+    pub(crate) fn wrote<'a>(
+        &self,
+        store: &MemoryStoreId,
+        writer: &WriterId,
+        versions: impl IntoIterator<Item = &'a MemoryVersionId>,
+    ) {
+        let last = self.stores.lock().expect("change hub poisoned").get(store).map(|w| Arc::clone(&w.last));
+        let Some(last) = last else { return };
+        let now = Instant::now();
+        let mut writers = last.writers.lock().expect("the writers' lock is never poisoned");
+        for version in versions {
+            writers.wrote(writer, version, now);
         }
     }
 
@@ -255,6 +314,9 @@ pub(crate) struct Feed {
     last: Arc<LastRead>,
     /// Entries carry their versions' content (`content=inline`).
     inline: bool,
+    /// The client following the feed, by its [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER): its own versions come without
+    /// their content.
+    writer: Option<WriterId>,
 }
 
 /// Entries per store read.
@@ -270,6 +332,7 @@ impl Feed {
         store: &MemoryStoreId,
         after: Option<i64>,
         inline: bool,
+        writer: Option<WriterId>,
     ) -> Result<Self, StoreError> {
         let (wake, last) = hub.subscribe(store);
         hub.count_read();
@@ -282,7 +345,7 @@ impl Feed {
             None => db.memory_change_seq(ws, store).await?,
         };
         hub.found_in(store, ws);
-        Ok(Self { ws: ws.clone(), store: store.clone(), cursor, wake, last, inline })
+        Ok(Self { ws: ws.clone(), store: store.clone(), cursor, wake, last, inline, writer })
     }
 
     pub(crate) fn store(&self) -> &MemoryStoreId {
@@ -331,6 +394,28 @@ impl Feed {
             self.cursor = newest.seq;
         }
         Ok(batch)
+    }
+
+    /// The SSE message of `entry` for this feed: without the content of a version its own client
+    /// wrote.
+    pub(crate) fn event(&self, entry: &MemoryFeedEntry) -> Event {
+        let own = entry.change.content.is_some()
+            && self.writer.as_ref().is_some_and(|w| {
+                self.last
+                    .writers
+                    .lock()
+                    .expect("the writers' lock is never poisoned")
+                    .by(&entry.change.memory_version_id, w)
+            });
+        let data = if own {
+            serde_json::to_string(&MemoryChangeEvent { content: None, ..entry.change.clone() })
+        } else {
+            serde_json::to_string(&entry.change)
+        };
+        Event::default()
+            .event(entry.change.event_name())
+            .id(entry.seq.to_string())
+            .data(data.expect("a change event serialises"))
     }
 
     /// Waits until a version after the cursor may have committed (no store work); `false` once
@@ -385,5 +470,32 @@ mod tests {
         }
         let old = Batch { read_at: Instant::now() - SHARE_FOR, ..batch };
         assert!(!old.serves(&ws, 10, 100, true, 12, 0), "older than SHARE_FOR");
+    }
+
+    #[test]
+    fn the_writers_of_versions_are_remembered_for_a_while_and_a_number() {
+        let (one, two) = (WriterId::random(), WriterId::random());
+        let v: Vec<MemoryVersionId> = (0..OWN_MAX + 3).map(|_| MemoryVersionId::generate()).collect();
+        let start = Instant::now();
+        let mut writers = Writers::default();
+        writers.wrote(&one, &v[0], start);
+        writers.wrote(&two, &v[1], start);
+        assert!(writers.by(&v[0], &one) && !writers.by(&v[0], &two));
+        assert!(writers.by(&v[1], &two) && !writers.by(&v[1], &one));
+        assert!(!writers.by(&v[2], &one), "a version nobody named");
+        // Forgotten once OWN_FOR has passed (at the next write).
+        writers.wrote(&one, &v[2], start + OWN_FOR);
+        assert!(!writers.by(&v[0], &one) && !writers.by(&v[1], &two));
+        assert!(writers.by(&v[2], &one));
+        // At most OWN_MAX, the oldest first.
+        for version in &v[3..OWN_MAX + 2] {
+            writers.wrote(&one, version, start + OWN_FOR);
+        }
+        assert_eq!((writers.by_version.len(), writers.order.len()), (OWN_MAX, OWN_MAX));
+        assert!(writers.by(&v[2], &one));
+        writers.wrote(&one, &v[OWN_MAX + 2], start + OWN_FOR);
+        assert_eq!((writers.by_version.len(), writers.order.len()), (OWN_MAX, OWN_MAX));
+        assert!(!writers.by(&v[2], &one));
+        assert!(writers.by(&v[3], &one) && writers.by(&v[OWN_MAX + 2], &one));
     }
 }

@@ -1,7 +1,7 @@
 //! Extractors whose rejections speak the error envelope.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use mnemo_http::{BadInput, Refuse};
@@ -30,6 +30,23 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Json<T> {
         })?;
         let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
         serde_json::from_slice(bytes).map(Json).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// The client's [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER), if it sent one: on a
+/// memory write, the change hub remembers it wrote the version; on a change feed, its own
+/// versions come without their content ([`crate::changes`]). A malformed one is a `400`.
+#[derive(Debug)]
+pub(crate) struct Writer(pub(crate) Option<mnemo_api::headers::WriterId>);
+
+impl FromRequestParts<AppState> for Writer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        use mnemo_api::headers::{WRITER_HEADER, WriterId};
+        let Some(raw) = parts.headers.get(WRITER_HEADER) else { return Ok(Self(None)) };
+        let raw = raw.to_str().map_err(|_| ApiError::invalid(format!("{WRITER_HEADER} must be ASCII")))?;
+        WriterId::parse(raw).map(|w| Self(Some(w))).map_err(ApiError::invalid)
     }
 }
 

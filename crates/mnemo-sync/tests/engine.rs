@@ -15,6 +15,9 @@ const KEY: &str = "sk-engine-test";
 
 struct Env {
     client: Client,
+    /// Another client of the same server and key, as another machine would be: the engine's
+    /// feed sends its writes' content (it leaves out only its own client's).
+    elsewhere: Client,
     store: MemoryStoreId,
     dir: tempfile::TempDir,
     seen: Arc<Seen>,
@@ -161,7 +164,7 @@ impl Env {
         for (path, content) in memories {
             client.create_memory(&id, path, content, None).await.unwrap();
         }
-        Self { client, store: id, dir, seen, _stop: stop }
+        Self { elsewhere: client.with_token(KEY), client, store: id, dir, seen, _stop: stop }
     }
 
     fn root(&self) -> PathBuf {
@@ -194,11 +197,11 @@ impl Env {
 
     async fn remote_update(&self, path: &str, content: &str) {
         let body = UpdateMemory { content: Some(content.into()), ..Default::default() };
-        self.client.update_memory(&self.store, &self.memory_id(path).await, &body, None).await.unwrap();
+        self.elsewhere.update_memory(&self.store, &self.memory_id(path).await, &body, None).await.unwrap();
     }
 
     async fn remote_delete(&self, path: &str) {
-        self.client.delete_memory(&self.store, &self.memory_id(path).await, None).await.unwrap();
+        self.elsewhere.delete_memory(&self.store, &self.memory_id(path).await, None).await.unwrap();
     }
 }
 
@@ -226,7 +229,7 @@ async fn a_quiet_sync_with_the_watcher_neither_walks_nor_changes_anything() {
     assert!(!quiet.walked && !quiet.changed(), "{quiet:?}");
     assert!(!quiet.listed, "an unchanged store is confirmed by one conditional request");
     // A remote change is seen at once.
-    env.client.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
+    env.elsewhere.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
     let pulled = engine.sync(false).await.unwrap();
     assert!(pulled.listed && pulled.pulled == 1, "{pulled:?}");
     std::fs::remove_file(env.root().join("remote.md")).unwrap();
@@ -262,7 +265,7 @@ async fn a_sync_after_a_quiet_one_skips_its_plan_until_something_changes() {
         assert!(!quiet.planned && !quiet.changed() && !quiet.listed, "{quiet:?}");
     }
     // Each kind of change makes the next sync plan again, and act.
-    env.client.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
+    env.elsewhere.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
     let pulled = engine.sync(false).await.unwrap();
     assert!(pulled.planned && pulled.pulled == 1, "a remote change: {pulled:?}");
     assert_eq!(read(&env.root(), "remote.md").as_deref(), Some("r"));
@@ -519,7 +522,7 @@ async fn read_only_stores_pull_and_never_push() {
     std::fs::write(env.root().join("a.md"), "local").unwrap();
     std::fs::write(env.root().join("new.md"), "new").unwrap();
     std::fs::remove_file(env.root().join("b.md")).unwrap();
-    env.client.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
+    env.elsewhere.create_memory(&env.store, "/remote.md", "r", None).await.unwrap();
     engine.sync(true).await.unwrap();
     engine.flush().await.unwrap();
     assert_eq!(env.remote().await, pairs(&[("/a.md", "a"), ("/b.md", "b"), ("/remote.md", "r")]));
@@ -1009,7 +1012,7 @@ async fn a_remote_change_with_its_bytes_is_written_without_a_fetch() {
     assert_eq!(env.seen.lose_fetches.load(Relaxed), 100, "no memory was fetched");
     assert!(!engine.is_incomplete());
     // A new memory too.
-    env.client.create_memory(&env.store, "/c.md", "c, new", None).await.unwrap();
+    env.elsewhere.create_memory(&env.store, "/c.md", "c, new", None).await.unwrap();
     assert_eq!(env.seen.lose_fetches.load(Relaxed), 100, "the create fetched nothing");
     live_until(&mut engine, &mut live, "c.md").await;
     assert_eq!(read(&env.root(), "c.md").as_deref(), Some("c, new"));

@@ -23,7 +23,7 @@ use mnemo_http::{BadInput, FromQuery, Id, Params, PathId, Query, ViewPaging, Vie
 use mnemo_store::{ListMemories, MemoryChange, MemoryWriteOp};
 
 use crate::auth::MemoryCaller;
-use crate::extract::Json;
+use crate::extract::{Json, Writer};
 use crate::{ApiError, AppState};
 
 type Reply<T> = Result<axum::Json<T>, ApiError>;
@@ -73,7 +73,7 @@ fn shaped(mut memory: Memory, view: View) -> Memory {
     operation_id = "memories.create",
     tag = "memories",
     summary = "Create a memory at a path",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), MemoryView),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), MemoryView, ("mnemo-writer" = Option<String>, Header, description = "The client's writer id (a mnemo extension): its change feed leaves out the content of this write's version.")),
     request_body = mnemo_api::CreateMemory,
     responses((status = 200, description = "The new memory (content only under `view=full`).", body = mnemo_api::Memory), (status = 409, description = "A memory already exists at this path (`memory_path_conflict_error`, with `conflicting_memory_id`).", body = mnemo_api::ErrorEnvelope)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
@@ -81,6 +81,7 @@ fn shaped(mut memory: Memory, view: View) -> Memory {
 pub(crate) async fn create(
     State(state): State<AppState>,
     caller: MemoryCaller,
+    writer: Writer,
     Id(store): Id<MemoryStoreId>,
     Query(view): Query<ViewParam>,
     Json(body): Json<CreateMemory>,
@@ -88,6 +89,7 @@ pub(crate) async fn create(
     let view = view.or(View::Basic);
     let (path, content) = new_memory(body)?;
     let memory = state.store.create_memory(caller.workspace()?, &store, path, content, caller.actor()).await?;
+    wrote(&state, &store, writer, [&memory]);
     Ok(axum::Json(shaped(memory, view)))
 }
 
@@ -142,7 +144,7 @@ pub(crate) async fn retrieve(
     operation_id = "memories.update",
     tag = "memories",
     summary = "Change a memory's content or path, optionally under a precondition",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), MemoryView),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("memory" = mnemo_api::MemoryId, Path, description = "The memory."), MemoryView, ("mnemo-writer" = Option<String>, Header, description = "The client's writer id (a mnemo extension): its change feed leaves out the content of this write's version.")),
     request_body = mnemo_api::UpdateMemory,
     responses((status = 200, description = "The updated memory.", body = mnemo_api::Memory), (status = 409, description = "The precondition failed (`memory_precondition_failed_error`) or the new path is taken (`memory_path_conflict_error`).", body = mnemo_api::ErrorEnvelope)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
@@ -150,6 +152,7 @@ pub(crate) async fn retrieve(
 pub(crate) async fn update(
     State(state): State<AppState>,
     caller: MemoryCaller,
+    writer: Writer,
     Id(store): Id<MemoryStoreId>,
     Id(id): Id<MemoryId>,
     Query(view): Query<ViewParam>,
@@ -158,7 +161,20 @@ pub(crate) async fn update(
     let view = view.or(View::Basic);
     let change = memory_change(body)?;
     let memory = state.store.update_memory(caller.workspace()?, &store, &id, change, caller.actor()).await?;
+    wrote(&state, &store, writer, [&memory]);
     Ok(axum::Json(shaped(memory, view)))
+}
+
+/// Tells the change hub who wrote `memories`' versions, if the client named itself.
+fn wrote<'a>(
+    state: &AppState,
+    store: &MemoryStoreId,
+    Writer(writer): Writer,
+    memories: impl IntoIterator<Item = &'a Memory>,
+) {
+    if let Some(writer) = writer {
+        state.changes.wrote(store, &writer, memories.into_iter().map(|m| &m.memory_version_id));
+    }
 }
 
 /// Applies creates and updates of one store in order, in one request: each write is checked
@@ -174,7 +190,7 @@ pub(crate) async fn update(
     operation_id = "memories.batch",
     tag = "memories",
     summary = "Apply up to 100 creates and updates in order, each with its own outcome (a mnemo extension)",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store.")),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ("mnemo-writer" = Option<String>, Header, description = "The client's writer id (a mnemo extension): its change feed leaves out the content of this write's version.")),
     request_body = mnemo_api::MemoryWriteBatch,
     responses((status = 200, description = "One result per write, in order: `status` 200 with the memory (`view=basic`), or the status and `error` of its own request.", body = mnemo_api::MemoryWriteResults)),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
@@ -182,6 +198,7 @@ pub(crate) async fn update(
 pub(crate) async fn batch(
     State(state): State<AppState>,
     caller: MemoryCaller,
+    writer: Writer,
     Id(store): Id<MemoryStoreId>,
     Json(body): Json<MemoryWriteBatch>,
 ) -> Reply<MemoryWriteResults> {
@@ -210,7 +227,9 @@ pub(crate) async fn batch(
             Err(e) => results.push(Some(refused(e, i))),
         }
     }
-    let mut outcomes = state.store.write_memories(caller.workspace()?, &store, ops, caller.actor()).await?.into_iter();
+    let outcomes = state.store.write_memories(caller.workspace()?, &store, ops, caller.actor()).await?;
+    wrote(&state, &store, writer, outcomes.iter().filter_map(|o| o.as_ref().ok()));
+    let mut outcomes = outcomes.into_iter();
     let results = results
         .into_iter()
         .enumerate()

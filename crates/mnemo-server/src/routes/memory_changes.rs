@@ -9,7 +9,6 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use mnemo_api::{MemoryChangePage, MemoryStoreId, WorkspaceId};
-use mnemo_store::MemoryFeedEntry;
 
 use mnemo_http::{Id, Params, Query};
 
@@ -18,6 +17,7 @@ use mnemo_api::limits::{DEFAULT_FEED_PING_SECS, MAX_FEED_PING_SECS, MIN_FEED_PIN
 use super::events::async_stream;
 use crate::auth::MemoryCaller;
 use crate::changes::{FEED_BATCH, Feed};
+use crate::extract::Writer;
 use crate::{ApiError, AppState};
 
 /// Longest a JSON long poll waits for a change.
@@ -32,13 +32,6 @@ fn cursor(raw: &str, name: &str) -> Result<i64, ApiError> {
         .ok()
         .filter(|c| *c >= 0)
         .ok_or_else(|| ApiError::invalid(format!("{name} must be a cursor this feed handed out, or 0 (got `{raw}`)")))
-}
-
-fn sse(entry: &MemoryFeedEntry) -> Event {
-    Event::default()
-        .event(entry.change.event_name())
-        .id(entry.seq.to_string())
-        .data(serde_json::to_string(&entry.change).expect("a change event serialises"))
 }
 
 /// The SSE stream's keep-alive interval: `ping` seconds (a long-lived client that hears of
@@ -83,13 +76,14 @@ fn wants_json(format: Option<&str>) -> Result<bool, ApiError> {
     operation_id = "memory_changes.changes",
     tag = "memory changes",
     summary = "Follow a store's changes: an SSE stream, or a JSON long poll with `format=json`",
-    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ChangesQuery, ("Last-Event-ID" = Option<String>, Header, description = "The last `id` an SSE client saw; outranks `after`.")),
+    params(("store" = mnemo_api::MemoryStoreId, Path, description = "The memory store."), ChangesQuery, ("Last-Event-ID" = Option<String>, Header, description = "The last `id` an SSE client saw; outranks `after`."), ("mnemo-writer" = Option<String>, Header, description = "The client's writer id (16–64 ASCII letters, digits, `-`, `_`): under `content=inline`, versions written under the same id come without their content.")),
     responses((status = 200, description = "Under `format=json`: the changes after the cursor (waiting up to `wait_ms` for one). Otherwise an SSE stream of `memory.created`, `memory.modified` and `memory.deleted` events whose data is a `MemoryChangeEvent` and whose `id` is the cursor, with `ping` keep-alives.", content((mnemo_api::MemoryChangePage = "application/json"), (mnemo_api::MemoryChangeEvent = "text/event-stream")))),
     security(("api_key" = []), ("api_key_bearer" = []), ("sessions_token" = [])),
 )]
 pub(crate) async fn changes(
     State(state): State<AppState>,
     caller: MemoryCaller,
+    writer: Writer,
     headers: HeaderMap,
     Id(store): Id<MemoryStoreId>,
     Query(q): Query<Params>,
@@ -118,7 +112,8 @@ pub(crate) async fn changes(
         drop(slot);
         return answer.map(IntoResponse::into_response);
     }
-    let mut feed = Feed::open(&*state.store, &state.changes, caller.workspace()?, &store, after, inline).await?;
+    let mut feed =
+        Feed::open(&*state.store, &state.changes, caller.workspace()?, &store, after, inline, writer.0).await?;
     // The first read happens here, so a store that is gone is a 404, not an empty stream.
     let first = feed.read(&*state.store, &state.changes, FEED_BATCH).await?;
     let (db, hub) = (state.store.clone(), state.changes.clone());
@@ -129,7 +124,7 @@ pub(crate) async fn changes(
         loop {
             let full = batch.entries.len() as u32 >= FEED_BATCH;
             for entry in &batch.entries {
-                if !emit.send(sse(entry)).await {
+                if !emit.send(feed.event(entry)).await {
                     return;
                 }
             }
@@ -182,7 +177,7 @@ async fn long_poll(
     wait: Duration,
     limit: u32,
 ) -> Result<axum::Json<MemoryChangePage>, ApiError> {
-    let mut feed = Feed::open(&*state.store, &state.changes, ws, store, after, false).await?;
+    let mut feed = Feed::open(&*state.store, &state.changes, ws, store, after, false, None).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let batch = feed.read(&*state.store, &state.changes, limit).await?;
@@ -222,7 +217,8 @@ pub(crate) struct ChangesQuery {
     #[param(minimum = 1)]
     limit: Option<u32>,
     /// `inline`: the SSE stream's entries of created or modified versions of at most 64 KiB
-    /// carry the version's `content` (a mirror then needs no request per change).
+    /// carry the version's `content` (a mirror then needs no request per change), except those
+    /// written under the stream's own `mnemo-writer` header.
     #[param(pattern = "^inline$")]
     content: Option<String>,
     /// The SSE stream's keep-alive interval in seconds, 5–300 (default 15). A client that

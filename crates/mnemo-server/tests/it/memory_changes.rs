@@ -22,7 +22,21 @@ struct Sse {
 
 impl Sse {
     async fn open(s: &TestServer, store: &MemoryStoreId, query: &str, last_event_id: Option<&str>) -> Self {
+        Self::open_as(s, store, query, last_event_id, None).await
+    }
+
+    /// [`Sse::open`] naming a writer (`mnemo-writer`).
+    async fn open_as(
+        s: &TestServer,
+        store: &MemoryStoreId,
+        query: &str,
+        last_event_id: Option<&str>,
+        writer: Option<&str>,
+    ) -> Self {
         let mut req = s.raw(Method::GET, &format!("/v1/memory_stores/{store}/changes{query}")).bearer_auth(KEY);
+        if let Some(writer) = writer {
+            req = req.header("mnemo-writer", writer);
+        }
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id);
         }
@@ -410,4 +424,78 @@ async fn a_stream_asked_for_it_carries_small_versions_content() {
         let (_, _, entry) = without.next().await;
         assert!(entry.get("content").is_none(), "only when asked: {entry}");
     }
+}
+
+#[tokio::test]
+async fn a_writers_own_versions_come_back_without_their_content() {
+    let s = TestServer::start().await;
+    let store = s.new_store("notes").await.id;
+    let (one, two) = ("writer-one-0123456789", "writer-two-0123456789");
+    // The server remembers who wrote what while the store has a feed.
+    let mut open = Sse::open_as(&s, &store, "?content=inline", None, Some(one)).await;
+    let post = |path: String, body: Value, writer: Option<&'static str>| {
+        let mut req = s.raw(Method::POST, &path).bearer_auth(KEY).json(&body);
+        if let Some(writer) = writer {
+            req = req.header("mnemo-writer", writer);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            resp.json::<Value>().await.unwrap()
+        }
+    };
+    let memories = format!("/v1/memory_stores/{store}/memories");
+    // Writer one: a create, a batch of a create and an update, and an update; writer two: a
+    // create; nobody named: a create.
+    let a = post(memories.clone(), json!({"path": "/a.md", "content": "one's a"}), Some(one)).await;
+    let batch = json!({"writes": [
+        {"type": "create", "path": "/b.md", "content": "one's b"},
+        {"type": "update", "memory_id": a["id"], "content": "one's a, again"},
+    ]});
+    post(format!("{memories}:batch"), batch, Some(one)).await;
+    post(format!("{memories}/{}", a["id"].as_str().unwrap()), json!({"content": "one's a, third"}), Some(one)).await;
+    post(memories.clone(), json!({"path": "/c.md", "content": "two's c"}), Some(two)).await;
+    post(memories.clone(), json!({"path": "/d.md", "content": "nobody's d"}), None).await;
+    // Read from the start once every write has been answered (a feed open during the writes may
+    // see a version before its write's request has recorded the writer: it then sends the
+    // content, as it always may).
+    let mut feed_one = Sse::open_as(&s, &store, "?content=inline&after=0", None, Some(one)).await;
+    let mut feed_two = Sse::open_as(&s, &store, "?content=inline&after=0", None, Some(two)).await;
+    let mut anonymous = Sse::open(&s, &store, "?content=inline&after=0", None).await;
+    let written = [
+        ("one's a", Some(one)),
+        ("one's b", Some(one)),
+        ("one's a, again", Some(one)),
+        ("one's a, third", Some(one)),
+        ("two's c", Some(two)),
+        ("nobody's d", None),
+    ];
+    for (content, by) in written {
+        let digest = mnemo_api::content_sha256(content.as_bytes());
+        for (feed, me) in [(&mut feed_one, Some(one)), (&mut feed_two, Some(two)), (&mut anonymous, None)] {
+            let (_, _, entry) = feed.next().await;
+            assert_eq!(entry["content_sha256"], digest.as_str(), "{entry}");
+            if me.is_some() && me == by {
+                assert!(entry.get("content").is_none(), "its own write comes back without content: {entry}");
+            } else {
+                assert_eq!(entry["content"], content, "another's write comes with its content: {entry}");
+            }
+        }
+    }
+
+    // A malformed id is refused, on the feed and on a write; the write is not made.
+    for bad in ["short", "has spaces in it, 0123456789", &"x".repeat(65)] {
+        let feed = s.raw(Method::GET, &format!("/v1/memory_stores/{store}/changes")).bearer_auth(KEY);
+        let write = s.raw(Method::POST, &memories).bearer_auth(KEY).json(&json!({"path": "/e.md", "content": "e"}));
+        for req in [feed, write] {
+            let resp = req.header("mnemo-writer", bad).send().await.unwrap();
+            assert_eq!(resp.status(), 400);
+            let body: Value = resp.json().await.unwrap();
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.starts_with("mnemo-writer must be 16 to 64 ASCII letters"), "{message}");
+        }
+    }
+    let listed = s.client.list_all_memories(&store, mnemo_api::View::Basic).await.unwrap();
+    assert_eq!(listed.len(), 4, "a refused write wrote nothing");
+    assert_eq!(open.next().await.2["content_sha256"], mnemo_api::content_sha256(b"one's a"));
 }
