@@ -6,11 +6,18 @@
 //! committed, and concurrent writers share the cost of one `fsync`. Because writes are
 //! serialised, a read-check-write inside a job (a precondition, a path-overlap check) can never
 //! interleave with another writer's.
+//!
+//! **Checkpoints wait for the writes to pause.** SQLite copies its write-ahead log into the
+//! database file (a checkpoint) inside the commit that takes the log past 1,000 pages, so one
+//! write in every few hundred waited for 4 MB to be copied and flushed, and a burst that
+//! crossed the mark paid for everyone's writes before it. The writer's log hook now only notes
+//! the log's length; the writer thread checkpoints once no write has come for
+//! [`CHECKPOINT_QUIET`], or at once past [`CHECKPOINT_NOW_PAGES`] (writes that never pause).
 
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-
-use std::cell::RefCell;
+use std::time::Duration;
 
 use mnemo_store::{Signal, StoreError};
 use rusqlite::{Connection, OpenFlags};
@@ -30,6 +37,48 @@ const MAX_READERS: usize = 16;
 // a connection reuses its cache pages instead of growing them. Each connection's own cache is
 // 16 MB (`cache_size`), so without it a busy server's writer and 16 readers could hold over
 // 250 MB as the database grows.
+
+/// A log this long (pages) is checkpointed once the writes pause: SQLite's own threshold.
+const CHECKPOINT_PAGES: i32 = 1000;
+/// How long the writer waits without a write before it checkpoints.
+const CHECKPOINT_QUIET: Duration = Duration::from_millis(250);
+/// A log this long is checkpointed in the commit that made it so, pause or not (64 MB of 4 KB
+/// pages), so writes that never pause cannot grow it without bound.
+const CHECKPOINT_NOW_PAGES: i32 = 16 * CHECKPOINT_PAGES;
+
+thread_local! {
+    /// Pages in the write-ahead log after the writer's last commit, noted by its log hook (which
+    /// runs on the writer thread, in the commit).
+    static WAL_PAGES: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The writer's log hook (it replaces SQLite's automatic checkpoints): notes the log's length,
+/// and checkpoints at once only past [`CHECKPOINT_NOW_PAGES`]. A checkpoint that cannot finish
+/// (a reader holds an older snapshot) is no error of the commit: it is tried again later.
+fn noted_log(wal: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_PAGES.set(pages);
+    if pages >= CHECKPOINT_NOW_PAGES {
+        if let Err(e) = wal.checkpoint() {
+            tracing::debug!(error = %e, pages, "the write-ahead log could not be checkpointed at once");
+        }
+        WAL_PAGES.set(0);
+    }
+    Ok(())
+}
+
+/// Copies what it can of the log into the database file without waiting for any reader or
+/// writer (`PASSIVE`), once writes paused; its time is the `mnemo_wal_checkpoint_seconds` metric.
+fn checkpoint(conn: &Connection) {
+    let started = std::time::Instant::now();
+    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+    metrics::histogram!("mnemo_wal_checkpoint_seconds").record(started.elapsed().as_secs_f64());
+    match done {
+        Ok((log, copied)) => tracing::debug!(log, copied, "checkpointed the write-ahead log"),
+        Err(e) => tracing::debug!(error = %e, "the write-ahead log could not be checkpointed"),
+    }
+    // Tried: the next commit's hook says how long the log is then.
+    WAL_PAGES.set(0);
+}
 
 type Completion = Box<dyn FnOnce(Option<&CommitFailure>) + Send>;
 /// A queued write: runs in its savepoint and hands back how to answer its caller once the batch
@@ -324,7 +373,21 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T, S
 
 fn writer_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
     let mut completions: Vec<Completion> = Vec::with_capacity(MAX_BATCH);
-    while let Ok(first) = jobs.recv() {
+    conn.wal_hook(Some(noted_log));
+    loop {
+        let next = if WAL_PAGES.get() >= CHECKPOINT_PAGES {
+            jobs.recv_timeout(CHECKPOINT_QUIET)
+        } else {
+            jobs.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        };
+        let first = match next {
+            Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                checkpoint(conn);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
             let failed = CommitFailure::of("begin", &e);
             first(conn).0(Some(&failed));
@@ -553,6 +616,38 @@ mod tests {
         assert!(pages > 20, "{pages} pages");
         assert_eq!(std::fs::metadata(&path).unwrap().len(), pages * page_size, "the file holds every page");
         drop(other);
+    }
+
+    /// A commit that takes the log past 1,000 pages is answered without copying the log into the
+    /// database file (SQLite's automatic checkpoint would have, in that commit); the writer
+    /// checkpoints once writes pause.
+    #[tokio::test]
+    async fn the_log_is_checkpointed_once_writes_pause_not_in_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let engine = Engine::start(&path, Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let size = || std::fs::metadata(&path).unwrap().len();
+        let before = size();
+        // 6 MB: 1,500 pages of 4 KB, past the 1,000 that start a checkpoint.
+        engine
+            .write(|c| {
+                c.execute_batch("CREATE TABLE t (x BLOB NOT NULL)").map_err(backend)?;
+                for _ in 0..1500 {
+                    c.execute("INSERT INTO t VALUES (zeroblob(4000))", []).map_err(backend)?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(size() < before + 1_000_000, "the commit copied the log: {} bytes", size());
+        let waited = std::time::Instant::now();
+        while size() < 6_000_000 {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(10), "no checkpoint after a pause");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // Writes go on after it, and a short log waits for no checkpoint.
+        engine.write(|c| c.execute("INSERT INTO t VALUES (x'00')", []).map_err(backend)).await.unwrap();
+        engine.shutdown();
     }
 
     fn count(conn: &Connection, x: &str) -> Result<i64, StoreError> {
