@@ -120,10 +120,17 @@ pub async fn update_memory<S: MemorySql>(
 ) -> Result<(Memory, Option<Seq>)> {
     let locked = sql.lock_store(ws, store).await?;
     rules::check_writable(&locked.store)?;
-    let MemoryRow { mut memory, seq } =
-        sql.load_memory(store, locked.seq, id, true).await?.ok_or_else(|| StoreError::not_found("memory", id))?;
+    // The current content is read only for a move, which keeps it (rules::plan_update).
+    let with_content = change.content.is_none();
+    let MemoryRow { mut memory, seq } = sql
+        .load_memory(store, locked.seq, id, with_content)
+        .await?
+        .ok_or_else(|| StoreError::not_found("memory", id))?;
     let (content, sha, moved_to) = match rules::plan_update(&memory, change)? {
-        Update::Unchanged => return Ok((memory, None)),
+        Update::Unchanged { content } => {
+            memory.content = Some(content);
+            return Ok((memory, None));
+        }
         Update::Write { content, sha256, moved_to } => (content, sha256, moved_to),
     };
     if let Some(to) = &moved_to {

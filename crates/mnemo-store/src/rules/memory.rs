@@ -78,13 +78,15 @@ pub fn check_create(path: &MemoryPath, facts: CreateFacts<'_>) -> Result<(), Sto
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Update {
     /// The memory already holds the requested state (a retry of an applied update): answer
-    /// with it as it is, whatever the precondition says, and write no version.
-    Unchanged,
+    /// with it as it is (this is its content), whatever the precondition says, and write no
+    /// version.
+    Unchanged { content: String },
     /// Write a `modified` version with this content; `moved_to`: check this path is free first.
     Write { content: String, sha256: String, moved_to: Option<MemoryPath> },
 }
 
-/// Plans an update of `current` (with its content).
+/// Plans an update of `current`. Its content is read only when the change brings none (a move):
+/// a change that brings content is judged by digests, so the store need not load the old bytes.
 pub fn plan_update(current: &Memory, change: MemoryChange) -> Result<Update, StoreError> {
     let content = match change.content {
         Some(content) => content,
@@ -93,7 +95,7 @@ pub fn plan_update(current: &Memory, change: MemoryChange) -> Result<Update, Sto
     let sha256 = content_sha256(content.as_bytes());
     let moved_to = change.path.filter(|p| p.as_str() != current.path);
     if sha256 == current.content_sha256 && moved_to.is_none() {
-        return Ok(Update::Unchanged);
+        return Ok(Update::Unchanged { content });
     }
     check_precondition(change.expected_sha256.as_deref(), &current.content_sha256)?;
     Ok(Update::Write { content, sha256, moved_to })
@@ -194,9 +196,18 @@ mod tests {
             ("a move keeps the content and checks the new path", change(None, Some("/b.md"), None), Ok("write old to /b.md")),
             ("a move with a stale precondition fails", change(None, Some("/b.md"), Some("stale")), Err("precondition")),
         ];
-        for (rule, c, expected) in rows {
-            let got = match plan_update(&current, c) {
-                Ok(Update::Unchanged) => Ok("unchanged".to_owned()),
+        // A change that brings content is judged the same on a memory loaded without its own.
+        let bare = Memory { content: None, ..current.clone() };
+        let rows = rows.into_iter().flat_map(|(rule, c, expected)| {
+            let again = c.content.is_some().then(|| (rule, &bare, c.clone(), expected));
+            std::iter::once((rule, &current, c, expected)).chain(again)
+        });
+        for (rule, current, c, expected) in rows {
+            let got = match plan_update(current, c) {
+                Ok(Update::Unchanged { content }) => {
+                    assert_eq!(content, "old", "rule: {rule}: the memory's content, as it holds it");
+                    Ok("unchanged".to_owned())
+                }
                 Ok(Update::Write { content, moved_to: None, .. }) => Ok(format!("write {content}")),
                 Ok(Update::Write { content, moved_to: Some(p), .. }) => Ok(format!("write {content} to {p}")),
                 Err(StoreError::PreconditionFailed { .. }) => Err("precondition"),
