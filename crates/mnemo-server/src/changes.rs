@@ -27,10 +27,10 @@
 //! late). The hub holds a batch weakly: it lives as long as some feed still sends it.
 //!
 //! **A writer's own versions come back without their content.** A client that names itself
-//! ([`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER)) on its writes and on its feed has the bytes it wrote; the hub remembers,
-//! per store with open feeds, which client wrote which version (for [`OWN_FOR`], at most
-//! [`OWN_MAX`] versions), and the feed sends that client those entries with their digest but
-//! without their content. The shared batch keeps every content: only what is sent differs.
+//! ([`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER)) on its writes and on its feed has
+//! the bytes it wrote; the hub remembers, per store with open feeds, which client wrote which
+//! version (for [`OWN_FOR`], at most [`OWN_MAX`] versions), and the feed sends that client
+//! those entries with their digest but without their content. The shared batch keeps every content: only what is sent differs.
 //! Writes made through another replica are not known here, so their content is sent, as it
 //! always may be.
 
@@ -121,7 +121,8 @@ const OWN_FOR: Duration = Duration::from_secs(60);
 /// The most versions of one store the hub remembers the writer of (the oldest go first).
 const OWN_MAX: usize = 4096;
 
-/// Who wrote a store's recent versions, by the writers' [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER).
+/// Who wrote a store's recent versions, by the writers'
+/// [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER).
 #[derive(Debug, Default)]
 struct Writers {
     by_version: HashMap<MemoryVersionId, WriterId>,
@@ -314,8 +315,9 @@ pub(crate) struct Feed {
     last: Arc<LastRead>,
     /// Entries carry their versions' content (`content=inline`).
     inline: bool,
-    /// The client following the feed, by its [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER): its own versions come without
-    /// their content.
+    /// The client following the feed, by its
+    /// [`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER): its own versions come without their
+    /// content.
     writer: Option<WriterId>,
 }
 
