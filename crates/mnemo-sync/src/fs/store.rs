@@ -151,6 +151,20 @@ impl FileStore {
         current_hash(parent.as_fd(), rel)
     }
 
+    /// The bytes of one file right now and their hash, read once; `Ok(None)` if it (or a folder
+    /// on its way) does not exist. Refuses what [`FileStore::hash_now`] refuses; the bytes are
+    /// not checked to be UTF-8.
+    pub fn read_now(&self, rel: &RelPath) -> Result<Option<(Digest, Vec<u8>)>, FsError> {
+        let Some(parent) = sys::open_parent(sys::open_root(&self.root)?, rel, false)? else {
+            return Ok(None);
+        };
+        let Some((file, st)) = sys::open_regular(parent.as_fd(), rel.file_name(), rel.as_str())? else {
+            return Ok(None);
+        };
+        let bytes = sys::read_all(file, StatKey::of(&st).size, rel.as_str())?;
+        Ok(Some((Digest::of(&bytes), bytes)))
+    }
+
     /// The bytes of one regular file. A missing file is an [`FsError::Io`] for which
     /// [`FsError::is_not_found`] holds; non-UTF-8 content is [`FsError::NotUtf8`] in UTF-8 mode.
     pub fn read(&self, rel: &RelPath) -> Result<Vec<u8>, FsError> {

@@ -234,14 +234,14 @@ impl StoreSync {
     /// Sends uploads in path order and records each outcome.
     async fn send_uploads(
         &mut self,
-        uploads: Vec<Upload>,
+        mut uploads: Vec<Upload>,
         next: &mut BTreeMap<RelPath, Digest>,
         report: &mut SyncReport,
     ) {
         if uploads.is_empty() {
             return;
         }
-        let outcomes = self.upload_in_order(&uploads).await;
+        let outcomes = self.upload_in_order(&mut uploads).await;
         for (upload, outcome) in uploads.iter().zip(outcomes) {
             self.apply_upload(upload, outcome, next, report);
         }

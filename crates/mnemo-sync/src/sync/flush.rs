@@ -64,8 +64,13 @@ impl StoreSync {
                     tracing::warn!(path = %rel, memory_store_id = %self.cfg.store_id, "memory changed both locally and remotely; the flush leaves the remote version");
                     report.conflicts += 1;
                 }
-                Some(m) => uploads.push(Upload { rel, existing: Some((m.clone(), m.content_sha256)), fallback: base }),
-                None => uploads.push(Upload { rel, existing: None, fallback: base }),
+                Some(m) => uploads.push(Upload {
+                    rel,
+                    existing: Some((m.clone(), m.content_sha256)),
+                    fallback: base,
+                    read: None,
+                }),
+                None => uploads.push(Upload { rel, existing: None, fallback: base, read: None }),
             }
         }
         let mut next = self.state.baseline.clone();

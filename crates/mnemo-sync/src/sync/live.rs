@@ -2,7 +2,9 @@
 //!
 //! Two sources feed one **dirty set** of paths, [`Live`]: the store's change feed (a remote
 //! change marks its path due at once) and the watcher's hints (a local change marks its path
-//! due after [`QUIET`] without further writes to it). Local changes go up **together**: the
+//! due after [`QUIET`] without further writes to it). The watcher's hints wait in
+//! [`LocalHints`], which wakes live sync only when it stops being empty: a burst of writes
+//! costs live sync one wake-up and its timer, not one per filesystem event. Local changes go up **together**: the
 //! set's local paths fall due when the last of them has been quiet for [`QUIET`] (at most
 //! [`MAX_HOLD`] after the first was), so a burst of writes is one live sync and one batch
 //! request rather than one of each per file. [`StoreSync::sync_paths`] then syncs just those
@@ -20,8 +22,8 @@
 //! change whose digest is what the engine already agreed on at that path, at a path the watcher
 //! did not flag, is dropped without a request ([`Seen`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mnemo_api::MemoryStoreId;
@@ -32,6 +34,7 @@ use tokio::time::Instant;
 use mnemo_api::Operation;
 
 use super::run::{Plan, Push, SyncReport};
+use super::upload::Ready;
 use super::{Remote, RemoteMap, StoreSync, SyncError, blocking};
 use crate::fs::{Digest, Durability, MARKER_NAME, MarkerState, RelPath};
 
@@ -93,11 +96,65 @@ impl FullSyncTicks {
 /// without it (a later opening then asks for a full sync, as any fresh start does).
 pub(crate) const CONNECT_WAIT: Duration = Duration::from_secs(2);
 
-/// What the watcher and the feed tell live sync.
+/// What the watcher saw change, for live sync: each path with when it last changed. The
+/// watcher's thread adds to it ([`saw`](Self::saw)); live sync reads it when its timer says the
+/// set may be due and takes it when it is. Live sync is woken only when it stops being empty,
+/// so the events of a burst after the first cost no wake-up (each write, close and truncation
+/// of a file is an event of its own).
+#[derive(Debug, Default)]
+pub(crate) struct LocalHints {
+    /// `None` once live sync stopped: nothing is recorded any more.
+    seen: Mutex<Option<HashMap<RelPath, Instant>>>,
+    wake: tokio::sync::Notify,
+}
+
+impl LocalHints {
+    fn open() -> Arc<Self> {
+        Arc::new(Self { seen: Mutex::new(Some(HashMap::new())), wake: tokio::sync::Notify::new() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<RelPath, Instant>>> {
+        // Every change under the lock is a single insert or take, whole or not at all.
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The watcher saw `rel` change now.
+    pub(crate) fn saw(&self, rel: RelPath) {
+        let now = Instant::now();
+        let first = {
+            let mut seen = self.lock();
+            let Some(seen) = seen.as_mut() else { return };
+            let first = seen.is_empty();
+            seen.insert(rel, now);
+            first
+        };
+        if first {
+            self.wake.notify_one();
+        }
+    }
+
+    /// When the earliest and the latest of the waiting paths last changed.
+    fn span(&self) -> Option<(Instant, Instant)> {
+        let seen = self.lock();
+        let mut times = seen.as_ref()?.values().copied();
+        let first = times.next()?;
+        Some(times.fold((first, first), |(lo, hi), t| (lo.min(t), hi.max(t))))
+    }
+
+    /// Everything waiting; the next path seen wakes live sync again.
+    fn take(&self) -> HashMap<RelPath, Instant> {
+        self.lock().as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Live sync stopped: forget what waits, record nothing more.
+    fn close(&self) {
+        *self.lock() = None;
+    }
+}
+
+/// What the feed tells live sync.
 #[derive(Debug)]
 pub(crate) enum Hint {
-    /// The watcher saw this path change.
-    Local(RelPath),
     /// The store changed this path, to what the feed says.
     Remote(RelPath, Seen),
     /// The store changed this path to these bytes, which came with the feed's entry (to be
@@ -219,9 +276,12 @@ pub struct Live {
     store: MemoryStoreId,
     /// `None` once the feed ended: live sync is off, the interval alone syncs.
     rx: Option<mpsc::UnboundedReceiver<Hint>>,
-    /// Where the engine's watcher sends local hints, until [`StoreSync::attach_live`] takes it.
-    sink: Option<mpsc::UnboundedSender<Hint>>,
+    /// What the engine's watcher saw change ([`StoreSync::attach_live`] hands it over).
+    local: Arc<LocalHints>,
     feed: tokio::task::JoinHandle<()>,
+    /// How many times [`next`](Self::next) woke up.
+    #[cfg(test)]
+    turns: usize,
     dirty: BTreeMap<RelPath, Dirty>,
     /// The bytes of a dirty path's newest store change, where they came with the feed.
     bytes: BTreeMap<RelPath, (Digest, Arc<String>)>,
@@ -231,6 +291,7 @@ pub struct Live {
 impl Drop for Live {
     fn drop(&mut self) {
         self.feed.abort();
+        self.local.close();
     }
 }
 
@@ -243,7 +304,7 @@ impl Live {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut feed = client.subscribe_memory_changes(store.clone(), None).with_content();
         let first = tokio::time::timeout(CONNECT_WAIT, feed.next()).await;
-        let mut live = Self::new(store.clone(), rx, tx.clone(), tokio::spawn(async {}));
+        let mut live = Self::new(store.clone(), rx, tokio::spawn(async {}));
         match first {
             // Open before the download starts: the download's listing is the fresh start.
             Ok(FeedEvent::Connected { .. }) => {}
@@ -270,17 +331,14 @@ impl Live {
         live
     }
 
-    fn new(
-        store: MemoryStoreId,
-        rx: mpsc::UnboundedReceiver<Hint>,
-        sink: mpsc::UnboundedSender<Hint>,
-        feed: tokio::task::JoinHandle<()>,
-    ) -> Self {
+    fn new(store: MemoryStoreId, rx: mpsc::UnboundedReceiver<Hint>, feed: tokio::task::JoinHandle<()>) -> Self {
         Self {
             store,
             rx: Some(rx),
-            sink: Some(sink),
+            local: LocalHints::open(),
             feed,
+            #[cfg(test)]
+            turns: 0,
             dirty: BTreeMap::new(),
             bytes: BTreeMap::new(),
             resync: false,
@@ -297,6 +355,10 @@ impl Live {
     /// `select!` beside the interval timer. Never returns once live sync is off.
     pub async fn next(&mut self) -> LiveWork {
         loop {
+            #[cfg(test)]
+            {
+                self.turns += 1;
+            }
             let mut queued = Vec::new();
             if let Some(rx) = &mut self.rx {
                 while let Ok(hint) = rx.try_recv() {
@@ -312,6 +374,7 @@ impl Live {
             let now = Instant::now();
             let wake = self.batch_due(now);
             if wake.is_some_and(|at| at <= now) {
+                self.take_local();
                 // Every path pinned or quiet by now goes, together.
                 let due: Vec<RelPath> =
                     self.dirty.iter().filter(|(_, d)| d.pinned || d.due <= now).map(|(p, _)| p.clone()).collect();
@@ -332,6 +395,9 @@ impl Live {
                     Some(hint) => self.add(hint),
                     None => self.stop("the change feed task ended"),
                 },
+                // The watcher's first path since the set was last taken (its later ones wait
+                // for the timer).
+                () = self.local.wake.notified() => {}
                 () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
             }
         }
@@ -339,16 +405,29 @@ impl Live {
 
     /// When the dirty set is due: now with a pinned path in it; else once its last local path
     /// has been quiet for [`QUIET`], but no later than [`MAX_HOLD`] after its first was. `None`
-    /// when it is empty.
+    /// when it is empty. The watcher's waiting paths count as they are, without being taken.
     fn batch_due(&self, now: Instant) -> Option<Instant> {
         if self.dirty.values().any(|d| d.pinned) {
             return Some(now);
         }
-        let mut quiet = self.dirty.values().map(|d| d.due);
-        let first = quiet.next();
-        let first = first?;
-        let (earliest, latest) = quiet.fold((first, first), |(lo, hi), due| (lo.min(due), hi.max(due)));
+        let waiting = self.local.span().map(|(lo, hi)| (lo + QUIET, hi + QUIET));
+        let mut quiet = self.dirty.values().map(|d| (d.due, d.due)).chain(waiting);
+        let first = quiet.next()?;
+        let (earliest, latest) = quiet.fold(first, |(lo, hi), (l, h)| (lo.min(l), hi.max(h)));
         Some(latest.min(earliest + MAX_HOLD))
+    }
+
+    /// Moves the watcher's waiting paths into the dirty set: each due once quiet for [`QUIET`]
+    /// after its last change (a pinned path stays due now).
+    fn take_local(&mut self) {
+        for (rel, seen) in self.local.take() {
+            let entry =
+                self.dirty.entry(rel).or_insert(Dirty { due: seen + QUIET, flags: Flags::default(), pinned: false });
+            entry.flags.local = true;
+            if !entry.pinned {
+                entry.due = seen + QUIET;
+            }
+        }
     }
 
     /// The caller wrote `rel` in full and knows it is complete (a worker's `write` or `edit`
@@ -368,15 +447,6 @@ impl Live {
     fn add(&mut self, hint: Hint) {
         let now = Instant::now();
         match hint {
-            Hint::Local(rel) => {
-                let entry =
-                    self.dirty.entry(rel).or_insert(Dirty { due: now + QUIET, flags: Flags::default(), pinned: false });
-                entry.flags.local = true;
-                // Every further write restarts the quiet period; a pinned path stays due now.
-                if !entry.pinned {
-                    entry.due = now + QUIET;
-                }
-            }
             Hint::Remote(rel, seen) => {
                 // The newest change is what the store holds now: bytes of an older one are stale.
                 self.bytes.remove(&rel);
@@ -397,7 +467,7 @@ impl Live {
     fn stop(&mut self, reason: &str) {
         tracing::info!(memory_store_id = %self.store, "{reason}; syncing on the interval only");
         self.rx = None;
-        self.sink = None;
+        self.local.close();
         self.dirty.clear();
         self.bytes.clear();
     }
@@ -455,7 +525,7 @@ impl StoreSync {
     pub fn live(&mut self) -> Live {
         let (tx, rx) = mpsc::unbounded_channel();
         let feed = self.client.subscribe_memory_changes(self.cfg.store_id.clone(), None).with_content();
-        let mut live = Live::new(self.cfg.store_id.clone(), rx, tx.clone(), tokio::spawn(follow_feed(feed, tx)));
+        let mut live = Live::new(self.cfg.store_id.clone(), rx, tokio::spawn(follow_feed(feed, tx)));
         self.attach_live(&mut live);
         live
     }
@@ -463,14 +533,13 @@ impl StoreSync {
     /// Has the watcher report local changes to `live` (unless the store is read-only: nothing
     /// local is ever pushed, so only the feed drives it).
     pub fn attach_live(&mut self, live: &mut Live) {
-        let Some(tx) = live.sink.take() else { return };
-        if self.cfg.read_only {
+        if self.cfg.read_only || !live.is_running() {
             return;
         }
         if let Some(watch) = &self.watch {
-            watch.set_live(tx.clone());
+            watch.set_live(Arc::clone(&live.local));
         }
-        self.live = Some(tx);
+        self.live = Some(Arc::clone(&live.local));
     }
 
     /// Does what [`Live::next`] asked for, and logs the outcome (a failure is left to the
@@ -537,17 +606,34 @@ impl StoreSync {
             return Ok(report);
         }
         let (files, id) = (Arc::clone(&self.files), self.cfg.store_id.to_string());
-        let paths: Vec<(RelPath, bool)> = due.paths.into_iter().map(|(rel, f)| (rel, f.remote.is_some())).collect();
-        // The marker is read in the same trip to the blocking pool as the hashes.
+        let paths: Vec<(RelPath, bool, Option<Digest>)> = due
+            .paths
+            .into_iter()
+            .map(|(rel, f)| {
+                let baseline = self.state.baseline.get(&rel).copied();
+                (rel, f.remote.is_some(), baseline)
+            })
+            .collect();
+        // The marker is read in the same trip to the blocking pool as the files. Each file is
+        // read once: a changed one is sent as read here, if it goes up.
         let hashed = blocking(move || {
             if files.check_marker(&id) != MarkerState::Matches {
                 return None;
             }
             let mut hashed = Vec::new();
+            let mut read = BTreeMap::new();
             let mut dirs = Vec::new();
-            for (rel, remote) in paths {
-                match files.hash_now(&rel) {
-                    Ok(sha) => hashed.push((rel, remote, sha)),
+            for (rel, remote, baseline) in paths {
+                match files.read_now(&rel) {
+                    Ok(Some((sha, bytes))) => {
+                        if Some(sha) != baseline
+                            && let Some(ready) = Ready::of(sha, bytes)
+                        {
+                            read.insert(rel.clone(), ready);
+                        }
+                        hashed.push((rel, remote, Some(sha)));
+                    }
+                    Ok(None) => hashed.push((rel, remote, None)),
                     // A new directory may hold files written before the watcher saw it: they
                     // are synced with it (found by a walk, as a full sync finds them).
                     Err(_) if files.root().join(rel.as_str()).symlink_metadata().is_ok_and(|m| m.is_dir()) => {
@@ -562,10 +648,10 @@ impl StoreSync {
                 let below = all.into_iter().filter(|(p, _)| dirs.iter().any(|d| p.as_str().starts_with(d.as_str())));
                 hashed.extend(below.map(|(p, f)| (p, false, Some(f.sha256))));
             }
-            Some(hashed)
+            Some((hashed, read))
         })
         .await?;
-        let Some(hashed) = hashed else {
+        let Some((hashed, mut read)) = hashed else {
             report.skipped = true;
             return Ok(report);
         };
@@ -620,7 +706,17 @@ impl StoreSync {
         self.forget_void_pending(&mut plan);
         self.remove_locals(&mut plan, &remote, &mut report).await?;
         // Deletion candidates keep their baseline (planned above) and wait for a full sync.
-        let uploads = std::mem::take(&mut plan.pushes).into_iter().filter(|p| matches!(p, Push::Upload(_))).collect();
+        let uploads = std::mem::take(&mut plan.pushes)
+            .into_iter()
+            .filter_map(|p| match p {
+                // Sent as read above when the plan judged those very bytes.
+                Push::Upload(mut u) => {
+                    u.read = read.remove(&u.rel).filter(|r| local.get(&u.rel) == Some(&Some(r.sha)));
+                    Some(Push::Upload(u))
+                }
+                Push::Delete { .. } => None,
+            })
+            .collect();
         self.send_pushes(uploads, false, &mut plan.next, &mut report).await;
         self.state.baseline = plan.next;
         self.content_pass(plan.pulls, &mut report).await;
@@ -710,9 +806,12 @@ mod tests {
         RelPath::parse(s).unwrap()
     }
 
-    fn live() -> (Live, mpsc::UnboundedSender<Hint>) {
+    /// Live sync with its feed's sender and the watcher's side.
+    fn live() -> (Live, mpsc::UnboundedSender<Hint>, Arc<LocalHints>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Live::new(MemoryStoreId::generate(), rx, tx.clone(), tokio::spawn(async {})), tx)
+        let live = Live::new(MemoryStoreId::generate(), rx, tokio::spawn(async {}));
+        let local = Arc::clone(&live.local);
+        (live, tx, local)
     }
 
     fn paths(work: LiveWork) -> Vec<(String, bool)> {
@@ -732,16 +831,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn local_changes_wait_for_quiet_and_remote_ones_do_not() {
-        let (mut live, tx) = live();
+        let (mut live, tx, local) = live();
         let start = Instant::now();
-        tx.send(Hint::Local(rel("a.md"))).unwrap();
+        local.saw(rel("a.md"));
         tx.send(Hint::Remote(rel("b.md"), Seen::Unknown)).unwrap();
         assert_eq!(paths(live.next().await), [("b.md".to_owned(), true)]);
         assert!(start.elapsed() < QUIET);
         // Writes keep coming for a while: the quiet period restarts with each.
         for _ in 0..3 {
             tokio::time::sleep(QUIET / 2).await;
-            tx.send(Hint::Local(rel("a.md"))).unwrap();
+            local.saw(rel("a.md"));
         }
         let t = Instant::now();
         assert_eq!(paths(live.next().await), [("a.md".to_owned(), false)]);
@@ -807,13 +906,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_burst_of_local_writes_goes_up_together() {
-        let (mut live, tx) = live();
+        let (mut live, tx, local) = live();
         let start = Instant::now();
         // Three files written 100 ms apart, while live sync waits: each alone would be due
         // 200 ms after its write.
         let writer = tokio::spawn(async move {
             for name in ["a.md", "d/b.md", "e/c.md"] {
-                tx.send(Hint::Local(rel(name))).unwrap();
+                local.saw(rel(name));
                 tokio::time::sleep(QUIET / 2).await;
             }
             tx
@@ -826,13 +925,35 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_file_rewritten_without_pause_holds_the_others_back_at_most_max_hold() {
-        let (mut live, tx) = live();
+    async fn the_events_of_a_burst_wake_live_sync_once_plus_its_timer() {
+        let (mut live, _tx, local) = live();
         let start = Instant::now();
-        tx.send(Hint::Local(rel("a.md"))).unwrap();
+        // 50 files, each written, truncated and closed (three events), 1 ms apart.
+        let writer = tokio::spawn(async move {
+            for i in 0..50 {
+                for _ in 0..3 {
+                    local.saw(rel(&format!("f{i:02}.md")));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let got = paths(live.next().await);
+        writer.await.unwrap();
+        assert_eq!(got.len(), 50);
+        assert_eq!(start.elapsed(), Duration::from_millis(49) + QUIET);
+        // The first event, the timer set from it, the one set from the last event, and the
+        // turn that returns: not one per event.
+        assert!(live.turns <= 4, "{} turns for 150 events", live.turns);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_rewritten_without_pause_holds_the_others_back_at_most_max_hold() {
+        let (mut live, tx, local) = live();
+        let start = Instant::now();
+        local.saw(rel("a.md"));
         let writer = tokio::spawn(async move {
             for _ in 0..40 {
-                tx.send(Hint::Local(rel("busy.md"))).unwrap();
+                local.saw(rel("busy.md"));
                 tokio::time::sleep(QUIET / 4).await;
             }
             tx
@@ -846,11 +967,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_remote_change_takes_the_quiet_local_ones_along() {
-        let (mut live, tx) = live();
+        let (mut live, tx, local) = live();
         let writer = tokio::spawn(async move {
-            tx.send(Hint::Local(rel("quiet.md"))).unwrap();
+            local.saw(rel("quiet.md"));
             tokio::time::sleep(QUIET / 2).await;
-            tx.send(Hint::Local(rel("fresh.md"))).unwrap();
+            local.saw(rel("fresh.md"));
             // quiet.md has been quiet for QUIET, but the burst is not over: fresh.md is not.
             tokio::time::sleep(QUIET * 3 / 4).await;
             tx.send(Hint::Remote(rel("r.md"), Seen::Gone)).unwrap();
@@ -866,7 +987,7 @@ mod tests {
     /// due at once, not at a `now` read a moment later, which never came.
     #[tokio::test]
     async fn a_remote_change_is_due_at_once_on_the_real_clock() {
-        let (mut live, tx) = live();
+        let (mut live, tx, _) = live();
         tx.send(Hint::Remote(rel("r.md"), Seen::Unknown)).unwrap();
         let work = tokio::time::timeout(Duration::from_secs(5), live.next()).await.expect("due at once");
         assert_eq!(paths(work), [("r.md".to_owned(), true)]);
@@ -894,7 +1015,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_newest_remote_change_of_a_path_is_the_one_kept() {
-        let (mut live, tx) = live();
+        let (mut live, tx, _) = live();
         let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
         tx.send(Hint::Remote(rel("x.md"), Seen::Holds(a))).unwrap();
         tx.send(Hint::Remote(rel("x.md"), Seen::Holds(b))).unwrap();
@@ -910,20 +1031,20 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_file_written_in_full_is_due_at_once_whatever_the_watcher_says() {
-        let (mut live, tx) = live();
+        let (mut live, _tx, local) = live();
         let start = Instant::now();
-        tx.send(Hint::Local(rel("w.md"))).unwrap();
+        local.saw(rel("w.md"));
         live.written(rel("w.md"));
         // The watcher's late event for the same write must not push it back.
-        tx.send(Hint::Local(rel("w.md"))).unwrap();
+        local.saw(rel("w.md"));
         assert_eq!(paths(live.next().await), [("w.md".to_owned(), false)]);
         assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_ended_feed_turns_live_sync_off() {
-        let (mut live, tx) = live();
-        tx.send(Hint::Local(rel("a.md"))).unwrap();
+        let (mut live, tx, local) = live();
+        local.saw(rel("a.md"));
         tx.send(Hint::Ended("the server has no memory change feed".into())).unwrap();
         let waited = tokio::time::timeout(Duration::from_secs(5), live.next()).await;
         assert!(waited.is_err(), "nothing more comes once the feed ended");

@@ -389,13 +389,16 @@ impl StoreSync {
         }
         match d.action {
             Action::Keep => plan.keep(rel, d.baseline),
-            Action::Create => plan.push(Push::Upload(Upload { rel: rel.clone(), existing: None, fallback: None })),
+            Action::Create => {
+                plan.push(Push::Upload(Upload { rel: rel.clone(), existing: None, fallback: None, read: None }))
+            }
             Action::Update { memory } => {
                 let precondition = memory.content_sha256;
                 plan.push(Push::Upload(Upload {
                     rel: rel.clone(),
                     existing: Some((memory.clone(), precondition)),
                     fallback: Some(precondition),
+                    read: None,
                 }));
             }
             Action::Pull { memory, expect_local } => {

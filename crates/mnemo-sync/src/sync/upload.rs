@@ -19,6 +19,9 @@ pub(crate) struct Upload {
     pub(crate) existing: Option<(super::Remote, Digest)>,
     /// The baseline to keep if the upload does not land.
     pub(crate) fallback: Option<Digest>,
+    /// The file as the sync read it when it planned the upload (live sync, which reads each
+    /// changed file to judge it); `None`: read when sent.
+    pub(crate) read: Option<Ready>,
 }
 
 /// How an upload ended.
@@ -37,9 +40,18 @@ pub(crate) enum UploadOutcome {
 }
 
 /// A file read for upload: its digest and its text.
-struct Ready {
-    sha: Digest,
+#[derive(Debug, Clone)]
+pub(crate) struct Ready {
+    pub(crate) sha: Digest,
     text: String,
+}
+
+impl Ready {
+    /// Bytes read from a file, when they are text (else they are read again when sent, which
+    /// refuses them with its reason).
+    pub(crate) fn of(sha: Digest, bytes: Vec<u8>) -> Option<Self> {
+        String::from_utf8(bytes).ok().map(|text| Self { sha, text })
+    }
 }
 
 /// Reads a file to upload; the outcome instead when it cannot be sent.
@@ -96,6 +108,9 @@ const BATCH_BODY_BUDGET: usize = 900 * 1024;
 impl StoreSync {
     /// Reads and sends one file.
     pub(crate) async fn upload(&self, u: &Upload) -> UploadOutcome {
+        if let Some(ready) = &u.read {
+            return self.send_one(u, ready.clone()).await;
+        }
         let (files, rel) = (Arc::clone(&self.files), u.rel.clone());
         let ready = match blocking(move || read_for_upload(&files, &rel)).await {
             Ok(Ok(ready)) => ready,
@@ -133,27 +148,47 @@ impl StoreSync {
     /// applies memory batches (`mnemo serve`), they go in as few requests as the batch limits
     /// allow, each committed at once (one flush to disk instead of one per file) and applied in
     /// the same order as one by one; otherwise (the hosted API) one request per file.
-    pub(crate) async fn upload_in_order(&self, uploads: &[Upload]) -> Vec<UploadOutcome> {
+    /// Files the sync already read (`Upload::read`) are sent as read, without a second read.
+    pub(crate) async fn upload_in_order(&self, uploads: &mut [Upload]) -> Vec<UploadOutcome> {
         if uploads.len() < 2 || !self.client.offers_memory_batch() {
             let mut outcomes = Vec::with_capacity(uploads.len());
-            for u in uploads {
-                outcomes.push(self.upload(u).await);
+            for u in uploads.iter_mut() {
+                outcomes.push(match u.read.take() {
+                    Some(ready) => self.send_one(u, ready).await,
+                    None => self.upload(u).await,
+                });
             }
             return outcomes;
         }
-        let (files, rels) = (Arc::clone(&self.files), uploads.iter().map(|u| u.rel.clone()).collect::<Vec<_>>());
-        let read = match blocking(move || rels.iter().map(|rel| read_for_upload(&files, rel)).collect::<Vec<_>>()).await
-        {
-            Ok(read) => read,
-            Err(e) => {
-                return uploads.iter().map(|_| UploadOutcome::Failed { sent: None, reason: e.to_string() }).collect();
+        let mut read: Vec<Option<Result<Ready, UploadOutcome>>> =
+            uploads.iter_mut().map(|u| u.read.take().map(Ok)).collect();
+        // The rest are read in one trip to the blocking pool.
+        let unread: Vec<RelPath> =
+            uploads.iter().zip(&read).filter(|(_, r)| r.is_none()).map(|(u, _)| u.rel.clone()).collect();
+        if !unread.is_empty() {
+            let files = Arc::clone(&self.files);
+            match blocking(move || unread.iter().map(|rel| read_for_upload(&files, rel)).collect::<Vec<_>>()).await {
+                Ok(fresh) => {
+                    let mut fresh = fresh.into_iter();
+                    for slot in read.iter_mut().filter(|r| r.is_none()) {
+                        *slot = fresh.next();
+                    }
+                }
+                Err(e) => {
+                    return uploads
+                        .iter()
+                        .map(|_| UploadOutcome::Failed { sent: None, reason: e.to_string() })
+                        .collect();
+                }
             }
-        };
+        }
+        let read = read.into_iter().map(|r| r.expect("every upload is read"));
+        let uploads: &[Upload] = uploads;
         let mut outcomes: Vec<Option<UploadOutcome>> = Vec::with_capacity(uploads.len());
         // The uploads of the batch being filled: their index and what was read.
         let mut batch: Vec<(usize, Ready)> = Vec::new();
         let mut bytes = 0;
-        for (i, ready) in read.into_iter().enumerate() {
+        for (i, ready) in read.enumerate() {
             let ready = match ready {
                 Ok(ready) => ready,
                 Err(outcome) => {
@@ -230,7 +265,7 @@ impl StoreSync {
                 // Deleted remotely since the listing: create it again, as one by one would.
                 Err(e) if u.existing.is_some() && e.is_not_found() => {
                     let ready = Ready { sha, text: content_of(write) };
-                    self.send_one(&Upload { existing: None, ..u.clone() }, ready).await
+                    self.send_one(&Upload { existing: None, read: None, ..u.clone() }, ready).await
                 }
                 answer => outcome_of(answer, u.existing.is_some(), sha),
             });

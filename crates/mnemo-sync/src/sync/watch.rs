@@ -40,8 +40,8 @@ struct Dirty {
     live: Option<LiveSink>,
 }
 
-/// Where a watch sends each changed path for live sync ([`super::live`]).
-pub(crate) type LiveSink = tokio::sync::mpsc::UnboundedSender<super::live::Hint>;
+/// Where a watch records each changed path for live sync ([`super::live`]).
+pub(crate) type LiveSink = std::sync::Arc<super::live::LocalHints>;
 
 /// Our own temp files (`.fs-<16 hex>.tmp`): scans skip them, so their events mean nothing.
 fn is_temp_name(name: &str) -> bool {
@@ -89,8 +89,8 @@ impl Dirty {
             // Names a scan skips anyway (not UTF-8, …) are not worth a walk.
             if let Some(Ok(rel)) = rel.to_str().map(RelPath::parse) {
                 if let Some(live) = &self.live {
-                    // A closed sink only means live sync has stopped.
-                    let _ = live.send(super::live::Hint::Local(rel.clone()));
+                    // Once live sync has stopped, this records nothing.
+                    live.saw(rel.clone());
                 }
                 self.paths.insert(rel);
             }

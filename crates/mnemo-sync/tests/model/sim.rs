@@ -166,6 +166,9 @@ struct Upload {
     update: bool,
     /// The baseline to keep if the upload does not land.
     fallback: Option<Vec<u8>>,
+    /// The bytes a live sync read when it judged the file (text that changed): sent as read,
+    /// whatever the file holds by then. `None`: the file as it is when sent.
+    read: Option<Vec<u8>>,
 }
 
 impl Sim {
@@ -244,9 +247,11 @@ impl Sim {
 
     /// One upload and its outcome (§6.7 "Upload"); the new baseline goes to `next`.
     fn upload(&mut self, u: &Upload, req: &mut Requests<'_>, next: &mut BTreeMap<String, Vec<u8>>, c: &mut Counts) {
-        let Some(Entry::File(bytes)) = self.local.get(&u.path).cloned() else {
+        let bytes = match (&u.read, self.local.get(&u.path)) {
+            (Some(read), _) => read.clone(),
+            (None, Some(Entry::File(bytes))) => bytes.clone(),
             // Vanished since the scan: cannot happen here, nothing runs concurrently.
-            unreachable!("uploading {} which is not a file", u.path);
+            (None, _) => unreachable!("uploading {} which is not a file", u.path),
         };
         let keep_fallback = |next: &mut BTreeMap<String, Vec<u8>>| {
             if let Some(b) = &u.fallback {
@@ -441,7 +446,7 @@ impl Sim {
                 };
                 // In path order (a removal decided again may add one after later paths).
                 let at = work.uploads.partition_point(|u| u.path.as_str() < path);
-                work.uploads.insert(at, Upload { path: path.to_owned(), update, fallback });
+                work.uploads.insert(at, Upload { path: path.to_owned(), update, fallback, read: None });
             }
             Act::RemoveLocal { expect } => work.removals.push((path.to_owned(), expect)),
             Act::Pull { expect } => work.pulls.push((path.to_owned(), expect)),
@@ -628,6 +633,8 @@ impl Sim {
             return Ok(c);
         }
         let mut hashed: Vec<(String, bool, Option<Vec<u8>>)> = Vec::new();
+        // The changed text files read here, sent as read (not those a new folder's walk finds).
+        let mut read: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let mut dirs = Vec::new();
         for (path, &remote) in paths {
             let below = format!("{path}/");
@@ -636,7 +643,14 @@ impl Sim {
             } else if self.local.keys().any(|k| k.starts_with(&below)) {
                 dirs.push(below);
             } else {
-                hashed.push((path.clone(), remote, self.file(path)));
+                let bytes = self.file(path);
+                if let Some(b) = &bytes
+                    && Some(b) != self.state.baseline.get(path)
+                    && std::str::from_utf8(b).is_ok()
+                {
+                    read.insert(path.clone(), b.clone());
+                }
+                hashed.push((path.clone(), remote, bytes));
             }
         }
         if !dirs.is_empty() {
@@ -690,7 +704,9 @@ impl Sim {
         }
         reconciled.extend(local.into_keys());
         self.remove_locals(&mut work, &mut c);
-        for u in std::mem::take(&mut work.uploads) {
+        for mut u in std::mem::take(&mut work.uploads) {
+            // Live sync sends a changed text file as it read it above.
+            u.read = read.get(&u.path).cloned();
             self.upload(&u, req, &mut work.next, &mut c);
         }
         // Row-7 candidates keep the baseline `decide` put in `next` and wait for a full sync.
@@ -738,8 +754,8 @@ impl Sim {
                     self.state.baseline.insert(path, l);
                 }
                 Some(r) if Some(&r) != base.as_ref() => c.conflicts += 1,
-                Some(_) => uploads.push(Upload { path, update: true, fallback: base }),
-                None => uploads.push(Upload { path, update: false, fallback: base }),
+                Some(_) => uploads.push(Upload { path, update: true, fallback: base, read: None }),
+                None => uploads.push(Upload { path, update: false, fallback: base, read: None }),
             }
         }
         let mut next = self.state.baseline.clone();
