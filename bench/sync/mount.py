@@ -23,6 +23,10 @@ Measured for each `mnemo mount` process (release build, `--interval`):
   server CPU and wall time from the first write until the mount's log has reported every edit
   uploaded (the log, not the server, is watched, so checking costs the server nothing; the
   server is asked once afterwards, outside the measurement);
+- the server's search indexer over the whole variant, until it has been idle for 0.5 s: the
+  variant's only writes are its burst's, so this is what taking those edits into the index costs
+  (after the burst's window, which ends when the server holds them; the same for every client,
+  the SDK's included), and the burst with it added (a row with no goal);
 - peak RSS of the process (`VmHWM`), read just before it is stopped;
 - the disk's floor, once per round after the variants: `cp -r` of the same 2,000 files (written
   by the bench itself, so read from the page cache) into the same work folder, then one `syncfs`;
