@@ -30,7 +30,8 @@
 //! ([`WRITER_HEADER`](mnemo_api::headers::WRITER_HEADER)) on its writes and on its feed has
 //! the bytes it wrote; the hub remembers, per store with open feeds, which client wrote which
 //! version (for [`OWN_FOR`], at most [`OWN_MAX`] versions), and the feed sends that client
-//! those entries with their digest but without their content. The shared batch keeps every content: only what is sent differs.
+//! those entries with their digest but without their content. The shared batch keeps every
+//! content: only what is sent differs.
 //! Writes made through another replica are not known here, so their content is sent, as it
 //! always may be.
 

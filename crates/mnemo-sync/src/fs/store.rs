@@ -155,25 +155,27 @@ impl FileStore {
     /// on its way) does not exist. Refuses what [`FileStore::hash_now`] refuses; the bytes are
     /// not checked to be UTF-8.
     pub fn read_now(&self, rel: &RelPath) -> Result<Option<(Digest, Vec<u8>)>, FsError> {
+        Ok(self.read_raw(rel)?.map(|bytes| (Digest::of(&bytes), bytes)))
+    }
+
+    /// The bytes of one regular file. A missing file is an [`FsError::Io`] for which
+    /// [`FsError::is_not_found`] holds; non-UTF-8 content is [`FsError::NotUtf8`] in UTF-8 mode.
+    pub fn read(&self, rel: &RelPath) -> Result<Vec<u8>, FsError> {
+        let bytes = self.read_raw(rel)?.ok_or_else(|| io_err("open", rel.as_str(), Errno::NOENT))?;
+        self.check_utf8(rel, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// The bytes of one regular file, unchecked; `Ok(None)` if it (or a folder on its way) does
+    /// not exist.
+    fn read_raw(&self, rel: &RelPath) -> Result<Option<Vec<u8>>, FsError> {
         let Some(parent) = sys::open_parent(sys::open_root(&self.root)?, rel, false)? else {
             return Ok(None);
         };
         let Some((file, st)) = sys::open_regular(parent.as_fd(), rel.file_name(), rel.as_str())? else {
             return Ok(None);
         };
-        let bytes = sys::read_all(file, StatKey::of(&st).size, rel.as_str())?;
-        Ok(Some((Digest::of(&bytes), bytes)))
-    }
-
-    /// The bytes of one regular file. A missing file is an [`FsError::Io`] for which
-    /// [`FsError::is_not_found`] holds; non-UTF-8 content is [`FsError::NotUtf8`] in UTF-8 mode.
-    pub fn read(&self, rel: &RelPath) -> Result<Vec<u8>, FsError> {
-        let not_found = || io_err("open", rel.as_str(), Errno::NOENT);
-        let parent = sys::open_parent(sys::open_root(&self.root)?, rel, false)?.ok_or_else(not_found)?;
-        let (file, st) = sys::open_regular(parent.as_fd(), rel.file_name(), rel.as_str())?.ok_or_else(not_found)?;
-        let bytes = sys::read_all(file, StatKey::of(&st).size, rel.as_str())?;
-        self.check_utf8(rel, &bytes)?;
-        Ok(bytes)
+        sys::read_all(file, StatKey::of(&st).size, rel.as_str()).map(Some)
     }
 
     /// Writes `bytes` to the file atomically, creating missing folders below the root (`0700`);

@@ -4,14 +4,15 @@
 //! change marks its path due at once) and the watcher's hints (a local change marks its path
 //! due after [`QUIET`] without further writes to it). The watcher's hints wait in
 //! [`LocalHints`], which wakes live sync only when it stops being empty: a burst of writes
-//! costs live sync one wake-up and its timer, not one per filesystem event. Local changes go up **together**: the
-//! set's local paths fall due when the last of them has been quiet for [`QUIET`] (at most
-//! [`MAX_HOLD`] after the first was), so a burst of writes is one live sync and one batch
-//! request rather than one of each per file. [`StoreSync::sync_paths`] then syncs just those
-//! paths under the rules of a full sync: the marker check, fresh state of both sides (the file
-//! hashed now; the store's listing — the conditional listing of the whole store while the
-//! engine knows of no change since its last one, which the server answers with a bare `304`,
-//! else each path's folder listed now), unsettled uploads settled, every path decided by
+//! costs live sync one wake-up and its timer, not one per filesystem event. Local changes go up
+//! **together**: the set's local paths fall due when the last of them has been quiet for
+//! [`QUIET`] (at most [`MAX_HOLD`] after the first was), so a burst of writes is one live sync
+//! and one batch request rather than one of each per file. [`StoreSync::sync_paths`] then syncs
+//! just those paths under the rules of a full sync: the marker check, fresh state of both sides
+//! (the file read now, and sent as read if it goes up; the store's listing — the conditional
+//! listing of the whole store while the engine knows of no change since its last one, which the
+//! server answers with a bare `304`, else each path's folder listed now), unsettled uploads
+//! settled, every path decided by
 //! [`super::plan::decide`], then the same removal, upload and content passes (conditional
 //! updates; `write_if_unchanged`, so a writer racing the pull is never clobbered). Local
 //! deletions are never sent from here: they wait for a full sync, its corroboration window and
