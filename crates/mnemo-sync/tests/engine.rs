@@ -41,6 +41,8 @@ struct Serving {
 struct Seen {
     streams: std::sync::atomic::AtomicUsize,
     full_pages: std::sync::atomic::AtomicUsize,
+    /// Listings of memories (pages, conditional ones and folders alike).
+    listings: std::sync::atomic::AtomicUsize,
     /// Memory batches, and creates or updates of one memory.
     batches: std::sync::atomic::AtomicUsize,
     single_writes: std::sync::atomic::AtomicUsize,
@@ -108,6 +110,9 @@ impl Env {
                         && seen.lose_fetches.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
                     {
                         lose = Some(Lose::Request);
+                    }
+                    if req.method() == axum::http::Method::GET && path.ends_with("/memories") {
+                        seen.listings.fetch_add(1, Relaxed);
                     }
                     if req.uri().path().ends_with("/memories:stream") {
                         seen.streams.fetch_add(1, Relaxed);
@@ -1033,6 +1038,63 @@ async fn a_remote_change_with_its_bytes_is_written_without_a_fetch() {
         pairs(&[("/a.md", "a2 from elsewhere"), ("/b.md", "b, remote"), ("/c.md", "c, new")])
     );
     drop(live);
+    engine.dispose().await;
+}
+
+/// Edits of files both sides agreed on go up with no listing at all (the feed told of no change
+/// of the store there), and leave nothing for a full sync; a local deletion, or an upload the
+/// store refuses because it moved meanwhile (the feed had not told yet), is left to the next
+/// full sync, which settles it as a listing would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_edits_go_up_without_a_listing_and_leave_a_full_sync_only_what_they_could_not_settle() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let env = Env::new(&[("/a.md", "a"), ("/d/b.md", "b"), ("/d/c.md", "c")]).await;
+    let mut engine = env.mount(StoreConfig { delete_window: Duration::ZERO, ..env.cfg() }).await;
+    let mut live = live_from_a_full_sync(&mut engine).await;
+    assert!(!engine.full_sync_needed(), "nothing changed since the full sync");
+
+    // Two edits in two folders, twice: one batch each time, no listing.
+    for round in 0..2 {
+        let listings = env.seen.listings.load(Relaxed);
+        std::fs::write(env.root().join("a.md"), format!("a{round}")).unwrap();
+        std::fs::write(env.root().join("d/b.md"), format!("b{round}")).unwrap();
+        let mut uploaded = 0;
+        while uploaded < 2 {
+            uploaded += live_until(&mut engine, &mut live, "a.md").await.uploaded;
+        }
+        assert_eq!(env.seen.listings.load(Relaxed), listings, "round {round}: no listing");
+        assert!(!engine.full_sync_needed(), "round {round}: live sync settled both edits");
+    }
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "a1"), ("/d/b.md", "b1"), ("/d/c.md", "c")]));
+
+    // A local deletion is the full sync's (it waits for its window there).
+    std::fs::remove_file(env.root().join("d/c.md")).unwrap();
+    // (The feed's echoes of the uploads above may come first: nothing for a full sync.)
+    while !engine.full_sync_needed() {
+        let work = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("the deletion's hint");
+        let mnemo_sync::LiveWork::Paths(paths) = work else { panic!("{work:?}") };
+        engine.sync_paths(paths).await.unwrap();
+    }
+    assert!(read(&env.root(), "d/c.md").is_none());
+    assert_eq!(env.remote().await.len(), 3, "the deletion waits for a full sync");
+    engine.sync(false).await.unwrap();
+    assert!(!engine.full_sync_needed());
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "a1"), ("/d/b.md", "b1")]));
+
+    // The store moves and the local file too, before the feed tells: the upload is refused
+    // (its precondition), and the full sync it leaves behind keeps the store's bytes.
+    drop(live);
+    env.remote_update("/a.md", "a from elsewhere").await;
+    std::fs::write(env.root().join("a.md"), "a, local").unwrap();
+    settle().await;
+    let paths: mnemo_sync::LivePaths = [(mnemo_sync::fs::RelPath::parse("a.md").unwrap(), false)].into_iter().collect();
+    let report = engine.sync_paths(paths).await.unwrap();
+    assert_eq!((report.uploaded, report.conflicts), (0, 1), "{report:?}");
+    assert!(engine.full_sync_needed(), "the refused upload is the full sync's");
+    engine.sync(false).await.unwrap();
+    assert_eq!(read(&env.root(), "a.md").as_deref(), Some("a from elsewhere"), "the store wins");
+    let quiet = engine.sync(false).await.unwrap();
+    assert_eq!((quiet.pulled, quiet.uploaded, quiet.conflicts, quiet.failed), (0, 0, 0, 0), "{quiet:?}");
     engine.dispose().await;
 }
 

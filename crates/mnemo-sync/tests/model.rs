@@ -782,6 +782,8 @@ struct Case<'h> {
     /// The server as last seen (path → content, path → memory id).
     server: BTreeMap<String, String>,
     ids: BTreeMap<String, String>,
+    /// Every memory id of the case so far (id → path), deleted ones included.
+    ever: BTreeMap<String, String>,
     intents: Intents,
     sentinel: BTreeMap<String, Vec<u8>>,
     /// What happened so far, for failure messages.
@@ -853,6 +855,7 @@ async fn run_case(h: &Harness, scenario: &Scenario, mode: Mode) -> Result<(), St
         cfg,
         engine: Some(engine),
         server,
+        ever: ids.iter().map(|(path, id)| (id.clone(), path.clone())).collect(),
         ids,
         intents,
         sentinel,
@@ -971,10 +974,11 @@ impl Case<'_> {
                     .await
                     .map_err(|e| format!("remote create: {e}"))?;
                 self.ids.insert(path.to_owned(), m.id.to_string());
+                self.ever.insert(m.id.to_string(), path.to_owned());
             }
         }
         self.server.insert(path.to_owned(), content.to_owned());
-        self.sim.server.insert(path.to_owned(), content.to_owned());
+        self.sim.put(path, content);
         if self.intents.unsettled.get(path).map(String::as_str) == Some(content) {
             self.intents.remote.remove(path);
         } else {
@@ -993,7 +997,7 @@ impl Case<'_> {
             .await
             .map_err(|e| format!("remote delete: {e}"))?;
         self.server.remove(path);
-        self.sim.server.remove(path);
+        self.sim.gone(path);
         self.intents.remote.insert(path.to_owned(), Intent::Deleted);
         Ok(())
     }
@@ -1074,10 +1078,15 @@ impl Case<'_> {
             stat_n("live: folders flagged", self.live.keys().filter(|p| !PATHS.contains(&p.as_str())).count());
             if seen.is_empty() {
                 stat("live: no request");
-            } else if seen.iter().any(|s| key_of(s, &self.ids) == Key::ListBasic) {
+            } else if seen.iter().any(|s| key_of(s, &self.ever) == Key::ListBasic) {
                 stat("live: the store's conditional listing (no write since the last one)");
-            } else if seen.iter().any(|s| matches!(key_of(s, &self.ids), Key::ListFolder(_))) {
+            } else if seen.iter().any(|s| matches!(key_of(s, &self.ever), Key::ListFolder(_))) {
                 stat("live: folder listings");
+            } else {
+                stat("live: no listing (the store as both sides last agreed)");
+            }
+            if seen.iter().any(|s| s.fault.is_none() && s.status == Some(axum::http::StatusCode::CONFLICT)) {
+                stat("live: a write refused (the store moved before the feed told)");
             }
         }
         match &result {
@@ -1111,7 +1120,7 @@ impl Case<'_> {
                 });
             }
             if let Some(kind) = s.fault {
-                stat(match (kind, key_of(s, &self.ids)) {
+                stat(match (kind, key_of(s, &self.ever)) {
                     (FaultKind::LoseRequest, Key::ListBasic | Key::ListFull) => "fault: request lost, listing",
                     (FaultKind::LoseRequest, Key::Get(_)) => "fault: request lost, fetch",
                     (FaultKind::LoseRequest, Key::Create(_) | Key::Update(_)) => "fault: request lost, upload",
@@ -1157,7 +1166,7 @@ impl Case<'_> {
                 Ok(r) => format!("{r:?}"),
                 Err(e) => format!("Err({e})"),
             },
-            seen.iter().map(|s| (key_of(s, &self.ids), s.fault)).collect::<Vec<_>>(),
+            seen.iter().map(|s| (key_of(s, &self.ever), s.fault)).collect::<Vec<_>>(),
         ));
         for line in &logs {
             self.trace.push(format!("      log {:?}: {}", line.path, line.message));
@@ -1191,12 +1200,12 @@ impl Case<'_> {
 
         if self.exact {
             let keys: Vec<Key> = {
-                let mut k: Vec<Key> = seen.iter().map(|s| key_of(s, &self.ids)).collect();
+                let mut k: Vec<Key> = seen.iter().map(|s| key_of(s, &self.ever)).collect();
                 k.sort();
                 k
             };
             let faults: BTreeMap<Key, FaultKind> =
-                seen.iter().filter_map(|s| s.fault.map(|f| (key_of(s, &self.ids), f))).collect();
+                seen.iter().filter_map(|s| s.fault.map(|f| (key_of(s, &self.ever), f))).collect();
             let before = self.sim.clone();
             let predicted = match call {
                 Call::Sync | Call::Final => self.sim.sync(&faults),
@@ -1247,7 +1256,7 @@ impl Case<'_> {
         let mut uncertain = BTreeSet::new();
         for s in &seen {
             let (Some(raced), Key::Create(p) | Key::Update(p) | Key::Delete(p) | Key::Get(p)) =
-                (s.raced, key_of(s, &self.ids))
+                (s.raced, key_of(s, &self.ever))
             else {
                 continue;
             };
@@ -1284,20 +1293,29 @@ impl Case<'_> {
         // listing failed leaves it knowing nothing: what was deleted locally comes back as new.
         let recovered =
             result.as_ref().is_ok_and(|r| r.recovered) || logs.iter().any(|l| l.message.contains(RE_DOWNLOADING));
-        if seen.iter().any(|s| s.fault.is_none() && key_of(s, &self.ids) == Key::ListBasic) {
+        if seen.iter().any(|s| s.fault.is_none() && key_of(s, &self.ever) == Key::ListBasic) {
             self.intents.unsettled.clear();
         }
         // A live sync settles the paths it reconciled, once all its listings answered.
         if let (Some(scope), Ok(_)) = (&scope, &result) {
             self.intents.unsettled.retain(|p, _| !scope.contains(p));
         }
-        for s in seen.iter().filter(|s| s.fault.is_some()) {
-            if let (Key::Create(p) | Key::Update(p), Some(content)) = (key_of(s, &self.ids), &s.body_content) {
+        // A write refused as conflicting (409) is, to the engine, one whose outcome it cannot
+        // tell (its own earlier attempt may have landed): unsettled, as a lost answer. A live
+        // sync that took the store for what both sides last agreed on meets one where the store
+        // moved before the feed told it.
+        let conflicted = |s: &&Seen| s.status == Some(axum::http::StatusCode::CONFLICT);
+        for s in seen.iter().filter(|s| s.fault.is_some() || conflicted(s)) {
+            if let (Key::Create(p) | Key::Update(p), Some(content)) = (key_of(s, &self.ever), &s.body_content) {
                 self.intents.unsettled.insert(p, content.clone());
             }
         }
+        uncertain.extend(seen.iter().filter(conflicted).filter_map(|s| match key_of(s, &self.ever) {
+            Key::Create(p) | Key::Update(p) => Some(p),
+            _ => None,
+        }));
         uncertain.extend(seen.iter().filter(|s| s.fault == Some(FaultKind::LoseResponse)).filter_map(
-            |s| match key_of(s, &self.ids) {
+            |s| match key_of(s, &self.ever) {
                 Key::Create(p) | Key::Update(p) | Key::Delete(p) => Some(p),
                 _ => None,
             },
@@ -1317,6 +1335,7 @@ impl Case<'_> {
             scope: scope.as_ref(),
         })?;
         self.server = after;
+        self.ever.extend(ids.iter().map(|(path, id)| (id.clone(), path.clone())));
         self.ids = ids;
         Ok(result.ok())
     }
@@ -1552,11 +1571,11 @@ impl Case<'_> {
     }
 }
 
-/// What an engine request was about, with memory ids resolved through `ids` (path → id) as of
-/// before the call.
-fn key_of(seen: &Seen, ids: &BTreeMap<String, String>) -> Key {
-    let path_of =
-        |id: &str| ids.iter().find(|(_, v)| v.as_str() == id).map_or_else(|| format!("?{id}"), |(k, _)| k.clone());
+/// What an engine request was about, with memory ids resolved through `ever` (id → path: every
+/// memory of the case as of before the call, deleted ones included — a live sync may name one
+/// the feed had not told it is gone).
+fn key_of(seen: &Seen, ever: &BTreeMap<String, String>) -> Key {
+    let path_of = |id: &str| ever.get(id).cloned().unwrap_or_else(|| format!("?{id}"));
     let Some((_, rest)) = seen.path.split_once("/memories") else {
         return Key::Other(format!("{} {}", seen.method, seen.path));
     };

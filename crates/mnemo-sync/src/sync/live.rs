@@ -119,12 +119,12 @@ impl LocalHints {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The watcher saw `rel` change now.
-    pub(crate) fn saw(&self, rel: RelPath) {
+    /// The watcher saw `rel` change now; `false` once live sync stopped (nothing recorded).
+    pub(crate) fn saw(&self, rel: RelPath) -> bool {
         let now = Instant::now();
         let first = {
             let mut seen = self.lock();
-            let Some(seen) = seen.as_mut() else { return };
+            let Some(seen) = seen.as_mut() else { return false };
             let first = seen.is_empty();
             seen.insert(rel, now);
             first
@@ -132,6 +132,7 @@ impl LocalHints {
         if first {
             self.wake.notify_one();
         }
+        true
     }
 
     /// When the earliest and the latest of the waiting paths last changed.
@@ -219,15 +220,20 @@ struct Flags {
 }
 
 impl Flags {
-    /// A change of the store the engine itself made, or already has: the store holds what both
-    /// sides last agreed on, and nothing local is pending.
+    /// The store holds what both sides last agreed on, as far as the feed says: a change the
+    /// engine itself made, or already has.
+    fn store_agrees(&self, baseline: Option<Digest>) -> bool {
+        match self.remote {
+            Some(Seen::Holds(sha)) => baseline == Some(sha),
+            Some(Seen::Gone) => baseline.is_none(),
+            Some(Seen::Unknown) | None => false,
+        }
+    }
+
+    /// A change of the store the engine itself made, or already has, and nothing local is
+    /// pending.
     fn is_echo(&self, baseline: Option<Digest>) -> bool {
-        !self.local
-            && match self.remote {
-                Some(Seen::Holds(sha)) => baseline == Some(sha),
-                Some(Seen::Gone) => baseline.is_none(),
-                Some(Seen::Unknown) | None => false,
-            }
+        !self.local && self.store_agrees(baseline)
     }
 }
 
@@ -561,14 +567,17 @@ impl StoreSync {
     }
 
     /// Whether a full sync has anything to do that live sync leaves to it: a change the watcher
-    /// saw since the last full sync (live sync syncs it too, but deletions, new directories and
-    /// anything it skipped wait for the full sync), a deletion waiting for its window, an upload
-    /// of unknown outcome, or no watcher at all. While live sync runs, the interval's full sync
-    /// can be skipped otherwise: the feed reports every change of the store and the watcher every
-    /// change of the folder, so it would list an unchanged store and find no hint (`mnemo mount`
-    /// still runs one every [`LIVE_FULL_SYNC_EVERY`] intervals, as the safety net).
+    /// saw that live sync did not take (none ran, or it stopped) or a rescan it asked for,
+    /// something of the paths live sync took that it could not settle (a deletion, a new
+    /// directory, an unreadable file, an upload that did not land: [`Self::sync_paths`]), a
+    /// deletion waiting for its window, an upload of unknown outcome, or no watcher at all.
+    /// While live sync runs, the interval's full sync can be skipped otherwise: the feed reports
+    /// every change of the store, and live sync has settled every change the watcher saw, so it
+    /// would list an unchanged store and re-read files it already agrees on (`mnemo mount` still
+    /// runs one every [`LIVE_FULL_SYNC_EVERY`] intervals, as the safety net).
     pub fn full_sync_needed(&self) -> bool {
-        self.watch.as_ref().is_none_or(|w| w.pending())
+        self.watch.as_ref().is_none_or(|w| w.left_to_full_sync())
+            || self.live_left
             || self.last_local.is_none()
             || !self.state.pending_deletes.is_empty()
             || !self.state.unsettled.is_empty()
@@ -591,9 +600,13 @@ impl StoreSync {
     /// of those paths, except that local deletions are left to the next full sync. A path the
     /// engine cannot judge alone (a directory, a symlink, a folder whose marker fails) is left
     /// to the full sync as well.
+    ///
+    /// A local path it took is settled when, afterwards, both sides agree on the bytes it read
+    /// from the file; any other is left to the next full sync ([`Self::full_sync_needed`]).
     pub async fn sync_paths(&mut self, due: LivePaths) -> Result<SyncReport, SyncError> {
         let started = std::time::Instant::now();
         let outcome = self.sync_paths_unrecorded(due).await;
+        self.live_left |= outcome.is_err();
         super::metrics::sync_done("live", started, &outcome);
         outcome
     }
@@ -601,8 +614,16 @@ impl StoreSync {
     /// [`sync_paths`](Self::sync_paths) without its metrics.
     async fn sync_paths_unrecorded(&mut self, mut due: LivePaths) -> Result<SyncReport, SyncError> {
         let mut report = SyncReport::default();
-        // The engine's own writes coming back through the feed (and changes it already has).
+        // The engine's own writes coming back through the feed (and changes it already has);
+        // where a local change waits too (the echo of the last upload met the next edit), the
+        // store's side is no change.
         due.paths.retain(|rel, flags| !flags.is_echo(self.state.baseline.get(rel).copied()));
+        for (rel, flags) in &mut due.paths {
+            if flags.local && flags.store_agrees(self.state.baseline.get(rel).copied()) {
+                flags.remote = None;
+                due.bytes.remove(rel);
+            }
+        }
         if self.final_done || due.is_empty() {
             return Ok(report);
         }
@@ -624,6 +645,9 @@ impl StoreSync {
             let mut hashed = Vec::new();
             let mut read = BTreeMap::new();
             let mut dirs = Vec::new();
+            // A path it could not read (a symlink, no permission), or a new directory: the
+            // full sync judges them.
+            let mut unreadable = false;
             for (rel, remote, baseline) in paths {
                 match files.read_now(&rel) {
                     Ok(Some((sha, bytes))) => {
@@ -640,22 +664,29 @@ impl StoreSync {
                     Err(_) if files.root().join(rel.as_str()).symlink_metadata().is_ok_and(|m| m.is_dir()) => {
                         dirs.push(format!("{rel}/"))
                     }
-                    Err(_) => {}
+                    Err(_) => unreadable = true,
                 }
             }
-            if !dirs.is_empty()
-                && let Ok(all) = files.scan()
-            {
-                let below = all.into_iter().filter(|(p, _)| dirs.iter().any(|d| p.as_str().starts_with(d.as_str())));
-                hashed.extend(below.map(|(p, f)| (p, false, Some(f.sha256))));
+            if !dirs.is_empty() {
+                unreadable = true;
+                if let Ok(all) = files.scan() {
+                    let below =
+                        all.into_iter().filter(|(p, _)| dirs.iter().any(|d| p.as_str().starts_with(d.as_str())));
+                    hashed.extend(below.map(|(p, f)| (p, false, Some(f.sha256))));
+                }
             }
-            Some((hashed, read))
+            Some((hashed, read, unreadable))
         })
         .await?;
-        let Some((hashed, mut read)) = hashed else {
+        let Some((hashed, mut read, unreadable)) = hashed else {
+            // The marker failed: everything waits for the full sync, which says why.
+            self.live_left = true;
             report.skipped = true;
             return Ok(report);
         };
+        self.live_left |= unreadable;
+        // The watcher's paths and what their files held: settled if the baseline says so at the end.
+        let mut judged: Vec<(RelPath, Option<Digest>)> = Vec::new();
         let mut local: BTreeMap<RelPath, Option<Digest>> = BTreeMap::new();
         let mut store_changed = false;
         for (rel, remote, sha) in hashed {
@@ -664,7 +695,12 @@ impl StoreSync {
             // change of the store comes with its own event, a deletion waits for a full sync).
             let unchanged = sha.is_none() || sha == baseline;
             if !remote && (unchanged || self.cfg.read_only) {
+                // A deletion, or a change of a read-only store's file, is the full sync's.
+                self.live_left |= sha != baseline;
                 continue;
+            }
+            if !remote {
+                judged.push((rel.clone(), sha));
             }
             store_changed |= remote;
             local.insert(rel, sha);
@@ -680,14 +716,23 @@ impl StoreSync {
         if local.is_empty() {
             return Ok(report);
         }
-        let remote = if self.listing_is_current() && !store_changed {
+        let remote = if let Some(agreed) = (!store_changed).then(|| self.remote_as_agreed(local.keys())).flatten() {
+            // The feed told of no change of these paths: the store holds what both sides last
+            // agreed on, in the memories the engine knows. No request: an update's precondition
+            // still refuses it should the store have changed meanwhile.
+            Arc::new(agreed)
+        } else if self.listing_is_current() && !store_changed {
             // Nothing changed in the store since the last listing as far as the engine knows:
             // the conditional listing, a bare `304` on the server (else a fresh listing).
             self.list_for_sync().await?.0
         } else {
             // The store changed since: each path's folder, fresh, rather than the whole store.
             self.wrote();
-            Arc::new(self.list_paths(local.keys()).await?)
+            let listed = self.list_paths(local.keys()).await?;
+            for (rel, memory) in &listed {
+                self.learned_id(rel, memory.id.clone());
+            }
+            Arc::new(listed)
         };
         for rel in local.keys() {
             if let Some(sent) = self.state.unsettled.remove(rel)
@@ -721,6 +766,7 @@ impl StoreSync {
         self.send_pushes(uploads, false, &mut plan.next, &mut report).await;
         self.state.baseline = plan.next;
         self.content_pass(plan.pulls, &mut report).await;
+        self.live_left |= judged.iter().any(|(rel, sha)| self.state.baseline.get(rel).copied() != *sha);
         self.save_journal().await;
         Ok(report)
     }
@@ -778,6 +824,27 @@ impl StoreSync {
                 report.pulled += 1;
             }
         }
+    }
+
+    /// The store's memories at `paths` as both sides last agreed on them: each path with a
+    /// baseline in the memory the engine knows for it, holding the baseline's bytes; a path
+    /// with neither, absent. `None` where the engine cannot tell without a listing: a path with
+    /// only one of the two, or an upload of unknown outcome.
+    fn remote_as_agreed<'a>(&self, paths: impl Iterator<Item = &'a RelPath>) -> Option<RemoteMap> {
+        let mut remote = RemoteMap::new();
+        for rel in paths {
+            if self.state.unsettled.contains_key(rel) {
+                return None;
+            }
+            match (self.state.baseline.get(rel), self.known_id(rel)) {
+                (Some(sha), Some(id)) => {
+                    remote.insert(rel.clone(), Remote { id: id.clone(), content_sha256: *sha });
+                }
+                (None, None) => {}
+                _ => return None,
+            }
+        }
+        Some(remote)
     }
 
     /// The store's memories at `paths`, read now: one content-free listing per folder.

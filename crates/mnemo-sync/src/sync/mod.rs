@@ -241,6 +241,10 @@ pub struct StoreSync {
     journaled: Option<u64>,
     /// The last content-free listing and the server's tag for it, if it gave one.
     remote_cache: Option<(String, Arc<RemoteMap>)>,
+    /// Memories the engine learned of since that listing (its own creates, folder listings),
+    /// where the listing names another or none: with it, the memory each path is
+    /// ([`Self::known_id`]).
+    learned_ids: HashMap<RelPath, MemoryId>,
     /// No write was sent and no change of the store heard of since the last listing of the
     /// whole store: a live sync then asks for the conditional listing (a bare `304` on the
     /// server) rather than one listing per folder.
@@ -249,6 +253,10 @@ pub struct StoreSync {
     /// A pull did not land since the last full sync (a full disk, a failed fetch): the folder
     /// lacks a memory, or an update of one, until a full sync pulls it ([`Self::is_incomplete`]).
     incomplete: bool,
+    /// Live sync left something of the paths it took to the next full sync (a deletion, a
+    /// directory, an unreadable file, an upload that did not land): see
+    /// [`Self::full_sync_needed`].
+    live_left: bool,
     /// A re-download is in progress (writes must not overwrite files).
     recovering: bool,
     /// Where watchers send change hints once live sync runs ([`StoreSync::live`]).
@@ -400,8 +408,10 @@ impl StoreSync {
             last_walk: Instant::now(),
             journaled: None,
             remote_cache: None,
+            learned_ids: HashMap::new(),
             listing_current: std::sync::atomic::AtomicBool::new(false),
             incomplete: false,
+            live_left: false,
             recovering: false,
             live: None,
             first_journal: None,
@@ -575,6 +585,7 @@ impl StoreSync {
         let id = self.cfg.store_id.to_string();
         blocking(move || files.write_marker(&id)).await??;
         self.remote_cache = None;
+        self.learned_ids.clear();
         self.wrote();
         // Until every memory listed is written (a download cut short leaves it so).
         self.incomplete = true;
@@ -698,8 +709,22 @@ impl StoreSync {
             Some((all, tag)) => {
                 let map = Arc::new(self.remote_map(all));
                 self.remote_cache = tag.map(|t| (t, Arc::clone(&map)));
+                self.learned_ids.clear();
                 Ok((map, true))
             }
+        }
+    }
+
+    /// The memory at `rel` as the engine last learned of it: from the last listing of the whole
+    /// store, or from what it learned since ([`Self::learned_id`]).
+    pub(crate) fn known_id(&self, rel: &RelPath) -> Option<&MemoryId> {
+        self.learned_ids.get(rel).or_else(|| Some(&self.remote_cache.as_ref()?.1.get(rel)?.id))
+    }
+
+    /// The memory at `rel` is `id` (an upload's answer, a folder's listing).
+    pub(crate) fn learned_id(&mut self, rel: &RelPath, id: MemoryId) {
+        if self.known_id(rel) != Some(&id) {
+            self.learned_ids.insert(rel.clone(), id);
         }
     }
 

@@ -176,7 +176,10 @@ impl StoreSync {
         if final_sync && self.final_done {
             return Err(SyncError::FinalTwice);
         }
+        // A full sync re-reads every path the watcher saw, those live sync left included.
+        self.live_left = false;
         let outcome = self.sync_once(final_sync).await;
+        self.live_left = outcome.is_err();
         // A final sync that failed, or left an upload or a delete undone (a transient fault),
         // may be tried again by the teardown.
         if final_sync && outcome.as_ref().is_ok_and(|r| r.failed == 0) {
@@ -527,7 +530,7 @@ impl StoreSync {
         }
     }
 
-    fn log_warning(&self, rel: &RelPath, w: Warning) {
+    pub(super) fn log_warning(&self, rel: &RelPath, w: Warning) {
         if w == Warning::RecreatingDeletedRemotely {
             tracing::info!(path = %rel, memory_store_id = %self.cfg.store_id, "{}", w.message());
         } else {

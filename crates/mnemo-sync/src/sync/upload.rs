@@ -27,8 +27,8 @@ pub(crate) struct Upload {
 /// How an upload ended.
 #[derive(Debug)]
 pub(crate) enum UploadOutcome {
-    /// The server holds the file; its digest as the server reports it.
-    Uploaded(Digest),
+    /// The server holds the file in this memory; its digest as the server reports it.
+    Uploaded { sha: Digest, id: mnemo_api::MemoryId },
     /// The file vanished before it could be read; the next sync decides.
     Vanished,
     /// The server (or a local check) refused this content; not retried until it changes.
@@ -79,7 +79,9 @@ fn outcome_of(result: Result<Memory, ClientError>, update: bool, sha: Digest) ->
     match result {
         // The server's digest, as the reference keeps it; the bytes sent if it gave none that
         // reads as one (it stored them).
-        Ok(memory) => UploadOutcome::Uploaded(Digest::parse_hex(&memory.content_sha256).unwrap_or(sha)),
+        Ok(memory) => {
+            UploadOutcome::Uploaded { sha: Digest::parse_hex(&memory.content_sha256).unwrap_or(sha), id: memory.id }
+        }
         Err(e) if update && e.is_conflict() => UploadOutcome::LostRace { sent: sha },
         Err(e) if matches!(e.status(), Some(400 | 413)) => UploadOutcome::Refused { sha, reason: e.to_string() },
         Err(e) => UploadOutcome::Failed { sent: Some(sha), reason: e.to_string() },
@@ -134,6 +136,7 @@ impl StoreSync {
                 match self.client.update_memory(store, &memory.id, &body, None).await {
                     // Deleted remotely since the listing: create it again.
                     Err(e) if e.is_not_found() => {
+                        self.log_warning(&u.rel, super::plan::Warning::RecreatingDeletedRemotely);
                         return outcome_of(self.client.create_memory(store, &path, &text, None).await, false, sha);
                     }
                     other => other,
@@ -288,9 +291,10 @@ impl StoreSync {
             }
         };
         match outcome {
-            UploadOutcome::Uploaded(sha) => {
+            UploadOutcome::Uploaded { sha, id } => {
                 self.state.refused.remove(rel);
                 self.state.unsettled.remove(rel);
+                self.learned_id(rel, id);
                 next.insert(rel.clone(), sha);
                 report.uploaded += 1;
             }

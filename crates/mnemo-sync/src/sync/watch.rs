@@ -38,6 +38,9 @@ struct Dirty {
     barrier_seen: bool,
     /// Live sync's sink: every changed path is also sent here (the sync's own set is kept).
     live: Option<LiveSink>,
+    /// A path was recorded that no live sync took (none attached, or it stopped): only a full
+    /// sync syncs it.
+    unhinted: bool,
 }
 
 /// Where a watch records each changed path for live sync ([`super::live`]).
@@ -88,10 +91,9 @@ impl Dirty {
             }
             // Names a scan skips anyway (not UTF-8, …) are not worth a walk.
             if let Some(Ok(rel)) = rel.to_str().map(RelPath::parse) {
-                if let Some(live) = &self.live {
-                    // Once live sync has stopped, this records nothing.
-                    live.saw(rel.clone());
-                }
+                // Once live sync has stopped, its sink records nothing.
+                let hinted = self.live.as_ref().is_some_and(|live| live.saw(rel.clone()));
+                self.unhinted |= !hinted;
                 self.paths.insert(rel);
             }
         }
@@ -128,10 +130,12 @@ impl Watch {
         self.dirty.lock().expect("watch state poisoned").live = Some(live);
     }
 
-    /// Whether anything changed since the last [`take`](Self::take) (or a rescan is asked for).
-    pub(crate) fn pending(&self) -> bool {
+    /// Whether a change since the last [`take`](Self::take) waits for a full sync: a rescan is
+    /// asked for, or a path changed that live sync did not take (paths it took are still
+    /// handed to the next full sync, which only re-reads them).
+    pub(crate) fn left_to_full_sync(&self) -> bool {
         let dirty = self.dirty.lock().expect("watch state poisoned");
-        dirty.rescan || !dirty.paths.is_empty()
+        dirty.rescan || dirty.unhinted
     }
 
     /// Hands over what changed since the last call.

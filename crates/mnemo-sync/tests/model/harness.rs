@@ -78,6 +78,8 @@ pub(crate) struct Seen {
     /// This is write `i` of a memory batch (its `path`, `body_path` and `body_content` are those
     /// of the write's own request).
     pub(crate) in_batch: Option<usize>,
+    /// The answer's status, for a request that is no batch and was answered.
+    pub(crate) status: Option<StatusCode>,
 }
 
 /// How the engine's listener lets uploads come.
@@ -207,6 +209,8 @@ async fn inject(State(faults): State<Arc<Faults>>, req: Request, next: Next) -> 
         }
         _ => None,
     };
+    let single = batch.is_none();
+    let at = faults.lock().seen.len();
     match batch {
         None => faults.lock().seen.push(Seen {
             method: parts.method.clone(),
@@ -218,6 +222,7 @@ async fn inject(State(faults): State<Arc<Faults>>, req: Request, next: Next) -> 
             raced,
             wrote_locally,
             in_batch: None,
+            status: None,
         }),
         Some(writes) => {
             let lose = matches!(fault, Some(FaultKind::LoseRequest | FaultKind::LoseResponse));
@@ -233,13 +238,20 @@ async fn inject(State(faults): State<Arc<Faults>>, req: Request, next: Next) -> 
                     raced: if i == 0 { raced } else { None },
                     wrote_locally: None,
                     in_batch: Some(i),
+                    status: None,
                 });
             }
         }
     }
     let req = Request::from_parts(parts, Body::from(bytes));
     match fault {
-        None | Some(FaultKind::RaceUpdate | FaultKind::RaceDelete | FaultKind::RaceLocal(..)) => next.run(req).await,
+        None | Some(FaultKind::RaceUpdate | FaultKind::RaceDelete | FaultKind::RaceLocal(..)) => {
+            let response = next.run(req).await;
+            if single && let Some(seen) = faults.lock().seen.get_mut(at) {
+                seen.status = Some(response.status());
+            }
+            response
+        }
         Some(FaultKind::LoseRequest) => lost(),
         Some(FaultKind::LoseResponse) => {
             // The handler has committed by the time it returns its response.

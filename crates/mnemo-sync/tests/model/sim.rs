@@ -96,6 +96,14 @@ pub(crate) struct Sim {
     /// The engine listed (or downloaded) the whole store and sent no write since: a live sync
     /// then asks for the store's (conditional) listing instead of one listing per folder.
     pub(crate) listing_current: bool,
+    /// Which memory each server path is (a memory deleted and created again is another one):
+    /// its generation, from `next_gen`.
+    pub(crate) gens: BTreeMap<String, u64>,
+    pub(crate) next_gen: u64,
+    /// The memory the engine knows at each path (from its last listing of the whole store, the
+    /// folder listings and the answers to its uploads since): a live sync that needs no listing
+    /// sends its updates to these.
+    pub(crate) known: BTreeMap<String, u64>,
 }
 
 /// Whether a fault loses the request (a race on a listing does nothing: it targets no memory).
@@ -164,6 +172,8 @@ pub(crate) fn folder_of(path: &str) -> String {
 struct Upload {
     path: String,
     update: bool,
+    /// The memory an update names (the one listed, or the one the engine knows).
+    memory: Option<u64>,
     /// The baseline to keep if the upload does not land.
     fallback: Option<Vec<u8>>,
     /// The bytes a live sync read when it judged the file (text that changed): sent as read,
@@ -174,19 +184,30 @@ struct Upload {
 impl Sim {
     /// The state right after a successful mount of a store holding `memories`.
     pub(crate) fn mounted(memories: &BTreeMap<String, String>) -> Self {
-        let mut sim = Self {
-            server: memories.clone(),
-            root_exists: true,
-            marker_ok: true,
-            listing_current: true,
-            ..Self::default()
-        };
+        let mut sim = Self { root_exists: true, marker_ok: true, listing_current: true, ..Self::default() };
         for (path, content) in memories {
             sim.local.insert(path.clone(), Entry::File(content.as_bytes().to_vec()));
             sim.state.baseline.insert(path.clone(), content.as_bytes().to_vec());
+            sim.put(path, content);
         }
+        sim.known = sim.gens.clone();
         sim.journal = sim.state.clone();
         sim
+    }
+
+    /// The server's memory at `path` now holds `content` (an update, or a new memory).
+    pub(crate) fn put(&mut self, path: &str, content: &str) {
+        if !self.gens.contains_key(path) {
+            self.next_gen += 1;
+            self.gens.insert(path.to_owned(), self.next_gen);
+        }
+        self.server.insert(path.to_owned(), content.to_owned());
+    }
+
+    /// The server's memory at `path` is deleted.
+    pub(crate) fn gone(&mut self, path: &str) {
+        self.server.remove(path);
+        self.gens.remove(path);
     }
 
     /// Whether the engine cannot reach a regular file at `path` without crossing a symlink.
@@ -229,9 +250,11 @@ impl Sim {
         self.journal = self.state.clone();
         self.marker_ok = true; // stamped before the listing
         self.listing_current = false;
+        self.known.clear();
         if lost(self.send(req, Key::ListFull)) {
             return Err(());
         }
+        self.known = self.gens.clone();
         for (path, content) in self.server.clone() {
             if self.under_link_dir(&path) || self.local.contains_key(&path) {
                 continue; // "failed to write memory": never enters the baseline
@@ -273,7 +296,7 @@ impl Sim {
                 Some(FaultKind::RaceUpdate)
                     if text != RACED && self.server.get(&path).map(String::as_str) != Some(RACED) =>
                 {
-                    self.server.insert(path.clone(), RACED.to_owned());
+                    self.put(&path, RACED);
                     self.state.unsettled.insert(path, bytes);
                     keep_fallback(next);
                     c.conflicts += 1;
@@ -281,17 +304,41 @@ impl Sim {
                 }
                 // 404: created again at once, as a second request.
                 Some(FaultKind::RaceDelete) => {
-                    self.server.remove(&path);
+                    self.gone(&path);
                     self.create(&path, &text, req)
                 }
                 // (The race changed nothing, or left exactly the bytes sent.)
                 Some(FaultKind::RaceUpdate) => self.apply(&path, &text, None),
-                fault => self.apply(&path, &text, fault),
+                // What the update meets, where a live sync took the store for what both sides
+                // last agreed on and the feed had not told it otherwise yet: the memory it names
+                // may be gone (404: created again), or hold other bytes than its precondition
+                // (409 unless they are the bytes sent: the local edit loses, as in a race).
+                fault => {
+                    let same = u.memory.is_some() && self.gens.get(&path) == u.memory.as_ref();
+                    let held = self.server.get(&path).map(String::as_bytes);
+                    let agrees = held == u.fallback.as_deref() || held == Some(text.as_bytes());
+                    if same && agrees {
+                        self.apply(&path, &text, fault)
+                    } else if lost(fault) {
+                        false // refused or never sent: nothing changed, and no answer came
+                    } else if !same {
+                        self.create(&path, &text, req)
+                    } else {
+                        self.state.unsettled.insert(path, bytes);
+                        keep_fallback(next);
+                        c.conflicts += 1;
+                        return;
+                    }
+                }
             }
         } else {
             self.create(&path, &text, req)
         };
         if landed {
+            // The answer names the memory: the engine knows it from now on.
+            if let Some(g) = self.gens.get(&path) {
+                self.known.insert(path.clone(), *g);
+            }
             self.state.refused.remove(&path);
             self.state.unsettled.remove(&path);
             next.insert(path, bytes);
@@ -306,9 +353,16 @@ impl Sim {
 
     /// A create request; whether it landed with an answer.
     fn create(&mut self, path: &str, text: &str, req: &mut Requests<'_>) -> bool {
-        match self.send(req, Key::Create(path.to_owned())) {
+        let fault = self.send(req, Key::Create(path.to_owned()));
+        if self.server.contains_key(path) {
+            // Another writer's memory at the path already (a live sync that had not heard of
+            // it): 409 whatever else happens (a racer's create fails the same way), nothing
+            // changes.
+            return false;
+        }
+        match fault {
             Some(FaultKind::RaceUpdate) => {
-                self.server.insert(path.to_owned(), RACED.to_owned());
+                self.put(path, RACED);
                 false
             }
             Some(FaultKind::RaceDelete) => self.apply(path, text, None),
@@ -319,7 +373,7 @@ impl Sim {
     /// An upload that met no race: whether it landed with an answer.
     fn apply(&mut self, path: &str, text: &str, fault: Option<FaultKind>) -> bool {
         if fault != Some(FaultKind::LoseRequest) {
-            self.server.insert(path.to_owned(), text.to_owned());
+            self.put(path, text);
         }
         fault.is_none()
     }
@@ -446,7 +500,7 @@ impl Sim {
                 };
                 // In path order (a removal decided again may add one after later paths).
                 let at = work.uploads.partition_point(|u| u.path.as_str() < path);
-                work.uploads.insert(at, Upload { path: path.to_owned(), update, fallback, read: None });
+                work.uploads.insert(at, Upload { path: path.to_owned(), update, memory: None, fallback, read: None });
             }
             Act::RemoveLocal { expect } => work.removals.push((path.to_owned(), expect)),
             Act::Pull { expect } => work.pulls.push((path.to_owned(), expect)),
@@ -491,11 +545,11 @@ impl Sim {
                 None => {}
                 // The fetch brings the other writer's version.
                 Some(FaultKind::RaceUpdate) => {
-                    self.server.insert(path.clone(), RACED.to_owned());
+                    self.put(&path, RACED);
                 }
                 // 404: deleted after the listing, ignored.
                 Some(FaultKind::RaceDelete) => {
-                    self.server.remove(&path);
+                    self.gone(&path);
                     continue;
                 }
                 Some(FaultKind::LoseRequest | FaultKind::LoseResponse) => continue,
@@ -528,6 +582,7 @@ impl Sim {
             return Err(());
         }
         self.listing_current = true;
+        self.known = self.gens.clone();
         let remote = self.server.clone();
         self.settle(&remote);
         // Step 5: the wipe check.
@@ -549,7 +604,8 @@ impl Sim {
         }
         self.remove_locals(&mut work, &mut c);
 
-        for u in std::mem::take(&mut work.uploads) {
+        for mut u in std::mem::take(&mut work.uploads) {
+            u.memory = self.gens.get(&u.path).copied();
             self.upload(&u, req, &mut work.next, &mut c);
         }
 
@@ -562,24 +618,24 @@ impl Sim {
             match self.send(req, Key::Delete(path.clone())) {
                 // Deleted, or already gone (404): done.
                 None | Some(FaultKind::RaceDelete) => {
-                    self.server.remove(&path);
+                    self.gone(&path);
                     next.remove(&path);
                     c.deleted_remotely += 1;
                 }
                 // The delete is not known to have happened: a failure of this sync (the
                 // baseline keeps the file, so the next sync tries again or restores it).
                 Some(FaultKind::LoseResponse) => {
-                    self.server.remove(&path);
+                    self.gone(&path);
                     c.failed += 1;
                 }
                 Some(FaultKind::LoseRequest) => c.failed += 1,
                 // The expected digest no longer matches (409): keep the baseline; the next sync
                 // restores the remote version (row 9).
                 Some(FaultKind::RaceUpdate) if self.server.get(&path).map(String::as_str) != Some(RACED) => {
-                    self.server.insert(path, RACED.to_owned());
+                    self.put(&path, RACED);
                 }
                 Some(FaultKind::RaceUpdate) => {
-                    self.server.remove(&path);
+                    self.gone(&path);
                     next.remove(&path);
                     c.deleted_remotely += 1;
                 }
@@ -670,6 +726,43 @@ impl Sim {
         if local.is_empty() {
             return Ok(c);
         }
+        // No path named by the feed, and the engine can tell each path's memory as both sides
+        // last agreed on it (a baseline and a memory it knows, or neither) with no upload of
+        // unknown outcome: no listing at all. The paths whose store moved meanwhile (the feed
+        // had not told yet) are not reconciled: their uploads are refused, and a full sync
+        // settles them.
+        let agreed = !store_changed
+            && local.keys().all(|p| {
+                !self.state.unsettled.contains_key(p)
+                    && self.state.baseline.contains_key(p) == self.known.contains_key(p)
+            });
+        let mut moved = BTreeSet::new();
+        let remote = if agreed {
+            let mut remote = BTreeMap::new();
+            for path in local.keys() {
+                let baseline = self.state.baseline.get(path).map(|b| String::from_utf8(b.clone()).expect("text"));
+                if self.server.get(path) != baseline.as_ref() || self.gens.get(path) != self.known.get(path) {
+                    moved.insert(path.clone());
+                }
+                if let Some(b) = baseline {
+                    remote.insert(path.clone(), b);
+                }
+            }
+            remote
+        } else {
+            self.list_for_live(&local, store_changed, req)?
+        };
+        self.apply_live(local, &remote, agreed, &moved, &read, req, reconciled, c)
+    }
+
+    /// The listing of a live sync that needs one: the whole store's conditional one when the
+    /// engine listed it last and sent no write since, else one per folder.
+    fn list_for_live(
+        &mut self,
+        local: &BTreeMap<String, Option<Vec<u8>>>,
+        store_changed: bool,
+        req: &mut Requests<'_>,
+    ) -> Result<BTreeMap<String, String>, ()> {
         if self.listing_current && !store_changed {
             // No write sent and no change heard of since the last listing of the whole store:
             // its conditional listing.
@@ -677,6 +770,7 @@ impl Sim {
                 return Err(());
             }
             self.listing_current = true;
+            self.known = self.gens.clone();
         } else {
             self.listing_current = false;
             let folders: BTreeSet<String> = local.keys().map(|p| folder_of(p)).collect();
@@ -685,8 +779,28 @@ impl Sim {
                     return Err(());
                 }
             }
+            for path in local.keys() {
+                if let Some(g) = self.gens.get(path) {
+                    self.known.insert(path.clone(), *g);
+                }
+            }
         }
-        let remote = self.server.clone();
+        Ok(self.server.clone())
+    }
+
+    /// The rest of a live sync, on `remote` (listed, or as agreed).
+    #[allow(clippy::too_many_arguments)]
+    fn apply_live(
+        &mut self,
+        local: BTreeMap<String, Option<Vec<u8>>>,
+        remote: &BTreeMap<String, String>,
+        agreed: bool,
+        moved: &BTreeSet<String>,
+        read: &BTreeMap<String, Vec<u8>>,
+        req: &mut Requests<'_>,
+        reconciled: &mut BTreeSet<String>,
+        mut c: Counts,
+    ) -> Result<Counts, ()> {
         for path in local.keys() {
             if let Some(sent) = self.state.unsettled.remove(path)
                 && remote.get(path).map(String::as_bytes) == Some(&sent[..])
@@ -702,11 +816,12 @@ impl Sim {
             let act = self.decide(path, r, l.clone(), b, &mut work.next, &mut c);
             Self::file_act(&mut work, path, act);
         }
-        reconciled.extend(local.into_keys());
+        reconciled.extend(local.into_keys().filter(|p| !moved.contains(p)));
         self.remove_locals(&mut work, &mut c);
         for mut u in std::mem::take(&mut work.uploads) {
             // Live sync sends a changed text file as it read it above.
             u.read = read.get(&u.path).cloned();
+            u.memory = if agreed { self.known.get(&u.path) } else { self.gens.get(&u.path) }.copied();
             self.upload(&u, req, &mut work.next, &mut c);
         }
         // Row-7 candidates keep the baseline `decide` put in `next` and wait for a full sync.
@@ -754,8 +869,11 @@ impl Sim {
                     self.state.baseline.insert(path, l);
                 }
                 Some(r) if Some(&r) != base.as_ref() => c.conflicts += 1,
-                Some(_) => uploads.push(Upload { path, update: true, fallback: base, read: None }),
-                None => uploads.push(Upload { path, update: false, fallback: base, read: None }),
+                Some(_) => {
+                    let memory = self.gens.get(&path).copied();
+                    uploads.push(Upload { path, update: true, memory, fallback: base, read: None })
+                }
+                None => uploads.push(Upload { path, update: false, memory: None, fallback: base, read: None }),
             }
         }
         let mut next = self.state.baseline.clone();
@@ -772,5 +890,6 @@ impl Sim {
     pub(crate) fn crash_and_resume(&mut self) {
         self.state = self.journal.clone();
         self.listing_current = false;
+        self.known.clear();
     }
 }
