@@ -56,8 +56,8 @@ pub(crate) struct Mount {
 
     /// Sync on the interval only: no change feed, no upload right after a local write. Live
     /// sync is on by default and turns itself off when the server has no change feed; while it
-    /// runs, an interval with nothing left for a full sync (no change the watcher saw since the
-    /// last one, no deletion waiting) skips it, up to 19 in a row; a folder a pull could not
+    /// runs, an interval with nothing left for a full sync (no change live sync did not settle,
+    /// no deletion waiting) skips it, up to 19 in a row; a folder a pull could not
     /// complete (a full disk) gets one after 1, 2, 4 … intervals until it is complete.
     #[arg(long)]
     no_live: bool,
