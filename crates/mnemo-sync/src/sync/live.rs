@@ -716,7 +716,7 @@ impl StoreSync {
         if local.is_empty() {
             return Ok(report);
         }
-        let remote = if let Some(agreed) = (!store_changed).then(|| self.remote_as_agreed(local.keys())).flatten() {
+        let remote = if !store_changed && let Some(agreed) = self.remote_as_agreed(local.keys()) {
             // The feed told of no change of these paths: the store holds what both sides last
             // agreed on, in the memories the engine knows. No request: an update's precondition
             // still refuses it should the store have changed meanwhile.
