@@ -182,14 +182,26 @@ impl MemoryStream {
     /// The complete lines `chunk` finishes, parsed; the rest waits for the next chunk.
     fn take_lines(&mut self, chunk: &[u8]) -> Result<Vec<Memory>> {
         let mut out = Vec::new();
+        // The last path handed out is the batch's last memory's, recorded once at the end.
+        let prior = self.last_path.take();
+        let taken = self.take_lines_into(chunk, prior.as_deref(), &mut out);
+        self.last_path = match out.last() {
+            Some(last) if taken.is_ok() => Some(last.path.clone()),
+            _ => prior,
+        };
+        taken.map(|()| out)
+    }
+
+    fn take_lines_into(&mut self, chunk: &[u8], prior: Option<&str>, out: &mut Vec<Memory>) -> Result<()> {
         let mut rest = chunk;
-        while let Some(at) = rest.iter().position(|b| *b == b'\n') {
+        while let Some(at) = memchr::memchr(b'\n', rest) {
+            let last = out.last().map(|m| m.path.as_str()).or(prior);
             let parsed = if self.pending.is_empty() {
-                self.line(&rest[..at])
+                self.line(&rest[..at], last)
             } else {
                 let mut whole = std::mem::take(&mut self.pending);
                 whole.extend_from_slice(&rest[..at]);
-                let parsed = self.line(&whole);
+                let parsed = self.line(&whole, last);
                 whole.clear();
                 self.pending = whole;
                 parsed
@@ -206,11 +218,12 @@ impl MemoryStream {
             }
         }
         self.pending.extend_from_slice(rest);
-        Ok(out)
+        Ok(())
     }
 
     /// One line: a memory to hand out, one to skip (a resumed stream's prefix), or the end.
-    fn line(&mut self, line: &[u8]) -> Result<Option<Memory>> {
+    /// `last` is the last path handed out.
+    fn line(&mut self, line: &[u8], last: Option<&str>) -> Result<Option<Memory>> {
         if let Some(end) = self.end {
             return Err(decode(&format!("the memory stream went on after its end ({} memories)", end.memory_count)));
         }
@@ -240,7 +253,7 @@ impl MemoryStream {
         if memory.content.is_none() {
             return Err(decode(&format!("the memory stream carried {} without its content", memory.path)));
         }
-        match self.last_path.as_deref() {
+        match last {
             // Handed out already, by the stream this one resumes.
             Some(last) if memory.path.as_bytes() <= last.as_bytes() && self.skipping => Ok(None),
             Some(last) if memory.path.as_bytes() <= last.as_bytes() => {
@@ -248,7 +261,6 @@ impl MemoryStream {
             }
             _ => {
                 self.skipping = false;
-                self.last_path = Some(memory.path.clone());
                 Ok(Some(memory))
             }
         }

@@ -237,30 +237,32 @@ pub(crate) fn export(
     if began.send(seq).is_err() {
         return Ok(());
     }
+    // One statement stepped to its end: each chunk taken by a new query (after the last path)
+    // prepared it again (its range on `path` makes SQLite re-plan with every new bound value)
+    // and sought its start again.
     let mut stmt = c
         .prepare_cached(&format!(
             "SELECT {COLUMNS}, v.content FROM memories m JOIN memory_versions v ON v.seq = m.version_seq \
-             WHERE m.store_seq = ?1 AND m.path > ?2 ORDER BY m.path LIMIT ?3"
+             WHERE m.store_seq = ?1 ORDER BY m.path"
         ))
         .map_err(backend)?;
-    let mut after = String::new();
-    loop {
-        let memories = stmt
-            .query_map(params![store_seq, after, i64::from(chunk.max(1))], |r| from_row(store, r, true).map(|(m, _)| m))
-            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-            .map_err(backend)?;
-        let last = memories.len() < chunk.max(1) as usize;
-        if let Some(m) = memories.last() {
-            after.clone_from(&m.path);
-        }
-        if !memories.is_empty() && out.blocking_send(Ok(ExportPart::Memories(memories))).is_err() {
-            return Ok(());
-        }
-        if last {
-            let _ = out.blocking_send(Ok(ExportPart::Done));
-            return Ok(());
+    let chunk = chunk.max(1) as usize;
+    let mut rows = stmt.query(params![store_seq]).map_err(backend)?;
+    let mut memories = Vec::with_capacity(chunk);
+    while let Some(row) = rows.next().map_err(backend)? {
+        memories.push(from_row(store, row, true).map(|(m, _)| m).map_err(backend)?);
+        if memories.len() == chunk {
+            let full = std::mem::replace(&mut memories, Vec::with_capacity(chunk));
+            if out.blocking_send(Ok(ExportPart::Memories(full))).is_err() {
+                return Ok(());
+            }
         }
     }
+    if !memories.is_empty() && out.blocking_send(Ok(ExportPart::Memories(memories))).is_err() {
+        return Ok(());
+    }
+    let _ = out.blocking_send(Ok(ExportPart::Done));
+    Ok(())
 }
 
 /// The stores a search looks in, as row numbers (JSON, for `json_each`); a named store that is

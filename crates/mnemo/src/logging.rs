@@ -1,4 +1,4 @@
-//! Log set-up: `tracing` to stderr, filtered by `RUST_LOG` (default `info`, the watcher at `warn`).
+//! Log set-up: `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
 
 use std::io::IsTerminal;
 
@@ -13,8 +13,8 @@ pub(crate) enum LogFormat {
     Json,
 }
 
-/// `info`, except the file watcher's own chatter (it reports every watch removed with a folder).
-const DEFAULT_FILTER: &str = "info,notify=warn";
+/// Without `RUST_LOG`.
+const DEFAULT_FILTER: &str = "info";
 
 /// For commands whose own output tells the story (the quick start): warnings and errors only.
 pub(crate) const QUIET_FILTER: &str = "warn";
