@@ -496,7 +496,24 @@ impl StoreSync {
         if !self.cfg.watch {
             return;
         }
-        match super::watch::Watch::start(&self.cfg.root, self.live_sink()) {
+        // The download made every folder there is: watch those without listing any. A file it
+        // could not write may have left a folder of its own: then the tree is listed.
+        let started = if self.incomplete {
+            super::watch::Watch::start(&self.cfg.root, self.live_sink())
+        } else {
+            let mut folders = BTreeSet::new();
+            for rel in self.state.baseline.keys() {
+                let mut path = rel.as_str();
+                // A folder already named has its parents named too.
+                while let Some((parent, _)) = path.rsplit_once('/')
+                    && folders.insert(parent)
+                {
+                    path = parent;
+                }
+            }
+            super::watch::Watch::start_over(&self.cfg.root, folders, self.live_sink())
+        };
+        match started {
             Ok(w) => {
                 self.watch = Some(Arc::new(w));
                 let view = self.state.baseline.iter().map(|(rel, sha256)| {

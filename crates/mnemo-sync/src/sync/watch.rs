@@ -128,15 +128,10 @@ impl Folders {
     /// their folder listing gives (no `stat` per file: a store of thousands of files is watched
     /// in a few folder reads).
     fn add_tree(&mut self, fd: impl AsFd + Copy, rel: &str) -> std::io::Result<()> {
+        if !self.add_one(fd, rel)? {
+            return Ok(());
+        }
         let abs = if rel.is_empty() { self.root.clone() } else { self.root.join(rel) };
-        let events = if rel.is_empty() { ROOT_EVENTS } else { FOLDER_EVENTS };
-        let wd = match inotify::add_watch(fd, &abs, events) {
-            Ok(wd) => wd,
-            // Gone (or replaced by a file) before it could be watched: its parent's event told.
-            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) if !rel.is_empty() => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        self.by_wd.insert(wd, rel.to_owned());
         let entries = match std::fs::read_dir(&abs) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !rel.is_empty() => return Ok(()),
@@ -154,6 +149,21 @@ impl Folders {
             self.add_tree(fd, &child)?;
         }
         Ok(())
+    }
+
+    /// Watches the folder `rel` alone; `false` if it is gone (or replaced by a file) before it
+    /// could be watched, which its parent's event tells.
+    fn add_one(&mut self, fd: impl AsFd + Copy, rel: &str) -> std::io::Result<bool> {
+        let abs = if rel.is_empty() { self.root.clone() } else { self.root.join(rel) };
+        let events = if rel.is_empty() { ROOT_EVENTS } else { FOLDER_EVENTS };
+        match inotify::add_watch(fd, &abs, events) {
+            Ok(wd) => {
+                self.by_wd.insert(wd, rel.to_owned());
+                Ok(true)
+            }
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) if !rel.is_empty() => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Stops watching the folder `rel` and those below it (moved away: their watches would
@@ -254,10 +264,31 @@ impl Watch {
     /// Starts watching `root` and everything below it; changed paths also go to `live`. Needs
     /// the async runtime (its events are read by a task).
     pub(crate) fn start(root: &Path, live: Option<LiveSink>) -> std::io::Result<Self> {
+        Self::start_with(root, live, |folders, fd| folders.add_tree(fd, ""))
+    }
+
+    /// Starts watching `root` and exactly the folders below it named in `known` (every folder
+    /// there is, with its parents: a download that made the tree knows them), listing none.
+    pub(crate) fn start_over<'a>(
+        root: &Path,
+        known: impl IntoIterator<Item = &'a str>,
+        live: Option<LiveSink>,
+    ) -> std::io::Result<Self> {
+        Self::start_with(root, live, |folders, fd| {
+            folders.add_one(fd, "")?;
+            known.into_iter().try_for_each(|rel| folders.add_one(fd, rel).map(drop))
+        })
+    }
+
+    fn start_with(
+        root: &Path,
+        live: Option<LiveSink>,
+        watch: impl FnOnce(&mut Folders, &OwnedFd) -> std::io::Result<()>,
+    ) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
         let mut folders = Folders { root: root.to_owned(), by_wd: HashMap::new() };
-        folders.add_tree(&fd, "")?;
+        watch(&mut folders, &fd)?;
         let dirty = Arc::new(Mutex::new(Dirty { live, ..Dirty::default() }));
         let fd = {
             let _entered = runtime.enter();
@@ -374,6 +405,20 @@ mod tests {
         let _ = std::fs::read(dir.path().join("new/y.md")).unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(watch.take(), Changes::Paths(BTreeSet::new()));
+    }
+
+    #[tokio::test]
+    async fn a_watch_over_known_folders_lists_none_and_reports_as_a_walked_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("notes/d00")).unwrap();
+        let watch = Watch::start_over(dir.path(), ["notes", "notes/d00"], None).unwrap();
+        std::fs::write(dir.path().join("notes/d00/m.md"), "m").unwrap();
+        std::fs::create_dir(dir.path().join("notes/d01")).unwrap();
+        until(&watch, |s| s.contains("notes/d00/m.md") && s.contains("notes/d01")).await;
+        std::fs::write(dir.path().join("notes/d01/n.md"), "n").unwrap();
+        until(&watch, |s| s.contains("notes/d01/n.md")).await;
+        // A folder named but gone is no error (its parent told, or will).
+        assert!(Watch::start_over(dir.path(), ["gone"], None).is_ok());
     }
 
     #[tokio::test]
