@@ -609,15 +609,16 @@ impl StoreSync {
                     return Err(e);
                 }
             };
-            let mut batch: Vec<(RelPath, Digest, Memory)> = memories
+            // Only the content goes to the writers: the rest of each memory is dropped here, on
+            // the thread that parsed it, and its id moves into the listing.
+            let mut batch: Vec<(RelPath, Digest, String)> = memories
                 .into_iter()
                 .filter_map(|m| {
-                    let (rel, remote) = (self.local_path(&m)?, Remote::of(&m)?);
-                    let digest = remote.content_sha256;
+                    let (rel, digest) = (self.local_path(&m)?, server_digest(&m)?);
                     if keep_listing {
-                        listed.insert(rel.clone(), remote);
+                        listed.insert(rel.clone(), Remote { id: m.id, content_sha256: digest });
                     }
-                    Some((rel, digest, m))
+                    Some((rel, digest, m.content.unwrap_or_default()))
                 })
                 .collect();
             wanted += batch.len();
@@ -829,15 +830,14 @@ const DOWNLOAD_WRITERS: usize = 2;
 /// and left out of the baseline.
 fn write_downloaded(
     files: &FileStore,
-    part: Vec<(RelPath, Digest, Memory)>,
+    part: Vec<(RelPath, Digest, String)>,
     recovering: bool,
     store: &MemoryStoreId,
     root: &Path,
 ) -> Vec<(RelPath, Digest)> {
     let mut done = Vec::with_capacity(part.len());
     let mut fresh: Option<crate::fs::NewFiles<'_>> = None;
-    for (rel, digest, memory) in part {
-        let content = memory.content.unwrap_or_default();
+    for (rel, digest, content) in part {
         let outcome = if recovering {
             files.write_if_unchanged(&rel, None, content.as_bytes()).map(|_| ())
         } else {
