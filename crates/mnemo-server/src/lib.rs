@@ -41,6 +41,7 @@ mod changes;
 mod error;
 mod extract;
 mod hub;
+mod jsonl;
 mod listen;
 mod maintenance;
 mod metrics;

@@ -420,8 +420,7 @@ fn jsonl(
                 Some(Ok(ExportPart::Memories(batch))) => {
                     let mut buf = Vec::with_capacity(batch.iter().map(|m| m.content_size_bytes as usize + 400).sum());
                     for memory in &batch {
-                        serde_json::to_writer(&mut buf, memory).expect("a memory serialises");
-                        buf.push(b'\n');
+                        crate::jsonl::memory_line(&mut buf, memory);
                     }
                     let count = count + batch.len() as u64;
                     Some((Ok(buf.into()), Some((parts, count))))
@@ -523,11 +522,11 @@ mod tests {
             Ok(Some(stream)) => stream,
             other => panic!("the stream opens: {other:?}"),
         };
-        let first = stream.next_batch().await.unwrap().unwrap();
+        let first = stream.next_batch::<Memory>().await.unwrap().unwrap();
         assert_eq!(first[0].path, "/a");
         let tx = feed.lock().unwrap().take().unwrap();
         tx.send(Err(StoreError::Unavailable("lost".into()))).await.unwrap();
-        let err = stream.next_batch().await.unwrap_err();
+        let err = stream.next_batch::<Memory>().await.unwrap_err();
         assert!(err.status().is_none() && !err.is_permanent(), "a transient failure: {err:?}");
         assert_eq!(stream.end(), None);
     }
