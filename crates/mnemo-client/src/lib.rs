@@ -38,7 +38,7 @@ pub use dreams::{DREAMING_BETA, ListDreamsParams};
 pub use error::{ClientError, PathConflict};
 pub use session::{SessionAgent, SessionResource, SessionSkill, WorkerSession};
 pub use skills::SkillVersion;
-pub use stream::MemoryStream;
+pub use stream::{MemoryStream, StreamItem, StreamedMemory};
 pub use work::{EventPage, NO_HEARTBEAT};
 
 pub use mnemo_api::headers::{API_VERSION, MANAGED_AGENTS_BETA, MEMORY_BETA};

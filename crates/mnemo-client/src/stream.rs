@@ -8,12 +8,14 @@
 //! never tries, and one that has not tries once: an answer without the header tells it to use
 //! pages from then on.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use mnemo_api::headers::{EXTENSIONS_HEADER, MEMORY_BATCH_EXTENSION, MEMORY_STREAM_EXTENSION};
-use mnemo_api::{Memory, MemoryStoreId, MemoryStreamEnd};
+use mnemo_api::{Memory, MemoryId, MemoryStoreId, MemoryStreamEnd};
 use reqwest::Response;
 use reqwest::header::HeaderMap;
+use serde::Deserialize;
 
 use crate::{Client, ClientError, Method, RETRY_BACKOFF, Result};
 
@@ -60,6 +62,106 @@ impl Extensions {
     pub(crate) fn batch(&self) -> bool {
         self.offers(BATCH) == Some(true)
     }
+}
+
+/// A memory of the stream as a download needs it: the rest of the line (its store, checked;
+/// its version and times) is read past without being kept, so each costs three allocations
+/// where a [`Memory`] costs six and two timestamps parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamedMemory {
+    pub id: MemoryId,
+    pub path: String,
+    pub content: String,
+    /// The content's SHA-256 as the server gave it; `None` when that was not 64 hex digits
+    /// (a download skips such a memory, as it would a listed one).
+    pub content_sha256: Option<[u8; 32]>,
+}
+
+/// What a stream's memory lines are read as ([`MemoryStream::next_batch`]): the whole
+/// [`Memory`] (an export), or a [`StreamedMemory`] (a download).
+pub trait StreamItem: Sized {
+    /// Parses a memory line of `store`'s stream; refuses a line that is not a memory, or a
+    /// memory of another store or without its content.
+    fn parse(line: &[u8], store: &MemoryStoreId) -> Result<Self>;
+    fn path(&self) -> &str;
+}
+
+impl StreamItem for Memory {
+    fn parse(line: &[u8], store: &MemoryStoreId) -> Result<Self> {
+        let memory: Memory = serde_json::from_slice(line).map_err(|e| not_a_memory(&e))?;
+        check(store, memory.memory_store_id.as_str(), &memory.path, memory.content.is_some())?;
+        Ok(memory)
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// A memory line with only what a [`StreamedMemory`] keeps; the other fields are skipped.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename = "memory")]
+struct LeanLine<'a> {
+    id: MemoryId,
+    #[serde(borrow)]
+    memory_store_id: Cow<'a, str>,
+    path: String,
+    content: Option<String>,
+    #[serde(borrow)]
+    content_sha256: Cow<'a, str>,
+}
+
+impl StreamItem for StreamedMemory {
+    fn parse(line: &[u8], store: &MemoryStoreId) -> Result<Self> {
+        let lean: LeanLine<'_> = serde_json::from_slice(line).map_err(|e| not_a_memory(&e))?;
+        check(store, &lean.memory_store_id, &lean.path, lean.content.is_some())?;
+        Ok(Self {
+            id: lean.id,
+            content_sha256: sha256_bytes(&lean.content_sha256),
+            path: lean.path,
+            content: lean.content.unwrap_or_default(),
+        })
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// A line that does not parse as a memory (the stream tries it as the end line first).
+fn not_a_memory(e: &serde_json::Error) -> ClientError {
+    decode(&format!("a memory stream line is neither a memory nor its end: {e}"))
+}
+
+fn check(store: &MemoryStoreId, of: &str, path: &str, has_content: bool) -> Result<()> {
+    if of != store.as_str() {
+        return Err(decode(&format!("the memory stream of {store} carried a memory of {of}")));
+    }
+    if !has_content {
+        return Err(decode(&format!("the memory stream carried {path} without its content")));
+    }
+    Ok(())
+}
+
+/// 64 hex digits (either case) as 32 bytes.
+fn sha256_bytes(hex: &str) -> Option<[u8; 32]> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(out)
 }
 
 /// An open memory stream, read batch by batch ([`MemoryStream::next_batch`]). A stream cut
@@ -138,8 +240,8 @@ impl Client {
 
 impl MemoryStream {
     /// The next memories in path order (at least one), or `Ok(None)` once the end line came
-    /// and checked out.
-    pub async fn next_batch(&mut self) -> Result<Option<Vec<Memory>>> {
+    /// and checked out: whole [`Memory`]s, or [`StreamedMemory`]s for a download.
+    pub async fn next_batch<T: StreamItem>(&mut self) -> Result<Option<Vec<T>>> {
         loop {
             if self.end.is_some() {
                 return Ok(None);
@@ -180,22 +282,22 @@ impl MemoryStream {
     }
 
     /// The complete lines `chunk` finishes, parsed; the rest waits for the next chunk.
-    fn take_lines(&mut self, chunk: &[u8]) -> Result<Vec<Memory>> {
-        let mut out = Vec::new();
+    fn take_lines<T: StreamItem>(&mut self, chunk: &[u8]) -> Result<Vec<T>> {
+        let mut out: Vec<T> = Vec::new();
         // The last path handed out is the batch's last memory's, recorded once at the end.
         let prior = self.last_path.take();
         let taken = self.take_lines_into(chunk, prior.as_deref(), &mut out);
         self.last_path = match out.last() {
-            Some(last) if taken.is_ok() => Some(last.path.clone()),
+            Some(last) if taken.is_ok() => Some(last.path().to_owned()),
             _ => prior,
         };
         taken.map(|()| out)
     }
 
-    fn take_lines_into(&mut self, chunk: &[u8], prior: Option<&str>, out: &mut Vec<Memory>) -> Result<()> {
+    fn take_lines_into<T: StreamItem>(&mut self, chunk: &[u8], prior: Option<&str>, out: &mut Vec<T>) -> Result<()> {
         let mut rest = chunk;
         while let Some(at) = memchr::memchr(b'\n', rest) {
-            let last = out.last().map(|m| m.path.as_str()).or(prior);
+            let last = out.last().map(T::path).or(prior);
             let parsed = if self.pending.is_empty() {
                 self.line(&rest[..at], last)
             } else {
@@ -223,16 +325,14 @@ impl MemoryStream {
 
     /// One line: a memory to hand out, one to skip (a resumed stream's prefix), or the end.
     /// `last` is the last path handed out.
-    fn line(&mut self, line: &[u8], last: Option<&str>) -> Result<Option<Memory>> {
+    fn line<T: StreamItem>(&mut self, line: &[u8], last: Option<&str>) -> Result<Option<T>> {
         if let Some(end) = self.end {
             return Err(decode(&format!("the memory stream went on after its end ({} memories)", end.memory_count)));
         }
-        let memory = match serde_json::from_slice::<Memory>(line) {
+        let memory = match T::parse(line, &self.store) {
             Ok(memory) => memory,
             Err(not_memory) => {
-                let end: MemoryStreamEnd = serde_json::from_slice(line).map_err(|_| {
-                    decode(&format!("a memory stream line is neither a memory nor its end: {not_memory}"))
-                })?;
+                let Ok(end) = serde_json::from_slice::<MemoryStreamEnd>(line) else { return Err(not_memory) };
                 if end.memory_count != self.lines {
                     return Err(decode(&format!(
                         "the memory stream's end counts {} memories, {} came",
@@ -244,20 +344,12 @@ impl MemoryStream {
             }
         };
         self.lines += 1;
-        if memory.memory_store_id != self.store {
-            return Err(decode(&format!(
-                "the memory stream of {} carried a memory of {}",
-                self.store, memory.memory_store_id
-            )));
-        }
-        if memory.content.is_none() {
-            return Err(decode(&format!("the memory stream carried {} without its content", memory.path)));
-        }
+        let path = memory.path();
         match last {
             // Handed out already, by the stream this one resumes.
-            Some(last) if memory.path.as_bytes() <= last.as_bytes() && self.skipping => Ok(None),
-            Some(last) if memory.path.as_bytes() <= last.as_bytes() => {
-                Err(decode(&format!("the memory stream is out of path order: {} after {last}", memory.path)))
+            Some(last) if path.as_bytes() <= last.as_bytes() && self.skipping => Ok(None),
+            Some(last) if path.as_bytes() <= last.as_bytes() => {
+                Err(decode(&format!("the memory stream is out of path order: {path} after {last}")))
             }
             _ => {
                 self.skipping = false;
@@ -322,11 +414,46 @@ mod tests {
     }
 
     async fn read_all(stream: &mut MemoryStream) -> Result<Vec<String>> {
+        read_as::<Memory>(stream).await
+    }
+
+    async fn read_as<T: StreamItem>(stream: &mut MemoryStream) -> Result<Vec<String>> {
         let mut paths = Vec::new();
-        while let Some(batch) = stream.next_batch().await? {
-            paths.extend(batch.into_iter().map(|m| m.path));
+        while let Some(batch) = stream.next_batch::<T>().await? {
+            paths.extend(batch.iter().map(|m| m.path().to_owned()));
         }
         Ok(paths)
+    }
+
+    #[tokio::test]
+    async fn a_download_reads_what_it_needs_of_each_memory() {
+        let store = MemoryStoreId::generate();
+        let (a, odd) = (memory_line(&store, "/a"), memory_line(&store, "/b/ü \"q\"\n"));
+        let bad_sha = a.replace("\"content_sha256\":\"", "\"content_sha256\":\"zz").replace("\"/a\"", "\"/c\"");
+        let body = [a.clone(), odd.clone(), bad_sha, end_line(3)].concat();
+        let (base, _) = serve(vec![whole(&body)]).await;
+        let client = Client::new(&base, "k").unwrap();
+        let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+        let mut read: Vec<StreamedMemory> = Vec::new();
+        while let Some(batch) = stream.next_batch().await.unwrap() {
+            read.extend(batch);
+        }
+        for (line, lean) in [&a, &odd].into_iter().zip(&read) {
+            let whole: Memory = serde_json::from_str(line).unwrap();
+            let sha = (0..32).map(|i| u8::from_str_radix(&whole.content_sha256[2 * i..2 * i + 2], 16).unwrap());
+            assert_eq!(
+                lean,
+                &StreamedMemory {
+                    id: whole.id,
+                    path: whole.path,
+                    content: whole.content.unwrap(),
+                    content_sha256: Some(sha.collect::<Vec<_>>().try_into().unwrap()),
+                }
+            );
+        }
+        assert_eq!(read[2].path, "/c");
+        assert_eq!(read[2].content_sha256, None, "not a SHA-256: the download skips it");
+        assert_eq!(stream.end().map(|e| e.memory_count), Some(3));
     }
 
     #[tokio::test]
@@ -391,11 +518,15 @@ mod tests {
                 "not a memory",
             ),
         ] {
-            let (base, _) = serve(vec![whole(&body)]).await;
-            let client = Client::new(&base, "k").unwrap().with_max_retries(2);
-            let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
-            let err = read_all(&mut stream).await.unwrap_err();
-            assert!(matches!(err, ClientError::Decode { .. }), "{why}: {err:?}");
+            for lean in [false, true] {
+                let (base, _) = serve(vec![whole(&body)]).await;
+                let client = Client::new(&base, "k").unwrap().with_max_retries(2);
+                let mut stream = client.open_memory_stream(&store).await.unwrap().unwrap();
+                let read =
+                    if lean { read_as::<StreamedMemory>(&mut stream).await } else { read_all(&mut stream).await };
+                let err = read.unwrap_err();
+                assert!(matches!(err, ClientError::Decode { .. }), "{why} (lean: {lean}): {err:?}");
+            }
         }
     }
 

@@ -59,7 +59,7 @@ async fn the_stream_is_the_full_listing_in_one_answer_then_its_end_line() {
     // The typed client reads the same.
     let mut stream = s.client.open_memory_stream(&store).await.unwrap().expect("offered");
     let mut read = Vec::new();
-    while let Some(batch) = stream.next_batch().await.unwrap() {
+    while let Some(batch) = stream.next_batch::<mnemo_api::Memory>().await.unwrap() {
         read.extend(batch);
     }
     assert_eq!(read, listed);

@@ -25,6 +25,11 @@ impl Digest {
         Self(bytes)
     }
 
+    /// Its bytes.
+    pub const fn into_bytes(self) -> [u8; 32] {
+        self.0
+    }
+
     /// Parses the API's form: 64 hexadecimal characters (either case, as a lenient reader of a
     /// server's answer); `None` for anything else.
     pub fn parse_hex(hex: &str) -> Option<Self> {

@@ -854,7 +854,7 @@ impl StoreSync {
         let mut remote = RemoteMap::new();
         for folder in folders {
             for memory in self.client.list_folder(&self.cfg.store_id, &folder).await? {
-                if let Some(rel) = self.local_path(&memory)
+                if let Some(rel) = self.local_path(&memory.path)
                     && wanted.contains(&rel)
                     && let Some(listed) = Remote::of(&memory)
                 {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemoryStoreId, View};
-use mnemo_client::{Client, ClientError, ListMemoriesParams};
+use mnemo_client::{Client, ClientError, ListMemoriesParams, StreamedMemory};
 
 use crate::fs::{Digest, Durability, FileStore, FsError, MARKER_NAME, MarkerState, RelPath};
 
@@ -83,9 +83,13 @@ impl plan::Listed for Remote {
 /// cannot be reconciled, so it is left alone (and logged), like one whose path cannot live in a
 /// folder.
 pub(crate) fn server_digest(memory: &Memory) -> Option<Digest> {
-    let digest = Digest::parse_hex(&memory.content_sha256);
+    checked_digest(Digest::parse_hex(&memory.content_sha256), &memory.path, &memory.id)
+}
+
+/// `digest`, or a warning that the memory at `path` is skipped for want of one.
+fn checked_digest(digest: Option<Digest>, path: &str, id: &MemoryId) -> Option<Digest> {
     if digest.is_none() {
-        tracing::warn!(path = %memory.path, memory_id = %memory.id, "skipping memory: the server's content_sha256 is not a SHA-256");
+        tracing::warn!(path, memory_id = %id, "skipping memory: the server's content_sha256 is not a SHA-256");
     }
     digest
 }
@@ -614,11 +618,12 @@ impl StoreSync {
             let mut batch: Vec<(RelPath, Digest, String)> = memories
                 .into_iter()
                 .filter_map(|m| {
-                    let (rel, digest) = (self.local_path(&m)?, server_digest(&m)?);
+                    let rel = self.local_path(&m.path)?;
+                    let digest = checked_digest(m.content_sha256.map(Digest::from_bytes), &m.path, &m.id)?;
                     if keep_listing {
                         listed.insert(rel.clone(), Remote { id: m.id, content_sha256: digest });
                     }
-                    Some((rel, digest, m.content.unwrap_or_default()))
+                    Some((rel, digest, m.content))
                 })
                 .collect();
             wanted += batch.len();
@@ -677,15 +682,13 @@ impl StoreSync {
 
     /// The local path of a listed memory, unless it must be skipped (the reserved marker path,
     /// a path that cannot live in a folder).
-    fn local_path(&self, memory: &Memory) -> Option<RelPath> {
-        if memory.path.trim_start_matches('/') == MARKER_NAME {
-            tracing::warn!(path = %memory.path, memory_store_id = %self.cfg.store_id, "the server listed the reserved marker path; skipping");
+    fn local_path(&self, path: &str) -> Option<RelPath> {
+        if path.trim_start_matches('/') == MARKER_NAME {
+            tracing::warn!(path, memory_store_id = %self.cfg.store_id, "the server listed the reserved marker path; skipping");
             return None;
         }
-        RelPath::from_memory_path(&memory.path)
-            .inspect_err(
-                |e| tracing::warn!(path = %memory.path, memory_store_id = %self.cfg.store_id, "skipping memory: {e}"),
-            )
+        RelPath::from_memory_path(path)
+            .inspect_err(|e| tracing::warn!(path, memory_store_id = %self.cfg.store_id, "skipping memory: {e}"))
             .ok()
     }
 
@@ -696,7 +699,7 @@ impl StoreSync {
     }
 
     fn remote_map(&self, all: Vec<Memory>) -> RemoteMap {
-        all.into_iter().filter_map(|m| Some((self.local_path(&m)?, Remote::of(&m)?))).collect()
+        all.into_iter().filter_map(|m| Some((self.local_path(&m.path)?, Remote::of(&m)?))).collect()
     }
 
     /// The store's memories for a sync: the previous listing again when the server says the
@@ -900,10 +903,10 @@ impl Download {
 
     /// The next memories to write, or `None` at the end: a page, or up to [`STREAM_BATCH`]
     /// memories of the stream.
-    async fn next(&mut self, client: &Client, store: &MemoryStoreId) -> Result<Option<Vec<Memory>>, SyncError> {
+    async fn next(&mut self, client: &Client, store: &MemoryStoreId) -> Result<Option<Vec<StreamedMemory>>, SyncError> {
         match self {
             Self::Stream(stream) => {
-                let mut out: Vec<Memory> = Vec::new();
+                let mut out: Vec<StreamedMemory> = Vec::new();
                 while out.len() < STREAM_BATCH {
                     match stream.next_batch().await? {
                         Some(batch) => out.extend(batch),
@@ -919,11 +922,16 @@ impl Download {
                     Some(next) => query.page = Some(next),
                     None => *params = None,
                 }
-                let memories: Vec<Memory> = page
+                let memories: Vec<StreamedMemory> = page
                     .data
                     .into_iter()
                     .filter_map(|item| match item {
-                        MemoryListItem::Memory(m) => Some(m),
+                        MemoryListItem::Memory(m) => Some(StreamedMemory {
+                            content_sha256: Digest::parse_hex(&m.content_sha256).map(Digest::into_bytes),
+                            id: m.id,
+                            path: m.path,
+                            content: m.content.unwrap_or_default(),
+                        }),
                         MemoryListItem::Prefix(_) => None,
                     })
                     .collect();
