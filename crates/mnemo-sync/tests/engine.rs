@@ -584,6 +584,46 @@ async fn edits_made_right_before_a_hinted_sync_are_not_missed() {
     }
 }
 
+/// A held first journal (a worker's, until its session's first call is answered) is committed
+/// once started, when a journal write needs it, at the disposal, or when the hold is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_first_journal_waits_to_be_started() {
+    let env = Env::new(&[("/a.md", "one"), ("/d/b.md", "two")]).await;
+    let journal = mnemo_sync::sync::journal::journal_path(&env.root());
+    let cfg = StoreConfig { journal: true, hold_first_journal: Some(Duration::from_secs(60)), ..env.cfg() };
+    let mut engine = env.mount(cfg.clone()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!journal.exists(), "held: no journal, no flush");
+    engine.start_first_journal();
+    engine.first_journal_done().await;
+    assert!(journal.exists(), "started: committed");
+    engine.dispose().await;
+    assert!(!env.root().exists() && !journal.exists());
+
+    // Never started: the next journal write commits it first.
+    let mut engine = env.mount(cfg.clone()).await;
+    std::fs::write(env.root().join("c.md"), "three").unwrap();
+    engine.sync(false).await.unwrap();
+    assert!(journal.exists(), "a sync's journal write commits the held one first");
+    assert_eq!(env.remote().await, pairs(&[("/a.md", "one"), ("/c.md", "three"), ("/d/b.md", "two")]));
+    engine.dispose().await;
+    assert!(!env.root().exists() && !journal.exists());
+
+    // Disposed of while held: no wait for the hold.
+    let started = std::time::Instant::now();
+    env.mount(cfg.clone()).await.dispose().await;
+    assert!(!env.root().exists() && started.elapsed() < Duration::from_secs(30));
+
+    // Never started, no journal write: committed when the hold is over.
+    let short = StoreConfig { hold_first_journal: Some(Duration::from_millis(100)), ..cfg };
+    let _engine = env.mount(short).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !journal.exists() {
+        assert!(std::time::Instant::now() < deadline, "the hold ended without a journal");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The journal a mount that died left beside its folder, damaged, stale or forged: it is refused
 /// whole, or what it claims is checked against the server before anything is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -199,6 +199,7 @@ impl runner::Between for MemoryBetween<'_> {
 
     async fn after_call(&mut self, call: &runner::Observed) {
         if let Some(m) = self.0.as_deref_mut() {
+            m.first_call_done();
             if let Some(path) = &call.wrote {
                 m.wrote(path);
             }

@@ -34,6 +34,11 @@ const SYNC_CONCURRENCY: usize = 2;
 /// at once do not speed up (measured in `docs/BENCHMARKS.md`).
 const MOUNT_CONCURRENCY: usize = 4;
 
+/// The longest a download's first journal waits for the session's first tool call to be
+/// answered ([`Memory::first_call_done`]) before it flushes and commits anyway: the window in
+/// which a crash leaves a folder a restart cannot resume grows by no more than this.
+const FIRST_JOURNAL_HOLD: Duration = Duration::from_secs(1);
+
 /// Where one attached store lands and how it may be used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreMount {
@@ -213,6 +218,9 @@ impl Memory {
                 let mut cfg = StoreConfig::new(m.store_id.clone(), &m.root);
                 cfg.read_only = m.read_only;
                 cfg.deletions = opts.deletions;
+                // Flushed once the first tool call is answered ([`Memory::first_call_done`]),
+                // not while other stores still download or the call is being answered.
+                cfg.hold_first_journal = Some(FIRST_JOURNAL_HOLD);
                 let ours = previous.as_ref().is_some_and(|r| r.stores.contains(m));
                 async move {
                     if ours && std::fs::symlink_metadata(&m.root).is_ok() {
@@ -266,6 +274,14 @@ impl Memory {
         memory.lock(true);
         memory.last_sync = Instant::now();
         Ok(memory)
+    }
+
+    /// The session's first tool call was answered: the downloads' first journals, held since
+    /// the mount, may flush and commit now (later calls: nothing).
+    pub fn first_call_done(&self) {
+        for s in &self.stores {
+            s.sync.start_first_journal();
+        }
     }
 
     /// The folders, and which of them are read-only.
