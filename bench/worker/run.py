@@ -544,10 +544,13 @@ class Bench:
 
     def floor(self, mounts: List[str]) -> float:
         """The disk's floor of a first call: `cp -r` of the folders the worker just wrote (the
-        same files, from the page cache) into the same mount root, timed, then removed."""
+        same files, from the page cache) into the same mount root, timed, then removed. Timed
+        after a `sync` (untimed): the worker may still be flushing its download (mnemo commits
+        its first journal after the first call), and `cp -r` must not share the disk with it."""
         root = Path(mounts[0]).parent
         dest = root / f"floor-{secrets.token_hex(4)}"
         dest.mkdir()
+        os.sync()
         t0 = time.monotonic()
         subprocess.run(["cp", "-r", *mounts, str(dest)], check=True)
         took = (time.monotonic() - t0) * 1000
