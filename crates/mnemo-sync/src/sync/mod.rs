@@ -489,13 +489,10 @@ impl StoreSync {
                 None => false,
             })
         };
-        let (hold, gate) = match self.cfg.hold_first_journal {
-            Some(hold) => (hold, Some(Arc::new(tokio::sync::Notify::new()))),
-            None => (Duration::ZERO, None),
-        };
-        let opened = gate.clone();
+        let gate = self.cfg.hold_first_journal.map(|_| Arc::new(tokio::sync::Notify::new()));
+        let held = self.cfg.hold_first_journal.zip(gate.clone());
         let task = tokio::spawn(async move {
-            if let Some(opened) = opened {
+            if let Some((hold, opened)) = held {
                 // Opened, or the hold is over.
                 let _ = tokio::time::timeout(hold, opened.notified()).await;
             }
