@@ -76,6 +76,9 @@ pub struct PostgresSettings {
     /// With `sslmode=require`: the PEM file of the certificate authorities the server's
     /// certificate must chain to (`sslrootcert=PATH` in the URL); `None`: the WebPKI roots.
     pub root_certificates: Option<PathBuf>,
+    /// The folder of this replica's search index (its own: one per replica), kept across
+    /// restarts; `None`: in memory, built again from the database at each start.
+    pub search_index: Option<PathBuf>,
     pub limits: Limits,
 }
 
@@ -129,6 +132,7 @@ impl PostgresSettings {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             statement_timeout: Some(DEFAULT_STATEMENT_TIMEOUT),
             root_certificates,
+            search_index: None,
             limits: Limits::default(),
         })
     }
@@ -218,7 +222,9 @@ fn redact(message: &str, url: &str) -> String {
 /// A [`Store`] in a PostgreSQL database, shared with other processes.
 pub struct PostgresStore {
     engine: Arc<Engine>,
-    /// The search indexer ([`search_index::keep`]).
+    /// This replica's search index ([`search_index::Replica`]).
+    replica: Arc<search_index::Replica>,
+    /// Its indexer ([`search_index::keep`]).
     indexer: Mutex<Option<tokio::task::JoinHandle<()>>>,
     limits: Limits,
     /// The `NOTIFY` channel of this deployment (one per schema).
@@ -264,9 +270,11 @@ impl PostgresStore {
         let channel = listen::channel(&schema);
         let signals = listen::channel_pair();
         let listener = tokio::spawn(listen::run(listen_config, tls, channel.clone(), signals.clone()));
-        let indexer = tokio::spawn(search_index::keep(Arc::clone(&engine), signals.subscribe()));
+        let replica = Arc::new(search_index::Replica::open(settings.search_index.as_deref())?);
+        let indexer = tokio::spawn(search_index::keep(Arc::clone(&engine), Arc::clone(&replica), signals.subscribe()));
         Ok(Self {
             engine,
+            replica,
             limits: settings.limits,
             channel,
             signals,
@@ -314,6 +322,9 @@ impl Store for PostgresStore {
         if let Some(indexer) = self.indexer.lock().expect("indexer lock poisoned").take() {
             indexer.abort();
         }
+        // The index's merges end (their files are whole for the next start).
+        let replica = Arc::clone(&self.replica);
+        let _ = tokio::task::spawn_blocking(move || replica.close()).await;
         self.engine.close();
     }
 
@@ -438,11 +449,11 @@ impl Store for PostgresStore {
         ws: &WorkspaceId,
         request: mnemo_store::search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
-        read!(self.engine, |tx| memories::search(&tx, ws, &request).await)
+        read!(self.engine, |tx| memories::search(&tx, &self.replica, ws, &request).await)
     }
 
     async fn catch_up_search_index(&self) -> Result<u64> {
-        search_index::catch_up(&self.engine).await
+        self.replica.catch_up(&self.engine).await
     }
 
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {

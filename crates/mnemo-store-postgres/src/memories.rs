@@ -3,7 +3,10 @@
 //! The writes ([`mnemo_store::ops::memories`]) lock the store's row first and only then read
 //! what they judge; reads take no lock.
 
+use std::collections::HashMap;
+
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
+use mnemo_search::Scope;
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -11,7 +14,8 @@ use mnemo_store::search::{Candidate, CandidateSource, SearchMemories, SearchScan
 use mnemo_store::{ExportPart, ListMemories, Listing, Result, StoreError};
 use tokio_postgres::Row;
 
-use crate::engine::{Pg, Tx, all, col, exec, failure, one, opt};
+use crate::engine::{Pg, Tx, all, col, failure, one, opt};
+use crate::search_index::Replica;
 use crate::{actor_columns, parse_id, stores, ts};
 
 pub(crate) const COLUMNS: &str = "m.id, m.path, m.content_sha256, m.content_size_bytes, m.version_id, \
@@ -273,108 +277,132 @@ pub(crate) async fn search_stores(tx: &Tx<'_>, ws: &WorkspaceId, scope: &SearchS
     rows.iter().map(|r| col(r, 0)).collect()
 }
 
-/// An `ILIKE` pattern finding `text` anywhere; the words of a phrase (held with one space
-/// between them, while the body keeps its own whitespace) in order with anything between.
+/// An `ILIKE` pattern finding `text` anywhere.
 fn like_anywhere(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-    // The body holds U+0000 as a space (text cannot hold it), and so does the pattern.
-    format!("%{}%", escaped.replace([' ', '\0'], "%"))
+    format!("%{escaped}%")
 }
 
-/// A `tsquery` ranking memories by the words of `terms` and what starts with them: only runs
-/// of letters and digits, so the text is always a valid query.
-fn rank_query(terms: &[&str]) -> String {
-    let mut words: Vec<String> = terms
-        .iter()
-        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("{w}:*"))
-        .collect();
-    words.dedup();
-    words.join(" | ")
-}
-
-/// [`Store::search_memories`](mnemo_store::Store::search_memories): candidates hold every
-/// index term as a substring of their path or content (`ILIKE`, through `pg_trgm`'s GIN
-/// indexes where installed), ranked by `ts_rank_cd` over the words and prefixes of the terms.
+/// [`Store::search_memories`](mnemo_store::Store::search_memories): first the memories past
+/// this replica's index cursor (`search_index.rs`: changed since the index took them in, or
+/// not yet taken in), judged by the rule on their current content; then the index's ranking
+/// ([`mnemo_search`]: BM25 over words, a path hit weighing twice a content hit), each hit read
+/// here and judged on its current content. When the index cannot narrow the query (no term of a
+/// word character, or only terms as broad as `a`), the stores' memories are scanned in path
+/// order.
 pub(crate) async fn search(
     tx: &Tx<'_>,
+    replica: &Replica,
     ws: &WorkspaceId,
     request: &SearchMemories,
 ) -> Result<Listing<MemorySearchResult>> {
     let stores = search_stores(tx, ws, &request.scope).await?;
-    let filter = request.query.index_filter();
-    let terms: Vec<&str> = filter.contains.iter().map(String::as_str).collect();
-    let rank = rank_query(&terms);
-    let patterns: Vec<String> = terms.iter().map(|t| like_anywhere(t)).collect();
-    // An excluded phrase is left to the rule (the body keeps its own whitespace), and so is
-    // a term holding U+0000.
-    let excluded: Vec<String> =
-        filter.excludes.iter().filter(|t| !t.contains([' ', '\0'])).map(|t| like_anywhere(t)).collect();
-    // Ranked on the index alone; only the page's memories are joined for their rows and
-    // content (joining every candidate's content before the sort read it all).
-    let mut sql = String::from(
-        "WITH page AS (SELECT s.memory_seq, \
-         CASE WHEN $2 = '' THEN 0 ELSE ts_rank_cd(s.words, to_tsquery('simple', $2), 1) END::float8 AS score \
-         FROM memory_search s WHERE s.store_seq = ANY($1)",
-    );
-    for i in 0..patterns.len() {
-        let n = i + 5;
-        sql.push_str(&format!(" AND (s.body ILIKE ${n} OR s.path ILIKE ${n})"));
-    }
+    let store_seqs: Vec<u64> = stores.iter().filter_map(|s| u64::try_from(*s).ok()).collect();
+    let query = &request.query;
+    let scope = Scope {
+        stores: &store_seqs,
+        paths: &query.paths,
+        excluded_paths: &query.excluded_paths,
+        path_prefix: request.path_prefix.as_deref(),
+    };
+    // The cursor first, then the index: the index is at least as far along as the cursor says.
+    let (xid, seq) = replica.cursor();
+    let xid = xid.to_string();
+    let prepared = replica.index().prepare(&query.index_plan(), &scope);
+    // What `ILIKE` can leave out of the waiting memories or a scan, never dropping a match: an
+    // excluded word of ASCII text (its bytes, case folded as the rule folds ASCII; `escape`
+    // encoding keeps ASCII as it is and reads U+0000, which text cannot hold). A searched term
+    // is not checked so: `ILIKE` folds only ASCII, and the rule folds `K` (the Kelvin sign) to
+    // `k`.
+    let excluded: Vec<String> = query
+        .index_filter()
+        .excludes
+        .iter()
+        .filter(|t| !t.contains([' ', '\0', '\\']))
+        .map(|t| like_anywhere(t))
+        .collect();
+    let mut likes = String::new();
     for i in 0..excluded.len() {
-        let n = i + 5 + patterns.len();
-        sql.push_str(&format!(" AND NOT (s.body ILIKE ${n} OR s.path ILIKE ${n})"));
+        let n = i + 4;
+        likes.push_str(&format!(" AND NOT (encode(v.content, 'escape') ILIKE ${n} OR m.path ILIKE ${n})"));
     }
-    // What waits for the indexer is read first, on its current content, and left out here.
-    sql.push_str(&format!(
-        " AND NOT EXISTS (SELECT 1 FROM memory_search_waiting w WHERE w.memory_seq = s.memory_seq) \
-         ORDER BY score DESC, s.memory_seq LIMIT $3 OFFSET $4) \
-         SELECT {COLUMNS}, v.content, page.score, st.id FROM page JOIN memories m ON m.seq = page.memory_seq \
-         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
-         ORDER BY page.score DESC, m.seq"
-    ));
-    let waiting = format!(
-        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memory_search_waiting w \
-         JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
-         JOIN memory_stores st ON st.seq = m.store_seq \
-         WHERE m.store_seq = ANY($1) ORDER BY m.seq LIMIT $2 OFFSET $3"
-    );
     let mut scan = SearchScan::new(request)?;
-    // Each search is planned for its own patterns (the statements are prepared once per
-    // connection, and a plan cached for every pattern cannot know which are rare), and never
-    // as a walk of every row of `memory_search` (a scan, or a whole index in order): its
-    // bodies are TOASTed, so the planner prices such a walk by the small main table and not by
-    // decompressing every body for `ILIKE`, and chose it over the trigram indexes' bitmaps —
-    // 0.4 s at 10,000 memories for an identifier found in 4 ms through them. Rows are then
-    // fetched through bitmaps only. (Without `pg_trgm` a scan is the only plan, and still the
-    // one taken.) A term shorter than a trigram gives `pg_trgm` nothing to narrow by; with no
-    // longer term, a bitmap would hold every row and a scan is cheaper.
-    exec(tx, "SET LOCAL plan_cache_mode = force_custom_plan", &[]).await?;
-    if terms.iter().any(|t| t.chars().count() >= 3) {
-        exec(tx, "SET LOCAL enable_seqscan = off", &[]).await?;
-        exec(tx, "SET LOCAL enable_indexscan = off", &[]).await?;
-    }
-    while let Some(batch) = scan.next_batch() {
-        let (limit, offset) =
-            (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
-        let rows = match batch.source {
-            CandidateSource::Waiting => all(tx, &waiting, &[&stores, &limit, &offset]).await?,
-            CandidateSource::Indexed => {
-                let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &rank, &limit, &offset];
-                params.extend(patterns.iter().chain(&excluded).map(|p| p as crate::engine::Param<'_>));
-                all(tx, &sql, &params).await?
+    let read = |r: &tokio_postgres::Row| -> Result<(i64, Candidate)> {
+        let store: MemoryStoreId = parse_id(&col::<String>(r, 10)?)?;
+        let (memory, seq) = from_row(&store, r, true)?;
+        Ok((seq, Candidate { memory, score: col(r, 9)? }))
+    };
+    let Some(prepared) = prepared else {
+        // The index cannot narrow it: every memory of the stores, in path order.
+        let sql = format!(
+            "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
+             JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+             WHERE m.store_seq = ANY($1){likes} ORDER BY m.path, m.seq LIMIT $2 OFFSET $3"
+        );
+        while let Some(batch) = scan.next_batch() {
+            if batch.source == CandidateSource::Waiting {
+                scan.feed(&batch, Vec::new());
+                continue;
             }
-        };
-        let candidates = rows
-            .iter()
-            .map(|r| {
-                let store: MemoryStoreId = parse_id(&col::<String>(r, 10)?)?;
-                let (memory, _) = from_row(&store, r, true)?;
-                Ok(Candidate { memory, score: col(r, 9)? })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        scan.feed(&batch, candidates);
+            let (limit, offset) =
+                (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
+            let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &limit, &offset];
+            params.extend(excluded.iter().map(|p| p as crate::engine::Param<'_>));
+            let rows = all(tx, &sql, &params).await?;
+            let candidates = rows.iter().map(|r| read(r).map(|(_, c)| c)).collect::<Result<Vec<_>>>()?;
+            scan.feed(&batch, candidates);
+        }
+        return Ok(scan.finish());
+    };
+    let past = "(l.xid, l.memory_seq) >= ($XID::text::xid8, $SEQ)";
+    let waiting = format!(
+        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memory_search_log l \
+         JOIN memories m ON m.seq = l.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
+         JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE {} AND m.store_seq = ANY($1){likes} ORDER BY m.seq LIMIT $2 OFFSET $3",
+        past.replace("$XID", &format!("${}", 4 + excluded.len())).replace("$SEQ", &format!("${}", 5 + excluded.len()))
+    );
+    // The index's hits as they are now; those past the cursor were read above.
+    let hit_rows = format!(
+        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
+         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE m.seq = ANY($1) AND NOT EXISTS (SELECT 1 FROM memory_search_log l WHERE l.memory_seq = m.seq AND {})",
+        past.replace("$XID", "$2").replace("$SEQ", "$3")
+    );
+    while let Some(batch) = scan.next_batch() {
+        match batch.source {
+            CandidateSource::Waiting => {
+                let (limit, offset) =
+                    (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
+                let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &limit, &offset];
+                params.extend(excluded.iter().map(|p| p as crate::engine::Param<'_>));
+                params.push(&xid);
+                params.push(&seq);
+                let rows = all(tx, &waiting, &params).await?;
+                let candidates = rows.iter().map(|r| read(r).map(|(_, c)| c)).collect::<Result<Vec<_>>>()?;
+                scan.feed(&batch, candidates);
+            }
+            CandidateSource::Indexed => {
+                let hits = prepared
+                    .hits(
+                        usize::try_from(batch.offset).unwrap_or(usize::MAX),
+                        usize::try_from(batch.limit).unwrap_or(usize::MAX),
+                    )
+                    .map_err(|e| failure(e.to_string()))?;
+                let named: Vec<i64> = hits.iter().filter_map(|h| i64::try_from(h.seq).ok()).collect();
+                let rows = all(tx, &hit_rows, &[&named, &xid, &seq]).await?;
+                let mut found: HashMap<i64, Candidate> = rows.iter().map(read).collect::<Result<_>>()?;
+                let ranked = hits
+                    .iter()
+                    .filter_map(|h| {
+                        let mut candidate = found.remove(&i64::try_from(h.seq).ok()?)?;
+                        candidate.score = f64::from(h.score);
+                        Some(candidate)
+                    })
+                    .collect();
+                scan.feed_read(&batch, hits.len() as u64, ranked);
+            }
+        }
     }
     Ok(scan.finish())
 }

@@ -42,7 +42,7 @@ impl ops::EmbeddingSql for Lite<'_> {
     }
 
     async fn scope_stores(&self, ws: &WorkspaceId, scope: &SearchScope) -> Result<Vec<i64>> {
-        serde_json::from_str(&search_stores(self, ws, scope)?).map_err(backend)
+        search_stores(self, ws, scope)
     }
 
     async fn embedding_rows(&self, stores: &[i64], model: &str) -> Result<Vec<EmbeddingRow>> {

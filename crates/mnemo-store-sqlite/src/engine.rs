@@ -143,7 +143,7 @@ pub(crate) struct Engine {
     /// One permit per read connection ([`MAX_READERS`]).
     read_slots: Arc<tokio::sync::Semaphore>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The search index's keeper (its own file and thread), stopped before the writer.
+    /// The search index's keeper (its own directory and thread), stopped before the writer.
     pub(crate) index: Mutex<Option<crate::search_index::Indexer>>,
 }
 
@@ -166,11 +166,6 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
     ))
     .map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(64);
-    if !write {
-        // Readers see the search index as `ix` (read-only, as the connection is).
-        let index = crate::search_index::file(path);
-        conn.execute("ATTACH DATABASE ?1 AS ix", [index.to_string_lossy()]).map_err(backend)?;
-    }
     Ok(conn)
 }
 
@@ -339,8 +334,7 @@ impl Engine {
     /// checkpoints the write-ahead log into the database file and removes it (a read-only
     /// connection cannot), leaving one self-contained file behind.
     pub(crate) fn shutdown(&self) {
-        // The indexer writes through the writer: it stops first. Its connection closes after
-        // the readers (which attach its file), so it is the last and checkpoints its file too.
+        // The indexer writes through the writer: it stops first.
         let index = self.index.lock().expect("index lock poisoned").take();
         if let Some(index) = &index {
             index.stop();

@@ -394,15 +394,19 @@ impl Store for SqliteStore {
         request: mnemo_store::search::SearchMemories,
     ) -> Result<Listing<mnemo_api::MemorySearchResult>> {
         let ws = ws.clone();
-        self.engine.read(move |c| memories::search(c, &ws, &request)).await
+        let Some(index) = self.engine.index.lock().expect("index lock poisoned").as_ref().map(|i| i.index()) else {
+            return Err(failure("the store is shut down"));
+        };
+        self.engine.read(move |c| memories::search(c, &index, &ws, &request)).await
     }
 
     async fn catch_up_search_index(&self) -> Result<u64> {
-        let Some(conn) = self.engine.index.lock().expect("index lock poisoned").as_ref().map(|i| i.conn()) else {
+        let Some(catch_up) = self.engine.index.lock().expect("index lock poisoned").as_ref().map(|i| i.catch_up())
+        else {
             return Err(failure("the store is shut down"));
         };
         let engine = Arc::clone(&self.engine);
-        tokio::task::spawn_blocking(move || search_index::catch_up(&conn, &engine)).await.map_err(backend)?
+        tokio::task::spawn_blocking(move || catch_up(&engine)).await.map_err(backend)?
     }
 
     async fn export_memories(&self, ws: &WorkspaceId, store: &MemoryStoreId, chunk: u32) -> Result<MemoryExport> {

@@ -1,6 +1,7 @@
 //! Memories: the SQL of their writes ([`ops::MemorySql`]), reads, listings and exports.
 
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
+use mnemo_search::{Scope, SearchIndex};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -265,13 +266,13 @@ pub(crate) fn export(
     Ok(())
 }
 
-/// The stores a search looks in, as row numbers (JSON, for `json_each`); a named store that is
-/// not the workspace's is not found.
-pub(crate) fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScope) -> Result<String> {
-    let seqs: Vec<i64> = match scope {
-        SearchScope::Store(id) => vec![stores::get_with_seq(c, ws, id)?.1],
+/// The stores a search looks in, as row numbers; a named store that is not the workspace's is
+/// not found.
+pub(crate) fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScope) -> Result<Vec<i64>> {
+    match scope {
+        SearchScope::Store(id) => Ok(vec![stores::get_with_seq(c, ws, id)?.1]),
         SearchScope::Workspace(None) => {
-            query_all(c, "SELECT seq FROM memory_stores WHERE workspace_id = ?1", [ws.as_str()], |r| r.get(0))?
+            query_all(c, "SELECT seq FROM memory_stores WHERE workspace_id = ?1", [ws.as_str()], |r| r.get(0))
         }
         SearchScope::Workspace(Some(ids)) => {
             let ids =
@@ -281,10 +282,9 @@ pub(crate) fn search_stores(c: &Connection, ws: &WorkspaceId, scope: &SearchScop
                 "SELECT seq FROM memory_stores WHERE workspace_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
                 params![ws.as_str(), ids],
                 |r| r.get(0),
-            )?
+            )
         }
-    };
-    serde_json::to_string(&seqs).map_err(backend)
+    }
 }
 
 /// A LIKE pattern finding `text` anywhere.
@@ -294,122 +294,128 @@ fn like_anywhere(text: &str) -> String {
 }
 
 /// [`Store::search_memories`](mnemo_store::Store::search_memories): first the memories
-/// waiting for the index (the rule judges them on their current content), then candidates
-/// from the trigram index (`ix.memory_search`, see `search_index.rs`), which finds every
-/// substring of three characters or more, ranked by BM25 (a path hit weighs twice a content
-/// hit); shorter terms by `LIKE`. With no term of three characters, the store's memories are
-/// scanned in path order (the index is not used, so nothing waits).
+/// waiting for the index (the rule judges them on their current content), then the index's
+/// ranking ([`mnemo_search`], see `search_index.rs`: BM25 over words, a path hit weighing twice
+/// a content hit), each hit read from the database and judged on its current content. When the
+/// index cannot narrow the query (no term of a word character, or only terms as broad as `a`),
+/// the stores' memories are scanned in path order.
 pub(crate) fn search(
     c: &Connection,
+    index: &SearchIndex,
     ws: &WorkspaceId,
     request: &SearchMemories,
 ) -> Result<Listing<MemorySearchResult>> {
-    let stores = search_stores(c, ws, &request.scope)?;
-    let filter = request.query.index_filter();
-    let indexable = |t: &&String| t.chars().count() >= 3;
-    let (long, short): (Vec<&String>, Vec<&String>) = filter.contains.iter().partition(indexable);
-    // (A term holding U+0000 is left to the rule: FTS5 and LIKE would read it cut short.)
-    let (excluded, excluded_short): (Vec<&String>, Vec<&String>) =
-        filter.excludes.iter().filter(|t| !t.contains('\0')).partition(indexable);
+    let seqs = search_stores(c, ws, &request.scope)?;
+    let stores = serde_json::to_string(&seqs).map_err(backend)?;
+    let store_seqs: Vec<u64> = seqs.iter().filter_map(|s| u64::try_from(*s).ok()).collect();
+    let query = &request.query;
+    let scope = Scope {
+        stores: &store_seqs,
+        paths: &query.paths,
+        excluded_paths: &query.excluded_paths,
+        path_prefix: request.path_prefix.as_deref(),
+    };
+    let prepared = index.prepare(&query.index_plan(), &scope);
+    // What LIKE can leave out of the waiting memories or a scan, never dropping a match: an
+    // excluded word or phrase of ASCII text (LIKE folds ASCII as the rule does; a phrase LIKE
+    // misses because of a tab between its words is kept, and the rule drops it). A searched
+    // term is not checked so: LIKE folds only ASCII, and the rule folds `K` (the Kelvin sign)
+    // to `k`.
     let mut args: Vec<String> = vec![stores];
     let mut likes = String::new();
-    for term in &short {
-        args.push(like_anywhere(term));
-        let n = args.len();
-        likes.push_str(&format!(" AND (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
-    }
-    // Excluded terms the index does not check are checked here, so a scan that the rule would
-    // empty (`ab* -common`) reads the store once, not batch after batch. The index holds
-    // whitespace collapsed and the content does not: a phrase LIKE misses (a tab between its
-    // words) is kept, and the rule drops it.
-    let unindexed_exclusions =
-        if long.is_empty() { [excluded.as_slice(), &excluded_short].concat() } else { excluded_short };
-    for term in unindexed_exclusions {
+    for term in query.index_filter().excludes.iter().filter(|t| !t.contains('\0')) {
         args.push(like_anywhere(term));
         let n = args.len();
         likes.push_str(&format!(" AND NOT (m.path LIKE ?{n} ESCAPE '\\' OR v.content LIKE ?{n} ESCAPE '\\')"));
     }
-    let (waiting, indexed) = if long.is_empty() {
-        let scan = format!(
+    let (limit, offset) = (args.len() + 1, args.len() + 2);
+    let mut scan = SearchScan::new(request)?;
+    let Some(prepared) = prepared else {
+        // The index cannot narrow it: every memory of the stores, in path order.
+        let sql = format!(
             "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memories m \
              JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
-             WHERE m.store_seq IN (SELECT value FROM json_each(?1)){likes} ORDER BY m.path, m.seq"
+             WHERE m.store_seq IN (SELECT value FROM json_each(?1)){likes} ORDER BY m.path, m.seq \
+             LIMIT ?{limit} OFFSET ?{offset}"
         );
-        (None, scan)
-    } else {
-        let quoted = |t: &&String| format!("\"{}\"", t.replace('"', "\"\""));
-        let mut matching = format!("({})", long.iter().map(quoted).collect::<Vec<_>>().join(" AND "));
-        for t in &excluded {
-            matching.push_str(&format!(" NOT {}", quoted(t)));
+        while let Some(batch) = scan.next_batch() {
+            if batch.source == CandidateSource::Waiting {
+                scan.feed(&batch, Vec::new());
+                continue;
+            }
+            let read = candidates(c, &sql, &args, &[batch.limit, batch.offset])?;
+            scan.feed(&batch, read.into_iter().map(|r| r.candidate).collect());
         }
-        args.push(matching);
-        let at = args.len();
-        let waiting = format!(
-            "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memory_search_waiting w \
-             JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
-             JOIN memory_stores st ON st.seq = m.store_seq \
-             WHERE m.store_seq IN (SELECT value FROM json_each(?1)){likes} ORDER BY m.seq"
-        );
-        // Ranked in the index first (the store checked on the small `memories` row), so only
-        // a batch's rows are read whole.
-        let ranked = if likes.is_empty() {
-            format!(
-                "SELECT s.rowid AS seq, -bm25(memory_search, 2.0, 1.0) AS score FROM ix.memory_search s \
-                 JOIN memories m ON m.seq = s.rowid \
-                 WHERE memory_search MATCH ?{at} AND m.store_seq IN (SELECT value FROM json_each(?1)) \
-                 AND s.rowid NOT IN (SELECT memory_seq FROM memory_search_waiting)"
-            )
-        } else {
-            format!(
-                "SELECT s.rowid AS seq, -bm25(memory_search, 2.0, 1.0) AS score FROM ix.memory_search s \
-                 JOIN memories m ON m.seq = s.rowid JOIN memory_versions v ON v.seq = m.version_seq \
-                 WHERE memory_search MATCH ?{at} AND m.store_seq IN (SELECT value FROM json_each(?1)){likes} \
-                 AND s.rowid NOT IN (SELECT memory_seq FROM memory_search_waiting)"
-            )
-        };
-        let indexed = format!(
-            "SELECT {COLUMNS}, v.content, r.score, st.id FROM \
-             ({ranked} ORDER BY score DESC, seq LIMIT ?{limit} OFFSET ?{offset}) r \
-             JOIN memories m ON m.seq = r.seq JOIN memory_versions v ON v.seq = m.version_seq \
-             JOIN memory_stores st ON st.seq = m.store_seq ORDER BY r.score DESC, m.seq",
-            limit = at + 1,
-            offset = at + 2,
-        );
-        (Some(format!("{waiting} LIMIT ?{} OFFSET ?{}", at + 1, at + 2)), indexed)
+        return Ok(scan.finish());
     };
-    let indexed = if long.is_empty() {
-        format!("{indexed} LIMIT ?{} OFFSET ?{}", args.len() + 1, args.len() + 2)
-    } else {
-        indexed
-    };
-    let mut scan = SearchScan::new(request)?;
+    let waiting = format!(
+        "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memory_search_waiting w \
+         JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
+         JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE m.store_seq IN (SELECT value FROM json_each(?1)){likes} ORDER BY m.seq \
+         LIMIT ?{limit} OFFSET ?{offset}"
+    );
+    // The index's hits, as they are now (a waiting memory is read above, on its current
+    // content, not here on what the index held of it).
+    let hit_rows = format!(
+        "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memories m \
+         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE m.seq IN (SELECT value FROM json_each(?1)) \
+         AND m.seq NOT IN (SELECT memory_seq FROM memory_search_waiting)"
+    );
     while let Some(batch) = scan.next_batch() {
-        let sql = match batch.source {
-            CandidateSource::Waiting => match &waiting {
-                Some(sql) => sql,
-                None => {
-                    scan.feed(&batch, Vec::new());
-                    continue;
-                }
-            },
-            CandidateSource::Indexed => &indexed,
-        };
-        let mut stmt = c.prepare_cached(sql).map_err(backend)?;
-        let mut bound: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
-        let (limit, offset) =
-            (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
-        bound.push(&limit);
-        bound.push(&offset);
-        let candidates = stmt
-            .query_map(bound.as_slice(), |r| {
-                let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
-                let store: MemoryStoreId = parse_id(&r.get::<_, String>(10)?).map_err(bad)?;
-                let (memory, _) = from_row(&store, r, true)?;
-                Ok(Candidate { memory, score: r.get(9)? })
-            })
-            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-            .map_err(backend)?;
-        scan.feed(&batch, candidates);
+        match batch.source {
+            CandidateSource::Waiting => {
+                let read = candidates(c, &waiting, &args, &[batch.limit, batch.offset])?;
+                scan.feed(&batch, read.into_iter().map(|r| r.candidate).collect());
+            }
+            CandidateSource::Indexed => {
+                let hits = prepared
+                    .hits(
+                        usize::try_from(batch.offset).unwrap_or(usize::MAX),
+                        usize::try_from(batch.limit).unwrap_or(usize::MAX),
+                    )
+                    .map_err(backend)?;
+                let named = serde_json::to_string(&hits.iter().map(|h| h.seq).collect::<Vec<_>>()).map_err(backend)?;
+                let mut found: std::collections::HashMap<i64, Candidate> =
+                    candidates(c, &hit_rows, &[named], &[])?.into_iter().map(|c| (c.seq, c.candidate)).collect();
+                let ranked = hits
+                    .iter()
+                    .filter_map(|h| {
+                        let mut candidate = found.remove(&i64::try_from(h.seq).ok()?)?;
+                        candidate.score = f64::from(h.score);
+                        Some(candidate)
+                    })
+                    .collect();
+                scan.feed_read(&batch, hits.len() as u64, ranked);
+            }
+        }
     }
     Ok(scan.finish())
+}
+
+/// A candidate row and its memory's row number.
+struct Read {
+    seq: i64,
+    candidate: Candidate,
+}
+
+/// The candidates `sql` reads (columns: [`COLUMNS`], the content, a score, the store's id),
+/// `args` then `numbers` bound in that order.
+fn candidates(c: &Connection, sql: &str, args: &[String], numbers: &[u64]) -> Result<Vec<Read>> {
+    let mut stmt = c.prepare_cached(sql).map_err(backend)?;
+    let numbers: Vec<i64> = numbers.iter().map(|n| i64::try_from(*n).unwrap_or(i64::MAX)).collect();
+    let bound: Vec<&dyn rusqlite::ToSql> = args
+        .iter()
+        .map(|a| a as &dyn rusqlite::ToSql)
+        .chain(numbers.iter().map(|n| n as &dyn rusqlite::ToSql))
+        .collect();
+    stmt.query_map(bound.as_slice(), |r| {
+        let bad = |e: StoreError| rusqlite::Error::InvalidColumnName(e.to_string());
+        let store: MemoryStoreId = parse_id(&r.get::<_, String>(10)?).map_err(bad)?;
+        let (memory, seq) = from_row(&store, r, true)?;
+        Ok(Read { seq, candidate: Candidate { memory, score: r.get(9)? } })
+    })
+    .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+    .map_err(backend)
 }

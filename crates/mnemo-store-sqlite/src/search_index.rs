@@ -1,17 +1,17 @@
 //! The search index, kept behind the writes ([`mnemo_store::search`]).
 //!
 //! A write queues its memory in `memory_search_waiting` (a trigger, in the write's own
-//! transaction: a small row). The index itself is an FTS5 trigram table in its own file beside
-//! the database ([`file`]), so taking memories in — tokenising ~4 KB into trigrams costs more
-//! than the rest of a write — never holds the database's one write lock: the indexer thread
-//! reads the waiting memories from the database, writes the index file in its own transaction,
-//! and only then removes what it took from the queue (a short write). A crash in between
-//! leaves them queued: they are taken in again, which changes nothing.
+//! transaction: a small row). The index itself is [`mnemo_search`]'s word index, in its own
+//! directory beside the database ([`dir`]), so taking memories in never holds the database's
+//! one write lock: the indexer thread reads the waiting memories from the database (one read
+//! snapshot), writes and commits them to the index, and only then removes what it took from
+//! the queue (a short write). A crash in between leaves them queued: they are taken in again,
+//! which changes nothing.
 //!
-//! The index file is derived data: it names the database generation it was built from (a
-//! random id the database holds) and how far it got; a missing, foreign or newer file (the
-//! database replaced, or restored from a backup) is rebuilt by queueing every memory again.
-//! Readers attach it as `ix`.
+//! The index is derived data: each commit names the database generation it was built from (a
+//! random id the database holds) and how far along the queue it got; a missing, foreign or
+//! newer index (the database replaced, or restored from a backup) is rebuilt by queueing every
+//! memory again.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,8 +19,8 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
+use mnemo_search::{IndexedMemory, SearchIndex};
 use mnemo_store::StoreError;
-use mnemo_store::rules::search::index_text;
 use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, IndexPacer, next_sweep};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
@@ -30,111 +30,190 @@ use crate::engine::{Engine, backend, failure};
 /// machine, still far above nothing.
 const INDEXER_NICE: i32 = 19;
 
-/// The index file of the database at `db`: `db` with `.search` after its name.
-pub(crate) fn file(db: &Path) -> PathBuf {
+/// The index of the database at `db`: the directory `db` with `.index` after its name.
+pub(crate) fn dir(db: &Path) -> PathBuf {
+    beside(db, ".index")
+}
+
+fn beside(db: &Path, suffix: &str) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
-    name.push(".search");
+    name.push(suffix);
     PathBuf::from(name)
 }
 
-const SCHEMA: &str = "
-    CREATE VIRTUAL TABLE IF NOT EXISTS memory_search USING fts5 (
-        path, content, content = '', contentless_delete = 1, tokenize = 'trigram'
-    );
-    CREATE TABLE IF NOT EXISTS index_state (
-        generation TEXT    NOT NULL,
-        through    INTEGER NOT NULL
-    );";
-
-/// The indexer: its connection (to the index file, the database attached as `data`) and the
-/// thread that takes waiting memories in after writes.
+/// The indexer: the index, its connection to the database, and the thread that takes waiting
+/// memories in after writes.
 #[derive(Debug)]
 pub(crate) struct Indexer {
+    index: Arc<SearchIndex>,
     conn: Arc<Mutex<Connection>>,
+    generation: Arc<str>,
     poke: SyncSender<()>,
     stopping: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// Opens (creating or rebuilding) the index file of `engine`'s database and starts its
-/// indexer; a store's reads attach the file from then on.
+/// A batch of waiting memories.
+struct Batch {
+    /// Every one's row number: each is taken out of the index.
+    waiting: Vec<u64>,
+    /// The live ones' row number, store, path and content: each is put back in.
+    live: Vec<(u64, u64, String, String)>,
+    /// The queue's last tick among them.
+    upto: i64,
+}
+
+/// What the indexer needs for a batch.
+struct Keeper<'a> {
+    index: &'a SearchIndex,
+    conn: &'a Connection,
+    generation: &'a str,
+    engine: &'a Engine,
+}
+
+/// Opens (creating or rebuilding) the index of `engine`'s database and starts its indexer.
 pub(crate) fn start(engine: &Arc<Engine>) -> Result<(), StoreError> {
     let db = engine.path();
-    let path = file(db);
-    let conn = Connection::open_with_flags(
-        &path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| failure(format!("open the search index {}: {e}", path.display())))?;
+    // The trigram index of earlier versions (an SQLite file): replaced by the word index.
+    for old in [".search", ".search-wal", ".search-shm"] {
+        let old = beside(db, old);
+        if old.exists() {
+            std::fs::remove_file(&old)
+                .map_err(|e| failure(format!("remove the old search index {}: {e}", old.display())))?;
+        }
+    }
+    let path = dir(db);
+    let index = Arc::new(SearchIndex::open(&path).map_err(backend)?);
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| failure(format!("open {} for the search indexer: {e}", db.display())))?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
-    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(failure(format!("{} cannot use write-ahead logging (journal mode is {mode})", path.display())));
+    let generation: String =
+        conn.query_row("SELECT generation FROM search_index", [], |r| r.get(0)).map_err(backend)?;
+    let keeper = Keeper { index: &index, conn: &conn, generation: &generation, engine };
+    if !keeper.current()? {
+        keeper.rebuild()?;
     }
-    // The index's commit must be on disk before the queue forgets what it took in.
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -8000;")
-        .map_err(backend)?;
-    conn.execute_batch(SCHEMA).map_err(backend)?;
-    conn.execute("ATTACH DATABASE ?1 AS data", [db.to_string_lossy()]).map_err(backend)?;
-    if !current(&conn)? {
-        rebuild(&conn, engine)?;
-    }
-    let conn = Arc::new(Mutex::new(conn));
+    let (conn, generation) = (Arc::new(Mutex::new(conn)), Arc::<str>::from(generation));
     let (poke, woken) = mpsc::sync_channel(1);
     let stopping = Arc::new(AtomicBool::new(false));
     let thread = {
-        let (conn, stopping, engine) = (Arc::clone(&conn), Arc::clone(&stopping), Arc::downgrade(engine));
+        let (index, conn, generation, stopping, engine) = (
+            Arc::clone(&index),
+            Arc::clone(&conn),
+            Arc::clone(&generation),
+            Arc::clone(&stopping),
+            Arc::downgrade(engine),
+        );
         std::thread::Builder::new()
             .name("mnemo-sqlite-indexer".into())
-            .spawn(move || keep(&conn, &engine, &woken, &stopping))
+            .spawn(move || keep(&index, &conn, &generation, &engine, &woken, &stopping))
             .map_err(backend)?
     };
-    let indexer = Indexer { conn, poke, stopping, thread: Mutex::new(Some(thread)) };
+    let indexer = Indexer { index, conn, generation, poke, stopping, thread: Mutex::new(Some(thread)) };
     // A first pass at once: what a rebuild or an earlier run left waiting.
     indexer.poke();
     *engine.index.lock().expect("index lock poisoned") = Some(indexer);
     Ok(())
 }
 
-/// Whether the index file was built from this database as it is: the same generation, and not
-/// further along than the database's queue has ever been.
-fn current(conn: &Connection) -> Result<bool, StoreError> {
-    let generation: String =
-        conn.query_row("SELECT generation FROM data.search_index", [], |r| r.get(0)).map_err(backend)?;
-    let queued: i64 = conn
-        .query_row("SELECT seq FROM data.sqlite_sequence WHERE name = 'memory_search_waiting'", [], |r| r.get(0))
-        .optional()
-        .map_err(backend)?
-        .unwrap_or(0);
-    let state: Option<(String, i64)> = conn
-        .query_row("SELECT generation, through FROM index_state", [], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
-        .map_err(backend)?;
-    Ok(state.is_some_and(|(g, through)| g == generation && through <= queued))
-}
+impl Keeper<'_> {
+    /// Whether the index was built from this database as it is: the same generation, and not
+    /// further along than the database's queue has ever been.
+    fn current(&self) -> Result<bool, StoreError> {
+        let queued: i64 = self
+            .conn
+            .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'memory_search_waiting'", [], |r| r.get(0))
+            .optional()
+            .map_err(backend)?
+            .unwrap_or(0);
+        let Some(payload) = self.index.payload().map_err(backend)? else { return Ok(false) };
+        let through = payload
+            .split_once(' ')
+            .filter(|(generation, _)| *generation == self.generation)
+            .and_then(|(_, through)| through.parse::<i64>().ok());
+        Ok(through.is_some_and(|through| through <= queued))
+    }
 
-/// Queues every memory again, then empties the index (in that order: a crash in between
-/// leaves a file that still does not match, so the next open rebuilds again). Runs before the
-/// store is handed out, so nothing else writes yet; the database is written from here, not
-/// through the writer thread (the caller may be on an async worker, which must not block on
-/// another thread).
-fn rebuild(conn: &Connection, engine: &Engine) -> Result<(), StoreError> {
-    tracing::info!(index = %file(engine.path()).display(), "building the search index from every memory");
-    conn.execute_batch(
-        "BEGIN IMMEDIATE;
-         INSERT OR REPLACE INTO data.memory_search_waiting (memory_seq) SELECT seq FROM data.memories ORDER BY seq;
-         COMMIT;",
-    )
-    .map_err(backend)?;
-    conn.execute_batch(
-        "BEGIN;
-         DROP TABLE memory_search;
-         DELETE FROM index_state;
-         INSERT INTO index_state (generation, through) SELECT generation, 0 FROM data.search_index;
-         COMMIT;",
-    )
-    .map_err(backend)?;
-    conn.execute_batch(SCHEMA).map_err(backend)
+    /// Queues every memory again, then empties the index (in that order: a crash in between
+    /// leaves an index that still does not match, so the next open rebuilds again). Runs before
+    /// the store is handed out, so nothing else writes yet; the database is written from here,
+    /// not through the writer thread (the caller may be on an async worker, which must not
+    /// block on another thread).
+    fn rebuild(&self) -> Result<(), StoreError> {
+        tracing::info!(index = %dir(self.engine.path()).display(), "building the search index from every memory");
+        self.conn
+            .execute_batch(
+                "BEGIN IMMEDIATE;
+                 INSERT OR REPLACE INTO memory_search_waiting (memory_seq) SELECT seq FROM memories ORDER BY seq;
+                 COMMIT;",
+            )
+            .map_err(backend)?;
+        self.index.clear(&format!("{} 0", self.generation)).map_err(backend)
+    }
+
+    /// Takes up to [`INDEX_BATCH`] waiting memories (the oldest queued) into the index, then
+    /// off the queue; how many.
+    fn take_in(&self) -> Result<usize, StoreError> {
+        let started = std::time::Instant::now();
+        // One read snapshot of the queue and the memories it names.
+        self.conn.execute_batch("BEGIN").map_err(backend)?;
+        let read = self.read_batch();
+        let _ = self.conn.execute_batch("COMMIT");
+        let Some(batch) = read? else { return Ok(0) };
+        let memories: Vec<IndexedMemory<'_>> = batch
+            .live
+            .iter()
+            .map(|(seq, store, path, content)| IndexedMemory { seq: *seq, store: *store, path, content })
+            .collect();
+        let upto = batch.upto;
+        self.index.write(&batch.waiting, &memories, &format!("{} {upto}", self.generation)).map_err(backend)?;
+        let count = batch.waiting.len();
+        self.engine.write_blocking(move |c| {
+            c.execute("DELETE FROM memory_search_waiting WHERE tick <= ?1", params![upto]).map_err(backend)?;
+            Ok(())
+        })?;
+        metrics::counter!("mnemo_search_indexed_total").increment(count as u64);
+        metrics::histogram!("mnemo_search_index_batch_seconds").record(started.elapsed().as_secs_f64());
+        Ok(count)
+    }
+
+    /// The oldest waiting memories, if any.
+    fn read_batch(&self) -> Result<Option<Batch>, StoreError> {
+        let upto: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT max(tick) FROM (SELECT tick FROM memory_search_waiting ORDER BY tick LIMIT ?1)",
+                [INDEX_BATCH as i64],
+                |r| r.get(0),
+            )
+            .map_err(backend)?;
+        let Some(upto) = upto else { return Ok(None) };
+        let mut read = self
+            .conn
+            .prepare_cached(
+                "SELECT w.memory_seq, m.store_seq, m.path, v.content FROM memory_search_waiting w \
+                 LEFT JOIN memories m ON m.seq = w.memory_seq LEFT JOIN memory_versions v ON v.seq = m.version_seq \
+                 WHERE w.tick <= ?1",
+            )
+            .map_err(backend)?;
+        let mut rows = read.query([upto]).map_err(backend)?;
+        let (mut waiting, mut live) = (Vec::new(), Vec::new());
+        while let Some(row) = rows.next().map_err(backend)? {
+            let seq: i64 = row.get(0).map_err(backend)?;
+            let seq = u64::try_from(seq).map_err(backend)?;
+            waiting.push(seq);
+            let Some(store) = row.get::<_, Option<i64>>(1).map_err(backend)? else { continue };
+            let path: String = row.get(2).map_err(backend)?;
+            let content = match row.get_ref(3).map_err(backend)? {
+                rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                    String::from_utf8_lossy(t).into_owned()
+                }
+                _ => String::new(),
+            };
+            live.push((seq, u64::try_from(store).map_err(backend)?, path, content));
+        }
+        Ok(Some(Batch { waiting, live, upto }))
+    }
 }
 
 impl Indexer {
@@ -145,12 +224,30 @@ impl Indexer {
         }
     }
 
-    /// The connection, for [`catch_up`].
-    pub(crate) fn conn(&self) -> Arc<Mutex<Connection>> {
-        Arc::clone(&self.conn)
+    /// The index, for searches.
+    pub(crate) fn index(&self) -> Arc<SearchIndex> {
+        Arc::clone(&self.index)
     }
 
-    /// Stops the thread (after its batch) and waits for it.
+    /// What takes everything waiting into the index now (how many memories), to run away from
+    /// the store's lock.
+    pub(crate) fn catch_up(&self) -> impl FnOnce(&Engine) -> Result<u64, StoreError> + Send + 'static {
+        let (index, conn, generation) = (Arc::clone(&self.index), Arc::clone(&self.conn), Arc::clone(&self.generation));
+        move |engine| {
+            let conn = conn.lock().expect("index connection lock poisoned");
+            let keeper = Keeper { index: &index, conn: &conn, generation: &generation, engine };
+            let mut total = 0u64;
+            loop {
+                let n = keeper.take_in()?;
+                total += n as u64;
+                if n < INDEX_BATCH {
+                    return Ok(total);
+                }
+            }
+        }
+    }
+
+    /// Stops the thread (after its batch) and waits for it, then the index's merges.
     pub(crate) fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.poke();
@@ -160,6 +257,7 @@ impl Indexer {
                 let _ = thread.join();
             }
         }
+        self.index.close();
     }
 }
 
@@ -167,9 +265,19 @@ impl Indexer {
 /// minute when idle: [`next_sweep`]), it takes waiting
 /// memories in once the writes pause or the oldest has waited too long ([`index_now`]), one
 /// batch at a time, pausing again for writes that come in between.
-fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<()>, stopping: &AtomicBool) {
+///
+/// [`index_now`]: mnemo_store::search::index_now
+fn keep(
+    index: &SearchIndex,
+    conn: &Mutex<Connection>,
+    generation: &str,
+    engine: &Weak<Engine>,
+    woken: &mpsc::Receiver<()>,
+    stopping: &AtomicBool,
+) {
     // Behind the writes in CPU too: when the machine is busy, the writer and the requests
-    // come first (Linux: a thread's own nice value).
+    // come first (Linux: a thread's own nice value; the index's merge threads, started from
+    // this one, inherit it).
     if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), INDEXER_NICE) {
         tracing::debug!(error = %e, "the search indexer keeps its priority");
     }
@@ -204,7 +312,7 @@ fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<
         let Some(engine) = engine.upgrade() else { return };
         let conn = conn.lock().expect("index connection lock poisoned");
         let started = std::time::Instant::now();
-        let taken = take_in(&conn, &engine);
+        let taken = Keeper { index, conn: &conn, generation, engine: &engine }.take_in();
         if let Err(e) = &taken {
             tracing::warn!(error = %e, "the search indexer failed a batch; it tries again later");
         }
@@ -218,84 +326,6 @@ fn keep(conn: &Mutex<Connection>, engine: &Weak<Engine>, woken: &mpsc::Receiver<
     }
 }
 
-/// Takes everything waiting into the index now: how many memories.
-pub(crate) fn catch_up(conn: &Mutex<Connection>, engine: &Engine) -> Result<u64, StoreError> {
-    let conn = conn.lock().expect("index connection lock poisoned");
-    let mut total = 0u64;
-    loop {
-        let n = take_in(&conn, engine)?;
-        total += n as u64;
-        if n < INDEX_BATCH {
-            return Ok(total);
-        }
-    }
-}
-
-/// Takes up to [`INDEX_BATCH`] waiting memories (the oldest queued) into the index, then off
-/// the queue; how many.
-fn take_in(conn: &Connection, engine: &Engine) -> Result<usize, StoreError> {
-    let started = std::time::Instant::now();
-    // Deferred: the index file is written; the database is only read (one snapshot).
-    conn.execute_batch("BEGIN").map_err(backend)?;
-    let taken = (|| {
-        let (count, upto): (usize, Option<i64>) = conn
-            .query_row(
-                "SELECT count(*), max(tick) FROM \
-                 (SELECT tick FROM data.memory_search_waiting ORDER BY tick LIMIT ?1)",
-                [INDEX_BATCH as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(backend)?;
-        let Some(upto) = upto else { return Ok((0, 0)) };
-        conn.execute(
-            "DELETE FROM memory_search WHERE rowid IN \
-             (SELECT memory_seq FROM data.memory_search_waiting WHERE tick <= ?1)",
-            [upto],
-        )
-        .map_err(backend)?;
-        // The text as the rule reads it (whitespace runs as one space), so a phrase is one
-        // substring of the index (`index_filter`).
-        let mut read = conn
-            .prepare_cached(
-                "SELECT m.seq, m.path, v.content FROM data.memory_search_waiting w \
-                 JOIN data.memories m ON m.seq = w.memory_seq JOIN data.memory_versions v ON v.seq = m.version_seq \
-                 WHERE w.tick <= ?1",
-            )
-            .map_err(backend)?;
-        let mut insert = conn
-            .prepare_cached("INSERT INTO memory_search (rowid, path, content) VALUES (?1, ?2, ?3)")
-            .map_err(backend)?;
-        let mut rows = read.query([upto]).map_err(backend)?;
-        while let Some(row) = rows.next().map_err(backend)? {
-            let (seq, path): (i64, String) = (row.get(0).map_err(backend)?, row.get(1).map_err(backend)?);
-            let content = match row.get_ref(2).map_err(backend)? {
-                rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => String::from_utf8_lossy(t),
-                _ => "".into(),
-            };
-            insert.execute(params![seq, index_text(&path), index_text(&content)]).map_err(backend)?;
-        }
-        conn.execute("UPDATE index_state SET through = ?1", [upto]).map_err(backend)?;
-        Ok((count, upto))
-    })();
-    let (count, upto) = match taken {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(e);
-        }
-    };
-    conn.execute_batch("COMMIT").map_err(backend)?;
-    if count > 0 {
-        engine.write_blocking(move |c| {
-            c.execute("DELETE FROM memory_search_waiting WHERE tick <= ?1", params![upto]).map_err(backend)?;
-            Ok(())
-        })?;
-        metrics::counter!("mnemo_search_indexed_total").increment(count as u64);
-        metrics::histogram!("mnemo_search_index_batch_seconds").record(started.elapsed().as_secs_f64());
-    }
-    Ok(count)
-}
-
 #[cfg(test)]
 mod tests {
     use mnemo_api::{Actor, MemoryPath};
@@ -304,7 +334,6 @@ mod tests {
     use mnemo_store::rules::search::parse;
     use mnemo_store::search::{SearchMemories, SearchScope};
 
-    use super::*;
     use crate::SqliteStore;
     use crate::check::tests::{fill, open};
 
@@ -341,12 +370,11 @@ mod tests {
         s.catch_up_search_index().await.unwrap();
         assert_eq!(found(&s, "notes").await, live);
         s.close().await;
-        assert!(!file(&db).with_extension("search-wal").exists(), "the index file is checkpointed at close");
         let backup = dir.path().join("backup.sqlite");
         std::fs::copy(&db, &backup).unwrap();
 
         // Gone: every memory waits again, is found meanwhile, and is taken in.
-        std::fs::remove_file(file(&db)).unwrap();
+        std::fs::remove_dir_all(super::dir(&db)).unwrap();
         let s = open(&db);
         assert_eq!(found(&s, "notes").await, live);
         s.catch_up_search_index().await.unwrap();

@@ -1,13 +1,13 @@
 //! What both backends share about searching memories ([`Store::search_memories`]):
 //! the request, and [`SearchScan`], which turns a backend's ranked candidates into a page.
 //!
-//! A backend's index (SQLite FTS5 with trigrams, PostgreSQL `pg_trgm`) finds candidates that
-//! contain every [`SearchQuery::index_terms`] substring, best first by the engine's own ranking
-//! (BM25, `ts_rank_cd`); [`SearchQuery::matches`] then judges each, so both backends answer the
+//! A backend's index (`mnemo-search`'s word index: SQLite's beside its file, PostgreSQL's one
+//! per replica) finds candidates that hold every searched term ([`SearchQuery::index_plan`]),
+//! best first (BM25); [`SearchQuery::matches`] then judges each, so both backends answer the
 //! same set, and the snippet is made here, once.
 //!
-//! **The index is kept off the write's transaction.** Tokenising a memory into trigrams costs
-//! more than the rest of its write, so a write only queues its memory (a row in the backend's
+//! **The index is kept off the write's transaction.** Taking a memory into an index costs more
+//! than the rest of its write, so a write only queues its memory (a row in the backend's
 //! *waiting* table, in the write's transaction) and the backend's indexer takes waiting
 //! memories into the index in batches behind it ([`INDEX_BATCH`], [`INDEX_GATHER`]). A search
 //! reads the waiting memories first, judged by the rule on their current content, then the
@@ -244,7 +244,15 @@ impl<'q> SearchScan<'q> {
 
     /// Takes the rows `batch` asked for, in the backend's order.
     pub fn feed(&mut self, batch: &CandidateBatch, candidates: Vec<Candidate>) {
-        let got = candidates.len() as u64;
+        let read = candidates.len() as u64;
+        self.feed_read(batch, read, candidates);
+    }
+
+    /// Takes the rows of `batch` that are still there, in the backend's order, when the
+    /// backend read `read` rows of its source (an index may name memories deleted since:
+    /// the source is exhausted only when it gave fewer than asked, not the rows found).
+    pub fn feed_read(&mut self, batch: &CandidateBatch, read: u64, candidates: Vec<Candidate>) {
+        let got = read;
         self.offset = batch.offset + got;
         self.batches += 1;
         let exhausted = got < batch.limit;

@@ -296,8 +296,7 @@ fn new_store() -> NewMemoryStore {
 
 const DROP_SQLITE: &str = "DROP TRIGGER memory_search_wait_insert; DROP TRIGGER memory_search_wait_update; \
                            DROP TRIGGER memory_search_wait_delete;";
-const DROP_PG: &str = "DROP TRIGGER memory_search_keep ON memories; DROP TRIGGER memory_search_clear ON memories; \
-                       DROP TABLE memory_search;";
+const DROP_PG: &str = "DROP TRIGGER memory_search_log ON memories; DROP TRIGGER memory_search_restart ON memories;";
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
@@ -386,11 +385,13 @@ async fn run() {
         let loaded = fill(&store, &ws, &id, size).await;
         let sqlite = search_latencies(&store, &ws, &id, &classes).await;
         s.close_blocking();
-        let index = std::path::PathBuf::from(format!("{}.search", path.display()));
+        let index = std::path::PathBuf::from(format!("{}.index", path.display()));
         let size_of = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-        let (bytes, index_bytes) = (size_of(&path), size_of(&index));
+        let index_bytes: u64 =
+            std::fs::read_dir(&index).map(|entries| entries.flatten().map(|e| size_of(&e.path())).sum()).unwrap_or(0);
+        let bytes = size_of(&path);
         std::fs::remove_file(&path).ok();
-        std::fs::remove_file(&index).ok();
+        std::fs::remove_dir_all(&index).ok();
         println!(
             "### {size} memories of ~4 KB, {} vocabulary (SQLite: loaded and indexed in {:.0} s, database {} MB, search index {} MB)",
             std::env::var("MNEMO_BENCH_VOCABULARY").unwrap_or_else(|_| "narrow".into()),

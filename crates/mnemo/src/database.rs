@@ -50,6 +50,12 @@ pub(crate) struct PostgresArgs {
         env = "MNEMO_PG_STATEMENT_TIMEOUT"
     )]
     pub(crate) pg_statement_timeout: u64,
+
+    /// PostgreSQL: the folder of this replica's memory search index, kept across restarts (one
+    /// per replica, never shared); without it the index is held in memory and built again from
+    /// the database at each start (searches find everything meanwhile, more slowly).
+    #[arg(long, value_name = "DIR", env = "MNEMO_PG_SEARCH_INDEX")]
+    pub(crate) pg_search_index: Option<std::path::PathBuf>,
 }
 
 impl Default for PostgresArgs {
@@ -58,6 +64,7 @@ impl Default for PostgresArgs {
             pg_pool_size: mnemo_store_postgres::DEFAULT_POOL_SIZE,
             pg_connect_timeout: mnemo_store_postgres::DEFAULT_CONNECT_TIMEOUT.as_secs(),
             pg_statement_timeout: mnemo_store_postgres::DEFAULT_STATEMENT_TIMEOUT.as_secs(),
+            pg_search_index: None,
         }
     }
 }
@@ -100,6 +107,7 @@ pub(crate) async fn open(url: &str, limits: Limits, pg: &PostgresArgs) -> anyhow
             settings.connect_timeout = Duration::from_secs(pg.pg_connect_timeout);
             settings.statement_timeout =
                 (pg.pg_statement_timeout > 0).then(|| Duration::from_secs(pg.pg_statement_timeout));
+            settings.search_index = pg.pg_search_index.clone();
             let host = settings.config.get_hosts().first().map(|h| format!("{h:?}")).unwrap_or_default();
             let dbname = settings.config.get_dbname().unwrap_or_default().to_owned();
             let store = PostgresStore::open(&settings)

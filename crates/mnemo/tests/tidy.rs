@@ -216,6 +216,7 @@ const DATABASE_DRIVERS: &[&str] = &["rusqlite", "tokio-postgres", "deadpool-post
 const HTTP_SERVER: &[&str] = &["axum", "hyper", "hyper-util", "tower", "tower-http", "utoipa-axum", "askama"];
 const SERVER_SIDE: &[&str] = &[
     "mnemo-store",
+    "mnemo-search",
     "mnemo-store-sqlite",
     "mnemo-store-postgres",
     "mnemo-store-tests",
@@ -295,11 +296,25 @@ fn boundaries() -> Vec<Boundary> {
             ]),
         },
         Boundary {
+            krate: "mnemo-search",
+            allowed: &["mnemo-store", "memchr", "tantivy", "thiserror", "tracing"],
+            // A derived index over what a backend hands it: no database, HTTP or other mnemo crate.
+            never: all(&[
+                DATABASE_DRIVERS,
+                HTTP_SERVER,
+                STORE_BACKENDS,
+                &["reqwest", "anyhow", "mnemo-server", "mnemo-console"],
+                HOST_SIDE,
+            ]),
+        },
+        Boundary {
             krate: "mnemo-store-sqlite",
             allowed: &[
                 "metrics",
                 "mnemo-api",
                 "mnemo-store",
+                // The search index SQLite keeps beside its file.
+                "mnemo-search",
                 "async-trait",
                 "rusqlite",
                 "tokio",
@@ -318,6 +333,8 @@ fn boundaries() -> Vec<Boundary> {
             allowed: &[
                 "mnemo-api",
                 "mnemo-store",
+                // This replica's search index.
+                "mnemo-search",
                 "async-trait",
                 "chrono",
                 "deadpool-postgres",
@@ -920,6 +937,8 @@ const FS_ALLOWED: &[(&str, &str)] = &[
     ("crates/mnemo-sync/", "memory folders, through its confined `fs`"),
     ("crates/mnemo-worker/", "the workdir, skills, session records, and the tools' file access"),
     ("crates/mnemo-store-sqlite/src/lib.rs", "creates the database file's folder"),
+    ("crates/mnemo-store-sqlite/src/search_index.rs", "removes the search index file of earlier versions"),
+    ("crates/mnemo-search/", "the index's own folder: made, and emptied when it is not an index of this layout"),
     ("crates/mnemo-store-sqlite/src/backup.rs", "`mnemo db backup`: the temporary copy, its fsync and rename"),
     ("crates/mnemo-store-sqlite/src/check.rs", "`mnemo db check`: the database file's size"),
     ("crates/mnemo-store-sqlite/src/copy.rs", "`mnemo db copy`: refuses one file as both source and target"),

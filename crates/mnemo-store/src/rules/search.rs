@@ -15,10 +15,13 @@
 //! | `path:notes/`   | (narrows) has a path starting with `/notes/`; several are alternatives |
 //! | `-path:old/`    | (narrows) has no path starting with `/old/`                          |
 //!
-//! The backends' indexes find candidates ([`SearchQuery::index_terms`]); [`SearchQuery::matches`]
-//! is the one judge of what matches, so both backends answer the same set.
+//! The backends' indexes find candidates ([`SearchQuery::index_plan`] for a word index,
+//! [`SearchQuery::index_filter`] for substrings); [`SearchQuery::matches`] is the one judge of
+//! what matches, so both backends answer the same set.
 
 use std::fmt;
+
+pub mod index;
 
 /// The longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 512;
@@ -128,7 +131,7 @@ fn fold_str(s: &str) -> String {
 }
 
 /// A character of a word, for `term*` (as `\w` in a regular expression).
-fn is_word_char(c: char) -> bool {
+pub fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 

@@ -1,0 +1,195 @@
+//! An [`IndexPlan`] as a tantivy query over the index's words.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use mnemo_store::rules::search::index::{IndexPlan, IndexTerm, PieceMatch};
+use tantivy::Term;
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, Occur, Query, RangeQuery, RegexPhraseQuery, TermQuery,
+    TermSetQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption};
+
+use crate::vocabulary::{Part, Vocabulary};
+use crate::{Fields, Scope};
+
+/// The most words one piece of a single-piece term may stand for; a piece that stands for more
+/// (`a`, `e`) narrows nothing worth ranking, and is left to the rule.
+pub(crate) const MAX_WORDS: usize = 1024;
+/// The same for a piece of a phrase (its words become one pattern for the positions).
+pub(crate) const MAX_PHRASE_WORDS: usize = 128;
+
+/// A path hit weighs this many content hits.
+const PATH_BOOST: f32 = 2.0;
+
+/// What a term comes to.
+enum Looked {
+    /// The index can look it up.
+    Query(Box<dyn Query>),
+    /// No word of the index holds it: nothing matches.
+    Nothing,
+    /// Too broad to look up: the rule alone judges it.
+    Broad,
+}
+
+/// The query for `plan` in `scope`; `None` when no term can be looked up.
+pub(crate) fn build(
+    fields: &Fields,
+    vocabularies: &[Arc<Vocabulary>],
+    plan: &IndexPlan,
+    scope: &Scope<'_>,
+) -> Option<Box<dyn Query>> {
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut nothing = false;
+    for term in &plan.terms {
+        match look_up(fields, vocabularies, term) {
+            Looked::Query(q) => clauses.push((Occur::Must, q)),
+            Looked::Nothing => nothing = true,
+            Looked::Broad => {}
+        }
+    }
+    if clauses.is_empty() && !nothing {
+        return None;
+    }
+    if nothing {
+        return Some(Box::new(EmptyQuery));
+    }
+    for term in &plan.excluded {
+        let [piece] = term.pieces.as_slice() else { continue };
+        for (part, field) in [(Part::Content, fields.content), (Part::Path, fields.path)] {
+            let Some(words) = expand(vocabularies, part, &piece.text, piece.how, MAX_WORDS) else { continue };
+            for word in words {
+                clauses.push((Occur::MustNot, Box::new(TermQuery::new(text(field, &word), IndexRecordOption::Basic))));
+            }
+        }
+    }
+    let stores = TermSetQuery::new(scope.stores.iter().map(|s| Term::from_field_u64(fields.store, *s)));
+    clauses.push((Occur::Must, filter(Box::new(stores))));
+    if !scope.paths.is_empty() {
+        let any: Vec<(Occur, Box<dyn Query>)> =
+            scope.paths.iter().map(|p| (Occur::Should, prefix(fields.path_raw, p))).collect();
+        clauses.push((Occur::Must, filter(Box::new(BooleanQuery::new(any)))));
+    }
+    for p in scope.excluded_paths {
+        clauses.push((Occur::MustNot, prefix(fields.path_raw, p)));
+    }
+    if let Some(p) = scope.path_prefix {
+        clauses.push((Occur::Must, filter(prefix(fields.path_raw, p))));
+    }
+    Some(Box::new(BooleanQuery::new(clauses)))
+}
+
+/// A term as the words that hold its pieces, in the path (weighted) or the content.
+fn look_up(fields: &Fields, vocabularies: &[Arc<Vocabulary>], term: &IndexTerm) -> Looked {
+    let single = term.pieces.len() == 1;
+    let max = if single { MAX_WORDS } else { MAX_PHRASE_WORDS };
+    // Each kept piece, at its offset in the term, with its words in the content and the path.
+    // A piece too broad in either field is dropped from both (the others keep their offsets).
+    let mut kept: Vec<(usize, [BTreeSet<String>; 2])> = Vec::new();
+    for (offset, piece) in term.pieces.iter().enumerate() {
+        let content = expand(vocabularies, Part::Content, &piece.text, piece.how, max);
+        let path = expand(vocabularies, Part::Path, &piece.text, piece.how, max);
+        if let (Some(content), Some(path)) = (content, path) {
+            kept.push((offset, [content, path]));
+        }
+    }
+    if kept.is_empty() {
+        return Looked::Broad;
+    }
+    let mut either: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for (i, (field, boost)) in [(fields.content, 1.0), (fields.path, PATH_BOOST)].into_iter().enumerate() {
+        if kept.iter().any(|(_, words)| words[i].is_empty()) {
+            continue;
+        }
+        let query: Box<dyn Query> = if let [(_, words)] = kept.as_slice() {
+            let any: Vec<(Occur, Box<dyn Query>)> = words[i]
+                .iter()
+                .map(|w| (Occur::Should, Box::new(TermQuery::new(text(field, w), IndexRecordOption::WithFreqs)) as _))
+                .collect();
+            Box::new(BooleanQuery::new(any))
+        } else {
+            let first = kept[0].0;
+            let patterns = kept
+                .iter()
+                .map(|(offset, words)| {
+                    // Words are word characters only: nothing in them needs escaping.
+                    let alternatives: Vec<&str> = words[i].iter().map(String::as_str).collect();
+                    (offset - first, format!("(?:{})", alternatives.join("|")))
+                })
+                .collect();
+            Box::new(RegexPhraseQuery::new_with_offset(field, patterns))
+        };
+        either.push((Occur::Should, if boost == 1.0 { query } else { Box::new(BoostQuery::new(query, boost)) }));
+    }
+    if either.is_empty() { Looked::Nothing } else { Looked::Query(Box::new(BooleanQuery::new(either))) }
+}
+
+/// The words of `part` holding `piece` as `how` says, over every segment; `None` when more
+/// than `max`.
+fn expand(
+    vocabularies: &[Arc<Vocabulary>],
+    part: Part,
+    piece: &str,
+    how: PieceMatch,
+    max: usize,
+) -> Option<BTreeSet<String>> {
+    let mut words = BTreeSet::new();
+    for vocabulary in vocabularies {
+        if !vocabulary.expand(part, piece, how, max, &mut words) {
+            return None;
+        }
+    }
+    Some(words)
+}
+
+fn text(field: Field, word: &str) -> Term {
+    Term::from_field_text(field, word)
+}
+
+/// A filter: it decides, it does not score.
+fn filter(query: Box<dyn Query>) -> Box<dyn Query> {
+    Box::new(ConstScoreQuery::new(query, 0.0))
+}
+
+/// Paths starting with `start`: the range from it to the first string after every string that
+/// starts with it.
+fn prefix(field: Field, start: &str) -> Box<dyn Query> {
+    let lower = Bound::Included(text(field, start));
+    let upper = match successor(start) {
+        Some(after) => Bound::Excluded(text(field, &after)),
+        None => Bound::Unbounded,
+    };
+    Box::new(RangeQuery::new(lower, upper))
+}
+
+/// The first string after every string starting with `s` (its last character that can grow,
+/// grown; what follows it dropped); `None` when there is none.
+fn successor(s: &str) -> Option<String> {
+    let mut chars: Vec<char> = s.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::successor;
+
+    #[test]
+    fn the_successor_of_a_prefix_follows_every_string_it_starts() {
+        assert_eq!(successor("/notes/").as_deref(), Some("/notes0"));
+        assert_eq!(successor("a\u{d7ff}").as_deref(), Some("a\u{e000}"));
+        assert_eq!(successor("a\u{10ffff}").as_deref(), Some("b"));
+        assert_eq!(successor("\u{10ffff}"), None);
+        for s in ["/notes/", "/notes/x", "/notes/\u{10ffff}"] {
+            assert!(*s < *successor("/notes/").unwrap(), "{s}");
+        }
+    }
+}

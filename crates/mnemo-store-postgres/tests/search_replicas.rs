@@ -1,0 +1,101 @@
+//! Each replica keeps its own search index, following the database's log of changed memories:
+//! a write through one replica is found at once through another (read past its cursor), and
+//! once taken in, through its index; a transaction left open elsewhere holds the cursor back
+//! without the same rows being taken in again; an index kept in a folder resumes where it
+//! stopped, and one of another database is built again.
+//!
+//! Needs `MNEMO_TEST_POSTGRES` (see `mnemo_store_tests::Postgres`).
+
+use mnemo_api::{Actor, MemoryPath, MemoryStoreId, WorkspaceId};
+use mnemo_store::rules::search::parse;
+use mnemo_store::search::{SearchMemories, SearchScope};
+use mnemo_store::{Limits, NewMemoryStore, Operations, Store};
+use mnemo_store_postgres::PostgresStore;
+use mnemo_store_tests::Postgres;
+
+async fn replica(schema: &str, dir: Option<&std::path::Path>) -> PostgresStore {
+    let mut settings = Postgres::settings(schema, Limits::default());
+    settings.search_index = dir.map(ToOwned::to_owned);
+    PostgresStore::open(&settings).await.expect("open a replica")
+}
+
+async fn found(s: &PostgresStore, ws: &WorkspaceId, store: &MemoryStoreId, q: &str) -> Vec<String> {
+    let request = SearchMemories {
+        scope: SearchScope::Store(store.clone()),
+        query: parse(q).unwrap(),
+        path_prefix: None,
+        limit: 100,
+        after: None,
+    };
+    let mut paths: Vec<String> =
+        s.search_memories(ws, request).await.unwrap().items.into_iter().map(|r| r.path).collect();
+    paths.sort();
+    paths
+}
+
+fn who() -> Actor {
+    Actor::UserActor { user_id: "u".into() }
+}
+
+#[tokio::test]
+async fn every_replica_finds_every_write_through_its_own_index() {
+    let schema = Postgres::fresh_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = replica(&schema, None).await;
+    let b = replica(&schema, Some(&dir.path().join("index"))).await;
+    let ws = a.default_workspace().await.unwrap();
+    let new = NewMemoryStore { name: "notes".into(), description: String::new(), metadata: Default::default() };
+    let store = a.create_memory_store(&ws, new).await.unwrap().id;
+    let path = |p: &str| MemoryPath::parse(p).unwrap();
+    a.create_memory(&ws, &store, path("/ops/staging.md"), "staging-db-02 runs Postgres".into(), who()).await.unwrap();
+
+    // Written through A: found through B at once, then through B's index.
+    assert_eq!(found(&b, &ws, &store, "staging-db").await, ["/ops/staging.md"]);
+    assert!(b.catch_up_search_index().await.unwrap() >= 1);
+    assert_eq!(found(&b, &ws, &store, "staging-db").await, ["/ops/staging.md"]);
+    assert_eq!(b.catch_up_search_index().await.unwrap(), 0, "nothing is taken in twice");
+
+    // A transaction open elsewhere holds every replica's cursor back; what it holds back is
+    // taken in once, and found.
+    let (client, driver) = tokio_postgres::connect(&Postgres::url(), tokio_postgres::NoTls).await.unwrap();
+    let driver = tokio::spawn(driver);
+    client.batch_execute("BEGIN; SELECT pg_current_xact_id();").await.unwrap();
+    let mut held = Vec::new();
+    for i in 0..3 {
+        let body = format!("held back note {i} about prod-db-0{i}");
+        held.push(a.create_memory(&ws, &store, path(&format!("/ops/held-{i}.md")), body, who()).await.unwrap().id);
+    }
+    assert_eq!(b.catch_up_search_index().await.unwrap(), 3);
+    assert_eq!(b.catch_up_search_index().await.unwrap(), 0, "held back, but not taken in again");
+    assert_eq!(found(&b, &ws, &store, "prod-db").await.len(), 3);
+    client.batch_execute("COMMIT").await.unwrap();
+    drop(client);
+    let _ = driver.await;
+
+    // A deletion through A: gone through B at once, and from its index.
+    a.delete_memory(&ws, &store, &held[0], None, who()).await.unwrap();
+    assert_eq!(found(&b, &ws, &store, "prod-db").await.len(), 2);
+    b.catch_up_search_index().await.unwrap();
+    assert_eq!(found(&b, &ws, &store, "prod-db").await.len(), 2);
+
+    // B again from its folder: it resumes where it stopped.
+    b.close().await;
+    drop(b);
+    let b = replica(&schema, Some(&dir.path().join("index"))).await;
+    assert_eq!(found(&b, &ws, &store, "staging-db").await, ["/ops/staging.md"]);
+    assert!(b.catch_up_search_index().await.unwrap() <= 1, "at most the last change again");
+    assert_eq!(found(&b, &ws, &store, "prod-db").await.len(), 2);
+    b.close().await;
+    drop(b);
+
+    // The same folder over another database: emptied and built again from that one.
+    let other = Postgres::fresh_schema().await;
+    let c = replica(&other, Some(&dir.path().join("index"))).await;
+    let ws = c.default_workspace().await.unwrap();
+    let new = NewMemoryStore { name: "other".into(), description: String::new(), metadata: Default::default() };
+    let store_c = c.create_memory_store(&ws, new).await.unwrap().id;
+    c.catch_up_search_index().await.unwrap();
+    assert_eq!(found(&c, &ws, &store_c, "staging-db").await, Vec::<String>::new());
+    c.close().await;
+    a.close().await;
+}
