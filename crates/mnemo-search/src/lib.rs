@@ -270,8 +270,8 @@ impl SearchIndex {
             let known = self.vocabularies.lock().expect("vocabulary lock poisoned");
             searcher.segment_readers().iter().filter_map(|s| known.get(&s.segment_id()).cloned()).collect()
         };
-        let query = query::build(&self.fields, &vocabularies, plan, scope)?;
-        Some(PreparedSearch { searcher, query })
+        let built = query::build(&self.fields, &searcher, &vocabularies, plan, scope)?;
+        Some(PreparedSearch { searcher, strict: built.strict, loose: built.loose })
     }
 
     /// The best-ranked memories for `plan` in `scope`, from the `offset`th on, at most `limit`
@@ -303,15 +303,24 @@ impl SearchIndex {
     }
 }
 
+/// How many candidates a loose ranking (a phrase of common words ranked by its words alone)
+/// may offer before a backend gives it up for the exact one ([`PreparedSearch::tighten`]).
+pub const LOOSE_CANDIDATES: u64 = 150;
+
 /// A search ready to read pages of ([`SearchIndex::prepare`]).
 pub struct PreparedSearch {
     searcher: tantivy::Searcher,
-    query: Box<dyn tantivy::query::Query>,
+    strict: Box<dyn tantivy::query::Query>,
+    /// While `Some`, pages come from this ranking (see [`LOOSE_CANDIDATES`]).
+    loose: Option<Box<dyn tantivy::query::Query>>,
 }
 
 impl std::fmt::Debug for PreparedSearch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreparedSearch").field("query", &self.query).finish_non_exhaustive()
+        f.debug_struct("PreparedSearch")
+            .field("strict", &self.strict)
+            .field("loose", &self.loose)
+            .finish_non_exhaustive()
     }
 }
 
@@ -321,7 +330,8 @@ impl PreparedSearch {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let top = self.searcher.search(&self.query, &TopDocs::with_limit(limit).and_offset(offset).order_by_score())?;
+        let query = self.loose.as_ref().unwrap_or(&self.strict);
+        let top = self.searcher.search(query, &TopDocs::with_limit(limit).and_offset(offset).order_by_score())?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let seqs = self.searcher.segment_reader(address.segment_ord).fast_fields().u64("seq")?;
@@ -330,6 +340,13 @@ impl PreparedSearch {
             }
         }
         Ok(hits)
+    }
+
+    /// Gives up the loose ranking for the exact one; whether there was one to give up (the
+    /// backend then starts its page again, from the exact ranking's start). A backend calls it
+    /// once its next batch would start at [`LOOSE_CANDIDATES`] or later.
+    pub fn tighten(&mut self) -> bool {
+        self.loose.take().is_some()
     }
 }
 

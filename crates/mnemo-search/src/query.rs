@@ -5,12 +5,12 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use mnemo_store::rules::search::index::{IndexPlan, IndexTerm, PieceMatch};
-use tantivy::Term;
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, Occur, Query, RangeQuery, RegexPhraseQuery, TermQuery,
     TermSetQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{Searcher, Term};
 
 use crate::vocabulary::{Part, Vocabulary};
 use crate::{Fields, Scope};
@@ -24,65 +24,94 @@ pub(crate) const MAX_PHRASE_WORDS: usize = 128;
 /// A path hit weighs this many content hits.
 const PATH_BOOST: f32 = 2.0;
 
+/// A phrase whose every piece stands in at least this many memories is first ranked as the
+/// pieces alone, without their positions (reading the positions of every memory holding two
+/// common words costs tens of milliseconds at 100,000); the rule judges the order.
+#[cfg(not(test))]
+pub(crate) const LOOSE_FROM_MEMORIES: u64 = 5_000;
+/// (A handful in this crate's tests.)
+#[cfg(test)]
+pub(crate) const LOOSE_FROM_MEMORIES: u64 = 3;
+
+/// The queries of a search: `strict` finds phrases by their words' positions; `loose`, when a
+/// phrase is made of common words, by the words alone (more candidates, far cheaper).
+pub(crate) struct Built {
+    pub(crate) strict: Box<dyn Query>,
+    pub(crate) loose: Option<Box<dyn Query>>,
+}
+
 /// What a term comes to.
 enum Looked {
-    /// The index can look it up.
-    Query(Box<dyn Query>),
+    /// The index can look it up (`loose`: also without positions).
+    Query { strict: Box<dyn Query>, loose: Option<Box<dyn Query>> },
     /// No word of the index holds it: nothing matches.
     Nothing,
     /// Too broad to look up: the rule alone judges it.
     Broad,
 }
 
-/// The query for `plan` in `scope`; `None` when no term can be looked up.
+/// The queries for `plan` in `scope`; `None` when no term can be looked up.
 pub(crate) fn build(
     fields: &Fields,
+    searcher: &Searcher,
     vocabularies: &[Arc<Vocabulary>],
     plan: &IndexPlan,
     scope: &Scope<'_>,
-) -> Option<Box<dyn Query>> {
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+) -> Option<Built> {
+    let mut strict: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut loose: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut loosened = false;
     let mut nothing = false;
     for term in &plan.terms {
-        match look_up(fields, vocabularies, term) {
-            Looked::Query(q) => clauses.push((Occur::Must, q)),
+        match look_up(fields, searcher, vocabularies, term) {
+            Looked::Query { strict: s, loose: l } => {
+                loosened |= l.is_some();
+                loose.push((Occur::Must, l.unwrap_or_else(|| s.box_clone())));
+                strict.push((Occur::Must, s));
+            }
             Looked::Nothing => nothing = true,
             Looked::Broad => {}
         }
     }
-    if clauses.is_empty() && !nothing {
+    if strict.is_empty() && !nothing {
         return None;
     }
     if nothing {
-        return Some(Box::new(EmptyQuery));
+        return Some(Built { strict: Box::new(EmptyQuery), loose: None });
     }
+    let mut shared: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for term in &plan.excluded {
         let [piece] = term.pieces.as_slice() else { continue };
         for (part, field) in [(Part::Content, fields.content), (Part::Path, fields.path)] {
             let Some(words) = expand(vocabularies, part, &piece.text, piece.how, MAX_WORDS) else { continue };
             for word in words {
-                clauses.push((Occur::MustNot, Box::new(TermQuery::new(text(field, &word), IndexRecordOption::Basic))));
+                shared.push((Occur::MustNot, Box::new(TermQuery::new(text(field, &word), IndexRecordOption::Basic))));
             }
         }
     }
     let stores = TermSetQuery::new(scope.stores.iter().map(|s| Term::from_field_u64(fields.store, *s)));
-    clauses.push((Occur::Must, filter(Box::new(stores))));
+    shared.push((Occur::Must, filter(Box::new(stores))));
     if !scope.paths.is_empty() {
         let any: Vec<(Occur, Box<dyn Query>)> =
             scope.paths.iter().map(|p| (Occur::Should, prefix(fields.path_raw, p))).collect();
-        clauses.push((Occur::Must, filter(Box::new(BooleanQuery::new(any)))));
+        shared.push((Occur::Must, filter(Box::new(BooleanQuery::new(any)))));
     }
     for p in scope.excluded_paths {
-        clauses.push((Occur::MustNot, prefix(fields.path_raw, p)));
+        shared.push((Occur::MustNot, prefix(fields.path_raw, p)));
     }
     if let Some(p) = scope.path_prefix {
-        clauses.push((Occur::Must, filter(prefix(fields.path_raw, p))));
+        shared.push((Occur::Must, filter(prefix(fields.path_raw, p))));
     }
-    Some(Box::new(BooleanQuery::new(clauses)))
+    let loose = loosened.then(|| {
+        loose.extend(shared.iter().map(|(occur, q)| (*occur, q.box_clone())));
+        Box::new(BooleanQuery::new(loose)) as Box<dyn Query>
+    });
+    strict.extend(shared);
+    Some(Built { strict: Box::new(BooleanQuery::new(strict)), loose })
 }
 
 /// A term as the words that hold its pieces, in the path (weighted) or the content.
-fn look_up(fields: &Fields, vocabularies: &[Arc<Vocabulary>], term: &IndexTerm) -> Looked {
+fn look_up(fields: &Fields, searcher: &Searcher, vocabularies: &[Arc<Vocabulary>], term: &IndexTerm) -> Looked {
     let single = term.pieces.len() == 1;
     let max = if single { MAX_WORDS } else { MAX_PHRASE_WORDS };
     // Each kept piece, at its offset in the term, with its words in the content and the path.
@@ -98,32 +127,54 @@ fn look_up(fields: &Fields, vocabularies: &[Arc<Vocabulary>], term: &IndexTerm) 
     if kept.is_empty() {
         return Looked::Broad;
     }
-    let mut either: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    // Common words on every side (in the content): positions are read only if the words
+    // alone do not find enough.
+    let common = kept.len() > 1
+        && kept.iter().all(|(_, words)| {
+            let memories: u64 = words[0].iter().map(|w| searcher.doc_freq(&text(fields.content, w)).unwrap_or(0)).sum();
+            memories >= LOOSE_FROM_MEMORIES
+        });
+    let mut strict: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut loose: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for (i, (field, boost)) in [(fields.content, 1.0), (fields.path, PATH_BOOST)].into_iter().enumerate() {
         if kept.iter().any(|(_, words)| words[i].is_empty()) {
             continue;
         }
-        let query: Box<dyn Query> = if let [(_, words)] = kept.as_slice() {
-            let any: Vec<(Occur, Box<dyn Query>)> = words[i]
+        let weigh = |q: Box<dyn Query>| -> Box<dyn Query> {
+            if boost == 1.0 { q } else { Box::new(BoostQuery::new(q, boost)) }
+        };
+        let any_word = |words: &BTreeSet<String>| -> Box<dyn Query> {
+            let any: Vec<(Occur, Box<dyn Query>)> = words
                 .iter()
                 .map(|w| (Occur::Should, Box::new(TermQuery::new(text(field, w), IndexRecordOption::WithFreqs)) as _))
                 .collect();
             Box::new(BooleanQuery::new(any))
-        } else {
-            let first = kept[0].0;
-            let patterns = kept
-                .iter()
-                .map(|(offset, words)| {
-                    // Words are word characters only: nothing in them needs escaping.
-                    let alternatives: Vec<&str> = words[i].iter().map(String::as_str).collect();
-                    (offset - first, format!("(?:{})", alternatives.join("|")))
-                })
-                .collect();
-            Box::new(RegexPhraseQuery::new_with_offset(field, patterns))
         };
-        either.push((Occur::Should, if boost == 1.0 { query } else { Box::new(BoostQuery::new(query, boost)) }));
+        if let [(_, words)] = kept.as_slice() {
+            strict.push((Occur::Should, weigh(any_word(&words[i]))));
+            continue;
+        }
+        let first = kept[0].0;
+        let patterns = kept
+            .iter()
+            .map(|(offset, words)| {
+                // Words are word characters only: nothing in them needs escaping.
+                let alternatives: Vec<&str> = words[i].iter().map(String::as_str).collect();
+                (offset - first, format!("(?:{})", alternatives.join("|")))
+            })
+            .collect();
+        strict.push((Occur::Should, weigh(Box::new(RegexPhraseQuery::new_with_offset(field, patterns)))));
+        if common {
+            let all: Vec<(Occur, Box<dyn Query>)> =
+                kept.iter().map(|(_, words)| (Occur::Must, any_word(&words[i]))).collect();
+            loose.push((Occur::Should, weigh(Box::new(BooleanQuery::new(all)))));
+        }
     }
-    if either.is_empty() { Looked::Nothing } else { Looked::Query(Box::new(BooleanQuery::new(either))) }
+    if strict.is_empty() {
+        return Looked::Nothing;
+    }
+    let loose = common.then(|| Box::new(BooleanQuery::new(loose)) as Box<dyn Query>);
+    Looked::Query { strict: Box::new(BooleanQuery::new(strict)), loose }
 }
 
 /// The words of `part` holding `piece` as `how` says, over every segment; `None` when more

@@ -112,6 +112,31 @@ fn a_term_named_often_and_in_the_path_ranks_first() {
 }
 
 #[test]
+fn a_phrase_of_common_words_is_ranked_by_its_words_until_tightened() {
+    let index = SearchIndex::in_memory();
+    let texts = ["staging database here", "database of staging", "staging and database", "the staging database"];
+    let memories: Vec<IndexedMemory<'_>> =
+        texts.iter().enumerate().map(|(i, t)| memory(i as u64 + 1, 1, "/n.md", t)).collect();
+    index.write(&[], &memories, "1").unwrap();
+    let plan = parse("\"staging database\"").unwrap().index_plan();
+    let mut prepared = index.prepare(&plan, &EVERYWHERE).unwrap();
+    let seqs = |p: &PreparedSearch| {
+        let mut s: Vec<u64> = p.hits(0, 10).unwrap().into_iter().map(|h| h.seq).collect();
+        s.sort_unstable();
+        s
+    };
+    // Both words are in every memory: loose, every memory holding them is a candidate.
+    assert_eq!(seqs(&prepared), [1, 2, 3, 4]);
+    assert!(prepared.tighten());
+    assert_eq!(seqs(&prepared), [1, 4], "then by their positions");
+    assert!(!prepared.tighten(), "once");
+    // A phrase with a rare word is exact from the start.
+    let mut rare = index.prepare(&parse("\"the staging\"").unwrap().index_plan(), &EVERYWHERE).unwrap();
+    assert_eq!(seqs(&rare), [4]);
+    assert!(!rare.tighten());
+}
+
+#[test]
 fn removed_and_replaced_memories_are_gone_at_once() {
     let index = notes();
     index.write(&[1], &[memory(2, 1, "/ops/prod.md", "rewritten: nothing about databases")], "2").unwrap();

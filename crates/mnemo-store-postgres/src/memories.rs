@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
-use mnemo_search::Scope;
+use mnemo_search::{LOOSE_CANDIDATES, Scope};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -332,7 +332,7 @@ pub(crate) async fn search(
         let (memory, seq) = from_row(&store, r, true)?;
         Ok((seq, Candidate { memory, score: col(r, 9)? }))
     };
-    let Some(prepared) = prepared else {
+    let Some(mut prepared) = prepared else {
         // The index cannot narrow it: every memory of the stores, in path order.
         let sql = format!(
             "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
@@ -383,6 +383,12 @@ pub(crate) async fn search(
                 scan.feed(&batch, candidates);
             }
             CandidateSource::Indexed => {
+                // A phrase of common words, ranked by its words alone, that has not filled the
+                // page from its first candidates: the page again, from the exact ranking.
+                if batch.offset >= LOOSE_CANDIDATES && prepared.tighten() {
+                    scan.restart();
+                    continue;
+                }
                 let hits = prepared
                     .hits(
                         usize::try_from(batch.offset).unwrap_or(usize::MAX),

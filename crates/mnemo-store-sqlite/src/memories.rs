@@ -1,7 +1,7 @@
 //! Memories: the SQL of their writes ([`ops::MemorySql`]), reads, listings and exports.
 
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
-use mnemo_search::{Scope, SearchIndex};
+use mnemo_search::{LOOSE_CANDIDATES, Scope, SearchIndex};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -330,7 +330,7 @@ pub(crate) fn search(
     }
     let (limit, offset) = (args.len() + 1, args.len() + 2);
     let mut scan = SearchScan::new(request)?;
-    let Some(prepared) = prepared else {
+    let Some(mut prepared) = prepared else {
         // The index cannot narrow it: every memory of the stores, in path order.
         let sql = format!(
             "SELECT {COLUMNS}, v.content, 0.0, st.id FROM memories m \
@@ -370,6 +370,12 @@ pub(crate) fn search(
                 scan.feed(&batch, read.into_iter().map(|r| r.candidate).collect());
             }
             CandidateSource::Indexed => {
+                // A phrase of common words, ranked by its words alone, that has not filled the
+                // page from its first candidates: the page again, from the exact ranking.
+                if batch.offset >= LOOSE_CANDIDATES && prepared.tighten() {
+                    scan.restart();
+                    continue;
+                }
                 let hits = prepared
                     .hits(
                         usize::try_from(batch.offset).unwrap_or(usize::MAX),

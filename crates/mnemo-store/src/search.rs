@@ -232,6 +232,20 @@ impl<'q> SearchScan<'q> {
         })
     }
 
+    /// Starts the page again from nothing, for a backend whose ranking changed between batches
+    /// (a cheap first ranking that turned out to hold too few matches, given up for an exact
+    /// one): the batches read so far are forgotten.
+    pub fn restart(&mut self) {
+        self.matched = 0;
+        self.source = CandidateSource::Waiting;
+        self.offset = 0;
+        self.waiting_items = 0;
+        self.batches = 0;
+        self.items.clear();
+        self.more = false;
+        self.done = false;
+    }
+
     /// The next batch to read, if the page is not full yet.
     pub fn next_batch(&self) -> Option<CandidateBatch> {
         if self.done {
@@ -579,6 +593,42 @@ mod tests {
         let paths: Vec<&str> = second.items.iter().map(|r| r.path.as_str()).collect();
         assert_eq!(paths, ["/old2", "/old3", "/old4"]);
         assert!(second.next.is_none());
+    }
+
+    #[test]
+    fn a_restarted_scan_forgets_the_ranking_it_gave_up() {
+        // A loose ranking whose candidates rarely match, then the exact one.
+        let loose: Vec<Candidate> =
+            (0..400).map(|i| candidate(&format!("/l{i:03}"), "staging and db apart", f64::from(1000 - i))).collect();
+        let exact: Vec<Candidate> =
+            (0..5).map(|i| candidate(&format!("/e{i}"), "the staging db", f64::from(10 - i))).collect();
+        let request = SearchMemories {
+            scope: SearchScope::Workspace(None),
+            query: parse("\"staging db\"").unwrap(),
+            path_prefix: None,
+            limit: 3,
+            after: None,
+        };
+        let mut scan = SearchScan::new(&request).unwrap();
+        let mut rows = &loose;
+        let mut restarted = false;
+        while let Some(batch) = scan.next_batch() {
+            if batch.source == CandidateSource::Indexed && batch.offset >= 150 && !restarted {
+                restarted = true;
+                rows = &exact;
+                scan.restart();
+                continue;
+            }
+            let source: &[Candidate] = if batch.source == CandidateSource::Waiting { &[] } else { rows };
+            let from = (batch.offset as usize).min(source.len());
+            let to = (from + batch.limit as usize).min(source.len());
+            scan.feed(&batch, source[from..to].to_vec());
+        }
+        let page = scan.finish();
+        assert!(restarted);
+        let paths: Vec<&str> = page.items.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["/e0", "/e1", "/e2"]);
+        assert_eq!(page.next, Some(Cursor::Offset(3)));
     }
 
     #[test]
