@@ -395,18 +395,12 @@ pub(crate) async fn search(
                         usize::try_from(batch.limit).unwrap_or(usize::MAX),
                     )
                     .map_err(|e| failure(e.to_string()))?;
-                let named: Vec<i64> = hits.iter().filter_map(|h| i64::try_from(h.seq).ok()).collect();
+                let hits: Vec<(i64, f64)> =
+                    hits.iter().filter_map(|h| Some((i64::try_from(h.seq).ok()?, f64::from(h.score)))).collect();
+                let named: Vec<i64> = hits.iter().map(|h| h.0).collect();
                 let rows = all(tx, &hit_rows, &[&named, &xid, &seq]).await?;
-                let mut found: HashMap<i64, Candidate> = rows.iter().map(read).collect::<Result<_>>()?;
-                let ranked = hits
-                    .iter()
-                    .filter_map(|h| {
-                        let mut candidate = found.remove(&i64::try_from(h.seq).ok()?)?;
-                        candidate.score = f64::from(h.score);
-                        Some(candidate)
-                    })
-                    .collect();
-                scan.feed_read(&batch, hits.len() as u64, ranked);
+                let found: HashMap<i64, Candidate> = rows.iter().map(read).collect::<Result<_>>()?;
+                scan.feed_hits(&batch, &hits, found);
             }
         }
     }

@@ -382,18 +382,12 @@ pub(crate) fn search(
                         usize::try_from(batch.limit).unwrap_or(usize::MAX),
                     )
                     .map_err(backend)?;
-                let named = serde_json::to_string(&hits.iter().map(|h| h.seq).collect::<Vec<_>>()).map_err(backend)?;
-                let mut found: std::collections::HashMap<i64, Candidate> =
+                let hits: Vec<(i64, f64)> =
+                    hits.iter().filter_map(|h| Some((i64::try_from(h.seq).ok()?, f64::from(h.score)))).collect();
+                let named = serde_json::to_string(&hits.iter().map(|h| h.0).collect::<Vec<_>>()).map_err(backend)?;
+                let found =
                     candidates(c, &hit_rows, &[named], &[])?.into_iter().map(|c| (c.seq, c.candidate)).collect();
-                let ranked = hits
-                    .iter()
-                    .filter_map(|h| {
-                        let mut candidate = found.remove(&i64::try_from(h.seq).ok()?)?;
-                        candidate.score = f64::from(h.score);
-                        Some(candidate)
-                    })
-                    .collect();
-                scan.feed_read(&batch, hits.len() as u64, ranked);
+                scan.feed_hits(&batch, &hits, found);
             }
         }
     }

@@ -262,10 +262,22 @@ impl<'q> SearchScan<'q> {
         self.feed_read(batch, read, candidates);
     }
 
-    /// Takes the rows of `batch` that are still there, in the backend's order, when the
-    /// backend read `read` rows of its source (an index may name memories deleted since:
-    /// the source is exhausted only when it gave fewer than asked, not the rows found).
-    pub fn feed_read(&mut self, batch: &CandidateBatch, read: u64, candidates: Vec<Candidate>) {
+    /// Takes an index's ranked `hits` (row number, score) for `batch`, each read back as it is
+    /// now (`found`, by row number). An index may name memories deleted since: the source is
+    /// exhausted only when the index gave fewer hits than asked, not when fewer were found.
+    pub fn feed_hits(&mut self, batch: &CandidateBatch, hits: &[(i64, f64)], mut found: HashMap<i64, Candidate>) {
+        let ranked = hits
+            .iter()
+            .filter_map(|(seq, score)| {
+                let mut candidate = found.remove(seq)?;
+                candidate.score = *score;
+                Some(candidate)
+            })
+            .collect();
+        self.feed_read(batch, hits.len() as u64, ranked);
+    }
+
+    fn feed_read(&mut self, batch: &CandidateBatch, read: u64, candidates: Vec<Candidate>) {
         let got = read;
         self.offset = batch.offset + got;
         self.batches += 1;
