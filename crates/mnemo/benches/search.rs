@@ -6,6 +6,7 @@
 //! store sizes, default `10000,100000`), `MNEMO_BENCH_QUERIES` (runs per query class, default 50),
 //! `MNEMO_BENCH_WRITES` (4 KB creates per write-path measurement, default 2000),
 //! `MNEMO_BENCH_VOCABULARY` (`narrow`, the default, or `wide`: see `Words`),
+//! `MNEMO_BENCH_SHOW` (set: each search's time on stderr),
 //! `MNEMO_BENCH_DIR` (where the SQLite files and the grep tree go, default the temp dir; all
 //! deleted at the end). Searches go through the `Store` (no HTTP), one at a time, 20 results.
 //!
@@ -213,8 +214,12 @@ async fn search_latencies(
                 after: None,
             };
             let started = Instant::now();
-            found += store.search_memories(ws, request).await.unwrap().items.len();
+            let items = store.search_memories(ws, request).await.unwrap().items.len();
+            found += items;
             times.push(started.elapsed());
+            if std::env::var_os("MNEMO_BENCH_SHOW").is_some() {
+                eprintln!("{name}: {q} -> {items} in {:.2} ms", started.elapsed().as_secs_f64() * 1000.0);
+            }
         }
         times.sort();
         out.push((*name, percentile(&times, 50), percentile(&times, 99), found / qs.len().max(1)));
