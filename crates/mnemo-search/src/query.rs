@@ -24,12 +24,15 @@ pub(crate) const MAX_PHRASE_WORDS: usize = 128;
 /// A path hit weighs this many content hits.
 const PATH_BOOST: f32 = 2.0;
 
-/// A phrase whose every piece stands in at least a quarter of the memories (and in this many)
-/// is first ranked as the pieces alone, without their positions: reading the positions of
-/// every memory holding two common words costs tens of milliseconds at 100,000, and words that
-/// common usually stand side by side in most memories holding both. The rule judges the order.
-/// (From 5,000 memories of 100,000 on, the loose ranking failed for half the phrases of the
-/// bench: 24–50 ms each, where their positions take 2–16 ms.)
+/// A phrase is first ranked as its pieces alone, without their positions, when it is likely
+/// to stand in most memories holding its words: reading the positions of every memory holding
+/// two common words costs tens of milliseconds at 100,000, and the rule judges the order. Each
+/// piece must stand in a quarter of the memories (and in this many), and the phrase is expected
+/// [`LOOSE_EXPECTED`] times per memory (its words' shares of all words held, multiplied, times
+/// a memory's words). The bench phrases it helps have words standing ~47 and ~24 times in each
+/// memory of 500 words (2.3 expected: 10 ms instead of 40–80); with words in a tenth of the
+/// memories, or a few times a memory, the loose ranking failed for most phrases (24–61 ms each,
+/// where their positions take 2–16 ms).
 #[cfg(not(test))]
 pub(crate) const LOOSE_FROM_MEMORIES: u64 = 1_000;
 /// (A handful in this crate's tests.)
@@ -37,6 +40,11 @@ pub(crate) const LOOSE_FROM_MEMORIES: u64 = 1_000;
 pub(crate) const LOOSE_FROM_MEMORIES: u64 = 3;
 /// The share of the memories each piece of a loosely ranked phrase stands in, at least.
 const LOOSE_FROM_SHARE: u64 = 4;
+/// How many times a loosely ranked phrase is expected in a memory, at least.
+#[cfg(not(test))]
+const LOOSE_EXPECTED: f64 = 0.7;
+#[cfg(test)]
+const LOOSE_EXPECTED: f64 = 0.1;
 
 /// The queries of a search: `strict` finds phrases by their words' positions; `loose`, when a
 /// phrase is made of common words, by the words alone (more candidates, far cheaper).
@@ -132,13 +140,14 @@ fn look_up(fields: &Fields, searcher: &Searcher, vocabularies: &[Arc<Vocabulary>
     if kept.is_empty() {
         return Looked::Broad;
     }
-    // Common words on every side (in the content): positions are read only if the words
-    // alone do not find enough.
+    // Common words side by side in most memories (in the content): positions are read only if
+    // the words alone do not find enough.
     let common = kept.len() > 1
         && kept.iter().all(|(_, words)| {
             let memories: u64 = words[0].iter().map(|w| searcher.doc_freq(&text(fields.content, w)).unwrap_or(0)).sum();
             memories >= LOOSE_FROM_MEMORIES.max(searcher.num_docs() / LOOSE_FROM_SHARE)
-        });
+        })
+        && expected(searcher, fields.content, kept.iter().map(|(_, words)| &words[0])) >= LOOSE_EXPECTED;
     let mut strict: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     let mut loose: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for (i, (field, boost)) in [(fields.content, 1.0), (fields.path, PATH_BOOST)].into_iter().enumerate() {
@@ -180,6 +189,37 @@ fn look_up(fields: &Fields, searcher: &Searcher, vocabularies: &[Arc<Vocabulary>
     }
     let loose = common.then(|| Box::new(BooleanQuery::new(loose)) as Box<dyn Query>);
     Looked::Query { strict: Box::new(BooleanQuery::new(strict)), loose }
+}
+
+/// How many times words of each set, side by side in that order, are expected in one memory's
+/// `field`: the sets' shares of every word held, multiplied, times the words of a memory.
+fn expected<'a>(searcher: &Searcher, field: Field, sets: impl Iterator<Item = &'a BTreeSet<String>>) -> f64 {
+    let segments = searcher.segment_readers();
+    let held: u64 = segments.iter().filter_map(|s| s.inverted_index(field).ok()).map(|i| i.total_num_tokens()).sum();
+    let memories = searcher.num_docs();
+    if held == 0 || memories == 0 {
+        return 0.0;
+    }
+    let mut chance = held as f64 / memories as f64;
+    for words in sets {
+        let mut occurrences = 0u64;
+        for segment in segments {
+            let Ok(index) = segment.inverted_index(field) else { continue };
+            for word in words {
+                let Ok(Some(mut postings)) =
+                    index.read_block_postings(&text(field, word), IndexRecordOption::WithFreqs)
+                else {
+                    continue;
+                };
+                while !postings.docs().is_empty() {
+                    occurrences += postings.freqs().iter().map(|f| u64::from(*f)).sum::<u64>();
+                    postings.advance();
+                }
+            }
+        }
+        chance *= occurrences as f64 / held as f64;
+    }
+    chance
 }
 
 /// The words of `part` holding `piece` as `how` says, over every segment; `None` when more
