@@ -5,8 +5,8 @@
 //! [`IndexPlan`] with the best-ranked memories (BM25, a path hit weighing twice a content hit)
 //! **without reading every match**: tantivy skips blocks of postings that cannot reach the top
 //! of the page. The query language promises substrings; each piece of a term is looked up among
-//! the index's own words ([`vocabulary`]: a scan of every word the index holds, kept per segment
-//! in memory) and the term becomes those words. The rule judges what comes back.
+//! the index's own words (a scan of every word the index holds, kept per segment in
+//! memory) and the term becomes those words. The rule judges what comes back.
 //!
 //! The index is derived data: a backend writes it behind its writes (its queue of waiting
 //! memories), names in each commit's payload how far it got, and builds it again when it is
