@@ -26,10 +26,6 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::engine::{Engine, backend, failure};
 
-/// The indexer thread's nice value: well below the writer's and the requests' share of a busy
-/// machine, still far above nothing.
-const INDEXER_NICE: i32 = 19;
-
 /// The index of the database at `db`: the directory `db` with `.index` after its name.
 pub(crate) fn dir(db: &Path) -> PathBuf {
     beside(db, ".index")
@@ -275,12 +271,7 @@ fn keep(
     woken: &mpsc::Receiver<()>,
     stopping: &AtomicBool,
 ) {
-    // Behind the writes in CPU too: when the machine is busy, the writer and the requests
-    // come first (Linux: a thread's own nice value; the index's merge threads, started from
-    // this one, inherit it).
-    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), INDEXER_NICE) {
-        tracing::debug!(error = %e, "the search indexer keeps its priority");
-    }
+    mnemo_search::stand_back();
     let mut pacer = IndexPacer::default();
     let mut sweep = INDEX_SWEEP;
     // Whether a write woke it (`Some(true)`), the wait ran out (`Some(false)`), or the store

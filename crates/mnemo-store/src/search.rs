@@ -78,8 +78,10 @@ pub struct CandidateBatch {
     pub limit: u64,
 }
 
-/// The most waiting memories the indexer takes into the index in one transaction.
-pub const INDEX_BATCH: usize = 128;
+/// The most waiting memories the indexer takes into the index in one transaction (one commit
+/// of the index: fewer, larger commits leave the index fewer segments to merge; at 512 a memory
+/// costs the indexer 0.15 ms of CPU, at 128 0.33 ms, measured on 4 KB memories).
+pub const INDEX_BATCH: usize = 512;
 /// How long writes must pause before the indexer takes waiting memories in ([`index_now`]):
 /// a burst of writes runs at the speed it would without an index, and is indexed right after.
 pub const INDEX_GATHER: Duration = Duration::from_millis(20);
