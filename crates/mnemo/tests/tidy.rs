@@ -297,7 +297,8 @@ fn boundaries() -> Vec<Boundary> {
         },
         Boundary {
             krate: "mnemo-search",
-            allowed: &["mnemo-store", "memchr", "tantivy", "thiserror", "tracing"],
+            // rustix: a writing thread's own nice value (`stand_back`, a safe wrapper of setpriority).
+            allowed: &["mnemo-store", "memchr", "rustix", "tantivy", "thiserror", "tracing"],
             // A derived index over what a backend hands it: no database, HTTP or other mnemo crate.
             never: all(&[
                 DATABASE_DRIVERS,
@@ -323,8 +324,6 @@ fn boundaries() -> Vec<Boundary> {
                 "tracing",
                 "serde",
                 "serde_json",
-                // The search indexer thread's own nice value (a safe wrapper of setpriority).
-                "rustix",
             ],
             never: leak([backends_never, &["mnemo-store-postgres", "tokio-postgres", "deadpool-postgres"]].concat()),
         },
