@@ -278,18 +278,28 @@ fn journal_of(dir: &Path) -> PathBuf {
 }
 
 /// Every file below `dir` (marker excluded), as path → content; temp files included, so a
-/// leftover shows.
+/// leftover shows. A file or folder gone between its listing and its reading (a temp file the
+/// engine removed or renamed into place meanwhile) is left out: the next look sees the result.
 fn local(dir: &Path) -> BTreeMap<String, String> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
+        let entries = match std::fs::read_dir(&d) {
+            Err(e) if gone(&e) && d != dir => continue,
+            listed => listed.unwrap(),
+        };
+        for e in entries {
             let e = e.unwrap();
             if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
             } else if e.file_name() != ".anthropic-memory-store" {
                 let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-                out.insert(format!("/{rel}"), String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()).into_owned());
+                let content = match std::fs::read(e.path()) {
+                    Err(e) if gone(&e) => continue,
+                    read => read.unwrap(),
+                };
+                out.insert(format!("/{rel}"), String::from_utf8_lossy(&content).into_owned());
             }
         }
     }
