@@ -91,6 +91,11 @@ def wait_for(check: Callable[[], Optional[T]], what: str, timeout: float = 5.0) 
         # new one, no `body` at all: look again.
         except (StaleElementReferenceException, NoSuchElementException, JavascriptException, Missing) as err:
             last = err
+        # Chromium's own name for a node of the old document met while the new one loads.
+        except WebDriverException as err:
+            if "does not belong to the document" not in str(err):
+                raise
+            last = err
         if time.monotonic() > deadline:
             raise Missing(f"{what} (waited {timeout:.0f}s){': ' + str(last) if last else ''}")
         time.sleep(0.05)
