@@ -209,11 +209,19 @@ macro_rules! read {
 pub(crate) struct Pg<'t, 'c> {
     tx: &'t Tx<'c>,
     channel: &'t str,
+    /// Where a written version's content goes for this replica's search indexer.
+    written: &'t crate::search_index::Written,
 }
 
 impl<'t, 'c> Pg<'t, 'c> {
-    pub(crate) fn new(tx: &'t Tx<'c>, channel: &'t str) -> Self {
-        Self { tx, channel }
+    pub(crate) fn new(tx: &'t Tx<'c>, channel: &'t str, written: &'t crate::search_index::Written) -> Self {
+        Self { tx, channel, written }
+    }
+
+    /// This replica's search indexer will want `content` (of digest `digest`), just written as
+    /// version `version`.
+    pub(crate) fn wrote(&self, version: i64, content: &str, digest: &str) {
+        self.written.hold(version, content, digest);
     }
 }
 

@@ -301,13 +301,13 @@ pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, r
 impl PostgresStore {
     /// Runs `op` in a read-only transaction on one snapshot.
     async fn read<T>(&self, op: impl AsyncFnOnce(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
-        read!(self.engine, |tx| op(&Pg::new(&tx, &self.channel)).await)
+        read!(self.engine, |tx| op(&Pg::new(&tx, &self.channel, self.replica.written())).await)
     }
 
     /// Runs `op` in a read-write transaction that commits when it returns `Ok`; a deadlock or
     /// serialization failure runs it again ([`write!`](crate::write)).
     async fn write<T>(&self, mut op: impl AsyncFnMut(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
-        write!(self.engine, |tx| op(&Pg::new(&tx, &self.channel)).await)
+        write!(self.engine, |tx| op(&Pg::new(&tx, &self.channel, self.replica.written())).await)
     }
 }
 

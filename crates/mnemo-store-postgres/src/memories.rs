@@ -78,9 +78,10 @@ pub(crate) async fn get(tx: &Tx<'_>, ws: &WorkspaceId, store: &MemoryStoreId, id
 /// time (`(SELECT t FROM now)`), plus `extra` from `$11` on. One round trip under the store's
 /// lock, which keeps the store's version positions growing in commit order; the time is read
 /// by this statement, after the lock was granted, so it grows with them (a clock read with the
-/// lock could predate a wait for it).
+/// lock could predate a wait for it). The content is left with this replica's search indexer
+/// ([`crate::search_index::Written`]), which then need not read it back.
 async fn write_version(
-    tx: &Tx<'_>,
+    tx: &Pg<'_, '_>,
     store_seq: i64,
     version: &NewVersion<'_>,
     then: &[&str],
@@ -105,7 +106,11 @@ async fn write_version(
         vec![&id_text, &store_seq, &memory_id, &operation, &version.path, &digest, &size, &kind, &actor_id, &content];
     params.extend_from_slice(extra);
     let row = one(tx, &sql, &params).await?;
-    Ok(Written { seq: col(&row, 0)?, at: col(&row, 1)? })
+    let written = Written { seq: col(&row, 0)?, at: col(&row, 1)? };
+    if let Some((text, digest)) = version.content {
+        tx.wrote(written.seq, text, digest);
+    }
+    Ok(written)
 }
 
 /// Every primitive runs under the store's row lock the operation took first

@@ -14,11 +14,14 @@
 //! A search reads the rows past the cursor first, on their current content (they are the
 //! memories the index may not hold as they are), and then the index's ranking: a memory is
 //! found from the moment its write is acknowledged, on every replica.
+//!
+//! A replica's own writes leave their content with its indexer ([`Written`]), so a batch reads
+//! back from the database only what other replicas wrote (or what waited too long).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mnemo_search::{IndexedMemory, SearchIndex};
 use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, IndexPacer, next_sweep};
@@ -39,6 +42,7 @@ pub(crate) type Cursor = (i64, i64);
 #[derive(Debug)]
 pub(crate) struct Replica {
     index: Arc<SearchIndex>,
+    written: Written,
     writer: WriterThread,
     progress: Mutex<Progress>,
     /// One batch at a time (the indexer's, or a catch-up's).
@@ -70,7 +74,98 @@ pub(crate) struct Taken {
 struct Change {
     seq: i64,
     xid: i64,
-    live: Option<(i64, String, String)>,
+    live: Option<Live>,
+}
+
+/// A live memory as the index takes it in.
+struct Live {
+    store: i64,
+    path: String,
+    version: i64,
+    /// Always `Some` once the batch is read.
+    content: Option<Arc<str>>,
+}
+
+/// How long a version this replica wrote waits for the indexer with its content: past it (a
+/// transaction still open, one rolled back, a version rewritten before it was taken in), the
+/// content is dropped and read back from the database if still needed.
+const WRITTEN_FOR: Duration = Duration::from_secs(60);
+
+/// At most this much content waits (a long burst of writes that never pauses for the indexer
+/// reads the rest back).
+const WRITTEN_BYTES: usize = 16 << 20;
+
+/// The content of the memory versions this replica wrote, by the version's `seq`, until its
+/// indexer takes them in: the database then sends a batch only the memories' paths, not the
+/// 4 KB it was just sent (measured: reading content back cost the write path ~6 % of its
+/// rate). A version's content never changes while it is a memory's current one (the current
+/// version cannot be redacted or purged), and a batch takes held content in only when its
+/// digest is the one the database gives the memory (else it reads the database's), so what is
+/// held for a version that never committed, or for another database's, does no harm.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    /// Content and its digest (which a batch checks against the database's).
+    content: HashMap<i64, (Arc<str>, String)>,
+    /// Versions in the order written, with when (the oldest leave first).
+    order: VecDeque<(i64, Instant)>,
+    bytes: usize,
+}
+
+impl Held {
+    fn remove(&mut self, version: i64) {
+        if let Some((content, _)) = self.content.remove(&version) {
+            self.bytes -= content.len();
+        }
+    }
+
+    /// Drops what waited too long, and the oldest while over the byte budget.
+    fn trim(&mut self, now: Instant) {
+        while let Some(&(version, at)) = self.order.front() {
+            if self.content.is_empty() {
+                self.order.clear();
+                break;
+            }
+            if now.duration_since(at) < WRITTEN_FOR && self.bytes <= WRITTEN_BYTES {
+                break;
+            }
+            self.order.pop_front();
+            self.remove(version);
+        }
+    }
+}
+
+impl Written {
+    /// Version `version`, just written by this replica, holds `content` of digest `digest`.
+    pub(crate) fn hold(&self, version: i64, content: &str, digest: &str) {
+        let now = Instant::now();
+        let mut held = self.held.lock().expect("written content lock poisoned");
+        if let Some((old, _)) = held.content.insert(version, (Arc::from(content), digest.to_owned())) {
+            held.bytes -= old.len();
+        }
+        held.bytes += content.len();
+        held.order.push_back((version, now));
+        held.trim(now);
+    }
+
+    /// Everything held now (the handles, not copies).
+    fn snapshot(&self) -> HashMap<i64, (Arc<str>, String)> {
+        let mut held = self.held.lock().expect("written content lock poisoned");
+        held.trim(Instant::now());
+        held.content.clone()
+    }
+
+    /// The indexer took these versions in.
+    fn release(&self, versions: impl IntoIterator<Item = i64>) {
+        let mut held = self.held.lock().expect("written content lock poisoned");
+        for version in versions {
+            held.remove(version);
+        }
+    }
 }
 
 impl Replica {
@@ -89,6 +184,7 @@ impl Replica {
         }
         Ok(Self {
             index: Arc::new(index),
+            written: Written::default(),
             writer: WriterThread::start()?,
             progress: Mutex::new(progress),
             turn: tokio::sync::Mutex::new(()),
@@ -98,6 +194,11 @@ impl Replica {
     /// The index, for searches.
     pub(crate) fn index(&self) -> &SearchIndex {
         &self.index
+    }
+
+    /// Where this replica's writes leave their content for its indexer.
+    pub(crate) fn written(&self) -> &Written {
+        &self.written
     }
 
     /// Every row before this is in the index (read it before the index's searcher: the index
@@ -115,7 +216,7 @@ impl Replica {
             let p = self.progress.lock().expect("search progress lock poisoned");
             (p.generation.clone(), p.cursor, p.saved.clone())
         };
-        let (xmin, generation, read, fresh_from) = crate::read!(engine, |tx| {
+        let (xmin, generation, changes, first_unread, fresh_from) = crate::read!(engine, |tx| {
             let head = one(
                 &tx,
                 "SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::int8, \
@@ -134,41 +235,78 @@ impl Replica {
                 _ => ((0, 0), true),
             };
             let from = resume.filter(|_| !fresh).unwrap_or(cursor).max(cursor);
+            let mut held = self.written.snapshot();
             let rows = all(
                 &tx,
-                "SELECT l.memory_seq, (l.xid::text)::int8, m.store_seq, m.path, v.content FROM memory_search_log l \
-                 LEFT JOIN memories m ON m.seq = l.memory_seq LEFT JOIN memory_versions v ON v.seq = m.version_seq \
+                "SELECT l.memory_seq, (l.xid::text)::int8, m.store_seq, m.path, m.version_seq, m.content_sha256 \
+                 FROM memory_search_log l LEFT JOIN memories m ON m.seq = l.memory_seq \
                  WHERE (l.xid, l.memory_seq) >= ($1::text::xid8, $2) ORDER BY l.xid, l.memory_seq LIMIT $3",
                 &[&from.0.to_string(), &from.1, &(INDEX_BATCH as i64)],
             )
             .await?;
-            let changes = rows
-                .iter()
-                .map(|r| {
-                    let live = match col::<Option<i64>>(r, 2)? {
-                        Some(store) => {
-                            let content: Vec<u8> = col(r, 4)?;
-                            Some((store, col(r, 3)?, String::from_utf8_lossy(&content).into_owned()))
-                        }
-                        None => None,
-                    };
-                    Ok(Change { seq: col(r, 0)?, xid: col(r, 1)?, live })
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            Ok((xmin, generation, changes, (!fresh).then_some(cursor)))
+            let full = rows.len() == INDEX_BATCH;
+            let first_unread = match rows.last() {
+                Some(r) if full => Some((col(r, 1)?, col::<i64>(r, 0)? + 1)),
+                _ => None,
+            };
+            // Rows past the cursor already taken in (read again while a transaction elsewhere
+            // holds the cursor back) are left out.
+            let taken = if fresh {
+                HashMap::new()
+            } else {
+                self.progress.lock().expect("search progress lock poisoned").taken.clone()
+            };
+            let (mut changes, mut used, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+            for r in &rows {
+                let (seq, xid): (i64, i64) = (col(r, 0)?, col(r, 1)?);
+                if taken.get(&seq) == Some(&xid) {
+                    continue;
+                }
+                let live = match col::<Option<i64>>(r, 2)? {
+                    Some(store) => {
+                        let version: i64 = col(r, 4)?;
+                        let digest: String = col(r, 5)?;
+                        // What this replica wrote, if the database gives it the same digest
+                        // (it may not: another database's version of the same number, after
+                        // `mnemo db copy --replace`).
+                        let content = match held.remove(&version).filter(|(_, held)| *held == digest) {
+                            Some((content, _)) => {
+                                used.push(version);
+                                Some(content)
+                            }
+                            None => {
+                                missing.push(version);
+                                None
+                            }
+                        };
+                        Some(Live { store, path: col(r, 3)?, version, content })
+                    }
+                    None => None,
+                };
+                changes.push(Change { seq, xid, live });
+            }
+            // The content of what other replicas wrote.
+            if !missing.is_empty() {
+                let mut read: HashMap<i64, Arc<str>> = HashMap::with_capacity(missing.len());
+                for r in all(&tx, "SELECT seq, content FROM memory_versions WHERE seq = ANY($1)", &[&missing]).await? {
+                    let bytes: Vec<u8> = col(&r, 1)?;
+                    read.insert(col(&r, 0)?, Arc::from(String::from_utf8_lossy(&bytes)));
+                }
+                for live in changes.iter_mut().filter_map(|c| c.live.as_mut()).filter(|l| l.content.is_none()) {
+                    live.content =
+                        Some(read.remove(&live.version).ok_or_else(|| {
+                            failure(format!("memory version {} has no content to index", live.version))
+                        })?);
+                }
+            }
+            self.written.release(used);
+            Ok((xmin, generation, changes, first_unread, (!fresh).then_some(cursor)))
         })?;
         // `fresh_from`: the cursor this batch started from, `None` when it starts over.
         let (fresh, cursor) = match fresh_from {
             Some(cursor) => (false, cursor),
             None => (true, (0, 0)),
         };
-        let full = read.len() == INDEX_BATCH;
-        let first_unread = read.last().filter(|_| full).map(|c| (c.xid, c.seq + 1));
-        let mut changes = read;
-        if !fresh {
-            let p = self.progress.lock().expect("search progress lock poisoned");
-            changes.retain(|c| p.taken.get(&c.seq) != Some(&c.xid));
-        }
         // Past every row of a transaction that had ended before this snapshot, and never past a
         // row not read.
         let next = (xmin, 0).min(first_unread.unwrap_or((i64::MAX, 0))).max(cursor);
@@ -189,8 +327,13 @@ impl Replica {
                     let memories: Vec<IndexedMemory<'_>> = changes
                         .iter()
                         .filter_map(|c| {
-                            let (store, path, content) = c.live.as_ref()?;
-                            Some(IndexedMemory { seq: c.seq as u64, store: *store as u64, path, content })
+                            let live = c.live.as_ref()?;
+                            Some(IndexedMemory {
+                                seq: c.seq as u64,
+                                store: live.store as u64,
+                                path: &live.path,
+                                content: live.content.as_deref()?,
+                            })
                         })
                         .collect();
                     if !removed.is_empty() {
@@ -340,5 +483,50 @@ async fn next_write(signals: &mut broadcast::Receiver<Signal>, wait: Duration) -
             Ok(Ok(_)) => {}
             Ok(Err(RecvError::Closed)) => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_content_is_held_until_taken_in_and_within_its_budget() {
+        let written = Written::default();
+        written.hold(1, "one", "d1");
+        written.hold(2, "two", "d2");
+        let held = written.snapshot();
+        assert_eq!(held.len(), 2);
+        assert_eq!(&*held[&1].0, "one");
+
+        written.release([1, 7]);
+        assert_eq!(written.snapshot().keys().copied().collect::<Vec<_>>(), [2]);
+        assert_eq!(written.held.lock().unwrap().bytes, 3);
+
+        // Over the byte budget the oldest leave first.
+        let big = "x".repeat(WRITTEN_BYTES / 2);
+        written.hold(3, &big, "d3");
+        written.hold(4, &big, "d4");
+        let held = written.snapshot();
+        let mut versions: Vec<i64> = held.keys().copied().collect();
+        versions.sort();
+        assert_eq!(versions, [3, 4]);
+        assert_eq!(written.held.lock().unwrap().bytes, WRITTEN_BYTES);
+
+        written.release([3, 4]);
+        assert!(written.snapshot().is_empty());
+        assert_eq!(written.held.lock().unwrap().bytes, 0);
+    }
+
+    #[test]
+    fn written_content_leaves_once_it_waited_too_long() {
+        let written = Written::default();
+        written.hold(1, "one", "d1");
+        let later = Instant::now() + WRITTEN_FOR;
+        let mut held = written.held.lock().unwrap();
+        held.trim(later);
+        assert!(held.content.is_empty());
+        assert!(held.order.is_empty());
+        assert_eq!(held.bytes, 0);
     }
 }
