@@ -361,6 +361,19 @@ impl PreparedSearch {
         Ok(hits)
     }
 
+    /// A backend's next batch of hits, ranked `offset` to `offset + limit`, as (memory `seq`,
+    /// score) in its own integer and float: `None` when a loose ranking has offered
+    /// [`LOOSE_CANDIDATES`] without filling the page and is given up ([`Self::tighten`]), so the
+    /// backend starts its page again.
+    pub fn batch(&mut self, offset: u64, limit: u64) -> Result<Option<Vec<(i64, f64)>>, IndexError> {
+        if offset >= LOOSE_CANDIDATES && self.tighten() {
+            return Ok(None);
+        }
+        let hits =
+            self.hits(usize::try_from(offset).unwrap_or(usize::MAX), usize::try_from(limit).unwrap_or(usize::MAX))?;
+        Ok(Some(hits.iter().filter_map(|h| Some((i64::try_from(h.seq).ok()?, f64::from(h.score)))).collect()))
+    }
+
     /// Gives up the loose ranking for the exact one; whether there was one to give up (the
     /// backend then starts its page again, from the exact ranking's start). A backend calls it
     /// once its next batch would start at [`LOOSE_CANDIDATES`] or later.

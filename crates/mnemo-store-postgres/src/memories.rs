@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
-use mnemo_search::{LOOSE_CANDIDATES, Scope};
+use mnemo_search::Scope;
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -311,7 +311,7 @@ pub(crate) async fn search(
         path_prefix: request.path_prefix.as_deref(),
     };
     // The cursor first, then the index: the index is at least as far along as the cursor says.
-    let (xid, seq) = replica.cursor();
+    let ((xid, seq), taken_seqs, taken_xids) = replica.position();
     let xid = xid.to_string();
     let prepared = replica.index().prepare(&query.index_plan(), &scope);
     // What `ILIKE` can leave out of the waiting memories or a scan, never dropping a match: an
@@ -359,20 +359,25 @@ pub(crate) async fn search(
         }
         return Ok(scan.finish());
     };
-    let past = "(l.xid, l.memory_seq) >= ($XID::text::xid8, $SEQ)";
+    // Past the cursor, and not taken in.
+    let past = "(l.xid, l.memory_seq) >= ($XID::text::xid8, $SEQ) AND NOT EXISTS (SELECT 1 FROM \
+                unnest($TSEQ::int8[], $TXID::int8[]) t(seq, xid) WHERE t.seq = l.memory_seq AND t.xid = (l.xid::text)::int8)";
     let waiting = format!(
         "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memory_search_log l \
          JOIN memories m ON m.seq = l.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
          JOIN memory_stores st ON st.seq = m.store_seq \
          WHERE {} AND m.store_seq = ANY($1){likes} ORDER BY m.seq LIMIT $2 OFFSET $3",
-        past.replace("$XID", &format!("${}", 4 + excluded.len())).replace("$SEQ", &format!("${}", 5 + excluded.len()))
+        past.replace("$XID", &format!("${}", 4 + excluded.len()))
+            .replace("$SEQ", &format!("${}", 5 + excluded.len()))
+            .replace("$TSEQ", &format!("${}", 6 + excluded.len()))
+            .replace("$TXID", &format!("${}", 7 + excluded.len()))
     );
     // The index's hits as they are now; those past the cursor were read above.
     let hit_rows = format!(
         "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
          JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
          WHERE m.seq = ANY($1) AND NOT EXISTS (SELECT 1 FROM memory_search_log l WHERE l.memory_seq = m.seq AND {})",
-        past.replace("$XID", "$2").replace("$SEQ", "$3")
+        past.replace("$XID", "$2").replace("$SEQ", "$3").replace("$TSEQ", "$4").replace("$TXID", "$5")
     );
     while let Some(batch) = scan.next_batch() {
         match batch.source {
@@ -381,8 +386,7 @@ pub(crate) async fn search(
                     (i64::try_from(batch.limit).unwrap_or(i64::MAX), i64::try_from(batch.offset).unwrap_or(i64::MAX));
                 let mut params: Vec<crate::engine::Param<'_>> = vec![&stores, &limit, &offset];
                 params.extend(excluded.iter().map(|p| p as crate::engine::Param<'_>));
-                params.push(&xid);
-                params.push(&seq);
+                params.extend([&xid as crate::engine::Param<'_>, &seq, &taken_seqs, &taken_xids]);
                 let rows = all(tx, &waiting, &params).await?;
                 let candidates = rows.iter().map(|r| read(r).map(|(_, c)| c)).collect::<Result<Vec<_>>>()?;
                 scan.feed(&batch, candidates);
@@ -390,20 +394,12 @@ pub(crate) async fn search(
             CandidateSource::Indexed => {
                 // A phrase of common words, ranked by its words alone, that has not filled the
                 // page from its first candidates: the page again, from the exact ranking.
-                if batch.offset >= LOOSE_CANDIDATES && prepared.tighten() {
+                let Some(hits) = prepared.batch(batch.offset, batch.limit).map_err(|e| failure(e.to_string()))? else {
                     scan.restart();
                     continue;
-                }
-                let hits = prepared
-                    .hits(
-                        usize::try_from(batch.offset).unwrap_or(usize::MAX),
-                        usize::try_from(batch.limit).unwrap_or(usize::MAX),
-                    )
-                    .map_err(|e| failure(e.to_string()))?;
-                let hits: Vec<(i64, f64)> =
-                    hits.iter().filter_map(|h| Some((i64::try_from(h.seq).ok()?, f64::from(h.score)))).collect();
+                };
                 let named: Vec<i64> = hits.iter().map(|h| h.0).collect();
-                let rows = all(tx, &hit_rows, &[&named, &xid, &seq]).await?;
+                let rows = all(tx, &hit_rows, &[&named, &xid, &seq, &taken_seqs, &taken_xids]).await?;
                 let found: HashMap<i64, Candidate> = rows.iter().map(read).collect::<Result<_>>()?;
                 scan.feed_hits(&batch, &hits, found);
             }

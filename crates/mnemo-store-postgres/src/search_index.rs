@@ -11,9 +11,10 @@
 //! the cursor that were already taken in are remembered with their `xid`, so a batch does not
 //! take them in again while a long transaction elsewhere holds `xmin` back.
 //!
-//! A search reads the rows past the cursor first, on their current content (they are the
-//! memories the index may not hold as they are), and then the index's ranking: a memory is
-//! found from the moment its write is acknowledged, on every replica.
+//! A search reads the rows past the cursor first (all but those already taken in), on their
+//! current content (they are the memories the index may not hold as they are), and then the
+//! index's ranking: a memory is found from the moment its write is acknowledged, on every
+//! replica.
 //!
 //! A replica's own writes leave their content with its indexer ([`Written`]), so a batch reads
 //! back from the database only what other replicas wrote (or what waited too long).
@@ -201,10 +202,14 @@ impl Replica {
         &self.written
     }
 
-    /// Every row before this is in the index (read it before the index's searcher: the index
-    /// is then at least this far along).
-    pub(crate) fn cursor(&self) -> Cursor {
-        self.progress.lock().expect("search progress lock poisoned").cursor
+    /// Every row before the cursor is in the index, and so are the rows past it named here (by
+    /// `memory_seq` and `xid`, in two lists): taken in while a transaction elsewhere holds the
+    /// cursor back. Read it before the index's searcher: the index is then at least this far
+    /// along.
+    pub(crate) fn position(&self) -> (Cursor, Vec<i64>, Vec<i64>) {
+        let p = self.progress.lock().expect("search progress lock poisoned");
+        let (seqs, xids) = p.taken.iter().map(|(seq, xid)| (*seq, *xid)).unzip();
+        (p.cursor, seqs, xids)
     }
 
     /// Takes up to [`INDEX_BATCH`] changed memories into the index, reading the log from the

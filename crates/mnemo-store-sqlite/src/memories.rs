@@ -1,7 +1,7 @@
 //! Memories: the SQL of their writes ([`ops::MemorySql`]), reads, listings and exports.
 
 use mnemo_api::{Memory, MemoryId, MemoryListItem, MemorySearchResult, MemoryStoreId, View, WorkspaceId};
-use mnemo_search::{LOOSE_CANDIDATES, Scope, SearchIndex};
+use mnemo_search::{Scope, SearchIndex};
 use mnemo_store::ops::{self, MemoryRow, NewVersion, Written};
 use mnemo_store::row::RollupScan;
 use mnemo_store::rules::memory::{Blocker, Overlap};
@@ -372,18 +372,10 @@ pub(crate) fn search(
             CandidateSource::Indexed => {
                 // A phrase of common words, ranked by its words alone, that has not filled the
                 // page from its first candidates: the page again, from the exact ranking.
-                if batch.offset >= LOOSE_CANDIDATES && prepared.tighten() {
+                let Some(hits) = prepared.batch(batch.offset, batch.limit).map_err(backend)? else {
                     scan.restart();
                     continue;
-                }
-                let hits = prepared
-                    .hits(
-                        usize::try_from(batch.offset).unwrap_or(usize::MAX),
-                        usize::try_from(batch.limit).unwrap_or(usize::MAX),
-                    )
-                    .map_err(backend)?;
-                let hits: Vec<(i64, f64)> =
-                    hits.iter().filter_map(|h| Some((i64::try_from(h.seq).ok()?, f64::from(h.score)))).collect();
+                };
                 let named = serde_json::to_string(&hits.iter().map(|h| h.0).collect::<Vec<_>>()).map_err(backend)?;
                 let found =
                     candidates(c, &hit_rows, &[named], &[])?.into_iter().map(|c| (c.seq, c.candidate)).collect();
