@@ -20,16 +20,19 @@ async fn replica(schema: &str, dir: Option<&std::path::Path>) -> PostgresStore {
     PostgresStore::open(&settings).await.expect("open a replica")
 }
 
-async fn found(s: &PostgresStore, ws: &WorkspaceId, store: &MemoryStoreId, q: &str) -> Vec<String> {
-    let request = SearchMemories {
+fn request(store: &MemoryStoreId, q: &str) -> SearchMemories {
+    SearchMemories {
         scope: SearchScope::Store(store.clone()),
         query: parse(q).unwrap(),
         path_prefix: None,
         limit: 100,
         after: None,
-    };
+    }
+}
+
+async fn found(s: &PostgresStore, ws: &WorkspaceId, store: &MemoryStoreId, q: &str) -> Vec<String> {
     let mut paths: Vec<String> =
-        s.search_memories(ws, request).await.unwrap().items.into_iter().map(|r| r.path).collect();
+        s.search_memories(ws, request(store, q)).await.unwrap().items.into_iter().map(|r| r.path).collect();
     paths.sort();
     paths
 }
@@ -71,14 +74,7 @@ async fn every_replica_finds_every_write_through_its_own_index() {
     assert_eq!(b.catch_up_search_index().await.unwrap(), 0, "held back, but not taken in again");
     assert_eq!(found(&b, &ws, &store, "prod-db").await.len(), 3);
     // Held back, but ranked by the index (a memory waiting for it comes unranked: score 0).
-    let request = SearchMemories {
-        scope: SearchScope::Store(store.clone()),
-        query: parse("prod-db").unwrap(),
-        path_prefix: None,
-        limit: 100,
-        after: None,
-    };
-    let ranked = b.search_memories(&ws, request).await.unwrap().items;
+    let ranked = b.search_memories(&ws, request(&store, "prod-db")).await.unwrap().items;
     assert!(ranked.iter().all(|r| r.score > 0.0), "{ranked:?}");
     client.batch_execute("COMMIT").await.unwrap();
     drop(client);
