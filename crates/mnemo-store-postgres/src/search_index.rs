@@ -99,10 +99,11 @@ const WRITTEN_BYTES: usize = 16 << 20;
 /// The content of the memory versions this replica wrote, by the version's `seq`, until its
 /// indexer takes them in: the database then sends a batch only the memories' paths, not the
 /// 4 KB it was just sent (reading content back took 4–9 % of the write path's rate: a probe
-/// reading batches without content measured 0.93 / 0.97 of no index, against 0.89 / 0.88). A version's content never changes while it is a memory's current one (the current
-/// version cannot be redacted or purged), and a batch takes held content in only when its
-/// digest is the one the database gives the memory (else it reads the database's), so what is
-/// held for a version that never committed, or for another database's, does no harm.
+/// reading batches without content measured 0.93 / 0.97 of no index, against 0.89 / 0.88).
+/// A version's content never changes while it is a memory's current one (the current version
+/// cannot be redacted or purged), and a batch takes held content in only when its digest is
+/// the one the database gives the memory (else it reads the database's), so what is held for
+/// a version that never committed, or for another database's, does no harm.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
     held: Mutex<Held>,
