@@ -299,6 +299,15 @@ pub(crate) use mnemo_api::rfc3339_micros as rfc3339;
 pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, rfc3339_opt, ts, ts_opt};
 
 impl PostgresStore {
+    /// Prunes the search log now, as each replica's indexer does once an hour with `keep` a
+    /// week (migration 0018): the rows of memories deleted before the newest mark older than
+    /// `keep` go; how many.
+    pub async fn prune_search_log(&self, keep: std::time::Duration) -> Result<u64> {
+        search_index::prune(&self.engine, keep).await
+    }
+}
+
+impl PostgresStore {
     /// Runs `op` in a read-only transaction on one snapshot.
     async fn read<T>(&self, op: impl AsyncFnOnce(&Pg<'_, '_>) -> Result<T>) -> Result<T> {
         read!(self.engine, |tx| op(&Pg::new(&tx, &self.channel, self.replica.written())).await)

@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0015_memory_embeddings.sql"),
     include_str!("../migrations/0016_search_index_behind_writes.sql"),
     include_str!("../migrations/0017_search_index_per_replica.sql"),
+    include_str!("../migrations/0018_search_log_marks.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -29,7 +29,7 @@ use mnemo_store::search::{INDEX_BATCH, INDEX_SWEEP, IndexPacer, next_sweep};
 use mnemo_store::{Signal, StoreError};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use crate::engine::{Engine, all, col, failure, one};
+use crate::engine::{Engine, all, col, exec, failure, one, opt};
 
 /// An index failure as the store's (its message names the index).
 fn broken(e: impl std::fmt::Display) -> StoreError {
@@ -426,6 +426,120 @@ impl WriterThread {
     }
 }
 
+/// How long a deleted memory's row stays in the search log, at least ([`prune`]).
+pub(crate) const LOG_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How often a replica marks the log and prunes it.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Log rows looked at per pruning transaction (each short: the log's writers never wait long).
+const PRUNE_BATCH: i64 = 1000;
+
+/// Prunes the search log (migration 0018): notes a mark (the first transaction not yet started,
+/// and when; at most one per [`PRUNE_EVERY`]), then removes the rows of deleted memories whose
+/// transaction is below the newest mark older than `keep`, looking only above the last mark
+/// pruned below (a row below it was looked at then, and a row changes only by getting a newer
+/// `xid`). In transactions of [`PRUNE_BATCH`] rows, one replica at a time (the others skip);
+/// how many rows went.
+pub(crate) async fn prune(engine: &Engine, keep: Duration) -> Result<u64, StoreError> {
+    let mut client = engine.client().await?;
+    let lock = "hashtext('mnemo search log ' || current_setting('search_path'))";
+    let held: bool = col(
+        &client
+            .query_one(&format!("SELECT pg_try_advisory_lock({lock})"), &[])
+            .await
+            .map_err(crate::engine::backend)?,
+        0,
+    )?;
+    if !held {
+        return Ok(0);
+    }
+    let pruned = prune_held(&mut client, keep).await;
+    client.execute(&format!("SELECT pg_advisory_unlock({lock})"), &[]).await.map_err(crate::engine::backend)?;
+    pruned
+}
+
+async fn prune_held(client: &mut deadpool_postgres::Object, keep: Duration) -> Result<u64, StoreError> {
+    let (every, keep) = (PRUNE_EVERY.as_secs_f64(), keep.as_secs_f64());
+    let span = {
+        let tx = crate::engine::begin_write(client).await?;
+        let out = async {
+            exec(
+                &tx,
+                "INSERT INTO memory_search_log_marks (at, xid) \
+                 SELECT now(), pg_snapshot_xmax(pg_current_snapshot()) WHERE NOT EXISTS \
+                 (SELECT 1 FROM memory_search_log_marks WHERE at > now() - make_interval(secs => $1))",
+                &[&every],
+            )
+            .await?;
+            let from = opt(
+                &tx,
+                "SELECT (xid::text)::int8 FROM memory_search_log_marks WHERE done ORDER BY at DESC LIMIT 1",
+                &[],
+            )
+            .await?;
+            let to = opt(
+                &tx,
+                "SELECT (xid::text)::int8 FROM memory_search_log_marks \
+                 WHERE NOT done AND at < now() - make_interval(secs => $1) ORDER BY at DESC LIMIT 1",
+                &[&keep],
+            )
+            .await?;
+            let from: i64 = from.map(|r| col(&r, 0)).transpose()?.unwrap_or(0);
+            Ok(to.map(|r| col::<i64>(&r, 0)).transpose()?.map(|to| (from, to)))
+        }
+        .await;
+        crate::engine::finish(tx, out).await?
+    };
+    let Some((from, to)) = span else { return Ok(0) };
+    let (mut after, mut pruned) = ((from, -1_i64), 0_u64);
+    loop {
+        let tx = crate::engine::begin_write(client).await?;
+        let out = async {
+            let row = one(
+                &tx,
+                "WITH looked AS (SELECT l.memory_seq, l.xid FROM memory_search_log l \
+                   WHERE (l.xid, l.memory_seq) > ($1::text::xid8, $2) AND l.xid < $3::text::xid8 \
+                   ORDER BY l.xid, l.memory_seq LIMIT $4), \
+                 gone AS (DELETE FROM memory_search_log l USING looked k \
+                   WHERE l.memory_seq = k.memory_seq AND l.xid = k.xid \
+                   AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.seq = k.memory_seq) RETURNING 1), \
+                 last AS (SELECT (xid::text)::int8 AS xid, memory_seq FROM looked ORDER BY xid DESC, memory_seq DESC LIMIT 1) \
+                 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM looked), \
+                   (SELECT xid FROM last), (SELECT memory_seq FROM last)",
+                &[&after.0.to_string(), &after.1, &to.to_string(), &PRUNE_BATCH],
+            )
+            .await?;
+            let (gone, looked): (i64, i64) = (col(&row, 0)?, col(&row, 1)?);
+            let last: Option<(i64, i64)> = match (col::<Option<i64>>(&row, 2)?, col::<Option<i64>>(&row, 3)?) {
+                (Some(xid), Some(seq)) => Some((xid, seq)),
+                _ => None,
+            };
+            if looked < PRUNE_BATCH {
+                // The whole span is done: the next pass starts at this mark.
+                exec(&tx, "UPDATE memory_search_log_marks SET done = true WHERE xid = $1::text::xid8", &[&to.to_string()])
+                    .await?;
+                exec(
+                    &tx,
+                    "DELETE FROM memory_search_log_marks WHERE at < (SELECT max(at) FROM memory_search_log_marks WHERE done)",
+                    &[],
+                )
+                .await?;
+            }
+            Ok((gone.unsigned_abs(), looked < PRUNE_BATCH, last))
+        }
+        .await;
+        let (gone, done, last) = crate::engine::finish(tx, out).await?;
+        pruned += gone;
+        match last {
+            Some(last) if !done => after = last,
+            _ => break,
+        }
+    }
+    if pruned > 0 {
+        metrics::counter!("mnemo_search_log_pruned_total").increment(pruned);
+    }
+    Ok(pruned)
+}
+
 /// The indexer task: woken by memory changes (of any replica: the signals are `NOTIFY`s) and
 /// at least every [`INDEX_SWEEP`] after one (once a minute when idle: [`next_sweep`]), it takes
 /// changed memories in once the writes pause or the oldest has waited too long
@@ -438,7 +552,16 @@ pub(crate) async fn keep(engine: Arc<Engine>, replica: Arc<Replica>, mut signals
     // The first batch at once (what changed while this replica was away), then sweeps.
     let mut sweep = Duration::ZERO;
     let mut resume = None;
+    let mut next_prune = tokio::time::Instant::now() + PRUNE_EVERY;
     loop {
+        if tokio::time::Instant::now() >= next_prune {
+            next_prune += PRUNE_EVERY;
+            match prune(&engine, LOG_KEEP).await {
+                Err(_) if engine.is_closed() => return,
+                Err(e) => tracing::warn!(error = %e, "pruning the search log failed; it tries again in an hour"),
+                Ok(pruned) => tracing::debug!(pruned, "search log pruned"),
+            }
+        }
         if !pacer.behind() {
             match next_write(&mut signals, sweep).await {
                 Some(wrote) => {

@@ -3,7 +3,7 @@
 //! once taken in, through its index; a transaction left open elsewhere holds the cursor back
 //! without the same rows being taken in again; an index kept in a folder resumes where it
 //! stopped, and one of another database is built again. A replica takes its own writes in from
-//! the content it wrote, without reading it back.
+//! the content it wrote, without reading it back. The log forgets deleted memories once old.
 //!
 //! Needs `MNEMO_TEST_POSTGRES` (see `mnemo_store_tests::Postgres`).
 
@@ -13,6 +13,9 @@ use mnemo_store::search::{SearchMemories, SearchScope};
 use mnemo_store::{Limits, NewMemoryStore, Operations, Store};
 use mnemo_store_postgres::PostgresStore;
 use mnemo_store_tests::Postgres;
+
+/// The tests here read the cluster's oldest open transaction (each other's, too): one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn replica(schema: &str, dir: Option<&std::path::Path>) -> PostgresStore {
     let mut settings = Postgres::settings(schema, Limits::default());
@@ -43,6 +46,7 @@ fn who() -> Actor {
 
 #[tokio::test]
 async fn every_replica_finds_every_write_through_its_own_index() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let schema = Postgres::fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let a = replica(&schema, None).await;
@@ -91,7 +95,8 @@ async fn every_replica_finds_every_write_through_its_own_index() {
     drop(b);
     let b = replica(&schema, Some(&dir.path().join("index"))).await;
     assert_eq!(found(&b, &ws, &store, "staging-db").await, ["/ops/staging.md"]);
-    assert!(b.catch_up_search_index().await.unwrap() <= 1, "at most the last change again");
+    let again = b.catch_up_search_index().await.unwrap();
+    assert!(again <= 1, "at most the last change again, not {again}");
     assert_eq!(found(&b, &ws, &store, "prod-db").await.len(), 2);
     b.close().await;
     drop(b);
@@ -110,6 +115,7 @@ async fn every_replica_finds_every_write_through_its_own_index() {
 
 #[tokio::test]
 async fn a_replica_takes_its_own_writes_in_without_reading_them_back() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let schema = Postgres::fresh_schema().await;
     let a = replica(&schema, None).await;
     let ws = a.default_workspace().await.unwrap();
@@ -145,6 +151,57 @@ async fn a_replica_takes_its_own_writes_in_without_reading_them_back() {
     client.batch_execute("COMMIT").await.unwrap();
     drop(client);
     let _ = driver.await;
+    a.close().await;
+    b.close().await;
+}
+
+async fn log_rows(schema: &str) -> i64 {
+    let (client, driver) = tokio_postgres::connect(&Postgres::url(), tokio_postgres::NoTls).await.unwrap();
+    let driver = tokio::spawn(driver);
+    let n = client.query_one(&format!("SELECT count(*) FROM {schema}.memory_search_log"), &[]).await.unwrap().get(0);
+    drop(client);
+    let _ = driver.await;
+    n
+}
+
+#[tokio::test]
+async fn the_log_forgets_deleted_memories_once_a_mark_is_old_enough() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let schema = Postgres::fresh_schema().await;
+    let a = replica(&schema, None).await;
+    let ws = a.default_workspace().await.unwrap();
+    let new = NewMemoryStore { name: "notes".into(), description: String::new(), metadata: Default::default() };
+    let store = a.create_memory_store(&ws, new).await.unwrap().id;
+    let path = |p: &str| MemoryPath::parse(p).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let body = format!("note {i} about gamma-host");
+        ids.push(a.create_memory(&ws, &store, path(&format!("/n/{i}.md")), body, who()).await.unwrap().id);
+    }
+    for id in &ids[..3] {
+        a.delete_memory(&ws, &store, id, None, who()).await.unwrap();
+    }
+    assert_eq!(log_rows(&schema).await, 5);
+
+    // The first pass only marks the log; a week is not over, so nothing goes.
+    let week = std::time::Duration::from_secs(7 * 24 * 3600);
+    assert_eq!(a.prune_search_log(week).await.unwrap(), 0);
+    assert_eq!(log_rows(&schema).await, 5);
+    // With no wait asked for, the mark just taken is old enough: the deleted memories' rows go,
+    // the live ones' stay, and a second pass finds nothing more.
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    assert_eq!(a.prune_search_log(std::time::Duration::ZERO).await.unwrap(), 3);
+    assert_eq!(log_rows(&schema).await, 2);
+    assert_eq!(a.prune_search_log(std::time::Duration::ZERO).await.unwrap(), 0);
+
+    // A replica built from the pruned log finds what lives, and nothing deleted.
+    let b = replica(&schema, None).await;
+    b.catch_up_search_index().await.unwrap();
+    assert_eq!(found(&b, &ws, &store, "gamma-host").await, ["/n/3.md", "/n/4.md"]);
+    // A deletion after the mark stays until a later mark is old enough.
+    a.delete_memory(&ws, &store, &ids[3], None, who()).await.unwrap();
+    assert_eq!(a.prune_search_log(std::time::Duration::ZERO).await.unwrap(), 0);
+    assert_eq!(log_rows(&schema).await, 2);
     a.close().await;
     b.close().await;
 }
