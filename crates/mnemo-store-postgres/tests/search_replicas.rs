@@ -40,6 +40,16 @@ async fn found(s: &PostgresStore, ws: &WorkspaceId, store: &MemoryStoreId, q: &s
     paths
 }
 
+/// A fresh database, a replica of it (its index in memory) and a store "notes".
+async fn one_store() -> (String, PostgresStore, WorkspaceId, MemoryStoreId) {
+    let schema = Postgres::fresh_schema().await;
+    let a = replica(&schema, None).await;
+    let ws = a.default_workspace().await.unwrap();
+    let new = NewMemoryStore { name: "notes".into(), description: String::new(), metadata: Default::default() };
+    let store = a.create_memory_store(&ws, new).await.unwrap().id;
+    (schema, a, ws, store)
+}
+
 fn who() -> Actor {
     Actor::UserActor { user_id: "u".into() }
 }
@@ -116,11 +126,7 @@ async fn every_replica_finds_every_write_through_its_own_index() {
 #[tokio::test]
 async fn a_replica_takes_its_own_writes_in_without_reading_them_back() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let schema = Postgres::fresh_schema().await;
-    let a = replica(&schema, None).await;
-    let ws = a.default_workspace().await.unwrap();
-    let new = NewMemoryStore { name: "notes".into(), description: String::new(), metadata: Default::default() };
-    let store = a.create_memory_store(&ws, new).await.unwrap().id;
+    let (schema, a, ws, store) = one_store().await;
 
     // A transaction open from before the write holds A's cursor back, so each of A's batches
     // reads the write's row again.
@@ -167,11 +173,7 @@ async fn log_rows(schema: &str) -> i64 {
 #[tokio::test]
 async fn the_log_forgets_deleted_memories_once_a_mark_is_old_enough() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let schema = Postgres::fresh_schema().await;
-    let a = replica(&schema, None).await;
-    let ws = a.default_workspace().await.unwrap();
-    let new = NewMemoryStore { name: "notes".into(), description: String::new(), metadata: Default::default() };
-    let store = a.create_memory_store(&ws, new).await.unwrap().id;
+    let (schema, a, ws, store) = one_store().await;
     let path = |p: &str| MemoryPath::parse(p).unwrap();
     let mut ids = Vec::new();
     for i in 0..5 {
