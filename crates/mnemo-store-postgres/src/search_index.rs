@@ -119,10 +119,10 @@ struct Held {
 }
 
 impl Held {
-    fn remove(&mut self, version: i64) {
-        if let Some((content, _)) = self.content.remove(&version) {
-            self.bytes -= content.len();
-        }
+    fn remove(&mut self, version: i64) -> Option<Arc<str>> {
+        let (content, _) = self.content.remove(&version)?;
+        self.bytes -= content.len();
+        Some(content)
     }
 
     /// Drops what waited too long, and the oldest while over the byte budget.
@@ -136,7 +136,7 @@ impl Held {
                 break;
             }
             self.order.pop_front();
-            self.remove(version);
+            let _ = self.remove(version);
         }
     }
 }
@@ -154,19 +154,21 @@ impl Written {
         held.trim(now);
     }
 
-    /// Everything held now (the handles, not copies).
-    fn snapshot(&self) -> HashMap<i64, (Arc<str>, String)> {
+    /// Takes out the content held for these versions whose digest is the one given (what the
+    /// database says the version holds: it may not be, for another database's version of the
+    /// same number after `mnemo db copy --replace`).
+    fn take(&self, digests: &HashMap<i64, String>) -> HashMap<i64, Arc<str>> {
         let mut held = self.held.lock().expect("written content lock poisoned");
         held.trim(Instant::now());
-        held.content.clone()
-    }
-
-    /// The indexer took these versions in.
-    fn release(&self, versions: impl IntoIterator<Item = i64>) {
-        let mut held = self.held.lock().expect("written content lock poisoned");
-        for version in versions {
-            held.remove(version);
+        let mut taken = HashMap::new();
+        for (version, digest) in digests {
+            if held.content.get(version).is_some_and(|(_, held)| held == digest)
+                && let Some(content) = held.remove(*version)
+            {
+                taken.insert(*version, content);
+            }
         }
+        taken
     }
 }
 
@@ -241,7 +243,6 @@ impl Replica {
                 _ => ((0, 0), true),
             };
             let from = resume.filter(|_| !fresh).unwrap_or(cursor).max(cursor);
-            let mut held = self.written.snapshot();
             let rows = all(
                 &tx,
                 "SELECT l.memory_seq, (l.xid::text)::int8, m.store_seq, m.path, m.version_seq, m.content_sha256 \
@@ -255,57 +256,43 @@ impl Replica {
                 Some(r) if full => Some((col(r, 1)?, col::<i64>(r, 0)? + 1)),
                 _ => None,
             };
-            // Rows past the cursor already taken in (read again while a transaction elsewhere
-            // holds the cursor back) are left out.
-            let taken = if fresh {
-                HashMap::new()
-            } else {
-                self.progress.lock().expect("search progress lock poisoned").taken.clone()
-            };
-            let (mut changes, mut used, mut missing) = (Vec::new(), Vec::new(), Vec::new());
-            for r in &rows {
-                let (seq, xid): (i64, i64) = (col(r, 0)?, col(r, 1)?);
-                if taken.get(&seq) == Some(&xid) {
-                    continue;
-                }
-                let live = match col::<Option<i64>>(r, 2)? {
-                    Some(store) => {
-                        let version: i64 = col(r, 4)?;
-                        let digest: String = col(r, 5)?;
-                        // What this replica wrote, if the database gives it the same digest
-                        // (it may not: another database's version of the same number, after
-                        // `mnemo db copy --replace`).
-                        let content = match held.remove(&version).filter(|(_, held)| *held == digest) {
-                            Some((content, _)) => {
-                                used.push(version);
-                                Some(content)
-                            }
-                            None => {
-                                missing.push(version);
-                                None
-                            }
-                        };
-                        Some(Live { store, path: col(r, 3)?, version, content })
+            let (mut changes, mut digests) = (Vec::with_capacity(rows.len()), HashMap::new());
+            {
+                // Rows past the cursor already taken in (read again while a transaction
+                // elsewhere holds the cursor back) are left out.
+                let p = self.progress.lock().expect("search progress lock poisoned");
+                for r in &rows {
+                    let (seq, xid): (i64, i64) = (col(r, 0)?, col(r, 1)?);
+                    if !fresh && p.taken.get(&seq) == Some(&xid) {
+                        continue;
                     }
-                    None => None,
-                };
-                changes.push(Change { seq, xid, live });
+                    let live = match col::<Option<i64>>(r, 2)? {
+                        Some(store) => {
+                            let version: i64 = col(r, 4)?;
+                            digests.insert(version, col::<String>(r, 5)?);
+                            Some(Live { store, path: col(r, 3)?, version, content: None })
+                        }
+                        None => None,
+                    };
+                    changes.push(Change { seq, xid, live });
+                }
             }
-            // The content of what other replicas wrote.
+            // What this replica wrote; the content of the rest (other replicas' writes) is read.
+            let mut content = self.written.take(&digests);
+            let missing: Vec<i64> = digests.keys().filter(|v| !content.contains_key(v)).copied().collect();
             if !missing.is_empty() {
-                let mut read: HashMap<i64, Arc<str>> = HashMap::with_capacity(missing.len());
                 for r in all(&tx, "SELECT seq, content FROM memory_versions WHERE seq = ANY($1)", &[&missing]).await? {
                     let bytes: Vec<u8> = col(&r, 1)?;
-                    read.insert(col(&r, 0)?, Arc::from(String::from_utf8_lossy(&bytes)));
-                }
-                for live in changes.iter_mut().filter_map(|c| c.live.as_mut()).filter(|l| l.content.is_none()) {
-                    live.content =
-                        Some(read.remove(&live.version).ok_or_else(|| {
-                            failure(format!("memory version {} has no content to index", live.version))
-                        })?);
+                    content.insert(col(&r, 0)?, Arc::from(String::from_utf8_lossy(&bytes)));
                 }
             }
-            self.written.release(used);
+            for live in changes.iter_mut().filter_map(|c| c.live.as_mut()) {
+                live.content = Some(
+                    content
+                        .remove(&live.version)
+                        .ok_or_else(|| failure(format!("memory version {} has no content to index", live.version)))?,
+                );
+            }
             Ok((xmin, generation, changes, first_unread, (!fresh).then_some(cursor)))
         })?;
         // `fresh_from`: the cursor this batch started from, `None` when it starts over.
@@ -619,31 +606,32 @@ async fn next_write(signals: &mut broadcast::Receiver<Signal>, wait: Duration) -
 mod tests {
     use super::*;
 
+    fn digests(of: &[(i64, &str)]) -> HashMap<i64, String> {
+        of.iter().map(|(v, d)| (*v, (*d).to_owned())).collect()
+    }
+
     #[test]
     fn written_content_is_held_until_taken_in_and_within_its_budget() {
         let written = Written::default();
         written.hold(1, "one", "d1");
         written.hold(2, "two", "d2");
-        let held = written.snapshot();
-        assert_eq!(held.len(), 2);
-        assert_eq!(&*held[&1].0, "one");
-
-        written.release([1, 7]);
-        assert_eq!(written.snapshot().keys().copied().collect::<Vec<_>>(), [2]);
+        // Taken only with the digest the database gives, and only once.
+        assert!(written.take(&digests(&[(1, "other")])).is_empty());
+        let taken = written.take(&digests(&[(1, "d1"), (7, "d7")]));
+        assert_eq!(taken.len(), 1);
+        assert_eq!(&*taken[&1], "one");
+        assert!(written.take(&digests(&[(1, "d1")])).is_empty());
         assert_eq!(written.held.lock().unwrap().bytes, 3);
 
         // Over the byte budget the oldest leave first.
         let big = "x".repeat(WRITTEN_BYTES / 2);
         written.hold(3, &big, "d3");
         written.hold(4, &big, "d4");
-        let held = written.snapshot();
-        let mut versions: Vec<i64> = held.keys().copied().collect();
+        assert_eq!(written.held.lock().unwrap().bytes, WRITTEN_BYTES);
+        let taken = written.take(&digests(&[(2, "d2"), (3, "d3"), (4, "d4")]));
+        let mut versions: Vec<i64> = taken.keys().copied().collect();
         versions.sort();
         assert_eq!(versions, [3, 4]);
-        assert_eq!(written.held.lock().unwrap().bytes, WRITTEN_BYTES);
-
-        written.release([3, 4]);
-        assert!(written.snapshot().is_empty());
         assert_eq!(written.held.lock().unwrap().bytes, 0);
     }
 
