@@ -300,8 +300,8 @@ pub(crate) use mnemo_store::row::{actor_columns, actor_from_columns, parse_id, r
 
 impl PostgresStore {
     /// Prunes the search log now, as each replica's indexer does once an hour with `keep` a
-    /// week (migration 0018): the rows of memories deleted before the newest mark older than
-    /// `keep` go; how many.
+    /// week (migrations 0018 and 0019): every row a newer one supersedes goes, and so do the
+    /// rows of memories deleted before the newest mark older than `keep`; how many.
     pub async fn prune_search_log(&self, keep: std::time::Duration) -> Result<u64> {
         search_index::prune(&self.engine, keep).await
     }

@@ -362,11 +362,12 @@ pub(crate) async fn search(
     // Past the cursor, and not taken in.
     let past = "(l.xid, l.memory_seq) >= ($XID::text::xid8, $SEQ) AND NOT EXISTS (SELECT 1 FROM \
                 unnest($TSEQ::int8[], $TXID::int8[]) t(seq, xid) WHERE t.seq = l.memory_seq AND t.xid = (l.xid::text)::int8)";
+    // (A memory may have several rows past the cursor.)
     let waiting = format!(
-        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memory_search_log l \
-         JOIN memories m ON m.seq = l.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
-         JOIN memory_stores st ON st.seq = m.store_seq \
-         WHERE {} AND m.store_seq = ANY($1){likes} ORDER BY m.seq LIMIT $2 OFFSET $3",
+        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
+         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE m.seq IN (SELECT l.memory_seq FROM memory_search_log l WHERE {}) \
+         AND m.store_seq = ANY($1){likes} ORDER BY m.seq LIMIT $2 OFFSET $3",
         past.replace("$XID", &format!("${}", 4 + excluded.len()))
             .replace("$SEQ", &format!("${}", 5 + excluded.len()))
             .replace("$TSEQ", &format!("${}", 6 + excluded.len()))
@@ -376,7 +377,7 @@ pub(crate) async fn search(
     let hit_rows = format!(
         "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
          JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
-         WHERE m.seq = ANY($1) AND NOT EXISTS (SELECT 1 FROM memory_search_log l WHERE l.memory_seq = m.seq AND {})",
+         WHERE m.seq = ANY($1) AND m.seq NOT IN (SELECT l.memory_seq FROM memory_search_log l WHERE {})",
         past.replace("$XID", "$2").replace("$SEQ", "$3").replace("$TSEQ", "$4").replace("$TXID", "$5")
     );
     while let Some(batch) = scan.next_batch() {

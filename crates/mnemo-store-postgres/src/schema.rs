@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0016_search_index_behind_writes.sql"),
     include_str!("../migrations/0017_search_index_per_replica.sql"),
     include_str!("../migrations/0018_search_log_marks.sql"),
+    include_str!("../migrations/0019_search_log_appended.sql"),
 ];
 
 /// The newest schema version this build knows.

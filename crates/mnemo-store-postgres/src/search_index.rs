@@ -1,14 +1,15 @@
 //! This replica's search index, following the database's log of changed memories
 //! ([`mnemo_store::search`]).
 //!
-//! A write to `memories` upserts its memory's row in `memory_search_log`, naming the
-//! transaction (`xid8`) that last changed it. Each replica keeps its own [`mnemo_search`] index
+//! A write to `memories` appends a row to `memory_search_log` naming the memory, the
+//! transaction (`xid8`) and the version it wrote (none for a deletion); [`prune`] removes the
+//! rows a newer one supersedes. Each replica keeps its own [`mnemo_search`] index
 //! (in a folder of its own, or in memory) and a **cursor**, a point in the log ordered by
 //! (`xid`, `memory_seq`): every row before it is in the index. A batch reads the rows from the
 //! cursor on in one snapshot and takes them in; the cursor then moves past the rows of
 //! transactions that had ended before that snapshot began (their `xid` below its `xmin`: no
 //! row of theirs can still appear), never past a transaction that might still commit. Rows past
-//! the cursor that were already taken in are remembered with their `xid`, so a batch does not
+//! the cursor that were already taken in are remembered (memory and `xid`), so a batch does not
 //! take them in again while a long transaction elsewhere holds `xmin` back.
 //!
 //! A search reads the rows past the cursor first (all but those already taken in), on their
@@ -19,7 +20,7 @@
 //! A replica's own writes leave their content with its indexer ([`Written`]), so a batch reads
 //! back from the database only what other replicas wrote (or what waited too long).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,8 +57,8 @@ struct Progress {
     /// searches then read the whole log as waiting).
     generation: Option<String>,
     cursor: Cursor,
-    /// Rows at or past the cursor already taken in, with the `xid` they were taken in at.
-    taken: HashMap<i64, i64>,
+    /// Rows at or past the cursor already taken in: (`memory_seq`, `xid`).
+    taken: HashSet<(i64, i64)>,
     /// What the index's last commit said (generation, cursor), until a batch checks it.
     saved: Option<(String, Cursor)>,
 }
@@ -71,10 +72,11 @@ pub(crate) struct Taken {
     pub(crate) more: Option<Cursor>,
 }
 
-/// A row of the log as a batch reads it: the memory and, while it lives, what the index holds.
+/// A memory as a batch reads it from its rows in the log: the transactions they name and,
+/// while it lives, what the index holds.
 struct Change {
     seq: i64,
-    xid: i64,
+    xids: Vec<i64>,
     live: Option<Live>,
 }
 
@@ -211,7 +213,7 @@ impl Replica {
     /// along.
     pub(crate) fn position(&self) -> (Cursor, Vec<i64>, Vec<i64>) {
         let p = self.progress.lock().expect("search progress lock poisoned");
-        let (seqs, xids) = p.taken.iter().map(|(seq, xid)| (*seq, *xid)).unzip();
+        let (seqs, xids) = p.taken.iter().copied().unzip();
         (p.cursor, seqs, xids)
     }
 
@@ -256,16 +258,24 @@ impl Replica {
                 Some(r) if full => Some((col(r, 1)?, col::<i64>(r, 0)? + 1)),
                 _ => None,
             };
-            let (mut changes, mut digests) = (Vec::with_capacity(rows.len()), HashMap::new());
+            let (mut changes, mut digests) = (Vec::<Change>::with_capacity(rows.len()), HashMap::new());
             {
                 // Rows past the cursor already taken in (read again while a transaction
-                // elsewhere holds the cursor back) are left out.
+                // elsewhere holds the cursor back) are left out; a memory of several rows is
+                // taken in once (each row joins it as it is now).
                 let p = self.progress.lock().expect("search progress lock poisoned");
+                let mut at = HashMap::new();
                 for r in &rows {
                     let (seq, xid): (i64, i64) = (col(r, 0)?, col(r, 1)?);
-                    if !fresh && p.taken.get(&seq) == Some(&xid) {
+                    if !fresh && p.taken.contains(&(seq, xid)) {
                         continue;
                     }
+                    if let Some(&i) = at.get(&seq) {
+                        let change: &mut Change = &mut changes[i];
+                        change.xids.push(xid);
+                        continue;
+                    }
+                    at.insert(seq, changes.len());
                     let live = match col::<Option<i64>>(r, 2)? {
                         Some(store) => {
                             let version: i64 = col(r, 4)?;
@@ -274,7 +284,7 @@ impl Replica {
                         }
                         None => None,
                     };
-                    changes.push(Change { seq, xid, live });
+                    changes.push(Change { seq, xids: vec![xid], live });
                 }
             }
             // What this replica wrote; the content of the rest (other replicas' writes) is read.
@@ -332,7 +342,12 @@ impl Replica {
                     if !removed.is_empty() {
                         index.write(&removed, &memories, &payload)?;
                     }
-                    Ok::<_, mnemo_search::IndexError>(changes.into_iter().map(|c| (c.seq, c.xid)).collect::<Vec<_>>())
+                    Ok::<_, mnemo_search::IndexError>(
+                        changes
+                            .into_iter()
+                            .flat_map(|c| c.xids.into_iter().map(move |xid| (c.seq, xid)))
+                            .collect::<Vec<_>>(),
+                    )
                 })
                 .await?
                 .map_err(broken)?;
@@ -346,7 +361,7 @@ impl Replica {
             p.saved = None;
             p.cursor = next;
             p.taken.extend(written);
-            p.taken.retain(|seq, xid| (*xid, *seq) >= next);
+            p.taken.retain(|&(seq, xid)| (xid, seq) >= next);
         }
         if indexed > 0 {
             metrics::counter!("mnemo_search_indexed_total").increment(indexed as u64);
@@ -420,12 +435,18 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Log rows looked at per pruning transaction (each short: the log's writers never wait long).
 const PRUNE_BATCH: i64 = 1000;
 
-/// Prunes the search log (migration 0018): notes a mark (the first transaction not yet started,
-/// and when; at most one per [`PRUNE_EVERY`]), then removes the rows of deleted memories whose
-/// transaction is below the newest mark older than `keep`, looking only above the last mark
-/// pruned below (a row below it was looked at then, and a row changes only by getting a newer
-/// `xid`). In transactions of [`PRUNE_BATCH`] rows, one replica at a time (the others skip);
-/// how many rows went.
+/// Prunes the search log (migrations 0018 and 0019): notes a mark (the first transaction not
+/// yet started, and when; at most one per [`PRUNE_EVERY`]), then walks the whole log and
+/// removes every row a newer one supersedes — its memory holds another version now, or is gone
+/// and the row names a version (the deletion's own row says more) — and the rows of deleted
+/// memories whose transaction is below the newest mark older than `keep`. The walk is whole
+/// because a row current when one pass saw it is superseded by any later write. In
+/// transactions of [`PRUNE_BATCH`] rows, one replica at a time (the others skip); how many rows
+/// went.
+///
+/// Removing a superseded row never hides a change from a replica: the row superseding it
+/// belongs to a transaction that changed the same memory and committed later (each write locks
+/// the memory's row), so a replica not yet past it takes the memory in again as it is then.
 pub(crate) async fn prune(engine: &Engine, keep: Duration) -> Result<u64, StoreError> {
     let mut client = engine.client().await?;
     let lock = "hashtext('mnemo search log ' || current_setting('search_path'))";
@@ -446,7 +467,8 @@ pub(crate) async fn prune(engine: &Engine, keep: Duration) -> Result<u64, StoreE
 
 async fn prune_held(client: &mut deadpool_postgres::Object, keep: Duration) -> Result<u64, StoreError> {
     let (every, keep) = (PRUNE_EVERY.as_secs_f64(), keep.as_secs_f64());
-    let span = {
+    // Below it a deleted memory's rows go (none yet: 0).
+    let old_enough: i64 = {
         let tx = crate::engine::begin_write(client).await?;
         let out = async {
             exec(
@@ -457,68 +479,57 @@ async fn prune_held(client: &mut deadpool_postgres::Object, keep: Duration) -> R
                 &[&every],
             )
             .await?;
-            let from = opt(
-                &tx,
-                "SELECT (xid::text)::int8 FROM memory_search_log_marks WHERE done ORDER BY at DESC LIMIT 1",
-                &[],
-            )
-            .await?;
             let to = opt(
                 &tx,
                 "SELECT (xid::text)::int8 FROM memory_search_log_marks \
-                 WHERE NOT done AND at < now() - make_interval(secs => $1) ORDER BY at DESC LIMIT 1",
+                 WHERE at < now() - make_interval(secs => $1) ORDER BY at DESC LIMIT 1",
                 &[&keep],
             )
             .await?;
-            let from: i64 = from.map(|r| col(&r, 0)).transpose()?.unwrap_or(0);
-            Ok(to.map(|r| col::<i64>(&r, 0)).transpose()?.map(|to| (from, to)))
+            // The marks older than that one will never be needed again.
+            exec(
+                &tx,
+                "DELETE FROM memory_search_log_marks WHERE at < \
+                 (SELECT max(at) FROM memory_search_log_marks WHERE at < now() - make_interval(secs => $1))",
+                &[&keep],
+            )
+            .await?;
+            Ok(to.map(|r| col::<i64>(&r, 0)).transpose()?.unwrap_or(0))
         }
         .await;
         crate::engine::finish(tx, out).await?
     };
-    let Some((from, to)) = span else { return Ok(0) };
-    let (mut after, mut pruned) = ((from, -1_i64), 0_u64);
+    let (mut after, mut pruned) = ((0_i64, -1_i64), 0_u64);
     loop {
         let tx = crate::engine::begin_write(client).await?;
         let out = async {
             let row = one(
                 &tx,
-                "WITH looked AS (SELECT l.memory_seq, l.xid FROM memory_search_log l \
-                   WHERE (l.xid, l.memory_seq) > ($1::text::xid8, $2) AND l.xid < $3::text::xid8 \
-                   ORDER BY l.xid, l.memory_seq LIMIT $4), \
-                 gone AS (DELETE FROM memory_search_log l USING looked k \
-                   WHERE l.memory_seq = k.memory_seq AND l.xid = k.xid \
-                   AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.seq = k.memory_seq) RETURNING 1), \
+                "WITH looked AS (SELECT l.memory_seq, l.xid, l.version_seq FROM memory_search_log l \
+                   WHERE (l.xid, l.memory_seq) > ($1::text::xid8, $2) ORDER BY l.xid, l.memory_seq LIMIT $3), \
+                 gone AS (DELETE FROM memory_search_log l USING looked k LEFT JOIN memories m ON m.seq = k.memory_seq \
+                   WHERE l.xid = k.xid AND l.memory_seq = k.memory_seq \
+                   AND l.version_seq IS NOT DISTINCT FROM k.version_seq AND CASE WHEN m.seq IS NOT NULL THEN m.version_seq IS DISTINCT FROM k.version_seq \
+                     ELSE k.version_seq IS NOT NULL OR k.xid < $4::text::xid8 END RETURNING 1), \
                  last AS (SELECT (xid::text)::int8 AS xid, memory_seq FROM looked ORDER BY xid DESC, memory_seq DESC LIMIT 1) \
                  SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM looked), \
                    (SELECT xid FROM last), (SELECT memory_seq FROM last)",
-                &[&after.0.to_string(), &after.1, &to.to_string(), &PRUNE_BATCH],
+                &[&after.0.to_string(), &after.1, &PRUNE_BATCH, &old_enough.to_string()],
             )
             .await?;
             let (gone, looked): (i64, i64) = (col(&row, 0)?, col(&row, 1)?);
             let last: Option<(i64, i64)> = match (col::<Option<i64>>(&row, 2)?, col::<Option<i64>>(&row, 3)?) {
-                (Some(xid), Some(seq)) => Some((xid, seq)),
+                (Some(xid), Some(seq)) if looked == PRUNE_BATCH => Some((xid, seq)),
                 _ => None,
             };
-            if looked < PRUNE_BATCH {
-                // The whole span is done: the next pass starts at this mark.
-                exec(&tx, "UPDATE memory_search_log_marks SET done = true WHERE xid = $1::text::xid8", &[&to.to_string()])
-                    .await?;
-                exec(
-                    &tx,
-                    "DELETE FROM memory_search_log_marks WHERE at < (SELECT max(at) FROM memory_search_log_marks WHERE done)",
-                    &[],
-                )
-                .await?;
-            }
-            Ok((gone.unsigned_abs(), looked < PRUNE_BATCH, last))
+            Ok((gone.unsigned_abs(), last))
         }
         .await;
-        let (gone, done, last) = crate::engine::finish(tx, out).await?;
+        let (gone, last) = crate::engine::finish(tx, out).await?;
         pruned += gone;
         match last {
-            Some(last) if !done => after = last,
-            _ => break,
+            Some(last) => after = last,
+            None => break,
         }
     }
     if pruned > 0 {

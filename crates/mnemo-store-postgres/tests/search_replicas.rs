@@ -183,11 +183,12 @@ async fn the_log_forgets_deleted_memories_once_a_mark_is_old_enough() {
     for id in &ids[..3] {
         a.delete_memory(&ws, &store, id, None, who()).await.unwrap();
     }
-    assert_eq!(log_rows(&schema).await, 5);
+    assert_eq!(log_rows(&schema).await, 8);
 
-    // The first pass only marks the log; a week is not over, so nothing goes.
+    // The first pass marks the log; a week is not over, so only the rows each deletion's own
+    // row supersedes go.
     let week = std::time::Duration::from_secs(7 * 24 * 3600);
-    assert_eq!(a.prune_search_log(week).await.unwrap(), 0);
+    assert_eq!(a.prune_search_log(week).await.unwrap(), 3);
     assert_eq!(log_rows(&schema).await, 5);
     // With no wait asked for, the mark just taken is old enough: the deleted memories' rows go,
     // the live ones' stay, and a second pass finds nothing more.
@@ -202,8 +203,41 @@ async fn the_log_forgets_deleted_memories_once_a_mark_is_old_enough() {
     assert_eq!(found(&b, &ws, &store, "gamma-host").await, ["/n/3.md", "/n/4.md"]);
     // A deletion after the mark stays until a later mark is old enough.
     a.delete_memory(&ws, &store, &ids[3], None, who()).await.unwrap();
-    assert_eq!(a.prune_search_log(std::time::Duration::ZERO).await.unwrap(), 0);
+    assert_eq!(a.prune_search_log(std::time::Duration::ZERO).await.unwrap(), 1);
     assert_eq!(log_rows(&schema).await, 2);
     a.close().await;
     b.close().await;
+}
+
+#[tokio::test]
+async fn the_log_keeps_each_memorys_newest_row_and_no_replica_misses_a_change() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (schema, a, ws, store) = one_store().await;
+    let path = MemoryPath::parse("/n/host.md").unwrap();
+    let id = a.create_memory(&ws, &store, path, "the host is alpha-one".into(), who()).await.unwrap().id;
+    // B takes the first version in, then stays behind while the memory is rewritten.
+    let b = replica(&schema, None).await;
+    b.catch_up_search_index().await.unwrap();
+    for name in ["beta-two", "gamma-three", "delta-four"] {
+        let content = format!("the host is {name}");
+        let change = mnemo_store::MemoryChange { content: Some(content), path: None, expected_sha256: None };
+        a.update_memory(&ws, &store, &id, change, who()).await.unwrap();
+    }
+    assert_eq!(log_rows(&schema).await, 4, "a row per write");
+    let week = std::time::Duration::from_secs(7 * 24 * 3600);
+    assert_eq!(a.prune_search_log(week).await.unwrap(), 3, "the rows the newest supersedes go");
+    assert_eq!(log_rows(&schema).await, 1);
+    assert_eq!(a.prune_search_log(week).await.unwrap(), 0);
+
+    // B, behind all four, and C, built from the pruned log, find only what the memory says now.
+    let c = replica(&schema, None).await;
+    for s in [&b, &c] {
+        s.catch_up_search_index().await.unwrap();
+        assert_eq!(found(s, &ws, &store, "delta-four").await, ["/n/host.md"]);
+        assert!(found(s, &ws, &store, "alpha-one").await.is_empty());
+        assert!(found(s, &ws, &store, "gamma-three").await.is_empty());
+    }
+    a.close().await;
+    b.close().await;
+    c.close().await;
 }
