@@ -5,6 +5,7 @@
 //! Run with `cargo bench -p mnemo --bench search`. Knobs: `MNEMO_BENCH_SIZES` (comma-separated
 //! store sizes, default `10000,100000`), `MNEMO_BENCH_QUERIES` (runs per query class, default 50),
 //! `MNEMO_BENCH_WRITES` (4 KB creates per write-path measurement, default 2000),
+//! `MNEMO_BENCH_ROUNDS` (write-path rounds of each kind, default 3),
 //! `MNEMO_BENCH_VOCABULARY` (`narrow`, the default, or `wide`: see `Words`),
 //! `MNEMO_BENCH_SHOW` (set: each search's time on stderr),
 //! `MNEMO_BENCH_DIR` (where the SQLite files and the grep tree go, default the temp dir; all
@@ -317,11 +318,14 @@ async fn run() {
     let words = Words::new();
 
     // The write path, index vs none; alternating rounds, best of three (none with 0 writes).
-    // (SQLite, PostgreSQL): best acknowledged rate, and its rate until indexed.
+    // (SQLite, PostgreSQL): best acknowledged rate, and its rate until indexed; and every
+    // round's acknowledged rate, for the spread.
     let mut with = ((0.0f64, 0.0f64), (0.0f64, 0.0f64));
     let mut without = (0.0f64, 0.0f64);
-    for round in 0..(if writes == 0 { 0 } else { 3 }) {
-        for indexed in [true, false] {
+    let mut rounds: [[Vec<f64>; 2]; 2] = Default::default();
+    for round in 0..(if writes == 0 { 0 } else { env_usize("MNEMO_BENCH_ROUNDS", 3) }) {
+        // Which goes first alternates: a round that follows a setup or another round pays for it.
+        for indexed in if round % 2 == 0 { [true, false] } else { [false, true] } {
             let path = dir.path().join(format!("writes-{round}-{indexed}.sqlite"));
             let s = SqliteStore::open(&sqlite_settings(&path, Durability::Full)).unwrap();
             s.close_blocking();
@@ -331,6 +335,7 @@ async fn run() {
             let s = SqliteStore::open(&sqlite_settings(&path, Durability::Full)).unwrap();
             let rate = write_rate(Arc::new(s.clone()), writes, &words, round * 10_000).await;
             s.close_blocking();
+            rounds[0][usize::from(!indexed)].push(rate.0);
             if indexed {
                 with.0 = best_of(with.0, rate);
             } else {
@@ -347,6 +352,7 @@ async fn run() {
                 pg_schema::exec(url, "CHECKPOINT").await;
                 let rate = write_rate(s.clone(), writes, &words, round * 10_000).await;
                 s.close().await;
+                rounds[1][usize::from(!indexed)].push(rate.0);
                 pg_schema::exec(url, &format!("DROP SCHEMA {name} CASCADE")).await;
                 if indexed {
                     with.1 = best_of(with.1, rate);
@@ -367,6 +373,29 @@ async fn run() {
         row("SQLite (`synchronous=FULL`)", with.0, without.0);
         if pg.is_some() {
             row("PostgreSQL", with.1, without.1);
+        }
+        println!();
+        // Each round, and how far "without" moves between its own rounds (what an A/A
+        // comparison of one build with itself would show: the measurement's noise).
+        for (name, [with, without]) in ["SQLite", "PostgreSQL"].iter().zip(&rounds) {
+            if without.is_empty() {
+                continue;
+            }
+            let list = |v: &[f64]| v.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(" / ");
+            let (lo, hi) = without.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+            let median = |v: &[f64]| {
+                let mut v = v.to_vec();
+                v.sort_by(f64::total_cmp);
+                (v[(v.len() - 1) / 2] + v[v.len() / 2]) / 2.0
+            };
+            println!(
+                "{name}, each round (acknowledged/s): with the index {}; without {}; median with / median without {:.2}; \
+                 without's slowest / fastest round {:.2}",
+                list(with),
+                list(without),
+                median(with) / median(without),
+                lo / hi
+            );
         }
         println!();
     }
