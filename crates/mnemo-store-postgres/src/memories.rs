@@ -362,12 +362,14 @@ pub(crate) async fn search(
     // Past the cursor, and not taken in.
     let past = "(l.xid, l.memory_seq) >= ($XID::text::xid8, $SEQ) AND NOT EXISTS (SELECT 1 FROM \
                 unnest($TSEQ::int8[], $TXID::int8[]) t(seq, xid) WHERE t.seq = l.memory_seq AND t.xid = (l.xid::text)::int8)";
-    // (A memory may have several rows past the cursor.)
+    // Driven from the few rows past the cursor (a memory may have several: `DISTINCT`, which
+    // also keeps the planner from turning this into a walk of every memory of the stores).
     let waiting = format!(
-        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM memories m \
-         JOIN memory_versions v ON v.seq = m.version_seq JOIN memory_stores st ON st.seq = m.store_seq \
-         WHERE m.seq IN (SELECT l.memory_seq FROM memory_search_log l WHERE {}) \
-         AND m.store_seq = ANY($1){likes} ORDER BY m.seq LIMIT $2 OFFSET $3",
+        "SELECT {COLUMNS}, v.content, 0::float8, st.id FROM \
+         (SELECT DISTINCT l.memory_seq FROM memory_search_log l WHERE {}) w \
+         JOIN memories m ON m.seq = w.memory_seq JOIN memory_versions v ON v.seq = m.version_seq \
+         JOIN memory_stores st ON st.seq = m.store_seq \
+         WHERE m.store_seq = ANY($1){likes} ORDER BY m.seq LIMIT $2 OFFSET $3",
         past.replace("$XID", &format!("${}", 4 + excluded.len()))
             .replace("$SEQ", &format!("${}", 5 + excluded.len()))
             .replace("$TSEQ", &format!("${}", 6 + excluded.len()))
