@@ -264,15 +264,14 @@ impl Replica {
                 // elsewhere holds the cursor back) are left out; a memory of several rows is
                 // taken in once (each row joins it as it is now).
                 let p = self.progress.lock().expect("search progress lock poisoned");
-                let mut at = HashMap::new();
+                let mut at: HashMap<i64, usize> = HashMap::new();
                 for r in &rows {
                     let (seq, xid): (i64, i64) = (col(r, 0)?, col(r, 1)?);
                     if !fresh && p.taken.contains(&(seq, xid)) {
                         continue;
                     }
                     if let Some(&i) = at.get(&seq) {
-                        let change: &mut Change = &mut changes[i];
-                        change.xids.push(xid);
+                        changes[i].xids.push(xid);
                         continue;
                     }
                     at.insert(seq, changes.len());
