@@ -11,8 +11,8 @@ Measured in turn, the idle server's own CPU subtracted each time:
 
 1. **`--mounts` live mounts, one store each** (`mnemo mount --interval 3600`: an open change
    feed each, with the keep-alive interval the mount asks for): server CPU per idle mount per minute, server memory
-   per mount (its RSS growth over the idle server's, divided by the mounts), each mount
-   process's RSS.
+   per mount (its RSS growth over the idle server's, divided by the mounts; and of its anonymous
+   part, which leaves out the database pages SQLite's readers map), each mount process's RSS.
 2. **`--mounts` live mounts of one store**: the same at rest, then `--writes` API writes (one at
    a time, 1 s apart), each timed from the write's answer until every mount's folder holds the
    new bytes (learnt from inotify, then read; a sweep each second as a safety net): the p50/p99 over every (write, mount) arrival,
@@ -46,7 +46,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -62,19 +62,30 @@ def vs_sdk(per_min: float) -> str:
     return f"{SDK_MS_PER_STORE_MINUTE / per_min:.0f}×" if per_min > 0 else "(below the clock's resolution)"
 
 
-def rss_kib(pid: int) -> int:
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
     with open(f"/proc/{pid}/status", encoding="utf-8") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     return 0
 
 
-def settle_then_measure(pid: int, seconds: float) -> Tuple[float, int]:
-    """Server CPU seconds over the next `seconds`, and its RSS at the end (KiB)."""
+class Memory(NamedTuple):
+    """A process's resident memory (KiB): all of it, and its anonymous part — the server's own
+    memory, without the pages of the database file its SQLite readers map (the kernel's page
+    cache, counted once per connection that maps them)."""
+    rss: int
+    anon: int
+
+    def per(self, base: "Memory", n: int) -> str:
+        return f"{(self.rss - base.rss) / n:.1f} KiB (anonymous {(self.anon - base.anon) / n:.1f})"
+
+
+def settle_then_measure(pid: int, seconds: float) -> Tuple[float, Memory]:
+    """Server CPU seconds over the next `seconds`, and its memory at the end."""
     before = server_cpu_s(pid)
     time.sleep(seconds)
-    return server_cpu_s(pid) - before, rss_kib(pid)
+    return server_cpu_s(pid) - before, Memory(rss_kib(pid), rss_kib(pid, "RssAnon"))
 
 
 def percentile(values: List[float], p: float) -> float:
@@ -247,7 +258,7 @@ async def open_feed(host: str, port: int, key: str, store: str) -> Tuple[asyncio
 
 
 async def simulated(url: str, key: str, api: Api, stores: List[str], one: str, memory: str, pid: int,
-                    window: float, writes: int, base_cpu: float, base_rss: int) -> Dict[str, float]:
+                    window: float, writes: int, base_cpu: float, base_rss: Memory) -> Dict[str, Any]:
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     out: Dict[str, float] = {}
     # At rest: one feed per store.
@@ -259,7 +270,7 @@ async def simulated(url: str, key: str, api: Api, stores: List[str], one: str, m
     cpu, rss = await asyncio.to_thread(settle_then_measure, pid, window)
     n = len(feeds)
     out["rest_cpu_ms_per_min"] = (cpu - base_cpu) * 1000 / n * 60 / window
-    out["rest_kib_per_sub"] = (rss - base_rss) / n
+    out["rest_memory_per_sub"] = rss.per(base_rss, n)
     for t in drains:
         t.cancel()
     for _, w in feeds:
@@ -351,7 +362,7 @@ def main() -> None:
             cpu, rss = settle_then_measure(pid, args.window)
             per_min = (cpu - base_cpu) * 1000 / args.mounts * 60 / args.window
             rows.append(f"| {args.mounts} live mounts, one store each, at rest | {per_min:.3f} ms | "
-                        f"{(rss - base_rss) / args.mounts:.1f} KiB | {mount_rss_mib(procs):.1f} MiB | "
+                        f"{rss.per(base_rss, args.mounts)} | {mount_rss_mib(procs):.1f} MiB | "
                         f"{vs_sdk(per_min)} | – | – |")
             log(rows[-1])
             stop_all(procs)
@@ -366,7 +377,7 @@ def main() -> None:
             folders = [work / "one" / str(i) for i in range(args.mounts)]
             lat = write_reaches_folders(api, one, shared, folders, args.writes, pid, [p.pid for p in procs])
             rows.append(f"| {args.mounts} live mounts of one store | {per_min:.3f} ms | "
-                        f"{(rss - base_rss) / args.mounts:.1f} KiB | {mount_rss_mib(procs):.1f} MiB | "
+                        f"{rss.per(base_rss, args.mounts)} | {mount_rss_mib(procs):.1f} MiB | "
                         f"{vs_sdk(per_min)} | {lat['p50'] * 1000:.0f} / {lat['p99'] * 1000:.0f} ms | "
                         f"{lat['last_p50'] * 1000:.0f} / {lat['last_max'] * 1000:.0f} ms |")
             log(rows[-1])
@@ -379,7 +390,7 @@ def main() -> None:
             sim = asyncio.run(simulated(server.base_url, key, api, stores[:args.subscribers], one, shared, pid,
                                         args.window, args.writes, base_cpu, base_rss))
             rows.append(f"| {args.subscribers} simulated subscribers (no folders) | {sim['rest_cpu_ms_per_min']:.3f} ms | "
-                        f"{sim['rest_kib_per_sub']:.1f} KiB | – | {vs_sdk(sim['rest_cpu_ms_per_min'])} | "
+                        f"{sim['rest_memory_per_sub']} | – | {vs_sdk(sim['rest_cpu_ms_per_min'])} | "
                         f"{sim['p50'] * 1000:.0f} / {sim['p99'] * 1000:.0f} ms | "
                         f"{sim['last_p50'] * 1000:.0f} / {sim['last_max'] * 1000:.0f} ms |")
             log(rows[-1])
@@ -389,7 +400,8 @@ def main() -> None:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(header)
-    print(f"source {git_revision(REPO)}; idle server: {base_cpu * 1000 / args.window:.3f} ms CPU per second, RSS {base_rss / 1024:.1f} MiB")
+    print(f"source {git_revision(REPO)}; idle server: {base_cpu * 1000 / args.window:.3f} ms CPU per second, RSS {base_rss.rss / 1024:.1f} MiB "
+          f"(anonymous {base_rss.anon / 1024:.1f})")
     print("| subscribers | server CPU per idle subscriber per minute | server memory per subscriber | "
           "each mount's RSS | idle subscribers per core vs the SDK's interval sync | one write → each subscriber p50 / p99 | "
           "→ all of them p50 / max |")

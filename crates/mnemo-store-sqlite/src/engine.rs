@@ -25,6 +25,26 @@ use tokio::sync::oneshot;
 
 use crate::Durability;
 
+/// How the engine opens its connections ([`crate::SqliteSettings`] without the path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tuning {
+    pub(crate) durability: Durability,
+    /// SQLite's soft heap limit for the whole process, in bytes.
+    pub(crate) memory_limit: i64,
+    /// Each read connection's `mmap_size`, in bytes ([`crate::DEFAULT_READER_MAP`]).
+    pub(crate) reader_map: i64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            durability: Durability::default(),
+            memory_limit: crate::DEFAULT_MEMORY_LIMIT,
+            reader_map: crate::DEFAULT_READER_MAP,
+        }
+    }
+}
+
 /// The most writes committed together.
 const MAX_BATCH: usize = 256;
 /// Read connections: at most this many reads run at once (the rest wait for one to finish,
@@ -138,6 +158,8 @@ pub(crate) fn failure(message: impl Into<String>) -> StoreError {
 #[derive(Debug)]
 pub(crate) struct Engine {
     path: PathBuf,
+    /// Each read connection's mapping of the file, in bytes.
+    reader_map: i64,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     readers: Mutex<Vec<Connection>>,
     /// One permit per read connection ([`MAX_READERS`]).
@@ -147,7 +169,9 @@ pub(crate) struct Engine {
     pub(crate) index: Mutex<Option<crate::search_index::Indexer>>,
 }
 
-fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, StoreError> {
+/// Opens a connection: the writer (`write`, with `durability`), or a reader mapping `map` bytes
+/// of the file (`PRAGMA mmap_size`).
+fn open(path: &Path, write: bool, durability: Durability, map: i64) -> Result<Connection, StoreError> {
     let flags = if write {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
     } else {
@@ -162,7 +186,7 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
     };
     conn.execute_batch(&format!(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
-         PRAGMA cache_size = -16000;"
+         PRAGMA cache_size = -16000; PRAGMA mmap_size = {map};"
     ))
     .map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(64);
@@ -170,8 +194,9 @@ fn open(path: &Path, write: bool, durability: Durability) -> Result<Connection, 
 }
 
 impl Engine {
-    pub(crate) fn start(path: &Path, durability: Durability, memory_limit: i64) -> Result<Arc<Self>, StoreError> {
-        let conn = open(path, true, durability)?;
+    pub(crate) fn start(path: &Path, tuning: Tuning) -> Result<Arc<Self>, StoreError> {
+        let Tuning { durability, memory_limit, reader_map } = tuning;
+        let conn = open(path, true, durability, 0)?;
         let _limit: i64 =
             conn.query_row(&format!("PRAGMA soft_heap_limit = {memory_limit}"), [], |r| r.get(0)).map_err(backend)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
@@ -186,6 +211,7 @@ impl Engine {
             .map_err(backend)?;
         let engine = Arc::new(Self {
             path: path.to_owned(),
+            reader_map,
             jobs: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
             read_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
@@ -311,7 +337,7 @@ impl Engine {
             let _slot = slot;
             let conn = match this.readers.lock().expect("reader pool lock poisoned").pop() {
                 Some(c) => c,
-                None => open(&this.path, false, Durability::Normal)?,
+                None => open(&this.path, false, Durability::Normal, this.reader_map)?,
             };
             // Reads run in one transaction so a multi-statement read sees one snapshot.
             conn.execute_batch("BEGIN").map_err(backend)?;
@@ -530,11 +556,51 @@ pub(crate) fn query_all<T>(
 mod tests {
     use super::*;
 
+    fn normal() -> Tuning {
+        Tuning { durability: Durability::Normal, ..Tuning::default() }
+    }
+
+    /// Whether this process maps `path` (Linux's `/proc/self/maps`).
+    fn mapped(path: &Path) -> bool {
+        let path = path.canonicalize().unwrap();
+        std::fs::read_to_string("/proc/self/maps").unwrap().lines().any(|l| l.ends_with(path.to_str().unwrap()))
+    }
+
+    /// Readers read through one mapping of the file (the kernel's copy of its pages, not one per
+    /// connection); the writer never maps it, and `reader_map: 0` maps nothing.
+    #[tokio::test]
+    async fn readers_map_the_file_and_the_writer_does_not() {
+        for reader_map in [crate::DEFAULT_READER_MAP, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("db.sqlite");
+            // A table already in the file: pages the engine writes sit in its log until a
+            // checkpoint, and a read takes those from the log, mapped or not.
+            Connection::open(&path).unwrap().execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (42);").unwrap();
+            let engine = Engine::start(&path, Tuning { reader_map, ..normal() }).unwrap();
+            engine
+                .write(|c| c.execute_batch("CREATE TABLE u(x); INSERT INTO u VALUES (43)").map_err(backend))
+                .await
+                .unwrap();
+            assert!(!mapped(&path), "the writer maps nothing");
+            let (x, size): (i64, i64) = engine
+                .read(|c| {
+                    let x = c
+                        .query_row("SELECT (SELECT x FROM t) + (SELECT x FROM u)", [], |r| r.get(0))
+                        .map_err(backend)?;
+                    Ok((x, c.query_row("PRAGMA mmap_size", [], |r| r.get(0)).map_err(backend)?))
+                })
+                .await
+                .unwrap();
+            assert_eq!((x, size), (85, reader_map));
+            assert_eq!(mapped(&path), reader_map > 0, "reader_map {reader_map}");
+            engine.shutdown();
+        }
+    }
+
     #[tokio::test]
     async fn sqlite_memory_in_the_process_is_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let engine =
-            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
         let limit: i64 =
             engine.read(|c| c.query_row("PRAGMA soft_heap_limit", [], |r| r.get(0)).map_err(backend)).await.unwrap();
         assert_eq!(limit, crate::DEFAULT_MEMORY_LIMIT, "every connection of the process sees the one limit");
@@ -546,8 +612,7 @@ mod tests {
     async fn a_burst_of_reads_shares_the_read_connections_and_paced_reads_hold_none() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let dir = tempfile::tempdir().unwrap();
-        let engine =
-            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
         let (busy, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let mut burst = tokio::task::JoinSet::new();
         for _ in 0..4 * MAX_READERS {
@@ -602,7 +667,7 @@ mod tests {
     async fn closing_checkpoints_the_log_even_with_another_connection_open() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let engine = Engine::start(&path, Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&path, normal()).unwrap();
         engine
             .write(|c| {
                 c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)?;
@@ -633,7 +698,7 @@ mod tests {
     async fn the_log_is_checkpointed_once_writes_pause_not_in_the_commit() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let engine = Engine::start(&path, Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&path, normal()).unwrap();
         let size = || std::fs::metadata(&path).unwrap().len();
         let before = size();
         // 6 MB: 1,500 pages of 4 KB, past the 1,000 that start a checkpoint.
@@ -666,7 +731,7 @@ mod tests {
     async fn a_checkpoint_waits_for_no_reader() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let engine = Engine::start(&path, Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&path, normal()).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x BLOB NOT NULL)").map_err(backend)).await.unwrap();
         let reader = Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN; SELECT count(*) FROM t;").unwrap();
@@ -702,8 +767,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_that_rolls_the_batch_back_fails_the_batch_and_later_writes_tell_the_truth() {
         let dir = tempfile::tempdir().unwrap();
-        let engine =
-            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
 
         // Hold the writer inside a batch until every write below is queued, so they share it.
@@ -746,8 +810,7 @@ mod tests {
     #[tokio::test]
     async fn write_each_rolls_back_a_refused_write_alone_and_a_lost_transaction_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let engine =
-            Engine::start(&dir.path().join("db.sqlite"), Durability::Normal, crate::DEFAULT_MEMORY_LIMIT).unwrap();
+        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
         type Write = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
         let insert = |x: &'static str| -> Write {

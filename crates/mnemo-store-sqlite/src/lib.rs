@@ -55,7 +55,7 @@ use tokio::sync::broadcast;
 
 pub use crate::backup::{BackupError, BackupOptions, BackupReport, backup};
 pub use crate::check::{Check, CheckError, CheckReport, Counts, Findings, Outcome, check};
-use crate::engine::{Engine, Lite, backend, failure};
+use crate::engine::{Engine, Lite, Tuning, backend, failure};
 use mnemo_store::ops::{self, SessionRowSql, run_ready};
 
 /// How hard a commit tries to reach the disk.
@@ -77,6 +77,9 @@ pub struct SqliteSettings {
     /// What SQLite may hold in this process, in bytes (page caches and statements of every
     /// connection; one limit per process): past it, connections reuse cache pages.
     pub memory_limit: i64,
+    /// How much of the database file each read connection maps into memory, in bytes (`0`:
+    /// none, every page is copied into the connection's own cache). See [`DEFAULT_READER_MAP`].
+    pub reader_map: i64,
 }
 
 /// The default of [`SqliteSettings::memory_limit`]: 64 MiB.
@@ -84,9 +87,29 @@ pub const DEFAULT_MEMORY_LIMIT: i64 = 64 << 20;
 /// The bounds of `?memory_mib=` on an `sqlite://` URL.
 const MEMORY_MIB: std::ops::RangeInclusive<i64> = 4..=65_536;
 
+/// The default of [`SqliteSettings::reader_map`]: 256 MiB.
+///
+/// **Why readers map the file.** Without a mapping, each read connection copies every page it
+/// reads into its own cache (16 MB, all of them under [`DEFAULT_MEMORY_LIMIT`]): a cold server's
+/// first downloads of eight stores at once filled eight caches with copies of pages the kernel
+/// already held, and later reads evicted each other's under the shared limit. Mapped, readers
+/// share the kernel's one copy: a third off a cold server's first download (`docs/BENCHMARKS.md`).
+///
+/// **What it trades.** SQLite maps read-only, so no stray write can reach the file through the
+/// mapping; but a page the disk cannot return (a failing disk), or a file truncated behind
+/// SQLite's back, is a `SIGBUS` that ends the server instead of an error for one request. Both
+/// already mean the database is damaged; `mmap_mib=0` on the URL turns the mapping off. Mapped
+/// pages are the kernel's page cache: they count in the process's resident memory (`RssFile`, as
+/// many times as connections map them) but not in its anonymous memory, and the kernel reclaims
+/// them under pressure. The writer does not map the file.
+pub const DEFAULT_READER_MAP: i64 = 256 << 20;
+/// The bounds of `?mmap_mib=` (SQLite caps a mapping at 2 GiB less 64 KiB on Linux).
+const MMAP_MIB: std::ops::RangeInclusive<i64> = 0..=2_047;
+
 impl SqliteSettings {
     /// Parses `sqlite://PATH`, `sqlite:PATH` or `sqlite:///ABS/PATH`, optionally followed by
-    /// `?synchronous=full|normal` and `&memory_mib=N` (SQLite's memory bound, 4–65,536 MiB).
+    /// `?synchronous=full|normal`, `&memory_mib=N` (SQLite's memory bound, 4–65,536 MiB) and
+    /// `&mmap_mib=N` (each reader's mapping of the file, 0–2,047 MiB; 0 turns it off).
     pub fn from_url(url: &str) -> Result<Self, String> {
         let rest = url
             .strip_prefix("sqlite://")
@@ -98,6 +121,7 @@ impl SqliteSettings {
         }
         let mut durability = Durability::Full;
         let mut memory_limit = DEFAULT_MEMORY_LIMIT;
+        let mut reader_map = DEFAULT_READER_MAP;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("memory_mib", v)) => {
@@ -109,18 +133,27 @@ impl SqliteSettings {
                         )
                     })? << 20;
                 }
+                Some(("mmap_mib", v)) => {
+                    reader_map = v.parse::<i64>().ok().filter(|n| MMAP_MIB.contains(n)).ok_or_else(|| {
+                        format!(
+                            "sqlite:// option mmap_mib must be a whole number of MiB from {} to {} (0 maps nothing), got `{v}`",
+                            MMAP_MIB.start(),
+                            MMAP_MIB.end()
+                        )
+                    })? << 20;
+                }
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("full") => durability = Durability::Full,
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("normal") => {
                     durability = Durability::Normal;
                 }
                 _ => {
                     return Err(format!(
-                        "unknown sqlite:// option `{pair}` (known: synchronous=full|normal, memory_mib=N)"
+                        "unknown sqlite:// option `{pair}` (known: synchronous=full|normal, memory_mib=N, mmap_mib=N)"
                     ));
                 }
             }
         }
-        Ok(Self { path: PathBuf::from(path), durability, limits: Limits::default(), memory_limit })
+        Ok(Self { path: PathBuf::from(path), durability, limits: Limits::default(), memory_limit, reader_map })
     }
 }
 
@@ -139,7 +172,12 @@ impl SqliteStore {
         if let Some(parent) = settings.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| failure(format!("create {}: {e}", parent.display())))?;
         }
-        let engine = Engine::start(&settings.path, settings.durability, settings.memory_limit)?;
+        let tuning = Tuning {
+            durability: settings.durability,
+            memory_limit: settings.memory_limit,
+            reader_map: settings.reader_map,
+        };
+        let engine = Engine::start(&settings.path, tuning)?;
         Ok(Self { engine, limits: settings.limits, memory_signals: broadcast::channel(MEMORY_SIGNALS).0 })
     }
 
@@ -486,17 +524,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_sqlite_url_names_its_durability_and_memory_bound() {
+    fn an_sqlite_url_names_its_durability_memory_bound_and_mapping() {
         let plain = SqliteSettings::from_url("sqlite:///var/lib/mnemo/db.sqlite").unwrap();
         assert_eq!(plain.path, PathBuf::from("/var/lib/mnemo/db.sqlite"));
         assert_eq!((plain.durability, plain.memory_limit), (Durability::Full, DEFAULT_MEMORY_LIMIT));
         let tuned = SqliteSettings::from_url("sqlite://db.sqlite?synchronous=normal&memory_mib=16").unwrap();
         assert_eq!((tuned.durability, tuned.memory_limit), (Durability::Normal, 16 << 20));
+        assert_eq!((plain.reader_map, tuned.reader_map), (DEFAULT_READER_MAP, DEFAULT_READER_MAP));
+        assert_eq!(SqliteSettings::from_url("sqlite://db.sqlite?mmap_mib=0").unwrap().reader_map, 0);
+        assert_eq!(SqliteSettings::from_url("sqlite://db.sqlite?mmap_mib=2047").unwrap().reader_map, 2047 << 20);
+        for bad in ["mmap_mib=-1", "mmap_mib=2048", "mmap_mib=1.5", "mmap_mib=", "mmap_mib=lots"] {
+            let e = SqliteSettings::from_url(&format!("sqlite://db.sqlite?{bad}")).unwrap_err();
+            assert!(e.contains("mmap_mib must be a whole number of MiB from 0 to 2047 (0 maps nothing)"), "{bad}: {e}");
+        }
         for bad in ["memory_mib=3", "memory_mib=65537", "memory_mib=-1", "memory_mib=1.5", "memory_mib="] {
             let e = SqliteSettings::from_url(&format!("sqlite://db.sqlite?{bad}")).unwrap_err();
             assert!(e.contains("memory_mib must be a whole number of MiB from 4 to 65536"), "{bad}: {e}");
         }
         let e = SqliteSettings::from_url("sqlite://db.sqlite?cache=big").unwrap_err();
-        assert!(e.contains("unknown sqlite:// option `cache=big`") && e.contains("memory_mib=N"), "{e}");
+        assert!(e.contains("unknown sqlite:// option `cache=big`") && e.contains("mmap_mib=N"), "{e}");
     }
 }

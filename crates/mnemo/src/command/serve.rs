@@ -28,7 +28,7 @@ pub(crate) struct Serve {
 
     /// Database URL; its scheme picks the backend: `sqlite://PATH` (add `?synchronous=normal`
     /// to trade power-loss durability for speed, `memory_mib=N` to bound SQLite's caches,
-    /// default 64) or `postgres://USER:PASS@HOST:PORT/DB` (several
+    /// default 64, `mmap_mib=N` for each reader's mapping of the file, default 256, 0 for none) or `postgres://USER:PASS@HOST:PORT/DB` (several
     /// replicas may share one). Defaults to mnemo.sqlite in the platform data directory.
     #[arg(long, env = "MNEMO_DATABASE", hide_env_values = true)]
     database: Option<Secret>,
