@@ -124,24 +124,8 @@ impl SqliteSettings {
         let mut reader_map = DEFAULT_READER_MAP;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
-                Some(("memory_mib", v)) => {
-                    memory_limit = v.parse::<i64>().ok().filter(|n| MEMORY_MIB.contains(n)).ok_or_else(|| {
-                        format!(
-                            "sqlite:// option memory_mib must be a whole number of MiB from {} to {}, got `{v}`",
-                            MEMORY_MIB.start(),
-                            MEMORY_MIB.end()
-                        )
-                    })? << 20;
-                }
-                Some(("mmap_mib", v)) => {
-                    reader_map = v.parse::<i64>().ok().filter(|n| MMAP_MIB.contains(n)).ok_or_else(|| {
-                        format!(
-                            "sqlite:// option mmap_mib must be a whole number of MiB from {} to {} (0 maps nothing), got `{v}`",
-                            MMAP_MIB.start(),
-                            MMAP_MIB.end()
-                        )
-                    })? << 20;
-                }
+                Some(("memory_mib", v)) => memory_limit = mib("memory_mib", v, MEMORY_MIB, "")?,
+                Some(("mmap_mib", v)) => reader_map = mib("mmap_mib", v, MMAP_MIB, " (0 maps nothing)")?,
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("full") => durability = Durability::Full,
                 Some(("synchronous", v)) if v.eq_ignore_ascii_case("normal") => {
                     durability = Durability::Normal;
@@ -154,6 +138,18 @@ impl SqliteSettings {
             }
         }
         Ok(Self { path: PathBuf::from(path), durability, limits: Limits::default(), memory_limit, reader_map })
+    }
+}
+
+/// An option's whole number of MiB within `range`, in bytes.
+fn mib(option: &str, v: &str, range: std::ops::RangeInclusive<i64>, note: &str) -> Result<i64, String> {
+    match v.parse::<i64>() {
+        Ok(n) if range.contains(&n) => Ok(n << 20),
+        _ => Err(format!(
+            "sqlite:// option {option} must be a whole number of MiB from {} to {}{note}, got `{v}`",
+            range.start(),
+            range.end()
+        )),
     }
 }
 
