@@ -93,7 +93,7 @@ const MEMORY_MIB: std::ops::RangeInclusive<i64> = 4..=65_536;
 /// reads into its own cache (16 MB, all of them under [`DEFAULT_MEMORY_LIMIT`]): a cold server's
 /// first downloads of eight stores at once filled eight caches with copies of pages the kernel
 /// already held, and later reads evicted each other's under the shared limit. Mapped, readers
-/// share the kernel's one copy: a third off a cold server's first download (`docs/BENCHMARKS.md`).
+/// share the kernel's one copy: half the time and CPU of a cold server's first download (`docs/BENCHMARKS.md`).
 ///
 /// **What it trades.** SQLite maps read-only, so no stray write can reach the file through the
 /// mapping; but a page the disk cannot return (a failing disk), or a file truncated behind
