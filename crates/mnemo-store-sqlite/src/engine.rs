@@ -25,26 +25,6 @@ use tokio::sync::oneshot;
 
 use crate::Durability;
 
-/// How the engine opens its connections ([`crate::SqliteSettings`] without the path).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Tuning {
-    pub(crate) durability: Durability,
-    /// SQLite's soft heap limit for the whole process, in bytes.
-    pub(crate) memory_limit: i64,
-    /// Each read connection's `mmap_size`, in bytes ([`crate::DEFAULT_READER_MAP`]).
-    pub(crate) reader_map: i64,
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        Self {
-            durability: Durability::default(),
-            memory_limit: crate::DEFAULT_MEMORY_LIMIT,
-            reader_map: crate::DEFAULT_READER_MAP,
-        }
-    }
-}
-
 /// The most writes committed together.
 const MAX_BATCH: usize = 256;
 /// Read connections: at most this many reads run at once (the rest wait for one to finish,
@@ -194,8 +174,9 @@ fn open(path: &Path, write: bool, durability: Durability, map: i64) -> Result<Co
 }
 
 impl Engine {
-    pub(crate) fn start(path: &Path, tuning: Tuning) -> Result<Arc<Self>, StoreError> {
-        let Tuning { durability, memory_limit, reader_map } = tuning;
+    pub(crate) fn start(settings: &crate::SqliteSettings) -> Result<Arc<Self>, StoreError> {
+        let crate::SqliteSettings { path, durability, memory_limit, reader_map, .. } = settings;
+        let (durability, memory_limit, reader_map) = (*durability, *memory_limit, *reader_map);
         let conn = open(path, true, durability, 0)?;
         let _limit: i64 =
             conn.query_row(&format!("PRAGMA soft_heap_limit = {memory_limit}"), [], |r| r.get(0)).map_err(backend)?;
@@ -556,8 +537,8 @@ pub(crate) fn query_all<T>(
 mod tests {
     use super::*;
 
-    fn normal() -> Tuning {
-        Tuning { durability: Durability::Normal, ..Tuning::default() }
+    fn normal(path: &Path) -> crate::SqliteSettings {
+        crate::SqliteSettings::from_url(&format!("sqlite://{}?synchronous=normal", path.display())).unwrap()
     }
 
     /// Whether this process maps `path` (Linux's `/proc/self/maps`).
@@ -576,7 +557,7 @@ mod tests {
             // A table already in the file: pages the engine writes sit in its log until a
             // checkpoint, and a read takes those from the log, mapped or not.
             Connection::open(&path).unwrap().execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (42);").unwrap();
-            let engine = Engine::start(&path, Tuning { reader_map, ..normal() }).unwrap();
+            let engine = Engine::start(&crate::SqliteSettings { reader_map, ..normal(&path) }).unwrap();
             engine
                 .write(|c| c.execute_batch("CREATE TABLE u(x); INSERT INTO u VALUES (43)").map_err(backend))
                 .await
@@ -600,7 +581,7 @@ mod tests {
     #[tokio::test]
     async fn sqlite_memory_in_the_process_is_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
+        let engine = Engine::start(&normal(&dir.path().join("db.sqlite"))).unwrap();
         let limit: i64 =
             engine.read(|c| c.query_row("PRAGMA soft_heap_limit", [], |r| r.get(0)).map_err(backend)).await.unwrap();
         assert_eq!(limit, crate::DEFAULT_MEMORY_LIMIT, "every connection of the process sees the one limit");
@@ -612,7 +593,7 @@ mod tests {
     async fn a_burst_of_reads_shares_the_read_connections_and_paced_reads_hold_none() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
+        let engine = Engine::start(&normal(&dir.path().join("db.sqlite"))).unwrap();
         let (busy, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let mut burst = tokio::task::JoinSet::new();
         for _ in 0..4 * MAX_READERS {
@@ -667,7 +648,7 @@ mod tests {
     async fn closing_checkpoints_the_log_even_with_another_connection_open() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let engine = Engine::start(&path, normal()).unwrap();
+        let engine = Engine::start(&normal(&path)).unwrap();
         engine
             .write(|c| {
                 c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)?;
@@ -698,7 +679,7 @@ mod tests {
     async fn the_log_is_checkpointed_once_writes_pause_not_in_the_commit() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let engine = Engine::start(&path, normal()).unwrap();
+        let engine = Engine::start(&normal(&path)).unwrap();
         let size = || std::fs::metadata(&path).unwrap().len();
         let before = size();
         // 6 MB: 1,500 pages of 4 KB, past the 1,000 that start a checkpoint.
@@ -731,7 +712,7 @@ mod tests {
     async fn a_checkpoint_waits_for_no_reader() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let engine = Engine::start(&path, normal()).unwrap();
+        let engine = Engine::start(&normal(&path)).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x BLOB NOT NULL)").map_err(backend)).await.unwrap();
         let reader = Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN; SELECT count(*) FROM t;").unwrap();
@@ -767,7 +748,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_that_rolls_the_batch_back_fails_the_batch_and_later_writes_tell_the_truth() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
+        let engine = Engine::start(&normal(&dir.path().join("db.sqlite"))).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
 
         // Hold the writer inside a batch until every write below is queued, so they share it.
@@ -810,7 +791,7 @@ mod tests {
     #[tokio::test]
     async fn write_each_rolls_back_a_refused_write_alone_and_a_lost_transaction_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::start(&dir.path().join("db.sqlite"), normal()).unwrap();
+        let engine = Engine::start(&normal(&dir.path().join("db.sqlite"))).unwrap();
         engine.write(|c| c.execute_batch("CREATE TABLE t (x TEXT NOT NULL)").map_err(backend)).await.unwrap();
         type Write = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
         let insert = |x: &'static str| -> Write {

@@ -55,7 +55,7 @@ use tokio::sync::broadcast;
 
 pub use crate::backup::{BackupError, BackupOptions, BackupReport, backup};
 pub use crate::check::{Check, CheckError, CheckReport, Counts, Findings, Outcome, check};
-use crate::engine::{Engine, Lite, Tuning, backend, failure};
+use crate::engine::{Engine, Lite, backend, failure};
 use mnemo_store::ops::{self, SessionRowSql, run_ready};
 
 /// How hard a commit tries to reach the disk.
@@ -168,12 +168,7 @@ impl SqliteStore {
         if let Some(parent) = settings.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| failure(format!("create {}: {e}", parent.display())))?;
         }
-        let tuning = Tuning {
-            durability: settings.durability,
-            memory_limit: settings.memory_limit,
-            reader_map: settings.reader_map,
-        };
-        let engine = Engine::start(&settings.path, tuning)?;
+        let engine = Engine::start(settings)?;
         Ok(Self { engine, limits: settings.limits, memory_signals: broadcast::channel(MEMORY_SIGNALS).0 })
     }
 
